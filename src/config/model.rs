@@ -1,0 +1,157 @@
+//! The validated configuration: what the rest of sluice reads. Built only by
+//! [`crate::config::load_str`] / [`crate::config::load_file`], so every value here has already
+//! been checked (a deployment always has a provider it can call, a base URL that parses, ...).
+
+use std::time::Duration;
+
+use super::secret::Secret;
+use crate::mock::MockSettings;
+use crate::providers::Provider;
+
+/// The whole validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Every deployment, in file order. Deployments sharing `model_name` form a model group.
+    pub deployments: Vec<Deployment>,
+    /// `general_settings`.
+    pub general: GeneralSettings,
+    /// `router_settings` (parsed now; routing behaviour comes with the routing work).
+    pub router: RouterSettings,
+    /// `litellm_settings`.
+    pub litellm: LitellmSettings,
+}
+
+/// One upstream deployment (`model_list[i]`).
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The public model (group) name clients ask for.
+    pub model_name: String,
+    /// Stable id: `model_info.id`, else derived from the deployment's contents.
+    pub id: String,
+    /// Which provider serves it.
+    pub provider: Provider,
+    /// The model name the provider knows (the part after `provider/`; for Azure, the deployment).
+    pub upstream_model: String,
+    /// Base URL of the upstream API (already defaulted from the provider table or environment).
+    /// `None` only for providers that need none (the in-process mock).
+    pub api_base: Option<String>,
+    /// API key (from `api_key`, else the provider's usual environment variable).
+    pub api_key: Option<Secret>,
+    /// `api_version` (Azure).
+    pub api_version: Option<String>,
+    /// `organization` (OpenAI), sent as `OpenAI-Organization`.
+    pub organization: Option<String>,
+    /// `extra_headers`, sent on every upstream request. Values may carry credentials.
+    pub extra_headers: Vec<(String, Secret)>,
+    /// `rpm` limit of the deployment.
+    pub rpm: Option<u64>,
+    /// `tpm` limit of the deployment.
+    pub tpm: Option<u64>,
+    /// `weight` for weighted routing.
+    pub weight: Option<f64>,
+    /// `timeout`: the whole upstream call, non-stream.
+    pub timeout: Option<Duration>,
+    /// `stream_timeout`: time to the first chunk of a stream.
+    pub stream_timeout: Option<Duration>,
+    /// `max_retries`.
+    pub max_retries: Option<u32>,
+    /// `input_cost_per_token` override, in USD.
+    pub input_cost_per_token: Option<f64>,
+    /// `output_cost_per_token` override, in USD.
+    pub output_cost_per_token: Option<f64>,
+    /// `model_info`.
+    pub model_info: ModelInfo,
+    /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
+    pub mock: MockSettings,
+}
+
+/// `model_info` of a deployment.
+#[derive(Debug, Clone, Default)]
+pub struct ModelInfo {
+    /// `model_info.id`, if given.
+    pub id: Option<String>,
+    /// `model_info.mode` (`chat`, `embedding`, `completion`, `responses`, ...).
+    pub mode: Option<String>,
+    /// `model_info.base_model`, used for pricing when the upstream name is an alias.
+    pub base_model: Option<String>,
+}
+
+/// `general_settings`.
+#[derive(Debug, Clone)]
+pub struct GeneralSettings {
+    /// `master_key`: when set, every inference route needs it (or, later, a virtual key).
+    pub master_key: Option<Secret>,
+    /// `database_url` (or `DATABASE_URL`): PostgreSQL for fleets; parsed now, used by the store.
+    pub database_url: Option<Secret>,
+    /// Largest request body accepted, in bytes (`max_request_size_mb`, default 32 MiB).
+    pub max_request_body_bytes: usize,
+    /// `proxy_batch_write_at`: seconds between spend-log batch writes.
+    pub proxy_batch_write_at: Option<Duration>,
+}
+
+impl Default for GeneralSettings {
+    fn default() -> Self {
+        Self {
+            master_key: None,
+            database_url: None,
+            max_request_body_bytes: 32 * 1024 * 1024,
+            proxy_batch_write_at: None,
+        }
+    }
+}
+
+/// `router_settings`. Parsed and validated now so that configs load unchanged; the routing
+/// work gives each its behaviour.
+#[derive(Debug, Clone, Default)]
+pub struct RouterSettings {
+    /// `routing_strategy` (`simple-shuffle`, `least-busy`, `latency-based-routing`,
+    /// `usage-based-routing`, `usage-based-routing-v2`, `cost-based-routing`).
+    pub routing_strategy: Option<String>,
+    /// `num_retries`.
+    pub num_retries: Option<u32>,
+    /// `timeout` in seconds, default for every deployment.
+    pub timeout: Option<Duration>,
+    /// `allowed_fails`.
+    pub allowed_fails: Option<u32>,
+    /// `cooldown_time`.
+    pub cooldown_time: Option<Duration>,
+    /// `redis_host`.
+    pub redis_host: Option<String>,
+    /// `redis_port`.
+    pub redis_port: Option<u16>,
+    /// `redis_password`.
+    pub redis_password: Option<Secret>,
+    /// `redis_url`.
+    pub redis_url: Option<Secret>,
+    /// `fallbacks`: group name → ordered fallback groups.
+    pub fallbacks: Vec<(String, Vec<String>)>,
+    /// `context_window_fallbacks`.
+    pub context_window_fallbacks: Vec<(String, Vec<String>)>,
+    /// `content_policy_fallbacks`.
+    pub content_policy_fallbacks: Vec<(String, Vec<String>)>,
+    /// `default_fallbacks`.
+    pub default_fallbacks: Vec<String>,
+}
+
+/// `litellm_settings`.
+#[derive(Debug, Clone, Default)]
+pub struct LitellmSettings {
+    /// `drop_params`: drop parameters a provider cannot take instead of failing.
+    pub drop_params: bool,
+    /// `num_retries` (LiteLLM also accepts it here).
+    pub num_retries: Option<u32>,
+    /// `request_timeout` in seconds, default for every deployment.
+    pub request_timeout: Option<Duration>,
+    /// `set_verbose` / `json_logs`: logging preferences.
+    pub json_logs: bool,
+    /// `success_callback` names.
+    pub success_callback: Vec<String>,
+    /// `failure_callback` names.
+    pub failure_callback: Vec<String>,
+    /// `callbacks` names.
+    pub callbacks: Vec<String>,
+    /// `turn_off_message_logging`.
+    pub turn_off_message_logging: bool,
+    /// `fallbacks` (LiteLLM also accepts router fallbacks here).
+    pub fallbacks: Vec<(String, Vec<String>)>,
+}

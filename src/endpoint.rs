@@ -1,0 +1,85 @@
+//! The inference operations sluice proxies. One enum, so that every layer (routes, providers,
+//! the mock, usage accounting) has to decide what it does for each of them.
+
+/// An OpenAI-style inference endpoint. The route table maps paths onto it and providers map it
+/// onto their upstream paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions`
+    ChatCompletions,
+    /// `POST /v1/completions` (legacy text completions)
+    Completions,
+    /// `POST /v1/embeddings`
+    Embeddings,
+    /// `POST /v1/responses`
+    Responses,
+}
+
+impl Endpoint {
+    /// Path below an OpenAI-compatible base URL (which already ends in `/v1` or similar).
+    pub const fn path(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "/chat/completions",
+            Self::Completions => "/completions",
+            Self::Embeddings => "/embeddings",
+            Self::Responses => "/responses",
+        }
+    }
+
+    /// Short stable name for logs and metrics labels.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "chat_completions",
+            Self::Completions => "completions",
+            Self::Embeddings => "embeddings",
+            Self::Responses => "responses",
+        }
+    }
+
+    /// Whether a request to this endpoint may ask for a server-sent-event stream.
+    pub const fn can_stream(self) -> bool {
+        !matches!(self, Self::Embeddings)
+    }
+
+    /// Match a request path (with or without the `/v1` prefix) to an endpoint.
+    pub fn from_path(path: &str) -> Option<Self> {
+        let path = path.strip_prefix("/v1").unwrap_or(path);
+        match path {
+            "/chat/completions" => Some(Self::ChatCompletions),
+            "/completions" => Some(Self::Completions),
+            "/embeddings" => Some(Self::Embeddings),
+            "/responses" => Some(Self::Responses),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_with_and_without_v1() {
+        assert_eq!(
+            Endpoint::from_path("/v1/chat/completions"),
+            Some(Endpoint::ChatCompletions)
+        );
+        assert_eq!(
+            Endpoint::from_path("/chat/completions"),
+            Some(Endpoint::ChatCompletions)
+        );
+        assert_eq!(
+            Endpoint::from_path("/v1/responses"),
+            Some(Endpoint::Responses)
+        );
+        assert_eq!(
+            Endpoint::from_path("/embeddings"),
+            Some(Endpoint::Embeddings)
+        );
+        assert_eq!(
+            Endpoint::from_path("/v1/completions"),
+            Some(Endpoint::Completions)
+        );
+        assert_eq!(Endpoint::from_path("/v2/chat/completions"), None);
+    }
+}

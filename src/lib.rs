@@ -1,0 +1,13 @@
+//! sluice: one small, fast gateway that speaks the OpenAI API to applications and forwards each
+//! request to whichever provider serves the model. See ARCHITECTURE.md for the request pipeline.
+
+pub mod auth;
+pub mod config;
+pub mod endpoint;
+pub mod error;
+pub mod mock;
+pub mod providers;
+pub mod routing;
+pub mod server;
+pub mod spend;
+pub mod telemetry;
