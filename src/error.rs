@@ -1,1 +1,216 @@
-//! placeholder
+//! Request-time errors, each mapped to the OpenAI error shape and the right HTTP status.
+//! Startup errors live apart (config, bind); nothing here carries internal detail a client
+//! should not see, and no variant can hold a secret.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+
+/// Why a request failed before or while reaching the upstream. The upstream's own error
+/// responses are not in here: they pass through with their status and body.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not valid JSON; the message carries serde's line and column.
+    #[error("We could not parse the JSON body of your request: {0}")]
+    InvalidJson(String),
+    /// A parameter sluice needs is absent.
+    #[error("Missing required parameter: '{0}'.")]
+    MissingParam(&'static str),
+    /// A parameter has the wrong type or value.
+    #[error("Invalid value for '{param}': {message}")]
+    InvalidParam {
+        /// The parameter's name.
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No key, or a wrong one.
+    #[error("Authentication error: {0}")]
+    Unauthorized(&'static str),
+    /// The model group does not exist. Only the name the client sent is echoed.
+    #[error("The model `{0}` does not exist or you do not have access to it.")]
+    ModelNotFound(String),
+    /// No route at that path.
+    #[error("Unknown request URL: {method} {path}.")]
+    RouteNotFound {
+        /// Request method.
+        method: String,
+        /// Request path (no query string).
+        path: String,
+    },
+    /// The route exists but not for that method.
+    #[error("Method {0} is not allowed on this route.")]
+    MethodNotAllowed(String),
+    /// The body exceeds `max_request_size_mb`.
+    #[error("Request body is larger than the limit of {limit} bytes.")]
+    BodyTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The client's body could not be read (connection dropped mid-body).
+    #[error("Could not read the request body: {0}")]
+    BodyRead(String),
+    /// The endpoint cannot stream (embeddings).
+    #[error("Streaming is not supported on this endpoint.")]
+    StreamNotSupported,
+    /// The deployment's provider has no translator in sluice yet.
+    #[error(
+        "Provider `{provider}` (model `{model}`) is not supported by this version of sluice yet."
+    )]
+    ProviderNotSupported {
+        /// Provider prefix.
+        provider: &'static str,
+        /// Model group name.
+        model: String,
+    },
+    /// The upstream did not answer in time.
+    #[error("The upstream provider did not answer within {}s.", .0.as_secs_f64())]
+    UpstreamTimeout(Duration),
+    /// The upstream could not be reached or dropped the connection before answering.
+    #[error("The upstream provider could not be reached: {0}")]
+    UpstreamUnreachable(String),
+    /// The upstream answered something sluice cannot relay.
+    #[error("The upstream provider sent an invalid response: {0}")]
+    UpstreamInvalid(String),
+}
+
+impl ApiError {
+    /// HTTP status for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidJson(_)
+            | Self::MissingParam(_)
+            | Self::InvalidParam { .. }
+            | Self::BodyRead(_)
+            | Self::StreamNotSupported => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
+            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// OpenAI's `error.type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_)
+            | Self::MissingParam(_)
+            | Self::InvalidParam { .. }
+            | Self::BodyRead(_)
+            | Self::StreamNotSupported
+            | Self::ModelNotFound(_)
+            | Self::RouteNotFound { .. }
+            | Self::MethodNotAllowed(_)
+            | Self::BodyTooLarge { .. } => "invalid_request_error",
+            Self::Unauthorized(_) => "authentication_error",
+            Self::ProviderNotSupported { .. } => "not_implemented_error",
+            Self::UpstreamTimeout(_) => "timeout_error",
+            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
+        }
+    }
+
+    /// OpenAI's `error.code`: a stable machine-readable reason.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_) => "invalid_json",
+            Self::MissingParam(_) => "missing_required_parameter",
+            Self::InvalidParam { .. } => "invalid_value",
+            Self::Unauthorized(_) => "invalid_api_key",
+            Self::ModelNotFound(_) => "model_not_found",
+            Self::RouteNotFound { .. } => "unknown_url",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::BodyTooLarge { .. } => "request_too_large",
+            Self::BodyRead(_) => "body_read_error",
+            Self::StreamNotSupported => "stream_not_supported",
+            Self::ProviderNotSupported { .. } => "provider_not_supported",
+            Self::UpstreamTimeout(_) => "upstream_timeout",
+            Self::UpstreamUnreachable(_) => "upstream_unreachable",
+            Self::UpstreamInvalid(_) => "upstream_invalid_response",
+        }
+    }
+
+    /// OpenAI's `error.param`: the request parameter at fault, if one is.
+    pub fn param(&self) -> Option<&'static str> {
+        match self {
+            Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
+            Self::ModelNotFound(_) | Self::ProviderNotSupported { .. } => Some("model"),
+            Self::StreamNotSupported => Some("stream"),
+            Self::InvalidJson(_)
+            | Self::Unauthorized(_)
+            | Self::RouteNotFound { .. }
+            | Self::MethodNotAllowed(_)
+            | Self::BodyTooLarge { .. }
+            | Self::BodyRead(_)
+            | Self::UpstreamTimeout(_)
+            | Self::UpstreamUnreachable(_)
+            | Self::UpstreamInvalid(_) => None,
+        }
+    }
+
+    /// The JSON body `{"error": {"message", "type", "param", "code"}}`.
+    pub fn body(&self) -> Bytes {
+        error_body(&self.to_string(), self.kind(), self.param(), self.code())
+    }
+}
+
+/// Build an OpenAI-shaped error body. Also used for the error event that ends a broken stream.
+pub fn error_body(message: &str, kind: &str, param: Option<&str>, code: &str) -> Bytes {
+    #[derive(serde::Serialize)]
+    struct Inner<'a> {
+        message: &'a str,
+        #[serde(rename = "type")]
+        kind: &'a str,
+        param: Option<&'a str>,
+        code: &'a str,
+    }
+    #[derive(serde::Serialize)]
+    struct Outer<'a> {
+        error: Inner<'a>,
+    }
+    let outer = Outer {
+        error: Inner {
+            message,
+            kind,
+            param,
+            code,
+        },
+    };
+    // Serialising plain strings into a Vec cannot fail.
+    Bytes::from(serde_json::to_vec(&outer).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_and_status() {
+        let e = ApiError::ModelNotFound("gpt-x".into());
+        assert_eq!(e.status(), StatusCode::NOT_FOUND);
+        let v: serde_json::Value = serde_json::from_slice(&e.body()).unwrap();
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "model_not_found");
+        assert_eq!(v["error"]["param"], "model");
+        assert!(v["error"]["message"].as_str().unwrap().contains("gpt-x"));
+    }
+
+    #[test]
+    fn timeouts_and_unreachable() {
+        assert_eq!(
+            ApiError::UpstreamTimeout(Duration::from_secs(2)).status(),
+            StatusCode::GATEWAY_TIMEOUT
+        );
+        assert_eq!(
+            ApiError::UpstreamUnreachable("refused".into()).status(),
+            StatusCode::BAD_GATEWAY
+        );
+        assert_eq!(
+            ApiError::BodyTooLarge { limit: 10 }.status(),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+}

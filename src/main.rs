@@ -1,1 +1,219 @@
-fn main() {}
+//! The `sluice` binary: parse the command line and run the gateway, the config check or the
+//! mock provider.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tokio::net::TcpListener;
+
+use sluice::cli::{Cli, Command, MockArgs, ServeArgs};
+use sluice::config::{self, ProcessEnv};
+use sluice::mock::MockSettings;
+use sluice::server::{self, AppState};
+use sluice::telemetry::{self, LogFormat, LogSink, Recorder};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::CheckConfig { file }) => check_config(&file),
+        Some(Command::Serve(args)) => run(args.workers, |rt| rt.block_on(serve(args))),
+        Some(Command::Mock(args)) => run(args.workers, |rt| rt.block_on(mock(args))),
+        None => run(cli.serve.workers, |rt| rt.block_on(serve(cli.serve))),
+    }
+}
+
+fn run(workers: Option<usize>, f: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(n) = workers.filter(|n| *n > 0) {
+        builder.worker_threads(n);
+    }
+    match builder.build() {
+        Ok(rt) => f(&rt),
+        Err(e) => {
+            eprintln!("sluice: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[expect(
+    clippy::print_stdout,
+    reason = "check-config's output is the resolved model list"
+)]
+fn check_config(file: &Path) -> ExitCode {
+    match config::load_file(file, &ProcessEnv) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                eprintln!("warning: {w}");
+            }
+            print!("{}", config::describe(&loaded.config));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Some(path) = args.config.clone() else {
+        eprintln!("sluice: no config given; try `sluice serve --config examples/quickstart.yaml`");
+        return ExitCode::FAILURE;
+    };
+    let loaded = match config::load_file(&path, &ProcessEnv) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let format = if loaded.config.litellm.json_logs {
+        LogFormat::Json
+    } else {
+        args.log_format
+    };
+    let _log_guard = telemetry::init(format);
+    for w in &loaded.warnings {
+        tracing::warn!("config: {w}");
+    }
+    if loaded.config.general.master_key.is_none() {
+        tracing::warn!(
+            "no general_settings.master_key: the gateway accepts requests without a key"
+        );
+    }
+    let (recorder, recorder_task) = Recorder::start(vec![Box::new(LogSink)]);
+    let state = match AppState::new(&loaded.config, recorder) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(listener) = bind(
+        SocketAddr::new(args.host, args.port),
+        args.ready_file.as_deref(),
+    )
+    .await
+    else {
+        return ExitCode::FAILURE;
+    };
+    let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
+    let models = state.snapshot().models.names().len();
+    tracing::info!(models, "sluice {} serving", env!("CARGO_PKG_VERSION"));
+    let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
+    server::serve(listener, state, shutdown_signal(), grace).await;
+    reloader.abort();
+    // The recorder ends once every handle (the state, open streams) is gone, after draining its
+    // queue; give it a moment so that the last requests' records are written before exit.
+    let _ = tokio::time::timeout(Duration::from_secs(5), recorder_task).await;
+    ExitCode::SUCCESS
+}
+
+async fn mock(args: MockArgs) -> ExitCode {
+    let _log_guard = telemetry::init(LogFormat::Text);
+    let settings = MockSettings {
+        latency: Duration::from_millis(args.latency_ms),
+        chunk_interval: Duration::from_millis(args.chunk_interval_ms),
+        chunks: args.chunks,
+        response_tokens: args.response_tokens,
+        embedding_dims: args.embedding_dims,
+        ..MockSettings::default()
+    };
+    let Some(listener) = bind(
+        SocketAddr::new(args.host, args.port),
+        args.ready_file.as_deref(),
+    )
+    .await
+    else {
+        return ExitCode::FAILURE;
+    };
+    tracing::info!("sluice mock provider serving");
+    match sluice::mock::serve(listener, settings, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "mock server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bind(addr: SocketAddr, ready_file: Option<&Path>) -> Option<TcpListener> {
+    let listener = match TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(%addr, error = %e, "cannot listen");
+            eprintln!("sluice: cannot listen on {addr}: {e}");
+            return None;
+        }
+    };
+    let local = listener.local_addr().ok()?;
+    tracing::info!(address = %local, "listening");
+    if let Some(file) = ready_file {
+        if let Err(e) = std::fs::write(file, local.to_string()) {
+            tracing::error!(error = %e, "cannot write the ready file");
+            return None;
+        }
+    }
+    Some(listener)
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}
+
+/// SIGHUP re-reads the config; a bad one is logged and the running one keeps serving.
+async fn reload_on_sighup(state: std::sync::Arc<AppState>, path: std::path::PathBuf) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match config::load_file(&path, &ProcessEnv) {
+                Ok(loaded) => {
+                    for w in &loaded.warnings {
+                        tracing::warn!("config: {w}");
+                    }
+                    match state.reload(&loaded.config) {
+                        Ok(()) => tracing::info!("config reloaded"),
+                        Err(e) => tracing::error!("config reload rejected: {e}"),
+                    }
+                }
+                Err(e) => tracing::error!("config reload rejected: {e}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (state, path);
+    }
+}

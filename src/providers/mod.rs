@@ -1,6 +1,13 @@
 //! Upstream providers: the provider table, the pooled HTTP client, and the OpenAI-compatible
-//! pass-through path.
+//! pass-through path (envelope read, in-place model rewrite, SSE tap).
 
+pub mod body;
+pub mod call;
+pub mod client;
+pub mod envelope;
 mod kind;
+pub mod sse;
+pub mod target;
 
 pub use kind::{KeyHeader, Provider, ProviderSpec, Wire};
+pub use target::{DeploymentTarget, TargetKind};

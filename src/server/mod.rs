@@ -1,1 +1,82 @@
-//! placeholder
+//! The HTTP server: accept connections (HTTP/1.1 and h2c), hand each request to the pipeline,
+//! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
+
+mod body;
+pub mod pipeline;
+mod relay;
+pub mod routes;
+mod state;
+
+pub use body::ResponseBody;
+pub use relay::RelayError;
+pub use state::{AppState, Snapshot};
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
+
+/// Serve until `shutdown` resolves, then drain for at most `grace`.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    let tracker = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = state.clone();
+                let service = service_fn(move |req: hyper::Request<Incoming>| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(pipeline::handle(&state, req).await) }
+                });
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tracker.spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tracing::info!(
+        grace_secs = grace.as_secs_f64(),
+        "shutting down: draining in-flight requests"
+    );
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing remaining connections"),
+    }
+    tracker.close();
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test sluice has: formatting, lints, Rust unit and end-to-end tests, and the
+# official-SDK tests in Python against the real binary. CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --all-targets --locked -- -D warnings
+
+step "cargo test (unit + end-to-end)"
+cargo test --all-targets --locked
+
+step "build the binary for the SDK tests"
+cargo build --locked --bin sluice
+
+step "Python SDK tests (official openai client)"
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+SLUICE_BIN="$PWD/target/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -p no:cacheprovider

@@ -1,0 +1,99 @@
+//! One upstream call: build the request for a deployment (spliced body, prebuilt URL and
+//! headers) and send it, mapping transport failures to gateway errors.
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, Request, Response};
+
+use super::body::{SegmentsBody, UpstreamBody};
+use super::envelope::{splice, Envelope};
+use super::target::{encode_model, DeploymentTarget, HttpTarget, TargetKind};
+use crate::endpoint::Endpoint;
+use crate::error::ApiError;
+
+/// The request as the pipeline hands it to a provider.
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// Which operation.
+    pub endpoint: Endpoint,
+    /// The client's headers (read by the in-process mock for per-request behaviour).
+    pub client_headers: &'a HeaderMap,
+    /// The client's body, untouched.
+    pub body: &'a Bytes,
+    /// Its envelope.
+    pub envelope: &'a Envelope<'a>,
+    /// What a wildcard group's `*` matched in the requested model.
+    pub capture: Option<&'a str>,
+    /// Ask the upstream for stream usage the client did not request.
+    pub force_usage: bool,
+}
+
+/// Send the call to the deployment; resolves when the upstream's response head arrives.
+pub async fn send(
+    target: &DeploymentTarget,
+    call: &Call<'_>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    match &target.kind {
+        TargetKind::Http(http) => send_http(http, call).await,
+        TargetKind::Mock(settings) => {
+            let body = contiguous(splice(call.body, call.envelope, None, call.force_usage)?);
+            let resp =
+                crate::mock::respond(call.endpoint, call.client_headers, &body, settings).await;
+            Ok(resp.map(UpstreamBody::Mock))
+        }
+        TargetKind::Unsupported => Err(ApiError::ProviderNotSupported {
+            provider: target.provider.name(),
+            model: target.model_name.to_string(),
+        }),
+    }
+}
+
+async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let model_json = match (&t.wildcard, call.capture) {
+        (Some(pattern), Some(capture)) => encode_model(&pattern.replacen('*', capture, 1)),
+        (Some(_), None) => encode_model(&call.envelope.model),
+        (None, _) => t.model_json.clone(),
+    };
+    let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model_json[..]);
+    let segments = splice(
+        call.body,
+        call.envelope,
+        (!unchanged).then_some(&model_json),
+        call.force_usage,
+    )?;
+    let mut req = Request::post(t.url(call.endpoint).clone())
+        .body(SegmentsBody::new(segments))
+        .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
+    *req.headers_mut() = t.headers.clone();
+    let resp = t.client.request(req).await.map_err(client_error)?;
+    Ok(resp.map(UpstreamBody::Http))
+}
+
+fn client_error(e: hyper_util::client::legacy::Error) -> ApiError {
+    use std::error::Error as _;
+    let mut msg = if e.is_connect() {
+        "connection failed".to_owned()
+    } else {
+        "request failed".to_owned()
+    };
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    ApiError::UpstreamUnreachable(msg)
+}
+
+fn contiguous(segments: Vec<Bytes>) -> Bytes {
+    match segments.len() {
+        0 => Bytes::new(),
+        1 => segments.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut out = BytesMut::with_capacity(segments.iter().map(Bytes::len).sum());
+            for s in &segments {
+                out.extend_from_slice(s);
+            }
+            out.freeze()
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! A server-sent-event tap: frames pass through untouched while the tap reads usage from data
+//! lines, notices the stream's proper end, and (when sluice asked for usage on the client's
+//! behalf) removes the usage-only chunk the client did not ask for.
+
+use bytes::{Bytes, BytesMut};
+use memchr::memmem;
+
+use crate::spend::usage::UsageProbe;
+use crate::spend::Usage;
+
+/// Scanner state for one stream.
+#[derive(Debug, Default)]
+pub struct SseTap {
+    /// Bytes after the last complete event. Forwarding mode: a copy kept only for scanning.
+    /// Stripping mode: held back until the event completes.
+    carry: BytesMut,
+    strip_usage_chunk: bool,
+    usage: Option<Usage>,
+    finished: bool,
+}
+
+/// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any.
+fn last_event_end(buf: &[u8]) -> Option<usize> {
+    let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
+    let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
+    lf.max(crlf)
+}
+
+/// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events.
+fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        while pos < buf.len() {
+            let start = pos;
+            let rest = &buf[start..];
+            let lf = memmem::find(rest, b"\n\n").map(|p| (p, 2));
+            let crlf = memmem::find(rest, b"\n\r\n").map(|p| (p, 3));
+            let (at, len) = match (lf, crlf) {
+                (Some(a), Some(b)) => {
+                    if a.0 <= b.0 {
+                        a
+                    } else {
+                        b
+                    }
+                }
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => (rest.len(), 0),
+            };
+            pos = start + at + len;
+            if at > 0 {
+                return Some((start, start + at + len));
+            }
+        }
+        None
+    })
+}
+
+impl SseTap {
+    /// A tap; `strip_usage_chunk` removes the final usage-only chat chunk from the output.
+    pub fn new(strip_usage_chunk: bool) -> Self {
+        Self {
+            strip_usage_chunk,
+            ..Self::default()
+        }
+    }
+
+    /// Usage seen so far.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Whether the stream's own end marker (`[DONE]` or a terminal Responses event) was seen.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Feed one upstream frame; returns what to send on (may be empty).
+    pub fn feed(&mut self, frame: Bytes) -> Bytes {
+        if self.strip_usage_chunk {
+            self.feed_stripping(frame)
+        } else {
+            self.feed_forwarding(&frame);
+            frame
+        }
+    }
+
+    /// At the end of the upstream body: whatever was held back.
+    pub fn finish(&mut self) -> Bytes {
+        if self.strip_usage_chunk && !self.carry.is_empty() {
+            let rest = self.carry.split().freeze();
+            self.scan_event(&rest);
+            rest
+        } else {
+            Bytes::new()
+        }
+    }
+
+    fn feed_forwarding(&mut self, frame: &[u8]) {
+        if self.carry.is_empty() {
+            let end = last_event_end(frame).unwrap_or(0);
+            self.scan_region(&frame[..end]);
+            self.carry.extend_from_slice(&frame[end..]);
+        } else {
+            self.carry.extend_from_slice(frame);
+            if let Some(end) = last_event_end(&self.carry) {
+                let done = self.carry.split_to(end);
+                self.scan_region(&done);
+            }
+        }
+    }
+
+    fn feed_stripping(&mut self, frame: Bytes) -> Bytes {
+        let buf = if self.carry.is_empty() {
+            frame
+        } else {
+            self.carry.extend_from_slice(&frame);
+            self.carry.split().freeze()
+        };
+        let end = last_event_end(&buf).unwrap_or(0);
+        if end < buf.len() {
+            self.carry.extend_from_slice(&buf[end..]);
+        }
+        let complete = buf.slice(..end);
+        let mut dropped: Option<(usize, usize)> = None;
+        for (s, e) in events(&complete) {
+            if self.scan_event(&complete[s..e]) {
+                dropped = Some((s, e));
+            }
+        }
+        match dropped {
+            None => complete,
+            Some((s, e)) => {
+                let mut out = BytesMut::with_capacity(complete.len() - (e - s));
+                out.extend_from_slice(&complete[..s]);
+                out.extend_from_slice(&complete[e..]);
+                out.freeze()
+            }
+        }
+    }
+
+    fn scan_region(&mut self, region: &[u8]) {
+        for (s, e) in events(region) {
+            self.scan_event(&region[s..e]);
+        }
+    }
+
+    /// Scan one event; returns true when it is the usage-only chunk to strip.
+    fn scan_event(&mut self, event: &[u8]) -> bool {
+        let mut strip = false;
+        for line in event.split(|b| *b == b'\n') {
+            let Some(data) = line.strip_prefix(b"data:") else {
+                continue;
+            };
+            let data = data.strip_prefix(b" ").unwrap_or(data);
+            let data = data.strip_suffix(b"\r").unwrap_or(data);
+            if data == b"[DONE]" {
+                self.finished = true;
+                continue;
+            }
+            if !has_usage(data) {
+                continue;
+            }
+            if let Ok(probe) = serde_json::from_slice::<UsageProbe<'_>>(data) {
+                if matches!(
+                    probe.kind,
+                    Some("response.completed" | "response.failed" | "response.incomplete")
+                ) {
+                    self.finished = true;
+                }
+                let usage_only = probe.is_usage_only_chunk();
+                if let Some(u) = probe.usage() {
+                    self.usage = Some(u);
+                    strip |= self.strip_usage_chunk && usage_only;
+                }
+            }
+        }
+        strip
+    }
+}
+
+/// Cheap pre-check: a `"usage"` key whose value is not `null`.
+fn has_usage(data: &[u8]) -> bool {
+    let finder = memmem::Finder::new(b"\"usage\"");
+    let mut from = 0;
+    while let Some(p) = finder.find(&data[from..]) {
+        let after = &data[from + p + 7..];
+        let value = after
+            .iter()
+            .position(|b| !matches!(b, b' ' | b':' | b'\t'))
+            .map(|i| &after[i..]);
+        if !value.is_some_and(|v| v.starts_with(b"null")) {
+            return true;
+        }
+        from += p + 7;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHUNK: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
+    const USAGE: &str =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n";
+    const DONE: &str = "data: [DONE]\n\n";
+
+    fn run(tap: &mut SseTap, frames: &[&str]) -> String {
+        let mut out = Vec::new();
+        for f in frames {
+            out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(f.as_bytes())));
+        }
+        out.extend_from_slice(&tap.finish());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn forwards_untouched_and_reads_usage() {
+        let mut tap = SseTap::new(false);
+        let all = format!("{CHUNK}{USAGE}{DONE}");
+        let out = run(&mut tap, &[&all]);
+        assert_eq!(out, all);
+        assert_eq!(tap.usage().unwrap().completion_tokens, 4);
+        assert!(tap.finished());
+    }
+
+    #[test]
+    fn strips_only_the_usage_chunk() {
+        let mut tap = SseTap::new(true);
+        let out = run(&mut tap, &[CHUNK, &format!("{USAGE}{DONE}")]);
+        assert_eq!(out, format!("{CHUNK}{DONE}"));
+        assert_eq!(tap.usage().unwrap().prompt_tokens, 3);
+        assert!(tap.finished());
+    }
+
+    #[test]
+    fn events_split_across_frames_at_every_byte() {
+        let all = format!("{CHUNK}{USAGE}{DONE}");
+        for strip in [false, true] {
+            for cut in 1..all.len() {
+                let mut tap = SseTap::new(strip);
+                let out = run(&mut tap, &[&all[..cut], &all[cut..]]);
+                let want = if strip {
+                    format!("{CHUNK}{DONE}")
+                } else {
+                    all.clone()
+                };
+                assert_eq!(out, want, "strip={strip} cut={cut}");
+                assert_eq!(tap.usage().unwrap().completion_tokens, 4, "cut={cut}");
+                assert!(tap.finished(), "cut={cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn crlf_and_responses_events() {
+        let ev = "event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}}\r\n\r\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[ev]);
+        assert!(tap.finished());
+        assert_eq!(tap.usage().unwrap().prompt_tokens, 5);
+    }
+
+    #[test]
+    fn cut_stream_is_not_finished() {
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[CHUNK, CHUNK]);
+        assert!(!tap.finished());
+        assert!(tap.usage().is_none());
+    }
+
+    #[test]
+    fn usage_inside_content_is_not_mistaken() {
+        let ev = "data: {\"choices\":[{\"delta\":{\"content\":\"the \\\"usage\\\": field\"}}]}\n\n";
+        let mut tap = SseTap::new(true);
+        let out = run(&mut tap, &[ev]);
+        assert_eq!(out, ev);
+        assert!(tap.usage().is_none());
+    }
+}

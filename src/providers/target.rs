@@ -1,0 +1,259 @@
+//! A deployment made ready to call: its URLs, headers and encoded model name are built once
+//! at config load, so a request only clones them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, Uri};
+
+use super::client::{ClientRegistry, HttpClient};
+use super::kind::{KeyHeader, Provider, Wire};
+use crate::config::Deployment;
+use crate::endpoint::Endpoint;
+use crate::mock::MockSettings;
+
+/// Upstream call timeout when neither the deployment nor the router sets one (LiteLLM's 600 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest time to open a connection to an upstream.
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a deployment could not be made ready (a startup error, reported with its model name).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// A URL built from `api_base` does not parse.
+    #[error("deployment {id} ({model}): invalid upstream URL {url:?}: {reason}")]
+    BadUrl {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// The URL (base URLs never carry keys in sluice's config model).
+        url: String,
+        /// Parser message.
+        reason: String,
+    },
+    /// A header name or value is not valid HTTP.
+    #[error("deployment {id} ({model}): invalid header {name:?}")]
+    BadHeader {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// Header name (the value is never printed: it may be a credential).
+        name: String,
+    },
+}
+
+/// How a deployment is reached.
+#[derive(Debug)]
+pub enum TargetKind {
+    /// Answered in process by the mock provider.
+    Mock(MockSettings),
+    /// An OpenAI-wire HTTP upstream (OpenAI, Azure, and the compatible family).
+    Http(Box<HttpTarget>),
+    /// Known provider without a translator yet.
+    Unsupported,
+}
+
+/// Everything needed to send one request to an HTTP upstream.
+#[derive(Debug)]
+pub struct HttpTarget {
+    /// Pooled client.
+    pub client: HttpClient,
+    /// Full URL per endpoint, in [`Endpoint`] order.
+    urls: [Uri; 4],
+    /// Headers sent on every request (auth, organization, extra headers).
+    pub headers: HeaderMap,
+    /// The upstream model name encoded as a JSON string, spliced into the body.
+    pub model_json: Bytes,
+    /// `upstream_model` contains `*`: the client's model fills it in per request.
+    pub wildcard: Option<Box<str>>,
+    /// Whole-call timeout for non-stream requests.
+    pub timeout: Duration,
+    /// Time allowed until a stream's first chunk.
+    pub stream_timeout: Duration,
+}
+
+impl HttpTarget {
+    /// The URL for one endpoint.
+    pub fn url(&self, endpoint: Endpoint) -> &Uri {
+        &self.urls[endpoint_index(endpoint)]
+    }
+}
+
+const fn endpoint_index(e: Endpoint) -> usize {
+    match e {
+        Endpoint::ChatCompletions => 0,
+        Endpoint::Completions => 1,
+        Endpoint::Embeddings => 2,
+        Endpoint::Responses => 3,
+    }
+}
+
+const ENDPOINTS: [Endpoint; 4] = [
+    Endpoint::ChatCompletions,
+    Endpoint::Completions,
+    Endpoint::Embeddings,
+    Endpoint::Responses,
+];
+
+/// A deployment ready to serve, shared by the routing table.
+#[derive(Debug)]
+pub struct DeploymentTarget {
+    /// Stable deployment id (`x-sluice-model-id`).
+    pub id: Arc<str>,
+    /// `x-sluice-model-id` header value, prebuilt.
+    pub id_header: HeaderValue,
+    /// The model group.
+    pub model_name: Arc<str>,
+    /// The provider.
+    pub provider: Provider,
+    /// How to reach it.
+    pub kind: TargetKind,
+}
+
+impl DeploymentTarget {
+    /// Prepare a validated deployment.
+    pub fn build(d: &Deployment, clients: &ClientRegistry) -> Result<Self, TargetError> {
+        let kind = match d.provider.spec().wire {
+            Wire::Mock => TargetKind::Mock(d.mock.clone()),
+            Wire::NotYetSupported => TargetKind::Unsupported,
+            Wire::OpenAiCompatible | Wire::Azure => {
+                TargetKind::Http(Box::new(build_http(d, clients)?))
+            }
+        };
+        let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
+            id: d.id.clone(),
+            model: d.model_name.clone(),
+            name: "x-sluice-model-id".into(),
+        })?;
+        Ok(Self {
+            id: Arc::from(d.id.as_str()),
+            id_header,
+            model_name: Arc::from(d.model_name.as_str()),
+            provider: d.provider,
+            kind,
+        })
+    }
+}
+
+fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, TargetError> {
+    let base = d
+        .api_base
+        .as_deref()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let azure = d.provider.spec().wire == Wire::Azure;
+    let mut urls = Vec::with_capacity(4);
+    for endpoint in ENDPOINTS {
+        let url = if azure {
+            azure_url(base, &d.upstream_model, d.api_version.as_deref(), endpoint)
+        } else {
+            format!("{base}{}", endpoint.path())
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| TargetError::BadUrl {
+                id: d.id.clone(),
+                model: d.model_name.clone(),
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        urls.push(uri);
+    }
+    let urls: [Uri; 4] = urls.try_into().map_err(|_| TargetError::BadUrl {
+        id: d.id.clone(),
+        model: d.model_name.clone(),
+        url: base.to_owned(),
+        reason: "internal: endpoint count".into(),
+    })?;
+    let headers = build_headers(d)?;
+    let timeout = d.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let wildcard = d
+        .upstream_model
+        .contains('*')
+        .then(|| d.upstream_model.clone().into());
+    Ok(HttpTarget {
+        client: clients.get(timeout.min(MAX_CONNECT_TIMEOUT)),
+        urls,
+        headers,
+        model_json: encode_model(&d.upstream_model),
+        wildcard,
+        timeout,
+        stream_timeout: d.stream_timeout.unwrap_or(timeout),
+    })
+}
+
+/// A model name as a JSON string literal.
+pub fn encode_model(model: &str) -> Bytes {
+    Bytes::from(serde_json::to_vec(model).unwrap_or_else(|_| b"\"\"".to_vec()))
+}
+
+fn azure_url(base: &str, deployment: &str, version: Option<&str>, e: Endpoint) -> String {
+    let version = version.unwrap_or("2024-10-21");
+    match e {
+        Endpoint::Responses => format!("{base}/openai/responses?api-version={version}"),
+        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
+            "{base}/openai/deployments/{deployment}{}?api-version={version}",
+            e.path()
+        ),
+    }
+}
+
+fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
+    let bad = |name: &str| TargetError::BadHeader {
+        id: d.id.clone(),
+        model: d.model_name.clone(),
+        name: name.to_owned(),
+    };
+    let mut h = HeaderMap::with_capacity(4 + d.extra_headers.len());
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
+    );
+    if let Some(key) = &d.api_key {
+        let (name, value) = match d.provider.spec().key_header {
+            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
+            KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
+        };
+        let mut v = HeaderValue::from_str(&value).map_err(|_| bad(name.as_str()))?;
+        v.set_sensitive(true);
+        h.insert(name, v);
+    }
+    if let Some(org) = &d.organization {
+        let v = HeaderValue::from_str(org).map_err(|_| bad("OpenAI-Organization"))?;
+        h.insert(HeaderName::from_static("openai-organization"), v);
+    }
+    for (name, value) in &d.extra_headers {
+        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad(name))?;
+        let mut v = HeaderValue::from_str(value.expose()).map_err(|_| bad(name))?;
+        v.set_sensitive(true);
+        h.insert(n, v);
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn azure_urls() {
+        assert_eq!(
+            azure_url("https://r.openai.azure.com", "gpt4o", Some("2024-06-01"), Endpoint::ChatCompletions),
+            "https://r.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-06-01"
+        );
+        assert_eq!(
+            azure_url("https://r.openai.azure.com", "x", None, Endpoint::Responses),
+            "https://r.openai.azure.com/openai/responses?api-version=2024-10-21"
+        );
+    }
+
+    #[test]
+    fn model_encoding_escapes() {
+        assert_eq!(&encode_model("a\"b")[..], br#""a\"b""#);
+    }
+}

@@ -1,0 +1,100 @@
+//! The route table: a static match on method and path (with and without `/v1`), no regex.
+
+use http::Method;
+
+use crate::endpoint::Endpoint;
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// An inference call.
+    Inference(Endpoint),
+    /// `GET /v1/models`
+    ListModels,
+    /// `GET /v1/models/{id}`
+    GetModel(&'a str),
+    /// `GET /health/liveliness` (LiteLLM's spelling) and `/health/liveness`
+    Liveness,
+    /// `GET /health/readiness`
+    Readiness,
+    /// A known path with the wrong method.
+    WrongMethod,
+    /// Nothing here.
+    NotFound,
+}
+
+impl Route<'_> {
+    /// Stable label for logs and metrics: the path pattern, not the raw path.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Inference(Endpoint::ChatCompletions) => "/v1/chat/completions",
+            Self::Inference(Endpoint::Completions) => "/v1/completions",
+            Self::Inference(Endpoint::Embeddings) => "/v1/embeddings",
+            Self::Inference(Endpoint::Responses) => "/v1/responses",
+            Self::ListModels => "/v1/models",
+            Self::GetModel(_) => "/v1/models/{id}",
+            Self::Liveness => "/health/liveliness",
+            Self::Readiness => "/health/readiness",
+            Self::WrongMethod | Self::NotFound => "other",
+        }
+    }
+}
+
+/// Match a request.
+pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
+    if let Some(endpoint) = Endpoint::from_path(path) {
+        return if method == Method::POST {
+            Route::Inference(endpoint)
+        } else {
+            Route::WrongMethod
+        };
+    }
+    let bare = path.strip_prefix("/v1").unwrap_or(path);
+    let route = match bare {
+        "/models" => Route::ListModels,
+        "/health/liveliness" | "/health/liveness" => Route::Liveness,
+        "/health/readiness" => Route::Readiness,
+        _ => match bare.strip_prefix("/models/") {
+            Some(id) if !id.is_empty() => Route::GetModel(id),
+            _ => return Route::NotFound,
+        },
+    };
+    if method == Method::GET {
+        route
+    } else {
+        Route::WrongMethod
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_with_and_without_v1() {
+        let post = Method::POST;
+        let get = Method::GET;
+        assert_eq!(
+            match_route(&post, "/v1/chat/completions"),
+            Route::Inference(Endpoint::ChatCompletions)
+        );
+        assert_eq!(
+            match_route(&post, "/responses"),
+            Route::Inference(Endpoint::Responses)
+        );
+        assert_eq!(match_route(&get, "/models"), Route::ListModels);
+        assert_eq!(
+            match_route(&get, "/v1/models/org/m"),
+            Route::GetModel("org/m")
+        );
+        assert_eq!(match_route(&get, "/health/liveness"), Route::Liveness);
+        assert_eq!(match_route(&get, "/health/readiness"), Route::Readiness);
+        assert_eq!(
+            match_route(&get, "/v1/chat/completions"),
+            Route::WrongMethod
+        );
+        assert_eq!(match_route(&post, "/v1/models"), Route::WrongMethod);
+        assert_eq!(match_route(&get, "/v1/nope"), Route::NotFound);
+        assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
+    }
+}

@@ -1,0 +1,347 @@
+//! Shared end-to-end harness: the gateway in process on an ephemeral loopback port, the mock
+//! provider server, a recording upstream for byte-exact and fault cases, and an HTTP client.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::stream;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use sluice::mock::MockSettings;
+use sluice::server::AppState;
+use sluice::telemetry::{Recorder, RequestRecord};
+
+/// A running gateway.
+pub struct Gateway {
+    pub addr: SocketAddr,
+    pub records: mpsc::UnboundedReceiver<RequestRecord>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Gateway {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// The next finished request's record (waits up to 5 s).
+    pub async fn next_record(&mut self) -> RequestRecord {
+        tokio::time::timeout(Duration::from_secs(5), self.records.recv())
+            .await
+            .expect("no record within 5 s")
+            .expect("recorder closed")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Start the gateway on a config given as YAML (`{mock}`/`{up}` already substituted).
+pub async fn gateway(yaml: &str) -> Gateway {
+    let env: HashMap<String, String> = HashMap::new();
+    let loaded = sluice::config::load_str(yaml, &env).expect("config loads");
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (recorder, _task) = Recorder::start(vec![Box::new(tx)]);
+    let state = AppState::new(&loaded.config, recorder).expect("state builds");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(sluice::server::serve(
+        listener,
+        state,
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(5),
+    ));
+    Gateway {
+        addr,
+        records: rx,
+        stop: Some(stop),
+    }
+}
+
+/// A running `sluice mock` server (in process).
+pub struct MockServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl MockServer {
+    pub fn base(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub async fn mock_server(settings: MockSettings) -> MockServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(sluice::mock::serve(listener, settings, async {
+        let _ = stopped.await;
+    }));
+    MockServer {
+        addr,
+        stop: Some(stop),
+    }
+}
+
+/// One request as the recording upstream saw it.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub path_and_query: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// How the recording upstream answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Status and JSON body.
+    Json(u16, &'static str),
+    /// SSE frames, each sent after `gap`; `then_reset` aborts the body after the last one.
+    Sse {
+        frames: Vec<&'static str>,
+        gap: Duration,
+        then_reset: bool,
+    },
+    /// Wait, then answer.
+    Delay(Duration, Box<Reply>),
+}
+
+pub struct Recording {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Captured>>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Recording {
+    pub fn base(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+    pub fn requests(&self) -> Vec<Captured> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+type TestBody = BoxBody<Bytes, std::io::Error>;
+
+fn reply_body(reply: Reply) -> futures_util::future::BoxFuture<'static, Response<TestBody>> {
+    Box::pin(async move {
+        match reply {
+            Reply::Json(status, body) => {
+                let mut r = Response::new(
+                    Full::new(Bytes::from_static(body.as_bytes()))
+                        .map_err(|never: Infallible| match never {})
+                        .boxed(),
+                );
+                *r.status_mut() = StatusCode::from_u16(status).unwrap();
+                r.headers_mut()
+                    .insert("content-type", "application/json".parse().unwrap());
+                r
+            }
+            Reply::Delay(d, inner) => {
+                tokio::time::sleep(d).await;
+                reply_body(*inner).await
+            }
+            Reply::Sse {
+                frames,
+                gap,
+                then_reset,
+            } => {
+                let n = frames.len();
+                let s = stream::unfold(0usize, move |i| {
+                    let frames = frames.clone();
+                    async move {
+                        if i < n {
+                            if i > 0 {
+                                tokio::time::sleep(gap).await;
+                            }
+                            Some((
+                                Ok(Frame::data(Bytes::from_static(frames[i].as_bytes()))),
+                                i + 1,
+                            ))
+                        } else if then_reset && i == n {
+                            tokio::time::sleep(gap).await;
+                            Some((Err(std::io::Error::other("reset")), i + 1))
+                        } else {
+                            None
+                        }
+                    }
+                });
+                let mut r = Response::new(BodyExt::boxed(StreamBody::new(s)));
+                r.headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                r
+            }
+        }
+    })
+}
+
+/// An upstream that records every request and answers with `reply`.
+pub async fn recording(reply: Reply) -> Recording {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<Captured>>> = Arc::default();
+    let (stop, mut stopped) = oneshot::channel::<()>();
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Ok((stream, _)) = listener.accept() => {
+                    let seen = seen2.clone();
+                    let reply = reply.clone();
+                    tokio::spawn(async move {
+                        let svc = service_fn(move |req: Request<Incoming>| {
+                            let seen = seen.clone();
+                            let reply = reply.clone();
+                            async move {
+                                let (parts, body) = req.into_parts();
+                                let body = body.collect().await.unwrap().to_bytes();
+                                seen.lock().unwrap().push(Captured {
+                                    path_and_query: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                                    headers: parts.headers,
+                                    body,
+                                });
+                                Ok::<_, Infallible>(reply_body(reply).await)
+                            }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                    });
+                }
+                _ = &mut stopped => break,
+            }
+        }
+    });
+    Recording {
+        addr,
+        seen,
+        stop: Some(stop),
+    }
+}
+
+/// A finished HTTP exchange.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Frames as they arrived, with arrival times (streams).
+    pub frames: Vec<(Instant, Bytes)>,
+    /// Whether the body ended with an error (connection cut).
+    pub body_error: bool,
+}
+
+impl Answer {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    /// `data:` payloads of an SSE body, in order.
+    pub fn sse_data(&self) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+            .collect()
+    }
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// Send a request and read the whole answer, frame by frame.
+pub async fn send(
+    method: &str,
+    url: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body.into())).unwrap();
+    let resp = client().request(req).await.expect("request sent");
+    let (parts, mut body) = resp.into_parts();
+    let mut frames = Vec::new();
+    let mut all = Vec::new();
+    let mut body_error = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Ok(d) = f.into_data() {
+                    all.extend_from_slice(&d);
+                    frames.push((Instant::now(), d));
+                }
+            }
+            Err(_) => {
+                body_error = true;
+                break;
+            }
+        }
+    }
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: Bytes::from(all),
+        frames,
+        body_error,
+    }
+}
+
+pub const MASTER: (&str, &str) = ("authorization", "Bearer sk-master");
+
+pub async fn post(url: &str, body: &str) -> Answer {
+    send(
+        "POST",
+        url,
+        body.to_owned(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await
+}
+
+pub async fn get(url: &str) -> Answer {
+    send("GET", url, Bytes::new(), &[MASTER]).await
+}

@@ -1,0 +1,90 @@
+"""Start the real sluice binary (and `sluice mock` as its upstream) on ephemeral loopback ports.
+
+The binary comes from SLUICE_BIN (the test script builds it); nothing here is mocked but the
+model provider, which is sluice's own mock speaking OpenAI's wire format.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
+MASTER_KEY = "sk-sdk-test-master"
+
+
+def _start(args, workdir):
+    ready = pathlib.Path(workdir) / f"ready-{len(os.listdir(workdir))}"
+    log = open(pathlib.Path(workdir) / f"{ready.name}.log", "w")
+    proc = subprocess.Popen(
+        [BIN, *args, "--ready-file", str(ready)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "SLUICE_LOG": "info"},
+    )
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if ready.exists() and ready.read_text().strip():
+            return proc, ready.read_text().strip(), log.name
+        if proc.poll() is not None:
+            raise RuntimeError(f"{args[0]} exited early: {open(log.name).read()}")
+        time.sleep(0.02)
+    proc.kill()
+    raise RuntimeError(f"{args[0]} did not start: {open(log.name).read()}")
+
+
+def _stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+
+
+@pytest.fixture(scope="session")
+def workdir():
+    with tempfile.TemporaryDirectory(prefix="sluice-sdk-") as d:
+        yield d
+
+
+@pytest.fixture(scope="session")
+def mock_upstream(workdir):
+    proc, addr, _ = _start(["mock", "--port", "0", "--chunks", "5", "--response-tokens", "20"], workdir)
+    yield f"http://{addr}/v1"
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def gateway(workdir, mock_upstream):
+    config = pathlib.Path(workdir) / "config.yaml"
+    config.write_text(
+        f"""
+model_list:
+  - model_name: gpt-4o-mini
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
+  - model_name: in-process
+    litellm_params:
+      model: mock/in-process
+  - model_name: text-embedding-3-small
+    litellm_params:
+      model: openai/text-embedding-3-small
+      api_base: {mock_upstream}
+general_settings:
+  master_key: {MASTER_KEY}
+"""
+    )
+    proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], workdir)
+    yield {"base_url": f"http://{addr}/v1", "log": log, "proc": proc}
+    assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"
+    text = open(log).read()
+    assert "sk-upstream-never-shown" not in text, "an upstream key reached the logs"
+    assert MASTER_KEY not in text, "the master key reached the logs"
