@@ -2,27 +2,22 @@
 //! typed and validated → an immutable [`Config`]. Unknown keys are warnings that name the key;
 //! wrong values are errors that name the exact path.
 
+mod describe;
+mod env;
+mod load;
 mod model;
+mod problems;
+mod raw;
 mod secret;
+mod validate;
 
+pub use describe::describe;
+pub use env::{Env, ProcessEnv};
+pub use load::{load_file, load_str, Loaded};
 pub use model::*;
+pub use problems::{ConfigError, Invalid, Warning};
 pub use secret::Secret;
+pub use validate::{DEFAULT_AZURE_API_VERSION, ROUTING_STRATEGIES};
 
-// TEMPORARY local stand-in until the loader lands (not committed).
-/// tmp
-pub struct ProcessEnv;
-/// tmp
-pub struct Loaded {
-    /// tmp
-    pub config: Config,
-    /// tmp
-    pub warnings: Vec<String>,
-}
-/// tmp
-pub fn load_file(_p: &std::path::Path, _e: &ProcessEnv) -> Result<Loaded, String> {
-    Err("tmp".into())
-}
-/// tmp
-pub fn describe(_c: &Config) -> String {
-    String::new()
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+//! `sluice check-config`'s report: the resolved model list as sluice will serve it, secrets
+//! masked, so a user sees what each `os.environ/` reference and default turned into.
+
+use std::fmt::Write as _;
+
+use super::model::{Config, Deployment};
+use super::secret::Secret;
+
+/// The resolved config as text, one block per model group.
+pub fn describe(config: &Config) -> String {
+    let mut out = String::new();
+    let mut groups: Vec<&str> = Vec::new();
+    for d in &config.deployments {
+        if !groups.contains(&d.model_name.as_str()) {
+            groups.push(&d.model_name);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{} deployment{} in {} model group{}",
+        config.deployments.len(),
+        plural(config.deployments.len()),
+        groups.len(),
+        plural(groups.len())
+    );
+    for g in groups {
+        let _ = writeln!(out, "\n{g}");
+        for d in config.deployments.iter().filter(|d| d.model_name == g) {
+            deployment(&mut out, d);
+        }
+    }
+    let g = &config.general;
+    let _ = writeln!(out, "\ngeneral_settings");
+    let _ = writeln!(out, "  master_key: {}", masked(g.master_key.as_ref()));
+    let _ = writeln!(
+        out,
+        "  max_request_size: {} bytes",
+        g.max_request_body_bytes
+    );
+    if g.database_url.is_some() {
+        let _ = writeln!(out, "  database_url: {}", masked(g.database_url.as_ref()));
+    }
+    if let Some(s) = &config.router.routing_strategy {
+        let _ = writeln!(out, "router_settings.routing_strategy: {s}");
+    }
+    out
+}
+
+fn deployment(out: &mut String, d: &Deployment) {
+    let _ = writeln!(
+        out,
+        "  - {}/{}  id={}",
+        d.provider.name(),
+        d.upstream_model,
+        d.id
+    );
+    match &d.api_base {
+        Some(base) => {
+            let _ = writeln!(out, "      api_base: {base}");
+            let _ = writeln!(out, "      api_key: {}", masked(d.api_key.as_ref()));
+        }
+        None => {
+            let _ = writeln!(out, "      answered in process");
+        }
+    }
+    if let Some(v) = &d.api_version {
+        let _ = writeln!(out, "      api_version: {v}");
+    }
+    for (name, value) in &d.extra_headers {
+        let _ = writeln!(out, "      header {name}: {}", value.masked());
+    }
+    if let Some(t) = d.timeout {
+        let _ = writeln!(out, "      timeout: {}s", t.as_secs_f64());
+    }
+    if let Some(w) = d.weight {
+        let _ = writeln!(out, "      weight: {w}");
+    }
+    for (name, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
+        if let Some(v) = v {
+            let _ = writeln!(out, "      {name}: {v}");
+        }
+    }
+}
+
+fn masked(s: Option<&Secret>) -> String {
+    s.map_or_else(|| "(none)".to_owned(), Secret::masked)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

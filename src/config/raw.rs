@@ -1,0 +1,318 @@
+//! The config file as written: LiteLLM's `config.yaml` keys, every leaf a loosely typed
+//! [`Scalar`] (YAML users write `rpm: "100"` and env references always yield strings). The
+//! validator turns this into the strict model and names the path of every bad value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+/// A YAML leaf: string, number or boolean.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Scalar {
+    /// A string.
+    Str(String),
+    /// A whole number.
+    Int(i128),
+    /// A number with a fraction.
+    Float(f64),
+    /// `true` / `false`.
+    Bool(bool),
+}
+
+impl Scalar {
+    /// The value as text (numbers and booleans printed as YAML would).
+    pub fn text(&self) -> String {
+        match self {
+            Self::Str(s) => s.clone(),
+            Self::Int(i) => i.to_string(),
+            Self::Float(f) => f.to_string(),
+            Self::Bool(b) => b.to_string(),
+        }
+    }
+
+    /// The value as a number, if it is one or a string holding one.
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Self::Int(i) => Some(*i as f64),
+            Self::Float(f) => Some(*f),
+            Self::Str(s) => s.trim().parse().ok(),
+            Self::Bool(_) => None,
+        }
+    }
+
+    /// The value as a whole number, if it is one or a string holding one.
+    pub fn integer(&self) -> Option<i128> {
+        match self {
+            Self::Int(i) => Some(*i),
+            Self::Float(f) if f.fract() == 0.0 && f.abs() < 1e18 => Some(*f as i128),
+            Self::Str(s) => s.trim().parse().ok(),
+            Self::Float(_) | Self::Bool(_) => None,
+        }
+    }
+
+    /// The value as a boolean (`true`, `"true"`, `"True"`, `1`...).
+    pub fn boolean(&self) -> Option<bool> {
+        match self {
+            Self::Bool(b) => Some(*b),
+            Self::Int(0) => Some(false),
+            Self::Int(1) => Some(true),
+            Self::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "1" | "on" => Some(true),
+                "false" | "no" | "0" | "off" => Some(false),
+                _ => None,
+            },
+            Self::Int(_) | Self::Float(_) => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v.into()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v.into()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Float(v))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Bool(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A string or a list of strings (`success_callback: langfuse` or `[langfuse, s3]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a string or a list of strings")]
+pub(super) enum OneOrMany {
+    /// One value.
+    One(Scalar),
+    /// Several.
+    Many(Vec<Scalar>),
+}
+
+impl OneOrMany {
+    /// Every value as text.
+    pub fn texts(&self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s.text()],
+            Self::Many(v) => v.iter().map(Scalar::text).collect(),
+        }
+    }
+}
+
+/// Top level of `config.yaml`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawConfig {
+    pub model_list: Option<Vec<RawModel>>,
+    pub general_settings: Option<RawGeneral>,
+    pub router_settings: Option<RawRouter>,
+    pub litellm_settings: Option<RawLitellm>,
+    /// Already applied before typing; kept so it is not reported as unknown.
+    #[allow(dead_code)]
+    pub environment_variables: Option<Value>,
+    /// Already applied before typing; kept so it is not reported as unknown.
+    #[allow(dead_code)]
+    pub include: Option<Value>,
+}
+
+/// Top-level keys sluice reads.
+pub(super) const TOP_KEYS: &[&str] = &[
+    "model_list",
+    "general_settings",
+    "router_settings",
+    "litellm_settings",
+    "environment_variables",
+    "include",
+];
+
+/// `model_list[i]`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawModel {
+    pub model_name: Option<Scalar>,
+    pub litellm_params: Option<RawParams>,
+    /// Free-form metadata; `id`, `mode` and `base_model` are read from it.
+    pub model_info: Option<BTreeMap<String, Value>>,
+}
+
+/// Keys of a `model_list` entry.
+pub(super) const MODEL_KEYS: &[&str] = &["model_name", "litellm_params", "model_info"];
+
+/// `model_list[i].litellm_params`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawParams {
+    pub model: Option<Scalar>,
+    pub custom_llm_provider: Option<Scalar>,
+    pub api_base: Option<Scalar>,
+    pub base_url: Option<Scalar>,
+    pub api_key: Option<Scalar>,
+    pub api_version: Option<Scalar>,
+    pub organization: Option<Scalar>,
+    pub extra_headers: Option<BTreeMap<String, Scalar>>,
+    pub rpm: Option<Scalar>,
+    pub tpm: Option<Scalar>,
+    pub weight: Option<Scalar>,
+    pub timeout: Option<Scalar>,
+    pub stream_timeout: Option<Scalar>,
+    pub max_retries: Option<Scalar>,
+    pub input_cost_per_token: Option<Scalar>,
+    pub output_cost_per_token: Option<Scalar>,
+    pub mock_response: Option<Scalar>,
+    pub mock_latency_ms: Option<Scalar>,
+    pub mock_chunk_interval_ms: Option<Scalar>,
+    pub mock_chunks: Option<Scalar>,
+    pub mock_response_tokens: Option<Scalar>,
+    pub mock_embedding_dims: Option<Scalar>,
+}
+
+/// Keys of `litellm_params` sluice reads.
+pub(super) const PARAM_KEYS: &[&str] = &[
+    "model",
+    "custom_llm_provider",
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "organization",
+    "extra_headers",
+    "rpm",
+    "tpm",
+    "weight",
+    "timeout",
+    "stream_timeout",
+    "max_retries",
+    "input_cost_per_token",
+    "output_cost_per_token",
+    "mock_response",
+    "mock_latency_ms",
+    "mock_chunk_interval_ms",
+    "mock_chunks",
+    "mock_response_tokens",
+    "mock_embedding_dims",
+];
+
+/// `general_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawGeneral {
+    pub master_key: Option<Scalar>,
+    pub database_url: Option<Scalar>,
+    pub max_request_size_mb: Option<Scalar>,
+    pub proxy_batch_write_at: Option<Scalar>,
+}
+
+/// Keys of `general_settings` sluice reads.
+pub(super) const GENERAL_KEYS: &[&str] = &[
+    "master_key",
+    "database_url",
+    "max_request_size_mb",
+    "proxy_batch_write_at",
+];
+
+/// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.
+pub(super) type RawFallbacks = Vec<BTreeMap<String, OneOrMany>>;
+
+/// `router_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawRouter {
+    pub routing_strategy: Option<Scalar>,
+    pub num_retries: Option<Scalar>,
+    pub timeout: Option<Scalar>,
+    pub allowed_fails: Option<Scalar>,
+    pub cooldown_time: Option<Scalar>,
+    pub redis_host: Option<Scalar>,
+    pub redis_port: Option<Scalar>,
+    pub redis_password: Option<Scalar>,
+    pub redis_url: Option<Scalar>,
+    pub fallbacks: Option<RawFallbacks>,
+    pub context_window_fallbacks: Option<RawFallbacks>,
+    pub content_policy_fallbacks: Option<RawFallbacks>,
+    pub default_fallbacks: Option<OneOrMany>,
+}
+
+/// Keys of `router_settings` sluice reads.
+pub(super) const ROUTER_KEYS: &[&str] = &[
+    "routing_strategy",
+    "num_retries",
+    "timeout",
+    "allowed_fails",
+    "cooldown_time",
+    "redis_host",
+    "redis_port",
+    "redis_password",
+    "redis_url",
+    "fallbacks",
+    "context_window_fallbacks",
+    "content_policy_fallbacks",
+    "default_fallbacks",
+];
+
+/// `litellm_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLitellm {
+    pub drop_params: Option<Scalar>,
+    pub num_retries: Option<Scalar>,
+    pub request_timeout: Option<Scalar>,
+    pub json_logs: Option<Scalar>,
+    /// LiteLLM's debug switch; sluice's log level comes from `SLUICE_LOG`.
+    #[allow(dead_code)]
+    pub set_verbose: Option<Scalar>,
+    pub success_callback: Option<OneOrMany>,
+    pub failure_callback: Option<OneOrMany>,
+    pub callbacks: Option<OneOrMany>,
+    pub turn_off_message_logging: Option<Scalar>,
+    pub fallbacks: Option<RawFallbacks>,
+    pub context_window_fallbacks: Option<RawFallbacks>,
+    pub default_fallbacks: Option<OneOrMany>,
+}
+
+/// Keys of `litellm_settings` sluice reads.
+pub(super) const LITELLM_KEYS: &[&str] = &[
+    "drop_params",
+    "num_retries",
+    "request_timeout",
+    "json_logs",
+    "set_verbose",
+    "success_callback",
+    "failure_callback",
+    "callbacks",
+    "turn_off_message_logging",
+    "fallbacks",
+    "context_window_fallbacks",
+    "default_fallbacks",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_are_lenient() {
+        let s: Scalar = serde_yaml_ng::from_str("\"100\"").unwrap();
+        assert_eq!(s.integer(), Some(100));
+        let s: Scalar = serde_yaml_ng::from_str("2.5").unwrap();
+        assert_eq!(s.number(), Some(2.5));
+        assert_eq!(s.integer(), None);
+        let s: Scalar = serde_yaml_ng::from_str("\"True\"").unwrap();
+        assert_eq!(s.boolean(), Some(true));
+        assert!(serde_yaml_ng::from_str::<Scalar>("[1]").is_err());
+    }
+}

@@ -1,0 +1,263 @@
+//! Loader tests on LiteLLM-style configs (`tests/fixtures/configs/`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::providers::Provider;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/configs")
+        .join(name)
+}
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn errors(e: ConfigError) -> Vec<String> {
+    match e {
+        ConfigError::Invalid(list) => list.iter().map(ToString::to_string).collect(),
+        other => panic!("expected validation errors, got {other}"),
+    }
+}
+
+#[test]
+fn loads_a_litellm_config_unchanged() {
+    let e = env(&[
+        ("AZURE_API_KEY", "az-secret-key-value"),
+        ("OPENAI_API_KEY", "sk-openai-secret-value"),
+        ("GROQ_API_KEY", "gsk-groq"),
+        ("VLLM_HOST", "http://10.0.0.5:8000"),
+        ("LITELLM_MASTER_KEY", "sk-master-1234"),
+    ]);
+    let loaded = load_file(&fixture("litellm_full.yaml"), &e).unwrap();
+    let c = &loaded.config;
+    assert_eq!(c.deployments.len(), 7);
+
+    let az = &c.deployments[0];
+    assert_eq!(az.provider, Provider::Azure);
+    assert_eq!(az.upstream_model, "gpt-4o-eu");
+    assert_eq!(az.id, "azure-eu");
+    assert_eq!(
+        az.api_base.as_deref(),
+        Some("https://my-endpoint.openai.azure.com"),
+        "environment_variables: feeds os.environ/ and the trailing / goes"
+    );
+    assert_eq!(az.api_key.as_ref().unwrap().expose(), "az-secret-key-value");
+    assert_eq!(az.api_version.as_deref(), Some(DEFAULT_AZURE_API_VERSION));
+    assert_eq!(az.rpm, Some(600), "numeric strings are accepted");
+    assert_eq!(az.weight, Some(2.0));
+    assert_eq!(az.model_info.base_model.as_deref(), Some("azure/gpt-4o"));
+
+    let oa = &c.deployments[1];
+    assert_eq!(oa.api_base.as_deref(), Some("https://api.openai.com/v1"));
+    assert_eq!(oa.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(oa.stream_timeout, Some(Duration::from_millis(5500)));
+    assert_eq!(oa.organization.as_deref(), Some("org-123"));
+    assert_eq!(oa.extra_headers[0].0, "X-Team");
+    assert_eq!(oa.id.len(), 16, "derived ids are 16 hex digits");
+
+    let groq = &c.deployments[2];
+    assert_eq!(
+        groq.api_base.as_deref(),
+        Some("https://api.groq.com/openai/v1")
+    );
+    assert_eq!(groq.api_key.as_ref().unwrap().expose(), "gsk-groq");
+    assert_eq!(groq.tpm, Some(100_000));
+    assert_eq!(
+        groq.timeout,
+        Some(Duration::from_secs(120)),
+        "litellm_settings.request_timeout is the default timeout"
+    );
+
+    assert_eq!(
+        c.deployments[3].api_base.as_deref(),
+        Some("http://localhost:11434/v1"),
+        "ollama gets /v1"
+    );
+    let vllm = &c.deployments[4];
+    assert_eq!(vllm.upstream_model, "meta-llama/Llama-3.1-8B");
+    assert_eq!(vllm.api_base.as_deref(), Some("http://10.0.0.5:8000/v1"));
+    assert_eq!(c.deployments[5].upstream_model, "*");
+    assert_eq!(c.deployments[6].provider, Provider::Bedrock);
+
+    assert!(c.litellm.drop_params);
+    assert_eq!(c.litellm.num_retries, Some(3));
+    assert_eq!(c.litellm.success_callback, ["langfuse"]);
+    assert_eq!(
+        c.router.routing_strategy.as_deref(),
+        Some("usage-based-routing-v2")
+    );
+    assert_eq!(c.router.redis_port, Some(6379));
+    assert_eq!(c.router.redis_host, None, "unset REDIS_HOST leaves it out");
+    assert_eq!(c.router.cooldown_time, Some(Duration::from_secs(30)));
+    assert_eq!(
+        c.router.fallbacks,
+        [(
+            "gpt-4o".to_owned(),
+            vec!["llama-3".to_owned(), "openai/gpt-4o-mini".to_owned()]
+        )],
+        "a fallback may name a model a wildcard group serves"
+    );
+    assert_eq!(
+        c.general.master_key.as_ref().unwrap().expose(),
+        "sk-master-1234"
+    );
+    assert_eq!(c.general.max_request_body_bytes, 8 * 1024 * 1024);
+
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    for expected in [
+        "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
+        "model_list[6].litellm_params.aws_region_name: not used by sluice; ignored",
+        "litellm_settings.cache: not used by sluice; ignored",
+        "general_settings.alerting: not used by sluice; ignored",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w == expected),
+            "missing warning {expected:?} in {warnings:#?}"
+        );
+    }
+    assert!(warnings
+        .iter()
+        .any(|w| w.starts_with("model_list[6].litellm_params.model: sluice cannot call bedrock")));
+    let described = describe(c);
+    assert!(!described.contains("sk-openai-secret-value"));
+    assert!(!described.contains("az-secret-key-value"));
+    assert!(described.contains("azure/gpt-4o-eu"));
+}
+
+#[test]
+fn every_bad_value_is_named_by_path() {
+    let errs = errors(load_file(&fixture("bad_values.yaml"), &env(&[])).unwrap_err());
+    let expected = [
+        r#"model_list[0].litellm_params.model: unknown provider "opnai" (did you mean "openai"?)"#,
+        r#"model_list[1].litellm_params.rpm: expected a whole number ≥ 0, got "lots""#,
+        r#"model_list[1].litellm_params.timeout: expected a number > 0, got "-1""#,
+        r#"model_list[1].litellm_params.weight: expected a number > 0, got "0""#,
+        r#"model_list[2].litellm_params.api_base: required for azure/ models (or set AZURE_API_BASE or AZURE_OPENAI_ENDPOINT)"#,
+        r#"model_list[3].litellm_params.model: cannot tell which provider serves "llama3"; write it as provider/model, e.g. openai/llama3"#,
+        r#"model_list[4].model_name: required"#,
+        r#"model_list[4].litellm_params.api_base: expected an http:// or https:// URL, got "ftp://example.com""#,
+        r#"router_settings.routing_strategy: unknown routing strategy "least-bsy" (did you mean "least-busy"?); one of: simple-shuffle, least-busy, latency-based-routing, usage-based-routing, usage-based-routing-v2, cost-based-routing"#,
+        r#"router_settings.fallbacks[0].b[0]: unknown model "nope""#,
+    ];
+    for e in expected {
+        assert!(errs.iter().any(|x| x == e), "missing {e:?} in {errs:#?}");
+    }
+    assert_eq!(errs.len(), expected.len(), "{errs:#?}");
+}
+
+#[test]
+fn type_errors_name_the_path() {
+    let e = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params:\n      model: [1, 2]\n",
+        &env(&[]),
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("model_list[0].litellm_params.model: invalid type: sequence"),
+        "{text}"
+    );
+    let e = load_str("model_list: [\n", &env(&[])).unwrap_err();
+    assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
+}
+
+#[test]
+fn include_appends_models() {
+    let loaded = load_file(&fixture("main_with_include.yaml"), &env(&[])).unwrap();
+    let names: Vec<&str> = loaded
+        .config
+        .deployments
+        .iter()
+        .map(|d| d.model_name.as_str())
+        .collect();
+    assert_eq!(names, ["first", "second"]);
+    assert_eq!(
+        loaded.config.general.master_key.unwrap().expose(),
+        "sk-main"
+    );
+}
+
+#[test]
+fn unknown_keys_get_suggestions() {
+    let loaded = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params:\n      model: mock/x\n      api_bse: http://a\ngeneral_settings:\n  mastr_key: sk-1\n",
+        &env(&[]),
+    )
+    .unwrap();
+    let w: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(w.contains(
+        &r#"model_list[0].litellm_params.api_bse: not used by sluice; ignored (did you mean "api_base"?)"#.to_owned()
+    ), "{w:#?}");
+    assert!(w.contains(
+        &r#"general_settings.mastr_key: not used by sluice; ignored (did you mean "master_key"?)"#
+            .to_owned()
+    ));
+}
+
+#[test]
+fn defaults_keys_and_ids() {
+    let yaml = r#"
+model_list:
+  - model_name: same
+    litellm_params: {model: openai/gpt-4o, api_key: sk-a}
+  - model_name: same
+    litellm_params: {model: openai/gpt-4o, api_key: sk-a}
+  - model_name: bare
+    litellm_params: {model: gpt-4o-mini}
+  - model_name: claude
+    litellm_params: {model: claude-sonnet-4-5}
+  - model_name: compat
+    litellm_params: {model: my-model, api_base: "http://127.0.0.1:9/v1/chat/completions"}
+  - model_name: mocked
+    litellm_params: {model: openai/gpt-4o, mock_response: "hi", mock_chunks: 3}
+"#;
+    let e = env(&[
+        ("OPENAI_API_KEY", "sk-env"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+    ]);
+    let c = load_str(yaml, &e).unwrap().config;
+    assert_ne!(c.deployments[0].id, c.deployments[1].id);
+    assert!(c.deployments[1].id.ends_with("-2"));
+    let again = load_str(yaml, &e).unwrap().config;
+    assert_eq!(c.deployments[0].id, again.deployments[0].id, "ids are stable");
+    assert_eq!(c.deployments[2].provider, Provider::OpenAi);
+    assert_eq!(c.deployments[2].api_key.as_ref().unwrap().expose(), "sk-env");
+    assert_eq!(
+        c.deployments[2].api_base.as_deref(),
+        Some("http://127.0.0.1:8080/v1")
+    );
+    assert_eq!(c.deployments[3].provider, Provider::Anthropic);
+    assert_eq!(c.deployments[4].provider, Provider::CustomOpenAi);
+    assert_eq!(
+        c.deployments[4].api_base.as_deref(),
+        Some("http://127.0.0.1:9/v1")
+    );
+    assert_eq!(c.deployments[5].provider, Provider::Mock);
+    assert_eq!(c.deployments[5].mock.response.as_deref(), Some("hi"));
+    assert_eq!(c.deployments[5].mock.chunks, 3);
+}
+
+#[test]
+fn duplicate_explicit_ids_are_errors() {
+    let yaml = "model_list:\n  - model_name: a\n    litellm_params: {model: mock/a}\n    model_info: {id: x}\n  - model_name: b\n    litellm_params: {model: mock/b}\n    model_info: {id: x}\n";
+    let errs = errors(load_str(yaml, &env(&[])).unwrap_err());
+    assert_eq!(
+        errs,
+        [r#"model_list[1].model_info.id: duplicate deployment id "x" (also model_list[0])"#]
+    );
+}
+
+#[test]
+fn quickstart_loads_without_keys() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.yaml");
+    let loaded = load_file(&path, &env(&[])).unwrap();
+    assert_eq!(loaded.config.deployments.len(), 5);
+    assert!(loaded.config.general.master_key.is_some());
+}

@@ -1,0 +1,635 @@
+//! Raw config → validated [`Config`]: every value checked and defaulted here, each problem
+//! recorded with its exact path, so the rest of sluice never sees an invalid state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+use sha2::{Digest, Sha256};
+
+use super::env::Env;
+use super::model::{
+    Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+};
+use super::problems::{did_you_mean, Problems};
+use super::raw::{OneOrMany, RawConfig, RawFallbacks, RawModel, RawParams, RawRouter, Scalar};
+use super::secret::Secret;
+use crate::mock::MockSettings;
+use crate::providers::{KeyHeader, Provider, Wire};
+
+/// Azure OpenAI API version used when neither the deployment nor `AZURE_API_VERSION` sets one.
+pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
+
+/// LiteLLM's routing strategies.
+pub const ROUTING_STRATEGIES: [&str; 6] = [
+    "simple-shuffle",
+    "least-busy",
+    "latency-based-routing",
+    "usage-based-routing",
+    "usage-based-routing-v2",
+    "cost-based-routing",
+];
+
+/// Validate the whole config, recording every problem.
+pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Option<Config> {
+    let general = general(raw.general_settings.unwrap_or_default(), env, p);
+    let litellm_raw = raw.litellm_settings.unwrap_or_default();
+    let mut router = router(raw.router_settings.unwrap_or_default(), p);
+    let litellm = litellm(litellm_raw, &mut router, p);
+    let default_timeout = router.timeout.or(litellm.request_timeout);
+
+    let entries = raw.model_list.unwrap_or_default();
+    if entries.is_empty() {
+        p.warn(
+            "model_list",
+            "no models configured; every inference request will answer 404",
+        );
+    }
+    let mut indexed = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        if let Some(d) = deployment(i, entry, default_timeout, env, p) {
+            indexed.push((i, d));
+        }
+    }
+    unique_ids(&mut indexed, p);
+    let deployments: Vec<Deployment> = indexed.into_iter().map(|(_, d)| d).collect();
+
+    let names: Vec<&str> = deployments.iter().map(|d| d.model_name.as_str()).collect();
+    for (section, list) in [
+        ("router_settings.fallbacks", &router.fallbacks),
+        (
+            "router_settings.context_window_fallbacks",
+            &router.context_window_fallbacks,
+        ),
+        (
+            "router_settings.content_policy_fallbacks",
+            &router.content_policy_fallbacks,
+        ),
+        ("litellm_settings.fallbacks", &litellm.fallbacks),
+    ] {
+        check_fallbacks(section, list, &names, p);
+    }
+    for (j, to) in router.default_fallbacks.iter().enumerate() {
+        if !model_exists(to, &names) {
+            p.error(
+                format!("router_settings.default_fallbacks[{j}]"),
+                format!(
+                    "unknown model \"{to}\"{}",
+                    did_you_mean(to, names.iter().copied())
+                ),
+            );
+        }
+    }
+    Some(Config {
+        deployments,
+        general,
+        router,
+        litellm,
+    })
+}
+
+// ---- leaf conversions -------------------------------------------------------------------
+
+fn text(v: Option<Scalar>) -> Option<String> {
+    v.map(|s| s.text()).filter(|s| !s.trim().is_empty())
+}
+
+fn whole<T: TryFrom<i128>>(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<T> {
+    let v = v?;
+    match v.integer().and_then(|i| T::try_from(i).ok()) {
+        Some(n) => Some(n),
+        None => {
+            p.error(
+                path,
+                format!("expected a whole number ≥ 0, got {:?}", v.text()),
+            );
+            None
+        }
+    }
+}
+
+fn number(path: &str, v: Option<Scalar>, min_exclusive: bool, p: &mut Problems) -> Option<f64> {
+    let v = v?;
+    match v.number().filter(|n| n.is_finite()) {
+        Some(n) if n > 0.0 || (!min_exclusive && n == 0.0) => Some(n),
+        _ => {
+            let want = if min_exclusive { "> 0" } else { "≥ 0" };
+            p.error(path, format!("expected a number {want}, got {:?}", v.text()));
+            None
+        }
+    }
+}
+
+fn seconds(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Duration> {
+    number(path, v, true, p).map(Duration::from_secs_f64)
+}
+
+fn millis(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Duration> {
+    whole::<u64>(path, v, p).map(Duration::from_millis)
+}
+
+fn boolean(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<bool> {
+    let v = v?;
+    let b = v.boolean();
+    if b.is_none() {
+        p.error(path, format!("expected true or false, got {:?}", v.text()));
+    }
+    b
+}
+
+fn texts(v: Option<OneOrMany>) -> Vec<String> {
+    v.map(|v| v.texts()).unwrap_or_default()
+}
+
+// ---- sections ---------------------------------------------------------------------------
+
+fn general(raw: super::raw::RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
+    let mut g = GeneralSettings {
+        master_key: text(raw.master_key).map(Secret::new),
+        database_url: text(raw.database_url)
+            .or_else(|| env.var("DATABASE_URL").filter(|s| !s.is_empty()))
+            .map(Secret::new),
+        proxy_batch_write_at: seconds(
+            "general_settings.proxy_batch_write_at",
+            raw.proxy_batch_write_at,
+            p,
+        ),
+        ..GeneralSettings::default()
+    };
+    if let Some(mb) = number(
+        "general_settings.max_request_size_mb",
+        raw.max_request_size_mb,
+        true,
+        p,
+    ) {
+        g.max_request_body_bytes = (mb * 1024.0 * 1024.0) as usize;
+    }
+    g
+}
+
+fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
+    let strategy = text(raw.routing_strategy);
+    if let Some(s) = &strategy {
+        if !ROUTING_STRATEGIES.contains(&s.as_str()) {
+            p.error(
+                "router_settings.routing_strategy",
+                format!(
+                    "unknown routing strategy \"{s}\"{}; one of: {}",
+                    did_you_mean(s, ROUTING_STRATEGIES),
+                    ROUTING_STRATEGIES.join(", ")
+                ),
+            );
+        }
+    }
+    RouterSettings {
+        routing_strategy: strategy,
+        num_retries: whole("router_settings.num_retries", raw.num_retries, p),
+        timeout: seconds("router_settings.timeout", raw.timeout, p),
+        allowed_fails: whole("router_settings.allowed_fails", raw.allowed_fails, p),
+        cooldown_time: number("router_settings.cooldown_time", raw.cooldown_time, false, p)
+            .map(Duration::from_secs_f64),
+        redis_host: text(raw.redis_host),
+        redis_port: whole("router_settings.redis_port", raw.redis_port, p),
+        redis_password: text(raw.redis_password).map(Secret::new),
+        redis_url: text(raw.redis_url).map(Secret::new),
+        fallbacks: fallbacks(raw.fallbacks),
+        context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
+        content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
+        default_fallbacks: texts(raw.default_fallbacks),
+    }
+}
+
+fn litellm(
+    raw: super::raw::RawLitellm,
+    router: &mut RouterSettings,
+    p: &mut Problems,
+) -> LitellmSettings {
+    // LiteLLM accepts these in either section; the router's own setting wins.
+    if router.context_window_fallbacks.is_empty() {
+        router.context_window_fallbacks = fallbacks(raw.context_window_fallbacks);
+    }
+    if router.default_fallbacks.is_empty() {
+        router.default_fallbacks = texts(raw.default_fallbacks);
+    }
+    LitellmSettings {
+        drop_params: boolean("litellm_settings.drop_params", raw.drop_params, p)
+            .unwrap_or(false),
+        num_retries: whole("litellm_settings.num_retries", raw.num_retries, p),
+        request_timeout: seconds("litellm_settings.request_timeout", raw.request_timeout, p),
+        json_logs: boolean("litellm_settings.json_logs", raw.json_logs, p).unwrap_or(false),
+        success_callback: texts(raw.success_callback),
+        failure_callback: texts(raw.failure_callback),
+        callbacks: texts(raw.callbacks),
+        turn_off_message_logging: boolean(
+            "litellm_settings.turn_off_message_logging",
+            raw.turn_off_message_logging,
+            p,
+        )
+        .unwrap_or(false),
+        fallbacks: fallbacks(raw.fallbacks),
+    }
+}
+
+fn fallbacks(raw: Option<RawFallbacks>) -> Vec<(String, Vec<String>)> {
+    raw.unwrap_or_default()
+        .into_iter()
+        .flat_map(|m| m.into_iter().map(|(k, v)| (k, v.texts())))
+        .collect()
+}
+
+fn check_fallbacks(
+    section: &str,
+    list: &[(String, Vec<String>)],
+    names: &[&str],
+    p: &mut Problems,
+) {
+    for (i, (from, to)) in list.iter().enumerate() {
+        if !model_exists(from, names) {
+            p.error(
+                format!("{section}[{i}].{from}"),
+                format!(
+                    "unknown model \"{from}\"{}",
+                    did_you_mean(from, names.iter().copied())
+                ),
+            );
+        }
+        for (j, t) in to.iter().enumerate() {
+            if !model_exists(t, names) {
+                p.error(
+                    format!("{section}[{i}].{from}[{j}]"),
+                    format!(
+                        "unknown model \"{t}\"{}",
+                        did_you_mean(t, names.iter().copied())
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether a model name is served: a group of that name, or a wildcard group matching it.
+fn model_exists(name: &str, names: &[&str]) -> bool {
+    names.iter().any(|n| match n.split_once('*') {
+        None => *n == name,
+        Some((pre, suf)) => {
+            *n == name
+                || (name.len() >= pre.len() + suf.len()
+                    && name.starts_with(pre)
+                    && name.ends_with(suf))
+        }
+    })
+}
+
+// ---- deployments ------------------------------------------------------------------------
+
+fn deployment(
+    i: usize,
+    raw: RawModel,
+    default_timeout: Option<Duration>,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Option<Deployment> {
+    let at = format!("model_list[{i}]");
+    let model_name = text(raw.model_name);
+    if model_name.is_none() {
+        p.error(format!("{at}.model_name"), "required");
+    }
+    let Some(params) = raw.litellm_params else {
+        p.error(format!("{at}.litellm_params"), "required (with at least `model`)");
+        return None;
+    };
+    let lp = format!("{at}.litellm_params");
+    let model_info = model_info(&at, raw.model_info.unwrap_or_default(), p);
+    let (provider, upstream_model) = provider(&lp, &params, p)?;
+    let name_missing = model_name.is_none();
+    let model_name = model_name.unwrap_or_default();
+    let model = params.model.as_ref().map(Scalar::text).unwrap_or_default();
+    let mut d = Deployment {
+        id: String::new(),
+        provider,
+        upstream_model,
+        api_base: None,
+        api_key: None,
+        api_version: text(params.api_version.clone()),
+        organization: text(params.organization.clone()),
+        extra_headers: Vec::new(),
+        rpm: whole(&format!("{lp}.rpm"), params.rpm.clone(), p),
+        tpm: whole(&format!("{lp}.tpm"), params.tpm.clone(), p),
+        weight: number(&format!("{lp}.weight"), params.weight.clone(), true, p),
+        timeout: seconds(&format!("{lp}.timeout"), params.timeout.clone(), p).or(default_timeout),
+        stream_timeout: seconds(
+            &format!("{lp}.stream_timeout"),
+            params.stream_timeout.clone(),
+            p,
+        ),
+        max_retries: whole(&format!("{lp}.max_retries"), params.max_retries.clone(), p),
+        input_cost_per_token: number(
+            &format!("{lp}.input_cost_per_token"),
+            params.input_cost_per_token.clone(),
+            false,
+            p,
+        ),
+        output_cost_per_token: number(
+            &format!("{lp}.output_cost_per_token"),
+            params.output_cost_per_token.clone(),
+            false,
+            p,
+        ),
+        mock: mock_settings(&lp, &params, p),
+        model_info,
+        model_name,
+    };
+    if d.provider != Provider::Mock && params.mock_response.is_some() {
+        p.warn(
+            format!("{lp}.mock_response"),
+            format!(
+                "set on a {} deployment: the built-in mock answers instead of the provider",
+                d.provider.name()
+            ),
+        );
+        d.provider = Provider::Mock;
+    }
+    upstream(&lp, &mut d, params, env, p);
+    d.id = d
+        .model_info
+        .id
+        .clone()
+        .unwrap_or_else(|| derived_id(&d, &model));
+    (!name_missing).then_some(d)
+}
+
+/// Which provider serves `litellm_params.model`, and the model name it knows.
+fn provider(lp: &str, params: &RawParams, p: &mut Problems) -> Option<(Provider, String)> {
+    let Some(model) = text(params.model.clone()) else {
+        p.error(format!("{lp}.model"), "required, as provider/model (e.g. openai/gpt-4o)");
+        return None;
+    };
+    let unknown = |prefix: &str| {
+        let hint = match Provider::suggest(prefix) {
+            Some(s) => format!(" (did you mean \"{s}\"?)"),
+            None => format!(
+                "; known: {}",
+                Provider::ALL.map(Provider::name).join(", ")
+            ),
+        };
+        format!("unknown provider \"{prefix}\"{hint}")
+    };
+    if let Some(custom) = text(params.custom_llm_provider.clone()) {
+        let Some(provider) = Provider::from_prefix(&custom) else {
+            p.error(format!("{lp}.custom_llm_provider"), unknown(&custom));
+            return None;
+        };
+        let rest = match model.split_once('/') {
+            Some((pre, rest)) if Provider::from_prefix(pre) == Some(provider) => rest.to_owned(),
+            _ => model,
+        };
+        return Some((provider, rest));
+    }
+    let (provider, rest) = match model.split_once('/') {
+        Some((prefix, rest)) => match Provider::from_prefix(prefix) {
+            Some(provider) => (provider, rest.to_owned()),
+            None => {
+                p.error(format!("{lp}.model"), unknown(prefix));
+                return None;
+            }
+        },
+        None => match Provider::infer_from_model(&model) {
+            Some(provider) => (provider, model.clone()),
+            None if params.api_base.is_some() || params.base_url.is_some() => {
+                (Provider::CustomOpenAi, model.clone())
+            }
+            None => {
+                p.error(
+                    format!("{lp}.model"),
+                    format!(
+                        "cannot tell which provider serves \"{model}\"; write it as provider/model, e.g. openai/{model}"
+                    ),
+                );
+                return None;
+            }
+        },
+    };
+    if rest.trim().is_empty() {
+        p.error(
+            format!("{lp}.model"),
+            format!("\"{model}\" names no model after the provider"),
+        );
+        return None;
+    }
+    Some((provider, rest))
+}
+
+/// Base URL, key, API version and headers: given, else from the environment, else defaults.
+fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &mut Problems) {
+    let spec = d.provider.spec();
+    for (name, value) in params.extra_headers.unwrap_or_default() {
+        let value = value.text();
+        let name_ok = http::HeaderName::from_bytes(name.as_bytes()).is_ok();
+        if !name_ok || http::HeaderValue::from_str(&value).is_err() {
+            p.error(
+                format!("{lp}.extra_headers.{name}"),
+                if name_ok {
+                    "the value is not a valid HTTP header value"
+                } else {
+                    "not a valid HTTP header name"
+                },
+            );
+            continue;
+        }
+        d.extra_headers.push((name, Secret::new(value)));
+    }
+    if spec.wire == Wire::Mock || spec.wire == Wire::NotYetSupported {
+        if spec.wire == Wire::NotYetSupported {
+            p.warn(
+                format!("{lp}.model"),
+                format!(
+                    "sluice cannot call {} yet; requests to \"{}\" will answer 501",
+                    spec.prefix, d.model_name
+                ),
+            );
+        }
+        return;
+    }
+    let given = text(params.api_base).or_else(|| text(params.base_url));
+    let base_path = format!("{lp}.api_base");
+    let base = match &given {
+        Some(b) => Some(b.clone()),
+        None => spec
+            .base_env
+            .iter()
+            .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+            .or_else(|| spec.default_base.map(str::to_owned)),
+    };
+    let Some(base) = base else {
+        let from_env = if spec.base_env.is_empty() {
+            String::new()
+        } else {
+            format!(" (or set {})", spec.base_env.join(" or "))
+        };
+        p.error(
+            base_path,
+            format!("required for {}/ models{from_env}", spec.prefix),
+        );
+        return;
+    };
+    match normalise_base(&base, given.is_some().then_some(spec.base_suffix).flatten()) {
+        Ok(b) => d.api_base = Some(b),
+        Err(why) => p.error(base_path, why),
+    }
+    d.api_key = text(params.api_key)
+        .or_else(|| {
+            spec.key_env
+                .iter()
+                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+        })
+        .map(Secret::new);
+    let hosted = spec.default_base.is_some_and(|b| b.starts_with("https://"))
+        || spec.key_header == KeyHeader::AzureApiKey;
+    if d.api_key.is_none() && hosted {
+        let vars = spec.key_env.join(" or ");
+        p.warn(
+            format!("{lp}.api_key"),
+            format!("not set and neither is {vars}; requests to \"{}\" will go without a key", d.model_name),
+        );
+    }
+    if spec.wire == Wire::Azure && d.api_version.is_none() {
+        d.api_version = Some(
+            env.var("AZURE_API_VERSION")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
+        );
+    }
+}
+
+/// Check an `api_base` and put it in the one form the target builder expects: no trailing
+/// `/`, no endpoint path a user copied along, the provider's path suffix when it lacks one.
+fn normalise_base(base: &str, suffix: Option<&str>) -> Result<String, String> {
+    let shown = if base.contains('@') {
+        "(a URL with credentials)".to_owned()
+    } else {
+        format!("{base:?}")
+    };
+    let uri: http::Uri = base
+        .trim()
+        .parse()
+        .map_err(|e| format!("not a valid URL {shown}: {e}"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") if uri.authority().is_some() => {}
+        _ => return Err(format!("expected an http:// or https:// URL, got {shown}")),
+    }
+    let mut b = base.trim().trim_end_matches('/').to_owned();
+    for endpoint in ["/chat/completions", "/completions", "/embeddings", "/responses"] {
+        if let Some(stripped) = b.strip_suffix(endpoint) {
+            b = stripped.to_owned();
+            break;
+        }
+    }
+    if let Some(s) = suffix {
+        if !b.ends_with(s) {
+            b.push_str(s);
+        }
+    }
+    Ok(b)
+}
+
+fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings {
+    let d = MockSettings::default();
+    let positive = |name: &str, v: &Option<Scalar>, p: &mut Problems, default: u32| {
+        let path = format!("{lp}.{name}");
+        match whole::<u32>(&path, v.clone(), p) {
+            Some(0) => {
+                p.error(path, "expected a whole number ≥ 1, got \"0\"");
+                default
+            }
+            Some(n) => n,
+            None => default,
+        }
+    };
+    MockSettings {
+        response: params.mock_response.as_ref().map(Scalar::text),
+        latency: millis(
+            &format!("{lp}.mock_latency_ms"),
+            params.mock_latency_ms.clone(),
+            p,
+        )
+        .unwrap_or(d.latency),
+        chunk_interval: millis(
+            &format!("{lp}.mock_chunk_interval_ms"),
+            params.mock_chunk_interval_ms.clone(),
+            p,
+        )
+        .unwrap_or(d.chunk_interval),
+        chunks: positive("mock_chunks", &params.mock_chunks, p, d.chunks),
+        response_tokens: positive(
+            "mock_response_tokens",
+            &params.mock_response_tokens,
+            p,
+            d.response_tokens,
+        ),
+        embedding_dims: positive(
+            "mock_embedding_dims",
+            &params.mock_embedding_dims,
+            p,
+            d.embedding_dims,
+        ),
+    }
+}
+
+fn model_info(at: &str, raw: BTreeMap<String, Value>, p: &mut Problems) -> ModelInfo {
+    let field = |key: &str, p: &mut Problems| match raw.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(_) => {
+            p.error(format!("{at}.model_info.{key}"), "expected a string");
+            None
+        }
+    };
+    ModelInfo {
+        id: field("id", p),
+        mode: field("mode", p),
+        base_model: field("base_model", p),
+    }
+}
+
+/// A stable id for a deployment without `model_info.id`: the same entry gets the same id on
+/// every load and every instance of a fleet.
+fn derived_id(d: &Deployment, model: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        d.model_name.as_str(),
+        model,
+        d.api_base.as_deref().unwrap_or_default(),
+        d.api_key.as_ref().map(Secret::expose).unwrap_or_default(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Ids given in `model_info.id` must be unique; derived ids of identical entries get a suffix.
+fn unique_ids(deployments: &mut [(usize, Deployment)], p: &mut Problems) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, d) in deployments.iter_mut() {
+        let id = d.id.clone();
+        if let Some(first) = seen.get(&id).copied() {
+            if d.model_info.id.is_some() {
+                p.error(
+                    format!("model_list[{i}].model_info.id"),
+                    format!("duplicate deployment id \"{id}\" (also model_list[{first}])"),
+                );
+                continue;
+            }
+            let mut n = 2;
+            while seen.contains_key(&format!("{id}-{n}")) {
+                n += 1;
+            }
+            d.id = format!("{id}-{n}");
+        }
+        seen.insert(d.id.clone(), *i);
+    }
+}
