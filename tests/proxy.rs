@@ -105,7 +105,9 @@ async fn chat_stream_in_order_without_the_usage_chunk_sluice_asked_for() {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
-    assert_eq!(a.header("content-type"), Some("text/event-stream"));
+    assert!(a
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("text/event-stream")));
     assert_eq!(a.header("cache-control"), Some("no-cache"));
     assert_eq!(a.header("x-accel-buffering"), Some("no"));
     let data = a.sse_data();
@@ -516,7 +518,7 @@ async fn cut_stream_ends_with_an_error_not_a_fake_done() {
     let data = a.sse_data();
     assert!(!data.iter().any(|d| d == "[DONE]"), "fake [DONE]: {data:?}");
     let last: serde_json::Value = serde_json::from_str(data.last().unwrap()).unwrap();
-    assert_eq!(last["error"]["code"], "stream_interrupted");
+    assert_eq!(last["error"]["code"], "stream_interrupted", "{data:?}");
     assert!(a.body_error, "the HTTP body must end abnormally");
     assert_eq!(gw.next_record().await.outcome, Outcome::StreamCut);
 }

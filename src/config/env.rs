@@ -94,7 +94,10 @@ pub(super) fn resolve_tree(value: &mut Value, path: &str, env: &dyn Env, problem
             Resolved::Unchanged => {}
             Resolved::Value(v) => *s = v,
             Resolved::Unset(name) => {
-                problems.warn(path, format!("environment variable {name} is not set; left out"));
+                problems.warn(
+                    path,
+                    format!("environment variable {name} is not set; left out"),
+                );
                 *value = Value::Null;
             }
         },

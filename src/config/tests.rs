@@ -226,9 +226,15 @@ model_list:
     assert_ne!(c.deployments[0].id, c.deployments[1].id);
     assert!(c.deployments[1].id.ends_with("-2"));
     let again = load_str(yaml, &e).unwrap().config;
-    assert_eq!(c.deployments[0].id, again.deployments[0].id, "ids are stable");
+    assert_eq!(
+        c.deployments[0].id, again.deployments[0].id,
+        "ids are stable"
+    );
     assert_eq!(c.deployments[2].provider, Provider::OpenAi);
-    assert_eq!(c.deployments[2].api_key.as_ref().unwrap().expose(), "sk-env");
+    assert_eq!(
+        c.deployments[2].api_key.as_ref().unwrap().expose(),
+        "sk-env"
+    );
     assert_eq!(
         c.deployments[2].api_base.as_deref(),
         Some("http://127.0.0.1:8080/v1")

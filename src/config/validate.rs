@@ -114,7 +114,10 @@ fn number(path: &str, v: Option<Scalar>, min_exclusive: bool, p: &mut Problems) 
         Some(n) if n > 0.0 || (!min_exclusive && n == 0.0) => Some(n),
         _ => {
             let want = if min_exclusive { "> 0" } else { "≥ 0" };
-            p.error(path, format!("expected a number {want}, got {:?}", v.text()));
+            p.error(
+                path,
+                format!("expected a number {want}, got {:?}", v.text()),
+            );
             None
         }
     }
@@ -212,8 +215,7 @@ fn litellm(
         router.default_fallbacks = texts(raw.default_fallbacks);
     }
     LitellmSettings {
-        drop_params: boolean("litellm_settings.drop_params", raw.drop_params, p)
-            .unwrap_or(false),
+        drop_params: boolean("litellm_settings.drop_params", raw.drop_params, p).unwrap_or(false),
         num_retries: whole("litellm_settings.num_retries", raw.num_retries, p),
         request_timeout: seconds("litellm_settings.request_timeout", raw.request_timeout, p),
         json_logs: boolean("litellm_settings.json_logs", raw.json_logs, p).unwrap_or(false),
@@ -295,7 +297,10 @@ fn deployment(
         p.error(format!("{at}.model_name"), "required");
     }
     let Some(params) = raw.litellm_params else {
-        p.error(format!("{at}.litellm_params"), "required (with at least `model`)");
+        p.error(
+            format!("{at}.litellm_params"),
+            "required (with at least `model`)",
+        );
         return None;
     };
     let lp = format!("{at}.litellm_params");
@@ -361,16 +366,16 @@ fn deployment(
 /// Which provider serves `litellm_params.model`, and the model name it knows.
 fn provider(lp: &str, params: &RawParams, p: &mut Problems) -> Option<(Provider, String)> {
     let Some(model) = text(params.model.clone()) else {
-        p.error(format!("{lp}.model"), "required, as provider/model (e.g. openai/gpt-4o)");
+        p.error(
+            format!("{lp}.model"),
+            "required, as provider/model (e.g. openai/gpt-4o)",
+        );
         return None;
     };
     let unknown = |prefix: &str| {
         let hint = match Provider::suggest(prefix) {
             Some(s) => format!(" (did you mean \"{s}\"?)"),
-            None => format!(
-                "; known: {}",
-                Provider::ALL.map(Provider::name).join(", ")
-            ),
+            None => format!("; known: {}", Provider::ALL.map(Provider::name).join(", ")),
         };
         format!("unknown provider \"{prefix}\"{hint}")
     };
@@ -489,7 +494,10 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         let vars = spec.key_env.join(" or ");
         p.warn(
             format!("{lp}.api_key"),
-            format!("not set and neither is {vars}; requests to \"{}\" will go without a key", d.model_name),
+            format!(
+                "not set and neither is {vars}; requests to \"{}\" will go without a key",
+                d.model_name
+            ),
         );
     }
     if spec.wire == Wire::Azure && d.api_version.is_none() {
@@ -518,7 +526,12 @@ fn normalise_base(base: &str, suffix: Option<&str>) -> Result<String, String> {
         _ => return Err(format!("expected an http:// or https:// URL, got {shown}")),
     }
     let mut b = base.trim().trim_end_matches('/').to_owned();
-    for endpoint in ["/chat/completions", "/completions", "/embeddings", "/responses"] {
+    for endpoint in [
+        "/chat/completions",
+        "/completions",
+        "/embeddings",
+        "/responses",
+    ] {
         if let Some(stripped) = b.strip_suffix(endpoint) {
             b = stripped.to_owned();
             break;

@@ -1,29 +1,318 @@
 //! The built-in mock provider: answers in process for `mock/` deployments and as a standalone
-//! server (`sluice mock`), in each provider's real wire format.
+//! server (`sluice mock`), in OpenAI's real wire format, with deterministic content and usage.
+//! It is the only fake in sluice's tests and the upstream of `sluice bench`.
+//!
+//! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
+//! `x-mock-chunks`, `x-mock-response-tokens`, `x-mock-status` (answer with that HTTP error) and
+//! `x-mock-cut-after-chunks` (break the stream after N frames).
 
+mod body;
+mod openai;
+mod server;
 mod settings;
 
+pub use body::{MockBody, MockBodyError};
+pub use server::serve;
 pub use settings::MockSettings;
 
-// TEMPORARY local stand-in until the mock module lands (not committed).
-/// tmp
-pub type MockBody = http_body_util::Full<bytes::Bytes>;
-/// tmp
-pub async fn respond(
-    _e: crate::endpoint::Endpoint,
-    _h: &http::HeaderMap,
-    _b: &bytes::Bytes,
-    _s: &MockSettings,
-) -> http::Response<MockBody> {
-    http::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(
-        br#"{"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
-    )))
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::endpoint::Endpoint;
+use crate::error::error_body;
+use openai::{filler, stamp, EmbeddingPlan, Plan};
+
+/// The fields of a request the mock reads; everything else is skipped unparsed.
+#[derive(Deserialize)]
+struct MockRequest<'a> {
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+    dimensions: Option<u32>,
+    #[serde(borrow)]
+    encoding_format: Option<Cow<'a, str>>,
 }
-/// tmp
-pub async fn serve(
-    _l: tokio::net::TcpListener,
-    _s: MockSettings,
-    _sd: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    Ok(())
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// Settings for this one request: the server's or deployment's, with header overrides.
+fn effective(headers: &HeaderMap, base: &MockSettings) -> (MockSettings, Option<usize>) {
+    let num = |name: &str| -> Option<u64> {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse().ok())
+    };
+    let mut s = base.clone();
+    if let Some(ms) = num("x-mock-latency-ms") {
+        s.latency = std::time::Duration::from_millis(ms);
+    }
+    if let Some(ms) = num("x-mock-chunk-interval-ms") {
+        s.chunk_interval = std::time::Duration::from_millis(ms);
+    }
+    if let Some(n) = num("x-mock-chunks").and_then(|n| u32::try_from(n).ok()) {
+        s.chunks = n.max(1);
+    }
+    if let Some(n) = num("x-mock-response-tokens").and_then(|n| u32::try_from(n).ok()) {
+        s.response_tokens = n.max(1);
+    }
+    let cut = num("x-mock-cut-after-chunks").and_then(|n| usize::try_from(n).ok());
+    (s, cut)
+}
+
+/// Answer one request as the upstream would. Never fails: bad requests get OpenAI's 400.
+pub async fn respond(
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let (s, cut) = effective(headers, settings);
+    if !s.latency.is_zero() {
+        tokio::time::sleep(s.latency).await;
+    }
+    if let Some(status) = headers
+        .get("x-mock-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u16>().ok())
+        .and_then(|v| StatusCode::from_u16(v).ok())
+        .filter(|s| !s.is_success())
+    {
+        return injected_error(status);
+    }
+    let req: MockRequest<'_> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("We could not parse the JSON body of your request. ({e})"),
+                None,
+                "invalid_json",
+            )
+        }
+    };
+    let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "you must provide a model parameter",
+            Some("model"),
+            "missing_required_parameter",
+        );
+    };
+    // A mock "token" is four bytes of request body: cheap, deterministic, grows with the prompt.
+    let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
+    if endpoint == Endpoint::Embeddings {
+        return embeddings(&req, model, &s, prompt_tokens);
+    }
+    let text = s
+        .response
+        .clone()
+        .unwrap_or_else(|| filler(s.response_tokens));
+    let (serial, created) = stamp();
+    let plan = Plan {
+        model: model.to_owned(),
+        completion_tokens: text.split_whitespace().count().max(1) as u64,
+        text,
+        prompt_tokens,
+        chunks: s.chunks,
+        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
+        created,
+        serial,
+    };
+    if req.stream == Some(true) {
+        let frames = match endpoint {
+            Endpoint::ChatCompletions => plan.chat_stream(),
+            Endpoint::Completions => plan.completion_stream(),
+            Endpoint::Responses | Endpoint::Embeddings => plan.response_stream(),
+        };
+        let mut resp = Response::new(MockBody::paced(frames, s.chunk_interval, cut));
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        return resp;
+    }
+    let bytes = match endpoint {
+        Endpoint::ChatCompletions => plan.chat(),
+        Endpoint::Completions => plan.completion(),
+        Endpoint::Responses | Endpoint::Embeddings => plan.response(),
+    };
+    json(StatusCode::OK, bytes)
+}
+
+fn embeddings(
+    req: &MockRequest<'_>,
+    model: &str,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    let inputs = match req.input.map(|raw| serde_json::from_str(raw.get())) {
+        Some(Ok(serde_json::Value::String(t))) => vec![t],
+        Some(Ok(serde_json::Value::Array(items))) => {
+            if items.first().is_some_and(serde_json::Value::is_number) {
+                vec![serde_json::Value::Array(items).to_string()]
+            } else {
+                items
+                    .into_iter()
+                    .map(|i| match i {
+                        serde_json::Value::String(t) => t,
+                        other => other.to_string(),
+                    })
+                    .collect()
+            }
+        }
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "'input' is a required property and must be a string or an array",
+                Some("input"),
+                "invalid_value",
+            )
+        }
+    };
+    let plan = EmbeddingPlan {
+        model: model.to_owned(),
+        inputs,
+        dims: req.dimensions.unwrap_or(s.embedding_dims).max(1),
+        base64: req.encoding_format.as_deref() == Some("base64"),
+        prompt_tokens,
+    };
+    json(StatusCode::OK, plan.answer())
+}
+
+fn json(status: StatusCode, bytes: Bytes) -> Response<MockBody> {
+    let mut resp = Response::new(MockBody::full(bytes));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn error(status: StatusCode, message: &str, param: Option<&str>, code: &str) -> Response<MockBody> {
+    json(
+        status,
+        error_body(message, "invalid_request_error", param, code),
+    )
+}
+
+/// The error OpenAI sends for a status, for `x-mock-status`.
+fn injected_error(status: StatusCode) -> Response<MockBody> {
+    let (kind, code) = match status.as_u16() {
+        401 => ("invalid_request_error", "invalid_api_key"),
+        404 => ("invalid_request_error", "model_not_found"),
+        429 => ("requests", "rate_limit_exceeded"),
+        400..=499 => ("invalid_request_error", "invalid_request"),
+        _ => ("server_error", "server_error"),
+    };
+    let message = format!("mock error: status {} (x-mock-status)", status.as_u16());
+    json(status, error_body(&message, kind, None, code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    async fn call(e: Endpoint, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        let resp = respond(
+            e,
+            &h,
+            &Bytes::from(body.to_owned()),
+            &MockSettings::default(),
+        )
+        .await;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn chat_answers_with_usage() {
+        let (s, b) = call(
+            Endpoint::ChatCompletions,
+            &[],
+            r#"{"model":"x","messages":[]}"#,
+        )
+        .await;
+        assert_eq!(s, 200);
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(v["model"], "x");
+        assert_eq!(v["usage"]["completion_tokens"], 16);
+    }
+
+    #[tokio::test]
+    async fn header_overrides() {
+        let (_, b) = call(
+            Endpoint::ChatCompletions,
+            &[("x-mock-response-tokens", "3"), ("x-mock-chunks", "2")],
+            r#"{"model":"x","stream":true}"#,
+        )
+        .await;
+        assert_eq!(b.matches("data: ").count(), 1 + 2 + 1 + 1);
+        let (s, b) = call(
+            Endpoint::ChatCompletions,
+            &[("x-mock-status", "429")],
+            r#"{"model":"x"}"#,
+        )
+        .await;
+        assert_eq!(s, 429);
+        assert!(b.contains("rate_limit_exceeded"));
+    }
+
+    #[tokio::test]
+    async fn bad_requests_get_openai_errors() {
+        let (s, b) = call(Endpoint::ChatCompletions, &[], "{nope").await;
+        assert_eq!(s, 400);
+        assert!(b.contains("invalid_json"));
+        let (s, b) = call(Endpoint::ChatCompletions, &[], "{}").await;
+        assert_eq!(s, 400);
+        assert!(b.contains("\"param\":\"model\""));
+        let (s, _) = call(Endpoint::Embeddings, &[], r#"{"model":"e"}"#).await;
+        assert_eq!(s, 400);
+    }
+
+    #[tokio::test]
+    async fn embeddings_count_inputs_and_dimensions() {
+        let (_, b) = call(
+            Endpoint::Embeddings,
+            &[],
+            r#"{"model":"e","input":["a","b","c"],"dimensions":4}"#,
+        )
+        .await;
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(v["data"].as_array().unwrap().len(), 3);
+        assert_eq!(v["data"][2]["embedding"].as_array().unwrap().len(), 4);
+        let (_, b) = call(
+            Endpoint::Embeddings,
+            &[],
+            r#"{"model":"e","input":[1,2,3]}"#,
+        )
+        .await;
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+        assert_eq!(
+            v["data"].as_array().unwrap().len(),
+            1,
+            "a token array is one input"
+        );
+    }
 }

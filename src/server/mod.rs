@@ -16,6 +16,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::{Request, Response};
+use http_body::Body;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -24,13 +26,34 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
-/// Serve until `shutdown` resolves, then drain for at most `grace`.
+/// Serve the gateway until `shutdown` resolves, then drain for at most `grace`.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    let handler = move |req: Request<Incoming>| {
+        let state = state.clone();
+        async move { pipeline::handle(&state, req).await }
+    };
+    serve_with(listener, handler, shutdown, grace).await;
+}
+
+/// The accept loop shared by the gateway and the mock provider's server: HTTP/1.1 and h2c on
+/// one port, `TCP_NODELAY`, graceful drain on shutdown.
+pub async fn serve_with<H, F, B>(
+    listener: TcpListener,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -53,10 +76,10 @@ pub async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let state = state.clone();
-                let service = service_fn(move |req: hyper::Request<Incoming>| {
-                    let state = state.clone();
-                    async move { Ok::<_, Infallible>(pipeline::handle(&state, req).await) }
+                let handler = handler.clone();
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let answer = handler(req);
+                    async move { Ok::<_, Infallible>(answer.await) }
                 });
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                 let conn = graceful.watch(conn.into_owned());

@@ -25,8 +25,10 @@ pub struct RelayError(String);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Relaying,
-    /// Error event sent; abort on the next poll.
+    /// Error event sent; let it flush.
     Failing,
+    /// Error event flushed; abort the body.
+    Aborting,
     Ended,
 }
 
@@ -109,6 +111,13 @@ impl Body for StreamRelay {
             match this.state {
                 State::Ended => return Poll::Ready(None),
                 State::Failing => {
+                    // Give the HTTP layer one turn to flush the error event: hyper drops
+                    // buffered bytes when a body fails, so fail only on the next poll.
+                    this.state = State::Aborting;
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                State::Aborting => {
                     this.state = State::Ended;
                     let why = this.failure.take().unwrap_or_default();
                     return Poll::Ready(Some(Err(RelayError(why))));
@@ -133,18 +142,25 @@ impl Body for StreamRelay {
                     this.record.outcome = Outcome::StreamCut;
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
-                None => {
+                None if this.tap.finished() => {
                     this.state = State::Ended;
-                    this.record.outcome = if this.tap.finished() {
-                        Outcome::StreamComplete
-                    } else {
-                        Outcome::StreamCut
-                    };
+                    this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
                     if !rest.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(rest))));
                     }
                     return Poll::Ready(None);
+                }
+                None => {
+                    // The upstream closed without its end marker (`[DONE]`, a final Responses
+                    // event): the answer is incomplete, and the client must not take it whole.
+                    let mut out = this.tap.finish().to_vec();
+                    let msg = "the upstream closed the stream before its end".to_owned();
+                    out.extend_from_slice(&this.error_event(&msg));
+                    this.failure = Some(msg);
+                    this.state = State::Failing;
+                    this.record.outcome = Outcome::StreamCut;
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
                 }
             }
         }

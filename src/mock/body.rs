@@ -1,0 +1,144 @@
+//! The mock's response body: one buffer, or a paced sequence of SSE frames that can be cut off
+//! on request (to test how a gateway handles an upstream that breaks mid-stream).
+
+use std::collections::VecDeque;
+use std::future::Future as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Sleep;
+
+/// Why a mock body ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum MockBodyError {
+    /// `x-mock-cut-after-chunks` asked for a broken stream.
+    #[error("mock stream cut after {0} chunks (x-mock-cut-after-chunks)")]
+    Cut(usize),
+}
+
+/// A mock answer body.
+#[derive(Debug)]
+pub struct MockBody {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Full(Option<Bytes>),
+    Stream(Box<Paced>),
+}
+
+#[derive(Debug)]
+struct Paced {
+    frames: VecDeque<Bytes>,
+    interval: Duration,
+    sleep: Option<Pin<Box<Sleep>>>,
+    sent: usize,
+    cut_after: Option<usize>,
+}
+
+impl MockBody {
+    /// A complete body.
+    pub fn full(bytes: impl Into<Bytes>) -> Self {
+        Self {
+            inner: Inner::Full(Some(bytes.into())),
+        }
+    }
+
+    /// SSE frames sent `interval` apart (the first at once); after `cut_after` frames the body
+    /// fails instead of going on.
+    pub fn paced(frames: Vec<Bytes>, interval: Duration, cut_after: Option<usize>) -> Self {
+        Self {
+            inner: Inner::Stream(Box::new(Paced {
+                frames: frames.into(),
+                interval,
+                sleep: None,
+                sent: 0,
+                cut_after,
+            })),
+        }
+    }
+}
+
+impl Body for MockBody {
+    type Data = Bytes;
+    type Error = MockBodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, MockBodyError>>> {
+        match &mut self.get_mut().inner {
+            Inner::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Inner::Stream(p) => {
+                if p.cut_after == Some(p.sent) {
+                    p.cut_after = None;
+                    p.frames.clear();
+                    return Poll::Ready(Some(Err(MockBodyError::Cut(p.sent))));
+                }
+                if p.frames.is_empty() {
+                    return Poll::Ready(None);
+                }
+                if p.sent > 0 && !p.interval.is_zero() {
+                    let interval = p.interval;
+                    let sleep = p
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(interval)));
+                    if sleep.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    p.sleep = None;
+                }
+                p.sent += 1;
+                Poll::Ready(p.frames.pop_front().map(|f| Ok(Frame::data(f))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Full(b) => b.is_none(),
+            Inner::Stream(p) => p.frames.is_empty() && p.cut_after.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Inner::Full(None) => SizeHint::with_exact(0),
+            Inner::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn paced_frames_then_cut() {
+        let frames = vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")];
+        let mut body = MockBody::paced(frames.clone(), Duration::from_millis(1), None);
+        let mut got = Vec::new();
+        while let Some(f) = body.frame().await {
+            got.push(f.unwrap().into_data().unwrap());
+        }
+        assert_eq!(got, frames);
+
+        let mut cut = MockBody::paced(frames, Duration::ZERO, Some(1));
+        assert!(cut.frame().await.unwrap().is_ok());
+        assert!(cut.frame().await.unwrap().is_err());
+        assert!(cut.frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn full_body_has_exact_size() {
+        let b = MockBody::full(Bytes::from_static(b"{}"));
+        assert_eq!(b.size_hint().exact(), Some(2));
+        assert_eq!(&b.collect().await.unwrap().to_bytes()[..], b"{}");
+    }
+}

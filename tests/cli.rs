@@ -1,0 +1,170 @@
+//! The real binary: `--version`, `check-config`, and `serve` with graceful shutdown.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::File::create(&p)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    p
+}
+
+#[test]
+fn version() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("sluice {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn check_config_lists_models_with_secrets_masked() {
+    let out = Command::new(BIN)
+        .args(["check-config"])
+        .arg(root().join("examples/quickstart.yaml"))
+        .env("OPENAI_API_KEY", "sk-proj-very-secret-openai-key")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("mock-gpt"), "{stdout}");
+    assert!(stdout.contains("gpt-4o-mini"), "{stdout}");
+    assert!(!stdout.contains("very-secret") && !stderr.contains("very-secret"));
+}
+
+#[test]
+fn check_config_names_the_bad_field() {
+    let bad = temp_file(
+        "bad.yaml",
+        "model_list:\n  - model_name: x\n    litellm_params:\n      model: opnai/gpt-4o\n",
+    );
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"model_list[0].litellm_params.model: unknown provider "opnai" (did you mean "openai"?)"#),
+        "{stderr}"
+    );
+}
+
+struct Served {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+#[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
+fn serve(config: &str, extra: &[&str]) -> Served {
+    let cfg = temp_file(&format!("cfg-{}.yaml", extra.len()), config);
+    let ready = cfg.with_extension("ready");
+    let log = cfg.with_extension("log");
+    let _ = std::fs::remove_file(&ready);
+    let child = Command::new(BIN)
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--port", "0", "--ready-file"])
+        .arg(&ready)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Ok(addr) = std::fs::read_to_string(&ready) {
+            if !addr.is_empty() {
+                return Served { child, addr, log };
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sluice did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+const SLOW_STREAM: &str = r#"
+model_list:
+  - model_name: slow
+    litellm_params:
+      model: mock/slow
+      mock_chunks: 10
+      mock_chunk_interval_ms: 100
+general_settings:
+  master_key: sk-cli-master-key
+"#;
+
+#[tokio::test]
+async fn graceful_shutdown_lets_streams_finish() {
+    let mut served = serve(SLOW_STREAM, &["--log-format", "json"]);
+    let url = format!("http://{}/v1/chat/completions", served.addr);
+    let stream = tokio::spawn(async move {
+        common::send(
+            "POST",
+            &url,
+            r#"{"model":"slow","stream":true,"messages":[]}"#,
+            &[("authorization", "Bearer sk-cli-master-key")],
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    sigterm(&served.child);
+    let answer = stream.await.unwrap();
+    assert_eq!(answer.status, 200);
+    assert!(!answer.body_error, "stream was cut by shutdown");
+    assert_eq!(answer.sse_data().last().map(String::as_str), Some("[DONE]"));
+    let status = served.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let log = std::fs::read_to_string(&served.log).unwrap();
+    assert!(!log.contains("sk-cli-master-key"), "master key in logs");
+    let request_lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["message"] == "request")
+        .collect();
+    assert_eq!(request_lines.len(), 1, "{log}");
+    assert_eq!(request_lines[0]["model"], "slow");
+    assert_eq!(request_lines[0]["outcome"], "complete");
+}
+
+#[tokio::test]
+async fn refuses_new_connections_after_sigterm() {
+    let mut served = serve(SLOW_STREAM, &[]);
+    sigterm(&served.child);
+    let status = served.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(std::net::TcpStream::connect(&served.addr).is_err());
+}
