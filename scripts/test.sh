@@ -24,4 +24,4 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-SLUICE_BIN="$PWD/target/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -p no:cacheprovider
+SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -p no:cacheprovider
