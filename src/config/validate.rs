@@ -490,7 +490,9 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         .map(Secret::new);
     let hosted = spec.default_base.is_some_and(|b| b.starts_with("https://"))
         || spec.key_header == KeyHeader::AzureApiKey;
-    if d.api_key.is_none() && hosted {
+    let key_path = format!("{lp}.api_key");
+    let already_warned = p.warnings.iter().any(|w| w.path == key_path);
+    if d.api_key.is_none() && hosted && !already_warned {
         let vars = spec.key_env.join(" or ");
         p.warn(
             format!("{lp}.api_key"),
