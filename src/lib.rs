@@ -2,6 +2,7 @@
 //! request to whichever provider serves the model. See ARCHITECTURE.md for the request pipeline.
 
 pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod endpoint;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 use tokio::net::TcpListener;
 
-use sluice::cli::{Cli, Command, MockArgs, ServeArgs};
+use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
 use sluice::config::{self, ProcessEnv};
 use sluice::mock::MockSettings;
 use sluice::server::{self, AppState};
@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Some(Command::CheckConfig { file }) => check_config(&file),
         Some(Command::Serve(args)) => run(args.workers, |rt| rt.block_on(serve(args))),
         Some(Command::Mock(args)) => run(args.workers, |rt| rt.block_on(mock(args))),
+        Some(Command::Bench(args)) => run(None, |rt| rt.block_on(bench(args))),
         None => run(cli.serve.workers, |rt| rt.block_on(serve(cli.serve))),
     }
 }
@@ -141,6 +142,22 @@ async fn mock(args: MockArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[expect(clippy::print_stdout, reason = "bench prints its results table")]
+async fn bench(args: BenchArgs) -> ExitCode {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    match sluice::bench::run(args, command).await {
+        Ok(out) => {
+            print!("{}", out.report.table());
+            println!("results: {}", out.dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sluice bench: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,328 @@
+//! The benchmark's results and their three renderings: a terminal table, `report.json` and
+//! `report.md` (the charts are in `chart.rs`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// From a nanosecond histogram; `None` when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(Self {
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            mean: h.mean() / 1000.0,
+        })
+    }
+
+    /// `self - base` at each percentile: the latency a gateway adds over calling directly.
+    pub fn minus(&self, base: &Self) -> Self {
+        Self {
+            p50: self.p50 - base.p50,
+            p90: self.p90 - base.p90,
+            p99: self.p99 - base.p99,
+            p999: self.p999 - base.p999,
+            max: self.max - base.max,
+            mean: self.mean - base.mean,
+        }
+    }
+}
+
+/// One measured level: a target, a workload, a body size, a concurrency.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `direct` (the mock itself), `sluice`, or a peer's name.
+    pub target: String,
+    /// Workload name.
+    pub workload: &'static str,
+    /// Body size class.
+    pub size: &'static str,
+    /// Exact request body length.
+    pub body_bytes: usize,
+    /// Requests in flight.
+    pub concurrency: usize,
+    /// Requests that succeeded.
+    pub ok: u64,
+    /// Failures by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Wall time, seconds.
+    pub elapsed_s: f64,
+    /// Successful requests per second.
+    pub rps: f64,
+    /// Latency to the last byte.
+    pub latency_us: Option<Percentiles>,
+    /// Time to first byte (streams).
+    pub ttfb_us: Option<Percentiles>,
+    /// Latency added over `direct` at each percentile.
+    pub added_us: Option<Percentiles>,
+    /// Time to first byte added over `direct`.
+    pub added_ttfb_us: Option<Percentiles>,
+    /// CPU seconds the target used per 1,000 requests.
+    pub cpu_s_per_1k: Option<f64>,
+    /// Highest resident memory during the level, MB.
+    pub rss_peak_mb: Option<f64>,
+}
+
+/// Memory of a target when idle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rest {
+    /// Target name.
+    pub target: String,
+    /// Before any load / after all of it.
+    pub when: &'static str,
+    /// Resident memory, MB.
+    pub rss_mb: f64,
+}
+
+/// The held-streams test: many slow streams open at once through sluice.
+#[derive(Debug, Clone, Serialize)]
+pub struct Hold {
+    /// Streams opened together.
+    pub streams: usize,
+    /// That completed.
+    pub ok: u64,
+    /// Failures by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Peak resident memory while holding them, MB.
+    pub rss_peak_mb: f64,
+}
+
+/// The machine the run was on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// CPU model.
+    pub cpu: String,
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// Kernel release.
+    pub kernel: String,
+    /// Total memory, GB.
+    pub memory_gb: f64,
+}
+
+impl Machine {
+    /// Read from `/proc`.
+    pub fn detect() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map_or_else(|| "unknown".to_owned(), |s| s.trim().to_owned());
+        let mem_kb: f64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.0);
+        Self {
+            cpu,
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "unknown".to_owned(), |s| s.trim().to_owned()),
+            memory_gb: (mem_kb / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        }
+    }
+}
+
+/// Everything one `sluice bench` run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// UTC start time.
+    pub started: String,
+    /// sluice version.
+    pub version: &'static str,
+    /// Where it ran.
+    pub machine: Machine,
+    /// The command line that produced it.
+    pub command: String,
+    /// Idle memory readings.
+    pub rest: Vec<Rest>,
+    /// Every level.
+    pub rows: Vec<Row>,
+    /// Held streams, when run.
+    pub hold: Option<Hold>,
+}
+
+fn f(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+fn errors(e: &BTreeMap<String, u64>) -> String {
+    if e.is_empty() {
+        "0".to_owned()
+    } else {
+        e.iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Report {
+    /// The results as a terminal table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<16} {:>5} {:>5} {:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7}  errors",
+            "workload", "size", "conc", "target", "req/s", "p50 µs", "p99 µs", "p99.9 µs",
+            "+p50 µs", "+p99 µs", "ttfb µs", "cpu/1k", "rss MB"
+        );
+        for r in &self.rows {
+            let l = r.latency_us.as_ref();
+            let a = r.added_us.as_ref();
+            let _ = writeln!(
+                out,
+                "{:<16} {:>5} {:>5} {:<10} {:>9.0} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7}  {}",
+                r.workload,
+                r.size,
+                r.concurrency,
+                r.target,
+                r.rps,
+                f(l.map(|p| p.p50), 0),
+                f(l.map(|p| p.p99), 0),
+                f(l.map(|p| p.p999), 0),
+                f(a.map(|p| p.p50), 1),
+                f(a.map(|p| p.p99), 1),
+                f(r.ttfb_us.as_ref().map(|p| p.p50), 0),
+                f(r.cpu_s_per_1k, 3),
+                f(r.rss_peak_mb, 1),
+                errors(&r.errors)
+            );
+        }
+        for rest in &self.rest {
+            let _ = writeln!(
+                out,
+                "rss at rest ({}, {}): {:.1} MB",
+                rest.target, rest.when, rest.rss_mb
+            );
+        }
+        if let Some(h) = &self.hold {
+            let _ = writeln!(
+                out,
+                "held {} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB",
+                h.streams,
+                h.ok,
+                errors(&h.errors),
+                h.rss_peak_mb
+            );
+        }
+        out
+    }
+
+    /// The results as Markdown, for `docs/benchmarks.md`.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let m = &self.machine;
+        let _ = writeln!(out, "# sluice bench {}\n", self.started);
+        let _ = writeln!(
+            out,
+            "sluice {} on {} ({} CPUs, {} GB, Linux {}).\n\n`{}`\n",
+            self.version, m.cpu, m.cpus, m.memory_gb, m.kernel, self.command
+        );
+        let _ = writeln!(
+            out,
+            "Latencies in µs; `+p50`/`+p99` are the latency added over calling the mock directly \
+             in the same run; CPU is the target's CPU seconds per 1,000 requests; RSS its peak \
+             resident memory during the level.\n"
+        );
+        let mut current = ("", "");
+        for r in &self.rows {
+            if (r.workload, r.size) != current {
+                current = (r.workload, r.size);
+                let _ = writeln!(
+                    out,
+                    "\n## {} · {} body ({} bytes)\n\n| conc | target | req/s | p50 | p90 | p99 | p99.9 | +p50 | +p99 | ttfb p50 | +ttfb p50 | cpu s/1k | rss MB | errors |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+                    r.workload, r.size, r.body_bytes
+                );
+            }
+            let l = r.latency_us.as_ref();
+            let a = r.added_us.as_ref();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.concurrency,
+                r.target,
+                r.rps,
+                f(l.map(|p| p.p50), 0),
+                f(l.map(|p| p.p90), 0),
+                f(l.map(|p| p.p99), 0),
+                f(l.map(|p| p.p999), 0),
+                f(a.map(|p| p.p50), 1),
+                f(a.map(|p| p.p99), 1),
+                f(r.ttfb_us.as_ref().map(|p| p.p50), 0),
+                f(r.added_ttfb_us.as_ref().map(|p| p.p50), 1),
+                f(r.cpu_s_per_1k, 3),
+                f(r.rss_peak_mb, 1),
+                errors(&r.errors)
+            );
+        }
+        if !self.rest.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Memory at rest\n\n| target | when | RSS MB |\n|---|---|---:|"
+            );
+            for r in &self.rest {
+                let _ = writeln!(out, "| {} | {} | {:.1} |", r.target, r.when, r.rss_mb);
+            }
+        }
+        if let Some(h) = &self.hold {
+            let _ = writeln!(
+                out,
+                "\n## Held streams\n\n{} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB.",
+                h.streams,
+                h.ok,
+                errors(&h.errors),
+                h.rss_peak_mb
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_differences() {
+        let mut h = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let p = Percentiles::of(&h).unwrap();
+        assert!((p.p50 - 500.0).abs() < 1.0, "{p:?}");
+        assert!((p.p99 - 990.0).abs() < 1.0);
+        let d = p.minus(&p);
+        assert_eq!(d.p50, 0.0);
+        assert!(Percentiles::of(&Histogram::<u64>::new(3).unwrap()).is_none());
+    }
+}
