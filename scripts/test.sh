@@ -25,3 +25,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -p no:cacheprovider
+
+step "CPU instructions per proxied request (callgrind; printed, never fails the run)"
+if command -v valgrind >/dev/null; then
+  cargo build --release --locked --bin sluice
+  SLUICE="${CARGO_TARGET_DIR:-$PWD/target}/release/sluice" bash bench/instructions.sh || echo "instructions: measurement failed (not a test failure)"
+else
+  echo "instructions: valgrind not installed; skipped"
+fi

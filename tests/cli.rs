@@ -168,3 +168,65 @@ async fn refuses_new_connections_after_sigterm() {
     assert_eq!(status.code(), Some(0));
     assert!(std::net::TcpStream::connect(&served.addr).is_err());
 }
+
+#[test]
+fn bench_measures_direct_and_through_sluice() {
+    let out = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
+    let run = Command::new(BIN)
+        .args([
+            "bench",
+            "--workloads",
+            "chat,chat-stream,embeddings",
+            "--sizes",
+            "1k",
+            "--concurrency",
+            "1,4",
+            "--requests",
+            "30",
+            "--warmup",
+            "5",
+            "--hold-streams",
+            "20",
+            "--models",
+            "10",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("held 20 concurrent streams"), "{stdout}");
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3 * 2 * 2, "workloads × levels × targets");
+    for r in rows {
+        assert_eq!(r["ok"], 30, "{r}");
+        assert!(r["errors"].as_object().unwrap().is_empty(), "{r}");
+        if r["target"] == "sluice" {
+            assert!(r["added_us"]["p50"].is_number(), "{r}");
+            assert!(r["cpu_s_per_1k"].is_number());
+            assert!(r["rss_peak_mb"].as_f64().unwrap() > 1.0);
+        }
+        if r["workload"] == "chat-stream" {
+            assert!(r["ttfb_us"]["p50"].as_f64().unwrap() > 0.0);
+        }
+    }
+    assert_eq!(report["hold"]["ok"], 20);
+    assert!(dir.join("report.md").exists());
+    assert!(dir.join("rps-chat-1k.svg").exists());
+    assert!(dir.join("added-latency-chat-1k.svg").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -62,6 +62,7 @@ fn build(connect_timeout: Duration) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(1024)
+        .http1_max_buf_size(crate::server::MAX_CONN_BUF)
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .build(https)

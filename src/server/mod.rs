@@ -26,6 +26,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
+/// Largest read buffer per connection (hyper's minimum is 8 KiB).
+pub const MAX_CONN_BUF: usize = 64 * 1024;
+
 /// Serve the gateway until `shutdown` resolves, then drain for at most `grace`.
 pub async fn serve(
     listener: TcpListener,
@@ -57,6 +60,10 @@ pub async fn serve_with<H, F, B>(
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
+        // Cap each connection's read buffer: hyper grows it to the largest read and keeps it
+        // while the connection lives, so 500 KB bodies on hundreds of keep-alive connections
+        // would otherwise pin hundreds of MB. Bodies arrive in 64 KB frames instead.
+        .max_buf_size(MAX_CONN_BUF)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
     builder.http2().timer(TokioTimer::new());

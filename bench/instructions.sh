@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Deterministic cost figure: CPU instructions sluice executes per proxied request, counted by
+# valgrind's callgrind (instructions, not seconds, so other load on the machine does not move
+# it). Startup and warm-up are excluded: collection is switched on only around the measured
+# requests. Prints one line, e.g. "instructions per request (chat, 1 KB, non-stream): 123456".
+#
+#   bash bench/instructions.sh            # builds target/release/sluice if needed
+#   REQUESTS=2000 bash bench/instructions.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REQUESTS=${REQUESTS:-1000}
+WARMUP=${WARMUP:-200}
+SLUICE=${SLUICE:-target/release/sluice}
+command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
+[ -x "$SLUICE" ] || cargo build --release --locked --bin sluice >&2
+
+work=$(mktemp -d)
+[ -n "${KEEP:-}" ] && echo "work dir: $work" >&2
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"; }
+trap cleanup EXIT
+
+wait_file() { for _ in $(seq 1 600); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timed out waiting for $1" >&2; exit 1; }
+
+"$SLUICE" mock --port 0 --ready-file "$work/mock.addr" --workers 1 >"$work/mock.log" 2>&1 &
+pids+=($!)
+wait_file "$work/mock.addr"
+mock=$(cat "$work/mock.addr")
+cat >"$work/sluice.yaml" <<YAML
+model_list:
+  - model_name: bench
+    litellm_params: {model: openai/bench, api_base: "http://$mock/v1", api_key: sk-mock}
+  - model_name: bench-embed
+    litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
+YAML
+
+# One worker thread: the count then does not depend on how work spreads over threads.
+SLUICE_LOG=warn valgrind --tool=callgrind --instr-atstart=no \
+  --callgrind-out-file="$work/callgrind.out" \
+  "$SLUICE" serve --config "$work/sluice.yaml" --port 0 --ready-file "$work/sluice.addr" --workers 1 \
+  >"$work/sluice.log" 2>&1 &
+gw=$!
+pids+=($gw)
+wait_file "$work/sluice.addr"
+target="http://$(cat "$work/sluice.addr")"
+
+drive() { # $1 = requests
+  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads chat \
+    --sizes 1k --concurrency 1 --requests "$1" --warmup 0 --hold-streams 0 --quiet \
+    --out "$work/bench" >>"$work/drive.log"
+}
+drive "$WARMUP"
+callgrind_control -i on "$gw" >/dev/null 2>&1
+drive "$REQUESTS"
+callgrind_control -i off "$gw" >/dev/null 2>&1
+callgrind_control -d "$gw" >/dev/null 2>&1
+total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')
+[ -n "$total" ] && [ "$total" -gt 0 ] || { echo "instructions: no callgrind totals" >&2; exit 1; }
+echo "instructions per request (chat, 1 KB, non-stream, 1 worker): $((total / REQUESTS))"
