@@ -184,6 +184,14 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         });
     }
 
+    // Held streams first, on a fresh process, so that its memory figure is not inflated by
+    // what earlier levels left in allocator caches.
+    let hold = match (sluice_pid, targets.iter().find(|t| t.name == "sluice")) {
+        (Some(pid), Some(t)) if args.hold_streams > 0 => {
+            Some(hold_streams(t, pid, args.hold_streams).await?)
+        }
+        _ => None,
+    };
     let stop = match args.duration_secs {
         Some(s) => Stop::Time(Duration::from_secs_f64(s)),
         None => Stop::Requests(args.requests),
@@ -222,12 +230,6 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
     }
     added_over_direct(&mut rows);
 
-    let hold = match (sluice_pid, targets.iter().find(|t| t.name == "sluice")) {
-        (Some(pid), Some(t)) if args.hold_streams > 0 => {
-            Some(hold_streams(t, pid, args.hold_streams).await?)
-        }
-        _ => None,
-    };
     tokio::time::sleep(Duration::from_millis(500)).await;
     for t in &targets {
         if t.name == "direct" {
