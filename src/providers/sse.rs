@@ -2,6 +2,8 @@
 //! lines, notices the stream's proper end, and (when sluice asked for usage on the client's
 //! behalf) removes the usage-only chunk the client did not ask for.
 
+use std::sync::LazyLock;
+
 use bytes::{Bytes, BytesMut};
 use memchr::memmem;
 
@@ -149,11 +151,18 @@ impl SseTap {
     fn scan_event(&mut self, event: &[u8]) -> bool {
         let mut strip = false;
         for line in event.split(|b| *b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(name) = line.strip_prefix(b"event:") {
+                // A terminal Responses event ends the stream whether or not it carries usage
+                // (`response.failed` has `"usage": null`).
+                let name = name.strip_prefix(b" ").unwrap_or(name);
+                self.finished |= is_terminal_event(name);
+                continue;
+            }
             let Some(data) = line.strip_prefix(b"data:") else {
                 continue;
             };
             let data = data.strip_prefix(b" ").unwrap_or(data);
-            let data = data.strip_suffix(b"\r").unwrap_or(data);
             if data == b"[DONE]" {
                 self.finished = true;
                 continue;
@@ -162,12 +171,7 @@ impl SseTap {
                 continue;
             }
             if let Ok(probe) = serde_json::from_slice::<UsageProbe<'_>>(data) {
-                if matches!(
-                    probe.kind,
-                    Some("response.completed" | "response.failed" | "response.incomplete")
-                ) {
-                    self.finished = true;
-                }
+                self.finished |= probe.kind.is_some_and(|k| is_terminal_event(k.as_bytes()));
                 let usage_only = probe.is_usage_only_chunk();
                 if let Some(u) = probe.usage() {
                     self.usage = Some(u);
@@ -179,11 +183,20 @@ impl SseTap {
     }
 }
 
+/// The Responses API events after which nothing follows.
+fn is_terminal_event(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"response.completed" | b"response.failed" | b"response.incomplete"
+    )
+}
+
 /// Cheap pre-check: a `"usage"` key whose value is not `null`.
 fn has_usage(data: &[u8]) -> bool {
-    let finder = memmem::Finder::new(b"\"usage\"");
+    static USAGE_KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"usage\""));
     let mut from = 0;
-    while let Some(p) = finder.find(&data[from..]) {
+    while let Some(p) = USAGE_KEY.find(&data[from..]) {
         let after = &data[from + p + 7..];
         let value = after
             .iter()
@@ -260,6 +273,15 @@ mod tests {
         run(&mut tap, &[ev]);
         assert!(tap.finished());
         assert_eq!(tap.usage().unwrap().prompt_tokens, 5);
+    }
+
+    #[test]
+    fn failed_responses_event_without_usage_finishes_the_stream() {
+        let ev = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"usage\":null}}\n\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[ev]);
+        assert!(tap.finished());
+        assert!(tap.usage().is_none());
     }
 
     #[test]
