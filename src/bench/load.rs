@@ -38,8 +38,6 @@ pub struct Shot {
     pub url: Uri,
     /// JSON body.
     pub body: Bytes,
-    /// Extra request headers (e.g. `x-mock-*`).
-    pub headers: Vec<(&'static str, HeaderValue)>,
     /// The answer is SSE; it must end with this marker to count as complete.
     pub end_marker: Option<&'static [u8]>,
 }
@@ -196,11 +194,8 @@ async fn exchange(
     let mut req = Request::post(shot.url.clone())
         .body(Full::new(shot.body.clone()))
         .map_err(|e| format!("bad_request: {e}"))?;
-    let h = req.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    for (k, v) in &shot.headers {
-        h.insert(*k, v.clone());
-    }
+    req.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let resp = client.request(req).await.map_err(|e| {
         if e.is_connect() {
             "connect".to_owned()

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderValue, Uri};
+use http::Uri;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::BenchArgs;
@@ -216,7 +216,6 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
                     let shot = Arc::new(Shot {
                         url: parse_uri(&format!("{}{}", t.base, w.path()))?,
                         body: body.clone(),
-                        headers: Vec::new(),
                         end_marker: end_marker(*w),
                     });
                     let row = level(t, &shot, *w, *size, c, stop, &args, progress.as_ref()).await;
@@ -388,7 +387,6 @@ async fn hold_streams(t: &Target, pid: u32, n: usize) -> Result<Hold, BenchError
     let shot = Arc::new(Shot {
         url: parse_uri(&format!("{}/v1/chat/completions", t.base))?,
         body: Workload::ChatStream.body("bench-slow", "hold"),
-        headers: vec![("x-bench", HeaderValue::from_static("hold"))],
         end_marker: Some(b"[DONE]"),
     });
     let sampler = procs::PeakSampler::start(pid, Duration::from_millis(50));

@@ -186,6 +186,56 @@ fn errors(e: &BTreeMap<String, u64>) -> String {
     }
 }
 
+/// One row's figures formatted for display, shared by the terminal table and the Markdown.
+struct Cells {
+    rps: String,
+    p50: String,
+    p90: String,
+    p99: String,
+    p999: String,
+    added_p50: String,
+    added_p99: String,
+    ttfb_p50: String,
+    added_ttfb_p50: String,
+    cpu: String,
+    rss: String,
+    errors: String,
+}
+
+impl Row {
+    fn cells(&self) -> Cells {
+        let l = self.latency_us.as_ref();
+        let a = self.added_us.as_ref();
+        Cells {
+            rps: format!("{:.0}", self.rps),
+            p50: f(l.map(|p| p.p50), 0),
+            p90: f(l.map(|p| p.p90), 0),
+            p99: f(l.map(|p| p.p99), 0),
+            p999: f(l.map(|p| p.p999), 0),
+            added_p50: f(a.map(|p| p.p50), 1),
+            added_p99: f(a.map(|p| p.p99), 1),
+            ttfb_p50: f(self.ttfb_us.as_ref().map(|p| p.p50), 0),
+            added_ttfb_p50: f(self.added_ttfb_us.as_ref().map(|p| p.p50), 1),
+            cpu: f(self.cpu_s_per_1k, 3),
+            rss: f(self.rss_peak_mb, 1),
+            errors: errors(&self.errors),
+        }
+    }
+}
+
+impl Hold {
+    /// One sentence: how many streams, how many completed, errors, peak memory.
+    fn summary(&self) -> String {
+        format!(
+            "{} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB",
+            self.streams,
+            self.ok,
+            errors(&self.errors),
+            self.rss_peak_mb
+        )
+    }
+}
+
 impl Report {
     /// The results as a terminal table.
     pub fn table(&self) -> String {
@@ -197,25 +247,24 @@ impl Report {
             "+p50 µs", "+p99 µs", "ttfb µs", "cpu/1k", "rss MB"
         );
         for r in &self.rows {
-            let l = r.latency_us.as_ref();
-            let a = r.added_us.as_ref();
+            let c = r.cells();
             let _ = writeln!(
                 out,
-                "{:<16} {:>5} {:>5} {:<10} {:>9.0} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7}  {}",
+                "{:<16} {:>5} {:>5} {:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9} {:>7} {:>7}  {}",
                 r.workload,
                 r.size,
                 r.concurrency,
                 r.target,
-                r.rps,
-                f(l.map(|p| p.p50), 0),
-                f(l.map(|p| p.p99), 0),
-                f(l.map(|p| p.p999), 0),
-                f(a.map(|p| p.p50), 1),
-                f(a.map(|p| p.p99), 1),
-                f(r.ttfb_us.as_ref().map(|p| p.p50), 0),
-                f(r.cpu_s_per_1k, 3),
-                f(r.rss_peak_mb, 1),
-                errors(&r.errors)
+                c.rps,
+                c.p50,
+                c.p99,
+                c.p999,
+                c.added_p50,
+                c.added_p99,
+                c.ttfb_p50,
+                c.cpu,
+                c.rss,
+                c.errors
             );
         }
         for rest in &self.rest {
@@ -226,14 +275,7 @@ impl Report {
             );
         }
         if let Some(h) = &self.hold {
-            let _ = writeln!(
-                out,
-                "held {} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB",
-                h.streams,
-                h.ok,
-                errors(&h.errors),
-                h.rss_peak_mb
-            );
+            let _ = writeln!(out, "held {}", h.summary());
         }
         out
     }
@@ -264,25 +306,24 @@ impl Report {
                     r.workload, r.size, r.body_bytes
                 );
             }
-            let l = r.latency_us.as_ref();
-            let a = r.added_us.as_ref();
+            let c = r.cells();
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.concurrency,
                 r.target,
-                r.rps,
-                f(l.map(|p| p.p50), 0),
-                f(l.map(|p| p.p90), 0),
-                f(l.map(|p| p.p99), 0),
-                f(l.map(|p| p.p999), 0),
-                f(a.map(|p| p.p50), 1),
-                f(a.map(|p| p.p99), 1),
-                f(r.ttfb_us.as_ref().map(|p| p.p50), 0),
-                f(r.added_ttfb_us.as_ref().map(|p| p.p50), 1),
-                f(r.cpu_s_per_1k, 3),
-                f(r.rss_peak_mb, 1),
-                errors(&r.errors)
+                c.rps,
+                c.p50,
+                c.p90,
+                c.p99,
+                c.p999,
+                c.added_p50,
+                c.added_p99,
+                c.ttfb_p50,
+                c.added_ttfb_p50,
+                c.cpu,
+                c.rss,
+                c.errors
             );
         }
         if !self.rest.is_empty() {
@@ -295,14 +336,7 @@ impl Report {
             }
         }
         if let Some(h) = &self.hold {
-            let _ = writeln!(
-                out,
-                "\n## Held streams\n\n{} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB.",
-                h.streams,
-                h.ok,
-                errors(&h.errors),
-                h.rss_peak_mb
-            );
+            let _ = writeln!(out, "\n## Held streams\n\n{}.", h.summary());
         }
         out
     }

@@ -25,9 +25,9 @@ pub struct Loaded {
 
 /// Load a config from YAML text (no `include:`; paths in it would have nothing to be relative to).
 pub fn load_str(yaml: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let root = parse(yaml, None)?;
+    let mut root = parse(yaml, None)?;
     let mut problems = Problems::default();
-    if root.get("include").is_some() {
+    if take(&mut root, "include").is_some() {
         problems.error(
             "include",
             "only a config loaded from a file can include others",
@@ -74,7 +74,7 @@ fn merge_includes(
     path: &Path,
     problems: &mut Problems,
 ) -> Result<(), ConfigError> {
-    let Some(list) = root.get("include").cloned() else {
+    let Some(list) = take(root, "include") else {
         return Ok(());
     };
     let Value::Sequence(files) = list else {
@@ -154,13 +154,19 @@ fn finish(mut root: Value, env: &dyn Env, mut problems: Problems) -> Result<Load
         warn_ignored(&segs, &mut problems);
     }
     let config = validate(raw, &layered, &mut problems);
-    match config {
-        Some(config) if problems.errors.is_empty() => Ok(Loaded {
+    if problems.errors.is_empty() {
+        Ok(Loaded {
             config,
             warnings: problems.warnings,
-        }),
-        _ => Err(ConfigError::Invalid(problems.errors)),
+        })
+    } else {
+        Err(ConfigError::Invalid(problems.errors))
     }
+}
+
+/// Remove a top-level section that loading itself handles, so typing never sees it.
+fn take(root: &mut Value, key: &str) -> Option<Value> {
+    root.as_mapping_mut()?.remove(key)
 }
 
 /// Take `environment_variables:` out of the tree, resolved against the real environment.
@@ -170,10 +176,10 @@ fn environment_variables(
     problems: &mut Problems,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let Some(v) = root.get_mut("environment_variables") else {
+    let Some(mut v) = take(root, "environment_variables") else {
         return out;
     };
-    resolve_tree(v, "environment_variables", env, problems);
+    resolve_tree(&mut v, "environment_variables", env, problems);
     match v {
         Value::Mapping(m) => {
             for (k, v) in m.iter() {

@@ -127,15 +127,10 @@ pub(super) struct RawConfig {
     pub general_settings: Option<RawGeneral>,
     pub router_settings: Option<RawRouter>,
     pub litellm_settings: Option<RawLitellm>,
-    /// Already applied before typing; kept so it is not reported as unknown.
-    #[allow(dead_code)]
-    pub environment_variables: Option<Value>,
-    /// Already applied before typing; kept so it is not reported as unknown.
-    #[allow(dead_code)]
-    pub include: Option<Value>,
 }
 
-/// Top-level keys sluice reads.
+/// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
+/// tree before typing; they are listed for "did you mean" hints).
 pub(super) const TOP_KEYS: &[&str] = &[
     "model_list",
     "general_settings",

@@ -31,7 +31,7 @@ pub const ROUTING_STRATEGIES: [&str; 6] = [
 ];
 
 /// Validate the whole config, recording every problem.
-pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Option<Config> {
+pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Config {
     let general = general(raw.general_settings.unwrap_or_default(), env, p);
     let litellm_raw = raw.litellm_settings.unwrap_or_default();
     let mut router = router(raw.router_settings.unwrap_or_default(), p);
@@ -70,22 +70,19 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Optio
         check_fallbacks(section, list, &names, p);
     }
     for (j, to) in router.default_fallbacks.iter().enumerate() {
-        if !model_exists(to, &names) {
-            p.error(
-                format!("router_settings.default_fallbacks[{j}]"),
-                format!(
-                    "unknown model \"{to}\"{}",
-                    did_you_mean(to, names.iter().copied())
-                ),
-            );
-        }
+        check_model(
+            format!("router_settings.default_fallbacks[{j}]"),
+            to,
+            &names,
+            p,
+        );
     }
-    Some(Config {
+    Config {
         deployments,
         general,
         router,
         litellm,
-    })
+    }
 }
 
 // ---- leaf conversions -------------------------------------------------------------------
@@ -246,26 +243,23 @@ fn check_fallbacks(
     p: &mut Problems,
 ) {
     for (i, (from, to)) in list.iter().enumerate() {
-        if !model_exists(from, names) {
-            p.error(
-                format!("{section}[{i}].{from}"),
-                format!(
-                    "unknown model \"{from}\"{}",
-                    did_you_mean(from, names.iter().copied())
-                ),
-            );
-        }
+        check_model(format!("{section}[{i}].{from}"), from, names, p);
         for (j, t) in to.iter().enumerate() {
-            if !model_exists(t, names) {
-                p.error(
-                    format!("{section}[{i}].{from}[{j}]"),
-                    format!(
-                        "unknown model \"{t}\"{}",
-                        did_you_mean(t, names.iter().copied())
-                    ),
-                );
-            }
+            check_model(format!("{section}[{i}].{from}[{j}]"), t, names, p);
         }
+    }
+}
+
+/// A model a setting refers to must be served by some group.
+fn check_model(path: String, name: &str, names: &[&str], p: &mut Problems) {
+    if !model_exists(name, names) {
+        p.error(
+            path,
+            format!(
+                "unknown model \"{name}\"{}",
+                did_you_mean(name, names.iter().copied())
+            ),
+        );
     }
 }
 

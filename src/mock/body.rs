@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 use tokio::time::Sleep;
 
 /// Why a mock body ended early.
@@ -27,7 +28,7 @@ pub struct MockBody {
 
 #[derive(Debug)]
 enum Inner {
-    Full(Option<Bytes>),
+    Full(Full<Bytes>),
     Stream(Box<Paced>),
 }
 
@@ -44,7 +45,7 @@ impl MockBody {
     /// A complete body.
     pub fn full(bytes: impl Into<Bytes>) -> Self {
         Self {
-            inner: Inner::Full(Some(bytes.into())),
+            inner: Inner::Full(Full::new(bytes.into())),
         }
     }
 
@@ -72,7 +73,9 @@ impl Body for MockBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, MockBodyError>>> {
         match &mut self.get_mut().inner {
-            Inner::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Inner::Full(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
             Inner::Stream(p) => {
                 if p.cut_after == Some(p.sent) {
                     p.cut_after = None;
@@ -100,15 +103,14 @@ impl Body for MockBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.inner {
-            Inner::Full(b) => b.is_none(),
+            Inner::Full(full) => full.is_end_stream(),
             Inner::Stream(p) => p.frames.is_empty() && p.cut_after.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
-            Inner::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            Inner::Full(None) => SizeHint::with_exact(0),
+            Inner::Full(full) => full.size_hint(),
             Inner::Stream(_) => SizeHint::default(),
         }
     }

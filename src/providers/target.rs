@@ -192,7 +192,7 @@ pub fn encode_model(model: &str) -> Bytes {
 }
 
 fn azure_url(base: &str, deployment: &str, version: Option<&str>, e: Endpoint) -> String {
-    let version = version.unwrap_or("2024-10-21");
+    let version = version.unwrap_or(crate::config::DEFAULT_AZURE_API_VERSION);
     match e {
         Endpoint::Responses => format!("{base}/openai/responses?api-version={version}"),
         Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(

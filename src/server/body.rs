@@ -5,6 +5,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::Full;
 
 use super::relay::{RelayError, StreamRelay};
 
@@ -13,7 +14,7 @@ use super::relay::{RelayError, StreamRelay};
 #[derive(Debug)]
 pub enum ResponseBody {
     /// A complete buffer (errors, non-stream answers, admin routes).
-    Full(Option<Bytes>),
+    Full(Full<Bytes>),
     /// An upstream stream relayed frame by frame.
     Stream(Box<StreamRelay>),
 }
@@ -21,8 +22,7 @@ pub enum ResponseBody {
 impl ResponseBody {
     /// A whole-buffer body.
     pub fn full(data: impl Into<Bytes>) -> Self {
-        let data = data.into();
-        Self::Full((!data.is_empty()).then_some(data))
+        Self::Full(Full::new(data.into()))
     }
 }
 
@@ -35,21 +35,23 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         match self.get_mut() {
-            Self::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            Self::Full(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
             Self::Stream(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
-            Self::Full(data) => data.is_none(),
+            Self::Full(full) => full.is_end_stream(),
             Self::Stream(_) => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            Self::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            Self::Full(full) => full.size_hint(),
             Self::Stream(_) => SizeHint::default(),
         }
     }

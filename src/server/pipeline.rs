@@ -348,6 +348,14 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
         })
 }
 
+/// Milliseconds with three decimals, formatted on the stack (no `String` per header).
 fn duration_value(d: Duration) -> HeaderValue {
-    HeaderValue::from_str(&format!("{:.3}", ms(d))).unwrap_or(HeaderValue::from_static("0"))
+    use std::io::Write as _;
+    let mut buf = [0u8; 32];
+    let mut rest = &mut buf[..];
+    let len = match write!(rest, "{:.3}", ms(d)) {
+        Ok(()) => 32 - rest.len(),
+        Err(_) => return HeaderValue::from_static("0"),
+    };
+    HeaderValue::from_bytes(&buf[..len]).unwrap_or(HeaderValue::from_static("0"))
 }
