@@ -7,6 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 
+use crate::routing::RouteError;
+
 /// Why a request failed before or while reaching the upstream. The upstream's own error
 /// responses are not in here: they pass through with their status and body.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +75,12 @@ pub enum ApiError {
     /// The upstream answered something sluice cannot relay.
     #[error("The upstream provider sent an invalid response: {0}")]
     UpstreamInvalid(String),
+    /// No deployment could be called: all cooling down, or all at their limits.
+    #[error("No deployment available: {0}")]
+    NoDeployment(#[from] RouteError),
+    /// A stream's upstream went quiet for longer than its idle timeout.
+    #[error("The upstream provider sent nothing for {}s.", .0.as_secs_f64())]
+    UpstreamIdle(Duration),
 }
 
 impl ApiError {
@@ -89,8 +97,18 @@ impl ApiError {
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
-            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
+            Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// How long the client should wait before trying again (`Retry-After`), when sluice knows.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::NoDeployment(e) => Some(e.retry_in()),
+            _ => None,
         }
     }
 
@@ -108,8 +126,10 @@ impl ApiError {
             | Self::BodyTooLarge { .. } => "invalid_request_error",
             Self::Unauthorized(_) => "authentication_error",
             Self::ProviderNotSupported { .. } => "not_implemented_error",
-            Self::UpstreamTimeout(_) => "timeout_error",
+            Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
+            Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
+            Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
         }
     }
 
@@ -130,6 +150,9 @@ impl ApiError {
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",
+            Self::UpstreamIdle(_) => "upstream_idle_timeout",
+            Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
+            Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
         }
     }
 
@@ -147,7 +170,9 @@ impl ApiError {
             | Self::BodyRead(_)
             | Self::UpstreamTimeout(_)
             | Self::UpstreamUnreachable(_)
-            | Self::UpstreamInvalid(_) => None,
+            | Self::UpstreamInvalid(_)
+            | Self::UpstreamIdle(_)
+            | Self::NoDeployment(_) => None,
         }
     }
 

@@ -108,7 +108,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
-    let models = state.snapshot().models.names().len();
+    let models = state.snapshot().router.models.names().len();
     tracing::info!(models, "sluice {} serving", env!("CARGO_PKG_VERSION"));
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
     server::serve(listener, state, shutdown_signal(), grace).await;

@@ -41,7 +41,7 @@ pub fn describe(config: &Config) -> String {
         let _ = writeln!(out, "  database_url: {}", masked(g.database_url.as_ref()));
     }
     if let Some(s) = &config.router.routing_strategy {
-        let _ = writeln!(out, "router_settings.routing_strategy: {s}");
+        let _ = writeln!(out, "router_settings.routing_strategy: {}", s.name());
     }
     out
 }

@@ -90,8 +90,8 @@ fn loads_a_litellm_config_unchanged() {
     assert_eq!(c.litellm.num_retries, Some(3));
     assert_eq!(c.litellm.success_callback, ["langfuse"]);
     assert_eq!(
-        c.router.routing_strategy.as_deref(),
-        Some("usage-based-routing-v2")
+        c.router.routing_strategy,
+        Some(crate::routing::Strategy::UsageBased)
     );
     assert_eq!(c.router.redis_port, Some(6379));
     assert_eq!(c.router.redis_host, None, "unset REDIS_HOST leaves it out");

@@ -70,10 +70,29 @@ pub struct HttpTarget {
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
-    /// Whole-call timeout for non-stream requests.
-    pub timeout: Duration,
-    /// Time allowed until a stream's first chunk.
-    pub stream_timeout: Duration,
+}
+
+/// How long one attempt on a deployment may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The whole call, non-stream (`timeout`).
+    pub total: Duration,
+    /// Until a stream's first chunk (`stream_timeout`).
+    pub first_chunk: Duration,
+    /// Longest gap between two chunks of a stream (`stream_idle_timeout`).
+    pub idle: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A deployment's timeouts, defaulted as LiteLLM does.
+    pub fn of(d: &Deployment) -> Self {
+        let total = d.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        Self {
+            total,
+            first_chunk: d.stream_timeout.unwrap_or(total),
+            idle: d.stream_idle_timeout,
+        }
+    }
 }
 
 impl HttpTarget {
@@ -112,6 +131,8 @@ pub struct DeploymentTarget {
     pub provider: Provider,
     /// How to reach it.
     pub kind: TargetKind,
+    /// How long an attempt may take.
+    pub timeouts: Timeouts,
 }
 
 impl DeploymentTarget {
@@ -135,7 +156,27 @@ impl DeploymentTarget {
             model_name: Arc::from(d.model_name.as_str()),
             provider: d.provider,
             kind,
+            timeouts: Timeouts::of(d),
         })
+    }
+}
+
+#[cfg(test)]
+impl DeploymentTarget {
+    /// An in-process mock deployment for unit tests.
+    pub(crate) fn mock_for_tests(group: &str, id: &str) -> Self {
+        Self {
+            id: Arc::from(id),
+            id_header: HeaderValue::from_static("x"),
+            model_name: Arc::from(group),
+            provider: Provider::Mock,
+            kind: TargetKind::Mock(MockSettings::default()),
+            timeouts: Timeouts {
+                total: DEFAULT_TIMEOUT,
+                first_chunk: DEFAULT_TIMEOUT,
+                idle: None,
+            },
+        }
     }
 }
 
@@ -170,7 +211,7 @@ fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, Ta
         reason: "internal: endpoint count".into(),
     })?;
     let headers = build_headers(d)?;
-    let timeout = d.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = Timeouts::of(d).total;
     let wildcard = d
         .upstream_model
         .contains('*')
@@ -181,8 +222,6 @@ fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, Ta
         headers,
         model_json: encode_model(&d.upstream_model),
         wildcard,
-        timeout,
-        stream_timeout: d.stream_timeout.unwrap_or(timeout),
     })
 }
 

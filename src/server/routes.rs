@@ -17,6 +17,8 @@ pub enum Route<'a> {
     Liveness,
     /// `GET /health/readiness`
     Readiness,
+    /// `GET /health`: every deployment's routing state (master key).
+    Health,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -35,6 +37,7 @@ impl Route<'_> {
             Self::GetModel(_) => "/v1/models/{id}",
             Self::Liveness => "/health/liveliness",
             Self::Readiness => "/health/readiness",
+            Self::Health => "/health",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -54,6 +57,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/models" => Route::ListModels,
         "/health/liveliness" | "/health/liveness" => Route::Liveness,
         "/health/readiness" => Route::Readiness,
+        "/health" => Route::Health,
         _ => match bare.strip_prefix("/models/") {
             Some(id) if !id.is_empty() => Route::GetModel(id),
             _ => return Route::NotFound,
@@ -89,6 +93,7 @@ mod tests {
         );
         assert_eq!(match_route(&get, "/health/liveness"), Route::Liveness);
         assert_eq!(match_route(&get, "/health/readiness"), Route::Readiness);
+        assert_eq!(match_route(&get, "/health"), Route::Health);
         assert_eq!(
             match_route(&get, "/v1/chat/completions"),
             Route::WrongMethod
