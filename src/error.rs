@@ -1,4 +1,5 @@
-//! Request-time errors, each mapped to the OpenAI error shape and the right HTTP status.
+//! Request-time errors, each mapped to the client's error shape (OpenAI's, or Anthropic's on
+//! `/v1/messages`) and the right HTTP status.
 //! Startup errors live apart (config, bind); nothing here carries internal detail a client
 //! should not see, and no variant can hold a secret.
 
@@ -7,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 
+use crate::endpoint::Dialect;
 use crate::routing::RouteError;
 
 /// Why a request failed before or while reaching the upstream. The upstream's own error
@@ -66,6 +68,25 @@ pub enum ApiError {
         /// Model group name.
         model: String,
     },
+    /// A request parameter the deployment's provider cannot take, and `drop_params` is off.
+    #[error(
+        "`{provider}` does not support the parameter `{param}`. Remove it, or set \
+         `litellm_settings.drop_params: true` to drop such parameters."
+    )]
+    UnsupportedParam {
+        /// The parameter, as the client spelt it.
+        param: String,
+        /// Provider prefix.
+        provider: &'static str,
+    },
+    /// The deployment's provider has no such operation (embeddings on Anthropic, ...).
+    #[error("`{provider}` does not serve `{endpoint}`.")]
+    EndpointNotSupported {
+        /// Provider prefix.
+        provider: &'static str,
+        /// The endpoint's name.
+        endpoint: &'static str,
+    },
     /// The upstream did not answer in time.
     #[error("The upstream provider did not answer within {}s.", .0.as_secs_f64())]
     UpstreamTimeout(Duration),
@@ -91,7 +112,9 @@ impl ApiError {
             | Self::MissingParam(_)
             | Self::InvalidParam { .. }
             | Self::BodyRead(_)
-            | Self::StreamNotSupported => StatusCode::BAD_REQUEST,
+            | Self::StreamNotSupported
+            | Self::UnsupportedParam { .. }
+            | Self::EndpointNotSupported { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
@@ -123,7 +146,9 @@ impl ApiError {
             | Self::ModelNotFound(_)
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)
-            | Self::BodyTooLarge { .. } => "invalid_request_error",
+            | Self::BodyTooLarge { .. }
+            | Self::UnsupportedParam { .. }
+            | Self::EndpointNotSupported { .. } => "invalid_request_error",
             Self::Unauthorized(_) => "authentication_error",
             Self::ProviderNotSupported { .. } => "not_implemented_error",
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
@@ -147,6 +172,8 @@ impl ApiError {
             Self::BodyRead(_) => "body_read_error",
             Self::StreamNotSupported => "stream_not_supported",
             Self::ProviderNotSupported { .. } => "provider_not_supported",
+            Self::UnsupportedParam { .. } => "unsupported_parameter",
+            Self::EndpointNotSupported { .. } => "endpoint_not_supported",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",
@@ -157,9 +184,10 @@ impl ApiError {
     }
 
     /// OpenAI's `error.param`: the request parameter at fault, if one is.
-    pub fn param(&self) -> Option<&'static str> {
+    pub fn param(&self) -> Option<&str> {
         match self {
             Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
+            Self::UnsupportedParam { param, .. } => Some(param),
             Self::ModelNotFound(_) | Self::ProviderNotSupported { .. } => Some("model"),
             Self::StreamNotSupported => Some("stream"),
             Self::InvalidJson(_)
@@ -168,6 +196,7 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::BodyRead(_)
+            | Self::EndpointNotSupported { .. }
             | Self::UpstreamTimeout(_)
             | Self::UpstreamUnreachable(_)
             | Self::UpstreamInvalid(_)
@@ -180,6 +209,42 @@ impl ApiError {
     pub fn body(&self) -> Bytes {
         error_body(&self.to_string(), self.kind(), self.param(), self.code())
     }
+
+    /// The error body in the client's dialect.
+    pub fn body_in(&self, dialect: Dialect) -> Bytes {
+        match dialect {
+            Dialect::OpenAi => self.body(),
+            Dialect::Anthropic => {
+                anthropic_error_body(anthropic_error_type(self.status()), &self.to_string())
+            }
+        }
+    }
+}
+
+/// Anthropic's `error.type` for a status, as its API documents them.
+pub fn anthropic_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        504 => "timeout_error",
+        503 | 529 => "overloaded_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+/// Build an Anthropic-shaped error body `{"type":"error","error":{"type","message"}}`; also the
+/// data of the `error` event that ends a broken Anthropic stream.
+pub fn anthropic_error_body(kind: &str, message: &str) -> Bytes {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": kind, "message": message},
+    });
+    Bytes::from(body.to_string())
 }
 
 /// Build an OpenAI-shaped error body. Also used for the error event that ends a broken stream.

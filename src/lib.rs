@@ -13,3 +13,4 @@ pub mod routing;
 pub mod server;
 pub mod spend;
 pub mod telemetry;
+pub mod translate;

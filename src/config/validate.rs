@@ -648,6 +648,7 @@ fn normalise_base(base: &str, suffix: Option<&str>) -> Result<String, String> {
         "/completions",
         "/embeddings",
         "/responses",
+        "/messages",
     ] {
         if let Some(stripped) = b.strip_suffix(endpoint) {
             b = stripped.to_owned();

@@ -1,15 +1,18 @@
 //! The built-in mock provider: answers in process for `mock/` deployments and as a standalone
-//! server (`sluice mock`), in OpenAI's real wire format, with deterministic content and usage.
+//! server (`sluice mock`), in OpenAI's and Anthropic's real wire formats (the endpoint decides),
+//! with deterministic content and usage. A request that offers tools gets a tool call.
 //! It is the only fake in sluice's tests and the upstream of `sluice bench`.
 //!
 //! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
 //! `x-mock-chunks`, `x-mock-response-tokens`, `x-mock-status` (answer with that HTTP error) and
 //! `x-mock-cut-after-chunks` (break the stream after N frames).
 
+mod anthropic;
 mod body;
 mod openai;
 mod server;
 mod settings;
+mod tools;
 
 pub use body::{MockBody, MockBodyError};
 pub use server::serve;
@@ -23,8 +26,8 @@ use http::{HeaderMap, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::endpoint::Endpoint;
-use crate::error::error_body;
+use crate::endpoint::{Dialect, Endpoint};
+use crate::error::{anthropic_error_body, anthropic_error_type, error_body};
 use openai::{filler, stamp, EmbeddingPlan, Plan};
 
 /// The fields of a request the mock reads; everything else is skipped unparsed.
@@ -40,6 +43,8 @@ struct MockRequest<'a> {
     dimensions: Option<u32>,
     #[serde(borrow)]
     encoding_format: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tools: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -91,13 +96,14 @@ pub async fn respond(
         .and_then(|v| StatusCode::from_u16(v).ok())
         .filter(|s| !s.is_success())
     {
-        return injected_error(status);
+        return injected_error(endpoint.dialect(), status);
     }
+    let dialect = endpoint.dialect();
     let req: MockRequest<'_> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
+            return bad_request(
+                dialect,
                 &format!("We could not parse the JSON body of your request. ({e})"),
                 None,
                 "invalid_json",
@@ -105,8 +111,8 @@ pub async fn respond(
         }
     };
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return bad_request(
+            dialect,
             "you must provide a model parameter",
             Some("model"),
             "missing_required_parameter",
@@ -114,17 +120,31 @@ pub async fn respond(
     };
     // A mock "token" is four bytes of request body: cheap, deterministic, grows with the prompt.
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
-    if endpoint == Endpoint::Embeddings {
-        return embeddings(&req, model, &s, prompt_tokens);
+    match endpoint {
+        Endpoint::Embeddings => return embeddings(&req, model, &s, prompt_tokens),
+        Endpoint::CountTokens => return json(StatusCode::OK, anthropic::count(prompt_tokens)),
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Responses
+        | Endpoint::Messages => {}
     }
+    let tool = match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
+        _ => None,
+    };
     let text = s
         .response
         .clone()
         .unwrap_or_else(|| filler(s.response_tokens));
     let (serial, created) = stamp();
+    let completion_tokens = match &tool {
+        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
+        None => text.split_whitespace().count().max(1) as u64,
+    };
     let plan = Plan {
         model: model.to_owned(),
-        completion_tokens: text.split_whitespace().count().max(1) as u64,
+        completion_tokens,
+        tool,
         text,
         prompt_tokens,
         chunks: s.chunks,
@@ -136,7 +156,10 @@ pub async fn respond(
         let frames = match endpoint {
             Endpoint::ChatCompletions => plan.chat_stream(),
             Endpoint::Completions => plan.completion_stream(),
-            Endpoint::Responses | Endpoint::Embeddings => plan.response_stream(),
+            Endpoint::Messages => plan.message_stream(),
+            Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => {
+                plan.response_stream()
+            }
         };
         let mut resp = Response::new(MockBody::paced(frames, s.chunk_interval, cut));
         resp.headers_mut().insert(
@@ -148,7 +171,8 @@ pub async fn respond(
     let bytes = match endpoint {
         Endpoint::ChatCompletions => plan.chat(),
         Endpoint::Completions => plan.completion(),
-        Endpoint::Responses | Endpoint::Embeddings => plan.response(),
+        Endpoint::Messages => plan.message(),
+        Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => plan.response(),
     };
     json(StatusCode::OK, bytes)
 }
@@ -208,8 +232,31 @@ fn error(status: StatusCode, message: &str, param: Option<&str>, code: &str) -> 
     )
 }
 
-/// The error OpenAI sends for a status, for `x-mock-status`.
-fn injected_error(status: StatusCode) -> Response<MockBody> {
+/// A 400 in the endpoint's dialect.
+fn bad_request(
+    dialect: Dialect,
+    message: &str,
+    param: Option<&str>,
+    code: &str,
+) -> Response<MockBody> {
+    match dialect {
+        Dialect::OpenAi => error(StatusCode::BAD_REQUEST, message, param, code),
+        Dialect::Anthropic => json(
+            StatusCode::BAD_REQUEST,
+            anthropic_error_body("invalid_request_error", message),
+        ),
+    }
+}
+
+/// The error the provider sends for a status, for `x-mock-status`.
+fn injected_error(dialect: Dialect, status: StatusCode) -> Response<MockBody> {
+    if dialect == Dialect::Anthropic {
+        let message = format!("mock error: status {} (x-mock-status)", status.as_u16());
+        return json(
+            status,
+            anthropic_error_body(anthropic_error_type(status), &message),
+        );
+    }
     let (kind, code) = match status.as_u16() {
         401 => ("invalid_request_error", "invalid_api_key"),
         404 => ("invalid_request_error", "model_not_found"),

@@ -22,14 +22,14 @@ pub struct SseTap {
 }
 
 /// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any.
-fn last_event_end(buf: &[u8]) -> Option<usize> {
+pub(crate) fn last_event_end(buf: &[u8]) -> Option<usize> {
     let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
     let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
     lf.max(crlf)
 }
 
 /// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events.
-fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut pos = 0;
     std::iter::from_fn(move || {
         while pos < buf.len() {
@@ -174,7 +174,7 @@ impl SseTap {
                 self.finished |= probe.kind.is_some_and(|k| is_terminal_event(k.as_bytes()));
                 let usage_only = probe.is_usage_only_chunk();
                 if let Some(u) = probe.usage() {
-                    self.usage = Some(u);
+                    self.usage = Some(self.usage.map_or(u, |seen| seen.merge(u)));
                     strip |= self.strip_usage_chunk && usage_only;
                 }
             }
@@ -183,11 +183,11 @@ impl SseTap {
     }
 }
 
-/// The Responses API events after which nothing follows.
+/// The Responses API and Anthropic Messages events after which nothing follows.
 fn is_terminal_event(name: &[u8]) -> bool {
     matches!(
         name,
-        b"response.completed" | b"response.failed" | b"response.incomplete"
+        b"response.completed" | b"response.failed" | b"response.incomplete" | b"message_stop"
     )
 }
 

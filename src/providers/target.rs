@@ -51,7 +51,8 @@ pub enum TargetError {
 pub enum TargetKind {
     /// Answered in process by the mock provider.
     Mock(MockSettings),
-    /// An OpenAI-wire HTTP upstream (OpenAI, Azure, and the compatible family).
+    /// An HTTP upstream: the OpenAI wire (OpenAI, Azure, the compatible family) or
+    /// Anthropic's Messages API (`HttpTarget::wire` says which).
     Http(Box<HttpTarget>),
     /// Known provider without a translator yet.
     Unsupported,
@@ -62,8 +63,12 @@ pub enum TargetKind {
 pub struct HttpTarget {
     /// Pooled client.
     pub client: HttpClient,
+    /// The wire format the upstream speaks (decides pass-through or translation).
+    pub wire: Wire,
+    /// `drop_params`: parameters the provider cannot take are dropped, not refused.
+    pub drop_params: bool,
     /// Full URL per endpoint, in [`Endpoint`] order.
-    urls: [Uri; 4],
+    urls: [Uri; ENDPOINTS.len()],
     /// Headers sent on every request (auth, organization, extra headers).
     pub headers: HeaderMap,
     /// The upstream model name encoded as a JSON string, spliced into the body.
@@ -108,14 +113,18 @@ const fn endpoint_index(e: Endpoint) -> usize {
         Endpoint::Completions => 1,
         Endpoint::Embeddings => 2,
         Endpoint::Responses => 3,
+        Endpoint::Messages => 4,
+        Endpoint::CountTokens => 5,
     }
 }
 
-const ENDPOINTS: [Endpoint; 4] = [
+const ENDPOINTS: [Endpoint; 6] = [
     Endpoint::ChatCompletions,
     Endpoint::Completions,
     Endpoint::Embeddings,
     Endpoint::Responses,
+    Endpoint::Messages,
+    Endpoint::CountTokens,
 ];
 
 /// A deployment ready to serve, shared by the routing table.
@@ -136,13 +145,17 @@ pub struct DeploymentTarget {
 }
 
 impl DeploymentTarget {
-    /// Prepare a validated deployment.
-    pub fn build(d: &Deployment, clients: &ClientRegistry) -> Result<Self, TargetError> {
+    /// Prepare a validated deployment. `drop_params` is `litellm_settings.drop_params`.
+    pub fn build(
+        d: &Deployment,
+        clients: &ClientRegistry,
+        drop_params: bool,
+    ) -> Result<Self, TargetError> {
         let kind = match d.provider.spec().wire {
             Wire::Mock => TargetKind::Mock(d.mock.clone()),
             Wire::NotYetSupported => TargetKind::Unsupported,
-            Wire::OpenAiCompatible | Wire::Azure => {
-                TargetKind::Http(Box::new(build_http(d, clients)?))
+            Wire::OpenAiCompatible | Wire::Azure | Wire::Anthropic => {
+                TargetKind::Http(Box::new(build_http(d, clients, drop_params)?))
             }
         };
         let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
@@ -180,14 +193,18 @@ impl DeploymentTarget {
     }
 }
 
-fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, TargetError> {
+fn build_http(
+    d: &Deployment,
+    clients: &ClientRegistry,
+    drop_params: bool,
+) -> Result<HttpTarget, TargetError> {
     let base = d
         .api_base
         .as_deref()
         .unwrap_or_default()
         .trim_end_matches('/');
     let azure = d.provider.spec().wire == Wire::Azure;
-    let mut urls = Vec::with_capacity(4);
+    let mut urls = Vec::with_capacity(ENDPOINTS.len());
     for endpoint in ENDPOINTS {
         let url = if azure {
             azure_url(base, &d.upstream_model, d.api_version.as_deref(), endpoint)
@@ -204,7 +221,7 @@ fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, Ta
             })?;
         urls.push(uri);
     }
-    let urls: [Uri; 4] = urls.try_into().map_err(|_| TargetError::BadUrl {
+    let urls: [Uri; ENDPOINTS.len()] = urls.try_into().map_err(|_| TargetError::BadUrl {
         id: d.id.clone(),
         model: d.model_name.clone(),
         url: base.to_owned(),
@@ -218,6 +235,8 @@ fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, Ta
         .then(|| d.upstream_model.clone().into());
     Ok(HttpTarget {
         client: clients.get(timeout.min(MAX_CONNECT_TIMEOUT)),
+        wire: d.provider.spec().wire,
+        drop_params,
         urls,
         headers,
         model_json: encode_model(&d.upstream_model),
@@ -234,7 +253,11 @@ fn azure_url(base: &str, deployment: &str, version: Option<&str>, e: Endpoint) -
     let version = version.unwrap_or(crate::config::DEFAULT_AZURE_API_VERSION);
     match e {
         Endpoint::Responses => format!("{base}/openai/responses?api-version={version}"),
-        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Embeddings
+        | Endpoint::Messages
+        | Endpoint::CountTokens => format!(
             "{base}/openai/deployments/{deployment}{}?api-version={version}",
             e.path()
         ),
@@ -257,10 +280,20 @@ fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
         let (name, value) = match d.provider.spec().key_header {
             KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
             KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
+            KeyHeader::XApiKey => (
+                HeaderName::from_static("x-api-key"),
+                key.expose().to_owned(),
+            ),
         };
         let mut v = HeaderValue::from_str(&value).map_err(|_| bad(name.as_str()))?;
         v.set_sensitive(true);
         h.insert(name, v);
+    }
+    if d.provider.spec().wire == Wire::Anthropic {
+        h.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(crate::translate::anthropic::API_VERSION),
+        );
     }
     if let Some(org) = &d.organization {
         let v = HeaderValue::from_str(org).map_err(|_| bad("OpenAI-Organization"))?;

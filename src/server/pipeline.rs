@@ -19,7 +19,7 @@ use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
 use crate::auth;
-use crate::endpoint::Endpoint;
+use crate::endpoint::{Dialect, Endpoint};
 use crate::error::ApiError;
 use crate::providers::body::UpstreamBody;
 use crate::providers::call::{self, Call};
@@ -57,6 +57,10 @@ where
     let snap = state.snapshot();
     // 2. Route.
     let route = match_route(req.method(), req.uri().path());
+    let dialect = match route {
+        Route::Inference(endpoint) => endpoint.dialect(),
+        _ => Dialect::OpenAi,
+    };
     let mut record = RequestRecord::new(
         request_id.clone(),
         req.method().clone(),
@@ -82,7 +86,7 @@ where
     };
     let mut resp = result.unwrap_or_else(|e| {
         record.error = Some(e.code());
-        error_response(&e)
+        error_response(&e, dialect)
     });
     let headers = resp.headers_mut();
     headers.insert(X_REQUEST_ID.clone(), request_id);
@@ -158,7 +162,7 @@ where
             Failed::Upstream(resp) => passthrough(resp, record),
             Failed::Gateway(e) => {
                 record.error = Some(e.code());
-                error_response(&e)
+                error_response(&e, endpoint.dialect())
             }
         },
         Ok(Served {
@@ -372,9 +376,9 @@ fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response
     resp
 }
 
-/// sluice's own error as an OpenAI-shaped response, with `Retry-After` when it knows one.
-fn error_response(e: &ApiError) -> Response<ResponseBody> {
-    let mut resp = json(e.status(), e.body());
+/// sluice's own error in the client's dialect, with `Retry-After` when it knows one.
+fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
+    let mut resp = json(e.status(), e.body_in(dialect));
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
         resp.headers_mut()

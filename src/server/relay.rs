@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use tokio::time::{Instant, Sleep};
 
 use crate::endpoint::Endpoint;
-use crate::error::error_body;
+use crate::error::{anthropic_error_body, error_body};
 use crate::mock::MockBody;
 use crate::providers::body::UpstreamBody;
 use crate::providers::sse::SseTap;
@@ -139,6 +139,14 @@ impl StreamRelay {
                     "param": null,
                 });
                 Bytes::from(format!("event: error\ndata: {body}\n\n"))
+            }
+            Endpoint::Messages | Endpoint::CountTokens => {
+                let body = anthropic_error_body("api_error", &message);
+                let mut out = Vec::with_capacity(body.len() + 24);
+                out.extend_from_slice(b"event: error\ndata: ");
+                out.extend_from_slice(&body);
+                out.extend_from_slice(b"\n\n");
+                Bytes::from(out)
             }
             Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => {
                 let body = error_body(&message, "upstream_error", None, "stream_interrupted");

@@ -33,6 +33,8 @@ impl Route<'_> {
             Self::Inference(Endpoint::Completions) => "/v1/completions",
             Self::Inference(Endpoint::Embeddings) => "/v1/embeddings",
             Self::Inference(Endpoint::Responses) => "/v1/responses",
+            Self::Inference(Endpoint::Messages) => "/v1/messages",
+            Self::Inference(Endpoint::CountTokens) => "/v1/messages/count_tokens",
             Self::ListModels => "/v1/models",
             Self::GetModel(_) => "/v1/models/{id}",
             Self::Liveness => "/health/liveliness",

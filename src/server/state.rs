@@ -45,7 +45,11 @@ impl Snapshot {
         let mut members = Vec::with_capacity(config.deployments.len());
         for d in &config.deployments {
             members.push(Member {
-                target: Arc::new(DeploymentTarget::build(d, clients)?),
+                target: Arc::new(DeploymentTarget::build(
+                    d,
+                    clients,
+                    config.litellm.drop_params,
+                )?),
                 health: health.cell(&d.id),
                 // simple-shuffle weighs by `weight`, else `rpm`, else `tpm`, as LiteLLM does.
                 weight: d
