@@ -145,3 +145,6 @@ pub fn write_response(dialect: Dialect, r: &ChatResponse) -> Vec<u8> {
         Dialect::Anthropic => anthropic::write_response(r),
     }
 }
+
+#[cfg(test)]
+mod tests;
