@@ -6,18 +6,8 @@
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::openai::{pieces, Plan};
+use super::openai::{event, pieces, Plan};
 use super::tools::split;
-
-fn event(kind: &str, v: &Value) -> Bytes {
-    let mut out = Vec::with_capacity(256);
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    let _ = serde_json::to_writer(&mut out, v);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
 
 impl Plan {
     fn message_id(&self) -> String {

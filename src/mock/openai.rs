@@ -116,7 +116,8 @@ fn sse(v: &Value) -> Bytes {
     Bytes::from(out)
 }
 
-fn event(kind: &str, v: &Value) -> Bytes {
+/// One named SSE event (`event:` and `data:` lines), as the Responses API and Anthropic send.
+pub(super) fn event(kind: &str, v: &Value) -> Bytes {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(kind.as_bytes());

@@ -346,12 +346,7 @@ pub fn write_request(req: &ChatRequest, _params: Params) -> Result<Vec<u8>, Tran
         let system: Vec<Value> = req.system.iter().map(text_block).collect();
         body.insert("system".into(), Value::Array(system));
     }
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), p.into());
-    }
+    super::insert_sampling(req, &mut body);
     if let Some(k) = req.top_k {
         body.insert("top_k".into(), k.into());
     }
@@ -790,6 +785,16 @@ impl EventWriter {
         );
     }
 
+    /// A delta of the thinking block `index`, opening it first when needed.
+    fn thinking(&mut self, index: usize, delta: Value, out: &mut Vec<u8>) {
+        self.open(
+            index,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+            out,
+        );
+        Self::delta(index, delta, out);
+    }
+
     /// Append the events for one internal event to `out`.
     pub fn write(&mut self, ev: StreamEvent, out: &mut Vec<u8>) {
         match ev {
@@ -809,30 +814,16 @@ impl EventWriter {
                 self.open(index, json!({"type": "text", "text": ""}), out);
                 Self::delta(index, json!({"type": "text_delta", "text": text}), out);
             }
-            StreamEvent::Thinking { index, text } => {
-                self.open(
-                    index,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    out,
-                );
-                Self::delta(
-                    index,
-                    json!({"type": "thinking_delta", "thinking": text}),
-                    out,
-                );
-            }
-            StreamEvent::Signature { index, signature } => {
-                self.open(
-                    index,
-                    json!({"type": "thinking", "thinking": "", "signature": ""}),
-                    out,
-                );
-                Self::delta(
-                    index,
-                    json!({"type": "signature_delta", "signature": signature}),
-                    out,
-                );
-            }
+            StreamEvent::Thinking { index, text } => self.thinking(
+                index,
+                json!({"type": "thinking_delta", "thinking": text}),
+                out,
+            ),
+            StreamEvent::Signature { index, signature } => self.thinking(
+                index,
+                json!({"type": "signature_delta", "signature": signature}),
+                out,
+            ),
             StreamEvent::ToolStart { index, id, name } => self.open(
                 index,
                 json!({"type": "tool_use", "id": id, "name": name, "input": {}}),

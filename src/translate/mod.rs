@@ -106,6 +106,16 @@ fn sse_data(v: &Value, out: &mut Vec<u8>) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// The sampling parameters both formats spell the same way.
+fn insert_sampling(req: &ChatRequest, body: &mut serde_json::Map<String, Value>) {
+    if let Some(t) = req.temperature {
+        body.insert("temperature".into(), t.into());
+    }
+    if let Some(p) = req.top_p {
+        body.insert("top_p".into(), p.into());
+    }
+}
+
 /// Read a chat request in `dialect`.
 pub fn parse_request(
     dialect: Dialect,

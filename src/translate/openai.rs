@@ -360,12 +360,7 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
     if let Some(n) = req.max_tokens {
         body.insert("max_tokens".into(), n.into());
     }
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), p.into());
-    }
+    super::insert_sampling(req, &mut body);
     if req.top_k.is_some() {
         check_param(params, "top_k")?;
     }
@@ -451,33 +446,40 @@ fn write_message(m: &Message, out: &mut Vec<Value>) {
                 out.push(json!({"role": "user", "content": content}));
             }
         }
-        Role::Assistant => {
-            let text: String = m
-                .content
-                .iter()
-                .filter_map(|p| match p {
-                    Part::Text(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            let calls: Vec<Value> = m
-                .content
-                .iter()
-                .filter_map(|p| match p {
-                    Part::ToolCall(c) => Some(json!({
-                        "id": c.id, "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments}
-                    })),
-                    _ => None,
-                })
-                .collect();
-            let mut msg = json!({"role": "assistant", "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() }});
-            if !calls.is_empty() {
-                msg["tool_calls"] = Value::Array(calls);
-            }
-            out.push(msg);
-        }
+        Role::Assistant => out.push(assistant_message(&m.content)),
     }
+}
+
+/// An assistant turn as OpenAI writes it: the text joined, tool calls apart, and `content`
+/// null when only tools are called.
+fn assistant_message(parts: &[Part]) -> Value {
+    let text: String = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let calls: Vec<Value> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolCall(c) => Some(json!({
+                "id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments}
+            })),
+            _ => None,
+        })
+        .collect();
+    let content = if text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        text.into()
+    };
+    let mut msg = json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        msg["tool_calls"] = Value::Array(calls);
+    }
+    msg
 }
 
 fn write_part(p: &Part) -> Option<Value> {
@@ -573,25 +575,6 @@ fn usage_json(u: &Usage) -> Value {
 
 /// Write an OpenAI chat answer.
 pub fn write_response(r: &ChatResponse) -> Vec<u8> {
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    let calls: Vec<Value> = r
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolCall(c) => Some(json!({
-                "id": c.id, "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments}
-            })),
-            _ => None,
-        })
-        .collect();
     let thinking: Vec<Value> = r
         .content
         .iter()
@@ -605,13 +588,7 @@ pub fn write_response(r: &ChatResponse) -> Vec<u8> {
             _ => None,
         })
         .collect();
-    let mut message = json!({
-        "role": "assistant",
-        "content": if text.is_empty() && !calls.is_empty() { Value::Null } else { text.into() },
-    });
-    if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(calls);
-    }
+    let mut message = assistant_message(&r.content);
     if !thinking.is_empty() {
         let reasoning: String = thinking
             .iter()
