@@ -498,3 +498,23 @@ async fn openai_pass_through_is_untouched() {
     assert_eq!(a.status, 200);
     assert_eq!(up.requests()[0].body, body.replace("\"gpt\"", "\"g\""));
 }
+
+#[tokio::test]
+async fn a_cut_messages_stream_ends_with_an_anthropic_error_event() {
+    let (_mock, gw) = setup("").await;
+    let a = send(
+        "POST",
+        &gw.url("/v1/messages"),
+        r#"{"model":"inproc","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[ANTHROPIC_KEY, ("x-mock-cut-after-chunks", "3")],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert!(a.body_error, "the body is aborted, not ended");
+    let text = a.text();
+    assert!(!text.contains("message_stop"));
+    let last: Value = serde_json::from_str(a.sse_data().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "error");
+    assert_eq!(last["error"]["type"], "api_error");
+    assert!(text.contains("event: error\n"));
+}

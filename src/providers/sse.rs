@@ -285,6 +285,23 @@ mod tests {
     }
 
     #[test]
+    fn anthropic_stream_usage_is_merged_and_message_stop_ends_it() {
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n";
+        let delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":42}}\n\n";
+        let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[start, delta]);
+        assert!(!tap.finished());
+        run(&mut tap, &[stop]);
+        assert!(tap.finished());
+        let u = tap.usage().unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+            (100, 90, 42)
+        );
+    }
+
+    #[test]
     fn cut_stream_is_not_finished() {
         let mut tap = SseTap::new(false);
         run(&mut tap, &[CHUNK, CHUNK]);

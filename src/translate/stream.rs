@@ -2,6 +2,7 @@
 //! into internal events and written in the client's format, and the result goes on as soon as
 //! it is ready. Nothing is buffered beyond one incomplete event.
 
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -94,20 +95,23 @@ impl Translator {
     }
 }
 
-/// The data of one SSE event (several `data:` lines joined by newlines), if it has any.
-fn data_of(event: &[u8]) -> Option<Vec<u8>> {
-    let mut data: Option<Vec<u8>> = None;
+/// The data of one SSE event: borrowed when it is one `data:` line (the usual case), several
+/// lines joined by newlines otherwise.
+fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let mut data: Option<Cow<'_, [u8]>> = None;
     for line in event.split(|b| *b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if let Some(d) = line.strip_prefix(b"data:") {
             let d = d.strip_prefix(b" ").unwrap_or(d);
-            match &mut data {
-                None => data = Some(d.to_vec()),
-                Some(buf) => {
-                    buf.push(b'\n');
-                    buf.extend_from_slice(d);
+            data = Some(match data {
+                None => Cow::Borrowed(d),
+                Some(prev) => {
+                    let mut joined = prev.into_owned();
+                    joined.push(b'\n');
+                    joined.extend_from_slice(d);
+                    Cow::Owned(joined)
                 }
-            }
+            });
         }
     }
     data
@@ -173,5 +177,23 @@ impl Body for TranslatedBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_lines_are_borrowed_or_joined() {
+        assert!(matches!(
+            data_of(b"event: x\ndata: {\"a\":1}\n\n"),
+            Some(Cow::Borrowed(b"{\"a\":1}"))
+        ));
+        assert_eq!(
+            data_of(b"data: {\"a\":\r\ndata: 1}\r\n\r\n").as_deref(),
+            Some(&b"{\"a\":\n1}"[..])
+        );
+        assert_eq!(data_of(b": comment\n\n"), None);
     }
 }
