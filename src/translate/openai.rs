@@ -622,15 +622,16 @@ pub struct ChunkReader {
     /// The open block: its number and what it holds.
     open: Option<(usize, Block)>,
     next_block: usize,
-    /// OpenAI tool-call index → block number.
-    tools: Vec<(u64, usize)>,
+    /// Tool calls seen: OpenAI's index, the call's id, its block number.
+    tools: Vec<(u64, String, usize)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Block {
     Text,
     Thinking,
-    Tool(u64),
+    /// The n-th tool call of the answer.
+    Tool(usize),
 }
 
 #[derive(Deserialize)]
@@ -760,18 +761,27 @@ impl ChunkReader {
                 name: None,
                 arguments: None,
             });
-            let known = self.tools.iter().find(|(n, _)| *n == t.index).map(|x| x.1);
-            let index = match (known, t.id) {
-                (Some(i), None) => i,
-                (_, id) => {
-                    let (i, _) = self.block(Block::Tool(t.index), out);
-                    self.tools.push((t.index, i));
+            // The latest call at this index continues unless a different id starts a new one
+            // (some servers repeat the id on every delta; some reuse index 0 for every call).
+            let known = self
+                .tools
+                .iter()
+                .rev()
+                .find(|(n, _, _)| *n == t.index)
+                .filter(|(_, id, _)| t.id.as_ref().is_none_or(|new| new == id))
+                .map(|(_, _, block)| *block);
+            let index = match known {
+                Some(block) => block,
+                None => {
+                    let (block, _) = self.block(Block::Tool(self.tools.len()), out);
+                    let id = t.id.unwrap_or_else(|| format!("call_{block}"));
+                    self.tools.push((t.index, id.clone(), block));
                     out.push(StreamEvent::ToolStart {
-                        index: i,
-                        id: id.unwrap_or_default(),
+                        index: block,
+                        id,
                         name: f.name.clone().unwrap_or_default(),
                     });
-                    i
+                    block
                 }
             };
             if let Some(json) = f.arguments.filter(|a| !a.is_empty()) {
@@ -803,11 +813,12 @@ impl ChunkWriter {
         super::sse_data(&c, out);
     }
 
-    fn tool(&self, index: usize) -> usize {
+    /// The OpenAI tool-call index of block `index`, if that block is a tool call.
+    fn tool(&self, index: usize) -> Option<usize> {
         self.tools
             .iter()
             .find(|(b, _)| *b == index)
-            .map_or(0, |(_, t)| *t)
+            .map(|(_, t)| *t)
     }
 
     /// Append the chunks for one event to `out`.
@@ -836,7 +847,9 @@ impl ChunkWriter {
                 );
             }
             StreamEvent::ToolArgs { index, json } => {
-                let n = self.tool(index);
+                // Arguments of a block that is no client tool call (an Anthropic server tool)
+                // have nowhere to go.
+                let Some(n) = self.tool(index) else { return };
                 self.chunk(
                     json!({"tool_calls": [{"index": n, "function": {"arguments": json}}]}),
                     None,

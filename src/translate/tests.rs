@@ -481,6 +481,50 @@ fn openai_parallel_tool_stream_to_anthropic_events() {
 }
 
 #[test]
+fn openai_tool_ids_repeated_or_missing_and_server_tool_deltas() {
+    // A server that repeats the id on every delta, and one that reuses index 0 per call.
+    let chunk = |tc: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [tc]}}]})
+        )
+    };
+    let input = [
+        chunk(json!({"index": 0, "id": "a", "function": {"name": "f", "arguments": "{\"x\""}})),
+        chunk(json!({"index": 0, "id": "a", "function": {"arguments": ":1}"}})),
+        chunk(json!({"index": 0, "id": "b", "function": {"name": "g", "arguments": "{}"}})),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let out = translate_stream(Dialect::OpenAi, Dialect::Anthropic, &input, 9);
+    let (blocks, ..) = assemble_anthropic(&out);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(
+        (blocks[0]["id"].as_str(), blocks[0]["partial"].as_str()),
+        (Some("a"), Some("{\"x\":1}"))
+    );
+    assert_eq!(
+        (blocks[1]["name"].as_str(), blocks[1]["partial"].as_str()),
+        (Some("g"), Some("{}"))
+    );
+    // Anthropic server-tool input deltas are not mistaken for a client tool call's arguments.
+    let input = concat!(
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\"}}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srv\",\"name\":\"web_search\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"q\\\":1}\"}}\n\n",
+        "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\"}}\n\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+    let out = translate_stream(Dialect::Anthropic, Dialect::OpenAi, input, 1000);
+    let (_, _, tools, _, _) = assemble_openai(&out);
+    assert_eq!(
+        tools,
+        vec![("t".to_owned(), "f".to_owned(), "{}".to_owned())]
+    );
+}
+
+#[test]
 fn anthropic_stream_survives_a_round_trip_through_openai() {
     // Anthropic → OpenAI → Anthropic keeps text, tool calls and the stop reason.
     let openai = translate_stream(
