@@ -178,6 +178,13 @@ pub(super) struct RawParams {
     pub mock_chunks: Option<Scalar>,
     pub mock_response_tokens: Option<Scalar>,
     pub mock_embedding_dims: Option<Scalar>,
+    pub mock_status: Option<Scalar>,
+    pub mock_failure_rate: Option<Scalar>,
+    pub mock_retry_after: Option<Scalar>,
+    pub mock_reset: Option<Scalar>,
+    pub mock_stall_after_chunks: Option<Scalar>,
+    pub mock_stall_ms: Option<Scalar>,
+    pub mock_cut_after_chunks: Option<Scalar>,
 }
 
 /// Keys of `litellm_params` sluice reads.
@@ -205,6 +212,13 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "mock_chunks",
     "mock_response_tokens",
     "mock_embedding_dims",
+    "mock_status",
+    "mock_failure_rate",
+    "mock_retry_after",
+    "mock_reset",
+    "mock_stall_after_chunks",
+    "mock_stall_ms",
+    "mock_cut_after_chunks",
 ];
 
 /// `general_settings`.

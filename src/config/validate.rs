@@ -14,7 +14,7 @@ use super::model::{
 use super::problems::{did_you_mean, Problems};
 use super::raw::{OneOrMany, RawConfig, RawFallbacks, RawModel, RawParams, RawRouter, Scalar};
 use super::secret::Secret;
-use crate::mock::MockSettings;
+use crate::mock::{Faults, MockSettings};
 use crate::providers::{KeyHeader, Provider, Wire};
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
@@ -701,6 +701,49 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             &params.mock_embedding_dims,
             p,
             d.embedding_dims,
+        ),
+        faults: mock_faults(lp, params, p),
+    }
+}
+
+fn mock_faults(lp: &str, params: &RawParams, p: &mut Problems) -> Faults {
+    let at = |name: &str| format!("{lp}.{name}");
+    let status = whole::<u16>(&at("mock_status"), params.mock_status.clone(), p);
+    if let Some(s) = status.filter(|s| !(400..=599).contains(s)) {
+        p.error(
+            at("mock_status"),
+            format!("expected an HTTP error status (400–599), got {s}"),
+        );
+    }
+    let failure_rate = number(
+        &at("mock_failure_rate"),
+        params.mock_failure_rate.clone(),
+        false,
+        p,
+    );
+    if failure_rate.is_some_and(|r| r > 1.0) {
+        p.error(at("mock_failure_rate"), "expected a share between 0 and 1");
+    }
+    Faults {
+        status: status.filter(|s| (400..=599).contains(s)),
+        failure_rate: failure_rate.map(|r| r.min(1.0)),
+        retry_after: number(
+            &at("mock_retry_after"),
+            params.mock_retry_after.clone(),
+            false,
+            p,
+        ),
+        reset: boolean(&at("mock_reset"), params.mock_reset.clone(), p).unwrap_or(false),
+        stall_after_chunks: whole(
+            &at("mock_stall_after_chunks"),
+            params.mock_stall_after_chunks.clone(),
+            p,
+        ),
+        stall: millis(&at("mock_stall_ms"), params.mock_stall_ms.clone(), p).unwrap_or_default(),
+        cut_after_chunks: whole(
+            &at("mock_cut_after_chunks"),
+            params.mock_cut_after_chunks.clone(),
+            p,
         ),
     }
 }

@@ -29,7 +29,7 @@ use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
 use crate::spend::usage_from_body;
-use crate::telemetry::{ms, RequestRecord};
+use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -57,14 +57,19 @@ where
     let snap = state.snapshot();
     // 2. Route.
     let route = match_route(req.method(), req.uri().path());
-    let mut record = RequestRecord::new(
-        request_id.clone(),
-        req.method().clone(),
-        route.label(),
-        start,
-    );
+    let mut pending = Pending {
+        record: RequestRecord::new(
+            request_id.clone(),
+            req.method().clone(),
+            route.label(),
+            start,
+        ),
+        recorder: state.recorder(),
+        armed: true,
+    };
+    let record = &mut pending.record;
     let result = match route {
-        Route::Inference(endpoint) => inference(state, &snap, endpoint, req, &mut record).await,
+        Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
         Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, snap.models_json.clone())),
         Route::GetModel(id) => {
@@ -88,11 +93,41 @@ where
     headers.insert(X_REQUEST_ID.clone(), request_id);
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
     // 9. Record. A relayed stream owns its record and emits it when the stream ends.
+    pending.armed = false;
     if !matches!(resp.body(), ResponseBody::Stream(_)) {
+        let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);
     }
     resp
+}
+
+/// The record of a request still being handled. If the client goes away first, hyper drops
+/// the handler, and this records the request as abandoned (nothing is lost from the logs or,
+/// later, the spend).
+struct Pending<'a> {
+    record: RequestRecord,
+    recorder: &'a Recorder,
+    armed: bool,
+}
+
+impl Pending<'_> {
+    fn take(&mut self) -> RequestRecord {
+        let shell = self.record.clone_shell();
+        std::mem::replace(&mut self.record, shell)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut record = self.take();
+            record.outcome = Outcome::ClientGone;
+            // nginx's "client closed request": no status was sent.
+            record.status = 499;
+            self.recorder.record(record);
+        }
+    }
 }
 
 async fn inference<B>(
@@ -373,7 +408,7 @@ fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response
 }
 
 /// sluice's own error as an OpenAI-shaped response, with `Retry-After` when it knows one.
-fn error_response(e: &ApiError) -> Response<ResponseBody> {
+pub fn error_response(e: &ApiError) -> Response<ResponseBody> {
     let mut resp = json(e.status(), e.body());
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
