@@ -416,3 +416,58 @@ async fn with_finish_a_client_disconnect_lets_the_upstream_call_complete() {
     let stats = slow.stats().await;
     assert_eq!(stats["answered"], 1, "{stats}");
 }
+
+#[tokio::test]
+async fn context_window_and_request_fallbacks() {
+    let short = recording(Reply::Json(
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+    ))
+    .await;
+    let long = mock_server(MockSettings::default()).await;
+    let other = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(
+        &[
+            deployment("m", "short", &short.base(), ""),
+            deployment("m-long", "long", &long.base(), ""),
+            deployment("other", "other", &other.base(), ""),
+        ],
+        "  context_window_fallbacks:\n    - m: [m-long]\n",
+    ))
+    .await;
+    let a = post(&gw.url("/v1/chat/completions"), CHAT).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-model-id"), Some("long"));
+    assert_eq!(
+        short.requests().len(),
+        1,
+        "a context-window error is not retried"
+    );
+    // The request's own `fallbacks` do not replace the kind-specific list...
+    let body = r#"{"model":"m","messages":[],"fallbacks":["other"],"num_retries":0}"#;
+    let a = post(&gw.url("/v1/chat/completions"), body).await;
+    assert_eq!(a.header("x-sluice-model-id"), Some("long"));
+    // ...but serve any other failure, and never reach the upstream themselves.
+    let failing_up = mock_server(failing(500)).await;
+    let gw = gateway(&config(
+        &[
+            deployment("m", "bad", &failing_up.base(), ""),
+            deployment("other", "other", &other.base(), ""),
+        ],
+        "",
+    ))
+    .await;
+    let a = post(&gw.url("/v1/chat/completions"), body).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("x-sluice-model-id"), Some("other"));
+    assert_eq!(
+        failing_up.requests().await,
+        1,
+        "num_retries: 0 from the body"
+    );
+    let seen = short.requests();
+    assert_eq!(seen.len(), 2);
+    let sent: serde_json::Value = serde_json::from_slice(&seen[1].body).unwrap();
+    assert_eq!(sent["model"], "up");
+    assert!(sent.get("fallbacks").is_none() && sent.get("num_retries").is_none());
+}
