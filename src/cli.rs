@@ -107,7 +107,8 @@ pub struct MockArgs {
     /// Pause streams for --stall-ms after this many chunks.
     #[arg(long)]
     pub stall_after_chunks: Option<usize>,
-    /// Length of the stream pause, in milliseconds.
+    /// Length of the stream pause, in milliseconds; without --stall-after-chunks, hold back
+    /// whole answers this long (for the --failure-rate share of requests).
     #[arg(long, default_value_t = 0)]
     pub stall_ms: u64,
     /// Break streams off after this many chunks.

@@ -471,3 +471,32 @@ async fn context_window_and_request_fallbacks() {
     assert_eq!(sent["model"], "up");
     assert!(sent.get("fallbacks").is_none() && sent.get("num_retries").is_none());
 }
+
+#[tokio::test]
+async fn several_keys_per_deployment_share_its_requests_by_weight() {
+    let up = recording(Reply::Json(
+        200,
+        r#"{"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    ))
+    .await;
+    let yaml = format!(
+        "model_list:\n  - model_name: m\n    litellm_params:\n      model: openai/up\n      api_base: {}\n      api_key:\n        - {{key: sk-first, weight: 3}}\n        - sk-second\ngeneral_settings:\n  master_key: sk-master\n",
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    for _ in 0..200 {
+        assert_eq!(
+            post(&gw.url("/v1/chat/completions"), CHAT).await.status,
+            200
+        );
+    }
+    let first = up
+        .requests()
+        .iter()
+        .filter(|c| c.headers["authorization"] == "Bearer sk-first")
+        .count();
+    assert!(
+        (140..=160).contains(&first),
+        "{first} of 200 with the 3:1 key"
+    );
+}

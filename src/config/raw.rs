@@ -120,6 +120,35 @@ impl OneOrMany {
     }
 }
 
+/// `api_key`: one key, or a list of keys with optional weights
+/// (`[sk-a, sk-b]`, `[{key: sk-a, weight: 3}, {key: sk-b}]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a key, or a list of keys (strings or {key, weight})"
+)]
+pub(super) enum RawKeys {
+    /// One key.
+    One(Scalar),
+    /// Several.
+    Many(Vec<RawKey>),
+}
+
+/// One entry of an `api_key` list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a key, or {key, weight}")]
+pub(super) enum RawKey {
+    /// A bare key.
+    Plain(Scalar),
+    /// A key with its share.
+    Weighted {
+        /// The key.
+        key: Scalar,
+        /// Its share.
+        weight: Option<Scalar>,
+    },
+}
+
 /// Top level of `config.yaml`.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawConfig {
@@ -159,7 +188,7 @@ pub(super) struct RawParams {
     pub custom_llm_provider: Option<Scalar>,
     pub api_base: Option<Scalar>,
     pub base_url: Option<Scalar>,
-    pub api_key: Option<Scalar>,
+    pub api_key: Option<RawKeys>,
     pub api_version: Option<Scalar>,
     pub organization: Option<Scalar>,
     pub extra_headers: Option<BTreeMap<String, Scalar>>,

@@ -9,10 +9,12 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use super::model::{
-    Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+    ApiKey, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
 };
 use super::problems::{did_you_mean, Problems};
-use super::raw::{OneOrMany, RawConfig, RawFallbacks, RawModel, RawParams, RawRouter, Scalar};
+use super::raw::{
+    OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
+};
 use super::secret::Secret;
 use crate::mock::{Faults, MockSettings};
 use crate::providers::{KeyHeader, Provider, Wire};
@@ -422,7 +424,7 @@ fn deployment(
         provider,
         upstream_model,
         api_base: None,
-        api_key: None,
+        api_keys: Vec::new(),
         api_version: text(params.api_version.clone()),
         organization: text(params.organization.clone()),
         extra_headers: Vec::new(),
@@ -596,18 +598,24 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         Ok(b) => d.api_base = Some(b),
         Err(why) => p.error(base_path, why),
     }
-    d.api_key = text(params.api_key)
-        .or_else(|| {
-            spec.key_env
-                .iter()
-                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-        })
-        .map(Secret::new);
+    d.api_keys = api_keys(lp, params.api_key, p);
+    if d.api_keys.is_empty() {
+        d.api_keys = spec
+            .key_env
+            .iter()
+            .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+            .map(|k| ApiKey {
+                key: Secret::new(k),
+                weight: 1.0,
+            })
+            .into_iter()
+            .collect();
+    }
     let hosted = spec.default_base.is_some_and(|b| b.starts_with("https://"))
         || spec.key_header == KeyHeader::AzureApiKey;
     let key_path = format!("{lp}.api_key");
     let already_warned = p.warnings.iter().any(|w| w.path == key_path);
-    if d.api_key.is_none() && hosted && !already_warned {
+    if d.api_keys.is_empty() && hosted && !already_warned {
         let vars = spec.key_env.join(" or ");
         p.warn(
             format!("{lp}.api_key"),
@@ -624,6 +632,31 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
         );
     }
+}
+
+/// `api_key` as one key or a weighted list; empty values are left out (an unset environment
+/// reference already warned).
+fn api_keys(lp: &str, raw: Option<RawKeys>, p: &mut Problems) -> Vec<ApiKey> {
+    let entries = match raw {
+        None => return Vec::new(),
+        Some(RawKeys::One(k)) => vec![RawKey::Plain(k)],
+        Some(RawKeys::Many(list)) => list,
+    };
+    let mut keys = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let (key, weight) = match entry {
+            RawKey::Plain(k) => (k, None),
+            RawKey::Weighted { key, weight } => (key, weight),
+        };
+        let weight = number(&format!("{lp}.api_key[{i}].weight"), weight, true, p);
+        if let Some(key) = text(Some(key)) {
+            keys.push(ApiKey {
+                key: Secret::new(key),
+                weight: weight.unwrap_or(1.0),
+            });
+        }
+    }
+    keys
 }
 
 /// Check an `api_base` and put it in the one form the target builder expects: no trailing
@@ -773,7 +806,10 @@ fn derived_id(d: &Deployment, model: &str) -> String {
         d.model_name.as_str(),
         model,
         d.api_base.as_deref().unwrap_or_default(),
-        d.api_key.as_ref().map(Secret::expose).unwrap_or_default(),
+        d.api_keys
+            .first()
+            .map(|k| k.key.expose())
+            .unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
         h.update([0]);

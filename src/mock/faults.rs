@@ -22,7 +22,8 @@ pub struct Faults {
     pub reset: bool,
     /// A stream pauses for [`Faults::stall`] after this many chunks.
     pub stall_after_chunks: Option<usize>,
-    /// How long a stream pauses.
+    /// How long a stream pauses; without `stall_after_chunks`, how long the whole answer is
+    /// held back (a stalling deployment, for the share `failure_rate` of requests).
     pub stall: Duration,
     /// A stream breaks off after this many chunks.
     pub cut_after_chunks: Option<usize>,
@@ -90,9 +91,15 @@ impl Faults {
         self
     }
 
-    /// Whether this request gets the status or reset fault (drawn per request).
+    /// Whether this request gets the status, reset or stall fault (drawn per request).
     pub(super) fn fires(&self) -> bool {
-        (self.status.is_some() || self.reset) && fastrand::f64() < self.failure_rate.unwrap_or(1.0)
+        (self.status.is_some() || self.reset || self.stalls_answer())
+            && fastrand::f64() < self.failure_rate.unwrap_or(1.0)
+    }
+
+    /// The whole answer is held back (rather than a stream paused midway).
+    pub(super) fn stalls_answer(&self) -> bool {
+        !self.stall.is_zero() && self.stall_after_chunks.is_none()
     }
 }
 

@@ -104,6 +104,9 @@ pub async fn respond(
         tokio::time::sleep(s.latency).await;
     }
     if s.faults.fires() {
+        if s.faults.stalls_answer() {
+            tokio::time::sleep(s.faults.stall).await;
+        }
         if s.faults.reset {
             return Response::new(MockBody::reset());
         }

@@ -63,7 +63,7 @@ async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamB
     let mut req = Request::post(t.url(call.endpoint).clone())
         .body(SegmentsBody::new(segments))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-    *req.headers_mut() = t.headers.clone();
+    *req.headers_mut() = t.headers.next().clone();
     let resp = t.client.request(req).await.map_err(client_error)?;
     Ok(resp.map(UpstreamBody::Http))
 }
