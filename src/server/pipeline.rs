@@ -263,11 +263,20 @@ impl AttemptCounts {
     }
 
     fn write(self, h: &mut HeaderMap) {
-        h.insert(X_RETRIES.clone(), HeaderValue::from(self.retries));
-        h.insert(X_FALLBACKS.clone(), HeaderValue::from(self.fallbacks));
+        h.insert(X_RETRIES.clone(), count_value(self.retries));
+        h.insert(X_FALLBACKS.clone(), count_value(self.fallbacks));
         if self.hedges > 0 {
-            h.insert(X_HEDGES.clone(), HeaderValue::from(self.hedges));
+            h.insert(X_HEDGES.clone(), count_value(self.hedges));
         }
+    }
+}
+
+/// A small count as a header value; the common ones are static (no allocation per request).
+fn count_value(n: u32) -> HeaderValue {
+    const DIGITS: [&str; 4] = ["0", "1", "2", "3"];
+    match DIGITS.get(n as usize) {
+        Some(d) => HeaderValue::from_static(d),
+        None => HeaderValue::from(n),
     }
 }
 
