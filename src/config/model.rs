@@ -184,6 +184,8 @@ pub struct LitellmSettings {
     pub callbacks: Vec<String>,
     /// `turn_off_message_logging`.
     pub turn_off_message_logging: bool,
+    /// `require_auth_for_metrics_endpoint`: `/metrics` needs the master key.
+    pub require_auth_for_metrics_endpoint: bool,
     /// `fallbacks` (LiteLLM also accepts router fallbacks here).
     pub fallbacks: Vec<(String, Vec<String>)>,
 }

@@ -334,6 +334,12 @@ fn litellm(
             p,
         )
         .unwrap_or(false),
+        require_auth_for_metrics_endpoint: boolean(
+            "litellm_settings.require_auth_for_metrics_endpoint",
+            raw.require_auth_for_metrics_endpoint,
+            p,
+        )
+        .unwrap_or(false),
         fallbacks: fallbacks(raw.fallbacks),
     }
 }

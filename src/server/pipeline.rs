@@ -79,6 +79,10 @@ where
         Route::Readiness => Ok(json(StatusCode::OK, readiness())),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
+        Route::Metrics => {
+            let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
+            auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
+        }
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -183,19 +187,25 @@ where
     .await;
     let arrived = Instant::now();
     let attempts = AttemptCounts::of(&outcome);
+    record.retries = outcome.retries;
+    record.fallbacks = outcome.fallbacks;
+    record.hedges = outcome.hedges;
     if let Some(m) = outcome.last {
         record.deployment = Some(m.target.id.clone());
         record.provider = Some(m.target.provider.name());
     }
     // 8. Answer.
     let mut resp = match outcome.result {
-        Err(failure) => match failure.error {
-            Failed::Upstream(resp) => passthrough(resp, record),
-            Failed::Gateway(e) => {
-                record.error = Some(e.code());
-                error_response(&e)
+        Err(failure) => {
+            record.failure = Some(failure.kind.name());
+            match failure.error {
+                Failed::Upstream(resp) => passthrough(resp, record),
+                Failed::Gateway(e) => {
+                    record.error = Some(e.code());
+                    error_response(&e)
+                }
             }
-        },
+        }
         Ok(Served {
             answer,
             group,
@@ -482,6 +492,19 @@ fn get_model(snap: &Snapshot, id: &str) -> Result<Response<ResponseBody>, ApiErr
         .ok_or_else(|| ApiError::ModelNotFound(id.chars().take(256).collect()))?;
     let body = model_object(group, snap.created).to_string();
     Ok(json(StatusCode::OK, Bytes::from(body)))
+}
+
+fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
+    let recorder = state.recorder();
+    let text = recorder
+        .metrics()
+        .render(&snap.router, recorder.queue_depth());
+    let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(crate::telemetry::metrics::CONTENT_TYPE),
+    );
+    resp
 }
 
 fn readiness() -> Bytes {
