@@ -321,9 +321,7 @@ mod tests {
     use http::{HeaderValue, Method};
     use std::time::{Duration, Instant};
 
-    #[test]
-    fn records_become_series() {
-        let m = Metrics::default();
+    fn sample() -> RequestRecord {
         let mut r = RequestRecord::new(
             HeaderValue::from_static("id"),
             Method::POST,
@@ -342,6 +340,14 @@ mod tests {
             cached_tokens: 4,
             reasoning_tokens: 0,
         });
+        r.ttfb = Some(Duration::from_millis(3));
+        r
+    }
+
+    #[test]
+    fn records_become_series() {
+        let m = Metrics::default();
+        let r = sample();
         m.observe(&r);
         m.observe(&r);
         let text = m.render(&Router::default(), 3);
@@ -361,5 +367,55 @@ mod tests {
         assert!(text.contains("sluice_recorder_queue_depth 3"));
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(status_class(499), "client_closed");
+    }
+
+    #[test]
+    fn every_metric_the_docs_and_dashboard_name_exists() {
+        let m = Metrics::default();
+        let mut r = sample();
+        (r.fallbacks, r.hedges) = (1, 1);
+        m.observe(&r);
+        let member = crate::routing::Member {
+            target: std::sync::Arc::new(crate::providers::DeploymentTarget::mock_for_tests(
+                "g", "d",
+            )),
+            health: std::sync::Arc::new(crate::routing::Health::default()),
+            weight: 1.0,
+            rpm: None,
+            tpm: None,
+            cost: f64::INFINITY,
+        };
+        member.health.begin(false).succeed(Duration::from_millis(1));
+        let router = Router {
+            models: crate::routing::ModelTable::new(vec![member], |_| None),
+            ..Router::default()
+        };
+        let text = m.render(&router, 0);
+        let declared: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for source in [
+            include_str!("../../docs/grafana/sluice-dashboard.json"),
+            include_str!("../../docs/metrics.md"),
+        ] {
+            let mut rest = source;
+            while let Some(i) = rest.find("sluice_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                let base = ["_bucket", "_count", "_sum", "_total"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name);
+                assert!(
+                    declared.contains(&base),
+                    "{name} is named in the docs but not exported"
+                );
+            }
+        }
     }
 }
