@@ -99,6 +99,9 @@ pub enum ApiError {
     /// No deployment could be called: all cooling down, or all at their limits.
     #[error("No deployment available: {0}")]
     NoDeployment(#[from] RouteError),
+    /// sluice failed in a way that is not the client's or the upstream's doing.
+    #[error("Internal error: {0}")]
+    Internal(&'static str),
     /// A stream's upstream went quiet for longer than its idle timeout.
     #[error("The upstream provider sent nothing for {}s.", .0.as_secs_f64())]
     UpstreamIdle(Duration),
@@ -124,6 +127,7 @@ impl ApiError {
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -155,6 +159,7 @@ impl ApiError {
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
+            Self::Internal(_) => "internal_error",
         }
     }
 
@@ -180,6 +185,7 @@ impl ApiError {
             Self::UpstreamIdle(_) => "upstream_idle_timeout",
             Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
+            Self::Internal(_) => "internal_error",
         }
     }
 
@@ -201,7 +207,8 @@ impl ApiError {
             | Self::UpstreamUnreachable(_)
             | Self::UpstreamInvalid(_)
             | Self::UpstreamIdle(_)
-            | Self::NoDeployment(_) => None,
+            | Self::NoDeployment(_)
+            | Self::Internal(_) => None,
         }
     }
 

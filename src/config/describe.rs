@@ -57,7 +57,24 @@ fn deployment(out: &mut String, d: &Deployment) {
     match &d.api_base {
         Some(base) => {
             let _ = writeln!(out, "      api_base: {base}");
-            let _ = writeln!(out, "      api_key: {}", masked(d.api_key.as_ref()));
+            match d.api_keys.as_slice() {
+                [] => {
+                    let _ = writeln!(out, "      api_key: {}", masked(None));
+                }
+                [one] => {
+                    let _ = writeln!(out, "      api_key: {}", one.key.masked());
+                }
+                many => {
+                    for k in many {
+                        let _ = writeln!(
+                            out,
+                            "      api_key: {} (weight {})",
+                            k.key.masked(),
+                            k.weight
+                        );
+                    }
+                }
+            }
         }
         None => {
             let _ = writeln!(out, "      answered in process");

@@ -36,8 +36,9 @@ pub struct Deployment {
     /// Base URL of the upstream API (already defaulted from the provider table or environment).
     /// `None` only for providers that need none (the in-process mock).
     pub api_base: Option<String>,
-    /// API key (from `api_key`, else the provider's usual environment variable).
-    pub api_key: Option<Secret>,
+    /// API keys (from `api_key`, one or a weighted list, else the provider's usual environment
+    /// variable); empty when the deployment has none.
+    pub api_keys: Vec<ApiKey>,
     /// `api_version` (Azure).
     pub api_version: Option<String>,
     /// `organization` (OpenAI), sent as `OpenAI-Organization`.
@@ -66,6 +67,15 @@ pub struct Deployment {
     pub model_info: ModelInfo,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
+}
+
+/// One upstream key of a deployment and its share of the deployment's requests.
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// The key.
+    pub key: Secret,
+    /// Relative share (`api_key: [{key: ..., weight: 3}, ...]`; default 1).
+    pub weight: f64,
 }
 
 /// `model_info` of a deployment.
@@ -174,6 +184,8 @@ pub struct LitellmSettings {
     pub callbacks: Vec<String>,
     /// `turn_off_message_logging`.
     pub turn_off_message_logging: bool,
+    /// `require_auth_for_metrics_endpoint`: `/metrics` needs the master key.
+    pub require_auth_for_metrics_endpoint: bool,
     /// `fallbacks` (LiteLLM also accepts router fallbacks here).
     pub fallbacks: Vec<(String, Vec<String>)>,
 }

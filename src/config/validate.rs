@@ -9,12 +9,14 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use super::model::{
-    Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+    ApiKey, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
 };
 use super::problems::{did_you_mean, Problems};
-use super::raw::{OneOrMany, RawConfig, RawFallbacks, RawModel, RawParams, RawRouter, Scalar};
+use super::raw::{
+    OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
+};
 use super::secret::Secret;
-use crate::mock::MockSettings;
+use crate::mock::{Faults, MockSettings};
 use crate::providers::{KeyHeader, Provider, Wire};
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
@@ -332,6 +334,12 @@ fn litellm(
             p,
         )
         .unwrap_or(false),
+        require_auth_for_metrics_endpoint: boolean(
+            "litellm_settings.require_auth_for_metrics_endpoint",
+            raw.require_auth_for_metrics_endpoint,
+            p,
+        )
+        .unwrap_or(false),
         fallbacks: fallbacks(raw.fallbacks),
     }
 }
@@ -422,7 +430,7 @@ fn deployment(
         provider,
         upstream_model,
         api_base: None,
-        api_key: None,
+        api_keys: Vec::new(),
         api_version: text(params.api_version.clone()),
         organization: text(params.organization.clone()),
         extra_headers: Vec::new(),
@@ -596,18 +604,24 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         Ok(b) => d.api_base = Some(b),
         Err(why) => p.error(base_path, why),
     }
-    d.api_key = text(params.api_key)
-        .or_else(|| {
-            spec.key_env
-                .iter()
-                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-        })
-        .map(Secret::new);
+    d.api_keys = api_keys(lp, params.api_key, p);
+    if d.api_keys.is_empty() {
+        d.api_keys = spec
+            .key_env
+            .iter()
+            .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+            .map(|k| ApiKey {
+                key: Secret::new(k),
+                weight: 1.0,
+            })
+            .into_iter()
+            .collect();
+    }
     let hosted = spec.default_base.is_some_and(|b| b.starts_with("https://"))
         || spec.key_header == KeyHeader::AzureApiKey;
     let key_path = format!("{lp}.api_key");
     let already_warned = p.warnings.iter().any(|w| w.path == key_path);
-    if d.api_key.is_none() && hosted && !already_warned {
+    if d.api_keys.is_empty() && hosted && !already_warned {
         let vars = spec.key_env.join(" or ");
         p.warn(
             format!("{lp}.api_key"),
@@ -624,6 +638,31 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
         );
     }
+}
+
+/// `api_key` as one key or a weighted list; empty values are left out (an unset environment
+/// reference already warned).
+fn api_keys(lp: &str, raw: Option<RawKeys>, p: &mut Problems) -> Vec<ApiKey> {
+    let entries = match raw {
+        None => return Vec::new(),
+        Some(RawKeys::One(k)) => vec![RawKey::Plain(k)],
+        Some(RawKeys::Many(list)) => list,
+    };
+    let mut keys = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let (key, weight) = match entry {
+            RawKey::Plain(k) => (k, None),
+            RawKey::Weighted { key, weight } => (key, weight),
+        };
+        let weight = number(&format!("{lp}.api_key[{i}].weight"), weight, true, p);
+        if let Some(key) = text(Some(key)) {
+            keys.push(ApiKey {
+                key: Secret::new(key),
+                weight: weight.unwrap_or(1.0),
+            });
+        }
+    }
+    keys
 }
 
 /// Check an `api_base` and put it in the one form the target builder expects: no trailing
@@ -703,6 +742,49 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             p,
             d.embedding_dims,
         ),
+        faults: mock_faults(lp, params, p),
+    }
+}
+
+fn mock_faults(lp: &str, params: &RawParams, p: &mut Problems) -> Faults {
+    let at = |name: &str| format!("{lp}.{name}");
+    let status = whole::<u16>(&at("mock_status"), params.mock_status.clone(), p);
+    if let Some(s) = status.filter(|s| !(400..=599).contains(s)) {
+        p.error(
+            at("mock_status"),
+            format!("expected an HTTP error status (400–599), got {s}"),
+        );
+    }
+    let failure_rate = number(
+        &at("mock_failure_rate"),
+        params.mock_failure_rate.clone(),
+        false,
+        p,
+    );
+    if failure_rate.is_some_and(|r| r > 1.0) {
+        p.error(at("mock_failure_rate"), "expected a share between 0 and 1");
+    }
+    Faults {
+        status: status.filter(|s| (400..=599).contains(s)),
+        failure_rate: failure_rate.map(|r| r.min(1.0)),
+        retry_after: number(
+            &at("mock_retry_after"),
+            params.mock_retry_after.clone(),
+            false,
+            p,
+        ),
+        reset: boolean(&at("mock_reset"), params.mock_reset.clone(), p).unwrap_or(false),
+        stall_after_chunks: whole(
+            &at("mock_stall_after_chunks"),
+            params.mock_stall_after_chunks.clone(),
+            p,
+        ),
+        stall: millis(&at("mock_stall_ms"), params.mock_stall_ms.clone(), p).unwrap_or_default(),
+        cut_after_chunks: whole(
+            &at("mock_cut_after_chunks"),
+            params.mock_cut_after_chunks.clone(),
+            p,
+        ),
     }
 }
 
@@ -731,7 +813,10 @@ fn derived_id(d: &Deployment, model: &str) -> String {
         d.model_name.as_str(),
         model,
         d.api_base.as_deref().unwrap_or_default(),
-        d.api_key.as_ref().map(Secret::expose).unwrap_or_default(),
+        d.api_keys
+            .first()
+            .map(|k| k.key.expose())
+            .unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
         h.update([0]);

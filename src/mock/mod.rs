@@ -4,17 +4,19 @@
 //! It is the only fake in sluice's tests and the upstream of `sluice bench`.
 //!
 //! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
-//! `x-mock-chunks`, `x-mock-response-tokens`, `x-mock-status` (answer with that HTTP error) and
-//! `x-mock-cut-after-chunks` (break the stream after N frames).
+//! `x-mock-chunks`, `x-mock-response-tokens`; faults (`faults.rs`) from settings, `x-mock-*`
+//! headers or a `mock_fault` body object.
 
 mod anthropic;
 mod body;
+mod faults;
 mod openai;
 mod server;
 mod settings;
 mod tools;
 
 pub use body::{MockBody, MockBodyError};
+pub use faults::Faults;
 pub use server::serve;
 pub use settings::MockSettings;
 
@@ -43,6 +45,8 @@ struct MockRequest<'a> {
     dimensions: Option<u32>,
     #[serde(borrow)]
     encoding_format: Option<Cow<'a, str>>,
+    #[serde(default)]
+    mock_fault: Option<faults::BodyFault>,
     #[serde(borrow)]
     tools: Option<&'a RawValue>,
 }
@@ -54,7 +58,7 @@ struct StreamOptions {
 }
 
 /// Settings for this one request: the server's or deployment's, with header overrides.
-fn effective(headers: &HeaderMap, base: &MockSettings) -> (MockSettings, Option<usize>) {
+fn effective(headers: &HeaderMap, base: &MockSettings) -> MockSettings {
     let num = |name: &str| -> Option<u64> {
         headers
             .get(name)
@@ -74,8 +78,8 @@ fn effective(headers: &HeaderMap, base: &MockSettings) -> (MockSettings, Option<
     if let Some(n) = num("x-mock-response-tokens").and_then(|n| u32::try_from(n).ok()) {
         s.response_tokens = n.max(1);
     }
-    let cut = num("x-mock-cut-after-chunks").and_then(|n| usize::try_from(n).ok());
-    (s, cut)
+    s.faults = s.faults.with_headers(headers);
+    s
 }
 
 /// Answer one request as the upstream would. Never fails: bad requests get OpenAI's 400.
@@ -85,19 +89,7 @@ pub async fn respond(
     body: &Bytes,
     settings: &MockSettings,
 ) -> Response<MockBody> {
-    let (s, cut) = effective(headers, settings);
-    if !s.latency.is_zero() {
-        tokio::time::sleep(s.latency).await;
-    }
-    if let Some(status) = headers
-        .get("x-mock-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u16>().ok())
-        .and_then(|v| StatusCode::from_u16(v).ok())
-        .filter(|s| !s.is_success())
-    {
-        return injected_error(endpoint.dialect(), status);
-    }
+    let mut s = effective(headers, settings);
     let dialect = endpoint.dialect();
     let req: MockRequest<'_> = match serde_json::from_slice(body) {
         Ok(r) => r,
@@ -110,6 +102,29 @@ pub async fn respond(
             )
         }
     };
+    if let Some(f) = &req.mock_fault {
+        s.faults = s.faults.with_body(f);
+        s.latency = f.latency().unwrap_or(s.latency);
+    }
+    if !s.latency.is_zero() {
+        tokio::time::sleep(s.latency).await;
+    }
+    if s.faults.fires() {
+        if s.faults.stalls_answer() {
+            tokio::time::sleep(s.faults.stall).await;
+        }
+        if s.faults.reset {
+            return Response::new(MockBody::reset());
+        }
+        if let Some(status) = s
+            .faults
+            .status
+            .and_then(|v| StatusCode::from_u16(v).ok())
+            .filter(|s| !s.is_success())
+        {
+            return injected_error(dialect, status, s.faults.retry_after);
+        }
+    }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
         return bad_request(
             dialect,
@@ -161,7 +176,10 @@ pub async fn respond(
                 plan.response_stream()
             }
         };
-        let mut resp = Response::new(MockBody::paced(frames, s.chunk_interval, cut));
+        let f = &s.faults;
+        let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
+            .stall(f.stall_after_chunks, f.stall);
+        let mut resp = Response::new(body);
         resp.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/event-stream; charset=utf-8"),
@@ -248,24 +266,32 @@ fn bad_request(
     }
 }
 
-/// The error the provider sends for a status, for `x-mock-status`.
-fn injected_error(dialect: Dialect, status: StatusCode) -> Response<MockBody> {
-    if dialect == Dialect::Anthropic {
-        let message = format!("mock error: status {} (x-mock-status)", status.as_u16());
-        return json(
-            status,
-            anthropic_error_body(anthropic_error_type(status), &message),
-        );
-    }
-    let (kind, code) = match status.as_u16() {
-        401 => ("invalid_request_error", "invalid_api_key"),
-        404 => ("invalid_request_error", "model_not_found"),
-        429 => ("requests", "rate_limit_exceeded"),
-        400..=499 => ("invalid_request_error", "invalid_request"),
-        _ => ("server_error", "server_error"),
+/// The error the provider sends for a status, for an injected fault, in the endpoint's
+/// dialect.
+fn injected_error(
+    dialect: Dialect,
+    status: StatusCode,
+    retry_after: Option<f64>,
+) -> Response<MockBody> {
+    let message = format!("mock error: status {} (injected fault)", status.as_u16());
+    let body = match dialect {
+        Dialect::OpenAi => {
+            let (kind, code) = match status.as_u16() {
+                401 => ("invalid_request_error", "invalid_api_key"),
+                404 => ("invalid_request_error", "model_not_found"),
+                429 => ("requests", "rate_limit_exceeded"),
+                400..=499 => ("invalid_request_error", "invalid_request"),
+                _ => ("server_error", "server_error"),
+            };
+            error_body(&message, kind, None, code)
+        }
+        Dialect::Anthropic => anthropic_error_body(anthropic_error_type(status), &message),
     };
-    let message = format!("mock error: status {} (x-mock-status)", status.as_u16());
-    json(status, error_body(&message, kind, None, code))
+    let mut resp = json(status, body);
+    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamB
     let mut req = Request::post(t.url(call.endpoint).clone())
         .body(SegmentsBody::new(segments))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-    *req.headers_mut() = t.headers.clone();
+    *req.headers_mut() = t.headers.next().clone();
     if t.wire == Wire::Anthropic {
         for name in &ANTHROPIC_CLIENT_HEADERS {
             if let Some(v) = call.client_headers.get(name) {

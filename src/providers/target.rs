@@ -1,6 +1,7 @@
 //! A deployment made ready to call: its URLs, headers and encoded model name are built once
 //! at config load, so a request only clones them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use http::{HeaderMap, Uri};
 
 use super::client::{ClientRegistry, HttpClient};
 use super::kind::{KeyHeader, Provider, Wire};
-use crate::config::Deployment;
+use crate::config::{Deployment, Secret};
 use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
 
@@ -69,8 +70,8 @@ pub struct HttpTarget {
     pub drop_params: bool,
     /// Full URL per endpoint, in [`Endpoint`] order.
     urls: [Uri; ENDPOINTS.len()],
-    /// Headers sent on every request (auth, organization, extra headers).
-    pub headers: HeaderMap,
+    /// Headers sent on every request (auth, organization, extra headers), one set per key.
+    pub headers: KeyRing,
     /// The upstream model name encoded as a JSON string, spliced into the body.
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
@@ -97,6 +98,51 @@ impl Timeouts {
             first_chunk: d.stream_timeout.unwrap_or(total),
             idle: d.stream_idle_timeout,
         }
+    }
+}
+
+/// A deployment's header sets, one per API key, and the weighted choice among them
+/// (several keys per deployment spread load over the provider's per-key limits).
+#[derive(Debug)]
+pub struct KeyRing {
+    sets: Box<[HeaderMap]>,
+    /// Cumulative weights, same length as `sets`.
+    cumulative: Box<[f64]>,
+    counter: AtomicU64,
+}
+
+impl KeyRing {
+    fn new(sets: Vec<(HeaderMap, f64)>) -> Self {
+        let mut total = 0.0;
+        let cumulative = sets
+            .iter()
+            .map(|(_, w)| {
+                total += w;
+                total
+            })
+            .collect();
+        Self {
+            sets: sets.into_iter().map(|(h, _)| h).collect(),
+            cumulative,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The headers for the next request: weighted over the keys by a golden-ratio sequence
+    /// (even spread, no random numbers); a single key costs nothing.
+    pub fn next(&self) -> &HeaderMap {
+        if self.sets.len() <= 1 {
+            return &self.sets[0];
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let total = self.cumulative.last().copied().unwrap_or(1.0);
+        let x = ((n as f64) * 0.618_033_988_749_895).fract() * total;
+        let i = self
+            .cumulative
+            .iter()
+            .position(|c| x < *c)
+            .unwrap_or(self.sets.len() - 1);
+        &self.sets[i]
     }
 }
 
@@ -227,7 +273,15 @@ fn build_http(
         url: base.to_owned(),
         reason: "internal: endpoint count".into(),
     })?;
-    let headers = build_headers(d)?;
+    let headers = if d.api_keys.is_empty() {
+        KeyRing::new(vec![(build_headers(d, None)?, 1.0)])
+    } else {
+        let mut sets = Vec::with_capacity(d.api_keys.len());
+        for k in &d.api_keys {
+            sets.push((build_headers(d, Some(&k.key))?, k.weight));
+        }
+        KeyRing::new(sets)
+    };
     let timeout = Timeouts::of(d).total;
     let wildcard = d
         .upstream_model
@@ -264,7 +318,7 @@ fn azure_url(base: &str, deployment: &str, version: Option<&str>, e: Endpoint) -
     }
 }
 
-fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
+fn build_headers(d: &Deployment, key: Option<&Secret>) -> Result<HeaderMap, TargetError> {
     let bad = |name: &str| TargetError::BadHeader {
         id: d.id.clone(),
         model: d.model_name.clone(),
@@ -276,7 +330,7 @@ fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
         USER_AGENT,
         HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
     );
-    if let Some(key) = &d.api_key {
+    if let Some(key) = key {
         let (name, value) = match d.provider.spec().key_header {
             KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
             KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
@@ -322,6 +376,22 @@ mod tests {
             azure_url("https://r.openai.azure.com", "x", None, Endpoint::Responses),
             "https://r.openai.azure.com/openai/responses?api-version=2024-10-21"
         );
+    }
+
+    #[test]
+    fn key_ring_spreads_by_weight() {
+        let set = |k: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(k));
+            (h, 0.0)
+        };
+        let ring = KeyRing::new(vec![(set("a").0, 3.0), (set("b").0, 1.0)]);
+        let a = (0..4000)
+            .filter(|_| ring.next().get(AUTHORIZATION).unwrap() == "a")
+            .count();
+        assert!((2950..3050).contains(&a), "{a}");
+        let one = KeyRing::new(vec![set("only")]);
+        assert_eq!(one.next().get(AUTHORIZATION).unwrap(), "only");
     }
 
     #[test]

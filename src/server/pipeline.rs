@@ -29,7 +29,7 @@ use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
 use crate::spend::usage_from_body;
-use crate::telemetry::{ms, RequestRecord};
+use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -61,14 +61,19 @@ where
         Route::Inference(endpoint) => endpoint.dialect(),
         _ => Dialect::OpenAi,
     };
-    let mut record = RequestRecord::new(
-        request_id.clone(),
-        req.method().clone(),
-        route.label(),
-        start,
-    );
+    let mut pending = Pending {
+        record: RequestRecord::new(
+            request_id.clone(),
+            req.method().clone(),
+            route.label(),
+            start,
+        ),
+        recorder: state.recorder(),
+        armed: true,
+    };
+    let record = &mut pending.record;
     let result = match route {
-        Route::Inference(endpoint) => inference(state, &snap, endpoint, req, &mut record).await,
+        Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
         Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, snap.models_json.clone())),
         Route::GetModel(id) => {
@@ -78,6 +83,10 @@ where
         Route::Readiness => Ok(json(StatusCode::OK, readiness())),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
+        Route::Metrics => {
+            let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
+            auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
+        }
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -92,11 +101,41 @@ where
     headers.insert(X_REQUEST_ID.clone(), request_id);
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
     // 9. Record. A relayed stream owns its record and emits it when the stream ends.
+    pending.armed = false;
     if !matches!(resp.body(), ResponseBody::Stream(_)) {
+        let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);
     }
     resp
+}
+
+/// The record of a request still being handled. If the client goes away first, hyper drops
+/// the handler, and this records the request as abandoned (nothing is lost from the logs or,
+/// later, the spend).
+struct Pending<'a> {
+    record: RequestRecord,
+    recorder: &'a Recorder,
+    armed: bool,
+}
+
+impl Pending<'_> {
+    fn take(&mut self) -> RequestRecord {
+        let shell = self.record.clone_shell();
+        std::mem::replace(&mut self.record, shell)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut record = self.take();
+            record.outcome = Outcome::ClientGone;
+            // nginx's "client closed request": no status was sent.
+            record.status = 499;
+            self.recorder.record(record);
+        }
+    }
 }
 
 async fn inference<B>(
@@ -152,19 +191,25 @@ where
     .await;
     let arrived = Instant::now();
     let attempts = AttemptCounts::of(&outcome);
+    record.retries = outcome.retries;
+    record.fallbacks = outcome.fallbacks;
+    record.hedges = outcome.hedges;
     if let Some(m) = outcome.last {
         record.deployment = Some(m.target.id.clone());
         record.provider = Some(m.target.provider.name());
     }
     // 8. Answer.
     let mut resp = match outcome.result {
-        Err(failure) => match failure.error {
-            Failed::Upstream(resp) => passthrough(resp, record),
-            Failed::Gateway(e) => {
-                record.error = Some(e.code());
-                error_response(&e, endpoint.dialect())
+        Err(failure) => {
+            record.failure = Some(failure.kind.name());
+            match failure.error {
+                Failed::Upstream(resp) => passthrough(resp, record),
+                Failed::Gateway(e) => {
+                    record.error = Some(e.code());
+                    error_response(&e, endpoint.dialect())
+                }
             }
-        },
+        }
         Ok(Served {
             answer,
             group,
@@ -232,11 +277,20 @@ impl AttemptCounts {
     }
 
     fn write(self, h: &mut HeaderMap) {
-        h.insert(X_RETRIES.clone(), HeaderValue::from(self.retries));
-        h.insert(X_FALLBACKS.clone(), HeaderValue::from(self.fallbacks));
+        h.insert(X_RETRIES.clone(), count_value(self.retries));
+        h.insert(X_FALLBACKS.clone(), count_value(self.fallbacks));
         if self.hedges > 0 {
-            h.insert(X_HEDGES.clone(), HeaderValue::from(self.hedges));
+            h.insert(X_HEDGES.clone(), count_value(self.hedges));
         }
+    }
+}
+
+/// A small count as a header value; the common ones are static (no allocation per request).
+fn count_value(n: u32) -> HeaderValue {
+    const DIGITS: [&str; 4] = ["0", "1", "2", "3"];
+    match DIGITS.get(n as usize) {
+        Some(d) => HeaderValue::from_static(d),
+        None => HeaderValue::from(n),
     }
 }
 
@@ -377,7 +431,7 @@ fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response
 }
 
 /// sluice's own error in the client's dialect, with `Retry-After` when it knows one.
-fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
+pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
     let mut resp = json(e.status(), e.body_in(dialect));
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -442,6 +496,19 @@ fn get_model(snap: &Snapshot, id: &str) -> Result<Response<ResponseBody>, ApiErr
         .ok_or_else(|| ApiError::ModelNotFound(id.chars().take(256).collect()))?;
     let body = model_object(group, snap.created).to_string();
     Ok(json(StatusCode::OK, Bytes::from(body)))
+}
+
+fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
+    let recorder = state.recorder();
+    let text = recorder
+        .metrics()
+        .render(&snap.router, recorder.queue_depth());
+    let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(crate::telemetry::metrics::CONTENT_TYPE),
+    );
+    resp
 }
 
 fn readiness() -> Bytes {

@@ -19,6 +19,8 @@ pub enum Route<'a> {
     Readiness,
     /// `GET /health`: every deployment's routing state (master key).
     Health,
+    /// `GET /metrics`: Prometheus exposition.
+    Metrics,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -40,6 +42,7 @@ impl Route<'_> {
             Self::Liveness => "/health/liveliness",
             Self::Readiness => "/health/readiness",
             Self::Health => "/health",
+            Self::Metrics => "/metrics",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -60,6 +63,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/health/liveliness" | "/health/liveness" => Route::Liveness,
         "/health/readiness" => Route::Readiness,
         "/health" => Route::Health,
+        "/metrics" => Route::Metrics,
         _ => match bare.strip_prefix("/models/") {
             Some(id) if !id.is_empty() => Route::GetModel(id),
             _ => return Route::NotFound,
@@ -96,6 +100,7 @@ mod tests {
         assert_eq!(match_route(&get, "/health/liveness"), Route::Liveness);
         assert_eq!(match_route(&get, "/health/readiness"), Route::Readiness);
         assert_eq!(match_route(&get, "/health"), Route::Health);
+        assert_eq!(match_route(&get, "/metrics"), Route::Metrics);
         assert_eq!(
             match_route(&get, "/v1/chat/completions"),
             Route::WrongMethod

@@ -29,6 +29,8 @@ pub struct Snapshot {
     pub master: Option<MasterKey>,
     /// Largest accepted request body.
     pub max_body: usize,
+    /// `/metrics` needs the master key (`require_auth_for_metrics_endpoint`).
+    pub metrics_need_key: bool,
     /// `GET /v1/models` answer, prebuilt.
     pub models_json: Bytes,
     /// Unix time of this load (`created` in model objects).
@@ -88,6 +90,7 @@ impl Snapshot {
             },
             master: config.general.master_key.as_ref().map(MasterKey::new),
             max_body: config.general.max_request_body_bytes,
+            metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
         })
     }

@@ -52,7 +52,7 @@ pub async fn send(
     let mut up = Request::post(t.url(upstream_endpoint).clone())
         .body(SegmentsBody::new(vec![Bytes::from(body)]))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-    *up.headers_mut() = t.headers.clone();
+    *up.headers_mut() = t.headers.next().clone();
     let resp = t.client.request(up).await.map_err(client_error)?;
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
