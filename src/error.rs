@@ -8,7 +8,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 
+use crate::auth::KeyRefusal;
 use crate::endpoint::Dialect;
+use crate::limits::{Exceeded, Rejected, SubjectKind};
 use crate::routing::RouteError;
 
 /// Why a request failed before or while reaching the upstream. The upstream's own error
@@ -105,6 +107,26 @@ pub enum ApiError {
     /// A stream's upstream went quiet for longer than its idle timeout.
     #[error("The upstream provider sent nothing for {}s.", .0.as_secs_f64())]
     UpstreamIdle(Duration),
+    /// A virtual key that is unknown, blocked, expired, or whose team or user is blocked.
+    #[error("Authentication error: {0}")]
+    KeyRefused(KeyRefusal),
+    /// The key (or its team) may not call this model group.
+    #[error("This {} is not allowed to access model `{model}`.", .by.name())]
+    ModelNotAllowed {
+        /// The model group asked for.
+        model: String,
+        /// Whose `models` list refused it.
+        by: SubjectKind,
+    },
+    /// The request's end user (`user` field) is blocked.
+    #[error("The end user of this request is blocked.")]
+    EndUserBlocked,
+    /// A rate limit or budget of the key, team, user or end user.
+    #[error("{0}")]
+    Limited(Rejected),
+    /// The key store could not be read to check a key sluice has not seen yet.
+    #[error("The key store is unavailable; try again shortly.")]
+    StoreUnavailable,
 }
 
 impl ApiError {
@@ -118,7 +140,12 @@ impl ApiError {
             | Self::StreamNotSupported
             | Self::UnsupportedParam { .. }
             | Self::EndpointNotSupported { .. } => StatusCode::BAD_REQUEST,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
+            Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
+            // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
+            Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
+            Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -135,6 +162,8 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::NoDeployment(e) => Some(e.retry_in()),
+            Self::Limited(r) if !r.retry_after.is_zero() => Some(r.retry_after),
+            Self::StoreUnavailable => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -153,7 +182,11 @@ impl ApiError {
             | Self::BodyTooLarge { .. }
             | Self::UnsupportedParam { .. }
             | Self::EndpointNotSupported { .. } => "invalid_request_error",
-            Self::Unauthorized(_) => "authentication_error",
+            Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
+            Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
+            Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
+            Self::Limited(_) => "rate_limit_error",
+            Self::StoreUnavailable => "service_unavailable_error",
             Self::ProviderNotSupported { .. } => "not_implemented_error",
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
@@ -169,7 +202,20 @@ impl ApiError {
             Self::InvalidJson(_) => "invalid_json",
             Self::MissingParam(_) => "missing_required_parameter",
             Self::InvalidParam { .. } => "invalid_value",
-            Self::Unauthorized(_) => "invalid_api_key",
+            Self::Unauthorized(_) | Self::KeyRefused(KeyRefusal::Unknown) => "invalid_api_key",
+            Self::KeyRefused(KeyRefusal::Blocked) => "key_blocked",
+            Self::KeyRefused(KeyRefusal::Expired) => "key_expired",
+            Self::KeyRefused(KeyRefusal::TeamBlocked) => "team_blocked",
+            Self::KeyRefused(KeyRefusal::UserBlocked) => "user_blocked",
+            Self::ModelNotAllowed { .. } => "model_not_allowed",
+            Self::EndUserBlocked => "end_user_blocked",
+            Self::Limited(r) => match r.exceeded {
+                Exceeded::Requests => "rpm_limit_exceeded",
+                Exceeded::Tokens => "tpm_limit_exceeded",
+                Exceeded::Parallel => "parallel_request_limit_exceeded",
+                Exceeded::Budget => "budget_exceeded",
+            },
+            Self::StoreUnavailable => "store_unavailable",
             Self::ModelNotFound(_) => "model_not_found",
             Self::RouteNotFound { .. } => "unknown_url",
             Self::MethodNotAllowed(_) => "method_not_allowed",
@@ -194,7 +240,10 @@ impl ApiError {
         match self {
             Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
             Self::UnsupportedParam { param, .. } => Some(param),
-            Self::ModelNotFound(_) | Self::ProviderNotSupported { .. } => Some("model"),
+            Self::ModelNotFound(_)
+            | Self::ProviderNotSupported { .. }
+            | Self::ModelNotAllowed { .. } => Some("model"),
+            Self::EndUserBlocked => Some("user"),
             Self::StreamNotSupported => Some("stream"),
             Self::InvalidJson(_)
             | Self::Unauthorized(_)
@@ -208,7 +257,10 @@ impl ApiError {
             | Self::UpstreamInvalid(_)
             | Self::UpstreamIdle(_)
             | Self::NoDeployment(_)
-            | Self::Internal(_) => None,
+            | Self::Internal(_)
+            | Self::KeyRefused(_)
+            | Self::Limited(_)
+            | Self::StoreUnavailable => None,
         }
     }
 

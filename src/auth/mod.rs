@@ -1,8 +1,17 @@
-//! Who may call the gateway. Today: the master key from `general_settings.master_key`,
-//! checked in constant time. Virtual keys will join it here, looked up in an in-memory snapshot.
+//! Who may call the gateway: the master key from `general_settings.master_key` (checked in
+//! constant time) and virtual keys, looked up in the in-memory [`Directory`] that the sync
+//! task keeps in step with the store.
+
+mod directory;
+mod gate;
+
+pub use directory::{
+    digest, from_hex, hex, Caller, Directory, Holder, KeyDigest, KeyEntry, KeyRefusal, ModelAccess,
+    Stored,
+};
+pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 
 use http::HeaderMap;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::Secret;
@@ -24,14 +33,18 @@ impl MasterKey {
     /// Digest the configured key.
     pub fn new(secret: &Secret) -> Self {
         Self {
-            digest: Sha256::digest(secret.expose().as_bytes()).into(),
+            digest: digest(secret.expose()),
         }
     }
 
     /// Whether `presented` is the master key. Hashing first makes the comparison constant-time
     /// in the key's length as well as its content.
     pub fn matches(&self, presented: &str) -> bool {
-        let d: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        self.matches_digest(&digest(presented))
+    }
+
+    /// Whether a presented key's digest is the master key's, in constant time.
+    pub fn matches_digest(&self, d: &KeyDigest) -> bool {
         d.ct_eq(&self.digest).into()
     }
 }

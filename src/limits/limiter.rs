@@ -1,9 +1,13 @@
-//! Admission against requests-per-minute, tokens-per-minute and parallel-request limits of
-//! every subject a request belongs to (its key, team, user, end user). All subjects must admit
-//! it; a refusal rolls back what the others already counted. The counters live in memory, next
-//! to the subject's cached record, so a check costs a few atomics and no lookup.
+//! Admission against requests-per-minute, tokens-per-minute, parallel-request and budget limits
+//! of every subject a request belongs to (its key, team, user, end user). All subjects must
+//! admit it; a refusal rolls back what the others already counted. The counters live in memory,
+//! next to the subject's cached record, so a check costs a few atomics and no lookup.
+//!
+//! Budgets are checked before a request and charged when it ends (its cost is known only
+//! then), so requests admitted while a budget still had room may overspend it: the overspend
+//! is bounded by the cost of the requests in flight when it ran out (docs/keys.md).
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,14 +49,41 @@ pub struct Limits {
     pub tpm: Option<u64>,
     /// Requests in flight at once.
     pub max_parallel: Option<u32>,
+    /// `max_budget`, in nano-dollars, for the current budget window.
+    pub max_budget: Option<Nanos>,
 }
 
 impl Limits {
     /// Whether any limit is set.
     pub fn any(&self) -> bool {
-        self.rpm.is_some() || self.tpm.is_some() || self.max_parallel.is_some()
+        self.rpm.is_some()
+            || self.tpm.is_some()
+            || self.max_parallel.is_some()
+            || self.max_budget.is_some()
     }
 }
+
+/// Money in nano-dollars (10⁻⁹ USD): integer, so a budget's spend can be one atomic add and
+/// never drifts the way summed floats do. u64 holds 18 billion dollars.
+pub type Nanos = u64;
+
+/// Dollars to [`Nanos`], rounding to the nearest; negative and NaN become 0.
+pub fn nanos(usd: f64) -> Nanos {
+    if usd.is_finite() && usd > 0.0 {
+        (usd * 1e9).round() as u64
+    } else {
+        0
+    }
+}
+
+/// [`Nanos`] to dollars, for headers and the API.
+pub fn dollars(n: Nanos) -> f64 {
+    n as f64 / 1e9
+}
+
+/// The end of a budget window that has been renewed by a request but not yet given its next
+/// end (the key cache's sync task computes calendar arithmetic off the request path).
+const RENEWING: u64 = u64::MAX;
 
 /// A subject's live counters.
 #[derive(Debug)]
@@ -60,15 +91,79 @@ pub struct Counters {
     requests: Window,
     tokens: Window,
     in_flight: AtomicU32,
+    spent: AtomicU64,
+    /// When the current budget window ends (ms since the epoch); 0 for a budget without a
+    /// window, [`RENEWING`] while the next end is being computed.
+    window_end_ms: AtomicU64,
 }
 
 impl Default for Counters {
     fn default() -> Self {
+        Self::with_spend(0, None)
+    }
+}
+
+impl Counters {
+    /// Counters of a subject that has already spent `spent` in a window ending at
+    /// `window_end_ms` (from the store).
+    pub fn with_spend(spent: Nanos, window_end_ms: Option<u64>) -> Self {
         Self {
             requests: Window::new(MINUTE_MS),
             tokens: Window::new(MINUTE_MS),
             in_flight: AtomicU32::new(0),
+            spent: AtomicU64::new(spent),
+            window_end_ms: AtomicU64::new(window_end_ms.unwrap_or(0)),
         }
+    }
+
+    /// Spend in the current window as of `now_ms`. A window that has ended is renewed here:
+    /// exactly one caller wins the swap and zeroes the spend.
+    pub fn spent(&self, now_ms: u64) -> Nanos {
+        let end = self.window_end_ms.load(Relaxed);
+        if end != 0
+            && end != RENEWING
+            && now_ms >= end
+            && self
+                .window_end_ms
+                .compare_exchange(end, RENEWING, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.spent.store(0, Relaxed);
+        }
+        self.spent.load(Relaxed)
+    }
+
+    /// Add a finished request's cost.
+    pub fn charge(&self, cost: Nanos) {
+        self.spent.fetch_add(cost, Relaxed);
+    }
+
+    /// Whether a renewed window waits for its next end (see [`Counters::set_window_end`]).
+    pub fn renewing(&self) -> bool {
+        self.window_end_ms.load(Relaxed) == RENEWING
+    }
+
+    /// The current window's end, if there is a window and it is known.
+    pub fn window_end(&self) -> Option<u64> {
+        match self.window_end_ms.load(Relaxed) {
+            0 | RENEWING => None,
+            end => Some(end),
+        }
+    }
+
+    /// Give a renewed (or changed) window its end.
+    pub fn set_window_end(&self, end_ms: Option<u64>) {
+        self.window_end_ms.store(end_ms.unwrap_or(0), Relaxed);
+    }
+
+    /// Replace the spend (an operator reset it through the admin API).
+    pub fn set_spent(&self, spent: Nanos) {
+        self.spent.store(spent, Relaxed);
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
     }
 }
 
@@ -92,20 +187,55 @@ pub enum Exceeded {
     Tokens,
     /// `max_parallel_requests`.
     Parallel,
+    /// `max_budget`.
+    Budget,
+}
+
+impl Exceeded {
+    /// How messages name the limit.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Requests => "requests-per-minute",
+            Self::Tokens => "tokens-per-minute",
+            Self::Parallel => "parallel-request",
+            Self::Budget => "budget",
+        }
+    }
 }
 
 /// A refusal: the subject, the limit, and when to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{} {} limit of {limit} reached", .subject.name(), match .exceeded { Exceeded::Requests => "requests-per-minute", Exceeded::Tokens => "tokens-per-minute", Exceeded::Parallel => "parallel-request" })]
+#[error("{}", self.describe())]
 pub struct Rejected {
     /// Whose limit.
     pub subject: SubjectKind,
     /// Which limit.
     pub exceeded: Exceeded,
-    /// Its value.
+    /// Its value (nano-dollars for a budget).
     pub limit: u64,
-    /// When a retry can succeed.
+    /// When a retry can succeed (for a budget: when its window ends, if it has one).
     pub retry_after: Duration,
+    /// What the subject has spent (budgets only).
+    pub spent: Nanos,
+}
+
+impl Rejected {
+    fn describe(&self) -> String {
+        match self.exceeded {
+            Exceeded::Budget => format!(
+                "{} budget exceeded: spend {:.6} USD, max_budget {:.6} USD",
+                self.subject.name(),
+                dollars(self.spent),
+                dollars(self.limit)
+            ),
+            e => format!(
+                "{} {} limit of {} reached",
+                self.subject.name(),
+                e.name(),
+                self.limit
+            ),
+        }
+    }
 }
 
 /// Most subjects a request has (key, team, user, end user).
@@ -128,6 +258,23 @@ pub struct Remaining {
 }
 
 impl Permit {
+    /// Charge a finished request's cost to every subject with a budget.
+    pub fn charge(&self, cost: Nanos) {
+        if cost == 0 {
+            return;
+        }
+        for s in self.held.iter().flatten() {
+            if s.limits.max_budget.is_some() {
+                s.counters.charge(cost);
+            }
+        }
+    }
+
+    /// The subjects this permit holds, for the fleet counters and spend headers.
+    pub fn subjects(&self) -> impl Iterator<Item = &Subject> {
+        self.held.iter().flatten()
+    }
+
     /// Charge the request's tokens to every subject's tokens-per-minute window.
     pub fn add_tokens(&self, now_ms: u64, tokens: u64) {
         for s in self.held.iter().flatten() {
@@ -169,11 +316,48 @@ impl Drop for Permit {
     }
 }
 
+/// The subjects one request is admitted against, in order (key, team, user, end user): a
+/// fixed array, so collecting them allocates nothing.
+#[derive(Debug, Default)]
+pub struct Subjects {
+    items: [Option<Subject>; MAX_SUBJECTS],
+}
+
+impl Subjects {
+    /// Add one. A request has at most four subjects; a fifth is a bug and is ignored.
+    pub fn push(&mut self, s: Subject) {
+        if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
+            *slot = Some(s);
+        }
+    }
+
+    /// None at all: nothing to check.
+    pub fn is_empty(&self) -> bool {
+        self.items[0].is_none()
+    }
+
+    /// The subjects.
+    pub fn iter(&self) -> impl Iterator<Item = &Subject> {
+        self.items.iter().flatten()
+    }
+}
+
+impl<const N: usize> From<[Subject; N]> for Subjects {
+    fn from(list: [Subject; N]) -> Self {
+        let mut out = Self::default();
+        for s in list {
+            out.push(s);
+        }
+        out
+    }
+}
+
 /// Admit a request against every subject's limits, or say which one refuses it.
-pub fn admit(subjects: &[Subject], now_ms: u64) -> Result<Permit, Rejected> {
+pub fn admit(subjects: Subjects, now_ms: u64) -> Result<Permit, Rejected> {
     let mut permit = Permit::default();
-    for (slot, s) in permit.held.iter_mut().zip(subjects) {
-        if let Err(e) = check(s, now_ms) {
+    for (slot, s) in permit.held.iter_mut().zip(subjects.items) {
+        let Some(s) = s else { break };
+        if let Err(e) = check(&s, now_ms) {
             // Give back what the subjects before counted; dropping `permit` releases their
             // parallel slots.
             for earlier in permit.held.iter().flatten() {
@@ -183,7 +367,7 @@ pub fn admit(subjects: &[Subject], now_ms: u64) -> Result<Permit, Rejected> {
             }
             return Err(e);
         }
-        *slot = Some(s.clone());
+        *slot = Some(s);
     }
     Ok(permit)
 }
@@ -194,8 +378,21 @@ fn check(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
         exceeded,
         limit,
         retry_after,
+        spent: 0,
     };
     let c = &s.counters;
+    if let Some(max) = s.limits.max_budget {
+        let spent = c.spent(now_ms);
+        if spent >= max {
+            let retry_after = c.window_end().map_or(Duration::ZERO, |end| {
+                Duration::from_millis(end.saturating_sub(now_ms))
+            });
+            return Err(Rejected {
+                spent,
+                ..reject(Exceeded::Budget, max, retry_after)
+            });
+        }
+    }
     if let Some(tpm) = s.limits.tpm {
         if c.tokens.estimate(now_ms) >= tpm {
             let wait = c.tokens.wait_for_room(now_ms, 1, tpm);
@@ -245,14 +442,14 @@ mod tests {
             },
         );
         let subjects = [key];
-        assert!(admit(&subjects, 1_000).is_ok());
-        let p = admit(&subjects, 1_000).unwrap();
+        assert!(admit(Subjects::from(subjects.clone()), 1_000).is_ok());
+        let p = admit(Subjects::from(subjects.clone()), 1_000).unwrap();
         assert_eq!(
             p.remaining(1_000).requests,
             Some((2, 0)),
             "limit and what is left"
         );
-        let e = admit(&subjects, 1_000).unwrap_err();
+        let e = admit(Subjects::from(subjects.clone()), 1_000).unwrap_err();
         assert_eq!(e.exceeded, Exceeded::Requests);
         assert_eq!(e.subject, SubjectKind::Key);
         assert!(e.retry_after <= Duration::from_secs(59));
@@ -269,13 +466,15 @@ mod tests {
             },
         );
         let subjects = [team];
-        let first = admit(&subjects, 0).unwrap();
+        let first = admit(Subjects::from(subjects.clone()), 0).unwrap();
         assert_eq!(
-            admit(&subjects, 0).unwrap_err().exceeded,
+            admit(Subjects::from(subjects.clone()), 0)
+                .unwrap_err()
+                .exceeded,
             Exceeded::Parallel
         );
         drop(first);
-        assert!(admit(&subjects, 0).is_ok());
+        assert!(admit(Subjects::from(subjects.clone()), 0).is_ok());
     }
 
     #[test]
@@ -295,7 +494,7 @@ mod tests {
             },
         );
         let subjects = [key.clone(), user];
-        let e = admit(&subjects, 0).unwrap_err();
+        let e = admit(Subjects::from(subjects.clone()), 0).unwrap_err();
         assert_eq!(e.subject, SubjectKind::User);
         assert_eq!(key.counters.in_flight.load(Relaxed), 0);
         let rpm_key = subject(
@@ -313,10 +512,10 @@ mod tests {
             },
         );
         for _ in 0..3 {
-            assert!(admit(&[rpm_key.clone(), blocked.clone()], 0).is_err());
+            assert!(admit(Subjects::from([rpm_key.clone(), blocked.clone()]), 0).is_err());
         }
         assert!(
-            admit(&[rpm_key], 0).is_ok(),
+            admit(Subjects::from([rpm_key]), 0).is_ok(),
             "refused requests did not use up the key's own minute"
         );
     }
@@ -331,11 +530,95 @@ mod tests {
             },
         );
         let subjects = [key];
-        let p = admit(&subjects, 0).unwrap();
+        let p = admit(Subjects::from(subjects.clone()), 0).unwrap();
         p.add_tokens(0, 100);
         assert_eq!(p.remaining(0).tokens, Some((100, 0)));
-        let e = admit(&subjects, 10).unwrap_err();
+        let e = admit(Subjects::from(subjects.clone()), 10).unwrap_err();
         assert_eq!(e.exceeded, Exceeded::Tokens);
-        assert!(admit(&subjects, 120_001).is_ok(), "two minutes later");
+        assert!(
+            admit(Subjects::from(subjects.clone()), 120_001).is_ok(),
+            "two minutes later"
+        );
+    }
+
+    fn budget(max_usd: f64, spent_usd: f64, window_end_ms: Option<u64>) -> Subject {
+        Subject {
+            kind: SubjectKind::Key,
+            limits: Limits {
+                max_budget: Some(nanos(max_usd)),
+                ..Limits::default()
+            },
+            counters: Arc::new(Counters::with_spend(nanos(spent_usd), window_end_ms)),
+        }
+    }
+
+    #[test]
+    fn a_spent_budget_refuses_until_its_window_ends() {
+        let key = budget(1.0, 0.9, Some(10_000));
+        let subjects = [key.clone()];
+        let p = admit(Subjects::from(subjects.clone()), 0).unwrap();
+        p.charge(nanos(0.1));
+        drop(p);
+        let e = admit(Subjects::from(subjects.clone()), 1_000).unwrap_err();
+        assert_eq!(e.exceeded, Exceeded::Budget);
+        assert_eq!(e.retry_after, Duration::from_secs(9));
+        assert_eq!(
+            e.to_string(),
+            "key budget exceeded: spend 1.000000 USD, max_budget 1.000000 USD"
+        );
+        // The window ends: one request renews it, spend starts from zero.
+        assert!(admit(Subjects::from(subjects.clone()), 10_000).is_ok());
+        assert!(key.counters.renewing());
+        assert_eq!(key.counters.spent(10_001), 0);
+        key.counters.set_window_end(Some(20_000));
+        assert_eq!(key.counters.window_end(), Some(20_000));
+    }
+
+    #[test]
+    fn a_budget_without_window_never_renews() {
+        let key = budget(0.5, 0.5, None);
+        assert!(admit(Subjects::from([key.clone()]), u64::MAX - 1).is_err());
+        assert!(!key.counters.renewing());
+    }
+
+    /// 100 requests race against a budget with room for about 10: every request admitted
+    /// before the first one is charged may still spend, so the overspend is bounded by what
+    /// was in flight, never more.
+    #[test]
+    fn concurrent_overspend_is_bounded_by_what_was_in_flight() {
+        let key = budget(1.0, 0.99, None);
+        let cost = nanos(0.001);
+        let admitted = std::sync::atomic::AtomicU64::new(0);
+        let max_in_flight = std::sync::atomic::AtomicU64::new(0);
+        let in_flight = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..100 {
+                scope.spawn(|| {
+                    if let Ok(p) = admit(Subjects::from([key.clone()]), 0) {
+                        let n = in_flight.fetch_add(1, Relaxed) + 1;
+                        max_in_flight.fetch_max(n, Relaxed);
+                        admitted.fetch_add(1, Relaxed);
+                        std::thread::yield_now();
+                        p.charge(cost);
+                        in_flight.fetch_sub(1, Relaxed);
+                    }
+                });
+            }
+        });
+        let spent = key.counters.spent(0);
+        let max = nanos(1.0);
+        let admitted = admitted.load(Relaxed);
+        assert!(
+            admitted >= 10,
+            "the room that was there was used: {admitted}"
+        );
+        // Requests admitted after the budget ran out: none. Overspend: at most one cost per
+        // request that was in flight when it ran out.
+        let overspend = spent.saturating_sub(max);
+        assert!(
+            overspend <= max_in_flight.load(Relaxed) * cost,
+            "overspend {overspend} > in-flight bound"
+        );
+        assert!(admit(Subjects::from([key]), 0).is_err(), "spent");
     }
 }

@@ -27,6 +27,8 @@ struct RawEnvelope<'a> {
     num_retries: Option<&'a RawValue>,
     #[serde(borrow, default)]
     timeout: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user: Option<&'a RawValue>,
 }
 
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
@@ -74,6 +76,8 @@ pub struct Envelope<'a> {
     pub routing: RequestRouting,
     /// Byte ranges of members to remove before sending upstream (commas included).
     pub strip: Vec<Range<usize>>,
+    /// OpenAI's `user`: the end user, whose budget and limits apply too. Passed upstream.
+    pub user: Option<Cow<'a, str>>,
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -153,6 +157,17 @@ impl<'a> Envelope<'a> {
             routing.timeout = Some(Duration::from_secs_f64(secs.min(86_400.0)));
             values.push(range_in(body, v)?);
         }
+        let user: Option<Cow<'a, str>> =
+            match raw.user {
+                Some(u) if u.get() != "null" => Some(serde_json::from_str(u.get()).map_err(
+                    |_| ApiError::InvalidParam {
+                        param: "user",
+                        message: "expected a string".into(),
+                    },
+                )?),
+                _ => None,
+            }
+            .filter(|u: &Cow<'a, str>| !u.is_empty());
         let strip = if values.is_empty() {
             Vec::new()
         } else {
@@ -167,6 +182,7 @@ impl<'a> Envelope<'a> {
             object_start,
             routing,
             strip,
+            user,
         })
     }
 }

@@ -14,6 +14,7 @@ use super::kind::{KeyHeader, Provider, Wire};
 use crate::config::{Deployment, Secret};
 use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
+use crate::spend::Price;
 
 /// Upstream call timeout when neither the deployment nor the router sets one (LiteLLM's 600 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -188,6 +189,20 @@ pub struct DeploymentTarget {
     pub kind: TargetKind,
     /// How long an attempt may take.
     pub timeouts: Timeouts,
+    /// What its tokens cost, when known.
+    pub price: Option<Price>,
+}
+
+/// The deployment's price: its `input_cost_per_token` / `output_cost_per_token` overrides.
+fn price_of(d: &Deployment) -> Option<Price> {
+    match (d.input_cost_per_token, d.output_cost_per_token) {
+        (None, None) => None,
+        (input, output) => Some(Price {
+            input: input.unwrap_or(0.0),
+            output: output.unwrap_or(0.0),
+            ..Price::default()
+        }),
+    }
 }
 
 impl DeploymentTarget {
@@ -216,6 +231,7 @@ impl DeploymentTarget {
             provider: d.provider,
             kind,
             timeouts: Timeouts::of(d),
+            price: price_of(d),
         })
     }
 }
@@ -235,6 +251,7 @@ impl DeploymentTarget {
                 first_chunk: DEFAULT_TIMEOUT,
                 idle: None,
             },
+            price: None,
         }
     }
 }

@@ -1,8 +1,15 @@
 //! The request pipeline. This file alone decides the order of the steps; ARCHITECTURE.md
 //! draws it. Each step is a call into the module that owns it.
 //!
-//! 1. accept (request id, start time)  2. route  3. authenticate  4. read the body (limit)
-//! 5. read the envelope  6. select a deployment  7. call upstream  8. answer  9. record
+//! 1. accept (request id, start time)
+//! 2. route
+//! 3. authenticate (master key, virtual keys)
+//! 4. read the body (limit)
+//! 5. read the envelope
+//! 6. admit (model access, rate limits, budgets)
+//! 7. select a deployment and call it (retries, fallbacks, hedges)
+//! 8. answer and settle (usage, cost)
+//! 9. record
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +25,10 @@ use super::body::ResponseBody;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
-use crate::auth;
+use crate::auth::{self, Caller};
 use crate::endpoint::{Dialect, Endpoint};
 use crate::error::ApiError;
+use crate::limits::{self, dollars, Exceeded, Permit};
 use crate::providers::body::UpstreamBody;
 use crate::providers::call::{self, Call};
 use crate::providers::envelope::Envelope;
@@ -28,7 +36,7 @@ use crate::providers::DeploymentTarget;
 use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
-use crate::spend::usage_from_body;
+use crate::spend::{usage_from_body, Charges};
 use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
@@ -42,6 +50,12 @@ static X_ACCEL: HeaderName = HeaderName::from_static("x-accel-buffering");
 static X_RETRIES: HeaderName = HeaderName::from_static("x-sluice-attempted-retries");
 static X_FALLBACKS: HeaderName = HeaderName::from_static("x-sluice-attempted-fallbacks");
 static X_HEDGES: HeaderName = HeaderName::from_static("x-sluice-hedged-requests");
+static X_RESPONSE_COST: HeaderName = HeaderName::from_static("x-sluice-response-cost");
+static X_KEY_SPEND: HeaderName = HeaderName::from_static("x-sluice-key-spend");
+static X_LIMIT_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-limit-requests");
+static X_REMAINING_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-requests");
+static X_LIMIT_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-limit-tokens");
+static X_REMAINING_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-tokens");
 static JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// Handle one request, start to finish. Never fails: every error becomes an OpenAI-shaped
@@ -150,7 +164,11 @@ where
     B::Error: std::fmt::Display,
 {
     // 3. Authenticate.
-    auth::authorize(snap.master.as_ref(), req.headers())?;
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .await?;
     // 4. Read the body, within the size limit.
     let (parts, body) = req.into_parts();
     let body = read_body(body, &parts.headers, snap.max_body).await?;
@@ -160,14 +178,26 @@ where
         return Err(ApiError::StreamNotSupported);
     }
     record.stream = envelope.stream;
-    // 6. Select a deployment and 7. call it: routing::dispatch picks, retries, falls back and
-    //    hedges; `attempt` makes each call and classifies its failure.
     let resolved = snap
         .router
         .models
         .resolve(&envelope.model)
         .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
+    record.end_user = envelope.user.as_deref().map(Into::into);
+    // 6. Admit: the caller's model access, rate limits and budgets.
+    let permit = admit(
+        state,
+        &caller,
+        envelope.user.as_deref(),
+        &resolved.group.name,
+        wall,
+    )?;
+    if let Caller::Key(k) = caller {
+        record.key = Some(k);
+    }
+    // 7. Select a deployment and call it: routing::dispatch picks, retries, falls back and
+    //    hedges; `attempt` makes each call and classifies its failure.
     let force_usage = envelope.stream
         && matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.client_wants_usage;
@@ -198,7 +228,12 @@ where
         record.deployment = Some(m.target.id.clone());
         record.provider = Some(m.target.provider.name());
     }
-    // 8. Answer.
+    // 8. Answer, and settle what the request used.
+    let mut charges = Charges {
+        deployment: None,
+        permit,
+        price: None,
+    };
     let mut resp = match outcome.result {
         Err(failure) => {
             record.failure = Some(failure.kind.name());
@@ -218,17 +253,24 @@ where
         }) => {
             record.model = Some(group.name.clone());
             let h = member.target.id_header.clone();
+            charges.deployment = Some(guard);
+            charges.price = member.target.price;
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_from_body(&bytes);
-                    if let Some(u) = &record.usage {
-                        guard.add_tokens(u.prompt_tokens + u.completion_tokens);
+                    let cost = charges.settle(record);
+                    let mut resp = passthrough(Response::from_parts(parts, bytes), record);
+                    if let Some(c) = cost {
+                        resp.headers_mut()
+                            .insert(X_RESPONSE_COST.clone(), usd_value(c));
                     }
-                    let resp = passthrough(Response::from_parts(parts, bytes), record);
+                    spend_headers(&charges, record, resp.headers_mut());
                     record.overhead = before_send + arrived.elapsed();
                     resp
                 }
                 Answer::Stream { parts, first, rest } => {
+                    let mut spend = HeaderMap::new();
+                    spend_headers(&charges, record, &mut spend);
                     record.ttfb = Some(arrived - record.start);
                     record.status = parts.status.as_u16();
                     record.overhead = before_send + arrived.elapsed();
@@ -241,9 +283,11 @@ where
                         state.recorder().clone(),
                     )
                     .idle_timeout(member.target.timeouts.idle)
-                    .in_flight(guard)
+                    .charges(std::mem::take(&mut charges))
                     .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish);
-                    stream_response(parts, relay)
+                    let mut resp = stream_response(parts, relay);
+                    resp.headers_mut().extend(spend);
+                    resp
                 }
             };
             resp.headers_mut().insert(X_MODEL_ID.clone(), h);
@@ -257,6 +301,59 @@ where
     attempts.write(h);
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
     Ok(resp)
+}
+
+/// Step 6: check that the caller may use `group` and admit the request against the limits and
+/// budgets of its key, team, user and end user. The master key and an open gateway have none.
+fn admit(
+    state: &AppState,
+    caller: &Caller,
+    end_user: Option<&str>,
+    group: &str,
+    wall: u64,
+) -> Result<Option<Permit>, ApiError> {
+    let Caller::Key(key) = caller else {
+        return Ok(None);
+    };
+    let subjects = state
+        .gate()
+        .directory()
+        .subjects(key, end_user, group, wall)?;
+    if subjects.is_empty() {
+        return Ok(None);
+    }
+    limits::admit(subjects, wall)
+        .map(Some)
+        .map_err(ApiError::Limited)
+}
+
+/// `x-ratelimit-*` (LiteLLM's names) from the tightest of the caller's limits, and the key's
+/// spend so far.
+fn spend_headers(charges: &Charges, record: &RequestRecord, h: &mut HeaderMap) {
+    let Some(permit) = &charges.permit else {
+        return;
+    };
+    let left = permit.remaining(limits::wall_ms());
+    if let Some((limit, remaining)) = left.requests {
+        h.insert(X_LIMIT_REQUESTS.clone(), HeaderValue::from(limit));
+        h.insert(X_REMAINING_REQUESTS.clone(), HeaderValue::from(remaining));
+    }
+    if let Some((limit, remaining)) = left.tokens {
+        h.insert(X_LIMIT_TOKENS.clone(), HeaderValue::from(limit));
+        h.insert(X_REMAINING_TOKENS.clone(), HeaderValue::from(remaining));
+    }
+    if let Some(k) = &record.key {
+        h.insert(
+            X_KEY_SPEND.clone(),
+            usd_value(k.subject.counters.spent(limits::wall_ms())),
+        );
+    }
+}
+
+/// Dollars as a header value.
+fn usd_value(n: limits::Nanos) -> HeaderValue {
+    // A formatted float is always a valid header value.
+    HeaderValue::from_str(&format!("{}", dollars(n))).unwrap_or(HeaderValue::from_static("0"))
 }
 
 /// Response headers that tell the client how hard routing had to work.
@@ -433,10 +530,21 @@ fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response
 /// sluice's own error in the client's dialect, with `Retry-After` when it knows one.
 pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
     let mut resp = json(e.status(), e.body_in(dialect));
+    let h = resp.headers_mut();
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        resp.headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(secs));
+        h.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let ApiError::Limited(r) = e {
+        let names = match r.exceeded {
+            Exceeded::Requests => Some((&X_LIMIT_REQUESTS, &X_REMAINING_REQUESTS)),
+            Exceeded::Tokens => Some((&X_LIMIT_TOKENS, &X_REMAINING_TOKENS)),
+            Exceeded::Parallel | Exceeded::Budget => None,
+        };
+        if let Some((limit, remaining)) = names {
+            h.insert(limit.clone(), HeaderValue::from(r.limit));
+            h.insert(remaining.clone(), HeaderValue::from_static("0"));
+        }
     }
     resp
 }

@@ -19,7 +19,7 @@ use crate::error::{anthropic_error_body, error_body};
 use crate::mock::MockBody;
 use crate::providers::body::UpstreamBody;
 use crate::providers::sse::SseTap;
-use crate::routing::InFlight;
+use crate::spend::Charges;
 use crate::telemetry::{Outcome, Recorder, RequestRecord};
 
 /// Why a relayed stream was aborted. The client already got an error event; this error only
@@ -51,8 +51,8 @@ pub struct StreamRelay {
     recorder: Recorder,
     /// Longest wait for the next upstream frame, with its timer.
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
-    /// The deployment's in-flight slot, held until the stream ends.
-    in_flight: Option<InFlight>,
+    /// The deployment's and the caller's slots and counters, settled when the stream ends.
+    charges: Charges,
     /// Keep reading the upstream after the client leaves, to account its full usage.
     finish_on_disconnect: bool,
 }
@@ -77,7 +77,7 @@ impl StreamRelay {
             record,
             recorder,
             idle: None,
-            in_flight: None,
+            charges: Charges::default(),
             finish_on_disconnect: false,
         }
     }
@@ -88,10 +88,10 @@ impl StreamRelay {
         self
     }
 
-    /// Hold the deployment's in-flight slot until the stream ends; its tokens are added to the
-    /// deployment's usage then.
-    pub fn in_flight(mut self, guard: InFlight) -> Self {
-        self.in_flight = Some(guard);
+    /// Hold the deployment's and the caller's in-flight slots until the stream ends; its
+    /// usage and cost are charged then.
+    pub fn charges(mut self, charges: Charges) -> Self {
+        self.charges = charges;
         self
     }
 
@@ -238,7 +238,7 @@ impl Drop for StreamRelay {
     fn drop(&mut self) {
         let shell = self.record.clone_shell();
         let mut record = std::mem::replace(&mut self.record, shell);
-        let guard = self.in_flight.take();
+        let charges = std::mem::take(&mut self.charges);
         if self.state == State::Relaying {
             record.outcome = Outcome::ClientGone;
             if self.finish_on_disconnect {
@@ -248,21 +248,14 @@ impl Drop for StreamRelay {
                         UpstreamBody::Mock(MockBody::full(Bytes::new())),
                     );
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
-                    rt.spawn(drain(upstream, tap, record, self.recorder.clone(), guard));
+                    rt.spawn(drain(upstream, tap, record, self.recorder.clone(), charges));
                     return;
                 }
             }
         }
         record.usage = self.tap.usage();
-        account(&record, guard);
+        charges.settle(&mut record);
         self.recorder.record(record);
-    }
-}
-
-/// Add a finished stream's tokens to its deployment's usage.
-fn account(record: &RequestRecord, guard: Option<InFlight>) {
-    if let (Some(g), Some(u)) = (guard, &record.usage) {
-        g.add_tokens(u.prompt_tokens + u.completion_tokens);
     }
 }
 
@@ -272,7 +265,7 @@ async fn drain(
     mut tap: SseTap,
     mut record: RequestRecord,
     recorder: Recorder,
-    guard: Option<InFlight>,
+    charges: Charges,
 ) {
     while let Some(Ok(frame)) = upstream.frame().await {
         if let Ok(data) = frame.into_data() {
@@ -280,6 +273,6 @@ async fn drain(
         }
     }
     record.usage = tap.usage();
-    account(&record, guard);
+    charges.settle(&mut record);
     recorder.record(record);
 }

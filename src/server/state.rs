@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
-use crate::auth::MasterKey;
+use crate::auth::{Gate, MasterKey};
 use crate::config::Config;
 use crate::config::RouterSettings;
 use crate::providers::client::ClientRegistry;
@@ -178,11 +178,21 @@ pub struct AppState {
     clients: ClientRegistry,
     health: HealthRegistry,
     recorder: Recorder,
+    gate: Gate,
 }
 
 impl AppState {
     /// State for a validated config; finished requests go to `recorder`.
     pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, TargetError> {
+        Self::with_gate(config, recorder, Gate::default())
+    }
+
+    /// State whose virtual keys are checked by `gate` (a directory kept by the store's sync).
+    pub fn with_gate(
+        config: &Config,
+        recorder: Recorder,
+        gate: Gate,
+    ) -> Result<Arc<Self>, TargetError> {
         let clients = ClientRegistry::default();
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
@@ -191,7 +201,13 @@ impl AppState {
             clients,
             health,
             recorder,
+            gate,
         }))
+    }
+
+    /// Who may call, and the directory of virtual keys.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     /// The current snapshot (lock-free read).

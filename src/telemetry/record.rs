@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderValue, Method};
 
+use crate::auth::KeyEntry;
+use crate::limits::Nanos;
 use crate::spend::Usage;
 
 /// How a request ended.
@@ -71,6 +73,12 @@ pub struct RequestRecord {
     pub fallbacks: u32,
     /// Hedged second attempts.
     pub hedges: u32,
+    /// The virtual key that made the request (its hash, alias, team and user).
+    pub key: Option<Arc<KeyEntry>>,
+    /// The request's `user` field.
+    pub end_user: Option<Arc<str>>,
+    /// What the request cost, when its usage and the deployment's price are known.
+    pub cost: Option<Nanos>,
 }
 
 impl RequestRecord {
@@ -100,6 +108,9 @@ impl RequestRecord {
             retries: 0,
             fallbacks: 0,
             hedges: 0,
+            key: None,
+            end_user: None,
+            cost: None,
         }
     }
 

@@ -1,0 +1,560 @@
+//! The in-memory directory of virtual keys, teams, users and end users. Every request is
+//! authenticated and admitted from here without I/O: a SHA-256 of the presented key, one
+//! lock-free map read per holder. The sync task (`auth::sync`) fills it from the store and keeps
+//! it current; requests only read it. Counters (rate windows, spend) belong to the holder, not
+//! to one version of its record, so an update from the store never resets them.
+
+use std::sync::Arc;
+
+use sha2::{Digest as _, Sha256};
+
+use crate::error::ApiError;
+use crate::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
+
+/// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
+pub type KeyDigest = [u8; 32];
+
+/// Digest a presented key.
+pub fn digest(key: &str) -> KeyDigest {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The digest in lowercase hex, as the store and the admin API show it.
+pub fn hex(d: &KeyDigest) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(64);
+    for b in d {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// A digest from its hex form (the store's `token` column).
+pub fn from_hex(s: &str) -> Option<KeyDigest> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks_exact(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = u8::try_from(hi * 16 + lo).ok()?;
+    }
+    Some(out)
+}
+
+/// Which model groups a holder may call (LiteLLM's `models` list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelAccess {
+    /// Every group (`[]`, `["*"]` or `["all-proxy-models"]`).
+    All,
+    /// Whatever the key's team allows (`["all-team-models"]`); a key without a team: all.
+    Team,
+    /// These names; an entry ending in `*` matches by prefix (`"openai/*"`).
+    Only(Box<[Box<str>]>),
+}
+
+impl ModelAccess {
+    /// From LiteLLM's `models` list.
+    pub fn from_list(models: &[String]) -> Self {
+        if models.is_empty() || models.iter().any(|m| m == "*" || m == "all-proxy-models") {
+            Self::All
+        } else if models.iter().any(|m| m == "all-team-models") {
+            Self::Team
+        } else {
+            Self::Only(models.iter().map(|m| m.as_str().into()).collect())
+        }
+    }
+
+    /// Whether `group` is allowed (`Team` answers true: the team's own access decides).
+    pub fn allows(&self, group: &str) -> bool {
+        match self {
+            Self::All | Self::Team => true,
+            Self::Only(names) => names.iter().any(|n| match n.strip_suffix('*') {
+                Some(prefix) => group.starts_with(prefix),
+                None => **n == *group,
+            }),
+        }
+    }
+}
+
+/// A team, a user or an end user: who may be refused, what they may call, and their limits.
+#[derive(Debug)]
+pub struct Holder {
+    /// Its id.
+    pub id: Arc<str>,
+    /// Refused outright (`blocked`).
+    pub blocked: bool,
+    /// Model groups it may call.
+    pub models: ModelAccess,
+    /// Its limits and live counters.
+    pub subject: Subject,
+}
+
+/// One virtual key as the request path needs it.
+#[derive(Debug)]
+pub struct KeyEntry {
+    /// Hex digest: the key's identity in records, spend logs and the admin API.
+    pub hash: Arc<str>,
+    /// `key_alias`.
+    pub alias: Option<Arc<str>>,
+    /// Wall-clock ms after which the key is refused.
+    pub expires_ms: Option<u64>,
+    /// Refused outright (`/key/block`).
+    pub blocked: bool,
+    /// Model groups it may call.
+    pub models: ModelAccess,
+    /// Owning team.
+    pub team_id: Option<Arc<str>>,
+    /// Owning user.
+    pub user_id: Option<Arc<str>>,
+    /// Its limits and live counters.
+    pub subject: Subject,
+}
+
+/// What a holder's record says, as the sync task hands it over: the directory keeps the live
+/// counters of the holder it replaces.
+#[derive(Debug, Clone, Default)]
+pub struct Stored {
+    /// Limits.
+    pub limits: Limits,
+    /// Spend recorded in the store for the current window.
+    pub spend: Nanos,
+    /// End of the current budget window (wall-clock ms), if it has one.
+    pub window_end_ms: Option<u64>,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub enum Caller {
+    /// No master key is configured: the gateway is open and nothing is limited per caller.
+    Open,
+    /// The master key: every model, no per-caller limits.
+    Master,
+    /// A virtual key.
+    Key(Arc<KeyEntry>),
+}
+
+impl Caller {
+    /// The key, if a virtual key is calling.
+    pub fn key(&self) -> Option<&Arc<KeyEntry>> {
+        match self {
+            Self::Key(k) => Some(k),
+            Self::Open | Self::Master => None,
+        }
+    }
+}
+
+/// Why a presented key is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRefusal {
+    /// No such key (or it was deleted).
+    #[error("invalid API key")]
+    Unknown,
+    /// `/key/block`.
+    #[error("this key is blocked")]
+    Blocked,
+    /// Past `expires`.
+    #[error("this key has expired")]
+    Expired,
+    /// Its team is blocked.
+    #[error("this key's team is blocked")]
+    TeamBlocked,
+    /// Its user is blocked.
+    #[error("this key's user is blocked")]
+    UserBlocked,
+}
+
+/// Keys, teams, users and end users, each in a lock-free map.
+#[derive(Default)]
+pub struct Directory {
+    keys: papaya::HashMap<KeyDigest, Arc<KeyEntry>>,
+    teams: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    users: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    end_users: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    /// Digests recently looked up in the store and not found, with when to ask again: a
+    /// client retrying a bad key does not become a query per request.
+    unknown: papaya::HashMap<KeyDigest, u64>,
+}
+
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Directory")
+            .field("keys", &self.keys.len())
+            .field("teams", &self.teams.len())
+            .field("users", &self.users.len())
+            .field("end_users", &self.end_users.len())
+            .finish()
+    }
+}
+
+/// Most digests remembered as unknown; past it the memory is cleared (a flood of random keys
+/// cannot grow it without bound).
+const MAX_UNKNOWN: usize = 10_000;
+
+/// Counters carried over from the holder being replaced, with the stored spend reconciled:
+/// the live spend includes requests the store has not seen yet, so it only moves up to the
+/// store's (other instances' spend) unless the store has started a new window.
+fn carry(old: Option<&Subject>, stored: &Stored) -> Arc<Counters> {
+    match old {
+        Some(o) => {
+            let c = &o.counters;
+            if c.renewing() || c.window_end() != stored.window_end_ms {
+                c.set_spent(stored.spend);
+                c.set_window_end(stored.window_end_ms);
+            } else if stored.spend > c.spent(0) {
+                c.set_spent(stored.spend);
+            }
+            o.counters.clone()
+        }
+        None => Arc::new(Counters::with_spend(stored.spend, stored.window_end_ms)),
+    }
+}
+
+impl Directory {
+    /// The key with this digest, if the directory has it.
+    pub fn key(&self, d: &KeyDigest) -> Option<Arc<KeyEntry>> {
+        self.keys.pin().get(d).cloned()
+    }
+
+    /// Whether a digest was looked up recently and not found.
+    pub fn known_unknown(&self, d: &KeyDigest, now_ms: u64) -> bool {
+        self.unknown
+            .pin()
+            .get(d)
+            .is_some_and(|until| *until > now_ms)
+    }
+
+    /// Remember that the store has no such key, until `until_ms`.
+    pub fn mark_unknown(&self, d: KeyDigest, until_ms: u64) {
+        let m = self.unknown.pin();
+        if m.len() >= MAX_UNKNOWN {
+            m.clear();
+        }
+        m.insert(d, until_ms);
+    }
+
+    /// Add or replace a key, keeping its live counters.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_key(
+        &self,
+        d: KeyDigest,
+        alias: Option<&str>,
+        expires_ms: Option<u64>,
+        blocked: bool,
+        models: ModelAccess,
+        team_id: Option<&str>,
+        user_id: Option<&str>,
+        stored: &Stored,
+    ) -> Arc<KeyEntry> {
+        let keys = self.keys.pin();
+        let old = keys.get(&d);
+        let entry = Arc::new(KeyEntry {
+            hash: old.map_or_else(|| hex(&d).into(), |o| o.hash.clone()),
+            alias: alias.map(Into::into),
+            expires_ms,
+            blocked,
+            models,
+            team_id: team_id.map(Into::into),
+            user_id: user_id.map(Into::into),
+            subject: Subject {
+                kind: SubjectKind::Key,
+                limits: stored.limits,
+                counters: carry(old.map(|o| &o.subject), stored),
+            },
+        });
+        keys.insert(d, entry.clone());
+        self.unknown.pin().remove(&d);
+        entry
+    }
+
+    /// Forget a key (deleted, or regenerated under a new digest).
+    pub fn remove_key(&self, d: &KeyDigest) {
+        self.keys.pin().remove(d);
+    }
+
+    fn map(&self, kind: SubjectKind) -> &papaya::HashMap<Arc<str>, Arc<Holder>> {
+        match kind {
+            SubjectKind::Team => &self.teams,
+            SubjectKind::User => &self.users,
+            SubjectKind::EndUser | SubjectKind::Key => &self.end_users,
+        }
+    }
+
+    /// Add or replace a team, user or end user, keeping its live counters.
+    pub fn put_holder(
+        &self,
+        kind: SubjectKind,
+        id: &str,
+        blocked: bool,
+        models: ModelAccess,
+        stored: &Stored,
+    ) {
+        let map = self.map(kind).pin();
+        let old = map.get(id);
+        let counters = carry(old.map(|o| &o.subject), stored);
+        let id: Arc<str> = old.map_or_else(|| id.into(), |o| o.id.clone());
+        map.insert(
+            id.clone(),
+            Arc::new(Holder {
+                id,
+                blocked,
+                models,
+                subject: Subject {
+                    kind,
+                    limits: stored.limits,
+                    counters,
+                },
+            }),
+        );
+    }
+
+    /// Forget a team, user or end user.
+    pub fn remove_holder(&self, kind: SubjectKind, id: &str) {
+        self.map(kind).pin().remove(id);
+    }
+
+    /// A team, user or end user.
+    pub fn holder(&self, kind: SubjectKind, id: &str) -> Option<Arc<Holder>> {
+        self.map(kind).pin().get(id).cloned()
+    }
+
+    /// Every key's digest and entry (for the budget-window sweep and tests).
+    pub fn keys(&self) -> Vec<(KeyDigest, Arc<KeyEntry>)> {
+        self.keys
+            .pin()
+            .iter()
+            .map(|(d, e)| (*d, e.clone()))
+            .collect()
+    }
+
+    /// Every team, user and end user (for the budget-window sweep).
+    pub fn holders(&self) -> Vec<Arc<Holder>> {
+        let mut out = Vec::new();
+        for m in [&self.teams, &self.users, &self.end_users] {
+            out.extend(m.pin().iter().map(|(_, h)| h.clone()));
+        }
+        out
+    }
+
+    /// Check that `key` may call `group` now, and collect the subjects to admit the request
+    /// against: the key, its team, its user and the request's end user (those that exist here).
+    pub fn subjects(
+        &self,
+        key: &KeyEntry,
+        end_user: Option<&str>,
+        group: &str,
+        wall_ms: u64,
+    ) -> Result<Subjects, ApiError> {
+        if key.blocked {
+            return Err(ApiError::KeyRefused(KeyRefusal::Blocked));
+        }
+        if key.expires_ms.is_some_and(|t| wall_ms >= t) {
+            return Err(ApiError::KeyRefused(KeyRefusal::Expired));
+        }
+        let team = key
+            .team_id
+            .as_deref()
+            .and_then(|t| self.holder(SubjectKind::Team, t));
+        let user = key
+            .user_id
+            .as_deref()
+            .and_then(|u| self.holder(SubjectKind::User, u));
+        if team.as_ref().is_some_and(|t| t.blocked) {
+            return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
+        }
+        if user.as_ref().is_some_and(|u| u.blocked) {
+            return Err(ApiError::KeyRefused(KeyRefusal::UserBlocked));
+        }
+        let not_allowed = |by| ApiError::ModelNotAllowed {
+            model: group.chars().take(256).collect(),
+            by,
+        };
+        if !key.models.allows(group) {
+            return Err(not_allowed(SubjectKind::Key));
+        }
+        if let Some(t) = &team {
+            if !t.models.allows(group) {
+                return Err(not_allowed(SubjectKind::Team));
+            }
+        }
+        let mut out = Subjects::default();
+        if key.subject.limits.any() {
+            out.push(key.subject.clone());
+        }
+        for h in team.iter().chain(user.iter()) {
+            if h.subject.limits.any() {
+                out.push(h.subject.clone());
+            }
+        }
+        if let Some(h) = end_user.and_then(|e| self.holder(SubjectKind::EndUser, e)) {
+            if h.blocked {
+                return Err(ApiError::EndUserBlocked);
+            }
+            if h.subject.limits.any() {
+                out.push(h.subject.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::{admit, nanos};
+
+    fn limits(rpm: u64) -> Stored {
+        Stored {
+            limits: Limits {
+                rpm: Some(rpm),
+                ..Limits::default()
+            },
+            ..Stored::default()
+        }
+    }
+
+    fn put(dir: &Directory, key: &str, team: Option<&str>, models: &[&str], stored: &Stored) {
+        let models: Vec<String> = models.iter().map(|m| m.to_string()).collect();
+        dir.put_key(
+            digest(key),
+            Some("alias"),
+            None,
+            false,
+            ModelAccess::from_list(&models),
+            team,
+            None,
+            stored,
+        );
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let d = digest("sk-abc");
+        assert_eq!(from_hex(&hex(&d)), Some(d));
+        assert_eq!(from_hex("zz"), None);
+        assert_eq!(hex(&d).len(), 64);
+    }
+
+    #[test]
+    fn model_access_lists() {
+        assert!(ModelAccess::from_list(&[]).allows("x"));
+        let only = ModelAccess::from_list(&["gpt-4o".into(), "openai/*".into()]);
+        assert!(only.allows("gpt-4o"));
+        assert!(only.allows("openai/gpt-5"));
+        assert!(!only.allows("claude"));
+        assert_eq!(
+            ModelAccess::from_list(&["all-team-models".into()]),
+            ModelAccess::Team
+        );
+    }
+
+    #[test]
+    fn team_and_key_both_decide_model_access() {
+        let dir = Directory::default();
+        dir.put_holder(
+            SubjectKind::Team,
+            "t1",
+            false,
+            ModelAccess::from_list(&["gpt-4o".into()]),
+            &Stored::default(),
+        );
+        put(
+            &dir,
+            "sk-1",
+            Some("t1"),
+            &["all-team-models"],
+            &Stored::default(),
+        );
+        let k = dir.key(&digest("sk-1")).unwrap();
+        assert!(dir.subjects(&k, None, "gpt-4o", 0).is_ok());
+        let e = dir.subjects(&k, None, "claude", 0).unwrap_err();
+        assert!(matches!(
+            e,
+            ApiError::ModelNotAllowed {
+                by: SubjectKind::Team,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_update_keeps_live_counters() {
+        let dir = Directory::default();
+        put(&dir, "sk-1", None, &[], &limits(1));
+        let k = dir.key(&digest("sk-1")).unwrap();
+        let _p = admit(dir.subjects(&k, None, "m", 0).unwrap(), 1_000).unwrap();
+        // The store sends a new version (alias renamed): the minute's count stays.
+        put(&dir, "sk-1", None, &[], &limits(1));
+        let k = dir.key(&digest("sk-1")).unwrap();
+        assert!(admit(dir.subjects(&k, None, "m", 0).unwrap(), 1_001).is_err());
+    }
+
+    #[test]
+    fn stored_spend_only_raises_live_spend_within_a_window() {
+        let dir = Directory::default();
+        let stored = |spend: f64, end| Stored {
+            limits: Limits {
+                max_budget: Some(nanos(10.0)),
+                ..Limits::default()
+            },
+            spend: nanos(spend),
+            window_end_ms: end,
+        };
+        put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
+        let k = dir.key(&digest("sk-1")).unwrap();
+        k.subject.counters.charge(nanos(2.0));
+        // The store lags (1.5 < 3 live): live spend stays.
+        put(&dir, "sk-1", None, &[], &stored(1.5, Some(5_000)));
+        let c = &dir.key(&digest("sk-1")).unwrap().subject.counters;
+        assert_eq!(c.spent(0), nanos(3.0));
+        // Another instance spent more: the store's figure wins.
+        put(&dir, "sk-1", None, &[], &stored(7.0, Some(5_000)));
+        assert_eq!(c.spent(0), nanos(7.0));
+        // The store started a new window: its spend is taken as is.
+        put(&dir, "sk-1", None, &[], &stored(0.0, Some(9_000)));
+        assert_eq!(c.spent(0), 0);
+        assert_eq!(c.window_end(), Some(9_000));
+    }
+
+    #[test]
+    fn refusals() {
+        let dir = Directory::default();
+        dir.put_key(
+            digest("sk-b"),
+            None,
+            None,
+            true,
+            ModelAccess::All,
+            None,
+            None,
+            &Stored::default(),
+        );
+        dir.put_key(
+            digest("sk-e"),
+            None,
+            Some(100),
+            false,
+            ModelAccess::All,
+            None,
+            None,
+            &Stored::default(),
+        );
+        let b = dir.key(&digest("sk-b")).unwrap();
+        let e = dir.key(&digest("sk-e")).unwrap();
+        assert!(matches!(
+            dir.subjects(&b, None, "m", 0),
+            Err(ApiError::KeyRefused(KeyRefusal::Blocked))
+        ));
+        assert!(dir.subjects(&e, None, "m", 99).is_ok());
+        assert!(matches!(
+            dir.subjects(&e, None, "m", 100),
+            Err(ApiError::KeyRefused(KeyRefusal::Expired))
+        ));
+        dir.mark_unknown(digest("sk-x"), 50);
+        assert!(dir.known_unknown(&digest("sk-x"), 49));
+        assert!(!dir.known_unknown(&digest("sk-x"), 50));
+    }
+}
