@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod endpoint;
 pub mod error;
+pub mod fleet;
 pub mod limits;
 pub mod mock;
 pub mod providers;

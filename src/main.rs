@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
 use sluice::config::{self, ProcessEnv};
 use sluice::mock::{Faults, MockSettings};
-use sluice::server::{self, AppState};
+use sluice::server::{self, AppState, Services};
 use sluice::telemetry::{self, LogFormat, LogSink, Recorder};
 
 #[global_allocator]
@@ -92,7 +92,14 @@ async fn serve(args: ServeArgs) -> ExitCode {
         );
     }
     let (recorder, recorder_task) = Recorder::start(vec![Box::new(LogSink)]);
-    let state = match AppState::new(&loaded.config, recorder) {
+    let services = match Services::start(&loaded.config) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state = match AppState::with_services(&loaded.config, recorder, services) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");

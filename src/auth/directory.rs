@@ -251,8 +251,9 @@ impl Directory {
     ) -> Arc<KeyEntry> {
         let keys = self.keys.pin();
         let old = keys.get(&d);
+        let hash: Arc<str> = old.map_or_else(|| hex(&d).into(), |o| o.hash.clone());
         let entry = Arc::new(KeyEntry {
-            hash: old.map_or_else(|| hex(&d).into(), |o| o.hash.clone()),
+            hash: hash.clone(),
             alias: alias.map(Into::into),
             expires_ms,
             blocked,
@@ -261,6 +262,7 @@ impl Directory {
             user_id: user_id.map(Into::into),
             subject: Subject {
                 kind: SubjectKind::Key,
+                id: hash,
                 limits: stored.limits,
                 counters: carry(old.map(|o| &o.subject), stored),
             },
@@ -299,11 +301,12 @@ impl Directory {
         map.insert(
             id.clone(),
             Arc::new(Holder {
-                id,
+                id: id.clone(),
                 blocked,
                 models,
                 subject: Subject {
                     kind,
+                    id,
                     limits: stored.limits,
                     counters,
                 },

@@ -172,6 +172,9 @@ impl Counters {
 pub struct Subject {
     /// Which kind.
     pub kind: SubjectKind,
+    /// Its id (a key's hash, a team, user or end-user id): names its shared counters in a
+    /// fleet.
+    pub id: Arc<str>,
     /// Its limits.
     pub limits: Limits,
     /// Its counters (shared by all requests of the subject).
@@ -372,6 +375,24 @@ pub fn admit(subjects: Subjects, now_ms: u64) -> Result<Permit, Rejected> {
     Ok(permit)
 }
 
+/// Count a request the fleet has already admitted in this instance's counters too, without
+/// checking them: they stay current for when Redis is unreachable and this instance limits
+/// on its own.
+pub fn admit_counted(subjects: Subjects, now_ms: u64) -> Permit {
+    let mut permit = Permit::default();
+    for (slot, s) in permit.held.iter_mut().zip(subjects.items) {
+        let Some(s) = s else { break };
+        if s.limits.max_parallel.is_some() {
+            s.counters.in_flight.fetch_add(1, Relaxed);
+        }
+        if s.limits.rpm.is_some() {
+            s.counters.requests.add(now_ms, 1);
+        }
+        *slot = Some(s);
+    }
+    permit
+}
+
 fn check(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
     let reject = |exceeded, limit, retry_after| Rejected {
         subject: s.kind,
@@ -427,6 +448,7 @@ mod tests {
     fn subject(kind: SubjectKind, limits: Limits) -> Subject {
         Subject {
             kind,
+            id: "s".into(),
             limits,
             counters: Arc::new(Counters::default()),
         }
@@ -544,6 +566,7 @@ mod tests {
     fn budget(max_usd: f64, spent_usd: f64, window_end_ms: Option<u64>) -> Subject {
         Subject {
             kind: SubjectKind::Key,
+            id: "k".into(),
             limits: Limits {
                 max_budget: Some(nanos(max_usd)),
                 ..Limits::default()

@@ -28,6 +28,7 @@ use super::state::{model_object, AppState, Snapshot};
 use crate::auth::{self, Caller};
 use crate::endpoint::{Dialect, Endpoint};
 use crate::error::ApiError;
+use crate::fleet::Verdict;
 use crate::limits::{self, dollars, Exceeded, Permit};
 use crate::providers::body::UpstreamBody;
 use crate::providers::call::{self, Call};
@@ -36,7 +37,7 @@ use crate::providers::DeploymentTarget;
 use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
-use crate::spend::{usage_from_body, Charges};
+use crate::spend::{usage_from_body, Charges, FleetShare};
 use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
@@ -94,7 +95,7 @@ where
             auth::authorize(snap.master.as_ref(), req.headers()).and_then(|()| get_model(&snap, id))
         }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
-        Route::Readiness => Ok(json(StatusCode::OK, readiness())),
+        Route::Readiness => Ok(json(StatusCode::OK, readiness(state))),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
         Route::Metrics => {
@@ -186,13 +187,15 @@ where
     record.model = Some(resolved.group.name.clone());
     record.end_user = envelope.user.as_deref().map(Into::into);
     // 6. Admit: the caller's model access, rate limits and budgets.
-    let permit = admit(
+    let (permit, fleet) = admit(
         state,
         &caller,
         envelope.user.as_deref(),
         &resolved.group.name,
+        &record.request_id,
         wall,
-    )?;
+    )
+    .await?;
     if let Caller::Key(k) = caller {
         record.key = Some(k);
     }
@@ -233,6 +236,7 @@ where
         deployment: None,
         permit,
         price: None,
+        fleet,
     };
     let mut resp = match outcome.result {
         Err(failure) => {
@@ -305,25 +309,39 @@ where
 
 /// Step 6: check that the caller may use `group` and admit the request against the limits and
 /// budgets of its key, team, user and end user. The master key and an open gateway have none.
-fn admit(
+/// With a fleet, the shared counters in Redis decide (this instance's counters follow along);
+/// if Redis does not answer in time, this instance's counters decide alone.
+async fn admit(
     state: &AppState,
     caller: &Caller,
     end_user: Option<&str>,
     group: &str,
+    request_id: &HeaderValue,
     wall: u64,
-) -> Result<Option<Permit>, ApiError> {
+) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
     let Caller::Key(key) = caller else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let subjects = state
         .gate()
         .directory()
         .subjects(key, end_user, group, wall)?;
     if subjects.is_empty() {
-        return Ok(None);
+        return Ok((None, None));
+    }
+    if let Some(fleet) = state.fleet() {
+        let id = request_id.to_str().unwrap_or("-");
+        match fleet.admit(&subjects, id, wall).await {
+            Some(Verdict::Refused(r)) => return Err(ApiError::Limited(r)),
+            Some(Verdict::Admitted(remaining)) => {
+                let share = FleetShare::new(fleet.clone(), id.into(), remaining);
+                return Ok((Some(limits::admit_counted(subjects, wall)), Some(share)));
+            }
+            None => {}
+        }
     }
     limits::admit(subjects, wall)
-        .map(Some)
+        .map(|p| (Some(p), None))
         .map_err(ApiError::Limited)
 }
 
@@ -333,7 +351,10 @@ fn spend_headers(charges: &Charges, record: &RequestRecord, h: &mut HeaderMap) {
     let Some(permit) = &charges.permit else {
         return;
     };
-    let left = permit.remaining(limits::wall_ms());
+    let left = match &charges.fleet {
+        Some(share) => share.remaining,
+        None => permit.remaining(limits::wall_ms()),
+    };
     if let Some((limit, remaining)) = left.requests {
         h.insert(X_LIMIT_REQUESTS.clone(), HeaderValue::from(limit));
         h.insert(X_REMAINING_REQUESTS.clone(), HeaderValue::from(remaining));
@@ -619,10 +640,19 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     resp
 }
 
-fn readiness() -> Bytes {
+/// `/health/readiness`: ready to serve, and the state of what it shares with others. A down
+/// Redis or database does not make the instance unready: it serves on local counters and
+/// spools spend, and says so here.
+fn readiness(state: &AppState) -> Bytes {
+    let redis = match state.fleet() {
+        None => "not configured",
+        Some(f) if f.is_up() => "connected",
+        Some(_) => "unreachable: rate limits and budgets are counted by this instance alone",
+    };
     let body = serde_json::json!({
         "status": "healthy",
         "db": "not configured",
+        "redis": redis,
         "cache": "disabled",
         "sluice_version": env!("CARGO_PKG_VERSION"),
     });

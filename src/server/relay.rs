@@ -238,7 +238,7 @@ impl Drop for StreamRelay {
     fn drop(&mut self) {
         let shell = self.record.clone_shell();
         let mut record = std::mem::replace(&mut self.record, shell);
-        let charges = std::mem::take(&mut self.charges);
+        let mut charges = std::mem::take(&mut self.charges);
         if self.state == State::Relaying {
             record.outcome = Outcome::ClientGone;
             if self.finish_on_disconnect {
@@ -265,7 +265,7 @@ async fn drain(
     mut tap: SseTap,
     mut record: RequestRecord,
     recorder: Recorder,
-    charges: Charges,
+    mut charges: Charges,
 ) {
     while let Some(Ok(frame)) = upstream.frame().await {
         if let Ok(data) = frame.into_data() {

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use crate::auth::{Gate, MasterKey};
 use crate::config::Config;
 use crate::config::RouterSettings;
+use crate::fleet::{redis_url, Fleet, FleetError};
 use crate::providers::client::ClientRegistry;
 use crate::providers::target::TargetError;
 use crate::providers::DeploymentTarget;
@@ -178,20 +179,50 @@ pub struct AppState {
     clients: ClientRegistry,
     health: HealthRegistry,
     recorder: Recorder,
-    gate: Gate,
+    services: Services,
+}
+
+/// What lives beside the config and survives its reloads: the key directory and the fleet.
+#[derive(Debug, Default)]
+pub struct Services {
+    /// Who may call.
+    pub gate: Gate,
+    /// Counters and news shared with other instances through Redis.
+    pub fleet: Option<Arc<Fleet>>,
+}
+
+impl Services {
+    /// Start what the config asks for: the fleet when Redis is configured. Must run inside
+    /// the runtime (the fleet connects in the background).
+    pub fn start(config: &Config) -> Result<Self, FleetError> {
+        let r = &config.router;
+        let fleet = match redis_url(
+            r.redis_url.as_ref(),
+            r.redis_host.as_deref(),
+            r.redis_port,
+            r.redis_password.as_ref(),
+        ) {
+            Some(url) => Some(Fleet::start(&url)?),
+            None => None,
+        };
+        Ok(Self {
+            gate: Gate::default(),
+            fleet,
+        })
+    }
 }
 
 impl AppState {
     /// State for a validated config; finished requests go to `recorder`.
     pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, TargetError> {
-        Self::with_gate(config, recorder, Gate::default())
+        Self::with_services(config, recorder, Services::default())
     }
 
-    /// State whose virtual keys are checked by `gate` (a directory kept by the store's sync).
-    pub fn with_gate(
+    /// State with virtual keys, a store and a fleet.
+    pub fn with_services(
         config: &Config,
         recorder: Recorder,
-        gate: Gate,
+        services: Services,
     ) -> Result<Arc<Self>, TargetError> {
         let clients = ClientRegistry::default();
         let health = HealthRegistry::default();
@@ -201,13 +232,18 @@ impl AppState {
             clients,
             health,
             recorder,
-            gate,
+            services,
         }))
     }
 
     /// Who may call, and the directory of virtual keys.
     pub fn gate(&self) -> &Gate {
-        &self.gate
+        &self.services.gate
+    }
+
+    /// The fleet, when Redis is configured.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.services.fleet.as_ref()
     }
 
     /// The current snapshot (lock-free read).

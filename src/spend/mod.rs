@@ -6,5 +6,5 @@ mod settle;
 pub(crate) mod usage;
 
 pub use price::Price;
-pub use settle::Charges;
+pub use settle::{Charges, FleetShare};
 pub use usage::{usage_from_body, usage_from_value, Usage};

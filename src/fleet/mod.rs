@@ -1,0 +1,333 @@
+//! What instances of sluice share through Redis (`router_settings.redis_host/port/password` or
+//! `redis_url`): rate-limit and budget counters (`counters.rs`), and the news that a key
+//! changed (`broadcast.rs`), so that a revocation on one instance holds on every other within
+//! a second. If Redis cannot be reached, each instance goes on with its own counters, says so
+//! in `/health/readiness` and the log, and returns to the shared ones when Redis is back.
+
+mod broadcast;
+mod counters;
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use broadcast::{KeyChange, CHANNEL};
+pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
+
+use crate::config::Secret;
+use crate::limits::Subjects;
+use counters::Scripts;
+
+/// Longest a request waits for Redis before it is admitted on local counters instead.
+const CALL_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Why the fleet could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The Redis URL does not parse (the URL itself is not echoed: it may hold a password).
+    #[error("router_settings: the Redis address is not a valid redis:// URL")]
+    BadUrl,
+}
+
+/// The connection to the fleet's Redis, and whether it currently answers.
+pub struct Fleet {
+    client: redis::Client,
+    conn: ArcSwapOption<ConnectionManager>,
+    up: AtomicBool,
+    scripts: Scripts,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet").field("up", &self.is_up()).finish()
+    }
+}
+
+/// The Redis URL from `redis_url`, or `redis_host` / `redis_port` / `redis_password`.
+pub fn redis_url(
+    url: Option<&Secret>,
+    host: Option<&str>,
+    port: Option<u16>,
+    password: Option<&Secret>,
+) -> Option<Secret> {
+    if let Some(u) = url {
+        return Some(u.clone());
+    }
+    let host = host?;
+    let port = port.unwrap_or(6379);
+    Some(Secret::new(match password {
+        Some(p) => format!("redis://:{}@{host}:{port}", p.expose()),
+        None => format!("redis://{host}:{port}"),
+    }))
+}
+
+impl Fleet {
+    /// Set up the fleet at `url`. Connecting happens in the background: an instance starts
+    /// (on local counters) even while Redis is down.
+    pub fn start(url: &Secret) -> Result<Arc<Self>, FleetError> {
+        let client = redis::Client::open(url.expose()).map_err(|_| FleetError::BadUrl)?;
+        let fleet = Arc::new(Self {
+            client,
+            conn: ArcSwapOption::empty(),
+            up: AtomicBool::new(false),
+            scripts: Scripts::default(),
+        });
+        tokio::spawn(fleet.clone().connect_loop());
+        Ok(fleet)
+    }
+
+    /// Keep a connection manager in place; it reconnects by itself once it exists.
+    async fn connect_loop(self: Arc<Self>) {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(Duration::from_secs(1)))
+                .set_response_timeout(Some(CALL_TIMEOUT))
+                .set_max_delay(Duration::from_secs(2));
+            match ConnectionManager::new_with_config(self.client.clone(), config).await {
+                Ok(m) => {
+                    self.conn.store(Some(Arc::new(m)));
+                    self.mark(true);
+                    return;
+                }
+                Err(e) => {
+                    self.mark(false);
+                    tracing::debug!(error = ?e.kind(), "redis connect failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Whether Redis answered the last call.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Relaxed)
+    }
+
+    fn mark(&self, up: bool) {
+        if self.up.swap(up, Relaxed) != up {
+            if up {
+                tracing::info!("redis reachable: rate limits and budgets are shared by the fleet");
+            } else {
+                tracing::warn!(
+                    "redis unreachable: rate limits and budgets fall back to this instance's counters"
+                );
+            }
+        }
+    }
+
+    fn connection(&self) -> Option<ConnectionManager> {
+        self.conn.load().as_deref().cloned()
+    }
+
+    /// Admit a request against the fleet's counters. `None`: Redis did not answer in time and
+    /// the caller should admit on local counters.
+    pub async fn admit(
+        &self,
+        subjects: &Subjects,
+        request_id: &str,
+        now_ms: u64,
+    ) -> Option<Verdict> {
+        let mut con = self.connection()?;
+        let call = self.scripts.admit(&mut con, subjects, request_id, now_ms);
+        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+            Ok(Ok(v)) => {
+                self.mark(true);
+                Some(v)
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = ?e.kind(), "redis admit failed");
+                self.mark(false);
+                None
+            }
+            Err(_) => {
+                self.mark(false);
+                None
+            }
+        }
+    }
+
+    /// Send a finished request's charges to the fleet, off the request path.
+    pub fn settle(self: &Arc<Self>, s: Settlement) {
+        let Some(mut con) = self.connection() else {
+            return;
+        };
+        let fleet = self.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(CALL_TIMEOUT * 4, fleet.scripts.settle(&mut con, &s)).await {
+                Ok(Ok(())) => fleet.mark(true),
+                Ok(Err(_)) | Err(_) => fleet.mark(false),
+            }
+        });
+    }
+
+    /// Tell every instance that a key changed (blocked, deleted, updated).
+    pub async fn publish(&self, change: &KeyChange) -> bool {
+        let Some(mut con) = self.connection() else {
+            return false;
+        };
+        let sent: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+            .arg(CHANNEL)
+            .arg(change.encode())
+            .query_async(&mut con)
+            .await;
+        self.mark(sent.is_ok());
+        sent.is_ok()
+    }
+
+    /// The client, for the subscriber.
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::{nanos, Counters, Exceeded, Limits, Subject, SubjectKind};
+
+    async fn up(url: &str) -> Arc<Fleet> {
+        let f = Fleet::start(&Secret::new(url)).unwrap();
+        for _ in 0..200 {
+            if f.is_up() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(f.is_up(), "redis reachable");
+        f
+    }
+
+    /// The same key as two instances see it: same id and limits, separate local counters.
+    fn key(id: &str, limits: Limits) -> Subject {
+        Subject {
+            kind: SubjectKind::Key,
+            id: id.into(),
+            limits,
+            counters: Arc::new(Counters::default()),
+        }
+    }
+
+    fn one(s: &Subject) -> Subjects {
+        Subjects::from([s.clone()])
+    }
+
+    fn settle(f: &Arc<Fleet>, s: &Subject, id: &str, tokens: u64, cost: u64) {
+        f.settle(Settlement {
+            request_id: id.into(),
+            subjects: vec![s.clone()],
+            tokens,
+            cost,
+            at_ms: crate::limits::wall_ms(),
+        });
+    }
+
+    async fn admitted(f: &Fleet, s: &Subject, id: &str) -> bool {
+        match f.admit(&one(s), id, crate::limits::wall_ms()).await {
+            Some(Verdict::Admitted(_)) => true,
+            Some(Verdict::Refused(_)) => false,
+            None => panic!("redis did not answer"),
+        }
+    }
+
+    #[tokio::test]
+    async fn two_instances_share_rpm_parallel_and_budget() {
+        let Some(redis) = testing::redis() else {
+            return;
+        };
+        let (a, b) = (up(&redis.url).await, up(&redis.url).await);
+        let unique = format!("{}", crate::limits::wall_ms());
+        // rpm 5 across both instances.
+        let rpm = Limits {
+            rpm: Some(5),
+            ..Limits::default()
+        };
+        let (ka, kb) = (key(&unique, rpm), key(&unique, rpm));
+        let mut n = 0;
+        for i in 0..4 {
+            n += usize::from(admitted(&a, &ka, &format!("a{i}")).await);
+            n += usize::from(admitted(&b, &kb, &format!("b{i}")).await);
+        }
+        assert_eq!(n, 5, "five of eight admitted across two instances");
+        match b.admit(&one(&kb), "x", crate::limits::wall_ms()).await {
+            Some(Verdict::Refused(r)) => {
+                assert_eq!(r.exceeded, Exceeded::Requests);
+                assert!(r.retry_after <= Duration::from_secs(60));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // One parallel slot across both, freed when the holder settles.
+        let par = Limits {
+            max_parallel: Some(1),
+            ..Limits::default()
+        };
+        let id = format!("{unique}-p");
+        let (pa, pb) = (key(&id, par), key(&id, par));
+        assert!(admitted(&a, &pa, "r1").await);
+        assert!(!admitted(&b, &pb, "r2").await);
+        settle(&a, &pa, "r1", 10, 0);
+        let mut freed = false;
+        for _ in 0..100 {
+            if admitted(&b, &pb, "r3").await {
+                freed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(freed, "the slot came back");
+        // A budget spent on one instance is spent on the other.
+        let budget = Limits {
+            max_budget: Some(nanos(1.0)),
+            ..Limits::default()
+        };
+        let id = format!("{unique}-b");
+        let (ba, bb) = (key(&id, budget), key(&id, budget));
+        assert!(admitted(&a, &ba, "s1").await);
+        ba.counters.charge(nanos(1.0));
+        settle(&a, &ba, "s1", 0, nanos(1.0));
+        let mut refused = None;
+        for _ in 0..100 {
+            if let Some(Verdict::Refused(r)) =
+                b.admit(&one(&bb), "s2", crate::limits::wall_ms()).await
+            {
+                refused = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let r = refused.expect("budget refused on the other instance");
+        assert_eq!(r.exceeded, Exceeded::Budget);
+        assert_eq!(r.spent, nanos(1.0));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_leaves_admission_to_the_instance() {
+        let port = testing_free_port();
+        let f = Fleet::start(&Secret::new(format!("redis://127.0.0.1:{port}"))).unwrap();
+        let s = key("k", Limits::default());
+        assert!(f.admit(&one(&s), "r", 0).await.is_none());
+        assert!(!f.is_up());
+    }
+
+    fn testing_free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    #[test]
+    fn url_from_parts_hides_nothing_it_does_not_need() {
+        let u = redis_url(None, Some("r.local"), None, Some(&Secret::new("pw"))).unwrap();
+        assert_eq!(u.expose(), "redis://:pw@r.local:6379");
+        assert!(redis_url(None, None, Some(1), None).is_none());
+        assert!(!format!("{u:?}").contains("pw"));
+    }
+}
