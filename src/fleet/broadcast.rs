@@ -1,6 +1,7 @@
-//! Key changes told to every instance at once: the admin API publishes the digest of a key it
-//! blocked, deleted or changed; each instance's subscriber reloads that key from the store.
-//! The store's change poll (auth sync) catches anything a lost message missed.
+//! News told to every instance at once. Key changes: the admin API publishes the digest of a
+//! key it blocked, deleted or changed; each instance reloads that key from the store (the
+//! store's change poll catches anything a lost message missed). Cooldowns: a deployment that
+//! cools down on one instance is kept out by all for the same span.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use super::Fleet;
+use crate::routing::{CooldownNews, Cooled};
 
-/// The Redis channel.
+/// The key-change channel.
 pub const CHANNEL: &str = "sluice:key-changes";
+
+/// The cooldown channel: `instance|deployment id|milliseconds`.
+const COOLDOWNS: &str = "sluice:cooldowns";
 
 /// Which key changed (its digest in hex; never the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,23 +39,30 @@ impl KeyChange {
 }
 
 impl Fleet {
-    /// Listen for key changes for as long as the process lives, reconnecting when Redis goes
-    /// away, and hand each one to `on_change`.
-    pub fn subscribe<F>(self: &Arc<Self>, on_change: F)
+    /// Listen for the fleet's news for as long as the process lives, reconnecting when Redis
+    /// goes away: key changes go to `on_key`, other instances' cooldowns to `on_cooldown`.
+    pub fn subscribe<F, G>(self: &Arc<Self>, on_key: F, on_cooldown: G)
     where
         F: Fn(KeyChange) + Send + Sync + 'static,
+        G: Fn(&str, Duration) + Send + Sync + 'static,
     {
         let fleet = self.clone();
         tokio::spawn(async move {
             loop {
                 match fleet.client().get_async_pubsub().await {
                     Ok(mut ps) => {
-                        if ps.subscribe(CHANNEL).await.is_ok() {
+                        if ps.subscribe(&[CHANNEL, COOLDOWNS]).await.is_ok() {
                             let mut messages = ps.on_message();
                             while let Some(msg) = messages.next().await {
                                 let payload: String = msg.get_payload().unwrap_or_default();
-                                if let Some(change) = KeyChange::decode(&payload) {
-                                    on_change(change);
+                                if msg.get_channel_name() == CHANNEL {
+                                    if let Some(change) = KeyChange::decode(&payload) {
+                                        on_key(change);
+                                    }
+                                } else if let Some((id, span)) =
+                                    decode_cooldown(&payload, fleet.instance)
+                                {
+                                    on_cooldown(id, span);
                                 }
                             }
                         }
@@ -61,6 +73,36 @@ impl Fleet {
             }
         });
     }
+
+    /// Tell the other instances about this instance's cooldowns as they happen.
+    pub fn announce_cooldowns(self: &Arc<Self>) -> CooldownNews {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Cooled>();
+        let fleet = self.clone();
+        tokio::spawn(async move {
+            while let Some(c) = rx.recv().await {
+                let Some(mut con) = fleet.connection() else {
+                    continue;
+                };
+                let msg = format!("{}|{}|{}", fleet.instance, c.id, c.span.as_millis());
+                let sent: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+                    .arg(COOLDOWNS)
+                    .arg(msg)
+                    .query_async(&mut con)
+                    .await;
+                fleet.mark(sent.is_ok());
+            }
+        });
+        tx
+    }
+}
+
+/// `instance|id|ms` from another instance (our own messages come back too: ignored).
+fn decode_cooldown(payload: &str, me: u64) -> Option<(&str, Duration)> {
+    let mut parts = payload.splitn(3, '|');
+    let from: u64 = parts.next()?.parse().ok()?;
+    let id = parts.next()?;
+    let ms: u64 = parts.next()?.parse().ok()?;
+    (from != me).then_some((id, Duration::from_millis(ms.min(3_600_000))))
 }
 
 #[cfg(test)]
@@ -72,5 +114,15 @@ mod tests {
         let h = "ab".repeat(32);
         assert_eq!(KeyChange::decode(&h).map(|c| c.hash), Some(h));
         assert_eq!(KeyChange::decode("sk-1234"), None);
+    }
+
+    #[test]
+    fn cooldowns_from_others_only() {
+        assert_eq!(
+            decode_cooldown("7|dep-1|5000", 8),
+            Some(("dep-1", Duration::from_millis(5000)))
+        );
+        assert_eq!(decode_cooldown("7|dep-1|5000", 7), None);
+        assert_eq!(decode_cooldown("x", 7), None);
     }
 }

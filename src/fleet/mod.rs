@@ -34,6 +34,8 @@ pub enum FleetError {
 
 /// The connection to the fleet's Redis, and whether it currently answers.
 pub struct Fleet {
+    /// This instance's id in the fleet's messages.
+    instance: u64,
     client: redis::Client,
     conn: ArcSwapOption<ConnectionManager>,
     up: AtomicBool,
@@ -70,6 +72,7 @@ impl Fleet {
     pub fn start(url: &Secret) -> Result<Arc<Self>, FleetError> {
         let client = redis::Client::open(url.expose()).map_err(|_| FleetError::BadUrl)?;
         let fleet = Arc::new(Self {
+            instance: fastrand::u64(..),
             client,
             conn: ArcSwapOption::empty(),
             up: AtomicBool::new(false),
@@ -305,6 +308,40 @@ mod tests {
         let r = refused.expect("budget refused on the other instance");
         assert_eq!(r.exceeded, Exceeded::Budget);
         assert_eq!(r.spent, nanos(1.0));
+    }
+
+    #[tokio::test]
+    async fn a_cooldown_on_one_instance_holds_on_the_other() {
+        use crate::routing::{Availability, HealthRegistry};
+        let Some(redis) = testing::redis() else {
+            return;
+        };
+        let (a, b) = (up(&redis.url).await, up(&redis.url).await);
+        let (ra, rb) = (
+            Arc::new(HealthRegistry::default()),
+            Arc::new(HealthRegistry::default()),
+        );
+        let (ca, cb) = (ra.cell("dep-1"), rb.cell("dep-1"));
+        ra.announce_cooldowns(a.announce_cooldowns());
+        let rb2 = rb.clone();
+        b.subscribe(|_| {}, move |id, span| rb2.cool(id, span));
+        // Give the subscriber a moment to subscribe, then fail dep-1 on A past its allowance.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let breaker = crate::routing::Breaker::default();
+        let mut g = ca.begin(false);
+        assert!(g.fail(crate::routing::FailureKind::RateLimit, None, &breaker));
+        let mut cooled = false;
+        for _ in 0..200 {
+            if matches!(
+                cb.availability(crate::routing::now_ms()),
+                Availability::Cooling(_)
+            ) {
+                cooled = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(cooled, "B keeps dep-1 out after A cooled it");
     }
 
     #[tokio::test]

@@ -85,6 +85,21 @@ pub struct Health {
     failures: AtomicU64,
     /// Kind of the last failure, as index + 1 (0: none yet).
     last_failure: AtomicU8,
+    /// Its deployment id and where to announce its cooldowns (the fleet, when there is one).
+    announce: Option<(Arc<str>, Arc<OnceLock<CooldownNews>>)>,
+}
+
+/// Where a deployment's cooldowns are announced: the fleet tells the other instances, so a
+/// deployment that fails on one is skipped by all.
+pub type CooldownNews = tokio::sync::mpsc::UnboundedSender<Cooled>;
+
+/// A deployment went into cooldown for `span`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cooled {
+    /// Deployment id.
+    pub id: Arc<str>,
+    /// For how long.
+    pub span: Duration,
 }
 
 /// Add `by` to a per-minute counter, starting over when the minute changed; returns the new
@@ -222,6 +237,14 @@ impl Health {
             let span = retry_after.map_or(breaker.cooldown, |r| r.max(breaker.cooldown));
             self.cooled_until
                 .store(now_ms() + span.as_millis() as u64, Relaxed);
+            if let Some((id, news)) = &self.announce {
+                if let Some(tx) = news.get() {
+                    let _ = tx.send(Cooled {
+                        id: id.clone(),
+                        span,
+                    });
+                }
+            }
         }
         if probe {
             self.probing.store(false, Relaxed);
@@ -273,10 +296,20 @@ impl Drop for InFlight {
     }
 }
 
+impl Health {
+    /// Another instance saw this deployment fail: keep it out for `span` here too (unless a
+    /// longer cooldown is already running).
+    pub fn cool_for(&self, span: Duration) {
+        self.cooled_until
+            .fetch_max(now_ms() + span.as_millis() as u64, Relaxed);
+    }
+}
+
 /// Health cells by deployment id, shared by every config snapshot.
 #[derive(Debug, Default)]
 pub struct HealthRegistry {
     cells: Mutex<HashMap<String, Weak<Health>>>,
+    news: Arc<OnceLock<CooldownNews>>,
 }
 
 impl HealthRegistry {
@@ -291,9 +324,28 @@ impl HealthRegistry {
         if let Some(h) = cells.get(id).and_then(Weak::upgrade) {
             return h;
         }
-        let h = Arc::new(Health::default());
+        let h = Arc::new(Health {
+            announce: Some((id.into(), self.news.clone())),
+            ..Health::default()
+        });
         cells.insert(id.to_owned(), Arc::downgrade(&h));
         h
+    }
+
+    /// Announce every cooldown from now on through `tx` (set once, by the fleet).
+    pub fn announce_cooldowns(&self, tx: CooldownNews) {
+        let _ = self.news.set(tx);
+    }
+
+    /// Apply a cooldown another instance announced, if this instance has that deployment.
+    pub fn cool(&self, id: &str, span: Duration) {
+        let cell = match self.cells.lock() {
+            Ok(c) => c.get(id).and_then(Weak::upgrade),
+            Err(poisoned) => poisoned.into_inner().get(id).and_then(Weak::upgrade),
+        };
+        if let Some(h) = cell {
+            h.cool_for(span);
+        }
     }
 }
 

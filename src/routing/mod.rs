@@ -15,8 +15,8 @@ pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, RouteError, S
 pub use failure::{retry_after, FailureKind};
 pub use group::{Group, Member, Strategy};
 pub use health::{
-    now_ms, Availability, Breaker, Health, HealthRegistry, InFlight, DEFAULT_ALLOWED_FAILS,
-    DEFAULT_COOLDOWN,
+    now_ms, Availability, Breaker, CooldownNews, Cooled, Health, HealthRegistry, InFlight,
+    DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,
 };
 pub use hedge::HedgeAfter;
 pub use policy::{Fallbacks, OnDisconnect, Policy};

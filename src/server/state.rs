@@ -227,13 +227,26 @@ impl AppState {
         let clients = ClientRegistry::default();
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
-        Ok(Arc::new(Self {
+        let state = Arc::new(Self {
             snapshot: ArcSwap::from_pointee(snap),
             clients,
             health,
             recorder,
             services,
-        }))
+        });
+        if let Some(fleet) = &state.services.fleet {
+            state.health.announce_cooldowns(fleet.announce_cooldowns());
+            let weak = Arc::downgrade(&state);
+            fleet.subscribe(
+                |_change| {},
+                move |id, span| {
+                    if let Some(s) = weak.upgrade() {
+                        s.health.cool(id, span);
+                    }
+                },
+            );
+        }
+        Ok(state)
     }
 
     /// Who may call, and the directory of virtual keys.
