@@ -78,7 +78,7 @@ impl Charges {
             g.add_tokens(tokens);
         }
         let cost = self.price.map(|p| p.cost(&usage));
-        if let Some(p) = &self.permit {
+        if let Some(p) = &mut self.permit {
             p.add_tokens(wall_ms(), tokens);
             if let Some(c) = cost {
                 p.charge(c);
