@@ -20,13 +20,15 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use sluice::mock::MockSettings;
-use sluice::server::AppState;
+use sluice::server::{AppState, Services};
 use sluice::telemetry::{Recorder, RequestRecord};
 
 /// A running gateway.
 pub struct Gateway {
     pub addr: SocketAddr,
     pub records: mpsc::UnboundedReceiver<RequestRecord>,
+    /// Its state (tests put virtual keys in its directory).
+    pub state: Arc<AppState>,
     stop: Option<oneshot::Sender<()>>,
 }
 
@@ -54,17 +56,29 @@ impl Drop for Gateway {
 
 /// Start the gateway on a config given as YAML (`{mock}`/`{up}` already substituted).
 pub async fn gateway(yaml: &str) -> Gateway {
+    gateway_with(yaml, |config| {
+        Services::start(config).expect("services start")
+    })
+    .await
+}
+
+/// Start the gateway with services built by `services` from the loaded config.
+pub async fn gateway_with(
+    yaml: &str,
+    services: impl FnOnce(&sluice::config::Config) -> Services,
+) -> Gateway {
     let env: HashMap<String, String> = HashMap::new();
     let loaded = sluice::config::load_str(yaml, &env).expect("config loads");
     let (tx, rx) = mpsc::unbounded_channel();
     let (recorder, _task) = Recorder::start(vec![Box::new(tx)]);
-    let state = AppState::new(&loaded.config, recorder).expect("state builds");
+    let state = AppState::with_services(&loaded.config, recorder, services(&loaded.config))
+        .expect("state builds");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(sluice::server::serve(
         listener,
-        state,
+        state.clone(),
         async {
             let _ = stopped.await;
         },
@@ -73,6 +87,7 @@ pub async fn gateway(yaml: &str) -> Gateway {
     Gateway {
         addr,
         records: rx,
+        state,
         stop: Some(stop),
     }
 }
