@@ -12,7 +12,12 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --all-targets --locked -- -D warnings
 
-step "cargo test (unit + end-to-end)"
+step "PostgreSQL and Redis for the store and fleet tests (installed when missing)"
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+services_start
+
+step "cargo test (unit + end-to-end, SQLite and PostgreSQL, Redis)"
 cargo test --all-targets --locked
 
 step "build the binary for the SDK tests"

@@ -14,5 +14,6 @@ pub mod providers;
 pub mod routing;
 pub mod server;
 pub mod spend;
+pub mod store;
 pub mod telemetry;
 pub mod translate;

@@ -4,11 +4,11 @@
 //! includes both, as OpenAI's does, so spend is computed one way.
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Tokens one request used. `prompt_tokens` includes `cached_tokens` and
 /// `cache_creation_tokens` (OpenAI's convention).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens, cached ones included.
     pub prompt_tokens: u64,
