@@ -104,7 +104,8 @@ pub struct Accounting {
     pub spend: f64,
     /// When the row was created.
     pub created_at: OffsetDateTime,
-    /// When it was last changed by an admin call (spend updates do not count).
+    /// When it was last changed by an admin call or a budget-window restart (spend updates
+    /// do not count).
     pub updated_at: OffsetDateTime,
 }
 
@@ -236,16 +237,47 @@ impl Store {
         row.as_ref().map(decode).transpose()
     }
 
+    /// Deletes a row and leaves a tombstone, in one transaction, so that other instances'
+    /// change polls learn of the deletion.
     pub(crate) async fn delete<E: Entity>(&self, id: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
         let sql = format!("DELETE FROM {} WHERE {} = $1", E::TABLE, E::ID);
-        let done = sqlx::query(&sql)
-            .bind(id.to_owned())
-            .execute(self.pool())
-            .await?;
+        let done = sqlx::query(&sql).bind(id.to_owned()).execute(&mut *tx).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(E::WHAT));
         }
+        tombstone(&mut tx, E::TABLE, id, OffsetDateTime::now_utc()).await?;
+        tx.commit().await?;
         Ok(())
+    }
+
+    /// Rows changed (created, edited, budget window restarted) after `since`.
+    pub(crate) async fn changed<E: Entity>(
+        &self,
+        since: OffsetDateTime,
+    ) -> Result<Vec<E>, StoreError> {
+        let sql = format!(
+            "SELECT * FROM {} WHERE updated_at > $1 ORDER BY updated_at",
+            E::TABLE
+        );
+        sqlx::query(&sql)
+            .bind(to_ms(since))
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(decode)
+            .collect()
+    }
+
+    /// Every row (the auth directory's first fill).
+    pub(crate) async fn all<E: Entity>(&self) -> Result<Vec<E>, StoreError> {
+        let sql = format!("SELECT * FROM {}", E::TABLE);
+        sqlx::query(&sql)
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(decode)
+            .collect()
     }
 
     /// Rows in id order, optionally only those whose `column` equals `value`.
@@ -290,8 +322,11 @@ impl Store {
             .bind(to_ms(now))
             .fetch_all(self.pool())
             .await?;
+        // updated_at moves too: every instance's change poll then reloads the row and starts
+        // the new window in memory.
         let update = format!(
-            "UPDATE {} SET spend = 0, budget_reset_at = $1 WHERE {} = $2 AND budget_reset_at = $3",
+            "UPDATE {} SET spend = 0, budget_reset_at = $1, updated_at = $4 \
+             WHERE {} = $2 AND budget_reset_at = $3",
             E::TABLE,
             E::ID
         );
@@ -307,10 +342,30 @@ impl Store {
                 .bind(next.map(to_ms))
                 .bind(id)
                 .bind(old)
+                .bind(to_ms(now))
                 .execute(self.pool())
                 .await?;
             reset += done.rows_affected();
         }
         Ok(reset)
     }
+}
+
+/// Record that `id` of `kind` (a table name) was deleted at `at`.
+pub(crate) async fn tombstone(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    kind: &str,
+    id: &str,
+    at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO deletions (kind, id, deleted_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (kind, id) DO UPDATE SET deleted_at = excluded.deleted_at",
+    )
+    .bind(kind.to_owned())
+    .bind(id.to_owned())
+    .bind(to_ms(at))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }

@@ -209,6 +209,7 @@ impl Store {
         now: OffsetDateTime,
     ) -> Result<KeyHash, StoreError> {
         let new = KeyHash::of(new_key);
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE keys SET token = $1, key_name = $2, updated_at = $3 WHERE token = $4",
         )
@@ -216,12 +217,15 @@ impl Store {
         .bind(abbreviate(new_key))
         .bind(to_ms(now))
         .bind(old.as_str().to_owned())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(StoreError::on_write("key"))?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("key"));
         }
+        // The old key stops working everywhere: other instances see it as deleted.
+        super::entity::tombstone(&mut tx, "keys", old.as_str(), now).await?;
+        tx.commit().await?;
         Ok(new)
     }
 
@@ -229,7 +233,8 @@ impl Store {
     pub async fn reset_budgets(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
         Ok(self.reset_due::<KeyRow>(now).await?
             + self.reset_due::<super::TeamRow>(now).await?
-            + self.reset_due::<super::UserRow>(now).await?)
+            + self.reset_due::<super::UserRow>(now).await?
+            + self.reset_due::<super::EndUserRow>(now).await?)
     }
 }
 

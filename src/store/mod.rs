@@ -8,6 +8,8 @@
 //! spend arrives in batches from [`crate::spend::writer`].
 
 pub mod budget;
+mod changes;
+mod end_users;
 mod entity;
 mod error;
 pub mod keys;
@@ -28,6 +30,8 @@ use time::OffsetDateTime;
 use crate::config::Secret;
 
 pub use budget::BudgetDuration;
+pub use changes::Changes;
+pub use end_users::EndUserRow;
 pub use entity::Accounting;
 pub use entity::{Limits, Page};
 pub use error::StoreError;

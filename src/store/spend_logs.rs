@@ -263,6 +263,7 @@ impl Store {
             ("keys", "token", &totals.keys),
             ("teams", "team_id", &totals.teams),
             ("users", "user_id", &totals.users),
+            ("end_users", "user_id", &totals.end_users),
         ] {
             let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
             for (id, spend) in sums {
@@ -371,6 +372,7 @@ struct Totals<'a> {
     keys: HashMap<&'a str, f64>,
     teams: HashMap<&'a str, f64>,
     users: HashMap<&'a str, f64>,
+    end_users: HashMap<&'a str, f64>,
     daily: HashMap<(String, &'a str, &'a str, &'a str), DailySpend>,
 }
 
@@ -386,6 +388,9 @@ impl<'a> Totals<'a> {
             }
             if let Some(user) = &l.user_id {
                 *t.users.entry(user).or_default() += l.spend;
+            }
+            if let Some(end_user) = &l.end_user {
+                *t.end_users.entry(end_user).or_default() += l.spend;
             }
             let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
             let team = l.team_id.as_deref().unwrap_or("");

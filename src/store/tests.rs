@@ -303,3 +303,44 @@ async fn budget_reset_zeroes_spend_and_schedules_next_window() {
         assert_eq!(s.reset_budgets(now).await.unwrap(), 0);
     }
 }
+
+#[tokio::test]
+async fn changes_since_sees_edits_resets_and_deletions() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let t1 = OffsetDateTime::now_utc() - time::Duration::seconds(10);
+        let mut key = KeyRow::new("sk-change", t1);
+        s.create_key(&key).await.unwrap();
+        let mut eu = EndUserRow::new("customer-1".into(), t1);
+        eu.limits.max_budget = Some(2.0);
+        s.create_end_user(&eu).await.unwrap();
+        let all = s.everything().await.unwrap();
+        assert_eq!(all.keys.len(), 1);
+        assert_eq!(all.end_users.len(), 1);
+        let t2 = t1 + time::Duration::seconds(1);
+        assert!(s.changes_since(t2).await.unwrap().keys.is_empty());
+        // Blocked later: the poll sees it.
+        key.blocked = true;
+        key.accounting.updated_at = t2 + time::Duration::seconds(1);
+        s.update_key(&key).await.unwrap();
+        let c = s.changes_since(t2).await.unwrap();
+        assert_eq!(c.keys.len(), 1);
+        assert!(c.keys[0].blocked);
+        assert_eq!(
+            c.latest.map(to_ms),
+            Some(to_ms(key.accounting.updated_at)),
+            "stored to the millisecond"
+        );
+        // Deleted: a tombstone.
+        let before = OffsetDateTime::now_utc() - time::Duration::seconds(1);
+        s.delete_key(&key.token).await.unwrap();
+        s.delete_end_user("customer-1").await.unwrap();
+        let c = s.changes_since(before).await.unwrap();
+        assert!(c.deleted.contains(&("keys".to_owned(), key.token.as_str().to_owned())));
+        assert!(c.deleted.contains(&("end_users".to_owned(), "customer-1".to_owned())));
+        assert!(matches!(
+            s.delete_end_user("customer-1").await,
+            Err(StoreError::NotFound("end user"))
+        ));
+    }
+}
