@@ -66,6 +66,10 @@ pub struct ServeArgs {
     /// Worker threads (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
+    /// Where the embedded SQLite store (`sluice.db`) and the spend spool live, when no
+    /// `database_url` is configured.
+    #[arg(long, default_value = ".", env = "SLUICE_DATA_DIR")]
+    pub data_dir: PathBuf,
 }
 
 /// Options of `sluice mock`.

@@ -12,8 +12,8 @@ use tokio::net::TcpListener;
 use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
 use sluice::config::{self, ProcessEnv};
 use sluice::mock::{Faults, MockSettings};
-use sluice::server::{self, AppState, Services};
-use sluice::telemetry::{self, LogFormat, LogSink, Recorder};
+use sluice::server::{self, AppState, ServiceOptions, Services};
+use sluice::telemetry::{self, LogFormat, LogSink, RecordSink, Recorder};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -91,14 +91,20 @@ async fn serve(args: ServeArgs) -> ExitCode {
             "no general_settings.master_key: the gateway accepts requests without a key"
         );
     }
-    let (recorder, recorder_task) = Recorder::start(vec![Box::new(LogSink)]);
-    let services = match Services::start(&loaded.config) {
+    let options = ServiceOptions {
+        data_dir: args.data_dir.clone(),
+    };
+    let services = match Services::start(&loaded.config, &options).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
+    let writer = services.store.as_ref().map(|s| s.writer.clone());
+    let mut sinks: Vec<Box<dyn RecordSink>> = vec![Box::new(LogSink)];
+    sinks.extend(services.sinks());
+    let (recorder, recorder_task) = Recorder::start(sinks);
     let state = match AppState::with_services(&loaded.config, recorder, services) {
         Ok(s) => s,
         Err(e) => {
@@ -123,6 +129,10 @@ async fn serve(args: ServeArgs) -> ExitCode {
     // The recorder ends once every handle (the state, open streams) is gone, after draining its
     // queue; give it a moment so that the last requests' records are written before exit.
     let _ = tokio::time::timeout(Duration::from_secs(5), recorder_task).await;
+    // Then the spend writer writes (or spools) what the recorder handed it.
+    if let Some(w) = writer {
+        let _ = tokio::time::timeout(Duration::from_secs(10), w.flush()).await;
+    }
     ExitCode::SUCCESS
 }
 

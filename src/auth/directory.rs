@@ -324,22 +324,13 @@ impl Directory {
         self.map(kind).pin().get(id).cloned()
     }
 
-    /// Every key's digest and entry (for the budget-window sweep and tests).
-    pub fn keys(&self) -> Vec<(KeyDigest, Arc<KeyEntry>)> {
-        self.keys
-            .pin()
-            .iter()
-            .map(|(d, e)| (*d, e.clone()))
-            .collect()
-    }
-
-    /// Every team, user and end user (for the budget-window sweep).
-    pub fn holders(&self) -> Vec<Arc<Holder>> {
-        let mut out = Vec::new();
-        for m in [&self.teams, &self.users, &self.end_users] {
-            out.extend(m.pin().iter().map(|(_, h)| h.clone()));
-        }
-        out
+    /// Whether any key, team, user or end user's subject matches `f` (walks the maps in
+    /// place; for the sync task, never a request).
+    pub fn any_subject(&self, f: impl Fn(&Subject) -> bool) -> bool {
+        self.keys.pin().iter().any(|(_, k)| f(&k.subject))
+            || [&self.teams, &self.users, &self.end_users]
+                .iter()
+                .any(|m| m.pin().iter().any(|(_, h)| f(&h.subject)))
     }
 
     /// Check that `key` may call `group` now, and collect the subjects to admit the request

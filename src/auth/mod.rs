@@ -4,12 +4,14 @@
 
 mod directory;
 mod gate;
+mod sync;
 
 pub use directory::{
     digest, from_hex, hex, Caller, Directory, Holder, KeyDigest, KeyEntry, KeyRefusal, ModelAccess,
     Stored,
 };
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
+pub use sync::{Sync, POLL_EVERY};
 
 use http::HeaderMap;
 use subtle::ConstantTimeEq;

@@ -10,7 +10,7 @@ mod state;
 
 pub use body::ResponseBody;
 pub use relay::RelayError;
-pub use state::{AppState, Services, Snapshot};
+pub use state::{AppState, ServiceError, ServiceOptions, Services, Snapshot, StoreServices};
 
 use std::convert::Infallible;
 use std::future::Future;

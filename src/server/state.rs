@@ -2,13 +2,14 @@
 //! swapped whole on reload (a reload never disturbs requests in flight; they keep the snapshot
 //! they started with).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
-use crate::auth::{Gate, MasterKey};
+use crate::auth::{Directory, Gate, KeyLoader, MasterKey, Sync};
 use crate::config::Config;
 use crate::config::RouterSettings;
 use crate::fleet::{redis_url, Fleet, FleetError};
@@ -19,6 +20,12 @@ use crate::routing::{
     Breaker, FailureKind, Fallbacks, HealthRegistry, Member, ModelTable, Policy, Router,
     DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,
 };
+use crate::store::spool::SpoolError;
+use crate::store::{
+    Location, SpendSink, SpendWriter, Store, StoreError, StoreOptions, WriterOptions,
+    DEFAULT_SQLITE_PATH,
+};
+use crate::telemetry::RecordSink;
 use crate::telemetry::Recorder;
 
 /// Everything a request reads, built once per config load.
@@ -182,19 +189,56 @@ pub struct AppState {
     services: Services,
 }
 
-/// What lives beside the config and survives its reloads: the key directory and the fleet.
+/// What lives beside the config and survives its reloads: the key directory, the store and
+/// its spend writer, and the fleet.
 #[derive(Debug, Default)]
 pub struct Services {
     /// Who may call.
     pub gate: Gate,
     /// Counters and news shared with other instances through Redis.
     pub fleet: Option<Arc<Fleet>>,
+    /// The database, when there is one.
+    pub store: Option<StoreServices>,
+}
+
+/// The database and what runs over it.
+#[derive(Debug, Clone)]
+pub struct StoreServices {
+    /// Keys, teams, users, spend.
+    pub store: Store,
+    /// Keeps the key directory in step with it.
+    pub sync: Arc<Sync>,
+    /// Writes spend logs in batches, spooling while the database is away.
+    pub writer: SpendWriter,
+}
+
+/// Where the embedded store and the spend spool live, unless the config says otherwise.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// The directory of `sluice.db` (SQLite) and `sluice-spool/`.
+    pub data_dir: PathBuf,
+}
+
+/// Why the services could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The Redis settings are unusable.
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+    /// The database could not be opened.
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    /// The spend spool could not be opened.
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
 }
 
 impl Services {
-    /// Start what the config asks for: the fleet when Redis is configured. Must run inside
-    /// the runtime (the fleet connects in the background).
-    pub fn start(config: &Config) -> Result<Self, FleetError> {
+    /// Start what the config asks for: the store (PostgreSQL at `database_url` or
+    /// `DATABASE_URL`, else SQLite in `data_dir` when a master key makes virtual keys
+    /// possible), the directory filled from it and kept in sync, the spend writer, and the
+    /// fleet when Redis is configured. Must run inside the runtime.
+    pub async fn start(config: &Config, options: &ServiceOptions) -> Result<Self, ServiceError> {
         let r = &config.router;
         let fleet = match redis_url(
             r.redis_url.as_ref(),
@@ -205,10 +249,46 @@ impl Services {
             Some(url) => Some(Fleet::start(&url)?),
             None => None,
         };
+        let env_url = std::env::var("DATABASE_URL").ok();
+        let wanted = config.general.database_url.is_some()
+            || env_url.as_deref().is_some_and(|u| !u.trim().is_empty())
+            || config.general.master_key.is_some();
+        let directory = Arc::new(Directory::default());
+        let store = if wanted {
+            let location = Location::from_settings(
+                config.general.database_url.as_ref(),
+                env_url,
+                &options.data_dir.join(DEFAULT_SQLITE_PATH),
+            )?;
+            let store = Store::open(StoreOptions::new(location)).await?;
+            let sync = Arc::new(Sync::new(store.clone(), directory.clone()));
+            sync.fill().await?;
+            sync.clone().spawn();
+            let mut writer_options = WriterOptions::new(config.general.proxy_batch_write_at);
+            writer_options.spool_path = options.data_dir.join("sluice-spool/spend.jsonl");
+            let (writer, _task) = SpendWriter::start(store.clone(), writer_options)?;
+            Some(StoreServices {
+                store,
+                sync,
+                writer,
+            })
+        } else {
+            None
+        };
+        let loader = store.as_ref().map(|s| s.sync.clone() as Arc<dyn KeyLoader>);
         Ok(Self {
-            gate: Gate::default(),
+            gate: Gate::new(directory, loader),
             fleet,
+            store,
         })
+    }
+
+    /// The recorder sinks these services need (the spend writer's).
+    pub fn sinks(&self) -> Vec<Box<dyn RecordSink>> {
+        self.store
+            .iter()
+            .map(|s| Box::new(SpendSink::new(s.writer.clone())) as Box<dyn RecordSink>)
+            .collect()
     }
 }
 
@@ -237,8 +317,15 @@ impl AppState {
         if let Some(fleet) = &state.services.fleet {
             state.health.announce_cooldowns(fleet.announce_cooldowns());
             let weak = Arc::downgrade(&state);
+            let sync = state.services.store.as_ref().map(|s| s.sync.clone());
             fleet.subscribe(
-                |_change| {},
+                move |change| {
+                    if let Some(sync) = sync.clone() {
+                        tokio::spawn(async move {
+                            let _ = sync.reload_key(&change.hash).await;
+                        });
+                    }
+                },
                 move |id, span| {
                     if let Some(s) = weak.upgrade() {
                         s.health.cool(id, span);
@@ -257,6 +344,11 @@ impl AppState {
     /// The fleet, when Redis is configured.
     pub fn fleet(&self) -> Option<&Arc<Fleet>> {
         self.services.fleet.as_ref()
+    }
+
+    /// The store and its writer, when there is a database.
+    pub fn store(&self) -> Option<&StoreServices> {
+        self.services.store.as_ref()
     }
 
     /// The current snapshot (lock-free read).

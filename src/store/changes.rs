@@ -45,7 +45,9 @@ impl Store {
         c.keys.iter().for_each(|k| see(k.accounting.updated_at));
         c.teams.iter().for_each(|t| see(t.accounting.updated_at));
         c.users.iter().for_each(|u| see(u.accounting.updated_at));
-        c.end_users.iter().for_each(|e| see(e.accounting.updated_at));
+        c.end_users
+            .iter()
+            .for_each(|e| see(e.accounting.updated_at));
         c.latest = latest;
         Ok(c)
     }

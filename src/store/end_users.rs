@@ -51,8 +51,7 @@ impl Entity for EndUserRow {
         &self.accounting
     }
     fn bind_own<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
-        q.bind(self.alias.clone())
-            .bind(i64::from(self.blocked))
+        q.bind(self.alias.clone()).bind(i64::from(self.blocked))
     }
     fn decode(row: &AnyRow, limits: Limits, accounting: Accounting) -> Result<Self, StoreError> {
         Ok(Self {

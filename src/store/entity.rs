@@ -242,7 +242,10 @@ impl Store {
     pub(crate) async fn delete<E: Entity>(&self, id: &str) -> Result<(), StoreError> {
         let mut tx = self.pool().begin().await?;
         let sql = format!("DELETE FROM {} WHERE {} = $1", E::TABLE, E::ID);
-        let done = sqlx::query(&sql).bind(id.to_owned()).execute(&mut *tx).await?;
+        let done = sqlx::query(&sql)
+            .bind(id.to_owned())
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(E::WHAT));
         }

@@ -14,8 +14,10 @@ mod entity;
 mod error;
 pub mod keys;
 pub mod spend_logs;
+pub mod spool;
 pub mod teams;
 pub mod users;
+pub mod writer;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -39,6 +41,7 @@ pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use spend_logs::{DailySpend, SpendLog, SpendStatus};
 pub use teams::TeamRow;
 pub use users::UserRow;
+pub use writer::{SpendSink, SpendWriter, WriterOptions};
 
 /// The SQLite file used when no `database_url` is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "sluice.db";

@@ -336,8 +336,12 @@ async fn changes_since_sees_edits_resets_and_deletions() {
         s.delete_key(&key.token).await.unwrap();
         s.delete_end_user("customer-1").await.unwrap();
         let c = s.changes_since(before).await.unwrap();
-        assert!(c.deleted.contains(&("keys".to_owned(), key.token.as_str().to_owned())));
-        assert!(c.deleted.contains(&("end_users".to_owned(), "customer-1".to_owned())));
+        assert!(c
+            .deleted
+            .contains(&("keys".to_owned(), key.token.as_str().to_owned())));
+        assert!(c
+            .deleted
+            .contains(&("end_users".to_owned(), "customer-1".to_owned())));
         assert!(matches!(
             s.delete_end_user("customer-1").await,
             Err(StoreError::NotFound("end user"))

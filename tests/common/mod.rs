@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use sluice::mock::MockSettings;
-use sluice::server::{AppState, Services};
+use sluice::server::{AppState, ServiceOptions, Services};
 use sluice::telemetry::{Recorder, RequestRecord};
 
 /// A running gateway.
@@ -54,25 +54,34 @@ impl Drop for Gateway {
     }
 }
 
-/// Start the gateway on a config given as YAML (`{mock}`/`{up}` already substituted).
+/// Start the gateway on a config given as YAML (`{mock}`/`{up}` already substituted), its
+/// embedded store (when the config has a master key) in a fresh directory.
 pub async fn gateway(yaml: &str) -> Gateway {
-    gateway_with(yaml, |config| {
-        Services::start(config).expect("services start")
-    })
-    .await
+    gateway_in(yaml, &temp_dir()).await
 }
 
-/// Start the gateway with services built by `services` from the loaded config.
-pub async fn gateway_with(
-    yaml: &str,
-    services: impl FnOnce(&sluice::config::Config) -> Services,
-) -> Gateway {
+/// A fresh directory for a gateway's SQLite store and spool.
+pub fn temp_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-e2e-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Start the gateway with its embedded store (and spool) in `data_dir`.
+pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
     let env: HashMap<String, String> = HashMap::new();
     let loaded = sluice::config::load_str(yaml, &env).expect("config loads");
+    let options = ServiceOptions {
+        data_dir: data_dir.to_owned(),
+    };
+    let services = Services::start(&loaded.config, &options)
+        .await
+        .expect("services start");
     let (tx, rx) = mpsc::unbounded_channel();
-    let (recorder, _task) = Recorder::start(vec![Box::new(tx)]);
-    let state = AppState::with_services(&loaded.config, recorder, services(&loaded.config))
-        .expect("state builds");
+    let mut sinks: Vec<Box<dyn sluice::telemetry::RecordSink>> = vec![Box::new(tx)];
+    sinks.extend(services.sinks());
+    let (recorder, _task) = Recorder::start(sinks);
+    let state = AppState::with_services(&loaded.config, recorder, services).expect("state builds");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
