@@ -29,7 +29,7 @@ use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
 use crate::spend::usage_from_body;
-use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
+use crate::telemetry::{ms, Content, Outcome, Recorder, RequestRecord, TraceContext};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -72,6 +72,9 @@ where
         armed: true,
     };
     let record = &mut pending.record;
+    if matches!(route, Route::Inference(_)) && state.recorder().callbacks().tracing() {
+        record.trace = Some(TraceContext::from_headers(req.headers()));
+    }
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
         Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
@@ -80,7 +83,7 @@ where
             auth::authorize(snap.master.as_ref(), req.headers()).and_then(|()| get_model(&snap, id))
         }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
-        Route::Readiness => Ok(json(StatusCode::OK, readiness())),
+        Route::Readiness => Ok(json(StatusCode::OK, readiness(state))),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
         Route::Metrics => {
@@ -160,6 +163,13 @@ where
         return Err(ApiError::StreamNotSupported);
     }
     record.stream = envelope.stream;
+    record.endpoint = Some(endpoint);
+    if state.recorder().callbacks().content() {
+        record.content = Some(Box::new(Content {
+            request: body.clone(),
+            response: None,
+        }));
+    }
     // 6. Select a deployment and 7. call it: routing::dispatch picks, retries, falls back and
     //    hedges; `attempt` makes each call and classifies its failure.
     let resolved = snap
@@ -168,6 +178,7 @@ where
         .resolve(&envelope.model)
         .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
+    record.requested_model = record.model.clone();
     let force_usage = envelope.stream
         && matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.client_wants_usage;
@@ -177,7 +188,8 @@ where
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
-    let outcome = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
+    let trace = record.trace.as_ref();
+    let mut outcome = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
         let call = Call {
             endpoint,
             client_headers: &parts.headers,
@@ -185,6 +197,7 @@ where
             envelope: &envelope,
             capture: a.capture,
             force_usage,
+            trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
         };
         attempt(&a.member.target, call, envelope.routing.timeout)
     })
@@ -194,6 +207,7 @@ where
     record.retries = outcome.retries;
     record.fallbacks = outcome.fallbacks;
     record.hedges = outcome.hedges;
+    record.attempts = std::mem::take(&mut outcome.attempts);
     if let Some(m) = outcome.last {
         record.deployment = Some(m.target.id.clone());
         record.provider = Some(m.target.provider.name());
@@ -221,6 +235,9 @@ where
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_from_body(&bytes);
+                    if let Some(c) = record.content.as_mut() {
+                        c.response = Some(bytes.clone());
+                    }
                     if let Some(u) = &record.usage {
                         guard.add_tokens(u.prompt_tokens + u.completion_tokens);
                     }
@@ -511,9 +528,10 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     resp
 }
 
-fn readiness() -> Bytes {
+fn readiness(state: &AppState) -> Bytes {
     let body = serde_json::json!({
         "status": "healthy",
+        "callbacks": state.recorder().callbacks().status(),
         "db": "not configured",
         "cache": "disabled",
         "sluice_version": env!("CARGO_PKG_VERSION"),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::callbacks::Callbacks;
 use super::metrics::Metrics;
 use super::record::RequestRecord;
 
@@ -40,6 +41,7 @@ impl RecordSink for mpsc::UnboundedSender<RequestRecord> {
 pub struct Recorder {
     tx: mpsc::Sender<RequestRecord>,
     metrics: Arc<Metrics>,
+    callbacks: Arc<Callbacks>,
 }
 
 impl Recorder {
@@ -48,15 +50,37 @@ impl Recorder {
     pub fn start(mut sinks: Vec<Box<dyn RecordSink>>) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<RequestRecord>(QUEUE_CAPACITY);
         let metrics = Arc::new(Metrics::default());
+        let callbacks = Arc::new(Callbacks::default());
         sinks.insert(0, Box::new(metrics.clone()));
+        let fan_out = callbacks.clone();
         let task = tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
                 for sink in &mut sinks {
                     sink.accept(&record);
                 }
+                fan_out.offer(&record);
             }
+            // Every request is recorded: let the callbacks deliver what they hold.
+            fan_out.close().await;
         });
-        (Self { tx, metrics }, task)
+        (
+            Self {
+                tx,
+                metrics,
+                callbacks,
+            },
+            task,
+        )
+    }
+
+    /// Start (or keep) the logging callbacks and trace export of a config.
+    pub fn configure(&self, config: &crate::config::CallbackSettings) {
+        self.callbacks.configure(config, &self.metrics);
+    }
+
+    /// The callbacks: whether tracing and content logging are on, and each sink's status.
+    pub fn callbacks(&self) -> &Callbacks {
+        &self.callbacks
     }
 
     /// The metrics the recorder keeps, for `/metrics`.
@@ -70,7 +94,8 @@ impl Recorder {
     }
 
     /// Hand a finished request's record over.
-    pub fn record(&self, record: RequestRecord) {
+    pub fn record(&self, mut record: RequestRecord) {
+        record.duration = Some(record.start.elapsed());
         match self.tx.try_send(record) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
