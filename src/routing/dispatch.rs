@@ -209,7 +209,7 @@ impl<'a> Run<'a> {
             span_id: call.span_id,
             group: call.group.name.clone(),
             deployment: call.member.target.id.clone(),
-            upstream_model: call.member.target.model_name.clone(),
+            upstream_model: call.member.target.upstream_model.clone(),
             provider: call.member.target.provider.name(),
             hedge,
             start: Instant::now(),
