@@ -58,7 +58,7 @@ impl Recorder {
                 for sink in &mut sinks {
                     sink.accept(&record);
                 }
-                fan_out.offer(&record);
+                fan_out.offer(record);
             }
             // Every request is recorded: let the callbacks deliver what they hold.
             fan_out.close().await;

@@ -63,7 +63,7 @@ fn events(r: &CallbackRecord) -> [serde_json::Value; 2] {
         .as_ref()
         .map_or_else(|| r.request_id.clone(), |t| t.trace_id.clone());
     let name = format!("sluice-{}", r.call_type.as_deref().unwrap_or("request"));
-    let metadata = serde_json::to_value(r).unwrap_or_default();
+    let metadata = r.metadata();
     let model = r.upstream_model.clone().or_else(|| r.model_group.clone());
     let completion_start = r.ttfb_ms.map(|_| r.end_time.clone());
     [

@@ -72,7 +72,7 @@ impl LangSmith {
             "inputs": { "model": r.requested_model, "messages": r.messages },
             "outputs": { "choices": r.response, "usage": r.usage },
             "error": (!r.success()).then(|| r.error.clone().unwrap_or_else(|| format!("status {}", r.status))),
-            "extra": { "metadata": r, "invocation_params": { "model": r.upstream_model } },
+            "extra": { "metadata": r.metadata(), "invocation_params": { "model": r.upstream_model } },
         })
     }
 }

@@ -55,9 +55,14 @@ struct Sink {
 /// The running sinks of one callback configuration.
 pub struct Hub {
     settings: CallbackSettings,
-    sinks: Vec<Sink>,
+    sinks: Arc<[Sink]>,
+    /// Records on their way to the fan-out task on the sinks' runtime.
+    intake: Option<mpsc::Sender<RequestRecord>>,
     tasks: TaskTracker,
 }
+
+/// Records waiting for the fan-out task before the recorder fans them out itself.
+const INTAKE_CAPACITY: usize = 16 * 1024;
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,7 +76,8 @@ impl Hub {
     fn empty() -> Self {
         Self {
             settings: CallbackSettings::default(),
-            sinks: Vec::new(),
+            sinks: Arc::new([]),
+            intake: None,
             tasks: TaskTracker::new(),
         }
     }
@@ -79,9 +85,10 @@ impl Hub {
     fn start(
         settings: &CallbackSettings,
         metrics: &Metrics,
-        http: &Http,
+        runtime: &Runtime,
         spills: &SpillFactory,
     ) -> Self {
+        let http = &runtime.http;
         let tasks = TaskTracker::new();
         let mut sinks = Vec::new();
         for s in &settings.sinks {
@@ -102,7 +109,7 @@ impl Hub {
                 spill: spill.clone(),
                 stats: stats.clone(),
             };
-            tasks.spawn(batcher.run(rx));
+            runtime.spawn_tracked(&tasks, batcher.run(rx));
             sinks.push(Sink {
                 on_success: s.on_success,
                 on_failure: s.on_failure,
@@ -112,54 +119,147 @@ impl Hub {
                 stats,
             });
         }
+        let sinks: Arc<[Sink]> = sinks.into();
+        let intake = (!sinks.is_empty()).then(|| {
+            let (tx, mut rx) = mpsc::channel::<RequestRecord>(INTAKE_CAPACITY);
+            let to = sinks.clone();
+            runtime.spawn_tracked(&tasks, async move {
+                while let Some(record) = rx.recv().await {
+                    fan_out(&to, &record);
+                }
+            });
+            tx
+        });
         tasks.close();
         Self {
             settings: settings.clone(),
             sinks,
+            intake,
             tasks,
         }
     }
 
-    /// Offer a finished request to every sink that wants it (on the recorder task).
-    fn offer(&self, record: &RequestRecord) {
-        if self.sinks.is_empty() {
+    /// Hand a finished request to the fan-out task; if its queue is full, fan it out here
+    /// (on the recorder task) rather than lose it.
+    fn offer(&self, record: RequestRecord) {
+        let Some(intake) = &self.intake else {
             return;
-        }
-        let success = record.succeeded();
-        let wanted = |s: &&Sink| if success { s.on_success } else { s.on_failure };
-        // At most two shapes: with and without content.
-        let mut plain: Option<Arc<CallbackRecord>> = None;
-        let mut full: Option<Arc<CallbackRecord>> = None;
-        for sink in self.sinks.iter().filter(wanted) {
-            let slot = if sink.content { &mut full } else { &mut plain };
-            let rec = slot
-                .get_or_insert_with(|| Arc::new(CallbackRecord::from_record(record, sink.content)))
-                .clone();
-            match sink.tx.try_send(rec) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
-                    let dropped = with_spill(&sink.spill, |s| s.push(vec![r]));
-                    sink.stats.spilled(1);
-                    sink.stats.dropped(dropped);
-                }
-            }
-            sink.stats
-                .set_queue(sink.tx.max_capacity() - sink.tx.capacity());
+        };
+        if let Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) =
+            intake.try_send(record)
+        {
+            fan_out(&self.sinks, &r);
         }
     }
 
     /// Close the queues and wait (bounded) for the sinks to deliver what they hold.
     async fn close(self) {
-        let Self { sinks, tasks, .. } = self;
+        let Self {
+            sinks,
+            intake,
+            tasks,
+            ..
+        } = self;
+        drop(intake);
         drop(sinks);
         let _ = tokio::time::timeout(CLOSE_WAIT, tasks.wait()).await;
+    }
+}
+
+/// Offer a finished request to every sink that wants it, as one shared record (two at most:
+/// with and without content).
+fn fan_out(sinks: &[Sink], record: &RequestRecord) {
+    let success = record.succeeded();
+    let wanted = |s: &&Sink| if success { s.on_success } else { s.on_failure };
+    // At most two shapes: with and without content.
+    let mut plain: Option<Arc<CallbackRecord>> = None;
+    let mut full: Option<Arc<CallbackRecord>> = None;
+    for sink in sinks.iter().filter(wanted) {
+        let slot = if sink.content { &mut full } else { &mut plain };
+        let rec = slot
+            .get_or_insert_with(|| Arc::new(CallbackRecord::from_record(record, sink.content)))
+            .clone();
+        match sink.tx.try_send(rec) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
+                let dropped = with_spill(&sink.spill, |s| s.push(vec![r]));
+                sink.stats.spilled(1);
+                sink.stats.dropped(dropped);
+            }
+        }
+        sink.stats
+            .set_queue(sink.tx.max_capacity() - sink.tx.capacity());
+    }
+}
+
+/// The sinks' own runtime: one thread, so that encoding a batch (milliseconds for hundreds of
+/// records) or a slow sink never holds a request's worker thread. It stops when the
+/// `Callbacks` that owns it is dropped.
+struct Runtime {
+    /// `None` if the thread could not start: the sinks then share the caller's runtime.
+    handle: Option<tokio::runtime::Handle>,
+    http: Http,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Runtime {
+    fn start() -> Self {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("sluice-callbacks".into())
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => {
+                        let _ = tx.send(Some(rt.handle().clone()));
+                        rt.block_on(async {
+                            let _ = stopped.await;
+                        });
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "callback runtime did not start");
+                        let _ = tx.send(None);
+                    }
+                }
+            });
+        let handle = spawned.ok().and_then(|_| rx.recv().ok()).flatten();
+        let registry = ClientRegistry::default();
+        Self {
+            handle,
+            http: Http {
+                client: registry.get(Duration::from_secs(5)),
+                h2: crate::providers::client::h2_only(Duration::from_secs(5)),
+            },
+            _stop: stop,
+        }
+    }
+
+    fn spawn_tracked(
+        &self,
+        tasks: &TaskTracker,
+        f: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        match &self.handle {
+            Some(h) => drop(tasks.spawn_on(f, h)),
+            None => drop(tasks.spawn(f)),
+        }
+    }
+
+    fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        match &self.handle {
+            Some(h) => drop(h.spawn(f)),
+            None => drop(tokio::spawn(f)),
+        }
     }
 }
 
 /// The callbacks as the recorder holds them: the current hub, swapped on reload.
 pub struct Callbacks {
     hub: ArcSwap<Hub>,
-    http: Http,
+    runtime: Runtime,
     spills: SpillFactory,
     tracing: AtomicBool,
     content: AtomicBool,
@@ -175,13 +275,9 @@ impl std::fmt::Debug for Callbacks {
 
 impl Default for Callbacks {
     fn default() -> Self {
-        let registry = ClientRegistry::default();
         Self {
             hub: ArcSwap::from_pointee(Hub::empty()),
-            http: Http {
-                client: registry.get(Duration::from_secs(5)),
-                h2: crate::providers::client::h2_only(Duration::from_secs(5)),
-            },
+            runtime: Runtime::start(),
             spills: Arc::new(|s: &SinkSettings| -> Box<dyn Spill> {
                 Box::new(MemorySpill::new(s.spill_limit))
             }),
@@ -197,14 +293,14 @@ impl Callbacks {
         if self.hub.load().settings == *settings {
             return;
         }
-        let hub = Hub::start(settings, metrics, &self.http, &self.spills);
+        let hub = Hub::start(settings, metrics, &self.runtime, &self.spills);
         self.tracing.store(settings.tracing(), Ordering::Relaxed);
         self.content.store(settings.content(), Ordering::Relaxed);
         let old = self.hub.swap(Arc::new(hub));
         // The old sinks finish their queues in the background.
         if let Ok(old) = Arc::try_unwrap(old) {
             if !old.sinks.is_empty() {
-                tokio::spawn(old.close());
+                self.runtime.spawn(old.close());
             }
         }
     }
@@ -219,8 +315,9 @@ impl Callbacks {
         self.content.load(Ordering::Relaxed)
     }
 
-    /// Offer a finished request to the sinks (recorder task only).
-    pub fn offer(&self, record: &RequestRecord) {
+    /// Offer a finished request to the sinks (recorder task only; the record is moved on,
+    /// never cloned).
+    pub fn offer(&self, record: RequestRecord) {
         self.hub.load().offer(record);
     }
 

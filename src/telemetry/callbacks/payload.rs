@@ -232,6 +232,38 @@ impl CallbackRecord {
         }
     }
 
+    /// The routing and timing facts as a small JSON object (the metadata of Langfuse and
+    /// LangSmith events; the prompt, answer and attempt list are not repeated in it).
+    pub fn metadata(&self) -> serde_json::Value {
+        serde_json::json!({
+            "request_id": self.request_id,
+            "call_type": self.call_type,
+            "model_group": self.model_group,
+            "requested_model": self.requested_model,
+            "deployment": self.deployment,
+            "provider": self.provider,
+            "key_alias": self.key_alias,
+            "key_hash": self.key_hash,
+            "team_id": self.team_id,
+            "user_id": self.user_id,
+            "end_user": self.end_user,
+            "status": self.status,
+            "outcome": self.outcome,
+            "error": self.error,
+            "stream": self.stream,
+            "usage": self.usage,
+            "cost": self.cost,
+            "cache_hit": self.cache_hit,
+            "latency_ms": self.latency_ms,
+            "ttfb_ms": self.ttfb_ms,
+            "overhead_ms": self.overhead_ms,
+            "retries": self.retries,
+            "fallbacks": self.fallbacks,
+            "hedges": self.hedges,
+            "trace_id": self.trace.as_ref().map(|t| &t.trace_id),
+        })
+    }
+
     /// Whether it succeeded.
     pub fn success(&self) -> bool {
         self.status_text == "success"
