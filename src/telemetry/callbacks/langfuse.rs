@@ -7,9 +7,9 @@ use std::sync::Arc;
 use base64::Engine as _;
 use http::header::{HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Uri};
-use serde_json::json;
+use serde::Serialize;
 
-use super::payload::CallbackRecord;
+use super::payload::{CallbackRecord, Metadata};
 use super::target::{parse_uri, post_json, DeliverError, Http};
 use crate::config::Secret;
 
@@ -49,70 +49,151 @@ impl Langfuse {
 
     /// Send one batch of events.
     pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
-        let events: Vec<serde_json::Value> = batch.iter().flat_map(|r| events(r)).collect();
-        let body = serde_json::to_vec(&json!({ "batch": events }))
+        let mut events = Vec::with_capacity(batch.len() * 2);
+        for r in batch {
+            let [t, g] = events_of(r);
+            events.push(t);
+            events.push(g);
+        }
+        let body = serde_json::to_vec(&Batch { batch: events })
             .map_err(|e| DeliverError::Build(e.to_string()))?;
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
 }
 
-/// The two ingestion events of one request.
-fn events(r: &CallbackRecord) -> [serde_json::Value; 2] {
+#[derive(Serialize)]
+struct Batch<'a> {
+    batch: Vec<Event<'a>>,
+}
+
+#[derive(Serialize)]
+struct Event<'a> {
+    id: String,
+    timestamp: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    body: Body<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Body<'a> {
+    Trace(TraceBody<'a>),
+    Generation(Box<GenerationBody<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TraceBody<'a> {
+    id: &'a str,
+    timestamp: &'a str,
+    name: String,
+    user_id: Option<&'a str>,
+    input: Option<&'a serde_json::Value>,
+    output: Option<&'a serde_json::Value>,
+    tags: [String; 1],
+    metadata: Metadata<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerationBody<'a> {
+    id: &'a str,
+    trace_id: &'a str,
+    name: String,
+    start_time: &'a str,
+    end_time: &'a str,
+    completion_start_time: Option<String>,
+    model: Option<&'a str>,
+    input: Option<&'a serde_json::Value>,
+    output: Option<&'a serde_json::Value>,
+    usage: Usage,
+    usage_details: UsageDetails,
+    cost_details: Option<Cost>,
+    level: &'static str,
+    status_message: Option<&'a str>,
+    metadata: Metadata<'a>,
+}
+
+#[derive(Serialize)]
+struct Usage {
+    input: u64,
+    output: u64,
+    total: u64,
+    unit: &'static str,
+}
+
+#[derive(Serialize)]
+struct UsageDetails {
+    input: u64,
+    output: u64,
+    total: u64,
+    cache_read_input_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct Cost {
+    total: f64,
+}
+
+/// The two ingestion events of one request: the trace and its generation.
+fn events_of(r: &CallbackRecord) -> [Event<'_>; 2] {
     let trace_id = r
         .trace
         .as_ref()
-        .map_or_else(|| r.request_id.clone(), |t| t.trace_id.clone());
+        .map_or(r.request_id.as_str(), |t| t.trace_id.as_str());
     let name = format!("sluice-{}", r.call_type.as_deref().unwrap_or("request"));
-    let metadata = r.metadata();
-    let model = r.upstream_model.clone().or_else(|| r.model_group.clone());
-    let completion_start = r.ttfb_ms.map(|_| r.end_time.clone());
+    let u = &r.usage;
     [
-        json!({
-            "id": format!("{}-trace", r.request_id),
-            "timestamp": r.start_time,
-            "type": "trace-create",
-            "body": {
-                "id": trace_id,
-                "timestamp": r.start_time,
-                "name": name,
-                "userId": r.end_user.clone().or_else(|| r.user_id.clone()),
-                "input": r.messages,
-                "output": r.response,
-                "tags": [format!("model_group:{}", r.model_group.as_deref().unwrap_or("-"))],
-                "metadata": { "request_id": r.request_id, "key_alias": r.key_alias, "team_id": r.team_id },
-            }
-        }),
-        json!({
-            "id": format!("{}-generation", r.request_id),
-            "timestamp": r.end_time,
-            "type": "generation-create",
-            "body": {
-                "id": r.request_id,
-                "traceId": trace_id,
-                "name": name,
-                "startTime": r.start_time,
-                "endTime": r.end_time,
-                "completionStartTime": completion_start,
-                "model": model,
-                "input": r.messages,
-                "output": r.response,
-                "usage": {
-                    "input": r.usage.prompt_tokens,
-                    "output": r.usage.completion_tokens,
-                    "total": r.usage.total_tokens,
-                    "unit": "TOKENS",
+        Event {
+            id: format!("{}-trace", r.request_id),
+            timestamp: &r.start_time,
+            kind: "trace-create",
+            body: Body::Trace(TraceBody {
+                id: trace_id,
+                timestamp: &r.start_time,
+                name: name.clone(),
+                user_id: r.end_user.as_deref().or(r.user_id.as_deref()),
+                input: r.messages.as_ref(),
+                output: r.response.as_ref(),
+                tags: [format!(
+                    "model_group:{}",
+                    r.model_group.as_deref().unwrap_or("-")
+                )],
+                metadata: r.metadata(),
+            }),
+        },
+        Event {
+            id: format!("{}-generation", r.request_id),
+            timestamp: &r.end_time,
+            kind: "generation-create",
+            body: Body::Generation(Box::new(GenerationBody {
+                id: &r.request_id,
+                trace_id,
+                name,
+                start_time: &r.start_time,
+                end_time: &r.end_time,
+                completion_start_time: r.first_byte_time(),
+                model: r.upstream_model.as_deref().or(r.model_group.as_deref()),
+                input: r.messages.as_ref(),
+                output: r.response.as_ref(),
+                usage: Usage {
+                    input: u.prompt_tokens,
+                    output: u.completion_tokens,
+                    total: u.total_tokens,
+                    unit: "TOKENS",
                 },
-                "usageDetails": {
-                    "input": r.usage.prompt_tokens,
-                    "output": r.usage.completion_tokens,
-                    "total": r.usage.total_tokens,
-                    "cache_read_input_tokens": r.usage.cached_tokens,
+                usage_details: UsageDetails {
+                    input: u.prompt_tokens,
+                    output: u.completion_tokens,
+                    total: u.total_tokens,
+                    cache_read_input_tokens: u.cached_tokens,
                 },
-                "costDetails": r.cost.map(|c| json!({ "total": c })),
-                "level": if r.success() { "DEFAULT" } else { "ERROR" },
-                "statusMessage": r.error,
-                "metadata": metadata,
-            }
-        }),
+                cost_details: r.cost.map(|total| Cost { total }),
+                level: if r.success() { "DEFAULT" } else { "ERROR" },
+                status_message: r.error.as_deref(),
+                metadata: r.metadata(),
+            })),
+        },
     ]
 }

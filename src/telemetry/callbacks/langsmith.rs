@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Uri};
-use serde_json::json;
+use serde::Serialize;
 
-use super::payload::CallbackRecord;
+use super::payload::{CallbackRecord, Metadata, UsageRecord};
 use super::target::{parse_uri, post_json, DeliverError, Http};
 use crate::config::Secret;
 
@@ -46,13 +46,13 @@ impl LangSmith {
 
     /// Send one batch of runs.
     pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
-        let runs: Vec<serde_json::Value> = batch.iter().map(|r| self.run(r)).collect();
-        let body = serde_json::to_vec(&json!({ "post": runs }))
+        let runs: Vec<Run<'_>> = batch.iter().map(|r| self.run(r)).collect();
+        let body = serde_json::to_vec(&Post { post: runs })
             .map_err(|e| DeliverError::Build(e.to_string()))?;
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
 
-    fn run(&self, r: &CallbackRecord) -> serde_json::Value {
+    fn run<'a>(&'a self, r: &'a CallbackRecord) -> Run<'a> {
         let id = run_id(&r.request_id);
         // `dotted_order`: start time (compact, microseconds) + 'Z' + run id, for a root run.
         let compact: String = r
@@ -60,21 +60,80 @@ impl LangSmith {
             .chars()
             .filter(|c| c.is_ascii_digit() || *c == 'T')
             .collect();
-        json!({
-            "id": id,
-            "trace_id": id,
-            "dotted_order": format!("{compact}Z{id}"),
-            "name": format!("sluice-{}", r.call_type.as_deref().unwrap_or("request")),
-            "run_type": "llm",
-            "session_name": self.project,
-            "start_time": r.start_time,
-            "end_time": r.end_time,
-            "inputs": { "model": r.requested_model, "messages": r.messages },
-            "outputs": { "choices": r.response, "usage": r.usage },
-            "error": (!r.success()).then(|| r.error.clone().unwrap_or_else(|| format!("status {}", r.status))),
-            "extra": { "metadata": r.metadata(), "invocation_params": { "model": r.upstream_model } },
-        })
+        Run {
+            dotted_order: format!("{compact}Z{id}"),
+            trace_id: id.clone(),
+            id,
+            name: format!("sluice-{}", r.call_type.as_deref().unwrap_or("request")),
+            run_type: "llm",
+            session_name: &self.project,
+            start_time: &r.start_time,
+            end_time: &r.end_time,
+            inputs: Inputs {
+                model: r.requested_model.as_deref(),
+                messages: r.messages.as_ref(),
+            },
+            outputs: Outputs {
+                choices: r.response.as_ref(),
+                usage: r.usage,
+            },
+            error: (!r.success()).then(|| {
+                r.error
+                    .clone()
+                    .unwrap_or_else(|| format!("status {}", r.status))
+            }),
+            extra: Extra {
+                metadata: r.metadata(),
+                invocation_params: Invocation {
+                    model: r.upstream_model.as_deref(),
+                },
+            },
+        }
     }
+}
+
+#[derive(Serialize)]
+struct Post<'a> {
+    post: Vec<Run<'a>>,
+}
+
+#[derive(Serialize)]
+struct Run<'a> {
+    id: String,
+    trace_id: String,
+    dotted_order: String,
+    name: String,
+    run_type: &'static str,
+    session_name: &'a str,
+    start_time: &'a str,
+    end_time: &'a str,
+    inputs: Inputs<'a>,
+    outputs: Outputs<'a>,
+    error: Option<String>,
+    extra: Extra<'a>,
+}
+
+#[derive(Serialize)]
+struct Inputs<'a> {
+    model: Option<&'a str>,
+    messages: Option<&'a serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct Outputs<'a> {
+    choices: Option<&'a serde_json::Value>,
+    usage: UsageRecord,
+}
+
+#[derive(Serialize)]
+struct Extra<'a> {
+    metadata: Metadata<'a>,
+    invocation_params: Invocation<'a>,
+}
+
+#[derive(Serialize)]
+struct Invocation<'a> {
+    model: Option<&'a str>,
 }
 
 /// LangSmith wants a UUID run id: the request id when it is one, else a UUID derived from it.

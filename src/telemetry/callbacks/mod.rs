@@ -61,6 +61,9 @@ pub struct Hub {
     tasks: TaskTracker,
 }
 
+/// Niceness of the callbacks thread (request workers run at the process's own, usually 0).
+const CALLBACK_NICE: i32 = 10;
+
 /// Records waiting for the fan-out task before the recorder fans them out itself.
 const INTAKE_CAPACITY: usize = 16 * 1024;
 
@@ -209,6 +212,10 @@ impl Runtime {
         let spawned = std::thread::Builder::new()
             .name("sluice-callbacks".into())
             .spawn(move || {
+                // Linux: the nice value is per thread; this one yields to request workers.
+                if let Err(e) = rustix::process::setpriority_process(None, CALLBACK_NICE) {
+                    tracing::debug!(error = %e, "could not lower the callback thread's priority");
+                }
                 match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

@@ -87,6 +87,37 @@ pub struct CallbackRecord {
     pub response: Option<serde_json::Value>,
 }
 
+/// A record's routing and timing facts, borrowed from it.
+#[derive(Debug, Serialize)]
+#[allow(missing_docs)]
+pub struct Metadata<'a> {
+    pub request_id: &'a str,
+    pub call_type: Option<&'a str>,
+    pub model_group: Option<&'a str>,
+    pub requested_model: Option<&'a str>,
+    pub deployment: Option<&'a str>,
+    pub provider: Option<&'a str>,
+    pub key_alias: Option<&'a str>,
+    pub key_hash: Option<&'a str>,
+    pub team_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+    pub end_user: Option<&'a str>,
+    pub status: u16,
+    pub outcome: &'a str,
+    pub error: Option<&'a str>,
+    pub stream: bool,
+    pub usage: UsageRecord,
+    pub cost: Option<f64>,
+    pub cache_hit: bool,
+    pub latency_ms: f64,
+    pub ttfb_ms: Option<f64>,
+    pub overhead_ms: f64,
+    pub retries: u32,
+    pub fallbacks: u32,
+    pub hedges: u32,
+    pub trace_id: Option<&'a str>,
+}
+
 /// Token counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageRecord {
@@ -232,36 +263,44 @@ impl CallbackRecord {
         }
     }
 
-    /// The routing and timing facts as a small JSON object (the metadata of Langfuse and
-    /// LangSmith events; the prompt, answer and attempt list are not repeated in it).
-    pub fn metadata(&self) -> serde_json::Value {
-        serde_json::json!({
-            "request_id": self.request_id,
-            "call_type": self.call_type,
-            "model_group": self.model_group,
-            "requested_model": self.requested_model,
-            "deployment": self.deployment,
-            "provider": self.provider,
-            "key_alias": self.key_alias,
-            "key_hash": self.key_hash,
-            "team_id": self.team_id,
-            "user_id": self.user_id,
-            "end_user": self.end_user,
-            "status": self.status,
-            "outcome": self.outcome,
-            "error": self.error,
-            "stream": self.stream,
-            "usage": self.usage,
-            "cost": self.cost,
-            "cache_hit": self.cache_hit,
-            "latency_ms": self.latency_ms,
-            "ttfb_ms": self.ttfb_ms,
-            "overhead_ms": self.overhead_ms,
-            "retries": self.retries,
-            "fallbacks": self.fallbacks,
-            "hedges": self.hedges,
-            "trace_id": self.trace.as_ref().map(|t| &t.trace_id),
-        })
+    /// The routing and timing facts (the metadata of Langfuse and LangSmith events; the
+    /// prompt, answer and attempt list are not repeated in it). Borrowed, serialised directly.
+    pub fn metadata(&self) -> Metadata<'_> {
+        Metadata {
+            request_id: &self.request_id,
+            call_type: self.call_type.as_deref(),
+            model_group: self.model_group.as_deref(),
+            requested_model: self.requested_model.as_deref(),
+            deployment: self.deployment.as_deref(),
+            provider: self.provider.as_deref(),
+            key_alias: self.key_alias.as_deref(),
+            key_hash: self.key_hash.as_deref(),
+            team_id: self.team_id.as_deref(),
+            user_id: self.user_id.as_deref(),
+            end_user: self.end_user.as_deref(),
+            status: self.status,
+            outcome: &self.outcome,
+            error: self.error.as_deref(),
+            stream: self.stream,
+            usage: self.usage,
+            cost: self.cost,
+            cache_hit: self.cache_hit,
+            latency_ms: self.latency_ms,
+            ttfb_ms: self.ttfb_ms,
+            overhead_ms: self.overhead_ms,
+            retries: self.retries,
+            fallbacks: self.fallbacks,
+            hedges: self.hedges,
+            trace_id: self.trace.as_ref().map(|t| t.trace_id.as_str()),
+        }
+    }
+
+    /// When the first byte of a stream arrived, RFC 3339.
+    pub fn first_byte_time(&self) -> Option<String> {
+        let ttfb = std::time::Duration::from_secs_f64(self.ttfb_ms? / 1000.0);
+        Some(rfc3339(
+            UNIX_EPOCH + std::time::Duration::from_nanos(self.start_unix_nano) + ttfb,
+        ))
     }
 
     /// Whether it succeeded.
