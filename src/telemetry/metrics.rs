@@ -401,6 +401,8 @@ mod tests {
             models: crate::routing::ModelTable::new(vec![member], |_| None),
             ..Router::default()
         };
+        // Callback families have samples once a sink exists.
+        let _sink = m.callback_stats("webhook");
         let text = m.render(&router, 0);
         let declared: Vec<&str> = text
             .lines()

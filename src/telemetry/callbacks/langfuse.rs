@@ -79,7 +79,7 @@ struct Event<'a> {
 #[serde(untagged)]
 enum Body<'a> {
     Trace(TraceBody<'a>),
-    Generation(Box<GenerationBody<'a>>),
+    Generation(GenerationBody<'a>),
 }
 
 #[derive(Serialize)]
@@ -167,7 +167,7 @@ fn events_of(r: &CallbackRecord) -> [Event<'_>; 2] {
             id: format!("{}-generation", r.request_id),
             timestamp: &r.end_time,
             kind: "generation-create",
-            body: Body::Generation(Box::new(GenerationBody {
+            body: Body::Generation(GenerationBody {
                 id: &r.request_id,
                 trace_id,
                 name,
@@ -193,7 +193,7 @@ fn events_of(r: &CallbackRecord) -> [Event<'_>; 2] {
                 level: if r.success() { "DEFAULT" } else { "ERROR" },
                 status_message: r.error.as_deref(),
                 metadata: r.metadata(),
-            })),
+            }),
         },
     ]
 }
