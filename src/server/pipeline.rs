@@ -152,6 +152,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    record.endpoint = Some(endpoint);
     // 3. Authenticate.
     auth::authorize(snap.master.as_ref(), req.headers())?;
     // 4. Read the body, within the size limit.
@@ -163,7 +164,6 @@ where
         return Err(ApiError::StreamNotSupported);
     }
     record.stream = envelope.stream;
-    record.endpoint = Some(endpoint);
     if state.recorder().callbacks().content() {
         record.content = Some(Box::new(Content {
             request: body.clone(),

@@ -47,10 +47,19 @@ pub struct Recorder {
 impl Recorder {
     /// Start the recorder task with these sinks (the Prometheus metrics are always fed). The
     /// task ends when every `Recorder` clone is dropped, after draining the queue.
-    pub fn start(mut sinks: Vec<Box<dyn RecordSink>>) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn start(sinks: Vec<Box<dyn RecordSink>>) -> (Self, tokio::task::JoinHandle<()>) {
+        Self::start_with(sinks, Callbacks::default())
+    }
+
+    /// As [`Recorder::start`], with callbacks built by the caller (e.g. with a disk spool as
+    /// their spill, [`Callbacks::with_spill`]).
+    pub fn start_with(
+        mut sinks: Vec<Box<dyn RecordSink>>,
+        callbacks: Callbacks,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<RequestRecord>(QUEUE_CAPACITY);
         let metrics = Arc::new(Metrics::default());
-        let callbacks = Arc::new(Callbacks::default());
+        let callbacks = Arc::new(callbacks);
         sinks.insert(0, Box::new(metrics.clone()));
         let fan_out = callbacks.clone();
         let task = tokio::spawn(async move {

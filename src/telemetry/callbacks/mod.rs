@@ -145,7 +145,8 @@ impl Hub {
     /// Hand a finished request to the fan-out task; if its queue is full, fan it out here
     /// (on the recorder task) rather than lose it.
     fn offer(&self, record: RequestRecord) {
-        let Some(intake) = &self.intake else {
+        // Inference requests only: health checks and scrapes are not LLM calls to log.
+        let (Some(intake), Some(_)) = (&self.intake, record.endpoint) else {
             return;
         };
         if let Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) =
@@ -282,19 +283,25 @@ impl std::fmt::Debug for Callbacks {
 
 impl Default for Callbacks {
     fn default() -> Self {
-        Self {
-            hub: ArcSwap::from_pointee(Hub::empty()),
-            runtime: Runtime::start(),
-            spills: Arc::new(|s: &SinkSettings| -> Box<dyn Spill> {
-                Box::new(MemorySpill::new(s.spill_limit))
-            }),
-            tracing: AtomicBool::new(false),
-            content: AtomicBool::new(false),
-        }
+        Self::with_spill(Arc::new(|s: &SinkSettings| -> Box<dyn Spill> {
+            Box::new(MemorySpill::new(s.spill_limit))
+        }))
     }
 }
 
 impl Callbacks {
+    /// Callbacks whose sinks keep undelivered records in the spills `spills` makes (the disk
+    /// spool plugs in here; the default is the bounded in-memory spill).
+    pub fn with_spill(spills: SpillFactory) -> Self {
+        Self {
+            hub: ArcSwap::from_pointee(Hub::empty()),
+            runtime: Runtime::start(),
+            spills,
+            tracing: AtomicBool::new(false),
+            content: AtomicBool::new(false),
+        }
+    }
+
     /// Start the sinks of `settings` unless they are the ones running. Needs a tokio runtime.
     pub fn configure(&self, settings: &CallbackSettings, metrics: &Metrics) {
         if self.hub.load().settings == *settings {
