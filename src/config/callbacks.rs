@@ -462,6 +462,21 @@ callback_settings:
         assert_eq!(headers[0].1.expose(), "Bearer x");
         assert!(cfg.sinks[0].message_logging);
         assert!(cfg.tracing() && cfg.content());
+        let shown = crate::config::describe(&load_str(yaml, &e).unwrap().config);
+        assert!(
+            shown.contains(
+                "webhook: webhook → http://127.0.0.1:9/hook  (failure; batch 10, flush 0.5s)"
+            ),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("otel: otlp/http → http://127.0.0.1:4318/v1/traces"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("sk-lf-1") && !shown.contains("Bearer"),
+            "{shown}"
+        );
     }
 
     #[test]

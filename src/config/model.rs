@@ -69,6 +69,41 @@ pub struct SinkSettings {
     pub kind: SinkKind,
 }
 
+impl SinkKind {
+    /// Short type name, for `check-config`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Webhook { .. } => "webhook",
+            Self::Langfuse { .. } => "langfuse",
+            Self::LangSmith { .. } => "langsmith",
+            Self::S3 { .. } => "s3",
+            Self::Otel { grpc: true, .. } => "otlp/grpc",
+            Self::Otel { grpc: false, .. } => "otlp/http",
+        }
+    }
+
+    /// Where it sends, without a query string (which may carry a token).
+    pub fn destination(&self) -> String {
+        let bare = |u: &str| u.split(['?', '#']).next().unwrap_or_default().to_owned();
+        match self {
+            Self::Webhook { url, .. } => bare(url),
+            Self::Langfuse { host, .. } => bare(host),
+            Self::LangSmith {
+                endpoint, project, ..
+            } => {
+                format!("{} (project {project})", bare(endpoint))
+            }
+            Self::S3 {
+                endpoint,
+                bucket,
+                prefix,
+                ..
+            } => format!("{}/{bucket}/{prefix}", bare(endpoint)),
+            Self::Otel { endpoint, .. } => bare(endpoint),
+        }
+    }
+}
+
 /// The sink types sluice can send to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SinkKind {

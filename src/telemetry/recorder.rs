@@ -109,6 +109,8 @@ impl Recorder {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) => {
                 r.emit();
+                // Overload only: the callbacks still get it (a try_send into their own queue).
+                self.callbacks.offer(r);
             }
         }
     }
