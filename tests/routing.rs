@@ -528,7 +528,7 @@ async fn every_attempt_is_recorded_with_its_deployment_and_outcome() {
     let seen: Vec<_> = rec
         .attempts
         .iter()
-        .map(|a| (&*a.deployment, a.result, a.hedge))
+        .map(|a| (&*a.target.id, a.result, a.hedge))
         .collect();
     assert_eq!(
         seen,
@@ -549,7 +549,7 @@ async fn every_attempt_is_recorded_with_its_deployment_and_outcome() {
     let seen: Vec<_> = rec
         .attempts
         .iter()
-        .map(|a| (&*a.deployment, a.result, a.hedge))
+        .map(|a| (&*a.target.id, a.result, a.hedge))
         .collect();
     assert_eq!(
         seen,

@@ -204,15 +204,12 @@ impl<'a> Run<'a> {
     }
 
     /// Note an attempt's start; returns its place in the trail.
-    fn begin(&mut self, call: &Attempt<'a>, hedge: bool) -> usize {
+    fn begin(&mut self, call: &Attempt<'a>, hedge: bool, start: Instant) -> usize {
         self.trail.push(AttemptSpan {
             span_id: call.span_id,
-            group: call.group.name.clone(),
-            deployment: call.member.target.id.clone(),
-            upstream_model: call.member.target.upstream_model.clone(),
-            provider: call.member.target.provider.name(),
+            target: call.member.target.clone(),
             hedge,
-            start: Instant::now(),
+            start,
             end: None,
             result: AttemptEnd::Open,
         });
@@ -346,7 +343,7 @@ impl<'a> Run<'a> {
             .hedge
             .filter(|_| first)
             .and_then(|h| h.delay(&group.ttfb));
-        let first_at = self.begin(&call, false);
+        let first_at = self.begin(&call, false, started);
         let primary = attempt(call);
         let Some(delay) = delay else {
             let r = primary.await;
@@ -382,7 +379,7 @@ impl<'a> Run<'a> {
                 }
             };
         self.hedges += 1;
-        let second_at = self.begin(&second_call, true);
+        let second_at = self.begin(&second_call, true, Instant::now());
         let secondary = attempt(second_call);
         tokio::pin!(secondary);
         // The first to succeed wins; returning drops the other future, which closes its

@@ -73,7 +73,7 @@ where
     };
     let record = &mut pending.record;
     if matches!(route, Route::Inference(_)) && state.recorder().callbacks().tracing() {
-        record.trace = Some(TraceContext::from_headers(req.headers()));
+        record.trace = Some(Box::new(TraceContext::from_headers(req.headers())));
     }
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,

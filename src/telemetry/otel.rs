@@ -370,9 +370,9 @@ mod tests {
         let rec = Arc::new(CallbackRecord::from_record(&r, false));
         let with = {
             let mut r = r.clone();
-            r.trace = Some(crate::telemetry::TraceContext::from_headers(
+            r.trace = Some(Box::new(crate::telemetry::TraceContext::from_headers(
                 &HeaderMap::new(),
-            ));
+            )));
             Arc::new(CallbackRecord::from_record(&r, false))
         };
         let empty = export_request("s", &[rec]);

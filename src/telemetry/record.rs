@@ -10,6 +10,7 @@ use smallvec::SmallVec;
 
 use super::trace_context::{SpanId, TraceContext};
 use crate::endpoint::Endpoint;
+use crate::providers::DeploymentTarget;
 use crate::spend::Usage;
 
 /// How one upstream attempt ended.
@@ -26,19 +27,15 @@ pub enum AttemptEnd {
 }
 
 /// One upstream attempt, for the trace: which deployment, when, and how it ended. Filled in
-/// by `routing::dispatch`; exported as a CLIENT span off the request path.
+/// by `routing::dispatch`; exported as a CLIENT span off the request path. Kept small (one
+/// `Arc` for the deployment): it lives inline in the request's futures, which are moved by
+/// value, so every byte here is copied several times per request.
 #[derive(Debug, Clone)]
 pub struct AttemptSpan {
     /// The span id, also sent upstream as the `traceparent` parent.
     pub span_id: SpanId,
-    /// The model group tried (a fallback's after a fallback).
-    pub group: Arc<str>,
-    /// Deployment id.
-    pub deployment: Arc<str>,
-    /// Model name at the provider.
-    pub upstream_model: Arc<str>,
-    /// Provider prefix.
-    pub provider: &'static str,
+    /// The deployment called (its id, group, provider and upstream model).
+    pub target: Arc<DeploymentTarget>,
     /// Started as a hedge of a slow first attempt.
     pub hedge: bool,
     /// When it started.
@@ -47,6 +44,19 @@ pub struct AttemptSpan {
     pub end: Option<Instant>,
     /// How it ended.
     pub result: AttemptEnd,
+}
+
+/// The caller's identity as records carry it (never the key itself).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// Virtual key alias.
+    pub key_alias: Option<Arc<str>>,
+    /// Hash of the virtual key.
+    pub key_hash: Option<Arc<str>>,
+    /// Team of the key.
+    pub team_id: Option<Arc<str>>,
+    /// User of the key.
+    pub user_id: Option<Arc<str>>,
 }
 
 /// A request's attempts; inline for the common single attempt (no allocation).
@@ -133,20 +143,16 @@ pub struct RequestRecord {
     pub endpoint: Option<Endpoint>,
     /// The model group the client asked for (`model` may become a fallback's group).
     pub requested_model: Option<Arc<str>>,
-    /// Trace ids, when tracing is on.
-    pub trace: Option<TraceContext>,
+    /// Trace ids, when tracing is on (boxed: most requests are not traced, and the record
+    /// travels by value).
+    pub trace: Option<Box<TraceContext>>,
     /// Every upstream attempt, in start order.
     pub attempts: Attempts,
     /// Prompt/completion bodies, only with content logging opted in.
     pub content: Option<Box<Content>>,
-    /// Virtual key alias (filled in once virtual keys exist).
-    pub key_alias: Option<Arc<str>>,
-    /// Hash of the virtual key (never the key itself).
-    pub key_hash: Option<Arc<str>>,
-    /// Team of the key.
-    pub team_id: Option<Arc<str>>,
-    /// User of the key.
-    pub user_id: Option<Arc<str>>,
+    /// Who called: the virtual key's alias, hash, team and user (filled in once virtual keys
+    /// exist; shared with the key table, so one refcount per request).
+    pub key: Option<Arc<KeyInfo>>,
     /// The client's end user (`user` in the body).
     pub end_user: Option<Arc<str>>,
     /// Cost in USD, when known.
@@ -162,6 +168,16 @@ impl RequestRecord {
         method: Method,
         route: &'static str,
         start: Instant,
+    ) -> Self {
+        Self::at(request_id, method, route, start, SystemTime::now())
+    }
+
+    fn at(
+        request_id: HeaderValue,
+        method: Method,
+        route: &'static str,
+        start: Instant,
+        started_at: SystemTime,
     ) -> Self {
         Self {
             request_id,
@@ -183,16 +199,13 @@ impl RequestRecord {
             fallbacks: 0,
             hedges: 0,
             duration: None,
-            started_at: SystemTime::now(),
+            started_at,
             endpoint: None,
             requested_model: None,
             trace: None,
             attempts: Attempts::new(),
             content: None,
-            key_alias: None,
-            key_hash: None,
-            team_id: None,
-            user_id: None,
+            key: None,
             end_user: None,
             cost: None,
             cache_hit: false,
@@ -202,14 +215,13 @@ impl RequestRecord {
     /// An empty record with the same id, left behind when a record is moved out of a struct
     /// that is being dropped (cheaper than cloning the whole record).
     pub fn clone_shell(&self) -> Self {
-        let mut shell = Self::new(
+        Self::at(
             self.request_id.clone(),
             self.method.clone(),
             self.route,
             self.start,
-        );
-        shell.started_at = self.started_at;
-        shell
+            self.started_at,
+        )
     }
 
     /// Whether the request succeeded (the split between `success_callback` and

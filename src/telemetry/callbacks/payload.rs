@@ -180,6 +180,7 @@ impl CallbackRecord {
         let end_wall = r.wall(end);
         let usage = r.usage.unwrap_or_default();
         let last = r.attempts.last();
+        let key = r.key.as_deref();
         let (messages, response) = match (&r.content, content) {
             (Some(c), true) => (
                 pick(&c.request, &["messages", "input", "prompt"]),
@@ -201,11 +202,11 @@ impl CallbackRecord {
             requested_model: r.requested_model.as_deref().map(str::to_owned),
             deployment: r.deployment.as_deref().map(str::to_owned),
             provider: r.provider.map(str::to_owned),
-            upstream_model: last.map(|a| a.upstream_model.to_string()),
-            key_alias: r.key_alias.as_deref().map(str::to_owned),
-            key_hash: r.key_hash.as_deref().map(str::to_owned),
-            team_id: r.team_id.as_deref().map(str::to_owned),
-            user_id: r.user_id.as_deref().map(str::to_owned),
+            upstream_model: last.map(|a| a.target.upstream_model.to_string()),
+            key_alias: key.and_then(|k| k.key_alias.as_deref()).map(str::to_owned),
+            key_hash: key.and_then(|k| k.key_hash.as_deref()).map(str::to_owned),
+            team_id: key.and_then(|k| k.team_id.as_deref()).map(str::to_owned),
+            user_id: key.and_then(|k| k.user_id.as_deref()).map(str::to_owned),
             end_user: r.end_user.as_deref().map(str::to_owned),
             status: r.status,
             status_text: if r.succeeded() { "success" } else { "failure" }.to_owned(),
@@ -243,10 +244,10 @@ impl CallbackRecord {
                 .iter()
                 .map(|a| AttemptRecord {
                     span_id: hex(&a.span_id),
-                    group: a.group.to_string(),
-                    deployment: a.deployment.to_string(),
-                    upstream_model: a.upstream_model.to_string(),
-                    provider: a.provider.to_owned(),
+                    group: a.target.model_name.to_string(),
+                    deployment: a.target.id.to_string(),
+                    upstream_model: a.target.upstream_model.to_string(),
+                    provider: a.target.provider.name().to_owned(),
                     hedge: a.hedge,
                     start_unix_nano: unix_nanos(r.wall(a.start)),
                     end_unix_nano: unix_nanos(r.wall(a.end.unwrap_or(end))),
