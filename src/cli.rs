@@ -173,6 +173,10 @@ pub struct BenchArgs {
     /// Concurrent slow streams to hold open through sluice to measure its memory (0: skip).
     #[arg(long, default_value_t = 1000)]
     pub hold_streams: usize,
+    /// Also measure a second sluice with every logging callback and the OTLP exporter on
+    /// (pointed at a loopback receiver this run starts), and report the difference.
+    #[arg(long)]
+    pub callbacks: bool,
     /// Stream chunks per mock answer.
     #[arg(long, default_value_t = 8)]
     pub chunks: u32,

@@ -500,3 +500,62 @@ async fn several_keys_per_deployment_share_its_requests_by_weight() {
         "{first} of 200 with the 3:1 key"
     );
 }
+
+#[tokio::test]
+async fn every_attempt_is_recorded_with_its_deployment_and_outcome() {
+    use sluice::telemetry::AttemptEnd;
+    let bad = mock_server(failing(500)).await;
+    let slow = mock_server(MockSettings {
+        latency: Duration::from_millis(400),
+        ..MockSettings::default()
+    })
+    .await;
+    let good = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(
+        &[
+            deployment("r", "bad", &bad.base(), "      weight: 1000000\n"),
+            deployment("r", "good", &good.base(), ""),
+            deployment("h", "slow", &slow.base(), "      weight: 1000000\n"),
+            deployment("h", "fast", &good.base(), ""),
+        ],
+        "  allowed_fails: 1000\n  hedge_after_ms:\n    h: 30\n",
+    ))
+    .await;
+    let retried = r#"{"model":"r","messages":[{"role":"user","content":"hi"}]}"#;
+    let a = post(&gw.url("/v1/chat/completions"), retried).await;
+    assert_eq!(a.status, 200);
+    let rec = gw.next_record().await;
+    let seen: Vec<_> = rec
+        .attempts
+        .iter()
+        .map(|a| (&*a.target.id, a.result, a.hedge))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("bad", AttemptEnd::Failed("server"), false),
+            ("good", AttemptEnd::Ok, false)
+        ]
+    );
+    assert!(rec.attempts[0].end.unwrap() <= rec.attempts[1].start);
+    assert_ne!(rec.attempts[0].span_id, rec.attempts[1].span_id);
+    // Tracing is off in this config: no trace ids are made.
+    assert!(rec.trace.is_none());
+
+    let hedged = r#"{"model":"h","messages":[{"role":"user","content":"hi"}]}"#;
+    let a = post(&gw.url("/v1/chat/completions"), hedged).await;
+    assert_eq!(a.header("x-sluice-hedged-requests"), Some("1"));
+    let rec = gw.next_record().await;
+    let seen: Vec<_> = rec
+        .attempts
+        .iter()
+        .map(|a| (&*a.target.id, a.result, a.hedge))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("slow", AttemptEnd::Cancelled, false),
+            ("fast", AttemptEnd::Ok, true)
+        ]
+    );
+}

@@ -7,6 +7,7 @@ mod chart;
 mod load;
 mod procs;
 mod report;
+mod sink;
 mod spawn;
 mod workload;
 
@@ -113,6 +114,7 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
     }];
     let mut rest = Vec::new();
     let mut sluice_pid = None;
+    let mut received = None;
     if !args.no_sluice {
         let slow = if args.hold_streams > 0 {
             let a = vec![
@@ -162,6 +164,26 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
             client: load::client(),
         });
         keep.push(g);
+        if args.callbacks {
+            let (addr, got) = sink::start().await?;
+            received = Some(got);
+            let config = dir.join("sluice-callbacks.yaml");
+            let mut yaml = spawn::gateway_config(&mock_base, slow.as_deref(), args.models);
+            yaml.push_str(&sink::callbacks_config(&addr.to_string()));
+            std::fs::write(&config, yaml).map_err(|e| BenchError::Write {
+                path: config.clone(),
+                reason: e.to_string(),
+            })?;
+            a[2] = config.display().to_string();
+            let g = spawn::start(report::WITH_CALLBACKS, &a, &[("SLUICE_LOG", "warn")], &dir)?;
+            targets.push(Target {
+                name: report::WITH_CALLBACKS.into(),
+                base: format!("http://{}", g.addr),
+                pid: Some(g.pid),
+                client: load::client(),
+            });
+            keep.push(g);
+        }
     }
     for (name, url) in &args.targets {
         let pid = args
@@ -253,6 +275,10 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         rest,
         rows,
         hold,
+        callbacks: received.map(|r| report::CallbackDeliveries {
+            requests: r.requests.load(std::sync::atomic::Ordering::Relaxed),
+            bytes: r.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        }),
     };
     write(&dir, &report)?;
     drop(keep);

@@ -169,7 +169,21 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Held streams, when run.
     pub hold: Option<Hold>,
+    /// What the callback receiver got, with `--callbacks`.
+    pub callbacks: Option<CallbackDeliveries>,
 }
+
+/// Deliveries the `--callbacks` receiver counted during the run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CallbackDeliveries {
+    /// Batches, exports and objects received.
+    pub requests: u64,
+    /// Their body bytes.
+    pub bytes: u64,
+}
+
+/// Name of the target with every callback on.
+pub const WITH_CALLBACKS: &str = "sluice+cb";
 
 fn f(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
@@ -277,6 +291,51 @@ impl Report {
         if let Some(h) = &self.hold {
             let _ = writeln!(out, "held {}", h.summary());
         }
+        out.push_str(&self.callbacks_section());
+        out
+    }
+
+    /// Callbacks on vs off: the latency `sluice+cb` adds over `sluice` at each level (both
+    /// measured in the same run, interleaved).
+    fn callbacks_section(&self) -> String {
+        let Some(d) = self.callbacks else {
+            return String::new();
+        };
+        let mut out = format!(
+            "\n## Callbacks on vs off\n\nEvery callback on (otel, webhook, langfuse, langsmith, s3) against \
+             a loopback receiver, which got {} deliveries ({:.1} MB). Difference = `{WITH_CALLBACKS}` \
+             minus `sluice`, µs.\n\n| workload | size | conc | p50 off | p50 on | Δp50 | p99 off | p99 on | Δp99 | cpu/1k off | cpu/1k on |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            d.requests,
+            d.bytes as f64 / 1e6
+        );
+        for on in self.rows.iter().filter(|r| r.target == WITH_CALLBACKS) {
+            let Some(off) = self.rows.iter().find(|r| {
+                r.target == "sluice"
+                    && r.workload == on.workload
+                    && r.size == on.size
+                    && r.concurrency == on.concurrency
+            }) else {
+                continue;
+            };
+            let (Some(a), Some(b)) = (off.latency_us, on.latency_us) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.0} | {:.0} | {:+.0} | {:.0} | {:.0} | {:+.0} | {} | {} |",
+                on.workload,
+                on.size,
+                on.concurrency,
+                a.p50,
+                b.p50,
+                b.p50 - a.p50,
+                a.p99,
+                b.p99,
+                b.p99 - a.p99,
+                f(off.cpu_s_per_1k, 2),
+                f(on.cpu_s_per_1k, 2)
+            );
+        }
         out
     }
 
@@ -338,6 +397,7 @@ impl Report {
         if let Some(h) = &self.hold {
             let _ = writeln!(out, "\n## Held streams\n\n{}.", h.summary());
         }
+        out.push_str(&self.callbacks_section());
         out
     }
 }

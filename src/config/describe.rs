@@ -43,6 +43,30 @@ pub fn describe(config: &Config) -> String {
     if let Some(s) = &config.router.routing_strategy {
         let _ = writeln!(out, "router_settings.routing_strategy: {}", s.name());
     }
+    if !config.callbacks.sinks.is_empty() {
+        let _ = writeln!(out, "\ncallbacks");
+    }
+    for s in &config.callbacks.sinks {
+        let events = match (s.on_success, s.on_failure) {
+            (true, true) => "success+failure",
+            (true, false) => "success",
+            _ => "failure",
+        };
+        let _ = writeln!(
+            out,
+            "  - {}: {} → {}  ({events}; batch {}, flush {:.1}s{})",
+            s.name,
+            s.kind.type_name(),
+            s.kind.destination(),
+            s.batch_size,
+            s.flush_interval.as_secs_f64(),
+            if s.message_logging {
+                "; with prompts and answers"
+            } else {
+                ""
+            }
+        );
+    }
     out
 }
 

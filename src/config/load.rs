@@ -10,7 +10,8 @@ use super::env::{key_text, resolve_tree, Env, Layered};
 use super::model::Config;
 use super::problems::{did_you_mean, ConfigError, Problems, Warning};
 use super::raw::{
-    RawConfig, GENERAL_KEYS, LITELLM_KEYS, MODEL_KEYS, PARAM_KEYS, ROUTER_KEYS, TOP_KEYS,
+    RawConfig, CALLBACK_KEYS, GENERAL_KEYS, LITELLM_KEYS, MODEL_KEYS, PARAM_KEYS, ROUTER_KEYS,
+    TOP_KEYS,
 };
 use super::validate::validate;
 
@@ -261,6 +262,9 @@ fn warn_ignored(segs: &[Seg], problems: &mut Problems) {
         ["general_settings", _] => GENERAL_KEYS,
         ["router_settings", _] => ROUTER_KEYS,
         ["litellm_settings", _] => LITELLM_KEYS,
+        ["callback_settings", _, _] | ["litellm_settings", "s3_callback_params", _] => {
+            CALLBACK_KEYS
+        }
         _ => &[],
     };
     let last = keys.last().copied().unwrap_or_default();

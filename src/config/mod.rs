@@ -2,6 +2,7 @@
 //! typed and validated → an immutable [`Config`]. Unknown keys are warnings that name the key;
 //! wrong values are errors that name the exact path.
 
+mod callbacks;
 mod describe;
 mod env;
 mod load;

@@ -20,6 +20,148 @@ pub struct Config {
     pub router: RouterSettings,
     /// `litellm_settings`.
     pub litellm: LitellmSettings,
+    /// Logging callbacks and tracing (`litellm_settings.*callback*` + `callback_settings`).
+    pub callbacks: CallbackSettings,
+}
+
+/// Every logging callback and trace exporter the config turns on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallbackSettings {
+    /// The sinks, one per distinct callback name.
+    pub sinks: Vec<SinkSettings>,
+}
+
+impl CallbackSettings {
+    /// Whether an OpenTelemetry exporter is on (requests then carry trace ids).
+    pub fn tracing(&self) -> bool {
+        self.sinks
+            .iter()
+            .any(|s| matches!(s.kind, SinkKind::Otel { .. }))
+    }
+
+    /// Whether any sink wants prompt/completion content.
+    pub fn content(&self) -> bool {
+        self.sinks.iter().any(|s| s.message_logging)
+    }
+}
+
+/// One callback sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SinkSettings {
+    /// The name it was configured under (metrics label, readiness entry).
+    pub name: String,
+    /// Send successful requests.
+    pub on_success: bool,
+    /// Send failed requests.
+    pub on_failure: bool,
+    /// Records per batch (`batch_size`).
+    pub batch_size: usize,
+    /// Longest a record waits for its batch to fill (`flush_interval`).
+    pub flush_interval: Duration,
+    /// Records waiting for the sink before they go to the spill (`max_queue_size`).
+    pub max_queue: usize,
+    /// Records held while the sink is down before the oldest are dropped (`spill_limit`).
+    pub spill_limit: usize,
+    /// Include prompt and completion content (`message_logging: true`, and
+    /// `turn_off_message_logging` not set).
+    pub message_logging: bool,
+    /// Where and how to send.
+    pub kind: SinkKind,
+}
+
+impl SinkKind {
+    /// Short type name, for `check-config`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Webhook { .. } => "webhook",
+            Self::Langfuse { .. } => "langfuse",
+            Self::LangSmith { .. } => "langsmith",
+            Self::S3 { .. } => "s3",
+            Self::Otel { grpc: true, .. } => "otlp/grpc",
+            Self::Otel { grpc: false, .. } => "otlp/http",
+        }
+    }
+
+    /// Where it sends, without a query string (which may carry a token).
+    pub fn destination(&self) -> String {
+        let bare = |u: &str| u.split(['?', '#']).next().unwrap_or_default().to_owned();
+        match self {
+            Self::Webhook { url, .. } => bare(url),
+            Self::Langfuse { host, .. } => bare(host),
+            Self::LangSmith {
+                endpoint, project, ..
+            } => {
+                format!("{} (project {project})", bare(endpoint))
+            }
+            Self::S3 {
+                endpoint,
+                bucket,
+                prefix,
+                ..
+            } => format!("{}/{bucket}/{prefix}", bare(endpoint)),
+            Self::Otel { endpoint, .. } => bare(endpoint),
+        }
+    }
+}
+
+/// The sink types sluice can send to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SinkKind {
+    /// Generic HTTP JSON sink (`webhook`, LiteLLM's `generic_api` / `generic`).
+    Webhook {
+        /// Where to POST.
+        url: String,
+        /// Extra headers (may carry credentials).
+        headers: Vec<(String, Secret)>,
+        /// One JSON array per batch, or one JSON object per line.
+        ndjson: bool,
+    },
+    /// Langfuse's ingestion API.
+    Langfuse {
+        /// `LANGFUSE_HOST`.
+        host: String,
+        /// `LANGFUSE_PUBLIC_KEY`.
+        public_key: Secret,
+        /// `LANGFUSE_SECRET_KEY`.
+        secret_key: Secret,
+    },
+    /// LangSmith's runs batch API.
+    LangSmith {
+        /// `LANGSMITH_ENDPOINT`.
+        endpoint: String,
+        /// `LANGSMITH_API_KEY`.
+        api_key: Secret,
+        /// `LANGSMITH_PROJECT`.
+        project: String,
+    },
+    /// Any S3-compatible store: one object per batch.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Region (SigV4 scope).
+        region: String,
+        /// Endpoint URL (default `https://s3.<region>.amazonaws.com`).
+        endpoint: String,
+        /// Access key id.
+        access_key: Secret,
+        /// Secret access key.
+        secret_key: Secret,
+        /// Session token, for temporary credentials.
+        session_token: Option<Secret>,
+        /// Key prefix (`s3_path`).
+        prefix: String,
+    },
+    /// OpenTelemetry traces over OTLP.
+    Otel {
+        /// Full URL of the traces endpoint (HTTP: `.../v1/traces`; gRPC: the server root).
+        endpoint: String,
+        /// gRPC instead of HTTP/protobuf.
+        grpc: bool,
+        /// `OTEL_EXPORTER_OTLP_HEADERS` (may carry credentials).
+        headers: Vec<(String, Secret)>,
+        /// `service.name`.
+        service_name: String,
+    },
 }
 
 /// One upstream deployment (`model_list[i]`).

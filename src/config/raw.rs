@@ -156,6 +156,7 @@ pub(super) struct RawConfig {
     pub general_settings: Option<RawGeneral>,
     pub router_settings: Option<RawRouter>,
     pub litellm_settings: Option<RawLitellm>,
+    pub callback_settings: Option<BTreeMap<String, RawCallback>>,
 }
 
 /// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
@@ -165,6 +166,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "general_settings",
     "router_settings",
     "litellm_settings",
+    "callback_settings",
     "environment_variables",
     "include",
 ];
@@ -343,7 +345,76 @@ pub(super) struct RawLitellm {
     pub fallbacks: Option<RawFallbacks>,
     pub context_window_fallbacks: Option<RawFallbacks>,
     pub default_fallbacks: Option<OneOrMany>,
+    pub s3_callback_params: Option<RawCallback>,
 }
+
+/// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for
+/// every sink's keys, so an unknown key warns with a did-you-mean over all of them.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawCallback {
+    pub callback_type: Option<Scalar>,
+    pub endpoint: Option<Scalar>,
+    pub url: Option<Scalar>,
+    pub headers: Option<BTreeMap<String, Scalar>>,
+    pub event_types: Option<OneOrMany>,
+    pub log_format: Option<Scalar>,
+    pub batch_size: Option<Scalar>,
+    pub flush_interval: Option<Scalar>,
+    pub max_queue_size: Option<Scalar>,
+    pub spill_limit: Option<Scalar>,
+    pub message_logging: Option<Scalar>,
+    pub host: Option<Scalar>,
+    pub public_key: Option<Scalar>,
+    pub secret_key: Option<Scalar>,
+    pub api_key: Option<Scalar>,
+    pub project: Option<Scalar>,
+    pub protocol: Option<Scalar>,
+    pub service_name: Option<Scalar>,
+    pub s3_bucket_name: Option<Scalar>,
+    pub s3_region_name: Option<Scalar>,
+    pub s3_endpoint_url: Option<Scalar>,
+    pub s3_aws_access_key_id: Option<Scalar>,
+    pub s3_aws_secret_access_key: Option<Scalar>,
+    pub s3_aws_session_token: Option<Scalar>,
+    pub s3_path: Option<Scalar>,
+    /// Read so that a `gcs_bucket` entry does not warn twice; that sink is not supported yet.
+    #[allow(dead_code)]
+    pub gcs_bucket_name: Option<Scalar>,
+    /// As `gcs_bucket_name`.
+    #[allow(dead_code)]
+    pub gcs_path_service_account: Option<Scalar>,
+}
+
+/// Keys of a `callback_settings` entry.
+pub(super) const CALLBACK_KEYS: &[&str] = &[
+    "callback_type",
+    "endpoint",
+    "url",
+    "headers",
+    "event_types",
+    "log_format",
+    "batch_size",
+    "flush_interval",
+    "max_queue_size",
+    "spill_limit",
+    "message_logging",
+    "host",
+    "public_key",
+    "secret_key",
+    "api_key",
+    "project",
+    "protocol",
+    "service_name",
+    "s3_bucket_name",
+    "s3_region_name",
+    "s3_endpoint_url",
+    "s3_aws_access_key_id",
+    "s3_aws_secret_access_key",
+    "s3_aws_session_token",
+    "s3_path",
+    "gcs_bucket_name",
+    "gcs_path_service_account",
+];
 
 /// Keys of `litellm_settings` sluice reads.
 pub(super) const LITELLM_KEYS: &[&str] = &[
@@ -360,6 +431,7 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "fallbacks",
     "context_window_fallbacks",
     "default_fallbacks",
+    "s3_callback_params",
 ];
 
 #[cfg(test)]

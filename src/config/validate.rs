@@ -36,9 +36,17 @@ pub const ROUTING_STRATEGIES: [&str; 6] = [
 /// Validate the whole config, recording every problem.
 pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Config {
     let general = general(raw.general_settings.unwrap_or_default(), env, p);
-    let litellm_raw = raw.litellm_settings.unwrap_or_default();
+    let mut litellm_raw = raw.litellm_settings.unwrap_or_default();
+    let s3_params = litellm_raw.s3_callback_params.take();
     let mut router = router(raw.router_settings.unwrap_or_default(), p);
     let litellm = litellm(litellm_raw, &mut router, p);
+    let callbacks = super::callbacks::callbacks(
+        &litellm,
+        raw.callback_settings.unwrap_or_default(),
+        s3_params,
+        env,
+        p,
+    );
     let defaults = Timeouts {
         total: router.timeout.or(litellm.request_timeout),
         first_chunk: router.stream_timeout,
@@ -100,16 +108,21 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         general,
         router,
         litellm,
+        callbacks,
     }
 }
 
 // ---- leaf conversions -------------------------------------------------------------------
 
-fn text(v: Option<Scalar>) -> Option<String> {
+pub(super) fn text(v: Option<Scalar>) -> Option<String> {
     v.map(|s| s.text()).filter(|s| !s.trim().is_empty())
 }
 
-fn whole<T: TryFrom<i128>>(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<T> {
+pub(super) fn whole<T: TryFrom<i128>>(
+    path: &str,
+    v: Option<Scalar>,
+    p: &mut Problems,
+) -> Option<T> {
     let v = v?;
     match v.integer().and_then(|i| T::try_from(i).ok()) {
         Some(n) => Some(n),
@@ -123,7 +136,12 @@ fn whole<T: TryFrom<i128>>(path: &str, v: Option<Scalar>, p: &mut Problems) -> O
     }
 }
 
-fn number(path: &str, v: Option<Scalar>, min_exclusive: bool, p: &mut Problems) -> Option<f64> {
+pub(super) fn number(
+    path: &str,
+    v: Option<Scalar>,
+    min_exclusive: bool,
+    p: &mut Problems,
+) -> Option<f64> {
     let v = v?;
     match v.number().filter(|n| n.is_finite()) {
         Some(n) if n > 0.0 || (!min_exclusive && n == 0.0) => Some(n),
@@ -138,7 +156,7 @@ fn number(path: &str, v: Option<Scalar>, min_exclusive: bool, p: &mut Problems) 
     }
 }
 
-fn seconds(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Duration> {
+pub(super) fn seconds(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Duration> {
     number(path, v, true, p).map(Duration::from_secs_f64)
 }
 
@@ -146,7 +164,7 @@ fn millis(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Duration> {
     whole::<u64>(path, v, p).map(Duration::from_millis)
 }
 
-fn boolean(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<bool> {
+pub(super) fn boolean(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<bool> {
     let v = v?;
     let b = v.boolean();
     if b.is_none() {
@@ -155,7 +173,7 @@ fn boolean(path: &str, v: Option<Scalar>, p: &mut Problems) -> Option<bool> {
     b
 }
 
-fn texts(v: Option<OneOrMany>) -> Vec<String> {
+pub(super) fn texts(v: Option<OneOrMany>) -> Vec<String> {
     v.map(|v| v.texts()).unwrap_or_default()
 }
 

@@ -3,7 +3,7 @@
 //! in the client's format: same-dialect calls pass through, others go through `translate`.
 
 use bytes::{Bytes, BytesMut};
-use http::header::HeaderName;
+use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response};
 
 use super::body::{SegmentsBody, UpstreamBody};
@@ -12,6 +12,7 @@ use super::kind::Wire;
 use super::target::{encode_model, DeploymentTarget, HttpTarget, TargetKind};
 use crate::endpoint::Endpoint;
 use crate::error::ApiError;
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 /// Anthropic request headers a pass-through call takes from the client (API version and beta
 /// features, which Claude Code relies on).
@@ -35,6 +36,20 @@ pub struct Call<'a> {
     pub capture: Option<&'a str>,
     /// Ask the upstream for stream usage the client did not request.
     pub force_usage: bool,
+    /// W3C trace context for this attempt (`traceparent`, `tracestate`), when tracing is on.
+    pub trace: Option<(HeaderValue, Option<&'a HeaderValue>)>,
+}
+
+impl Call<'_> {
+    /// Add the attempt's trace context to an upstream request's headers.
+    pub(crate) fn trace_headers(&self, headers: &mut HeaderMap) {
+        if let Some((parent, state)) = &self.trace {
+            headers.insert(TRACEPARENT.clone(), parent.clone());
+            if let Some(s) = state {
+                headers.insert(TRACESTATE.clone(), (*s).clone());
+            }
+        }
+    }
 }
 
 /// Send the call to the deployment; resolves when the upstream's response head arrives (for
@@ -85,6 +100,7 @@ async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamB
         .body(SegmentsBody::new(segments))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
     *req.headers_mut() = t.headers.next().clone();
+    call.trace_headers(req.headers_mut());
     if t.wire == Wire::Anthropic {
         for name in &ANTHROPIC_CLIENT_HEADERS {
             if let Some(v) = call.client_headers.get(name) {

@@ -41,7 +41,27 @@ impl ClientRegistry {
     }
 }
 
+/// An HTTP/2-only client (prior knowledge on `http://`), for gRPC exports.
+pub fn h2_only(connect_timeout: Duration) -> HttpClient {
+    builder().http2_only(true).build(connector(connect_timeout))
+}
+
 fn build(connect_timeout: Duration) -> HttpClient {
+    builder()
+        .pool_max_idle_per_host(1024)
+        .http1_max_buf_size(crate::server::MAX_CONN_BUF)
+        .build(connector(connect_timeout))
+}
+
+fn builder() -> hyper_util::client::legacy::Builder {
+    let mut b = Client::builder(TokioExecutor::new());
+    b.pool_idle_timeout(Duration::from_secs(90))
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new());
+    b
+}
+
+fn connector(connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -54,16 +74,9 @@ fn build(connect_timeout: Duration) -> HttpClient {
             HttpsConnectorBuilder::new().with_webpki_roots()
         }
     };
-    let https = builder
+    builder
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .wrap_connector(http);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(1024)
-        .http1_max_buf_size(crate::server::MAX_CONN_BUF)
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .build(https)
+        .wrap_connector(http)
 }

@@ -183,6 +183,8 @@ pub struct DeploymentTarget {
     pub id_header: HeaderValue,
     /// The model group.
     pub model_name: Arc<str>,
+    /// The model name the provider knows (traces and callback records).
+    pub upstream_model: Arc<str>,
     /// The provider.
     pub provider: Provider,
     /// How to reach it.
@@ -228,6 +230,7 @@ impl DeploymentTarget {
             id: Arc::from(d.id.as_str()),
             id_header,
             model_name: Arc::from(d.model_name.as_str()),
+            upstream_model: Arc::from(d.upstream_model.as_str()),
             provider: d.provider,
             kind,
             timeouts: Timeouts::of(d),
@@ -244,6 +247,7 @@ impl DeploymentTarget {
             id: Arc::from(id),
             id_header: HeaderValue::from_static("x"),
             model_name: Arc::from(group),
+            upstream_model: Arc::from(group),
             provider: Provider::Mock,
             kind: TargetKind::Mock(MockSettings::default()),
             timeouts: Timeouts {

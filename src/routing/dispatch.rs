@@ -19,6 +19,7 @@ use super::failure::FailureKind;
 use super::group::{Group, Member, Pick, Tried};
 use super::health::{now_ms, InFlight};
 use super::{Resolved, Router};
+use crate::telemetry::{new_span_id, AttemptEnd, AttemptSpan, Attempts, SpanId};
 
 /// One attempt the pipeline is asked to make.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +30,8 @@ pub struct Attempt<'a> {
     pub member: &'a Member,
     /// What a wildcard group's `*` matched.
     pub capture: Option<&'a str>,
+    /// The attempt's span id (the `traceparent` parent sent upstream).
+    pub span_id: SpanId,
 }
 
 /// A failed attempt, classified.
@@ -107,6 +110,8 @@ pub struct Outcome<'a, A, E> {
     pub fallbacks: u32,
     /// Hedged second attempts started.
     pub hedges: u32,
+    /// Every attempt made, with its timing and result (for the trace).
+    pub attempts: Attempts,
 }
 
 struct Run<'a> {
@@ -115,6 +120,7 @@ struct Run<'a> {
     last: Option<&'a Member>,
     retries: u32,
     hedges: u32,
+    trail: Attempts,
 }
 
 /// Serve one request: the group `first`, then its fallbacks. `attempt` makes one upstream
@@ -136,6 +142,7 @@ where
         last: None,
         retries: 0,
         hedges: 0,
+        trail: Attempts::new(),
     };
     let mut current = first;
     let mut fallbacks: u32 = 0;
@@ -192,6 +199,38 @@ impl<'a> Run<'a> {
             retries: self.retries,
             fallbacks,
             hedges: self.hedges,
+            attempts: self.trail,
+        }
+    }
+
+    /// Note an attempt's start; returns its place in the trail.
+    fn begin(&mut self, call: &Attempt<'a>, hedge: bool, start: Instant) -> usize {
+        self.trail.push(AttemptSpan {
+            span_id: call.span_id,
+            target: call.member.target.clone(),
+            hedge,
+            start,
+            end: None,
+            result: AttemptEnd::Open,
+        });
+        self.trail.len() - 1
+    }
+
+    /// Note how an attempt ended.
+    fn end<A, E>(&mut self, at: usize, result: &Result<A, Failure<E>>) {
+        self.close(
+            at,
+            match result {
+                Ok(_) => AttemptEnd::Ok,
+                Err(f) => AttemptEnd::Failed(f.kind.name()),
+            },
+        );
+    }
+
+    fn close(&mut self, at: usize, result: AttemptEnd) {
+        if let Some(a) = self.trail.get_mut(at) {
+            a.end = Some(Instant::now());
+            a.result = result;
         }
     }
 
@@ -230,6 +269,7 @@ impl<'a> Run<'a> {
                         group,
                         member,
                         capture: at.capture,
+                        span_id: new_span_id(),
                     };
                     match self.one(call, index, guard, tried, first, attempt).await {
                         Ok(served) => return Ok(served),
@@ -303,13 +343,19 @@ impl<'a> Run<'a> {
             .hedge
             .filter(|_| first)
             .and_then(|h| h.delay(&group.ttfb));
+        let first_at = self.begin(&call, false, started);
         let primary = attempt(call);
         let Some(delay) = delay else {
-            return settle(call, guard, primary.await, started, breaker);
+            let r = primary.await;
+            self.end(first_at, &r);
+            return settle(call, guard, r, started, breaker);
         };
         tokio::pin!(primary);
         tokio::select! {
-            r = &mut primary => return settle(call, guard, r, started, breaker),
+            r = &mut primary => {
+                self.end(first_at, &r);
+                return settle(call, guard, r, started, breaker);
+            }
             () = tokio::time::sleep(delay) => {}
         }
         // The first attempt is slow: send a second to another deployment, if one is ready.
@@ -322,33 +368,51 @@ impl<'a> Run<'a> {
                         group,
                         member,
                         capture: call.capture,
+                        span_id: new_span_id(),
                     },
                     guard,
                 ),
-                _ => return settle(call, guard, primary.await, started, breaker),
+                _ => {
+                    let r = primary.await;
+                    self.end(first_at, &r);
+                    return settle(call, guard, r, started, breaker);
+                }
             };
         self.hedges += 1;
+        let second_at = self.begin(&second_call, true, Instant::now());
         let secondary = attempt(second_call);
         tokio::pin!(secondary);
         // The first to succeed wins; returning drops the other future, which closes its
         // upstream connection. If one fails, the other still has its chance.
         tokio::select! {
-            r = &mut primary => match r {
-                Ok(a) => settle(call, guard, Ok(a), started, breaker),
-                Err(f) => {
-                    drop(settle_failure(guard, f, breaker));
-                    self.last = Some(second_call.member);
-                    let r = secondary.await;
-                    settle(second_call, second_guard, r, started, breaker)
+            r = &mut primary => {
+                self.end(first_at, &r);
+                match r {
+                    Ok(a) => {
+                        self.close(second_at, AttemptEnd::Cancelled);
+                        settle(call, guard, Ok(a), started, breaker)
+                    }
+                    Err(f) => {
+                        drop(settle_failure(guard, f, breaker));
+                        self.last = Some(second_call.member);
+                        let r = secondary.await;
+                        self.end(second_at, &r);
+                        settle(second_call, second_guard, r, started, breaker)
+                    }
                 }
             },
             r = &mut secondary => {
+                self.end(second_at, &r);
                 self.last = Some(second_call.member);
                 match r {
-                    Ok(a) => settle(second_call, second_guard, Ok(a), started, breaker),
+                    Ok(a) => {
+                        self.close(first_at, AttemptEnd::Cancelled);
+                        settle(second_call, second_guard, Ok(a), started, breaker)
+                    }
                     Err(f) => {
                         drop(settle_failure(second_guard, f, breaker));
                         let r = primary.await;
+                        self.end(first_at, &r);
                         settle(call, guard, r, started, breaker)
                     }
                 }

@@ -38,7 +38,7 @@ use crate::routing::{
     self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
 use crate::spend::{usage_from_body, Charges, FleetShare};
-use crate::telemetry::{ms, Outcome, Recorder, RequestRecord};
+use crate::telemetry::{ms, Content, Outcome, Recorder, RequestRecord, TraceContext};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -87,6 +87,9 @@ where
         armed: true,
     };
     let record = &mut pending.record;
+    if matches!(route, Route::Inference(_)) && state.recorder().callbacks().tracing() {
+        record.trace = Some(Box::new(TraceContext::from_headers(req.headers())));
+    }
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
         Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
@@ -164,6 +167,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
+    record.endpoint = Some(endpoint);
     // 3. Authenticate.
     let wall = limits::wall_ms();
     let caller = state
@@ -179,12 +183,19 @@ where
         return Err(ApiError::StreamNotSupported);
     }
     record.stream = envelope.stream;
+    if state.recorder().callbacks().content() {
+        record.content = Some(Box::new(Content {
+            request: body.clone(),
+            response: None,
+        }));
+    }
     let resolved = snap
         .router
         .models
         .resolve(&envelope.model)
         .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
+    record.requested_model = record.model.clone();
     record.end_user = envelope.user.as_deref().map(Into::into);
     // 6. Admit: the caller's model access, rate limits and budgets.
     let (permit, fleet) = admit(
@@ -210,7 +221,8 @@ where
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
-    let outcome = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
+    let trace = record.trace.as_ref();
+    let mut outcome = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
         let call = Call {
             endpoint,
             client_headers: &parts.headers,
@@ -218,6 +230,7 @@ where
             envelope: &envelope,
             capture: a.capture,
             force_usage,
+            trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
         };
         attempt(&a.member.target, call, envelope.routing.timeout)
     })
@@ -227,6 +240,7 @@ where
     record.retries = outcome.retries;
     record.fallbacks = outcome.fallbacks;
     record.hedges = outcome.hedges;
+    record.attempts = std::mem::take(&mut outcome.attempts);
     if let Some(m) = outcome.last {
         record.deployment = Some(m.target.id.clone());
         record.provider = Some(m.target.provider.name());
@@ -262,6 +276,9 @@ where
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_from_body(&bytes);
+                    if let Some(c) = record.content.as_mut() {
+                        c.response = Some(bytes.clone());
+                    }
                     let cost = charges.settle(record);
                     let mut resp = passthrough(Response::from_parts(parts, bytes), record);
                     if let Some(c) = cost {
@@ -649,9 +666,22 @@ fn readiness(state: &AppState) -> Bytes {
         Some(f) if f.is_up() => "connected",
         Some(_) => "unreachable: rate limits and budgets are counted by this instance alone",
     };
+    let db = match state.store() {
+        None => serde_json::json!("not configured"),
+        Some(s) => serde_json::json!({
+            "backend": s.store.backend().name(),
+            "state": if s.writer.db_up() {
+                "connected"
+            } else {
+                "unreachable: spend logs are spooled to disk until it returns"
+            },
+            "spooled_bytes": s.writer.spooled_bytes(),
+        }),
+    };
     let body = serde_json::json!({
         "status": "healthy",
-        "db": "not configured",
+        "callbacks": state.recorder().callbacks().status(),
+        "db": db,
         "redis": redis,
         "cache": "disabled",
         "sluice_version": env!("CARGO_PKG_VERSION"),

@@ -307,6 +307,7 @@ impl AppState {
         let clients = ClientRegistry::default();
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
+        recorder.configure(&config.callbacks);
         let state = Arc::new(Self {
             snapshot: ArcSwap::from_pointee(snap),
             clients,
@@ -365,6 +366,7 @@ impl AppState {
     pub fn reload(&self, config: &Config) -> Result<(), TargetError> {
         let snap = Snapshot::build(config, &self.clients, &self.health)?;
         self.snapshot.store(Arc::new(snap));
+        self.recorder.configure(&config.callbacks);
         Ok(())
     }
 }

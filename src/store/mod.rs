@@ -99,6 +99,16 @@ pub enum Backend {
     Postgres,
 }
 
+impl Backend {
+    /// Its name in `/health/readiness`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgresql",
+        }
+    }
+}
+
 /// How to open the store.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {

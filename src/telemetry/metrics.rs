@@ -87,6 +87,7 @@ pub struct Metrics {
     cooling: Family<DeploymentLabels, Gauge>,
     latency: Family<DeploymentLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     queue: Gauge,
+    callbacks: super::callbacks::stats::CallbackMetrics,
 }
 
 impl Default for Metrics {
@@ -170,8 +171,10 @@ impl Default for Metrics {
             "Finished requests waiting for the recorder (logs, metrics, spend)",
             queue.clone(),
         );
+        let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
         Self {
             registry,
+            callbacks,
             requests,
             duration,
             upstream,
@@ -277,6 +280,12 @@ impl Metrics {
     }
 
     /// The exposition text, with deployment gauges read from `router` now.
+    /// The metric handles of one callback sink.
+    pub fn callback_stats(&self, sink: &str) -> super::callbacks::stats::SinkStats {
+        self.callbacks.sink(sink)
+    }
+
+    /// Render the exposition (deployment gauges read now).
     pub fn render(&self, router: &Router, queue_depth: usize) -> String {
         let now = now_ms();
         self.in_flight.clear();
@@ -392,6 +401,8 @@ mod tests {
             models: crate::routing::ModelTable::new(vec![member], |_| None),
             ..Router::default()
         };
+        // Callback families have samples once a sink exists.
+        let _sink = m.callback_stats("webhook");
         let text = m.render(&router, 0);
         let declared: Vec<&str> = text
             .lines()

@@ -1,14 +1,19 @@
 //! Logs and request records: `tracing` with a non-blocking writer (a dedicated thread does the
 //! I/O, so a slow terminal or pipe never stalls a request), and a recorder task that turns each
-//! finished request into one log line.
+//! finished request into one log line, Prometheus metrics, and (fanned out from that task, never
+//! from a request) OpenTelemetry traces and logging callbacks.
 
+pub mod callbacks;
 pub mod metrics;
+pub mod otel;
 mod record;
 mod recorder;
+pub mod trace_context;
 
 pub use metrics::Metrics;
-pub use record::{ms, Outcome, RequestRecord};
+pub use record::{ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord};
 pub use recorder::{LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
+pub use trace_context::{new_span_id, SpanId, TraceContext};
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 

@@ -2,13 +2,64 @@
 //! and metrics later. Built along the pipeline, emitted exactly once when the response ends.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use http::{HeaderValue, Method};
+use smallvec::SmallVec;
 
+use super::trace_context::{SpanId, TraceContext};
 use crate::auth::KeyEntry;
+use crate::endpoint::Endpoint;
 use crate::limits::Nanos;
+use crate::providers::DeploymentTarget;
 use crate::spend::Usage;
+
+/// How one upstream attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// Still running when the record was taken (should not be seen).
+    Open,
+    /// Answered (this attempt served the request).
+    Ok,
+    /// Failed; the failure kind's name (`routing::FailureKind::name`).
+    Failed(&'static str),
+    /// A hedge race lost: dropped when the other attempt answered first.
+    Cancelled,
+}
+
+/// One upstream attempt, for the trace: which deployment, when, and how it ended. Filled in
+/// by `routing::dispatch`; exported as a CLIENT span off the request path. Kept small (one
+/// `Arc` for the deployment): it lives inline in the request's futures, which are moved by
+/// value, so every byte here is copied several times per request.
+#[derive(Debug, Clone)]
+pub struct AttemptSpan {
+    /// The span id, also sent upstream as the `traceparent` parent.
+    pub span_id: SpanId,
+    /// The deployment called (its id, group, provider and upstream model).
+    pub target: Arc<DeploymentTarget>,
+    /// Started as a hedge of a slow first attempt.
+    pub hedge: bool,
+    /// When it started.
+    pub start: Instant,
+    /// When it ended.
+    pub end: Option<Instant>,
+    /// How it ended.
+    pub result: AttemptEnd,
+}
+
+/// A request's attempts; inline for the common single attempt (no allocation).
+pub type Attempts = SmallVec<[AttemptSpan; 1]>;
+
+/// Prompt and completion bodies, kept only when the operator opted in to content logging
+/// (reference-counted slices of buffers sluice already holds; never copied on the path).
+#[derive(Debug, Clone, Default)]
+pub struct Content {
+    /// The client's request body.
+    pub request: Bytes,
+    /// The answer's body (non-stream answers only).
+    pub response: Option<Bytes>,
+}
 
 /// How a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,12 +124,30 @@ pub struct RequestRecord {
     pub fallbacks: u32,
     /// Hedged second attempts.
     pub hedges: u32,
-    /// The virtual key that made the request (its hash, alias, team and user).
+    /// The whole request's time, noted when the record is handed to the recorder.
+    pub duration: Option<Duration>,
+    /// Wall-clock arrival time (spans and callback records need calendar time).
+    pub started_at: SystemTime,
+    /// The operation, for inference routes.
+    pub endpoint: Option<Endpoint>,
+    /// The model group the client asked for (`model` may become a fallback's group).
+    pub requested_model: Option<Arc<str>>,
+    /// Trace ids, when tracing is on (boxed: most requests are not traced, and the record
+    /// travels by value).
+    pub trace: Option<Box<TraceContext>>,
+    /// Every upstream attempt, in start order.
+    pub attempts: Attempts,
+    /// Prompt/completion bodies, only with content logging opted in.
+    pub content: Option<Box<Content>>,
+    /// The virtual key that made the request: its hash, alias, team and user (the directory's
+    /// entry, so one refcount per request).
     pub key: Option<Arc<KeyEntry>>,
-    /// The request's `user` field.
+    /// The client's end user (`user` in the body).
     pub end_user: Option<Arc<str>>,
     /// What the request cost, when its usage and the deployment's price are known.
     pub cost: Option<Nanos>,
+    /// Answered from sluice's cache.
+    pub cache_hit: bool,
 }
 
 impl RequestRecord {
@@ -88,6 +157,16 @@ impl RequestRecord {
         method: Method,
         route: &'static str,
         start: Instant,
+    ) -> Self {
+        Self::at(request_id, method, route, start, SystemTime::now())
+    }
+
+    fn at(
+        request_id: HeaderValue,
+        method: Method,
+        route: &'static str,
+        start: Instant,
+        started_at: SystemTime,
     ) -> Self {
         Self {
             request_id,
@@ -108,21 +187,48 @@ impl RequestRecord {
             retries: 0,
             fallbacks: 0,
             hedges: 0,
+            duration: None,
+            started_at,
+            endpoint: None,
+            requested_model: None,
+            trace: None,
+            attempts: Attempts::new(),
+            content: None,
             key: None,
             end_user: None,
             cost: None,
+            cache_hit: false,
         }
     }
 
     /// An empty record with the same id, left behind when a record is moved out of a struct
     /// that is being dropped (cheaper than cloning the whole record).
     pub fn clone_shell(&self) -> Self {
-        Self::new(
+        Self::at(
             self.request_id.clone(),
             self.method.clone(),
             self.route,
             self.start,
+            self.started_at,
         )
+    }
+
+    /// Whether the request succeeded (the split between `success_callback` and
+    /// `failure_callback`).
+    pub fn succeeded(&self) -> bool {
+        (200..400).contains(&self.status)
+            && self.error.is_none()
+            && self.outcome != Outcome::StreamCut
+    }
+
+    /// Name of how it ended.
+    pub fn outcome_name(&self) -> &'static str {
+        self.outcome.name()
+    }
+
+    /// Calendar time of a moment of this request.
+    pub fn wall(&self, at: Instant) -> SystemTime {
+        self.started_at + at.saturating_duration_since(self.start)
     }
 
     /// Write the request's log line (no bodies, no keys).

@@ -53,6 +53,7 @@ pub async fn send(
         .body(SegmentsBody::new(vec![Bytes::from(body)]))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
     *up.headers_mut() = t.headers.next().clone();
+    call.trace_headers(up.headers_mut());
     let resp = t.client.request(up).await.map_err(client_error)?;
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
