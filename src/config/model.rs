@@ -67,6 +67,21 @@ pub struct Deployment {
     pub model_info: ModelInfo,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
+    /// AWS credentials and region (`bedrock/`): requests are SigV4-signed with them.
+    pub aws: Option<AwsSettings>,
+}
+
+/// How a Bedrock deployment signs its requests.
+#[derive(Debug, Clone)]
+pub struct AwsSettings {
+    /// `aws_access_key_id` (or `AWS_ACCESS_KEY_ID`).
+    pub access_key_id: Secret,
+    /// `aws_secret_access_key` (or `AWS_SECRET_ACCESS_KEY`).
+    pub secret_access_key: Secret,
+    /// `aws_session_token` (or `AWS_SESSION_TOKEN`), for temporary credentials.
+    pub session_token: Option<Secret>,
+    /// `aws_region_name` (or `AWS_REGION`, `AWS_DEFAULT_REGION`; default `us-east-1`).
+    pub region: String,
 }
 
 /// One upstream key of a deployment and its share of the deployment's requests.

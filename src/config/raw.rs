@@ -214,6 +214,10 @@ pub(super) struct RawParams {
     pub mock_stall_after_chunks: Option<Scalar>,
     pub mock_stall_ms: Option<Scalar>,
     pub mock_cut_after_chunks: Option<Scalar>,
+    pub aws_access_key_id: Option<Scalar>,
+    pub aws_secret_access_key: Option<Scalar>,
+    pub aws_session_token: Option<Scalar>,
+    pub aws_region_name: Option<Scalar>,
 }
 
 /// Keys of `litellm_params` sluice reads.
@@ -248,6 +252,10 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "mock_stall_after_chunks",
     "mock_stall_ms",
     "mock_cut_after_chunks",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region_name",
 ];
 
 /// `general_settings`.

@@ -113,7 +113,7 @@ fn loads_a_litellm_config_unchanged() {
     let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
     for expected in [
         "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
-        "model_list[6].litellm_params.aws_region_name: not used by sluice; ignored",
+        "model_list[6].litellm_params.aws_access_key_id: aws_access_key_id and aws_secret_access_key are not set and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
         "litellm_settings.cache: not used by sluice; ignored",
         "general_settings.alerting: not used by sluice; ignored",
     ] {
@@ -122,9 +122,12 @@ fn loads_a_litellm_config_unchanged() {
             "missing warning {expected:?} in {warnings:#?}"
         );
     }
-    assert!(warnings
-        .iter()
-        .any(|w| w.starts_with("model_list[6].litellm_params.model: sluice cannot call bedrock")));
+    let titan = &c.deployments[6];
+    assert_eq!(
+        titan.api_base.as_deref(),
+        Some("https://bedrock-runtime.us-east-1.amazonaws.com"),
+        "the Bedrock endpoint comes from aws_region_name"
+    );
     let described = describe(c);
     assert!(!described.contains("sk-openai-secret-value"));
     assert!(!described.contains("az-secret-key-value"));

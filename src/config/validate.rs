@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use super::model::{
-    ApiKey, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+    ApiKey, AwsSettings, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo,
+    RouterSettings,
 };
 use super::problems::{did_you_mean, Problems};
 use super::raw::{
@@ -464,6 +465,7 @@ fn deployment(
             p,
         ),
         mock: mock_settings(&lp, &params, p),
+        aws: None,
         model_info,
         model_name,
     };
@@ -550,7 +552,7 @@ fn provider(lp: &str, params: &RawParams, p: &mut Problems) -> Option<(Provider,
 /// Base URL, key, API version and headers: given, else from the environment, else defaults.
 fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &mut Problems) {
     let spec = d.provider.spec();
-    for (name, value) in params.extra_headers.unwrap_or_default() {
+    for (name, value) in params.extra_headers.clone().unwrap_or_default() {
         let value = value.text();
         let name_ok = http::HeaderName::from_bytes(name.as_bytes()).is_ok();
         if !name_ok || http::HeaderValue::from_str(&value).is_err() {
@@ -578,6 +580,10 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         }
         return;
     }
+    let region = (spec.wire == Wire::Bedrock).then(|| aws_region(&params, env));
+    if let Some(region) = &region {
+        d.aws = aws_settings(lp, &params, region, env, p);
+    }
     let given = text(params.api_base).or_else(|| text(params.base_url));
     let base_path = format!("{lp}.api_base");
     let base = match &given {
@@ -586,7 +592,12 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
             .base_env
             .iter()
             .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-            .or_else(|| spec.default_base.map(str::to_owned)),
+            .or_else(|| spec.default_base.map(str::to_owned))
+            .or_else(|| {
+                region
+                    .as_ref()
+                    .map(|r| format!("https://bedrock-runtime.{r}.amazonaws.com"))
+            }),
     };
     let Some(base) = base else {
         let from_env = if spec.base_env.is_empty() {
@@ -638,6 +649,58 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
         );
     }
+}
+
+/// AWS credentials and region for a Bedrock deployment: `litellm_params`, else the standard
+/// AWS environment variables. Without a key pair requests would go unsigned: a warning, and
+/// `None` (the deployment answers AWS's 403).
+fn aws_settings(
+    lp: &str,
+    params: &RawParams,
+    region: &str,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Option<AwsSettings> {
+    let pick = |given: &Option<Scalar>, var: &str| {
+        text(given.clone()).or_else(|| env.var(var).filter(|s| !s.is_empty()))
+    };
+    if !region
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        p.error(
+            format!("{lp}.aws_region_name"),
+            format!("not an AWS region: {region:?}"),
+        );
+        return None;
+    }
+    let key = pick(&params.aws_access_key_id, "AWS_ACCESS_KEY_ID");
+    let secret = pick(&params.aws_secret_access_key, "AWS_SECRET_ACCESS_KEY");
+    let (Some(key), Some(secret)) = (key, secret) else {
+        p.warn(
+            format!("{lp}.aws_access_key_id"),
+            "aws_access_key_id and aws_secret_access_key are not set and neither are \
+             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
+        );
+        return None;
+    };
+    Some(AwsSettings {
+        access_key_id: Secret::new(key),
+        secret_access_key: Secret::new(secret),
+        session_token: pick(&params.aws_session_token, "AWS_SESSION_TOKEN").map(Secret::new),
+        region: region.to_owned(),
+    })
+}
+
+/// `aws_region_name`, else `AWS_REGION` / `AWS_DEFAULT_REGION`, else `us-east-1`.
+fn aws_region(params: &RawParams, env: &dyn Env) -> String {
+    text(params.aws_region_name.clone())
+        .or_else(|| {
+            ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                .iter()
+                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+        })
+        .unwrap_or_else(|| "us-east-1".to_owned())
 }
 
 /// `api_key` as one key or a weighted list; empty values are left out (an unset environment

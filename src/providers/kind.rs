@@ -10,6 +10,10 @@ pub enum KeyHeader {
     AzureApiKey,
     /// `x-api-key: <key>` (Anthropic).
     XApiKey,
+    /// `x-goog-api-key: <key>` (Google AI Studio; kept out of the URL, so out of logs).
+    XGoogApiKey,
+    /// No key header: requests are signed (AWS SigV4).
+    Signed,
 }
 
 /// How requests to a provider are carried out.
@@ -21,6 +25,10 @@ pub enum Wire {
     Azure,
     /// Anthropic's Messages API: `/v1/messages` passed through, OpenAI requests translated.
     Anthropic,
+    /// Google AI Studio's `generateContent`: every request translated.
+    Gemini,
+    /// Amazon Bedrock's Converse API, SigV4-signed: every request translated.
+    Bedrock,
     /// Answered inside sluice by the built-in mock provider.
     Mock,
     /// A LiteLLM provider whose native wire format sluice does not speak yet. Configs naming it
@@ -35,7 +43,19 @@ impl Wire {
         match self {
             Self::OpenAiCompatible | Self::Azure => Some(Dialect::OpenAi),
             Self::Anthropic => Some(Dialect::Anthropic),
-            Self::Mock | Self::NotYetSupported => None,
+            Self::Gemini | Self::Bedrock | Self::Mock | Self::NotYetSupported => None,
+        }
+    }
+
+    /// The wire format an HTTP upstream of this wire speaks, for translation.
+    pub const fn format(self) -> Format {
+        match self {
+            Self::Anthropic => Format::Anthropic,
+            Self::Gemini => Format::Gemini,
+            Self::Bedrock => Format::Bedrock,
+            Self::OpenAiCompatible | Self::Azure | Self::Mock | Self::NotYetSupported => {
+                Format::OpenAi
+            }
         }
     }
 }
@@ -73,10 +93,9 @@ pub enum Provider {
     CustomOpenAi,
     /// `anthropic/`: Anthropic's native Messages API.
     Anthropic,
-    /// `gemini/`, through Google AI Studio's OpenAI-compatible endpoint until the native
-    /// translator lands.
+    /// `gemini/`: Google AI Studio's native `generateContent` API.
     Gemini,
-    /// `bedrock/` (native translator not built yet).
+    /// `bedrock/`: Amazon Bedrock's Converse API.
     Bedrock,
     /// `vertex_ai/` (native translator not built yet).
     VertexAi,
@@ -124,6 +143,7 @@ const fn spec(
 }
 
 use crate::endpoint::Dialect;
+use crate::translate::Format;
 use Wire::{NotYetSupported, OpenAiCompatible};
 
 static OPENAI: ProviderSpec = ProviderSpec {
@@ -242,13 +262,24 @@ static ANTHROPIC: ProviderSpec = ProviderSpec {
         &["ANTHROPIC_API_KEY"],
     )
 };
-static GEMINI: ProviderSpec = spec(
-    "gemini",
-    OpenAiCompatible,
-    Some("https://generativelanguage.googleapis.com/v1beta/openai"),
-    &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-);
-static BEDROCK: ProviderSpec = spec("bedrock", NotYetSupported, None, &[]);
+static GEMINI: ProviderSpec = ProviderSpec {
+    key_header: KeyHeader::XGoogApiKey,
+    base_env: &["GEMINI_API_BASE"],
+    // LiteLLM's `api_base` for Gemini is the host; the API version is a path segment.
+    base_suffix: Some("/v1beta"),
+    ..spec(
+        "gemini",
+        Wire::Gemini,
+        Some("https://generativelanguage.googleapis.com/v1beta"),
+        &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    )
+};
+static BEDROCK: ProviderSpec = ProviderSpec {
+    key_header: KeyHeader::Signed,
+    base_env: &["BEDROCK_RUNTIME_ENDPOINT"],
+    // The default endpoint depends on the region: built from it in config validation.
+    ..spec("bedrock", Wire::Bedrock, None, &[])
+};
 static VERTEX_AI: ProviderSpec = ProviderSpec {
     aliases: &["vertex_ai_beta"],
     ..spec("vertex_ai", NotYetSupported, None, &[])

@@ -11,6 +11,7 @@ use http::{HeaderMap, Uri};
 
 use super::client::{ClientRegistry, HttpClient};
 use super::kind::{KeyHeader, Provider, Wire};
+use super::native::Native;
 use crate::config::{Deployment, Secret};
 use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
@@ -76,6 +77,8 @@ pub struct HttpTarget {
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
+    /// Gemini and Bedrock: URLs naming the model and mode, and the request signer.
+    pub native: Option<Box<Native>>,
 }
 
 /// How long one attempt on a deployment may take.
@@ -200,9 +203,11 @@ impl DeploymentTarget {
         let kind = match d.provider.spec().wire {
             Wire::Mock => TargetKind::Mock(d.mock.clone()),
             Wire::NotYetSupported => TargetKind::Unsupported,
-            Wire::OpenAiCompatible | Wire::Azure | Wire::Anthropic => {
-                TargetKind::Http(Box::new(build_http(d, clients, drop_params)?))
-            }
+            Wire::OpenAiCompatible
+            | Wire::Azure
+            | Wire::Anthropic
+            | Wire::Gemini
+            | Wire::Bedrock => TargetKind::Http(Box::new(build_http(d, clients, drop_params)?)),
         };
         let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
             id: d.id.clone(),
@@ -282,6 +287,14 @@ fn build_http(
         }
         KeyRing::new(sets)
     };
+    let native = Native::build(d, base)
+        .map_err(|reason| TargetError::BadUrl {
+            id: d.id.clone(),
+            model: d.model_name.clone(),
+            url: base.to_owned(),
+            reason,
+        })?
+        .map(Box::new);
     let timeout = Timeouts::of(d).total;
     let wildcard = d
         .upstream_model
@@ -295,6 +308,7 @@ fn build_http(
         headers,
         model_json: encode_model(&d.upstream_model),
         wildcard,
+        native,
     })
 }
 
@@ -330,12 +344,18 @@ fn build_headers(d: &Deployment, key: Option<&Secret>) -> Result<HeaderMap, Targ
         USER_AGENT,
         HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
     );
-    if let Some(key) = key {
+    // Signed wires authenticate per request (`Native::sign`); a configured `api_key` is not sent.
+    let signed = d.provider.spec().key_header == KeyHeader::Signed;
+    if let Some(key) = key.filter(|_| !signed) {
         let (name, value) = match d.provider.spec().key_header {
             KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
             KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
             KeyHeader::XApiKey => (
                 HeaderName::from_static("x-api-key"),
+                key.expose().to_owned(),
+            ),
+            KeyHeader::XGoogApiKey | KeyHeader::Signed => (
+                HeaderName::from_static("x-goog-api-key"),
                 key.expose().to_owned(),
             ),
         };

@@ -9,7 +9,7 @@ use super::ir::{
     ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, Role, StopReason, StreamEvent,
     Text, Thinking, Tool, ToolCall, ToolChoice,
 };
-use super::{check_param, now, to_json, Params, TranslateError};
+use super::{check_param, now, to_json, tool_input, Params, TranslateError};
 use crate::spend::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
@@ -232,6 +232,7 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
             .thinking
             .filter(|t| t.kind == "enabled")
             .map(|t| Thinking::Budget(t.budget_tokens.unwrap_or(Effort::Medium.budget()))),
+        response_format: None,
     })
 }
 
@@ -306,7 +307,10 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
 }
 
 /// Write an Anthropic Messages request for an Anthropic upstream.
-pub fn write_request(req: &ChatRequest, _params: Params) -> Result<Vec<u8>, TranslateError> {
+pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    if req.response_format.is_some() {
+        check_param(params, "response_format")?;
+    }
     let mut body = Map::new();
     body.insert("model".into(), req.model.clone().into());
     let budget = match req.thinking {
@@ -412,13 +416,6 @@ fn with_cache(mut v: Value, cache_control: &Option<Value>) -> Value {
         v["cache_control"] = c.clone();
     }
     v
-}
-
-fn tool_input(arguments: &str) -> Value {
-    if arguments.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(arguments).unwrap_or_else(|_| json!({}))
 }
 
 fn write_part(p: &Part) -> Value {

@@ -270,7 +270,7 @@ fn openai_answer_to_anthropic() {
 
 /// Run a stream through a translator, cutting the input into frames of `cut` bytes.
 fn translate_stream(from: Dialect, to: Dialect, input: &str, cut: usize) -> String {
-    let mut t = Translator::new(from, to);
+    let mut t = Translator::new(from.into(), to, String::new(), String::new());
     let mut out = Vec::new();
     for chunk in input.as_bytes().chunks(cut.max(1)) {
         out.extend(t.feed(chunk));
@@ -670,6 +670,7 @@ mod round_trip {
                     tool_choice,
                     user,
                     thinking: effort.map(|e| Thinking::Effort([Effort::Low, Effort::Medium, Effort::High][e])),
+                    response_format: None,
                 }
             })
     }
