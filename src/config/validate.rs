@@ -806,6 +806,8 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             d.embedding_dims,
         ),
         faults: mock_faults(lp, params, p),
+        // In-process mock deployments answer in the client's dialect: nothing is signed.
+        aws: None,
     }
 }
 

@@ -8,8 +8,10 @@
 //! headers or a `mock_fault` body object.
 
 mod anthropic;
+mod bedrock;
 mod body;
 mod faults;
+mod gemini;
 mod openai;
 mod server;
 mod settings;
@@ -106,24 +108,10 @@ pub async fn respond(
         s.faults = s.faults.with_body(f);
         s.latency = f.latency().unwrap_or(s.latency);
     }
-    if !s.latency.is_zero() {
-        tokio::time::sleep(s.latency).await;
-    }
-    if s.faults.fires() {
-        if s.faults.stalls_answer() {
-            tokio::time::sleep(s.faults.stall).await;
-        }
-        if s.faults.reset {
-            return Response::new(MockBody::reset());
-        }
-        if let Some(status) = s
-            .faults
-            .status
-            .and_then(|v| StatusCode::from_u16(v).ok())
-            .filter(|s| !s.is_success())
-        {
-            return injected_error(dialect, status, s.faults.retry_after);
-        }
+    if let Some(fault) =
+        before_answer(&s, |status, retry| injected_error(dialect, status, retry)).await
+    {
+        return fault;
     }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
         return bad_request(
@@ -147,26 +135,8 @@ pub async fn respond(
         Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
         _ => None,
     };
-    let text = s
-        .response
-        .clone()
-        .unwrap_or_else(|| filler(s.response_tokens));
-    let (serial, created) = stamp();
-    let completion_tokens = match &tool {
-        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
-        None => text.split_whitespace().count().max(1) as u64,
-    };
-    let plan = Plan {
-        model: model.to_owned(),
-        completion_tokens,
-        tool,
-        text,
-        prompt_tokens,
-        chunks: s.chunks,
-        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
-        created,
-        serial,
-    };
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let plan = plan(&s, model, tool, prompt_tokens, include_usage);
     if req.stream == Some(true) {
         let frames = match endpoint {
             Endpoint::ChatCompletions => plan.chat_stream(),
@@ -176,15 +146,7 @@ pub async fn respond(
                 plan.response_stream()
             }
         };
-        let f = &s.faults;
-        let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
-            .stall(f.stall_after_chunks, f.stall);
-        let mut resp = Response::new(body);
-        resp.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
-        return resp;
+        return stream(frames, &s, "text/event-stream; charset=utf-8");
     }
     let bytes = match endpoint {
         Endpoint::ChatCompletions => plan.chat(),
@@ -193,6 +155,143 @@ pub async fn respond(
         Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => plan.response(),
     };
     json(StatusCode::OK, bytes)
+}
+
+/// The answer's content and usage: the tool call, else the fixed or filler text.
+fn plan(
+    s: &MockSettings,
+    model: &str,
+    tool: Option<tools::ToolPlan>,
+    prompt_tokens: u64,
+    include_usage: bool,
+) -> Plan {
+    let text = s
+        .response
+        .clone()
+        .unwrap_or_else(|| filler(s.response_tokens));
+    let (serial, created) = stamp();
+    let completion_tokens = match &tool {
+        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
+        None => text.split_whitespace().count().max(1) as u64,
+    };
+    Plan {
+        model: model.to_owned(),
+        completion_tokens,
+        tool,
+        text,
+        prompt_tokens,
+        chunks: s.chunks,
+        include_usage,
+        created,
+        serial,
+    }
+}
+
+/// Latency, then the injected fault if one fires: `Some` answer (from `error`, in the
+/// provider's shape) instead of the real one.
+async fn before_answer(
+    s: &MockSettings,
+    error: impl Fn(StatusCode, Option<f64>) -> Response<MockBody>,
+) -> Option<Response<MockBody>> {
+    if !s.latency.is_zero() {
+        tokio::time::sleep(s.latency).await;
+    }
+    if s.faults.fires() {
+        if s.faults.stalls_answer() {
+            tokio::time::sleep(s.faults.stall).await;
+        }
+        if s.faults.reset {
+            return Some(Response::new(MockBody::reset()));
+        }
+        if let Some(status) = s
+            .faults
+            .status
+            .and_then(|v| StatusCode::from_u16(v).ok())
+            .filter(|s| !s.is_success())
+        {
+            return Some(error(status, s.faults.retry_after));
+        }
+    }
+    None
+}
+
+/// A paced stream answer with the settings' cut and stall faults.
+fn stream(frames: Vec<Bytes>, s: &MockSettings, content_type: &'static str) -> Response<MockBody> {
+    let f = &s.faults;
+    let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
+        .stall(f.stall_after_chunks, f.stall);
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// `Retry-After` on an injected error.
+fn with_retry_after(mut resp: Response<MockBody>, retry_after: Option<f64>) -> Response<MockBody> {
+    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// A request on a provider's native path (`sluice mock` only: in-process `mock/`
+/// deployments answer in the client's dialect).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum NativeRoute {
+    /// Google AI Studio: model and operation.
+    Gemini(String, gemini::Op),
+    /// Amazon Bedrock: model id (decoded) and operation.
+    Bedrock(String, bedrock::Op),
+}
+
+impl NativeRoute {
+    /// Match a Gemini or Bedrock path.
+    pub(super) fn of(path: &str) -> Option<Self> {
+        if let Some((model, op)) = gemini::route(path) {
+            return Some(Self::Gemini(model.to_owned(), op));
+        }
+        bedrock::route(path).map(|(model, op)| Self::Bedrock(model, op))
+    }
+}
+
+/// Answer a request on a native path, in that provider's wire format (errors and injected
+/// faults included); Bedrock requests are SigV4-checked first when the mock holds a key.
+pub(super) async fn respond_native(
+    route: &NativeRoute,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let s = effective(headers, settings);
+    if let NativeRoute::Bedrock(..) = route {
+        if let Some(denied) = bedrock::check_signature(
+            &s,
+            uri.path(),
+            uri.query().unwrap_or_default(),
+            headers,
+            body,
+        ) {
+            return denied;
+        }
+    }
+    let fault = before_answer(&s, |status, retry| {
+        let message = format!("mock error: status {} (injected fault)", status.as_u16());
+        let resp = match route {
+            NativeRoute::Gemini(..) => gemini::error(status, &message),
+            NativeRoute::Bedrock(..) => bedrock::error(status, &message),
+        };
+        with_retry_after(resp, retry)
+    })
+    .await;
+    if let Some(f) = fault {
+        return f;
+    }
+    let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
+    match route {
+        NativeRoute::Gemini(model, op) => gemini::answer(model, *op, body, &s, prompt_tokens),
+        NativeRoute::Bedrock(model, op) => bedrock::answer(model, *op, body, &s, prompt_tokens),
+    }
 }
 
 fn embeddings(
@@ -287,11 +386,7 @@ fn injected_error(
         }
         Dialect::Anthropic => anthropic_error_body(anthropic_error_type(status), &message),
     };
-    let mut resp = json(status, body);
-    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
-        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
-    }
-    resp
+    with_retry_after(json(status, body), retry_after)
 }
 
 #[cfg(test)]

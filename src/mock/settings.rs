@@ -22,6 +22,9 @@ pub struct MockSettings {
     pub embedding_dims: u32,
     /// Injected failures.
     pub faults: Faults,
+    /// AWS key pair (access key id, secret) the Bedrock paths check SigV4 signatures
+    /// against; unset, signatures are not checked.
+    pub aws: Option<(String, String)>,
 }
 
 impl Default for MockSettings {
@@ -34,6 +37,7 @@ impl Default for MockSettings {
             response_tokens: 16,
             embedding_dims: 16,
             faults: Faults::default(),
+            aws: None,
         }
     }
 }
