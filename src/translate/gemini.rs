@@ -509,12 +509,16 @@ pub fn parse_error(body: &[u8]) -> Option<(String, String)> {
         #[serde(default)]
         status: String,
     }
-    // Google sometimes wraps the error in a one-element array.
-    let raw = serde_json::from_slice::<Raw>(body).ok().or_else(|| {
+    // Google sometimes wraps the error in a one-element array (which serde would otherwise
+    // read as the struct's fields in order).
+    let wrapped = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let raw = if wrapped {
         serde_json::from_slice::<Vec<Raw>>(body)
             .ok()?
             .into_iter()
-            .next()
-    })?;
+            .next()?
+    } else {
+        serde_json::from_slice::<Raw>(body).ok()?
+    };
     Some((raw.error.status, raw.error.message))
 }

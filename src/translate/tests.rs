@@ -435,6 +435,7 @@ fn assemble_anthropic(sse: &str) -> (Vec<Value>, String, Value, Vec<String>) {
                             d["thinking"].as_str().unwrap()
                         ))
                     }
+                    "signature_delta" => b["signature"] = d["signature"].clone(),
                     other => panic!("{other}"),
                 }
             }
@@ -698,3 +699,5 @@ mod round_trip {
         }
     }
 }
+
+mod native;
