@@ -427,3 +427,73 @@ async fn bedrock_requests_are_signed_on_the_encoded_path() {
     sluice::providers::sigv4::verify(AWS_KEY, AWS_SECRET, path, query, &seen.headers, &seen.body)
         .unwrap();
 }
+
+#[tokio::test]
+async fn vertex_ai_gets_one_oauth_token_for_many_requests() {
+    let mock = mock_server(MockSettings::default()).await;
+    let host = mock.addr.to_string();
+    let key = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/vertex/service_account.json"
+    ))
+    .unwrap()
+    .replace(
+        "https://oauth2.googleapis.com/token",
+        &format!("http://{host}/token"),
+    );
+    let dir = std::env::temp_dir().join(format!("sluice-vertex-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key_path = dir.join("sa.json");
+    std::fs::write(&key_path, key).unwrap();
+    let gw = gateway(&format!(
+        r#"
+model_list:
+  - model_name: vtx
+    litellm_params:
+      model: vertex_ai/gemini-2.0-flash
+      api_base: http://{host}
+      vertex_project: sluice-test
+      vertex_location: europe-west4
+      vertex_credentials: {}
+  - model_name: vtx-no-key
+    litellm_params:
+      model: vertex_ai/gemini-2.0-flash
+      api_base: http://{host}
+      vertex_project: sluice-test
+general_settings:
+  master_key: sk-master
+"#,
+        key_path.display()
+    ))
+    .await;
+    let a = post(
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"vtx","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let body = format!(
+        r#"{{"model":"vtx","stream":true,"messages":[{{"role":"user","content":"weather?"}}],"tools":{WEATHER_TOOL_OPENAI}}}"#
+    );
+    let a = post(&gw.url("/v1/chat/completions"), &body).await;
+    let (_, calls, finish, _) = openai_chunks(&a);
+    weather_args(&calls[0].1);
+    assert_eq!(finish, "tool_calls");
+    let a = messages(
+        &gw,
+        r#"{"model":"vtx","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // One token exchange, three model calls.
+    assert_eq!(mock.requests().await, 4);
+    // Without a key the request goes unauthenticated and Google's 401 comes back mapped.
+    let a = post(
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"vtx-no-key","messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 401, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "invalid_api_key");
+    let _ = std::fs::remove_dir_all(dir);
+}

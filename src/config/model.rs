@@ -69,6 +69,20 @@ pub struct Deployment {
     pub mock: MockSettings,
     /// AWS credentials and region (`bedrock/`): requests are SigV4-signed with them.
     pub aws: Option<AwsSettings>,
+    /// Vertex AI project, location and service account (`vertex_ai/`).
+    pub vertex: Option<VertexSettings>,
+}
+
+/// Where a Vertex AI deployment's models live and how it gets its tokens.
+#[derive(Debug, Clone)]
+pub struct VertexSettings {
+    /// `vertex_project` (or `VERTEXAI_PROJECT`, or the key file's `project_id`).
+    pub project: String,
+    /// `vertex_location` (or `VERTEXAI_LOCATION`; default `us-central1`).
+    pub location: String,
+    /// The service-account key file's JSON (`vertex_credentials`: a path or the JSON itself,
+    /// or `GOOGLE_APPLICATION_CREDENTIALS`); without it requests go unauthenticated.
+    pub credentials: Option<Secret>,
 }
 
 /// How a Bedrock deployment signs its requests.

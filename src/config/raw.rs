@@ -218,6 +218,9 @@ pub(super) struct RawParams {
     pub aws_secret_access_key: Option<Scalar>,
     pub aws_session_token: Option<Scalar>,
     pub aws_region_name: Option<Scalar>,
+    pub vertex_project: Option<Scalar>,
+    pub vertex_location: Option<Scalar>,
+    pub vertex_credentials: Option<Scalar>,
 }
 
 /// Keys of `litellm_params` sluice reads.
@@ -256,6 +259,9 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "aws_secret_access_key",
     "aws_session_token",
     "aws_region_name",
+    "vertex_project",
+    "vertex_location",
+    "vertex_credentials",
 ];
 
 /// `general_settings`.

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::env::Env;
 use super::model::{
     ApiKey, AwsSettings, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo,
-    RouterSettings,
+    RouterSettings, VertexSettings,
 };
 use super::problems::{did_you_mean, Problems};
 use super::raw::{
@@ -466,6 +466,7 @@ fn deployment(
         ),
         mock: mock_settings(&lp, &params, p),
         aws: None,
+        vertex: None,
         model_info,
         model_name,
     };
@@ -584,6 +585,13 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
     if let Some(region) = &region {
         d.aws = aws_settings(lp, &params, region, env, p);
     }
+    if spec.wire == Wire::Vertex {
+        d.vertex = vertex_settings(lp, &params, env, p);
+    }
+    let vertex_base = d.vertex.as_ref().map(|v| match v.location.as_str() {
+        "global" => "https://aiplatform.googleapis.com".to_owned(),
+        l => format!("https://{l}-aiplatform.googleapis.com"),
+    });
     let given = text(params.api_base).or_else(|| text(params.base_url));
     let base_path = format!("{lp}.api_base");
     let base = match &given {
@@ -597,7 +605,8 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 region
                     .as_ref()
                     .map(|r| format!("https://bedrock-runtime.{r}.amazonaws.com"))
-            }),
+            })
+            .or(vertex_base),
     };
     let Some(base) = base else {
         let from_env = if spec.base_env.is_empty() {
@@ -689,6 +698,92 @@ fn aws_settings(
         secret_access_key: Secret::new(secret),
         session_token: pick(&params.aws_session_token, "AWS_SESSION_TOKEN").map(Secret::new),
         region: region.to_owned(),
+    })
+}
+
+/// Project, location and service-account key of a Vertex AI deployment. The key is read at
+/// load (a path or inline JSON); without one requests go unauthenticated (a warning; Google
+/// answers 401).
+fn vertex_settings(
+    lp: &str,
+    params: &RawParams,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Option<VertexSettings> {
+    let pick = |given: &Option<Scalar>, vars: &[&str]| {
+        text(given.clone()).or_else(|| {
+            vars.iter()
+                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+        })
+    };
+    let path = format!("{lp}.vertex_credentials");
+    let mut key = serde_json::Value::Null;
+    let credentials = match pick(
+        &params.vertex_credentials,
+        &["GOOGLE_APPLICATION_CREDENTIALS"],
+    ) {
+        None => {
+            p.warn(
+                &path,
+                "not set and neither is GOOGLE_APPLICATION_CREDENTIALS; requests will go without \
+                 a token (application-default credentials are not read)",
+            );
+            None
+        }
+        Some(given) => {
+            let json = if given.trim_start().starts_with('{') {
+                given
+            } else {
+                match std::fs::read_to_string(&given) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        p.error(path, format!("cannot read {given:?}: {e}"));
+                        return None;
+                    }
+                }
+            };
+            key = match serde_json::from_str(&json) {
+                Ok(v) => v,
+                Err(e) => {
+                    p.error(path, format!("not a service-account key file: {e}"));
+                    return None;
+                }
+            };
+            for field in ["client_email", "private_key", "token_uri"] {
+                if !key[field].is_string() {
+                    p.error(&path, format!("the key file has no `{field}`"));
+                    return None;
+                }
+            }
+            Some(Secret::new(json))
+        }
+    };
+    let project = pick(
+        &params.vertex_project,
+        &["VERTEXAI_PROJECT", "GOOGLE_CLOUD_PROJECT"],
+    )
+    .or_else(|| key["project_id"].as_str().map(str::to_owned));
+    let Some(project) = project else {
+        p.error(
+            format!("{lp}.vertex_project"),
+            "required (or set VERTEXAI_PROJECT)",
+        );
+        return None;
+    };
+    let location = pick(&params.vertex_location, &["VERTEXAI_LOCATION"])
+        .unwrap_or_else(|| "us-central1".to_owned());
+    let safe = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !safe(&project) || !safe(&location) {
+        p.error(
+            format!("{lp}.vertex_project"),
+            "project and location must be plain names",
+        );
+        return None;
+    }
+    Some(VertexSettings {
+        project,
+        location,
+        credentials,
     })
 }
 

@@ -1,8 +1,11 @@
 //! Google AI Studio's wire format as the mock writes it, on the real paths
 //! (`/v1beta/models/{m}:generateContent`, `:streamGenerateContent?alt=sse`,
-//! `:batchEmbedContents`): a candidate with text parts (and a `functionCall` part when the
-//! request offers function declarations), `usageMetadata`, SSE chunks ending `\r\n\r\n`, and
-//! Google's error shape `{"error": {"code", "message", "status"}}`.
+//! `:batchEmbedContents`, and Vertex AI's
+//! `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:…`): a candidate with text parts
+//! (and a `functionCall` part when the request offers function declarations), `usageMetadata`,
+//! SSE chunks ending `\r\n\r\n`, and Google's error shape `{"error": {"code", "message",
+//! "status"}}`. It also plays Google's OAuth token endpoint (`POST /token`, a JWT-bearer grant)
+//! and requires the tokens it issued on Vertex paths.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -24,12 +27,18 @@ pub(crate) enum Op {
     Embed,
 }
 
-/// Match `/v1beta/models/{model}:{op}` (also `/v1/...`).
-pub(super) fn route(path: &str) -> Option<(&str, Op)> {
+/// Match `/v1beta/models/{model}:{op}` (AI Studio) or Vertex AI's project path; the flag says
+/// Vertex.
+pub(super) fn route(path: &str) -> Option<(&str, Op, bool)> {
     let rest = path
         .strip_prefix("/v1beta/")
         .or_else(|| path.strip_prefix("/v1/"))?;
     let (name, op) = rest.rsplit_once(':')?;
+    let vertex = name.starts_with("projects/");
+    let name = match name.split_once("/publishers/google/") {
+        Some((_, model)) if vertex => model,
+        _ => name,
+    };
     let model = name.strip_prefix("models/").unwrap_or(name);
     let op = match op {
         "generateContent" => Op::Generate,
@@ -37,7 +46,47 @@ pub(super) fn route(path: &str) -> Option<(&str, Op)> {
         "batchEmbedContents" => Op::Embed,
         _ => return None,
     };
-    Some((model, op))
+    Some((model, op, vertex))
+}
+
+/// Prefix of the access tokens the mock issues.
+const TOKEN_PREFIX: &str = "mock-vertex-token-";
+
+/// `POST /token`: a JWT-bearer grant with a three-part assertion gets an hour's token.
+pub(super) fn token(body: &[u8], serial: u64) -> Response<MockBody> {
+    let form = String::from_utf8_lossy(body);
+    let field = |name: &str| {
+        form.split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    };
+    let grant_ok =
+        field("grant_type") == Some("urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer");
+    let assertion_ok = field("assertion").is_some_and(|a| a.split('.').count() == 3);
+    if !grant_ok || !assertion_ok {
+        let v = json!({"error": "invalid_grant", "error_description": "Invalid JWT Signature."});
+        return json(StatusCode::BAD_REQUEST, Bytes::from(v.to_string()));
+    }
+    let v = json!({
+        "access_token": format!("{TOKEN_PREFIX}{serial}"),
+        "expires_in": 3599,
+        "token_type": "Bearer",
+    });
+    json(StatusCode::OK, Bytes::from(v.to_string()))
+}
+
+/// Vertex paths need a token the mock issued: Google's 401 otherwise.
+pub(super) fn check_token(headers: &http::HeaderMap) -> Option<Response<MockBody>> {
+    let ok = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.starts_with(TOKEN_PREFIX));
+    (!ok).then(|| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "Request had invalid authentication credentials. Expected OAuth 2 access token.",
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -238,7 +287,11 @@ mod tests {
     fn routes() {
         assert_eq!(
             route("/v1beta/models/gemini-2.0-flash:streamGenerateContent"),
-            Some(("gemini-2.0-flash", Op::Stream))
+            Some(("gemini-2.0-flash", Op::Stream, false))
+        );
+        assert_eq!(
+            route("/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent"),
+            Some(("gemini-2.5-pro", Op::Generate, true))
         );
         assert_eq!(route("/v1beta/models/x:countTokens"), None);
         assert_eq!(route("/v1/chat/completions"), None);

@@ -238,8 +238,10 @@ fn with_retry_after(mut resp: Response<MockBody>, retry_after: Option<f64>) -> R
 /// deployments answer in the client's dialect).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum NativeRoute {
-    /// Google AI Studio: model and operation.
-    Gemini(String, gemini::Op),
+    /// Google AI Studio, or Vertex AI when the flag is set: model and operation.
+    Gemini(String, gemini::Op, bool),
+    /// Google's OAuth token endpoint (`POST /token`).
+    Token,
     /// Amazon Bedrock: model id (decoded) and operation.
     Bedrock(String, bedrock::Op),
 }
@@ -247,8 +249,11 @@ pub(super) enum NativeRoute {
 impl NativeRoute {
     /// Match a Gemini or Bedrock path.
     pub(super) fn of(path: &str) -> Option<Self> {
-        if let Some((model, op)) = gemini::route(path) {
-            return Some(Self::Gemini(model.to_owned(), op));
+        if path == "/token" {
+            return Some(Self::Token);
+        }
+        if let Some((model, op, vertex)) = gemini::route(path) {
+            return Some(Self::Gemini(model.to_owned(), op, vertex));
         }
         bedrock::route(path).map(|(model, op)| Self::Bedrock(model, op))
     }
@@ -264,21 +269,25 @@ pub(super) async fn respond_native(
     settings: &MockSettings,
 ) -> Response<MockBody> {
     let s = effective(headers, settings);
-    if let NativeRoute::Bedrock(..) = route {
-        if let Some(denied) = bedrock::check_signature(
+    let denied = match route {
+        NativeRoute::Token => return gemini::token(body, stamp().0),
+        NativeRoute::Bedrock(..) => bedrock::check_signature(
             &s,
             uri.path(),
             uri.query().unwrap_or_default(),
             headers,
             body,
-        ) {
-            return denied;
-        }
+        ),
+        NativeRoute::Gemini(_, _, true) => gemini::check_token(headers),
+        NativeRoute::Gemini(_, _, false) => None,
+    };
+    if let Some(denied) = denied {
+        return denied;
     }
     let fault = before_answer(&s, |status, retry| {
         let message = format!("mock error: status {} (injected fault)", status.as_u16());
         let resp = match route {
-            NativeRoute::Gemini(..) => gemini::error(status, &message),
+            NativeRoute::Gemini(..) | NativeRoute::Token => gemini::error(status, &message),
             NativeRoute::Bedrock(..) => bedrock::error(status, &message),
         };
         with_retry_after(resp, retry)
@@ -289,8 +298,10 @@ pub(super) async fn respond_native(
     }
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
     match route {
-        NativeRoute::Gemini(model, op) => gemini::answer(model, *op, body, &s, prompt_tokens),
+        NativeRoute::Gemini(model, op, _) => gemini::answer(model, *op, body, &s, prompt_tokens),
         NativeRoute::Bedrock(model, op) => bedrock::answer(model, *op, body, &s, prompt_tokens),
+        // Answered above.
+        NativeRoute::Token => gemini::token(body, 0),
     }
 }
 

@@ -12,7 +12,8 @@ pub enum KeyHeader {
     XApiKey,
     /// `x-goog-api-key: <key>` (Google AI Studio; kept out of the URL, so out of logs).
     XGoogApiKey,
-    /// No key header: requests are signed (AWS SigV4).
+    /// No key header: each request carries per-request credentials (AWS SigV4, or a Google
+    /// OAuth token from a service account).
     Signed,
 }
 
@@ -29,6 +30,9 @@ pub enum Wire {
     Gemini,
     /// Amazon Bedrock's Converse API, SigV4-signed: every request translated.
     Bedrock,
+    /// Vertex AI's Gemini API (`generateContent` under a project and location), with OAuth
+    /// tokens from a service account: every request translated.
+    Vertex,
     /// Answered inside sluice by the built-in mock provider.
     Mock,
     /// A LiteLLM provider whose native wire format sluice does not speak yet. Configs naming it
@@ -43,7 +47,9 @@ impl Wire {
         match self {
             Self::OpenAiCompatible | Self::Azure => Some(Dialect::OpenAi),
             Self::Anthropic => Some(Dialect::Anthropic),
-            Self::Gemini | Self::Bedrock | Self::Mock | Self::NotYetSupported => None,
+            Self::Gemini | Self::Bedrock | Self::Vertex | Self::Mock | Self::NotYetSupported => {
+                None
+            }
         }
     }
 
@@ -51,7 +57,7 @@ impl Wire {
     pub const fn format(self) -> Format {
         match self {
             Self::Anthropic => Format::Anthropic,
-            Self::Gemini => Format::Gemini,
+            Self::Gemini | Self::Vertex => Format::Gemini,
             Self::Bedrock => Format::Bedrock,
             Self::OpenAiCompatible | Self::Azure | Self::Mock | Self::NotYetSupported => {
                 Format::OpenAi
@@ -97,7 +103,7 @@ pub enum Provider {
     Gemini,
     /// `bedrock/`: Amazon Bedrock's Converse API.
     Bedrock,
-    /// `vertex_ai/` (native translator not built yet).
+    /// `vertex_ai/`: Gemini models on Vertex AI.
     VertexAi,
     /// `mock/`: the built-in mock provider, answered in process.
     Mock,
@@ -144,7 +150,7 @@ const fn spec(
 
 use crate::endpoint::Dialect;
 use crate::translate::Format;
-use Wire::{NotYetSupported, OpenAiCompatible};
+use Wire::OpenAiCompatible;
 
 static OPENAI: ProviderSpec = ProviderSpec {
     base_env: &["OPENAI_BASE_URL", "OPENAI_API_BASE"],
@@ -282,7 +288,9 @@ static BEDROCK: ProviderSpec = ProviderSpec {
 };
 static VERTEX_AI: ProviderSpec = ProviderSpec {
     aliases: &["vertex_ai_beta"],
-    ..spec("vertex_ai", NotYetSupported, None, &[])
+    key_header: KeyHeader::Signed,
+    // The default endpoint depends on the location: built from it in config validation.
+    ..spec("vertex_ai", Wire::Vertex, None, &[])
 };
 static MOCK: ProviderSpec = spec("mock", Wire::Mock, None, &[]);
 

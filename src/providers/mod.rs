@@ -6,6 +6,7 @@ pub mod call;
 pub mod client;
 pub mod envelope;
 pub mod eventstream;
+pub mod google_auth;
 mod kind;
 pub mod native;
 pub mod sigv4;

@@ -1,14 +1,20 @@
 //! Upstreams whose URL names the model and the mode (Gemini's `models/{m}:generateContent`,
-//! Bedrock's `/model/{id}/converse-stream`): their URLs prebuilt per deployment, and the
-//! request signer for those that sign (Bedrock). Only the signature is per-request work.
+//! Bedrock's `/model/{id}/converse-stream`, Vertex AI's project-scoped Gemini paths): their
+//! URLs prebuilt per deployment, and their per-request credentials — a SigV4 signature
+//! (Bedrock) or a cached OAuth token (Vertex AI). Only the signature is per-request work.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
+use http::header::AUTHORIZATION;
 use http::{HeaderMap, Uri};
 
+use super::client::HttpClient;
+use super::google_auth::TokenSource;
 use super::kind::Wire;
 use super::sigv4::{uri_encode, Credentials, Signer};
 use crate::config::Deployment;
+use crate::error::ApiError;
 
 /// What a native call does, which decides its URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +38,8 @@ pub struct Native {
     embed: Uri,
     /// SigV4 signer (Bedrock with credentials).
     pub signer: Option<Signer>,
+    /// OAuth tokens (Vertex AI with a service account).
+    pub tokens: Option<Arc<TokenSource>>,
 }
 
 /// A URL for `model` on `wire` below `base`.
@@ -48,6 +56,7 @@ pub fn url(wire: Wire, base: &str, model: &str, call: NativeCall) -> String {
             format!("{base}/model/{id}/{op}")
         }
         Wire::Gemini
+        | Wire::Vertex
         | Wire::OpenAiCompatible
         | Wire::Azure
         | Wire::Anthropic
@@ -69,12 +78,33 @@ pub fn url(wire: Wire, base: &str, model: &str, call: NativeCall) -> String {
 }
 
 impl Native {
-    /// Prebuild a native deployment's URLs; `None` for wires that are not native.
-    pub fn build(d: &Deployment, base: &str) -> Result<Option<Self>, String> {
+    /// Prebuild a native deployment's URLs and credentials; `None` for wires that are not
+    /// native.
+    pub fn build(d: &Deployment, base: &str, client: &HttpClient) -> Result<Option<Self>, String> {
         let wire = d.provider.spec().wire;
-        if !matches!(wire, Wire::Gemini | Wire::Bedrock) {
+        if !matches!(wire, Wire::Gemini | Wire::Bedrock | Wire::Vertex) {
             return Ok(None);
         }
+        // Vertex AI serves Gemini's API below a project and location.
+        let base = match &d.vertex {
+            Some(v) if wire == Wire::Vertex => format!(
+                "{base}/v1/projects/{}/locations/{}/publishers/google",
+                v.project, v.location
+            ),
+            _ => base.to_owned(),
+        };
+        let base = base.as_str();
+        let key = d
+            .vertex
+            .as_ref()
+            .filter(|_| wire == Wire::Vertex)
+            .and_then(|v| v.credentials.as_ref());
+        let tokens = match key {
+            Some(k) => Some(Arc::new(
+                TokenSource::new(k.expose(), client.clone()).map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
         let parse = |call| -> Result<Uri, String> {
             let u = url(wire, base, &d.upstream_model, call);
             u.parse().map_err(|e: http::uri::InvalidUri| e.to_string())
@@ -97,6 +127,7 @@ impl Native {
             stream: parse(NativeCall::Stream)?,
             embed: parse(NativeCall::Embed)?,
             signer,
+            tokens,
         }))
     }
 
@@ -114,11 +145,25 @@ impl Native {
         })
     }
 
-    /// Sign a request when the deployment signs (Bedrock).
-    pub fn sign(&self, uri: &Uri, headers: &mut HeaderMap, body: &[u8]) {
+    /// Add the request's credentials: a SigV4 signature (Bedrock) or the cached OAuth token
+    /// (Vertex AI).
+    pub async fn authorize(
+        &self,
+        uri: &Uri,
+        headers: &mut HeaderMap,
+        body: &[u8],
+    ) -> Result<(), ApiError> {
         if let Some(s) = &self.signer {
             s.sign(uri, headers, body, SystemTime::now());
         }
+        if let Some(t) = &self.tokens {
+            let h = t
+                .header()
+                .await
+                .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
+            headers.insert(AUTHORIZATION, h);
+        }
+        Ok(())
     }
 }
 

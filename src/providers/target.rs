@@ -36,6 +36,16 @@ pub enum TargetError {
         /// Parser message.
         reason: String,
     },
+    /// Native URLs or credentials (a service-account key) that cannot be used.
+    #[error("deployment {id} ({model}): {reason}")]
+    Credentials {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// Why (never the key itself).
+        reason: String,
+    },
     /// A header name or value is not valid HTTP.
     #[error("deployment {id} ({model}): invalid header {name:?}")]
     BadHeader {
@@ -207,7 +217,8 @@ impl DeploymentTarget {
             | Wire::Azure
             | Wire::Anthropic
             | Wire::Gemini
-            | Wire::Bedrock => TargetKind::Http(Box::new(build_http(d, clients, drop_params)?)),
+            | Wire::Bedrock
+            | Wire::Vertex => TargetKind::Http(Box::new(build_http(d, clients, drop_params)?)),
         };
         let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
             id: d.id.clone(),
@@ -287,21 +298,21 @@ fn build_http(
         }
         KeyRing::new(sets)
     };
-    let native = Native::build(d, base)
-        .map_err(|reason| TargetError::BadUrl {
+    let timeout = Timeouts::of(d).total;
+    let client = clients.get(timeout.min(MAX_CONNECT_TIMEOUT));
+    let native = Native::build(d, base, &client)
+        .map_err(|reason| TargetError::Credentials {
             id: d.id.clone(),
             model: d.model_name.clone(),
-            url: base.to_owned(),
             reason,
         })?
         .map(Box::new);
-    let timeout = Timeouts::of(d).total;
     let wildcard = d
         .upstream_model
         .contains('*')
         .then(|| d.upstream_model.clone().into());
     Ok(HttpTarget {
-        client: clients.get(timeout.min(MAX_CONNECT_TIMEOUT)),
+        client,
         wire: d.provider.spec().wire,
         drop_params,
         urls,

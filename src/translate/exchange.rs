@@ -10,13 +10,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use super::embeddings::{self, EmbedApi};
 use super::stream::{TranslatedBody, Translator};
 use super::{anthropic, errors, parse_request, parse_response, write_request, write_response};
-use super::{Format, Params, TranslateError};
+use super::{Params, TranslateError};
 use crate::endpoint::{Dialect, Endpoint};
 use crate::error::ApiError;
 use crate::providers::body::{SegmentsBody, UpstreamBody};
 use crate::providers::call::{client_error, model_json, Call};
 use crate::providers::native::NativeCall;
 use crate::providers::target::HttpTarget;
+use crate::providers::Wire;
 
 /// Largest upstream answer translated whole (it is held as values while translated).
 const MAX_TRANSLATED_BODY: usize = 64 * 1024 * 1024;
@@ -130,7 +131,7 @@ async fn post(
 ) -> Result<Response<hyper::body::Incoming>, ApiError> {
     let mut headers = t.headers.next().clone();
     if let Some(n) = &t.native {
-        n.sign(&uri, &mut headers, &body);
+        n.authorize(&uri, &mut headers, &body).await?;
     }
     let mut up = Request::post(uri)
         .body(SegmentsBody::new(vec![body]))
@@ -158,10 +159,16 @@ async fn embed(
 ) -> Result<Response<UpstreamBody>, ApiError> {
     let fail = |e: TranslateError| e.into_api(provider);
     let model = upstream_model(t, call)?;
-    let api = match t.wire.format() {
-        Format::Gemini => Some(EmbedApi::Gemini),
-        Format::Bedrock => EmbedApi::bedrock(&model),
-        Format::OpenAi | Format::Anthropic => None,
+    // Vertex AI embeds through `:predict`, which sluice does not speak yet.
+    let api = match t.wire {
+        Wire::Gemini => Some(EmbedApi::Gemini),
+        Wire::Bedrock => EmbedApi::bedrock(&model),
+        Wire::Vertex
+        | Wire::OpenAiCompatible
+        | Wire::Azure
+        | Wire::Anthropic
+        | Wire::Mock
+        | Wire::NotYetSupported => None,
     };
     let (Some(api), Some(native)) = (api, &t.native) else {
         return Err(ApiError::EndpointNotSupported {
