@@ -454,7 +454,14 @@ model_list:
       api_base: http://{host}
       vertex_project: sluice-test
       vertex_location: europe-west4
-      vertex_credentials: {}
+      vertex_credentials: {0}
+  - model_name: vtx-claude
+    litellm_params:
+      model: vertex_ai/claude-sonnet-4@20250514
+      api_base: http://{host}
+      vertex_project: sluice-test
+      vertex_location: us-east5
+      vertex_credentials: {0}
   - model_name: vtx-no-key
     litellm_params:
       model: vertex_ai/gemini-2.0-flash
@@ -487,6 +494,24 @@ general_settings:
     assert_eq!(a.status, 200, "{}", a.text());
     // One token exchange, three model calls.
     assert_eq!(mock.requests().await, 4);
+    // Claude on Vertex: Anthropic's Messages at rawPredict / streamRawPredict.
+    let a = post(
+        &gw.url("/v1/chat/completions"),
+        &body.replace("\"vtx\"", "\"vtx-claude\""),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let (_, calls, finish, _) = openai_chunks(&a);
+    weather_args(&calls[0].1);
+    assert_eq!(finish, "tool_calls");
+    let a = messages(
+        &gw,
+        r#"{"model":"vtx-claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.json()["model"], "claude-sonnet-4@20250514");
+    assert_eq!(mock.requests().await, 4 + 1 + 2);
     // Without a key the request goes unauthenticated and Google's 401 comes back mapped.
     let a = post(
         &gw.url("/v1/chat/completions"),

@@ -49,6 +49,15 @@ pub(super) fn route(path: &str) -> Option<(&str, Op, bool)> {
     Some((model, op, vertex))
 }
 
+/// Match Vertex AI's Anthropic path (`…/publishers/anthropic/models/{m}:rawPredict` or
+/// `:streamRawPredict`): the model.
+pub(super) fn anthropic_route(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/v1/projects/")?;
+    let (_, model_op) = rest.split_once("/publishers/anthropic/models/")?;
+    let (model, op) = model_op.rsplit_once(':')?;
+    matches!(op, "rawPredict" | "streamRawPredict").then_some(model)
+}
+
 /// Prefix of the access tokens the mock issues.
 const TOKEN_PREFIX: &str = "mock-vertex-token-";
 
@@ -294,6 +303,10 @@ mod tests {
             Some(("gemini-2.5-pro", Op::Generate, true))
         );
         assert_eq!(route("/v1beta/models/x:countTokens"), None);
+        assert_eq!(
+            anthropic_route("/v1/projects/p/locations/l/publishers/anthropic/models/claude-x@1:streamRawPredict"),
+            Some("claude-x@1")
+        );
         assert_eq!(route("/v1/chat/completions"), None);
     }
 

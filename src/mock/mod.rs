@@ -242,6 +242,8 @@ pub(super) enum NativeRoute {
     Gemini(String, gemini::Op, bool),
     /// Google's OAuth token endpoint (`POST /token`).
     Token,
+    /// An Anthropic model on Vertex AI: Messages bodies without `model`.
+    VertexAnthropic(String),
     /// Amazon Bedrock: model id (decoded) and operation.
     Bedrock(String, bedrock::Op),
 }
@@ -252,6 +254,9 @@ impl NativeRoute {
         if path == "/token" {
             return Some(Self::Token);
         }
+        if let Some(model) = gemini::anthropic_route(path) {
+            return Some(Self::VertexAnthropic(model.to_owned()));
+        }
         if let Some((model, op, vertex)) = gemini::route(path) {
             return Some(Self::Gemini(model.to_owned(), op, vertex));
         }
@@ -260,7 +265,8 @@ impl NativeRoute {
 }
 
 /// Answer a request on a native path, in that provider's wire format (errors and injected
-/// faults included); Bedrock requests are SigV4-checked first when the mock holds a key.
+/// faults included). Bedrock requests are SigV4-checked first when the mock holds a key;
+/// Vertex paths need a token the mock's `/token` issued.
 pub(super) async fn respond_native(
     route: &NativeRoute,
     uri: &http::Uri,
@@ -278,33 +284,71 @@ pub(super) async fn respond_native(
             headers,
             body,
         ),
-        NativeRoute::Gemini(_, _, true) => gemini::check_token(headers),
+        NativeRoute::Gemini(_, _, true) | NativeRoute::VertexAnthropic(_) => {
+            gemini::check_token(headers)
+        }
         NativeRoute::Gemini(_, _, false) => None,
     };
     if let Some(denied) = denied {
         return denied;
     }
-    let fault = before_answer(&s, |status, retry| {
-        let message = format!("mock error: status {} (injected fault)", status.as_u16());
-        let resp = match route {
-            NativeRoute::Gemini(..) | NativeRoute::Token => gemini::error(status, &message),
-            NativeRoute::Bedrock(..) => bedrock::error(status, &message),
-        };
-        with_retry_after(resp, retry)
-    })
-    .await;
-    if let Some(f) = fault {
-        return f;
-    }
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
     match route {
-        NativeRoute::Gemini(model, op, _) => gemini::answer(model, *op, body, &s, prompt_tokens),
-        NativeRoute::Bedrock(model, op) => bedrock::answer(model, *op, body, &s, prompt_tokens),
-        // Answered above.
-        NativeRoute::Token => gemini::token(body, 0),
+        NativeRoute::VertexAnthropic(model) => {
+            vertex_anthropic(model, headers, body, settings).await
+        }
+        NativeRoute::Gemini(model, op, _) => {
+            if let Some(f) = native_fault(&s, gemini::error).await {
+                return f;
+            }
+            gemini::answer(model, *op, body, &s, prompt_tokens)
+        }
+        NativeRoute::Bedrock(model, op) => {
+            if let Some(f) = native_fault(&s, bedrock::error).await {
+                return f;
+            }
+            bedrock::answer(model, *op, body, &s, prompt_tokens)
+        }
+        NativeRoute::Token => gemini::token(body, stamp().0),
     }
 }
 
+/// Latency and injected faults, the error in the provider's shape.
+async fn native_fault(
+    s: &MockSettings,
+    error: fn(StatusCode, &str) -> Response<MockBody>,
+) -> Option<Response<MockBody>> {
+    before_answer(s, |status, retry| {
+        let message = format!("mock error: status {} (injected fault)", status.as_u16());
+        with_retry_after(error(status, &message), retry)
+    })
+    .await
+}
+
+/// An Anthropic model on Vertex AI: the Messages mock, with the model the URL names put into
+/// the body (which must carry Vertex's `anthropic_version`).
+async fn vertex_anthropic(
+    model: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let mut v: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(Dialect::Anthropic, &e.to_string(), None, "invalid_json"),
+    };
+    if v["anthropic_version"] != crate::translate::anthropic::VERTEX_VERSION {
+        return bad_request(
+            Dialect::Anthropic,
+            "anthropic_version: vertex-2023-10-16 is required",
+            None,
+            "invalid_request",
+        );
+    }
+    v["model"] = model.into();
+    let body = Bytes::from(v.to_string());
+    Box::pin(respond(Endpoint::Messages, headers, &body, settings)).await
+}
 fn embeddings(
     req: &MockRequest<'_>,
     model: &str,

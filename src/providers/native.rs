@@ -15,6 +15,7 @@ use super::kind::Wire;
 use super::sigv4::{uri_encode, Credentials, Signer};
 use crate::config::Deployment;
 use crate::error::ApiError;
+use crate::translate::Format;
 
 /// What a native call does, which decides its URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +56,24 @@ pub fn url(wire: Wire, base: &str, model: &str, call: NativeCall) -> String {
             };
             format!("{base}/model/{id}/{op}")
         }
+        // Vertex AI: Anthropic's models under the `anthropic` publisher, Gemini's under `google`.
+        Wire::Vertex if is_claude(model) => {
+            let op = match call {
+                NativeCall::Chat => ":rawPredict",
+                NativeCall::Stream => ":streamRawPredict",
+                NativeCall::Embed => ":predict",
+            };
+            // Vertex writes the version after `@` literally (`claude-sonnet-4@20250514`).
+            let id = uri_encode(model, false).replace("%40", "@");
+            format!("{base}/publishers/anthropic/models/{id}{op}")
+        }
+        Wire::Vertex => url(
+            Wire::Gemini,
+            &format!("{base}/publishers/google"),
+            model,
+            call,
+        ),
         Wire::Gemini
-        | Wire::Vertex
         | Wire::OpenAiCompatible
         | Wire::Azure
         | Wire::Anthropic
@@ -77,7 +94,22 @@ pub fn url(wire: Wire, base: &str, model: &str, call: NativeCall) -> String {
     }
 }
 
+/// A Claude model id (`claude-sonnet-4@20250514`), served on Vertex AI by Anthropic.
+fn is_claude(model: &str) -> bool {
+    model.starts_with("claude")
+}
+
 impl Native {
+    /// The wire format calls for `model` take: Anthropic's Messages for Claude on Vertex AI,
+    /// else the wire's.
+    pub fn format(&self, model: &str) -> Format {
+        if self.wire == Wire::Vertex && is_claude(model) {
+            Format::VertexAnthropic
+        } else {
+            self.wire.format()
+        }
+    }
+
     /// Prebuild a native deployment's URLs and credentials; `None` for wires that are not
     /// native.
     pub fn build(d: &Deployment, base: &str, client: &HttpClient) -> Result<Option<Self>, String> {
@@ -85,12 +117,11 @@ impl Native {
         if !matches!(wire, Wire::Gemini | Wire::Bedrock | Wire::Vertex) {
             return Ok(None);
         }
-        // Vertex AI serves Gemini's API below a project and location.
+        // Vertex AI serves its publishers' models below a project and location.
         let base = match &d.vertex {
-            Some(v) if wire == Wire::Vertex => format!(
-                "{base}/v1/projects/{}/locations/{}/publishers/google",
-                v.project, v.location
-            ),
+            Some(v) if wire == Wire::Vertex => {
+                format!("{base}/v1/projects/{}/locations/{}", v.project, v.location)
+            }
             _ => base.to_owned(),
         };
         let base = base.as_str();

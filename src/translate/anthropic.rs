@@ -306,13 +306,29 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
     Ok(out)
 }
 
+/// The API version Anthropic models on Vertex AI take in the body (`anthropic_version`).
+pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
 /// Write an Anthropic Messages request for an Anthropic upstream.
 pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
+    body.insert("model".into(), req.model.clone().into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+/// Write a Messages request for an Anthropic model on Vertex AI (`rawPredict`): the model is
+/// in the URL, the API version in the body.
+pub fn write_vertex_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
+    body.insert("anthropic_version".into(), VERTEX_VERSION.into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+fn request_body(req: &ChatRequest, params: Params) -> Result<Map<String, Value>, TranslateError> {
     if req.response_format.is_some() {
         check_param(params, "response_format")?;
     }
     let mut body = Map::new();
-    body.insert("model".into(), req.model.clone().into());
     let budget = match req.thinking {
         Some(Thinking::Budget(b)) => Some(b),
         Some(Thinking::Effort(e)) => Some(e.budget()),
@@ -400,7 +416,7 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
             json!({"type": "enabled", "budget_tokens": b}),
         );
     }
-    Ok(to_json(&Value::Object(body)))
+    Ok(body)
 }
 
 fn text_block(t: &Text) -> Value {

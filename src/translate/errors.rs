@@ -21,7 +21,7 @@ pub fn translate(
 ) -> (StatusCode, Bytes) {
     let parsed = match from {
         Format::OpenAi => openai::parse_error(body),
-        Format::Anthropic => anthropic::parse_error(body),
+        Format::Anthropic | Format::VertexAnthropic => anthropic::parse_error(body),
         Format::Gemini => gemini::parse_error(body),
         Format::Bedrock => bedrock::parse_error(body),
     };

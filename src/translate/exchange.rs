@@ -29,7 +29,6 @@ pub async fn send(
     call: &Call<'_>,
 ) -> Result<Response<UpstreamBody>, ApiError> {
     let client = call.endpoint.dialect();
-    let upstream = t.wire.format();
     let params = Params {
         drop: t.drop_params,
     };
@@ -48,6 +47,10 @@ pub async fn send(
     }
     let mut req = parse_request(client, call.body, params).map_err(fail)?;
     req.model = upstream_model(t, call)?;
+    let upstream = t
+        .native
+        .as_ref()
+        .map_or(t.wire.format(), |n| n.format(&req.model));
     let body = Bytes::from(write_request(upstream, &req, params).map_err(fail)?);
     let uri = match &t.native {
         Some(n) => {

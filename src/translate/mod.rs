@@ -37,6 +37,9 @@ pub enum Format {
     Gemini,
     /// Amazon Bedrock Converse.
     Bedrock,
+    /// Anthropic Messages on Vertex AI (`rawPredict`): no `model` in the body, Vertex's
+    /// `anthropic_version`; answers, streams and errors are Anthropic's.
+    VertexAnthropic,
 }
 
 impl From<Dialect> for Format {
@@ -202,6 +205,7 @@ pub fn write_request(
         Format::Anthropic => anthropic::write_request(req, params),
         Format::Gemini => gemini::write_request(req, params),
         Format::Bedrock => bedrock::write_request(req, params),
+        Format::VertexAnthropic => anthropic::write_vertex_request(req, params),
     }
 }
 
@@ -209,7 +213,7 @@ pub fn write_request(
 pub fn parse_response(format: Format, body: &[u8]) -> Result<ChatResponse, TranslateError> {
     match format {
         Format::OpenAi => openai::parse_response(body),
-        Format::Anthropic => anthropic::parse_response(body),
+        Format::Anthropic | Format::VertexAnthropic => anthropic::parse_response(body),
         Format::Gemini => gemini::parse_response(body),
         Format::Bedrock => bedrock::parse_response(body),
     }

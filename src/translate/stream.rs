@@ -52,7 +52,7 @@ impl Translator {
         Self {
             reader: match from {
                 Format::OpenAi => Reader::OpenAi(ChunkReader::default()),
-                Format::Anthropic => Reader::Anthropic(EventReader),
+                Format::Anthropic | Format::VertexAnthropic => Reader::Anthropic(EventReader),
                 Format::Gemini => Reader::Gemini(gemini::ChunkReader::default()),
                 Format::Bedrock => {
                     Reader::Bedrock(bedrock::EventReader::new(id, model), Decoder::default())
