@@ -225,6 +225,17 @@ struct RawResponse {
     model_version: Option<String>,
     #[serde(default)]
     response_id: Option<String>,
+    /// An error Google reports inside a stream.
+    #[serde(default)]
+    error: Option<RawError>,
+}
+
+#[derive(Deserialize)]
+struct RawError {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    status: String,
 }
 
 #[derive(Deserialize)]
@@ -386,6 +397,7 @@ pub struct ChunkReader {
     next_block: usize,
     calls: usize,
     finished: bool,
+    failed: bool,
 }
 
 impl ChunkReader {
@@ -394,6 +406,16 @@ impl ChunkReader {
         let Ok(chunk) = serde_json::from_slice::<RawResponse>(data) else {
             return;
         };
+        if let Some(e) = chunk.error {
+            self.close(out);
+            // The stream is over; `end` adds nothing after this.
+            self.failed = true;
+            out.push(StreamEvent::Error {
+                kind: anthropic_kind(&e.status).to_owned(),
+                message: e.message,
+            });
+            return;
+        }
         if !self.started {
             self.started = true;
             out.push(StreamEvent::Start {
@@ -433,6 +455,9 @@ impl ChunkReader {
 
     /// At the end of the body: the stream's end, or an error when Gemini never finished.
     pub fn end(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.failed {
+            return;
+        }
         if self.finished {
             out.push(StreamEvent::Done);
         } else {
@@ -492,6 +517,19 @@ impl ChunkReader {
             let index = self.open(Block::Text, out);
             out.push(StreamEvent::Text { index, text });
         }
+    }
+}
+
+/// Anthropic's error type (which both client formats understand) for a Google status.
+fn anthropic_kind(status: &str) -> &'static str {
+    match status {
+        "RESOURCE_EXHAUSTED" => "rate_limit_error",
+        "UNAVAILABLE" => "overloaded_error",
+        "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => "invalid_request_error",
+        "PERMISSION_DENIED" => "permission_error",
+        "UNAUTHENTICATED" => "authentication_error",
+        "NOT_FOUND" => "not_found_error",
+        _ => "api_error",
     }
 }
 

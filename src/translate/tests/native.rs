@@ -273,6 +273,24 @@ fn a_gemini_stream_without_finish_reason_ends_in_an_error() {
 }
 
 #[test]
+fn a_gemini_error_mid_stream_ends_it_with_that_error() {
+    let input = fixture("gemini/stream_function_call.sse");
+    let first = &input[..input.find("\r\n\r\n").unwrap() + 4];
+    let stream = format!(
+        "{first}data: {{\"error\": {{\"code\": 503, \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}}}\r\n\r\n"
+    );
+    let out = run(
+        translator(Format::Gemini, Dialect::Anthropic),
+        stream.as_bytes(),
+        11,
+    );
+    assert!(out.contains(r#""type":"overloaded_error""#), "{out}");
+    assert!(out.contains("The model is overloaded."));
+    assert!(!out.contains("message_stop"));
+    assert_eq!(out.matches("event: error").count(), 1, "{out}");
+}
+
+#[test]
 fn gemini_errors_keep_their_message() {
     let (s, b) = errors::translate(
         Format::Gemini,
