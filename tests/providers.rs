@@ -522,3 +522,45 @@ general_settings:
     assert_eq!(a.json()["error"]["code"], "invalid_api_key");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn in_process_mock_deployments_play_gemini_and_bedrock() {
+    let gw = gateway(
+        r#"
+model_list:
+  - model_name: mock-gem
+    litellm_params:
+      model: mock/gemini-2.0-flash
+      mock_wire: gemini
+  - model_name: mock-bed
+    litellm_params:
+      model: mock/claude-on-bedrock
+      mock_wire: bedrock
+general_settings:
+  master_key: sk-master
+"#,
+    )
+    .await;
+    for model in ["mock-gem", "mock-bed"] {
+        let body = format!(
+            r#"{{"model":"{model}","stream":true,"messages":[{{"role":"user","content":"weather?"}}],"tools":{WEATHER_TOOL_OPENAI}}}"#
+        );
+        let a = post(&gw.url("/v1/chat/completions"), &body).await;
+        assert_eq!(a.status, 200, "{model}: {}", a.text());
+        let (text, calls, finish, _) = openai_chunks(&a);
+        assert_eq!(text, "Calling get_weather.");
+        weather_args(&calls[0].1);
+        assert_eq!(finish, "tool_calls");
+        let a = messages(
+            &gw,
+            &format!(
+                r#"{{"model":"{model}","max_tokens":10,"messages":[{{"role":"user","content":"hi"}}]}}"#
+            ),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{model}: {}", a.text());
+        let v = a.json();
+        assert_eq!(v["stop_reason"], "end_turn");
+        assert_eq!(v["usage"]["output_tokens"], 16);
+    }
+}

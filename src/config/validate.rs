@@ -17,7 +17,7 @@ use super::raw::{
     OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
 };
 use super::secret::Secret;
-use crate::mock::{Faults, MockSettings};
+use crate::mock::{Faults, MockSettings, MockWire};
 use crate::providers::{KeyHeader, Provider, Wire};
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
@@ -901,8 +901,18 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             d.embedding_dims,
         ),
         faults: mock_faults(lp, params, p),
-        // In-process mock deployments answer in the client's dialect: nothing is signed.
+        // In-process mock deployments are never signed.
         aws: None,
+        wire: text(params.mock_wire.clone()).and_then(|w| {
+            let wire = MockWire::parse(&w);
+            if wire.is_none() {
+                p.error(
+                    format!("{lp}.mock_wire"),
+                    format!("expected gemini or bedrock, got {w:?}"),
+                );
+            }
+            wire
+        }),
     }
 }
 

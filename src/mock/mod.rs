@@ -20,7 +20,7 @@ mod tools;
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
 pub use server::serve;
-pub use settings::MockSettings;
+pub use settings::{MockSettings, MockWire};
 
 use std::borrow::Cow;
 
@@ -311,6 +311,29 @@ pub(super) async fn respond_native(
         }
         NativeRoute::Token => gemini::token(body, stamp().0),
     }
+}
+
+/// Answer a translated call in process as the `wire` upstream would, for `mock/` deployments
+/// with `mock_wire` (no socket, same bytes as `sluice mock` on the real paths).
+pub async fn respond_wire(
+    wire: MockWire,
+    model: &str,
+    stream: bool,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let route = match (wire, stream) {
+        (MockWire::Gemini, false) => {
+            NativeRoute::Gemini(model.to_owned(), gemini::Op::Generate, false)
+        }
+        (MockWire::Gemini, true) => {
+            NativeRoute::Gemini(model.to_owned(), gemini::Op::Stream, false)
+        }
+        (MockWire::Bedrock, false) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Converse),
+        (MockWire::Bedrock, true) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Stream),
+    };
+    respond_native(&route, &http::Uri::default(), headers, body, settings).await
 }
 
 /// Latency and injected faults, the error in the provider's shape.

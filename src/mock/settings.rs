@@ -25,6 +25,30 @@ pub struct MockSettings {
     /// AWS key pair (access key id, secret) the Bedrock paths check SigV4 signatures
     /// against; unset, signatures are not checked.
     pub aws: Option<(String, String)>,
+    /// `mock_wire` of a `mock/` deployment: the in-process mock plays a Gemini or Bedrock
+    /// upstream, so requests go through that translator (unset: it answers in the client's
+    /// own format).
+    pub wire: Option<MockWire>,
+}
+
+/// A native wire format the in-process mock can play.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MockWire {
+    /// Gemini `generateContent`.
+    Gemini,
+    /// Bedrock Converse (event-stream frames for streams).
+    Bedrock,
+}
+
+impl MockWire {
+    /// Read `mock_wire`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "gemini" => Some(Self::Gemini),
+            "bedrock" => Some(Self::Bedrock),
+            _ => None,
+        }
+    }
 }
 
 impl Default for MockSettings {
@@ -38,6 +62,7 @@ impl Default for MockSettings {
             embedding_dims: 16,
             faults: Faults::default(),
             aws: None,
+            wire: None,
         }
     }
 }

@@ -8,11 +8,13 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 
 use super::embeddings::{self, EmbedApi};
+use super::ir::ChatRequest;
 use super::stream::{TranslatedBody, Translator};
 use super::{anthropic, errors, parse_request, parse_response, write_request, write_response};
-use super::{Params, TranslateError};
+use super::{Format, Params, TranslateError};
 use crate::endpoint::{Dialect, Endpoint};
 use crate::error::ApiError;
+use crate::mock::{MockSettings, MockWire};
 use crate::providers::body::{SegmentsBody, UpstreamBody};
 use crate::providers::call::{client_error, model_json, Call};
 use crate::providers::native::NativeCall;
@@ -28,24 +30,22 @@ pub async fn send(
     t: &HttpTarget,
     call: &Call<'_>,
 ) -> Result<Response<UpstreamBody>, ApiError> {
-    let client = call.endpoint.dialect();
-    let params = Params {
-        drop: t.drop_params,
-    };
     let fail = |e: TranslateError| e.into_api(provider);
-    let not_supported = || ApiError::EndpointNotSupported {
-        provider,
-        endpoint: call.endpoint.name(),
-    };
     match call.endpoint {
         Endpoint::ChatCompletions | Endpoint::Messages => {}
         Endpoint::CountTokens => return count_locally(call.body).map_err(fail),
         Endpoint::Embeddings if t.native.is_some() => return embed(provider, t, call).await,
         Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
-            return Err(not_supported())
+            return Err(ApiError::EndpointNotSupported {
+                provider,
+                endpoint: call.endpoint.name(),
+            })
         }
     }
-    let mut req = parse_request(client, call.body, params).map_err(fail)?;
+    let params = Params {
+        drop: t.drop_params,
+    };
+    let mut req = parse_request(call.endpoint.dialect(), call.body, params).map_err(fail)?;
     req.model = upstream_model(t, call)?;
     let upstream = t
         .native
@@ -64,13 +64,55 @@ pub async fn send(
         }
         // The other dialect's chat endpoint.
         None => t
-            .url(match client {
+            .url(match call.endpoint.dialect() {
                 Dialect::OpenAi => Endpoint::Messages,
                 Dialect::Anthropic => Endpoint::ChatCompletions,
             })
             .clone(),
     };
     let resp = post(t, uri, body).await?;
+    answer(provider, call, upstream, req, resp.map(UpstreamBody::Http)).await
+}
+
+/// A `mock/` deployment with `mock_wire`: the request is translated as for that provider and
+/// the in-process mock answers in its wire format, so the translators run without a socket.
+pub async fn send_mock(
+    provider: &'static str,
+    wire: MockWire,
+    settings: &MockSettings,
+    call: &Call<'_>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let fail = |e: TranslateError| e.into_api(provider);
+    let params = Params { drop: false };
+    let mut req = parse_request(call.endpoint.dialect(), call.body, params).map_err(fail)?;
+    req.model = call.envelope.model.to_string();
+    let upstream = match wire {
+        MockWire::Gemini => Format::Gemini,
+        MockWire::Bedrock => Format::Bedrock,
+    };
+    let body = Bytes::from(write_request(upstream, &req, params).map_err(fail)?);
+    let resp = crate::mock::respond_wire(
+        wire,
+        &req.model,
+        req.stream,
+        call.client_headers,
+        &body,
+        settings,
+    )
+    .await;
+    answer(provider, call, upstream, req, resp.map(UpstreamBody::Mock)).await
+}
+
+/// The upstream's answer in the client's format: an error translated, a stream translated as
+/// it arrives, a whole answer read and rewritten.
+async fn answer(
+    provider: &'static str,
+    call: &Call<'_>,
+    upstream: Format,
+    req: ChatRequest,
+    resp: Response<UpstreamBody>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let client = call.endpoint.dialect();
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
     if !parts.status.is_success() {
@@ -96,14 +138,14 @@ pub async fn send(
             .headers
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         let translator = Translator::new(upstream, client, id, req.model);
-        let stream = TranslatedBody::new(UpstreamBody::Http(body), translator);
+        let stream = TranslatedBody::new(body, translator);
         return Ok(Response::from_parts(
             parts,
             UpstreamBody::TranslatedStream(Box::new(stream)),
         ));
     }
     let bytes = collect(body).await?;
-    let mut answer = parse_response(upstream, &bytes).map_err(fail)?;
+    let mut answer = parse_response(upstream, &bytes).map_err(|e| e.into_api(provider))?;
     if answer.id.is_empty() {
         answer.id = id;
     }
@@ -222,7 +264,11 @@ fn count_locally(body: &[u8]) -> Result<Response<UpstreamBody>, TranslateError> 
     Ok(resp)
 }
 
-async fn collect(body: hyper::body::Incoming) -> Result<Bytes, ApiError> {
+async fn collect<B>(body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     Limited::new(body, MAX_TRANSLATED_BODY)
         .collect()
         .await
