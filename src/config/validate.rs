@@ -587,12 +587,18 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
     }
     if spec.wire == Wire::Vertex {
         d.vertex = vertex_settings(lp, &params, env, p);
+        if d.vertex.is_none() {
+            // The problem is reported; the URL would only add a follow-on error.
+            return;
+        }
     }
     let vertex_base = d.vertex.as_ref().map(|v| match v.location.as_str() {
         "global" => "https://aiplatform.googleapis.com".to_owned(),
         l => format!("https://{l}-aiplatform.googleapis.com"),
     });
-    let given = text(params.api_base).or_else(|| text(params.base_url));
+    let given = text(params.api_base)
+        .or_else(|| text(params.base_url))
+        .or_else(|| text(params.aws_bedrock_runtime_endpoint));
     let base_path = format!("{lp}.api_base");
     let base = match &given {
         Some(b) => Some(b.clone()),

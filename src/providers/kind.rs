@@ -282,13 +282,14 @@ static GEMINI: ProviderSpec = ProviderSpec {
 };
 static BEDROCK: ProviderSpec = ProviderSpec {
     key_header: KeyHeader::Signed,
-    base_env: &["BEDROCK_RUNTIME_ENDPOINT"],
+    base_env: &["AWS_BEDROCK_RUNTIME_ENDPOINT"],
     // The default endpoint depends on the region: built from it in config validation.
     ..spec("bedrock", Wire::Bedrock, None, &[])
 };
 static VERTEX_AI: ProviderSpec = ProviderSpec {
     aliases: &["vertex_ai_beta"],
     key_header: KeyHeader::Signed,
+    base_env: &["VERTEXAI_API_BASE"],
     // The default endpoint depends on the location: built from it in config validation.
     ..spec("vertex_ai", Wire::Vertex, None, &[])
 };
