@@ -236,11 +236,6 @@ impl Signer {
         }
     }
 
-    /// The region signatures are scoped to.
-    pub fn region(&self) -> &str {
-        &self.region
-    }
-
     /// Add `x-amz-date`, the session token and `Authorization` to a request's headers. Signs
     /// `host`, `content-type`, `x-amz-date` and the token.
     pub fn sign(&self, uri: &Uri, headers: &mut HeaderMap, body: &[u8], now: SystemTime) {

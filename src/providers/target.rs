@@ -87,7 +87,8 @@ pub struct HttpTarget {
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
-    /// Gemini and Bedrock: URLs naming the model and mode, and the request signer.
+    /// Gemini, Bedrock and Vertex AI: URLs naming the model and mode, and per-request
+    /// credentials (SigV4 signer, OAuth tokens).
     pub native: Option<Box<Native>>,
 }
 
@@ -355,21 +356,23 @@ fn build_headers(d: &Deployment, key: Option<&Secret>) -> Result<HeaderMap, Targ
         USER_AGENT,
         HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
     );
-    // Signed wires authenticate per request (`Native::sign`); a configured `api_key` is not sent.
-    let signed = d.provider.spec().key_header == KeyHeader::Signed;
-    if let Some(key) = key.filter(|_| !signed) {
-        let (name, value) = match d.provider.spec().key_header {
-            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
-            KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
-            KeyHeader::XApiKey => (
-                HeaderName::from_static("x-api-key"),
-                key.expose().to_owned(),
-            ),
-            KeyHeader::XGoogApiKey | KeyHeader::Signed => (
-                HeaderName::from_static("x-goog-api-key"),
-                key.expose().to_owned(),
-            ),
-        };
+    let header = key.and_then(|key| match d.provider.spec().key_header {
+        KeyHeader::Bearer => Some((AUTHORIZATION, format!("Bearer {}", key.expose()))),
+        KeyHeader::AzureApiKey => {
+            Some((HeaderName::from_static("api-key"), key.expose().to_owned()))
+        }
+        KeyHeader::XApiKey => Some((
+            HeaderName::from_static("x-api-key"),
+            key.expose().to_owned(),
+        )),
+        KeyHeader::XGoogApiKey => Some((
+            HeaderName::from_static("x-goog-api-key"),
+            key.expose().to_owned(),
+        )),
+        // Authenticated per request (`Native::authorize`): a configured `api_key` is not sent.
+        KeyHeader::Signed => None,
+    });
+    if let Some((name, value)) = header {
         let mut v = HeaderValue::from_str(&value).map_err(|_| bad(name.as_str()))?;
         v.set_sensitive(true);
         h.insert(name, v);
