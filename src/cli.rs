@@ -118,6 +118,17 @@ pub struct MockArgs {
     /// Break streams off after this many chunks.
     #[arg(long)]
     pub cut_after_chunks: Option<usize>,
+    /// AWS access key id the Bedrock paths check SigV4 signatures against (with
+    /// --aws-secret-access-key); unset, signatures are not checked.
+    #[arg(long, env = "SLUICE_MOCK_AWS_ACCESS_KEY_ID")]
+    pub aws_access_key_id: Option<String>,
+    /// The secret for --aws-access-key-id.
+    #[arg(
+        long,
+        env = "SLUICE_MOCK_AWS_SECRET_ACCESS_KEY",
+        hide_env_values = true
+    )]
+    pub aws_secret_access_key: Option<String>,
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,

@@ -64,6 +64,11 @@ impl Endpoint {
         }
     }
 
+    /// A chat turn in either dialect (what the translators carry).
+    pub const fn is_chat(self) -> bool {
+        matches!(self, Self::ChatCompletions | Self::Messages)
+    }
+
     /// Whether a request to this endpoint may ask for a server-sent-event stream.
     pub const fn can_stream(self) -> bool {
         !matches!(self, Self::Embeddings | Self::CountTokens)

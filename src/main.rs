@@ -153,6 +153,7 @@ async fn mock(args: MockArgs) -> ExitCode {
             stall: Duration::from_millis(args.stall_ms),
             cut_after_chunks: args.cut_after_chunks,
         },
+        aws: args.aws_access_key_id.zip(args.aws_secret_access_key),
         ..MockSettings::default()
     };
     let Some(listener) = bind(

@@ -209,6 +209,35 @@ pub struct Deployment {
     pub model_info: ModelInfo,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
+    /// AWS credentials and region (`bedrock/`): requests are SigV4-signed with them.
+    pub aws: Option<AwsSettings>,
+    /// Vertex AI project, location and service account (`vertex_ai/`).
+    pub vertex: Option<VertexSettings>,
+}
+
+/// Where a Vertex AI deployment's models live and how it gets its tokens.
+#[derive(Debug, Clone)]
+pub struct VertexSettings {
+    /// `vertex_project` (or `VERTEXAI_PROJECT`, or the key file's `project_id`).
+    pub project: String,
+    /// `vertex_location` (or `VERTEXAI_LOCATION`; default `us-central1`).
+    pub location: String,
+    /// The service-account key file's JSON (`vertex_credentials`: a path or the JSON itself,
+    /// or `GOOGLE_APPLICATION_CREDENTIALS`); without it requests go unauthenticated.
+    pub credentials: Option<Secret>,
+}
+
+/// How a Bedrock deployment signs its requests.
+#[derive(Debug, Clone)]
+pub struct AwsSettings {
+    /// `aws_access_key_id` (or `AWS_ACCESS_KEY_ID`).
+    pub access_key_id: Secret,
+    /// `aws_secret_access_key` (or `AWS_SECRET_ACCESS_KEY`).
+    pub secret_access_key: Secret,
+    /// `aws_session_token` (or `AWS_SESSION_TOKEN`), for temporary credentials.
+    pub session_token: Option<Secret>,
+    /// `aws_region_name` (or `AWS_REGION`, `AWS_DEFAULT_REGION`; default `us-east-1`).
+    pub region: String,
 }
 
 /// One upstream key of a deployment and its share of the deployment's requests.

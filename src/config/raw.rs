@@ -216,6 +216,15 @@ pub(super) struct RawParams {
     pub mock_stall_after_chunks: Option<Scalar>,
     pub mock_stall_ms: Option<Scalar>,
     pub mock_cut_after_chunks: Option<Scalar>,
+    pub mock_wire: Option<Scalar>,
+    pub aws_access_key_id: Option<Scalar>,
+    pub aws_secret_access_key: Option<Scalar>,
+    pub aws_session_token: Option<Scalar>,
+    pub aws_region_name: Option<Scalar>,
+    pub aws_bedrock_runtime_endpoint: Option<Scalar>,
+    pub vertex_project: Option<Scalar>,
+    pub vertex_location: Option<Scalar>,
+    pub vertex_credentials: Option<Scalar>,
 }
 
 /// Keys of `litellm_params` sluice reads.
@@ -250,6 +259,15 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "mock_stall_after_chunks",
     "mock_stall_ms",
     "mock_cut_after_chunks",
+    "mock_wire",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region_name",
+    "aws_bedrock_runtime_endpoint",
+    "vertex_project",
+    "vertex_location",
+    "vertex_credentials",
 ];
 
 /// `general_settings`.

@@ -113,7 +113,7 @@ fn loads_a_litellm_config_unchanged() {
     let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
     for expected in [
         "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
-        "model_list[6].litellm_params.aws_region_name: not used by sluice; ignored",
+        "model_list[6].litellm_params.aws_access_key_id: aws_access_key_id and aws_secret_access_key are not set and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
         "litellm_settings.cache: not used by sluice; ignored",
         "general_settings.alerting: not used by sluice; ignored",
     ] {
@@ -122,9 +122,12 @@ fn loads_a_litellm_config_unchanged() {
             "missing warning {expected:?} in {warnings:#?}"
         );
     }
-    assert!(warnings
-        .iter()
-        .any(|w| w.starts_with("model_list[6].litellm_params.model: sluice cannot call bedrock")));
+    let titan = &c.deployments[6];
+    assert_eq!(
+        titan.api_base.as_deref(),
+        Some("https://bedrock-runtime.us-east-1.amazonaws.com"),
+        "the Bedrock endpoint comes from aws_region_name"
+    );
     let described = describe(c);
     assert!(!described.contains("sk-openai-secret-value"));
     assert!(!described.contains("az-secret-key-value"));
@@ -299,5 +302,75 @@ model_list:
     assert!(
         shown.contains("(weight 2)") && !shown.contains("sk-aaaaaaaaaaaa"),
         "{shown}"
+    );
+}
+
+#[test]
+fn bedrock_and_vertex_credentials_from_params_and_environment() {
+    let yaml = r#"
+model_list:
+  - model_name: claude
+    litellm_params:
+      model: bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0
+      aws_access_key_id: os.environ/MY_AWS_KEY
+      aws_secret_access_key: os.environ/MY_AWS_SECRET
+      aws_region_name: eu-central-1
+  - model_name: claude-env
+    litellm_params:
+      model: bedrock/anthropic.claude-3-haiku-20240307-v1:0
+  - model_name: vertex
+    litellm_params:
+      model: vertex_ai/gemini-2.5-pro
+      vertex_credentials: '{"client_email": "a@b", "private_key": "k", "token_uri": "http://t", "project_id": "from-key"}'
+  - model_name: vertex-bad
+    litellm_params:
+      model: vertex_ai/gemini-2.5-pro
+      vertex_project: p
+      vertex_credentials: '{"client_email": "a@b"}'
+"#;
+    let e = env(&[
+        ("MY_AWS_KEY", "AKIAPARAM"),
+        ("MY_AWS_SECRET", "param-secret"),
+        ("AWS_ACCESS_KEY_ID", "AKIAENV"),
+        ("AWS_SECRET_ACCESS_KEY", "env-secret"),
+        ("AWS_SESSION_TOKEN", "env-token"),
+        ("AWS_REGION", "ap-south-1"),
+    ]);
+    let errs = errors(load_str(yaml, &e).unwrap_err());
+    assert_eq!(
+        errs,
+        ["model_list[3].litellm_params.vertex_credentials: the key file has no `private_key`"]
+    );
+    let good = yaml.split("  - model_name: vertex-bad").next().unwrap();
+    let c = load_str(good, &e).unwrap().config;
+    let aws = c.deployments[0].aws.as_ref().unwrap();
+    assert_eq!(aws.access_key_id.expose(), "AKIAPARAM");
+    assert_eq!(aws.region, "eu-central-1");
+    assert_eq!(
+        aws.session_token.as_ref().map(Secret::expose),
+        Some("env-token"),
+        "each value falls back to its own variable"
+    );
+    assert_eq!(
+        c.deployments[0].api_base.as_deref(),
+        Some("https://bedrock-runtime.eu-central-1.amazonaws.com")
+    );
+    let env_aws = c.deployments[1].aws.as_ref().unwrap();
+    assert_eq!(
+        (env_aws.access_key_id.expose(), env_aws.region.as_str()),
+        ("AKIAENV", "ap-south-1")
+    );
+    let v = c.deployments[2].vertex.as_ref().unwrap();
+    assert_eq!(
+        (v.project.as_str(), v.location.as_str()),
+        ("from-key", "us-central1")
+    );
+    assert_eq!(
+        c.deployments[2].api_base.as_deref(),
+        Some("https://us-central1-aiplatform.googleapis.com")
+    );
+    assert!(
+        !format!("{c:?}").contains("param-secret"),
+        "secrets never print"
     );
 }

@@ -9,14 +9,15 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use super::model::{
-    ApiKey, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+    ApiKey, AwsSettings, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo,
+    RouterSettings, VertexSettings,
 };
 use super::problems::{did_you_mean, Problems};
 use super::raw::{
     OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
 };
 use super::secret::Secret;
-use crate::mock::{Faults, MockSettings};
+use crate::mock::{Faults, MockSettings, MockWire};
 use crate::providers::{KeyHeader, Provider, Wire};
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
@@ -482,6 +483,8 @@ fn deployment(
             p,
         ),
         mock: mock_settings(&lp, &params, p),
+        aws: None,
+        vertex: None,
         model_info,
         model_name,
     };
@@ -568,7 +571,7 @@ fn provider(lp: &str, params: &RawParams, p: &mut Problems) -> Option<(Provider,
 /// Base URL, key, API version and headers: given, else from the environment, else defaults.
 fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &mut Problems) {
     let spec = d.provider.spec();
-    for (name, value) in params.extra_headers.unwrap_or_default() {
+    for (name, value) in params.extra_headers.clone().unwrap_or_default() {
         let value = value.text();
         let name_ok = http::HeaderName::from_bytes(name.as_bytes()).is_ok();
         if !name_ok || http::HeaderValue::from_str(&value).is_err() {
@@ -596,7 +599,24 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         }
         return;
     }
-    let given = text(params.api_base).or_else(|| text(params.base_url));
+    let region = (spec.wire == Wire::Bedrock).then(|| aws_region(&params, env));
+    if let Some(region) = &region {
+        d.aws = aws_settings(lp, &params, region, env, p);
+    }
+    if spec.wire == Wire::Vertex {
+        d.vertex = vertex_settings(lp, &params, env, p);
+        if d.vertex.is_none() {
+            // The problem is reported; the URL would only add a follow-on error.
+            return;
+        }
+    }
+    let vertex_base = d.vertex.as_ref().map(|v| match v.location.as_str() {
+        "global" => "https://aiplatform.googleapis.com".to_owned(),
+        l => format!("https://{l}-aiplatform.googleapis.com"),
+    });
+    let given = text(params.api_base)
+        .or_else(|| text(params.base_url))
+        .or_else(|| text(params.aws_bedrock_runtime_endpoint));
     let base_path = format!("{lp}.api_base");
     let base = match &given {
         Some(b) => Some(b.clone()),
@@ -604,7 +624,13 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
             .base_env
             .iter()
             .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-            .or_else(|| spec.default_base.map(str::to_owned)),
+            .or_else(|| spec.default_base.map(str::to_owned))
+            .or_else(|| {
+                region
+                    .as_ref()
+                    .map(|r| format!("https://bedrock-runtime.{r}.amazonaws.com"))
+            })
+            .or(vertex_base),
     };
     let Some(base) = base else {
         let from_env = if spec.base_env.is_empty() {
@@ -656,6 +682,144 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
         );
     }
+}
+
+/// AWS credentials and region for a Bedrock deployment: `litellm_params`, else the standard
+/// AWS environment variables. Without a key pair requests would go unsigned: a warning, and
+/// `None` (the deployment answers AWS's 403).
+fn aws_settings(
+    lp: &str,
+    params: &RawParams,
+    region: &str,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Option<AwsSettings> {
+    let pick = |given: &Option<Scalar>, var: &str| {
+        text(given.clone()).or_else(|| env.var(var).filter(|s| !s.is_empty()))
+    };
+    if !region
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        p.error(
+            format!("{lp}.aws_region_name"),
+            format!("not an AWS region: {region:?}"),
+        );
+        return None;
+    }
+    let key = pick(&params.aws_access_key_id, "AWS_ACCESS_KEY_ID");
+    let secret = pick(&params.aws_secret_access_key, "AWS_SECRET_ACCESS_KEY");
+    let (Some(key), Some(secret)) = (key, secret) else {
+        p.warn(
+            format!("{lp}.aws_access_key_id"),
+            "aws_access_key_id and aws_secret_access_key are not set and neither are \
+             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
+        );
+        return None;
+    };
+    Some(AwsSettings {
+        access_key_id: Secret::new(key),
+        secret_access_key: Secret::new(secret),
+        session_token: pick(&params.aws_session_token, "AWS_SESSION_TOKEN").map(Secret::new),
+        region: region.to_owned(),
+    })
+}
+
+/// Project, location and service-account key of a Vertex AI deployment. The key is read at
+/// load (a path or inline JSON); without one requests go unauthenticated (a warning; Google
+/// answers 401).
+fn vertex_settings(
+    lp: &str,
+    params: &RawParams,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Option<VertexSettings> {
+    let pick = |given: &Option<Scalar>, vars: &[&str]| {
+        text(given.clone()).or_else(|| {
+            vars.iter()
+                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+        })
+    };
+    let path = format!("{lp}.vertex_credentials");
+    let mut key = serde_json::Value::Null;
+    let credentials = match pick(
+        &params.vertex_credentials,
+        &["GOOGLE_APPLICATION_CREDENTIALS"],
+    ) {
+        None => {
+            p.warn(
+                &path,
+                "not set and neither is GOOGLE_APPLICATION_CREDENTIALS; requests will go without \
+                 a token (application-default credentials are not read)",
+            );
+            None
+        }
+        Some(given) => {
+            let json = if given.trim_start().starts_with('{') {
+                given
+            } else {
+                match std::fs::read_to_string(&given) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        p.error(path, format!("cannot read {given:?}: {e}"));
+                        return None;
+                    }
+                }
+            };
+            key = match serde_json::from_str(&json) {
+                Ok(v) => v,
+                Err(e) => {
+                    p.error(path, format!("not a service-account key file: {e}"));
+                    return None;
+                }
+            };
+            for field in ["client_email", "private_key", "token_uri"] {
+                if !key[field].is_string() {
+                    p.error(&path, format!("the key file has no `{field}`"));
+                    return None;
+                }
+            }
+            Some(Secret::new(json))
+        }
+    };
+    let project = pick(
+        &params.vertex_project,
+        &["VERTEXAI_PROJECT", "GOOGLE_CLOUD_PROJECT"],
+    )
+    .or_else(|| key["project_id"].as_str().map(str::to_owned));
+    let Some(project) = project else {
+        p.error(
+            format!("{lp}.vertex_project"),
+            "required (or set VERTEXAI_PROJECT)",
+        );
+        return None;
+    };
+    let location = pick(&params.vertex_location, &["VERTEXAI_LOCATION"])
+        .unwrap_or_else(|| "us-central1".to_owned());
+    let safe = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !safe(&project) || !safe(&location) {
+        p.error(
+            format!("{lp}.vertex_project"),
+            "project and location must be plain names",
+        );
+        return None;
+    }
+    Some(VertexSettings {
+        project,
+        location,
+        credentials,
+    })
+}
+
+/// `aws_region_name`, else `AWS_REGION` / `AWS_DEFAULT_REGION`, else `us-east-1`.
+fn aws_region(params: &RawParams, env: &dyn Env) -> String {
+    text(params.aws_region_name.clone())
+        .or_else(|| {
+            ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                .iter()
+                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+        })
+        .unwrap_or_else(|| "us-east-1".to_owned())
 }
 
 /// `api_key` as one key or a weighted list; empty values are left out (an unset environment
@@ -761,6 +925,18 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             d.embedding_dims,
         ),
         faults: mock_faults(lp, params, p),
+        // In-process mock deployments are never signed.
+        aws: None,
+        wire: text(params.mock_wire.clone()).and_then(|w| {
+            let wire = MockWire::parse(&w);
+            if wire.is_none() {
+                p.error(
+                    format!("{lp}.mock_wire"),
+                    format!("expected gemini or bedrock, got {w:?}"),
+                );
+            }
+            wire
+        }),
     }
 }
 

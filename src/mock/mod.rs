@@ -8,8 +8,10 @@
 //! headers or a `mock_fault` body object.
 
 mod anthropic;
+mod bedrock;
 mod body;
 mod faults;
+mod gemini;
 mod openai;
 mod server;
 mod settings;
@@ -18,7 +20,7 @@ mod tools;
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
 pub use server::serve;
-pub use settings::MockSettings;
+pub use settings::{MockSettings, MockWire};
 
 use std::borrow::Cow;
 
@@ -106,24 +108,10 @@ pub async fn respond(
         s.faults = s.faults.with_body(f);
         s.latency = f.latency().unwrap_or(s.latency);
     }
-    if !s.latency.is_zero() {
-        tokio::time::sleep(s.latency).await;
-    }
-    if s.faults.fires() {
-        if s.faults.stalls_answer() {
-            tokio::time::sleep(s.faults.stall).await;
-        }
-        if s.faults.reset {
-            return Response::new(MockBody::reset());
-        }
-        if let Some(status) = s
-            .faults
-            .status
-            .and_then(|v| StatusCode::from_u16(v).ok())
-            .filter(|s| !s.is_success())
-        {
-            return injected_error(dialect, status, s.faults.retry_after);
-        }
+    if let Some(fault) =
+        before_answer(&s, |status, retry| injected_error(dialect, status, retry)).await
+    {
+        return fault;
     }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
         return bad_request(
@@ -147,26 +135,8 @@ pub async fn respond(
         Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
         _ => None,
     };
-    let text = s
-        .response
-        .clone()
-        .unwrap_or_else(|| filler(s.response_tokens));
-    let (serial, created) = stamp();
-    let completion_tokens = match &tool {
-        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
-        None => text.split_whitespace().count().max(1) as u64,
-    };
-    let plan = Plan {
-        model: model.to_owned(),
-        completion_tokens,
-        tool,
-        text,
-        prompt_tokens,
-        chunks: s.chunks,
-        include_usage: req.stream_options.is_some_and(|o| o.include_usage),
-        created,
-        serial,
-    };
+    let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
+    let plan = plan(&s, model, tool, prompt_tokens, include_usage);
     if req.stream == Some(true) {
         let frames = match endpoint {
             Endpoint::ChatCompletions => plan.chat_stream(),
@@ -176,15 +146,7 @@ pub async fn respond(
                 plan.response_stream()
             }
         };
-        let f = &s.faults;
-        let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
-            .stall(f.stall_after_chunks, f.stall);
-        let mut resp = Response::new(body);
-        resp.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
-        return resp;
+        return stream(frames, &s, "text/event-stream; charset=utf-8");
     }
     let bytes = match endpoint {
         Endpoint::ChatCompletions => plan.chat(),
@@ -195,6 +157,221 @@ pub async fn respond(
     json(StatusCode::OK, bytes)
 }
 
+/// The answer's content and usage: the tool call, else the fixed or filler text.
+fn plan(
+    s: &MockSettings,
+    model: &str,
+    tool: Option<tools::ToolPlan>,
+    prompt_tokens: u64,
+    include_usage: bool,
+) -> Plan {
+    let text = s
+        .response
+        .clone()
+        .unwrap_or_else(|| filler(s.response_tokens));
+    let (serial, created) = stamp();
+    let completion_tokens = match &tool {
+        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
+        None => text.split_whitespace().count().max(1) as u64,
+    };
+    Plan {
+        model: model.to_owned(),
+        completion_tokens,
+        tool,
+        text,
+        prompt_tokens,
+        chunks: s.chunks,
+        include_usage,
+        created,
+        serial,
+    }
+}
+
+/// Latency, then the injected fault if one fires: `Some` answer (from `error`, in the
+/// provider's shape) instead of the real one.
+async fn before_answer(
+    s: &MockSettings,
+    error: impl Fn(StatusCode, Option<f64>) -> Response<MockBody>,
+) -> Option<Response<MockBody>> {
+    if !s.latency.is_zero() {
+        tokio::time::sleep(s.latency).await;
+    }
+    if s.faults.fires() {
+        if s.faults.stalls_answer() {
+            tokio::time::sleep(s.faults.stall).await;
+        }
+        if s.faults.reset {
+            return Some(Response::new(MockBody::reset()));
+        }
+        if let Some(status) = s
+            .faults
+            .status
+            .and_then(|v| StatusCode::from_u16(v).ok())
+            .filter(|s| !s.is_success())
+        {
+            return Some(error(status, s.faults.retry_after));
+        }
+    }
+    None
+}
+
+/// A paced stream answer with the settings' cut and stall faults.
+fn stream(frames: Vec<Bytes>, s: &MockSettings, content_type: &'static str) -> Response<MockBody> {
+    let f = &s.faults;
+    let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
+        .stall(f.stall_after_chunks, f.stall);
+    let mut resp = Response::new(body);
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// `Retry-After` on an injected error.
+fn with_retry_after(mut resp: Response<MockBody>, retry_after: Option<f64>) -> Response<MockBody> {
+    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// A request on a provider's native path (`sluice mock` only: in-process `mock/`
+/// deployments answer in the client's dialect).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum NativeRoute {
+    /// Google AI Studio, or Vertex AI when the flag is set: model and operation.
+    Gemini(String, gemini::Op, bool),
+    /// Google's OAuth token endpoint (`POST /token`).
+    Token,
+    /// An Anthropic model on Vertex AI: Messages bodies without `model`.
+    VertexAnthropic(String),
+    /// Amazon Bedrock: model id (decoded) and operation.
+    Bedrock(String, bedrock::Op),
+}
+
+impl NativeRoute {
+    /// Match a Gemini or Bedrock path.
+    pub(super) fn of(path: &str) -> Option<Self> {
+        if path == "/token" {
+            return Some(Self::Token);
+        }
+        if let Some(model) = gemini::anthropic_route(path) {
+            return Some(Self::VertexAnthropic(model.to_owned()));
+        }
+        if let Some((model, op, vertex)) = gemini::route(path) {
+            return Some(Self::Gemini(model.to_owned(), op, vertex));
+        }
+        bedrock::route(path).map(|(model, op)| Self::Bedrock(model, op))
+    }
+}
+
+/// Answer a request on a native path, in that provider's wire format (errors and injected
+/// faults included). Bedrock requests are SigV4-checked first when the mock holds a key;
+/// Vertex paths need a token the mock's `/token` issued.
+pub(super) async fn respond_native(
+    route: &NativeRoute,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let s = effective(headers, settings);
+    let denied = match route {
+        NativeRoute::Token => return gemini::token(body, stamp().0),
+        NativeRoute::Bedrock(..) => bedrock::check_signature(
+            &s,
+            uri.path(),
+            uri.query().unwrap_or_default(),
+            headers,
+            body,
+        ),
+        NativeRoute::Gemini(_, _, true) | NativeRoute::VertexAnthropic(_) => {
+            gemini::check_token(headers)
+        }
+        NativeRoute::Gemini(_, _, false) => None,
+    };
+    if let Some(denied) = denied {
+        return denied;
+    }
+    let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
+    match route {
+        NativeRoute::VertexAnthropic(model) => {
+            vertex_anthropic(model, headers, body, settings).await
+        }
+        NativeRoute::Gemini(model, op, _) => {
+            if let Some(f) = native_fault(&s, gemini::error).await {
+                return f;
+            }
+            gemini::answer(model, *op, body, &s, prompt_tokens)
+        }
+        NativeRoute::Bedrock(model, op) => {
+            if let Some(f) = native_fault(&s, bedrock::error).await {
+                return f;
+            }
+            bedrock::answer(model, *op, body, &s, prompt_tokens)
+        }
+        NativeRoute::Token => gemini::token(body, stamp().0),
+    }
+}
+
+/// Answer a translated call in process as the `wire` upstream would, for `mock/` deployments
+/// with `mock_wire` (no socket, same bytes as `sluice mock` on the real paths).
+pub async fn respond_wire(
+    wire: MockWire,
+    model: &str,
+    stream: bool,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let route = match (wire, stream) {
+        (MockWire::Gemini, false) => {
+            NativeRoute::Gemini(model.to_owned(), gemini::Op::Generate, false)
+        }
+        (MockWire::Gemini, true) => {
+            NativeRoute::Gemini(model.to_owned(), gemini::Op::Stream, false)
+        }
+        (MockWire::Bedrock, false) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Converse),
+        (MockWire::Bedrock, true) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Stream),
+    };
+    respond_native(&route, &http::Uri::default(), headers, body, settings).await
+}
+
+/// Latency and injected faults, the error in the provider's shape.
+async fn native_fault(
+    s: &MockSettings,
+    error: fn(StatusCode, &str) -> Response<MockBody>,
+) -> Option<Response<MockBody>> {
+    before_answer(s, |status, retry| {
+        let message = format!("mock error: status {} (injected fault)", status.as_u16());
+        with_retry_after(error(status, &message), retry)
+    })
+    .await
+}
+
+/// An Anthropic model on Vertex AI: the Messages mock, with the model the URL names put into
+/// the body (which must carry Vertex's `anthropic_version`).
+async fn vertex_anthropic(
+    model: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    let mut v: serde_json::Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(Dialect::Anthropic, &e.to_string(), None, "invalid_json"),
+    };
+    if v["anthropic_version"] != crate::translate::anthropic::VERTEX_VERSION {
+        return bad_request(
+            Dialect::Anthropic,
+            "anthropic_version: vertex-2023-10-16 is required",
+            None,
+            "invalid_request",
+        );
+    }
+    v["model"] = model.into();
+    let body = Bytes::from(v.to_string());
+    Box::pin(respond(Endpoint::Messages, headers, &body, settings)).await
+}
 fn embeddings(
     req: &MockRequest<'_>,
     model: &str,
@@ -287,11 +464,7 @@ fn injected_error(
         }
         Dialect::Anthropic => anthropic_error_body(anthropic_error_type(status), &message),
     };
-    let mut resp = json(status, body);
-    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
-        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
-    }
-    resp
+    with_retry_after(json(status, body), retry_after)
 }
 
 #[cfg(test)]

@@ -455,7 +455,7 @@ impl EmbeddingPlan {
 }
 
 /// A unit vector derived from the text (FNV-1a seed, then a sine walk).
-fn vector(text: &str, dims: u32) -> Vec<f32> {
+pub(super) fn vector(text: &str, dims: u32) -> Vec<f32> {
     let seed = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });

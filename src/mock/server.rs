@@ -1,5 +1,7 @@
-//! `sluice mock`: the mock provider as an OpenAI-compatible HTTP server, for benchmarks and for
-//! tests that need a real upstream socket. Paths work with and without the `/v1` prefix.
+//! `sluice mock`: the mock provider as an HTTP server, for benchmarks and for tests that need a
+//! real upstream socket. OpenAI and Anthropic paths work with and without the `/v1` prefix;
+//! Gemini (`/v1beta/models/{m}:generateContent`, ...) and Bedrock (`/model/{id}/converse`, ...)
+//! are answered on their real paths.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -12,7 +14,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
-use super::{error, json, respond, MockBody, MockSettings};
+use super::{error, json, respond, respond_native, MockBody, MockSettings, NativeRoute};
 use crate::endpoint::Endpoint;
 use crate::server::serve_with;
 
@@ -68,6 +70,24 @@ async fn handle(
 ) -> Response<MockBody> {
     let path = req.uri().path();
     let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if let (&Method::POST, Some(route)) = (req.method(), NativeRoute::of(path)) {
+        stats.requests.fetch_add(1, Relaxed);
+        let mut answering = Answering(stats, false);
+        let (parts, body) = req.into_parts();
+        let resp = match Limited::new(body, MAX_BODY).collect().await {
+            Ok(b) => {
+                respond_native(&route, &parts.uri, &parts.headers, &b.to_bytes(), settings).await
+            }
+            Err(e) => error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("could not read the request body: {e}"),
+                None,
+                "request_too_large",
+            ),
+        };
+        answering.1 = true;
+        return resp;
+    }
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::POST, Some(endpoint)) => {
             stats.requests.fetch_add(1, Relaxed);

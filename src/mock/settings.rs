@@ -22,6 +22,33 @@ pub struct MockSettings {
     pub embedding_dims: u32,
     /// Injected failures.
     pub faults: Faults,
+    /// AWS key pair (access key id, secret) the Bedrock paths check SigV4 signatures
+    /// against; unset, signatures are not checked.
+    pub aws: Option<(String, String)>,
+    /// `mock_wire` of a `mock/` deployment: the in-process mock plays a Gemini or Bedrock
+    /// upstream, so requests go through that translator (unset: it answers in the client's
+    /// own format).
+    pub wire: Option<MockWire>,
+}
+
+/// A native wire format the in-process mock can play.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MockWire {
+    /// Gemini `generateContent`.
+    Gemini,
+    /// Bedrock Converse (event-stream frames for streams).
+    Bedrock,
+}
+
+impl MockWire {
+    /// Read `mock_wire`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "gemini" => Some(Self::Gemini),
+            "bedrock" => Some(Self::Bedrock),
+            _ => None,
+        }
+    }
 }
 
 impl Default for MockSettings {
@@ -34,6 +61,8 @@ impl Default for MockSettings {
             response_tokens: 16,
             embedding_dims: 16,
             faults: Faults::default(),
+            aws: None,
+            wire: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! When the mock calls a tool: the request offers tools, does not forbid them, and its last
 //! turn is not already a tool result (so a tool loop ends with a text answer, as a model's
-//! would). The same rule for OpenAI's and Anthropic's request shapes.
+//! would). The same rule for OpenAI's, Anthropic's, Gemini's and Bedrock's request shapes: each
+//! shape is probed for its tools, forced choice and last turn, then [`decide`] applies it.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -53,19 +54,34 @@ pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<ToolPlan> {
             .or(t.pointer("/function/name").and_then(Value::as_str))
             .map(str::to_owned)
     };
-    let tool = match forced {
-        Some(f) => probe
-            .tools
-            .iter()
-            .find(|t| name_of(t).as_deref() == Some(f)),
-        None => probe.tools.first(),
+    let offered: Vec<(String, Option<&Value>)> = probe
+        .tools
+        .iter()
+        .filter_map(|t| {
+            let schema = t.get("input_schema").or(t.pointer("/function/parameters"));
+            Some((name_of(t)?, schema))
+        })
+        .collect();
+    decide(&offered, forced, false)
+}
+
+/// The call for offered tools (name, argument schema): the forced one, else the first; none
+/// when the last turn already answers a tool call (`answered`).
+pub(super) fn decide(
+    offered: &[(String, Option<&Value>)],
+    forced: Option<&str>,
+    answered: bool,
+) -> Option<ToolPlan> {
+    if answered {
+        return None;
+    }
+    let (name, schema) = match forced {
+        Some(f) => offered.iter().find(|(n, _)| n == f),
+        None => offered.first(),
     }?;
-    let schema = tool
-        .get("input_schema")
-        .or(tool.pointer("/function/parameters"));
     Some(ToolPlan {
-        name: name_of(tool)?,
-        arguments: arguments(schema).to_string(),
+        name: name.clone(),
+        arguments: arguments(*schema).to_string(),
     })
 }
 

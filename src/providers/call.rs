@@ -12,6 +12,7 @@ use super::kind::Wire;
 use super::target::{encode_model, DeploymentTarget, HttpTarget, TargetKind};
 use crate::endpoint::Endpoint;
 use crate::error::ApiError;
+use crate::mock::MockSettings;
 use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 /// Anthropic request headers a pass-through call takes from the client (API version and beta
@@ -65,17 +66,29 @@ pub async fn send(
         TargetKind::Http(http) => {
             crate::translate::exchange::send(target.provider.name(), http, call).await
         }
-        TargetKind::Mock(settings) => {
-            let body = contiguous(splice(call.body, call.envelope, None, call.force_usage)?);
-            let resp =
-                crate::mock::respond(call.endpoint, call.client_headers, &body, settings).await;
-            Ok(resp.map(UpstreamBody::Mock))
-        }
+        // `mock_wire` makes the in-process mock play a native upstream for chat calls.
+        TargetKind::Mock(settings) => match settings.wire.filter(|_| call.endpoint.is_chat()) {
+            Some(wire) => {
+                crate::translate::exchange::send_mock(target.provider.name(), wire, settings, call)
+                    .await
+            }
+            None => mock(settings, call).await,
+        },
         TargetKind::Unsupported => Err(ApiError::ProviderNotSupported {
             provider: target.provider.name(),
             model: target.model_name.to_string(),
         }),
     }
+}
+
+/// The in-process mock, answering in the client's own format.
+async fn mock(
+    settings: &MockSettings,
+    call: &Call<'_>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let body = contiguous(splice(call.body, call.envelope, None, call.force_usage)?);
+    let resp = crate::mock::respond(call.endpoint, call.client_headers, &body, settings).await;
+    Ok(resp.map(UpstreamBody::Mock))
 }
 
 /// The upstream model name for this call, encoded as a JSON string.

@@ -10,6 +10,11 @@ pub enum KeyHeader {
     AzureApiKey,
     /// `x-api-key: <key>` (Anthropic).
     XApiKey,
+    /// `x-goog-api-key: <key>` (Google AI Studio; kept out of the URL, so out of logs).
+    XGoogApiKey,
+    /// No key header: each request carries per-request credentials (AWS SigV4, or a Google
+    /// OAuth token from a service account).
+    Signed,
 }
 
 /// How requests to a provider are carried out.
@@ -21,6 +26,13 @@ pub enum Wire {
     Azure,
     /// Anthropic's Messages API: `/v1/messages` passed through, OpenAI requests translated.
     Anthropic,
+    /// Google AI Studio's `generateContent`: every request translated.
+    Gemini,
+    /// Amazon Bedrock's Converse API, SigV4-signed: every request translated.
+    Bedrock,
+    /// Vertex AI's Gemini API (`generateContent` under a project and location), with OAuth
+    /// tokens from a service account: every request translated.
+    Vertex,
     /// Answered inside sluice by the built-in mock provider.
     Mock,
     /// A LiteLLM provider whose native wire format sluice does not speak yet. Configs naming it
@@ -35,7 +47,21 @@ impl Wire {
         match self {
             Self::OpenAiCompatible | Self::Azure => Some(Dialect::OpenAi),
             Self::Anthropic => Some(Dialect::Anthropic),
-            Self::Mock | Self::NotYetSupported => None,
+            Self::Gemini | Self::Bedrock | Self::Vertex | Self::Mock | Self::NotYetSupported => {
+                None
+            }
+        }
+    }
+
+    /// The wire format an HTTP upstream of this wire speaks, for translation.
+    pub const fn format(self) -> Format {
+        match self {
+            Self::Anthropic => Format::Anthropic,
+            Self::Gemini | Self::Vertex => Format::Gemini,
+            Self::Bedrock => Format::Bedrock,
+            Self::OpenAiCompatible | Self::Azure | Self::Mock | Self::NotYetSupported => {
+                Format::OpenAi
+            }
         }
     }
 }
@@ -73,12 +99,11 @@ pub enum Provider {
     CustomOpenAi,
     /// `anthropic/`: Anthropic's native Messages API.
     Anthropic,
-    /// `gemini/`, through Google AI Studio's OpenAI-compatible endpoint until the native
-    /// translator lands.
+    /// `gemini/`: Google AI Studio's native `generateContent` API.
     Gemini,
-    /// `bedrock/` (native translator not built yet).
+    /// `bedrock/`: Amazon Bedrock's Converse API.
     Bedrock,
-    /// `vertex_ai/` (native translator not built yet).
+    /// `vertex_ai/`: Gemini models on Vertex AI.
     VertexAi,
     /// `mock/`: the built-in mock provider, answered in process.
     Mock,
@@ -124,7 +149,8 @@ const fn spec(
 }
 
 use crate::endpoint::Dialect;
-use Wire::{NotYetSupported, OpenAiCompatible};
+use crate::translate::Format;
+use Wire::OpenAiCompatible;
 
 static OPENAI: ProviderSpec = ProviderSpec {
     base_env: &["OPENAI_BASE_URL", "OPENAI_API_BASE"],
@@ -242,16 +268,30 @@ static ANTHROPIC: ProviderSpec = ProviderSpec {
         &["ANTHROPIC_API_KEY"],
     )
 };
-static GEMINI: ProviderSpec = spec(
-    "gemini",
-    OpenAiCompatible,
-    Some("https://generativelanguage.googleapis.com/v1beta/openai"),
-    &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-);
-static BEDROCK: ProviderSpec = spec("bedrock", NotYetSupported, None, &[]);
+static GEMINI: ProviderSpec = ProviderSpec {
+    key_header: KeyHeader::XGoogApiKey,
+    base_env: &["GEMINI_API_BASE"],
+    // LiteLLM's `api_base` for Gemini is the host; the API version is a path segment.
+    base_suffix: Some("/v1beta"),
+    ..spec(
+        "gemini",
+        Wire::Gemini,
+        Some("https://generativelanguage.googleapis.com/v1beta"),
+        &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    )
+};
+static BEDROCK: ProviderSpec = ProviderSpec {
+    key_header: KeyHeader::Signed,
+    base_env: &["AWS_BEDROCK_RUNTIME_ENDPOINT"],
+    // The default endpoint depends on the region: built from it in config validation.
+    ..spec("bedrock", Wire::Bedrock, None, &[])
+};
 static VERTEX_AI: ProviderSpec = ProviderSpec {
     aliases: &["vertex_ai_beta"],
-    ..spec("vertex_ai", NotYetSupported, None, &[])
+    key_header: KeyHeader::Signed,
+    base_env: &["VERTEXAI_API_BASE"],
+    // The default endpoint depends on the location: built from it in config validation.
+    ..spec("vertex_ai", Wire::Vertex, None, &[])
 };
 static MOCK: ProviderSpec = spec("mock", Wire::Mock, None, &[]);
 

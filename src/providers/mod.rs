@@ -5,7 +5,11 @@ pub mod body;
 pub mod call;
 pub mod client;
 pub mod envelope;
+pub mod eventstream;
+pub mod google_auth;
 mod kind;
+pub mod native;
+pub mod sigv4;
 pub mod sse;
 pub mod target;
 

@@ -11,6 +11,7 @@ use http::{HeaderMap, Uri};
 
 use super::client::{ClientRegistry, HttpClient};
 use super::kind::{KeyHeader, Provider, Wire};
+use super::native::Native;
 use crate::config::{Deployment, Secret};
 use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
@@ -34,6 +35,16 @@ pub enum TargetError {
         /// The URL (base URLs never carry keys in sluice's config model).
         url: String,
         /// Parser message.
+        reason: String,
+    },
+    /// Native URLs or credentials (a service-account key) that cannot be used.
+    #[error("deployment {id} ({model}): {reason}")]
+    Credentials {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// Why (never the key itself).
         reason: String,
     },
     /// A header name or value is not valid HTTP.
@@ -77,6 +88,9 @@ pub struct HttpTarget {
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
+    /// Gemini, Bedrock and Vertex AI: URLs naming the model and mode, and per-request
+    /// credentials (SigV4 signer, OAuth tokens).
+    pub native: Option<Box<Native>>,
 }
 
 /// How long one attempt on a deployment may take.
@@ -217,9 +231,12 @@ impl DeploymentTarget {
         let kind = match d.provider.spec().wire {
             Wire::Mock => TargetKind::Mock(d.mock.clone()),
             Wire::NotYetSupported => TargetKind::Unsupported,
-            Wire::OpenAiCompatible | Wire::Azure | Wire::Anthropic => {
-                TargetKind::Http(Box::new(build_http(d, clients, drop_params)?))
-            }
+            Wire::OpenAiCompatible
+            | Wire::Azure
+            | Wire::Anthropic
+            | Wire::Gemini
+            | Wire::Bedrock
+            | Wire::Vertex => TargetKind::Http(Box::new(build_http(d, clients, drop_params)?)),
         };
         let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
             id: d.id.clone(),
@@ -304,18 +321,27 @@ fn build_http(
         KeyRing::new(sets)
     };
     let timeout = Timeouts::of(d).total;
+    let client = clients.get(timeout.min(MAX_CONNECT_TIMEOUT));
+    let native = Native::build(d, base, &client)
+        .map_err(|reason| TargetError::Credentials {
+            id: d.id.clone(),
+            model: d.model_name.clone(),
+            reason,
+        })?
+        .map(Box::new);
     let wildcard = d
         .upstream_model
         .contains('*')
         .then(|| d.upstream_model.clone().into());
     Ok(HttpTarget {
-        client: clients.get(timeout.min(MAX_CONNECT_TIMEOUT)),
+        client,
         wire: d.provider.spec().wire,
         drop_params,
         urls,
         headers,
         model_json: encode_model(&d.upstream_model),
         wildcard,
+        native,
     })
 }
 
@@ -351,15 +377,23 @@ fn build_headers(d: &Deployment, key: Option<&Secret>) -> Result<HeaderMap, Targ
         USER_AGENT,
         HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
     );
-    if let Some(key) = key {
-        let (name, value) = match d.provider.spec().key_header {
-            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
-            KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
-            KeyHeader::XApiKey => (
-                HeaderName::from_static("x-api-key"),
-                key.expose().to_owned(),
-            ),
-        };
+    let header = key.and_then(|key| match d.provider.spec().key_header {
+        KeyHeader::Bearer => Some((AUTHORIZATION, format!("Bearer {}", key.expose()))),
+        KeyHeader::AzureApiKey => {
+            Some((HeaderName::from_static("api-key"), key.expose().to_owned()))
+        }
+        KeyHeader::XApiKey => Some((
+            HeaderName::from_static("x-api-key"),
+            key.expose().to_owned(),
+        )),
+        KeyHeader::XGoogApiKey => Some((
+            HeaderName::from_static("x-goog-api-key"),
+            key.expose().to_owned(),
+        )),
+        // Authenticated per request (`Native::authorize`): a configured `api_key` is not sent.
+        KeyHeader::Signed => None,
+    });
+    if let Some((name, value)) = header {
         let mut v = HeaderValue::from_str(&value).map_err(|_| bad(name.as_str()))?;
         v.set_sensitive(true);
         h.insert(name, v);

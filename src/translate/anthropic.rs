@@ -9,7 +9,7 @@ use super::ir::{
     ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, Role, StopReason, StreamEvent,
     Text, Thinking, Tool, ToolCall, ToolChoice,
 };
-use super::{check_param, now, to_json, Params, TranslateError};
+use super::{check_param, now, to_json, tool_input, Params, TranslateError};
 use crate::spend::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
@@ -232,6 +232,7 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
             .thinking
             .filter(|t| t.kind == "enabled")
             .map(|t| Thinking::Budget(t.budget_tokens.unwrap_or(Effort::Medium.budget()))),
+        response_format: None,
     })
 }
 
@@ -305,10 +306,29 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
     Ok(out)
 }
 
+/// The API version Anthropic models on Vertex AI take in the body (`anthropic_version`).
+pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
 /// Write an Anthropic Messages request for an Anthropic upstream.
-pub fn write_request(req: &ChatRequest, _params: Params) -> Result<Vec<u8>, TranslateError> {
-    let mut body = Map::new();
+pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
     body.insert("model".into(), req.model.clone().into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+/// Write a Messages request for an Anthropic model on Vertex AI (`rawPredict`): the model is
+/// in the URL, the API version in the body.
+pub fn write_vertex_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
+    body.insert("anthropic_version".into(), VERTEX_VERSION.into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+fn request_body(req: &ChatRequest, params: Params) -> Result<Map<String, Value>, TranslateError> {
+    if req.response_format.is_some() {
+        check_param(params, "response_format")?;
+    }
+    let mut body = Map::new();
     let budget = match req.thinking {
         Some(Thinking::Budget(b)) => Some(b),
         Some(Thinking::Effort(e)) => Some(e.budget()),
@@ -396,7 +416,7 @@ pub fn write_request(req: &ChatRequest, _params: Params) -> Result<Vec<u8>, Tran
             json!({"type": "enabled", "budget_tokens": b}),
         );
     }
-    Ok(to_json(&Value::Object(body)))
+    Ok(body)
 }
 
 fn text_block(t: &Text) -> Value {
@@ -412,13 +432,6 @@ fn with_cache(mut v: Value, cache_control: &Option<Value>) -> Value {
         v["cache_control"] = c.clone();
     }
     v
-}
-
-fn tool_input(arguments: &str) -> Value {
-    if arguments.trim().is_empty() {
-        return json!({});
-    }
-    serde_json::from_str(arguments).unwrap_or_else(|_| json!({}))
 }
 
 fn write_part(p: &Part) -> Value {

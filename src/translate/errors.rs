@@ -5,23 +5,25 @@
 use bytes::Bytes;
 use http::StatusCode;
 
-use super::{anthropic, openai};
+use super::{anthropic, bedrock, gemini, openai, Format};
 use crate::endpoint::Dialect;
 use crate::error::{anthropic_error_body, anthropic_error_type, error_body};
 
 /// Longest upstream error message relayed when the body is not in the expected shape.
 const MAX_RAW_MESSAGE: usize = 2000;
 
-/// Translate an upstream error answer from the provider's dialect to the client's.
+/// Translate an upstream error answer from the provider's format to the client's.
 pub fn translate(
-    from: Dialect,
+    from: Format,
     to: Dialect,
     status: StatusCode,
     body: &[u8],
 ) -> (StatusCode, Bytes) {
     let parsed = match from {
-        Dialect::OpenAi => openai::parse_error(body),
-        Dialect::Anthropic => anthropic::parse_error(body),
+        Format::OpenAi => openai::parse_error(body),
+        Format::Anthropic | Format::VertexAnthropic => anthropic::parse_error(body),
+        Format::Gemini => gemini::parse_error(body),
+        Format::Bedrock => bedrock::parse_error(body),
     };
     let (kind, message) = parsed.unwrap_or_else(|| {
         let text = String::from_utf8_lossy(body);
@@ -56,15 +58,28 @@ fn openai_type_and_code(
         || lower.contains("context window")
         || lower.contains("context length")
         || lower.contains("maximum context")
+        || lower.contains("input is too long")
+        || lower.contains("exceeds the maximum number of tokens")
     {
         return ("invalid_request_error", "context_length_exceeded");
     }
+    // Anthropic's error types, Google's statuses, then the HTTP status.
     match (status.as_u16(), kind) {
-        (_, "overloaded_error") | (503 | 529, _) => ("service_unavailable_error", "overloaded"),
-        (_, "rate_limit_error") | (429, _) => ("rate_limit_error", "rate_limit_exceeded"),
-        (_, "authentication_error") | (401, _) => ("authentication_error", "invalid_api_key"),
-        (_, "permission_error") | (403, _) => ("permission_error", "permission_denied"),
-        (_, "not_found_error") | (404, _) => ("invalid_request_error", "model_not_found"),
+        (_, "overloaded_error" | "UNAVAILABLE") | (503 | 529, _) => {
+            ("service_unavailable_error", "overloaded")
+        }
+        (_, "rate_limit_error" | "RESOURCE_EXHAUSTED") | (429, _) => {
+            ("rate_limit_error", "rate_limit_exceeded")
+        }
+        (_, "authentication_error" | "UNAUTHENTICATED") | (401, _) => {
+            ("authentication_error", "invalid_api_key")
+        }
+        (_, "permission_error" | "PERMISSION_DENIED") | (403, _) => {
+            ("permission_error", "permission_denied")
+        }
+        (_, "not_found_error" | "NOT_FOUND") | (404, _) => {
+            ("invalid_request_error", "model_not_found")
+        }
         (_, "request_too_large") | (413, _) => ("invalid_request_error", "request_too_large"),
         (400..=499, _) => ("invalid_request_error", "invalid_request"),
         _ => ("api_error", "upstream_error"),
@@ -84,7 +99,7 @@ mod tests {
         let body =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         let (s, b) = translate(
-            Dialect::Anthropic,
+            Format::Anthropic,
             Dialect::OpenAi,
             StatusCode::from_u16(529).unwrap(),
             body,
@@ -99,7 +114,7 @@ mod tests {
     fn context_too_long_gets_openai_code() {
         let body = br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208000 tokens > 200000 maximum"}}"#;
         let (s, b) = translate(
-            Dialect::Anthropic,
+            Format::Anthropic,
             Dialect::OpenAi,
             StatusCode::BAD_REQUEST,
             body,
@@ -112,7 +127,7 @@ mod tests {
     fn rate_limits_and_auth_both_ways() {
         let body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
         let (s, b) = translate(
-            Dialect::Anthropic,
+            Format::Anthropic,
             Dialect::OpenAi,
             StatusCode::TOO_MANY_REQUESTS,
             body,
@@ -121,7 +136,7 @@ mod tests {
         assert_eq!(json(&b)["error"]["code"], "rate_limit_exceeded");
         let body = br#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
         let (s, b) = translate(
-            Dialect::OpenAi,
+            Format::OpenAi,
             Dialect::Anthropic,
             StatusCode::UNAUTHORIZED,
             body,
@@ -132,7 +147,7 @@ mod tests {
         assert_eq!(v["error"]["type"], "authentication_error");
         assert_eq!(v["error"]["message"], "Incorrect API key provided");
         let (_, b) = translate(
-            Dialect::OpenAi,
+            Format::OpenAi,
             Dialect::Anthropic,
             StatusCode::FORBIDDEN,
             b"nope",

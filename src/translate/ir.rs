@@ -38,6 +38,34 @@ pub struct ChatRequest {
     pub user: Option<String>,
     /// Extended thinking / reasoning.
     pub thinking: Option<Thinking>,
+    /// Structured output (OpenAI's `response_format`).
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// Structured output the client asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// Any JSON object (`json_object`).
+    Json,
+    /// JSON matching a schema (`json_schema`): its name, the schema, `strict`.
+    Schema {
+        /// The schema's name.
+        name: String,
+        /// The JSON schema.
+        schema: Value,
+        /// OpenAI's `strict`.
+        strict: Option<bool>,
+    },
+}
+
+impl ResponseFormat {
+    /// The schema, when there is one.
+    pub fn schema(&self) -> Option<&Value> {
+        match self {
+            Self::Json => None,
+            Self::Schema { schema, .. } => Some(schema),
+        }
+    }
 }
 
 /// Who speaks a turn. System prompts are apart, tool results are user content.

@@ -8,8 +8,11 @@
 //! error bodies and statuses.
 
 pub mod anthropic;
+pub mod bedrock;
+pub mod embeddings;
 pub mod errors;
 pub mod exchange;
+pub mod gemini;
 pub mod ir;
 pub mod openai;
 pub mod stream;
@@ -20,7 +23,33 @@ use serde_json::Value;
 
 use crate::endpoint::Dialect;
 use crate::error::ApiError;
-use ir::{ChatRequest, ChatResponse};
+use ir::{ChatRequest, ChatResponse, Part};
+
+/// A wire format sluice translates to or from: the client dialects, and the native formats of
+/// providers that are only ever upstreams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google AI Studio `generateContent`.
+    Gemini,
+    /// Amazon Bedrock Converse.
+    Bedrock,
+    /// Anthropic Messages on Vertex AI (`rawPredict`): no `model` in the body, Vertex's
+    /// `anthropic_version`; answers, streams and errors are Anthropic's.
+    VertexAnthropic,
+}
+
+impl From<Dialect> for Format {
+    fn from(d: Dialect) -> Self {
+        match d {
+            Dialect::OpenAi => Self::OpenAi,
+            Dialect::Anthropic => Self::Anthropic,
+        }
+    }
+}
 
 /// What the translators may do with parameters the target cannot take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +116,43 @@ fn check_param(params: Params, key: &str) -> Result<(), TranslateError> {
     }
 }
 
+/// Tool-call arguments (JSON text) as the object Anthropic, Gemini and Bedrock take.
+fn tool_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::Object(serde_json::Map::new()))
+}
+
+/// Every tool call of a conversation as (id, name), for formats whose tool results name the
+/// function instead of the call (Gemini).
+fn tool_names(req: &ChatRequest) -> Vec<(&str, &str)> {
+    req.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|p| match p {
+            Part::ToolCall(c) => Some((c.id.as_str(), c.name.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The function a tool result answers: the latest call with its id, else what `from_id`
+/// reads out of the id itself, else the id.
+fn name_for_call<'a>(
+    names: &[(&'a str, &'a str)],
+    id: &'a str,
+    from_id: fn(&str) -> Option<&str>,
+) -> &'a str {
+    names
+        .iter()
+        .rev()
+        .find(|(i, _)| *i == id)
+        .map(|(_, n)| *n)
+        .or_else(|| from_id(id))
+        .unwrap_or(id)
+}
+
 /// Unix seconds, for OpenAI's `created`.
 fn now() -> u64 {
     SystemTime::now()
@@ -128,23 +194,28 @@ pub fn parse_request(
     }
 }
 
-/// Write a chat request in `dialect`.
+/// Write a chat request in `format`.
 pub fn write_request(
-    dialect: Dialect,
+    format: Format,
     req: &ChatRequest,
     params: Params,
 ) -> Result<Vec<u8>, TranslateError> {
-    match dialect {
-        Dialect::OpenAi => openai::write_request(req, params),
-        Dialect::Anthropic => anthropic::write_request(req, params),
+    match format {
+        Format::OpenAi => openai::write_request(req, params),
+        Format::Anthropic => anthropic::write_request(req, params),
+        Format::Gemini => gemini::write_request(req, params),
+        Format::Bedrock => bedrock::write_request(req, params),
+        Format::VertexAnthropic => anthropic::write_vertex_request(req, params),
     }
 }
 
-/// Read a whole answer in `dialect`.
-pub fn parse_response(dialect: Dialect, body: &[u8]) -> Result<ChatResponse, TranslateError> {
-    match dialect {
-        Dialect::OpenAi => openai::parse_response(body),
-        Dialect::Anthropic => anthropic::parse_response(body),
+/// Read a whole answer in `format`.
+pub fn parse_response(format: Format, body: &[u8]) -> Result<ChatResponse, TranslateError> {
+    match format {
+        Format::OpenAi => openai::parse_response(body),
+        Format::Anthropic | Format::VertexAnthropic => anthropic::parse_response(body),
+        Format::Gemini => gemini::parse_response(body),
+        Format::Bedrock => bedrock::parse_response(body),
     }
 }
 

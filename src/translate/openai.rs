@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::ir::{
-    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, Role, StopReason, StreamEvent,
-    Text, Thinking, Tool, ToolCall, ToolChoice,
+    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, ResponseFormat, Role,
+    StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, Params, TranslateError};
 use crate::spend::Usage;
@@ -43,9 +43,29 @@ struct RawRequest {
     reasoning_effort: Option<String>,
     #[serde(default)]
     n: Option<u64>,
+    #[serde(default)]
+    response_format: Option<RawResponseFormat>,
     /// Everything else: each key is checked against what the provider can take.
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: RawJsonSchema },
+}
+
+#[derive(Deserialize)]
+struct RawJsonSchema {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    schema: Value,
+    #[serde(default)]
+    strict: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +218,17 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
             })
             .collect(),
         tool_choice: raw.tool_choice.map(tool_choice).transpose()?,
+        response_format: match raw.response_format {
+            None | Some(RawResponseFormat::Text) => None,
+            Some(RawResponseFormat::JsonObject) => Some(ResponseFormat::Json),
+            Some(RawResponseFormat::JsonSchema { json_schema: s }) => {
+                Some(ResponseFormat::Schema {
+                    name: s.name,
+                    schema: s.schema,
+                    strict: s.strict,
+                })
+            }
+        },
         ..ChatRequest::default()
     };
     for m in raw.messages {
@@ -406,6 +437,23 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
             Thinking::Budget(b) => Effort::from_budget(b),
         };
         body.insert("reasoning_effort".into(), effort.name().into());
+    }
+    if let Some(f) = &req.response_format {
+        let v = match f {
+            ResponseFormat::Json => json!({"type": "json_object"}),
+            ResponseFormat::Schema {
+                name,
+                schema,
+                strict,
+            } => {
+                let mut s = json!({"name": name, "schema": schema});
+                if let Some(strict) = strict {
+                    s["strict"] = (*strict).into();
+                }
+                json!({"type": "json_schema", "json_schema": s})
+            }
+        };
+        body.insert("response_format".into(), v);
     }
     Ok(to_json(&Value::Object(body)))
 }

@@ -1,6 +1,8 @@
-//! A translated SSE body: upstream frames are split into complete events, each event is read
-//! into internal events and written in the client's format, and the result goes on as soon as
-//! it is ready. Nothing is buffered beyond one incomplete event.
+//! A translated stream body: upstream frames are split into complete events (SSE, or AWS's
+//! binary event-stream for Bedrock), each event is read into internal events and written in
+//! the client's format, and the result goes on as soon as it is ready. Nothing is buffered
+//! beyond one incomplete event. A Bedrock frame that fails its checksum ends the stream with
+//! an error event; nothing after it is read.
 
 use std::borrow::Cow;
 use std::pin::Pin;
@@ -12,14 +14,18 @@ use http_body::{Body, Frame, SizeHint};
 use super::anthropic::{EventReader, EventWriter};
 use super::ir::StreamEvent;
 use super::openai::{ChunkReader, ChunkWriter};
+use super::{bedrock, gemini, Format};
 use crate::endpoint::Dialect;
 use crate::providers::body::{UpstreamBody, UpstreamBodyError};
+use crate::providers::eventstream::Decoder;
 use crate::providers::sse::{events, last_event_end};
 
 #[derive(Debug)]
 enum Reader {
     OpenAi(ChunkReader),
     Anthropic(EventReader),
+    Gemini(gemini::ChunkReader),
+    Bedrock(bedrock::EventReader, Decoder),
 }
 
 #[derive(Debug)]
@@ -35,15 +41,22 @@ pub struct Translator {
     writer: Writer,
     carry: BytesMut,
     events: Vec<StreamEvent>,
+    /// A frame failed its checksum: the stream has ended with an error.
+    broken: bool,
 }
 
 impl Translator {
-    /// A translator from the upstream's dialect to the client's.
-    pub fn new(from: Dialect, to: Dialect) -> Self {
+    /// A translator from the upstream's format to the client's. `id` and `model` name the
+    /// answer for formats whose events do not (Bedrock).
+    pub fn new(from: Format, to: Dialect, id: String, model: String) -> Self {
         Self {
             reader: match from {
-                Dialect::OpenAi => Reader::OpenAi(ChunkReader::default()),
-                Dialect::Anthropic => Reader::Anthropic(EventReader),
+                Format::OpenAi => Reader::OpenAi(ChunkReader::default()),
+                Format::Anthropic | Format::VertexAnthropic => Reader::Anthropic(EventReader),
+                Format::Gemini => Reader::Gemini(gemini::ChunkReader::default()),
+                Format::Bedrock => {
+                    Reader::Bedrock(bedrock::EventReader::new(id, model), Decoder::default())
+                }
             },
             writer: match to {
                 Dialect::OpenAi => Writer::OpenAi(ChunkWriter::default()),
@@ -51,11 +64,46 @@ impl Translator {
             },
             carry: BytesMut::new(),
             events: Vec::new(),
+            broken: false,
         }
     }
 
     /// Feed upstream bytes; returns the client's bytes for every event completed by them.
     pub fn feed(&mut self, frame: &[u8]) -> Vec<u8> {
+        if self.broken {
+            return Vec::new();
+        }
+        if let Reader::Bedrock(reader, decoder) = &mut self.reader {
+            decoder.push(frame);
+            loop {
+                match decoder.next_message() {
+                    Ok(Some(m)) => {
+                        let exception = m.header(":message-type") == Some("exception");
+                        let kind = if exception {
+                            m.header(":exception-type")
+                        } else {
+                            m.header(":event-type")
+                        };
+                        reader.read(
+                            kind.unwrap_or_default(),
+                            exception,
+                            &m.payload,
+                            &mut self.events,
+                        );
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.broken = true;
+                        self.events.push(StreamEvent::Error {
+                            kind: "api_error".into(),
+                            message: format!("the upstream stream is corrupt: {e}"),
+                        });
+                        break;
+                    }
+                }
+            }
+            return self.write_events();
+        }
         self.carry.extend_from_slice(frame);
         let Some(end) = last_event_end(&self.carry) else {
             return Vec::new();
@@ -64,14 +112,25 @@ impl Translator {
         self.translate(&done)
     }
 
-    /// At the end of the upstream body: whatever the last (unterminated) event holds.
+    /// At the end of the upstream body: whatever the last (unterminated) event holds, then
+    /// the end of formats that mark it by closing the body (Gemini, Bedrock).
     pub fn finish(&mut self) -> Vec<u8> {
-        if self.carry.is_empty() {
+        if self.broken {
             return Vec::new();
         }
-        let mut rest = self.carry.split();
-        rest.extend_from_slice(b"\n\n");
-        self.translate(&rest)
+        let mut out = Vec::new();
+        if !self.carry.is_empty() {
+            let mut rest = self.carry.split();
+            rest.extend_from_slice(b"\n\n");
+            out = self.translate(&rest);
+        }
+        match &mut self.reader {
+            Reader::Gemini(r) => r.end(&mut self.events),
+            Reader::Bedrock(r, _) => r.end(&mut self.events),
+            Reader::OpenAi(_) | Reader::Anthropic(_) => {}
+        }
+        out.extend(self.write_events());
+        out
     }
 
     fn translate(&mut self, region: &[u8]) -> Vec<u8> {
@@ -83,12 +142,22 @@ impl Translator {
             match &mut self.reader {
                 Reader::OpenAi(r) => r.read(&data, &mut self.events),
                 Reader::Anthropic(r) => r.read(&data, &mut self.events),
+                Reader::Gemini(r) => r.read(&data, &mut self.events),
+                // Bedrock is binary; `feed` decodes it before any SSE splitting.
+                Reader::Bedrock(..) => {}
             }
-            for ev in self.events.drain(..) {
-                match &mut self.writer {
-                    Writer::OpenAi(w) => w.write(ev, &mut out),
-                    Writer::Anthropic(w) => w.write(ev, &mut out),
-                }
+            out.extend(self.write_events());
+        }
+        out
+    }
+
+    /// Write the pending events in the client's format.
+    fn write_events(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for ev in self.events.drain(..) {
+            match &mut self.writer {
+                Writer::OpenAi(w) => w.write(ev, &mut out),
+                Writer::Anthropic(w) => w.write(ev, &mut out),
             }
         }
         out
@@ -126,11 +195,11 @@ pub struct TranslatedBody {
 }
 
 impl TranslatedBody {
-    /// Translate `inner` from `from` to `to`.
-    pub fn new(inner: UpstreamBody, from: Dialect, to: Dialect) -> Self {
+    /// Translate `inner` with `translator`.
+    pub fn new(inner: UpstreamBody, translator: Translator) -> Self {
         Self {
             inner,
-            translator: Translator::new(from, to),
+            translator,
             ended: false,
         }
     }
@@ -155,6 +224,8 @@ impl Body for TranslatedBody {
                         continue;
                     };
                     let out = this.translator.feed(&data);
+                    // A corrupt frame ended the stream: stop reading the upstream.
+                    this.ended |= this.translator.broken;
                     if !out.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
                     }

@@ -270,7 +270,7 @@ fn openai_answer_to_anthropic() {
 
 /// Run a stream through a translator, cutting the input into frames of `cut` bytes.
 fn translate_stream(from: Dialect, to: Dialect, input: &str, cut: usize) -> String {
-    let mut t = Translator::new(from, to);
+    let mut t = Translator::new(from.into(), to, String::new(), String::new());
     let mut out = Vec::new();
     for chunk in input.as_bytes().chunks(cut.max(1)) {
         out.extend(t.feed(chunk));
@@ -435,6 +435,7 @@ fn assemble_anthropic(sse: &str) -> (Vec<Value>, String, Value, Vec<String>) {
                             d["thinking"].as_str().unwrap()
                         ))
                     }
+                    "signature_delta" => b["signature"] = d["signature"].clone(),
                     other => panic!("{other}"),
                 }
             }
@@ -670,6 +671,7 @@ mod round_trip {
                     tool_choice,
                     user,
                     thinking: effort.map(|e| Thinking::Effort([Effort::Low, Effort::Medium, Effort::High][e])),
+                    response_format: None,
                 }
             })
     }
@@ -697,3 +699,5 @@ mod round_trip {
         }
     }
 }
+
+mod native;

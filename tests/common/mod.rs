@@ -383,3 +383,96 @@ impl MockServer {
         self.stats().await["requests"].as_u64().unwrap()
     }
 }
+
+/// The blocks, stop reason, usage and event names an Anthropic client assembles.
+pub fn anthropic_events(
+    a: &Answer,
+) -> (
+    Vec<serde_json::Value>,
+    String,
+    serde_json::Value,
+    Vec<String>,
+) {
+    let text = a.text();
+    let names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: ").map(str::to_owned))
+        .collect();
+    let mut blocks: Vec<serde_json::Value> = Vec::new();
+    let (mut stop, mut usage) = (String::new(), serde_json::Value::Null);
+    for d in a.sse_data() {
+        let e: serde_json::Value = serde_json::from_str(&d).unwrap();
+        match e["type"].as_str().unwrap() {
+            "message_start" => usage = e["message"]["usage"].clone(),
+            "content_block_start" => {
+                assert_eq!(e["index"].as_u64().unwrap() as usize, blocks.len());
+                let mut b = e["content_block"].clone();
+                b["json"] = serde_json::json!("");
+                blocks.push(b);
+            }
+            "content_block_delta" => {
+                let b = &mut blocks[e["index"].as_u64().unwrap() as usize];
+                let d = &e["delta"];
+                if let Some(t) = d["text"].as_str() {
+                    b["text"] = serde_json::json!(format!("{}{t}", b["text"].as_str().unwrap()));
+                }
+                if let Some(j) = d["partial_json"].as_str() {
+                    b["json"] = serde_json::json!(format!("{}{j}", b["json"].as_str().unwrap()));
+                }
+            }
+            "message_delta" => {
+                stop = e["delta"]["stop_reason"].as_str().unwrap().to_owned();
+                for (k, v) in e["usage"].as_object().unwrap() {
+                    usage[k] = v.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    (blocks, stop, usage, names)
+}
+
+/// Text, tool calls (name, arguments), finish reason and usage an OpenAI client assembles.
+pub fn openai_chunks(
+    a: &Answer,
+) -> (
+    String,
+    Vec<(String, String)>,
+    String,
+    Option<serde_json::Value>,
+) {
+    let (mut text, mut finish, mut usage) = (String::new(), String::new(), None);
+    let mut calls: Vec<(String, String)> = Vec::new();
+    let data = a.sse_data();
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    for d in &data[..data.len() - 1] {
+        let c: serde_json::Value = serde_json::from_str(d).unwrap();
+        if !c["usage"].is_null() {
+            usage = Some(c["usage"].clone());
+        }
+        let Some(choice) = c["choices"].get(0) else {
+            continue;
+        };
+        text.push_str(choice["delta"]["content"].as_str().unwrap_or_default());
+        for t in choice["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let i = t["index"].as_u64().unwrap() as usize;
+            if calls.len() <= i {
+                calls.resize(i + 1, Default::default());
+            }
+            if let Some(n) = t["function"]["name"].as_str() {
+                calls[i].0 = n.to_owned();
+            }
+            calls[i]
+                .1
+                .push_str(t["function"]["arguments"].as_str().unwrap_or_default());
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = f.to_owned();
+        }
+    }
+    (text, calls, finish, usage)
+}

@@ -16,6 +16,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
 MASTER_KEY = "sk-sdk-test-master"
+# The key pair the mock checks Bedrock's SigV4 signatures against (and the gateway signs with).
+AWS_KEY = "AKIDSDKTEST"
+AWS_SECRET = "sdk/test+secret"
 
 
 def _start(args, workdir):
@@ -55,7 +58,13 @@ def workdir():
 
 @pytest.fixture(scope="session")
 def mock_upstream(workdir):
-    proc, addr, _ = _start(["mock", "--port", "0", "--chunks", "5", "--response-tokens", "20"], workdir)
+    proc, addr, _ = _start(
+        [
+            "mock", "--port", "0", "--chunks", "5", "--response-tokens", "20",
+            "--aws-access-key-id", AWS_KEY, "--aws-secret-access-key", AWS_SECRET,
+        ],
+        workdir,
+    )
     yield f"http://{addr}/v1"
     _stop(proc)
 
@@ -63,6 +72,7 @@ def mock_upstream(workdir):
 @pytest.fixture(scope="session")
 def gateway(workdir, mock_upstream):
     config = pathlib.Path(workdir) / "config.yaml"
+    mock_root = mock_upstream.removesuffix("/v1")
     config.write_text(
         f"""
 model_list:
@@ -83,6 +93,23 @@ model_list:
     litellm_params:
       model: openai/text-embedding-3-small
       api_base: {mock_upstream}
+  - model_name: gemini-flash
+    litellm_params:
+      model: gemini/gemini-2.0-flash
+      api_base: {mock_root}
+      api_key: g-upstream-never-shown
+  - model_name: bedrock-claude
+    litellm_params:
+      model: bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0
+      api_base: {mock_root}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: {AWS_SECRET}
+      aws_region_name: us-west-2
+  - model_name: gemini-embedding
+    litellm_params:
+      model: gemini/text-embedding-004
+      api_base: {mock_root}
+      api_key: g-upstream-never-shown
 general_settings:
   master_key: {MASTER_KEY}
 """
@@ -92,4 +119,6 @@ general_settings:
     assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"
     text = open(log).read()
     assert "sk-upstream-never-shown" not in text, "an upstream key reached the logs"
+    assert "g-upstream-never-shown" not in text, "an upstream key reached the logs"
+    assert AWS_SECRET not in text, "the AWS secret reached the logs"
     assert MASTER_KEY not in text, "the master key reached the logs"

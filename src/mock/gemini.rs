@@ -1,0 +1,322 @@
+//! Google AI Studio's wire format as the mock writes it, on the real paths
+//! (`/v1beta/models/{m}:generateContent`, `:streamGenerateContent?alt=sse`,
+//! `:batchEmbedContents`, and Vertex AI's
+//! `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:…`): a candidate with text parts
+//! (and a `functionCall` part when the request offers function declarations), `usageMetadata`,
+//! SSE chunks ending `\r\n\r\n`, and Google's error shape `{"error": {"code", "message",
+//! "status"}}`. It also plays Google's OAuth token endpoint (`POST /token`, a JWT-bearer grant)
+//! and requires the tokens it issued on Vertex paths.
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::openai::{pieces, vector, Plan};
+use super::tools::{decide, ToolPlan};
+use super::{json, MockBody, MockSettings};
+
+/// What a Gemini path asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// `:generateContent`
+    Generate,
+    /// `:streamGenerateContent`
+    Stream,
+    /// `:batchEmbedContents`
+    Embed,
+}
+
+/// Match `/v1beta/models/{model}:{op}` (AI Studio) or Vertex AI's project path; the flag says
+/// Vertex.
+pub(super) fn route(path: &str) -> Option<(&str, Op, bool)> {
+    let rest = path
+        .strip_prefix("/v1beta/")
+        .or_else(|| path.strip_prefix("/v1/"))?;
+    let (name, op) = rest.rsplit_once(':')?;
+    let vertex = name.starts_with("projects/");
+    let name = match name.split_once("/publishers/google/") {
+        Some((_, model)) if vertex => model,
+        _ => name,
+    };
+    let model = name.strip_prefix("models/").unwrap_or(name);
+    let op = match op {
+        "generateContent" => Op::Generate,
+        "streamGenerateContent" => Op::Stream,
+        "batchEmbedContents" => Op::Embed,
+        _ => return None,
+    };
+    Some((model, op, vertex))
+}
+
+/// Match Vertex AI's Anthropic path (`…/publishers/anthropic/models/{m}:rawPredict` or
+/// `:streamRawPredict`): the model.
+pub(super) fn anthropic_route(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/v1/projects/")?;
+    let (_, model_op) = rest.split_once("/publishers/anthropic/models/")?;
+    let (model, op) = model_op.rsplit_once(':')?;
+    matches!(op, "rawPredict" | "streamRawPredict").then_some(model)
+}
+
+/// Prefix of the access tokens the mock issues.
+const TOKEN_PREFIX: &str = "mock-vertex-token-";
+
+/// `POST /token`: a JWT-bearer grant with a three-part assertion gets an hour's token.
+pub(super) fn token(body: &[u8], serial: u64) -> Response<MockBody> {
+    let form = String::from_utf8_lossy(body);
+    let field = |name: &str| {
+        form.split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+    };
+    let grant_ok =
+        field("grant_type") == Some("urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer");
+    let assertion_ok = field("assertion").is_some_and(|a| a.split('.').count() == 3);
+    if !grant_ok || !assertion_ok {
+        let v = json!({"error": "invalid_grant", "error_description": "Invalid JWT Signature."});
+        return json(StatusCode::BAD_REQUEST, Bytes::from(v.to_string()));
+    }
+    let v = json!({
+        "access_token": format!("{TOKEN_PREFIX}{serial}"),
+        "expires_in": 3599,
+        "token_type": "Bearer",
+    });
+    json(StatusCode::OK, Bytes::from(v.to_string()))
+}
+
+/// Vertex paths need a token the mock issued: Google's 401 otherwise.
+pub(super) fn check_token(headers: &http::HeaderMap) -> Option<Response<MockBody>> {
+    let ok = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.starts_with(TOKEN_PREFIX));
+    (!ok).then(|| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "Request had invalid authentication credentials. Expected OAuth 2 access token.",
+        )
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe {
+    #[serde(default)]
+    contents: Vec<Value>,
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(default)]
+    tool_config: Option<Value>,
+}
+
+/// The function call to answer with: offered declarations, `toolConfig` mode and allowed
+/// names, and whether the last turn is a `functionResponse`.
+fn tool_plan(body: &[u8]) -> Result<Option<ToolPlan>, String> {
+    let probe: Probe = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let offered: Vec<(String, Option<&Value>)> = probe
+        .tools
+        .iter()
+        .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+        .filter_map(|d| {
+            let schema = d.get("parametersJsonSchema").or(d.get("parameters"));
+            Some((d["name"].as_str()?.to_owned(), schema))
+        })
+        .collect();
+    let config = probe
+        .tool_config
+        .as_ref()
+        .and_then(|c| c.get("functionCallingConfig"));
+    if config.is_some_and(|c| c["mode"] == "NONE") {
+        return Ok(None);
+    }
+    let forced = config.and_then(|c| c.pointer("/allowedFunctionNames/0")?.as_str());
+    let answered = probe.contents.last().is_some_and(|c| {
+        c["parts"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_some()))
+    });
+    Ok(decide(&offered, forced, answered))
+}
+
+/// A 400 in Google's shape for a body the mock cannot read.
+pub(super) fn bad_request(message: &str) -> Response<MockBody> {
+    error(StatusCode::BAD_REQUEST, message)
+}
+
+/// Google's error body for a status.
+pub(super) fn error(status: StatusCode, message: &str) -> Response<MockBody> {
+    let name = match status.as_u16() {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        429 => "RESOURCE_EXHAUSTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "INTERNAL",
+    };
+    let body = json!({"error": {"code": status.as_u16(), "message": message, "status": name}});
+    json(status, Bytes::from(body.to_string()))
+}
+
+impl Plan {
+    fn gemini_usage(&self) -> Value {
+        json!({
+            "promptTokenCount": self.prompt_tokens,
+            "candidatesTokenCount": self.completion_tokens,
+            "totalTokenCount": self.prompt_tokens + self.completion_tokens,
+        })
+    }
+
+    fn gemini_chunk(&self, parts: Vec<Value>, last: bool) -> Value {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if last {
+            candidate["finishReason"] = "STOP".into();
+        }
+        let mut v = json!({
+            "candidates": [candidate],
+            "modelVersion": self.model,
+            "responseId": format!("mockresp{:012x}", self.serial),
+        });
+        if last {
+            v["usageMetadata"] = self.gemini_usage();
+        }
+        v
+    }
+
+    fn function_call(&self) -> Option<Value> {
+        self.tool.as_ref().map(|t| {
+            let args: Value = serde_json::from_str(&t.arguments).unwrap_or_else(|_| json!({}));
+            json!({"functionCall": {"name": t.name, "args": args}})
+        })
+    }
+
+    fn gemini_text(&self) -> String {
+        match &self.tool {
+            Some(t) => format!("Calling {}.", t.name),
+            None => self.text.clone(),
+        }
+    }
+
+    /// `:generateContent`.
+    fn generate(&self) -> Bytes {
+        let mut parts = vec![json!({"text": self.gemini_text()})];
+        parts.extend(self.function_call());
+        Bytes::from(self.gemini_chunk(parts, true).to_string())
+    }
+
+    /// `:streamGenerateContent?alt=sse`: text pieces, then the function call, finish reason
+    /// and usage in the last chunk.
+    fn generate_stream(&self) -> Vec<Bytes> {
+        let text = self.gemini_text();
+        let mut texts: Vec<&str> = pieces(&text, self.chunks)
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
+        let last_text = texts.pop();
+        let mut frames: Vec<Bytes> = texts
+            .into_iter()
+            .map(|t| sse(&self.gemini_chunk(vec![json!({ "text": t })], false)))
+            .collect();
+        let mut parts: Vec<Value> = last_text
+            .map(|t| json!({ "text": t }))
+            .into_iter()
+            .collect();
+        parts.extend(self.function_call());
+        frames.push(sse(&self.gemini_chunk(parts, true)));
+        frames
+    }
+}
+
+/// Gemini's SSE framing: `data: ` and a CRLF blank line.
+fn sse(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\r\n\r\n"))
+}
+
+#[derive(Deserialize)]
+struct EmbedProbe {
+    #[serde(default)]
+    requests: Vec<EmbedItem>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EmbedItem {
+    #[serde(default)]
+    content: Value,
+    #[serde(default)]
+    output_dimensionality: Option<u32>,
+}
+
+/// Answer one Gemini call (faults and latency already applied).
+pub(super) fn answer(
+    model: &str,
+    op: Op,
+    body: &Bytes,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    if op == Op::Embed {
+        let Ok(probe) = serde_json::from_slice::<EmbedProbe>(body) else {
+            return bad_request("Invalid JSON payload received.");
+        };
+        let embeddings: Vec<Value> = probe
+            .requests
+            .iter()
+            .map(|r| {
+                let text: String = r.content["parts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect();
+                let dims = r.output_dimensionality.unwrap_or(s.embedding_dims).max(1);
+                json!({ "values": vector(&text, dims) })
+            })
+            .collect();
+        let v = json!({ "embeddings": embeddings });
+        return json(StatusCode::OK, Bytes::from(v.to_string()));
+    }
+    let tool = match tool_plan(body) {
+        Ok(t) => t,
+        Err(e) => return bad_request(&format!("Invalid JSON payload received. {e}")),
+    };
+    let plan = super::plan(s, model, tool, prompt_tokens, true);
+    match op {
+        Op::Stream => super::stream(plan.generate_stream(), s, "text/event-stream"),
+        Op::Generate | Op::Embed => json(StatusCode::OK, plan.generate()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(
+            route("/v1beta/models/gemini-2.0-flash:streamGenerateContent"),
+            Some(("gemini-2.0-flash", Op::Stream, false))
+        );
+        assert_eq!(
+            route("/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent"),
+            Some(("gemini-2.5-pro", Op::Generate, true))
+        );
+        assert_eq!(route("/v1beta/models/x:countTokens"), None);
+        assert_eq!(
+            anthropic_route("/v1/projects/p/locations/l/publishers/anthropic/models/claude-x@1:streamRawPredict"),
+            Some("claude-x@1")
+        );
+        assert_eq!(route("/v1/chat/completions"), None);
+    }
+
+    #[test]
+    fn function_declarations_and_answers() {
+        let body = br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[{"functionDeclarations":[{"name":"a","parametersJsonSchema":{"type":"object","properties":{"n":{"type":"integer"}}}},{"name":"b"}]}],"toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["b"]}}}"#;
+        assert_eq!(tool_plan(body).unwrap().unwrap().name, "b");
+        let body = br#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"a","response":{}}}]}],"tools":[{"functionDeclarations":[{"name":"a"}]}]}"#;
+        assert_eq!(tool_plan(body).unwrap(), None);
+        let body = br#"{"contents":[],"tools":[{"functionDeclarations":[{"name":"a","parametersJsonSchema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}]}"#;
+        assert_eq!(tool_plan(body).unwrap().unwrap().arguments, r#"{"n":1}"#);
+    }
+}
