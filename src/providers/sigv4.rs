@@ -134,6 +134,8 @@ pub struct Canonical<'a> {
     pub headers: Vec<(String, String)>,
     /// Hex SHA-256 of the body.
     pub payload_hash: &'a str,
+    /// Encode the path again for the canonical request (every service but S3).
+    pub double_encode: bool,
 }
 
 impl Canonical<'_> {
@@ -145,8 +147,8 @@ impl Canonical<'_> {
         names.join(";")
     }
 
-    /// The canonical request. The path is encoded again: services other than S3 sign the
-    /// doubly-encoded path (a Bedrock model id's `:` is `%3A` on the wire, `%253A` here).
+    /// The canonical request. Services other than S3 sign the path encoded again (a Bedrock
+    /// model id's `:` is `%3A` on the wire, `%253A` here); S3 signs it as sent.
     fn request(&self) -> String {
         let mut headers = self.headers.clone();
         headers.sort_by(|a, b| a.0.cmp(&b.0));
@@ -176,7 +178,11 @@ impl Canonical<'_> {
         format!(
             "{}\n{}\n{}\n{}\n{}\n{}",
             self.method,
-            uri_encode(path, true),
+            if self.double_encode {
+                uri_encode(path, true)
+            } else {
+                path.to_owned()
+            },
             canonical_query(self.query),
             canonical_headers,
             self.signed_headers(),
@@ -225,6 +231,7 @@ pub fn authorization(
 
 static X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
 static X_AMZ_TOKEN: HeaderName = HeaderName::from_static("x-amz-security-token");
+static X_AMZ_CONTENT: HeaderName = HeaderName::from_static("x-amz-content-sha256");
 
 impl Signer {
     /// A signer for `service` (`bedrock`) in `region`.
@@ -236,9 +243,23 @@ impl Signer {
         }
     }
 
-    /// Add `x-amz-date`, the session token and `Authorization` to a request's headers. Signs
+    /// Add `x-amz-date`, the session token and `Authorization` to a POST's headers. Signs
     /// `host`, `content-type`, `x-amz-date` and the token.
     pub fn sign(&self, uri: &Uri, headers: &mut HeaderMap, body: &[u8], now: SystemTime) {
+        self.sign_method("POST", uri, headers, body, now);
+    }
+
+    /// [`Signer::sign`] for any method. For S3 the payload hash is sent and signed as
+    /// `x-amz-content-sha256` (S3 requires it) and the path is signed as sent.
+    pub fn sign_method(
+        &self,
+        method: &'static str,
+        uri: &Uri,
+        headers: &mut HeaderMap,
+        body: &[u8],
+        now: SystemTime,
+    ) {
+        let s3 = self.service == "s3";
         let stamp = Stamp::of(now);
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let mut signed = vec![
@@ -255,12 +276,19 @@ impl Signer {
             signed.push(("x-amz-security-token".to_owned(), t.expose().to_owned()));
         }
         let hash = payload_hash(body);
+        if s3 {
+            signed.push(("x-amz-content-sha256".to_owned(), hash.clone()));
+            if let Ok(v) = HeaderValue::from_str(&hash) {
+                headers.insert(X_AMZ_CONTENT.clone(), v);
+            }
+        }
         let canonical = Canonical {
-            method: "POST",
+            method,
             path: uri.path(),
             query: uri.query().unwrap_or_default(),
             headers: signed,
             payload_hash: &hash,
+            double_encode: !s3,
         };
         let sig = signature(
             self.credentials.secret_access_key.expose(),
@@ -365,6 +393,7 @@ pub fn verify(
         query,
         headers: signed_headers,
         payload_hash: &hash,
+        double_encode: true,
     };
     let stamp = Stamp {
         datetime: datetime.to_owned(),
@@ -409,6 +438,7 @@ mod tests {
             query,
             headers,
             payload_hash: &hash,
+            double_encode: true,
         };
         let sig = signature(SECRET, &stamp(), "us-east-1", "service", &c);
         authorization("AKIDEXAMPLE", &stamp(), "us-east-1", "service", &c, &sig)
@@ -448,6 +478,7 @@ mod tests {
             query: "",
             headers: vec![("host".into(), "h".into())],
             payload_hash: "x",
+            double_encode: true,
         };
         assert!(c
             .request()

@@ -12,7 +12,6 @@ mod langfuse;
 mod langsmith;
 pub mod payload;
 mod s3;
-mod sigv4;
 pub mod stats;
 pub mod target;
 mod webhook;

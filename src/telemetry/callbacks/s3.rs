@@ -6,24 +6,20 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
 use super::payload::CallbackRecord;
-use super::sigv4::{sign, Credentials};
 use super::target::{ok_status, parse_uri, send, DeliverError, Http};
-use crate::config::{Secret, SinkKind};
+use crate::config::SinkKind;
+use crate::providers::sigv4::{uri_encode, Credentials, Signer};
 
 /// An S3 sink.
 #[derive(Debug)]
 pub struct S3 {
     endpoint: String,
-    host: String,
     bucket: String,
-    region: String,
-    access_key: Secret,
-    secret_key: Secret,
-    session_token: Option<Secret>,
+    signer: Signer,
     prefix: String,
     http: Http,
 }
@@ -44,18 +40,18 @@ impl S3 {
             return Err(DeliverError::Build("not S3 settings".into()));
         };
         let uri = parse_uri(endpoint)?;
-        let host = uri
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .ok_or_else(|| DeliverError::Build("the S3 endpoint has no host".into()))?;
+        if uri.authority().is_none() {
+            return Err(DeliverError::Build("the S3 endpoint has no host".into()));
+        }
+        let credentials = Credentials {
+            access_key_id: access_key.clone(),
+            secret_access_key: secret_key.clone(),
+            session_token: session_token.clone(),
+        };
         Ok(Self {
             endpoint: endpoint.clone(),
-            host,
             bucket: bucket.clone(),
-            region: region.clone(),
-            access_key: access_key.clone(),
-            secret_key: secret_key.clone(),
-            session_token: session_token.clone(),
+            signer: Signer::new(credentials, region.clone(), "s3"),
             prefix: prefix.clone(),
             http: http.clone(),
         })
@@ -72,31 +68,16 @@ impl S3 {
         .map_err(|e| DeliverError::Build(e.to_string()))?;
         let now = SystemTime::now();
         let key = self.object_key(batch, now);
-        let path = format!("/{}/{}", encode(&self.bucket), encode(&key));
-        let uri: Uri = parse_uri(&format!("{}{path}", self.endpoint))?;
-        let creds = Credentials {
-            access_key: self.access_key.expose(),
-            secret_key: self.secret_key.expose(),
-            session_token: self.session_token.as_ref().map(Secret::expose),
-            region: &self.region,
-            service: "s3",
-        };
-        let signed = sign(
-            &creds,
-            "PUT",
-            &path,
-            &[("host", &self.host), ("content-type", "application/json")],
-            &body,
-            now,
+        let path = format!(
+            "/{}/{}",
+            uri_encode(&self.bucket, true),
+            uri_encode(&key, true)
         );
+        let uri: Uri = parse_uri(&format!("{}{path}", self.endpoint))?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        for (k, v) in signed {
-            let mut value = HeaderValue::from_str(&v)
-                .map_err(|_| DeliverError::Build("a signed header is not valid text".into()))?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static(k), value);
-        }
+        self.signer
+            .sign_method("PUT", &uri, &mut headers, &body, now);
         let a = send(
             &self.http.client,
             Method::PUT,
@@ -126,17 +107,4 @@ impl S3 {
             .unwrap_or_default();
         format!("{}{day}/{ms}-{first}-{}.json", self.prefix, batch.len())
     }
-}
-
-/// URI-encode a path for SigV4 (unreserved characters and `/` kept).
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
