@@ -12,4 +12,5 @@ pub mod providers;
 pub mod routing;
 pub mod server;
 pub mod spend;
+pub mod store;
 pub mod telemetry;

@@ -2,10 +2,10 @@
 //! Responses API), read without parsing the rest of the body into values.
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Tokens one request used. `prompt_tokens` includes `cached_tokens` (OpenAI's convention).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens, cached ones included.
     pub prompt_tokens: u64,

@@ -1,0 +1,98 @@
+# Throwaway PostgreSQL and Redis servers for the tests, on loopback ports in a temp dir.
+# Source this file, then call `services_start`; it exports
+#   SLUICE_TEST_POSTGRES_URL  postgres://sluice@127.0.0.1:PORT/postgres (trust auth, loopback only)
+#   SLUICE_TEST_REDIS_URL     redis://127.0.0.1:PORT
+# and installs a trap that stops both when the calling shell exits. Missing servers are
+# installed from Debian packages (postgresql, redis-server) with apt-get, through sudo when not
+# root. PostgreSQL refuses to run as root, so as root it runs as the `postgres` user (created by
+# the package) or `nobody`.
+
+services_need() {
+  local missing=()
+  [ -n "$(services_pg_bin)" ] || missing+=(postgresql)
+  command -v redis-server >/dev/null || missing+=(redis-server)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "services: installing ${missing[*]} (Debian packages)"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The directory holding initdb and pg_ctl (Debian keeps them out of PATH).
+services_pg_bin() {
+  if command -v pg_ctl >/dev/null && command -v initdb >/dev/null; then
+    dirname "$(command -v pg_ctl)"
+    return
+  fi
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
+}
+
+# A free TCP port on 127.0.0.1 (asks the kernel for one, then releases it).
+services_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Runs a command as the PostgreSQL owner: ourselves, or an unprivileged user when root.
+services_as_pg() {
+  if [ "$(id -u)" -ne 0 ]; then
+    "$@"
+  elif command -v runuser >/dev/null; then
+    runuser -u "$SERVICES_PG_USER" -- "$@"
+  else
+    su -s /bin/sh "$SERVICES_PG_USER" -c "$(printf '%q ' "$@")"
+  fi
+}
+
+services_start() {
+  services_need
+  SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
+  trap services_stop EXIT
+  local bin pg_port redis_port
+  bin="$(services_pg_bin)"
+  pg_port="$(services_free_port)"
+  redis_port="$(services_free_port)"
+
+  SERVICES_PG_USER=postgres
+  id -u postgres >/dev/null 2>&1 || SERVICES_PG_USER=nobody
+  if [ "$(id -u)" -eq 0 ]; then
+    chown "$SERVICES_PG_USER" "$SERVICES_DIR"
+    chmod 755 "$SERVICES_DIR"
+  fi
+  services_as_pg "$bin/initdb" -D "$SERVICES_DIR/pg" -U sluice --auth=trust -E UTF8 \
+    --no-sync >"$SERVICES_DIR/initdb.log" 2>&1 || {
+    cat "$SERVICES_DIR/initdb.log"
+    return 1
+  }
+  services_as_pg "$bin/pg_ctl" -D "$SERVICES_DIR/pg" -l "$SERVICES_DIR/pg.log" -w -t 30 \
+    -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $SERVICES_DIR -c fsync=off -c max_connections=300" \
+    start >/dev/null || {
+    cat "$SERVICES_DIR/pg.log"
+    return 1
+  }
+  export SLUICE_TEST_POSTGRES_URL="postgres://sluice@127.0.0.1:$pg_port/postgres"
+
+  redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
+    --daemonize yes --pidfile "$SERVICES_DIR/redis.pid" --logfile "$SERVICES_DIR/redis.log" \
+    --dir "$SERVICES_DIR"
+  local i
+  for i in $(seq 50); do
+    [ -s "$SERVICES_DIR/redis.pid" ] && break
+    sleep 0.1
+  done
+  export SLUICE_TEST_REDIS_URL="redis://127.0.0.1:$redis_port"
+  echo "services: PostgreSQL on 127.0.0.1:$pg_port, Redis on 127.0.0.1:$redis_port ($SERVICES_DIR)"
+}
+
+services_stop() {
+  [ -n "${SERVICES_DIR:-}" ] || return 0
+  if [ -f "$SERVICES_DIR/pg/postmaster.pid" ]; then
+    services_as_pg "$(services_pg_bin)/pg_ctl" -D "$SERVICES_DIR/pg" -m immediate stop \
+      >/dev/null 2>&1 || true
+  fi
+  if [ -s "$SERVICES_DIR/redis.pid" ]; then
+    kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true
+  fi
+  rm -rf "$SERVICES_DIR"
+  SERVICES_DIR=
+}

@@ -1,0 +1,253 @@
+//! Virtual keys. Only the SHA-256 of an `sk-…` key is stored (LiteLLM's `token` column holds
+//! the same hex digest), so a copy of the database hands out no usable key.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+
+use super::entity::{Accounting, AnyQuery, Entity};
+use super::{col, time_col, to_ms, Limits, Page, Store, StoreError};
+
+/// The stored identity of a key: lowercase hex SHA-256 of the key text.
+#[derive(Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct KeyHash(String);
+
+impl KeyHash {
+    /// Hashes a key as presented by a client.
+    pub fn of(key: &str) -> Self {
+        let digest = Sha256::digest(key.as_bytes());
+        let mut hex = String::with_capacity(64);
+        for b in digest {
+            hex.push(char::from(HEX[usize::from(b >> 4)]));
+            hex.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+        Self(hex)
+    }
+
+    /// A digest given back by the admin API (`/key/info?key=<hash>`): 64 hex digits.
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| Self(hex.to_ascii_lowercase()))
+    }
+
+    /// The hex digest.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A digest is not secret, but printing a short prefix is enough to tell keys apart in logs.
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyHash({}…)", self.0.get(..12).unwrap_or(&self.0))
+    }
+}
+
+/// One virtual key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyRow {
+    /// SHA-256 of the key.
+    pub token: KeyHash,
+    /// Unique, human-chosen name.
+    pub key_alias: Option<String>,
+    /// The key abbreviated for display (`sk-...abcd`), as LiteLLM shows it.
+    pub key_name: String,
+    /// After this time the key is refused.
+    pub expires: Option<OffsetDateTime>,
+    /// Owning user.
+    pub user_id: Option<String>,
+    /// Owning team.
+    pub team_id: Option<String>,
+    /// A blocked key is refused but kept (and its spend with it).
+    pub blocked: bool,
+    /// Budget and limits.
+    pub limits: Limits,
+    /// Spend and timestamps.
+    pub accounting: Accounting,
+}
+
+impl KeyRow {
+    /// A new, unblocked key with no owner, created at `now`.
+    pub fn new(key: &str, now: OffsetDateTime) -> Self {
+        Self {
+            token: KeyHash::of(key),
+            key_alias: None,
+            key_name: abbreviate(key),
+            expires: None,
+            user_id: None,
+            team_id: None,
+            blocked: false,
+            limits: Limits::default(),
+            accounting: Accounting::new(now),
+        }
+    }
+}
+
+/// `sk-...abcd`: enough to recognise a key, useless to use it.
+pub fn abbreviate(key: &str) -> String {
+    let tail: String = key
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("sk-...{tail}")
+}
+
+impl Entity for KeyRow {
+    const TABLE: &'static str = "keys";
+    const ID: &'static str = "token";
+    const WHAT: &'static str = "key";
+    const OWN: &'static [&'static str] = &[
+        "key_alias",
+        "key_name",
+        "expires",
+        "user_id",
+        "team_id",
+        "blocked",
+    ];
+
+    fn id(&self) -> &str {
+        self.token.as_str()
+    }
+    fn limits(&self) -> &Limits {
+        &self.limits
+    }
+    fn accounting(&self) -> &Accounting {
+        &self.accounting
+    }
+    fn bind_own<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
+        q.bind(self.key_alias.clone())
+            .bind(self.key_name.clone())
+            .bind(self.expires.map(to_ms))
+            .bind(self.user_id.clone())
+            .bind(self.team_id.clone())
+            .bind(i64::from(self.blocked))
+    }
+    fn decode(row: &AnyRow, limits: Limits, accounting: Accounting) -> Result<Self, StoreError> {
+        Ok(Self {
+            token: KeyHash(col(row, "token")?),
+            key_alias: col(row, "key_alias")?,
+            key_name: col(row, "key_name")?,
+            expires: time_col(row, "expires")?,
+            user_id: col(row, "user_id")?,
+            team_id: col(row, "team_id")?,
+            blocked: col::<i64>(row, "blocked")? != 0,
+            limits,
+            accounting,
+        })
+    }
+}
+
+/// Which keys `/key/list` wants.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum KeyFilter<'a> {
+    /// Every key.
+    #[default]
+    All,
+    /// Keys of one team.
+    Team(&'a str),
+    /// Keys of one user.
+    User(&'a str),
+}
+
+impl Store {
+    /// Stores a new key. `Conflict` if the hash or the alias is taken.
+    pub async fn create_key(&self, key: &KeyRow) -> Result<(), StoreError> {
+        self.insert(key).await
+    }
+
+    /// The key with this hash, if any.
+    pub async fn key(&self, token: &KeyHash) -> Result<Option<KeyRow>, StoreError> {
+        self.get(token.as_str()).await
+    }
+
+    /// The key with this alias, if any.
+    pub async fn key_by_alias(&self, alias: &str) -> Result<Option<KeyRow>, StoreError> {
+        let mut rows = self
+            .list(Some(("key_alias", alias)), Page::default())
+            .await?;
+        Ok(rows.pop())
+    }
+
+    /// Saves an edited key (everything but its spend and creation time).
+    pub async fn update_key(&self, key: &KeyRow) -> Result<(), StoreError> {
+        self.update(key).await
+    }
+
+    /// Removes a key for good (its spend logs stay).
+    pub async fn delete_key(&self, token: &KeyHash) -> Result<(), StoreError> {
+        self.delete::<KeyRow>(token.as_str()).await
+    }
+
+    /// Keys, in hash order.
+    pub async fn list_keys(
+        &self,
+        filter: KeyFilter<'_>,
+        page: Page,
+    ) -> Result<Vec<KeyRow>, StoreError> {
+        let f = match filter {
+            KeyFilter::All => None,
+            KeyFilter::Team(t) => Some(("team_id", t)),
+            KeyFilter::User(u) => Some(("user_id", u)),
+        };
+        self.list(f, page).await
+    }
+
+    /// Swaps a key's hash for a new key's, keeping alias, limits and spend (`/key/regenerate`).
+    pub async fn rehash_key(
+        &self,
+        old: &KeyHash,
+        new_key: &str,
+        now: OffsetDateTime,
+    ) -> Result<KeyHash, StoreError> {
+        let new = KeyHash::of(new_key);
+        let done = sqlx::query(
+            "UPDATE keys SET token = $1, key_name = $2, updated_at = $3 WHERE token = $4",
+        )
+        .bind(new.as_str().to_owned())
+        .bind(abbreviate(new_key))
+        .bind(to_ms(now))
+        .bind(old.as_str().to_owned())
+        .execute(self.pool())
+        .await
+        .map_err(StoreError::on_write("key"))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("key"));
+        }
+        Ok(new)
+    }
+
+    /// Starts new budget windows for keys, teams and users whose window has ended.
+    pub async fn reset_budgets(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
+        Ok(self.reset_due::<KeyRow>(now).await?
+            + self.reset_due::<super::TeamRow>(now).await?
+            + self.reset_due::<super::UserRow>(now).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_sha256_hex_and_debug_is_short() {
+        // SHA-256("sk-1234"), the digest LiteLLM stores for that key.
+        let h = KeyHash::of("sk-1234");
+        assert_eq!(h.as_str().len(), 64);
+        assert_eq!(
+            KeyHash::from_hex(&h.as_str().to_uppercase()),
+            Some(h.clone())
+        );
+        assert_eq!(KeyHash::from_hex("abc"), None);
+        assert!(!format!("{h:?}").contains(&h.as_str()[12..]));
+        assert_eq!(abbreviate("sk-abcdefgh"), "sk-...efgh");
+    }
+}

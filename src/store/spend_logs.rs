@@ -1,0 +1,413 @@
+//! One row per request, and what a batch of them adds: key/team/user spend and the daily
+//! rollups the dashboard reads. A batch is one transaction, and only rows that were actually
+//! inserted count towards spend, so writing the same batch twice (a replayed spool, a commit
+//! whose answer was lost) changes nothing the second time.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use sqlx::any::AnyRow;
+use time::OffsetDateTime;
+
+use super::entity::to_i64;
+use super::{col, from_ms, to_ms, KeyHash, Page, Store, StoreError};
+use crate::spend::Usage;
+
+/// How the request ended, as the spend log shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpendStatus {
+    /// The upstream answered 2xx (and, for streams, finished).
+    Success,
+    /// Anything else; the tokens it did use are still charged.
+    Failure,
+}
+
+impl SpendStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+        }
+    }
+}
+
+/// One request's spend record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpendLog {
+    /// Unique per record (a UUID made by [`SpendLog::new`]); the request id may repeat.
+    pub id: String,
+    /// The request id the client saw (`x-request-id`).
+    pub request_id: String,
+    /// The virtual key's hash; `None` for the master key or no auth.
+    pub api_key: Option<KeyHash>,
+    /// The key's team.
+    pub team_id: Option<String>,
+    /// The key's user.
+    pub user_id: Option<String>,
+    /// The `user` field of the request (LiteLLM's end user).
+    pub end_user: Option<String>,
+    /// The model name the client asked for.
+    pub model_group: String,
+    /// Which deployment served it.
+    pub deployment_id: Option<String>,
+    /// That deployment's provider prefix.
+    pub provider: Option<String>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Cost in USD.
+    pub spend: f64,
+    /// Success or failure.
+    pub status: SpendStatus,
+    /// When the request arrived.
+    #[serde(with = "millis")]
+    pub start_time: OffsetDateTime,
+    /// When its answer ended.
+    #[serde(with = "millis")]
+    pub end_time: OffsetDateTime,
+    /// Time to the first byte of the answer, in milliseconds.
+    pub ttfb_ms: Option<u64>,
+    /// Served from sluice's response cache.
+    pub cache_hit: bool,
+}
+
+impl SpendLog {
+    /// A record with a fresh id, no owner, zero usage and cost; the caller fills the rest.
+    pub fn new(request_id: String, model_group: String, start_time: OffsetDateTime) -> Self {
+        Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            request_id,
+            api_key: None,
+            team_id: None,
+            user_id: None,
+            end_user: None,
+            model_group,
+            deployment_id: None,
+            provider: None,
+            usage: Usage::default(),
+            spend: 0.0,
+            status: SpendStatus::Success,
+            start_time,
+            end_time: start_time,
+            ttfb_ms: None,
+            cache_hit: false,
+        }
+    }
+
+    /// The UTC day the request belongs to in the rollups.
+    fn day(&self) -> String {
+        let d = self.start_time.to_offset(time::UtcOffset::UTC).date();
+        format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+    }
+
+    fn decode(row: &AnyRow) -> Result<Self, StoreError> {
+        let status: String = col(row, "status")?;
+        let count = |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
+        Ok(Self {
+            id: col(row, "id")?,
+            request_id: col(row, "request_id")?,
+            api_key: col::<Option<String>>(row, "api_key")?.and_then(|h| KeyHash::from_hex(&h)),
+            team_id: col(row, "team_id")?,
+            user_id: col(row, "user_id")?,
+            end_user: col(row, "end_user")?,
+            model_group: col(row, "model_group")?,
+            deployment_id: col(row, "deployment_id")?,
+            provider: col(row, "provider")?,
+            usage: Usage {
+                prompt_tokens: count("prompt_tokens")?,
+                completion_tokens: count("completion_tokens")?,
+                cached_tokens: count("cached_tokens")?,
+                reasoning_tokens: count("reasoning_tokens")?,
+            },
+            spend: col(row, "spend")?,
+            status: if status == "success" {
+                SpendStatus::Success
+            } else {
+                SpendStatus::Failure
+            },
+            start_time: from_ms("start_time", col(row, "start_time")?)?,
+            end_time: from_ms("end_time", col(row, "end_time")?)?,
+            ttfb_ms: col::<Option<i64>>(row, "ttfb_ms")?.map(|n| u64::try_from(n).unwrap_or(0)),
+            cache_hit: col::<i64>(row, "cache_hit")? != 0,
+        })
+    }
+}
+
+/// Spool files keep times as Unix milliseconds, like the database.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use time::OffsetDateTime;
+
+    pub fn serialize<S: Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i64(super::to_ms(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D::Error> {
+        let ms = i64::deserialize(d)?;
+        super::from_ms("time", ms).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One row of the daily rollup: a key's use of a model group on one UTC day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailySpend {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// Key hash, empty for requests without a virtual key.
+    pub api_key: String,
+    /// Team, empty for none.
+    pub team_id: String,
+    /// Model group.
+    pub model_group: String,
+    /// Requests counted.
+    pub requests: u64,
+    /// Of which failed.
+    pub failed_requests: u64,
+    /// Input tokens (cached included).
+    pub prompt_tokens: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+    /// Cached input tokens.
+    pub cached_tokens: u64,
+    /// USD.
+    pub spend: f64,
+}
+
+/// What one batch write did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Rows newly stored (and counted towards spend).
+    pub inserted: u64,
+    /// Rows already present (a replay), skipped.
+    pub duplicates: u64,
+}
+
+const LOG_COLUMNS: [&str; 19] = [
+    "id",
+    "request_id",
+    "api_key",
+    "team_id",
+    "user_id",
+    "end_user",
+    "model_group",
+    "deployment_id",
+    "provider",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "spend",
+    "status",
+    "start_time",
+    "end_time",
+    "ttfb_ms",
+    "cache_hit",
+];
+
+/// Rows per INSERT statement: 19 × 200 parameters stays far below both backends' limits.
+const ROWS_PER_STATEMENT: usize = 200;
+
+impl Store {
+    /// Stores a batch of spend logs and adds their cost to keys, teams, users and the daily
+    /// rollups, all in one transaction.
+    pub async fn write_spend_batch(&self, logs: &[SpendLog]) -> Result<BatchOutcome, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut inserted: HashSet<String> = HashSet::with_capacity(logs.len());
+        for chunk in logs.chunks(ROWS_PER_STATEMENT) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|r| {
+                    let p: Vec<String> = (1..=LOG_COLUMNS.len())
+                        .map(|c| format!("${}", r * LOG_COLUMNS.len() + c))
+                        .collect();
+                    format!("({})", p.join(", "))
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO spend_logs ({}) VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
+                LOG_COLUMNS.join(", "),
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for l in chunk {
+                q = q
+                    .bind(l.id.clone())
+                    .bind(l.request_id.clone())
+                    .bind(l.api_key.as_ref().map(|k| k.as_str().to_owned()))
+                    .bind(l.team_id.clone())
+                    .bind(l.user_id.clone())
+                    .bind(l.end_user.clone())
+                    .bind(l.model_group.clone())
+                    .bind(l.deployment_id.clone())
+                    .bind(l.provider.clone())
+                    .bind(to_i64(l.usage.prompt_tokens))
+                    .bind(to_i64(l.usage.completion_tokens))
+                    .bind(to_i64(l.usage.cached_tokens))
+                    .bind(to_i64(l.usage.reasoning_tokens))
+                    .bind(l.spend)
+                    .bind(l.status.as_str())
+                    .bind(to_ms(l.start_time))
+                    .bind(to_ms(l.end_time))
+                    .bind(l.ttfb_ms.map(to_i64))
+                    .bind(i64::from(l.cache_hit));
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                inserted.insert(col(&row, "id")?);
+            }
+        }
+        let fresh: Vec<&SpendLog> = logs.iter().filter(|l| inserted.remove(&l.id)).collect();
+        let totals = Totals::of(&fresh);
+        for (table, id_col, sums) in [
+            ("keys", "token", &totals.keys),
+            ("teams", "team_id", &totals.teams),
+            ("users", "user_id", &totals.users),
+        ] {
+            let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
+            for (id, spend) in sums {
+                sqlx::query(&sql)
+                    .bind(*spend)
+                    .bind(id.to_owned())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        for d in totals.daily.values() {
+            sqlx::query(
+                "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
+                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, spend) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
+                 requests = daily_spend.requests + excluded.requests, \
+                 failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
+                 prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
+                 completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
+                 cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
+                 spend = daily_spend.spend + excluded.spend",
+            )
+            .bind(d.day.clone())
+            .bind(d.api_key.clone())
+            .bind(d.team_id.clone())
+            .bind(d.model_group.clone())
+            .bind(to_i64(d.requests))
+            .bind(to_i64(d.failed_requests))
+            .bind(to_i64(d.prompt_tokens))
+            .bind(to_i64(d.completion_tokens))
+            .bind(to_i64(d.cached_tokens))
+            .bind(d.spend)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let n = fresh.len() as u64;
+        Ok(BatchOutcome {
+            inserted: n,
+            duplicates: logs.len() as u64 - n,
+        })
+    }
+
+    /// Spend logs, newest first, optionally for one key (`GET /spend/logs`).
+    pub async fn spend_logs(
+        &self,
+        key: Option<&KeyHash>,
+        page: Page,
+    ) -> Result<Vec<SpendLog>, StoreError> {
+        let (cond, value) = match key {
+            Some(k) => ("WHERE api_key = $3", Some(k.as_str().to_owned())),
+            None => ("", None),
+        };
+        let sql = format!(
+            "SELECT * FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2"
+        );
+        let mut q = sqlx::query(&sql)
+            .bind(to_i64(page.limit))
+            .bind(to_i64(page.offset));
+        if let Some(v) = value {
+            q = q.bind(v);
+        }
+        q.fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(SpendLog::decode)
+            .collect()
+    }
+
+    /// Daily rollups for `from..=to` (`YYYY-MM-DD`), by day then key then model.
+    pub async fn daily_spend(&self, from: &str, to: &str) -> Result<Vec<DailySpend>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT * FROM daily_spend WHERE day >= $1 AND day <= $2 \
+             ORDER BY day, api_key, team_id, model_group",
+        )
+        .bind(from.to_owned())
+        .bind(to.to_owned())
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let count =
+                    |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
+                Ok(DailySpend {
+                    day: col(row, "day")?,
+                    api_key: col(row, "api_key")?,
+                    team_id: col(row, "team_id")?,
+                    model_group: col(row, "model_group")?,
+                    requests: count("requests")?,
+                    failed_requests: count("failed_requests")?,
+                    prompt_tokens: count("prompt_tokens")?,
+                    completion_tokens: count("completion_tokens")?,
+                    cached_tokens: count("cached_tokens")?,
+                    spend: col(row, "spend")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A batch's sums, computed once in memory so the database sees one statement per key, team,
+/// user and rollup row instead of one per request.
+#[derive(Default)]
+struct Totals<'a> {
+    keys: HashMap<&'a str, f64>,
+    teams: HashMap<&'a str, f64>,
+    users: HashMap<&'a str, f64>,
+    daily: HashMap<(String, &'a str, &'a str, &'a str), DailySpend>,
+}
+
+impl<'a> Totals<'a> {
+    fn of(logs: &[&'a SpendLog]) -> Self {
+        let mut t = Self::default();
+        for l in logs {
+            if let Some(k) = &l.api_key {
+                *t.keys.entry(k.as_str()).or_default() += l.spend;
+            }
+            if let Some(team) = &l.team_id {
+                *t.teams.entry(team).or_default() += l.spend;
+            }
+            if let Some(user) = &l.user_id {
+                *t.users.entry(user).or_default() += l.spend;
+            }
+            let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
+            let team = l.team_id.as_deref().unwrap_or("");
+            let d = t
+                .daily
+                .entry((l.day(), key, team, &l.model_group))
+                .or_insert_with_key(|(day, key, team, model)| DailySpend {
+                    day: day.clone(),
+                    api_key: (*key).to_owned(),
+                    team_id: (*team).to_owned(),
+                    model_group: (*model).to_owned(),
+                    requests: 0,
+                    failed_requests: 0,
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    cached_tokens: 0,
+                    spend: 0.0,
+                });
+            d.requests += 1;
+            d.failed_requests += u64::from(l.status == SpendStatus::Failure);
+            d.prompt_tokens += l.usage.prompt_tokens;
+            d.completion_tokens += l.usage.completion_tokens;
+            d.cached_tokens += l.usage.cached_tokens;
+            d.spend += l.spend;
+        }
+        t
+    }
+}

@@ -1,0 +1,96 @@
+//! Test databases: a fresh SQLite file, and a fresh database on the PostgreSQL server named by
+//! `SLUICE_TEST_POSTGRES_URL` (scripts/services.sh starts one). Without that variable the
+//! PostgreSQL half is skipped with a printed reason, except under `CI=true`, where a missing
+//! server fails the test instead of passing silently.
+
+use std::path::PathBuf;
+
+use sqlx::{Connection, Executor};
+
+use super::{Backend, Location, Store, StoreOptions};
+use crate::config::Secret;
+
+/// The variable naming the test PostgreSQL server (a URL to any database on it).
+pub(crate) const POSTGRES_ENV: &str = "SLUICE_TEST_POSTGRES_URL";
+
+/// A store on a throwaway database; the SQLite file is removed on drop.
+pub(crate) struct TestStore {
+    pub store: Store,
+    dir: Option<PathBuf>,
+}
+
+impl Drop for TestStore {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A unique empty directory under the system temp dir.
+pub(crate) fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-test-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A new SQLite store in its own directory.
+pub(crate) async fn sqlite() -> TestStore {
+    let dir = temp_dir();
+    let store = Store::open(StoreOptions::new(Location::Sqlite(dir.join("sluice.db"))))
+        .await
+        .unwrap();
+    TestStore {
+        store,
+        dir: Some(dir),
+    }
+}
+
+/// The test server's URL, or `None` (with the reason printed) when tests may skip it.
+pub(crate) fn postgres_server() -> Option<String> {
+    match std::env::var(POSTGRES_ENV) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{POSTGRES_ENV} is not set under CI=true: run the tests through scripts/test.sh")
+        }
+        _ => {
+            eprintln!(
+                "skipping the PostgreSQL half: {POSTGRES_ENV} is not set \
+                 (scripts/test.sh starts a server and sets it)"
+            );
+            None
+        }
+    }
+}
+
+/// A URL for a brand-new database on the test server.
+pub(crate) async fn postgres_database(server: &str) -> String {
+    let name = format!("sluice_t_{}", uuid::Uuid::new_v4().simple());
+    sqlx::any::install_default_drivers();
+    let mut admin = sqlx::AnyConnection::connect(server).await.unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    let (base, _) = server.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+/// A new store on a fresh PostgreSQL database, if a server is available.
+pub(crate) async fn postgres() -> Option<TestStore> {
+    let server = postgres_server()?;
+    let url = postgres_database(&server).await;
+    let store = Store::open(StoreOptions::new(Location::Postgres(Secret::new(url))))
+        .await
+        .unwrap();
+    Some(TestStore { store, dir: None })
+}
+
+/// Every backend to run a test body against: SQLite always, PostgreSQL when available.
+pub(crate) async fn every_backend() -> Vec<TestStore> {
+    let mut all = vec![sqlite().await];
+    all.extend(postgres().await);
+    assert_eq!(all[0].store.backend(), Backend::Sqlite);
+    all
+}

@@ -1,0 +1,304 @@
+//! The same bodies run against SQLite and PostgreSQL (see `testing::every_backend`).
+
+use time::macros::datetime;
+use time::OffsetDateTime;
+
+use super::keys::KeyFilter;
+use super::spend_logs::BatchOutcome;
+use super::testing::every_backend;
+use super::*;
+use crate::spend::Usage;
+
+const T0: OffsetDateTime = datetime!(2026-03-01 10:00 UTC);
+
+fn log(key: &KeyRow, spend: f64, at: OffsetDateTime) -> SpendLog {
+    let mut l = SpendLog::new("req-1".into(), "gpt-4o".into(), at);
+    l.api_key = Some(key.token.clone());
+    l.team_id = key.team_id.clone();
+    l.user_id = key.user_id.clone();
+    l.usage = Usage {
+        prompt_tokens: 100,
+        completion_tokens: 20,
+        cached_tokens: 40,
+        reasoning_tokens: 5,
+    };
+    l.spend = spend;
+    l.end_time = at + time::Duration::milliseconds(350);
+    l.ttfb_ms = Some(120);
+    l
+}
+
+#[tokio::test]
+async fn key_crud_round_trips_every_field() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut key = KeyRow::new("sk-test-one", T0);
+        key.key_alias = Some("app-one".into());
+        key.expires = Some(datetime!(2026-12-31 00:00 UTC));
+        key.team_id = Some("t1".into());
+        key.user_id = Some("u1".into());
+        key.limits = Limits {
+            models: vec!["gpt-4o".into(), "claude".into()],
+            max_budget: Some(12.5),
+            budget_duration: Some("30d".parse().unwrap()),
+            budget_reset_at: None,
+            rpm_limit: Some(60),
+            tpm_limit: Some(100_000),
+            max_parallel_requests: Some(4),
+            metadata: serde_json::json!({"owner": "ops", "n": 1})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        };
+        key.limits.schedule(T0);
+        assert_eq!(
+            key.limits.budget_reset_at,
+            Some(datetime!(2026-03-31 10:00 UTC))
+        );
+        s.create_key(&key).await.unwrap();
+
+        let got = s.key(&KeyHash::of("sk-test-one")).await.unwrap().unwrap();
+        assert_eq!(got, key, "{:?}", s.backend());
+        assert_eq!(s.key_by_alias("app-one").await.unwrap(), Some(key.clone()));
+
+        // Same alias again: a conflict, not a database error.
+        let mut dup = KeyRow::new("sk-test-two", T0);
+        dup.key_alias = Some("app-one".into());
+        assert!(matches!(
+            s.create_key(&dup).await,
+            Err(StoreError::Conflict("key"))
+        ));
+
+        // Update everything but spend; spend written elsewhere survives the update.
+        s.write_spend_batch(&[log(&key, 0.25, T0)]).await.unwrap();
+        let mut edited = got.clone();
+        edited.blocked = true;
+        edited.limits.rpm_limit = None;
+        edited.limits.models.clear();
+        edited.accounting.updated_at = T0 + time::Duration::hours(1);
+        edited.accounting.spend = 999.0;
+        s.update_key(&edited).await.unwrap();
+        let after = s.key(&key.token).await.unwrap().unwrap();
+        assert!(after.blocked);
+        assert_eq!(after.limits.rpm_limit, None);
+        assert!(after.limits.models.is_empty());
+        assert_eq!(after.accounting.spend, 0.25);
+        assert_eq!(after.accounting.created_at, T0);
+
+        // Regenerate: new hash, same row.
+        let new = s.rehash_key(&key.token, "sk-test-new", T0).await.unwrap();
+        assert_eq!(s.key(&key.token).await.unwrap(), None);
+        let moved = s.key(&new).await.unwrap().unwrap();
+        assert_eq!(
+            (moved.key_alias.as_deref(), moved.accounting.spend),
+            (Some("app-one"), 0.25)
+        );
+        assert_eq!(moved.key_name, "sk-...-new");
+
+        // Lists and filters.
+        let mut other = KeyRow::new("sk-test-three", T0);
+        other.team_id = Some("t2".into());
+        s.create_key(&other).await.unwrap();
+        assert_eq!(
+            s.list_keys(KeyFilter::All, Page::default())
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        let t2 = s
+            .list_keys(KeyFilter::Team("t2"), Page::default())
+            .await
+            .unwrap();
+        assert_eq!(t2, vec![other.clone()]);
+        assert_eq!(
+            s.list_keys(KeyFilter::User("u1"), Page::default())
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let one = Page {
+            offset: 1,
+            limit: 1,
+        };
+        assert_eq!(s.list_keys(KeyFilter::All, one).await.unwrap().len(), 1);
+
+        s.delete_key(&other.token).await.unwrap();
+        assert!(matches!(
+            s.delete_key(&other.token).await,
+            Err(StoreError::NotFound("key"))
+        ));
+        assert!(matches!(
+            s.update_key(&other).await,
+            Err(StoreError::NotFound("key"))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn teams_and_users_crud() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut team = TeamRow::new("team-a".into(), T0);
+        team.team_alias = Some("Team A".into());
+        team.limits.max_budget = Some(100.0);
+        team.limits.tpm_limit = Some(5000);
+        s.create_team(&team).await.unwrap();
+        assert_eq!(s.team("team-a").await.unwrap(), Some(team.clone()));
+        assert!(matches!(
+            s.create_team(&team).await,
+            Err(StoreError::Conflict("team"))
+        ));
+        team.blocked = true;
+        s.update_team(&team).await.unwrap();
+        assert!(s.team("team-a").await.unwrap().unwrap().blocked);
+
+        let mut user = UserRow::new("u-1".into(), T0);
+        user.user_email = Some("a@example.com".into());
+        user.user_role = Some("internal_user".into());
+        user.team_id = Some("team-a".into());
+        user.limits.max_parallel_requests = Some(2);
+        s.create_user(&user).await.unwrap();
+        assert_eq!(s.user("u-1").await.unwrap(), Some(user.clone()));
+        assert_eq!(s.list_users(Page::default()).await.unwrap(), vec![user]);
+        assert_eq!(s.list_teams(Page::default()).await.unwrap().len(), 1);
+        s.delete_user("u-1").await.unwrap();
+        s.delete_team("team-a").await.unwrap();
+        assert_eq!(s.user("u-1").await.unwrap(), None);
+        assert!(matches!(
+            s.delete_team("team-a").await,
+            Err(StoreError::NotFound("team"))
+        ));
+        assert!(s.ping().await);
+    }
+}
+
+#[tokio::test]
+async fn spend_batches_count_once_and_roll_up() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut key = KeyRow::new("sk-spender", T0);
+        key.team_id = Some("team-s".into());
+        key.user_id = Some("user-s".into());
+        s.create_key(&key).await.unwrap();
+        s.create_team(&TeamRow::new("team-s".into(), T0))
+            .await
+            .unwrap();
+        s.create_user(&UserRow::new("user-s".into(), T0))
+            .await
+            .unwrap();
+
+        // 450 records: more than one INSERT statement's worth, over two days.
+        let mut logs: Vec<SpendLog> = (0..450)
+            .map(|i| log(&key, 0.001, T0 + time::Duration::minutes(i * 5)))
+            .collect();
+        logs[7].status = SpendStatus::Failure;
+        logs[8].api_key = None;
+        logs[8].team_id = None;
+        logs[8].user_id = None;
+        let out = s.write_spend_batch(&logs).await.unwrap();
+        assert_eq!(
+            out,
+            BatchOutcome {
+                inserted: 450,
+                duplicates: 0
+            }
+        );
+
+        // The same batch again (a replay): nothing counted twice.
+        let again = s.write_spend_batch(&logs[..300]).await.unwrap();
+        assert_eq!(
+            again,
+            BatchOutcome {
+                inserted: 0,
+                duplicates: 300
+            }
+        );
+
+        let expect = 449.0 * 0.001;
+        let k = s.key(&key.token).await.unwrap().unwrap();
+        assert!(
+            (k.accounting.spend - expect).abs() < 1e-9,
+            "{}",
+            k.accounting.spend
+        );
+        let t = s.team("team-s").await.unwrap().unwrap();
+        assert!((t.accounting.spend - expect).abs() < 1e-9);
+        let u = s.user("user-s").await.unwrap().unwrap();
+        assert!((u.accounting.spend - expect).abs() < 1e-9);
+
+        let days = s.daily_spend("2026-03-01", "2026-03-31").await.unwrap();
+        let total: u64 = days.iter().map(|d| d.requests).sum();
+        assert_eq!(total, 450);
+        // 10:00 + 5 min steps: 168 records on the 1st, 282 on the 2nd (one without a key).
+        let first: Vec<_> = days.iter().filter(|d| d.day == "2026-03-01").collect();
+        assert_eq!(first.iter().map(|d| d.requests).sum::<u64>(), 168);
+        let keyed = days
+            .iter()
+            .find(|d| d.day == "2026-03-01" && d.api_key == key.token.as_str())
+            .unwrap();
+        assert_eq!(keyed.failed_requests, 1);
+        assert_eq!(keyed.cached_tokens, 40 * keyed.requests);
+        assert_eq!(keyed.team_id, "team-s");
+        assert!(days.iter().any(|d| d.api_key.is_empty() && d.requests == 1));
+
+        let page = s
+            .spend_logs(
+                Some(&key.token),
+                Page {
+                    offset: 0,
+                    limit: 3,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.len(), 3);
+        assert!(page[0].start_time >= page[1].start_time);
+        let newest = logs
+            .iter()
+            .filter(|l| l.api_key.is_some())
+            .max_by_key(|l| l.start_time);
+        assert_eq!(Some(&page[0]), newest);
+    }
+}
+
+#[tokio::test]
+async fn budget_reset_zeroes_spend_and_schedules_next_window() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut key = KeyRow::new("sk-budget", T0);
+        key.limits.budget_duration = Some("1d".parse().unwrap());
+        key.limits.max_budget = Some(1.0);
+        key.limits.schedule(T0);
+        s.create_key(&key).await.unwrap();
+        let mut plain = KeyRow::new("sk-no-window", T0);
+        plain.limits.max_budget = Some(1.0);
+        s.create_key(&plain).await.unwrap();
+        s.write_spend_batch(&[log(&key, 0.75, T0), log(&plain, 0.5, T0)])
+            .await
+            .unwrap();
+
+        // Not due yet.
+        assert_eq!(
+            s.reset_budgets(T0 + time::Duration::hours(23))
+                .await
+                .unwrap(),
+            0
+        );
+        // Two and a half days later: one reset, next window aligned to the first.
+        let now = T0 + time::Duration::hours(60);
+        assert_eq!(s.reset_budgets(now).await.unwrap(), 1);
+        let k = s.key(&key.token).await.unwrap().unwrap();
+        assert_eq!(k.accounting.spend, 0.0);
+        assert_eq!(
+            k.limits.budget_reset_at,
+            Some(datetime!(2026-03-04 10:00 UTC))
+        );
+        assert_eq!(
+            s.key(&plain.token).await.unwrap().unwrap().accounting.spend,
+            0.5
+        );
+        assert_eq!(s.reset_budgets(now).await.unwrap(), 0);
+    }
+}
