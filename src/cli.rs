@@ -92,6 +92,28 @@ pub struct MockArgs {
     /// Length of embedding vectors.
     #[arg(long, default_value_t = 16)]
     pub embedding_dims: u32,
+    /// Answer with this HTTP error status (fault injection; see --failure-rate).
+    #[arg(long)]
+    pub fail_status: Option<u16>,
+    /// Share of requests (0–1) that get --fail-status or --reset (default: all).
+    #[arg(long)]
+    pub failure_rate: Option<f64>,
+    /// `Retry-After` seconds sent with injected errors.
+    #[arg(long)]
+    pub retry_after: Option<f64>,
+    /// Break the connection after the response head instead of answering.
+    #[arg(long)]
+    pub reset: bool,
+    /// Pause streams for --stall-ms after this many chunks.
+    #[arg(long)]
+    pub stall_after_chunks: Option<usize>,
+    /// Length of the stream pause, in milliseconds; without --stall-after-chunks, hold back
+    /// whole answers this long (for the --failure-rate share of requests).
+    #[arg(long, default_value_t = 0)]
+    pub stall_ms: u64,
+    /// Break streams off after this many chunks.
+    #[arg(long)]
+    pub cut_after_chunks: Option<usize>,
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,

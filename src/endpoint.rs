@@ -13,6 +13,20 @@ pub enum Endpoint {
     Embeddings,
     /// `POST /v1/responses`
     Responses,
+    /// `POST /v1/messages` (Anthropic's Messages API)
+    Messages,
+    /// `POST /v1/messages/count_tokens` (Anthropic's token counter)
+    CountTokens,
+}
+
+/// The wire format a client speaks, decided by the endpoint it calls. A deployment whose
+/// provider speaks another one is reached through `translate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI's API (and every OpenAI-compatible server).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
 impl Endpoint {
@@ -23,6 +37,18 @@ impl Endpoint {
             Self::Completions => "/completions",
             Self::Embeddings => "/embeddings",
             Self::Responses => "/responses",
+            Self::Messages => "/messages",
+            Self::CountTokens => "/messages/count_tokens",
+        }
+    }
+
+    /// The wire format of this endpoint's requests and answers.
+    pub const fn dialect(self) -> Dialect {
+        match self {
+            Self::ChatCompletions | Self::Completions | Self::Embeddings | Self::Responses => {
+                Dialect::OpenAi
+            }
+            Self::Messages | Self::CountTokens => Dialect::Anthropic,
         }
     }
 
@@ -33,12 +59,14 @@ impl Endpoint {
             Self::Completions => "completions",
             Self::Embeddings => "embeddings",
             Self::Responses => "responses",
+            Self::Messages => "messages",
+            Self::CountTokens => "count_tokens",
         }
     }
 
     /// Whether a request to this endpoint may ask for a server-sent-event stream.
     pub const fn can_stream(self) -> bool {
-        !matches!(self, Self::Embeddings)
+        !matches!(self, Self::Embeddings | Self::CountTokens)
     }
 
     /// Match a request path (with or without the `/v1` prefix) to an endpoint.
@@ -49,6 +77,8 @@ impl Endpoint {
             "/completions" => Some(Self::Completions),
             "/embeddings" => Some(Self::Embeddings),
             "/responses" => Some(Self::Responses),
+            "/messages" => Some(Self::Messages),
+            "/messages/count_tokens" => Some(Self::CountTokens),
             _ => None,
         }
     }
@@ -80,6 +110,16 @@ mod tests {
             Endpoint::from_path("/v1/completions"),
             Some(Endpoint::Completions)
         );
+        assert_eq!(
+            Endpoint::from_path("/v1/messages"),
+            Some(Endpoint::Messages)
+        );
+        assert_eq!(
+            Endpoint::from_path("/messages/count_tokens"),
+            Some(Endpoint::CountTokens)
+        );
+        assert_eq!(Endpoint::Messages.dialect(), Dialect::Anthropic);
+        assert!(!Endpoint::CountTokens.can_stream());
         assert_eq!(Endpoint::from_path("/v2/chat/completions"), None);
     }
 }

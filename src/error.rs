@@ -1,4 +1,5 @@
-//! Request-time errors, each mapped to the OpenAI error shape and the right HTTP status.
+//! Request-time errors, each mapped to the client's error shape (OpenAI's, or Anthropic's on
+//! `/v1/messages`) and the right HTTP status.
 //! Startup errors live apart (config, bind); nothing here carries internal detail a client
 //! should not see, and no variant can hold a secret.
 
@@ -6,6 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
+
+use crate::endpoint::Dialect;
+use crate::routing::RouteError;
 
 /// Why a request failed before or while reaching the upstream. The upstream's own error
 /// responses are not in here: they pass through with their status and body.
@@ -64,6 +68,25 @@ pub enum ApiError {
         /// Model group name.
         model: String,
     },
+    /// A request parameter the deployment's provider cannot take, and `drop_params` is off.
+    #[error(
+        "`{provider}` does not support the parameter `{param}`. Remove it, or set \
+         `litellm_settings.drop_params: true` to drop such parameters."
+    )]
+    UnsupportedParam {
+        /// The parameter, as the client spelt it.
+        param: String,
+        /// Provider prefix.
+        provider: &'static str,
+    },
+    /// The deployment's provider has no such operation (embeddings on Anthropic, ...).
+    #[error("`{provider}` does not serve `{endpoint}`.")]
+    EndpointNotSupported {
+        /// Provider prefix.
+        provider: &'static str,
+        /// The endpoint's name.
+        endpoint: &'static str,
+    },
     /// The upstream did not answer in time.
     #[error("The upstream provider did not answer within {}s.", .0.as_secs_f64())]
     UpstreamTimeout(Duration),
@@ -73,6 +96,15 @@ pub enum ApiError {
     /// The upstream answered something sluice cannot relay.
     #[error("The upstream provider sent an invalid response: {0}")]
     UpstreamInvalid(String),
+    /// No deployment could be called: all cooling down, or all at their limits.
+    #[error("No deployment available: {0}")]
+    NoDeployment(#[from] RouteError),
+    /// sluice failed in a way that is not the client's or the upstream's doing.
+    #[error("Internal error: {0}")]
+    Internal(&'static str),
+    /// A stream's upstream went quiet for longer than its idle timeout.
+    #[error("The upstream provider sent nothing for {}s.", .0.as_secs_f64())]
+    UpstreamIdle(Duration),
 }
 
 impl ApiError {
@@ -83,14 +115,27 @@ impl ApiError {
             | Self::MissingParam(_)
             | Self::InvalidParam { .. }
             | Self::BodyRead(_)
-            | Self::StreamNotSupported => StatusCode::BAD_REQUEST,
+            | Self::StreamNotSupported
+            | Self::UnsupportedParam { .. }
+            | Self::EndpointNotSupported { .. } => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
-            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
+            Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// How long the client should wait before trying again (`Retry-After`), when sluice knows.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::NoDeployment(e) => Some(e.retry_in()),
+            _ => None,
         }
     }
 
@@ -105,11 +150,16 @@ impl ApiError {
             | Self::ModelNotFound(_)
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)
-            | Self::BodyTooLarge { .. } => "invalid_request_error",
+            | Self::BodyTooLarge { .. }
+            | Self::UnsupportedParam { .. }
+            | Self::EndpointNotSupported { .. } => "invalid_request_error",
             Self::Unauthorized(_) => "authentication_error",
             Self::ProviderNotSupported { .. } => "not_implemented_error",
-            Self::UpstreamTimeout(_) => "timeout_error",
+            Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
+            Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
+            Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
+            Self::Internal(_) => "internal_error",
         }
     }
 
@@ -127,16 +177,23 @@ impl ApiError {
             Self::BodyRead(_) => "body_read_error",
             Self::StreamNotSupported => "stream_not_supported",
             Self::ProviderNotSupported { .. } => "provider_not_supported",
+            Self::UnsupportedParam { .. } => "unsupported_parameter",
+            Self::EndpointNotSupported { .. } => "endpoint_not_supported",
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::UpstreamUnreachable(_) => "upstream_unreachable",
             Self::UpstreamInvalid(_) => "upstream_invalid_response",
+            Self::UpstreamIdle(_) => "upstream_idle_timeout",
+            Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
+            Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
+            Self::Internal(_) => "internal_error",
         }
     }
 
     /// OpenAI's `error.param`: the request parameter at fault, if one is.
-    pub fn param(&self) -> Option<&'static str> {
+    pub fn param(&self) -> Option<&str> {
         match self {
             Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
+            Self::UnsupportedParam { param, .. } => Some(param),
             Self::ModelNotFound(_) | Self::ProviderNotSupported { .. } => Some("model"),
             Self::StreamNotSupported => Some("stream"),
             Self::InvalidJson(_)
@@ -145,9 +202,13 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::BodyRead(_)
+            | Self::EndpointNotSupported { .. }
             | Self::UpstreamTimeout(_)
             | Self::UpstreamUnreachable(_)
-            | Self::UpstreamInvalid(_) => None,
+            | Self::UpstreamInvalid(_)
+            | Self::UpstreamIdle(_)
+            | Self::NoDeployment(_)
+            | Self::Internal(_) => None,
         }
     }
 
@@ -155,6 +216,42 @@ impl ApiError {
     pub fn body(&self) -> Bytes {
         error_body(&self.to_string(), self.kind(), self.param(), self.code())
     }
+
+    /// The error body in the client's dialect.
+    pub fn body_in(&self, dialect: Dialect) -> Bytes {
+        match dialect {
+            Dialect::OpenAi => self.body(),
+            Dialect::Anthropic => {
+                anthropic_error_body(anthropic_error_type(self.status()), &self.to_string())
+            }
+        }
+    }
+}
+
+/// Anthropic's `error.type` for a status, as its API documents them.
+pub fn anthropic_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        504 => "timeout_error",
+        503 | 529 => "overloaded_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    }
+}
+
+/// Build an Anthropic-shaped error body `{"type":"error","error":{"type","message"}}`; also the
+/// data of the `error` event that ends a broken Anthropic stream.
+pub fn anthropic_error_body(kind: &str, message: &str) -> Bytes {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": kind, "message": message},
+    });
+    Bytes::from(body.to_string())
 }
 
 /// Build an OpenAI-shaped error body. Also used for the error event that ends a broken stream.

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 
 use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
 use sluice::config::{self, ProcessEnv};
-use sluice::mock::MockSettings;
+use sluice::mock::{Faults, MockSettings};
 use sluice::server::{self, AppState};
 use sluice::telemetry::{self, LogFormat, LogSink, Recorder};
 
@@ -108,7 +108,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
-    let models = state.snapshot().models.names().len();
+    let models = state.snapshot().router.models.names().len();
     tracing::info!(models, "sluice {} serving", env!("CARGO_PKG_VERSION"));
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
     server::serve(listener, state, shutdown_signal(), grace).await;
@@ -127,6 +127,15 @@ async fn mock(args: MockArgs) -> ExitCode {
         chunks: args.chunks,
         response_tokens: args.response_tokens,
         embedding_dims: args.embedding_dims,
+        faults: Faults {
+            status: args.fail_status,
+            failure_rate: args.failure_rate,
+            retry_after: args.retry_after,
+            reset: args.reset,
+            stall_after_chunks: args.stall_after_chunks,
+            stall: Duration::from_millis(args.stall_ms),
+            cut_after_chunks: args.cut_after_chunks,
+        },
         ..MockSettings::default()
     };
     let Some(listener) = bind(

@@ -447,8 +447,9 @@ async fn upstream_errors_pass_through() {
         r#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#,
     ))
     .await;
-    let gw = gateway(&config(&up.base(), "")).await;
     for stream in [false, true] {
+        // A fresh gateway each time: the 429 cools the only deployment down (tests/routing.rs).
+        let gw = gateway(&config(&up.base(), "")).await;
         let a = post(
             &gw.url("/v1/chat/completions"),
             &format!(r#"{{"model":"gpt-test","stream":{stream},"messages":[]}}"#),

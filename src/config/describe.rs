@@ -41,7 +41,7 @@ pub fn describe(config: &Config) -> String {
         let _ = writeln!(out, "  database_url: {}", masked(g.database_url.as_ref()));
     }
     if let Some(s) = &config.router.routing_strategy {
-        let _ = writeln!(out, "router_settings.routing_strategy: {s}");
+        let _ = writeln!(out, "router_settings.routing_strategy: {}", s.name());
     }
     out
 }
@@ -57,7 +57,24 @@ fn deployment(out: &mut String, d: &Deployment) {
     match &d.api_base {
         Some(base) => {
             let _ = writeln!(out, "      api_base: {base}");
-            let _ = writeln!(out, "      api_key: {}", masked(d.api_key.as_ref()));
+            match d.api_keys.as_slice() {
+                [] => {
+                    let _ = writeln!(out, "      api_key: {}", masked(None));
+                }
+                [one] => {
+                    let _ = writeln!(out, "      api_key: {}", one.key.masked());
+                }
+                many => {
+                    for k in many {
+                        let _ = writeln!(
+                            out,
+                            "      api_key: {} (weight {})",
+                            k.key.masked(),
+                            k.weight
+                        );
+                    }
+                }
+            }
         }
         None => {
             let _ = writeln!(out, "      answered in process");

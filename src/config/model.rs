@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::secret::Secret;
 use crate::mock::MockSettings;
 use crate::providers::Provider;
+use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
 /// The whole validated config.
 #[derive(Debug, Clone)]
@@ -35,8 +36,9 @@ pub struct Deployment {
     /// Base URL of the upstream API (already defaulted from the provider table or environment).
     /// `None` only for providers that need none (the in-process mock).
     pub api_base: Option<String>,
-    /// API key (from `api_key`, else the provider's usual environment variable).
-    pub api_key: Option<Secret>,
+    /// API keys (from `api_key`, one or a weighted list, else the provider's usual environment
+    /// variable); empty when the deployment has none.
+    pub api_keys: Vec<ApiKey>,
     /// `api_version` (Azure).
     pub api_version: Option<String>,
     /// `organization` (OpenAI), sent as `OpenAI-Organization`.
@@ -53,6 +55,8 @@ pub struct Deployment {
     pub timeout: Option<Duration>,
     /// `stream_timeout`: time to the first chunk of a stream.
     pub stream_timeout: Option<Duration>,
+    /// `stream_idle_timeout`: longest gap between two chunks of a stream.
+    pub stream_idle_timeout: Option<Duration>,
     /// `max_retries`.
     pub max_retries: Option<u32>,
     /// `input_cost_per_token` override, in USD.
@@ -63,6 +67,15 @@ pub struct Deployment {
     pub model_info: ModelInfo,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
+}
+
+/// One upstream key of a deployment and its share of the deployment's requests.
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// The key.
+    pub key: Secret,
+    /// Relative share (`api_key: [{key: ..., weight: 3}, ...]`; default 1).
+    pub weight: f64,
 }
 
 /// `model_info` of a deployment.
@@ -100,21 +113,40 @@ impl Default for GeneralSettings {
     }
 }
 
-/// `router_settings`. Parsed and validated now so that configs load unchanged; the routing
-/// work gives each its behaviour.
+/// `router_settings`: how requests are spread over a group's deployments and what happens
+/// when one fails (README's configuration reference lists the defaults).
 #[derive(Debug, Clone, Default)]
 pub struct RouterSettings {
-    /// `routing_strategy` (`simple-shuffle`, `least-busy`, `latency-based-routing`,
-    /// `usage-based-routing`, `usage-based-routing-v2`, `cost-based-routing`).
-    pub routing_strategy: Option<String>,
+    /// `routing_strategy`.
+    pub routing_strategy: Option<Strategy>,
     /// `num_retries`.
     pub num_retries: Option<u32>,
+    /// `retry_policy`: retries per failure kind (`RateLimitErrorRetries: 3`, ...).
+    pub retry_policy: Vec<(FailureKind, u32)>,
+    /// `retry_after`: least wait before retrying a deployment that already failed.
+    pub retry_after: Option<Duration>,
+    /// `retry_backoff_ms`: first step of the exponential backoff (sluice's own key).
+    pub retry_backoff: Option<Duration>,
     /// `timeout` in seconds, default for every deployment.
     pub timeout: Option<Duration>,
+    /// `stream_timeout`: default time to a stream's first chunk.
+    pub stream_timeout: Option<Duration>,
+    /// `stream_idle_timeout`: default longest gap between stream chunks (sluice's own key).
+    pub stream_idle_timeout: Option<Duration>,
     /// `allowed_fails`.
     pub allowed_fails: Option<u32>,
+    /// `allowed_fails_policy`: failures per kind allowed per minute before a cooldown.
+    pub allowed_fails_policy: Vec<(FailureKind, u32)>,
     /// `cooldown_time`.
     pub cooldown_time: Option<Duration>,
+    /// `disable_cooldowns`.
+    pub disable_cooldowns: bool,
+    /// `max_fallbacks`.
+    pub max_fallbacks: Option<usize>,
+    /// `hedge_after_ms`: group → when to send a hedged second attempt (sluice's own key).
+    pub hedge_after: Vec<(String, HedgeAfter)>,
+    /// `on_client_disconnect`: `cancel` (default) or `finish` (sluice's own key).
+    pub on_client_disconnect: OnDisconnect,
     /// `redis_host`.
     pub redis_host: Option<String>,
     /// `redis_port`.
@@ -152,6 +184,8 @@ pub struct LitellmSettings {
     pub callbacks: Vec<String>,
     /// `turn_off_message_logging`.
     pub turn_off_message_logging: bool,
+    /// `require_auth_for_metrics_endpoint`: `/metrics` needs the master key.
+    pub require_auth_for_metrics_endpoint: bool,
     /// `fallbacks` (LiteLLM also accepts router fallbacks here).
     pub fallbacks: Vec<(String, Vec<String>)>,
 }

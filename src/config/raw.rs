@@ -120,6 +120,35 @@ impl OneOrMany {
     }
 }
 
+/// `api_key`: one key, or a list of keys with optional weights
+/// (`[sk-a, sk-b]`, `[{key: sk-a, weight: 3}, {key: sk-b}]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a key, or a list of keys (strings or {key, weight})"
+)]
+pub(super) enum RawKeys {
+    /// One key.
+    One(Scalar),
+    /// Several.
+    Many(Vec<RawKey>),
+}
+
+/// One entry of an `api_key` list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a key, or {key, weight}")]
+pub(super) enum RawKey {
+    /// A bare key.
+    Plain(Scalar),
+    /// A key with its share.
+    Weighted {
+        /// The key.
+        key: Scalar,
+        /// Its share.
+        weight: Option<Scalar>,
+    },
+}
+
 /// Top level of `config.yaml`.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawConfig {
@@ -159,7 +188,7 @@ pub(super) struct RawParams {
     pub custom_llm_provider: Option<Scalar>,
     pub api_base: Option<Scalar>,
     pub base_url: Option<Scalar>,
-    pub api_key: Option<Scalar>,
+    pub api_key: Option<RawKeys>,
     pub api_version: Option<Scalar>,
     pub organization: Option<Scalar>,
     pub extra_headers: Option<BTreeMap<String, Scalar>>,
@@ -168,6 +197,7 @@ pub(super) struct RawParams {
     pub weight: Option<Scalar>,
     pub timeout: Option<Scalar>,
     pub stream_timeout: Option<Scalar>,
+    pub stream_idle_timeout: Option<Scalar>,
     pub max_retries: Option<Scalar>,
     pub input_cost_per_token: Option<Scalar>,
     pub output_cost_per_token: Option<Scalar>,
@@ -177,6 +207,13 @@ pub(super) struct RawParams {
     pub mock_chunks: Option<Scalar>,
     pub mock_response_tokens: Option<Scalar>,
     pub mock_embedding_dims: Option<Scalar>,
+    pub mock_status: Option<Scalar>,
+    pub mock_failure_rate: Option<Scalar>,
+    pub mock_retry_after: Option<Scalar>,
+    pub mock_reset: Option<Scalar>,
+    pub mock_stall_after_chunks: Option<Scalar>,
+    pub mock_stall_ms: Option<Scalar>,
+    pub mock_cut_after_chunks: Option<Scalar>,
 }
 
 /// Keys of `litellm_params` sluice reads.
@@ -194,6 +231,7 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "weight",
     "timeout",
     "stream_timeout",
+    "stream_idle_timeout",
     "max_retries",
     "input_cost_per_token",
     "output_cost_per_token",
@@ -203,6 +241,13 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "mock_chunks",
     "mock_response_tokens",
     "mock_embedding_dims",
+    "mock_status",
+    "mock_failure_rate",
+    "mock_retry_after",
+    "mock_reset",
+    "mock_stall_after_chunks",
+    "mock_stall_ms",
+    "mock_cut_after_chunks",
 ];
 
 /// `general_settings`.
@@ -230,9 +275,19 @@ pub(super) type RawFallbacks = Vec<BTreeMap<String, OneOrMany>>;
 pub(super) struct RawRouter {
     pub routing_strategy: Option<Scalar>,
     pub num_retries: Option<Scalar>,
+    pub retry_policy: Option<BTreeMap<String, Scalar>>,
+    pub retry_after: Option<Scalar>,
+    pub retry_backoff_ms: Option<Scalar>,
     pub timeout: Option<Scalar>,
+    pub stream_timeout: Option<Scalar>,
+    pub stream_idle_timeout: Option<Scalar>,
     pub allowed_fails: Option<Scalar>,
+    pub allowed_fails_policy: Option<BTreeMap<String, Scalar>>,
     pub cooldown_time: Option<Scalar>,
+    pub disable_cooldowns: Option<Scalar>,
+    pub max_fallbacks: Option<Scalar>,
+    pub hedge_after_ms: Option<BTreeMap<String, Scalar>>,
+    pub on_client_disconnect: Option<Scalar>,
     pub redis_host: Option<Scalar>,
     pub redis_port: Option<Scalar>,
     pub redis_password: Option<Scalar>,
@@ -247,9 +302,19 @@ pub(super) struct RawRouter {
 pub(super) const ROUTER_KEYS: &[&str] = &[
     "routing_strategy",
     "num_retries",
+    "retry_policy",
+    "retry_after",
+    "retry_backoff_ms",
     "timeout",
+    "stream_timeout",
+    "stream_idle_timeout",
     "allowed_fails",
+    "allowed_fails_policy",
     "cooldown_time",
+    "disable_cooldowns",
+    "max_fallbacks",
+    "hedge_after_ms",
+    "on_client_disconnect",
     "redis_host",
     "redis_port",
     "redis_password",
@@ -274,6 +339,7 @@ pub(super) struct RawLitellm {
     pub failure_callback: Option<OneOrMany>,
     pub callbacks: Option<OneOrMany>,
     pub turn_off_message_logging: Option<Scalar>,
+    pub require_auth_for_metrics_endpoint: Option<Scalar>,
     pub fallbacks: Option<RawFallbacks>,
     pub context_window_fallbacks: Option<RawFallbacks>,
     pub default_fallbacks: Option<OneOrMany>,
@@ -290,6 +356,7 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "failure_callback",
     "callbacks",
     "turn_off_message_logging",
+    "require_auth_for_metrics_endpoint",
     "fallbacks",
     "context_window_fallbacks",
     "default_fallbacks",

@@ -48,7 +48,7 @@ fn loads_a_litellm_config_unchanged() {
         Some("https://my-endpoint.openai.azure.com"),
         "environment_variables: feeds os.environ/ and the trailing / goes"
     );
-    assert_eq!(az.api_key.as_ref().unwrap().expose(), "az-secret-key-value");
+    assert_eq!(az.api_keys[0].key.expose(), "az-secret-key-value");
     assert_eq!(az.api_version.as_deref(), Some(DEFAULT_AZURE_API_VERSION));
     assert_eq!(az.rpm, Some(600), "numeric strings are accepted");
     assert_eq!(az.weight, Some(2.0));
@@ -67,7 +67,7 @@ fn loads_a_litellm_config_unchanged() {
         groq.api_base.as_deref(),
         Some("https://api.groq.com/openai/v1")
     );
-    assert_eq!(groq.api_key.as_ref().unwrap().expose(), "gsk-groq");
+    assert_eq!(groq.api_keys[0].key.expose(), "gsk-groq");
     assert_eq!(groq.tpm, Some(100_000));
     assert_eq!(
         groq.timeout,
@@ -90,8 +90,8 @@ fn loads_a_litellm_config_unchanged() {
     assert_eq!(c.litellm.num_retries, Some(3));
     assert_eq!(c.litellm.success_callback, ["langfuse"]);
     assert_eq!(
-        c.router.routing_strategy.as_deref(),
-        Some("usage-based-routing-v2")
+        c.router.routing_strategy,
+        Some(crate::routing::Strategy::UsageBased)
     );
     assert_eq!(c.router.redis_port, Some(6379));
     assert_eq!(c.router.redis_host, None, "unset REDIS_HOST leaves it out");
@@ -231,10 +231,7 @@ model_list:
         "ids are stable"
     );
     assert_eq!(c.deployments[2].provider, Provider::OpenAi);
-    assert_eq!(
-        c.deployments[2].api_key.as_ref().unwrap().expose(),
-        "sk-env"
-    );
+    assert_eq!(c.deployments[2].api_keys[0].key.expose(), "sk-env");
     assert_eq!(
         c.deployments[2].api_base.as_deref(),
         Some("http://127.0.0.1:8080/v1")
@@ -266,4 +263,41 @@ fn quickstart_loads_without_keys() {
     let loaded = load_file(&path, &env(&[])).unwrap();
     assert_eq!(loaded.config.deployments.len(), 5);
     assert!(loaded.config.general.master_key.is_some());
+}
+
+#[test]
+fn api_key_lists_with_weights() {
+    let yaml = r#"
+model_list:
+  - model_name: m
+    litellm_params:
+      model: openai/gpt-4o
+      api_key: [{key: sk-aaaaaaaaaaaa, weight: 2}, sk-bbbbbbbbbbbb]
+  - model_name: bad
+    litellm_params:
+      model: openai/gpt-4o
+      api_key: [{key: sk-c, weight: -1}]
+"#;
+    let err = load_str(yaml, &HashMap::new()).unwrap_err().to_string();
+    assert!(
+        err.contains("model_list[1].litellm_params.api_key[0].weight: expected a number > 0"),
+        "{err}"
+    );
+    let ok = yaml.split("  - model_name: bad").next().unwrap();
+    let c = load_str(ok, &HashMap::new()).unwrap().config;
+    let keys = &c.deployments[0].api_keys;
+    assert_eq!(keys.len(), 2);
+    assert_eq!(
+        (keys[0].key.expose(), keys[0].weight),
+        ("sk-aaaaaaaaaaaa", 2.0)
+    );
+    assert_eq!(
+        (keys[1].key.expose(), keys[1].weight),
+        ("sk-bbbbbbbbbbbb", 1.0)
+    );
+    let shown = crate::config::describe(&c);
+    assert!(
+        shown.contains("(weight 2)") && !shown.contains("sk-aaaaaaaaaaaa"),
+        "{shown}"
+    );
 }

@@ -9,13 +9,16 @@ use sha2::{Digest, Sha256};
 
 use super::env::Env;
 use super::model::{
-    Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
+    ApiKey, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo, RouterSettings,
 };
 use super::problems::{did_you_mean, Problems};
-use super::raw::{OneOrMany, RawConfig, RawFallbacks, RawModel, RawParams, RawRouter, Scalar};
+use super::raw::{
+    OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
+};
 use super::secret::Secret;
-use crate::mock::MockSettings;
+use crate::mock::{Faults, MockSettings};
 use crate::providers::{KeyHeader, Provider, Wire};
+use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
 /// Azure OpenAI API version used when neither the deployment nor `AZURE_API_VERSION` sets one.
 pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
@@ -36,7 +39,11 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     let litellm_raw = raw.litellm_settings.unwrap_or_default();
     let mut router = router(raw.router_settings.unwrap_or_default(), p);
     let litellm = litellm(litellm_raw, &mut router, p);
-    let default_timeout = router.timeout.or(litellm.request_timeout);
+    let defaults = Timeouts {
+        total: router.timeout.or(litellm.request_timeout),
+        first_chunk: router.stream_timeout,
+        idle: router.stream_idle_timeout,
+    };
 
     let entries = raw.model_list.unwrap_or_default();
     if entries.is_empty() {
@@ -47,7 +54,7 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     }
     let mut indexed = Vec::with_capacity(entries.len());
     for (i, entry) in entries.into_iter().enumerate() {
-        if let Some(d) = deployment(i, entry, default_timeout, env, p) {
+        if let Some(d) = deployment(i, entry, &defaults, env, p) {
             indexed.push((i, d));
         }
     }
@@ -76,6 +83,17 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
             &names,
             p,
         );
+    }
+    for (group, _) in &router.hedge_after {
+        if !names.contains(&group.as_str()) {
+            p.error(
+                format!("router_settings.hedge_after_ms.{group}"),
+                format!(
+                    "no model group is named \"{group}\"{}",
+                    did_you_mean(group, names.iter().copied())
+                ),
+            );
+        }
     }
     Config {
         deployments,
@@ -168,26 +186,63 @@ fn general(raw: super::raw::RawGeneral, env: &dyn Env, p: &mut Problems) -> Gene
 }
 
 fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
-    let strategy = text(raw.routing_strategy);
-    if let Some(s) = &strategy {
-        if !ROUTING_STRATEGIES.contains(&s.as_str()) {
+    let routing_strategy = text(raw.routing_strategy).and_then(|s| {
+        let strategy = Strategy::from_name(&s);
+        if strategy.is_none() {
             p.error(
                 "router_settings.routing_strategy",
                 format!(
                     "unknown routing strategy \"{s}\"{}; one of: {}",
-                    did_you_mean(s, ROUTING_STRATEGIES),
+                    did_you_mean(&s, ROUTING_STRATEGIES),
                     ROUTING_STRATEGIES.join(", ")
                 ),
             );
         }
-    }
+        strategy
+    });
+    let on_client_disconnect = match text(raw.on_client_disconnect).as_deref() {
+        None | Some("cancel") => OnDisconnect::Cancel,
+        Some("finish") => OnDisconnect::Finish,
+        Some(other) => {
+            p.error(
+                "router_settings.on_client_disconnect",
+                format!("expected \"cancel\" or \"finish\", got {other:?}"),
+            );
+            OnDisconnect::Cancel
+        }
+    };
     RouterSettings {
-        routing_strategy: strategy,
+        routing_strategy,
         num_retries: whole("router_settings.num_retries", raw.num_retries, p),
+        retry_policy: per_kind("retry_policy", "Retries", raw.retry_policy, p),
+        retry_after: number("router_settings.retry_after", raw.retry_after, false, p)
+            .map(Duration::from_secs_f64),
+        retry_backoff: millis("router_settings.retry_backoff_ms", raw.retry_backoff_ms, p),
         timeout: seconds("router_settings.timeout", raw.timeout, p),
+        stream_timeout: seconds("router_settings.stream_timeout", raw.stream_timeout, p),
+        stream_idle_timeout: seconds(
+            "router_settings.stream_idle_timeout",
+            raw.stream_idle_timeout,
+            p,
+        ),
         allowed_fails: whole("router_settings.allowed_fails", raw.allowed_fails, p),
+        allowed_fails_policy: per_kind(
+            "allowed_fails_policy",
+            "AllowedFails",
+            raw.allowed_fails_policy,
+            p,
+        ),
         cooldown_time: number("router_settings.cooldown_time", raw.cooldown_time, false, p)
             .map(Duration::from_secs_f64),
+        disable_cooldowns: boolean(
+            "router_settings.disable_cooldowns",
+            raw.disable_cooldowns,
+            p,
+        )
+        .unwrap_or(false),
+        max_fallbacks: whole("router_settings.max_fallbacks", raw.max_fallbacks, p),
+        hedge_after: hedges(raw.hedge_after_ms, p),
+        on_client_disconnect,
         redis_host: text(raw.redis_host),
         redis_port: whole("router_settings.redis_port", raw.redis_port, p),
         redis_password: text(raw.redis_password).map(Secret::new),
@@ -197,6 +252,60 @@ fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
         content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
         default_fallbacks: texts(raw.default_fallbacks),
     }
+}
+
+/// LiteLLM's per-kind maps: `retry_policy: {RateLimitErrorRetries: 3}`,
+/// `allowed_fails_policy: {TimeoutErrorAllowedFails: 5}`.
+fn per_kind(
+    section: &str,
+    suffix: &str,
+    raw: Option<BTreeMap<String, Scalar>>,
+    p: &mut Problems,
+) -> Vec<(FailureKind, u32)> {
+    let mut out = Vec::new();
+    for (key, value) in raw.unwrap_or_default() {
+        let path = format!("router_settings.{section}.{key}");
+        let kind = FailureKind::ALL
+            .into_iter()
+            .find(|k| key.strip_suffix(suffix) == Some(k.litellm_name()));
+        let Some(kind) = kind else {
+            let known: Vec<String> = FailureKind::ALL
+                .iter()
+                .map(|k| format!("{}{suffix}", k.litellm_name()))
+                .collect();
+            p.error(
+                path,
+                format!(
+                    "unknown key{}; one of: {}",
+                    did_you_mean(&key, known.iter().map(String::as_str)),
+                    known.join(", ")
+                ),
+            );
+            continue;
+        };
+        if let Some(n) = whole::<u32>(&path, Some(value), p) {
+            out.push((kind, n));
+        }
+    }
+    out
+}
+
+/// `hedge_after_ms: {group: 50}` or `{group: "p95"}`.
+fn hedges(raw: Option<BTreeMap<String, Scalar>>, p: &mut Problems) -> Vec<(String, HedgeAfter)> {
+    let mut out = Vec::new();
+    for (group, value) in raw.unwrap_or_default() {
+        match HedgeAfter::parse(&value.text()) {
+            Some(h) => out.push((group, h)),
+            None => p.error(
+                format!("router_settings.hedge_after_ms.{group}"),
+                format!(
+                    "expected milliseconds (e.g. 50) or a percentile of time to first byte (e.g. \"p95\"), got {:?}",
+                    value.text()
+                ),
+            ),
+        }
+    }
+    out
 }
 
 fn litellm(
@@ -222,6 +331,12 @@ fn litellm(
         turn_off_message_logging: boolean(
             "litellm_settings.turn_off_message_logging",
             raw.turn_off_message_logging,
+            p,
+        )
+        .unwrap_or(false),
+        require_auth_for_metrics_endpoint: boolean(
+            "litellm_settings.require_auth_for_metrics_endpoint",
+            raw.require_auth_for_metrics_endpoint,
             p,
         )
         .unwrap_or(false),
@@ -278,10 +393,17 @@ fn model_exists(name: &str, names: &[&str]) -> bool {
 
 // ---- deployments ------------------------------------------------------------------------
 
+/// Router-wide timeout defaults a deployment inherits.
+struct Timeouts {
+    total: Option<Duration>,
+    first_chunk: Option<Duration>,
+    idle: Option<Duration>,
+}
+
 fn deployment(
     i: usize,
     raw: RawModel,
-    default_timeout: Option<Duration>,
+    defaults: &Timeouts,
     env: &dyn Env,
     p: &mut Problems,
 ) -> Option<Deployment> {
@@ -308,19 +430,26 @@ fn deployment(
         provider,
         upstream_model,
         api_base: None,
-        api_key: None,
+        api_keys: Vec::new(),
         api_version: text(params.api_version.clone()),
         organization: text(params.organization.clone()),
         extra_headers: Vec::new(),
         rpm: whole(&format!("{lp}.rpm"), params.rpm.clone(), p),
         tpm: whole(&format!("{lp}.tpm"), params.tpm.clone(), p),
         weight: number(&format!("{lp}.weight"), params.weight.clone(), true, p),
-        timeout: seconds(&format!("{lp}.timeout"), params.timeout.clone(), p).or(default_timeout),
+        timeout: seconds(&format!("{lp}.timeout"), params.timeout.clone(), p).or(defaults.total),
         stream_timeout: seconds(
             &format!("{lp}.stream_timeout"),
             params.stream_timeout.clone(),
             p,
-        ),
+        )
+        .or(defaults.first_chunk),
+        stream_idle_timeout: seconds(
+            &format!("{lp}.stream_idle_timeout"),
+            params.stream_idle_timeout.clone(),
+            p,
+        )
+        .or(defaults.idle),
         max_retries: whole(&format!("{lp}.max_retries"), params.max_retries.clone(), p),
         input_cost_per_token: number(
             &format!("{lp}.input_cost_per_token"),
@@ -475,18 +604,24 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
         Ok(b) => d.api_base = Some(b),
         Err(why) => p.error(base_path, why),
     }
-    d.api_key = text(params.api_key)
-        .or_else(|| {
-            spec.key_env
-                .iter()
-                .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-        })
-        .map(Secret::new);
+    d.api_keys = api_keys(lp, params.api_key, p);
+    if d.api_keys.is_empty() {
+        d.api_keys = spec
+            .key_env
+            .iter()
+            .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+            .map(|k| ApiKey {
+                key: Secret::new(k),
+                weight: 1.0,
+            })
+            .into_iter()
+            .collect();
+    }
     let hosted = spec.default_base.is_some_and(|b| b.starts_with("https://"))
         || spec.key_header == KeyHeader::AzureApiKey;
     let key_path = format!("{lp}.api_key");
     let already_warned = p.warnings.iter().any(|w| w.path == key_path);
-    if d.api_key.is_none() && hosted && !already_warned {
+    if d.api_keys.is_empty() && hosted && !already_warned {
         let vars = spec.key_env.join(" or ");
         p.warn(
             format!("{lp}.api_key"),
@@ -503,6 +638,31 @@ fn upstream(lp: &str, d: &mut Deployment, params: RawParams, env: &dyn Env, p: &
                 .unwrap_or_else(|| DEFAULT_AZURE_API_VERSION.to_owned()),
         );
     }
+}
+
+/// `api_key` as one key or a weighted list; empty values are left out (an unset environment
+/// reference already warned).
+fn api_keys(lp: &str, raw: Option<RawKeys>, p: &mut Problems) -> Vec<ApiKey> {
+    let entries = match raw {
+        None => return Vec::new(),
+        Some(RawKeys::One(k)) => vec![RawKey::Plain(k)],
+        Some(RawKeys::Many(list)) => list,
+    };
+    let mut keys = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.into_iter().enumerate() {
+        let (key, weight) = match entry {
+            RawKey::Plain(k) => (k, None),
+            RawKey::Weighted { key, weight } => (key, weight),
+        };
+        let weight = number(&format!("{lp}.api_key[{i}].weight"), weight, true, p);
+        if let Some(key) = text(Some(key)) {
+            keys.push(ApiKey {
+                key: Secret::new(key),
+                weight: weight.unwrap_or(1.0),
+            });
+        }
+    }
+    keys
 }
 
 /// Check an `api_base` and put it in the one form the target builder expects: no trailing
@@ -527,6 +687,7 @@ fn normalise_base(base: &str, suffix: Option<&str>) -> Result<String, String> {
         "/completions",
         "/embeddings",
         "/responses",
+        "/messages",
     ] {
         if let Some(stripped) = b.strip_suffix(endpoint) {
             b = stripped.to_owned();
@@ -581,6 +742,49 @@ fn mock_settings(lp: &str, params: &RawParams, p: &mut Problems) -> MockSettings
             p,
             d.embedding_dims,
         ),
+        faults: mock_faults(lp, params, p),
+    }
+}
+
+fn mock_faults(lp: &str, params: &RawParams, p: &mut Problems) -> Faults {
+    let at = |name: &str| format!("{lp}.{name}");
+    let status = whole::<u16>(&at("mock_status"), params.mock_status.clone(), p);
+    if let Some(s) = status.filter(|s| !(400..=599).contains(s)) {
+        p.error(
+            at("mock_status"),
+            format!("expected an HTTP error status (400–599), got {s}"),
+        );
+    }
+    let failure_rate = number(
+        &at("mock_failure_rate"),
+        params.mock_failure_rate.clone(),
+        false,
+        p,
+    );
+    if failure_rate.is_some_and(|r| r > 1.0) {
+        p.error(at("mock_failure_rate"), "expected a share between 0 and 1");
+    }
+    Faults {
+        status: status.filter(|s| (400..=599).contains(s)),
+        failure_rate: failure_rate.map(|r| r.min(1.0)),
+        retry_after: number(
+            &at("mock_retry_after"),
+            params.mock_retry_after.clone(),
+            false,
+            p,
+        ),
+        reset: boolean(&at("mock_reset"), params.mock_reset.clone(), p).unwrap_or(false),
+        stall_after_chunks: whole(
+            &at("mock_stall_after_chunks"),
+            params.mock_stall_after_chunks.clone(),
+            p,
+        ),
+        stall: millis(&at("mock_stall_ms"), params.mock_stall_ms.clone(), p).unwrap_or_default(),
+        cut_after_chunks: whole(
+            &at("mock_cut_after_chunks"),
+            params.mock_cut_after_chunks.clone(),
+            p,
+        ),
     }
 }
 
@@ -609,7 +813,10 @@ fn derived_id(d: &Deployment, model: &str) -> String {
         d.model_name.as_str(),
         model,
         d.api_base.as_deref().unwrap_or_default(),
-        d.api_key.as_ref().map(Secret::expose).unwrap_or_default(),
+        d.api_keys
+            .first()
+            .map(|k| k.key.expose())
+            .unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
         h.update([0]);

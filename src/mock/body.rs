@@ -15,9 +15,12 @@ use tokio::time::Sleep;
 /// Why a mock body ended early.
 #[derive(Debug, thiserror::Error)]
 pub enum MockBodyError {
-    /// `x-mock-cut-after-chunks` asked for a broken stream.
-    #[error("mock stream cut after {0} chunks (x-mock-cut-after-chunks)")]
+    /// A cut was asked for (`cut_after_chunks`).
+    #[error("mock stream cut after {0} chunks (injected fault)")]
     Cut(usize),
+    /// A connection reset was asked for (`reset`).
+    #[error("mock connection reset (injected fault)")]
+    Reset,
 }
 
 /// A mock answer body.
@@ -30,6 +33,7 @@ pub struct MockBody {
 enum Inner {
     Full(Full<Bytes>),
     Stream(Box<Paced>),
+    Reset,
 }
 
 #[derive(Debug)]
@@ -39,6 +43,8 @@ struct Paced {
     sleep: Option<Pin<Box<Sleep>>>,
     sent: usize,
     cut_after: Option<usize>,
+    /// Pause once, this long, after this many frames.
+    stall: Option<(usize, Duration)>,
 }
 
 impl MockBody {
@@ -59,8 +65,24 @@ impl MockBody {
                 sleep: None,
                 sent: 0,
                 cut_after,
+                stall: None,
             })),
         }
+    }
+
+    /// A body that fails at once: after the head, the connection breaks.
+    pub fn reset() -> Self {
+        Self {
+            inner: Inner::Reset,
+        }
+    }
+
+    /// Pause a paced stream for `pause` after `after` frames (no effect on other bodies).
+    pub fn stall(mut self, after: Option<usize>, pause: Duration) -> Self {
+        if let (Inner::Stream(p), Some(after)) = (&mut self.inner, after) {
+            p.stall = Some((after, pause));
+        }
+        self
     }
 }
 
@@ -76,6 +98,7 @@ impl Body for MockBody {
             Inner::Full(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
+            Inner::Reset => Poll::Ready(Some(Err(MockBodyError::Reset))),
             Inner::Stream(p) => {
                 if p.cut_after == Some(p.sent) {
                     p.cut_after = None;
@@ -85,8 +108,12 @@ impl Body for MockBody {
                 if p.frames.is_empty() {
                     return Poll::Ready(None);
                 }
-                if p.sent > 0 && !p.interval.is_zero() {
-                    let interval = p.interval;
+                let stall = match p.stall {
+                    Some((after, pause)) if after == p.sent && after > 0 => pause,
+                    _ => Duration::ZERO,
+                };
+                if p.sent > 0 && !(p.interval + stall).is_zero() {
+                    let interval = p.interval + stall;
                     let sleep = p
                         .sleep
                         .get_or_insert_with(|| Box::pin(tokio::time::sleep(interval)));
@@ -94,6 +121,9 @@ impl Body for MockBody {
                         return Poll::Pending;
                     }
                     p.sleep = None;
+                    if !stall.is_zero() {
+                        p.stall = None;
+                    }
                 }
                 p.sent += 1;
                 Poll::Ready(p.frames.pop_front().map(|f| Ok(Frame::data(f))))
@@ -105,13 +135,14 @@ impl Body for MockBody {
         match &self.inner {
             Inner::Full(full) => full.is_end_stream(),
             Inner::Stream(p) => p.frames.is_empty() && p.cut_after.is_none(),
+            Inner::Reset => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Full(full) => full.size_hint(),
-            Inner::Stream(_) => SizeHint::default(),
+            Inner::Stream(_) | Inner::Reset => SizeHint::default(),
         }
     }
 }

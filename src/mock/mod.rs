@@ -1,17 +1,22 @@
 //! The built-in mock provider: answers in process for `mock/` deployments and as a standalone
-//! server (`sluice mock`), in OpenAI's real wire format, with deterministic content and usage.
+//! server (`sluice mock`), in OpenAI's and Anthropic's real wire formats (the endpoint decides),
+//! with deterministic content and usage. A request that offers tools gets a tool call.
 //! It is the only fake in sluice's tests and the upstream of `sluice bench`.
 //!
 //! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
-//! `x-mock-chunks`, `x-mock-response-tokens`, `x-mock-status` (answer with that HTTP error) and
-//! `x-mock-cut-after-chunks` (break the stream after N frames).
+//! `x-mock-chunks`, `x-mock-response-tokens`; faults (`faults.rs`) from settings, `x-mock-*`
+//! headers or a `mock_fault` body object.
 
+mod anthropic;
 mod body;
+mod faults;
 mod openai;
 mod server;
 mod settings;
+mod tools;
 
 pub use body::{MockBody, MockBodyError};
+pub use faults::Faults;
 pub use server::serve;
 pub use settings::MockSettings;
 
@@ -23,8 +28,8 @@ use http::{HeaderMap, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::endpoint::Endpoint;
-use crate::error::error_body;
+use crate::endpoint::{Dialect, Endpoint};
+use crate::error::{anthropic_error_body, anthropic_error_type, error_body};
 use openai::{filler, stamp, EmbeddingPlan, Plan};
 
 /// The fields of a request the mock reads; everything else is skipped unparsed.
@@ -40,6 +45,10 @@ struct MockRequest<'a> {
     dimensions: Option<u32>,
     #[serde(borrow)]
     encoding_format: Option<Cow<'a, str>>,
+    #[serde(default)]
+    mock_fault: Option<faults::BodyFault>,
+    #[serde(borrow)]
+    tools: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -49,7 +58,7 @@ struct StreamOptions {
 }
 
 /// Settings for this one request: the server's or deployment's, with header overrides.
-fn effective(headers: &HeaderMap, base: &MockSettings) -> (MockSettings, Option<usize>) {
+fn effective(headers: &HeaderMap, base: &MockSettings) -> MockSettings {
     let num = |name: &str| -> Option<u64> {
         headers
             .get(name)
@@ -69,8 +78,8 @@ fn effective(headers: &HeaderMap, base: &MockSettings) -> (MockSettings, Option<
     if let Some(n) = num("x-mock-response-tokens").and_then(|n| u32::try_from(n).ok()) {
         s.response_tokens = n.max(1);
     }
-    let cut = num("x-mock-cut-after-chunks").and_then(|n| usize::try_from(n).ok());
-    (s, cut)
+    s.faults = s.faults.with_headers(headers);
+    s
 }
 
 /// Answer one request as the upstream would. Never fails: bad requests get OpenAI's 400.
@@ -80,33 +89,45 @@ pub async fn respond(
     body: &Bytes,
     settings: &MockSettings,
 ) -> Response<MockBody> {
-    let (s, cut) = effective(headers, settings);
-    if !s.latency.is_zero() {
-        tokio::time::sleep(s.latency).await;
-    }
-    if let Some(status) = headers
-        .get("x-mock-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u16>().ok())
-        .and_then(|v| StatusCode::from_u16(v).ok())
-        .filter(|s| !s.is_success())
-    {
-        return injected_error(status);
-    }
+    let mut s = effective(headers, settings);
+    let dialect = endpoint.dialect();
     let req: MockRequest<'_> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
+            return bad_request(
+                dialect,
                 &format!("We could not parse the JSON body of your request. ({e})"),
                 None,
                 "invalid_json",
             )
         }
     };
+    if let Some(f) = &req.mock_fault {
+        s.faults = s.faults.with_body(f);
+        s.latency = f.latency().unwrap_or(s.latency);
+    }
+    if !s.latency.is_zero() {
+        tokio::time::sleep(s.latency).await;
+    }
+    if s.faults.fires() {
+        if s.faults.stalls_answer() {
+            tokio::time::sleep(s.faults.stall).await;
+        }
+        if s.faults.reset {
+            return Response::new(MockBody::reset());
+        }
+        if let Some(status) = s
+            .faults
+            .status
+            .and_then(|v| StatusCode::from_u16(v).ok())
+            .filter(|s| !s.is_success())
+        {
+            return injected_error(dialect, status, s.faults.retry_after);
+        }
+    }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
-        return error(
-            StatusCode::BAD_REQUEST,
+        return bad_request(
+            dialect,
             "you must provide a model parameter",
             Some("model"),
             "missing_required_parameter",
@@ -114,17 +135,31 @@ pub async fn respond(
     };
     // A mock "token" is four bytes of request body: cheap, deterministic, grows with the prompt.
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
-    if endpoint == Endpoint::Embeddings {
-        return embeddings(&req, model, &s, prompt_tokens);
+    match endpoint {
+        Endpoint::Embeddings => return embeddings(&req, model, &s, prompt_tokens),
+        Endpoint::CountTokens => return json(StatusCode::OK, anthropic::count(prompt_tokens)),
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Responses
+        | Endpoint::Messages => {}
     }
+    let tool = match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
+        _ => None,
+    };
     let text = s
         .response
         .clone()
         .unwrap_or_else(|| filler(s.response_tokens));
     let (serial, created) = stamp();
+    let completion_tokens = match &tool {
+        Some(t) => (t.arguments.len() as u64).div_ceil(4).max(1),
+        None => text.split_whitespace().count().max(1) as u64,
+    };
     let plan = Plan {
         model: model.to_owned(),
-        completion_tokens: text.split_whitespace().count().max(1) as u64,
+        completion_tokens,
+        tool,
         text,
         prompt_tokens,
         chunks: s.chunks,
@@ -136,9 +171,15 @@ pub async fn respond(
         let frames = match endpoint {
             Endpoint::ChatCompletions => plan.chat_stream(),
             Endpoint::Completions => plan.completion_stream(),
-            Endpoint::Responses | Endpoint::Embeddings => plan.response_stream(),
+            Endpoint::Messages => plan.message_stream(),
+            Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => {
+                plan.response_stream()
+            }
         };
-        let mut resp = Response::new(MockBody::paced(frames, s.chunk_interval, cut));
+        let f = &s.faults;
+        let body = MockBody::paced(frames, s.chunk_interval, f.cut_after_chunks)
+            .stall(f.stall_after_chunks, f.stall);
+        let mut resp = Response::new(body);
         resp.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/event-stream; charset=utf-8"),
@@ -148,7 +189,8 @@ pub async fn respond(
     let bytes = match endpoint {
         Endpoint::ChatCompletions => plan.chat(),
         Endpoint::Completions => plan.completion(),
-        Endpoint::Responses | Endpoint::Embeddings => plan.response(),
+        Endpoint::Messages => plan.message(),
+        Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => plan.response(),
     };
     json(StatusCode::OK, bytes)
 }
@@ -208,17 +250,48 @@ fn error(status: StatusCode, message: &str, param: Option<&str>, code: &str) -> 
     )
 }
 
-/// The error OpenAI sends for a status, for `x-mock-status`.
-fn injected_error(status: StatusCode) -> Response<MockBody> {
-    let (kind, code) = match status.as_u16() {
-        401 => ("invalid_request_error", "invalid_api_key"),
-        404 => ("invalid_request_error", "model_not_found"),
-        429 => ("requests", "rate_limit_exceeded"),
-        400..=499 => ("invalid_request_error", "invalid_request"),
-        _ => ("server_error", "server_error"),
+/// A 400 in the endpoint's dialect.
+fn bad_request(
+    dialect: Dialect,
+    message: &str,
+    param: Option<&str>,
+    code: &str,
+) -> Response<MockBody> {
+    match dialect {
+        Dialect::OpenAi => error(StatusCode::BAD_REQUEST, message, param, code),
+        Dialect::Anthropic => json(
+            StatusCode::BAD_REQUEST,
+            anthropic_error_body("invalid_request_error", message),
+        ),
+    }
+}
+
+/// The error the provider sends for a status, for an injected fault, in the endpoint's
+/// dialect.
+fn injected_error(
+    dialect: Dialect,
+    status: StatusCode,
+    retry_after: Option<f64>,
+) -> Response<MockBody> {
+    let message = format!("mock error: status {} (injected fault)", status.as_u16());
+    let body = match dialect {
+        Dialect::OpenAi => {
+            let (kind, code) = match status.as_u16() {
+                401 => ("invalid_request_error", "invalid_api_key"),
+                404 => ("invalid_request_error", "model_not_found"),
+                429 => ("requests", "rate_limit_exceeded"),
+                400..=499 => ("invalid_request_error", "invalid_request"),
+                _ => ("server_error", "server_error"),
+            };
+            error_body(&message, kind, None, code)
+        }
+        Dialect::Anthropic => anthropic_error_body(anthropic_error_type(status), &message),
     };
-    let message = format!("mock error: status {} (x-mock-status)", status.as_u16());
-    json(status, error_body(&message, kind, None, code))
+    let mut resp = json(status, body);
+    if let Some(v) = retry_after.and_then(|s| HeaderValue::from_str(&s.to_string()).ok()) {
+        resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    resp
 }
 
 #[cfg(test)]

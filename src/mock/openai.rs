@@ -9,6 +9,8 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::tools::{split, ToolPlan};
+
 /// Everything one answer is made of, fixed before the first byte is written.
 #[derive(Debug)]
 pub(super) struct Plan {
@@ -28,6 +30,8 @@ pub(super) struct Plan {
     pub created: u64,
     /// Per-answer id suffix.
     pub serial: u64,
+    /// Answer with this tool call instead of text (the request offered tools).
+    pub tool: Option<ToolPlan>,
 }
 
 static SERIAL: AtomicU64 = AtomicU64::new(1);
@@ -112,7 +116,8 @@ fn sse(v: &Value) -> Bytes {
     Bytes::from(out)
 }
 
-fn event(kind: &str, v: &Value) -> Bytes {
+/// One named SSE event (`event:` and `data:` lines), as the Responses API and Anthropic send.
+pub(super) fn event(kind: &str, v: &Value) -> Bytes {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(kind.as_bytes());
@@ -142,8 +147,24 @@ impl Plan {
         })
     }
 
+    fn call_id(&self) -> String {
+        format!("call_mock{:012x}", self.serial)
+    }
+
     /// `POST /v1/chat/completions`, non-stream.
     pub fn chat(&self) -> Bytes {
+        let (message, finish) = match &self.tool {
+            None => (
+                json!({"role": "assistant", "content": self.text, "refusal": null, "annotations": []}),
+                "stop",
+            ),
+            Some(t) => (
+                json!({"role": "assistant", "content": null, "refusal": null, "annotations": [],
+                    "tool_calls": [{"id": self.call_id(), "type": "function",
+                        "function": {"name": t.name, "arguments": t.arguments}}]}),
+                "tool_calls",
+            ),
+        };
         body(&json!({
             "id": format!("chatcmpl-mock{:012x}", self.serial),
             "object": "chat.completion",
@@ -151,9 +172,9 @@ impl Plan {
             "model": self.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": self.text, "refusal": null, "annotations": []},
+                "message": message,
                 "logprobs": null,
-                "finish_reason": "stop"
+                "finish_reason": finish
             }],
             "usage": self.chat_usage(),
             "service_tier": "default",
@@ -182,10 +203,28 @@ impl Plan {
             json!({"role": "assistant", "content": "", "refusal": null}),
             Value::Null,
         ));
-        for p in pieces(&self.text, self.chunks) {
-            frames.push(chunk(json!({ "content": p }), Value::Null));
+        match &self.tool {
+            None => {
+                for p in pieces(&self.text, self.chunks) {
+                    frames.push(chunk(json!({ "content": p }), Value::Null));
+                }
+                frames.push(chunk(json!({}), json!("stop")));
+            }
+            Some(t) => {
+                frames.push(chunk(
+                    json!({"tool_calls": [{"index": 0, "id": self.call_id(), "type": "function",
+                        "function": {"name": t.name, "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                for p in split(&t.arguments, self.chunks) {
+                    frames.push(chunk(
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}),
+                        Value::Null,
+                    ));
+                }
+                frames.push(chunk(json!({}), json!("tool_calls")));
+            }
         }
-        frames.push(chunk(json!({}), json!("stop")));
         if self.include_usage {
             frames.push(sse(&json!({
                 "id": id, "object": "chat.completion.chunk", "created": self.created,
@@ -448,6 +487,7 @@ mod tests {
             include_usage,
             created: 1,
             serial: 7,
+            tool: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! tests that need a real upstream socket. Paths work with and without the `/v1` prefix.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,22 +27,58 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let settings = Arc::new(settings);
+    let stats = Arc::new(Stats::default());
     let handler = move |req: Request<Incoming>| {
         let settings = settings.clone();
-        async move { handle(req, &settings).await }
+        let stats = stats.clone();
+        async move { handle(req, &settings, &stats).await }
     };
     serve_with(listener, handler, shutdown, Duration::from_secs(10)).await;
     Ok(())
 }
 
-async fn handle(req: Request<Incoming>, settings: &MockSettings) -> Response<MockBody> {
+/// What the server has seen, for tests that count attempts at the upstream
+/// (`GET /mock/stats`).
+#[derive(Debug, Default)]
+struct Stats {
+    requests: AtomicU64,
+    answered: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+/// Counts a request as cancelled if its handler is dropped before it answers (the caller
+/// closed the connection).
+struct Answering<'a>(&'a Stats, bool);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let counter = if self.1 {
+            &self.0.answered
+        } else {
+            &self.0.cancelled
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    settings: &MockSettings,
+    stats: &Stats,
+) -> Response<MockBody> {
     let path = req.uri().path();
     let bare = path.strip_prefix("/v1").unwrap_or(path);
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::POST, Some(endpoint)) => {
+            stats.requests.fetch_add(1, Relaxed);
+            let mut answering = Answering(stats, false);
             let (parts, body) = req.into_parts();
             match Limited::new(body, MAX_BODY).collect().await {
-                Ok(b) => respond(endpoint, &parts.headers, &b.to_bytes(), settings).await,
+                Ok(b) => {
+                    let resp = respond(endpoint, &parts.headers, &b.to_bytes(), settings).await;
+                    answering.1 = true;
+                    resp
+                }
                 Err(e) => error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!("could not read the request body: {e}"),
@@ -56,6 +93,14 @@ async fn handle(req: Request<Incoming>, settings: &MockSettings) -> Response<Moc
                 br#"{"object":"list","data":[{"id":"mock-model","object":"model","created":0,"owned_by":"sluice-mock"}]}"#,
             ),
         ),
+        (&Method::GET, None) if bare == "/mock/stats" => {
+            let body = serde_json::json!({
+                "requests": stats.requests.load(Relaxed),
+                "answered": stats.answered.load(Relaxed),
+                "cancelled": stats.cancelled.load(Relaxed),
+            });
+            json(StatusCode::OK, Bytes::from(body.to_string()))
+        }
         (&Method::GET, None) if path.starts_with("/health") => {
             json(StatusCode::OK, Bytes::from_static(br#"{"status":"ok"}"#))
         }

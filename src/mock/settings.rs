@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::faults::Faults;
+
 /// Behaviour of the mock provider, per deployment (`litellm_params.mock_*`) or per
 /// `sluice mock` server (command-line flags).
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +20,8 @@ pub struct MockSettings {
     pub response_tokens: u32,
     /// Length of each embedding vector.
     pub embedding_dims: u32,
+    /// Injected failures.
+    pub faults: Faults,
 }
 
 impl Default for MockSettings {
@@ -29,6 +33,7 @@ impl Default for MockSettings {
             chunks: 8,
             response_tokens: 16,
             embedding_dims: 16,
+            faults: Faults::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::mock::MockBody;
+use crate::translate::stream::TranslatedBody;
 
 /// The upstream request body: the client's bytes with sluice's few edits, sent segment by
 /// segment with an exact length, so a 500 KB prompt is never copied.
@@ -67,13 +68,17 @@ pub enum UpstreamBodyError {
     Mock(String),
 }
 
-/// An upstream answer's body, whichever upstream produced it.
+/// An upstream answer's body, whichever upstream produced it, already in the client's format.
 #[derive(Debug)]
 pub enum UpstreamBody {
     /// A real HTTP upstream.
     Http(hyper::body::Incoming),
     /// The in-process mock provider.
     Mock(MockBody),
+    /// A whole answer sluice translated into the client's format.
+    Translated(http_body_util::Full<Bytes>),
+    /// A stream translated into the client's format as it arrives.
+    TranslatedStream(Box<TranslatedBody>),
 }
 
 impl Body for UpstreamBody {
@@ -89,6 +94,8 @@ impl Body for UpstreamBody {
             Self::Mock(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map_err(|e| UpstreamBodyError::Mock(e.to_string())),
+            Self::Translated(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            Self::TranslatedStream(b) => Pin::new(b.as_mut()).poll_frame(cx),
         }
     }
 
@@ -96,6 +103,8 @@ impl Body for UpstreamBody {
         match self {
             Self::Http(b) => b.is_end_stream(),
             Self::Mock(b) => b.is_end_stream(),
+            Self::Translated(b) => b.is_end_stream(),
+            Self::TranslatedStream(b) => b.is_end_stream(),
         }
     }
 
@@ -103,6 +112,8 @@ impl Body for UpstreamBody {
         match self {
             Self::Http(b) => b.size_hint(),
             Self::Mock(b) => b.size_hint(),
+            Self::Translated(b) => b.size_hint(),
+            Self::TranslatedStream(b) => b.size_hint(),
         }
     }
 }

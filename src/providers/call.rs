@@ -1,14 +1,24 @@
 //! One upstream call: build the request for a deployment (spliced body, prebuilt URL and
-//! headers) and send it, mapping transport failures to gateway errors.
+//! headers) and send it, mapping transport failures to gateway errors. The answer comes back
+//! in the client's format: same-dialect calls pass through, others go through `translate`.
 
 use bytes::{Bytes, BytesMut};
+use http::header::HeaderName;
 use http::{HeaderMap, Request, Response};
 
 use super::body::{SegmentsBody, UpstreamBody};
 use super::envelope::{splice, Envelope};
+use super::kind::Wire;
 use super::target::{encode_model, DeploymentTarget, HttpTarget, TargetKind};
 use crate::endpoint::Endpoint;
 use crate::error::ApiError;
+
+/// Anthropic request headers a pass-through call takes from the client (API version and beta
+/// features, which Claude Code relies on).
+static ANTHROPIC_CLIENT_HEADERS: [HeaderName; 2] = [
+    HeaderName::from_static("anthropic-version"),
+    HeaderName::from_static("anthropic-beta"),
+];
 
 /// The request as the pipeline hands it to a provider.
 #[derive(Debug)]
@@ -27,13 +37,19 @@ pub struct Call<'a> {
     pub force_usage: bool,
 }
 
-/// Send the call to the deployment; resolves when the upstream's response head arrives.
+/// Send the call to the deployment; resolves when the upstream's response head arrives (for
+/// a translated non-stream call, when the whole answer is translated).
 pub async fn send(
     target: &DeploymentTarget,
     call: &Call<'_>,
 ) -> Result<Response<UpstreamBody>, ApiError> {
     match &target.kind {
-        TargetKind::Http(http) => send_http(http, call).await,
+        TargetKind::Http(http) if http.wire.dialect() == Some(call.endpoint.dialect()) => {
+            send_http(http, call).await
+        }
+        TargetKind::Http(http) => {
+            crate::translate::exchange::send(target.provider.name(), http, call).await
+        }
         TargetKind::Mock(settings) => {
             let body = contiguous(splice(call.body, call.envelope, None, call.force_usage)?);
             let resp =
@@ -47,12 +63,17 @@ pub async fn send(
     }
 }
 
-async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
-    let model_json = match (&t.wildcard, call.capture) {
+/// The upstream model name for this call, encoded as a JSON string.
+pub(crate) fn model_json(t: &HttpTarget, call: &Call<'_>) -> Bytes {
+    match (&t.wildcard, call.capture) {
         (Some(pattern), Some(capture)) => encode_model(&pattern.replacen('*', capture, 1)),
         (Some(_), None) => encode_model(&call.envelope.model),
         (None, _) => t.model_json.clone(),
-    };
+    }
+}
+
+async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let model_json = model_json(t, call);
     let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model_json[..]);
     let segments = splice(
         call.body,
@@ -63,12 +84,20 @@ async fn send_http(t: &HttpTarget, call: &Call<'_>) -> Result<Response<UpstreamB
     let mut req = Request::post(t.url(call.endpoint).clone())
         .body(SegmentsBody::new(segments))
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-    *req.headers_mut() = t.headers.clone();
+    *req.headers_mut() = t.headers.next().clone();
+    if t.wire == Wire::Anthropic {
+        for name in &ANTHROPIC_CLIENT_HEADERS {
+            if let Some(v) = call.client_headers.get(name) {
+                req.headers_mut().insert(name.clone(), v.clone());
+            }
+        }
+    }
     let resp = t.client.request(req).await.map_err(client_error)?;
     Ok(resp.map(UpstreamBody::Http))
 }
 
-fn client_error(e: hyper_util::client::legacy::Error) -> ApiError {
+/// A transport failure as the client sees it: the chain of causes, no request details.
+pub(crate) fn client_error(e: hyper_util::client::legacy::Error) -> ApiError {
     use std::error::Error as _;
     let mut msg = if e.is_connect() {
         "connection failed".to_owned()

@@ -1,8 +1,11 @@
-//! Read the request envelope (`model`, `stream`, `stream_options`) without building the body,
-//! and splice the few bytes sluice changes into the original buffer without copying it.
+//! Read the request envelope (`model`, `stream`, `stream_options`, and the routing fields
+//! LiteLLM accepts in a body: `fallbacks`, `num_retries`, `timeout`) without building the
+//! body, and splice the few bytes sluice changes into the original buffer without copying it.
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -18,6 +21,32 @@ struct RawEnvelope<'a> {
     stream: Option<bool>,
     #[serde(borrow, default)]
     stream_options: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    fallbacks: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    num_retries: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    timeout: Option<&'a RawValue>,
+}
+
+/// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawFallback {
+    Name(String),
+    Object { model: String },
+}
+
+/// Routing settings a request carries in its body (LiteLLM's names). Sluice reads and removes
+/// them: providers would reject the unknown parameters.
+#[derive(Debug, Default)]
+pub struct RequestRouting {
+    /// `fallbacks`: model groups to try, in order, instead of the configured ones.
+    pub fallbacks: Option<Vec<Arc<str>>>,
+    /// `num_retries`.
+    pub num_retries: Option<u32>,
+    /// `timeout` in seconds: for each attempt, instead of the deployment's.
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -41,6 +70,10 @@ pub struct Envelope<'a> {
     pub stream_options_range: Option<Range<usize>>,
     /// Offset just past the body's opening `{`.
     pub object_start: usize,
+    /// The body's routing settings.
+    pub routing: RequestRouting,
+    /// Byte ranges of members to remove before sending upstream (commas included).
+    pub strip: Vec<Range<usize>>,
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -82,6 +115,49 @@ impl<'a> Envelope<'a> {
             .position(|b| *b == b'{')
             .map(|p| p + 1)
             .ok_or_else(|| ApiError::InvalidJson("expected a JSON object".into()))?;
+        let mut routing = RequestRouting::default();
+        let mut values = Vec::new();
+        if let Some(v) = raw.fallbacks {
+            let list: Vec<RawFallback> =
+                serde_json::from_str(v.get()).map_err(|_| ApiError::InvalidParam {
+                    param: "fallbacks",
+                    message: "expected a list of model names".into(),
+                })?;
+            routing.fallbacks = Some(
+                list.into_iter()
+                    .map(|f| match f {
+                        RawFallback::Name(m) | RawFallback::Object { model: m } => Arc::from(m),
+                    })
+                    .collect(),
+            );
+            values.push(range_in(body, v)?);
+        }
+        if let Some(v) = raw.num_retries {
+            routing.num_retries =
+                Some(
+                    serde_json::from_str(v.get()).map_err(|_| ApiError::InvalidParam {
+                        param: "num_retries",
+                        message: "expected a whole number ≥ 0".into(),
+                    })?,
+                );
+            values.push(range_in(body, v)?);
+        }
+        if let Some(v) = raw.timeout {
+            let secs: f64 = serde_json::from_str(v.get())
+                .ok()
+                .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                .ok_or_else(|| ApiError::InvalidParam {
+                    param: "timeout",
+                    message: "expected a number of seconds > 0".into(),
+                })?;
+            routing.timeout = Some(Duration::from_secs_f64(secs.min(86_400.0)));
+            values.push(range_in(body, v)?);
+        }
+        let strip = if values.is_empty() {
+            Vec::new()
+        } else {
+            member_spans(body, values)?
+        };
         Ok(Self {
             model,
             model_range,
@@ -89,8 +165,84 @@ impl<'a> Envelope<'a> {
             client_wants_usage,
             stream_options_range,
             object_start,
+            routing,
+            strip,
         })
     }
+}
+
+fn skip_ws_back(body: &[u8], mut i: usize) -> usize {
+    while i > 0 && body[i - 1].is_ascii_whitespace() {
+        i -= 1;
+    }
+    i
+}
+
+fn skip_ws(body: &[u8], mut i: usize) -> usize {
+    while i < body.len() && body[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// Turn the value ranges of top-level members into the ranges that remove those members whole
+/// (key, colon, value and one comma), so that the rest stays valid JSON.
+fn member_spans(body: &[u8], values: Vec<Range<usize>>) -> Result<Vec<Range<usize>>, ApiError> {
+    let broken = || ApiError::InvalidJson("internal: member boundaries".into());
+    let mut spans: Vec<Range<usize>> = Vec::with_capacity(values.len());
+    for v in values {
+        // Back over `"key" :` to the key's opening quote.
+        let colon = skip_ws_back(body, v.start);
+        if colon == 0 || body[colon - 1] != b':' {
+            return Err(broken());
+        }
+        let close = skip_ws_back(body, colon - 1);
+        if close == 0 || body[close - 1] != b'"' {
+            return Err(broken());
+        }
+        let mut open = close - 1;
+        loop {
+            open = body[..open]
+                .iter()
+                .rposition(|b| *b == b'"')
+                .ok_or_else(broken)?;
+            let escapes = body[..open]
+                .iter()
+                .rev()
+                .take_while(|b| **b == b'\\')
+                .count();
+            if escapes % 2 == 0 {
+                break;
+            }
+        }
+        spans.push(open..v.end);
+    }
+    spans.sort_by_key(|r| r.start);
+    // Members separated only by a comma merge into one span.
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(spans.len());
+    for s in spans {
+        if let Some(last) = merged.last_mut() {
+            let gap = skip_ws(body, last.end);
+            if body.get(gap) == Some(&b',') && skip_ws(body, gap + 1) == s.start {
+                last.end = s.end;
+                continue;
+            }
+        }
+        merged.push(s);
+    }
+    // Take the comma after a span, or else the one before it (the object's last member).
+    for s in &mut merged {
+        let after = skip_ws(body, s.end);
+        if body.get(after) == Some(&b',') {
+            s.end = skip_ws(body, after + 1);
+        } else {
+            let before = skip_ws_back(body, s.start);
+            if before > 0 && body[before - 1] == b',' {
+                s.start = before - 1;
+            }
+        }
+    }
+    Ok(merged)
 }
 
 /// The body sent upstream: slices of the client's buffer with replacements between them.
@@ -105,7 +257,10 @@ pub fn splice(
     new_model_json: Option<&Bytes>,
     force_usage: bool,
 ) -> Result<Segments, ApiError> {
-    let mut edits: Vec<(Range<usize>, Bytes)> = Vec::with_capacity(2);
+    let mut edits: Vec<(Range<usize>, Bytes)> = Vec::with_capacity(2 + env.strip.len());
+    for range in &env.strip {
+        edits.push((range.clone(), Bytes::new()));
+    }
     if let Some(m) = new_model_json {
         edits.push((env.model_range.clone(), m.clone()));
     }
@@ -139,8 +294,10 @@ pub fn splice(
         if range.start > pos {
             out.push(body.slice(pos..range.start));
         }
-        out.push(replacement);
-        pos = range.end;
+        if !replacement.is_empty() {
+            out.push(replacement);
+        }
+        pos = pos.max(range.end);
     }
     if pos < body.len() {
         out.push(body.slice(pos..));
@@ -244,6 +401,50 @@ mod tests {
             Err(ApiError::InvalidJson(_))
         ));
         assert!(Envelope::parse(b"[1,2]").is_err());
+    }
+
+    #[test]
+    fn routing_fields_are_read_and_removed() {
+        let cases: &[&str] = &[
+            r#"{"model":"m","fallbacks":["a",{"model":"b"}],"num_retries":1,"timeout":2.5}"#,
+            r#"{"fallbacks":["a",{"model":"b"}],"model":"m","timeout":2.5,"num_retries":1}"#,
+            r#"{ "num_retries" : 1 , "model":"m" , "timeout":2.5 ,"fallbacks": ["a", {"model": "b"}] }"#,
+            r#"{"timeout":2.5,"fallbacks":["a",{"model":"b"}],"num_retries":1,"model":"m"}"#,
+        ];
+        for case in cases {
+            let body = Bytes::from_static(case.as_bytes());
+            let env = Envelope::parse(&body).unwrap();
+            let r = &env.routing;
+            let names: Vec<&str> = r.fallbacks.as_ref().unwrap().iter().map(|s| &**s).collect();
+            assert_eq!(names, ["a", "b"], "{case}");
+            assert_eq!(r.num_retries, Some(1));
+            assert_eq!(r.timeout, Some(Duration::from_millis(2500)));
+            let out =
+                join(&splice(&body, &env, Some(&Bytes::from_static(br#""n""#)), false).unwrap());
+            let v: serde_json::Value =
+                serde_json::from_str(&out).unwrap_or_else(|e| panic!("{case} -> {out}: {e}"));
+            assert_eq!(v, serde_json::json!({"model": "n"}), "{case}");
+        }
+        let body = Bytes::from_static(br#"{"model":"m","timeout":1,"x":[1]}"#);
+        let env = Envelope::parse(&body).unwrap();
+        let out = join(&splice(&body, &env, None, true).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["x"][0], 1);
+        assert!(v.get("timeout").is_none());
+        assert!(matches!(
+            Envelope::parse(br#"{"model":"m","timeout":-1}"#),
+            Err(ApiError::InvalidParam {
+                param: "timeout",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Envelope::parse(br#"{"model":"m","fallbacks":"x"}"#),
+            Err(ApiError::InvalidParam {
+                param: "fallbacks",
+                ..
+            })
+        ));
     }
 
     #[test]

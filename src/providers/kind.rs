@@ -8,6 +8,8 @@ pub enum KeyHeader {
     Bearer,
     /// `api-key: <key>` (Azure OpenAI).
     AzureApiKey,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
 }
 
 /// How requests to a provider are carried out.
@@ -17,11 +19,25 @@ pub enum Wire {
     OpenAiCompatible,
     /// Azure OpenAI: OpenAI's body, deployment in the URL, `api-version` query.
     Azure,
+    /// Anthropic's Messages API: `/v1/messages` passed through, OpenAI requests translated.
+    Anthropic,
     /// Answered inside sluice by the built-in mock provider.
     Mock,
     /// A LiteLLM provider whose native wire format sluice does not speak yet. Configs naming it
     /// still load (with a warning) and requests to it fail with a clear 501.
     NotYetSupported,
+}
+
+impl Wire {
+    /// The API dialect an HTTP upstream of this wire speaks; `None` when there is no HTTP
+    /// upstream (the in-process mock, unsupported providers).
+    pub const fn dialect(self) -> Option<Dialect> {
+        match self {
+            Self::OpenAiCompatible | Self::Azure => Some(Dialect::OpenAi),
+            Self::Anthropic => Some(Dialect::Anthropic),
+            Self::Mock | Self::NotYetSupported => None,
+        }
+    }
 }
 
 /// A provider, identified by its LiteLLM model prefix (`groq/llama-3.1-8b` → `Provider::Groq`).
@@ -55,8 +71,7 @@ pub enum Provider {
     Ollama,
     /// `custom_openai/` and `openai_compatible/`: any OpenAI-compatible server at `api_base`.
     CustomOpenAi,
-    /// `anthropic/`, through Anthropic's OpenAI-compatible endpoint until the native Messages
-    /// API translator lands.
+    /// `anthropic/`: Anthropic's native Messages API.
     Anthropic,
     /// `gemini/`, through Google AI Studio's OpenAI-compatible endpoint until the native
     /// translator lands.
@@ -108,6 +123,7 @@ const fn spec(
     }
 }
 
+use crate::endpoint::Dialect;
 use Wire::{NotYetSupported, OpenAiCompatible};
 
 static OPENAI: ProviderSpec = ProviderSpec {
@@ -214,12 +230,18 @@ static CUSTOM_OPENAI: ProviderSpec = ProviderSpec {
     aliases: &["openai_compatible", "openai_like"],
     ..spec("custom_openai", OpenAiCompatible, None, &[])
 };
-static ANTHROPIC: ProviderSpec = spec(
-    "anthropic",
-    OpenAiCompatible,
-    Some("https://api.anthropic.com/v1"),
-    &["ANTHROPIC_API_KEY"],
-);
+static ANTHROPIC: ProviderSpec = ProviderSpec {
+    key_header: KeyHeader::XApiKey,
+    base_env: &["ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"],
+    // LiteLLM's `api_base` for Anthropic is the host (`https://api.anthropic.com`).
+    base_suffix: Some("/v1"),
+    ..spec(
+        "anthropic",
+        Wire::Anthropic,
+        Some("https://api.anthropic.com/v1"),
+        &["ANTHROPIC_API_KEY"],
+    )
+};
 static GEMINI: ProviderSpec = spec(
     "gemini",
     OpenAiCompatible,

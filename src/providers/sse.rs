@@ -22,14 +22,14 @@ pub struct SseTap {
 }
 
 /// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any.
-fn last_event_end(buf: &[u8]) -> Option<usize> {
+pub(crate) fn last_event_end(buf: &[u8]) -> Option<usize> {
     let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
     let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
     lf.max(crlf)
 }
 
 /// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events.
-fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut pos = 0;
     std::iter::from_fn(move || {
         while pos < buf.len() {
@@ -174,7 +174,7 @@ impl SseTap {
                 self.finished |= probe.kind.is_some_and(|k| is_terminal_event(k.as_bytes()));
                 let usage_only = probe.is_usage_only_chunk();
                 if let Some(u) = probe.usage() {
-                    self.usage = Some(u);
+                    self.usage = Some(self.usage.map_or(u, |seen| seen.merge(u)));
                     strip |= self.strip_usage_chunk && usage_only;
                 }
             }
@@ -183,11 +183,11 @@ impl SseTap {
     }
 }
 
-/// The Responses API events after which nothing follows.
+/// The Responses API and Anthropic Messages events after which nothing follows.
 fn is_terminal_event(name: &[u8]) -> bool {
     matches!(
         name,
-        b"response.completed" | b"response.failed" | b"response.incomplete"
+        b"response.completed" | b"response.failed" | b"response.incomplete" | b"message_stop"
     )
 }
 
@@ -282,6 +282,23 @@ mod tests {
         run(&mut tap, &[ev]);
         assert!(tap.finished());
         assert!(tap.usage().is_none());
+    }
+
+    #[test]
+    fn anthropic_stream_usage_is_merged_and_message_stop_ends_it() {
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n";
+        let delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":42}}\n\n";
+        let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[start, delta]);
+        assert!(!tap.finished());
+        run(&mut tap, &[stop]);
+        assert!(tap.finished());
+        let u = tap.usage().unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+            (100, 90, 42)
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A deployment made ready to call: its URLs, headers and encoded model name are built once
 //! at config load, so a request only clones them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use http::{HeaderMap, Uri};
 
 use super::client::{ClientRegistry, HttpClient};
 use super::kind::{KeyHeader, Provider, Wire};
-use crate::config::Deployment;
+use crate::config::{Deployment, Secret};
 use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
 
@@ -51,7 +52,8 @@ pub enum TargetError {
 pub enum TargetKind {
     /// Answered in process by the mock provider.
     Mock(MockSettings),
-    /// An OpenAI-wire HTTP upstream (OpenAI, Azure, and the compatible family).
+    /// An HTTP upstream: the OpenAI wire (OpenAI, Azure, the compatible family) or
+    /// Anthropic's Messages API (`HttpTarget::wire` says which).
     Http(Box<HttpTarget>),
     /// Known provider without a translator yet.
     Unsupported,
@@ -62,18 +64,86 @@ pub enum TargetKind {
 pub struct HttpTarget {
     /// Pooled client.
     pub client: HttpClient,
+    /// The wire format the upstream speaks (decides pass-through or translation).
+    pub wire: Wire,
+    /// `drop_params`: parameters the provider cannot take are dropped, not refused.
+    pub drop_params: bool,
     /// Full URL per endpoint, in [`Endpoint`] order.
-    urls: [Uri; 4],
-    /// Headers sent on every request (auth, organization, extra headers).
-    pub headers: HeaderMap,
+    urls: [Uri; ENDPOINTS.len()],
+    /// Headers sent on every request (auth, organization, extra headers), one set per key.
+    pub headers: KeyRing,
     /// The upstream model name encoded as a JSON string, spliced into the body.
     pub model_json: Bytes,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
-    /// Whole-call timeout for non-stream requests.
-    pub timeout: Duration,
-    /// Time allowed until a stream's first chunk.
-    pub stream_timeout: Duration,
+}
+
+/// How long one attempt on a deployment may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The whole call, non-stream (`timeout`).
+    pub total: Duration,
+    /// Until a stream's first chunk (`stream_timeout`).
+    pub first_chunk: Duration,
+    /// Longest gap between two chunks of a stream (`stream_idle_timeout`).
+    pub idle: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A deployment's timeouts, defaulted as LiteLLM does.
+    pub fn of(d: &Deployment) -> Self {
+        let total = d.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        Self {
+            total,
+            first_chunk: d.stream_timeout.unwrap_or(total),
+            idle: d.stream_idle_timeout,
+        }
+    }
+}
+
+/// A deployment's header sets, one per API key, and the weighted choice among them
+/// (several keys per deployment spread load over the provider's per-key limits).
+#[derive(Debug)]
+pub struct KeyRing {
+    sets: Box<[HeaderMap]>,
+    /// Cumulative weights, same length as `sets`.
+    cumulative: Box<[f64]>,
+    counter: AtomicU64,
+}
+
+impl KeyRing {
+    fn new(sets: Vec<(HeaderMap, f64)>) -> Self {
+        let mut total = 0.0;
+        let cumulative = sets
+            .iter()
+            .map(|(_, w)| {
+                total += w;
+                total
+            })
+            .collect();
+        Self {
+            sets: sets.into_iter().map(|(h, _)| h).collect(),
+            cumulative,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The headers for the next request: weighted over the keys by a golden-ratio sequence
+    /// (even spread, no random numbers); a single key costs nothing.
+    pub fn next(&self) -> &HeaderMap {
+        if self.sets.len() <= 1 {
+            return &self.sets[0];
+        }
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let total = self.cumulative.last().copied().unwrap_or(1.0);
+        let x = ((n as f64) * 0.618_033_988_749_895).fract() * total;
+        let i = self
+            .cumulative
+            .iter()
+            .position(|c| x < *c)
+            .unwrap_or(self.sets.len() - 1);
+        &self.sets[i]
+    }
 }
 
 impl HttpTarget {
@@ -89,14 +159,18 @@ const fn endpoint_index(e: Endpoint) -> usize {
         Endpoint::Completions => 1,
         Endpoint::Embeddings => 2,
         Endpoint::Responses => 3,
+        Endpoint::Messages => 4,
+        Endpoint::CountTokens => 5,
     }
 }
 
-const ENDPOINTS: [Endpoint; 4] = [
+const ENDPOINTS: [Endpoint; 6] = [
     Endpoint::ChatCompletions,
     Endpoint::Completions,
     Endpoint::Embeddings,
     Endpoint::Responses,
+    Endpoint::Messages,
+    Endpoint::CountTokens,
 ];
 
 /// A deployment ready to serve, shared by the routing table.
@@ -112,16 +186,22 @@ pub struct DeploymentTarget {
     pub provider: Provider,
     /// How to reach it.
     pub kind: TargetKind,
+    /// How long an attempt may take.
+    pub timeouts: Timeouts,
 }
 
 impl DeploymentTarget {
-    /// Prepare a validated deployment.
-    pub fn build(d: &Deployment, clients: &ClientRegistry) -> Result<Self, TargetError> {
+    /// Prepare a validated deployment. `drop_params` is `litellm_settings.drop_params`.
+    pub fn build(
+        d: &Deployment,
+        clients: &ClientRegistry,
+        drop_params: bool,
+    ) -> Result<Self, TargetError> {
         let kind = match d.provider.spec().wire {
             Wire::Mock => TargetKind::Mock(d.mock.clone()),
             Wire::NotYetSupported => TargetKind::Unsupported,
-            Wire::OpenAiCompatible | Wire::Azure => {
-                TargetKind::Http(Box::new(build_http(d, clients)?))
+            Wire::OpenAiCompatible | Wire::Azure | Wire::Anthropic => {
+                TargetKind::Http(Box::new(build_http(d, clients, drop_params)?))
             }
         };
         let id_header = HeaderValue::from_str(&d.id).map_err(|_| TargetError::BadHeader {
@@ -135,18 +215,42 @@ impl DeploymentTarget {
             model_name: Arc::from(d.model_name.as_str()),
             provider: d.provider,
             kind,
+            timeouts: Timeouts::of(d),
         })
     }
 }
 
-fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, TargetError> {
+#[cfg(test)]
+impl DeploymentTarget {
+    /// An in-process mock deployment for unit tests.
+    pub(crate) fn mock_for_tests(group: &str, id: &str) -> Self {
+        Self {
+            id: Arc::from(id),
+            id_header: HeaderValue::from_static("x"),
+            model_name: Arc::from(group),
+            provider: Provider::Mock,
+            kind: TargetKind::Mock(MockSettings::default()),
+            timeouts: Timeouts {
+                total: DEFAULT_TIMEOUT,
+                first_chunk: DEFAULT_TIMEOUT,
+                idle: None,
+            },
+        }
+    }
+}
+
+fn build_http(
+    d: &Deployment,
+    clients: &ClientRegistry,
+    drop_params: bool,
+) -> Result<HttpTarget, TargetError> {
     let base = d
         .api_base
         .as_deref()
         .unwrap_or_default()
         .trim_end_matches('/');
     let azure = d.provider.spec().wire == Wire::Azure;
-    let mut urls = Vec::with_capacity(4);
+    let mut urls = Vec::with_capacity(ENDPOINTS.len());
     for endpoint in ENDPOINTS {
         let url = if azure {
             azure_url(base, &d.upstream_model, d.api_version.as_deref(), endpoint)
@@ -163,26 +267,34 @@ fn build_http(d: &Deployment, clients: &ClientRegistry) -> Result<HttpTarget, Ta
             })?;
         urls.push(uri);
     }
-    let urls: [Uri; 4] = urls.try_into().map_err(|_| TargetError::BadUrl {
+    let urls: [Uri; ENDPOINTS.len()] = urls.try_into().map_err(|_| TargetError::BadUrl {
         id: d.id.clone(),
         model: d.model_name.clone(),
         url: base.to_owned(),
         reason: "internal: endpoint count".into(),
     })?;
-    let headers = build_headers(d)?;
-    let timeout = d.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let headers = if d.api_keys.is_empty() {
+        KeyRing::new(vec![(build_headers(d, None)?, 1.0)])
+    } else {
+        let mut sets = Vec::with_capacity(d.api_keys.len());
+        for k in &d.api_keys {
+            sets.push((build_headers(d, Some(&k.key))?, k.weight));
+        }
+        KeyRing::new(sets)
+    };
+    let timeout = Timeouts::of(d).total;
     let wildcard = d
         .upstream_model
         .contains('*')
         .then(|| d.upstream_model.clone().into());
     Ok(HttpTarget {
         client: clients.get(timeout.min(MAX_CONNECT_TIMEOUT)),
+        wire: d.provider.spec().wire,
+        drop_params,
         urls,
         headers,
         model_json: encode_model(&d.upstream_model),
         wildcard,
-        timeout,
-        stream_timeout: d.stream_timeout.unwrap_or(timeout),
     })
 }
 
@@ -195,14 +307,18 @@ fn azure_url(base: &str, deployment: &str, version: Option<&str>, e: Endpoint) -
     let version = version.unwrap_or(crate::config::DEFAULT_AZURE_API_VERSION);
     match e {
         Endpoint::Responses => format!("{base}/openai/responses?api-version={version}"),
-        Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => format!(
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Embeddings
+        | Endpoint::Messages
+        | Endpoint::CountTokens => format!(
             "{base}/openai/deployments/{deployment}{}?api-version={version}",
             e.path()
         ),
     }
 }
 
-fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
+fn build_headers(d: &Deployment, key: Option<&Secret>) -> Result<HeaderMap, TargetError> {
     let bad = |name: &str| TargetError::BadHeader {
         id: d.id.clone(),
         model: d.model_name.clone(),
@@ -214,14 +330,24 @@ fn build_headers(d: &Deployment) -> Result<HeaderMap, TargetError> {
         USER_AGENT,
         HeaderValue::from_static(concat!("sluice/", env!("CARGO_PKG_VERSION"))),
     );
-    if let Some(key) = &d.api_key {
+    if let Some(key) = key {
         let (name, value) = match d.provider.spec().key_header {
             KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
             KeyHeader::AzureApiKey => (HeaderName::from_static("api-key"), key.expose().to_owned()),
+            KeyHeader::XApiKey => (
+                HeaderName::from_static("x-api-key"),
+                key.expose().to_owned(),
+            ),
         };
         let mut v = HeaderValue::from_str(&value).map_err(|_| bad(name.as_str()))?;
         v.set_sensitive(true);
         h.insert(name, v);
+    }
+    if d.provider.spec().wire == Wire::Anthropic {
+        h.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(crate::translate::anthropic::API_VERSION),
+        );
     }
     if let Some(org) = &d.organization {
         let v = HeaderValue::from_str(org).map_err(|_| bad("OpenAI-Organization"))?;
@@ -250,6 +376,22 @@ mod tests {
             azure_url("https://r.openai.azure.com", "x", None, Endpoint::Responses),
             "https://r.openai.azure.com/openai/responses?api-version=2024-10-21"
         );
+    }
+
+    #[test]
+    fn key_ring_spreads_by_weight() {
+        let set = |k: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(AUTHORIZATION, HeaderValue::from_static(k));
+            (h, 0.0)
+        };
+        let ring = KeyRing::new(vec![(set("a").0, 3.0), (set("b").0, 1.0)]);
+        let a = (0..4000)
+            .filter(|_| ring.next().get(AUTHORIZATION).unwrap() == "a")
+            .count();
+        assert!((2950..3050).contains(&a), "{a}");
+        let one = KeyRing::new(vec![set("only")]);
+        assert_eq!(one.next().get(AUTHORIZATION).unwrap(), "only");
     }
 
     #[test]

@@ -1,68 +1,39 @@
-//! Model groups: deployments that share a `model_name`, and the choice of one per request.
-//! The table is immutable (rebuilt on reload); per-group state is atomics, so picking a
-//! deployment takes no lock and allocates nothing.
+//! Model groups and the choice of a deployment per attempt, with everything that makes routing
+//! survive provider failures: per-deployment health and cooldowns (`health`), strategies
+//! (`group`), failure kinds (`failure`), retry and fallback rules (`policy`), hedging (`hedge`)
+//! and the attempt loop the pipeline calls (`dispatch`). Tables are immutable per config
+//! snapshot; live state is atomics, so no request takes a lock.
+
+mod dispatch;
+mod failure;
+mod group;
+mod health;
+mod hedge;
+mod policy;
+
+pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, RouteError, Served};
+pub use failure::{retry_after, FailureKind};
+pub use group::{Group, Member, Strategy};
+pub use health::{
+    now_ms, Availability, Breaker, Health, HealthRegistry, InFlight, DEFAULT_ALLOWED_FAILS,
+    DEFAULT_COOLDOWN,
+};
+pub use hedge::HedgeAfter;
+pub use policy::{Fallbacks, OnDisconnect, Policy};
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::providers::DeploymentTarget;
-
-/// The deployments behind one public model name.
-#[derive(Debug)]
-pub struct Group {
-    /// Public name.
-    pub name: Arc<str>,
-    deployments: Vec<Arc<DeploymentTarget>>,
-    /// Cumulative weights (same length as `deployments`) when any deployment has a weight.
-    cumulative: Option<Vec<f64>>,
-    counter: AtomicU64,
+/// A snapshot's routing: the model table and the rules for retries, fallbacks and cooldowns.
+#[derive(Debug, Default)]
+pub struct Router {
+    /// Model groups.
+    pub models: ModelTable,
+    /// Retry, backoff, strategy and breaker rules.
+    pub policy: Policy,
+    /// Fallback chains.
+    pub fallbacks: Fallbacks,
 }
-
-impl Group {
-    fn new(name: Arc<str>, members: Vec<Weighted>) -> Self {
-        let weighted = members.iter().any(|(_, w)| w.is_some());
-        let cumulative = weighted.then(|| {
-            members
-                .iter()
-                .scan(0.0, |acc, (_, w)| {
-                    *acc += w.unwrap_or(1.0);
-                    Some(*acc)
-                })
-                .collect()
-        });
-        Self {
-            name,
-            deployments: members.into_iter().map(|(d, _)| d).collect(),
-            cumulative,
-            counter: AtomicU64::new(0),
-        }
-    }
-
-    /// The deployments, in config order.
-    pub fn deployments(&self) -> &[Arc<DeploymentTarget>] {
-        &self.deployments
-    }
-
-    /// Choose a deployment: weighted when weights are set, else round robin. The weighted
-    /// draw uses a golden-ratio sequence over the request counter, which spreads picks evenly
-    /// without a random-number generator.
-    pub fn pick(&self) -> &Arc<DeploymentTarget> {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let idx = match &self.cumulative {
-            None => (n % self.deployments.len() as u64) as usize,
-            Some(cum) => {
-                let total = cum.last().copied().unwrap_or(1.0);
-                let x = ((n as f64) * 0.618_033_988_749_895).fract() * total;
-                cum.iter().position(|c| x < *c).unwrap_or(cum.len() - 1)
-            }
-        };
-        &self.deployments[idx]
-    }
-}
-
-/// A deployment with its routing weight (`litellm_params.weight`).
-pub type Weighted = (Arc<DeploymentTarget>, Option<f64>);
 
 /// A `model_name` containing `*` (LiteLLM wildcard routing): `prefix*suffix`.
 #[derive(Debug)]
@@ -91,20 +62,25 @@ pub struct ModelTable {
 }
 
 impl ModelTable {
-    /// Group deployments by `model_name`, keeping config order.
-    pub fn new(targets: Vec<Weighted>) -> Self {
+    /// Group deployments by `model_name`, keeping config order; `hedge` gives a group's
+    /// hedging setting.
+    pub fn new(all: Vec<Member>, hedge: impl Fn(&str) -> Option<HedgeAfter>) -> Self {
         let mut order: Vec<Arc<str>> = Vec::new();
-        let mut members: HashMap<Arc<str>, Vec<Weighted>> = HashMap::new();
-        for (t, w) in targets {
-            let name = t.model_name.clone();
+        let mut members: HashMap<Arc<str>, Vec<Member>> = HashMap::new();
+        for m in all {
+            let name = m.target.model_name.clone();
             if !members.contains_key(&name) {
                 order.push(name.clone());
             }
-            members.entry(name).or_default().push((t, w));
+            members.entry(name).or_default().push(m);
         }
         let mut table = Self::default();
         for name in order {
-            let group = Group::new(name.clone(), members.remove(&name).unwrap_or_default());
+            let group = Group::new(
+                name.clone(),
+                members.remove(&name).unwrap_or_default(),
+                hedge(&name),
+            );
             match name.split_once('*') {
                 Some((prefix, suffix)) => table.wildcards.push(Wildcard {
                     prefix: prefix.into(),
@@ -164,69 +140,54 @@ impl ModelTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::MockSettings;
-    use crate::providers::{Provider, TargetKind};
-    use http::HeaderValue;
+    use crate::providers::DeploymentTarget;
 
-    fn target(group: &str, id: &str) -> Arc<DeploymentTarget> {
-        Arc::new(DeploymentTarget {
-            id: Arc::from(id),
-            id_header: HeaderValue::from_static("x"),
-            model_name: Arc::from(group),
-            provider: Provider::Mock,
-            kind: TargetKind::Mock(MockSettings::default()),
-        })
-    }
-
-    fn share(table: &ModelTable, group: &str, n: usize) -> HashMap<String, usize> {
-        let g = table.resolve(group).unwrap().group;
-        let mut counts = HashMap::new();
-        for _ in 0..n {
-            *counts.entry(g.pick().id.to_string()).or_insert(0) += 1;
+    fn member(group: &str, id: &str) -> Member {
+        Member {
+            target: Arc::new(DeploymentTarget::mock_for_tests(group, id)),
+            health: Arc::new(Health::default()),
+            weight: 1.0,
+            rpm: None,
+            tpm: None,
+            cost: f64::INFINITY,
         }
-        counts
+    }
+
+    fn first_id(r: Resolved<'_>) -> String {
+        r.group.members()[0].target.id.to_string()
     }
 
     #[test]
-    fn round_robin_without_weights() {
-        let table = ModelTable::new(vec![
-            (target("g", "a"), None),
-            (target("g", "b"), None),
-            (target("h", "c"), None),
-        ]);
-        let counts = share(&table, "g", 100);
-        assert_eq!(counts["a"], 50);
-        assert_eq!(counts["b"], 50);
+    fn groups_keep_config_order() {
+        let table = ModelTable::new(
+            vec![member("g", "a"), member("g", "b"), member("h", "c")],
+            |_| None,
+        );
         assert_eq!(table.names().len(), 2);
-    }
-
-    #[test]
-    fn weights_shape_the_share() {
-        let table = ModelTable::new(vec![
-            (target("g", "a"), Some(3.0)),
-            (target("g", "b"), Some(1.0)),
-        ]);
-        let counts = share(&table, "g", 10_000);
-        let a = counts["a"] as f64 / 10_000.0;
-        assert!((a - 0.75).abs() < 0.01, "share of a: {a}");
+        assert_eq!(table.group("g").unwrap().members().len(), 2);
+        assert_eq!(table.groups().count(), 2);
     }
 
     #[test]
     fn wildcards_capture_and_exact_names_win() {
-        let table = ModelTable::new(vec![
-            (target("*", "any"), None),
-            (target("openai/*", "oa"), None),
-            (target("openai/gpt-4o", "exact"), None),
-        ]);
+        let table = ModelTable::new(
+            vec![
+                member("*", "any"),
+                member("openai/*", "oa"),
+                member("openai/gpt-4o", "exact"),
+            ],
+            |name| (name == "openai/*").then_some(HedgeAfter::Percentile(95.0)),
+        );
         let r = table.resolve("openai/gpt-4o").unwrap();
-        assert_eq!(r.group.pick().id.as_ref(), "exact");
+        assert_eq!(first_id(r), "exact");
         assert!(r.capture.is_none());
         let r = table.resolve("openai/o3").unwrap();
-        assert_eq!(r.group.pick().id.as_ref(), "oa");
+        assert_eq!(first_id(r), "oa");
         assert_eq!(r.capture, Some("o3"));
+        assert!(r.group.hedge.is_some());
         let r = table.resolve("claude-x").unwrap();
         assert_eq!(r.capture, Some("claude-x"));
         assert_eq!(table.names(), [Arc::<str>::from("openai/gpt-4o")]);
-        assert!(ModelTable::new(vec![]).resolve("x").is_none());
+        assert!(ModelTable::new(vec![], |_| None).resolve("x").is_none());
     }
 }

@@ -2,6 +2,7 @@
 //! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
 
 mod body;
+mod health;
 pub mod pipeline;
 mod relay;
 pub mod routes;
@@ -26,6 +27,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
+use crate::error::ApiError;
+use crate::routing::OnDisconnect;
+
 /// Largest read buffer per connection (hyper's minimum is 8 KiB).
 pub const MAX_CONN_BUF: usize = 64 * 1024;
 
@@ -38,7 +42,20 @@ pub async fn serve(
 ) {
     let handler = move |req: Request<Incoming>| {
         let state = state.clone();
-        async move { pipeline::handle(&state, req).await }
+        async move {
+            if state.snapshot().router.policy.on_disconnect != OnDisconnect::Finish {
+                return pipeline::handle(&state, req).await;
+            }
+            // `on_client_disconnect: finish`: the request runs as its own task, so that a
+            // client going away (which drops this future) does not cancel the upstream call.
+            let task = tokio::spawn(async move { pipeline::handle(&state, req).await });
+            task.await.unwrap_or_else(|_| {
+                pipeline::error_response(
+                    &ApiError::Internal("request task failed"),
+                    crate::endpoint::Dialect::OpenAi,
+                )
+            })
+        }
     };
     serve_with(listener, handler, shutdown, grace).await;
 }

@@ -4,16 +4,22 @@
 //! with a made-up `[DONE]`. The request's record is emitted when the relay is dropped, so a
 //! client that goes away is still accounted.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use tokio::time::{Instant, Sleep};
 
 use crate::endpoint::Endpoint;
-use crate::error::error_body;
+use crate::error::{anthropic_error_body, error_body};
+use crate::mock::MockBody;
 use crate::providers::body::UpstreamBody;
 use crate::providers::sse::SseTap;
+use crate::routing::InFlight;
 use crate::telemetry::{Outcome, Recorder, RequestRecord};
 
 /// Why a relayed stream was aborted. The client already got an error event; this error only
@@ -43,6 +49,12 @@ pub struct StreamRelay {
     failure: Option<String>,
     record: RequestRecord,
     recorder: Recorder,
+    /// Longest wait for the next upstream frame, with its timer.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// The deployment's in-flight slot, held until the stream ends.
+    in_flight: Option<InFlight>,
+    /// Keep reading the upstream after the client leaves, to account its full usage.
+    finish_on_disconnect: bool,
 }
 
 impl StreamRelay {
@@ -64,6 +76,54 @@ impl StreamRelay {
             failure: None,
             record,
             recorder,
+            idle: None,
+            in_flight: None,
+            finish_on_disconnect: false,
+        }
+    }
+
+    /// Fail the stream when the upstream sends nothing for `idle`.
+    pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
+        self.idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        self
+    }
+
+    /// Hold the deployment's in-flight slot until the stream ends; its tokens are added to the
+    /// deployment's usage then.
+    pub fn in_flight(mut self, guard: InFlight) -> Self {
+        self.in_flight = Some(guard);
+        self
+    }
+
+    /// When the client goes away, read the upstream to its end in the background so that the
+    /// full usage is recorded (`on_client_disconnect: finish`).
+    pub fn finish_on_disconnect(mut self, finish: bool) -> Self {
+        self.finish_on_disconnect = finish;
+        self
+    }
+
+    /// Poll the upstream, failing it when it stays silent past the idle timeout.
+    fn poll_upstream(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, String>>> {
+        match Pin::new(&mut self.upstream).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                if let Some((d, sleep)) = &mut self.idle {
+                    sleep.as_mut().reset(Instant::now() + *d);
+                }
+                Poll::Ready(frame.map(|f| f.map_err(|e| e.to_string())))
+            }
+            Poll::Pending => match &mut self.idle {
+                Some((d, sleep)) => {
+                    ready!(sleep.as_mut().poll(cx));
+                    Poll::Ready(Some(Err(format!(
+                        "no data from the upstream for {}s",
+                        d.as_secs_f64()
+                    ))))
+                }
+                None => Poll::Pending,
+            },
         }
     }
 
@@ -79,6 +139,14 @@ impl StreamRelay {
                     "param": null,
                 });
                 Bytes::from(format!("event: error\ndata: {body}\n\n"))
+            }
+            Endpoint::Messages | Endpoint::CountTokens => {
+                let body = anthropic_error_body("api_error", &message);
+                let mut out = Vec::with_capacity(body.len() + 24);
+                out.extend_from_slice(b"event: error\ndata: ");
+                out.extend_from_slice(&body);
+                out.extend_from_slice(b"\n\n");
+                Bytes::from(out)
             }
             Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => {
                 let body = error_body(&message, "upstream_error", None, "stream_interrupted");
@@ -124,7 +192,7 @@ impl Body for StreamRelay {
                 }
                 State::Relaying => {}
             }
-            match ready!(Pin::new(&mut this.upstream).poll_frame(cx)) {
+            match ready!(this.poll_upstream(cx)) {
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else {
                         continue; // trailers carry nothing for the client
@@ -134,8 +202,7 @@ impl Body for StreamRelay {
                         return Poll::Ready(Some(Ok(Frame::data(out))));
                     }
                 }
-                Some(Err(e)) => {
-                    let msg = e.to_string();
+                Some(Err(msg)) => {
                     let event = this.error_event(&msg);
                     this.failure = Some(msg);
                     this.state = State::Failing;
@@ -169,12 +236,50 @@ impl Body for StreamRelay {
 
 impl Drop for StreamRelay {
     fn drop(&mut self) {
-        if self.state == State::Relaying {
-            self.record.outcome = Outcome::ClientGone;
-        }
-        self.record.usage = self.tap.usage();
         let shell = self.record.clone_shell();
-        let record = std::mem::replace(&mut self.record, shell);
+        let mut record = std::mem::replace(&mut self.record, shell);
+        let guard = self.in_flight.take();
+        if self.state == State::Relaying {
+            record.outcome = Outcome::ClientGone;
+            if self.finish_on_disconnect {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let upstream = std::mem::replace(
+                        &mut self.upstream,
+                        UpstreamBody::Mock(MockBody::full(Bytes::new())),
+                    );
+                    let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
+                    rt.spawn(drain(upstream, tap, record, self.recorder.clone(), guard));
+                    return;
+                }
+            }
+        }
+        record.usage = self.tap.usage();
+        account(&record, guard);
         self.recorder.record(record);
     }
+}
+
+/// Add a finished stream's tokens to its deployment's usage.
+fn account(record: &RequestRecord, guard: Option<InFlight>) {
+    if let (Some(g), Some(u)) = (guard, &record.usage) {
+        g.add_tokens(u.prompt_tokens + u.completion_tokens);
+    }
+}
+
+/// Read what is left of an abandoned stream, only to learn its usage, then record it.
+async fn drain(
+    mut upstream: UpstreamBody,
+    mut tap: SseTap,
+    mut record: RequestRecord,
+    recorder: Recorder,
+    guard: Option<InFlight>,
+) {
+    while let Some(Ok(frame)) = upstream.frame().await {
+        if let Ok(data) = frame.into_data() {
+            tap.feed(data);
+        }
+    }
+    record.usage = tap.usage();
+    account(&record, guard);
+    recorder.record(record);
 }

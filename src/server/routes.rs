@@ -17,6 +17,10 @@ pub enum Route<'a> {
     Liveness,
     /// `GET /health/readiness`
     Readiness,
+    /// `GET /health`: every deployment's routing state (master key).
+    Health,
+    /// `GET /metrics`: Prometheus exposition.
+    Metrics,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -31,10 +35,14 @@ impl Route<'_> {
             Self::Inference(Endpoint::Completions) => "/v1/completions",
             Self::Inference(Endpoint::Embeddings) => "/v1/embeddings",
             Self::Inference(Endpoint::Responses) => "/v1/responses",
+            Self::Inference(Endpoint::Messages) => "/v1/messages",
+            Self::Inference(Endpoint::CountTokens) => "/v1/messages/count_tokens",
             Self::ListModels => "/v1/models",
             Self::GetModel(_) => "/v1/models/{id}",
             Self::Liveness => "/health/liveliness",
             Self::Readiness => "/health/readiness",
+            Self::Health => "/health",
+            Self::Metrics => "/metrics",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -54,6 +62,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/models" => Route::ListModels,
         "/health/liveliness" | "/health/liveness" => Route::Liveness,
         "/health/readiness" => Route::Readiness,
+        "/health" => Route::Health,
+        "/metrics" => Route::Metrics,
         _ => match bare.strip_prefix("/models/") {
             Some(id) if !id.is_empty() => Route::GetModel(id),
             _ => return Route::NotFound,
@@ -89,6 +99,8 @@ mod tests {
         );
         assert_eq!(match_route(&get, "/health/liveness"), Route::Liveness);
         assert_eq!(match_route(&get, "/health/readiness"), Route::Readiness);
+        assert_eq!(match_route(&get, "/health"), Route::Health);
+        assert_eq!(match_route(&get, "/metrics"), Route::Metrics);
         assert_eq!(
             match_route(&get, "/v1/chat/completions"),
             Route::WrongMethod

@@ -2,4 +2,4 @@
 
 pub(crate) mod usage;
 
-pub use usage::{usage_from_body, Usage};
+pub use usage::{usage_from_body, usage_from_value, Usage};

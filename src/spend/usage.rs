@@ -1,10 +1,13 @@
-//! One normalised usage record for every OpenAI-style answer (chat, completions, embeddings,
-//! Responses API), read without parsing the rest of the body into values.
+//! One normalised usage record for every answer (OpenAI chat, completions, embeddings,
+//! Responses API, Anthropic Messages), read without parsing the rest of the body into values.
+//! Anthropic's `input_tokens` excludes cache reads and writes; normalised `prompt_tokens`
+//! includes both, as OpenAI's does, so spend is computed one way.
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-/// Tokens one request used. `prompt_tokens` includes `cached_tokens` (OpenAI's convention).
+/// Tokens one request used. `prompt_tokens` includes `cached_tokens` and
+/// `cache_creation_tokens` (OpenAI's convention).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens, cached ones included.
@@ -13,8 +16,30 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Input tokens served from the provider's prompt cache.
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (Anthropic bills them apart).
+    pub cache_creation_tokens: u64,
     /// Output tokens spent on hidden reasoning.
     pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Combine two reports of the same answer: Anthropic streams input tokens at the start and
+    /// cumulative output tokens at the end, so the larger count of each field wins.
+    pub fn merge(self, later: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.max(later.prompt_tokens),
+            completion_tokens: self.completion_tokens.max(later.completion_tokens),
+            cached_tokens: self.cached_tokens.max(later.cached_tokens),
+            cache_creation_tokens: self.cache_creation_tokens.max(later.cache_creation_tokens),
+            reasoning_tokens: self.reasoning_tokens.max(later.reasoning_tokens),
+        }
+    }
+
+    /// Anthropic's `input_tokens`: input neither read from nor written to the cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.prompt_tokens
+            .saturating_sub(self.cached_tokens + self.cache_creation_tokens)
+    }
 }
 
 #[derive(Deserialize)]
@@ -25,12 +50,22 @@ struct Details {
     reasoning_tokens: Option<u64>,
 }
 
-/// The `usage` object in either of OpenAI's spellings (chat: prompt/completion; Responses:
-/// input/output).
+/// The `usage` object in OpenAI's spellings (chat: prompt/completion; Responses:
+/// input/output) and Anthropic's (input/output plus cache reads and writes).
 #[derive(Deserialize)]
 struct RawUsage {
-    #[serde(default, alias = "input_tokens")]
+    /// Anthropic: input tokens read from the cache (not in `input_tokens`).
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    /// Anthropic: input tokens written to the cache (not in `input_tokens`).
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    /// OpenAI chat: cached tokens included.
+    #[serde(default)]
     prompt_tokens: Option<u64>,
+    /// Responses API (cached included) and Anthropic (cache reads and writes excluded).
+    #[serde(default)]
+    input_tokens: Option<u64>,
     #[serde(default, alias = "output_tokens")]
     completion_tokens: Option<u64>,
     #[serde(default, alias = "input_tokens_details")]
@@ -41,13 +76,20 @@ struct RawUsage {
 
 impl From<RawUsage> for Usage {
     fn from(raw: RawUsage) -> Self {
+        let read = raw.cache_read_input_tokens.unwrap_or(0);
+        let written = raw.cache_creation_input_tokens.unwrap_or(0);
+        let detailed = raw.prompt_tokens_details.and_then(|d| d.cached_tokens);
+        // `prompt_tokens` already counts the cache (an OpenAI-shaped answer may carry the
+        // Anthropic cache fields as extra detail); Anthropic's `input_tokens` does not.
+        let prompt_tokens = match (raw.prompt_tokens, raw.input_tokens) {
+            (Some(p), _) => p,
+            (None, i) => i.unwrap_or(0) + read + written,
+        };
         Self {
-            prompt_tokens: raw.prompt_tokens.unwrap_or(0),
+            prompt_tokens,
             completion_tokens: raw.completion_tokens.unwrap_or(0),
-            cached_tokens: raw
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .unwrap_or(0),
+            cached_tokens: detailed.unwrap_or(read),
+            cache_creation_tokens: written,
             reasoning_tokens: raw
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
@@ -65,6 +107,9 @@ pub(crate) struct UsageProbe<'a> {
     /// Responses API stream events nest the response object.
     #[serde(default)]
     response: Option<NestedResponse>,
+    /// Anthropic's `message_start` nests the message object.
+    #[serde(default)]
+    message: Option<NestedResponse>,
     /// Chat chunks: an empty `choices` marks the usage-only chunk.
     #[serde(default)]
     choices: Option<Vec<IgnoredAny>>,
@@ -84,6 +129,7 @@ impl UsageProbe<'_> {
     pub(crate) fn usage(self) -> Option<Usage> {
         self.usage
             .or(self.response.and_then(|r| r.usage))
+            .or(self.message.and_then(|m| m.usage))
             .map(Usage::from)
     }
 
@@ -91,6 +137,11 @@ impl UsageProbe<'_> {
     pub(crate) fn is_usage_only_chunk(&self) -> bool {
         self.usage.is_some() && self.choices.as_ref().is_some_and(Vec::is_empty)
     }
+}
+
+/// Usage from an already parsed `usage` object (translators read whole answers as values).
+pub fn usage_from_value(usage: &serde_json::Value) -> Option<Usage> {
+    RawUsage::deserialize(usage).ok().map(Usage::from)
 }
 
 /// Usage from a whole non-stream answer. `None` when the body has none or is not JSON.
@@ -116,9 +167,31 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 cached_tokens: 4,
+                cache_creation_tokens: 0,
                 reasoning_tokens: 2
             })
         );
+    }
+
+    #[test]
+    fn anthropic_usage_counts_cache_reads_and_writes_as_input() {
+        let body = br#"{"type":"message","usage":{"input_tokens":10,"output_tokens":5,
+            "cache_read_input_tokens":100,"cache_creation_input_tokens":20}}"#;
+        let u = usage_from_body(body).unwrap();
+        assert_eq!(u.prompt_tokens, 130);
+        assert_eq!(u.cached_tokens, 100);
+        assert_eq!(u.cache_creation_tokens, 20);
+        assert_eq!(u.uncached_input_tokens(), 10);
+        let start =
+            br#"{"type":"message_start","message":{"usage":{"input_tokens":7,"output_tokens":1}}}"#;
+        let first = serde_json::from_slice::<UsageProbe<'_>>(start)
+            .unwrap()
+            .usage()
+            .unwrap();
+        let delta = br#"{"type":"message_delta","usage":{"output_tokens":42}}"#;
+        let last = usage_from_body(delta).unwrap();
+        let u = first.merge(last);
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (7, 42));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! I/O, so a slow terminal or pipe never stalls a request), and a recorder task that turns each
 //! finished request into one log line.
 
+pub mod metrics;
 mod record;
 mod recorder;
 
+pub use metrics::Metrics;
 pub use record::{ms, Outcome, RequestRecord};
 pub use recorder::{LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
 use tracing_appender::non_blocking::WorkerGuard;

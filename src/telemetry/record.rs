@@ -63,6 +63,14 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     /// Error code when sluice itself failed the request.
     pub error: Option<&'static str>,
+    /// Kind of the upstream failure that ended the request, if one did.
+    pub failure: Option<&'static str>,
+    /// Retried attempts.
+    pub retries: u32,
+    /// Fallback groups moved to.
+    pub fallbacks: u32,
+    /// Hedged second attempts.
+    pub hedges: u32,
 }
 
 impl RequestRecord {
@@ -88,6 +96,10 @@ impl RequestRecord {
             usage: None,
             outcome: Outcome::Done,
             error: None,
+            failure: None,
+            retries: 0,
+            fallbacks: 0,
+            hedges: 0,
         }
     }
 
@@ -115,7 +127,9 @@ impl RequestRecord {
             status = self.status,
             stream = self.stream,
             outcome = self.outcome.name(),
-            error = self.error.unwrap_or("-"),
+            error = self.error.or(self.failure).unwrap_or("-"),
+            retries = self.retries,
+            fallbacks = self.fallbacks,
             duration_ms = ms(self.start.elapsed()),
             overhead_ms = ms(self.overhead),
             ttfb_ms = self.ttfb.map(ms),

@@ -2,8 +2,11 @@
 //! line (and, later, spend records, metrics and callbacks). The request only pays for a
 //! `try_send`; if the queue is ever full the record is logged inline rather than dropped.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc;
 
+use super::metrics::Metrics;
 use super::record::RequestRecord;
 
 /// Records waiting for the writer before requests start logging inline.
@@ -36,13 +39,16 @@ impl RecordSink for mpsc::UnboundedSender<RequestRecord> {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<RequestRecord>,
+    metrics: Arc<Metrics>,
 }
 
 impl Recorder {
-    /// Start the recorder task with these sinks. The task ends when every `Recorder` clone is
-    /// dropped, after draining the queue.
+    /// Start the recorder task with these sinks (the Prometheus metrics are always fed). The
+    /// task ends when every `Recorder` clone is dropped, after draining the queue.
     pub fn start(mut sinks: Vec<Box<dyn RecordSink>>) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<RequestRecord>(QUEUE_CAPACITY);
+        let metrics = Arc::new(Metrics::default());
+        sinks.insert(0, Box::new(metrics.clone()));
         let task = tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
                 for sink in &mut sinks {
@@ -50,7 +56,17 @@ impl Recorder {
                 }
             }
         });
-        (Self { tx }, task)
+        (Self { tx, metrics }, task)
+    }
+
+    /// The metrics the recorder keeps, for `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Records waiting for the recorder task.
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
     }
 
     /// Hand a finished request's record over.

@@ -345,3 +345,17 @@ pub async fn post(url: &str, body: &str) -> Answer {
 pub async fn get(url: &str) -> Answer {
     send("GET", url, Bytes::new(), &[MASTER]).await
 }
+
+impl MockServer {
+    /// What the mock server has seen: `requests`, `answered`, `cancelled`.
+    pub async fn stats(&self) -> serde_json::Value {
+        get(&format!("http://{}/mock/stats", self.addr))
+            .await
+            .json()
+    }
+
+    /// Inference requests that reached this server.
+    pub async fn requests(&self) -> u64 {
+        self.stats().await["requests"].as_u64().unwrap()
+    }
+}

@@ -74,6 +74,11 @@ model_list:
   - model_name: in-process
     litellm_params:
       model: mock/in-process
+  - model_name: claude-sonnet
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
   - model_name: text-embedding-3-small
     litellm_params:
       model: openai/text-embedding-3-small
@@ -83,7 +88,7 @@ general_settings:
 """
     )
     proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], workdir)
-    yield {"base_url": f"http://{addr}/v1", "log": log, "proc": proc}
+    yield {"base_url": f"http://{addr}/v1", "root": f"http://{addr}", "log": log, "proc": proc}
     assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"
     text = open(log).read()
     assert "sk-upstream-never-shown" not in text, "an upstream key reached the logs"

@@ -124,7 +124,7 @@ def test_embeddings_float_and_base64(client):
 
 def test_models(client):
     ids = [m.id for m in client.models.list()]
-    assert ids == ["gpt-4o-mini", "in-process", "text-embedding-3-small"]
+    assert ids == ["gpt-4o-mini", "in-process", "claude-sonnet", "text-embedding-3-small"]
     assert client.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("no-such-model")

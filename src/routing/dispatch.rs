@@ -1,0 +1,407 @@
+//! Step 7 of the pipeline with its failure handling: call a deployment of the group; on a
+//! failure, retry on another deployment (a cooled-down one is never called), fall back to
+//! other groups, and hedge a slow first attempt. Generic over what an attempt returns, so the
+//! pipeline keeps the wire details and this module keeps the decisions.
+//!
+//! The rules, in order:
+//! 1. A retry goes to a deployment this request has not tried, at once.
+//! 2. When every deployment of the group was tried (or is cooling down), sluice falls back to
+//!    the next group at once if there is one; a group whose deployments are all cooling down
+//!    is skipped without a call.
+//! 3. Only without a fallback does it retry deployments it already tried, after a backoff
+//!    that honours `Retry-After`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::failure::FailureKind;
+use super::group::{Group, Member, Pick, Tried};
+use super::health::{now_ms, InFlight};
+use super::{Resolved, Router};
+
+/// One attempt the pipeline is asked to make.
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// The group being served.
+    pub group: &'a Group,
+    /// The deployment to call.
+    pub member: &'a Member,
+    /// What a wildcard group's `*` matched.
+    pub capture: Option<&'a str>,
+}
+
+/// A failed attempt, classified.
+#[derive(Debug)]
+pub struct Failure<E> {
+    /// What kind of failure.
+    pub kind: FailureKind,
+    /// How long the upstream asked us to wait.
+    pub retry_after: Option<Duration>,
+    /// The error to give the client if nothing else works.
+    pub error: E,
+}
+
+/// A failure of routing itself: nothing could be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// Every deployment of the group is cooling down.
+    #[error("every deployment of model group `{group}` is cooling down after failures; retry in {}s", .retry_in.as_secs_f64().ceil())]
+    Cooling {
+        /// The group.
+        group: Arc<str>,
+        /// When the first one is back.
+        retry_in: Duration,
+    },
+    /// Every deployment of the group is at its rpm/tpm limit this minute.
+    #[error("every deployment of model group `{group}` is at its rpm/tpm limit; retry in {}s", .retry_in.as_secs_f64().ceil())]
+    AtLimit {
+        /// The group.
+        group: Arc<str>,
+        /// When the minute turns.
+        retry_in: Duration,
+    },
+}
+
+impl RouteError {
+    /// When the client may try again.
+    pub fn retry_in(&self) -> Duration {
+        match self {
+            Self::Cooling { retry_in, .. } | Self::AtLimit { retry_in, .. } => *retry_in,
+        }
+    }
+}
+
+/// The request's own routing settings (from its body).
+#[derive(Debug, Default)]
+pub struct Requested<'a> {
+    /// `num_retries`.
+    pub num_retries: Option<u32>,
+    /// `fallbacks`.
+    pub fallbacks: Option<&'a [Arc<str>]>,
+}
+
+/// A successful attempt.
+#[derive(Debug)]
+pub struct Served<'a, A> {
+    /// What the attempt returned.
+    pub answer: A,
+    /// The group that served it (a fallback's, after a fallback).
+    pub group: &'a Group,
+    /// The deployment that served it.
+    pub member: &'a Member,
+    /// Its in-flight slot: keep it until the answer is fully sent (streams), then drop it.
+    pub guard: InFlight,
+}
+
+/// The end of dispatching one request.
+#[derive(Debug)]
+pub struct Outcome<'a, A, E> {
+    /// The answer, or the failure to report.
+    pub result: Result<Served<'a, A>, Failure<E>>,
+    /// The deployment of the last attempt made, if any.
+    pub last: Option<&'a Member>,
+    /// Attempts after the first within a group, summed over groups.
+    pub retries: u32,
+    /// Fallback groups moved to.
+    pub fallbacks: u32,
+    /// Hedged second attempts started.
+    pub hedges: u32,
+}
+
+struct Run<'a> {
+    router: &'a Router,
+    requested: &'a Requested<'a>,
+    last: Option<&'a Member>,
+    retries: u32,
+    hedges: u32,
+}
+
+/// Serve one request: the group `first`, then its fallbacks. `attempt` makes one upstream
+/// call and classifies its failure.
+pub async fn dispatch<'a, A, E, F, Fut>(
+    router: &'a Router,
+    first: Resolved<'a>,
+    requested: &'a Requested<'a>,
+    mut attempt: F,
+) -> Outcome<'a, A, E>
+where
+    F: FnMut(Attempt<'a>) -> Fut,
+    Fut: Future<Output = Result<A, Failure<E>>>,
+    E: From<RouteError>,
+{
+    let mut run = Run {
+        router,
+        requested,
+        last: None,
+        retries: 0,
+        hedges: 0,
+    };
+    let mut current = first;
+    let mut fallbacks: u32 = 0;
+    let mut chain: Option<(&'a [Arc<str>], usize)> = None;
+    loop {
+        let can_fall_back = match chain {
+            Some((list, next)) => next < list.len(),
+            None => router
+                .fallbacks
+                .any_for(&first.group.name, requested.fallbacks.is_some()),
+        } && (fallbacks as usize) < router.policy.max_fallbacks;
+        let failure = match run.group(current, can_fall_back, &mut attempt).await {
+            Ok(served) => return run.finish(Ok(served), fallbacks),
+            Err(f) => f,
+        };
+        let (list, next) = chain.get_or_insert_with(|| {
+            (
+                router
+                    .fallbacks
+                    .chain(&first.group.name, failure.kind, requested.fallbacks),
+                0,
+            )
+        });
+        let mut found = None;
+        while *next < list.len() && (fallbacks as usize) < router.policy.max_fallbacks {
+            let name = &list[*next];
+            *next += 1;
+            if let Some(r) = router.models.resolve(name) {
+                if !std::ptr::eq(r.group, current.group) {
+                    found = Some(r);
+                    break;
+                }
+            }
+        }
+        match found {
+            Some(r) if failure.kind != FailureKind::BadRequest => {
+                fallbacks += 1;
+                current = r;
+            }
+            _ => return run.finish(Err(failure), fallbacks),
+        }
+    }
+}
+
+impl<'a> Run<'a> {
+    fn finish<A, E>(
+        self,
+        result: Result<Served<'a, A>, Failure<E>>,
+        fallbacks: u32,
+    ) -> Outcome<'a, A, E> {
+        Outcome {
+            result,
+            last: self.last,
+            retries: self.retries,
+            fallbacks,
+            hedges: self.hedges,
+        }
+    }
+
+    /// Attempts within one group, by the rules in the module comment.
+    async fn group<A, E, F, Fut>(
+        &mut self,
+        at: Resolved<'a>,
+        can_fall_back: bool,
+        attempt: &mut F,
+    ) -> Result<Served<'a, A>, Failure<E>>
+    where
+        F: FnMut(Attempt<'a>) -> Fut,
+        Fut: Future<Output = Result<A, Failure<E>>>,
+        E: From<RouteError>,
+    {
+        let policy = &self.router.policy;
+        let group = at.group;
+        let mut tried = Tried::default();
+        let mut attempts: u32 = 0;
+        let mut same_again: u32 = 0;
+        let mut last: Option<Failure<E>> = None;
+        loop {
+            match group.pick(policy.strategy, tried, now_ms()) {
+                Pick::Chosen {
+                    index,
+                    member,
+                    guard,
+                } => {
+                    if attempts > 0 {
+                        self.retries += 1;
+                    }
+                    attempts += 1;
+                    self.last = Some(member);
+                    let first = attempts == 1;
+                    let call = Attempt {
+                        group,
+                        member,
+                        capture: at.capture,
+                    };
+                    match self.one(call, index, guard, tried, first, attempt).await {
+                        Ok(served) => return Ok(served),
+                        Err(f) => {
+                            tried.insert(index);
+                            let allowed = policy.retries(f.kind, self.requested.num_retries);
+                            let give_up = attempts > allowed;
+                            last = Some(f);
+                            if give_up {
+                                break;
+                            }
+                        }
+                    }
+                }
+                Pick::Cooling(retry_in) => {
+                    last = last.or_else(|| {
+                        Some(route_failure(RouteError::Cooling {
+                            group: group.name.clone(),
+                            retry_in,
+                        }))
+                    });
+                    break;
+                }
+                Pick::AtLimit(retry_in) => {
+                    last = last.or_else(|| {
+                        Some(route_failure(RouteError::AtLimit {
+                            group: group.name.clone(),
+                            retry_in,
+                        }))
+                    });
+                    break;
+                }
+                Pick::Exhausted => {
+                    // Everyone was tried. Move on if there is somewhere to go; otherwise try
+                    // the same deployments again, after a backoff.
+                    let Some(f) = last.as_ref().filter(|_| !can_fall_back) else {
+                        break;
+                    };
+                    same_again += 1;
+                    tokio::time::sleep(policy.backoff(same_again, f.retry_after)).await;
+                    tried = Tried::default();
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            route_failure(RouteError::Cooling {
+                group: group.name.clone(),
+                retry_in: Duration::ZERO,
+            })
+        }))
+    }
+
+    /// One attempt, hedged when the group asks for it and this is the group's first attempt.
+    async fn one<A, E, F, Fut>(
+        &mut self,
+        call: Attempt<'a>,
+        index: usize,
+        guard: InFlight,
+        tried: Tried,
+        first: bool,
+        attempt: &mut F,
+    ) -> Result<Served<'a, A>, Failure<E>>
+    where
+        F: FnMut(Attempt<'a>) -> Fut,
+        Fut: Future<Output = Result<A, Failure<E>>>,
+    {
+        let breaker = &self.router.policy.breaker;
+        let group = call.group;
+        let started = Instant::now();
+        let delay = group
+            .hedge
+            .filter(|_| first)
+            .and_then(|h| h.delay(&group.ttfb));
+        let primary = attempt(call);
+        let Some(delay) = delay else {
+            return settle(call, guard, primary.await, started, breaker);
+        };
+        tokio::pin!(primary);
+        tokio::select! {
+            r = &mut primary => return settle(call, guard, r, started, breaker),
+            () = tokio::time::sleep(delay) => {}
+        }
+        // The first attempt is slow: send a second to another deployment, if one is ready.
+        let mut others = tried;
+        others.insert(index);
+        let (second_call, second_guard) =
+            match group.pick(self.router.policy.strategy, others, now_ms()) {
+                Pick::Chosen { member, guard, .. } => (
+                    Attempt {
+                        group,
+                        member,
+                        capture: call.capture,
+                    },
+                    guard,
+                ),
+                _ => return settle(call, guard, primary.await, started, breaker),
+            };
+        self.hedges += 1;
+        let secondary = attempt(second_call);
+        tokio::pin!(secondary);
+        // The first to succeed wins; returning drops the other future, which closes its
+        // upstream connection. If one fails, the other still has its chance.
+        tokio::select! {
+            r = &mut primary => match r {
+                Ok(a) => settle(call, guard, Ok(a), started, breaker),
+                Err(f) => {
+                    drop(settle_failure(guard, f, breaker));
+                    self.last = Some(second_call.member);
+                    let r = secondary.await;
+                    settle(second_call, second_guard, r, started, breaker)
+                }
+            },
+            r = &mut secondary => {
+                self.last = Some(second_call.member);
+                match r {
+                    Ok(a) => settle(second_call, second_guard, Ok(a), started, breaker),
+                    Err(f) => {
+                        drop(settle_failure(second_guard, f, breaker));
+                        let r = primary.await;
+                        settle(call, guard, r, started, breaker)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Book an attempt's result on its deployment.
+fn settle<'a, A, E>(
+    call: Attempt<'a>,
+    mut guard: InFlight,
+    result: Result<A, Failure<E>>,
+    started: Instant,
+    breaker: &super::health::Breaker,
+) -> Result<Served<'a, A>, Failure<E>> {
+    match result {
+        Ok(answer) => {
+            let took = started.elapsed();
+            guard.succeed(took);
+            if call.group.hedge.is_some() {
+                call.group.ttfb.record(took);
+            }
+            Ok(Served {
+                answer,
+                group: call.group,
+                member: call.member,
+                guard,
+            })
+        }
+        Err(f) => Err(settle_failure(guard, f, breaker)),
+    }
+}
+
+fn settle_failure<E>(
+    mut guard: InFlight,
+    f: Failure<E>,
+    breaker: &super::health::Breaker,
+) -> Failure<E> {
+    let cooled = guard.fail(f.kind, f.retry_after, breaker);
+    if cooled {
+        tracing::debug!(kind = f.kind.name(), "deployment cooling down");
+    }
+    f
+}
+
+fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
+    Failure {
+        kind: match e {
+            RouteError::Cooling { .. } => FailureKind::Server,
+            RouteError::AtLimit { .. } => FailureKind::RateLimit,
+        },
+        retry_after: Some(e.retry_in()),
+        error: E::from(e),
+    }
+}

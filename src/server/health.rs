@@ -1,0 +1,70 @@
+//! `GET /health` (master key): every deployment's routing state, read from the live atomics.
+//! Unlike LiteLLM's `/health`, it makes no upstream calls: it reports what traffic has shown.
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::routing::{now_ms, Availability, Router};
+
+#[derive(Serialize)]
+struct Deployment<'a> {
+    model_name: &'a str,
+    model_id: &'a str,
+    provider: &'static str,
+    state: &'static str,
+    cooldown_remaining_s: Option<f64>,
+    in_flight: u32,
+    latency_ms: Option<f64>,
+    requests_this_minute: u64,
+    tokens_this_minute: u64,
+    successes: u64,
+    failures: u64,
+    last_failure: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct View<'a> {
+    routing_strategy: &'static str,
+    healthy_count: usize,
+    unhealthy_count: usize,
+    deployments: Vec<Deployment<'a>>,
+}
+
+/// The health view as JSON.
+pub fn view(router: &Router) -> Bytes {
+    let now = now_ms();
+    let mut deployments = Vec::new();
+    for group in router.models.groups() {
+        for m in group.members() {
+            let (state, remaining) = match m.health.availability(now) {
+                Availability::Ready => ("healthy", None),
+                Availability::Probe => ("probing", Some(0.0)),
+                Availability::Cooling(d) => ("cooling_down", Some(d.as_secs_f64())),
+            };
+            let (requests, tokens) = m.health.usage(now);
+            let (successes, failures, last) = m.health.totals();
+            deployments.push(Deployment {
+                model_name: &group.name,
+                model_id: &m.target.id,
+                provider: m.target.provider.name(),
+                state,
+                cooldown_remaining_s: remaining,
+                in_flight: m.health.in_flight(),
+                latency_ms: m.health.latency().map(|d| d.as_secs_f64() * 1e3),
+                requests_this_minute: requests,
+                tokens_this_minute: tokens,
+                successes,
+                failures,
+                last_failure: last.map(|k| k.name()),
+            });
+        }
+    }
+    let healthy = deployments.iter().filter(|d| d.state == "healthy").count();
+    let view = View {
+        routing_strategy: router.policy.strategy.name(),
+        healthy_count: healthy,
+        unhealthy_count: deployments.len() - healthy,
+        deployments,
+    };
+    Bytes::from(serde_json::to_vec(&view).unwrap_or_default())
+}
