@@ -12,6 +12,11 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --all-targets --locked -- -D warnings
 
+step "test services (PostgreSQL, Redis on loopback; stopped on exit)"
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+services_start
+
 step "cargo test (unit + end-to-end)"
 cargo test --all-targets --locked
 

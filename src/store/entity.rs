@@ -104,7 +104,8 @@ pub struct Accounting {
     pub spend: f64,
     /// When the row was created.
     pub created_at: OffsetDateTime,
-    /// When it was last changed by an admin call (spend updates do not count).
+    /// When it was last changed by an admin call or a budget reset (spend updates do not
+    /// count: they are too frequent to poll for).
     pub updated_at: OffsetDateTime,
 }
 
@@ -168,7 +169,7 @@ fn columns<E: Entity>() -> impl Iterator<Item = &'static str> {
     E::OWN.iter().copied().chain(Limits::COLUMNS)
 }
 
-fn decode<E: Entity>(row: &AnyRow) -> Result<E, StoreError> {
+pub(crate) fn decode<E: Entity>(row: &AnyRow) -> Result<E, StoreError> {
     E::decode(row, Limits::decode(row)?, Accounting::decode(row)?)
 }
 
@@ -275,7 +276,8 @@ impl Store {
     /// Starts a new budget window for every row whose window ended by `now`: spend back to
     /// zero and the next reset scheduled from the old one (no drift). Each row is reset only
     /// if its window is still the one read, so two instances running this at once reset it
-    /// once. Returns how many rows were reset.
+    /// once. `updated_at` moves too, so the auth cache sees the fresh window. Returns how many
+    /// rows were reset.
     pub(crate) async fn reset_due<E: Entity>(
         &self,
         now: OffsetDateTime,
@@ -291,7 +293,8 @@ impl Store {
             .fetch_all(self.pool())
             .await?;
         let update = format!(
-            "UPDATE {} SET spend = 0, budget_reset_at = $1 WHERE {} = $2 AND budget_reset_at = $3",
+            "UPDATE {} SET spend = 0, budget_reset_at = $1, updated_at = $4 \
+             WHERE {} = $2 AND budget_reset_at = $3",
             E::TABLE,
             E::ID
         );
@@ -307,6 +310,7 @@ impl Store {
                 .bind(next.map(to_ms))
                 .bind(id)
                 .bind(old)
+                .bind(to_ms(now))
                 .execute(self.pool())
                 .await?;
             reset += done.rows_affected();

@@ -182,9 +182,20 @@ impl Store {
         self.update(key).await
     }
 
-    /// Removes a key for good (its spend logs stay).
-    pub async fn delete_key(&self, token: &KeyHash) -> Result<(), StoreError> {
-        self.delete::<KeyRow>(token.as_str()).await
+    /// Removes a key for good (its spend logs stay) and records the removal for
+    /// [`Store::changed_since`], in one transaction.
+    pub async fn delete_key(&self, token: &KeyHash, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let done = sqlx::query("DELETE FROM keys WHERE token = $1")
+            .bind(token.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("key"));
+        }
+        tombstone(&mut tx, token, now).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Keys, in hash order.
@@ -209,6 +220,7 @@ impl Store {
         now: OffsetDateTime,
     ) -> Result<KeyHash, StoreError> {
         let new = KeyHash::of(new_key);
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query(
             "UPDATE keys SET token = $1, key_name = $2, updated_at = $3 WHERE token = $4",
         )
@@ -216,21 +228,42 @@ impl Store {
         .bind(abbreviate(new_key))
         .bind(to_ms(now))
         .bind(old.as_str().to_owned())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(StoreError::on_write("key"))?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("key"));
         }
+        tombstone(&mut tx, old, now).await?;
+        tx.commit().await?;
         Ok(new)
     }
 
-    /// Starts new budget windows for keys, teams and users whose window has ended.
+    /// Starts new budget windows for keys, teams, users and end users whose window has ended.
     pub async fn reset_budgets(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
         Ok(self.reset_due::<KeyRow>(now).await?
             + self.reset_due::<super::TeamRow>(now).await?
-            + self.reset_due::<super::UserRow>(now).await?)
+            + self.reset_due::<super::UserRow>(now).await?
+            + self.reset_due::<super::EndUserRow>(now).await?)
     }
+}
+
+/// Records that `token` stopped being a valid key at `now`. A key regenerated back to an old
+/// hash (practically impossible, but cheap to handle) just moves the tombstone's time.
+async fn tombstone(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    token: &KeyHash,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO deleted_keys (token, deleted_at) VALUES ($1, $2) \
+         ON CONFLICT (token) DO UPDATE SET deleted_at = excluded.deleted_at",
+    )
+    .bind(token.as_str().to_owned())
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

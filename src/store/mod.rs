@@ -1,4 +1,4 @@
-//! Durable state: virtual keys, teams, users, spend logs and daily rollups, behind one
+//! Durable state: virtual keys, teams, users, end users, spend logs and daily rollups, behind one
 //! interface over SQLite (a file next to the binary, zero setup) or PostgreSQL (a fleet).
 //!
 //! Both backends go through sqlx's `Any` driver with the same SQL: parameters are `$n`, upserts
@@ -8,6 +8,8 @@
 //! spend arrives in batches from [`crate::spend::writer`].
 
 pub mod budget;
+mod changes;
+pub mod end_users;
 mod entity;
 mod error;
 pub mod keys;
@@ -28,11 +30,13 @@ use time::OffsetDateTime;
 use crate::config::Secret;
 
 pub use budget::BudgetDuration;
+pub use changes::Changes;
+pub use end_users::EndUserRow;
 pub use entity::Accounting;
 pub use entity::{Limits, Page};
 pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
-pub use spend_logs::{DailySpend, SpendLog, SpendStatus};
+pub use spend_logs::{BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus};
 pub use teams::TeamRow;
 pub use users::UserRow;
 

@@ -1,4 +1,4 @@
-//! One row per request, and what a batch of them adds: key/team/user spend and the daily
+//! One row per request, and what a batch of them adds: key/team/user/end-user spend and the daily
 //! rollups the dashboard reads. A batch is one transaction, and only rows that were actually
 //! inserted count towards spend, so writing the same batch twice (a replayed spool, a commit
 //! whose answer was lost) changes nothing the second time.
@@ -117,6 +117,7 @@ impl SpendLog {
                 prompt_tokens: count("prompt_tokens")?,
                 completion_tokens: count("completion_tokens")?,
                 cached_tokens: count("cached_tokens")?,
+                cache_creation_tokens: count("cache_creation_tokens")?,
                 reasoning_tokens: count("reasoning_tokens")?,
             },
             spend: col(row, "spend")?,
@@ -169,8 +170,27 @@ pub struct DailySpend {
     pub completion_tokens: u64,
     /// Cached input tokens.
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_creation_tokens: u64,
     /// USD.
     pub spend: f64,
+}
+
+/// Which spend logs `GET /spend/logs` wants; unset fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct SpendLogFilter {
+    /// One key's records.
+    pub api_key: Option<KeyHash>,
+    /// One user's records.
+    pub user_id: Option<String>,
+    /// One request's records.
+    pub request_id: Option<String>,
+    /// Requests that started at or after this time.
+    pub start: Option<OffsetDateTime>,
+    /// Requests that started before this time.
+    pub end: Option<OffsetDateTime>,
+    /// Which slice.
+    pub page: Page,
 }
 
 /// What one batch write did.
@@ -182,7 +202,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 19] = [
+const LOG_COLUMNS: [&str; 20] = [
     "id",
     "request_id",
     "api_key",
@@ -195,6 +215,7 @@ const LOG_COLUMNS: [&str; 19] = [
     "prompt_tokens",
     "completion_tokens",
     "cached_tokens",
+    "cache_creation_tokens",
     "reasoning_tokens",
     "spend",
     "status",
@@ -204,7 +225,7 @@ const LOG_COLUMNS: [&str; 19] = [
     "cache_hit",
 ];
 
-/// Rows per INSERT statement: 19 × 200 parameters stays far below both backends' limits.
+/// Rows per INSERT statement: 20 × 200 parameters stays far below both backends' limits.
 const ROWS_PER_STATEMENT: usize = 200;
 
 impl Store {
@@ -242,6 +263,7 @@ impl Store {
                     .bind(to_i64(l.usage.prompt_tokens))
                     .bind(to_i64(l.usage.completion_tokens))
                     .bind(to_i64(l.usage.cached_tokens))
+                    .bind(to_i64(l.usage.cache_creation_tokens))
                     .bind(to_i64(l.usage.reasoning_tokens))
                     .bind(l.spend)
                     .bind(l.status.as_str())
@@ -270,17 +292,34 @@ impl Store {
                     .await?;
             }
         }
+        // End users need no admin call to exist: the first request naming one creates its row.
+        let now = to_ms(OffsetDateTime::now_utc());
+        for (id, spend) in &totals.end_users {
+            sqlx::query(
+                "INSERT INTO end_users (user_id, spend, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $3) \
+                 ON CONFLICT (user_id) DO UPDATE SET spend = end_users.spend + excluded.spend",
+            )
+            .bind((*id).to_owned())
+            .bind(*spend)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         for d in totals.daily.values() {
             sqlx::query(
                 "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
-                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, spend) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
+                 cache_creation_tokens, spend) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
                  requests = daily_spend.requests + excluded.requests, \
                  failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
                  prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
                  completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
                  cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
+                 cache_creation_tokens = daily_spend.cache_creation_tokens \
+                 + excluded.cache_creation_tokens, \
                  spend = daily_spend.spend + excluded.spend",
             )
             .bind(d.day.clone())
@@ -292,6 +331,7 @@ impl Store {
             .bind(to_i64(d.prompt_tokens))
             .bind(to_i64(d.completion_tokens))
             .bind(to_i64(d.cached_tokens))
+            .bind(to_i64(d.cache_creation_tokens))
             .bind(d.spend)
             .execute(&mut *tx)
             .await?;
@@ -304,24 +344,46 @@ impl Store {
         })
     }
 
-    /// Spend logs, newest first, optionally for one key (`GET /spend/logs`).
-    pub async fn spend_logs(
-        &self,
-        key: Option<&KeyHash>,
-        page: Page,
-    ) -> Result<Vec<SpendLog>, StoreError> {
-        let (cond, value) = match key {
-            Some(k) => ("WHERE api_key = $3", Some(k.as_str().to_owned())),
-            None => ("", None),
+    /// Spend logs matching every filter set, newest first (`GET /spend/logs`).
+    pub async fn spend_logs(&self, filter: &SpendLogFilter) -> Result<Vec<SpendLog>, StoreError> {
+        let mut conds: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        for (column, value) in [
+            ("api_key", filter.api_key.as_ref().map(KeyHash::as_str)),
+            ("user_id", filter.user_id.as_deref()),
+            ("request_id", filter.request_id.as_deref()),
+        ] {
+            if let Some(v) = value {
+                texts.push(v.to_owned());
+                conds.push(format!("{column} = ${}", texts.len() + 2));
+            }
+        }
+        let mut times: Vec<i64> = Vec::new();
+        for (op, value) in [(">=", filter.start), ("<", filter.end)] {
+            if let Some(t) = value {
+                times.push(to_ms(t));
+                conds.push(format!(
+                    "start_time {op} ${}",
+                    texts.len() + times.len() + 2
+                ));
+            }
+        }
+        let cond = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
         };
         let sql = format!(
             "SELECT * FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2"
         );
         let mut q = sqlx::query(&sql)
-            .bind(to_i64(page.limit))
-            .bind(to_i64(page.offset));
-        if let Some(v) = value {
+            .bind(to_i64(filter.page.limit))
+            .bind(to_i64(filter.page.offset));
+        for v in texts {
             q = q.bind(v);
+        }
+        for t in times {
+            q = q.bind(t);
         }
         q.fetch_all(self.pool())
             .await?
@@ -354,6 +416,7 @@ impl Store {
                     prompt_tokens: count("prompt_tokens")?,
                     completion_tokens: count("completion_tokens")?,
                     cached_tokens: count("cached_tokens")?,
+                    cache_creation_tokens: count("cache_creation_tokens")?,
                     spend: col(row, "spend")?,
                 })
             })
@@ -368,6 +431,7 @@ struct Totals<'a> {
     keys: HashMap<&'a str, f64>,
     teams: HashMap<&'a str, f64>,
     users: HashMap<&'a str, f64>,
+    end_users: HashMap<&'a str, f64>,
     daily: HashMap<(String, &'a str, &'a str, &'a str), DailySpend>,
 }
 
@@ -384,6 +448,9 @@ impl<'a> Totals<'a> {
             if let Some(user) = &l.user_id {
                 *t.users.entry(user).or_default() += l.spend;
             }
+            if let Some(end_user) = &l.end_user {
+                *t.end_users.entry(end_user).or_default() += l.spend;
+            }
             let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
             let team = l.team_id.as_deref().unwrap_or("");
             let d = t
@@ -399,6 +466,7 @@ impl<'a> Totals<'a> {
                     prompt_tokens: 0,
                     completion_tokens: 0,
                     cached_tokens: 0,
+                    cache_creation_tokens: 0,
                     spend: 0.0,
                 });
             d.requests += 1;
@@ -406,6 +474,7 @@ impl<'a> Totals<'a> {
             d.prompt_tokens += l.usage.prompt_tokens;
             d.completion_tokens += l.usage.completion_tokens;
             d.cached_tokens += l.usage.cached_tokens;
+            d.cache_creation_tokens += l.usage.cache_creation_tokens;
             d.spend += l.spend;
         }
         t
