@@ -1,5 +1,13 @@
-//! Token usage and (later) cost: what each request consumed, read from the upstream's answer.
+//! Token usage and its cost: what each request consumed, read from the upstream's answer, and
+//! what that is worth at the deployment's prices.
 
+mod prices;
 pub(crate) mod usage;
 
+pub use prices::{Price, PriceError, PriceSource, PriceTable, COST_MAP_ENV};
 pub use usage::{usage_from_body, usage_from_value, Usage};
+
+/// Cost in USD of one request at a deployment's price (see [`Price::cost`]).
+pub fn cost(price: &Price, usage: &Usage) -> f64 {
+    price.cost(usage)
+}
