@@ -14,8 +14,10 @@ mod entity;
 mod error;
 pub mod keys;
 pub mod spend_logs;
+pub mod spool;
 pub mod teams;
 pub mod users;
+pub mod writer;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -37,8 +39,10 @@ pub use entity::{Limits, Page};
 pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use spend_logs::{BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus};
+pub use spool::{Spool, SpoolError};
 pub use teams::TeamRow;
 pub use users::UserRow;
+pub use writer::{SpendSender, WriterOptions, WriterStats};
 
 /// The SQLite file used when no `database_url` is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "sluice.db";
