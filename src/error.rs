@@ -105,6 +105,23 @@ pub enum ApiError {
     /// A stream's upstream went quiet for longer than its idle timeout.
     #[error("The upstream provider sent nothing for {}s.", .0.as_secs_f64())]
     UpstreamIdle(Duration),
+    /// A field or query parameter the admin API does not know (named, so typos are obvious).
+    #[error("Unknown parameter: '{0}'.")]
+    UnknownParam(String),
+    /// An admin call named a key, team, user or end user that does not exist.
+    #[error("{what} not found: {id}")]
+    NotFound {
+        /// What kind of thing.
+        what: &'static str,
+        /// Which one, as the client named it (never a plaintext key).
+        id: String,
+    },
+    /// An admin call would create something that exists already (id or alias taken).
+    #[error("{0} already exists.")]
+    Conflict(String),
+    /// The database did not answer; the admin API cannot serve without it.
+    #[error("The database is unavailable; try again shortly.")]
+    StoreUnavailable,
 }
 
 impl ApiError {
@@ -117,9 +134,14 @@ impl ApiError {
             | Self::BodyRead(_)
             | Self::StreamNotSupported
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. } => StatusCode::BAD_REQUEST,
+            | Self::EndpointNotSupported { .. }
+            | Self::UnknownParam(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::ModelNotFound(_) | Self::RouteNotFound { .. } | Self::NotFound { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -152,7 +174,11 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. } => "invalid_request_error",
+            | Self::EndpointNotSupported { .. }
+            | Self::UnknownParam(_)
+            | Self::NotFound { .. }
+            | Self::Conflict(_) => "invalid_request_error",
+            Self::StoreUnavailable => "service_unavailable_error",
             Self::Unauthorized(_) => "authentication_error",
             Self::ProviderNotSupported { .. } => "not_implemented_error",
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
@@ -186,6 +212,10 @@ impl ApiError {
             Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
             Self::Internal(_) => "internal_error",
+            Self::UnknownParam(_) => "unknown_parameter",
+            Self::NotFound { .. } => "not_found",
+            Self::Conflict(_) => "already_exists",
+            Self::StoreUnavailable => "database_unavailable",
         }
     }
 
@@ -193,7 +223,7 @@ impl ApiError {
     pub fn param(&self) -> Option<&str> {
         match self {
             Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
-            Self::UnsupportedParam { param, .. } => Some(param),
+            Self::UnsupportedParam { param, .. } | Self::UnknownParam(param) => Some(param),
             Self::ModelNotFound(_) | Self::ProviderNotSupported { .. } => Some("model"),
             Self::StreamNotSupported => Some("stream"),
             Self::InvalidJson(_)
@@ -208,7 +238,10 @@ impl ApiError {
             | Self::UpstreamInvalid(_)
             | Self::UpstreamIdle(_)
             | Self::NoDeployment(_)
-            | Self::Internal(_) => None,
+            | Self::Internal(_)
+            | Self::NotFound { .. }
+            | Self::Conflict(_)
+            | Self::StoreUnavailable => None,
         }
     }
 

@@ -90,4 +90,9 @@ impl Store {
     pub async fn list_end_users(&self, page: Page) -> Result<Vec<EndUserRow>, StoreError> {
         self.list(None, page).await
     }
+
+    /// How many end users there are.
+    pub async fn count_end_users(&self) -> Result<u64, StoreError> {
+        self.count::<EndUserRow>(None).await
+    }
 }

@@ -273,6 +273,25 @@ impl Store {
         q.fetch_all(self.pool()).await?.iter().map(decode).collect()
     }
 
+    /// How many rows there are, optionally only those whose `column` equals `value`.
+    pub(crate) async fn count<E: Entity>(
+        &self,
+        filter: Option<(&'static str, &str)>,
+    ) -> Result<u64, StoreError> {
+        let cond = if let Some((c, _)) = filter {
+            format!("WHERE {c} = $1")
+        } else {
+            String::new()
+        };
+        let sql = format!("SELECT COUNT(*) AS n FROM {} {cond}", E::TABLE);
+        let mut q = sqlx::query(&sql);
+        if let Some((_, v)) = filter {
+            q = q.bind(v.to_owned());
+        }
+        let row = q.fetch_one(self.pool()).await?;
+        Ok(u64::try_from(col::<i64>(&row, "n")?).unwrap_or(0))
+    }
+
     /// Starts a new budget window for every row whose window ended by `now`: spend back to
     /// zero and the next reset scheduled from the old one (no drift). Each row is reset only
     /// if its window is still the one read, so two instances running this at once reset it

@@ -158,6 +158,16 @@ pub enum KeyFilter<'a> {
     User(&'a str),
 }
 
+impl<'a> KeyFilter<'a> {
+    fn column(self) -> Option<(&'static str, &'a str)> {
+        match self {
+            Self::All => None,
+            Self::Team(t) => Some(("team_id", t)),
+            Self::User(u) => Some(("user_id", u)),
+        }
+    }
+}
+
 impl Store {
     /// Stores a new key. `Conflict` if the hash or the alias is taken.
     pub async fn create_key(&self, key: &KeyRow) -> Result<(), StoreError> {
@@ -204,12 +214,12 @@ impl Store {
         filter: KeyFilter<'_>,
         page: Page,
     ) -> Result<Vec<KeyRow>, StoreError> {
-        let f = match filter {
-            KeyFilter::All => None,
-            KeyFilter::Team(t) => Some(("team_id", t)),
-            KeyFilter::User(u) => Some(("user_id", u)),
-        };
-        self.list(f, page).await
+        self.list(filter.column(), page).await
+    }
+
+    /// How many keys `list_keys` would page through.
+    pub async fn count_keys(&self, filter: KeyFilter<'_>) -> Result<u64, StoreError> {
+        self.count::<KeyRow>(filter.column()).await
     }
 
     /// Swaps a key's hash for a new key's, keeping alias, limits and spend (`/key/regenerate`).
