@@ -42,7 +42,7 @@ pub use spend_logs::{BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendSt
 pub use spool::{Spool, SpoolError};
 pub use teams::TeamRow;
 pub use users::UserRow;
-pub use writer::{SpendSender, WriterOptions, WriterStats};
+pub use writer::{SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};
 
 /// The SQLite file used when no `database_url` is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "sluice.db";
@@ -80,6 +80,16 @@ impl Location {
         } else {
             Err(StoreError::UnsupportedUrl)
         }
+    }
+
+    /// The location a loaded config names (`general_settings.database_url`, which the config
+    /// loader already falls back to `DATABASE_URL` for), else the default SQLite file.
+    pub fn from_config(general: &crate::config::GeneralSettings) -> Result<Self, StoreError> {
+        Self::from_settings(
+            general.database_url.as_ref(),
+            None,
+            Path::new(DEFAULT_SQLITE_PATH),
+        )
     }
 
     /// Which backend this is.

@@ -445,3 +445,33 @@ async fn spend_log_filters() {
         assert_eq!(f(SpendLogFilter::default()).await.len(), 6);
     }
 }
+
+#[test]
+fn location_from_settings() {
+    let default = std::path::Path::new("sluice.db");
+    let pg = Secret::new("postgres://u:p@127.0.0.1:5432/db".to_owned());
+    assert_eq!(
+        Location::from_settings(Some(&pg), Some("sqlite:other.db".into()), default)
+            .unwrap()
+            .backend(),
+        Backend::Postgres
+    );
+    match Location::from_settings(None, Some("sqlite://data/x.db?mode=rwc".into()), default) {
+        Ok(Location::Sqlite(p)) => assert_eq!(p, std::path::Path::new("data/x.db")),
+        other => panic!("{other:?}"),
+    }
+    match Location::from_settings(None, Some("  ".into()), default) {
+        Ok(Location::Sqlite(p)) => assert_eq!(p, default),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Location::from_settings(None, Some("mysql://x".into()), default),
+        Err(StoreError::UnsupportedUrl)
+    ));
+    // The URL's password never shows in debug output.
+    let shown = format!(
+        "{:?}",
+        Location::from_settings(Some(&pg), None, default).unwrap()
+    );
+    assert!(!shown.contains(":p@"), "{shown}");
+}

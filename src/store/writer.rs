@@ -52,6 +52,10 @@ pub struct WriterOptions {
 /// instances more exact.
 pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Where the spool lives unless the embedder says otherwise (relative to the working
+/// directory, like the default SQLite file).
+pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
+
 /// Default spool bound: 256 MiB, about a million spend records at ~250 bytes each.
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
 
@@ -68,6 +72,17 @@ impl WriterOptions {
             spool_path,
             spool_max_bytes: DEFAULT_SPOOL_MAX_BYTES,
         }
+    }
+}
+
+impl WriterOptions {
+    /// Defaults with `general_settings.proxy_batch_write_at` applied.
+    pub fn from_settings(general: &crate::config::GeneralSettings, spool_path: PathBuf) -> Self {
+        let mut o = Self::new(spool_path);
+        if let Some(every) = general.proxy_batch_write_at.filter(|d| !d.is_zero()) {
+            o.batch_interval = every;
+        }
+        o
     }
 }
 
