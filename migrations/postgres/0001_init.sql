@@ -120,6 +120,7 @@ CREATE TABLE spend_logs (
 CREATE INDEX spend_logs_key_time ON spend_logs (api_key, start_time);
 CREATE INDEX spend_logs_time ON spend_logs (start_time);
 CREATE INDEX spend_logs_request ON spend_logs (request_id);
+CREATE INDEX spend_logs_user_time ON spend_logs (user_id, start_time);
 
 CREATE TABLE daily_spend (
     day                   TEXT NOT NULL,

@@ -3,7 +3,7 @@
 //! inserted count towards spend, so writing the same batch twice (a replayed spool, a commit
 //! whose answer was lost) changes nothing the second time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -425,14 +425,15 @@ impl Store {
 }
 
 /// A batch's sums, computed once in memory so the database sees one statement per key, team,
-/// user and rollup row instead of one per request.
+/// user and rollup row instead of one per request. Ordered maps, so every instance locks rows
+/// in the same order and two concurrent batches on PostgreSQL cannot deadlock each other.
 #[derive(Default)]
 struct Totals<'a> {
-    keys: HashMap<&'a str, f64>,
-    teams: HashMap<&'a str, f64>,
-    users: HashMap<&'a str, f64>,
-    end_users: HashMap<&'a str, f64>,
-    daily: HashMap<(String, &'a str, &'a str, &'a str), DailySpend>,
+    keys: BTreeMap<&'a str, f64>,
+    teams: BTreeMap<&'a str, f64>,
+    users: BTreeMap<&'a str, f64>,
+    end_users: BTreeMap<&'a str, f64>,
+    daily: BTreeMap<(String, &'a str, &'a str, &'a str), DailySpend>,
 }
 
 impl<'a> Totals<'a> {
