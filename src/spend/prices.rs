@@ -361,6 +361,52 @@ mod tests {
     }
 
     #[test]
+    fn config_load_resolves_prices_and_warns_about_unpriced_deployments() {
+        let env: HashMap<String, String> = HashMap::from([("OPENAI_API_KEY".into(), "x".into())]);
+        let loaded = load_str(
+            "model_list:
+  - model_name: known
+    litellm_params: {model: openai/gpt-4o-mini}
+  - model_name: unknown
+    litellm_params: {model: openai/house-model}
+  - model_name: mocked
+    litellm_params: {model: mock/anything}
+",
+            &env,
+        )
+        .unwrap();
+        let d = &loaded.config.deployments;
+        assert_eq!(
+            d[0].price,
+            PriceTable::embedded().get("gpt-4o-mini").unwrap()
+        );
+        assert_eq!(d[1].price, Price::default());
+        let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(
+            warnings
+                .iter()
+                .filter(|w| w.contains("no price known"))
+                .collect::<Vec<_>>()
+                .len(),
+            1,
+            "{warnings:?}"
+        );
+        assert!(warnings
+            .iter()
+            .any(|w| w.contains("model_list[1]") && w.contains("openai/house-model")));
+
+        let bad: HashMap<String, String> = HashMap::from([
+            ("OPENAI_API_KEY".into(), "x".into()),
+            (
+                COST_MAP_ENV.into(),
+                "https://example.com/prices.json".into(),
+            ),
+        ]);
+        let err = load_str("model_list: []\n", &bad).unwrap_err().to_string();
+        assert!(err.contains(COST_MAP_ENV), "{err}");
+    }
+
+    #[test]
     fn a_litellm_format_file_overlays_the_embedded_table() {
         let dir = std::env::temp_dir().join(format!("sluice-prices-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();

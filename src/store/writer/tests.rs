@@ -289,3 +289,66 @@ async fn postgres_outage_spools_and_replays_every_record_once() {
     assert!((spend - 0.7).abs() < 1e-9, "{spend}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Two instances' writers on one database, batching spend for the same keys, team and end user
+/// at once: every record once, spend exact, no deadlock between their transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_on_one_database_count_exactly() {
+    for db in every_backend().await {
+        let store = db.store.clone();
+        let now = OffsetDateTime::now_utc();
+        let mut keys = Vec::new();
+        for i in 0..5 {
+            let mut k = KeyRow::new(&format!("sk-fleet-{i}"), now);
+            k.team_id = Some("fleet".into());
+            store.create_key(&k).await.unwrap();
+            keys.push(k);
+        }
+        store
+            .create_team(&crate::store::TeamRow::new("fleet".into(), now))
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        let mut sent = Vec::new();
+        for instance in 0..2 {
+            let dir = temp_dir();
+            let (sender, task) = start(store.clone(), options(&dir)).unwrap();
+            let mut mine = Vec::new();
+            for (i, k) in keys.iter().cycle().take(600).enumerate() {
+                let mut l = logs(k, 1, &format!("i{instance}-{i}")).remove(0);
+                l.team_id = Some("fleet".into());
+                l.end_user = Some("shared-customer".into());
+                mine.push(l);
+            }
+            sent.extend(mine.iter().cloned());
+            tasks.push((
+                dir,
+                tokio::spawn(async move {
+                    for l in mine {
+                        sender.send(l);
+                        tokio::task::yield_now().await;
+                    }
+                }),
+                task,
+            ));
+        }
+        for (dir, feeder, task) in tasks {
+            feeder.await.unwrap();
+            task.await.unwrap();
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        assert_each_once(&all_logs(&store).await, &sent);
+        let team = store.team("fleet").await.unwrap().unwrap();
+        assert!(
+            (team.accounting.spend - 1.2).abs() < 1e-9,
+            "{}",
+            team.accounting.spend
+        );
+        for k in &keys {
+            let spend = store.key(&k.token).await.unwrap().unwrap().accounting.spend;
+            assert!((spend - 0.24).abs() < 1e-9, "{spend}");
+        }
+        let customer = store.end_user("shared-customer").await.unwrap().unwrap();
+        assert!((customer.accounting.spend - 1.2).abs() < 1e-9);
+    }
+}
