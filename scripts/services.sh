@@ -2,6 +2,10 @@
 # Source this file, then call `services_start`; it exports
 #   SLUICE_TEST_POSTGRES_URL  postgres://sluice@127.0.0.1:PORT/postgres (trust auth, loopback only)
 #   SLUICE_TEST_REDIS_URL     redis://127.0.0.1:PORT
+#   SLUICE_TEST_POSTGRES_RESTART_URL, SLUICE_TEST_POSTGRES_RESTART_CTL
+#                             a second PostgreSQL that outage tests may stop and start
+#                             (`$SLUICE_TEST_POSTGRES_RESTART_CTL stop|start`); the shared one
+#                             above stays up for every other test
 # and installs a trap that stops both when the calling shell exits. Missing servers are
 # installed from Debian packages (postgresql, redis-server) with apt-get, through sudo when not
 # root. PostgreSQL refuses to run as root, so as root it runs as the `postgres` user (created by
@@ -44,6 +48,38 @@ services_as_pg() {
   fi
 }
 
+# The command line that runs a command as the PostgreSQL owner, quoted for a script.
+services_pg_cmd() {
+  if [ "$(id -u)" -ne 0 ]; then
+    printf '%q ' "$@"
+  else
+    printf 'runuser -u %q -- ' "$SERVICES_PG_USER"
+    printf '%q ' "$@"
+  fi
+}
+
+# initdb + start one throwaway cluster: data in $2, listening on 127.0.0.1:$3, settings
+# (postgresql.conf) so that a restart by the control script keeps the same port.
+services_pg_cluster() {
+  local bin="$1" data="$2" port="$3"
+  services_as_pg "$bin/initdb" -D "$data" -U sluice --auth=trust -E UTF8 \
+    --no-sync >"$data.initdb.log" 2>&1 || {
+    cat "$data.initdb.log"
+    return 1
+  }
+  cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$SERVICES_DIR'
+fsync = off
+max_connections = 300
+CONF
+  services_as_pg "$bin/pg_ctl" -D "$data" -l "$data.log" -w -t 30 start >/dev/null || {
+    cat "$data.log"
+    return 1
+  }
+}
+
 services_start() {
   services_need
   SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
@@ -59,18 +95,25 @@ services_start() {
     chown "$SERVICES_PG_USER" "$SERVICES_DIR"
     chmod 755 "$SERVICES_DIR"
   fi
-  services_as_pg "$bin/initdb" -D "$SERVICES_DIR/pg" -U sluice --auth=trust -E UTF8 \
-    --no-sync >"$SERVICES_DIR/initdb.log" 2>&1 || {
-    cat "$SERVICES_DIR/initdb.log"
-    return 1
-  }
-  services_as_pg "$bin/pg_ctl" -D "$SERVICES_DIR/pg" -l "$SERVICES_DIR/pg.log" -w -t 30 \
-    -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $SERVICES_DIR -c fsync=off -c max_connections=300" \
-    start >/dev/null || {
-    cat "$SERVICES_DIR/pg.log"
-    return 1
-  }
+  services_pg_cluster "$bin" "$SERVICES_DIR/pg" "$pg_port" || return 1
   export SLUICE_TEST_POSTGRES_URL="postgres://sluice@127.0.0.1:$pg_port/postgres"
+
+  local restart_port
+  restart_port="$(services_free_port)"
+  services_pg_cluster "$bin" "$SERVICES_DIR/pg-restart" "$restart_port" || return 1
+  # A control script, so a test process can stop and start its own server (as the right user).
+  cat >"$SERVICES_DIR/pg-restart-ctl" <<CTL
+#!/usr/bin/env bash
+set -e
+case "\$1" in
+  stop) $(services_pg_cmd "$bin/pg_ctl" -D "$SERVICES_DIR/pg-restart" -m fast -w stop) >/dev/null ;;
+  start) $(services_pg_cmd "$bin/pg_ctl" -D "$SERVICES_DIR/pg-restart" -l "$SERVICES_DIR/pg-restart.log" -w -t 30 start) >/dev/null ;;
+  *) echo "usage: \$0 stop|start" >&2; exit 2 ;;
+esac
+CTL
+  chmod 755 "$SERVICES_DIR/pg-restart-ctl"
+  export SLUICE_TEST_POSTGRES_RESTART_URL="postgres://sluice@127.0.0.1:$restart_port/postgres"
+  export SLUICE_TEST_POSTGRES_RESTART_CTL="$SERVICES_DIR/pg-restart-ctl"
 
   redis-server --bind 127.0.0.1 --port "$redis_port" --save '' --appendonly no \
     --daemonize yes --pidfile "$SERVICES_DIR/redis.pid" --logfile "$SERVICES_DIR/redis.log" \
@@ -86,10 +129,13 @@ services_start() {
 
 services_stop() {
   [ -n "${SERVICES_DIR:-}" ] || return 0
-  if [ -f "$SERVICES_DIR/pg/postmaster.pid" ]; then
-    services_as_pg "$(services_pg_bin)/pg_ctl" -D "$SERVICES_DIR/pg" -m immediate stop \
-      >/dev/null 2>&1 || true
-  fi
+  local data
+  for data in "$SERVICES_DIR/pg" "$SERVICES_DIR/pg-restart"; do
+    if [ -f "$data/postmaster.pid" ]; then
+      services_as_pg "$(services_pg_bin)/pg_ctl" -D "$data" -m immediate stop \
+        >/dev/null 2>&1 || true
+    fi
+  done
   if [ -s "$SERVICES_DIR/redis.pid" ]; then
     kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true
   fi

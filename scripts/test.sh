@@ -12,12 +12,12 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --all-targets --locked -- -D warnings
 
-step "PostgreSQL and Redis for the store and fleet tests (installed when missing)"
+step "test services (PostgreSQL, Redis on loopback; stopped on exit)"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 services_start
 
-step "cargo test (unit + end-to-end, SQLite and PostgreSQL, Redis)"
+step "cargo test (unit + end-to-end)"
 cargo test --all-targets --locked
 
 step "build the binary for the SDK tests"

@@ -124,8 +124,22 @@ pub enum ApiError {
     /// A rate limit or budget of the key, team, user or end user.
     #[error("{0}")]
     Limited(Rejected),
-    /// The key store could not be read to check a key sluice has not seen yet.
-    #[error("The key store is unavailable; try again shortly.")]
+    /// A field or query parameter the admin API does not know (named, so typos are obvious).
+    #[error("Unknown parameter: '{0}'.")]
+    UnknownParam(String),
+    /// An admin call named a key, team, user or end user that does not exist.
+    #[error("{what} not found: {id}")]
+    NotFound {
+        /// What kind of thing.
+        what: &'static str,
+        /// Which one, as the client named it (never a plaintext key).
+        id: String,
+    },
+    /// An admin call would create something that exists already (id or alias taken).
+    #[error("{0} already exists.")]
+    Conflict(String),
+    /// The database did not answer; the admin API cannot serve without it.
+    #[error("The database is unavailable; try again shortly.")]
     StoreUnavailable,
 }
 
@@ -139,14 +153,18 @@ impl ApiError {
             | Self::BodyRead(_)
             | Self::StreamNotSupported
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. } => StatusCode::BAD_REQUEST,
+            | Self::EndpointNotSupported { .. }
+            | Self::UnknownParam(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::ModelNotFound(_) | Self::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::ModelNotFound(_) | Self::RouteNotFound { .. } | Self::NotFound { .. } => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
@@ -181,7 +199,10 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. } => "invalid_request_error",
+            | Self::EndpointNotSupported { .. }
+            | Self::UnknownParam(_)
+            | Self::NotFound { .. }
+            | Self::Conflict(_) => "invalid_request_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
@@ -215,7 +236,6 @@ impl ApiError {
                 Exceeded::Parallel => "parallel_request_limit_exceeded",
                 Exceeded::Budget => "budget_exceeded",
             },
-            Self::StoreUnavailable => "store_unavailable",
             Self::ModelNotFound(_) => "model_not_found",
             Self::RouteNotFound { .. } => "unknown_url",
             Self::MethodNotAllowed(_) => "method_not_allowed",
@@ -232,6 +252,10 @@ impl ApiError {
             Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
             Self::Internal(_) => "internal_error",
+            Self::UnknownParam(_) => "unknown_parameter",
+            Self::NotFound { .. } => "not_found",
+            Self::Conflict(_) => "already_exists",
+            Self::StoreUnavailable => "database_unavailable",
         }
     }
 
@@ -239,7 +263,7 @@ impl ApiError {
     pub fn param(&self) -> Option<&str> {
         match self {
             Self::MissingParam(p) | Self::InvalidParam { param: p, .. } => Some(p),
-            Self::UnsupportedParam { param, .. } => Some(param),
+            Self::UnsupportedParam { param, .. } | Self::UnknownParam(param) => Some(param),
             Self::ModelNotFound(_)
             | Self::ProviderNotSupported { .. }
             | Self::ModelNotAllowed { .. } => Some("model"),
@@ -260,6 +284,8 @@ impl ApiError {
             | Self::Internal(_)
             | Self::KeyRefused(_)
             | Self::Limited(_)
+            | Self::NotFound { .. }
+            | Self::Conflict(_)
             | Self::StoreUnavailable => None,
         }
     }

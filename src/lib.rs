@@ -1,6 +1,7 @@
 //! sluice: one small, fast gateway that speaks the OpenAI API to applications and forwards each
 //! request to whichever provider serves the model. See ARCHITECTURE.md for the request pipeline.
 
+pub mod admin;
 pub mod auth;
 pub mod bench;
 pub mod cli;

@@ -94,14 +94,14 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let options = ServiceOptions {
         data_dir: args.data_dir.clone(),
     };
-    let services = match Services::start(&loaded.config, &options).await {
+    let mut services = match Services::start(&loaded.config, &options).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    let writer = services.store.as_ref().map(|s| s.writer.clone());
+    let writer_task = services.writer_task.take();
     let mut sinks: Vec<Box<dyn RecordSink>> = vec![Box::new(LogSink)];
     sinks.extend(services.sinks());
     let (recorder, recorder_task) = Recorder::start(sinks);
@@ -129,9 +129,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
     // The recorder ends once every handle (the state, open streams) is gone, after draining its
     // queue; give it a moment so that the last requests' records are written before exit.
     let _ = tokio::time::timeout(Duration::from_secs(5), recorder_task).await;
-    // Then the spend writer writes (or spools) what the recorder handed it.
-    if let Some(w) = writer {
-        let _ = tokio::time::timeout(Duration::from_secs(10), w.flush()).await;
+    // Then the spend writer writes (or spools) what the recorder handed it, and ends.
+    if let Some(task) = writer_task {
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     }
     ExitCode::SUCCESS
 }

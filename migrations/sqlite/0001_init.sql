@@ -59,6 +59,38 @@ CREATE TABLE keys (
 );
 CREATE INDEX keys_team ON keys (team_id);
 CREATE INDEX keys_user ON keys (user_id);
+CREATE INDEX keys_updated ON keys (updated_at);
+CREATE INDEX teams_updated ON teams (updated_at);
+CREATE INDEX users_updated ON users (updated_at);
+
+-- End users: the `user` field of a request body (LiteLLM's customers), each with an
+-- optional budget of its own.
+CREATE TABLE end_users (
+    user_id               TEXT PRIMARY KEY,
+    alias                 TEXT,
+    models                TEXT NOT NULL DEFAULT '[]',
+    max_budget            REAL,
+    budget_duration       TEXT,
+    budget_reset_at       INTEGER,
+    rpm_limit             INTEGER,
+    tpm_limit             INTEGER,
+    max_parallel_requests INTEGER,
+    metadata              TEXT NOT NULL DEFAULT '{}',
+    blocked               INTEGER NOT NULL DEFAULT 0,
+    spend                 REAL NOT NULL DEFAULT 0,
+    created_at            INTEGER NOT NULL,
+    updated_at            INTEGER NOT NULL
+);
+
+-- Keys removed (deleted, or replaced by /key/regenerate) and when: the auth cache polls
+-- `updated_at` and this table to learn about revocations without reloading every key.
+CREATE TABLE deleted_keys (
+    token                 TEXT PRIMARY KEY,
+    deleted_at            INTEGER NOT NULL
+);
+CREATE INDEX deleted_keys_at ON deleted_keys (deleted_at);
+
+CREATE INDEX end_users_updated ON end_users (updated_at);
 
 CREATE TABLE spend_logs (
     -- One id per record, made by sluice: request ids come from clients and may repeat,
@@ -75,7 +107,7 @@ CREATE TABLE spend_logs (
     prompt_tokens         INTEGER NOT NULL,
     completion_tokens     INTEGER NOT NULL,
     cached_tokens         INTEGER NOT NULL,
-    cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_creation_tokens INTEGER NOT NULL,
     reasoning_tokens      INTEGER NOT NULL,
     spend                 REAL NOT NULL,
     status                TEXT NOT NULL,
@@ -87,6 +119,7 @@ CREATE TABLE spend_logs (
 CREATE INDEX spend_logs_key_time ON spend_logs (api_key, start_time);
 CREATE INDEX spend_logs_time ON spend_logs (start_time);
 CREATE INDEX spend_logs_request ON spend_logs (request_id);
+CREATE INDEX spend_logs_user_time ON spend_logs (user_id, start_time);
 
 CREATE TABLE daily_spend (
     day                   TEXT NOT NULL,
@@ -98,6 +131,7 @@ CREATE TABLE daily_spend (
     prompt_tokens         INTEGER NOT NULL,
     completion_tokens     INTEGER NOT NULL,
     cached_tokens         INTEGER NOT NULL,
+    cache_creation_tokens INTEGER NOT NULL,
     spend                 REAL NOT NULL,
     PRIMARY KEY (day, api_key, team_id, model_group)
 );

@@ -324,15 +324,6 @@ impl Directory {
         self.map(kind).pin().get(id).cloned()
     }
 
-    /// Whether any key, team, user or end user's subject matches `f` (walks the maps in
-    /// place; for the sync task, never a request).
-    pub fn any_subject(&self, f: impl Fn(&Subject) -> bool) -> bool {
-        self.keys.pin().iter().any(|(_, k)| f(&k.subject))
-            || [&self.teams, &self.users, &self.end_users]
-                .iter()
-                .any(|m| m.pin().iter().any(|(_, h)| f(&h.subject)))
-    }
-
     /// Check that `key` may call `group` now, and collect the subjects to admit the request
     /// against: the key, its team, its user and the request's end user (those that exist here).
     pub fn subjects(

@@ -1,8 +1,7 @@
 //! Keeps the directory in step with the store: filled whole at start, then a poll every half
-//! second for rows changed since the last one (edits, blocks, restarted budget windows,
-//! deletions), and single keys reloaded at once when the fleet says they changed or when a
-//! request presents a key this instance has not seen. Budget windows that have ended are
-//! restarted in the store by the same task (each instance may run it; a restart happens once).
+//! second for rows changed since the last one (edits, blocks, budget windows the spend writer
+//! restarted, deleted and regenerated keys), and single keys reloaded at once when the fleet
+//! says they changed or when a request presents a key this instance has not seen.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,9 +19,6 @@ pub const POLL_EVERY: Duration = Duration::from_millis(500);
 /// How far back each poll looks past the last change it saw: a transaction that committed
 /// late with an earlier `updated_at` is still caught (applying a row twice is harmless).
 const OVERLAP: time::Duration = time::Duration::seconds(2);
-
-/// How often ended budget windows are restarted in the store.
-const RESET_EVERY: Duration = Duration::from_secs(5);
 
 /// The directory's link to the store.
 #[derive(Debug, Clone)]
@@ -110,26 +106,18 @@ impl Sync {
         for k in &c.keys {
             self.put_key(k);
         }
-        for (kind, id) in &c.deleted {
-            match kind.as_str() {
-                "keys" => {
-                    if let Some(d) = from_hex(id) {
-                        dir.remove_key(&d);
-                    }
-                }
-                "teams" => dir.remove_holder(SubjectKind::Team, id),
-                "users" => dir.remove_holder(SubjectKind::User, id),
-                "end_users" => dir.remove_holder(SubjectKind::EndUser, id),
-                _ => {}
+        for h in &c.deleted_keys {
+            if let Some(d) = from_hex(h.as_str()) {
+                dir.remove_key(&d);
             }
         }
     }
 
-    /// Fill the directory with everything the store holds.
-    pub async fn fill(&self) -> Result<(), StoreError> {
-        let all = self.store.everything().await?;
+    /// Fill the directory with everything the store holds; returns where the poll starts.
+    pub async fn fill(&self) -> Result<OffsetDateTime, StoreError> {
+        let all = self.store.changed_since(OffsetDateTime::UNIX_EPOCH).await?;
         self.apply(&all);
-        Ok(())
+        Ok(all.watermark)
     }
 
     /// Reload one key (and its team and user) from the store; a key the store no longer has
@@ -144,7 +132,14 @@ impl Sync {
             }
             return Ok(Loaded::Missing);
         };
-        let mut c = Changes::default();
+        let mut c = Changes {
+            keys: Vec::new(),
+            deleted_keys: Vec::new(),
+            teams: Vec::new(),
+            users: Vec::new(),
+            end_users: Vec::new(),
+            watermark: OffsetDateTime::UNIX_EPOCH,
+        };
         if let Some(t) = &k.team_id {
             c.teams.extend(self.store.team(t).await?);
         }
@@ -156,37 +151,35 @@ impl Sync {
         Ok(Loaded::Found)
     }
 
-    /// Poll for changes and restart ended budget windows, for as long as the process lives.
-    pub fn spawn(self: Arc<Self>) {
+    /// Apply what changed since `since` now (after an admin call, without waiting for the
+    /// poll); returns the digests of the keys that changed or went, for the fleet to announce.
+    pub async fn refresh(&self, since: OffsetDateTime) -> Result<Vec<String>, StoreError> {
+        let c = self.store.changed_since(since - OVERLAP).await?;
+        self.apply(&c);
+        Ok(c.keys
+            .iter()
+            .map(|k| k.token.as_str().to_owned())
+            .chain(c.deleted_keys.iter().map(|h| h.as_str().to_owned()))
+            .collect())
+    }
+
+    /// Poll for changes from `since` for as long as the process lives.
+    pub fn spawn(self: Arc<Self>, since: OffsetDateTime) {
         tokio::spawn(async move {
-            let mut since = OffsetDateTime::now_utc() - OVERLAP;
-            let mut last_reset = tokio::time::Instant::now();
+            let mut since = since - OVERLAP;
             let mut tick = tokio::time::interval(POLL_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                if last_reset.elapsed() >= RESET_EVERY || self.any_renewing() {
-                    last_reset = tokio::time::Instant::now();
-                    if let Err(e) = self.store.reset_budgets(OffsetDateTime::now_utc()).await {
-                        tracing::debug!(error = %e, "budget reset failed; will retry");
-                    }
-                }
-                match self.store.changes_since(since).await {
+                match self.store.changed_since(since).await {
                     Ok(c) => {
                         self.apply(&c);
-                        if let Some(latest) = c.latest {
-                            since = since.max(latest - OVERLAP);
-                        }
+                        since = since.max(c.watermark - OVERLAP);
                     }
                     Err(e) => tracing::debug!(error = %e, "key change poll failed; will retry"),
                 }
             }
         });
-    }
-
-    /// Whether some holder's budget window ended in memory and waits for the store's restart.
-    fn any_renewing(&self) -> bool {
-        self.directory.any_subject(|s| s.counters.renewing())
     }
 }
 

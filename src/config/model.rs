@@ -207,6 +207,10 @@ pub struct Deployment {
     pub output_cost_per_token: Option<f64>,
     /// `model_info`.
     pub model_info: ModelInfo,
+    /// USD per token, resolved once at load from the price table (`model_info.base_model`,
+    /// `provider/model`, `model`) and the cost overrides above, so a request's cost is
+    /// arithmetic only. All zero when nothing is known (a warning says so).
+    pub price: crate::spend::Price,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
     /// AWS credentials and region (`bedrock/`): requests are SigV4-signed with them.

@@ -68,6 +68,7 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         }
     }
     unique_ids(&mut indexed, p);
+    price_all(&mut indexed, env, p);
     let deployments: Vec<Deployment> = indexed.into_iter().map(|(_, d)| d).collect();
 
     let names: Vec<&str> = deployments.iter().map(|d| d.model_name.as_str()).collect();
@@ -485,6 +486,7 @@ fn deployment(
         mock: mock_settings(&lp, &params, p),
         aws: None,
         vertex: None,
+        price: crate::spend::Price::default(),
         model_info,
         model_name,
     };
@@ -1019,6 +1021,35 @@ fn derived_id(d: &Deployment, model: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Resolves every deployment's price once, from the embedded table or the LiteLLM-format file
+/// named by `LITELLM_MODEL_COST_MAP_URL`; a deployment nothing prices is worth a warning, since
+/// its spend would silently read 0.
+fn price_all(deployments: &mut [(usize, Deployment)], env: &dyn Env, p: &mut Problems) {
+    use crate::spend::{PriceSource, PriceTable, COST_MAP_ENV};
+    let table = match PriceTable::from_location(env.var(COST_MAP_ENV).as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            p.error(COST_MAP_ENV, e.to_string());
+            PriceTable::embedded()
+        }
+    };
+    for (i, d) in deployments.iter_mut() {
+        let (price, source) = table.resolve(d);
+        d.price = price;
+        if source == PriceSource::Unknown && d.provider != Provider::Mock {
+            p.warn(
+                format!("model_list[{i}].litellm_params.model"),
+                format!(
+                    "no price known for {}/{}: its requests will cost 0 (set \
+                     model_info.base_model, or input_cost_per_token and output_cost_per_token)",
+                    d.provider.name(),
+                    d.upstream_model
+                ),
+            );
+        }
+    }
 }
 
 /// Ids given in `model_info.id` must be unique; derived ids of identical entries get a suffix.

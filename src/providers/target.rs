@@ -205,20 +205,8 @@ pub struct DeploymentTarget {
     pub kind: TargetKind,
     /// How long an attempt may take.
     pub timeouts: Timeouts,
-    /// What its tokens cost, when known.
-    pub price: Option<Price>,
-}
-
-/// The deployment's price: its `input_cost_per_token` / `output_cost_per_token` overrides.
-fn price_of(d: &Deployment) -> Option<Price> {
-    match (d.input_cost_per_token, d.output_cost_per_token) {
-        (None, None) => None,
-        (input, output) => Some(Price {
-            input: input.unwrap_or(0.0),
-            output: output.unwrap_or(0.0),
-            ..Price::default()
-        }),
-    }
+    /// What its tokens cost (resolved at config load; zero when nothing prices it).
+    pub price: Price,
 }
 
 impl DeploymentTarget {
@@ -251,7 +239,7 @@ impl DeploymentTarget {
             provider: d.provider,
             kind,
             timeouts: Timeouts::of(d),
-            price: price_of(d),
+            price: d.price,
         })
     }
 }
@@ -272,7 +260,7 @@ impl DeploymentTarget {
                 first_chunk: DEFAULT_TIMEOUT,
                 idle: None,
             },
-            price: None,
+            price: Price::default(),
         }
     }
 }

@@ -105,6 +105,7 @@ where
             let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
             auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
         }
+        Route::Admin => admin(state, &snap, req).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -272,7 +273,7 @@ where
             record.model = Some(group.name.clone());
             let h = member.target.id_header.clone();
             charges.deployment = Some(guard);
-            charges.price = member.target.price;
+            charges.price = Some(member.target.price);
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_from_body(&bytes);
@@ -322,6 +323,58 @@ where
     attempts.write(h);
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
     Ok(resp)
+}
+
+/// The management API, behind the master key. A change is applied to this instance's key
+/// directory at once and announced to the fleet, so a blocked or deleted key stops working
+/// everywhere within the poll interval at worst.
+async fn admin<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    req: Request<B>,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    if snap.master.is_none() {
+        return Err(ApiError::Unauthorized(
+            "the management API needs general_settings.master_key",
+        ));
+    }
+    auth::authorize(snap.master.as_ref(), req.headers())?;
+    let Some(services) = state.store() else {
+        return Err(ApiError::StoreUnavailable);
+    };
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let before = time::OffsetDateTime::now_utc();
+    let path = parts.uri.path();
+    let query = parts.uri.query().unwrap_or("");
+    let answer = crate::admin::handle(&services.store, &parts.method, path, query, &body)
+        .await
+        .unwrap_or_else(|| {
+            Err(ApiError::RouteNotFound {
+                method: parts.method.to_string(),
+                path: path.chars().take(200).collect(),
+            })
+        })?;
+    if parts.method == http::Method::POST {
+        match services.sync.refresh(before).await {
+            Ok(changed) => {
+                if let Some(fleet) = state.fleet() {
+                    for hash in changed {
+                        fleet.publish(&crate::fleet::KeyChange { hash }).await;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "key directory refresh failed; the poll will catch up")
+            }
+        }
+    }
+    let bytes = serde_json::to_vec(&answer).map_err(|_| ApiError::Internal("admin answer"))?;
+    Ok(json(StatusCode::OK, Bytes::from(bytes)))
 }
 
 /// Step 6: check that the caller may use `group` and admit the request against the limits and
@@ -668,15 +721,19 @@ fn readiness(state: &AppState) -> Bytes {
     };
     let db = match state.store() {
         None => serde_json::json!("not configured"),
-        Some(s) => serde_json::json!({
-            "backend": s.store.backend().name(),
-            "state": if s.writer.db_up() {
-                "connected"
-            } else {
-                "unreachable: spend logs are spooled to disk until it returns"
-            },
-            "spooled_bytes": s.writer.spooled_bytes(),
-        }),
+        Some(s) => {
+            let w = s.writer.stats();
+            serde_json::json!({
+                "backend": s.store.backend().name(),
+                "state": if w.database_up {
+                    "connected"
+                } else {
+                    "unreachable: spend logs are spooled to disk until it returns"
+                },
+                "spooled_bytes": w.spooled_bytes,
+                "lost_records": w.lost,
+            })
+        }
     };
     let body = serde_json::json!({
         "status": "healthy",

@@ -21,6 +21,9 @@ pub enum Route<'a> {
     Health,
     /// `GET /metrics`: Prometheus exposition.
     Metrics,
+    /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
+    /// `/spend/*`): `admin::handle` decides the method and the handler.
+    Admin,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -43,6 +46,7 @@ impl Route<'_> {
             Self::Readiness => "/health/readiness",
             Self::Health => "/health",
             Self::Metrics => "/metrics",
+            Self::Admin => "admin",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -58,6 +62,19 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         };
     }
     let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if [
+        "/key/",
+        "/team/",
+        "/user/",
+        "/customer/",
+        "/end_user/",
+        "/spend/",
+    ]
+    .iter()
+    .any(|p| bare.starts_with(p))
+    {
+        return Route::Admin;
+    }
     let route = match bare {
         "/models" => Route::ListModels,
         "/health/liveliness" | "/health/liveness" => Route::Liveness,

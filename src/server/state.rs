@@ -20,10 +20,9 @@ use crate::routing::{
     Breaker, FailureKind, Fallbacks, HealthRegistry, Member, ModelTable, Policy, Router,
     DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,
 };
-use crate::store::spool::SpoolError;
 use crate::store::{
-    Location, SpendSink, SpendWriter, Store, StoreError, StoreOptions, WriterOptions,
-    DEFAULT_SQLITE_PATH,
+    writer, Location, SpendSender, SpendSink, SpoolError, Store, StoreError, StoreOptions,
+    WriterOptions, DEFAULT_SPOOL_PATH, DEFAULT_SQLITE_PATH,
 };
 use crate::telemetry::RecordSink;
 use crate::telemetry::Recorder;
@@ -199,6 +198,8 @@ pub struct Services {
     pub fleet: Option<Arc<Fleet>>,
     /// The database, when there is one.
     pub store: Option<StoreServices>,
+    /// The spend writer's task: it ends, after a last flush, once every sender is gone.
+    pub writer_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The database and what runs over it.
@@ -208,8 +209,8 @@ pub struct StoreServices {
     pub store: Store,
     /// Keeps the key directory in step with it.
     pub sync: Arc<Sync>,
-    /// Writes spend logs in batches, spooling while the database is away.
-    pub writer: SpendWriter,
+    /// Hands spend logs to the writer task (batches, spool while the database is away).
+    pub writer: SpendSender,
 }
 
 /// Where the embedded store and the spend spool live, unless the config says otherwise.
@@ -254,6 +255,7 @@ impl Services {
             || env_url.as_deref().is_some_and(|u| !u.trim().is_empty())
             || config.general.master_key.is_some();
         let directory = Arc::new(Directory::default());
+        let mut writer_task = None;
         let store = if wanted {
             let location = Location::from_settings(
                 config.general.database_url.as_ref(),
@@ -262,11 +264,14 @@ impl Services {
             )?;
             let store = Store::open(StoreOptions::new(location)).await?;
             let sync = Arc::new(Sync::new(store.clone(), directory.clone()));
-            sync.fill().await?;
-            sync.clone().spawn();
-            let mut writer_options = WriterOptions::new(config.general.proxy_batch_write_at);
-            writer_options.spool_path = options.data_dir.join("sluice-spool/spend.jsonl");
-            let (writer, _task) = SpendWriter::start(store.clone(), writer_options)?;
+            let since = sync.fill().await?;
+            sync.clone().spawn(since);
+            let writer_options = WriterOptions::from_settings(
+                &config.general,
+                options.data_dir.join(DEFAULT_SPOOL_PATH),
+            );
+            let (writer, task) = writer::start(store.clone(), writer_options)?;
+            writer_task = Some(task);
             Some(StoreServices {
                 store,
                 sync,
@@ -280,6 +285,7 @@ impl Services {
             gate: Gate::new(directory, loader),
             fleet,
             store,
+            writer_task,
         })
     }
 

@@ -1,10 +1,16 @@
 //! Token usage, prices and cost: what each request consumed, read from the upstream's answer,
-//! and what it owes, charged to its deployment and callers.
+//! what that is worth at the deployment's prices, and settling it with the deployment and the
+//! callers.
 
-mod price;
+mod prices;
 mod settle;
 pub(crate) mod usage;
 
-pub use price::Price;
+pub use prices::{Price, PriceError, PriceSource, PriceTable, COST_MAP_ENV};
 pub use settle::{Charges, FleetShare};
 pub use usage::{usage_from_body, usage_from_value, Usage};
+
+/// Cost in USD of one request at a deployment's price (see [`Price::cost`]).
+pub fn cost(price: &Price, usage: &Usage) -> f64 {
+    price.cost(usage)
+}

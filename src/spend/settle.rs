@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use crate::fleet::{Fleet, Settlement};
-use crate::limits::{wall_ms, Nanos, Permit, Remaining};
+use crate::limits::{nanos, wall_ms, Nanos, Permit, Remaining};
 use crate::routing::InFlight;
 use crate::telemetry::RequestRecord;
 
-use super::price::Price;
+use super::Price;
 
 /// Who a request's usage and cost are charged to.
 #[derive(Debug, Default)]
@@ -77,7 +77,7 @@ impl Charges {
         if let Some(g) = &self.deployment {
             g.add_tokens(tokens);
         }
-        let cost = self.price.map(|p| p.cost(&usage));
+        let cost = self.price.map(|p| nanos(p.cost(&usage)));
         if let Some(p) = &mut self.permit {
             p.add_tokens(wall_ms(), tokens);
             if let Some(c) = cost {

@@ -1,65 +1,94 @@
-//! What changed since a moment: the auth directory's poll. Rows whose `updated_at` moved
-//! (created, edited, blocked, budget window restarted) and tombstones of deleted ones.
+//! What changed since the last poll, so the auth cache stays current without reloading every
+//! key: rows whose `updated_at` moved (admin edits, blocks, budget resets) and keys that were
+//! deleted or regenerated (`deleted_keys`). Both are index range scans.
+//!
+//! Times come from the clock of whichever instance wrote the row, so a poller should ask from a
+//! little before its last answer (a few seconds of overlap); applying a change twice is harmless.
 
 use time::OffsetDateTime;
 
-use super::{col, from_ms, to_ms, EndUserRow, KeyRow, Store, StoreError, TeamRow, UserRow};
+use super::entity::Entity;
+use super::UserRow;
+use super::{col, from_ms, to_ms, EndUserRow, KeyHash, KeyRow, Store, StoreError, TeamRow};
 
-/// Everything that changed after a moment.
-#[derive(Debug, Default)]
+/// Everything that changed after a point in time.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Changes {
-    /// Keys created or changed.
+    /// Keys created or edited (including blocked and budget-reset ones).
     pub keys: Vec<KeyRow>,
-    /// Teams created or changed.
+    /// Keys that no longer exist: deleted, or replaced by `/key/regenerate`.
+    pub deleted_keys: Vec<KeyHash>,
+    /// Teams created or edited.
     pub teams: Vec<TeamRow>,
-    /// Users created or changed.
+    /// Users created or edited.
     pub users: Vec<UserRow>,
-    /// End users created or changed.
+    /// End users created or edited.
     pub end_users: Vec<EndUserRow>,
-    /// Deleted rows: table name (`keys`, `teams`, `users`, `end_users`) and id.
-    pub deleted: Vec<(String, String)>,
-    /// The latest change seen (where the next poll starts).
-    pub latest: Option<OffsetDateTime>,
+    /// The latest change time seen (or the `since` asked for when nothing changed): the next
+    /// poll's starting point, minus the caller's overlap.
+    pub watermark: OffsetDateTime,
+}
+
+impl Changes {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+            && self.deleted_keys.is_empty()
+            && self.teams.is_empty()
+            && self.users.is_empty()
+            && self.end_users.is_empty()
+    }
 }
 
 impl Store {
-    /// Everything changed after `since`.
-    pub async fn changes_since(&self, since: OffsetDateTime) -> Result<Changes, StoreError> {
-        let mut c = Changes {
-            keys: self.changed(since).await?,
-            teams: self.changed(since).await?,
-            users: self.changed(since).await?,
-            end_users: self.changed(since).await?,
-            ..Changes::default()
-        };
-        let rows = sqlx::query("SELECT kind, id, deleted_at FROM deletions WHERE deleted_at > $1")
+    /// Rows changed and keys removed strictly after `since`.
+    pub async fn changed_since(&self, since: OffsetDateTime) -> Result<Changes, StoreError> {
+        let mut watermark = since;
+        let keys: Vec<KeyRow> = self.updated_after(since).await?;
+        let teams: Vec<TeamRow> = self.updated_after(since).await?;
+        let users: Vec<UserRow> = self.updated_after(since).await?;
+        let end_users: Vec<EndUserRow> = self.updated_after(since).await?;
+        for t in keys
+            .iter()
+            .map(|k| k.accounting.updated_at)
+            .chain(teams.iter().map(|t| t.accounting.updated_at))
+            .chain(users.iter().map(|u| u.accounting.updated_at))
+            .chain(end_users.iter().map(|e| e.accounting.updated_at))
+        {
+            watermark = watermark.max(t);
+        }
+        let rows = sqlx::query(
+            "SELECT token, deleted_at FROM deleted_keys WHERE deleted_at > $1 ORDER BY deleted_at",
+        )
+        .bind(to_ms(since))
+        .fetch_all(self.pool())
+        .await?;
+        let mut deleted_keys = Vec::with_capacity(rows.len());
+        for row in &rows {
+            watermark = watermark.max(from_ms("deleted_at", col(row, "deleted_at")?)?);
+            if let Some(hash) = KeyHash::from_hex(&col::<String>(row, "token")?) {
+                deleted_keys.push(hash);
+            }
+        }
+        Ok(Changes {
+            keys,
+            deleted_keys,
+            teams,
+            users,
+            end_users,
+            watermark,
+        })
+    }
+
+    async fn updated_after<E: Entity>(&self, since: OffsetDateTime) -> Result<Vec<E>, StoreError> {
+        let sql = format!(
+            "SELECT * FROM {} WHERE updated_at > $1 ORDER BY updated_at",
+            E::TABLE
+        );
+        let rows = sqlx::query(&sql)
             .bind(to_ms(since))
             .fetch_all(self.pool())
             .await?;
-        let mut latest: Option<OffsetDateTime> = None;
-        let mut see = |t: OffsetDateTime| latest = Some(latest.map_or(t, |l| l.max(t)));
-        for r in &rows {
-            c.deleted.push((col(r, "kind")?, col(r, "id")?));
-            see(from_ms("deleted_at", col(r, "deleted_at")?)?);
-        }
-        c.keys.iter().for_each(|k| see(k.accounting.updated_at));
-        c.teams.iter().for_each(|t| see(t.accounting.updated_at));
-        c.users.iter().for_each(|u| see(u.accounting.updated_at));
-        c.end_users
-            .iter()
-            .for_each(|e| see(e.accounting.updated_at));
-        c.latest = latest;
-        Ok(c)
-    }
-
-    /// Every key, team, user and end user (the directory's first fill).
-    pub async fn everything(&self) -> Result<Changes, StoreError> {
-        Ok(Changes {
-            keys: self.all().await?,
-            teams: self.all().await?,
-            users: self.all().await?,
-            end_users: self.all().await?,
-            ..Changes::default()
-        })
+        rows.iter().map(super::entity::decode).collect()
     }
 }

@@ -1,5 +1,6 @@
-//! End users: whoever a request names in its `user` field (LiteLLM's customers), with a budget
-//! and limits of their own, whichever key calls for them.
+//! End users: the `user` field of a request body (LiteLLM's "customers"), each with an optional
+//! budget. A row appears when an admin creates one or when the first request naming the end
+//! user is written to the spend log, so spend is counted even before a budget is set.
 
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
@@ -10,11 +11,11 @@ use super::{col, Limits, Page, Store, StoreError};
 /// One end user.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndUserRow {
-    /// The `user` value requests carry.
+    /// The `user` value clients send.
     pub user_id: String,
     /// Display name.
     pub alias: Option<String>,
-    /// A blocked end user's requests are refused, whatever the key.
+    /// A blocked end user's requests are refused whatever key they come with.
     pub blocked: bool,
     /// Budget and limits.
     pub limits: Limits,
@@ -75,7 +76,7 @@ impl Store {
         self.get(user_id).await
     }
 
-    /// Saves an edited end user (everything but its spend and creation time).
+    /// Saves an edited end user (everything but their spend and creation time).
     pub async fn update_end_user(&self, end_user: &EndUserRow) -> Result<(), StoreError> {
         self.update(end_user).await
     }
@@ -88,5 +89,10 @@ impl Store {
     /// End users, in id order.
     pub async fn list_end_users(&self, page: Page) -> Result<Vec<EndUserRow>, StoreError> {
         self.list(None, page).await
+    }
+
+    /// How many end users there are.
+    pub async fn count_end_users(&self) -> Result<u64, StoreError> {
+        self.count::<EndUserRow>(None).await
     }
 }

@@ -104,8 +104,8 @@ pub struct Accounting {
     pub spend: f64,
     /// When the row was created.
     pub created_at: OffsetDateTime,
-    /// When it was last changed by an admin call or a budget-window restart (spend updates
-    /// do not count).
+    /// When it was last changed by an admin call or a budget reset (spend updates do not
+    /// count: they are too frequent to poll for).
     pub updated_at: OffsetDateTime,
 }
 
@@ -169,7 +169,7 @@ fn columns<E: Entity>() -> impl Iterator<Item = &'static str> {
     E::OWN.iter().copied().chain(Limits::COLUMNS)
 }
 
-fn decode<E: Entity>(row: &AnyRow) -> Result<E, StoreError> {
+pub(crate) fn decode<E: Entity>(row: &AnyRow) -> Result<E, StoreError> {
     E::decode(row, Limits::decode(row)?, Accounting::decode(row)?)
 }
 
@@ -237,50 +237,16 @@ impl Store {
         row.as_ref().map(decode).transpose()
     }
 
-    /// Deletes a row and leaves a tombstone, in one transaction, so that other instances'
-    /// change polls learn of the deletion.
     pub(crate) async fn delete<E: Entity>(&self, id: &str) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
         let sql = format!("DELETE FROM {} WHERE {} = $1", E::TABLE, E::ID);
         let done = sqlx::query(&sql)
             .bind(id.to_owned())
-            .execute(&mut *tx)
+            .execute(self.pool())
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(E::WHAT));
         }
-        tombstone(&mut tx, E::TABLE, id, OffsetDateTime::now_utc()).await?;
-        tx.commit().await?;
         Ok(())
-    }
-
-    /// Rows changed (created, edited, budget window restarted) after `since`.
-    pub(crate) async fn changed<E: Entity>(
-        &self,
-        since: OffsetDateTime,
-    ) -> Result<Vec<E>, StoreError> {
-        let sql = format!(
-            "SELECT * FROM {} WHERE updated_at > $1 ORDER BY updated_at",
-            E::TABLE
-        );
-        sqlx::query(&sql)
-            .bind(to_ms(since))
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(decode)
-            .collect()
-    }
-
-    /// Every row (the auth directory's first fill).
-    pub(crate) async fn all<E: Entity>(&self) -> Result<Vec<E>, StoreError> {
-        let sql = format!("SELECT * FROM {}", E::TABLE);
-        sqlx::query(&sql)
-            .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(decode)
-            .collect()
     }
 
     /// Rows in id order, optionally only those whose `column` equals `value`.
@@ -307,10 +273,30 @@ impl Store {
         q.fetch_all(self.pool()).await?.iter().map(decode).collect()
     }
 
+    /// How many rows there are, optionally only those whose `column` equals `value`.
+    pub(crate) async fn count<E: Entity>(
+        &self,
+        filter: Option<(&'static str, &str)>,
+    ) -> Result<u64, StoreError> {
+        let cond = if let Some((c, _)) = filter {
+            format!("WHERE {c} = $1")
+        } else {
+            String::new()
+        };
+        let sql = format!("SELECT COUNT(*) AS n FROM {} {cond}", E::TABLE);
+        let mut q = sqlx::query(&sql);
+        if let Some((_, v)) = filter {
+            q = q.bind(v.to_owned());
+        }
+        let row = q.fetch_one(self.pool()).await?;
+        Ok(u64::try_from(col::<i64>(&row, "n")?).unwrap_or(0))
+    }
+
     /// Starts a new budget window for every row whose window ended by `now`: spend back to
     /// zero and the next reset scheduled from the old one (no drift). Each row is reset only
     /// if its window is still the one read, so two instances running this at once reset it
-    /// once. Returns how many rows were reset.
+    /// once. `updated_at` moves too, so the auth cache sees the fresh window. Returns how many
+    /// rows were reset.
     pub(crate) async fn reset_due<E: Entity>(
         &self,
         now: OffsetDateTime,
@@ -325,8 +311,6 @@ impl Store {
             .bind(to_ms(now))
             .fetch_all(self.pool())
             .await?;
-        // updated_at moves too: every instance's change poll then reloads the row and starts
-        // the new window in memory.
         let update = format!(
             "UPDATE {} SET spend = 0, budget_reset_at = $1, updated_at = $4 \
              WHERE {} = $2 AND budget_reset_at = $3",
@@ -352,23 +336,4 @@ impl Store {
         }
         Ok(reset)
     }
-}
-
-/// Record that `id` of `kind` (a table name) was deleted at `at`.
-pub(crate) async fn tombstone(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    kind: &str,
-    id: &str,
-    at: OffsetDateTime,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO deletions (kind, id, deleted_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (kind, id) DO UPDATE SET deleted_at = excluded.deleted_at",
-    )
-    .bind(kind.to_owned())
-    .bind(id.to_owned())
-    .bind(to_ms(at))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }

@@ -158,6 +158,16 @@ pub enum KeyFilter<'a> {
     User(&'a str),
 }
 
+impl<'a> KeyFilter<'a> {
+    fn column(self) -> Option<(&'static str, &'a str)> {
+        match self {
+            Self::All => None,
+            Self::Team(t) => Some(("team_id", t)),
+            Self::User(u) => Some(("user_id", u)),
+        }
+    }
+}
+
 impl Store {
     /// Stores a new key. `Conflict` if the hash or the alias is taken.
     pub async fn create_key(&self, key: &KeyRow) -> Result<(), StoreError> {
@@ -182,9 +192,20 @@ impl Store {
         self.update(key).await
     }
 
-    /// Removes a key for good (its spend logs stay).
-    pub async fn delete_key(&self, token: &KeyHash) -> Result<(), StoreError> {
-        self.delete::<KeyRow>(token.as_str()).await
+    /// Removes a key for good (its spend logs stay) and records the removal for
+    /// [`Store::changed_since`], in one transaction.
+    pub async fn delete_key(&self, token: &KeyHash, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let done = sqlx::query("DELETE FROM keys WHERE token = $1")
+            .bind(token.as_str().to_owned())
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound("key"));
+        }
+        tombstone(&mut tx, token, now).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Keys, in hash order.
@@ -193,12 +214,12 @@ impl Store {
         filter: KeyFilter<'_>,
         page: Page,
     ) -> Result<Vec<KeyRow>, StoreError> {
-        let f = match filter {
-            KeyFilter::All => None,
-            KeyFilter::Team(t) => Some(("team_id", t)),
-            KeyFilter::User(u) => Some(("user_id", u)),
-        };
-        self.list(f, page).await
+        self.list(filter.column(), page).await
+    }
+
+    /// How many keys `list_keys` would page through.
+    pub async fn count_keys(&self, filter: KeyFilter<'_>) -> Result<u64, StoreError> {
+        self.count::<KeyRow>(filter.column()).await
     }
 
     /// Swaps a key's hash for a new key's, keeping alias, limits and spend (`/key/regenerate`).
@@ -223,19 +244,36 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("key"));
         }
-        // The old key stops working everywhere: other instances see it as deleted.
-        super::entity::tombstone(&mut tx, "keys", old.as_str(), now).await?;
+        tombstone(&mut tx, old, now).await?;
         tx.commit().await?;
         Ok(new)
     }
 
-    /// Starts new budget windows for keys, teams and users whose window has ended.
+    /// Starts new budget windows for keys, teams, users and end users whose window has ended.
     pub async fn reset_budgets(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
         Ok(self.reset_due::<KeyRow>(now).await?
             + self.reset_due::<super::TeamRow>(now).await?
             + self.reset_due::<super::UserRow>(now).await?
             + self.reset_due::<super::EndUserRow>(now).await?)
     }
+}
+
+/// Records that `token` stopped being a valid key at `now`. A key regenerated back to an old
+/// hash (practically impossible, but cheap to handle) just moves the tombstone's time.
+async fn tombstone(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    token: &KeyHash,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO deleted_keys (token, deleted_at) VALUES ($1, $2) \
+         ON CONFLICT (token) DO UPDATE SET deleted_at = excluded.deleted_at",
+    )
+    .bind(token.as_str().to_owned())
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

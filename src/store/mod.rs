@@ -1,4 +1,4 @@
-//! Durable state: virtual keys, teams, users, spend logs and daily rollups, behind one
+//! Durable state: virtual keys, teams, users, end users, spend logs and daily rollups, behind one
 //! interface over SQLite (a file next to the binary, zero setup) or PostgreSQL (a fleet).
 //!
 //! Both backends go through sqlx's `Any` driver with the same SQL: parameters are `$n`, upserts
@@ -9,10 +9,11 @@
 
 pub mod budget;
 mod changes;
-mod end_users;
+pub mod end_users;
 mod entity;
 mod error;
 pub mod keys;
+mod sink;
 pub mod spend_logs;
 pub mod spool;
 pub mod teams;
@@ -38,10 +39,12 @@ pub use entity::Accounting;
 pub use entity::{Limits, Page};
 pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
-pub use spend_logs::{DailySpend, SpendLog, SpendStatus};
+pub use sink::{spend_log, SpendSink};
+pub use spend_logs::{BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus};
+pub use spool::{Spool, SpoolError};
 pub use teams::TeamRow;
 pub use users::UserRow;
-pub use writer::{SpendSink, SpendWriter, WriterOptions};
+pub use writer::{SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};
 
 /// The SQLite file used when no `database_url` is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "sluice.db";
@@ -79,6 +82,16 @@ impl Location {
         } else {
             Err(StoreError::UnsupportedUrl)
         }
+    }
+
+    /// The location a loaded config names (`general_settings.database_url`, which the config
+    /// loader already falls back to `DATABASE_URL` for), else the default SQLite file.
+    pub fn from_config(general: &crate::config::GeneralSettings) -> Result<Self, StoreError> {
+        Self::from_settings(
+            general.database_url.as_ref(),
+            None,
+            Path::new(DEFAULT_SQLITE_PATH),
+        )
     }
 
     /// Which backend this is.

@@ -1,9 +1,9 @@
-//! One row per request, and what a batch of them adds: key/team/user spend and the daily
+//! One row per request, and what a batch of them adds: key/team/user/end-user spend and the daily
 //! rollups the dashboard reads. A batch is one transaction, and only rows that were actually
 //! inserted count towards spend, so writing the same batch twice (a replayed spool, a commit
 //! whose answer was lost) changes nothing the second time.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use sqlx::any::AnyRow;
@@ -170,8 +170,27 @@ pub struct DailySpend {
     pub completion_tokens: u64,
     /// Cached input tokens.
     pub cached_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_creation_tokens: u64,
     /// USD.
     pub spend: f64,
+}
+
+/// Which spend logs `GET /spend/logs` wants; unset fields do not filter.
+#[derive(Debug, Clone, Default)]
+pub struct SpendLogFilter {
+    /// One key's records.
+    pub api_key: Option<KeyHash>,
+    /// One user's records.
+    pub user_id: Option<String>,
+    /// One request's records.
+    pub request_id: Option<String>,
+    /// Requests that started at or after this time.
+    pub start: Option<OffsetDateTime>,
+    /// Requests that started before this time.
+    pub end: Option<OffsetDateTime>,
+    /// Which slice.
+    pub page: Page,
 }
 
 /// What one batch write did.
@@ -263,7 +282,6 @@ impl Store {
             ("keys", "token", &totals.keys),
             ("teams", "team_id", &totals.teams),
             ("users", "user_id", &totals.users),
-            ("end_users", "user_id", &totals.end_users),
         ] {
             let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
             for (id, spend) in sums {
@@ -274,17 +292,34 @@ impl Store {
                     .await?;
             }
         }
+        // End users need no admin call to exist: the first request naming one creates its row.
+        let now = to_ms(OffsetDateTime::now_utc());
+        for (id, spend) in &totals.end_users {
+            sqlx::query(
+                "INSERT INTO end_users (user_id, spend, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $3) \
+                 ON CONFLICT (user_id) DO UPDATE SET spend = end_users.spend + excluded.spend",
+            )
+            .bind((*id).to_owned())
+            .bind(*spend)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         for d in totals.daily.values() {
             sqlx::query(
                 "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
-                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, spend) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
+                 cache_creation_tokens, spend) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
                  requests = daily_spend.requests + excluded.requests, \
                  failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
                  prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
                  completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
                  cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
+                 cache_creation_tokens = daily_spend.cache_creation_tokens \
+                 + excluded.cache_creation_tokens, \
                  spend = daily_spend.spend + excluded.spend",
             )
             .bind(d.day.clone())
@@ -296,6 +331,7 @@ impl Store {
             .bind(to_i64(d.prompt_tokens))
             .bind(to_i64(d.completion_tokens))
             .bind(to_i64(d.cached_tokens))
+            .bind(to_i64(d.cache_creation_tokens))
             .bind(d.spend)
             .execute(&mut *tx)
             .await?;
@@ -308,24 +344,46 @@ impl Store {
         })
     }
 
-    /// Spend logs, newest first, optionally for one key (`GET /spend/logs`).
-    pub async fn spend_logs(
-        &self,
-        key: Option<&KeyHash>,
-        page: Page,
-    ) -> Result<Vec<SpendLog>, StoreError> {
-        let (cond, value) = match key {
-            Some(k) => ("WHERE api_key = $3", Some(k.as_str().to_owned())),
-            None => ("", None),
+    /// Spend logs matching every filter set, newest first (`GET /spend/logs`).
+    pub async fn spend_logs(&self, filter: &SpendLogFilter) -> Result<Vec<SpendLog>, StoreError> {
+        let mut conds: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        for (column, value) in [
+            ("api_key", filter.api_key.as_ref().map(KeyHash::as_str)),
+            ("user_id", filter.user_id.as_deref()),
+            ("request_id", filter.request_id.as_deref()),
+        ] {
+            if let Some(v) = value {
+                texts.push(v.to_owned());
+                conds.push(format!("{column} = ${}", texts.len() + 2));
+            }
+        }
+        let mut times: Vec<i64> = Vec::new();
+        for (op, value) in [(">=", filter.start), ("<", filter.end)] {
+            if let Some(t) = value {
+                times.push(to_ms(t));
+                conds.push(format!(
+                    "start_time {op} ${}",
+                    texts.len() + times.len() + 2
+                ));
+            }
+        }
+        let cond = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
         };
         let sql = format!(
             "SELECT * FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2"
         );
         let mut q = sqlx::query(&sql)
-            .bind(to_i64(page.limit))
-            .bind(to_i64(page.offset));
-        if let Some(v) = value {
+            .bind(to_i64(filter.page.limit))
+            .bind(to_i64(filter.page.offset));
+        for v in texts {
             q = q.bind(v);
+        }
+        for t in times {
+            q = q.bind(t);
         }
         q.fetch_all(self.pool())
             .await?
@@ -358,6 +416,7 @@ impl Store {
                     prompt_tokens: count("prompt_tokens")?,
                     completion_tokens: count("completion_tokens")?,
                     cached_tokens: count("cached_tokens")?,
+                    cache_creation_tokens: count("cache_creation_tokens")?,
                     spend: col(row, "spend")?,
                 })
             })
@@ -366,14 +425,15 @@ impl Store {
 }
 
 /// A batch's sums, computed once in memory so the database sees one statement per key, team,
-/// user and rollup row instead of one per request.
+/// user and rollup row instead of one per request. Ordered maps, so every instance locks rows
+/// in the same order and two concurrent batches on PostgreSQL cannot deadlock each other.
 #[derive(Default)]
 struct Totals<'a> {
-    keys: HashMap<&'a str, f64>,
-    teams: HashMap<&'a str, f64>,
-    users: HashMap<&'a str, f64>,
-    end_users: HashMap<&'a str, f64>,
-    daily: HashMap<(String, &'a str, &'a str, &'a str), DailySpend>,
+    keys: BTreeMap<&'a str, f64>,
+    teams: BTreeMap<&'a str, f64>,
+    users: BTreeMap<&'a str, f64>,
+    end_users: BTreeMap<&'a str, f64>,
+    daily: BTreeMap<(String, &'a str, &'a str, &'a str), DailySpend>,
 }
 
 impl<'a> Totals<'a> {
@@ -407,6 +467,7 @@ impl<'a> Totals<'a> {
                     prompt_tokens: 0,
                     completion_tokens: 0,
                     cached_tokens: 0,
+                    cache_creation_tokens: 0,
                     spend: 0.0,
                 });
             d.requests += 1;
@@ -414,6 +475,7 @@ impl<'a> Totals<'a> {
             d.prompt_tokens += l.usage.prompt_tokens;
             d.completion_tokens += l.usage.completion_tokens;
             d.cached_tokens += l.usage.cached_tokens;
+            d.cache_creation_tokens += l.usage.cache_creation_tokens;
             d.spend += l.spend;
         }
         t

@@ -89,4 +89,9 @@ impl Store {
     pub async fn list_teams(&self, page: Page) -> Result<Vec<TeamRow>, StoreError> {
         self.list(None, page).await
     }
+
+    /// How many teams there are.
+    pub async fn count_teams(&self) -> Result<u64, StoreError> {
+        self.count::<TeamRow>(None).await
+    }
 }

@@ -27,6 +27,16 @@ impl Drop for TestStore {
     }
 }
 
+impl TestStore {
+    /// A second store on the same SQLite file (a restart of the process).
+    pub async fn reopen(&self) -> Store {
+        let dir = self.dir.as_ref().unwrap();
+        Store::open(StoreOptions::new(Location::Sqlite(dir.join("sluice.db"))))
+            .await
+            .unwrap()
+    }
+}
+
 /// A unique empty directory under the system temp dir.
 pub(crate) fn temp_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-test-{}", uuid::Uuid::new_v4()));
@@ -46,21 +56,55 @@ pub(crate) async fn sqlite() -> TestStore {
     }
 }
 
-/// The test server's URL, or `None` (with the reason printed) when tests may skip it.
-pub(crate) fn postgres_server() -> Option<String> {
-    match std::env::var(POSTGRES_ENV) {
-        Ok(url) if !url.is_empty() => Some(url),
+/// The variables naming the PostgreSQL server outage tests may stop and start, and its
+/// control script (`stop` / `start`).
+pub(crate) const RESTART_ENV: [&str; 2] = [
+    "SLUICE_TEST_POSTGRES_RESTART_URL",
+    "SLUICE_TEST_POSTGRES_RESTART_CTL",
+];
+
+/// A test variable's value, or `None` (with the reason printed) when tests may skip it; under
+/// `CI=true` a missing server fails the test instead of passing silently.
+fn required_var(name: &str, what: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{POSTGRES_ENV} is not set under CI=true: run the tests through scripts/test.sh")
+            panic!("{name} is not set under CI=true: run the tests through scripts/test.sh")
         }
         _ => {
             eprintln!(
-                "skipping the PostgreSQL half: {POSTGRES_ENV} is not set \
-                 (scripts/test.sh starts a server and sets it)"
+                "skipping {what}: {name} is not set (scripts/test.sh starts a server and sets it)"
             );
             None
         }
     }
+}
+
+/// The test server's URL, or `None` (with the reason printed) when tests may skip it.
+pub(crate) fn postgres_server() -> Option<String> {
+    required_var(POSTGRES_ENV, "the PostgreSQL half")
+}
+
+/// The restartable server's URL and control script.
+pub(crate) fn postgres_restartable() -> Option<(String, String)> {
+    let what = "the PostgreSQL outage test";
+    Some((
+        required_var(RESTART_ENV[0], what)?,
+        required_var(RESTART_ENV[1], what)?,
+    ))
+}
+
+/// Stops or starts the restartable server, waiting until it is done.
+pub(crate) fn pg_ctl(ctl: &str, action: &str) {
+    let out = std::process::Command::new(ctl)
+        .arg(action)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{ctl} {action}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A URL for a brand-new database on the test server.

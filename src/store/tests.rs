@@ -125,9 +125,9 @@ async fn key_crud_round_trips_every_field() {
         };
         assert_eq!(s.list_keys(KeyFilter::All, one).await.unwrap().len(), 1);
 
-        s.delete_key(&other.token).await.unwrap();
+        s.delete_key(&other.token, T0).await.unwrap();
         assert!(matches!(
-            s.delete_key(&other.token).await,
+            s.delete_key(&other.token, T0).await,
             Err(StoreError::NotFound("key"))
         ));
         assert!(matches!(
@@ -241,17 +241,19 @@ async fn spend_batches_count_once_and_roll_up() {
             .unwrap();
         assert_eq!(keyed.failed_requests, 1);
         assert_eq!(keyed.cached_tokens, 40 * keyed.requests);
+        assert_eq!(keyed.cache_creation_tokens, 10 * keyed.requests);
         assert_eq!(keyed.team_id, "team-s");
         assert!(days.iter().any(|d| d.api_key.is_empty() && d.requests == 1));
 
         let page = s
-            .spend_logs(
-                Some(&key.token),
-                Page {
+            .spend_logs(&SpendLogFilter {
+                api_key: Some(key.token.clone()),
+                page: Page {
                     offset: 0,
                     limit: 3,
                 },
-            )
+                ..SpendLogFilter::default()
+            })
             .await
             .unwrap();
         assert_eq!(page.len(), 3);
@@ -305,46 +307,171 @@ async fn budget_reset_zeroes_spend_and_schedules_next_window() {
 }
 
 #[tokio::test]
-async fn changes_since_sees_edits_resets_and_deletions() {
+async fn changed_since_reports_edits_resets_and_removals() {
     for db in every_backend().await {
         let s = &db.store;
-        let t1 = OffsetDateTime::now_utc() - time::Duration::seconds(10);
-        let mut key = KeyRow::new("sk-change", t1);
-        s.create_key(&key).await.unwrap();
-        let mut eu = EndUserRow::new("customer-1".into(), t1);
-        eu.limits.max_budget = Some(2.0);
-        s.create_end_user(&eu).await.unwrap();
-        let all = s.everything().await.unwrap();
-        assert_eq!(all.keys.len(), 1);
-        assert_eq!(all.end_users.len(), 1);
-        let t2 = t1 + time::Duration::seconds(1);
-        assert!(s.changes_since(t2).await.unwrap().keys.is_empty());
-        // Blocked later: the poll sees it.
-        key.blocked = true;
-        key.accounting.updated_at = t2 + time::Duration::seconds(1);
-        s.update_key(&key).await.unwrap();
-        let c = s.changes_since(t2).await.unwrap();
-        assert_eq!(c.keys.len(), 1);
-        assert!(c.keys[0].blocked);
+        let t1 = T0 + time::Duration::seconds(1);
+        let mut kept = KeyRow::new("sk-kept", T0);
+        kept.limits.budget_duration = Some("1h".parse().unwrap());
+        kept.limits.schedule(T0);
+        s.create_key(&kept).await.unwrap();
+        let gone = KeyRow::new("sk-gone", T0);
+        s.create_key(&gone).await.unwrap();
+        let renewed = KeyRow::new("sk-renewed", T0);
+        s.create_key(&renewed).await.unwrap();
+        s.create_team(&TeamRow::new("t-old".into(), T0))
+            .await
+            .unwrap();
+        assert!(s.changed_since(t1).await.unwrap().is_empty());
+
+        // An edit, a delete, a regenerate, a new team, a budget reset.
+        let mut blocked = gone.clone();
+        blocked.blocked = true;
+        blocked.accounting.updated_at = t1 + time::Duration::seconds(1);
+        s.update_key(&blocked).await.unwrap();
+        s.delete_key(&gone.token, t1 + time::Duration::seconds(2))
+            .await
+            .unwrap();
+        let new = s
+            .rehash_key(
+                &renewed.token,
+                "sk-renewed-2",
+                t1 + time::Duration::seconds(3),
+            )
+            .await
+            .unwrap();
+        s.create_team(&TeamRow::new(
+            "t-new".into(),
+            t1 + time::Duration::seconds(4),
+        ))
+        .await
+        .unwrap();
+        let reset_at = T0 + time::Duration::minutes(90);
+        assert_eq!(s.reset_budgets(reset_at).await.unwrap(), 1);
+
+        let c = s.changed_since(t1).await.unwrap();
+        let mut tokens: Vec<&KeyHash> = c.keys.iter().map(|k| &k.token).collect();
+        tokens.sort_by_key(|t| t.as_str());
+        let mut expect = vec![&kept.token, &new];
+        expect.sort_by_key(|t| t.as_str());
+        assert_eq!(tokens, expect, "{:?}", s.backend());
+        let mut deleted = c.deleted_keys.clone();
+        deleted.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        let mut expect_deleted = vec![gone.token.clone(), renewed.token.clone()];
+        expect_deleted.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        assert_eq!(deleted, expect_deleted);
         assert_eq!(
-            c.latest.map(to_ms),
-            Some(to_ms(key.accounting.updated_at)),
-            "stored to the millisecond"
+            c.teams
+                .iter()
+                .map(|t| t.team_id.as_str())
+                .collect::<Vec<_>>(),
+            ["t-new"]
         );
-        // Deleted: a tombstone.
-        let before = OffsetDateTime::now_utc() - time::Duration::seconds(1);
-        s.delete_key(&key.token).await.unwrap();
-        s.delete_end_user("customer-1").await.unwrap();
-        let c = s.changes_since(before).await.unwrap();
-        assert!(c
-            .deleted
-            .contains(&("keys".to_owned(), key.token.as_str().to_owned())));
-        assert!(c
-            .deleted
-            .contains(&("end_users".to_owned(), "customer-1".to_owned())));
-        assert!(matches!(
-            s.delete_end_user("customer-1").await,
-            Err(StoreError::NotFound("end user"))
-        ));
+        assert_eq!(c.watermark, reset_at);
+        assert!(s.changed_since(c.watermark).await.unwrap().is_empty());
     }
+}
+
+#[tokio::test]
+async fn end_users_get_spend_without_an_admin_call() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut capped = EndUserRow::new("customer-1".into(), T0);
+        capped.limits.max_budget = Some(2.0);
+        s.create_end_user(&capped).await.unwrap();
+        let key = KeyRow::new("sk-eu", T0);
+        s.create_key(&key).await.unwrap();
+        let mut a = log(&key, 0.5, T0);
+        a.end_user = Some("customer-1".into());
+        let mut b = log(&key, 0.25, T0);
+        b.end_user = Some("customer-2".into());
+        let mut c = log(&key, 0.25, T0);
+        c.end_user = Some("customer-1".into());
+        s.write_spend_batch(&[a, b, c]).await.unwrap();
+        let one = s.end_user("customer-1").await.unwrap().unwrap();
+        assert_eq!(one.accounting.spend, 0.75);
+        assert_eq!(one.limits.max_budget, Some(2.0));
+        let two = s.end_user("customer-2").await.unwrap().unwrap();
+        assert_eq!((two.accounting.spend, two.limits.max_budget), (0.25, None));
+        assert_eq!(s.list_end_users(Page::default()).await.unwrap().len(), 2);
+        s.delete_end_user("customer-2").await.unwrap();
+        assert_eq!(s.end_user("customer-2").await.unwrap(), None);
+    }
+}
+
+#[tokio::test]
+async fn spend_log_filters() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut k1 = KeyRow::new("sk-f1", T0);
+        k1.user_id = Some("alice".into());
+        let k2 = KeyRow::new("sk-f2", T0);
+        let mut logs = Vec::new();
+        for i in 0..6 {
+            let key = if i % 2 == 0 { &k1 } else { &k2 };
+            let mut l = log(key, 0.01, T0 + time::Duration::hours(i));
+            l.request_id = format!("req-{i}");
+            logs.push(l);
+        }
+        s.write_spend_batch(&logs).await.unwrap();
+        let ids = |v: Vec<SpendLog>| v.into_iter().map(|l| l.request_id).collect::<Vec<_>>();
+        let f = |f: SpendLogFilter| async move { ids(s.spend_logs(&f).await.unwrap()) };
+        assert_eq!(
+            f(SpendLogFilter {
+                api_key: Some(k2.token.clone()),
+                ..Default::default()
+            })
+            .await,
+            ["req-5", "req-3", "req-1"]
+        );
+        assert_eq!(
+            f(SpendLogFilter {
+                user_id: Some("alice".into()),
+                start: Some(T0 + time::Duration::hours(1)),
+                end: Some(T0 + time::Duration::hours(4)),
+                ..Default::default()
+            })
+            .await,
+            ["req-2"]
+        );
+        assert_eq!(
+            f(SpendLogFilter {
+                request_id: Some("req-4".into()),
+                ..Default::default()
+            })
+            .await,
+            ["req-4"]
+        );
+        assert_eq!(f(SpendLogFilter::default()).await.len(), 6);
+    }
+}
+
+#[test]
+fn location_from_settings() {
+    let default = std::path::Path::new("sluice.db");
+    let pg = Secret::new("postgres://u:p@127.0.0.1:5432/db".to_owned());
+    assert_eq!(
+        Location::from_settings(Some(&pg), Some("sqlite:other.db".into()), default)
+            .unwrap()
+            .backend(),
+        Backend::Postgres
+    );
+    match Location::from_settings(None, Some("sqlite://data/x.db?mode=rwc".into()), default) {
+        Ok(Location::Sqlite(p)) => assert_eq!(p, std::path::Path::new("data/x.db")),
+        other => panic!("{other:?}"),
+    }
+    match Location::from_settings(None, Some("  ".into()), default) {
+        Ok(Location::Sqlite(p)) => assert_eq!(p, default),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Location::from_settings(None, Some("mysql://x".into()), default),
+        Err(StoreError::UnsupportedUrl)
+    ));
+    // The URL's password never shows in debug output.
+    let shown = format!(
+        "{:?}",
+        Location::from_settings(Some(&pg), None, default).unwrap()
+    );
+    assert!(!shown.contains(":p@"), "{shown}");
 }

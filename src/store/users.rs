@@ -99,4 +99,9 @@ impl Store {
     pub async fn list_users(&self, page: Page) -> Result<Vec<UserRow>, StoreError> {
         self.list(None, page).await
     }
+
+    /// How many users there are.
+    pub async fn count_users(&self) -> Result<u64, StoreError> {
+        self.count::<UserRow>(None).await
+    }
 }

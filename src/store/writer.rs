@@ -1,297 +1,333 @@
-//! The spend-log writer: requests' spend records reach the database in batches, off the
-//! request path, and nothing is lost when the database is down or slow.
+//! The spend-log writer: the one task that turns finished requests into database rows.
 //!
-//! The recorder task hands each record over with a `try_send`; one task writes a batch every
-//! `proxy_batch_write_at` seconds (or as soon as one fills). A batch the database does not take
-//! within [`WRITE_TIMEOUT`] goes to the spool file instead, and while the spool holds anything,
-//! new batches go behind it, so records reach the database in order. Each flush first replays
-//! the spool a chunk at a time; writing is idempotent (every record has its own id), so a batch
-//! that committed after its timeout and is replayed again is not counted twice.
+//! Requests hand their [`SpendLog`] to a [`SpendSender`] (a `try_send` into a bounded
+//! channel). The task collects them and writes a batch every `proxy_batch_write_at` or as soon
+//! as a batch is full; each batch is one transaction that stores the logs, adds their cost to
+//! keys, teams, users and end users, and updates the daily rollups.
+//!
+//! When the database is down or slower than `write_timeout`, the batch goes to the spool file
+//! instead, and later batches follow it there until the spool has been replayed, oldest first,
+//! so nothing is lost and memory holds at most one batch plus the channel. Replaying a batch
+//! that did commit after all (a timeout whose commit landed) counts nothing twice: spend-log
+//! ids are unique and only newly inserted rows add spend. If the channel itself is full, the
+//! request appends its record to the spool directly (file I/O on the request path, only when
+//! the writer is already behind). Only a full spool loses records; each loss is counted and
+//! logged.
+//!
+//! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
+use tokio::time::{interval, timeout, MissedTickBehavior};
 
 use super::spool::{Spool, SpoolError};
-use super::{KeyHash, SpendLog, SpendStatus, Store};
-use crate::limits::dollars;
-use crate::telemetry::{Outcome, RecordSink, RequestRecord};
+use super::{SpendLog, Store};
 
-/// The longest one batch write may take before its records are spooled.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Records waiting for the writer task before they go straight to the spool.
-const QUEUE: usize = 64 * 1024;
-
-/// Records per database batch (and per replayed spool chunk).
-const BATCH: usize = 1_000;
-
-/// How the writer runs.
+/// How the writer batches, spools and resets. Defaults are in [`WriterOptions::new`].
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
-    /// `general_settings.proxy_batch_write_at` (default 10 s in LiteLLM; sluice writes each
-    /// second unless told otherwise).
-    pub every: Duration,
-    /// The spool file.
+    /// `general_settings.proxy_batch_write_at`: the longest a record waits for its batch.
+    pub batch_interval: Duration,
+    /// Records per batch; a full batch is written at once.
+    pub max_batch: usize,
+    /// Records the channel holds before requests spool their own.
+    pub queue_capacity: usize,
+    /// A batch write slower than this counts as a failure and the batch is spooled.
+    pub write_timeout: Duration,
+    /// How often budget windows that ended are reset.
+    pub budget_reset_every: Duration,
+    /// The spool file (its cursor is kept beside it).
     pub spool_path: PathBuf,
-    /// Its size bound.
+    /// The spool's size bound in bytes.
     pub spool_max_bytes: u64,
 }
 
+/// sluice's default for `proxy_batch_write_at`. LiteLLM's is 10 s; sluice writes more often
+/// because a batch is cheap (one transaction) and fresher spend makes budgets on other
+/// instances more exact.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the spool lives unless the embedder says otherwise (relative to the working
+/// directory, like the default SQLite file).
+pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
+
+/// Default spool bound: 256 MiB, about a million spend records at ~250 bytes each.
+pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
+
 impl WriterOptions {
-    /// Defaults: a batch each second, `sluice-spool/spend.jsonl`, at most 1 GiB spooled.
-    pub fn new(every: Option<Duration>) -> Self {
+    /// Defaults: 1 s batches of at most 1,000 records, a 16,384-record channel, 5 s write
+    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB.
+    pub fn new(spool_path: PathBuf) -> Self {
         Self {
-            every: every.unwrap_or(Duration::from_secs(1)),
-            spool_path: PathBuf::from("sluice-spool/spend.jsonl"),
-            spool_max_bytes: 1 << 30,
+            batch_interval: DEFAULT_BATCH_INTERVAL,
+            max_batch: 1000,
+            queue_capacity: 16 * 1024,
+            write_timeout: Duration::from_secs(5),
+            budget_reset_every: Duration::from_secs(10),
+            spool_path,
+            spool_max_bytes: DEFAULT_SPOOL_MAX_BYTES,
         }
     }
+}
+
+impl WriterOptions {
+    /// Defaults with `general_settings.proxy_batch_write_at` applied.
+    pub fn from_settings(general: &crate::config::GeneralSettings, spool_path: PathBuf) -> Self {
+        let mut o = Self::new(spool_path);
+        if let Some(every) = general.proxy_batch_write_at.filter(|d| !d.is_zero()) {
+            o.batch_interval = every;
+        }
+        o
+    }
+}
+
+/// Counters for `/health/readiness` and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Records waiting in the channel.
+    pub queued: usize,
+    /// Bytes in the spool not yet written to the database.
+    pub spooled_bytes: u64,
+    /// Records lost because the spool was full (or its disk failed).
+    pub lost: u64,
+    /// Whether the last write reached the database (`/health/readiness`).
+    pub database_up: bool,
 }
 
 #[derive(Debug)]
 struct Shared {
     spool: Mutex<Spool<SpendLog>>,
-    db_up: AtomicBool,
-    written: AtomicU64,
+    lost: AtomicU64,
+    database_up: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
     fn spool(&self) -> MutexGuard<'_, Spool<SpendLog>> {
-        match self.spool.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        // A panic while holding the lock cannot leave the spool half-written (appends are
+        // all-or-nothing), so a poisoned lock is still usable.
+        self.spool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn spill(&self, logs: &[SpendLog]) {
-        match self.spool().append(logs) {
-            Ok(0) => {}
-            Ok(lost) => tracing::error!(lost, "spend spool full: records lost"),
-            Err(e) => tracing::error!(error = %e, lost = logs.len(), "spend spool unwritable"),
+    /// Keeps records the database could not take; counts and logs the ones it cannot keep.
+    fn keep(&self, logs: &[SpendLog]) {
+        if logs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.spool().append(logs) {
+            let n = u64::try_from(logs.len()).unwrap_or(u64::MAX);
+            let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
+            tracing::error!(error = %e, lost_total = total, "spend records lost");
         }
     }
 }
 
-/// What the writer task receives.
-#[derive(Debug)]
-enum Msg {
-    /// A record to write.
-    Log(Box<SpendLog>),
-    /// Write everything received so far, then answer.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-/// The request side of the writer. Cheap to clone.
+/// The request side: cheap to clone, never waits.
 #[derive(Debug, Clone)]
-pub struct SpendWriter {
-    tx: mpsc::Sender<Msg>,
+pub struct SpendSender {
+    tx: mpsc::Sender<SpendLog>,
     shared: Arc<Shared>,
 }
 
-impl SpendWriter {
-    /// Start the writer task over `store`.
-    pub fn start(
-        store: Store,
-        options: WriterOptions,
-    ) -> Result<(Self, tokio::task::JoinHandle<()>), SpoolError> {
-        let spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
-        let shared = Arc::new(Shared {
-            spool: Mutex::new(spool),
-            db_up: AtomicBool::new(true),
-            written: AtomicU64::new(0),
-        });
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(run(store, options.every, rx, shared.clone()));
-        Ok((Self { tx, shared }, task))
-    }
-
-    /// Hand a record over; if the writer is behind, it goes to the spool at once.
-    pub fn submit(&self, log: SpendLog) {
-        if let Err(
-            mpsc::error::TrySendError::Full(Msg::Log(log))
-            | mpsc::error::TrySendError::Closed(Msg::Log(log)),
-        ) = self.tx.try_send(Msg::Log(Box::new(log)))
-        {
-            self.shared.spill(std::slice::from_ref(&log));
+impl SpendSender {
+    /// Hands one request's record to the writer. If the writer is behind (channel full) the
+    /// record is appended to the spool right here instead of being dropped.
+    pub fn send(&self, log: SpendLog) {
+        match self.tx.try_send(log) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(log) | mpsc::error::TrySendError::Closed(log)) => {
+                self.shared.keep(std::slice::from_ref(&log));
+            }
         }
     }
 
-    /// Write everything handed over so far (or spool it), for a clean shutdown and tests.
-    pub async fn flush(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.tx.send(Msg::Flush(tx)).await.is_ok() {
-            let _ = rx.await;
+    /// Queue depth, spool size and losses.
+    pub fn stats(&self) -> WriterStats {
+        WriterStats {
+            queued: self.tx.max_capacity() - self.tx.capacity(),
+            spooled_bytes: self.shared.spool().pending_bytes(),
+            lost: self.shared.lost.load(Ordering::Relaxed),
+            database_up: self.shared.database_up.load(Ordering::Relaxed),
         }
-    }
-
-    /// Whether the last write reached the database.
-    pub fn db_up(&self) -> bool {
-        self.shared.db_up.load(Relaxed)
-    }
-
-    /// Bytes waiting in the spool.
-    pub fn spooled_bytes(&self) -> u64 {
-        self.shared.spool().len_bytes()
-    }
-
-    /// Records written to the database since start.
-    pub fn written(&self) -> u64 {
-        self.shared.written.load(Relaxed)
     }
 }
 
-async fn run(store: Store, every: Duration, mut rx: mpsc::Receiver<Msg>, shared: Arc<Shared>) {
-    let mut batch: Vec<SpendLog> = Vec::with_capacity(BATCH);
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            msg = rx.recv() => match msg {
-                Some(Msg::Log(log)) => {
-                    batch.push(*log);
-                    if batch.len() >= BATCH {
-                        flush(&store, &shared, &mut batch).await;
+/// Opens the spool and starts the writer task. The task ends once every [`SpendSender`] is
+/// dropped, after writing (or spooling) what it holds.
+pub fn start(
+    store: Store,
+    options: WriterOptions,
+) -> Result<(SpendSender, tokio::task::JoinHandle<()>), SpoolError> {
+    let spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
+    if !spool.is_empty() {
+        tracing::info!(
+            path = %spool.path().display(),
+            bytes = spool.pending_bytes(),
+            "spend records spooled by an earlier run will be replayed"
+        );
+    }
+    let shared = Arc::new(Shared {
+        spool: Mutex::new(spool),
+        lost: AtomicU64::new(0),
+        database_up: std::sync::atomic::AtomicBool::new(true),
+    });
+    let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
+    let writer = Writer {
+        store,
+        shared: shared.clone(),
+        batch: Vec::with_capacity(options.max_batch),
+        database_up: true,
+        options,
+    };
+    let task = tokio::spawn(writer.run(rx));
+    Ok((SpendSender { tx, shared }, task))
+}
+
+struct Writer {
+    store: Store,
+    shared: Arc<Shared>,
+    batch: Vec<SpendLog>,
+    /// Last known state, so "down" and "back" are each logged once.
+    database_up: bool,
+    options: WriterOptions,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<SpendLog>) {
+        let mut flush = interval(self.options.batch_interval);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut resets = interval(self.options.budget_reset_every);
+        resets.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let max = self.options.max_batch.max(1);
+        loop {
+            let room = max.saturating_sub(self.batch.len()).max(1);
+            tokio::select! {
+                n = rx.recv_many(&mut self.batch, room) => {
+                    if n == 0 {
+                        break;
+                    }
+                    if self.batch.len() >= max {
+                        self.flush().await;
                     }
                 }
-                Some(Msg::Flush(done)) => {
-                    flush(&store, &shared, &mut batch).await;
-                    let _ = done.send(());
-                }
-                None => {
-                    flush(&store, &shared, &mut batch).await;
-                    return;
-                }
-            },
-            _ = tick.tick() => flush(&store, &shared, &mut batch).await,
-        }
-    }
-}
-
-async fn write(store: &Store, shared: &Shared, logs: &[SpendLog]) -> bool {
-    let ok = matches!(
-        tokio::time::timeout(WRITE_TIMEOUT, store.write_spend_batch(logs)).await,
-        Ok(Ok(_))
-    );
-    if shared.db_up.swap(ok, Relaxed) != ok {
-        if ok {
-            tracing::info!("database reachable again: writing spend logs");
-        } else {
-            tracing::warn!("database unreachable: spend logs go to the spool until it returns");
-        }
-    }
-    if ok {
-        shared.written.fetch_add(logs.len() as u64, Relaxed);
-    }
-    ok
-}
-
-/// Replay the spool, then write `batch` (or spool it behind what is still waiting).
-async fn flush(store: &Store, shared: &Shared, batch: &mut Vec<SpendLog>) {
-    if !shared.spool().is_empty() && !replay(store, shared).await {
-        if !batch.is_empty() {
-            shared.spill(batch);
-            batch.clear();
-        }
-        return;
-    }
-    if batch.is_empty() {
-        return;
-    }
-    if !write(store, shared, batch).await {
-        shared.spill(batch);
-    }
-    batch.clear();
-}
-
-/// Write the spool to the database a chunk at a time; empty it once all of it is in. Returns
-/// whether it is empty now.
-async fn replay(store: &Store, shared: &Shared) -> bool {
-    let mut offset = 0;
-    loop {
-        let chunk = shared.spool().read_chunk(offset, BATCH);
-        let (logs, next) = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "spend spool unreadable");
-                return false;
+                _ = flush.tick() => self.flush().await,
+                _ = resets.tick() => self.reset_budgets().await,
             }
-        };
-        if logs.is_empty() && next == offset {
-            let mut spool = shared.spool();
-            // Anything appended since the last read is replayed on the next flush.
-            if spool.len_bytes() <= offset {
-                if let Err(e) = spool.clear() {
-                    tracing::error!(error = %e, "spend spool could not be emptied");
+        }
+        self.flush().await;
+    }
+
+    /// Writes the current batch, after anything spooled (so the database sees records in the
+    /// order they were made); spools it when the database does not take it.
+    async fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if self.replay().await && !batch.is_empty() {
+            match self.write(&batch).await {
+                Ok(()) => {}
+                Err(why) => {
+                    self.went_down(&why);
+                    self.shared.keep(&batch);
+                }
+            }
+        } else {
+            self.shared.keep(&batch);
+        }
+        self.batch = batch;
+        self.batch.clear();
+    }
+
+    /// Writes spooled records back, a batch at a time. True when the spool is empty.
+    async fn replay(&mut self) -> bool {
+        loop {
+            let pending = {
+                let mut spool = self.shared.spool();
+                if spool.is_empty() {
+                    return true;
+                }
+                spool.peek(self.options.max_batch.max(1))
+            };
+            let pending = match pending {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the spend spool");
                     return false;
                 }
-                tracing::info!("spend spool replayed into the database");
-                return true;
+            };
+            if pending.unreadable > 0 {
+                tracing::warn!(
+                    lines = pending.unreadable,
+                    "unreadable lines in the spend spool skipped"
+                );
             }
-            return false;
-        }
-        if !logs.is_empty() && !write(store, shared, &logs).await {
-            return false;
-        }
-        offset = next;
-    }
-}
-
-/// Turns finished inference requests into spend logs for the writer (runs on the recorder
-/// task).
-#[derive(Debug)]
-pub struct SpendSink {
-    writer: SpendWriter,
-}
-
-impl SpendSink {
-    /// A sink feeding `writer`.
-    pub fn new(writer: SpendWriter) -> Self {
-        Self { writer }
-    }
-}
-
-/// The spend log of a finished request; `None` for requests that never named a model group
-/// (health checks, unknown routes, refused credentials).
-pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
-    let model = r.model.as_deref()?;
-    let elapsed = r.start.elapsed();
-    let start = now - elapsed;
-    let mut l = SpendLog::new(
-        r.request_id.to_str().unwrap_or("-").to_owned(),
-        model.to_owned(),
-        start,
-    );
-    if let Some(k) = &r.key {
-        l.api_key = KeyHash::from_hex(&k.hash);
-        l.team_id = k.team_id.as_deref().map(str::to_owned);
-        l.user_id = k.user_id.as_deref().map(str::to_owned);
-    }
-    l.end_user = r.end_user.as_deref().map(str::to_owned);
-    l.deployment_id = r.deployment.as_deref().map(str::to_owned);
-    l.provider = r.provider.map(str::to_owned);
-    l.usage = r.usage.unwrap_or_default();
-    l.spend = r.cost.map_or(0.0, dollars);
-    l.status = if (200..300).contains(&r.status)
-        && matches!(r.outcome, Outcome::Done | Outcome::StreamComplete)
-    {
-        SpendStatus::Success
-    } else {
-        SpendStatus::Failure
-    };
-    l.end_time = now;
-    l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
-    Some(l)
-}
-
-impl RecordSink for SpendSink {
-    fn accept(&mut self, record: &RequestRecord) {
-        if let Some(l) = spend_log(record, OffsetDateTime::now_utc()) {
-            self.writer.submit(l);
+            if let Err(why) = self.write(&pending.records).await {
+                self.went_down(&why);
+                return false;
+            }
+            if let Err(e) = self.shared.spool().confirm(&pending) {
+                // Confirmed in the database but not on disk: a later replay writes them again,
+                // which the database ignores (unique ids).
+                tracing::error!(error = %e, "cannot advance the spend spool");
+                return false;
+            }
+            tracing::debug!(
+                records = pending.records.len(),
+                "spooled spend records replayed"
+            );
         }
     }
+
+    async fn write(&mut self, logs: &[SpendLog]) -> Result<(), String> {
+        if logs.is_empty() {
+            return Ok(());
+        }
+        match timeout(
+            self.options.write_timeout,
+            self.store.write_spend_batch(logs),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {
+                self.shared.database_up.store(true, Ordering::Relaxed);
+                if !self.database_up {
+                    self.database_up = true;
+                    tracing::info!("database reachable again; writing spend logs");
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "batch write took longer than {:?}",
+                self.options.write_timeout
+            )),
+        }
+    }
+
+    fn went_down(&mut self, why: &str) {
+        self.shared.database_up.store(false, Ordering::Relaxed);
+        if self.database_up {
+            self.database_up = false;
+            tracing::warn!(
+                error = why,
+                spool = %self.options.spool_path.display(),
+                "database unavailable; spooling spend logs until it returns"
+            );
+        }
+    }
+
+    async fn reset_budgets(&mut self) {
+        let now = OffsetDateTime::now_utc();
+        match timeout(self.options.write_timeout, self.store.reset_budgets(now)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(reset = n, "budget windows reset"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "budget reset failed; retrying later"),
+            Err(_) => tracing::warn!("budget reset timed out; retrying later"),
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

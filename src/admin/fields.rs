@@ -1,0 +1,151 @@
+//! The budget and limit fields keys, teams, users and end users share, read once here: on
+//! create and on update, where a field that is absent stays as it was, `null` clears it and a
+//! value sets it.
+
+use serde::{Deserialize, Deserializer};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use super::iso_opt;
+use crate::error::ApiError;
+use crate::store::{BudgetDuration, Limits};
+
+/// Every field a request struct requires, so serde's "missing field" becomes a
+/// `MissingParam` with a static name.
+pub(super) const REQUIRED: &[&str] = &["key", "keys", "team_id", "user_id", "user_ids", "team_ids"];
+
+/// Every field name any admin body takes, so a type error can name its field statically.
+pub(super) const ALL: &[&str] = &[
+    "key",
+    "keys",
+    "key_aliases",
+    "new_key",
+    "key_alias",
+    "duration",
+    "user_id",
+    "user_ids",
+    "team_id",
+    "team_ids",
+    "team_alias",
+    "blocked",
+    "alias",
+    "user_alias",
+    "user_email",
+    "user_role",
+    "auto_create_key",
+    "models",
+    "max_budget",
+    "budget_duration",
+    "rpm_limit",
+    "tpm_limit",
+    "max_parallel_requests",
+    "metadata",
+];
+
+/// The shared fields' names, for the unknown-field check.
+pub(super) const LIMIT_FIELDS: &[&str] = &[
+    "models",
+    "max_budget",
+    "budget_duration",
+    "rpm_limit",
+    "tpm_limit",
+    "max_parallel_requests",
+    "metadata",
+];
+
+/// `Some(None)` for an explicit `null`, `None` (via `default`) when absent.
+pub(super) fn set<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// The shared fields of one request.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct LimitsPatch {
+    #[serde(default, deserialize_with = "set")]
+    models: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "set")]
+    max_budget: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "set")]
+    budget_duration: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    rpm_limit: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "set")]
+    tpm_limit: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "set")]
+    max_parallel_requests: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "set")]
+    metadata: Option<Option<Map<String, Value>>>,
+}
+
+impl LimitsPatch {
+    /// Applies the fields present; a new or removed `budget_duration` starts (or ends) the
+    /// budget window at `now`.
+    pub(super) fn apply(self, limits: &mut Limits, now: OffsetDateTime) -> Result<(), ApiError> {
+        if let Some(models) = self.models {
+            limits.models = models.unwrap_or_default();
+        }
+        if let Some(budget) = self.max_budget {
+            if budget.is_some_and(|b| !b.is_finite() || b < 0.0) {
+                return Err(ApiError::InvalidParam {
+                    param: "max_budget",
+                    message: "must be a number of USD, 0 or more".into(),
+                });
+            }
+            limits.max_budget = budget;
+        }
+        if let Some(duration) = self.budget_duration {
+            let parsed = duration
+                .map(|d| d.parse::<BudgetDuration>())
+                .transpose()
+                .map_err(|e| ApiError::InvalidParam {
+                    param: "budget_duration",
+                    message: e.to_string(),
+                })?;
+            if parsed != limits.budget_duration {
+                limits.budget_duration = parsed;
+                limits.budget_reset_at = None;
+            }
+        }
+        if let Some(v) = self.rpm_limit {
+            limits.rpm_limit = v;
+        }
+        if let Some(v) = self.tpm_limit {
+            limits.tpm_limit = v;
+        }
+        if let Some(v) = self.max_parallel_requests {
+            limits.max_parallel_requests = v;
+        }
+        if let Some(m) = self.metadata {
+            limits.metadata = m.unwrap_or_default();
+        }
+        limits.schedule(now);
+        Ok(())
+    }
+}
+
+/// The shared fields as LiteLLM names them in responses.
+pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
+    out.insert("models".into(), Value::from(limits.models.clone()));
+    out.insert("max_budget".into(), limits.max_budget.into());
+    out.insert(
+        "budget_duration".into(),
+        limits.budget_duration.map(|d| d.to_string()).into(),
+    );
+    out.insert("budget_reset_at".into(), iso_opt(limits.budget_reset_at));
+    out.insert("rpm_limit".into(), limits.rpm_limit.into());
+    out.insert("tpm_limit".into(), limits.tpm_limit.into());
+    out.insert(
+        "max_parallel_requests".into(),
+        limits.max_parallel_requests.into(),
+    );
+    out.insert("metadata".into(), Value::Object(limits.metadata.clone()));
+}
+
+/// `spend`, `created_at`, `updated_at`.
+pub(super) fn accounting_json(a: &crate::store::Accounting, out: &mut Map<String, Value>) {
+    out.insert("spend".into(), a.spend.into());
+    out.insert("created_at".into(), super::iso(a.created_at));
+    out.insert("updated_at".into(), super::iso(a.updated_at));
+}

@@ -1,0 +1,301 @@
+//! The management API, LiteLLM-compatible: virtual keys (`/key/*`), teams (`/team/*`), users
+//! (`/user/*`), end users (`/customer/*`, also as `/end_user/*`) and spend logs
+//! (`GET /spend/logs`), with LiteLLM's request and response field names.
+//!
+//! The pipeline calls [`handle`] behind the master key; nothing here is on the inference path.
+//! Every handler is `async fn(&Store, AdminRequest) -> Result<Value, ApiError>`. Bodies and
+//! query strings are checked strictly: an unknown field is a 400 naming it (a typo such as
+//! `max_budjet` must not silently create a key without a budget), a missing required one a 400
+//! too. Database errors never reach the client as text.
+
+mod customers;
+mod fields;
+mod keys;
+mod spend;
+mod teams;
+mod users;
+
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use http::Method;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::error::ApiError;
+use crate::store::{Store, StoreError};
+
+/// One admin call: its query string and body, borrowed from the request.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminRequest<'a> {
+    /// The raw query string (without `?`), possibly empty.
+    pub query: &'a str,
+    /// The raw body, possibly empty.
+    pub body: &'a [u8],
+}
+
+/// What a handler returns: the JSON to send with 200.
+pub type AdminResult = Result<Value, ApiError>;
+
+type Handler = for<'a> fn(
+    &'a Store,
+    AdminRequest<'a>,
+) -> Pin<Box<dyn Future<Output = AdminResult> + Send + 'a>>;
+
+/// Every admin route: method, path, handler. `/end_user/*` are LiteLLM's older names for
+/// `/customer/*` and still served.
+const ROUTES: &[(Method, &str, Handler)] = &[
+    (Method::POST, "/key/generate", |s, r| {
+        Box::pin(keys::generate(s, r))
+    }),
+    (Method::POST, "/key/update", |s, r| {
+        Box::pin(keys::update(s, r))
+    }),
+    (Method::POST, "/key/delete", |s, r| {
+        Box::pin(keys::delete(s, r))
+    }),
+    (Method::GET, "/key/info", |s, r| Box::pin(keys::info(s, r))),
+    (Method::GET, "/key/list", |s, r| Box::pin(keys::list(s, r))),
+    (Method::POST, "/key/regenerate", |s, r| {
+        Box::pin(keys::regenerate(s, r))
+    }),
+    (Method::POST, "/key/block", |s, r| {
+        Box::pin(keys::block(s, r))
+    }),
+    (Method::POST, "/key/unblock", |s, r| {
+        Box::pin(keys::unblock(s, r))
+    }),
+    (Method::POST, "/team/new", |s, r| Box::pin(teams::new(s, r))),
+    (Method::POST, "/team/update", |s, r| {
+        Box::pin(teams::update(s, r))
+    }),
+    (Method::POST, "/team/delete", |s, r| {
+        Box::pin(teams::delete(s, r))
+    }),
+    (Method::GET, "/team/info", |s, r| {
+        Box::pin(teams::info(s, r))
+    }),
+    (Method::GET, "/team/list", |s, r| {
+        Box::pin(teams::list(s, r))
+    }),
+    (Method::POST, "/user/new", |s, r| Box::pin(users::new(s, r))),
+    (Method::POST, "/user/update", |s, r| {
+        Box::pin(users::update(s, r))
+    }),
+    (Method::POST, "/user/delete", |s, r| {
+        Box::pin(users::delete(s, r))
+    }),
+    (Method::GET, "/user/info", |s, r| {
+        Box::pin(users::info(s, r))
+    }),
+    (Method::GET, "/user/list", |s, r| {
+        Box::pin(users::list(s, r))
+    }),
+    (Method::POST, "/customer/new", |s, r| {
+        Box::pin(customers::new(s, r))
+    }),
+    (Method::POST, "/customer/update", |s, r| {
+        Box::pin(customers::update(s, r))
+    }),
+    (Method::POST, "/customer/delete", |s, r| {
+        Box::pin(customers::delete(s, r))
+    }),
+    (Method::GET, "/customer/info", |s, r| {
+        Box::pin(customers::info(s, r))
+    }),
+    (Method::GET, "/customer/list", |s, r| {
+        Box::pin(customers::list(s, r))
+    }),
+    (Method::POST, "/customer/block", |s, r| {
+        Box::pin(customers::block(s, r))
+    }),
+    (Method::POST, "/customer/unblock", |s, r| {
+        Box::pin(customers::unblock(s, r))
+    }),
+    (Method::GET, "/spend/logs", |s, r| {
+        Box::pin(spend::logs(s, r))
+    }),
+];
+
+/// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
+/// to its own routes). A known path with the wrong method is a 405. `path` may carry LiteLLM's
+/// `/end_user/` spelling or a `/v1` prefix.
+pub async fn handle(
+    store: &Store,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> Option<AdminResult> {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    let aliased;
+    let path = match path.strip_prefix("/end_user/") {
+        Some(rest) => {
+            aliased = format!("/customer/{rest}");
+            aliased.as_str()
+        }
+        None => path,
+    };
+    let mut known_path = false;
+    for (m, p, handler) in ROUTES {
+        if *p == path {
+            known_path = true;
+            if m == method {
+                return Some(handler(store, AdminRequest { query, body }).await);
+            }
+        }
+    }
+    known_path.then(|| Err(ApiError::MethodNotAllowed(method.to_string())))
+}
+
+/// The body as a JSON object, every field checked against `allowed`.
+fn body_object(
+    req: &AdminRequest<'_>,
+    allowed: &[&[&str]],
+) -> Result<Map<String, Value>, ApiError> {
+    let body = if req.body.iter().all(u8::is_ascii_whitespace) {
+        b"{}".as_slice()
+    } else {
+        req.body
+    };
+    let map: Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    if let Some(unknown) = map
+        .keys()
+        .find(|k| !allowed.iter().any(|set| set.contains(&k.as_str())))
+    {
+        return Err(ApiError::UnknownParam(unknown.clone()));
+    }
+    Ok(map)
+}
+
+/// The body as `T`, after the field check. Type errors name the field.
+fn body<T: DeserializeOwned>(req: &AdminRequest<'_>, allowed: &[&[&str]]) -> Result<T, ApiError> {
+    from_map(body_object(req, allowed)?)
+}
+
+/// The body as `T` plus the shared budget and limit fields, each read from the same checked
+/// object (not through `#[serde(flatten)]`, which would lose the name of a mistyped field).
+fn body_with_limits<T: DeserializeOwned>(
+    req: &AdminRequest<'_>,
+    own: &[&str],
+) -> Result<(T, fields::LimitsPatch), ApiError> {
+    let map = body_object(req, &[own, fields::LIMIT_FIELDS])?;
+    let limits = from_map(map.clone())?;
+    Ok((from_map(map)?, limits))
+}
+
+/// A checked object as `T`; serde's message names the field (`missing field `key``, `invalid
+/// type: ... for key `max_budget``).
+fn from_map<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if let Some(field) = missing_field(&inner) {
+            return ApiError::MissingParam(field);
+        }
+        let field = path.split(['.', '[']).next().unwrap_or_default();
+        match fields::ALL.iter().find(|f| **f == field) {
+            Some(param) => ApiError::InvalidParam {
+                param,
+                message: inner,
+            },
+            None => ApiError::InvalidJson(inner),
+        }
+    })
+}
+
+/// serde reports a missing field as "missing field `name`"; the static names of the request
+/// structs let it become a `MissingParam`.
+fn missing_field(message: &str) -> Option<&'static str> {
+    let name = message.strip_prefix("missing field `")?.strip_suffix('`')?;
+    fields::REQUIRED.iter().copied().find(|f| *f == name)
+}
+
+/// The query string's pairs, every name checked against `allowed`.
+fn query_pairs(
+    req: &AdminRequest<'_>,
+    allowed: &[&str],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(req.query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if let Some((unknown, _)) = pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+        return Err(ApiError::UnknownParam(unknown.clone()));
+    }
+    Ok(pairs)
+}
+
+/// One query parameter's value.
+fn query_value<'p>(pairs: &'p [(String, String)], name: &str) -> Option<&'p str> {
+    pairs
+        .iter()
+        .find(|(k, v)| k == name && !v.is_empty())
+        .map(|(_, v)| v.as_str())
+}
+
+/// A whole-number query parameter.
+fn query_number(
+    pairs: &[(String, String)],
+    name: &'static str,
+    default: u64,
+) -> Result<u64, ApiError> {
+    query_value(pairs, name).map_or(Ok(default), |v| {
+        v.parse().map_err(|_| ApiError::InvalidParam {
+            param: name,
+            message: format!("`{v}` is not a whole number"),
+        })
+    })
+}
+
+/// The page of a list call from LiteLLM's `page` (1-based) and `size`/`page_size`.
+fn page(
+    pairs: &[(String, String)],
+    size_name: &'static str,
+) -> Result<(u64, crate::store::Page), ApiError> {
+    let page = query_number(pairs, "page", 1)?.max(1);
+    let size = query_number(pairs, size_name, 100)?.clamp(1, 1000);
+    Ok((
+        page,
+        crate::store::Page {
+            offset: (page - 1) * size,
+            limit: size,
+        },
+    ))
+}
+
+/// What a client may see of a store failure: not-found and conflicts as such, everything else
+/// as "database unavailable" (the text, which may name hosts or SQL, only in the log).
+fn store_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(what) => ApiError::NotFound {
+            what,
+            id: String::new(),
+        },
+        StoreError::Conflict(what) => ApiError::Conflict(what.to_owned()),
+        other => {
+            tracing::warn!(error = %other, "admin API: store error");
+            ApiError::StoreUnavailable
+        }
+    }
+}
+
+/// A time as LiteLLM prints it (ISO 8601, UTC).
+fn iso(t: OffsetDateTime) -> Value {
+    t.format(&Rfc3339).map_or(Value::Null, Value::String)
+}
+
+/// An optional time as ISO 8601 or null.
+fn iso_opt(t: Option<OffsetDateTime>) -> Value {
+    t.map_or(Value::Null, iso)
+}
+
+/// Page count for a total.
+fn total_pages(total: u64, size: u64) -> u64 {
+    total.div_ceil(size.max(1))
+}

@@ -1,0 +1,208 @@
+//! `/user/*`: internal users, each with a budget across all of their keys. Like LiteLLM,
+//! `/user/new` also issues the user a key unless `auto_create_key` is false.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use time::OffsetDateTime;
+
+use super::fields::{accounting_json, limits_json, set, LimitsPatch};
+use super::keys::{key_json, new_key};
+use super::{
+    body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
+    AdminResult,
+};
+use crate::error::ApiError;
+use crate::store::{KeyFilter, KeyRow, Page, Store, UserRow};
+
+const OWN_FIELDS: &[&str] = &[
+    "user_id",
+    "user_alias",
+    "user_email",
+    "user_role",
+    "team_id",
+    "auto_create_key",
+];
+
+/// LiteLLM's roles; anything else is refused rather than stored and misread later.
+const ROLES: &[&str] = &[
+    "proxy_admin",
+    "proxy_admin_viewer",
+    "internal_user",
+    "internal_user_viewer",
+    "team",
+    "customer",
+];
+
+fn user_json(u: &UserRow) -> Value {
+    let mut out = Map::new();
+    out.insert("user_id".into(), u.user_id.clone().into());
+    out.insert("user_alias".into(), u.user_alias.clone().into());
+    out.insert("user_email".into(), u.user_email.clone().into());
+    out.insert("user_role".into(), u.user_role.clone().into());
+    out.insert("team_id".into(), u.team_id.clone().into());
+    limits_json(&u.limits, &mut out);
+    accounting_json(&u.accounting, &mut out);
+    Value::Object(out)
+}
+
+fn check_role(role: Option<&str>) -> Result<(), ApiError> {
+    match role {
+        Some(r) if !ROLES.contains(&r) => Err(ApiError::InvalidParam {
+            param: "user_role",
+            message: format!("`{r}` is not one of {}", ROLES.join(", ")),
+        }),
+        _ => Ok(()),
+    }
+}
+
+async fn existing(store: &Store, id: &str) -> Result<UserRow, ApiError> {
+    store
+        .user(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::NotFound {
+            what: "user",
+            id: id.to_owned(),
+        })
+}
+
+#[derive(Deserialize)]
+struct New {
+    user_id: Option<String>,
+    user_alias: Option<String>,
+    user_email: Option<String>,
+    user_role: Option<String>,
+    team_id: Option<String>,
+    auto_create_key: Option<bool>,
+}
+
+/// `POST /user/new`: the user, plus a new key for them (`key`) unless `auto_create_key: false`.
+pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    check_role(n.user_role.as_deref())?;
+    let now = OffsetDateTime::now_utc();
+    let id = n
+        .user_id
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let mut user = UserRow::new(id, now);
+    user.user_alias = n.user_alias;
+    user.user_email = n.user_email;
+    user.user_role = n.user_role;
+    user.team_id = n.team_id;
+    limits.apply(&mut user.limits, now)?;
+    store.create_user(&user).await.map_err(|e| match e {
+        crate::store::StoreError::Conflict(_) => {
+            ApiError::Conflict(format!("user `{}`", user.user_id))
+        }
+        other => store_error(other),
+    })?;
+    let mut out = user_json(&user);
+    if n.auto_create_key != Some(false) {
+        let plaintext = new_key()?;
+        let mut key = KeyRow::new(&plaintext, now);
+        key.user_id = Some(user.user_id.clone());
+        key.team_id = user.team_id.clone();
+        store.create_key(&key).await.map_err(store_error)?;
+        if let Value::Object(m) = &mut out {
+            m.insert("key".into(), plaintext.into());
+            m.insert("token".into(), key.token.as_str().into());
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+struct Update {
+    user_id: String,
+    #[serde(default, deserialize_with = "set")]
+    user_alias: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    user_email: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    user_role: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    team_id: Option<Option<String>>,
+}
+
+/// `POST /user/update`: only the fields sent change.
+pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let fields: Vec<&str> = OWN_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| *f != "auto_create_key")
+        .collect();
+    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, &fields)?;
+    let now = OffsetDateTime::now_utc();
+    let mut user = existing(store, &u.user_id).await?;
+    if let Some(v) = u.user_alias {
+        user.user_alias = v;
+    }
+    if let Some(v) = u.user_email {
+        user.user_email = v;
+    }
+    if let Some(v) = u.user_role {
+        check_role(v.as_deref())?;
+        user.user_role = v;
+    }
+    if let Some(v) = u.team_id {
+        user.team_id = v;
+    }
+    limits.apply(&mut user.limits, now)?;
+    user.accounting.updated_at = now;
+    store.update_user(&user).await.map_err(store_error)?;
+    Ok(user_json(&user))
+}
+
+#[derive(Deserialize)]
+struct Delete {
+    user_ids: Vec<String>,
+}
+
+/// `POST /user/delete` with `user_ids`. Every user must exist, or nothing is deleted.
+pub(super) async fn delete(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let d: Delete = body(&req, &[&["user_ids"]])?;
+    for id in &d.user_ids {
+        existing(store, id).await?;
+    }
+    for id in &d.user_ids {
+        store.delete_user(id).await.map_err(store_error)?;
+    }
+    Ok(json!({ "deleted_users": d.user_ids }))
+}
+
+/// `GET /user/info?user_id=`: `{"user_id", "user_info", "keys"}`.
+pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let q = query_pairs(&req, &["user_id"])?;
+    let id = query_value(&q, "user_id").ok_or(ApiError::MissingParam("user_id"))?;
+    let user = existing(store, id).await?;
+    let keys = store
+        .list_keys(
+            KeyFilter::User(id),
+            Page {
+                offset: 0,
+                limit: 1000,
+            },
+        )
+        .await
+        .map_err(store_error)?;
+    Ok(json!({
+        "user_id": id,
+        "user_info": user_json(&user),
+        "keys": keys.iter().map(key_json).collect::<Vec<_>>(),
+    }))
+}
+
+/// `GET /user/list`: `{"users", "total", "page", "page_size", "total_pages"}`.
+pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let q = query_pairs(&req, &["page", "page_size"])?;
+    let (current, page) = page(&q, "page_size")?;
+    let total = store.count_users().await.map_err(store_error)?;
+    let users = store.list_users(page).await.map_err(store_error)?;
+    Ok(json!({
+        "users": users.iter().map(user_json).collect::<Vec<_>>(),
+        "total": total,
+        "page": current,
+        "page_size": page.limit,
+        "total_pages": total_pages(total, page.limit),
+    }))
+}
