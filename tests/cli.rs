@@ -88,6 +88,8 @@ fn serve(config: &str, extra: &[&str]) -> Served {
         .arg(&cfg)
         .args(["--port", "0", "--ready-file"])
         .arg(&ready)
+        .arg("--data-dir")
+        .arg(cfg.with_extension("data"))
         .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())

@@ -90,7 +90,7 @@ pub fn gateway_config(mock: &str, slow_mock: Option<&str>, models: usize) -> Str
     let mut y = String::from("# Written by `sluice bench`.\nmodel_list:\n");
     let mut entry = |name: &str, base: &str| {
         y.push_str(&format!(
-            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}\n      api_base: {base}/v1\n      api_key: sk-mock\n"
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}\n      api_base: {base}/v1\n      api_key: sk-mock\n    model_info:\n      base_model: gpt-4o-mini\n"
         ));
     };
     entry("bench", mock);

@@ -29,6 +29,8 @@ def _start(args, workdir):
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "SLUICE_LOG": "info"},
+        # The embedded store (sluice.db) and the spend spool land in the test's directory.
+        cwd=workdir,
     )
     deadline = time.time() + 30
     while time.time() < deadline:
