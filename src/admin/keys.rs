@@ -325,6 +325,21 @@ struct Regenerate {
 /// working at once (and is reported to the auth cache as removed).
 pub(super) async fn regenerate(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let r: Regenerate = body(&req, &[&["key", "new_key"]])?;
+    rotate(store, r).await
+}
+
+/// `POST /key/{key}/regenerate`: the key from the path, `new_key` optionally in the body.
+pub(super) async fn regenerate_named(
+    store: &Store,
+    key: &str,
+    req: AdminRequest<'_>,
+) -> AdminResult {
+    let mut map = body_object(&req, &[&["new_key"]])?;
+    map.insert("key".into(), key.into());
+    rotate(store, from_map(map)?).await
+}
+
+async fn rotate(store: &Store, r: Regenerate) -> AdminResult {
     let now = OffsetDateTime::now_utc();
     let old = existing(store, &r.key).await?;
     let plaintext = match r.new_key {

@@ -124,7 +124,8 @@ const ROUTES: &[(Method, &str, Handler)] = &[
 
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
 /// to its own routes). A known path with the wrong method is a 405. `path` may carry LiteLLM's
-/// `/end_user/` spelling or a `/v1` prefix.
+/// `/end_user/` spelling or a `/v1` prefix; `/key/{key}/regenerate` is LiteLLM's other spelling
+/// of `/key/regenerate`.
 pub async fn handle(
     store: &Store,
     method: &Method,
@@ -141,6 +142,16 @@ pub async fn handle(
         }
         None => path,
     };
+    if let Some(key) = path
+        .strip_prefix("/key/")
+        .and_then(|rest| rest.strip_suffix("/regenerate"))
+        .filter(|k| !k.is_empty() && !k.contains('/'))
+    {
+        if method != Method::POST {
+            return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
+        }
+        return Some(keys::regenerate_named(store, key, AdminRequest { query, body }).await);
+    }
     let mut known_path = false;
     for (m, p, handler) in ROUTES {
         if *p == path {

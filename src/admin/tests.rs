@@ -130,6 +130,27 @@ async fn key_lifecycle() {
         assert_eq!(gone.status(), StatusCode::NOT_FOUND);
         assert!(!gone.to_string().contains(&key), "{gone}");
 
+        // LiteLLM's other spelling: the key in the path.
+        let third = call(
+            s,
+            Method::POST,
+            &format!("/key/{new_key}/regenerate"),
+            "",
+            Value::Null,
+        )
+        .await;
+        let third_key = third["key"].as_str().unwrap().to_owned();
+        assert_ne!(third_key, new_key);
+        let e = fails(
+            s,
+            Method::GET,
+            &format!("/key/{third_key}/regenerate"),
+            "",
+            "",
+        )
+        .await;
+        assert_eq!(e.status(), StatusCode::METHOD_NOT_ALLOWED);
+
         // Delete by alias; a second delete is a 404 and deletes nothing.
         let del = call(
             s,
@@ -153,7 +174,11 @@ async fn key_lifecycle() {
             .changed_since(time::OffsetDateTime::UNIX_EPOCH)
             .await
             .unwrap();
-        assert_eq!(changes.deleted_keys.len(), 2, "regenerated and deleted");
+        assert_eq!(
+            changes.deleted_keys.len(),
+            3,
+            "regenerated twice, then deleted"
+        );
     }
 }
 
