@@ -104,7 +104,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let writer_task = services.writer_task.take();
     let mut sinks: Vec<Box<dyn RecordSink>> = vec![Box::new(LogSink)];
     sinks.extend(services.sinks());
-    let (recorder, recorder_task) = Recorder::start(sinks);
+    let (recorder, recorder_task) = Recorder::start_with(sinks, options.callbacks());
     let state = match AppState::with_services(&loaded.config, recorder, services) {
         Ok(s) => s,
         Err(e) => {

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use crate::auth::{Directory, Gate, KeyLoader, MasterKey, Sync};
 use crate::config::Config;
 use crate::config::RouterSettings;
+use crate::config::SinkSettings;
 use crate::fleet::{redis_url, Fleet, FleetError};
 use crate::providers::client::ClientRegistry;
 use crate::providers::target::TargetError;
@@ -24,6 +25,8 @@ use crate::store::{
     writer, Location, SpendSender, SpendSink, SpoolError, Store, StoreError, StoreOptions,
     WriterOptions, DEFAULT_SPOOL_PATH, DEFAULT_SQLITE_PATH,
 };
+use crate::telemetry::callbacks::batcher::{MemorySpill, Spill};
+use crate::telemetry::callbacks::{Callbacks, DiskSpill};
 use crate::telemetry::RecordSink;
 use crate::telemetry::Recorder;
 
@@ -218,6 +221,23 @@ pub struct StoreServices {
 pub struct ServiceOptions {
     /// The directory of `sluice.db` (SQLite) and `sluice-spool/`.
     pub data_dir: PathBuf,
+}
+
+impl ServiceOptions {
+    /// Logging callbacks whose down sinks spill to files under `data_dir/sluice-spool/` (kept
+    /// across restarts); a sink whose file cannot be opened spills to memory instead.
+    pub fn callbacks(&self) -> Callbacks {
+        let dir = self.data_dir.join("sluice-spool");
+        Callbacks::with_spill(Arc::new(move |s: &SinkSettings| -> Box<dyn Spill> {
+            match DiskSpill::open(&dir, &s.name, s.spill_limit) {
+                Ok(d) => Box::new(d),
+                Err(e) => {
+                    tracing::warn!(sink = %s.name, error = %e, "callback spool unavailable: spilling to memory");
+                    Box::new(MemorySpill::new(s.spill_limit))
+                }
+            }
+        }))
+    }
 }
 
 /// Why the services could not start.

@@ -8,6 +8,7 @@
 //! finish their queues and end.
 
 pub mod batcher;
+mod disk_spill;
 mod langfuse;
 mod langsmith;
 pub mod payload;
@@ -25,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use self::batcher::{with_spill, Batcher, MemorySpill, SharedSpill, Spill};
+pub use self::disk_spill::DiskSpill;
 use self::payload::CallbackRecord;
 use self::stats::{SinkStats, SinkStatus};
 use self::target::{Http, Target};
