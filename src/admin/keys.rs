@@ -13,7 +13,7 @@ use super::{
     store_error, total_pages, AdminRequest, AdminResult,
 };
 use crate::error::ApiError;
-use crate::store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Store};
+use crate::store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Page, Store};
 
 /// Random bytes per key: 256 bits, beyond guessing.
 const KEY_BYTES: usize = 32;
@@ -85,6 +85,16 @@ async fn check_team(store: &Store, team: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// Everything `/key/info` and `/key/list` show of a key.
+/// The keys of a team or user, for `/team/info` and `/user/info` (at most 1,000).
+pub(super) async fn keys_json(store: &Store, filter: KeyFilter<'_>) -> Result<Value, ApiError> {
+    let page = Page {
+        offset: 0,
+        limit: 1000,
+    };
+    let keys = store.list_keys(filter, page).await.map_err(store_error)?;
+    Ok(Value::Array(keys.iter().map(key_json).collect()))
+}
+
 pub(super) fn key_json(k: &KeyRow) -> Value {
     let mut out = Map::new();
     out.insert("token".into(), k.token.as_str().into());

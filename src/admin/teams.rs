@@ -5,12 +5,12 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 use super::fields::{accounting_json, limits_json, set, LimitsPatch};
-use super::keys::key_json;
+use super::keys::keys_json;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
 use crate::error::ApiError;
-use crate::store::{KeyFilter, Page, Store, TeamRow};
+use crate::store::{KeyFilter, Store, TeamRow};
 
 const OWN_FIELDS: &[&str] = &["team_id", "team_alias", "blocked"];
 
@@ -111,20 +111,11 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(&req, &["team_id"])?;
     let id = query_value(&q, "team_id").ok_or(ApiError::MissingParam("team_id"))?;
     let team = existing(store, id).await?;
-    let keys = store
-        .list_keys(
-            KeyFilter::Team(id),
-            Page {
-                offset: 0,
-                limit: 1000,
-            },
-        )
-        .await
-        .map_err(store_error)?;
+    let keys = keys_json(store, KeyFilter::Team(id)).await?;
     Ok(json!({
         "team_id": id,
         "team_info": team_json(&team),
-        "keys": keys.iter().map(key_json).collect::<Vec<_>>(),
+        "keys": keys,
     }))
 }
 

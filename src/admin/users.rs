@@ -6,13 +6,13 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 use super::fields::{accounting_json, limits_json, set, LimitsPatch};
-use super::keys::{key_json, new_key};
+use super::keys::{keys_json, new_key};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
 };
 use crate::error::ApiError;
-use crate::store::{KeyFilter, KeyRow, Page, Store, UserRow};
+use crate::store::{KeyFilter, KeyRow, Store, UserRow};
 
 const OWN_FIELDS: &[&str] = &[
     "user_id",
@@ -175,20 +175,11 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(&req, &["user_id"])?;
     let id = query_value(&q, "user_id").ok_or(ApiError::MissingParam("user_id"))?;
     let user = existing(store, id).await?;
-    let keys = store
-        .list_keys(
-            KeyFilter::User(id),
-            Page {
-                offset: 0,
-                limit: 1000,
-            },
-        )
-        .await
-        .map_err(store_error)?;
+    let keys = keys_json(store, KeyFilter::User(id)).await?;
     Ok(json!({
         "user_id": id,
         "user_info": user_json(&user),
-        "keys": keys.iter().map(key_json).collect::<Vec<_>>(),
+        "keys": keys,
     }))
 }
 
