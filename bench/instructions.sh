@@ -6,6 +6,9 @@
 #
 #   bash bench/instructions.sh            # builds target/release/sluice if needed
 #   REQUESTS=2000 bash bench/instructions.sh
+#   VIRTUAL_KEY=1 bash bench/instructions.sh   # requests carry a virtual key with rpm, tpm,
+#                                              # parallel and budget limits (auth + limits +
+#                                              # cost + spend log on the path)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,16 +37,28 @@ model_list:
   - model_name: bench-embed
     litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
 YAML
+mode="1 worker"
+if [ -n "${VIRTUAL_KEY:-}" ]; then
+  printf 'general_settings:\n  master_key: sk-bench-master\n' >>"$work/sluice.yaml"
+  mode="1 worker, virtual key with limits and budget"
+fi
 
 # One worker thread: the count then does not depend on how work spreads over threads.
 SLUICE_LOG=warn valgrind --tool=callgrind --instr-atstart=no \
   --callgrind-out-file="$work/callgrind.out" \
   "$SLUICE" serve --config "$work/sluice.yaml" --port 0 --ready-file "$work/sluice.addr" --workers 1 \
+  --data-dir "$work/data" \
   >"$work/sluice.log" 2>&1 &
 gw=$!
 pids+=($gw)
 wait_file "$work/sluice.addr"
 target="http://$(cat "$work/sluice.addr")"
+if [ -n "${VIRTUAL_KEY:-}" ]; then
+  SLUICE_BENCH_API_KEY=$(curl -sf "$target/key/generate" -H 'Authorization: Bearer sk-bench-master' \
+    -d '{"rpm_limit": 100000000, "tpm_limit": 100000000000, "max_parallel_requests": 10000, "max_budget": 1000000}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  export SLUICE_BENCH_API_KEY
+fi
 
 drive() { # $1 = requests
   "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads chat \
@@ -57,4 +72,4 @@ callgrind_control -i off "$gw" >/dev/null 2>&1
 callgrind_control -d "$gw" >/dev/null 2>&1
 total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')
 [ -n "$total" ] && [ "$total" -gt 0 ] || { echo "instructions: no callgrind totals" >&2; exit 1; }
-echo "instructions per request (chat, 1 KB, non-stream, 1 worker): $((total / REQUESTS))"
+echo "instructions per request (chat, 1 KB, non-stream, $mode): $((total / REQUESTS))"

@@ -191,6 +191,10 @@ pub struct BenchArgs {
     /// Stream chunks per mock answer.
     #[arg(long, default_value_t = 8)]
     pub chunks: u32,
+    /// Send this key as `Authorization: Bearer` to every target (a virtual key, to measure
+    /// auth, limits and spend on the request path).
+    #[arg(long, env = "SLUICE_BENCH_API_KEY")]
+    pub api_key: Option<String>,
     /// Folder for report.json, report.md and the charts (a timestamped folder inside it).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,

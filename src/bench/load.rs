@@ -40,6 +40,8 @@ pub struct Shot {
     pub body: Bytes,
     /// The answer is SSE; it must end with this marker to count as complete.
     pub end_marker: Option<&'static [u8]>,
+    /// `Authorization` to send, if any.
+    pub auth: Option<HeaderValue>,
 }
 
 /// When a level stops.
@@ -196,6 +198,10 @@ async fn exchange(
         .map_err(|e| format!("bad_request: {e}"))?;
     req.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(a) = &shot.auth {
+        req.headers_mut()
+            .insert(http::header::AUTHORIZATION, a.clone());
+    }
     let resp = client.request(req).await.map_err(|e| {
         if e.is_connect() {
             "connect".to_owned()

@@ -35,6 +35,9 @@ pub enum BenchError {
     /// A URL given on the command line does not parse.
     #[error("invalid URL {0:?}: {1}")]
     Url(String, String),
+    /// Another option is unusable.
+    #[error("{0}")]
+    Args(String),
     /// Results could not be written.
     #[error("cannot write {}: {reason}", path.display())]
     Write {
@@ -221,6 +224,13 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
     let levels = args.workloads.len() * args.sizes.len() * args.concurrency.len() * targets.len();
     let progress = progress_bar(&args, levels as u64, stop);
     let prompts: Vec<(BodySize, String)> = args.sizes.iter().map(|s| (*s, s.prompt())).collect();
+    let auth = match &args.api_key {
+        Some(k) => Some(
+            http::HeaderValue::from_str(&format!("Bearer {k}"))
+                .map_err(|_| BenchError::Args("--api-key is not valid in an HTTP header".into()))?,
+        ),
+        None => None,
+    };
     let mut rows = Vec::new();
     for w in &args.workloads {
         for (size, prompt) in &prompts {
@@ -239,6 +249,7 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
                         url: parse_uri(&format!("{}{}", t.base, w.path()))?,
                         body: body.clone(),
                         end_marker: end_marker(*w),
+                        auth: auth.clone(),
                     });
                     let row = level(t, &shot, *w, *size, c, stop, &args, progress.as_ref()).await;
                     rows.push(row);
@@ -414,6 +425,7 @@ async fn hold_streams(t: &Target, pid: u32, n: usize) -> Result<Hold, BenchError
         url: parse_uri(&format!("{}/v1/chat/completions", t.base))?,
         body: Workload::ChatStream.body("bench-slow", "hold"),
         end_marker: Some(b"[DONE]"),
+        auth: None,
     });
     let sampler = procs::PeakSampler::start(pid, Duration::from_millis(50));
     let drive = Drive {
