@@ -63,7 +63,7 @@ pub struct ServeArgs {
     /// Write the bound address to this file once listening (for scripts and tests using port 0).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Worker threads (default: one per core).
+    /// Worker threads, each accepting and serving its own connections (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
 }
@@ -117,7 +117,7 @@ pub struct MockArgs {
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Worker threads (default: one per core).
+    /// Worker threads, each accepting and serving its own connections (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
 }

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use tokio::net::TcpListener;
 
 use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
 use sluice::config::{self, ProcessEnv};
@@ -22,19 +21,26 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::CheckConfig { file }) => check_config(&file),
-        Some(Command::Serve(args)) => run(args.workers, |rt| rt.block_on(serve(args))),
-        Some(Command::Mock(args)) => run(args.workers, |rt| rt.block_on(mock(args))),
-        Some(Command::Bench(args)) => run(None, |rt| rt.block_on(bench(args))),
-        None => run(cli.serve.workers, |rt| rt.block_on(serve(cli.serve))),
+        Some(Command::Serve(args)) => control(|rt| rt.block_on(serve(args))),
+        Some(Command::Mock(args)) => control(|rt| rt.block_on(mock(args))),
+        Some(Command::Bench(args)) => run(tokio::runtime::Builder::new_multi_thread(), |rt| {
+            rt.block_on(bench(args))
+        }),
+        None => control(|rt| rt.block_on(serve(cli.serve))),
     }
 }
 
-fn run(workers: Option<usize>, f: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitCode {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+/// The servers run on worker threads of their own (`server::serve_threads`); the main thread
+/// runs a single-threaded runtime for signals, config reloads and the recorder.
+fn control(f: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitCode {
+    run(tokio::runtime::Builder::new_current_thread(), f)
+}
+
+fn run(
+    mut builder: tokio::runtime::Builder,
+    f: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode,
+) -> ExitCode {
     builder.enable_all();
-    if let Some(n) = workers.filter(|n| *n > 0) {
-        builder.worker_threads(n);
-    }
     match builder.build() {
         Ok(rt) => f(&rt),
         Err(e) => {
@@ -91,16 +97,18 @@ async fn serve(args: ServeArgs) -> ExitCode {
             "no general_settings.master_key: the gateway accepts requests without a key"
         );
     }
+    let workers = worker_count(args.workers);
     let (recorder, recorder_task) = Recorder::start(vec![Box::new(LogSink)]);
-    let state = match AppState::new(&loaded.config, recorder) {
+    let state = match AppState::with_workers(&loaded.config, recorder, workers) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    let Some(listener) = bind(
+    let Some(listeners) = bind(
         SocketAddr::new(args.host, args.port),
+        workers,
         args.ready_file.as_deref(),
     )
     .await
@@ -109,10 +117,19 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
     let models = state.snapshot().router.models.names().len();
-    tracing::info!(models, "sluice {} serving", env!("CARGO_PKG_VERSION"));
+    tracing::info!(
+        models,
+        workers,
+        "sluice {} serving",
+        env!("CARGO_PKG_VERSION")
+    );
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
-    server::serve(listener, state, shutdown_signal(), grace).await;
+    let served = server::serve_workers(listeners, state, shutdown_signal(), grace).await;
     reloader.abort();
+    if let Err(e) = served {
+        tracing::error!(error = %e, "cannot start the worker threads");
+        return ExitCode::FAILURE;
+    }
     // The recorder ends once every handle (the state, open streams) is gone, after draining its
     // queue; give it a moment so that the last requests' records are written before exit.
     let _ = tokio::time::timeout(Duration::from_secs(5), recorder_task).await;
@@ -138,8 +155,9 @@ async fn mock(args: MockArgs) -> ExitCode {
         },
         ..MockSettings::default()
     };
-    let Some(listener) = bind(
+    let Some(listeners) = bind(
         SocketAddr::new(args.host, args.port),
+        worker_count(args.workers),
         args.ready_file.as_deref(),
     )
     .await
@@ -147,7 +165,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     tracing::info!("sluice mock provider serving");
-    match sluice::mock::serve(listener, settings, shutdown_signal()).await {
+    match sluice::mock::serve_workers(listeners, settings, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");
@@ -172,8 +190,21 @@ async fn bench(args: BenchArgs) -> ExitCode {
     }
 }
 
-async fn bind(addr: SocketAddr, ready_file: Option<&Path>) -> Option<TcpListener> {
-    let listener = match TcpListener::bind(addr).await {
+/// `--workers`, or one per core.
+fn worker_count(workers: Option<usize>) -> usize {
+    workers
+        .filter(|n| *n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(Into::into))
+        .unwrap_or(1)
+}
+
+/// Bind one listening socket per worker and write the address to the ready file.
+async fn bind(
+    addr: SocketAddr,
+    workers: usize,
+    ready_file: Option<&Path>,
+) -> Option<Vec<std::net::TcpListener>> {
+    let listeners = match server::bind_workers(addr, workers).await {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(%addr, error = %e, "cannot listen");
@@ -181,15 +212,15 @@ async fn bind(addr: SocketAddr, ready_file: Option<&Path>) -> Option<TcpListener
             return None;
         }
     };
-    let local = listener.local_addr().ok()?;
-    tracing::info!(address = %local, "listening");
+    let local = listeners.first()?.local_addr().ok()?;
+    tracing::info!(address = %local, workers, "listening");
     if let Some(file) = ready_file {
         if let Err(e) = std::fs::write(file, local.to_string()) {
             tracing::error!(error = %e, "cannot write the ready file");
             return None;
         }
     }
-    Some(listener)
+    Some(listeners)
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -73,12 +73,16 @@ fn check_config_names_the_bad_field() {
 struct Served {
     child: Child,
     addr: String,
+    cfg: PathBuf,
     log: PathBuf,
 }
 
 #[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
 fn serve(config: &str, extra: &[&str]) -> Served {
-    let cfg = temp_file(&format!("cfg-{}.yaml", extra.len()), config);
+    // One file per server: the tests run in parallel.
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cfg = temp_file(&format!("cfg-{n}.yaml"), config);
     let ready = cfg.with_extension("ready");
     let log = cfg.with_extension("log");
     let _ = std::fs::remove_file(&ready);
@@ -97,7 +101,12 @@ fn serve(config: &str, extra: &[&str]) -> Served {
     loop {
         if let Ok(addr) = std::fs::read_to_string(&ready) {
             if !addr.is_empty() {
-                return Served { child, addr, log };
+                return Served {
+                    child,
+                    addr,
+                    cfg,
+                    log,
+                };
             }
         }
         assert!(
@@ -167,6 +176,51 @@ async fn refuses_new_connections_after_sigterm() {
     let status = served.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(std::net::TcpStream::connect(&served.addr).is_err());
+}
+
+/// Thread-per-core serving: every worker thread has its own upstream pool and accept loop,
+/// and they all see a SIGHUP reload.
+#[tokio::test]
+async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
+    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let config = |name: &str| {
+        format!(
+            "model_list:\n  - model_name: {name}\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
+            mock.base()
+        )
+    };
+    let mut served = serve(&config("before"), &["--workers", "3"]);
+    let url = format!("http://{}/v1/chat/completions", served.addr);
+    let ask = |model: &'static str| {
+        let url = url.clone();
+        async move {
+            let body =
+                format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+            common::send("POST", &url, body, &[]).await.status
+        }
+    };
+    // Each `send` opens its own connection, so the kernel spreads them over the workers.
+    let first = futures_util::future::join_all((0..24).map(|_| ask("before"))).await;
+    assert!(first.iter().all(|s| *s == 200), "{first:?}");
+
+    std::fs::write(&served.cfg, config("after")).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &served.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let start = Instant::now();
+    while ask("after").await != 200 {
+        assert!(start.elapsed() < Duration::from_secs(10), "reload not seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = futures_util::future::join_all((0..24).map(|_| ask("after"))).await;
+    assert!(after.iter().all(|s| *s == 200), "{after:?}");
+    let gone = futures_util::future::join_all((0..24).map(|_| ask("before"))).await;
+    assert!(gone.iter().all(|s| *s == 404), "{gone:?}");
+
+    sigterm(&served.child);
+    assert_eq!(served.child.wait().unwrap().code(), Some(0));
 }
 
 #[test]

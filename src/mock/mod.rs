@@ -17,7 +17,7 @@ mod tools;
 
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
-pub use server::serve;
+pub use server::{serve, serve_workers};
 pub use settings::MockSettings;
 
 use std::borrow::Cow;

@@ -181,9 +181,19 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State for a validated config; finished requests go to `recorder`.
+    /// State for a validated config; finished requests go to `recorder`. Upstream calls share
+    /// one pool per upstream (for a server on one multi-threaded runtime).
     pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, TargetError> {
-        let clients = ClientRegistry::default();
+        Self::with_workers(config, recorder, 0)
+    }
+
+    /// State for `workers` server threads (`serve_threads`): each gets its own upstream pools.
+    pub fn with_workers(
+        config: &Config,
+        recorder: Recorder,
+        workers: usize,
+    ) -> Result<Arc<Self>, TargetError> {
+        let clients = ClientRegistry::new(workers);
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
         Ok(Arc::new(Self {
