@@ -6,10 +6,13 @@
 #
 #   bash bench/instructions.sh            # builds target/release/sluice if needed
 #   REQUESTS=2000 bash bench/instructions.sh
+#   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
+#   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REQUESTS=${REQUESTS:-1000}
+WORKLOAD=${WORKLOAD:-chat}
 WARMUP=${WARMUP:-200}
 SLUICE=${SLUICE:-target/release/sluice}
 command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
@@ -46,7 +49,7 @@ wait_file "$work/sluice.addr"
 target="http://$(cat "$work/sluice.addr")"
 
 drive() { # $1 = requests
-  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads chat \
+  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads "$WORKLOAD" \
     --sizes 1k --concurrency 1 --requests "$1" --warmup 0 --hold-streams 0 --quiet \
     --out "$work/bench" >>"$work/drive.log"
 }
@@ -57,4 +60,4 @@ callgrind_control -i off "$gw" >/dev/null 2>&1
 callgrind_control -d "$gw" >/dev/null 2>&1
 total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')
 [ -n "$total" ] && [ "$total" -gt 0 ] || { echo "instructions: no callgrind totals" >&2; exit 1; }
-echo "instructions per request (chat, 1 KB, non-stream, 1 worker): $((total / REQUESTS))"
+echo "instructions per request ($WORKLOAD, 1 KB, 1 worker): $((total / REQUESTS))"

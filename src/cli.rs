@@ -160,6 +160,9 @@ pub struct BenchArgs {
     /// Do not start sluice (measure only the direct path and the --target gateways).
     #[arg(long)]
     pub no_sluice: bool,
+    /// Do not measure the mock directly (a soak run only needs the gateway's own figures).
+    #[arg(long)]
+    pub no_direct: bool,
     /// Worker threads for the sluice and mock processes the benchmark starts.
     #[arg(long)]
     pub workers: Option<usize>,

@@ -223,6 +223,55 @@ async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
     assert_eq!(served.child.wait().unwrap().code(), Some(0));
 }
 
+/// Count the chunks of a chunked HTTP/1.1 response and return them with the events' text.
+fn read_chunked(raw: &[u8]) -> (usize, String) {
+    let text = String::from_utf8_lossy(raw);
+    let (_, mut body) = text.split_once("\r\n\r\n").expect("a response head");
+    let (mut chunks, mut data) = (0, String::new());
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk size line");
+        let size = usize::from_str_radix(size, 16).expect("a hex chunk size");
+        if size == 0 {
+            return (chunks, data);
+        }
+        chunks += 1;
+        data.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+}
+
+/// SSE frames that reach sluice together leave in one write: the client gets the first frame
+/// on its own (time to first byte) and the rest in one chunk, not one chunk per frame.
+#[tokio::test]
+async fn stream_frames_ready_together_reach_the_client_in_one_chunk() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let config = format!(
+        "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
+        mock.base()
+    );
+    let mut served = serve(&config, &["--workers", "1"]);
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut conn = tokio::net::TcpStream::connect(&served.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).await.unwrap();
+    let (chunks, data) = read_chunked(&raw);
+    let events = data.matches("\n\n").count();
+    assert!(data.ends_with("data: [DONE]\n\n"), "{data}");
+    assert!(events >= 5, "{data}");
+    assert!(
+        chunks <= 3,
+        "{events} events came in {chunks} chunks (one write each)"
+    );
+    sigterm(&served.child);
+    assert_eq!(served.child.wait().unwrap().code(), Some(0));
+}
+
 #[test]
 fn bench_measures_direct_and_through_sluice() {
     let out = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
