@@ -54,7 +54,7 @@ levels=$(tr ',' '\n' <<<"$WORKLOADS" | wc -l)
 per_level=$((DURATION / levels))
 echo "soak: $WORKLOADS at $RATE req/s, $CONCURRENCY connections, ${per_level}s each; RSS every ${INTERVAL}s" >&2
 "$SLUICE" bench --no-sluice --no-direct --mock-url "http://$mock" \
-  --target sluice="http://$(cat "$work/sluice.addr")" --target-pid sluice="$gw" \
+  --target gateway="http://$(cat "$work/sluice.addr")" --target-pid gateway="$gw" \
   --workloads "$WORKLOADS" --sizes 1k --concurrency "$CONCURRENCY" --rate "$RATE" \
   --duration-secs "$per_level" --warmup 0 --hold-streams 0 --quiet --out "$OUT" \
   >"$work/bench.txt" 2>&1 &

@@ -18,6 +18,7 @@ use sluice::telemetry::{self, LogFormat, LogSink, Recorder};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    purge_freed_memory_at_once();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::CheckConfig { file }) => check_config(&file),
@@ -27,6 +28,34 @@ fn main() -> ExitCode {
             rt.block_on(bench(args))
         }),
         None => control(|rt| rt.block_on(serve(cli.serve))),
+    }
+}
+
+/// `mi_option_purge_delay` in mimalloc.h (v3); libmimalloc-sys does not export its index.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// mimalloc's default purge delay.
+const DEFAULT_PURGE_DELAY_MS: std::ffi::c_long = 1000;
+
+/// Return freed memory to the OS as soon as it is free. mimalloc otherwise keeps it for a
+/// second and purges it only when the thread that owns it allocates again, so a worker that
+/// goes idle after a burst keeps its peak for good (242 MB at rest after a benchmark run,
+/// against 75 MB with this). `MIMALLOC_PURGE_DELAY` in the environment still wins.
+#[expect(
+    unsafe_code,
+    reason = "mimalloc's option API is C; the mimalloc crate has no safe setter"
+)]
+fn purge_freed_memory_at_once() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: mi_option_get and mi_option_set read and write one integer in mimalloc's option
+    // table; they take no pointers and are thread-safe. The index is checked against the
+    // option's known default first, so a mimalloc whose option order changed is left alone.
+    unsafe {
+        if libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) == DEFAULT_PURGE_DELAY_MS {
+            libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
+        }
     }
 }
 
