@@ -172,12 +172,18 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    // Every runtime first: a failure then leaves no thread behind.
+    let runtimes = listeners
+        .iter()
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
     let stop = CancellationToken::new();
     let mut threads = Vec::with_capacity(listeners.len());
-    for (index, listener) in listeners.into_iter().enumerate() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+    for (index, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
         let handler = handler.clone();
         let stopped = stop.clone().cancelled_owned();
         let thread = std::thread::Builder::new()
