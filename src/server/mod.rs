@@ -322,6 +322,59 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn http1_and_h2c_share_the_port() {
+        let listener = TcpListener::bind(LOOPBACK).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler = |req: Request<Incoming>| async move {
+            Response::new(Full::new(bytes::Bytes::from(format!(
+                "{:?}",
+                req.version()
+            ))))
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_with(
+            listener,
+            handler,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(1),
+        ));
+        assert_eq!(get(addr).await, "HTTP/1.1");
+
+        let conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, h2) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(conn))
+                .await
+                .unwrap();
+        tokio::spawn(h2);
+        let req = Request::get(format!("http://{addr}/"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap();
+        assert_eq!(body.to_bytes(), "HTTP/2.0");
+
+        // A client that sends one byte at a time is still told apart.
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"P").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        slow.write_all(
+            b"OST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        slow.read_to_string(&mut out).await.unwrap();
+        assert!(out.ends_with("HTTP/1.1"), "{out}");
+
+        stop.send(()).unwrap();
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
     async fn each_worker_serves_on_its_own_thread_until_shutdown() {
         let listeners = bind_workers(LOOPBACK.parse().unwrap(), 2).await.unwrap();
         let addr = listeners[0].local_addr().unwrap();
