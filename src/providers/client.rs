@@ -105,9 +105,11 @@ impl ClientRegistry {
         map.entry(connect_timeout)
             .or_insert_with(|| {
                 let connector = connector(connect_timeout);
+                // The workers share the process's idle-connection budget.
+                let idle = MAX_IDLE_PER_HOST.div_ceil(self.workers.max(1));
                 UpstreamClient {
                     pools: (0..=self.workers)
-                        .map(|_| pool(connector.clone()))
+                        .map(|_| pool(connector.clone(), idle))
                         .collect(),
                 }
             })
@@ -137,10 +139,14 @@ fn connector(connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
         .wrap_connector(http)
 }
 
-fn pool(connector: HttpsConnector<HttpConnector>) -> HttpClient {
+/// Idle keep-alive connections kept per upstream host, over all worker pools together (each
+/// holds a task and hyper's buffers, ~26 KB).
+const MAX_IDLE_PER_HOST: usize = 1024;
+
+fn pool(connector: HttpsConnector<HttpConnector>, max_idle: usize) -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(1024)
+        .pool_max_idle_per_host(max_idle)
         .http1_max_buf_size(crate::server::MAX_CONN_BUF)
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
