@@ -9,10 +9,13 @@
 #   VIRTUAL_KEY=1 bash bench/instructions.sh   # requests carry a virtual key with rpm, tpm,
 #                                              # parallel and budget limits (auth + limits +
 #                                              # cost + spend log on the path)
+#   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
+#   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REQUESTS=${REQUESTS:-1000}
+WORKLOAD=${WORKLOAD:-chat}
 WARMUP=${WARMUP:-200}
 SLUICE=${SLUICE:-target/release/sluice}
 command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
@@ -61,7 +64,7 @@ if [ -n "${VIRTUAL_KEY:-}" ]; then
 fi
 
 drive() { # $1 = requests
-  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads chat \
+  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads "$WORKLOAD" \
     --sizes 1k --concurrency 1 --requests "$1" --warmup 0 --hold-streams 0 --quiet \
     --out "$work/bench" >>"$work/drive.log"
 }
@@ -72,4 +75,4 @@ callgrind_control -i off "$gw" >/dev/null 2>&1
 callgrind_control -d "$gw" >/dev/null 2>&1
 total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')
 [ -n "$total" ] && [ "$total" -gt 0 ] || { echo "instructions: no callgrind totals" >&2; exit 1; }
-echo "instructions per request (chat, 1 KB, non-stream, $mode): $((total / REQUESTS))"
+echo "instructions per request ($WORKLOAD, 1 KB, non-stream unless a stream workload, $mode): $((total / REQUESTS))"

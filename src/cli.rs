@@ -63,7 +63,7 @@ pub struct ServeArgs {
     /// Write the bound address to this file once listening (for scripts and tests using port 0).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Worker threads (default: one per core).
+    /// Worker threads, each accepting and serving its own connections (default: one per core).
     #[arg(long, env = "SLUICE_WORKERS")]
     pub workers: Option<usize>,
     /// Where the embedded SQLite store (`sluice.db`) and the spend spool live, when no
@@ -132,7 +132,7 @@ pub struct MockArgs {
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Worker threads (default: one per core).
+    /// Worker threads, each accepting and serving its own connections (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
 }
@@ -175,6 +175,9 @@ pub struct BenchArgs {
     /// Do not start sluice (measure only the direct path and the --target gateways).
     #[arg(long)]
     pub no_sluice: bool,
+    /// Do not measure the mock directly (a soak run only needs the gateway's own figures).
+    #[arg(long)]
+    pub no_direct: bool,
     /// Worker threads for the sluice and mock processes the benchmark starts.
     #[arg(long)]
     pub workers: Option<usize>,

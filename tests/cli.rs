@@ -73,12 +73,16 @@ fn check_config_names_the_bad_field() {
 struct Served {
     child: Child,
     addr: String,
+    cfg: PathBuf,
     log: PathBuf,
 }
 
 #[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
 fn serve(config: &str, extra: &[&str]) -> Served {
-    let cfg = temp_file(&format!("cfg-{}.yaml", extra.len()), config);
+    // One file per server: the tests run in parallel.
+    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cfg = temp_file(&format!("cfg-{n}.yaml"), config);
     let ready = cfg.with_extension("ready");
     let log = cfg.with_extension("log");
     let _ = std::fs::remove_file(&ready);
@@ -99,7 +103,12 @@ fn serve(config: &str, extra: &[&str]) -> Served {
     loop {
         if let Ok(addr) = std::fs::read_to_string(&ready) {
             if !addr.is_empty() {
-                return Served { child, addr, log };
+                return Served {
+                    child,
+                    addr,
+                    cfg,
+                    log,
+                };
             }
         }
         assert!(
@@ -169,6 +178,100 @@ async fn refuses_new_connections_after_sigterm() {
     let status = served.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(std::net::TcpStream::connect(&served.addr).is_err());
+}
+
+/// Thread-per-core serving: every worker thread has its own upstream pool and accept loop,
+/// and they all see a SIGHUP reload.
+#[tokio::test]
+async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
+    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let config = |name: &str| {
+        format!(
+            "model_list:\n  - model_name: {name}\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
+            mock.base()
+        )
+    };
+    let mut served = serve(&config("before"), &["--workers", "3"]);
+    let url = format!("http://{}/v1/chat/completions", served.addr);
+    let ask = |model: &'static str| {
+        let url = url.clone();
+        async move {
+            let body =
+                format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+            common::send("POST", &url, body, &[]).await.status
+        }
+    };
+    // Each `send` opens its own connection, so the kernel spreads them over the workers.
+    let first = futures_util::future::join_all((0..24).map(|_| ask("before"))).await;
+    assert!(first.iter().all(|s| *s == 200), "{first:?}");
+
+    std::fs::write(&served.cfg, config("after")).unwrap();
+    let ok = Command::new("kill")
+        .args(["-HUP", &served.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let start = Instant::now();
+    while ask("after").await != 200 {
+        assert!(start.elapsed() < Duration::from_secs(10), "reload not seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = futures_util::future::join_all((0..24).map(|_| ask("after"))).await;
+    assert!(after.iter().all(|s| *s == 200), "{after:?}");
+    let gone = futures_util::future::join_all((0..24).map(|_| ask("before"))).await;
+    assert!(gone.iter().all(|s| *s == 404), "{gone:?}");
+
+    sigterm(&served.child);
+    assert_eq!(served.child.wait().unwrap().code(), Some(0));
+}
+
+/// Count the chunks of a chunked HTTP/1.1 response and return them with the events' text.
+fn read_chunked(raw: &[u8]) -> (usize, String) {
+    let text = String::from_utf8_lossy(raw);
+    let (_, mut body) = text.split_once("\r\n\r\n").expect("a response head");
+    let (mut chunks, mut data) = (0, String::new());
+    loop {
+        let (size, rest) = body.split_once("\r\n").expect("a chunk size line");
+        let size = usize::from_str_radix(size, 16).expect("a hex chunk size");
+        if size == 0 {
+            return (chunks, data);
+        }
+        chunks += 1;
+        data.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+}
+
+/// SSE frames that reach sluice together leave in one write: the client gets the first frame
+/// on its own (time to first byte) and the rest in one chunk, not one chunk per frame.
+#[tokio::test]
+async fn stream_frames_ready_together_reach_the_client_in_one_chunk() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let config = format!(
+        "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
+        mock.base()
+    );
+    let mut served = serve(&config, &["--workers", "1"]);
+    let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut conn = tokio::net::TcpStream::connect(&served.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).await.unwrap();
+    let (chunks, data) = read_chunked(&raw);
+    let events = data.matches("\n\n").count();
+    assert!(data.ends_with("data: [DONE]\n\n"), "{data}");
+    assert!(events >= 5, "{data}");
+    assert!(
+        chunks <= 3,
+        "{events} events came in {chunks} chunks (one write each)"
+    );
+    sigterm(&served.child);
+    assert_eq!(served.child.wait().unwrap().code(), Some(0));
 }
 
 #[test]

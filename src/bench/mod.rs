@@ -109,12 +109,15 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         }
     };
 
-    let mut targets = vec![Target {
-        name: "direct".into(),
-        base: mock_base.clone(),
-        pid: mock_pid,
-        client: load::client(),
-    }];
+    let mut targets = Vec::new();
+    if !args.no_direct {
+        targets.push(Target {
+            name: "direct".into(),
+            base: mock_base.clone(),
+            pid: mock_pid,
+            client: load::client(),
+        });
+    }
     let mut rest = Vec::new();
     let mut sluice_pid = None;
     let mut received = None;

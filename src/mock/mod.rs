@@ -19,7 +19,7 @@ mod tools;
 
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
-pub use server::serve;
+pub use server::{serve, serve_workers};
 pub use settings::{MockSettings, MockWire};
 
 use std::borrow::Cow;

@@ -16,27 +16,41 @@ use tokio::net::TcpListener;
 
 use super::{error, json, respond, respond_native, MockBody, MockSettings, NativeRoute};
 use crate::endpoint::Endpoint;
-use crate::server::serve_with;
+use crate::server::{serve_threads, serve_with};
 
 /// Largest request body the mock reads (the benchmark sends up to ~500 KB).
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
-/// Serve the mock provider until `shutdown` resolves (then let open streams finish for up to
-/// 10 s).
+/// How long open streams may finish after shutdown.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Serve the mock provider on one listener, on the calling runtime, until `shutdown` resolves
+/// (then let open streams finish for up to 10 s).
 pub async fn serve(
     listener: TcpListener,
     settings: MockSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let settings = Arc::new(settings);
-    let stats = Arc::new(Stats::default());
-    let handler = move |req: Request<Incoming>| {
-        let settings = settings.clone();
-        let stats = stats.clone();
-        async move { handle(req, &settings, &stats).await }
-    };
-    serve_with(listener, handler, shutdown, Duration::from_secs(10)).await;
+    let shared = Arc::new((settings, Stats::default()));
+    let handler = move |req| answer(shared.clone(), req);
+    serve_with(listener, handler, shutdown, GRACE).await;
     Ok(())
+}
+
+/// Serve the mock provider thread-per-core, like the gateway (`server::serve_threads`), so
+/// that a benchmark's direct figures get the same server model as the gateway's.
+pub async fn serve_workers(
+    listeners: Vec<std::net::TcpListener>,
+    settings: MockSettings,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = Arc::new((settings, Stats::default()));
+    let handler = move |req| answer(shared.clone(), req);
+    serve_threads(listeners, handler, shutdown, GRACE).await
+}
+
+async fn answer(shared: Arc<(MockSettings, Stats)>, req: Request<Incoming>) -> Response<MockBody> {
+    handle(req, &shared.0, &shared.1).await
 }
 
 /// What the server has seen, for tests that count attempts at the upstream

@@ -26,7 +26,7 @@ use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 use serde::Deserialize;
 
 use super::body::SegmentsBody;
-use super::client::HttpClient;
+use super::client::UpstreamClient;
 
 /// The OAuth scope Vertex AI calls need.
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -81,7 +81,7 @@ pub struct TokenSource {
     key_id: Option<String>,
     key: RsaKeyPair,
     token_uri: Uri,
-    client: HttpClient,
+    client: UpstreamClient,
     cached: ArcSwapOption<Cached>,
     refreshing: tokio::sync::Mutex<()>,
 }
@@ -113,7 +113,7 @@ fn unix_now() -> u64 {
 
 impl TokenSource {
     /// Read a service-account key file's JSON.
-    pub fn new(json: &str, client: HttpClient) -> Result<Self, AuthError> {
+    pub fn new(json: &str, client: UpstreamClient) -> Result<Self, AuthError> {
         let kf: KeyFile =
             serde_json::from_str(json).map_err(|e| AuthError::BadKeyFile(e.to_string()))?;
         let der = pem_der(&kf.private_key).ok_or(AuthError::BadKey)?;

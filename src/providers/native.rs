@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, Uri};
 
-use super::client::HttpClient;
+use super::client::UpstreamClient;
 use super::google_auth::TokenSource;
 use super::kind::Wire;
 use super::sigv4::{uri_encode, Credentials, Signer};
@@ -112,7 +112,11 @@ impl Native {
 
     /// Prebuild a native deployment's URLs and credentials; `None` for wires that are not
     /// native.
-    pub fn build(d: &Deployment, base: &str, client: &HttpClient) -> Result<Option<Self>, String> {
+    pub fn build(
+        d: &Deployment,
+        base: &str,
+        client: &UpstreamClient,
+    ) -> Result<Option<Self>, String> {
         let wire = d.provider.spec().wire;
         if !matches!(wire, Wire::Gemini | Wire::Bedrock | Wire::Vertex) {
             return Ok(None);

@@ -5,7 +5,7 @@
 use std::sync::LazyLock;
 
 use bytes::{Bytes, BytesMut};
-use memchr::memmem;
+use memchr::{memchr, memchr_iter, memmem, memrchr_iter};
 
 use crate::spend::usage::UsageProbe;
 use crate::spend::Usage;
@@ -21,40 +21,56 @@ pub struct SseTap {
     finished: bool,
 }
 
-/// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any.
-pub(crate) fn last_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
-    let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
-    lf.max(crlf)
+/// Whether the `\n` at `p` closes a blank line, i.e. ends an event (`\n\n` or `\n\r\n`).
+fn closes_event(buf: &[u8], p: usize) -> bool {
+    match p {
+        0 => false,
+        1 => buf[0] == b'\n',
+        _ => buf[p - 1] == b'\n' || (buf[p - 1] == b'\r' && buf[p - 2] == b'\n'),
+    }
 }
 
-/// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events.
+/// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any. Searches back
+/// from the end, so a frame that ends on an event boundary (the usual case) costs a few bytes.
+pub(crate) fn last_event_end(buf: &[u8]) -> Option<usize> {
+    memrchr_iter(b'\n', buf)
+        .find(|&p| closes_event(buf, p))
+        .map(|p| p + 1)
+}
+
+/// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events;
+/// a trailing part without its blank line comes last. Blank runs between events are skipped.
 pub(crate) fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut pos = 0;
+    let mut start = 0;
+    memchr_iter(b'\n', buf)
+        .filter(move |&p| closes_event(buf, p))
+        .map(|p| p + 1)
+        .chain(std::iter::once(buf.len()))
+        .filter_map(move |end| {
+            let event = (start, end);
+            start = end;
+            let blank = buf[event.0..event.1]
+                .iter()
+                .all(|b| matches!(b, b'\n' | b'\r'));
+            (!blank).then_some(event)
+        })
+}
+
+/// The lines of `buf` (split at `\n`; a `\r` before it stays).
+fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(buf);
     std::iter::from_fn(move || {
-        while pos < buf.len() {
-            let start = pos;
-            let rest = &buf[start..];
-            let lf = memmem::find(rest, b"\n\n").map(|p| (p, 2));
-            let crlf = memmem::find(rest, b"\n\r\n").map(|p| (p, 3));
-            let (at, len) = match (lf, crlf) {
-                (Some(a), Some(b)) => {
-                    if a.0 <= b.0 {
-                        a
-                    } else {
-                        b
-                    }
-                }
-                (Some(a), None) => a,
-                (None, Some(b)) => b,
-                (None, None) => (rest.len(), 0),
-            };
-            pos = start + at + len;
-            if at > 0 {
-                return Some((start, start + at + len));
+        let r = rest?;
+        match memchr(b'\n', r) {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
             }
         }
-        None
     })
 }
 
@@ -150,7 +166,7 @@ impl SseTap {
     /// Scan one event; returns true when it is the usage-only chunk to strip.
     fn scan_event(&mut self, event: &[u8]) -> bool {
         let mut strip = false;
-        for line in event.split(|b| *b == b'\n') {
+        for line in lines(event) {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if let Some(name) = line.strip_prefix(b"event:") {
                 // A terminal Responses event ends the stream whether or not it carries usage
@@ -307,6 +323,40 @@ mod tests {
         run(&mut tap, &[CHUNK, CHUNK]);
         assert!(!tap.finished());
         assert!(tap.usage().is_none());
+    }
+
+    /// The straightforward definitions the scanners must agree with.
+    fn reference_last_event_end(buf: &[u8]) -> Option<usize> {
+        let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
+        let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
+        lf.max(crlf)
+    }
+
+    fn reference_events(buf: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for end in 1..=buf.len() {
+            let ends_event = buf[..end].ends_with(b"\n\n") || buf[..end].ends_with(b"\n\r\n");
+            if ends_event || end == buf.len() {
+                out.push(&buf[start..end]);
+                start = end;
+            }
+        }
+        out.retain(|e| !e.iter().all(|b| matches!(b, b'\n' | b'\r')));
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scanners_agree_with_the_reference(
+            bytes in proptest::collection::vec(proptest::sample::select(b"a:\r\n".to_vec()), 0..40)
+        ) {
+            proptest::prop_assert_eq!(last_event_end(&bytes), reference_last_event_end(&bytes));
+            let got: Vec<&[u8]> = events(&bytes).map(|(s, e)| &bytes[s..e]).collect();
+            proptest::prop_assert_eq!(got, reference_events(&bytes));
+            let joined: Vec<u8> = lines(&bytes).collect::<Vec<_>>().join(&b'\n');
+            proptest::prop_assert_eq!(joined, bytes.clone());
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, Uri};
 
-use super::client::{ClientRegistry, HttpClient};
+use super::client::{ClientRegistry, UpstreamClient};
 use super::kind::{KeyHeader, Provider, Wire};
 use super::native::Native;
 use crate::config::{Deployment, Secret};
@@ -74,8 +74,8 @@ pub enum TargetKind {
 /// Everything needed to send one request to an HTTP upstream.
 #[derive(Debug)]
 pub struct HttpTarget {
-    /// Pooled client.
-    pub client: HttpClient,
+    /// Pooled client (one pool per server worker thread).
+    pub client: UpstreamClient,
     /// The wire format the upstream speaks (decides pass-through or translation).
     pub wire: Wire,
     /// `drop_params`: parameters the provider cannot take are dropped, not refused.

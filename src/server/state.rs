@@ -335,18 +335,21 @@ impl Services {
 }
 
 impl AppState {
-    /// State for a validated config; finished requests go to `recorder`.
+    /// State for a validated config; finished requests go to `recorder`. Upstream calls share
+    /// one pool per upstream (for a server on one multi-threaded runtime).
     pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, TargetError> {
-        Self::with_services(config, recorder, Services::default())
+        Self::with_services(config, recorder, Services::default(), 0)
     }
 
-    /// State with virtual keys, a store and a fleet.
+    /// State with virtual keys, a store and a fleet, for `workers` server threads
+    /// (`serve_threads`: each gets its own upstream pools; 0 for one shared pool).
     pub fn with_services(
         config: &Config,
         recorder: Recorder,
         services: Services,
+        workers: usize,
     ) -> Result<Arc<Self>, TargetError> {
-        let clients = ClientRegistry::default();
+        let clients = ClientRegistry::new(workers);
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
         recorder.configure(&config.callbacks);

@@ -81,7 +81,8 @@ pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
     let mut sinks: Vec<Box<dyn sluice::telemetry::RecordSink>> = vec![Box::new(tx)];
     sinks.extend(services.sinks());
     let (recorder, _task) = Recorder::start_with(sinks, options.callbacks());
-    let state = AppState::with_services(&loaded.config, recorder, services).expect("state builds");
+    let state =
+        AppState::with_services(&loaded.config, recorder, services, 0).expect("state builds");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -239,7 +239,7 @@ impl Runtime {
         Self {
             handle,
             http: Http {
-                client: registry.get(Duration::from_secs(5)),
+                client: registry.get(Duration::from_secs(5)).shared().clone(),
                 h2: crate::providers::client::h2_only(Duration::from_secs(5)),
             },
             _stop: stop,
