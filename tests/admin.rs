@@ -134,6 +134,15 @@ async fn key_lifecycle(gw: &Gateway) {
     })
     .await;
     assert!(ok, "the key's spend is stored");
+    let daily = admin(gw, "GET", "/spend/daily", Value::Null).await;
+    assert_eq!(daily.status, 200, "{}", daily.text());
+    let rows = daily.json();
+    let hash = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model_group"] == "cheap" && r["requests"].as_u64() >= Some(3));
+    assert!(hash.is_some(), "today's rollup counts the requests: {rows}");
     // Deleted: refused.
     let d = admin(gw, "POST", "/key/delete", json!({"keys": [key]})).await;
     assert_eq!(d.status, 200, "{}", d.text());
@@ -200,6 +209,7 @@ async fn two_instances_share_limits_and_revocations() {
     assert_eq!(ok, 4, "rpm 4 across both instances");
     // A budget spent through A is spent for B.
     let made = admin(&a, "POST", "/key/generate", json!({"max_budget": 0.000001})).await;
+    assert_eq!(made.status, 200, "{}", made.text());
     let budget_key = made.json()["key"].as_str().unwrap().to_owned();
     assert_eq!(chat(&a, &budget_key).await.status, 200);
     let refused = eventually(Duration::from_secs(3), || async {

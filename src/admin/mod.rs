@@ -120,6 +120,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::GET, "/spend/logs", |s, r| {
         Box::pin(spend::logs(s, r))
     }),
+    (Method::GET, "/spend/daily", |s, r| {
+        Box::pin(spend::daily(s, r))
+    }),
 ];
 
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on

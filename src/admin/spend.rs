@@ -1,5 +1,6 @@
 //! `GET /spend/logs`: the spend log, filtered as LiteLLM filters it (`api_key`, `user_id`,
 //! `request_id`, `start_date`/`end_date` as `YYYY-MM-DD`, both days included), newest first.
+//! `GET /spend/daily`: the daily rollups per key, team and model group, for dashboards.
 
 use serde_json::{json, Value};
 use time::macros::format_description;
@@ -86,4 +87,44 @@ pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     };
     let logs = store.spend_logs(&filter).await.map_err(store_error)?;
     Ok(Value::Array(logs.iter().map(log_json).collect()))
+}
+
+/// `GET /spend/daily?start_date=&end_date=` (`YYYY-MM-DD`, both included; default: the last 30
+/// days): one row per UTC day, key hash, team and model group.
+pub(super) async fn daily(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let q = query_pairs(&req, &["start_date", "end_date"])?;
+    let today = OffsetDateTime::now_utc().date();
+    let fmt = format_description!("[year]-[month]-[day]");
+    let end = match query_value(&q, "end_date") {
+        Some(d) => day(d, "end_date")?.date(),
+        None => today,
+    };
+    let start = match query_value(&q, "start_date") {
+        Some(d) => day(d, "start_date")?.date(),
+        None => end - time::Duration::days(30),
+    };
+    let text = |d: Date| d.format(fmt).map_err(|_| ApiError::Internal("date format"));
+    let rows = store
+        .daily_spend(&text(start)?, &text(end)?)
+        .await
+        .map_err(store_error)?;
+    Ok(Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "date": r.day,
+                    "api_key": r.api_key,
+                    "team_id": r.team_id,
+                    "model_group": r.model_group,
+                    "requests": r.requests,
+                    "failed_requests": r.failed_requests,
+                    "prompt_tokens": r.prompt_tokens,
+                    "completion_tokens": r.completion_tokens,
+                    "cached_tokens": r.cached_tokens,
+                    "cache_creation_tokens": r.cache_creation_tokens,
+                    "spend": r.spend,
+                })
+            })
+            .collect(),
+    ))
 }

@@ -25,6 +25,9 @@ const OVERLAP: time::Duration = time::Duration::seconds(2);
 pub struct Sync {
     store: Store,
     directory: Arc<Directory>,
+    /// Held from a read of the store to the end of applying it: a poll that read a row before
+    /// an admin call changed it cannot apply that stale row after the admin call's refresh.
+    applying: Arc<tokio::sync::Mutex<()>>,
 }
 
 fn ms(t: OffsetDateTime) -> u64 {
@@ -49,7 +52,11 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
 impl Sync {
     /// A sync between `store` and `directory`.
     pub fn new(store: Store, directory: Arc<Directory>) -> Self {
-        Self { store, directory }
+        Self {
+            store,
+            directory,
+            applying: Arc::default(),
+        }
     }
 
     /// The store.
@@ -126,6 +133,7 @@ impl Sync {
         let Some(h) = KeyHash::from_hex(hash) else {
             return Ok(Loaded::Missing);
         };
+        let _one_at_a_time = self.applying.lock().await;
         let Some(k) = self.store.key(&h).await? else {
             if let Some(d) = from_hex(hash) {
                 self.directory.remove_key(&d);
@@ -154,6 +162,7 @@ impl Sync {
     /// Apply what changed since `since` now (after an admin call, without waiting for the
     /// poll); returns the digests of the keys that changed or went, for the fleet to announce.
     pub async fn refresh(&self, since: OffsetDateTime) -> Result<Vec<String>, StoreError> {
+        let _one_at_a_time = self.applying.lock().await;
         let c = self.store.changed_since(since - OVERLAP).await?;
         self.apply(&c);
         Ok(c.keys
@@ -171,6 +180,7 @@ impl Sync {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                let _one_at_a_time = self.applying.lock().await;
                 match self.store.changed_since(since).await {
                     Ok(c) => {
                         self.apply(&c);

@@ -160,7 +160,16 @@ impl Store {
         let backend = options.location.backend();
         let url = match &options.location {
             Location::Sqlite(path) => format!("sqlite://{}?mode=rwc", path.display()),
-            Location::Postgres(url) => url.expose().to_owned(),
+            // No cached prepared statements on PostgreSQL: through sqlx's Any driver a statement
+            // first prepared with a NULL parameter keeps the type it guessed for it, and a later
+            // value of the real type then fails ("incorrect binary data format in bind
+            // parameter"). Re-preparing costs a parse per statement; the store sees batches and
+            // admin calls, not requests.
+            Location::Postgres(url) => {
+                let u = url.expose();
+                let sep = if u.contains('?') { '&' } else { '?' };
+                format!("{u}{sep}statement-cache-capacity=0")
+            }
         };
         let pool = AnyPoolOptions::new()
             .max_connections(options.max_connections)
