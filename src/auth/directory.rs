@@ -10,6 +10,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::ApiError;
 use crate::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
+use crate::telemetry::trace_context::hex;
 
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
@@ -17,32 +18,6 @@ pub type KeyDigest = [u8; 32];
 /// Digest a presented key.
 pub fn digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()
-}
-
-/// The digest in lowercase hex, as the store and the admin API show it.
-pub fn hex(d: &KeyDigest) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(64);
-    for b in d {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    s
-}
-
-/// A digest from its hex form (the store's `token` column).
-pub fn from_hex(s: &str) -> Option<KeyDigest> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in b.chunks_exact(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = u8::try_from(hi * 16 + lo).ok()?;
-    }
-    Some(out)
 }
 
 /// Which model groups a holder may call (LiteLLM's `models` list).
@@ -135,16 +110,6 @@ pub enum Caller {
     Master,
     /// A virtual key.
     Key(Arc<KeyEntry>),
-}
-
-impl Caller {
-    /// The key, if a virtual key is calling.
-    pub fn key(&self) -> Option<&Arc<KeyEntry>> {
-        match self {
-            Self::Key(k) => Some(k),
-            Self::Open | Self::Master => None,
-        }
-    }
 }
 
 /// Why a presented key is refused.
@@ -390,6 +355,7 @@ impl Directory {
 mod tests {
     use super::*;
     use crate::limits::{admit, nanos};
+    use crate::telemetry::trace_context::unhex;
 
     fn limits(rpm: u64) -> Stored {
         Stored {
@@ -418,8 +384,8 @@ mod tests {
     #[test]
     fn hex_round_trips() {
         let d = digest("sk-abc");
-        assert_eq!(from_hex(&hex(&d)), Some(d));
-        assert_eq!(from_hex("zz"), None);
+        assert_eq!(unhex::<32>(hex(&d).as_bytes()), Some(d));
+        assert_eq!(unhex::<32>(b"zz"), None);
         assert_eq!(hex(&d).len(), 64);
     }
 

@@ -7,8 +7,7 @@ mod gate;
 mod sync;
 
 pub use directory::{
-    digest, from_hex, hex, Caller, Directory, Holder, KeyDigest, KeyEntry, KeyRefusal, ModelAccess,
-    Stored,
+    digest, Caller, Directory, Holder, KeyDigest, KeyEntry, KeyRefusal, ModelAccess, Stored,
 };
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 pub use sync::{Sync, POLL_EVERY};

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::directory::{from_hex, Directory, KeyDigest, ModelAccess, Stored};
+use super::directory::{Directory, KeyDigest, ModelAccess, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
 use crate::limits::{self, nanos, SubjectKind};
 use crate::store::{self, Changes, KeyHash, KeyRow, Store, StoreError};
+use crate::telemetry::trace_context::{hex, unhex};
 
 /// How often the store is asked what changed.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -59,13 +60,8 @@ impl Sync {
         }
     }
 
-    /// The store.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
     fn put_key(&self, k: &KeyRow) {
-        let Some(d) = from_hex(k.token.as_str()) else {
+        let Some(d) = unhex::<32>(k.token.as_str().as_bytes()) else {
             return;
         };
         self.directory.put_key(
@@ -114,7 +110,7 @@ impl Sync {
             self.put_key(k);
         }
         for h in &c.deleted_keys {
-            if let Some(d) = from_hex(h.as_str()) {
+            if let Some(d) = unhex::<32>(h.as_str().as_bytes()) {
                 dir.remove_key(&d);
             }
         }
@@ -135,7 +131,7 @@ impl Sync {
         };
         let _one_at_a_time = self.applying.lock().await;
         let Some(k) = self.store.key(&h).await? else {
-            if let Some(d) = from_hex(hash) {
+            if let Some(d) = unhex::<32>(hash.as_bytes()) {
                 self.directory.remove_key(&d);
             }
             return Ok(Loaded::Missing);
@@ -195,10 +191,6 @@ impl Sync {
 
 impl KeyLoader for Sync {
     fn load(&self, digest: KeyDigest) -> LoadFuture<'_> {
-        Box::pin(async move {
-            self.reload_key(&super::hex(&digest))
-                .await
-                .map_err(|_| LoadFailed)
-        })
+        Box::pin(async move { self.reload_key(&hex(&digest)).await.map_err(|_| LoadFailed) })
     }
 }

@@ -203,11 +203,6 @@ impl Counters {
     pub fn set_spent(&self, spent: Nanos) {
         self.spent.store(spent, Relaxed);
     }
-
-    /// Requests in flight now.
-    pub fn in_flight(&self) -> u32 {
-        self.in_flight.load(Relaxed)
-    }
 }
 
 /// One subject of a request: its limits and counters.

@@ -14,6 +14,7 @@ use http::{HeaderMap, Uri};
 use sha2::{Digest, Sha256};
 
 use crate::config::Secret;
+use crate::telemetry::trace_context::hex;
 
 /// The algorithm name in the `Authorization` header.
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";
@@ -64,14 +65,6 @@ fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     };
     mac.update(data);
     mac.finalize().into_bytes().into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// Hex SHA-256 of a payload.

@@ -252,14 +252,6 @@ pub enum ServiceError {
     /// The spend spool could not be opened.
     #[error(transparent)]
     Spool(#[from] SpoolError),
-    /// The data directory could not be created.
-    #[error("--data-dir {}: {reason}", path.display())]
-    DataDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
 }
 
 impl Services {
@@ -290,14 +282,6 @@ impl Services {
                 env_url,
                 &options.data_dir.join(DEFAULT_SQLITE_PATH),
             )?;
-            if let Location::Sqlite(path) = &location {
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|e| ServiceError::DataDir {
-                        path: dir.to_owned(),
-                        reason: e.to_string(),
-                    })?;
-                }
-            }
             let store = Store::open(StoreOptions::new(location)).await?;
             let sync = Arc::new(Sync::new(store.clone(), directory.clone()));
             let since = sync.fill().await?;

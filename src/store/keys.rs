@@ -4,6 +4,8 @@
 use std::fmt;
 
 use sha2::{Digest, Sha256};
+
+use crate::telemetry::trace_context::hex;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
@@ -18,13 +20,7 @@ pub struct KeyHash(String);
 impl KeyHash {
     /// Hashes a key as presented by a client.
     pub fn of(key: &str) -> Self {
-        let digest = Sha256::digest(key.as_bytes());
-        let mut hex = String::with_capacity(64);
-        for b in digest {
-            hex.push(char::from(HEX[usize::from(b >> 4)]));
-            hex.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
-        Self(hex)
+        Self(hex(&Sha256::digest(key.as_bytes())))
     }
 
     /// A digest given back by the admin API (`/key/info?key=<hash>`): 64 hex digits.
@@ -38,8 +34,6 @@ impl KeyHash {
         &self.0
     }
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A digest is not secret, but printing a short prefix is enough to tell keys apart in logs.
 impl fmt::Debug for KeyHash {

@@ -159,7 +159,14 @@ impl Store {
         sqlx::any::install_default_drivers();
         let backend = options.location.backend();
         let url = match &options.location {
-            Location::Sqlite(path) => format!("sqlite://{}?mode=rwc", path.display()),
+            Location::Sqlite(path) => {
+                // `mode=rwc` creates the file, not its directory (`--data-dir` may be new).
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| StoreError::Connect(sqlx::Error::Io(e)))?;
+                }
+                format!("sqlite://{}?mode=rwc", path.display())
+            }
             // No cached prepared statements on PostgreSQL: through sqlx's Any driver a statement
             // first prepared with a NULL parameter keeps the type it guessed for it, and a later
             // value of the real type then fails ("incorrect binary data format in bind

@@ -103,8 +103,9 @@ fn parse_traceparent(v: &[u8]) -> Option<([u8; 16], SpanId, u8)> {
     Some((trace, parent, flags))
 }
 
-/// Lower-case hex only, as the spec requires.
-fn unhex<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
+/// `N` bytes from `2 × N` lower-case hex digits (the only case W3C trace context and sluice's
+/// own key digests use); anything else is `None`.
+pub fn unhex<const N: usize>(s: &[u8]) -> Option<[u8; N]> {
     fn nibble(c: u8) -> Option<u8> {
         match c {
             b'0'..=b'9' => Some(c - b'0'),
