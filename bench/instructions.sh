@@ -11,6 +11,9 @@
 #                                              # cost + spend log on the path)
 #   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
 #   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
+#   CALLBACKS=1 bash bench/instructions.sh            # every logging callback and OTLP export on,
+#                                                     # pointed at a loopback receiver (the count
+#                                                     # includes the callbacks' own thread)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +44,40 @@ model_list:
     litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
 YAML
 mode="1 worker"
+if [ -n "${CALLBACKS:-}" ]; then
+  # A loopback receiver that answers 200 to every delivery (its own process: not counted).
+  python3 - "$work/sink.addr" >"$work/sink.log" 2>&1 <<'PY' &
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def _any(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200); self.send_header("content-length", "2"); self.end_headers()
+        self.wfile.write(b"{}")
+    do_POST = do_PUT = _any
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write("127.0.0.1:%d" % s.server_address[1])
+s.serve_forever()
+PY
+  pids+=($!)
+  wait_file "$work/sink.addr"
+  sink=$(cat "$work/sink.addr")
+  cat >>"$work/sluice.yaml" <<YAML
+litellm_settings:
+  callbacks: [otel, webhook, langfuse, langsmith, s3]
+callback_settings:
+  otel: {endpoint: 'http://$sink/v1/traces'}
+  webhook: {url: 'http://$sink/hook'}
+  langfuse: {host: 'http://$sink', public_key: pk-bench, secret_key: sk-bench}
+  langsmith: {endpoint: 'http://$sink', api_key: ls-bench}
+  s3: {s3_bucket_name: bench, s3_endpoint_url: 'http://$sink', s3_aws_access_key_id: AKIDBENCH, s3_aws_secret_access_key: bench-secret}
+YAML
+  mode="$mode, five callbacks on"
+fi
 if [ -n "${VIRTUAL_KEY:-}" ]; then
   printf 'general_settings:\n  master_key: sk-bench-master\n' >>"$work/sluice.yaml"
-  mode="1 worker, virtual key with limits and budget"
+  mode="$mode, virtual key with limits and budget"
 fi
 
 # One worker thread: the count then does not depend on how work spreads over threads.
@@ -71,6 +105,8 @@ drive() { # $1 = requests
 drive "$WARMUP"
 callgrind_control -i on "$gw" >/dev/null 2>&1
 drive "$REQUESTS"
+# With callbacks on, let the sinks deliver the last batches (flush interval) inside the count.
+[ -n "${CALLBACKS:-}" ] && sleep "${CALLBACK_SETTLE:-6}"
 callgrind_control -i off "$gw" >/dev/null 2>&1
 callgrind_control -d "$gw" >/dev/null 2>&1
 total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')

@@ -185,6 +185,9 @@ pub struct CallbackDeliveries {
 /// Name of the target with every callback on.
 pub const WITH_CALLBACKS: &str = "sluice+cb";
 
+/// With `--callbacks`: a second plain sluice, measured after `sluice+cb`, for the noise floor.
+pub const AGAIN: &str = "sluice-again";
+
 fn f(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
 }
@@ -296,42 +299,60 @@ impl Report {
     }
 
     /// Callbacks on vs off: the latency `sluice+cb` adds over `sluice` at each level (both
-    /// measured in the same run, interleaved).
+    /// measured in the same run, interleaved), next to what a second identical sluice
+    /// (`sluice-again`) differs by, and whether the callbacks' difference is within that noise.
     fn callbacks_section(&self) -> String {
         let Some(d) = self.callbacks else {
             return String::new();
         };
         let mut out = format!(
             "\n## Callbacks on vs off\n\nEvery callback on (otel, webhook, langfuse, langsmith, s3) against \
-             a loopback receiver, which got {} deliveries ({:.1} MB). Difference = `{WITH_CALLBACKS}` \
-             minus `sluice`, µs.\n\n| workload | size | conc | p50 off | p50 on | Δp50 | p99 off | p99 on | Δp99 | cpu/1k off | cpu/1k on |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             a loopback receiver, which got {} deliveries ({:.1} MB). Δ = `{WITH_CALLBACKS}` minus \
+             `sluice`; noise = `{AGAIN}` (the same gateway as `sluice`, measured after \
+             `{WITH_CALLBACKS}`) minus `sluice`; µs. Within noise: each Δ is at most its noise's \
+             size (or negative).\n\n| workload | size | conc | p50 off | p50 on | Δp50 | noise p50 | p99 off | p99 on | Δp99 | noise p99 | within noise | cpu/1k off | cpu/1k on |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n",
             d.requests,
             d.bytes as f64 / 1e6
         );
+        let find = |target: &str, like: &Row| {
+            self.rows.iter().find(|r| {
+                r.target == target
+                    && r.workload == like.workload
+                    && r.size == like.size
+                    && r.concurrency == like.concurrency
+            })
+        };
         for on in self.rows.iter().filter(|r| r.target == WITH_CALLBACKS) {
-            let Some(off) = self.rows.iter().find(|r| {
-                r.target == "sluice"
-                    && r.workload == on.workload
-                    && r.size == on.size
-                    && r.concurrency == on.concurrency
-            }) else {
+            let Some(off) = find("sluice", on) else {
                 continue;
             };
             let (Some(a), Some(b)) = (off.latency_us, on.latency_us) else {
                 continue;
             };
+            let again = find(AGAIN, on).and_then(|r| r.latency_us);
+            let noise = again.map(|n| (n.p50 - a.p50, n.p99 - a.p99));
+            let (d50, d99) = (b.p50 - a.p50, b.p99 - a.p99);
+            let verdict = match noise {
+                Some((n50, n99)) if d50 <= n50.abs() && d99 <= n99.abs() => "yes",
+                Some(_) => "no",
+                None => "-",
+            };
+            let show = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:+.0}"));
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.0} | {:.0} | {:+.0} | {:.0} | {:.0} | {:+.0} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {:.0} | {:+.0} | {} | {:.0} | {:.0} | {:+.0} | {} | {} | {} | {} |",
                 on.workload,
                 on.size,
                 on.concurrency,
                 a.p50,
                 b.p50,
-                b.p50 - a.p50,
+                d50,
+                show(noise.map(|n| n.0)),
                 a.p99,
                 b.p99,
-                b.p99 - a.p99,
+                d99,
+                show(noise.map(|n| n.1)),
+                verdict,
                 f(off.cpu_s_per_1k, 2),
                 f(on.cpu_s_per_1k, 2)
             );

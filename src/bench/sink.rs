@@ -25,16 +25,41 @@ pub struct Received {
     pub bytes: AtomicU64,
 }
 
-/// Start the receiver on 127.0.0.1; it runs until the bench process ends.
+/// Start the receiver on 127.0.0.1; it runs until the bench process ends. It stands in for
+/// services on other machines, so it gets its own thread, behind the load generator's (as
+/// sluice's callback thread is behind its workers): reading hundreds of megabytes of
+/// deliveries must not delay the load generator's sends and skew the very latency compared.
 pub async fn start() -> Result<(SocketAddr, Arc<Received>), BenchError> {
-    let listener = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| BenchError::Spawn("callback receiver".into(), e.to_string()))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| BenchError::Spawn("callback receiver".into(), e.to_string()))?;
+    let spawn_err =
+        |e: std::io::Error| BenchError::Spawn("callback receiver".into(), e.to_string());
+    let std_listener = std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(spawn_err)?;
+    std_listener.set_nonblocking(true).map_err(spawn_err)?;
+    let addr = std_listener.local_addr().map_err(spawn_err)?;
     let got = Arc::new(Received::default());
     let seen = got.clone();
+    std::thread::Builder::new()
+        .name("bench-receiver".into())
+        .spawn(move || {
+            crate::telemetry::callbacks::yield_to_workers();
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(listener) = TcpListener::from_std(std_listener) {
+                    serve(listener, seen).await;
+                }
+            });
+        })
+        .map_err(spawn_err)?;
+    Ok((addr, got))
+}
+
+/// Answer every delivery with 200 after reading it whole.
+async fn serve(listener: TcpListener, got: Arc<Received>) {
+    let seen = got;
     let handler = move |req: Request<Incoming>| {
         let seen = seen.clone();
         async move {
@@ -48,13 +73,7 @@ pub async fn start() -> Result<(SocketAddr, Arc<Received>), BenchError> {
             Response::new(Full::new(Bytes::from_static(b"{}")))
         }
     };
-    tokio::spawn(crate::server::serve_with(
-        listener,
-        handler,
-        pending::<()>(),
-        Duration::ZERO,
-    ));
-    Ok((addr, got))
+    crate::server::serve_with(listener, handler, pending::<()>(), Duration::ZERO).await;
 }
 
 /// The config lines that turn on every callback sluice has, all pointed at `receiver`

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -114,6 +115,8 @@ pub struct Batcher {
 impl Batcher {
     /// Run until the queue closes, then try once more to deliver what is left.
     pub async fn run(self, mut rx: mpsc::Receiver<Arc<CallbackRecord>>) {
+        // One encode buffer for the sink's life: each batch reuses its allocation.
+        let mut buf = BytesMut::new();
         let mut backoff = FIRST_BACKOFF;
         let mut retry_at: Option<Instant> = None;
         let mut open = true;
@@ -155,7 +158,7 @@ impl Batcher {
             if batch.is_empty() {
                 continue;
             }
-            match self.target.deliver(&batch).await {
+            match self.target.deliver(&batch, &mut buf).await {
                 Ok(()) => {
                     self.stats.delivered(batch.len());
                     backoff = FIRST_BACKOFF;
@@ -188,7 +191,7 @@ impl Batcher {
                 break;
             }
             let n = batch.len();
-            if self.target.deliver(&batch).await.is_err() {
+            if self.target.deliver(&batch, &mut buf).await.is_err() {
                 with_spill(&self.spill, |s| s.unshift(batch));
                 break;
             }

@@ -9,8 +9,10 @@ use http::header::{HeaderValue, AUTHORIZATION};
 use http::{HeaderMap, Uri};
 use serde::Serialize;
 
-use super::payload::{CallbackRecord, Metadata};
-use super::target::{parse_uri, post_json, DeliverError, Http};
+use serde_json::value::RawValue;
+
+use super::payload::CallbackRecord;
+use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
 use crate::config::Secret;
 
 /// A Langfuse sink.
@@ -48,15 +50,18 @@ impl Langfuse {
     }
 
     /// Send one batch of events.
-    pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
+    pub async fn deliver(
+        &self,
+        batch: &[Arc<CallbackRecord>],
+        buf: &mut bytes::BytesMut,
+    ) -> Result<(), DeliverError> {
         let mut events = Vec::with_capacity(batch.len() * 2);
         for r in batch {
             let [t, g] = events_of(r);
             events.push(t);
             events.push(g);
         }
-        let body = serde_json::to_vec(&Batch { batch: events })
-            .map_err(|e| DeliverError::Build(e.to_string()))?;
+        let body = json_body(buf, &Batch { batch: events })?;
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
 }
@@ -92,7 +97,7 @@ struct TraceBody<'a> {
     input: Option<&'a serde_json::Value>,
     output: Option<&'a serde_json::Value>,
     tags: [String; 1],
-    metadata: Metadata<'a>,
+    metadata: &'a RawValue,
 }
 
 #[derive(Serialize)]
@@ -112,7 +117,7 @@ struct GenerationBody<'a> {
     cost_details: Option<Cost>,
     level: &'static str,
     status_message: Option<&'a str>,
-    metadata: Metadata<'a>,
+    metadata: &'a RawValue,
 }
 
 #[derive(Serialize)]
@@ -160,7 +165,7 @@ fn events_of(r: &CallbackRecord) -> [Event<'_>; 2] {
                     "model_group:{}",
                     r.model_group.as_deref().unwrap_or("-")
                 )],
-                metadata: r.metadata(),
+                metadata: r.metadata_json(),
             }),
         },
         Event {
@@ -192,7 +197,7 @@ fn events_of(r: &CallbackRecord) -> [Event<'_>; 2] {
                 cost_details: r.cost.map(|total| Cost { total }),
                 level: if r.success() { "DEFAULT" } else { "ERROR" },
                 status_message: r.error.as_deref(),
-                metadata: r.metadata(),
+                metadata: r.metadata_json(),
             }),
         },
     ]

@@ -7,8 +7,10 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Uri};
 use serde::Serialize;
 
-use super::payload::{CallbackRecord, Metadata, UsageRecord};
-use super::target::{parse_uri, post_json, DeliverError, Http};
+use serde_json::value::RawValue;
+
+use super::payload::{CallbackRecord, UsageRecord};
+use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
 use crate::config::Secret;
 
 static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
@@ -45,10 +47,13 @@ impl LangSmith {
     }
 
     /// Send one batch of runs.
-    pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
+    pub async fn deliver(
+        &self,
+        batch: &[Arc<CallbackRecord>],
+        buf: &mut bytes::BytesMut,
+    ) -> Result<(), DeliverError> {
         let runs: Vec<Run<'_>> = batch.iter().map(|r| self.run(r)).collect();
-        let body = serde_json::to_vec(&Post { post: runs })
-            .map_err(|e| DeliverError::Build(e.to_string()))?;
+        let body = json_body(buf, &Post { post: runs })?;
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
 
@@ -83,7 +88,7 @@ impl LangSmith {
                     .unwrap_or_else(|| format!("status {}", r.status))
             }),
             extra: Extra {
-                metadata: r.metadata(),
+                metadata: r.metadata_json(),
                 invocation_params: Invocation {
                     model: r.upstream_model.as_deref(),
                 },
@@ -127,7 +132,7 @@ struct Outputs<'a> {
 
 #[derive(Serialize)]
 struct Extra<'a> {
-    metadata: Metadata<'a>,
+    metadata: &'a RawValue,
     invocation_params: Invocation<'a>,
 }
 

@@ -4,7 +4,10 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::super::ms;
 use super::super::record::{AttemptEnd, RequestRecord};
@@ -85,6 +88,30 @@ pub struct CallbackRecord {
     /// The answer's `choices` (or `content` / `output`), only with `message_logging`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<serde_json::Value>,
+    /// The record's JSON and its metadata's, encoded at most once however many sinks send
+    /// them (webhook and s3 send the record; Langfuse and LangSmith embed the metadata).
+    #[serde(skip)]
+    pub encoded: Encoded,
+}
+
+/// JSON encodings of a record, made on first use (on the sinks' thread) and then shared. A
+/// cache of the record's fields, not a field: two records compare equal whatever it holds.
+#[derive(Debug, Clone, Default)]
+pub struct Encoded {
+    record: OnceLock<Box<RawValue>>,
+    metadata: OnceLock<Box<RawValue>>,
+}
+
+impl PartialEq for Encoded {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// `value` as raw JSON (`null` in the impossible case that it does not serialise: every
+/// field is a string, number, bool or struct of them).
+fn raw<T: Serialize + ?Sized>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// A record's routing and timing facts, borrowed from it.
@@ -261,7 +288,18 @@ impl CallbackRecord {
                 .collect(),
             messages,
             response,
+            encoded: Encoded::default(),
         }
+    }
+
+    /// The whole record as JSON, encoded once.
+    pub fn json(&self) -> &RawValue {
+        self.encoded.record.get_or_init(|| raw(self))
+    }
+
+    /// [`CallbackRecord::metadata`] as JSON, encoded once.
+    pub fn metadata_json(&self) -> &RawValue {
+        self.encoded.metadata.get_or_init(|| raw(&self.metadata()))
     }
 
     /// The routing and timing facts (the metadata of Langfuse and LangSmith events; the

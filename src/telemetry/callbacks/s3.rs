@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
+use bytes::BytesMut;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
 use super::payload::CallbackRecord;
-use super::target::{ok_status, parse_uri, send, DeliverError, Http};
+use super::target::{json_body, ok_status, parse_uri, send, DeliverError, Http};
 use crate::config::SinkKind;
 use crate::providers::sigv4::{uri_encode, Credentials, Signer};
 
@@ -58,14 +58,12 @@ impl S3 {
     }
 
     /// PUT one batch as one object.
-    pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
-        let body = serde_json::to_vec(
-            &batch
-                .iter()
-                .map(AsRef::as_ref)
-                .collect::<Vec<&CallbackRecord>>(),
-        )
-        .map_err(|e| DeliverError::Build(e.to_string()))?;
+    pub async fn deliver(
+        &self,
+        batch: &[Arc<CallbackRecord>],
+        buf: &mut BytesMut,
+    ) -> Result<(), DeliverError> {
+        let body = json_body(buf, &batch.iter().map(|r| r.json()).collect::<Vec<_>>())?;
         let now = SystemTime::now();
         let key = self.object_key(batch, now);
         let path = format!(
@@ -78,14 +76,7 @@ impl S3 {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         self.signer
             .sign_method("PUT", &uri, &mut headers, &body, now);
-        let a = send(
-            &self.http.client,
-            Method::PUT,
-            uri,
-            headers,
-            Bytes::from(body),
-        )
-        .await?;
+        let a = send(&self.http.client, Method::PUT, uri, headers, body).await?;
         ok_status(&a)
     }
 

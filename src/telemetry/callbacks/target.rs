@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::BodyExt;
@@ -97,14 +97,20 @@ impl Target {
         })
     }
 
-    /// Send one batch.
-    pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
+    /// Send one batch, encoded into `buf`: the sink's own buffer, kept across batches so that
+    /// encoding reuses one allocation instead of growing (and page-faulting) a fresh one each
+    /// time.
+    pub async fn deliver(
+        &self,
+        batch: &[Arc<CallbackRecord>],
+        buf: &mut BytesMut,
+    ) -> Result<(), DeliverError> {
         match self {
-            Self::Webhook(t) => t.deliver(batch).await,
-            Self::Langfuse(t) => t.deliver(batch).await,
-            Self::LangSmith(t) => t.deliver(batch).await,
-            Self::S3(t) => t.deliver(batch).await,
-            Self::Otel(t) => t.deliver(batch).await,
+            Self::Webhook(t) => t.deliver(batch, buf).await,
+            Self::Langfuse(t) => t.deliver(batch, buf).await,
+            Self::LangSmith(t) => t.deliver(batch, buf).await,
+            Self::S3(t) => t.deliver(batch, buf).await,
+            Self::Otel(t) => t.deliver(batch, buf).await,
         }
     }
 }
@@ -174,18 +180,37 @@ pub async fn post_json(
     client: &HttpClient,
     uri: &Uri,
     mut headers: HeaderMap,
-    body: Vec<u8>,
+    body: Bytes,
 ) -> Result<(), DeliverError> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let a = send(
-        client,
-        Method::POST,
-        uri.clone(),
-        headers,
-        Bytes::from(body),
-    )
-    .await?;
+    let a = send(client, Method::POST, uri.clone(), headers, body).await?;
     ok_status(&a)
+}
+
+/// Encode `value` as JSON into the sink's buffer and split it off as the body to send. Once
+/// the send is done and the body dropped, the buffer's next use reclaims the same allocation.
+pub fn json_body<T: serde::Serialize + ?Sized>(
+    buf: &mut BytesMut,
+    value: &T,
+) -> Result<Bytes, DeliverError> {
+    buf.clear();
+    serde_json::to_writer((&mut *buf).writer(), value)
+        .map_err(|e| DeliverError::Build(e.to_string()))?;
+    Ok(buf.split().freeze())
+}
+
+/// As [`json_body`], one JSON document per line (NDJSON).
+pub fn ndjson_body<T: serde::Serialize>(
+    buf: &mut BytesMut,
+    values: impl IntoIterator<Item = T>,
+) -> Result<Bytes, DeliverError> {
+    buf.clear();
+    for v in values {
+        serde_json::to_writer((&mut *buf).writer(), &v)
+            .map_err(|e| DeliverError::Build(e.to_string()))?;
+        buf.put_u8(b'\n');
+    }
+    Ok(buf.split().freeze())
 }
 
 /// A 2xx, or the status as an error.

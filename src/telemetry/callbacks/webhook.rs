@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use http::{HeaderMap, Uri};
 
 use super::payload::CallbackRecord;
-use super::target::{post_json, DeliverError, Http};
+use super::target::{json_body, ndjson_body, post_json, DeliverError, Http};
 
 /// A webhook sink.
 #[derive(Debug)]
@@ -23,23 +24,16 @@ pub struct Webhook {
 
 impl Webhook {
     /// POST one batch.
-    pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
+    pub async fn deliver(
+        &self,
+        batch: &[Arc<CallbackRecord>],
+        buf: &mut BytesMut,
+    ) -> Result<(), DeliverError> {
+        let records = batch.iter().map(|r| r.json());
         let body = if self.ndjson {
-            let mut out = Vec::new();
-            for r in batch {
-                serde_json::to_writer(&mut out, r.as_ref())
-                    .map_err(|e| DeliverError::Build(e.to_string()))?;
-                out.push(b'\n');
-            }
-            out
+            ndjson_body(buf, records)?
         } else {
-            serde_json::to_vec(
-                &batch
-                    .iter()
-                    .map(AsRef::as_ref)
-                    .collect::<Vec<&CallbackRecord>>(),
-            )
-            .map_err(|e| DeliverError::Build(e.to_string()))?
+            json_body(buf, &records.collect::<Vec<_>>())?
         };
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
