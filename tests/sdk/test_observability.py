@@ -24,9 +24,15 @@ import urllib.request
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import base64
+import re
+import urllib.parse
+
 import boto3
 import grpc
 import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from moto.server import ThreadedMotoServer
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
@@ -104,6 +110,110 @@ class Receiver:
             return [b for p, _, b in self.requests if p.startswith(prefix)]
 
 
+def _b64url(data):
+    return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+
+
+class Gcs:
+    """Google's token endpoint and Cloud Storage's upload API on loopback. The token endpoint
+    checks the JWT assertion's RS256 signature with the service account's public key (a key
+    made for this test) and its claims; uploads need the token it handed out."""
+
+    BUCKET = "obs-bucket"
+    TOKEN = "ya29.obs-gcs-access-token"
+
+    def __init__(self):
+        self.private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.token_requests = []
+        self.uploads = []
+        self.refused = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def answer(self, status, body):
+                out = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                url = urllib.parse.urlsplit(self.path)
+                query = urllib.parse.parse_qs(url.query)
+                with outer.lock:
+                    if url.path == "/token":
+                        why = outer.check_assertion(self.headers, body)
+                        outer.token_requests.append(why)
+                        if why:
+                            outer.refused.append(why)
+                            return self.answer(400, {"error": "invalid_grant"})
+                        return self.answer(200, {"access_token": outer.TOKEN, "expires_in": 3600,
+                                                 "token_type": "Bearer"})
+                    why = None
+                    if url.path != f"/upload/storage/v1/b/{outer.BUCKET}/o":
+                        why = f"path {url.path}"
+                    elif query.get("uploadType") != ["media"] or len(query.get("name", [])) != 1:
+                        why = f"query {url.query}"
+                    elif self.headers.get("authorization") != f"Bearer {outer.TOKEN}":
+                        why = "bearer token"
+                    elif self.headers.get("content-type") != "application/json":
+                        why = f"content type {self.headers.get('content-type')}"
+                    if why:
+                        outer.refused.append(why)
+                        return self.answer(401 if why == "bearer token" else 400, {"error": why})
+                    outer.uploads.append((query["name"][0], body))
+                    return self.answer(200, {"bucket": outer.BUCKET, "name": query["name"][0]})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.token_uri = f"http://{self.host}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def key_file(self, path):
+        pem = self.private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption(),
+        ).decode()
+        path.write_text(json.dumps({
+            "type": "service_account", "project_id": "obs", "private_key_id": "obs-key-1",
+            "private_key": pem, "client_email": "obs@obs.iam.gserviceaccount.com",
+            "token_uri": self.token_uri,
+        }))
+        self.pem = pem
+        return path
+
+    def check_assertion(self, headers, body):
+        """None if the form carries a JWT bearer grant signed by the account's key, else why not."""
+        if headers.get("content-type") != "application/x-www-form-urlencoded":
+            return "token content type"
+        form = urllib.parse.parse_qs(body.decode())
+        if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
+            return "grant type"
+        head, claims, sig = form["assertion"][0].split(".")
+        try:
+            self.private_key.public_key().verify(
+                _b64url(sig), f"{head}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
+        except Exception:  # noqa: BLE001 - cryptography's InvalidSignature
+            return "signature"
+        header, claims = json.loads(_b64url(head)), json.loads(_b64url(claims))
+        if header.get("alg") != "RS256" or header.get("kid") != "obs-key-1":
+            return f"header {header}"
+        if claims.get("iss") != "obs@obs.iam.gserviceaccount.com" or claims.get("aud") != self.token_uri:
+            return f"claims {claims}"
+        if not claims["iat"] <= time.time() + 5 < claims["exp"]:
+            return f"times {claims}"
+        return None
+
+    def records(self):
+        with self.lock:
+            return [(name, r) for name, b in self.uploads for r in json.loads(b)]
+
+
 class GrpcTraces(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self):
         self.requests = []
@@ -130,6 +240,8 @@ def world(workdir):
         aws_access_key_id="AKIDOBS", aws_secret_access_key="obs-s3-secret",
     )
     s3.create_bucket(Bucket="sluice-logs")
+    gcs = Gcs()
+    gcs_key = gcs.key_file(pathlib.Path(workdir) / "obs-gcs-service-account.json")
 
     def config(name, otel):
         path = pathlib.Path(workdir) / f"obs-{name}.yaml"
@@ -158,14 +270,18 @@ router_settings:
   hedge_after_ms: {{hedged: 100}}
 general_settings:
   master_key: {MASTER_KEY}
+environment_variables:
+  STORAGE_EMULATOR_HOST: {gcs.host}
 litellm_settings:
-  callbacks: [otel, webhook, langfuse, langsmith, s3, down_hook]
+  callbacks: [otel, webhook, langfuse, langsmith, s3, gcs_bucket, down_hook]
+  gcs_bucket_name: {Gcs.BUCKET}/sluice/{name}
 callback_settings:
   otel: {otel}
   webhook: {{url: {sinks.url}/hook, batch_size: 5, flush_interval: 0.2, headers: {{x-sink-token: hook-token}}}}
   down_hook: {{callback_type: generic_api, endpoint: {sinks.url}/down, batch_size: 5, flush_interval: 0.2}}
   langfuse: {{host: {sinks.url}/langfuse, public_key: pk-lf-obs, secret_key: sk-lf-obs, batch_size: 5, flush_interval: 0.2}}
   langsmith: {{endpoint: {sinks.url}/langsmith, api_key: ls-obs, project: obs, batch_size: 5, flush_interval: 0.2}}
+  gcs_bucket: {{gcs_path_service_account: {gcs_key}, batch_size: 5, flush_interval: 0.2}}
   s3: {{s3_bucket_name: sluice-logs, s3_endpoint_url: 'http://127.0.0.1:{s3_port}', s3_aws_access_key_id: AKIDOBS, s3_aws_secret_access_key: obs-s3-secret, s3_path: logs, batch_size: 5, flush_interval: 0.2}}
 """
         )
@@ -179,6 +295,7 @@ callback_settings:
         gateways[name] = {"root": f"http://{addr}", "proc": proc, "log": log}
     yield {
         "gateways": gateways, "upstream": upstream, "sinks": sinks, "grpc": grpc_traces, "s3": s3,
+        "gcs": gcs,
     }
     for g in gateways.values():
         assert _stop(g["proc"]) == 0
@@ -430,6 +547,30 @@ def test_callbacks_deliver_every_record_in_their_shapes_and_survive_an_outage(wo
     assert _gauge(root, "sluice_callback_up", sink="down_hook") == [1]
 
 
+def test_gcs_bucket_gets_every_record_with_a_service_account_token(world):
+    root = world["gateways"]["http"]["root"]
+    gcs = world["gcs"]
+    ids = [_chat(root, "backup")[0] for _ in range(12)]
+    assert _wait(lambda: set(ids) <= {r["request_id"] for _, r in gcs.records()}), "GCS objects missing records"
+    assert gcs.refused == [], gcs.refused
+    got = collections.Counter(r["request_id"] for _, r in gcs.records())
+    assert {i: got[i] for i in ids if got[i] != 1} == {}, "records uploaded more than once"
+    with gcs.lock:
+        uploads = list(gcs.uploads)
+    # One object per batch, dated under the bucket name's folder, named by its size.
+    for name, body in uploads:
+        m = re.fullmatch(r"sluice/(http|grpc)/(\d{4}-\d{2}-\d{2})/(\d+)-[A-Za-z0-9-]+-(\d+)\.json", name)
+        assert m, name
+        assert int(m[4]) == len(json.loads(body))
+        assert m[2] == time.strftime("%Y-%m-%d", time.gmtime(int(m[3]) / 1000))
+    rec = next(r for _, r in gcs.records() if r["request_id"] == ids[0])
+    assert rec["model_group"] == "backup" and rec["usage"]["total_tokens"] == 10
+    # The token is cached: one exchange per gateway, however many uploads.
+    assert len(uploads) > 2 and 1 <= len(gcs.token_requests) <= 2, (len(uploads), gcs.token_requests)
+    status = _sink_status(root, "gcs_bucket")
+    assert status["up"] and status["delivered"] >= len(ids)
+
+
 def test_virtual_key_records_carry_its_hash_alias_and_team(world):
     root = world["gateways"]["http"]["root"]
     sinks, s3 = world["sinks"], world["s3"]
@@ -470,6 +611,7 @@ def test_virtual_key_records_carry_its_hash_alias_and_team(world):
                         and _attrs(s).get("sluice.team_id") == team for _, s in _spans_http(sinks)),
             "s3": any(h in s3.get_object(Bucket="sluice-logs", Key=o["Key"])["Body"].read()
                       for o in s3.list_objects_v2(Bucket="sluice-logs").get("Contents", [])),
+            "gcs": any(r["key_hash"] == key_hash for _, r in world["gcs"].records()),
         }
         return all(got.values()) or print(got)
     assert _wait(carriers), "a receiver never got the key's hash"
@@ -484,6 +626,7 @@ def test_no_secret_leaves_sluice(world):
     s3 = world["s3"]
     for o in s3.list_objects_v2(Bucket="sluice-logs").get("Contents", []):
         blobs.append(s3.get_object(Bucket="sluice-logs", Key=o["Key"])["Body"].read())
+    blobs += [b for _, b in world["gcs"].uploads]
     for g in world["gateways"].values():
         blobs.append(_get(f"{g['root']}/metrics"))
         blobs.append(pathlib.Path(g["log"]).read_bytes())
@@ -492,6 +635,8 @@ def test_no_secret_leaves_sluice(world):
     # The virtual key's hash is there (the grep sees the records) ...
     assert sum(world["virtual_key_hash"].encode() in b for b in blobs) >= 4
     # ... the keys themselves never.
-    for secret in [MASTER_KEY.encode(), UPSTREAM_KEY.encode(), virtual]:
+    gcs = world["gcs"]
+    pem_body = "".join(gcs.pem.splitlines()[1:-1])[:64].encode()  # a run of the private key
+    for secret in [MASTER_KEY.encode(), UPSTREAM_KEY.encode(), virtual, gcs.TOKEN.encode(), pem_body]:
         leaks = [b[:200] for b in blobs if secret in b]
         assert not leaks, f"{secret[:6]!r}... left sluice: {leaks[:2]}"

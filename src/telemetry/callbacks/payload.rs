@@ -2,6 +2,7 @@
 //! once on the recorder task and shared (`Arc`) by every sink. It holds ids, names, counts and
 //! timings; never a key (the virtual key appears only as its hash).
 
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -308,6 +309,36 @@ impl CallbackRecord {
     pub fn success(&self) -> bool {
         self.status_text == "success"
     }
+}
+
+/// A batch as one JSON array (the body of a webhook POST and of an object-store object).
+pub fn json_array(batch: &[Arc<CallbackRecord>]) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(
+        &batch
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<&CallbackRecord>>(),
+    )
+}
+
+/// The object a batch is stored as in a bucket (S3, GCS):
+/// `{prefix}{YYYY-MM-DD}/{unix-ms}-{first request id}-{n}.json`. Dated like LiteLLM's objects,
+/// but one per batch; the time and first id keep names unique and sortable.
+pub fn batch_object_name(prefix: &str, batch: &[Arc<CallbackRecord>], now: SystemTime) -> String {
+    let stamp = rfc3339(now);
+    let day = stamp.get(..10).unwrap_or("0000-00-00");
+    let ms = unix_nanos(now) / 1_000_000;
+    let first: String = batch
+        .first()
+        .map(|r| {
+            r.request_id
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .take(64)
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{prefix}{day}/{ms}-{first}-{}.json", batch.len())
 }
 
 /// The first of these top-level fields of a JSON body (parsed off the request path).

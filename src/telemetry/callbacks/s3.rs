@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
-use super::payload::CallbackRecord;
+use super::payload::{batch_object_name, json_array, CallbackRecord};
 use super::target::{ok_status, parse_uri, send, DeliverError, Http};
 use crate::config::SinkKind;
 use crate::providers::sigv4::{uri_encode, Credentials, Signer};
@@ -59,15 +59,9 @@ impl S3 {
 
     /// PUT one batch as one object.
     pub async fn deliver(&self, batch: &[Arc<CallbackRecord>]) -> Result<(), DeliverError> {
-        let body = serde_json::to_vec(
-            &batch
-                .iter()
-                .map(AsRef::as_ref)
-                .collect::<Vec<&CallbackRecord>>(),
-        )
-        .map_err(|e| DeliverError::Build(e.to_string()))?;
+        let body = json_array(batch).map_err(|e| DeliverError::Build(e.to_string()))?;
         let now = SystemTime::now();
-        let key = self.object_key(batch, now);
+        let key = batch_object_name(&self.prefix, batch, now);
         let path = format!(
             "/{}/{}",
             uri_encode(&self.bucket, true),
@@ -87,24 +81,5 @@ impl S3 {
         )
         .await?;
         ok_status(&a)
-    }
-
-    fn object_key(&self, batch: &[Arc<CallbackRecord>], now: SystemTime) -> String {
-        let day = super::payload::rfc3339(now)
-            .get(..10)
-            .unwrap_or("0000-00-00")
-            .to_owned();
-        let ms = super::payload::unix_nanos(now) / 1_000_000;
-        let first: String = batch
-            .first()
-            .map(|r| {
-                r.request_id
-                    .chars()
-                    .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                    .take(64)
-                    .collect()
-            })
-            .unwrap_or_default();
-        format!("{}{day}/{ms}-{first}-{}.json", self.prefix, batch.len())
     }
 }

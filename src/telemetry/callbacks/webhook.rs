@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use http::{HeaderMap, Uri};
 
-use super::payload::CallbackRecord;
+use super::payload::{json_array, CallbackRecord};
 use super::target::{post_json, DeliverError, Http};
 
 /// A webhook sink.
@@ -33,13 +33,7 @@ impl Webhook {
             }
             out
         } else {
-            serde_json::to_vec(
-                &batch
-                    .iter()
-                    .map(AsRef::as_ref)
-                    .collect::<Vec<&CallbackRecord>>(),
-            )
-            .map_err(|e| DeliverError::Build(e.to_string()))?
+            json_array(batch).map_err(|e| DeliverError::Build(e.to_string()))?
         };
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
