@@ -273,11 +273,12 @@ general_settings:
 environment_variables:
   STORAGE_EMULATOR_HOST: {gcs.host}
 litellm_settings:
-  callbacks: [otel, webhook, langfuse, langsmith, s3, gcs_bucket, down_hook]
+  callbacks: [otel, webhook, langfuse, langsmith, s3, gcs_bucket, down_hook, content_hook]
   gcs_bucket_name: {Gcs.BUCKET}/sluice/{name}
 callback_settings:
   otel: {otel}
   webhook: {{url: {sinks.url}/hook, batch_size: 5, flush_interval: 0.2, headers: {{x-sink-token: hook-token}}}}
+  content_hook: {{callback_type: generic_api, endpoint: {sinks.url}/content, batch_size: 5, flush_interval: 0.2, message_logging: true}}
   down_hook: {{callback_type: generic_api, endpoint: {sinks.url}/down, batch_size: 5, flush_interval: 0.2}}
   langfuse: {{host: {sinks.url}/langfuse, public_key: pk-lf-obs, secret_key: sk-lf-obs, batch_size: 5, flush_interval: 0.2}}
   langsmith: {{endpoint: {sinks.url}/langsmith, api_key: ls-obs, project: obs, batch_size: 5, flush_interval: 0.2}}
@@ -569,6 +570,46 @@ def test_gcs_bucket_gets_every_record_with_a_service_account_token(world):
     assert len(uploads) > 2 and 1 <= len(gcs.token_requests) <= 2, (len(uploads), gcs.token_requests)
     status = _sink_status(root, "gcs_bucket")
     assert status["up"] and status["delivered"] >= len(ids)
+
+
+def _sse_datas(body):
+    return [json.loads(line[6:]) for line in body.decode().splitlines()
+            if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+def test_streamed_answers_are_logged_whole_with_message_logging(world):
+    root = world["gateways"]["http"]["root"]
+    sinks = world["sinks"]
+    msgs = [{"role": "user", "content": "stream me a story"}]
+    status, rid, body = _call(root, "/v1/chat/completions",
+                              {"model": "streamy", "messages": msgs, "stream": True}, MASTER_KEY)
+    assert status == 200
+    chunks = _sse_datas(body)
+    received = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert len(received) > 20
+    finish = next(c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
+    # A whole answer for comparison: logged as its body's choices.
+    status, whole_id, _ = _call(root, "/v1/chat/completions", {"model": "streamy", "messages": msgs}, MASTER_KEY)
+    assert status == 200
+
+    def record(request_id):
+        return next((r for b in sinks.bodies("/content") for r in json.loads(b) if r["request_id"] == request_id), None)
+    assert _wait(lambda: record(rid) and record(whole_id)), "content_hook lost records"
+    rec = record(rid)
+    assert rec["stream"] and rec["messages"] == msgs
+    choice = rec["response"][0]
+    assert choice["message"]["content"] == received
+    assert choice["message"]["role"] == "assistant" and choice["finish_reason"] == finish
+    assert "response_truncated" not in rec
+    # Streamed and whole answers are logged in the same shape.
+    whole = record(whole_id)["response"][0]
+    assert set(whole) >= set(choice) and set(whole["message"]) >= {"role", "content"}
+    # The plain webhook (no message_logging) carries no content for the stream.
+    plain = _wait(lambda: next((r for b in sinks.bodies("/hook") for r in json.loads(b) if r["request_id"] == rid), None))
+    assert plain and "response" not in plain and "messages" not in plain
+    # The OTLP exporter with message_logging has the assembled answer too.
+    span = _wait(lambda: next((s for _, s in _spans_http(sinks) if _attrs(s).get("sluice.request_id") == rid), None))
+    assert span and received in json.loads(_attrs(span)["gen_ai.output.messages"])[0]["message"]["content"]
 
 
 def test_virtual_key_records_carry_its_hash_alias_and_team(world):

@@ -7,6 +7,7 @@
 //! A config reload with different callback settings starts a new [`Hub`]; the old one's tasks
 //! finish their queues and end.
 
+pub mod assemble;
 pub mod batcher;
 mod disk_spill;
 mod gcs;

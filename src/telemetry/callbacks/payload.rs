@@ -86,6 +86,9 @@ pub struct CallbackRecord {
     /// The answer's `choices` (or `content` / `output`), only with `message_logging`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<serde_json::Value>,
+    /// The stream was longer than content logging keeps: `response` is its beginning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub response_truncated: bool,
 }
 
 /// A record's routing and timing facts, borrowed from it.
@@ -182,14 +185,22 @@ impl CallbackRecord {
         let usage = r.usage.unwrap_or_default();
         let last = r.attempts.last();
         let key = r.key.as_deref();
-        let (messages, response) = match (&r.content, content) {
-            (Some(c), true) => (
-                pick(&c.request, &["messages", "input", "prompt"]),
-                c.response
-                    .as_ref()
-                    .and_then(|b| pick(b, &["choices", "content", "output", "data"])),
-            ),
-            _ => (None, None),
+        let (messages, response, response_truncated) = match (&r.content, content) {
+            (Some(c), true) => {
+                // A whole answer's body, or a stream's frames put back together.
+                let answer = match &c.response {
+                    Some(b) => serde_json::from_slice(b).ok(),
+                    None => super::assemble::stream_answer(&c.stream.frames),
+                };
+                (
+                    serde_json::from_slice(&c.request)
+                        .ok()
+                        .and_then(|v| pick(v, &["messages", "input", "prompt"])),
+                    answer.and_then(|v| pick(v, &["choices", "content", "output", "data"])),
+                    c.stream.truncated,
+                )
+            }
+            _ => (None, None, false),
         };
         Self {
             request_id: r.request_id.to_str().unwrap_or("-").to_owned(),
@@ -262,6 +273,7 @@ impl CallbackRecord {
                 .collect(),
             messages,
             response,
+            response_truncated,
         }
     }
 
@@ -342,8 +354,8 @@ pub fn batch_object_name(prefix: &str, batch: &[Arc<CallbackRecord>], now: Syste
 }
 
 /// The first of these top-level fields of a JSON body (parsed off the request path).
-fn pick(body: &[u8], keys: &[&str]) -> Option<serde_json::Value> {
-    let serde_json::Value::Object(mut map) = serde_json::from_slice(body).ok()? else {
+fn pick(body: serde_json::Value, keys: &[&str]) -> Option<serde_json::Value> {
+    let serde_json::Value::Object(mut map) = body else {
         return None;
     };
     keys.iter().find_map(|k| map.remove(*k))
