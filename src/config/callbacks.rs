@@ -53,6 +53,7 @@ pub(super) fn callbacks(
     litellm: &LitellmSettings,
     mut settings: BTreeMap<String, RawCallback>,
     s3_params: Option<RawCallback>,
+    gcs_params: RawCallback,
     env: &dyn Env,
     p: &mut Problems,
 ) -> CallbackSettings {
@@ -89,7 +90,16 @@ pub(super) fn callbacks(
             );
             continue;
         };
-        let raw = raw.unwrap_or_default();
+        let mut raw = raw.unwrap_or_default();
+        if kind == Type::Gcs {
+            // LiteLLM also reads the bucket and key file from litellm_settings.
+            raw.gcs_bucket_name = raw
+                .gcs_bucket_name
+                .or_else(|| gcs_params.gcs_bucket_name.clone());
+            raw.gcs_path_service_account = raw
+                .gcs_path_service_account
+                .or_else(|| gcs_params.gcs_path_service_account.clone());
+        }
         if let Some(sink) = sink(&name, kind, raw, litellm, env, &path, p) {
             sinks.push(SinkSettings {
                 on_success,
@@ -133,11 +143,24 @@ fn sink(
             ),
         );
     };
-    let batch_size = whole::<usize>(&at("batch_size"), raw.batch_size.clone(), p)
+    // LiteLLM's GCS logger takes its batching from the environment.
+    let env_scalar = |n: &str| var(&[n]).map(Scalar::Str);
+    let (batch_size, flush_interval) = match kind {
+        Type::Gcs => (
+            raw.batch_size
+                .clone()
+                .or_else(|| env_scalar("GCS_BATCH_SIZE")),
+            raw.flush_interval
+                .clone()
+                .or_else(|| env_scalar("GCS_FLUSH_INTERVAL")),
+        ),
+        _ => (raw.batch_size.clone(), raw.flush_interval.clone()),
+    };
+    let batch_size = whole::<usize>(&at("batch_size"), batch_size, p)
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_BATCH_SIZE);
-    let flush_interval = seconds(&at("flush_interval"), raw.flush_interval.clone(), p)
-        .unwrap_or(DEFAULT_FLUSH_INTERVAL);
+    let flush_interval =
+        seconds(&at("flush_interval"), flush_interval, p).unwrap_or(DEFAULT_FLUSH_INTERVAL);
     let max_queue = whole::<usize>(&at("max_queue_size"), raw.max_queue_size.clone(), p)
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_MAX_QUEUE);
@@ -276,15 +299,7 @@ fn sink(
             }
         }
         Type::Otel => otel(&raw, env, path, p)?,
-        Type::Gcs => {
-            p.warn(
-                path,
-                "gcs_bucket is not supported yet (uploads need a service-account OAuth token \
-                 signed with RS256); use the s3 callback with GCS's S3-compatible XML API and \
-                 HMAC keys instead; ignored",
-            );
-            return None;
-        }
+        Type::Gcs => gcs(&raw, env, path, p)?,
     };
     Some(SinkSettings {
         name: name.to_owned(),
@@ -297,6 +312,67 @@ fn sink(
         message_logging,
         kind,
     })
+}
+
+/// GCS settings with LiteLLM's keys: `gcs_bucket_name` (`GCS_BUCKET_NAME`; a `bucket/folder`
+/// name puts the objects under `folder/`, as LiteLLM does), `gcs_path_service_account`
+/// (`GCS_PATH_SERVICE_ACCOUNT`: a key file's path or its JSON), and where the API lives:
+/// `api_base`, else `STORAGE_EMULATOR_HOST` (the variable Google's own SDKs honour).
+fn gcs(raw: &RawCallback, env: &dyn Env, path: &str, p: &mut Problems) -> Option<SinkKind> {
+    let var = |n: &str| env.var(n).filter(|v| !v.trim().is_empty());
+    let name = text(raw.gcs_bucket_name.clone()).or_else(|| var("GCS_BUCKET_NAME"));
+    let key =
+        text(raw.gcs_path_service_account.clone()).or_else(|| var("GCS_PATH_SERVICE_ACCOUNT"));
+    let missing = |p: &mut Problems, key: &str, var: &str| {
+        p.warn(
+            format!("{path}.{key}"),
+            format!(
+                "the gcs_bucket callback needs this (or the environment variable {var}); \
+                 the callback is off"
+            ),
+        );
+    };
+    let Some(name) = name else {
+        missing(p, "gcs_bucket_name", "GCS_BUCKET_NAME");
+        return None;
+    };
+    let Some(key) = key else {
+        // Application-default credentials (metadata server, gcloud) are not read.
+        missing(p, "gcs_path_service_account", "GCS_PATH_SERVICE_ACCOUNT");
+        return None;
+    };
+    let (credentials, _) =
+        super::validate::service_account_key(&format!("{path}.gcs_path_service_account"), &key, p)?;
+    let (bucket, prefix) = split_bucket(&name);
+    if bucket.is_empty() {
+        p.error(
+            format!("{path}.gcs_bucket_name"),
+            "the bucket name is empty",
+        );
+        return None;
+    }
+    let api_base = match text(raw.api_base.clone()).or_else(|| var("STORAGE_EMULATOR_HOST")) {
+        // The SDKs take the emulator's host with or without a scheme.
+        Some(b) if !b.contains("://") => format!("http://{b}"),
+        Some(b) => b,
+        None => "https://storage.googleapis.com".into(),
+    };
+    check_url(&format!("{path}.api_base"), &api_base, p);
+    Some(SinkKind::Gcs {
+        bucket,
+        prefix,
+        credentials,
+        api_base: api_base.trim_end_matches('/').to_owned(),
+    })
+}
+
+/// `bucket/some/folder` → (`bucket`, `some/folder/`); `bucket` → (`bucket`, ``).
+fn split_bucket(name: &str) -> (String, String) {
+    let name = name.trim().trim_matches('/');
+    match name.split_once('/') {
+        Some((bucket, folder)) => (bucket.to_owned(), format!("{}/", folder.trim_matches('/'))),
+        None => (name.to_owned(), String::new()),
+    }
 }
 
 /// OTLP settings: `callback_settings.otel`, then the standard `OTEL_EXPORTER_OTLP_*`
@@ -538,6 +614,71 @@ callback_settings:
             "{warnings:?}"
         );
         assert_eq!(loaded.config.callbacks.sinks.len(), 1);
+    }
+
+    #[test]
+    fn gcs_bucket_with_litellm_keys() {
+        let key = format!(
+            "{}/tests/fixtures/vertex/service_account.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let yaml = "
+litellm_settings:
+  callbacks: [gcs_bucket]
+  gcs_bucket_name: my-logs/prod/sluice
+";
+        let e = env(&[
+            ("GCS_PATH_SERVICE_ACCOUNT", key.as_str()),
+            ("GCS_FLUSH_INTERVAL", "7"),
+            ("GCS_BATCH_SIZE", "64"),
+            ("STORAGE_EMULATOR_HOST", "127.0.0.1:4443"),
+        ]);
+        let cfg = load_str(yaml, &e).unwrap().config.callbacks;
+        let s = &cfg.sinks[0];
+        assert_eq!((s.batch_size, s.flush_interval.as_secs()), (64, 7));
+        let SinkKind::Gcs {
+            bucket,
+            prefix,
+            credentials,
+            api_base,
+        } = &s.kind
+        else {
+            panic!("not gcs: {:?}", s.kind)
+        };
+        assert_eq!(
+            (bucket.as_str(), prefix.as_str()),
+            ("my-logs", "prod/sluice/")
+        );
+        assert_eq!(api_base, "http://127.0.0.1:4443");
+        assert!(credentials.expose().contains("PRIVATE KEY"));
+        // callback_settings wins over litellm_settings and the environment.
+        let yaml = format!(
+            "
+litellm_settings:
+  callbacks: [gcs_bucket]
+  gcs_bucket_name: ignored
+callback_settings:
+  gcs_bucket: {{gcs_bucket_name: b, gcs_path_service_account: '{key}', api_base: 'http://127.0.0.1:1/', batch_size: 3}}
+"
+        );
+        let cfg = load_str(&yaml, &env(&[])).unwrap().config.callbacks;
+        assert!(
+            matches!(&cfg.sinks[0].kind, SinkKind::Gcs { bucket, prefix, api_base, .. }
+            if bucket == "b" && prefix.is_empty() && api_base == "http://127.0.0.1:1")
+        );
+        assert_eq!(cfg.sinks[0].batch_size, 3);
+        // A key file that cannot be read is an error naming the key.
+        let yaml = "
+litellm_settings:
+  callbacks: [gcs_bucket]
+callback_settings:
+  gcs_bucket: {gcs_bucket_name: b, gcs_path_service_account: /nonexistent/key.json}
+";
+        let err = load_str(yaml, &env(&[])).unwrap_err().to_string();
+        assert!(
+            err.contains("callback_settings.gcs_bucket.gcs_path_service_account"),
+            "{err}"
+        );
     }
 
     #[test]

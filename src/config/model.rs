@@ -77,6 +77,7 @@ impl SinkKind {
             Self::Langfuse { .. } => "langfuse",
             Self::LangSmith { .. } => "langsmith",
             Self::S3 { .. } => "s3",
+            Self::Gcs { .. } => "gcs_bucket",
             Self::Otel { grpc: true, .. } => "otlp/grpc",
             Self::Otel { grpc: false, .. } => "otlp/http",
         }
@@ -99,6 +100,12 @@ impl SinkKind {
                 prefix,
                 ..
             } => format!("{}/{bucket}/{prefix}", bare(endpoint)),
+            Self::Gcs {
+                api_base,
+                bucket,
+                prefix,
+                ..
+            } => format!("{}/{bucket}/{prefix}", bare(api_base)),
             Self::Otel { endpoint, .. } => bare(endpoint),
         }
     }
@@ -150,6 +157,18 @@ pub enum SinkKind {
         session_token: Option<Secret>,
         /// Key prefix (`s3_path`).
         prefix: String,
+    },
+    /// A Google Cloud Storage bucket: one object per batch, uploaded through the JSON API
+    /// with a service account's OAuth token.
+    Gcs {
+        /// Bucket (`gcs_bucket_name` before its first `/`).
+        bucket: String,
+        /// Object name prefix (the rest of `gcs_bucket_name`, with a trailing `/`).
+        prefix: String,
+        /// The service-account key file's JSON (`gcs_path_service_account`).
+        credentials: Secret,
+        /// Where the JSON API lives (`https://storage.googleapis.com`, or an emulator's URL).
+        api_base: String,
     },
     /// OpenTelemetry traces over OTLP.
     Otel {

@@ -364,6 +364,8 @@ pub(super) struct RawLitellm {
     pub context_window_fallbacks: Option<RawFallbacks>,
     pub default_fallbacks: Option<OneOrMany>,
     pub s3_callback_params: Option<RawCallback>,
+    pub gcs_bucket_name: Option<Scalar>,
+    pub gcs_path_service_account: Option<Scalar>,
 }
 
 /// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for
@@ -395,12 +397,9 @@ pub(super) struct RawCallback {
     pub s3_aws_secret_access_key: Option<Scalar>,
     pub s3_aws_session_token: Option<Scalar>,
     pub s3_path: Option<Scalar>,
-    /// Read so that a `gcs_bucket` entry does not warn twice; that sink is not supported yet.
-    #[allow(dead_code)]
     pub gcs_bucket_name: Option<Scalar>,
-    /// As `gcs_bucket_name`.
-    #[allow(dead_code)]
     pub gcs_path_service_account: Option<Scalar>,
+    pub api_base: Option<Scalar>,
 }
 
 /// Keys of a `callback_settings` entry.
@@ -432,6 +431,7 @@ pub(super) const CALLBACK_KEYS: &[&str] = &[
     "s3_path",
     "gcs_bucket_name",
     "gcs_path_service_account",
+    "api_base",
 ];
 
 /// Keys of `litellm_settings` sluice reads.
@@ -450,6 +450,8 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "context_window_fallbacks",
     "default_fallbacks",
     "s3_callback_params",
+    "gcs_bucket_name",
+    "gcs_path_service_account",
 ];
 
 #[cfg(test)]

@@ -39,12 +39,18 @@ pub(super) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     let general = general(raw.general_settings.unwrap_or_default(), env, p);
     let mut litellm_raw = raw.litellm_settings.unwrap_or_default();
     let s3_params = litellm_raw.s3_callback_params.take();
+    let gcs_params = super::raw::RawCallback {
+        gcs_bucket_name: litellm_raw.gcs_bucket_name.take(),
+        gcs_path_service_account: litellm_raw.gcs_path_service_account.take(),
+        ..Default::default()
+    };
     let mut router = router(raw.router_settings.unwrap_or_default(), p);
     let litellm = litellm(litellm_raw, &mut router, p);
     let callbacks = super::callbacks::callbacks(
         &litellm,
         raw.callback_settings.unwrap_or_default(),
         s3_params,
+        gcs_params,
         env,
         p,
     );
@@ -727,6 +733,40 @@ fn aws_settings(
     })
 }
 
+/// A Google service-account key file, given inline (JSON) or as a path, read and checked at
+/// load (Vertex AI credentials, the GCS callback): the JSON as a secret, and parsed.
+pub(super) fn service_account_key(
+    path: &str,
+    given: &str,
+    p: &mut Problems,
+) -> Option<(Secret, serde_json::Value)> {
+    let json = if given.trim_start().starts_with('{') {
+        given.to_owned()
+    } else {
+        match std::fs::read_to_string(given) {
+            Ok(t) => t,
+            Err(e) => {
+                p.error(path, format!("cannot read {given:?}: {e}"));
+                return None;
+            }
+        }
+    };
+    let key: serde_json::Value = match serde_json::from_str(&json) {
+        Ok(v) => v,
+        Err(e) => {
+            p.error(path, format!("not a service-account key file: {e}"));
+            return None;
+        }
+    };
+    for field in ["client_email", "private_key", "token_uri"] {
+        if !key[field].is_string() {
+            p.error(path, format!("the key file has no `{field}`"));
+            return None;
+        }
+    }
+    Some((Secret::new(json), key))
+}
+
 /// Project, location and service-account key of a Vertex AI deployment. The key is read at
 /// load (a path or inline JSON); without one requests go unauthenticated (a warning; Google
 /// answers 401).
@@ -757,31 +797,9 @@ fn vertex_settings(
             None
         }
         Some(given) => {
-            let json = if given.trim_start().starts_with('{') {
-                given
-            } else {
-                match std::fs::read_to_string(&given) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        p.error(path, format!("cannot read {given:?}: {e}"));
-                        return None;
-                    }
-                }
-            };
-            key = match serde_json::from_str(&json) {
-                Ok(v) => v,
-                Err(e) => {
-                    p.error(path, format!("not a service-account key file: {e}"));
-                    return None;
-                }
-            };
-            for field in ["client_email", "private_key", "token_uri"] {
-                if !key[field].is_string() {
-                    p.error(&path, format!("the key file has no `{field}`"));
-                    return None;
-                }
-            }
-            Some(Secret::new(json))
+            let (json, parsed) = service_account_key(&path, &given, p)?;
+            key = parsed;
+            Some(json)
         }
     };
     let project = pick(

@@ -541,6 +541,51 @@ mod tests {
         assert!(!without[0].contains("usage"));
     }
 
+    /// Content logging puts a stream back together (`telemetry::callbacks::assemble`): for
+    /// every wire the mock streams, that must be the answer the same request gets whole.
+    #[test]
+    fn every_stream_assembles_into_the_whole_answer() {
+        use crate::telemetry::callbacks::assemble::stream_answer;
+        let json = |b: Bytes| -> Value { serde_json::from_slice(&b).unwrap() };
+        let tool = ToolPlan {
+            name: "get_weather".into(),
+            arguments: r#"{"location":"Paris","unit":"celsius"}"#.into(),
+        };
+        for with_tool in [false, true] {
+            let mut p = plan(4, true);
+            p.tool = with_tool.then(|| tool.clone());
+            let (whole, streamed) = (json(p.chat()), stream_answer(&p.chat_stream()).unwrap());
+            let (w, s) = (&whole["choices"][0], &streamed["choices"][0]);
+            assert_eq!(s["finish_reason"], w["finish_reason"]);
+            for field in ["role", "content", "tool_calls"] {
+                assert_eq!(s["message"][field], w["message"][field], "{field}");
+            }
+            assert_eq!(streamed["usage"], whole["usage"]);
+            assert_eq!(streamed["id"], whole["id"]);
+
+            let (whole, streamed) = (
+                json(p.message()),
+                stream_answer(&p.message_stream()).unwrap(),
+            );
+            assert_eq!(streamed["content"], whole["content"]);
+            assert_eq!(streamed["stop_reason"], whole["stop_reason"]);
+            assert_eq!(
+                streamed["usage"]["output_tokens"],
+                whole["usage"]["output_tokens"]
+            );
+        }
+        let p = plan(3, true);
+        let (whole, streamed) = (
+            json(p.completion()),
+            stream_answer(&p.completion_stream()).unwrap(),
+        );
+        assert_eq!(streamed["choices"][0]["text"], whole["choices"][0]["text"]);
+        assert_eq!(
+            stream_answer(&p.response_stream()).unwrap(),
+            json(p.response())
+        );
+    }
+
     #[test]
     fn responses_stream_events_in_sequence() {
         let p = plan(3, false);

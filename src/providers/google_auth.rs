@@ -1,6 +1,6 @@
-//! Google service-account credentials for Vertex AI: the key file's private key signs an RS256
-//! JWT, exchanged at the key file's `token_uri` for an OAuth access token (RFC 7523), which is
-//! cached and sent as `Authorization: Bearer`.
+//! Google service-account credentials for Vertex AI and the `gcs_bucket` callback: the key
+//! file's private key signs an RS256 JWT, exchanged at the key file's `token_uri` for an OAuth
+//! access token (RFC 7523), which is cached and sent as `Authorization: Bearer`.
 //!
 //! The request path reads the cached header (one atomic load). A token is refreshed five
 //! minutes before it expires by the first request that sees it due, while concurrent requests
@@ -28,7 +28,7 @@ use serde::Deserialize;
 use super::body::SegmentsBody;
 use super::client::UpstreamClient;
 
-/// The OAuth scope Vertex AI calls need.
+/// The OAuth scope Vertex AI calls and GCS uploads need.
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// Refresh this long before the token expires.
 const REFRESH_EARLY: Duration = Duration::from_secs(300);

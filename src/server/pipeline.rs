@@ -187,7 +187,7 @@ where
     if state.recorder().callbacks().content() {
         record.content = Some(Box::new(Content {
             request: body.clone(),
-            response: None,
+            ..Content::default()
         }));
     }
     let resolved = snap

@@ -228,6 +228,10 @@ impl Body for StreamRelay {
     ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let this = self.get_mut();
         if let Some(first) = this.first.take() {
+            // Content logging on: keep a handle on the frame (a refcount bump); off: one branch.
+            if let Some(c) = this.record.content.as_deref_mut() {
+                c.keep(&first);
+            }
             let out = this.tap.feed(first);
             if !out.is_empty() {
                 return Poll::Ready(Some(Ok(Frame::data(out))));
@@ -270,6 +274,9 @@ impl Body for StreamRelay {
                     let Ok(data) = frame.into_data() else {
                         continue; // trailers carry nothing for the client
                     };
+                    if let Some(c) = this.record.content.as_deref_mut() {
+                        c.keep(&data);
+                    }
                     this.held.push(this.tap.feed(data));
                     if this.held.len() >= MAX_HELD {
                         return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
@@ -343,6 +350,9 @@ async fn drain(
 ) {
     while let Some(Ok(frame)) = upstream.frame().await {
         if let Ok(data) = frame.into_data() {
+            if let Some(c) = record.content.as_deref_mut() {
+                c.keep(&data);
+            }
             tap.feed(data);
         }
     }

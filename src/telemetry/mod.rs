@@ -11,7 +11,10 @@ mod recorder;
 pub mod trace_context;
 
 pub use metrics::Metrics;
-pub use record::{ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord};
+pub use record::{
+    ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord, StreamFrames,
+    MAX_STREAM_KEPT,
+};
 pub use recorder::{LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
 pub use trace_context::{new_span_id, SpanId, TraceContext};
 use tracing_appender::non_blocking::WorkerGuard;

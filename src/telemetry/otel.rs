@@ -198,6 +198,15 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
         if let Some(k) = &r.key_alias {
             attr(a, 9, "sluice.key_alias", Val::Str(k));
         }
+        if let Some(k) = &r.key_hash {
+            attr(a, 9, "sluice.key_hash", Val::Str(k));
+        }
+        if let Some(t) = &r.team_id {
+            attr(a, 9, "sluice.team_id", Val::Str(t));
+        }
+        if let Some(u) = &r.user_id {
+            attr(a, 9, "sluice.user_id", Val::Str(u));
+        }
         if let Some(e) = &r.error {
             attr(a, 9, "error.type", Val::Str(e));
         }

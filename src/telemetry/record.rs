@@ -59,6 +59,39 @@ pub struct Content {
     pub request: Bytes,
     /// The answer's body (non-stream answers only).
     pub response: Option<Bytes>,
+    /// A stream's frames as the upstream sent them, assembled into an answer off the path.
+    pub stream: StreamFrames,
+}
+
+/// Most stream bytes kept for content logging; past it the answer is logged as truncated.
+pub const MAX_STREAM_KEPT: usize = 1024 * 1024;
+
+/// A stream's frames, each a reference-counted handle on the upstream's buffer (a clone is a
+/// refcount bump: no copy, no parse), up to [`MAX_STREAM_KEPT`] bytes.
+#[derive(Debug, Clone, Default)]
+pub struct StreamFrames {
+    /// The frames kept, in order.
+    pub frames: Vec<Bytes>,
+    /// Their total length.
+    pub bytes: usize,
+    /// A frame did not fit: the answer is incomplete.
+    pub truncated: bool,
+}
+
+impl Content {
+    /// Keep one stream frame (the relay calls this only when content logging is on).
+    pub fn keep(&mut self, frame: &Bytes) {
+        let s = &mut self.stream;
+        if s.truncated || frame.is_empty() {
+            return;
+        }
+        if s.bytes + frame.len() > MAX_STREAM_KEPT {
+            s.truncated = true;
+            return;
+        }
+        s.bytes += frame.len();
+        s.frames.push(frame.clone());
+    }
 }
 
 /// How a request ended.

@@ -166,7 +166,7 @@ impl Translator {
 
 /// The data of one SSE event: borrowed when it is one `data:` line (the usual case), several
 /// lines joined by newlines otherwise.
-fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
+pub(crate) fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
     let mut data: Option<Cow<'_, [u8]>> = None;
     for line in event.split(|b| *b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);

@@ -7,8 +7,10 @@
 //! A config reload with different callback settings starts a new [`Hub`]; the old one's tasks
 //! finish their queues and end.
 
+pub mod assemble;
 pub mod batcher;
 mod disk_spill;
+mod gcs;
 mod langfuse;
 mod langsmith;
 pub mod payload;
@@ -278,12 +280,13 @@ impl Runtime {
                 }
             });
         let handle = spawned.ok().and_then(|_| rx.recv().ok()).flatten();
-        let registry = ClientRegistry::default();
+        let upstream = ClientRegistry::default().get(Duration::from_secs(5));
         Self {
             handle,
             http: Http {
-                client: registry.get(Duration::from_secs(5)).shared().clone(),
+                client: upstream.shared().clone(),
                 h2: crate::providers::client::h2_only(Duration::from_secs(5)),
+                upstream,
             },
             _stop: stop,
         }

@@ -2,9 +2,8 @@
 //! once on the recorder task and shared (`Arc`) by every sink. It holds ids, names, counts and
 //! timings; never a key (the virtual key appears only as its hash).
 
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -88,6 +87,9 @@ pub struct CallbackRecord {
     /// The answer's `choices` (or `content` / `output`), only with `message_logging`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<serde_json::Value>,
+    /// The stream was longer than content logging keeps: `response` is its beginning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub response_truncated: bool,
     /// The record's JSON and its metadata's, encoded at most once however many sinks send
     /// them (webhook and s3 send the record; Langfuse and LangSmith embed the metadata).
     #[serde(skip)]
@@ -208,14 +210,22 @@ impl CallbackRecord {
         let usage = r.usage.unwrap_or_default();
         let last = r.attempts.last();
         let key = r.key.as_deref();
-        let (messages, response) = match (&r.content, content) {
-            (Some(c), true) => (
-                pick(&c.request, &["messages", "input", "prompt"]),
-                c.response
-                    .as_ref()
-                    .and_then(|b| pick(b, &["choices", "content", "output", "data"])),
-            ),
-            _ => (None, None),
+        let (messages, response, response_truncated) = match (&r.content, content) {
+            (Some(c), true) => {
+                // A whole answer's body, or a stream's frames put back together.
+                let answer = match &c.response {
+                    Some(b) => serde_json::from_slice(b).ok(),
+                    None => super::assemble::stream_answer(&c.stream.frames),
+                };
+                (
+                    serde_json::from_slice(&c.request)
+                        .ok()
+                        .and_then(|v| pick(v, &["messages", "input", "prompt"])),
+                    answer.and_then(|v| pick(v, &["choices", "content", "output", "data"])),
+                    c.stream.truncated,
+                )
+            }
+            _ => (None, None, false),
         };
         Self {
             request_id: r.request_id.to_str().unwrap_or("-").to_owned(),
@@ -288,6 +298,7 @@ impl CallbackRecord {
                 .collect(),
             messages,
             response,
+            response_truncated,
             encoded: Encoded::default(),
         }
     }
@@ -348,9 +359,29 @@ impl CallbackRecord {
     }
 }
 
+/// The object a batch is stored as in a bucket (S3, GCS):
+/// `{prefix}{YYYY-MM-DD}/{unix-ms}-{first request id}-{n}.json`. Dated like LiteLLM's objects,
+/// but one per batch; the time and first id keep names unique and sortable.
+pub fn batch_object_name(prefix: &str, batch: &[Arc<CallbackRecord>], now: SystemTime) -> String {
+    let stamp = rfc3339(now);
+    let day = stamp.get(..10).unwrap_or("0000-00-00");
+    let ms = unix_nanos(now) / 1_000_000;
+    let first: String = batch
+        .first()
+        .map(|r| {
+            r.request_id
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .take(64)
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{prefix}{day}/{ms}-{first}-{}.json", batch.len())
+}
+
 /// The first of these top-level fields of a JSON body (parsed off the request path).
-fn pick(body: &[u8], keys: &[&str]) -> Option<serde_json::Value> {
-    let serde_json::Value::Object(mut map) = serde_json::from_slice(body).ok()? else {
+fn pick(body: serde_json::Value, keys: &[&str]) -> Option<serde_json::Value> {
+    let serde_json::Value::Object(mut map) = body else {
         return None;
     };
     keys.iter().find_map(|k| map.remove(*k))

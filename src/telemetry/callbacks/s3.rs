@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
-use super::payload::CallbackRecord;
-use super::target::{json_body, ok_status, parse_uri, send, DeliverError, Http};
+use super::payload::{batch_object_name, CallbackRecord};
+use super::target::{json_array, ok_status, parse_uri, send, DeliverError, Http};
 use crate::config::SinkKind;
 use crate::providers::sigv4::{uri_encode, Credentials, Signer};
 
@@ -63,9 +63,9 @@ impl S3 {
         batch: &[Arc<CallbackRecord>],
         buf: &mut BytesMut,
     ) -> Result<(), DeliverError> {
-        let body = json_body(buf, &batch.iter().map(|r| r.json()).collect::<Vec<_>>())?;
+        let body = json_array(buf, batch)?;
         let now = SystemTime::now();
-        let key = self.object_key(batch, now);
+        let key = batch_object_name(&self.prefix, batch, now);
         let path = format!(
             "/{}/{}",
             uri_encode(&self.bucket, true),
@@ -78,24 +78,5 @@ impl S3 {
             .sign_method("PUT", &uri, &mut headers, &body, now);
         let a = send(&self.http.client, Method::PUT, uri, headers, body).await?;
         ok_status(&a)
-    }
-
-    fn object_key(&self, batch: &[Arc<CallbackRecord>], now: SystemTime) -> String {
-        let day = super::payload::rfc3339(now)
-            .get(..10)
-            .unwrap_or("0000-00-00")
-            .to_owned();
-        let ms = super::payload::unix_nanos(now) / 1_000_000;
-        let first: String = batch
-            .first()
-            .map(|r| {
-                r.request_id
-                    .chars()
-                    .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                    .take(64)
-                    .collect()
-            })
-            .unwrap_or_default();
-        format!("{}{day}/{ms}-{first}-{}.json", self.prefix, batch.len())
     }
 }

@@ -10,10 +10,10 @@ use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::BodyExt;
 
 use super::payload::CallbackRecord;
-use super::{langfuse, langsmith, s3, webhook};
+use super::{gcs, langfuse, langsmith, s3, webhook};
 use crate::config::{Secret, SinkKind, SinkSettings};
 use crate::providers::body::SegmentsBody;
-use crate::providers::client::HttpClient;
+use crate::providers::client::{HttpClient, UpstreamClient};
 use crate::telemetry::otel;
 
 /// Longest one delivery may take before it counts as failed.
@@ -40,6 +40,9 @@ pub enum DeliverError {
     /// The request could not be built.
     #[error("bad request: {0}")]
     Build(String),
+    /// No access token for the sink (GCS's OAuth exchange failed).
+    #[error("credentials: {0}")]
+    Auth(String),
 }
 
 /// A sink, ready to send.
@@ -53,6 +56,8 @@ pub enum Target {
     LangSmith(langsmith::LangSmith),
     /// S3-compatible object per batch.
     S3(s3::S3),
+    /// Google Cloud Storage object per batch.
+    Gcs(gcs::Gcs),
     /// OTLP traces.
     Otel(otel::Exporter),
 }
@@ -82,6 +87,12 @@ impl Target {
                 project,
             } => Self::LangSmith(langsmith::LangSmith::new(endpoint, api_key, project, http)?),
             SinkKind::S3 { .. } => Self::S3(s3::S3::new(&s.kind, http)?),
+            SinkKind::Gcs {
+                bucket,
+                prefix,
+                credentials,
+                api_base,
+            } => Self::Gcs(gcs::Gcs::new(bucket, prefix, credentials, api_base, http)?),
             SinkKind::Otel {
                 endpoint,
                 grpc,
@@ -110,6 +121,7 @@ impl Target {
             Self::Langfuse(t) => t.deliver(batch, buf).await,
             Self::LangSmith(t) => t.deliver(batch, buf).await,
             Self::S3(t) => t.deliver(batch, buf).await,
+            Self::Gcs(t) => t.deliver(batch, buf).await,
             Self::Otel(t) => t.deliver(batch, buf).await,
         }
     }
@@ -123,6 +135,8 @@ pub struct Http {
     pub client: HttpClient,
     /// HTTP/2 with prior knowledge.
     pub h2: HttpClient,
+    /// The pools of `client`, as the Google token source takes them.
+    pub upstream: UpstreamClient,
 }
 
 /// A finished exchange.
@@ -197,6 +211,15 @@ pub fn json_body<T: serde::Serialize + ?Sized>(
     serde_json::to_writer((&mut *buf).writer(), value)
         .map_err(|e| DeliverError::Build(e.to_string()))?;
     Ok(buf.split().freeze())
+}
+
+/// A batch as one JSON array of records (the body of a webhook POST and of an object-store
+/// object), each record's JSON encoded once however many sinks send it.
+pub fn json_array(
+    buf: &mut BytesMut,
+    batch: &[Arc<CallbackRecord>],
+) -> Result<Bytes, DeliverError> {
+    json_body(buf, &batch.iter().map(|r| r.json()).collect::<Vec<_>>())
 }
 
 /// As [`json_body`], one JSON document per line (NDJSON).

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use http::{HeaderMap, Uri};
 
 use super::payload::CallbackRecord;
-use super::target::{json_body, ndjson_body, post_json, DeliverError, Http};
+use super::target::{json_array, ndjson_body, post_json, DeliverError, Http};
 
 /// A webhook sink.
 #[derive(Debug)]
@@ -29,11 +29,10 @@ impl Webhook {
         batch: &[Arc<CallbackRecord>],
         buf: &mut BytesMut,
     ) -> Result<(), DeliverError> {
-        let records = batch.iter().map(|r| r.json());
         let body = if self.ndjson {
-            ndjson_body(buf, records)?
+            ndjson_body(buf, batch.iter().map(|r| r.json()))?
         } else {
-            json_body(buf, &records.collect::<Vec<_>>())?
+            json_array(buf, batch)?
         };
         post_json(&self.http.client, &self.uri, self.headers.clone(), body).await
     }
