@@ -172,8 +172,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         tracing::error!(error = %e, "cannot start the worker threads");
         return ExitCode::FAILURE;
     }
-    // The recorder ends once every handle (the state, open streams) is gone, after draining its
-    // queue; give it a moment so that the last requests' records are written before exit.
+    // The workers have drained their own recorder queues; the shared one ends once every
+    // handle (the state, open streams) is gone, after draining; give it a moment so that the
+    // last requests' records are written before exit.
     let _ = tokio::time::timeout(Duration::from_secs(5), recorder_task).await;
     // Then the spend writer writes (or spools) what the recorder handed it, and ends.
     if let Some(task) = writer_task {

@@ -195,6 +195,9 @@ where
                         Ok(l) => serve_with(l, handler, stopped, grace).await,
                         Err(e) => tracing::error!(worker = index, error = %e, "cannot listen"),
                     }
+                    // The worker's own recorder queue: every record to the sinks before the
+                    // runtime goes.
+                    crate::telemetry::finish_worker().await;
                 });
             });
         match thread {

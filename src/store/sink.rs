@@ -55,7 +55,7 @@ pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
 }
 
 impl RecordSink for SpendSink {
-    fn accept(&mut self, record: &RequestRecord) {
+    fn accept(&self, record: &RequestRecord) {
         if let Some(l) = spend_log(record, OffsetDateTime::now_utc()) {
             self.sender.send(l);
         }

@@ -319,7 +319,7 @@ impl Metrics {
 
 /// The recorder's handle on the metrics.
 impl super::recorder::RecordSink for Arc<Metrics> {
-    fn accept(&mut self, record: &RequestRecord) {
+    fn accept(&self, record: &RequestRecord) {
         self.observe(record);
     }
 }

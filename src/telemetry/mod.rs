@@ -15,7 +15,7 @@ pub use record::{
     ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord, StreamFrames,
     MAX_STREAM_KEPT,
 };
-pub use recorder::{LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
+pub use recorder::{finish_worker, LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
 pub use trace_context::{new_span_id, SpanId, TraceContext};
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
