@@ -191,6 +191,7 @@ where
             .spawn(move || {
                 crate::providers::client::enter_worker(index);
                 runtime.block_on(async move {
+                    let pacer = tokio::spawn(keep_a_timer_armed());
                     match TcpListener::from_std(listener) {
                         Ok(l) => serve_with(l, handler, stopped, grace).await,
                         Err(e) => tracing::error!(worker = index, error = %e, "cannot listen"),
@@ -198,6 +199,7 @@ where
                     // The worker's own recorder queue: every record to the sinks before the
                     // runtime goes.
                     crate::telemetry::finish_worker().await;
+                    pacer.abort();
                 });
             });
         match thread {
@@ -213,6 +215,21 @@ where
     stop.cancel();
     join(threads).await;
     Ok(())
+}
+
+/// How often a worker's standing timer fires.
+const PACER: Duration = Duration::from_secs(1);
+
+/// Keep a timer due within [`PACER`] in the worker's timer wheel. tokio's time driver writes
+/// its own eventfd whenever a timer is registered earlier than the wake-up it last planned,
+/// and a worker that parked with no timer planned none: every request's upstream timeout then
+/// cost a `write(2)` to wake a thread that was already awake (one per request, seen with
+/// strace and perf). With a timer always due within a second, request timeouts (seconds to
+/// minutes) are never the earliest.
+async fn keep_a_timer_armed() {
+    loop {
+        tokio::time::sleep(PACER).await;
+    }
 }
 
 /// Wait for worker threads without blocking the calling runtime.

@@ -27,6 +27,7 @@ use tokio::time::{interval, timeout, MissedTickBehavior};
 
 use super::spool::{Spool, SpoolError};
 use super::{SpendLog, Store};
+use crate::telemetry::Poller;
 
 /// How the writer batches, spools and resets. Defaults are in [`WriterOptions::new`].
 #[derive(Debug, Clone)]
@@ -197,7 +198,10 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<SpendLog>) {
+    async fn run(mut self, rx: mpsc::Receiver<SpendLog>) {
+        // Polled, never parked on: a keyed request's spend log does not wake this task's
+        // thread from the worker that answered it (`telemetry::Poller`).
+        let mut rx = Poller::new(rx);
         let mut flush = interval(self.options.batch_interval);
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut resets = interval(self.options.budget_reset_every);
@@ -206,8 +210,8 @@ impl Writer {
         loop {
             let room = max.saturating_sub(self.batch.len()).max(1);
             tokio::select! {
-                n = rx.recv_many(&mut self.batch, room) => {
-                    if n == 0 {
+                open = rx.next(&mut self.batch, room) => {
+                    if !open {
                         break;
                     }
                     if self.batch.len() >= max {

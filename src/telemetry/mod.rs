@@ -6,11 +6,13 @@
 pub mod callbacks;
 pub mod metrics;
 pub mod otel;
+mod poll;
 mod record;
 mod recorder;
 pub mod trace_context;
 
 pub use metrics::Metrics;
+pub use poll::{Poller, POLL_EVERY};
 pub use record::{
     ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord, StreamFrames,
     MAX_STREAM_KEPT,

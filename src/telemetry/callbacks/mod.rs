@@ -33,6 +33,7 @@ use self::payload::CallbackRecord;
 use self::stats::{SinkStats, SinkStatus};
 use self::target::{Http, Target};
 use super::metrics::Metrics;
+use super::poll::Poller;
 use super::record::RequestRecord;
 use crate::config::{CallbackSettings, SinkSettings};
 use crate::providers::client::ClientRegistry;
@@ -149,13 +150,15 @@ impl Hub {
         }
         let sinks: Arc<[Sink]> = sinks.into();
         let intake = (!sinks.is_empty()).then(|| {
-            let (tx, mut rx) = mpsc::channel::<RequestRecord>(INTAKE_CAPACITY);
+            let (tx, rx) = mpsc::channel::<RequestRecord>(INTAKE_CAPACITY);
             let to = sinks.clone();
             runtime.spawn_tracked(&tasks, async move {
-                // Take what has arrived in one go: one wake-up and one spill write (if any)
-                // per drain, not per record.
+                // Polled, never parked on: the workers handing records over are never woken
+                // for it (`telemetry::Poller`). What has arrived goes in one go: one spill
+                // write (if any) per drain, not per record.
+                let mut intake = Poller::new(rx);
                 let mut records = Vec::with_capacity(FAN_OUT_BATCH);
-                while rx.recv_many(&mut records, FAN_OUT_BATCH).await > 0 {
+                while intake.next(&mut records, FAN_OUT_BATCH).await {
                     fan_out(&to, &records);
                     records.clear();
                 }
