@@ -403,3 +403,69 @@ impl Callbacks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts the pushes it gets, to show a backlog is spilled in one write per drain.
+    struct CountingSpill {
+        pushes: Arc<std::sync::atomic::AtomicUsize>,
+        inner: MemorySpill,
+    }
+
+    impl Spill for CountingSpill {
+        fn push(&mut self, records: Vec<Arc<CallbackRecord>>) -> usize {
+            self.pushes.fetch_add(1, Ordering::Relaxed);
+            self.inner.push(records)
+        }
+        fn take(&mut self, max: usize) -> Vec<Arc<CallbackRecord>> {
+            self.inner.take(max)
+        }
+        fn unshift(&mut self, records: Vec<Arc<CallbackRecord>>) -> usize {
+            self.inner.unshift(records)
+        }
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+    }
+
+    fn record(id: u32) -> RequestRecord {
+        let mut r = RequestRecord::new(
+            http::HeaderValue::from(id),
+            http::Method::POST,
+            "/v1/chat/completions",
+            std::time::Instant::now(),
+        );
+        r.status = 200;
+        r
+    }
+
+    #[test]
+    fn a_full_queue_spills_the_rest_of_a_drain_in_one_push_and_in_order() {
+        let metrics = Metrics::default();
+        let pushes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (tx, mut rx) = mpsc::channel(2);
+        let spill: SharedSpill = Arc::new(Mutex::new(Box::new(CountingSpill {
+            pushes: pushes.clone(),
+            inner: MemorySpill::new(100),
+        })));
+        let sinks = [Sink {
+            on_success: true,
+            on_failure: true,
+            content: false,
+            tx,
+            spill: spill.clone(),
+            stats: Arc::new(metrics.callback_stats("hook")),
+        }];
+        let records: Vec<RequestRecord> = (1..=5).map(record).collect();
+        fan_out(&sinks, &records);
+        // Two fit the queue; the other three went to the spill together, oldest first.
+        assert_eq!(rx.try_recv().unwrap().request_id, "1");
+        assert_eq!(rx.try_recv().unwrap().request_id, "2");
+        assert_eq!(pushes.load(Ordering::Relaxed), 1);
+        let spilled = with_spill(&spill, |s| s.take(10));
+        let ids: Vec<&str> = spilled.iter().map(|r| r.request_id.as_str()).collect();
+        assert_eq!(ids, ["3", "4", "5"]);
+    }
+}
