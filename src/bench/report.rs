@@ -427,6 +427,67 @@ impl Report {
 mod tests {
     use super::*;
 
+    fn level(target: &str, conc: usize, p50: f64, p99: f64) -> Row {
+        Row {
+            target: target.into(),
+            workload: "chat",
+            size: "1k",
+            body_bytes: 1000,
+            concurrency: conc,
+            ok: 1,
+            errors: BTreeMap::new(),
+            elapsed_s: 1.0,
+            rps: 1.0,
+            latency_us: Some(Percentiles {
+                p50,
+                p90: p50,
+                p99,
+                p999: p99,
+                max: p99,
+                mean: p50,
+            }),
+            ttfb_us: None,
+            added_us: None,
+            added_ttfb_us: None,
+            cpu_s_per_1k: Some(0.03),
+            rss_peak_mb: None,
+        }
+    }
+
+    #[test]
+    fn callbacks_are_judged_against_what_two_identical_gateways_differ_by() {
+        let rows = vec![
+            // c=1: on is 5 µs slower at p50, the A/A pair differs by 8: within noise.
+            level("sluice", 1, 50.0, 100.0),
+            level(WITH_CALLBACKS, 1, 55.0, 104.0),
+            level(AGAIN, 1, 42.0, 110.0),
+            // c=8: on is 40 µs slower, the A/A pair 3: not within noise.
+            level("sluice", 8, 300.0, 900.0),
+            level(WITH_CALLBACKS, 8, 340.0, 900.0),
+            level(AGAIN, 8, 303.0, 905.0),
+        ];
+        let report = Report {
+            started: String::new(),
+            version: "test",
+            machine: Machine::detect(),
+            command: String::new(),
+            rest: Vec::new(),
+            rows,
+            hold: None,
+            callbacks: Some(CallbackDeliveries {
+                requests: 1,
+                bytes: 1,
+            }),
+        };
+        let section = report.callbacks_section();
+        let verdicts: Vec<&str> = section
+            .lines()
+            .filter(|l| l.starts_with("| chat"))
+            .map(|l| l.split('|').nth(12).unwrap_or("").trim())
+            .collect();
+        assert_eq!(verdicts, ["yes", "no"], "{section}");
+    }
+
     #[test]
     fn percentiles_and_differences() {
         let mut h = Histogram::<u64>::new_with_bounds(1_000, 60_000_000_000, 3).unwrap();
