@@ -11,6 +11,8 @@
 #                                              # cost + spend log on the path)
 #   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
 #   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
+#   H2C=1 bash bench/instructions.sh                  # sluice speaks h2c to the mock
+#                                                     # (http2_prior_knowledge: true)
 #   CALLBACKS=1 bash bench/instructions.sh            # every logging callback and OTLP export on,
 #                                                     # pointed at a loopback receiver (the count
 #                                                     # includes the callbacks' own thread)
@@ -44,6 +46,10 @@ model_list:
     litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
 YAML
 mode="1 worker"
+if [ -n "${H2C:-}" ]; then
+  sed -i 's|api_key: sk-mock}|api_key: sk-mock, http2_prior_knowledge: true}|' "$work/sluice.yaml"
+  mode="$mode, h2c upstream"
+fi
 if [ -n "${CALLBACKS:-}" ]; then
   # A loopback receiver that answers 200 to every delivery (its own process: not counted).
   python3 - "$work/sink.addr" >"$work/sink.log" 2>&1 <<'PY' &

@@ -187,6 +187,10 @@ pub struct BenchArgs {
     /// Concurrent slow streams to hold open through sluice to measure its memory (0: skip).
     #[arg(long, default_value_t = 1000)]
     pub hold_streams: usize,
+    /// sluice speaks HTTP/2 with prior knowledge (h2c) to the mocks instead of HTTP/1.1
+    /// (`http2_prior_knowledge: true` on every benchmark deployment).
+    #[arg(long)]
+    pub upstream_h2c: bool,
     /// Also measure a second sluice with every logging callback and the OTLP exporter on
     /// (pointed at a loopback receiver this run starts), and report the difference.
     #[arg(long)]

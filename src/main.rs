@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     purge_freed_memory_at_once();
+    no_transparent_huge_pages();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::CheckConfig { file }) => check_config(&file),
@@ -56,6 +57,23 @@ fn purge_freed_memory_at_once() {
         if libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) == DEFAULT_PURGE_DELAY_MS {
             libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
         }
+    }
+}
+
+/// Keep the heap in 4 KiB pages. mimalloc asks for transparent huge pages on its arena
+/// (`madvise(MADV_HUGEPAGE)`), and a 2 MiB page is resident whole as soon as one byte of it is
+/// touched: with 1,000 held streams, whose buffers are mostly untouched, the gateway's peak RSS
+/// was 82–88 MB with huge pages and 57–61 MB without (five interleaved runs each); at rest 21
+/// against 14 MB. This is what mimalloc itself does with `MIMALLOC_ALLOW_THP=0` (its default on
+/// Android); the flag covers the whole process, mappings made before `main` included, and is
+/// inherited by children. `MIMALLOC_ALLOW_THP` in the environment still wins.
+fn no_transparent_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return;
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        eprintln!("sluice: cannot turn transparent huge pages off: {e}");
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use sluice::mock::MockSettings;
@@ -583,4 +583,56 @@ async fn load_balances_across_a_group() {
     }
     assert_eq!(a.requests().len(), 5);
     assert_eq!(b.requests().len(), 5);
+}
+
+/// `http2_prior_knowledge: true`: streams to a plain-http upstream share one h2c connection and
+/// still run at once; without it every concurrent stream holds an HTTP/1.1 connection.
+#[tokio::test]
+async fn h2c_upstream_multiplexes_concurrent_streams_on_one_connection() {
+    const STREAMS: usize = 40;
+    const GAP: Duration = Duration::from_millis(200);
+    for h2c in [true, false] {
+        let up = recording(Reply::Sse {
+            frames: vec![
+                "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+                "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
+                "data: [DONE]\n\n",
+            ],
+            gap: GAP,
+            then_reset: false,
+        })
+        .await;
+        let yaml = format!(
+            "model_list:\n  - model_name: local\n    litellm_params:\n      model: openai/llama\n      api_base: {}\n      http2_prior_knowledge: {h2c}\n",
+            up.base()
+        );
+        let gw = gateway(&yaml).await;
+        let url = gw.url("/v1/chat/completions");
+        let started = Instant::now();
+        let answers = futures_util::future::join_all((0..STREAMS).map(|_| {
+            post(
+                &url,
+                r#"{"model":"local","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#,
+            )
+        }))
+        .await;
+        let took = started.elapsed();
+        for a in &answers {
+            assert_eq!(a.status, 200, "{}", a.text());
+            assert!(a.text().ends_with("data: [DONE]\n\n"), "{}", a.text());
+        }
+        // Each stream lasts two gaps: run one after another they would take STREAMS times that.
+        assert!(took < GAP * 6, "streams did not run at once: {took:?}");
+        let seen = up.requests();
+        assert_eq!(seen.len(), STREAMS);
+        let connections: std::collections::BTreeSet<usize> =
+            seen.iter().map(|c| c.connection).collect();
+        if h2c {
+            assert!(seen.iter().all(|c| c.version == http::Version::HTTP_2));
+            assert_eq!(connections.len(), 1, "h2c streams were not multiplexed");
+        } else {
+            assert!(seen.iter().all(|c| c.version == http::Version::HTTP_11));
+            assert_eq!(connections.len(), STREAMS);
+        }
+    }
 }

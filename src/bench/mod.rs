@@ -140,7 +140,7 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         let config = dir.join("sluice.yaml");
         std::fs::write(
             &config,
-            spawn::gateway_config(&mock_base, slow.as_deref(), args.models),
+            spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c),
         )
         .map_err(|e| BenchError::Write {
             path: config.clone(),
@@ -175,7 +175,8 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
             let (addr, got) = sink::start().await?;
             received = Some(got);
             let config = dir.join("sluice-callbacks.yaml");
-            let mut yaml = spawn::gateway_config(&mock_base, slow.as_deref(), args.models);
+            let mut yaml =
+                spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c);
             yaml.push_str(&sink::callbacks_config(&addr.to_string()));
             std::fs::write(&config, yaml).map_err(|e| BenchError::Write {
                 path: config.clone(),
@@ -228,7 +229,7 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
     // what earlier levels left in allocator caches.
     let hold = match (sluice_pid, targets.iter().find(|t| t.name == "sluice")) {
         (Some(pid), Some(t)) if args.hold_streams > 0 => {
-            Some(hold_streams(t, pid, args.hold_streams).await?)
+            Some(hold_streams(t, pid, args.hold_streams, args.upstream_h2c).await?)
         }
         _ => None,
     };
@@ -435,7 +436,7 @@ fn added_over_direct(rows: &mut [Row]) {
 }
 
 /// Open `n` slow streams through sluice at once and read its peak memory meanwhile.
-async fn hold_streams(t: &Target, pid: u32, n: usize) -> Result<Hold, BenchError> {
+async fn hold_streams(t: &Target, pid: u32, n: usize, h2c: bool) -> Result<Hold, BenchError> {
     let shot = Arc::new(Shot {
         url: parse_uri(&format!("{}/v1/chat/completions", t.base))?,
         body: Workload::ChatStream.body("bench-slow", "hold"),
@@ -456,6 +457,9 @@ async fn hold_streams(t: &Target, pid: u32, n: usize) -> Result<Hold, BenchError
         ok: m.ok,
         errors: m.errors,
         rss_peak_mb: mb(peak),
+        upstream: if h2c { "h2c" } else { "HTTP/1.1" },
+        ttfb_max_ms: m.ttfb.max() as f64 / 1e6,
+        seconds: m.elapsed.as_secs_f64(),
     })
 }
 

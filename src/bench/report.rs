@@ -111,6 +111,14 @@ pub struct Hold {
     pub errors: BTreeMap<String, u64>,
     /// Peak resident memory while holding them, MB.
     pub rss_peak_mb: f64,
+    /// The protocol sluice spoke to the mock: `HTTP/1.1` (a connection per stream) or `h2c`
+    /// (streams multiplexed on one connection per worker, `--upstream-h2c`).
+    pub upstream: &'static str,
+    /// Slowest time to a stream's first byte, ms: far below a stream's length (2 s) when every
+    /// stream really ran at once, not queued behind an upstream's stream limit.
+    pub ttfb_max_ms: f64,
+    /// Wall time from the first stream opened to the last one finished, s.
+    pub seconds: f64,
 }
 
 /// The machine the run was on.
@@ -241,14 +249,18 @@ impl Row {
 }
 
 impl Hold {
-    /// One sentence: how many streams, how many completed, errors, peak memory.
+    /// One sentence: how many streams over which upstream protocol, how many completed,
+    /// errors, peak memory, and whether they really ran at once.
     fn summary(&self) -> String {
         format!(
-            "{} concurrent streams through sluice: {} complete, errors {}, peak RSS {:.1} MB",
+            "{} concurrent streams through sluice ({} upstream): {} complete, errors {}, peak RSS {:.1} MB; slowest first byte {:.0} ms, all done in {:.1} s",
             self.streams,
+            self.upstream,
             self.ok,
             errors(&self.errors),
-            self.rss_peak_mb
+            self.rss_peak_mb,
+            self.ttfb_max_ms,
+            self.seconds,
         )
     }
 }

@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn the_callbacks_config_turns_every_sink_on() {
-        let mut yaml = super::super::spawn::gateway_config("http://127.0.0.1:1", None, 3);
+        let mut yaml = super::super::spawn::gateway_config("http://127.0.0.1:1", None, 3, false);
         yaml.push_str(&callbacks_config("127.0.0.1:9"));
         let loaded = crate::config::load_str(&yaml, &std::collections::HashMap::new()).unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);

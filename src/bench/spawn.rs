@@ -85,12 +85,18 @@ pub fn start(
 
 /// The gateway config the benchmark runs sluice with: the measured models on the mock, one
 /// slow model for the held-streams test, and filler groups up to `models` in all (real configs
-/// have dozens of models; memory at rest is measured with them).
-pub fn gateway_config(mock: &str, slow_mock: Option<&str>, models: usize) -> String {
+/// have dozens of models; memory at rest is measured with them). `h2c`: sluice speaks HTTP/2
+/// with prior knowledge to the mocks (which accept it on the same port as HTTP/1.1).
+pub fn gateway_config(mock: &str, slow_mock: Option<&str>, models: usize, h2c: bool) -> String {
     let mut y = String::from("# Written by `sluice bench`.\nmodel_list:\n");
+    let wire = if h2c {
+        "      http2_prior_knowledge: true\n"
+    } else {
+        ""
+    };
     let mut entry = |name: &str, base: &str| {
         y.push_str(&format!(
-            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}\n      api_base: {base}/v1\n      api_key: sk-mock\n    model_info:\n      base_model: gpt-4o-mini\n"
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}\n      api_base: {base}/v1\n      api_key: sk-mock\n{wire}    model_info:\n      base_model: gpt-4o-mini\n"
         ));
     };
     entry("bench", mock);
@@ -112,10 +118,22 @@ mod tests {
 
     #[test]
     fn bench_config_loads_with_the_requested_model_count() {
-        let yaml = gateway_config("http://127.0.0.1:1", Some("http://127.0.0.1:2"), 50);
+        let yaml = gateway_config("http://127.0.0.1:1", Some("http://127.0.0.1:2"), 50, false);
         let env = std::collections::HashMap::new();
         let loaded = crate::config::load_str(&yaml, &env).unwrap();
         assert_eq!(loaded.config.deployments.len(), 50);
         assert_eq!(loaded.config.deployments[2].model_name, "bench-slow");
+        let negotiated = crate::config::UpstreamHttp::Negotiate;
+        assert!(loaded
+            .config
+            .deployments
+            .iter()
+            .all(|d| d.http == negotiated));
+
+        let yaml = gateway_config("http://127.0.0.1:1", Some("http://127.0.0.1:2"), 3, true);
+        let loaded = crate::config::load_str(&yaml, &env).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let h2c = crate::config::UpstreamHttp::PriorKnowledge;
+        assert!(loaded.config.deployments.iter().all(|d| d.http == h2c));
     }
 }

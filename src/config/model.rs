@@ -183,6 +183,19 @@ pub enum SinkKind {
     },
 }
 
+/// The HTTP version sluice uses towards a deployment's upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum UpstreamHttp {
+    /// HTTP/1.1 on `http://`; on `https://` HTTP/2 when the server offers it (ALPN), as every
+    /// hosted provider does.
+    #[default]
+    Negotiate,
+    /// HTTP/2 with prior knowledge (h2c) on `http://`, for self-hosted servers that speak it:
+    /// every stream to the upstream shares one connection per worker instead of holding a
+    /// connection each (`http2_prior_knowledge: true`). The server must accept h2c.
+    PriorKnowledge,
+}
+
 /// One upstream deployment (`model_list[i]`).
 #[derive(Debug, Clone)]
 pub struct Deployment {
@@ -218,6 +231,8 @@ pub struct Deployment {
     pub stream_timeout: Option<Duration>,
     /// `stream_idle_timeout`: longest gap between two chunks of a stream.
     pub stream_idle_timeout: Option<Duration>,
+    /// How sluice speaks HTTP to the upstream (`http2_prior_knowledge`, sluice's own key).
+    pub http: UpstreamHttp,
     /// `max_retries`.
     pub max_retries: Option<u32>,
     /// `input_cost_per_token` override, in USD.

@@ -374,3 +374,48 @@ model_list:
         "secrets never print"
     );
 }
+
+#[test]
+fn http2_prior_knowledge_is_for_plain_http_upstreams_only() {
+    let yaml = "model_list:
+  - model_name: local
+    litellm_params: {model: openai/llama, api_base: 'http://127.0.0.1:8000/v1', http2_prior_knowledge: true}
+  - model_name: hosted
+    litellm_params: {model: openai/gpt-4o, api_base: 'https://api.openai.com/v1', api_key: k, http2_prior_knowledge: true}
+  - model_name: plain
+    litellm_params: {model: openai/llama, api_base: 'http://127.0.0.1:8000/v1'}
+";
+    let loaded = load_str(yaml, &env(&[])).unwrap();
+    let http: Vec<UpstreamHttp> = loaded.config.deployments.iter().map(|d| d.http).collect();
+    assert_eq!(
+        http,
+        [
+            UpstreamHttp::PriorKnowledge,
+            UpstreamHttp::Negotiate,
+            UpstreamHttp::Negotiate
+        ]
+    );
+    let paths: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.path.as_str())
+        .filter(|p| p.ends_with("http2_prior_knowledge"))
+        .collect();
+    assert_eq!(
+        paths,
+        ["model_list[1].litellm_params.http2_prior_knowledge"],
+        "{:?}",
+        loaded.warnings
+    );
+
+    let e = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, api_base: 'http://h/v1', http2_prior_knowledge: maybe}\n",
+        &env(&[]),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("litellm_params.http2_prior_knowledge: expected true or false"),
+        "{e}"
+    );
+}

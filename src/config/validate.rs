@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::env::Env;
 use super::model::{
     ApiKey, AwsSettings, Config, Deployment, GeneralSettings, LitellmSettings, ModelInfo,
-    RouterSettings, VertexSettings,
+    RouterSettings, UpstreamHttp, VertexSettings,
 };
 use super::problems::{did_you_mean, Problems};
 use super::raw::{
@@ -476,6 +476,14 @@ fn deployment(
             p,
         )
         .or(defaults.idle),
+        http: match boolean(
+            &format!("{lp}.http2_prior_knowledge"),
+            params.http2_prior_knowledge.clone(),
+            p,
+        ) {
+            Some(true) => UpstreamHttp::PriorKnowledge,
+            Some(false) | None => UpstreamHttp::Negotiate,
+        },
         max_retries: whole(&format!("{lp}.max_retries"), params.max_retries.clone(), p),
         input_cost_per_token: number(
             &format!("{lp}.input_cost_per_token"),
@@ -507,6 +515,17 @@ fn deployment(
         d.provider = Provider::Mock;
     }
     upstream(&lp, &mut d, params, env, p);
+    if d.http == UpstreamHttp::PriorKnowledge
+        && d.api_base
+            .as_deref()
+            .is_none_or(|b| !b.starts_with("http://"))
+    {
+        p.warn(
+            format!("{lp}.http2_prior_knowledge"),
+            "only for http:// upstreams (https:// ones negotiate HTTP/2 already); ignored",
+        );
+        d.http = UpstreamHttp::Negotiate;
+    }
     d.id = d
         .model_info
         .id

@@ -19,6 +19,7 @@ use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::body::SegmentsBody;
+use crate::config::UpstreamHttp;
 
 /// A pooled client. Cloning shares the pool.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, SegmentsBody>;
@@ -78,12 +79,12 @@ fn slot(worker: usize, len: usize) -> usize {
     worker.min(len - 1)
 }
 
-/// Hands out clients, one set of pools per connect timeout, reused across config reloads so
-/// that warm connections survive a reload.
+/// Hands out clients, one set of pools per connect timeout and HTTP version, reused across
+/// config reloads so that warm connections survive a reload.
 #[derive(Default)]
 pub struct ClientRegistry {
     workers: usize,
-    clients: Mutex<HashMap<Duration, UpstreamClient>>,
+    clients: Mutex<HashMap<(Duration, UpstreamHttp), UpstreamClient>>,
 }
 
 impl std::fmt::Debug for ClientRegistry {
@@ -101,20 +102,26 @@ impl ClientRegistry {
         }
     }
 
-    /// The client for this connect timeout (built on first use; config-load time only).
+    /// The client for this connect timeout, negotiating the HTTP version (built on first use;
+    /// config-load time only).
     pub fn get(&self, connect_timeout: Duration) -> UpstreamClient {
+        self.get_for(connect_timeout, UpstreamHttp::Negotiate)
+    }
+
+    /// The client for this connect timeout and HTTP version (config-load time only).
+    pub fn get_for(&self, connect_timeout: Duration, http: UpstreamHttp) -> UpstreamClient {
         let mut map = match self.clients.lock() {
             Ok(m) => m,
             Err(poisoned) => poisoned.into_inner(),
         };
-        map.entry(connect_timeout)
+        map.entry((connect_timeout, http))
             .or_insert_with(|| {
                 let connector = connector(connect_timeout);
                 // The workers share the process's idle-connection budget.
                 let idle = MAX_IDLE_PER_HOST.div_ceil(self.workers.max(1));
                 UpstreamClient {
                     pools: (0..=self.workers)
-                        .map(|_| pool(connector.clone(), idle))
+                        .map(|_| pool(connector.clone(), idle, http))
                         .collect(),
                 }
             })
@@ -159,14 +166,27 @@ pub fn h2_only(connect_timeout: Duration) -> HttpClient {
 /// holds a task and hyper's buffers, ~26 KB).
 const MAX_IDLE_PER_HOST: usize = 1024;
 
-fn pool(connector: HttpsConnector<HttpConnector>, max_idle: usize) -> HttpClient {
-    Client::builder(TokioExecutor::new())
+fn pool(
+    connector: HttpsConnector<HttpConnector>,
+    max_idle: usize,
+    http: UpstreamHttp,
+) -> HttpClient {
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(max_idle)
         .http1_max_buf_size(crate::server::MAX_CONN_BUF)
         .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .build(connector)
+        .timer(TokioTimer::new());
+    match http {
+        UpstreamHttp::Negotiate => {}
+        // One multiplexed connection per worker and upstream: a held stream costs an h2 stream
+        // (a few hundred bytes) instead of a connection with its own task and buffers.
+        UpstreamHttp::PriorKnowledge => {
+            builder.http2_only(true);
+        }
+    }
+    builder.build(connector)
 }
 
 #[cfg(test)]
@@ -192,6 +212,8 @@ mod tests {
             &client.pools,
             &registry.get(Duration::from_secs(1)).pools
         ));
+        let h2c = registry.get_for(Duration::from_secs(1), UpstreamHttp::PriorKnowledge);
+        assert!(!Arc::ptr_eq(&client.pools, &h2c.pools));
     }
 
     #[test]

@@ -309,7 +309,7 @@ fn build_http(
         KeyRing::new(sets)
     };
     let timeout = Timeouts::of(d).total;
-    let client = clients.get(timeout.min(MAX_CONNECT_TIMEOUT));
+    let client = clients.get_for(timeout.min(MAX_CONNECT_TIMEOUT), d.http);
     let native = Native::build(d, base, &client)
         .map_err(|reason| TargetError::Credentials {
             id: d.id.clone(),

@@ -36,6 +36,12 @@ use crate::routing::OnDisconnect;
 /// Largest read buffer per connection (hyper's minimum is 8 KiB).
 pub const MAX_CONN_BUF: usize = 64 * 1024;
 
+/// Streams an HTTP/2 client may open at once on one connection (hyper's default is 200). A
+/// gateway speaking h2c to an upstream multiplexes every stream of a worker on one connection,
+/// and streams past the server's limit wait for a free one; the mock serves through this
+/// loop too, so its limit must not be what a benchmark with 1,000 held streams measures.
+pub const MAX_H2_STREAMS: u32 = 4096;
+
 /// Serve the gateway on one listener, on the calling runtime, until `shutdown` resolves, then
 /// drain for at most `grace`.
 pub async fn serve(
@@ -265,7 +271,10 @@ pub async fn serve_with<H, F, B>(
         .max_buf_size(MAX_CONN_BUF)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
-    builder.http2().timer(TokioTimer::new());
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_H2_STREAMS)
+        .timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
     let tracker = TaskTracker::new();
     tokio::pin!(shutdown);

@@ -141,6 +141,10 @@ pub struct Captured {
     pub path_and_query: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The HTTP version the gateway spoke.
+    pub version: http::Version,
+    /// Which accepted connection it came on (0, 1, … in accept order).
+    pub connection: usize,
 }
 
 /// How the recording upstream answers.
@@ -243,9 +247,12 @@ pub async fn recording(reply: Reply) -> Recording {
     let (stop, mut stopped) = oneshot::channel::<()>();
     let seen2 = seen.clone();
     tokio::spawn(async move {
+        let mut accepted = 0;
         loop {
             tokio::select! {
                 Ok((stream, _)) = listener.accept() => {
+                    let connection = accepted;
+                    accepted += 1;
                     let seen = seen2.clone();
                     let reply = reply.clone();
                     tokio::spawn(async move {
@@ -259,11 +266,14 @@ pub async fn recording(reply: Reply) -> Recording {
                                     path_and_query: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
                                     headers: parts.headers,
                                     body,
+                                    version: parts.version,
+                                    connection,
                                 });
                                 Ok::<_, Infallible>(reply_body(reply).await)
                             }
                         });
-                        let _ = hyper::server::conn::http1::Builder::new()
+                        // HTTP/1.1 and h2c, as self-hosted model servers may speak either.
+                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                             .serve_connection(TokioIo::new(stream), svc)
                             .await;
                     });
