@@ -78,32 +78,36 @@ impl Sync {
 
     /// Put rows into the directory, and take deleted ones out.
     pub fn apply(&self, c: &Changes) {
-        let dir = &self.directory;
+        let holder = |kind, id: &str, blocked, limits: &store::Limits, spend| {
+            let access = ModelAccess::from_list(&limits.models);
+            self.directory
+                .put_holder(kind, id, blocked, access, &stored(limits, spend));
+        };
         for t in &c.teams {
-            dir.put_holder(
+            holder(
                 SubjectKind::Team,
                 &t.team_id,
                 t.blocked,
-                ModelAccess::from_list(&t.limits.models),
-                &stored(&t.limits, t.accounting.spend),
+                &t.limits,
+                t.accounting.spend,
             );
         }
         for u in &c.users {
-            dir.put_holder(
+            holder(
                 SubjectKind::User,
                 &u.user_id,
                 false,
-                ModelAccess::from_list(&u.limits.models),
-                &stored(&u.limits, u.accounting.spend),
+                &u.limits,
+                u.accounting.spend,
             );
         }
         for e in &c.end_users {
-            dir.put_holder(
+            holder(
                 SubjectKind::EndUser,
                 &e.user_id,
                 e.blocked,
-                ModelAccess::from_list(&e.limits.models),
-                &stored(&e.limits, e.accounting.spend),
+                &e.limits,
+                e.accounting.spend,
             );
         }
         for k in &c.keys {
@@ -111,7 +115,7 @@ impl Sync {
         }
         for h in &c.deleted_keys {
             if let Some(d) = unhex::<32>(h.as_str().as_bytes()) {
-                dir.remove_key(&d);
+                self.directory.remove_key(&d);
             }
         }
     }

@@ -137,24 +137,9 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         } else {
             None
         };
-        let config = dir.join("sluice.yaml");
-        std::fs::write(
-            &config,
-            spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c),
-        )
-        .map_err(|e| BenchError::Write {
-            path: config.clone(),
-            reason: e.to_string(),
-        })?;
-        let config_plain = config.clone();
-        let mut a = vec![
-            "serve".to_owned(),
-            "--config".to_owned(),
-            config.display().to_string(),
-        ];
-        a.extend(workers.iter().cloned());
-        // Peers are measured with their request logging off; so is sluice.
-        let g = spawn::start("sluice", &a, &[("SLUICE_LOG", "warn")], &dir)?;
+        let plain =
+            spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c);
+        let g = start_gateway("sluice", "sluice.yaml", &plain, &workers, &dir)?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Some(r) = procs::read(g.pid) {
             rest.push(Rest {
@@ -164,43 +149,26 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
             });
         }
         sluice_pid = Some(g.pid);
-        targets.push(Target {
-            name: "sluice".into(),
-            base: format!("http://{}", g.addr),
-            pid: Some(g.pid),
-            client: load::client(),
-        });
+        targets.push(target_of("sluice", &g));
         keep.push(g);
         if args.callbacks {
             let (addr, got) = sink::start().await?;
             received = Some(got);
-            let config = dir.join("sluice-callbacks.yaml");
-            let mut yaml =
-                spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c);
+            let mut yaml = plain.clone();
             yaml.push_str(&sink::callbacks_config(&addr.to_string()));
-            std::fs::write(&config, yaml).map_err(|e| BenchError::Write {
-                path: config.clone(),
-                reason: e.to_string(),
-            })?;
-            a[2] = config.display().to_string();
-            let g = spawn::start(report::WITH_CALLBACKS, &a, &[("SLUICE_LOG", "warn")], &dir)?;
-            targets.push(Target {
-                name: report::WITH_CALLBACKS.into(),
-                base: format!("http://{}", g.addr),
-                pid: Some(g.pid),
-                client: load::client(),
-            });
+            let g = start_gateway(
+                report::WITH_CALLBACKS,
+                "sluice-callbacks.yaml",
+                &yaml,
+                &workers,
+                &dir,
+            )?;
+            targets.push(target_of(report::WITH_CALLBACKS, &g));
             keep.push(g);
             // The same gateway as `sluice`, measured after `sluice+cb`: what two identical
             // runs differ by is the noise the callbacks' difference is judged against.
-            a[2] = config_plain.display().to_string();
-            let g = spawn::start(report::AGAIN, &a, &[("SLUICE_LOG", "warn")], &dir)?;
-            targets.push(Target {
-                name: report::AGAIN.into(),
-                base: format!("http://{}", g.addr),
-                pid: Some(g.pid),
-                client: load::client(),
-            });
+            let g = start_gateway(report::AGAIN, "sluice.yaml", &plain, &workers, &dir)?;
+            targets.push(target_of(report::AGAIN, &g));
             keep.push(g);
         }
     }
@@ -461,6 +429,39 @@ async fn hold_streams(t: &Target, pid: u32, n: usize, h2c: bool) -> Result<Hold,
         ttfb_max_ms: m.ttfb.max() as f64 / 1e6,
         seconds: m.elapsed.as_secs_f64(),
     })
+}
+
+/// Write `yaml` to `file` in the run's folder and start `sluice serve` on it (request logging
+/// off, as for the peers).
+fn start_gateway(
+    name: &str,
+    file: &str,
+    yaml: &str,
+    workers: &[String],
+    dir: &std::path::Path,
+) -> Result<Spawned, BenchError> {
+    let config = dir.join(file);
+    std::fs::write(&config, yaml).map_err(|e| BenchError::Write {
+        path: config.clone(),
+        reason: e.to_string(),
+    })?;
+    let mut args = vec![
+        "serve".to_owned(),
+        "--config".to_owned(),
+        config.display().to_string(),
+    ];
+    args.extend(workers.iter().cloned());
+    spawn::start(name, &args, &[("SLUICE_LOG", "warn")], dir)
+}
+
+/// A started gateway as a target to measure.
+fn target_of(name: &str, g: &Spawned) -> Target {
+    Target {
+        name: name.into(),
+        base: format!("http://{}", g.addr),
+        pid: Some(g.pid),
+        client: load::client(),
+    }
 }
 
 fn write(dir: &std::path::Path, report: &Report) -> Result<(), BenchError> {

@@ -184,6 +184,13 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A chat request with this id that has just arrived, for tests.
+    #[cfg(test)]
+    pub(crate) fn sample(id: &str) -> Self {
+        let id = HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("-"));
+        Self::new(id, Method::POST, "/v1/chat/completions", Instant::now())
+    }
+
     /// A record for a request that just arrived.
     pub fn new(
         request_id: HeaderValue,

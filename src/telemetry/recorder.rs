@@ -265,16 +265,9 @@ pub async fn finish_worker() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderValue, Method};
-    use std::time::Instant;
 
-    fn record(id: &'static str) -> RequestRecord {
-        RequestRecord::new(
-            HeaderValue::from_static(id),
-            Method::POST,
-            "/v1/chat/completions",
-            Instant::now(),
-        )
+    fn record(id: &str) -> RequestRecord {
+        RequestRecord::sample(id)
     }
 
     #[tokio::test]

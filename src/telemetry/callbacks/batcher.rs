@@ -213,13 +213,7 @@ mod tests {
     use super::*;
 
     fn rec(i: u32) -> Arc<CallbackRecord> {
-        let r = crate::telemetry::RequestRecord::new(
-            http::HeaderValue::from(i),
-            http::Method::POST,
-            "/x",
-            std::time::Instant::now(),
-        );
-        Arc::new(CallbackRecord::from_record(&r, false))
+        CallbackRecord::sample(&i.to_string())
     }
 
     #[test]

@@ -108,22 +108,19 @@ impl Spill for DiskSpill {
 mod tests {
     use super::*;
 
-    fn record(id: &str) -> Arc<CallbackRecord> {
-        let r = crate::telemetry::RequestRecord::new(
-            http::HeaderValue::from_str(id).unwrap(),
-            http::Method::POST,
-            "/x",
-            std::time::Instant::now(),
-        );
-        Arc::new(CallbackRecord::from_record(&r, false))
-    }
-
     #[test]
     fn keeps_order_across_failures_and_restarts() {
         let dir = std::env::temp_dir().join(format!("sluice-spill-{}", uuid::Uuid::new_v4()));
         {
             let mut s = DiskSpill::open(&dir, "web hook", 100).unwrap();
-            assert_eq!(s.push(vec![record("1"), record("2"), record("3")]), 0);
+            assert_eq!(
+                s.push(vec![
+                    CallbackRecord::sample("1"),
+                    CallbackRecord::sample("2"),
+                    CallbackRecord::sample("3")
+                ]),
+                0
+            );
             assert_eq!(s.len(), 3);
             let first = s.take(2);
             assert_eq!(first.len(), 2);
@@ -133,7 +130,10 @@ mod tests {
             let again: Vec<String> = s.take(10).iter().map(|r| r.request_id.clone()).collect();
             assert_eq!(again, ["1", "2", "3"]);
             assert!(s.is_empty());
-            s.push(vec![record("4"), record("5")]);
+            s.push(vec![
+                CallbackRecord::sample("4"),
+                CallbackRecord::sample("5"),
+            ]);
         }
         // A restart: what was on disk is still there, in order.
         let mut s = DiskSpill::open(&dir, "web hook", 100).unwrap();

@@ -102,13 +102,10 @@ impl Gcs {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant, UNIX_EPOCH};
-
-    use http::Method as M;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
     use crate::providers::client::{h2_only, ClientRegistry};
-    use crate::telemetry::RequestRecord;
 
     fn http() -> Http {
         let upstream = ClientRegistry::default().get(Duration::from_secs(1));
@@ -127,16 +124,6 @@ mod tests {
         Secret::new(std::fs::read_to_string(path).unwrap())
     }
 
-    fn record(id: &'static str) -> Arc<CallbackRecord> {
-        let r = RequestRecord::new(
-            HeaderValue::from_static(id),
-            M::POST,
-            "/v1/chat/completions",
-            Instant::now(),
-        );
-        Arc::new(CallbackRecord::from_record(&r, false))
-    }
-
     #[test]
     fn a_batch_is_one_dated_object_posted_with_the_token() {
         let gcs = Gcs::new(
@@ -147,7 +134,10 @@ mod tests {
             &http(),
         )
         .unwrap();
-        let batch = [record("req-1"), record("req-2")];
+        let batch = [
+            CallbackRecord::sample("req-1"),
+            CallbackRecord::sample("req-2"),
+        ];
         // 2026-11-23T10:00:00.123Z
         let now = UNIX_EPOCH + Duration::from_millis(1_795_428_000_123);
         let up = gcs

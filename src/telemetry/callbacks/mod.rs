@@ -431,12 +431,7 @@ mod tests {
     }
 
     fn record(id: u32) -> RequestRecord {
-        let mut r = RequestRecord::new(
-            http::HeaderValue::from(id),
-            http::Method::POST,
-            "/v1/chat/completions",
-            std::time::Instant::now(),
-        );
+        let mut r = RequestRecord::sample(&id.to_string());
         r.status = 200;
         r
     }

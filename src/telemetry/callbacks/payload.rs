@@ -201,6 +201,12 @@ pub struct AttemptRecord {
 }
 
 impl CallbackRecord {
+    /// [`RequestRecord::sample`] as the callbacks send it, for tests.
+    #[cfg(test)]
+    pub(crate) fn sample(id: &str) -> Arc<Self> {
+        Arc::new(Self::from_record(&RequestRecord::sample(id), false))
+    }
+
     /// Build from a finished request (on the recorder task). `content` asks for the prompt
     /// and completion when the record carries them.
     pub fn from_record(r: &RequestRecord, content: bool) -> Self {
