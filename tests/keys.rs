@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use sluice::auth::{digest, ModelAccess, Stored};
-use sluice::limits::{nanos, Limits, SubjectKind};
+use sluice_core::limits::{nanos, Limits, SubjectKind};
 
 const MASTER: &str = "sk-master-1234";
 
@@ -338,7 +338,7 @@ async fn streams_are_charged_when_they_end() {
         .unwrap();
     let mut spent = 0;
     for _ in 0..100 {
-        spent = entry.subject.counters.spent(sluice::limits::wall_ms());
+        spent = entry.subject.counters.spent(sluice_core::limits::wall_ms());
         if spent > 0 {
             break;
         }
@@ -389,7 +389,7 @@ async fn concurrent_requests_overspend_by_at_most_about_one() {
     let refused = answers.iter().filter(|a| a.status == 400).count();
     assert_eq!(ok + refused, 100);
     assert!((9..=11).contains(&ok), "about ten admitted: {ok}");
-    let spent = entry.subject.counters.spent(sluice::limits::wall_ms());
+    let spent = entry.subject.counters.spent(sluice_core::limits::wall_ms());
     let over = spent.saturating_sub(nanos(1.0));
     assert!(
         over <= nanos(cost * 1.5),

@@ -9,8 +9,8 @@ use super::fields::{accounting_json, limits_json, set, LimitsPatch};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
-use crate::error::ApiError;
 use crate::store::{EndUserRow, Store};
+use sluice_core::error::ApiError;
 
 const OWN_FIELDS: &[&str] = &["user_id", "alias", "blocked"];
 

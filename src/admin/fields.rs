@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use super::iso_opt;
-use crate::error::ApiError;
 use crate::store::{BudgetDuration, Limits};
+use sluice_core::error::ApiError;
 
 /// Every field a request struct requires, so serde's "missing field" becomes a
 /// `MissingParam` with a static name.

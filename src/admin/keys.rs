@@ -12,8 +12,8 @@ use super::{
     body, body_object, body_with_limits, from_map, iso_opt, page, query_pairs, query_value,
     store_error, total_pages, AdminRequest, AdminResult,
 };
-use crate::error::ApiError;
 use crate::store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Page, Store};
+use sluice_core::error::ApiError;
 
 /// Random bytes per key: 256 bits, beyond guessing.
 const KEY_BYTES: usize = 32;

@@ -27,8 +27,8 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::error::ApiError;
 use crate::store::{Store, StoreError};
+use sluice_core::error::ApiError;
 
 /// One admin call: its query string and body, borrowed from the request.
 #[derive(Debug, Clone, Copy)]

@@ -9,8 +9,8 @@ use super::keys::keys_json;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
-use crate::error::ApiError;
 use crate::store::{KeyFilter, Store, TeamRow};
+use sluice_core::error::ApiError;
 
 const OWN_FIELDS: &[&str] = &["team_id", "team_alias", "blocked"];
 

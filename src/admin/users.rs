@@ -11,8 +11,8 @@ use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
 };
-use crate::error::ApiError;
 use crate::store::{KeyFilter, KeyRow, Store, UserRow};
+use sluice_core::error::ApiError;
 
 const OWN_FIELDS: &[&str] = &[
     "user_id",

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::error::ApiError;
-use crate::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
-use crate::telemetry::trace_context::hex;
+use sluice_core::error::{ApiError, KeyRefusal};
+use sluice_core::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
+use sluice_core::record::KeyInfo;
+use sluice_core::trace_context::hex;
 
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
@@ -71,20 +72,14 @@ pub struct Holder {
 /// One virtual key as the request path needs it.
 #[derive(Debug)]
 pub struct KeyEntry {
-    /// Hex digest: the key's identity in records, spend logs and the admin API.
-    pub hash: Arc<str>,
-    /// `key_alias`.
-    pub alias: Option<Arc<str>>,
+    /// Its hash, alias, team and user: what a request's record names (shared with it).
+    pub info: Arc<KeyInfo>,
     /// Wall-clock ms after which the key is refused.
     pub expires_ms: Option<u64>,
     /// Refused outright (`/key/block`).
     pub blocked: bool,
     /// Model groups it may call.
     pub models: ModelAccess,
-    /// Owning team.
-    pub team_id: Option<Arc<str>>,
-    /// Owning user.
-    pub user_id: Option<Arc<str>>,
     /// Its limits and live counters.
     pub subject: Subject,
 }
@@ -110,26 +105,6 @@ pub enum Caller {
     Master,
     /// A virtual key.
     Key(Arc<KeyEntry>),
-}
-
-/// Why a presented key is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum KeyRefusal {
-    /// No such key (or it was deleted).
-    #[error("invalid API key")]
-    Unknown,
-    /// `/key/block`.
-    #[error("this key is blocked")]
-    Blocked,
-    /// Past `expires`.
-    #[error("this key has expired")]
-    Expired,
-    /// Its team is blocked.
-    #[error("this key's team is blocked")]
-    TeamBlocked,
-    /// Its user is blocked.
-    #[error("this key's user is blocked")]
-    UserBlocked,
 }
 
 /// Keys, teams, users and end users, each in a lock-free map.
@@ -216,15 +191,17 @@ impl Directory {
     ) -> Arc<KeyEntry> {
         let keys = self.keys.pin();
         let old = keys.get(&d);
-        let hash: Arc<str> = old.map_or_else(|| hex(&d).into(), |o| o.hash.clone());
+        let hash: Arc<str> = old.map_or_else(|| hex(&d).into(), |o| o.info.hash.clone());
         let entry = Arc::new(KeyEntry {
-            hash: hash.clone(),
-            alias: alias.map(Into::into),
+            info: Arc::new(KeyInfo {
+                hash: hash.clone(),
+                alias: alias.map(Into::into),
+                team_id: team_id.map(Into::into),
+                user_id: user_id.map(Into::into),
+            }),
             expires_ms,
             blocked,
             models,
-            team_id: team_id.map(Into::into),
-            user_id: user_id.map(Into::into),
             subject: Subject {
                 kind: SubjectKind::Key,
                 id: hash,
@@ -305,10 +282,12 @@ impl Directory {
             return Err(ApiError::KeyRefused(KeyRefusal::Expired));
         }
         let team = key
+            .info
             .team_id
             .as_deref()
             .and_then(|t| self.holder(SubjectKind::Team, t));
         let user = key
+            .info
             .user_id
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u));
@@ -354,8 +333,8 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::{admit, nanos};
-    use crate::telemetry::trace_context::unhex;
+    use sluice_core::limits::{admit, nanos};
+    use sluice_core::trace_context::unhex;
 
     fn limits(rpm: u64) -> Stored {
         Stored {

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
-use super::directory::{digest, Caller, Directory, KeyDigest, KeyRefusal};
+use super::directory::{digest, Caller, Directory, KeyDigest};
 use super::{presented_key, MasterKey};
-use crate::error::ApiError;
+use sluice_core::error::ApiError;
+use sluice_core::error::KeyRefusal;
 
 /// How long a digest the store does not know is refused without asking again.
 const UNKNOWN_FOR_MS: u64 = 1_000;
@@ -112,8 +113,8 @@ impl Gate {
 mod tests {
     use super::*;
     use crate::auth::{ModelAccess, Stored};
-    use crate::config::Secret;
     use http::HeaderValue;
+    use sluice_core::Secret;
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
     fn bearer(key: &str) -> HeaderMap {

@@ -6,17 +6,16 @@ mod directory;
 mod gate;
 mod sync;
 
-pub use directory::{
-    digest, Caller, Directory, Holder, KeyDigest, KeyEntry, KeyRefusal, ModelAccess, Stored,
-};
+pub use directory::{digest, Caller, Directory, Holder, KeyDigest, KeyEntry, ModelAccess, Stored};
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
+pub use sluice_core::error::KeyRefusal;
 pub use sync::{Sync, POLL_EVERY};
 
 use http::HeaderMap;
 use subtle::ConstantTimeEq;
 
-use crate::config::Secret;
-use crate::error::ApiError;
+use sluice_core::error::ApiError;
+use sluice_core::Secret;
 
 /// The master key, kept only as a SHA-256 digest so its bytes never sit in request state.
 #[derive(Clone)]

@@ -10,8 +10,8 @@ use super::env::Env;
 use super::model::{CallbackSettings, LitellmSettings, SinkKind, SinkSettings};
 use super::problems::Problems;
 use super::raw::{RawCallback, Scalar};
-use super::secret::Secret;
 use super::validate::{boolean, seconds, text, texts, whole};
+use sluice_core::Secret;
 
 /// Records per batch unless `batch_size` says otherwise (LiteLLM's batch loggers use 512).
 pub const DEFAULT_BATCH_SIZE: usize = 512;

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::model::{Config, Deployment};
-use super::secret::Secret;
+use sluice_core::Secret;
 
 /// The resolved config as text, one block per model group.
 pub fn describe(config: &Config) -> String {

@@ -9,7 +9,6 @@ mod load;
 mod model;
 mod problems;
 mod raw;
-mod secret;
 mod validate;
 
 pub use describe::describe;
@@ -17,7 +16,7 @@ pub use env::{Env, ProcessEnv};
 pub use load::{load_file, load_str, Loaded};
 pub use model::*;
 pub use problems::{ConfigError, Invalid, Warning};
-pub use secret::Secret;
+pub use sluice_core::Secret;
 pub use validate::{DEFAULT_AZURE_API_VERSION, ROUTING_STRATEGIES};
 
 #[cfg(test)]

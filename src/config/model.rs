@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use super::secret::Secret;
 use crate::mock::MockSettings;
 use crate::providers::Provider;
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+use sluice_core::Secret;
 
 /// The whole validated config.
 #[derive(Debug, Clone)]
@@ -244,7 +244,7 @@ pub struct Deployment {
     /// USD per token, resolved once at load from the price table (`model_info.base_model`,
     /// `provider/model`, `model`) and the cost overrides above, so a request's cost is
     /// arithmetic only. All zero when nothing is known (a warning says so).
-    pub price: crate::spend::Price,
+    pub price: sluice_core::price::Price,
     /// Settings for `mock/` deployments (`mock_response`, `mock_latency_ms`, ...).
     pub mock: MockSettings,
     /// AWS credentials and region (`bedrock/`): requests are SigV4-signed with them.

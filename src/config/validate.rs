@@ -16,10 +16,10 @@ use super::problems::{did_you_mean, Problems};
 use super::raw::{
     OneOrMany, RawConfig, RawFallbacks, RawKey, RawKeys, RawModel, RawParams, RawRouter, Scalar,
 };
-use super::secret::Secret;
 use crate::mock::{Faults, MockSettings, MockWire};
 use crate::providers::{KeyHeader, Provider, Wire};
 use crate::routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+use sluice_core::Secret;
 
 /// Azure OpenAI API version used when neither the deployment nor `AZURE_API_VERSION` sets one.
 pub const DEFAULT_AZURE_API_VERSION: &str = "2024-10-21";
@@ -500,7 +500,7 @@ fn deployment(
         mock: mock_settings(&lp, &params, p),
         aws: None,
         vertex: None,
-        price: crate::spend::Price::default(),
+        price: sluice_core::price::Price::default(),
         model_info,
         model_name,
     };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use redis::Script;
 
-use crate::limits::{Exceeded, Nanos, Rejected, Remaining, Subject, SubjectKind, Subjects};
+use sluice_core::limits::{Exceeded, Nanos, Rejected, Remaining, Subject, SubjectKind, Subjects};
 
 /// Admit: KEYS per subject (6): requests now, requests last minute, tokens now, tokens last
 /// minute, in-flight set, spend. ARGV: now, request id, slot ttl, n, then per subject (6): rpm,

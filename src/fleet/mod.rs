@@ -17,9 +17,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use broadcast::{KeyChange, CHANNEL};
 pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
 
-use crate::config::Secret;
-use crate::limits::Subjects;
 use counters::Scripts;
+use sluice_core::limits::Subjects;
+use sluice_core::Secret;
 
 /// Longest a request waits for Redis before it is admitted on local counters instead.
 const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -194,7 +194,7 @@ pub(crate) mod testing;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::{nanos, Counters, Exceeded, Limits, Subject, SubjectKind};
+    use sluice_core::limits::{nanos, Counters, Exceeded, Limits, Subject, SubjectKind};
 
     async fn up(url: &str) -> Arc<Fleet> {
         let f = Fleet::start(&Secret::new(url)).unwrap();
@@ -228,12 +228,12 @@ mod tests {
             subjects: vec![s.clone()],
             tokens,
             cost,
-            at_ms: crate::limits::wall_ms(),
+            at_ms: sluice_core::limits::wall_ms(),
         });
     }
 
     async fn admitted(f: &Fleet, s: &Subject, id: &str) -> bool {
-        match f.admit(&one(s), id, crate::limits::wall_ms()).await {
+        match f.admit(&one(s), id, sluice_core::limits::wall_ms()).await {
             Some(Verdict::Admitted(_)) => true,
             Some(Verdict::Refused(_)) => false,
             None => panic!("redis did not answer"),
@@ -246,7 +246,7 @@ mod tests {
             return;
         };
         let (a, b) = (up(&redis.url).await, up(&redis.url).await);
-        let unique = format!("{}", crate::limits::wall_ms());
+        let unique = format!("{}", sluice_core::limits::wall_ms());
         // rpm 5 across both instances.
         let rpm = Limits {
             rpm: Some(5),
@@ -259,7 +259,10 @@ mod tests {
             n += usize::from(admitted(&b, &kb, &format!("b{i}")).await);
         }
         assert_eq!(n, 5, "five of eight admitted across two instances");
-        match b.admit(&one(&kb), "x", crate::limits::wall_ms()).await {
+        match b
+            .admit(&one(&kb), "x", sluice_core::limits::wall_ms())
+            .await
+        {
             Some(Verdict::Refused(r)) => {
                 assert_eq!(r.exceeded, Exceeded::Requests);
                 assert!(r.retry_after <= Duration::from_secs(60));
@@ -297,8 +300,9 @@ mod tests {
         settle(&a, &ba, "s1", 0, nanos(1.0));
         let mut refused = None;
         for _ in 0..100 {
-            if let Some(Verdict::Refused(r)) =
-                b.admit(&one(&bb), "s2", crate::limits::wall_ms()).await
+            if let Some(Verdict::Refused(r)) = b
+                .admit(&one(&bb), "s2", sluice_core::limits::wall_ms())
+                .await
             {
                 refused = Some(r);
                 break;

@@ -30,9 +30,9 @@ use http::{HeaderMap, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::endpoint::{Dialect, Endpoint};
-use crate::error::{anthropic_error_body, anthropic_error_type, error_body};
 use openai::{filler, stamp, EmbeddingPlan, Plan};
+use sluice_core::endpoint::{Dialect, Endpoint};
+use sluice_core::error::{anthropic_error_body, anthropic_error_type, error_body};
 
 /// The fields of a request the mock reads; everything else is skipped unparsed.
 #[derive(Deserialize)]

@@ -15,8 +15,8 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use super::{error, json, respond, respond_native, MockBody, MockSettings, NativeRoute};
-use crate::endpoint::Endpoint;
 use crate::server::{serve_threads, serve_with};
+use sluice_core::endpoint::Endpoint;
 
 /// Largest request body the mock reads (the benchmark sends up to ~500 KB).
 const MAX_BODY: usize = 64 * 1024 * 1024;

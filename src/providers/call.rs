@@ -10,10 +10,10 @@ use super::body::{SegmentsBody, UpstreamBody};
 use super::envelope::{splice, Envelope};
 use super::kind::Wire;
 use super::target::{encode_model, DeploymentTarget, HttpTarget, TargetKind};
-use crate::endpoint::Endpoint;
-use crate::error::ApiError;
 use crate::mock::MockSettings;
-use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::ApiError;
+use sluice_core::trace_context::{TRACEPARENT, TRACESTATE};
 
 /// Anthropic request headers a pass-through call takes from the client (API version and beta
 /// features, which Claude Code relies on).
@@ -76,7 +76,7 @@ pub async fn send(
         },
         TargetKind::Unsupported => Err(ApiError::ProviderNotSupported {
             provider: target.provider.name(),
-            model: target.model_name.to_string(),
+            model: target.info.model_name.to_string(),
         }),
     }
 }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::error::ApiError;
+use sluice_core::error::ApiError;
 
 #[derive(Deserialize)]
 struct RawEnvelope<'a> {

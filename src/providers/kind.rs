@@ -148,8 +148,8 @@ const fn spec(
     }
 }
 
-use crate::endpoint::Dialect;
 use crate::translate::Format;
+use sluice_core::endpoint::Dialect;
 use Wire::OpenAiCompatible;
 
 static OPENAI: ProviderSpec = ProviderSpec {

@@ -14,8 +14,8 @@ use super::google_auth::TokenSource;
 use super::kind::Wire;
 use super::sigv4::{uri_encode, Credentials, Signer};
 use crate::config::Deployment;
-use crate::error::ApiError;
 use crate::translate::Format;
+use sluice_core::error::ApiError;
 
 /// What a native call does, which decides its URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

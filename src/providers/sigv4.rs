@@ -13,8 +13,8 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, HOST};
 use http::{HeaderMap, Uri};
 use sha2::{Digest, Sha256};
 
-use crate::config::Secret;
-use crate::telemetry::trace_context::hex;
+use sluice_core::trace_context::hex;
+use sluice_core::Secret;
 
 /// The algorithm name in the `Authorization` header.
 const ALGORITHM: &str = "AWS4-HMAC-SHA256";

@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 use bytes::{Bytes, BytesMut};
 use memchr::{memchr, memchr_iter, memmem, memrchr_iter};
 
-use crate::spend::usage::UsageProbe;
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
+use sluice_core::usage::UsageProbe;
 
 /// Scanner state for one stream.
 #[derive(Debug, Default)]

@@ -13,9 +13,10 @@ use super::client::{ClientRegistry, UpstreamClient};
 use super::kind::{KeyHeader, Provider, Wire};
 use super::native::Native;
 use crate::config::{Deployment, Secret};
-use crate::endpoint::Endpoint;
 use crate::mock::MockSettings;
-use crate::spend::Price;
+use sluice_core::endpoint::Endpoint;
+use sluice_core::price::Price;
+use sluice_core::record::DeploymentInfo;
 
 /// Upstream call timeout when neither the deployment nor the router sets one (LiteLLM's 600 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -191,14 +192,11 @@ const ENDPOINTS: [Endpoint; 6] = [
 /// A deployment ready to serve, shared by the routing table.
 #[derive(Debug)]
 pub struct DeploymentTarget {
-    /// Stable deployment id (`x-sluice-model-id`).
-    pub id: Arc<str>,
+    /// Its id, group, upstream model and provider name (shared with the records of its
+    /// requests).
+    pub info: Arc<DeploymentInfo>,
     /// `x-sluice-model-id` header value, prebuilt.
     pub id_header: HeaderValue,
-    /// The model group.
-    pub model_name: Arc<str>,
-    /// The model name the provider knows (traces and callback records).
-    pub upstream_model: Arc<str>,
     /// The provider.
     pub provider: Provider,
     /// How to reach it.
@@ -232,10 +230,13 @@ impl DeploymentTarget {
             name: "x-sluice-model-id".into(),
         })?;
         Ok(Self {
-            id: Arc::from(d.id.as_str()),
+            info: Arc::new(DeploymentInfo {
+                id: Arc::from(d.id.as_str()),
+                model_name: Arc::from(d.model_name.as_str()),
+                upstream_model: Arc::from(d.upstream_model.as_str()),
+                provider: d.provider.name(),
+            }),
             id_header,
-            model_name: Arc::from(d.model_name.as_str()),
-            upstream_model: Arc::from(d.upstream_model.as_str()),
             provider: d.provider,
             kind,
             timeouts: Timeouts::of(d),
@@ -249,10 +250,13 @@ impl DeploymentTarget {
     /// An in-process mock deployment for unit tests.
     pub(crate) fn mock_for_tests(group: &str, id: &str) -> Self {
         Self {
-            id: Arc::from(id),
+            info: Arc::new(DeploymentInfo {
+                id: Arc::from(id),
+                model_name: Arc::from(group),
+                upstream_model: Arc::from(group),
+                provider: Provider::Mock.name(),
+            }),
             id_header: HeaderValue::from_static("x"),
-            model_name: Arc::from(group),
-            upstream_model: Arc::from(group),
             provider: Provider::Mock,
             kind: TargetKind::Mock(MockSettings::default()),
             timeouts: Timeouts {

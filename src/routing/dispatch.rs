@@ -19,7 +19,9 @@ use super::failure::FailureKind;
 use super::group::{Group, Member, Pick, Tried};
 use super::health::{now_ms, InFlight};
 use super::{Resolved, Router};
-use crate::telemetry::{new_span_id, AttemptEnd, AttemptSpan, Attempts, SpanId};
+use sluice_core::error::RouteError;
+use sluice_core::record::{AttemptEnd, AttemptSpan, Attempts};
+use sluice_core::trace_context::{new_span_id, SpanId};
 
 /// One attempt the pipeline is asked to make.
 #[derive(Debug, Clone, Copy)]
@@ -43,36 +45,6 @@ pub struct Failure<E> {
     pub retry_after: Option<Duration>,
     /// The error to give the client if nothing else works.
     pub error: E,
-}
-
-/// A failure of routing itself: nothing could be called.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RouteError {
-    /// Every deployment of the group is cooling down.
-    #[error("every deployment of model group `{group}` is cooling down after failures; retry in {}s", .retry_in.as_secs_f64().ceil())]
-    Cooling {
-        /// The group.
-        group: Arc<str>,
-        /// When the first one is back.
-        retry_in: Duration,
-    },
-    /// Every deployment of the group is at its rpm/tpm limit this minute.
-    #[error("every deployment of model group `{group}` is at its rpm/tpm limit; retry in {}s", .retry_in.as_secs_f64().ceil())]
-    AtLimit {
-        /// The group.
-        group: Arc<str>,
-        /// When the minute turns.
-        retry_in: Duration,
-    },
-}
-
-impl RouteError {
-    /// When the client may try again.
-    pub fn retry_in(&self) -> Duration {
-        match self {
-            Self::Cooling { retry_in, .. } | Self::AtLimit { retry_in, .. } => *retry_in,
-        }
-    }
 }
 
 /// The request's own routing settings (from its body).
@@ -207,7 +179,7 @@ impl<'a> Run<'a> {
     fn begin(&mut self, call: &Attempt<'a>, hedge: bool, start: Instant) -> usize {
         self.trail.push(AttemptSpan {
             span_id: call.span_id,
-            target: call.member.target.clone(),
+            target: call.member.target.info.clone(),
             hedge,
             start,
             end: None,

@@ -11,7 +11,7 @@ mod health;
 mod hedge;
 mod policy;
 
-pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, RouteError, Served};
+pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, Served};
 pub use failure::{retry_after, FailureKind};
 pub use group::{Group, Member, Strategy};
 pub use health::{
@@ -20,6 +20,7 @@ pub use health::{
 };
 pub use hedge::HedgeAfter;
 pub use policy::{Fallbacks, OnDisconnect, Policy};
+pub use sluice_core::error::RouteError;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -68,7 +69,7 @@ impl ModelTable {
         let mut order: Vec<Arc<str>> = Vec::new();
         let mut members: HashMap<Arc<str>, Vec<Member>> = HashMap::new();
         for m in all {
-            let name = m.target.model_name.clone();
+            let name = m.target.info.model_name.clone();
             if !members.contains_key(&name) {
                 order.push(name.clone());
             }
@@ -154,7 +155,7 @@ mod tests {
     }
 
     fn first_id(r: Resolved<'_>) -> String {
-        r.group.members()[0].target.id.to_string()
+        r.group.members()[0].target.info.id.to_string()
     }
 
     #[test]

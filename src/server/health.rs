@@ -45,7 +45,7 @@ pub fn view(router: &Router) -> Bytes {
             let (successes, failures, last) = m.health.totals();
             deployments.push(Deployment {
                 model_name: &group.name,
-                model_id: &m.target.id,
+                model_id: &m.target.info.id,
                 provider: m.target.provider.name(),
                 state,
                 cooldown_remaining_s: remaining,

@@ -30,8 +30,8 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::error::ApiError;
 use crate::routing::OnDisconnect;
+use sluice_core::error::ApiError;
 
 /// Largest read buffer per connection (hyper's minimum is 8 KiB).
 pub const MAX_CONN_BUF: usize = 64 * 1024;
@@ -98,7 +98,7 @@ async fn answer_now(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     task.await.unwrap_or_else(|_| {
         pipeline::error_response(
             &ApiError::Internal("request task failed"),
-            crate::endpoint::Dialect::OpenAi,
+            sluice_core::endpoint::Dialect::OpenAi,
         )
     })
 }

@@ -25,11 +25,8 @@ use super::body::ResponseBody;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
-use crate::auth::{self, Caller};
-use crate::endpoint::{Dialect, Endpoint};
-use crate::error::ApiError;
+use crate::auth::{self, Caller, KeyEntry};
 use crate::fleet::Verdict;
-use crate::limits::{self, Exceeded, Permit};
 use crate::providers::body::UpstreamBody;
 use crate::providers::call::{self, Call};
 use crate::providers::envelope::Envelope;
@@ -39,6 +36,9 @@ use crate::routing::{
 };
 use crate::spend::{usage_from_body, Charges, FleetShare};
 use crate::telemetry::{Content, Outcome, Recorder, RequestRecord, TraceContext};
+use sluice_core::endpoint::{Dialect, Endpoint};
+use sluice_core::error::ApiError;
+use sluice_core::limits::{self, Exceeded, Permit};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -208,9 +208,11 @@ where
         wall,
     )
     .await?;
-    if let Caller::Key(k) = caller {
-        record.key = Some(k);
-    }
+    let key = match caller {
+        Caller::Key(k) => Some(k),
+        Caller::Open | Caller::Master => None,
+    };
+    record.key = key.as_ref().map(|k| k.info.clone());
     // 7. Select a deployment and call it: routing::dispatch picks, retries, falls back and
     //    hedges; `attempt` makes each call and classifies its failure.
     let force_usage = envelope.stream
@@ -243,7 +245,7 @@ where
     record.hedges = outcome.hedges;
     record.attempts = std::mem::take(&mut outcome.attempts);
     if let Some(m) = outcome.last {
-        record.deployment = Some(m.target.id.clone());
+        record.deployment = Some(m.target.info.id.clone());
         record.provider = Some(m.target.provider.name());
     }
     // 8. Answer, and settle what the request used.
@@ -286,13 +288,13 @@ where
                         resp.headers_mut()
                             .insert(X_RESPONSE_COST.clone(), usd_value(c));
                     }
-                    spend_headers(&charges, record, resp.headers_mut());
+                    spend_headers(&charges, key.as_deref(), resp.headers_mut());
                     record.overhead = before_send + arrived.elapsed();
                     resp
                 }
                 Answer::Stream { parts, first, rest } => {
                     let mut spend = HeaderMap::new();
-                    spend_headers(&charges, record, &mut spend);
+                    spend_headers(&charges, key.as_deref(), &mut spend);
                     record.ttfb = Some(arrived - record.start);
                     record.status = parts.status.as_u16();
                     record.overhead = before_send + arrived.elapsed();
@@ -417,7 +419,7 @@ async fn admit(
 
 /// `x-ratelimit-*` (LiteLLM's names) from the tightest of the caller's limits, and the key's
 /// spend so far.
-fn spend_headers(charges: &Charges, record: &RequestRecord, h: &mut HeaderMap) {
+fn spend_headers(charges: &Charges, key: Option<&KeyEntry>, h: &mut HeaderMap) {
     let Some(permit) = &charges.permit else {
         return;
     };
@@ -433,7 +435,7 @@ fn spend_headers(charges: &Charges, record: &RequestRecord, h: &mut HeaderMap) {
         h.insert(X_LIMIT_TOKENS.clone(), HeaderValue::from(limit));
         h.insert(X_REMAINING_TOKENS.clone(), HeaderValue::from(remaining));
     }
-    if let Some(k) = &record.key {
+    if let Some(k) = key {
         h.insert(
             X_KEY_SPEND.clone(),
             usd_value(k.subject.counters.spent(limits::wall_ms())),
@@ -805,7 +807,7 @@ fn duration_value(d: Duration) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::dollars;
+    use sluice_core::limits::dollars;
 
     #[test]
     fn durations_are_milliseconds_with_three_decimals() {

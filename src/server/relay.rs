@@ -21,13 +21,13 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::time::{Instant, Sleep};
 
-use crate::endpoint::Endpoint;
-use crate::error::{anthropic_error_body, error_body};
 use crate::mock::MockBody;
 use crate::providers::body::UpstreamBody;
 use crate::providers::sse::SseTap;
 use crate::spend::Charges;
 use crate::telemetry::{Outcome, Recorder, RequestRecord};
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::{anthropic_error_body, error_body};
 
 /// Why a relayed stream was aborted. The client already got an error event; this error only
 /// makes the HTTP layer cut the response so that no client mistakes it for a complete one.

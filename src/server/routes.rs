@@ -2,7 +2,7 @@
 
 use http::Method;
 
-use crate::endpoint::Endpoint;
+use sluice_core::endpoint::Endpoint;
 
 /// What a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,11 +4,11 @@
 
 mod prices;
 mod settle;
-pub(crate) mod usage;
 
-pub use prices::{Price, PriceError, PriceSource, PriceTable, COST_MAP_ENV};
+pub use prices::{PriceError, PriceSource, PriceTable, COST_MAP_ENV};
 pub use settle::{Charges, FleetShare};
-pub use usage::{usage_from_body, usage_from_value, Usage};
+pub use sluice_core::price::Price;
+pub use sluice_core::usage::{usage_from_body, usage_from_value, Usage};
 
 /// Cost in USD of one request at a deployment's price (see [`Price::cost`]).
 pub fn cost(price: &Price, usage: &Usage) -> f64 {

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use crate::fleet::{Fleet, Settlement};
-use crate::limits::{nanos, wall_ms, Nanos, Permit, Remaining};
 use crate::routing::InFlight;
 use crate::telemetry::RequestRecord;
+use sluice_core::limits::{nanos, wall_ms, Nanos, Permit, Remaining};
 
 use super::Price;
 

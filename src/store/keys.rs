@@ -5,7 +5,7 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use crate::telemetry::trace_context::hex;
+use sluice_core::trace_context::hex;
 use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 

@@ -30,7 +30,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use time::OffsetDateTime;
 
-use crate::config::Secret;
+use sluice_core::Secret;
 
 pub use budget::BudgetDuration;
 pub use changes::Changes;

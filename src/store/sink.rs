@@ -5,8 +5,8 @@ use time::OffsetDateTime;
 
 use super::writer::SpendSender;
 use super::{KeyHash, SpendLog, SpendStatus};
-use crate::limits::dollars;
 use crate::telemetry::{Outcome, RecordSink, RequestRecord};
+use sluice_core::limits::dollars;
 
 /// Feeds the spend-log writer.
 #[derive(Debug)]

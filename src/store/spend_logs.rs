@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use super::entity::to_i64;
 use super::{col, from_ms, to_ms, KeyHash, Page, Store, StoreError};
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
 
 /// How the request ended, as the spend log shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use sqlx::{Connection, Executor};
 
 use super::{Backend, Location, Store, StoreOptions};
-use crate::config::Secret;
+use sluice_core::Secret;
 
 /// The variable naming the test PostgreSQL server (a URL to any database on it).
 pub(crate) const POSTGRES_ENV: &str = "SLUICE_TEST_POSTGRES_URL";

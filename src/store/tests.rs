@@ -7,7 +7,7 @@ use super::keys::KeyFilter;
 use super::spend_logs::BatchOutcome;
 use super::testing::every_backend;
 use super::*;
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
 
 const T0: OffsetDateTime = datetime!(2026-03-01 10:00 UTC);
 

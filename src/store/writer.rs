@@ -27,7 +27,7 @@ use tokio::time::{interval, timeout, MissedTickBehavior};
 
 use super::spool::{Spool, SpoolError};
 use super::{SpendLog, Store};
-use crate::telemetry::Poller;
+use sluice_core::poll::Poller;
 
 /// How the writer batches, spools and resets. Defaults are in [`WriterOptions::new`].
 #[derive(Debug, Clone)]

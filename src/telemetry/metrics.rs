@@ -4,8 +4,6 @@
 //! bounded by the config (route, model group, deployment, provider, status class, error
 //! kind), never keys or users.
 
-use std::sync::Arc;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -13,8 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use super::record::{Outcome, RequestRecord};
 use crate::routing::{now_ms, Availability, Router};
+use sluice_core::record::{Outcome, RecordSink, RequestRecord};
 
 /// `Content-Type` of the exposition (OpenMetrics text, which Prometheus scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -295,7 +293,7 @@ impl Metrics {
             for m in group.members() {
                 let labels = DeploymentLabels {
                     model: group.name.to_string(),
-                    deployment: m.target.id.to_string(),
+                    deployment: m.target.info.id.to_string(),
                 };
                 self.in_flight
                     .get_or_create(&labels)
@@ -318,7 +316,7 @@ impl Metrics {
 }
 
 /// The recorder's handle on the metrics.
-impl super::recorder::RecordSink for Arc<Metrics> {
+impl RecordSink for Metrics {
     fn accept(&self, record: &RequestRecord) {
         self.observe(record);
     }
@@ -327,8 +325,8 @@ impl super::recorder::RecordSink for Arc<Metrics> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spend::Usage;
     use http::{HeaderValue, Method};
+    use sluice_core::usage::Usage;
     use std::time::{Duration, Instant};
 
     fn sample() -> RequestRecord {

@@ -6,19 +6,16 @@
 pub mod callbacks;
 pub mod metrics;
 pub mod otel;
-mod poll;
-mod record;
 mod recorder;
-pub mod trace_context;
 
 pub use metrics::Metrics;
-pub use poll::{Poller, POLL_EVERY};
-pub use record::{
-    ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RequestRecord, StreamFrames,
-    MAX_STREAM_KEPT,
+pub use recorder::{finish_worker, LogSink, Recorder, QUEUE_CAPACITY};
+pub use sluice_core::poll::{Poller, POLL_EVERY};
+pub use sluice_core::record::{
+    ms, AttemptEnd, AttemptSpan, Attempts, Content, Outcome, RecordSink, RequestRecord,
+    StreamFrames, MAX_STREAM_KEPT,
 };
-pub use recorder::{finish_worker, LogSink, RecordSink, Recorder, QUEUE_CAPACITY};
-pub use trace_context::{new_span_id, SpanId, TraceContext};
+pub use sluice_core::trace_context::{self, new_span_id, SpanId, TraceContext};
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 

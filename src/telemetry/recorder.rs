@@ -19,19 +19,13 @@ use tokio::task::JoinHandle;
 
 use super::callbacks::Callbacks;
 use super::metrics::Metrics;
-use super::record::RequestRecord;
+use sluice_core::record::{RecordSink, RequestRecord};
 
 /// Records waiting in one queue before requests start handling them inline.
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
 
 /// Most records a recorder task takes from its queue at once.
 const DRAIN_BATCH: usize = 256;
-
-/// A consumer of finished request records (the log writer, a test observer, ...).
-pub trait RecordSink: Send + Sync + 'static {
-    /// Take one record. Runs on a recorder task (any worker's), never on a request.
-    fn accept(&self, record: &RequestRecord);
-}
 
 /// Writes each record as a log line.
 #[derive(Debug, Default)]
@@ -40,13 +34,6 @@ pub struct LogSink;
 impl RecordSink for LogSink {
     fn accept(&self, record: &RequestRecord) {
         record.emit();
-    }
-}
-
-/// Forwards records to a channel (for tests and embedders that want to see every record).
-impl RecordSink for mpsc::UnboundedSender<RequestRecord> {
-    fn accept(&self, record: &RequestRecord) {
-        let _ = self.send(record.clone());
     }
 }
 

@@ -10,7 +10,7 @@ use super::ir::{
     Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, tool_input, Params, TranslateError};
-use crate::spend::{usage_from_value, Usage};
+use sluice_core::usage::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::{anthropic, bedrock, gemini, openai, Format};
-use crate::endpoint::Dialect;
-use crate::error::{anthropic_error_body, anthropic_error_type, error_body};
+use sluice_core::endpoint::Dialect;
+use sluice_core::error::{anthropic_error_body, anthropic_error_type, error_body};
 
 /// Longest upstream error message relayed when the body is not in the expected shape.
 const MAX_RAW_MESSAGE: usize = 2000;

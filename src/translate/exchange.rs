@@ -12,14 +12,14 @@ use super::ir::ChatRequest;
 use super::stream::{TranslatedBody, Translator};
 use super::{anthropic, errors, parse_request, parse_response, write_request, write_response};
 use super::{Format, Params, TranslateError};
-use crate::endpoint::{Dialect, Endpoint};
-use crate::error::ApiError;
 use crate::mock::{MockSettings, MockWire};
 use crate::providers::body::{SegmentsBody, UpstreamBody};
 use crate::providers::call::{client_error, model_json, Call};
 use crate::providers::native::NativeCall;
 use crate::providers::target::HttpTarget;
 use crate::providers::Wire;
+use sluice_core::endpoint::{Dialect, Endpoint};
+use sluice_core::error::ApiError;
 
 /// Largest upstream answer translated whole (it is held as values while translated).
 const MAX_TRANSLATED_BODY: usize = 64 * 1024 * 1024;

@@ -16,7 +16,7 @@ use super::ir::{
     ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, tool_input, Params, TranslateError};
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
 
 // ---------------------------------------------------------------------------------------------
 // Requests

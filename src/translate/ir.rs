@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
 
 /// A chat request, whichever API it came in on.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -21,9 +21,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::endpoint::Dialect;
-use crate::error::ApiError;
 use ir::{ChatRequest, ChatResponse, Part};
+use sluice_core::endpoint::Dialect;
+use sluice_core::error::ApiError;
 
 /// A wire format sluice translates to or from: the client dialects, and the native formats of
 /// providers that are only ever upstreams.

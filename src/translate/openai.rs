@@ -9,7 +9,7 @@ use super::ir::{
     StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, Params, TranslateError};
-use crate::spend::Usage;
+use sluice_core::usage::Usage;
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -606,7 +606,7 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
 }
 
 fn usage_of(v: &Value) -> Usage {
-    crate::spend::usage_from_value(v).unwrap_or_default()
+    sluice_core::usage::usage_from_value(v).unwrap_or_default()
 }
 
 fn usage_json(u: &Usage) -> Value {
@@ -915,7 +915,7 @@ impl ChunkWriter {
                 out.extend_from_slice(b"data: [DONE]\n\n");
             }
             StreamEvent::Error { kind, message } => {
-                let body = crate::error::error_body(&message, &kind, None, &kind);
+                let body = sluice_core::error::error_body(&message, &kind, None, &kind);
                 out.extend_from_slice(b"data: ");
                 out.extend_from_slice(&body);
                 out.extend_from_slice(b"\n\n");

@@ -15,10 +15,10 @@ use super::anthropic::{EventReader, EventWriter};
 use super::ir::StreamEvent;
 use super::openai::{ChunkReader, ChunkWriter};
 use super::{bedrock, gemini, Format};
-use crate::endpoint::Dialect;
 use crate::providers::body::{UpstreamBody, UpstreamBodyError};
 use crate::providers::eventstream::Decoder;
 use crate::providers::sse::{events, last_event_end};
+use sluice_core::endpoint::Dialect;
 
 #[derive(Debug)]
 enum Reader {

@@ -7,7 +7,7 @@ use super::anthropic::{self, DEFAULT_MAX_TOKENS};
 use super::ir::*;
 use super::stream::Translator;
 use super::{openai, Params, TranslateError};
-use crate::endpoint::Dialect;
+use sluice_core::endpoint::Dialect;
 
 const STRICT: Params = Params { drop: false };
 const DROP: Params = Params { drop: true };
@@ -155,7 +155,7 @@ fn anthropic_answer_to_openai() {
     assert_eq!(v["usage"]["completion_tokens"], 71);
     assert_eq!(v["usage"]["total_tokens"], 1055 + 71);
     // The usage reader on the OpenAI-shaped answer agrees (no double counting).
-    let u = crate::spend::usage_from_body(&openai::write_response(&r)).unwrap();
+    let u = sluice_core::usage::usage_from_body(&openai::write_response(&r)).unwrap();
     assert_eq!(
         (u.prompt_tokens, u.cached_tokens, u.cache_creation_tokens),
         (1055, 1000, 20)
@@ -262,7 +262,7 @@ fn openai_answer_to_anthropic() {
     assert_eq!(v["usage"]["input_tokens"], 82 - 64);
     assert_eq!(v["usage"]["cache_read_input_tokens"], 64);
     assert_eq!(v["usage"]["output_tokens"], 17);
-    let u = crate::spend::usage_from_body(&anthropic::write_response(&r)).unwrap();
+    let u = sluice_core::usage::usage_from_body(&anthropic::write_response(&r)).unwrap();
     assert_eq!((u.prompt_tokens, u.cached_tokens), (82, 64));
 }
 

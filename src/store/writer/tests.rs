@@ -7,9 +7,9 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::*;
-use crate::spend::Usage;
 use crate::store::testing::{every_backend, postgres_database, sqlite, temp_dir};
 use crate::store::{KeyRow, Location, Page, SpendLogFilter, StoreOptions};
+use sluice_core::usage::Usage;
 
 fn options(dir: &std::path::Path) -> WriterOptions {
     let mut o = WriterOptions::new(dir.join("spool").join("spend.jsonl"));
@@ -219,7 +219,7 @@ async fn postgres_outage_spools_and_replays_every_record_once() {
         return;
     };
     let url = postgres_database(&server).await;
-    let mut opts = StoreOptions::new(Location::Postgres(crate::config::Secret::new(url)));
+    let mut opts = StoreOptions::new(Location::Postgres(sluice_core::Secret::new(url)));
     opts.acquire_timeout = Duration::from_millis(500);
     let store = Store::open(opts).await.unwrap();
     let key = KeyRow::new("sk-outage", OffsetDateTime::now_utc());

@@ -14,9 +14,9 @@ use http::{HeaderMap, Method, Uri};
 
 use super::payload::{batch_object_name, CallbackRecord};
 use super::target::{json_array, ok_status, parse_uri, send, DeliverError, Http};
-use crate::config::Secret;
 use crate::providers::google_auth::TokenSource;
 use crate::providers::sigv4::uri_encode;
+use sluice_core::Secret;
 
 /// A GCS sink.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::payload::CallbackRecord;
 use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
-use crate::config::Secret;
+use sluice_core::Secret;
 
 /// A Langfuse sink.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use super::payload::{CallbackRecord, UsageRecord};
 use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
-use crate::config::Secret;
+use sluice_core::Secret;
 
 static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");
 

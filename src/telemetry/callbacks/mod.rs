@@ -33,10 +33,10 @@ use self::payload::CallbackRecord;
 use self::stats::{SinkStats, SinkStatus};
 use self::target::{Http, Target};
 use super::metrics::Metrics;
-use super::poll::Poller;
-use super::record::RequestRecord;
 use crate::config::{CallbackSettings, SinkSettings};
 use crate::providers::client::ClientRegistry;
+use sluice_core::poll::Poller;
+use sluice_core::record::RequestRecord;
 
 pub use self::batcher::Spill as SpillSeam;
 

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::super::ms;
-use super::super::record::{AttemptEnd, RequestRecord};
 use super::super::trace_context::hex;
+use sluice_core::record::{AttemptEnd, RequestRecord};
 
 /// One finished request, as the callbacks send it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -264,7 +264,7 @@ impl CallbackRecord {
                 cache_creation_tokens: usage.cache_creation_tokens,
                 reasoning_tokens: usage.reasoning_tokens,
             },
-            cost: r.cost.map(crate::limits::dollars),
+            cost: r.cost.map(sluice_core::limits::dollars),
             cache_hit: r.cache_hit,
             latency_ms: ms(end - r.start),
             ttfb_ms: r.ttfb.map(ms),
@@ -290,7 +290,7 @@ impl CallbackRecord {
                     group: a.target.model_name.to_string(),
                     deployment: a.target.id.to_string(),
                     upstream_model: a.target.upstream_model.to_string(),
-                    provider: a.target.provider.name().to_owned(),
+                    provider: a.target.provider.to_owned(),
                     hedge: a.hedge,
                     start_unix_nano: unix_nanos(r.wall(a.start)),
                     end_unix_nano: unix_nanos(r.wall(a.end.unwrap_or(end))),

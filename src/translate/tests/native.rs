@@ -7,11 +7,11 @@ use serde_json::{json, Value};
 
 use super::super::{bedrock, errors, gemini, Format};
 use super::{assemble_anthropic, assemble_openai, fixture, json_of, DROP, STRICT};
-use crate::endpoint::Dialect;
 use crate::providers::eventstream;
 use crate::translate::ir::*;
 use crate::translate::stream::Translator;
 use crate::translate::{anthropic, openai, TranslateError};
+use sluice_core::endpoint::Dialect;
 
 fn openai_full() -> ChatRequest {
     openai::parse_request(fixture("openai/request_full.json").as_bytes(), STRICT).unwrap()

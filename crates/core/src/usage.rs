@@ -101,7 +101,7 @@ impl From<RawUsage> for Usage {
 /// The parts of a JSON document (a whole answer or one stream event) that carry usage.
 /// Everything else is skipped by serde without being built.
 #[derive(Deserialize)]
-pub(crate) struct UsageProbe<'a> {
+pub struct UsageProbe<'a> {
     #[serde(default)]
     usage: Option<RawUsage>,
     /// Responses API stream events nest the response object.
@@ -126,7 +126,7 @@ struct NestedResponse {
 
 impl UsageProbe<'_> {
     /// The usage this document carries, if any.
-    pub(crate) fn usage(self) -> Option<Usage> {
+    pub fn usage(self) -> Option<Usage> {
         self.usage
             .or(self.response.and_then(|r| r.usage))
             .or(self.message.and_then(|m| m.usage))
@@ -134,7 +134,7 @@ impl UsageProbe<'_> {
     }
 
     /// True for the final chat chunk that only carries usage (`"choices": []`).
-    pub(crate) fn is_usage_only_chunk(&self) -> bool {
+    pub fn is_usage_only_chunk(&self) -> bool {
         self.usage.is_some() && self.choices.as_ref().is_some_and(Vec::is_empty)
     }
 }

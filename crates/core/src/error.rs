@@ -2,16 +2,70 @@
 //! `/v1/messages`) and the right HTTP status.
 //! Startup errors live apart (config, bind); nothing here carries internal detail a client
 //! should not see, and no variant can hold a secret.
+//!
+//! The error kinds other layers refuse a request with ([`KeyRefusal`] for authentication,
+//! [`RouteError`] for routing, `limits::Rejected`) are defined here or in `limits`, so that
+//! every layer can build an [`ApiError`] without this module importing any of them.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
 
-use crate::auth::KeyRefusal;
+use std::sync::Arc;
+
 use crate::endpoint::Dialect;
 use crate::limits::{Exceeded, Rejected, SubjectKind};
-use crate::routing::RouteError;
+
+/// Why a presented key is refused (authentication's refusals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum KeyRefusal {
+    /// No such key (or it was deleted).
+    #[error("invalid API key")]
+    Unknown,
+    /// `/key/block`.
+    #[error("this key is blocked")]
+    Blocked,
+    /// Past `expires`.
+    #[error("this key has expired")]
+    Expired,
+    /// Its team is blocked.
+    #[error("this key's team is blocked")]
+    TeamBlocked,
+    /// Its user is blocked.
+    #[error("this key's user is blocked")]
+    UserBlocked,
+}
+
+/// A failure of routing itself: nothing could be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// Every deployment of the group is cooling down.
+    #[error("every deployment of model group `{group}` is cooling down after failures; retry in {}s", .retry_in.as_secs_f64().ceil())]
+    Cooling {
+        /// The group.
+        group: Arc<str>,
+        /// When the first one is back.
+        retry_in: Duration,
+    },
+    /// Every deployment of the group is at its rpm/tpm limit this minute.
+    #[error("every deployment of model group `{group}` is at its rpm/tpm limit; retry in {}s", .retry_in.as_secs_f64().ceil())]
+    AtLimit {
+        /// The group.
+        group: Arc<str>,
+        /// When the minute turns.
+        retry_in: Duration,
+    },
+}
+
+impl RouteError {
+    /// When the client may try again.
+    pub fn retry_in(&self) -> Duration {
+        match self {
+            Self::Cooling { retry_in, .. } | Self::AtLimit { retry_in, .. } => *retry_in,
+        }
+    }
+}
 
 /// Why a request failed before or while reaching the upstream. The upstream's own error
 /// responses are not in here: they pass through with their status and body.

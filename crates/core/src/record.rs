@@ -7,13 +7,40 @@ use std::time::{Duration, Instant, SystemTime};
 use bytes::Bytes;
 use http::{HeaderValue, Method};
 use smallvec::SmallVec;
+use tokio::sync::mpsc;
 
-use super::trace_context::{SpanId, TraceContext};
-use crate::auth::KeyEntry;
 use crate::endpoint::Endpoint;
 use crate::limits::Nanos;
-use crate::providers::DeploymentTarget;
-use crate::spend::Usage;
+use crate::trace_context::{SpanId, TraceContext};
+use crate::usage::Usage;
+
+/// Who a deployment is, for records and traces: built once per deployment at config load and
+/// shared (one `Arc`) by its call target and every record of a request it served.
+#[derive(Debug)]
+pub struct DeploymentInfo {
+    /// Stable deployment id (`x-sluice-model-id`).
+    pub id: Arc<str>,
+    /// The model group.
+    pub model_name: Arc<str>,
+    /// The model name the provider knows.
+    pub upstream_model: Arc<str>,
+    /// The provider's LiteLLM prefix (`openai`, `bedrock`, ...).
+    pub provider: &'static str,
+}
+
+/// Which virtual key made a request, for spend logs and callbacks: the parts of a key that a
+/// record names. Shared (one `Arc`) by the key directory's entry and every record of the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    /// Hex digest: the key's identity in records, spend logs and the admin API.
+    pub hash: Arc<str>,
+    /// `key_alias`.
+    pub alias: Option<Arc<str>>,
+    /// Owning team.
+    pub team_id: Option<Arc<str>>,
+    /// Owning user.
+    pub user_id: Option<Arc<str>>,
+}
 
 /// How one upstream attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +64,7 @@ pub struct AttemptSpan {
     /// The span id, also sent upstream as the `traceparent` parent.
     pub span_id: SpanId,
     /// The deployment called (its id, group, provider and upstream model).
-    pub target: Arc<DeploymentTarget>,
+    pub target: Arc<DeploymentInfo>,
     /// Started as a hedge of a slow first attempt.
     pub hedge: bool,
     /// When it started.
@@ -172,9 +199,9 @@ pub struct RequestRecord {
     pub attempts: Attempts,
     /// Prompt/completion bodies, only with content logging opted in.
     pub content: Option<Box<Content>>,
-    /// The virtual key that made the request: its hash, alias, team and user (the directory's
-    /// entry, so one refcount per request).
-    pub key: Option<Arc<KeyEntry>>,
+    /// The virtual key that made the request: its hash, alias, team and user (shared with the
+    /// key directory's entry, so one refcount per request).
+    pub key: Option<Arc<KeyInfo>>,
     /// The client's end user (`user` in the body).
     pub end_user: Option<Arc<str>>,
     /// What the request cost, when its usage and the deployment's price are known.
@@ -185,8 +212,7 @@ pub struct RequestRecord {
 
 impl RequestRecord {
     /// A chat request with this id that has just arrived, for tests.
-    #[cfg(test)]
-    pub(crate) fn sample(id: &str) -> Self {
+    pub fn sample(id: &str) -> Self {
         let id = HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("-"));
         Self::new(id, Method::POST, "/v1/chat/completions", Instant::now())
     }
@@ -301,4 +327,24 @@ impl RequestRecord {
 /// Milliseconds with microsecond precision, for logs and headers.
 pub fn ms(d: Duration) -> f64 {
     (d.as_micros() as f64) / 1000.0
+}
+
+/// A consumer of finished request records (the log writer, a test observer, ...).
+pub trait RecordSink: Send + Sync + 'static {
+    /// Take one record. Runs on a recorder task (any worker's), never on a request.
+    fn accept(&self, record: &RequestRecord);
+}
+
+/// A shared sink is a sink (the metrics registry is fed by every recorder task).
+impl<T: RecordSink + ?Sized> RecordSink for std::sync::Arc<T> {
+    fn accept(&self, record: &RequestRecord) {
+        (**self).accept(record);
+    }
+}
+
+/// Forwards records to a channel (for tests and embedders that want to see every record).
+impl RecordSink for mpsc::UnboundedSender<RequestRecord> {
+    fn accept(&self, record: &RequestRecord) {
+        let _ = self.send(record.clone());
+    }
 }

@@ -1,0 +1,19 @@
+//! sluice's shared vocabulary, below every other crate: the endpoints and dialects sluice
+//! speaks, the request error and its error kinds, token usage and prices, rate limits and
+//! budgets, and the record each request leaves behind. No I/O and no knowledge of providers,
+//! configuration or storage, so that every layer above can depend on it and it on none of them.
+
+pub mod endpoint;
+pub mod error;
+pub mod limits;
+pub mod poll;
+pub mod price;
+pub mod record;
+pub mod secret;
+pub mod trace_context;
+pub mod usage;
+
+pub use endpoint::{Dialect, Endpoint};
+pub use error::ApiError;
+pub use secret::Secret;
+pub use trace_context::{hex, unhex};

@@ -1,0 +1,99 @@
+//! What a deployment's tokens cost: USD per kind of token, and the cost of one request's usage.
+//! Resolved once per deployment at config load (from LiteLLM's price map); a request's cost is
+//! then five multiplications.
+
+use serde_json::{Map, Value};
+
+use crate::usage::Usage;
+
+/// USD per token for each kind of token a request uses. Cache reads, cache writes and reasoning
+/// default to the plain input and output prices where a model does not price them apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Price {
+    /// Input tokens read neither from nor into the prompt cache.
+    pub input: f64,
+    /// Output tokens (reasoning ones priced by `reasoning`).
+    pub output: f64,
+    /// Input tokens read from the prompt cache (`cache_read_input_token_cost`).
+    pub cache_read: f64,
+    /// Input tokens written to the prompt cache (`cache_creation_input_token_cost`).
+    pub cache_write: f64,
+    /// Hidden reasoning tokens (`output_cost_per_reasoning_token`).
+    pub reasoning: f64,
+}
+
+impl Price {
+    /// Cost in USD of one request. `prompt_tokens` includes cached and cache-write tokens and
+    /// `completion_tokens` includes reasoning tokens (the normalised [`Usage`]), so each part is
+    /// taken out of its total and priced at its own rate.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        let uncached = usage.uncached_input_tokens();
+        let read = usage.cached_tokens.min(usage.prompt_tokens);
+        let written = usage
+            .cache_creation_tokens
+            .min(usage.prompt_tokens.saturating_sub(read));
+        let reasoning = usage.reasoning_tokens.min(usage.completion_tokens);
+        let output = usage.completion_tokens - reasoning;
+        tokens(uncached) * self.input
+            + tokens(read) * self.cache_read
+            + tokens(written) * self.cache_write
+            + tokens(output) * self.output
+            + tokens(reasoning) * self.reasoning
+    }
+
+    /// A price from one entry of a LiteLLM price map; `None` when the entry has no input price
+    /// (image, audio and other per-unit entries sluice does not price).
+    pub fn from_entry(entry: &Map<String, Value>) -> Option<Self> {
+        let get = |k: &str| entry.get(k).and_then(Value::as_f64).filter(|v| *v >= 0.0);
+        let input = get("input_cost_per_token")?;
+        let output = get("output_cost_per_token").unwrap_or(0.0);
+        Some(Self {
+            input,
+            output,
+            cache_read: get("cache_read_input_token_cost").unwrap_or(input),
+            cache_write: get("cache_creation_input_token_cost").unwrap_or(input),
+            reasoning: get("output_cost_per_reasoning_token").unwrap_or(output),
+        })
+    }
+}
+
+/// Token counts as `f64`: exact below 2^53, far beyond any request.
+fn tokens(n: u64) -> f64 {
+    n as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_prices_each_kind_of_token_at_its_own_rate() {
+        let p = Price {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.3,
+            cache_write: 3.75,
+            reasoning: 20.0,
+        };
+        let u = Usage {
+            prompt_tokens: 1_000,
+            completion_tokens: 300,
+            cached_tokens: 600,
+            cache_creation_tokens: 100,
+            reasoning_tokens: 50,
+        };
+        // 300 plain input, 600 read, 100 written; 250 plain output, 50 reasoning.
+        let expect = 300.0 * 3.0 + 600.0 * 0.3 + 100.0 * 3.75 + 250.0 * 15.0 + 50.0 * 20.0;
+        assert!((p.cost(&u) - expect).abs() < 1e-9, "{}", p.cost(&u));
+        // Inconsistent counts from an upstream never make a negative share.
+        let odd = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 40,
+            cache_creation_tokens: 7,
+            reasoning_tokens: 9,
+        };
+        assert!((p.cost(&odd) - (10.0 * 0.3 + 5.0 * 20.0)).abs() < 1e-9);
+        assert_eq!(p.cost(&Usage::default()), 0.0);
+    }
+}
