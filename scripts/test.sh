@@ -10,7 +10,7 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 
 step "cargo clippy (warnings are errors)"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "test services (PostgreSQL, Redis on loopback; stopped on exit)"
 # shellcheck source=scripts/services.sh
@@ -18,7 +18,7 @@ source scripts/services.sh
 services_start
 
 step "cargo test (unit + end-to-end)"
-cargo test --all-targets --locked
+cargo test --workspace --all-targets --locked
 
 step "build the binary for the SDK tests"
 cargo build --locked --bin sluice

@@ -8,11 +8,16 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use sluice::cli::{BenchArgs, Cli, Command, MockArgs, ServeArgs};
-use sluice::config::{self, ProcessEnv};
-use sluice::mock::{Faults, MockSettings};
+#[cfg(feature = "mock")]
+use sluice::cli::MockArgs;
+use sluice::cli::{Cli, Command, ServeArgs};
 use sluice::server::{self, AppState, ServiceOptions, Services};
-use sluice::telemetry::{self, LogFormat, LogSink, RecordSink, Recorder};
+use sluice_bench::BenchArgs;
+use sluice_config::{self as config, ProcessEnv};
+use sluice_core::record::RecordSink;
+#[cfg(feature = "mock")]
+use sluice_mock::{Faults, MockSettings};
+use sluice_telemetry::{self as telemetry, LogFormat, LogSink, Recorder};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -24,6 +29,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::CheckConfig { file }) => check_config(&file),
         Some(Command::Serve(args)) => control(|rt| rt.block_on(serve(args))),
+        #[cfg(feature = "mock")]
         Some(Command::Mock(args)) => control(|rt| rt.block_on(mock(args))),
         Some(Command::Bench(args)) => run(tokio::runtime::Builder::new_multi_thread(), |rt| {
             rt.block_on(bench(args))
@@ -201,6 +207,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+#[cfg(feature = "mock")]
 async fn mock(args: MockArgs) -> ExitCode {
     let _log_guard = telemetry::init(LogFormat::Text);
     let settings = MockSettings {
@@ -231,7 +238,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     tracing::info!("sluice mock provider serving");
-    match sluice::mock::serve_workers(listeners, settings, shutdown_signal()).await {
+    match sluice_mock::serve_workers(listeners, settings, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");
@@ -243,7 +250,7 @@ async fn mock(args: MockArgs) -> ExitCode {
 #[expect(clippy::print_stdout, reason = "bench prints its results table")]
 async fn bench(args: BenchArgs) -> ExitCode {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    match sluice::bench::run(args, command).await {
+    match sluice_bench::run(args, command).await {
         Ok(out) => {
             print!("{}", out.report.table());
             println!("results: {}", out.dir.display());
@@ -270,7 +277,7 @@ async fn bind(
     workers: usize,
     ready_file: Option<&Path>,
 ) -> Option<Vec<std::net::TcpListener>> {
-    let listeners = match server::bind_workers(addr, workers).await {
+    let listeners = match sluice_net::server::bind_workers(addr, workers).await {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(%addr, error = %e, "cannot listen");

@@ -50,7 +50,7 @@ async fn receiver() -> (String, Arc<Receiver>) {
             resp
         }
     };
-    tokio::spawn(sluice::server::serve_with(
+    tokio::spawn(sluice_net::server::serve_with(
         listener,
         handler,
         std::future::pending::<()>(),

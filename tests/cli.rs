@@ -184,7 +184,7 @@ async fn refuses_new_connections_after_sigterm() {
 /// and they all see a SIGHUP reload.
 #[tokio::test]
 async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
-    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let mock = common::mock_server(sluice_mock::MockSettings::default()).await;
     let config = |name: &str| {
         format!(
             "model_list:\n  - model_name: {name}\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
@@ -247,7 +247,7 @@ fn read_chunked(raw: &[u8]) -> (usize, String) {
 #[tokio::test]
 async fn stream_frames_ready_together_reach_the_client_in_one_chunk() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mock = common::mock_server(sluice::mock::MockSettings::default()).await;
+    let mock = common::mock_server(sluice_mock::MockSettings::default()).await;
     let config = format!(
         "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
         mock.base()

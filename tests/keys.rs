@@ -264,9 +264,7 @@ async fn budgets_spend_headers_and_end_users() {
     assert_eq!(record.cost, Some(nanos(expected)));
     assert_eq!(
         record.key.as_ref().map(|k| &*k.hash),
-        Some(&*sluice::telemetry::trace_context::hex(&digest(
-            "sk-budget"
-        )))
+        Some(&*sluice_core::trace_context::hex(&digest("sk-budget")))
     );
     // Spend until refused.
     let mut refused = None;

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use sluice::mock::{Faults, MockSettings};
+use sluice_mock::{Faults, MockSettings};
 
 const AWS_KEY: &str = "AKIDMOCKEXAMPLE";
 const AWS_SECRET: &str = "mock/secret+KEY";
@@ -424,8 +424,7 @@ async fn bedrock_requests_are_signed_on_the_encoded_path() {
         .path_and_query
         .split_once('?')
         .unwrap_or((&seen.path_and_query, ""));
-    sluice::providers::sigv4::verify(AWS_KEY, AWS_SECRET, path, query, &seen.headers, &seen.body)
-        .unwrap();
+    sluice_net::sigv4::verify(AWS_KEY, AWS_SECRET, path, query, &seen.headers, &seen.body).unwrap();
 }
 
 #[tokio::test]

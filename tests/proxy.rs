@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice::mock::MockSettings;
-use sluice::telemetry::Outcome;
+use sluice_core::record::Outcome;
+use sluice_mock::MockSettings;
 
 fn config(mock_base: &str, extra: &str) -> String {
     format!(

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice::mock::{Faults, MockSettings};
+use sluice_mock::{Faults, MockSettings};
 
 const CHAT: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
 
@@ -278,7 +278,7 @@ async fn a_client_disconnect_cancels_the_upstream_call() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     call.abort();
     let record = gw.next_record().await;
-    assert_eq!(record.outcome, sluice::telemetry::Outcome::ClientGone);
+    assert_eq!(record.outcome, sluice_core::record::Outcome::ClientGone);
     tokio::time::sleep(Duration::from_millis(600)).await;
     let stats = slow.stats().await;
     assert_eq!(stats["requests"], 1);
@@ -503,7 +503,7 @@ async fn several_keys_per_deployment_share_its_requests_by_weight() {
 
 #[tokio::test]
 async fn every_attempt_is_recorded_with_its_deployment_and_outcome() {
-    use sluice::telemetry::AttemptEnd;
+    use sluice_core::record::AttemptEnd;
     let bad = mock_server(failing(500)).await;
     let slow = mock_server(MockSettings {
         latency: Duration::from_millis(400),

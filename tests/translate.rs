@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use sluice::mock::MockSettings;
+use sluice_mock::MockSettings;
 
 const ANTHROPIC_KEY: (&str, &str) = ("x-api-key", "sk-master");
 

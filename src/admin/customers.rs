@@ -9,8 +9,8 @@ use super::fields::{accounting_json, limits_json, set, LimitsPatch};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
-use crate::store::{EndUserRow, Store};
 use sluice_core::error::ApiError;
+use sluice_store::{EndUserRow, Store};
 
 const OWN_FIELDS: &[&str] = &["user_id", "alias", "blocked"];
 
@@ -61,7 +61,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         .create_end_user(&end_user)
         .await
         .map_err(|e| match e {
-            crate::store::StoreError::Conflict(_) => {
+            sluice_store::StoreError::Conflict(_) => {
                 ApiError::Conflict(format!("customer `{}`", end_user.user_id))
             }
             other => store_error(other),

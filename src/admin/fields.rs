@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use super::iso_opt;
-use crate::store::{BudgetDuration, Limits};
 use sluice_core::error::ApiError;
+use sluice_store::{BudgetDuration, Limits};
 
 /// Every field a request struct requires, so serde's "missing field" becomes a
 /// `MissingParam` with a static name.
@@ -144,7 +144,7 @@ pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
 }
 
 /// `spend`, `created_at`, `updated_at`.
-pub(super) fn accounting_json(a: &crate::store::Accounting, out: &mut Map<String, Value>) {
+pub(super) fn accounting_json(a: &sluice_store::Accounting, out: &mut Map<String, Value>) {
     out.insert("spend".into(), a.spend.into());
     out.insert("created_at".into(), super::iso(a.created_at));
     out.insert("updated_at".into(), super::iso(a.updated_at));

@@ -12,8 +12,8 @@ use super::{
     body, body_object, body_with_limits, from_map, iso_opt, page, query_pairs, query_value,
     store_error, total_pages, AdminRequest, AdminResult,
 };
-use crate::store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Page, Store};
 use sluice_core::error::ApiError;
+use sluice_store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Page, Store};
 
 /// Random bytes per key: 256 bits, beyond guessing.
 const KEY_BYTES: usize = 32;
@@ -51,7 +51,7 @@ async fn existing(store: &Store, given: &str) -> Result<KeyRow, ApiError> {
 /// A key named in an error: the hash as given, or the abbreviated plaintext.
 fn printable(given: &str) -> String {
     if given.starts_with("sk-") {
-        crate::store::keys::abbreviate(given)
+        sluice_store::keys::abbreviate(given)
     } else {
         given.to_owned()
     }
@@ -65,7 +65,7 @@ fn expires(
     let Some(d) = duration else { return Ok(None) };
     let d: BudgetDuration =
         d.parse().map_err(
-            |e: crate::store::budget::BadDuration| ApiError::InvalidParam {
+            |e: sluice_store::budget::BadDuration| ApiError::InvalidParam {
                 param: "duration",
                 message: e.to_string(),
             },
@@ -162,7 +162,7 @@ pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResul
     key.blocked = g.blocked;
     limits.apply(&mut key.limits, now)?;
     store.create_key(&key).await.map_err(|e| match e {
-        crate::store::StoreError::Conflict(_) => {
+        sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict("a key with this key_alias (or value)".into())
         }
         other => store_error(other),
@@ -213,7 +213,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
 
 async fn save(store: &Store, key: &KeyRow) -> Result<(), ApiError> {
     store.update_key(key).await.map_err(|e| match e {
-        crate::store::StoreError::Conflict(_) => {
+        sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict("a key with this key_alias".into())
         }
         other => store_error(other),

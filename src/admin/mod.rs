@@ -27,8 +27,8 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::store::{Store, StoreError};
 use sluice_core::error::ApiError;
+use sluice_store::{Store, StoreError};
 
 /// One admin call: its query string and body, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
@@ -271,12 +271,12 @@ fn query_number(
 fn page(
     pairs: &[(String, String)],
     size_name: &'static str,
-) -> Result<(u64, crate::store::Page), ApiError> {
+) -> Result<(u64, sluice_store::Page), ApiError> {
     let page = query_number(pairs, "page", 1)?.max(1);
     let size = query_number(pairs, size_name, 100)?.clamp(1, 1000);
     Ok((
         page,
-        crate::store::Page {
+        sluice_store::Page {
             offset: (page - 1) * size,
             limit: size,
         },

@@ -7,8 +7,8 @@ use time::macros::format_description;
 use time::{Date, OffsetDateTime};
 
 use super::{iso, query_pairs, query_value, store_error, AdminRequest, AdminResult};
-use crate::store::{KeyHash, Page, SpendLog, SpendLogFilter, SpendStatus, Store};
 use sluice_core::error::ApiError;
+use sluice_store::{KeyHash, Page, SpendLog, SpendLogFilter, SpendStatus, Store};
 
 /// Rows one call returns at most (`limit` may ask for fewer).
 const MAX_ROWS: u64 = 10_000;

@@ -9,8 +9,8 @@ use super::keys::keys_json;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
-use crate::store::{KeyFilter, Store, TeamRow};
 use sluice_core::error::ApiError;
+use sluice_store::{KeyFilter, Store, TeamRow};
 
 const OWN_FIELDS: &[&str] = &["team_id", "team_alias", "blocked"];
 
@@ -55,7 +55,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     team.blocked = n.blocked;
     limits.apply(&mut team.limits, now)?;
     store.create_team(&team).await.map_err(|e| match e {
-        crate::store::StoreError::Conflict(_) => {
+        sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict(format!("team `{}`", team.team_id))
         }
         other => store_error(other),

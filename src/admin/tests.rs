@@ -4,10 +4,10 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::handle;
-use crate::store::testing::every_backend;
-use crate::store::{KeyHash, SpendLog, Store};
 use sluice_core::error::ApiError;
 use sluice_core::usage::Usage;
+use sluice_store::testing::every_backend;
+use sluice_store::{KeyHash, SpendLog, Store};
 
 async fn call(store: &Store, method: Method, path: &str, query: &str, body: Value) -> Value {
     let body = if body.is_null() {

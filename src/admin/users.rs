@@ -11,8 +11,8 @@ use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
 };
-use crate::store::{KeyFilter, KeyRow, Store, UserRow};
 use sluice_core::error::ApiError;
+use sluice_store::{KeyFilter, KeyRow, Store, UserRow};
 
 const OWN_FIELDS: &[&str] = &[
     "user_id",
@@ -91,7 +91,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     user.team_id = n.team_id;
     limits.apply(&mut user.limits, now)?;
     store.create_user(&user).await.map_err(|e| match e {
-        crate::store::StoreError::Conflict(_) => {
+        sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict(format!("user `{}`", user.user_id))
         }
         other => store_error(other),

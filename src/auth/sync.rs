@@ -10,9 +10,9 @@ use time::OffsetDateTime;
 
 use super::directory::{Directory, KeyDigest, ModelAccess, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
-use crate::store::{self, Changes, KeyHash, KeyRow, Store, StoreError};
 use sluice_core::limits::{self, nanos, SubjectKind};
 use sluice_core::trace_context::{hex, unhex};
+use sluice_store::{self as store, Changes, KeyHash, KeyRow, Store, StoreError};
 
 /// How often the store is asked what changed.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 
 use super::Fleet;
-use crate::routing::{CooldownNews, Cooled};
+use sluice_routing::{CooldownNews, Cooled};
 
 /// The key-change channel.
 pub const CHANNEL: &str = "sluice:key-changes";

@@ -316,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cooldown_on_one_instance_holds_on_the_other() {
-        use crate::routing::{Availability, HealthRegistry};
+        use sluice_routing::{Availability, HealthRegistry};
         let Some(redis) = testing::redis() else {
             return;
         };
@@ -331,13 +331,13 @@ mod tests {
         b.subscribe(|_| {}, move |id, span| rb2.cool(id, span));
         // Give the subscriber a moment to subscribe, then fail dep-1 on A past its allowance.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let breaker = crate::routing::Breaker::default();
+        let breaker = sluice_routing::Breaker::default();
         let mut g = ca.begin(false);
-        assert!(g.fail(crate::routing::FailureKind::RateLimit, None, &breaker));
+        assert!(g.fail(sluice_routing::FailureKind::RateLimit, None, &breaker));
         let mut cooled = false;
         for _ in 0..200 {
             if matches!(
-                cb.availability(crate::routing::now_ms()),
+                cb.availability(sluice_routing::now_ms()),
                 Availability::Cooling(_)
             ) {
                 cooled = true;

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::routing::{now_ms, Availability, Router};
+use sluice_routing::{now_ms, Availability, Router};
 
 #[derive(Serialize)]
 struct Deployment<'a> {

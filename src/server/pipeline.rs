@@ -21,24 +21,26 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Limited};
 
+use sluice_core::endpoint::{Dialect, Endpoint};
+use sluice_core::error::ApiError;
+use sluice_core::limits::{self, Exceeded, Permit};
+use sluice_core::record::{Content, Outcome, RequestRecord};
+use sluice_core::trace_context::TraceContext;
+use sluice_core::usage::usage_from_body;
+use sluice_providers::{Call, DeploymentTarget, UpstreamBody};
+use sluice_routing::{
+    self as routing, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
+};
+use sluice_telemetry::Recorder;
+use sluice_translate::envelope::Envelope;
+
 use super::body::ResponseBody;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
 use crate::auth::{self, Caller, KeyEntry};
 use crate::fleet::Verdict;
-use crate::providers::body::UpstreamBody;
-use crate::providers::call::{self, Call};
-use crate::providers::envelope::Envelope;
-use crate::providers::DeploymentTarget;
-use crate::routing::{
-    self, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
-};
-use crate::spend::{usage_from_body, Charges, FleetShare};
-use crate::telemetry::{Content, Outcome, Recorder, RequestRecord, TraceContext};
-use sluice_core::endpoint::{Dialect, Endpoint};
-use sluice_core::error::ApiError;
-use sluice_core::limits::{self, Exceeded, Permit};
+use crate::spend::{Charges, FleetShare};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
@@ -541,7 +543,7 @@ async fn attempt(
     let t = &target.timeouts;
     let limit = timeout.unwrap_or(if stream { t.first_chunk } else { t.total });
     let answer = tokio::time::timeout(limit, async {
-        let resp = call::send(target, &call).await?;
+        let resp = target.send(&call).await?;
         let (parts, mut body) = resp.into_parts();
         if !parts.status.is_success() {
             let bytes = collect_upstream(body).await?;
@@ -726,7 +728,7 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
     resp.headers_mut().insert(
         CONTENT_TYPE,
-        HeaderValue::from_static(crate::telemetry::metrics::CONTENT_TYPE),
+        HeaderValue::from_static(sluice_telemetry::metrics::CONTENT_TYPE),
     );
     resp
 }

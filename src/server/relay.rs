@@ -21,13 +21,14 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::time::{Instant, Sleep};
 
-use crate::mock::MockBody;
-use crate::providers::body::UpstreamBody;
-use crate::providers::sse::SseTap;
-use crate::spend::Charges;
-use crate::telemetry::{Outcome, Recorder, RequestRecord};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::{anthropic_error_body, error_body};
+use sluice_core::record::{Outcome, RequestRecord};
+use sluice_providers::UpstreamBody;
+use sluice_telemetry::Recorder;
+use sluice_translate::sse::SseTap;
+
+use crate::spend::Charges;
 
 /// Why a relayed stream was aborted. The client already got an error event; this error only
 /// makes the HTTP layer cut the response so that no client mistakes it for a complete one.
@@ -324,10 +325,8 @@ impl Drop for StreamRelay {
             record.outcome = Outcome::ClientGone;
             if self.finish_on_disconnect {
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    let upstream = std::mem::replace(
-                        &mut self.upstream,
-                        UpstreamBody::Mock(MockBody::full(Bytes::new())),
-                    );
+                    let upstream =
+                        std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
                     rt.spawn(drain(upstream, tap, record, self.recorder.clone(), charges));
                     return;
@@ -385,7 +384,11 @@ mod tests {
 
     fn relay(frames: &[&'static str], interval: Duration) -> StreamRelay {
         let frames = frames.iter().map(|f| Bytes::from_static(f.as_bytes()));
-        let upstream = UpstreamBody::Mock(MockBody::paced(frames.collect(), interval, None));
+        let upstream = UpstreamBody::in_process(sluice_mock::MockBody::paced(
+            frames.collect(),
+            interval,
+            None,
+        ));
         let record = RequestRecord::new(
             HeaderValue::from_static("id"),
             Method::POST,

@@ -10,25 +10,24 @@ use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
 use crate::auth::{Directory, Gate, KeyLoader, MasterKey, Sync};
-use crate::config::Config;
-use crate::config::RouterSettings;
-use crate::config::SinkSettings;
 use crate::fleet::{redis_url, Fleet, FleetError};
-use crate::providers::client::ClientRegistry;
-use crate::providers::target::TargetError;
-use crate::providers::DeploymentTarget;
-use crate::routing::{
+use sluice_config::Config;
+use sluice_config::RouterSettings;
+use sluice_config::SinkSettings;
+use sluice_net::ClientRegistry;
+use sluice_providers::{DeploymentTarget, TargetError};
+use sluice_routing::{
     Breaker, FailureKind, Fallbacks, HealthRegistry, Member, ModelTable, Policy, Router,
     DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,
 };
-use crate::store::{
+use sluice_store::{
     writer, Location, SpendSender, SpendSink, SpoolError, Store, StoreError, StoreOptions,
     WriterOptions, DEFAULT_SPOOL_PATH, DEFAULT_SQLITE_PATH,
 };
-use crate::telemetry::callbacks::batcher::{MemorySpill, Spill};
-use crate::telemetry::callbacks::{Callbacks, DiskSpill};
-use crate::telemetry::RecordSink;
-use crate::telemetry::Recorder;
+use sluice_telemetry::callbacks::batcher::{MemorySpill, Spill};
+use sluice_telemetry::callbacks::{Callbacks, DiskSpill};
+use sluice_telemetry::RecordSink;
+use sluice_telemetry::Recorder;
 
 /// Everything a request reads, built once per config load.
 #[derive(Debug)]
@@ -58,7 +57,7 @@ impl Snapshot {
         for d in &config.deployments {
             members.push(Member {
                 target: Arc::new(DeploymentTarget::build(
-                    d,
+                    d.spec(),
                     clients,
                     config.litellm.drop_params,
                 )?),
@@ -168,7 +167,7 @@ fn fallbacks(r: &RouterSettings, litellm: &[(String, Vec<String>)]) -> Fallbacks
 }
 
 /// The OpenAI model object for one group.
-pub fn model_object(group: &crate::routing::Group, created: u64) -> serde_json::Value {
+pub fn model_object(group: &sluice_routing::Group, created: u64) -> serde_json::Value {
     let owned_by = group
         .deployments()
         .next()

@@ -19,9 +19,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use sluice::mock::MockSettings;
 use sluice::server::{AppState, ServiceOptions, Services};
-use sluice::telemetry::{Recorder, RequestRecord};
+use sluice_core::record::RequestRecord;
+use sluice_mock::MockSettings;
+use sluice_telemetry::Recorder;
 
 /// A running gateway.
 pub struct Gateway {
@@ -70,7 +71,7 @@ pub fn temp_dir() -> std::path::PathBuf {
 /// Start the gateway with its embedded store (and spool) in `data_dir`.
 pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
     let env: HashMap<String, String> = HashMap::new();
-    let loaded = sluice::config::load_str(yaml, &env).expect("config loads");
+    let loaded = sluice_config::load_str(yaml, &env).expect("config loads");
     let options = ServiceOptions {
         data_dir: data_dir.to_owned(),
     };
@@ -78,7 +79,7 @@ pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
         .await
         .expect("services start");
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut sinks: Vec<Box<dyn sluice::telemetry::RecordSink>> = vec![Box::new(tx)];
+    let mut sinks: Vec<Box<dyn sluice_core::record::RecordSink>> = vec![Box::new(tx)];
     sinks.extend(services.sinks());
     let (recorder, _task) = Recorder::start_with(sinks, options.callbacks());
     let state =
@@ -126,7 +127,7 @@ pub async fn mock_server(settings: MockSettings) -> MockServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(sluice::mock::serve(listener, settings, async {
+    tokio::spawn(sluice_mock::serve(listener, settings, async {
         let _ = stopped.await;
     }));
     MockServer {

@@ -30,6 +30,28 @@ pub enum Dialect {
 }
 
 impl Endpoint {
+    /// Every endpoint, in declaration order (the order of [`Endpoint::index`]).
+    pub const ALL: [Endpoint; 6] = [
+        Self::ChatCompletions,
+        Self::Completions,
+        Self::Embeddings,
+        Self::Responses,
+        Self::Messages,
+        Self::CountTokens,
+    ];
+
+    /// Position in [`Endpoint::ALL`], for tables with one entry per endpoint.
+    pub const fn index(self) -> usize {
+        match self {
+            Self::ChatCompletions => 0,
+            Self::Completions => 1,
+            Self::Embeddings => 2,
+            Self::Responses => 3,
+            Self::Messages => 4,
+            Self::CountTokens => 5,
+        }
+    }
+
     /// Path below an OpenAI-compatible base URL (which already ends in `/v1` or similar).
     pub const fn path(self) -> &'static str {
         match self {
@@ -126,5 +148,8 @@ mod tests {
         assert_eq!(Endpoint::Messages.dialect(), Dialect::Anthropic);
         assert!(!Endpoint::CountTokens.can_stream());
         assert_eq!(Endpoint::from_path("/v2/chat/completions"), None);
+        for (i, e) in Endpoint::ALL.into_iter().enumerate() {
+            assert_eq!(e.index(), i);
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod poll;
 pub mod price;
 pub mod record;
 pub mod secret;
+pub mod settings;
 pub mod trace_context;
 pub mod usage;
 

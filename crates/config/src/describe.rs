@@ -1,0 +1,137 @@
+//! `sluice check-config`'s report: the resolved model list as sluice will serve it, secrets
+//! masked, so a user sees what each `os.environ/` reference and default turned into.
+
+use std::fmt::Write as _;
+
+use super::model::{Config, Deployment};
+use sluice_core::Secret;
+use sluice_providers::ProviderConfig;
+
+/// The resolved config as text, one block per model group.
+pub fn describe(config: &Config) -> String {
+    let mut out = String::new();
+    let mut groups: Vec<&str> = Vec::new();
+    for d in &config.deployments {
+        if !groups.contains(&d.model_name.as_str()) {
+            groups.push(&d.model_name);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{} deployment{} in {} model group{}",
+        config.deployments.len(),
+        plural(config.deployments.len()),
+        groups.len(),
+        plural(groups.len())
+    );
+    for g in groups {
+        let _ = writeln!(out, "\n{g}");
+        for d in config.deployments.iter().filter(|d| d.model_name == g) {
+            deployment(&mut out, d);
+        }
+    }
+    let g = &config.general;
+    let _ = writeln!(out, "\ngeneral_settings");
+    let _ = writeln!(out, "  master_key: {}", masked(g.master_key.as_ref()));
+    let _ = writeln!(
+        out,
+        "  max_request_size: {} bytes",
+        g.max_request_body_bytes
+    );
+    if g.database_url.is_some() {
+        let _ = writeln!(out, "  database_url: {}", masked(g.database_url.as_ref()));
+    }
+    if let Some(s) = &config.router.routing_strategy {
+        let _ = writeln!(out, "router_settings.routing_strategy: {}", s.name());
+    }
+    if !config.callbacks.sinks.is_empty() {
+        let _ = writeln!(out, "\ncallbacks");
+    }
+    for s in &config.callbacks.sinks {
+        let events = match (s.on_success, s.on_failure) {
+            (true, true) => "success+failure",
+            (true, false) => "success",
+            _ => "failure",
+        };
+        let _ = writeln!(
+            out,
+            "  - {}: {} → {}  ({events}; batch {}, flush {:.1}s{})",
+            s.name,
+            s.kind.type_name(),
+            s.kind.destination(),
+            s.batch_size,
+            s.flush_interval.as_secs_f64(),
+            if s.message_logging {
+                "; with prompts and answers"
+            } else {
+                ""
+            }
+        );
+    }
+    out
+}
+
+fn deployment(out: &mut String, d: &Deployment) {
+    let _ = writeln!(
+        out,
+        "  - {}/{}  id={}",
+        d.provider().name(),
+        d.upstream.model,
+        d.id
+    );
+    match &d.upstream.api_base {
+        Some(base) => {
+            let _ = writeln!(out, "      api_base: {base}");
+            match d.upstream.api_keys.as_slice() {
+                [] => {
+                    let _ = writeln!(out, "      api_key: {}", masked(None));
+                }
+                [one] => {
+                    let _ = writeln!(out, "      api_key: {}", one.key.masked());
+                }
+                many => {
+                    for k in many {
+                        let _ = writeln!(
+                            out,
+                            "      api_key: {} (weight {})",
+                            k.key.masked(),
+                            k.weight
+                        );
+                    }
+                }
+            }
+        }
+        None => {
+            let _ = writeln!(out, "      answered in process");
+        }
+    }
+    if let ProviderConfig::Azure(azure) = &d.upstream.specific {
+        let _ = writeln!(out, "      api_version: {}", azure.api_version);
+    }
+    for (name, value) in &d.upstream.extra_headers {
+        let _ = writeln!(out, "      header {name}: {}", value.masked());
+    }
+    if let Some(t) = d.timeout {
+        let _ = writeln!(out, "      timeout: {}s", t.as_secs_f64());
+    }
+    if let Some(w) = d.weight {
+        let _ = writeln!(out, "      weight: {w}");
+    }
+    for (name, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
+        if let Some(v) = v {
+            let _ = writeln!(out, "      {name}: {v}");
+        }
+    }
+}
+
+fn masked(s: Option<&Secret>) -> String {
+    s.map_or_else(|| "(none)".to_owned(), Secret::masked)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

@@ -1,0 +1,24 @@
+//! Configuration in LiteLLM's `config.yaml` format: raw YAML → environment references resolved →
+//! typed and validated → an immutable [`Config`]. Unknown keys are warnings that name the key;
+//! wrong values are errors that name the exact path.
+
+mod describe;
+mod env;
+mod load;
+mod model;
+mod prices;
+mod problems;
+mod raw;
+mod validate;
+
+pub use describe::describe;
+pub use load::{load_file, load_str, Loaded};
+pub use model::*;
+pub use prices::{PriceError, PriceSource, PriceTable, COST_MAP_ENV};
+pub use problems::ConfigError;
+pub use sluice_core::settings::{Env, Invalid, ProcessEnv, Warning};
+pub use sluice_core::Secret;
+pub use validate::ROUTING_STRATEGIES;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+//! Loading: text → YAML tree → `include:` merged → `environment_variables:` applied →
+//! references resolved → typed (unknown keys become warnings) → validated [`Config`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_yaml_ng::{Mapping, Value};
+
+use sluice_core::settings::{did_you_mean, Env, Problems, Warning};
+
+use super::env::{key_text, resolve_tree, Layered};
+use super::model::Config;
+use super::problems::ConfigError;
+use super::raw::{
+    RawConfig, CALLBACK_KEYS, GENERAL_KEYS, LITELLM_KEYS, MODEL_KEYS, ROUTER_KEYS, TOP_KEYS,
+};
+use super::validate::validate;
+
+/// A loaded config and what the user should be told about it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The validated config.
+    pub config: Config,
+    /// Ignored keys, unset variables, defaults taken: log them at startup.
+    pub warnings: Vec<Warning>,
+}
+
+/// Load a config from YAML text (no `include:`; paths in it would have nothing to be relative to).
+pub fn load_str(yaml: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let mut root = parse(yaml, None)?;
+    let mut problems = Problems::default();
+    if take(&mut root, "include").is_some() {
+        problems.error(
+            "include",
+            "only a config loaded from a file can include others",
+        );
+    }
+    finish(root, env, problems)
+}
+
+/// Load a config file, with the files it `include:`s (relative to its folder).
+pub fn load_file(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
+    let mut root = parse(&read(path)?, Some(path))?;
+    let mut problems = Problems::default();
+    merge_includes(&mut root, path, &mut problems)?;
+    finish(root, env, problems)
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn parse(text: &str, file: Option<&Path>) -> Result<Value, ConfigError> {
+    let value: Value = serde_yaml_ng::from_str(text).map_err(|e| ConfigError::Syntax {
+        file: file.map(|f| f.display().to_string()),
+        message: e.to_string(),
+    })?;
+    match value {
+        Value::Mapping(_) => Ok(value),
+        Value::Null => Ok(Value::Mapping(Mapping::new())),
+        _ => Err(ConfigError::Invalid(vec![sluice_core::settings::Invalid {
+            path: String::new(),
+            message: "the config must be a YAML mapping (model_list:, general_settings:, ...)"
+                .into(),
+        }])),
+    }
+}
+
+/// LiteLLM's `include:`: each listed file's `model_list` is appended to this one's; any other
+/// top-level section it has is taken when this file lacks it.
+fn merge_includes(
+    root: &mut Value,
+    path: &Path,
+    problems: &mut Problems,
+) -> Result<(), ConfigError> {
+    let Some(list) = take(root, "include") else {
+        return Ok(());
+    };
+    let Value::Sequence(files) = list else {
+        problems.error("include", "expected a list of file names");
+        return Ok(());
+    };
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    for (i, f) in files.iter().enumerate() {
+        let Some(name) = f.as_str() else {
+            problems.error(format!("include[{i}]"), "expected a file name");
+            continue;
+        };
+        let file: PathBuf = dir.join(name);
+        let included = parse(&read(&file)?, Some(&file))?;
+        if included.get("include").is_some() {
+            problems.error(
+                format!("include[{i}]"),
+                format!("{name} has its own include:, which is not supported"),
+            );
+        }
+        let Value::Mapping(included) = included else {
+            continue;
+        };
+        let Value::Mapping(root_map) = root else {
+            continue;
+        };
+        for (k, v) in included {
+            if k.as_str() == Some("model_list") {
+                let entries = match v {
+                    Value::Sequence(s) => s,
+                    Value::Null => Vec::new(),
+                    _ => {
+                        problems.error(
+                            format!("include[{i}]"),
+                            format!("{name}: model_list must be a list"),
+                        );
+                        continue;
+                    }
+                };
+                let slot = root_map
+                    .entry(Value::String("model_list".into()))
+                    .or_insert_with(|| Value::Sequence(Vec::new()));
+                match slot {
+                    Value::Sequence(s) => s.extend(entries),
+                    Value::Null => *slot = Value::Sequence(entries),
+                    _ => {}
+                }
+            } else if !root_map.contains_key(&k) {
+                root_map.insert(k, v);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn finish(mut root: Value, env: &dyn Env, mut problems: Problems) -> Result<Loaded, ConfigError> {
+    let over = environment_variables(&mut root, env, &mut problems);
+    let layered = Layered { over, base: env };
+    resolve_tree(&mut root, "", &layered, &mut problems);
+
+    let mut ignored = Vec::new();
+    let mut on_ignored = |p: serde_ignored::Path<'_>| ignored.push(segments(&p));
+    let de = serde_ignored::Deserializer::new(root, &mut on_ignored);
+    let raw: Result<RawConfig, _> = serde_path_to_error::deserialize(de);
+    let raw = match raw {
+        Ok(r) => r,
+        Err(e) => {
+            let path = e.path().to_string();
+            problems.error(
+                if path == "." { String::new() } else { path },
+                e.into_inner().to_string(),
+            );
+            return Err(ConfigError::Invalid(problems.errors));
+        }
+    };
+    for segs in ignored {
+        warn_ignored(&segs, &mut problems);
+    }
+    let config = validate(raw, &layered, &mut problems);
+    if problems.errors.is_empty() {
+        Ok(Loaded {
+            config,
+            warnings: problems.warnings,
+        })
+    } else {
+        Err(ConfigError::Invalid(problems.errors))
+    }
+}
+
+/// Remove a top-level section that loading itself handles, so typing never sees it.
+fn take(root: &mut Value, key: &str) -> Option<Value> {
+    root.as_mapping_mut()?.remove(key)
+}
+
+/// Take `environment_variables:` out of the tree, resolved against the real environment.
+fn environment_variables(
+    root: &mut Value,
+    env: &dyn Env,
+    problems: &mut Problems,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(mut v) = take(root, "environment_variables") else {
+        return out;
+    };
+    resolve_tree(&mut v, "environment_variables", env, problems);
+    match v {
+        Value::Mapping(m) => {
+            for (k, v) in m.iter() {
+                let key = key_text(k);
+                match v {
+                    Value::String(s) => {
+                        out.insert(key, s.clone());
+                    }
+                    Value::Number(n) => {
+                        out.insert(key, n.to_string());
+                    }
+                    Value::Bool(b) => {
+                        out.insert(key, b.to_string());
+                    }
+                    Value::Null => {}
+                    _ => problems.error(
+                        format!("environment_variables.{key}"),
+                        "expected a string, number or boolean",
+                    ),
+                }
+            }
+        }
+        Value::Null => {}
+        _ => problems.error(
+            "environment_variables",
+            "expected a mapping of variable names to values",
+        ),
+    }
+    out
+}
+
+/// A path segment of an ignored key.
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn segments(p: &serde_ignored::Path<'_>) -> Vec<Seg> {
+    use serde_ignored::Path as P;
+    let mut out = match p {
+        P::Root => return Vec::new(),
+        P::Seq { parent, .. }
+        | P::Map { parent, .. }
+        | P::Some { parent }
+        | P::NewtypeStruct { parent }
+        | P::NewtypeVariant { parent } => segments(parent),
+    };
+    match p {
+        P::Seq { index, .. } => out.push(Seg::Index(*index)),
+        P::Map { key, .. } => out.push(Seg::Key(key.clone())),
+        _ => {}
+    }
+    out
+}
+
+fn warn_ignored(segs: &[Seg], problems: &mut Problems) {
+    let mut path = String::new();
+    for s in segs {
+        match s {
+            Seg::Key(k) if path.is_empty() => path.push_str(k),
+            Seg::Key(k) => {
+                path.push('.');
+                path.push_str(k);
+            }
+            Seg::Index(i) => path.push_str(&format!("[{i}]")),
+        }
+    }
+    let keys: Vec<&str> = segs
+        .iter()
+        .filter_map(|s| match s {
+            Seg::Key(k) => Some(k.as_str()),
+            Seg::Index(_) => None,
+        })
+        .collect();
+    let known: &[&str] = match keys.as_slice() {
+        [_] => TOP_KEYS,
+        ["model_list", _] => MODEL_KEYS,
+        ["general_settings", _] => GENERAL_KEYS,
+        ["router_settings", _] => ROUTER_KEYS,
+        ["litellm_settings", _] => LITELLM_KEYS,
+        ["callback_settings", _, _] | ["litellm_settings", "s3_callback_params", _] => {
+            CALLBACK_KEYS
+        }
+        _ => &[],
+    };
+    let last = keys.last().copied().unwrap_or_default();
+    problems.warn(
+        path,
+        format!(
+            "not used by sluice; ignored{}",
+            did_you_mean(last, known.iter().copied())
+        ),
+    );
+}

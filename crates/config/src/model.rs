@@ -1,0 +1,355 @@
+//! The validated configuration: what the rest of sluice reads. Built only by
+//! [`crate::load_str`] / [`crate::load_file`], so every value here has already
+//! been checked (a deployment always has a provider it can call, a base URL that parses, ...).
+
+use std::time::Duration;
+
+use sluice_core::price::Price;
+use sluice_core::Secret;
+use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
+use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+
+/// The whole validated config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Every deployment, in file order. Deployments sharing `model_name` form a model group.
+    pub deployments: Vec<Deployment>,
+    /// `general_settings`.
+    pub general: GeneralSettings,
+    /// `router_settings` (parsed now; routing behaviour comes with the routing work).
+    pub router: RouterSettings,
+    /// `litellm_settings`.
+    pub litellm: LitellmSettings,
+    /// Logging callbacks and tracing (`litellm_settings.*callback*` + `callback_settings`).
+    pub callbacks: CallbackSettings,
+}
+
+/// Every logging callback and trace exporter the config turns on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallbackSettings {
+    /// The sinks, one per distinct callback name.
+    pub sinks: Vec<SinkSettings>,
+}
+
+impl CallbackSettings {
+    /// Whether an OpenTelemetry exporter is on (requests then carry trace ids).
+    pub fn tracing(&self) -> bool {
+        self.sinks
+            .iter()
+            .any(|s| matches!(s.kind, SinkKind::Otel { .. }))
+    }
+
+    /// Whether any sink wants prompt/completion content.
+    pub fn content(&self) -> bool {
+        self.sinks.iter().any(|s| s.message_logging)
+    }
+}
+
+/// One callback sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SinkSettings {
+    /// The name it was configured under (metrics label, readiness entry).
+    pub name: String,
+    /// Send successful requests.
+    pub on_success: bool,
+    /// Send failed requests.
+    pub on_failure: bool,
+    /// Records per batch (`batch_size`).
+    pub batch_size: usize,
+    /// Longest a record waits for its batch to fill (`flush_interval`).
+    pub flush_interval: Duration,
+    /// Records waiting for the sink before they go to the spill (`max_queue_size`).
+    pub max_queue: usize,
+    /// Records held while the sink is down before the oldest are dropped (`spill_limit`).
+    pub spill_limit: usize,
+    /// Include prompt and completion content (`message_logging: true`, and
+    /// `turn_off_message_logging` not set).
+    pub message_logging: bool,
+    /// Where and how to send.
+    pub kind: SinkKind,
+}
+
+impl SinkKind {
+    /// Short type name, for `check-config`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Webhook { .. } => "webhook",
+            Self::Langfuse { .. } => "langfuse",
+            Self::LangSmith { .. } => "langsmith",
+            Self::S3 { .. } => "s3",
+            Self::Gcs { .. } => "gcs_bucket",
+            Self::Otel { grpc: true, .. } => "otlp/grpc",
+            Self::Otel { grpc: false, .. } => "otlp/http",
+        }
+    }
+
+    /// Where it sends, without a query string (which may carry a token).
+    pub fn destination(&self) -> String {
+        let bare = |u: &str| u.split(['?', '#']).next().unwrap_or_default().to_owned();
+        match self {
+            Self::Webhook { url, .. } => bare(url),
+            Self::Langfuse { host, .. } => bare(host),
+            Self::LangSmith {
+                endpoint, project, ..
+            } => {
+                format!("{} (project {project})", bare(endpoint))
+            }
+            Self::S3 {
+                endpoint,
+                bucket,
+                prefix,
+                ..
+            } => format!("{}/{bucket}/{prefix}", bare(endpoint)),
+            Self::Gcs {
+                api_base,
+                bucket,
+                prefix,
+                ..
+            } => format!("{}/{bucket}/{prefix}", bare(api_base)),
+            Self::Otel { endpoint, .. } => bare(endpoint),
+        }
+    }
+}
+
+/// The sink types sluice can send to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SinkKind {
+    /// Generic HTTP JSON sink (`webhook`, LiteLLM's `generic_api` / `generic`).
+    Webhook {
+        /// Where to POST.
+        url: String,
+        /// Extra headers (may carry credentials).
+        headers: Vec<(String, Secret)>,
+        /// One JSON array per batch, or one JSON object per line.
+        ndjson: bool,
+    },
+    /// Langfuse's ingestion API.
+    Langfuse {
+        /// `LANGFUSE_HOST`.
+        host: String,
+        /// `LANGFUSE_PUBLIC_KEY`.
+        public_key: Secret,
+        /// `LANGFUSE_SECRET_KEY`.
+        secret_key: Secret,
+    },
+    /// LangSmith's runs batch API.
+    LangSmith {
+        /// `LANGSMITH_ENDPOINT`.
+        endpoint: String,
+        /// `LANGSMITH_API_KEY`.
+        api_key: Secret,
+        /// `LANGSMITH_PROJECT`.
+        project: String,
+    },
+    /// Any S3-compatible store: one object per batch.
+    S3 {
+        /// Bucket.
+        bucket: String,
+        /// Region (SigV4 scope).
+        region: String,
+        /// Endpoint URL (default `https://s3.<region>.amazonaws.com`).
+        endpoint: String,
+        /// Access key id.
+        access_key: Secret,
+        /// Secret access key.
+        secret_key: Secret,
+        /// Session token, for temporary credentials.
+        session_token: Option<Secret>,
+        /// Key prefix (`s3_path`).
+        prefix: String,
+    },
+    /// A Google Cloud Storage bucket: one object per batch, uploaded through the JSON API
+    /// with a service account's OAuth token.
+    Gcs {
+        /// Bucket (`gcs_bucket_name` before its first `/`).
+        bucket: String,
+        /// Object name prefix (the rest of `gcs_bucket_name`, with a trailing `/`).
+        prefix: String,
+        /// The service-account key file's JSON (`gcs_path_service_account`).
+        credentials: Secret,
+        /// Where the JSON API lives (`https://storage.googleapis.com`, or an emulator's URL).
+        api_base: String,
+    },
+    /// OpenTelemetry traces over OTLP.
+    Otel {
+        /// Full URL of the traces endpoint (HTTP: `.../v1/traces`; gRPC: the server root).
+        endpoint: String,
+        /// gRPC instead of HTTP/protobuf.
+        grpc: bool,
+        /// `OTEL_EXPORTER_OTLP_HEADERS` (may carry credentials).
+        headers: Vec<(String, Secret)>,
+        /// `service.name`.
+        service_name: String,
+    },
+}
+
+/// One upstream deployment (`model_list[i]`).
+#[derive(Debug, Clone)]
+pub struct Deployment {
+    /// The public model (group) name clients ask for.
+    pub model_name: String,
+    /// Stable id: `model_info.id`, else derived from the deployment's contents.
+    pub id: String,
+    /// Its upstream: provider, model, base URL, keys, headers and what only its provider
+    /// reads (validated by the provider's module).
+    pub upstream: UpstreamConfig,
+    /// `rpm` limit of the deployment.
+    pub rpm: Option<u64>,
+    /// `tpm` limit of the deployment.
+    pub tpm: Option<u64>,
+    /// `weight` for weighted routing.
+    pub weight: Option<f64>,
+    /// `timeout`: the whole upstream call, non-stream.
+    pub timeout: Option<Duration>,
+    /// `stream_timeout`: time to the first chunk of a stream.
+    pub stream_timeout: Option<Duration>,
+    /// `stream_idle_timeout`: longest gap between two chunks of a stream.
+    pub stream_idle_timeout: Option<Duration>,
+    /// `max_retries`.
+    pub max_retries: Option<u32>,
+    /// `input_cost_per_token` override, in USD.
+    pub input_cost_per_token: Option<f64>,
+    /// `output_cost_per_token` override, in USD.
+    pub output_cost_per_token: Option<f64>,
+    /// `model_info`.
+    pub model_info: ModelInfo,
+    /// USD per token, resolved once at load from the price table (`model_info.base_model`,
+    /// `provider/model`, `model`) and the cost overrides above, so a request's cost is
+    /// arithmetic only. All zero when nothing is known (a warning says so).
+    pub price: Price,
+}
+
+impl Deployment {
+    /// Which provider serves it.
+    pub fn provider(&self) -> Provider {
+        self.upstream.provider
+    }
+
+    /// How long an attempt on it may take, defaulted as LiteLLM does.
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts::new(self.timeout, self.stream_timeout, self.stream_idle_timeout)
+    }
+
+    /// What the providers crate makes ready to call.
+    pub fn spec(&self) -> DeploymentSpec<'_> {
+        DeploymentSpec {
+            id: &self.id,
+            model_name: &self.model_name,
+            upstream: &self.upstream,
+            timeouts: self.timeouts(),
+            price: self.price,
+        }
+    }
+}
+
+/// `model_info` of a deployment.
+#[derive(Debug, Clone, Default)]
+pub struct ModelInfo {
+    /// `model_info.id`, if given.
+    pub id: Option<String>,
+    /// `model_info.mode` (`chat`, `embedding`, `completion`, `responses`, ...).
+    pub mode: Option<String>,
+    /// `model_info.base_model`, used for pricing when the upstream name is an alias.
+    pub base_model: Option<String>,
+}
+
+/// `general_settings`.
+#[derive(Debug, Clone)]
+pub struct GeneralSettings {
+    /// `master_key`: when set, every inference route needs it (or, later, a virtual key).
+    pub master_key: Option<Secret>,
+    /// `database_url` (or `DATABASE_URL`): PostgreSQL for fleets; parsed now, used by the store.
+    pub database_url: Option<Secret>,
+    /// Largest request body accepted, in bytes (`max_request_size_mb`, default 32 MiB).
+    pub max_request_body_bytes: usize,
+    /// `proxy_batch_write_at`: seconds between spend-log batch writes.
+    pub proxy_batch_write_at: Option<Duration>,
+}
+
+impl Default for GeneralSettings {
+    fn default() -> Self {
+        Self {
+            master_key: None,
+            database_url: None,
+            max_request_body_bytes: 32 * 1024 * 1024,
+            proxy_batch_write_at: None,
+        }
+    }
+}
+
+/// `router_settings`: how requests are spread over a group's deployments and what happens
+/// when one fails (README's configuration reference lists the defaults).
+#[derive(Debug, Clone, Default)]
+pub struct RouterSettings {
+    /// `routing_strategy`.
+    pub routing_strategy: Option<Strategy>,
+    /// `num_retries`.
+    pub num_retries: Option<u32>,
+    /// `retry_policy`: retries per failure kind (`RateLimitErrorRetries: 3`, ...).
+    pub retry_policy: Vec<(FailureKind, u32)>,
+    /// `retry_after`: least wait before retrying a deployment that already failed.
+    pub retry_after: Option<Duration>,
+    /// `retry_backoff_ms`: first step of the exponential backoff (sluice's own key).
+    pub retry_backoff: Option<Duration>,
+    /// `timeout` in seconds, default for every deployment.
+    pub timeout: Option<Duration>,
+    /// `stream_timeout`: default time to a stream's first chunk.
+    pub stream_timeout: Option<Duration>,
+    /// `stream_idle_timeout`: default longest gap between stream chunks (sluice's own key).
+    pub stream_idle_timeout: Option<Duration>,
+    /// `allowed_fails`.
+    pub allowed_fails: Option<u32>,
+    /// `allowed_fails_policy`: failures per kind allowed per minute before a cooldown.
+    pub allowed_fails_policy: Vec<(FailureKind, u32)>,
+    /// `cooldown_time`.
+    pub cooldown_time: Option<Duration>,
+    /// `disable_cooldowns`.
+    pub disable_cooldowns: bool,
+    /// `max_fallbacks`.
+    pub max_fallbacks: Option<usize>,
+    /// `hedge_after_ms`: group → when to send a hedged second attempt (sluice's own key).
+    pub hedge_after: Vec<(String, HedgeAfter)>,
+    /// `on_client_disconnect`: `cancel` (default) or `finish` (sluice's own key).
+    pub on_client_disconnect: OnDisconnect,
+    /// `redis_host`.
+    pub redis_host: Option<String>,
+    /// `redis_port`.
+    pub redis_port: Option<u16>,
+    /// `redis_password`.
+    pub redis_password: Option<Secret>,
+    /// `redis_url`.
+    pub redis_url: Option<Secret>,
+    /// `fallbacks`: group name → ordered fallback groups.
+    pub fallbacks: Vec<(String, Vec<String>)>,
+    /// `context_window_fallbacks`.
+    pub context_window_fallbacks: Vec<(String, Vec<String>)>,
+    /// `content_policy_fallbacks`.
+    pub content_policy_fallbacks: Vec<(String, Vec<String>)>,
+    /// `default_fallbacks`.
+    pub default_fallbacks: Vec<String>,
+}
+
+/// `litellm_settings`.
+#[derive(Debug, Clone, Default)]
+pub struct LitellmSettings {
+    /// `drop_params`: drop parameters a provider cannot take instead of failing.
+    pub drop_params: bool,
+    /// `num_retries` (LiteLLM also accepts it here).
+    pub num_retries: Option<u32>,
+    /// `request_timeout` in seconds, default for every deployment.
+    pub request_timeout: Option<Duration>,
+    /// `set_verbose` / `json_logs`: logging preferences.
+    pub json_logs: bool,
+    /// `success_callback` names.
+    pub success_callback: Vec<String>,
+    /// `failure_callback` names.
+    pub failure_callback: Vec<String>,
+    /// `callbacks` names.
+    pub callbacks: Vec<String>,
+    /// `turn_off_message_logging`.
+    pub turn_off_message_logging: bool,
+    /// `require_auth_for_metrics_endpoint`: `/metrics` needs the master key.
+    pub require_auth_for_metrics_endpoint: bool,
+    /// `fallbacks` (LiteLLM also accepts router fallbacks here).
+    pub fallbacks: Vec<(String, Vec<String>)>,
+}

@@ -1,0 +1,368 @@
+//! Prices per token, in LiteLLM's `model_prices_and_context_window.json` format: an embedded
+//! table of the common models (a curated subset of LiteLLM's file), optionally overlaid by a
+//! whole file of that format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://`
+//! URL; sluice never fetches prices over the network at startup).
+//!
+//! A deployment's [`Price`] is resolved once, at config load; the per-request cost is then
+//! five multiplications ([`Price::cost`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+
+use serde_json::{Map, Value};
+
+use sluice_providers::Provider;
+
+use crate::model::Deployment;
+use sluice_core::price::Price;
+
+/// The environment variable LiteLLM reads for its price map's location.
+pub const COST_MAP_ENV: &str = "LITELLM_MODEL_COST_MAP_URL";
+
+/// Where a deployment's price came from, for the config check's warning and the docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriceSource {
+    /// An entry of the price map, by its name.
+    Table(String),
+    /// `input_cost_per_token` / `output_cost_per_token` in the deployment (over a table entry
+    /// when one matched).
+    Override,
+    /// Nothing known: the deployment's requests cost 0.
+    Unknown,
+}
+
+/// Why a price map file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    /// The location is an http(s) URL; sluice reads only local files.
+    #[error("{COST_MAP_ENV} must name a local file (a path or file:// URL); sluice does not download price maps: fetch the JSON once and point to the file")]
+    Remote,
+    /// The file could not be read.
+    #[error("cannot read the price map {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a JSON object of model entries.
+    #[error(
+        "price map {path} is not LiteLLM's model_prices_and_context_window.json format: {why}"
+    )]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Model name → price. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PriceTable {
+    prices: Arc<HashMap<String, Price>>,
+}
+
+static EMBEDDED: LazyLock<PriceTable> = LazyLock::new(|| {
+    // The embedded file is checked by a unit test; a broken one would only price nothing.
+    let prices = parse(include_str!("prices.json")).unwrap_or_default();
+    PriceTable {
+        prices: Arc::new(prices),
+    }
+});
+
+/// Entries of a price map that sluice can use.
+fn parse(text: &str) -> Result<HashMap<String, Price>, String> {
+    let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    Ok(map
+        .iter()
+        .filter_map(|(name, entry)| {
+            let price = Price::from_entry(entry.as_object()?)?;
+            Some((name.clone(), price))
+        })
+        .collect())
+}
+
+impl PriceTable {
+    /// The table built into the binary.
+    pub fn embedded() -> Self {
+        EMBEDDED.clone()
+    }
+
+    /// The embedded table with every entry of a LiteLLM-format file laid over it (the file
+    /// wins for models in both).
+    pub fn with_file(path: &Path) -> Result<Self, PriceError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PriceError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let file = parse(&text).map_err(|why| PriceError::Parse {
+            path: path.to_owned(),
+            why,
+        })?;
+        let mut prices = (*EMBEDDED.prices).clone();
+        prices.extend(file);
+        Ok(Self {
+            prices: Arc::new(prices),
+        })
+    }
+
+    /// The table for a `LITELLM_MODEL_COST_MAP_URL` value: unset or empty means the embedded
+    /// table alone.
+    pub fn from_location(location: Option<&str>) -> Result<Self, PriceError> {
+        let Some(location) = location.map(str::trim).filter(|l| !l.is_empty()) else {
+            return Ok(Self::embedded());
+        };
+        if location.starts_with("http://") || location.starts_with("https://") {
+            return Err(PriceError::Remote);
+        }
+        let path = location.strip_prefix("file://").unwrap_or(location);
+        Self::with_file(Path::new(path))
+    }
+
+    /// The price of one model name, exactly as the map spells it.
+    pub fn get(&self, name: &str) -> Option<Price> {
+        self.prices.get(name).copied()
+    }
+
+    /// How many models are priced.
+    pub fn len(&self) -> usize {
+        self.prices.len()
+    }
+
+    /// True for an empty table.
+    pub fn is_empty(&self) -> bool {
+        self.prices.is_empty()
+    }
+
+    /// The first entry found for `model_info.base_model`, then the upstream model, each tried
+    /// as `provider/name` (LiteLLM's key for most non-OpenAI providers), as given, and without
+    /// its own first `prefix/`.
+    fn lookup(&self, provider: Provider, names: &[&str]) -> Option<(String, Price)> {
+        for name in names {
+            let prefixed = format!("{}/{name}", provider.name());
+            let bare = name.split_once('/').map(|(_, rest)| rest);
+            for candidate in [Some(prefixed.as_str()), Some(*name), bare]
+                .into_iter()
+                .flatten()
+            {
+                if let Some(price) = self.get(candidate) {
+                    return Some((candidate.to_owned(), price));
+                }
+            }
+        }
+        None
+    }
+
+    /// A deployment's price: the table's entry, with the deployment's own
+    /// `input_cost_per_token` / `output_cost_per_token` over it. Without an entry, cache and
+    /// reasoning tokens are priced like plain input and output.
+    pub fn resolve(&self, d: &Deployment) -> (Price, PriceSource) {
+        let mut names: Vec<&str> = Vec::with_capacity(2);
+        names.extend(d.model_info.base_model.as_deref());
+        names.push(&d.upstream.model);
+        let found = self.lookup(d.provider(), &names);
+        let (mut price, mut source) = match found {
+            Some((name, price)) => (price, PriceSource::Table(name)),
+            None => (Price::default(), PriceSource::Unknown),
+        };
+        let unpriced = source == PriceSource::Unknown;
+        if let Some(input) = d.input_cost_per_token {
+            if unpriced {
+                price.cache_read = input;
+                price.cache_write = input;
+            }
+            price.input = input;
+            source = PriceSource::Override;
+        }
+        if let Some(output) = d.output_cost_per_token {
+            if unpriced {
+                price.reasoning = output;
+            }
+            price.output = output;
+            source = PriceSource::Override;
+        }
+        (price, source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{load_str, Config};
+
+    fn config(yaml: &str) -> Config {
+        let env: HashMap<String, String> = HashMap::from([
+            ("OPENAI_API_KEY".into(), "sk-x".into()),
+            ("ANTHROPIC_API_KEY".into(), "sk-x".into()),
+            ("AZURE_API_BASE".into(), "https://x.openai.azure.com".into()),
+            ("AZURE_API_KEY".into(), "x".into()),
+        ]);
+        load_str(yaml, &env).unwrap().config
+    }
+
+    #[test]
+    fn embedded_table_parses_and_covers_every_provider_family() {
+        let t = PriceTable::embedded();
+        let raw: Map<String, Value> = serde_json::from_str(include_str!("prices.json")).unwrap();
+        assert_eq!(
+            t.len(),
+            raw.len(),
+            "every embedded entry has an input price"
+        );
+        for name in [
+            "gpt-4o",
+            "claude-sonnet-4-5",
+            "gemini/gemini-2.5-flash",
+            "anthropic.claude-sonnet-4-20250514-v1:0",
+            "mistral/mistral-large-latest",
+            "groq/openai/gpt-oss-120b",
+            "azure/gpt-4o",
+        ] {
+            assert!(t.get(name).is_some(), "{name}");
+        }
+        let sonnet = t.get("claude-sonnet-4-5").unwrap();
+        assert_eq!(sonnet.cache_write, 3.75e-6);
+        assert_eq!(sonnet.cache_read, 3e-7);
+        // No reasoning price in the entry: reasoning costs what output costs.
+        assert_eq!(sonnet.reasoning, sonnet.output);
+        // No cache-write price: a write costs a plain input token.
+        let gpt = t.get("gpt-4o").unwrap();
+        assert_eq!(gpt.cache_write, gpt.input);
+    }
+
+    #[test]
+    fn resolve_by_provider_model_base_model_and_overrides() {
+        let cfg = config(
+            "model_list:
+  - model_name: a
+    litellm_params: {model: openai/gpt-4o}
+  - model_name: b
+    litellm_params: {model: anthropic/claude-sonnet-4-5}
+  - model_name: c
+    litellm_params: {model: azure/my-deployment}
+    model_info: {base_model: azure/gpt-4o}
+  - model_name: d
+    litellm_params: {model: openai/gpt-4o, input_cost_per_token: 0.5}
+  - model_name: e
+    litellm_params: {model: openai/house-model, input_cost_per_token: 1, output_cost_per_token: 2}
+  - model_name: f
+    litellm_params: {model: openai/house-model}
+",
+        );
+        let t = PriceTable::embedded();
+        let r: Vec<(Price, PriceSource)> = cfg.deployments.iter().map(|d| t.resolve(d)).collect();
+        assert_eq!(r[0].1, PriceSource::Table("gpt-4o".into()));
+        assert_eq!(r[0].0, t.get("gpt-4o").unwrap());
+        assert_eq!(r[1].1, PriceSource::Table("claude-sonnet-4-5".into()));
+        assert_eq!(r[2].1, PriceSource::Table("azure/gpt-4o".into()));
+        // An input override keeps the table's cache and output prices.
+        assert_eq!(r[3].1, PriceSource::Override);
+        assert_eq!(r[3].0.input, 0.5);
+        assert_eq!(r[3].0.cache_read, t.get("gpt-4o").unwrap().cache_read);
+        assert_eq!(
+            r[4].0,
+            Price {
+                input: 1.0,
+                output: 2.0,
+                cache_read: 1.0,
+                cache_write: 1.0,
+                reasoning: 2.0
+            }
+        );
+        assert_eq!(r[5], (Price::default(), PriceSource::Unknown));
+    }
+
+    #[test]
+    fn config_load_resolves_prices_and_warns_about_unpriced_deployments() {
+        let env: HashMap<String, String> = HashMap::from([("OPENAI_API_KEY".into(), "x".into())]);
+        let loaded = load_str(
+            "model_list:
+  - model_name: known
+    litellm_params: {model: openai/gpt-4o-mini}
+  - model_name: unknown
+    litellm_params: {model: openai/house-model}
+  - model_name: mocked
+    litellm_params: {model: mock/anything}
+",
+            &env,
+        )
+        .unwrap();
+        let d = &loaded.config.deployments;
+        assert_eq!(
+            d[0].price,
+            PriceTable::embedded().get("gpt-4o-mini").unwrap()
+        );
+        assert_eq!(d[1].price, Price::default());
+        let warnings: Vec<String> = loaded.warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(
+            warnings
+                .iter()
+                .filter(|w| w.contains("no price known"))
+                .collect::<Vec<_>>()
+                .len(),
+            1,
+            "{warnings:?}"
+        );
+        assert!(warnings
+            .iter()
+            .any(|w| w.contains("model_list[1]") && w.contains("openai/house-model")));
+
+        let bad: HashMap<String, String> = HashMap::from([
+            ("OPENAI_API_KEY".into(), "x".into()),
+            (
+                COST_MAP_ENV.into(),
+                "https://example.com/prices.json".into(),
+            ),
+        ]);
+        let err = load_str("model_list: []\n", &bad).unwrap_err().to_string();
+        assert!(err.contains(COST_MAP_ENV), "{err}");
+    }
+
+    #[test]
+    fn a_litellm_format_file_overlays_the_embedded_table() {
+        let dir = std::env::temp_dir().join(format!("sluice-prices-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model_prices_and_context_window.json");
+        std::fs::write(
+            &path,
+            r#"{
+  "sample_spec": {"max_tokens": "LEGACY parameter", "input_cost_per_token": 0.0, "output_cost_per_token": 0.0},
+  "gpt-4o": {"litellm_provider": "openai", "input_cost_per_token": 9e-06, "output_cost_per_token": 1e-05},
+  "house-model": {"litellm_provider": "openai", "input_cost_per_token": 1e-06, "output_cost_per_token": 2e-06, "cache_read_input_token_cost": 1e-07},
+  "dall-e-3": {"litellm_provider": "openai", "mode": "image_generation", "output_cost_per_image": 0.04}
+}"#,
+        )
+        .unwrap();
+        let location = format!("file://{}", path.display());
+        let t = PriceTable::from_location(Some(&location)).unwrap();
+        assert_eq!(t.get("gpt-4o").unwrap().input, 9e-6);
+        assert_eq!(t.get("house-model").unwrap().cache_read, 1e-7);
+        assert_eq!(t.get("dall-e-3"), None);
+        assert!(
+            t.get("claude-sonnet-4-5").is_some(),
+            "embedded entries stay"
+        );
+        assert_eq!(t.len(), PriceTable::embedded().len() + 2);
+
+        assert!(matches!(
+            PriceTable::from_location(Some("https://example.com/prices.json")),
+            Err(PriceError::Remote)
+        ));
+        assert!(matches!(
+            PriceTable::from_location(Some(dir.join("missing.json").to_str().unwrap())),
+            Err(PriceError::Read { .. })
+        ));
+        std::fs::write(&path, "[1, 2]").unwrap();
+        assert!(matches!(
+            PriceTable::with_file(&path),
+            Err(PriceError::Parse { .. })
+        ));
+        assert_eq!(
+            PriceTable::from_location(None).unwrap().len(),
+            PriceTable::embedded().len()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

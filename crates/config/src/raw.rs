@@ -1,0 +1,339 @@
+//! The config file as written: LiteLLM's `config.yaml` keys, every leaf a loosely typed
+//! [`Scalar`] (YAML users write `rpm: "100"` and env references always yield strings). The
+//! validator turns this into the strict model and names the path of every bad value.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+use sluice_core::settings::Scalar;
+
+/// A string or a list of strings (`success_callback: langfuse` or `[langfuse, s3]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a string or a list of strings")]
+pub(super) enum OneOrMany {
+    /// One value.
+    One(Scalar),
+    /// Several.
+    Many(Vec<Scalar>),
+}
+
+impl OneOrMany {
+    /// Every value as text.
+    pub fn texts(&self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s.text()],
+            Self::Many(v) => v.iter().map(Scalar::text).collect(),
+        }
+    }
+}
+
+/// `api_key`: one key, or a list of keys with optional weights
+/// (`[sk-a, sk-b]`, `[{key: sk-a, weight: 3}, {key: sk-b}]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a key, or a list of keys (strings or {key, weight})"
+)]
+pub(super) enum RawKeys {
+    /// One key.
+    One(Scalar),
+    /// Several.
+    Many(Vec<RawKey>),
+}
+
+/// One entry of an `api_key` list.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a key, or {key, weight}")]
+pub(super) enum RawKey {
+    /// A bare key.
+    Plain(Scalar),
+    /// A key with its share.
+    Weighted {
+        /// The key.
+        key: Scalar,
+        /// Its share.
+        weight: Option<Scalar>,
+    },
+}
+
+/// Top level of `config.yaml`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawConfig {
+    pub model_list: Option<Vec<RawModel>>,
+    pub general_settings: Option<RawGeneral>,
+    pub router_settings: Option<RawRouter>,
+    pub litellm_settings: Option<RawLitellm>,
+    pub callback_settings: Option<BTreeMap<String, RawCallback>>,
+}
+
+/// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
+/// tree before typing; they are listed for "did you mean" hints).
+pub(super) const TOP_KEYS: &[&str] = &[
+    "model_list",
+    "general_settings",
+    "router_settings",
+    "litellm_settings",
+    "callback_settings",
+    "environment_variables",
+    "include",
+];
+
+/// `model_list[i]`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawModel {
+    pub model_name: Option<Scalar>,
+    pub litellm_params: Option<RawParams>,
+    /// Free-form metadata; `id`, `mode` and `base_model` are read from it.
+    pub model_info: Option<BTreeMap<String, Value>>,
+}
+
+/// Keys of a `model_list` entry.
+pub(super) const MODEL_KEYS: &[&str] = &["model_name", "litellm_params", "model_info"];
+
+/// `model_list[i].litellm_params`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawParams {
+    pub model: Option<Scalar>,
+    pub custom_llm_provider: Option<Scalar>,
+    pub api_base: Option<Scalar>,
+    pub base_url: Option<Scalar>,
+    pub api_key: Option<RawKeys>,
+    pub extra_headers: Option<BTreeMap<String, Scalar>>,
+    pub rpm: Option<Scalar>,
+    pub tpm: Option<Scalar>,
+    pub weight: Option<Scalar>,
+    pub timeout: Option<Scalar>,
+    pub stream_timeout: Option<Scalar>,
+    pub stream_idle_timeout: Option<Scalar>,
+    pub http2_prior_knowledge: Option<Scalar>,
+    pub max_retries: Option<Scalar>,
+    pub input_cost_per_token: Option<Scalar>,
+    pub output_cost_per_token: Option<Scalar>,
+    /// Every other key: the ones a provider reads (`aws_region_name`, `vertex_project`,
+    /// `mock_chunks`, ...), handed to its module, and unknown ones (a warning).
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, Value>,
+}
+
+/// Keys of `litellm_params` the configuration reads itself (providers read theirs:
+/// `sluice_providers::provider_keys`).
+pub(super) const PARAM_KEYS: &[&str] = &[
+    "model",
+    "custom_llm_provider",
+    "api_base",
+    "base_url",
+    "api_key",
+    "extra_headers",
+    "rpm",
+    "tpm",
+    "weight",
+    "timeout",
+    "stream_timeout",
+    "stream_idle_timeout",
+    "http2_prior_knowledge",
+    "max_retries",
+    "input_cost_per_token",
+    "output_cost_per_token",
+];
+
+/// `general_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawGeneral {
+    pub master_key: Option<Scalar>,
+    pub database_url: Option<Scalar>,
+    pub max_request_size_mb: Option<Scalar>,
+    pub proxy_batch_write_at: Option<Scalar>,
+}
+
+/// Keys of `general_settings` sluice reads.
+pub(super) const GENERAL_KEYS: &[&str] = &[
+    "master_key",
+    "database_url",
+    "max_request_size_mb",
+    "proxy_batch_write_at",
+];
+
+/// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.
+pub(super) type RawFallbacks = Vec<BTreeMap<String, OneOrMany>>;
+
+/// `router_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawRouter {
+    pub routing_strategy: Option<Scalar>,
+    pub num_retries: Option<Scalar>,
+    pub retry_policy: Option<BTreeMap<String, Scalar>>,
+    pub retry_after: Option<Scalar>,
+    pub retry_backoff_ms: Option<Scalar>,
+    pub timeout: Option<Scalar>,
+    pub stream_timeout: Option<Scalar>,
+    pub stream_idle_timeout: Option<Scalar>,
+    pub allowed_fails: Option<Scalar>,
+    pub allowed_fails_policy: Option<BTreeMap<String, Scalar>>,
+    pub cooldown_time: Option<Scalar>,
+    pub disable_cooldowns: Option<Scalar>,
+    pub max_fallbacks: Option<Scalar>,
+    pub hedge_after_ms: Option<BTreeMap<String, Scalar>>,
+    pub on_client_disconnect: Option<Scalar>,
+    pub redis_host: Option<Scalar>,
+    pub redis_port: Option<Scalar>,
+    pub redis_password: Option<Scalar>,
+    pub redis_url: Option<Scalar>,
+    pub fallbacks: Option<RawFallbacks>,
+    pub context_window_fallbacks: Option<RawFallbacks>,
+    pub content_policy_fallbacks: Option<RawFallbacks>,
+    pub default_fallbacks: Option<OneOrMany>,
+}
+
+/// Keys of `router_settings` sluice reads.
+pub(super) const ROUTER_KEYS: &[&str] = &[
+    "routing_strategy",
+    "num_retries",
+    "retry_policy",
+    "retry_after",
+    "retry_backoff_ms",
+    "timeout",
+    "stream_timeout",
+    "stream_idle_timeout",
+    "allowed_fails",
+    "allowed_fails_policy",
+    "cooldown_time",
+    "disable_cooldowns",
+    "max_fallbacks",
+    "hedge_after_ms",
+    "on_client_disconnect",
+    "redis_host",
+    "redis_port",
+    "redis_password",
+    "redis_url",
+    "fallbacks",
+    "context_window_fallbacks",
+    "content_policy_fallbacks",
+    "default_fallbacks",
+];
+
+/// `litellm_settings`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLitellm {
+    pub drop_params: Option<Scalar>,
+    pub num_retries: Option<Scalar>,
+    pub request_timeout: Option<Scalar>,
+    pub json_logs: Option<Scalar>,
+    /// LiteLLM's debug switch; sluice's log level comes from `SLUICE_LOG`.
+    #[allow(dead_code)]
+    pub set_verbose: Option<Scalar>,
+    pub success_callback: Option<OneOrMany>,
+    pub failure_callback: Option<OneOrMany>,
+    pub callbacks: Option<OneOrMany>,
+    pub turn_off_message_logging: Option<Scalar>,
+    pub require_auth_for_metrics_endpoint: Option<Scalar>,
+    pub fallbacks: Option<RawFallbacks>,
+    pub context_window_fallbacks: Option<RawFallbacks>,
+    pub default_fallbacks: Option<OneOrMany>,
+    pub s3_callback_params: Option<RawCallback>,
+    pub gcs_bucket_name: Option<Scalar>,
+    pub gcs_path_service_account: Option<Scalar>,
+}
+
+/// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for
+/// every sink's keys, so an unknown key warns with a did-you-mean over all of them.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawCallback {
+    pub callback_type: Option<Scalar>,
+    pub endpoint: Option<Scalar>,
+    pub url: Option<Scalar>,
+    pub headers: Option<BTreeMap<String, Scalar>>,
+    pub event_types: Option<OneOrMany>,
+    pub log_format: Option<Scalar>,
+    pub batch_size: Option<Scalar>,
+    pub flush_interval: Option<Scalar>,
+    pub max_queue_size: Option<Scalar>,
+    pub spill_limit: Option<Scalar>,
+    pub message_logging: Option<Scalar>,
+    pub host: Option<Scalar>,
+    pub public_key: Option<Scalar>,
+    pub secret_key: Option<Scalar>,
+    pub api_key: Option<Scalar>,
+    pub project: Option<Scalar>,
+    pub protocol: Option<Scalar>,
+    pub service_name: Option<Scalar>,
+    pub s3_bucket_name: Option<Scalar>,
+    pub s3_region_name: Option<Scalar>,
+    pub s3_endpoint_url: Option<Scalar>,
+    pub s3_aws_access_key_id: Option<Scalar>,
+    pub s3_aws_secret_access_key: Option<Scalar>,
+    pub s3_aws_session_token: Option<Scalar>,
+    pub s3_path: Option<Scalar>,
+    pub gcs_bucket_name: Option<Scalar>,
+    pub gcs_path_service_account: Option<Scalar>,
+    pub api_base: Option<Scalar>,
+}
+
+/// Keys of a `callback_settings` entry.
+pub(super) const CALLBACK_KEYS: &[&str] = &[
+    "callback_type",
+    "endpoint",
+    "url",
+    "headers",
+    "event_types",
+    "log_format",
+    "batch_size",
+    "flush_interval",
+    "max_queue_size",
+    "spill_limit",
+    "message_logging",
+    "host",
+    "public_key",
+    "secret_key",
+    "api_key",
+    "project",
+    "protocol",
+    "service_name",
+    "s3_bucket_name",
+    "s3_region_name",
+    "s3_endpoint_url",
+    "s3_aws_access_key_id",
+    "s3_aws_secret_access_key",
+    "s3_aws_session_token",
+    "s3_path",
+    "gcs_bucket_name",
+    "gcs_path_service_account",
+    "api_base",
+];
+
+/// Keys of `litellm_settings` sluice reads.
+pub(super) const LITELLM_KEYS: &[&str] = &[
+    "drop_params",
+    "num_retries",
+    "request_timeout",
+    "json_logs",
+    "set_verbose",
+    "success_callback",
+    "failure_callback",
+    "callbacks",
+    "turn_off_message_logging",
+    "require_auth_for_metrics_endpoint",
+    "fallbacks",
+    "context_window_fallbacks",
+    "default_fallbacks",
+    "s3_callback_params",
+    "gcs_bucket_name",
+    "gcs_path_service_account",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_are_lenient() {
+        let s: Scalar = serde_yaml_ng::from_str("\"100\"").unwrap();
+        assert_eq!(s.integer(), Some(100));
+        let s: Scalar = serde_yaml_ng::from_str("2.5").unwrap();
+        assert_eq!(s.number(), Some(2.5));
+        assert_eq!(s.integer(), None);
+        let s: Scalar = serde_yaml_ng::from_str("\"True\"").unwrap();
+        assert_eq!(s.boolean(), Some(true));
+        assert!(serde_yaml_ng::from_str::<Scalar>("[1]").is_err());
+    }
+}

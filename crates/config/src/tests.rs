@@ -1,0 +1,468 @@
+//! Loader tests on LiteLLM-style configs (`tests/fixtures/configs/`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use sluice_providers::{Provider, ProviderConfig};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/configs")
+        .join(name)
+}
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn provider(prefix: &str) -> Provider {
+    Provider::from_prefix(prefix).unwrap()
+}
+
+fn azure(d: &Deployment) -> &sluice_providers::azure::Config {
+    match &d.upstream.specific {
+        ProviderConfig::Azure(c) => c,
+        other => panic!("not azure: {other:?}"),
+    }
+}
+
+fn openai(d: &Deployment) -> &sluice_providers::openai_compatible::Config {
+    match &d.upstream.specific {
+        ProviderConfig::OpenAiCompatible(c) => c,
+        other => panic!("not OpenAI-compatible: {other:?}"),
+    }
+}
+
+fn mock(d: &Deployment) -> &sluice_mock::MockSettings {
+    match &d.upstream.specific {
+        ProviderConfig::Mock(c) => &c.settings,
+        other => panic!("not mock: {other:?}"),
+    }
+}
+
+fn errors(e: ConfigError) -> Vec<String> {
+    match e {
+        ConfigError::Invalid(list) => list.iter().map(ToString::to_string).collect(),
+        other => panic!("expected validation errors, got {other}"),
+    }
+}
+
+#[test]
+fn loads_a_litellm_config_unchanged() {
+    let e = env(&[
+        ("AZURE_API_KEY", "az-secret-key-value"),
+        ("OPENAI_API_KEY", "sk-openai-secret-value"),
+        ("GROQ_API_KEY", "gsk-groq"),
+        ("VLLM_HOST", "http://10.0.0.5:8000"),
+        ("LITELLM_MASTER_KEY", "sk-master-1234"),
+    ]);
+    let loaded = load_file(&fixture("litellm_full.yaml"), &e).unwrap();
+    let c = &loaded.config;
+    assert_eq!(c.deployments.len(), 7);
+
+    let az = &c.deployments[0];
+    assert_eq!(az.provider(), provider("azure"));
+    assert_eq!(az.upstream.model, "gpt-4o-eu");
+    assert_eq!(az.id, "azure-eu");
+    assert_eq!(
+        az.upstream.api_base.as_deref(),
+        Some("https://my-endpoint.openai.azure.com"),
+        "environment_variables: feeds os.environ/ and the trailing / goes"
+    );
+    assert_eq!(az.upstream.api_keys[0].key.expose(), "az-secret-key-value");
+    assert_eq!(
+        azure(az).api_version,
+        sluice_providers::azure::DEFAULT_API_VERSION
+    );
+    assert_eq!(az.rpm, Some(600), "numeric strings are accepted");
+    assert_eq!(az.weight, Some(2.0));
+    assert_eq!(az.model_info.base_model.as_deref(), Some("azure/gpt-4o"));
+
+    let oa = &c.deployments[1];
+    assert_eq!(
+        oa.upstream.api_base.as_deref(),
+        Some("https://api.openai.com/v1")
+    );
+    assert_eq!(oa.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(oa.stream_timeout, Some(Duration::from_millis(5500)));
+    assert_eq!(openai(oa).organization.as_deref(), Some("org-123"));
+    assert_eq!(oa.upstream.extra_headers[0].0, "X-Team");
+    assert_eq!(oa.id.len(), 16, "derived ids are 16 hex digits");
+
+    let groq = &c.deployments[2];
+    assert_eq!(
+        groq.upstream.api_base.as_deref(),
+        Some("https://api.groq.com/openai/v1")
+    );
+    assert_eq!(groq.upstream.api_keys[0].key.expose(), "gsk-groq");
+    assert_eq!(groq.tpm, Some(100_000));
+    assert_eq!(
+        groq.timeout,
+        Some(Duration::from_secs(120)),
+        "litellm_settings.request_timeout is the default timeout"
+    );
+
+    assert_eq!(
+        c.deployments[3].upstream.api_base.as_deref(),
+        Some("http://localhost:11434/v1"),
+        "ollama gets /v1"
+    );
+    let vllm = &c.deployments[4];
+    assert_eq!(vllm.upstream.model, "meta-llama/Llama-3.1-8B");
+    assert_eq!(
+        vllm.upstream.api_base.as_deref(),
+        Some("http://10.0.0.5:8000/v1")
+    );
+    assert_eq!(c.deployments[5].upstream.model, "*");
+    assert_eq!(c.deployments[6].provider(), provider("bedrock"));
+
+    assert!(c.litellm.drop_params);
+    assert_eq!(c.litellm.num_retries, Some(3));
+    assert_eq!(c.litellm.success_callback, ["langfuse"]);
+    assert_eq!(
+        c.router.routing_strategy,
+        Some(sluice_routing::Strategy::UsageBased)
+    );
+    assert_eq!(c.router.redis_port, Some(6379));
+    assert_eq!(c.router.redis_host, None, "unset REDIS_HOST leaves it out");
+    assert_eq!(c.router.cooldown_time, Some(Duration::from_secs(30)));
+    assert_eq!(
+        c.router.fallbacks,
+        [(
+            "gpt-4o".to_owned(),
+            vec!["llama-3".to_owned(), "openai/gpt-4o-mini".to_owned()]
+        )],
+        "a fallback may name a model a wildcard group serves"
+    );
+    assert_eq!(
+        c.general.master_key.as_ref().unwrap().expose(),
+        "sk-master-1234"
+    );
+    assert_eq!(c.general.max_request_body_bytes, 8 * 1024 * 1024);
+
+    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    for expected in [
+        "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
+        "model_list[6].litellm_params.aws_access_key_id: aws_access_key_id and aws_secret_access_key are not set and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
+        "litellm_settings.cache: not used by sluice; ignored",
+        "general_settings.alerting: not used by sluice; ignored",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w == expected),
+            "missing warning {expected:?} in {warnings:#?}"
+        );
+    }
+    let titan = &c.deployments[6];
+    assert_eq!(
+        titan.upstream.api_base.as_deref(),
+        Some("https://bedrock-runtime.us-east-1.amazonaws.com"),
+        "the Bedrock endpoint comes from aws_region_name"
+    );
+    let described = describe(c);
+    assert!(!described.contains("sk-openai-secret-value"));
+    assert!(!described.contains("az-secret-key-value"));
+    assert!(described.contains("azure/gpt-4o-eu"));
+}
+
+#[test]
+fn every_bad_value_is_named_by_path() {
+    let errs = errors(load_file(&fixture("bad_values.yaml"), &env(&[])).unwrap_err());
+    let expected = [
+        r#"model_list[0].litellm_params.model: unknown provider "opnai" (did you mean "openai"?)"#,
+        r#"model_list[1].litellm_params.rpm: expected a whole number ≥ 0, got "lots""#,
+        r#"model_list[1].litellm_params.timeout: expected a number > 0, got "-1""#,
+        r#"model_list[1].litellm_params.weight: expected a number > 0, got "0""#,
+        r#"model_list[2].litellm_params.api_base: required for azure/ models (or set AZURE_API_BASE or AZURE_OPENAI_ENDPOINT)"#,
+        r#"model_list[3].litellm_params.model: cannot tell which provider serves "llama3"; write it as provider/model, e.g. openai/llama3"#,
+        r#"model_list[4].model_name: required"#,
+        r#"model_list[4].litellm_params.api_base: expected an http:// or https:// URL, got "ftp://example.com""#,
+        r#"router_settings.routing_strategy: unknown routing strategy "least-bsy" (did you mean "least-busy"?); one of: simple-shuffle, least-busy, latency-based-routing, usage-based-routing, usage-based-routing-v2, cost-based-routing"#,
+        r#"router_settings.fallbacks[0].b[0]: unknown model "nope""#,
+    ];
+    for e in expected {
+        assert!(errs.iter().any(|x| x == e), "missing {e:?} in {errs:#?}");
+    }
+    assert_eq!(errs.len(), expected.len(), "{errs:#?}");
+}
+
+#[test]
+fn type_errors_name_the_path() {
+    let e = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params:\n      model: [1, 2]\n",
+        &env(&[]),
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("model_list[0].litellm_params.model: invalid type: sequence"),
+        "{text}"
+    );
+    let e = load_str("model_list: [\n", &env(&[])).unwrap_err();
+    assert!(matches!(e, ConfigError::Syntax { .. }), "{e}");
+}
+
+#[test]
+fn include_appends_models() {
+    let loaded = load_file(&fixture("main_with_include.yaml"), &env(&[])).unwrap();
+    let names: Vec<&str> = loaded
+        .config
+        .deployments
+        .iter()
+        .map(|d| d.model_name.as_str())
+        .collect();
+    assert_eq!(names, ["first", "second"]);
+    assert_eq!(
+        loaded.config.general.master_key.unwrap().expose(),
+        "sk-main"
+    );
+}
+
+#[test]
+fn unknown_keys_get_suggestions() {
+    let loaded = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params:\n      model: mock/x\n      api_bse: http://a\ngeneral_settings:\n  mastr_key: sk-1\n",
+        &env(&[]),
+    )
+    .unwrap();
+    let w: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert!(w.contains(
+        &r#"model_list[0].litellm_params.api_bse: not used by sluice; ignored (did you mean "api_base"?)"#.to_owned()
+    ), "{w:#?}");
+    assert!(w.contains(
+        &r#"general_settings.mastr_key: not used by sluice; ignored (did you mean "master_key"?)"#
+            .to_owned()
+    ));
+}
+
+#[test]
+fn defaults_keys_and_ids() {
+    let yaml = r#"
+model_list:
+  - model_name: same
+    litellm_params: {model: openai/gpt-4o, api_key: sk-a}
+  - model_name: same
+    litellm_params: {model: openai/gpt-4o, api_key: sk-a}
+  - model_name: bare
+    litellm_params: {model: gpt-4o-mini}
+  - model_name: claude
+    litellm_params: {model: claude-sonnet-4-5}
+  - model_name: compat
+    litellm_params: {model: my-model, api_base: "http://127.0.0.1:9/v1/chat/completions"}
+  - model_name: mocked
+    litellm_params: {model: openai/gpt-4o, mock_response: "hi", mock_chunks: 3}
+"#;
+    let e = env(&[
+        ("OPENAI_API_KEY", "sk-env"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
+    ]);
+    let c = load_str(yaml, &e).unwrap().config;
+    assert_ne!(c.deployments[0].id, c.deployments[1].id);
+    assert!(c.deployments[1].id.ends_with("-2"));
+    let again = load_str(yaml, &e).unwrap().config;
+    assert_eq!(
+        c.deployments[0].id, again.deployments[0].id,
+        "ids are stable"
+    );
+    assert_eq!(c.deployments[2].provider(), provider("openai"));
+    assert_eq!(c.deployments[2].upstream.api_keys[0].key.expose(), "sk-env");
+    assert_eq!(
+        c.deployments[2].upstream.api_base.as_deref(),
+        Some("http://127.0.0.1:8080/v1")
+    );
+    assert_eq!(c.deployments[3].provider(), provider("anthropic"));
+    assert_eq!(c.deployments[4].provider(), provider("custom_openai"));
+    assert_eq!(
+        c.deployments[4].upstream.api_base.as_deref(),
+        Some("http://127.0.0.1:9/v1")
+    );
+    assert_eq!(c.deployments[5].provider(), provider("mock"));
+    assert_eq!(mock(&c.deployments[5]).response.as_deref(), Some("hi"));
+    assert_eq!(mock(&c.deployments[5]).chunks, 3);
+}
+
+#[test]
+fn duplicate_explicit_ids_are_errors() {
+    let yaml = "model_list:\n  - model_name: a\n    litellm_params: {model: mock/a}\n    model_info: {id: x}\n  - model_name: b\n    litellm_params: {model: mock/b}\n    model_info: {id: x}\n";
+    let errs = errors(load_str(yaml, &env(&[])).unwrap_err());
+    assert_eq!(
+        errs,
+        [r#"model_list[1].model_info.id: duplicate deployment id "x" (also model_list[0])"#]
+    );
+}
+
+#[test]
+fn quickstart_loads_without_keys() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/quickstart.yaml");
+    let loaded = load_file(&path, &env(&[])).unwrap();
+    assert_eq!(loaded.config.deployments.len(), 5);
+    assert!(loaded.config.general.master_key.is_some());
+}
+
+#[test]
+fn api_key_lists_with_weights() {
+    let yaml = r#"
+model_list:
+  - model_name: m
+    litellm_params:
+      model: openai/gpt-4o
+      api_key: [{key: sk-aaaaaaaaaaaa, weight: 2}, sk-bbbbbbbbbbbb]
+  - model_name: bad
+    litellm_params:
+      model: openai/gpt-4o
+      api_key: [{key: sk-c, weight: -1}]
+"#;
+    let err = load_str(yaml, &HashMap::new()).unwrap_err().to_string();
+    assert!(
+        err.contains("model_list[1].litellm_params.api_key[0].weight: expected a number > 0"),
+        "{err}"
+    );
+    let ok = yaml.split("  - model_name: bad").next().unwrap();
+    let c = load_str(ok, &HashMap::new()).unwrap().config;
+    let keys = &c.deployments[0].upstream.api_keys;
+    assert_eq!(keys.len(), 2);
+    assert_eq!(
+        (keys[0].key.expose(), keys[0].weight),
+        ("sk-aaaaaaaaaaaa", 2.0)
+    );
+    assert_eq!(
+        (keys[1].key.expose(), keys[1].weight),
+        ("sk-bbbbbbbbbbbb", 1.0)
+    );
+    let shown = crate::describe(&c);
+    assert!(
+        shown.contains("(weight 2)") && !shown.contains("sk-aaaaaaaaaaaa"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn bedrock_and_vertex_credentials_from_params_and_environment() {
+    let yaml = r#"
+model_list:
+  - model_name: claude
+    litellm_params:
+      model: bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0
+      aws_access_key_id: os.environ/MY_AWS_KEY
+      aws_secret_access_key: os.environ/MY_AWS_SECRET
+      aws_region_name: eu-central-1
+  - model_name: claude-env
+    litellm_params:
+      model: bedrock/anthropic.claude-3-haiku-20240307-v1:0
+  - model_name: vertex
+    litellm_params:
+      model: vertex_ai/gemini-2.5-pro
+      vertex_credentials: '{"client_email": "a@b", "private_key": "k", "token_uri": "http://t", "project_id": "from-key"}'
+  - model_name: vertex-bad
+    litellm_params:
+      model: vertex_ai/gemini-2.5-pro
+      vertex_project: p
+      vertex_credentials: '{"client_email": "a@b"}'
+"#;
+    let e = env(&[
+        ("MY_AWS_KEY", "AKIAPARAM"),
+        ("MY_AWS_SECRET", "param-secret"),
+        ("AWS_ACCESS_KEY_ID", "AKIAENV"),
+        ("AWS_SECRET_ACCESS_KEY", "env-secret"),
+        ("AWS_SESSION_TOKEN", "env-token"),
+        ("AWS_REGION", "ap-south-1"),
+    ]);
+    let errs = errors(load_str(yaml, &e).unwrap_err());
+    assert_eq!(
+        errs,
+        ["model_list[3].litellm_params.vertex_credentials: the key file has no `private_key`"]
+    );
+    let good = yaml.split("  - model_name: vertex-bad").next().unwrap();
+    let c = load_str(good, &e).unwrap().config;
+    let bedrock = |d: &Deployment| match &d.upstream.specific {
+        ProviderConfig::Bedrock(c) => c.clone(),
+        other => panic!("not bedrock: {other:?}"),
+    };
+    let first = bedrock(&c.deployments[0]);
+    let aws = first.aws.as_ref().unwrap();
+    assert_eq!(aws.access_key_id.expose(), "AKIAPARAM");
+    assert_eq!(first.region, "eu-central-1");
+    assert_eq!(
+        aws.session_token.as_ref().map(Secret::expose),
+        Some("env-token"),
+        "each value falls back to its own variable"
+    );
+    assert_eq!(
+        c.deployments[0].upstream.api_base.as_deref(),
+        Some("https://bedrock-runtime.eu-central-1.amazonaws.com")
+    );
+    let second = bedrock(&c.deployments[1]);
+    let env_aws = second.aws.as_ref().unwrap();
+    assert_eq!(
+        (env_aws.access_key_id.expose(), second.region.as_str()),
+        ("AKIAENV", "ap-south-1")
+    );
+    let ProviderConfig::Vertex(v) = &c.deployments[2].upstream.specific else {
+        panic!("not vertex");
+    };
+    assert_eq!(
+        (v.project.as_str(), v.location.as_str()),
+        ("from-key", "us-central1")
+    );
+    assert_eq!(
+        c.deployments[2].upstream.api_base.as_deref(),
+        Some("https://us-central1-aiplatform.googleapis.com")
+    );
+    assert!(
+        !format!("{c:?}").contains("param-secret"),
+        "secrets never print"
+    );
+}
+
+#[test]
+fn http2_prior_knowledge_is_for_plain_http_upstreams_only() {
+    let yaml = "model_list:
+  - model_name: local
+    litellm_params: {model: openai/llama, api_base: 'http://127.0.0.1:8000/v1', http2_prior_knowledge: true}
+  - model_name: hosted
+    litellm_params: {model: openai/gpt-4o, api_base: 'https://api.openai.com/v1', api_key: k, http2_prior_knowledge: true}
+  - model_name: plain
+    litellm_params: {model: openai/llama, api_base: 'http://127.0.0.1:8000/v1'}
+";
+    let loaded = load_str(yaml, &env(&[])).unwrap();
+    let http: Vec<sluice_net::UpstreamHttp> = loaded
+        .config
+        .deployments
+        .iter()
+        .map(|d| d.upstream.http)
+        .collect();
+    assert_eq!(
+        http,
+        [
+            sluice_net::UpstreamHttp::PriorKnowledge,
+            sluice_net::UpstreamHttp::Negotiate,
+            sluice_net::UpstreamHttp::Negotiate
+        ]
+    );
+    let paths: Vec<&str> = loaded
+        .warnings
+        .iter()
+        .map(|w| w.path.as_str())
+        .filter(|p| p.ends_with("http2_prior_knowledge"))
+        .collect();
+    assert_eq!(
+        paths,
+        ["model_list[1].litellm_params.http2_prior_knowledge"],
+        "{:?}",
+        loaded.warnings
+    );
+
+    let e = load_str(
+        "model_list:\n  - model_name: x\n    litellm_params: {model: openai/x, api_base: 'http://h/v1', http2_prior_knowledge: maybe}\n",
+        &env(&[]),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("litellm_params.http2_prior_knowledge: expected true or false"),
+        "{e}"
+    );
+}

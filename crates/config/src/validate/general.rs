@@ -1,0 +1,33 @@
+//! `general_settings`.
+
+use sluice_core::settings::read::{number, seconds, text};
+use sluice_core::settings::{Env, Problems};
+use sluice_core::Secret;
+
+use crate::model::GeneralSettings;
+use crate::raw::RawGeneral;
+
+/// Validate `general_settings`.
+pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
+    let mut g = GeneralSettings {
+        master_key: text(raw.master_key).map(Secret::new),
+        database_url: text(raw.database_url)
+            .or_else(|| env.var("DATABASE_URL").filter(|s| !s.is_empty()))
+            .map(Secret::new),
+        proxy_batch_write_at: seconds(
+            "general_settings.proxy_batch_write_at",
+            raw.proxy_batch_write_at,
+            p,
+        ),
+        ..GeneralSettings::default()
+    };
+    if let Some(mb) = number(
+        "general_settings.max_request_size_mb",
+        raw.max_request_size_mb,
+        true,
+        p,
+    ) {
+        g.max_request_body_bytes = (mb * 1024.0 * 1024.0) as usize;
+    }
+    g
+}

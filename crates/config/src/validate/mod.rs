@@ -1,0 +1,93 @@
+//! Raw config → validated [`Config`], one section per module: every value checked and
+//! defaulted, each problem recorded with its exact path, so the rest of sluice never sees an
+//! invalid state. A deployment's upstream is validated by its provider's module
+//! (`sluice_providers::settings`); `deployments` hands it the keys only providers read.
+
+mod callbacks;
+mod deployments;
+mod general;
+mod litellm;
+mod router;
+
+use sluice_core::settings::{did_you_mean, Env, Problems};
+
+use crate::model::{Config, Deployment};
+use crate::raw::{OneOrMany, RawCallback, RawConfig};
+pub use router::ROUTING_STRATEGIES;
+
+/// Validate the whole config, recording every problem.
+pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Config {
+    let general = general::general(raw.general_settings.unwrap_or_default(), env, p);
+    let mut litellm_raw = raw.litellm_settings.unwrap_or_default();
+    let s3_params = litellm_raw.s3_callback_params.take();
+    let gcs_params = RawCallback {
+        gcs_bucket_name: litellm_raw.gcs_bucket_name.take(),
+        gcs_path_service_account: litellm_raw.gcs_path_service_account.take(),
+        ..Default::default()
+    };
+    let mut router = router::router(raw.router_settings.unwrap_or_default(), p);
+    let litellm = litellm::litellm(litellm_raw, &mut router, p);
+    let callbacks = callbacks::callbacks(
+        &litellm,
+        raw.callback_settings.unwrap_or_default(),
+        s3_params,
+        gcs_params,
+        env,
+        p,
+    );
+    let defaults = deployments::Defaults {
+        total: router.timeout.or(litellm.request_timeout),
+        first_chunk: router.stream_timeout,
+        idle: router.stream_idle_timeout,
+    };
+
+    let deployments: Vec<Deployment> =
+        deployments::deployments(raw.model_list.unwrap_or_default(), &defaults, env, p);
+
+    let names: Vec<&str> = deployments.iter().map(|d| d.model_name.as_str()).collect();
+    for (section, list) in [
+        ("router_settings.fallbacks", &router.fallbacks),
+        (
+            "router_settings.context_window_fallbacks",
+            &router.context_window_fallbacks,
+        ),
+        (
+            "router_settings.content_policy_fallbacks",
+            &router.content_policy_fallbacks,
+        ),
+        ("litellm_settings.fallbacks", &litellm.fallbacks),
+    ] {
+        litellm::check_fallbacks(section, list, &names, p);
+    }
+    for (j, to) in router.default_fallbacks.iter().enumerate() {
+        litellm::check_model(
+            format!("router_settings.default_fallbacks[{j}]"),
+            to,
+            &names,
+            p,
+        );
+    }
+    for (group, _) in &router.hedge_after {
+        if !names.contains(&group.as_str()) {
+            p.error(
+                format!("router_settings.hedge_after_ms.{group}"),
+                format!(
+                    "no model group is named \"{group}\"{}",
+                    did_you_mean(group, names.iter().copied())
+                ),
+            );
+        }
+    }
+    Config {
+        deployments,
+        general,
+        router,
+        litellm,
+        callbacks,
+    }
+}
+
+/// Every text of a string-or-list value.
+pub(crate) fn texts(v: Option<OneOrMany>) -> Vec<String> {
+    v.map(|v| v.texts()).unwrap_or_default()
+}

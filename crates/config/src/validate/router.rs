@@ -1,0 +1,148 @@
+//! `router_settings`: strategy, retries, timeouts, cooldowns, hedging, Redis, fallbacks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use sluice_core::settings::read::{boolean, millis, number, seconds, text, whole};
+use sluice_core::settings::{did_you_mean, Problems, Scalar};
+use sluice_core::Secret;
+use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+
+use super::litellm::fallbacks;
+use super::texts;
+use crate::model::RouterSettings;
+use crate::raw::RawRouter;
+
+/// LiteLLM's routing strategies.
+pub const ROUTING_STRATEGIES: [&str; 6] = [
+    "simple-shuffle",
+    "least-busy",
+    "latency-based-routing",
+    "usage-based-routing",
+    "usage-based-routing-v2",
+    "cost-based-routing",
+];
+
+/// Validate `router_settings`.
+pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
+    let routing_strategy = text(raw.routing_strategy).and_then(|s| {
+        let strategy = Strategy::from_name(&s);
+        if strategy.is_none() {
+            p.error(
+                "router_settings.routing_strategy",
+                format!(
+                    "unknown routing strategy \"{s}\"{}; one of: {}",
+                    did_you_mean(&s, ROUTING_STRATEGIES),
+                    ROUTING_STRATEGIES.join(", ")
+                ),
+            );
+        }
+        strategy
+    });
+    let on_client_disconnect = match text(raw.on_client_disconnect).as_deref() {
+        None | Some("cancel") => OnDisconnect::Cancel,
+        Some("finish") => OnDisconnect::Finish,
+        Some(other) => {
+            p.error(
+                "router_settings.on_client_disconnect",
+                format!("expected \"cancel\" or \"finish\", got {other:?}"),
+            );
+            OnDisconnect::Cancel
+        }
+    };
+    RouterSettings {
+        routing_strategy,
+        num_retries: whole("router_settings.num_retries", raw.num_retries, p),
+        retry_policy: per_kind("retry_policy", "Retries", raw.retry_policy, p),
+        retry_after: number("router_settings.retry_after", raw.retry_after, false, p)
+            .map(Duration::from_secs_f64),
+        retry_backoff: millis("router_settings.retry_backoff_ms", raw.retry_backoff_ms, p),
+        timeout: seconds("router_settings.timeout", raw.timeout, p),
+        stream_timeout: seconds("router_settings.stream_timeout", raw.stream_timeout, p),
+        stream_idle_timeout: seconds(
+            "router_settings.stream_idle_timeout",
+            raw.stream_idle_timeout,
+            p,
+        ),
+        allowed_fails: whole("router_settings.allowed_fails", raw.allowed_fails, p),
+        allowed_fails_policy: per_kind(
+            "allowed_fails_policy",
+            "AllowedFails",
+            raw.allowed_fails_policy,
+            p,
+        ),
+        cooldown_time: number("router_settings.cooldown_time", raw.cooldown_time, false, p)
+            .map(Duration::from_secs_f64),
+        disable_cooldowns: boolean(
+            "router_settings.disable_cooldowns",
+            raw.disable_cooldowns,
+            p,
+        )
+        .unwrap_or(false),
+        max_fallbacks: whole("router_settings.max_fallbacks", raw.max_fallbacks, p),
+        hedge_after: hedges(raw.hedge_after_ms, p),
+        on_client_disconnect,
+        redis_host: text(raw.redis_host),
+        redis_port: whole("router_settings.redis_port", raw.redis_port, p),
+        redis_password: text(raw.redis_password).map(Secret::new),
+        redis_url: text(raw.redis_url).map(Secret::new),
+        fallbacks: fallbacks(raw.fallbacks),
+        context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
+        content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
+        default_fallbacks: texts(raw.default_fallbacks),
+    }
+}
+
+/// LiteLLM's per-kind maps: `retry_policy: {RateLimitErrorRetries: 3}`,
+/// `allowed_fails_policy: {TimeoutErrorAllowedFails: 5}`.
+fn per_kind(
+    section: &str,
+    suffix: &str,
+    raw: Option<BTreeMap<String, Scalar>>,
+    p: &mut Problems,
+) -> Vec<(FailureKind, u32)> {
+    let mut out = Vec::new();
+    for (key, value) in raw.unwrap_or_default() {
+        let path = format!("router_settings.{section}.{key}");
+        let kind = FailureKind::ALL
+            .into_iter()
+            .find(|k| key.strip_suffix(suffix) == Some(k.litellm_name()));
+        let Some(kind) = kind else {
+            let known: Vec<String> = FailureKind::ALL
+                .iter()
+                .map(|k| format!("{}{suffix}", k.litellm_name()))
+                .collect();
+            p.error(
+                path,
+                format!(
+                    "unknown key{}; one of: {}",
+                    did_you_mean(&key, known.iter().map(String::as_str)),
+                    known.join(", ")
+                ),
+            );
+            continue;
+        };
+        if let Some(n) = whole::<u32>(&path, Some(value), p) {
+            out.push((kind, n));
+        }
+    }
+    out
+}
+
+/// `hedge_after_ms: {group: 50}` or `{group: "p95"}`.
+fn hedges(raw: Option<BTreeMap<String, Scalar>>, p: &mut Problems) -> Vec<(String, HedgeAfter)> {
+    let mut out = Vec::new();
+    for (group, value) in raw.unwrap_or_default() {
+        match HedgeAfter::parse(&value.text()) {
+            Some(h) => out.push((group, h)),
+            None => p.error(
+                format!("router_settings.hedge_after_ms.{group}"),
+                format!(
+                    "expected milliseconds (e.g. 50) or a percentile of time to first byte (e.g. \"p95\"), got {:?}",
+                    value.text()
+                ),
+            ),
+        }
+    }
+    out
+}

@@ -1,0 +1,329 @@
+//! Amazon Bedrock's wire format as the mock writes it, on the real paths
+//! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`): Converse
+//! answers with `toolUse` blocks when the request offers a `toolConfig`, ConverseStream as
+//! binary event-stream frames with real CRCs, Titan and Cohere embeddings, and AWS's error
+//! shape (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's
+//! SigV4 signature is checked first: a wrong one gets AWS's 403.
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{HeaderMap, Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::openai::{pieces, vector, Plan};
+use super::tools::{decide, split, ToolPlan};
+use super::{json, MockBody, MockSettings};
+use sluice_net::sigv4;
+use sluice_translate::eventstream;
+
+/// What a Bedrock path asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// `/converse`
+    Converse,
+    /// `/converse-stream`
+    Stream,
+    /// `/invoke` (embeddings)
+    Invoke,
+}
+
+/// Match `/model/{id}/{op}`; the id comes back decoded (`%3A` → `:`).
+pub(super) fn route(path: &str) -> Option<(String, Op)> {
+    let rest = path.strip_prefix("/model/")?;
+    let (id, op) = rest.rsplit_once('/')?;
+    let op = match op {
+        "converse" => Op::Converse,
+        "converse-stream" => Op::Stream,
+        "invoke" => Op::Invoke,
+        _ => return None,
+    };
+    Some((percent_decode(id), op))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// AWS's error answer: `{"message"}` and the exception name in `x-amzn-ErrorType`.
+pub(super) fn error(status: StatusCode, message: &str) -> Response<MockBody> {
+    let kind = match status.as_u16() {
+        400 => "ValidationException",
+        403 => "AccessDeniedException",
+        404 => "ResourceNotFoundException",
+        408 => "ModelTimeoutException",
+        429 => "ThrottlingException",
+        503 => "ServiceUnavailableException",
+        _ => "InternalServerException",
+    };
+    error_of(status, kind, message)
+}
+
+fn error_of(status: StatusCode, kind: &'static str, message: &str) -> Response<MockBody> {
+    let mut resp = json(
+        status,
+        Bytes::from(json!({ "message": message }).to_string()),
+    );
+    resp.headers_mut()
+        .insert("x-amzn-errortype", HeaderValue::from_static(kind));
+    resp
+}
+
+/// Check the request's SigV4 signature when the mock holds a key pair: `Some` AWS 403 when it
+/// does not verify.
+pub(super) fn check_signature(
+    s: &MockSettings,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<Response<MockBody>> {
+    let (key, secret) = s.aws.as_ref()?;
+    sigv4::verify(key, secret, path, query, headers, body)
+        .err()
+        .map(|e| {
+            let kind = match e {
+                sigv4::VerifyError::Missing => "MissingAuthenticationTokenException",
+                sigv4::VerifyError::UnknownKey => "UnrecognizedClientException",
+                sigv4::VerifyError::Mismatch => "InvalidSignatureException",
+            };
+            error_of(StatusCode::FORBIDDEN, kind, &e.to_string())
+        })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe {
+    #[serde(default)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    tool_config: Option<Value>,
+}
+
+/// The tool call to answer with: `toolConfig.tools[].toolSpec`, `toolChoice.tool.name`, and
+/// whether the last turn holds a `toolResult`.
+fn tool_plan(body: &[u8]) -> Result<Option<ToolPlan>, String> {
+    let probe: Probe = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let Some(config) = probe.tool_config else {
+        return Ok(None);
+    };
+    let offered: Vec<(String, Option<&Value>)> = config["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            let spec = t.get("toolSpec")?;
+            Some((
+                spec["name"].as_str()?.to_owned(),
+                spec.pointer("/inputSchema/json"),
+            ))
+        })
+        .collect();
+    let forced = config
+        .pointer("/toolChoice/tool/name")
+        .and_then(Value::as_str);
+    let answered = probe.messages.last().is_some_and(|m| {
+        m["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b.get("toolResult").is_some()))
+    });
+    Ok(decide(&offered, forced, answered))
+}
+
+impl Plan {
+    fn tool_use_id(&self) -> String {
+        format!("tooluse_mock{:012x}", self.serial)
+    }
+
+    fn bedrock_text(&self) -> String {
+        match &self.tool {
+            Some(t) => format!("Calling {}.", t.name),
+            None => self.text.clone(),
+        }
+    }
+
+    fn bedrock_stop(&self) -> &'static str {
+        if self.tool.is_some() {
+            "tool_use"
+        } else {
+            "end_turn"
+        }
+    }
+
+    fn bedrock_usage(&self) -> Value {
+        json!({
+            "inputTokens": self.prompt_tokens,
+            "outputTokens": self.completion_tokens,
+            "totalTokens": self.prompt_tokens + self.completion_tokens,
+            "cacheReadInputTokens": 0,
+            "cacheWriteInputTokens": 0,
+        })
+    }
+
+    /// `/converse`.
+    fn converse(&self) -> Bytes {
+        let mut content = vec![json!({"text": self.bedrock_text()})];
+        if let Some(t) = &self.tool {
+            let input: Value = serde_json::from_str(&t.arguments).unwrap_or_else(|_| json!({}));
+            content.push(json!({"toolUse": {
+                "toolUseId": self.tool_use_id(), "name": t.name, "input": input,
+            }}));
+        }
+        let v = json!({
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": self.bedrock_stop(),
+            "usage": self.bedrock_usage(),
+            "metrics": {"latencyMs": 1},
+        });
+        Bytes::from(v.to_string())
+    }
+
+    /// `/converse-stream`: `messageStart`, text deltas in block 0, the tool block's
+    /// `contentBlockStart` and input deltas, `messageStop`, `metadata` — one frame each.
+    fn converse_stream(&self) -> Vec<Bytes> {
+        let ev =
+            |kind: &str, v: Value| Bytes::from(eventstream::event(kind, v.to_string().as_bytes()));
+        let mut frames = vec![ev("messageStart", json!({"role": "assistant"}))];
+        let text = self.bedrock_text();
+        for p in pieces(&text, self.chunks)
+            .into_iter()
+            .filter(|p| !p.is_empty())
+        {
+            frames.push(ev(
+                "contentBlockDelta",
+                json!({"contentBlockIndex": 0, "delta": {"text": p}}),
+            ));
+        }
+        frames.push(ev("contentBlockStop", json!({"contentBlockIndex": 0})));
+        if let Some(t) = &self.tool {
+            frames.push(ev(
+                "contentBlockStart",
+                json!({"contentBlockIndex": 1, "start": {"toolUse": {
+                    "toolUseId": self.tool_use_id(), "name": t.name,
+                }}}),
+            ));
+            for p in split(&t.arguments, self.chunks) {
+                frames.push(ev(
+                    "contentBlockDelta",
+                    json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": p}}}),
+                ));
+            }
+            frames.push(ev("contentBlockStop", json!({"contentBlockIndex": 1})));
+        }
+        frames.push(ev(
+            "messageStop",
+            json!({"stopReason": self.bedrock_stop()}),
+        ));
+        frames.push(ev(
+            "metadata",
+            json!({"usage": self.bedrock_usage(), "metrics": {"latencyMs": 1}}),
+        ));
+        frames
+    }
+}
+
+/// Titan (`inputText`) and Cohere (`texts`) embedding bodies.
+fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return error(StatusCode::BAD_REQUEST, "Malformed input request");
+    };
+    if let Some(text) = v["inputText"].as_str() {
+        let dims = v["dimensions"]
+            .as_u64()
+            .map_or(s.embedding_dims, |d| d as u32);
+        let out = json!({
+            "embedding": vector(text, dims.max(1)),
+            "inputTextTokenCount": (text.len() as u64).div_ceil(4).max(1),
+        });
+        return json(StatusCode::OK, Bytes::from(out.to_string()));
+    }
+    if let Some(texts) = v["texts"].as_array() {
+        let embeddings: Vec<Value> = texts
+            .iter()
+            .map(|t| json!(vector(t.as_str().unwrap_or_default(), s.embedding_dims)))
+            .collect();
+        let out = json!({"id": "mock", "embeddings": embeddings, "texts": texts});
+        return json(StatusCode::OK, Bytes::from(out.to_string()));
+    }
+    error(
+        StatusCode::BAD_REQUEST,
+        &format!("The mock cannot invoke {model}: send a Titan or Cohere embedding body"),
+    )
+}
+
+/// Answer one Bedrock call (signature, faults and latency already handled).
+pub(super) fn answer(
+    model: &str,
+    op: Op,
+    body: &Bytes,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    if op == Op::Invoke {
+        return invoke(model, body, s);
+    }
+    let tool = match tool_plan(body) {
+        Ok(t) => t,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("Malformed input request: {e}"),
+            )
+        }
+    };
+    let plan = super::plan(s, model, tool, prompt_tokens, true);
+    match op {
+        Op::Stream => super::stream(
+            plan.converse_stream(),
+            s,
+            "application/vnd.amazon.eventstream",
+        ),
+        Op::Converse | Op::Invoke => json(StatusCode::OK, plan.converse()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_decode_model_ids() {
+        assert_eq!(
+            route("/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"),
+            Some((
+                "anthropic.claude-3-5-sonnet-20240620-v1:0".to_owned(),
+                Op::Stream
+            ))
+        );
+        assert_eq!(route("/model/x/other"), None);
+        assert_eq!(percent_decode("a%2Fb%3"), "a/b%3");
+    }
+
+    #[test]
+    fn tool_config_and_results() {
+        let body = br#"{"messages":[{"role":"user","content":[{"text":"hi"}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"a","inputSchema":{"json":{"type":"object","properties":{"q":{"type":"string"}}}}}}]}}"#;
+        let p = tool_plan(body).unwrap().unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.arguments.as_str()),
+            ("a", r#"{"q":"mock q"}"#)
+        );
+        let body = br#"{"messages":[{"role":"user","content":[{"toolResult":{"toolUseId":"t","content":[{"text":"ok"}]}}]}],"toolConfig":{"tools":[{"toolSpec":{"name":"a"}}]}}"#;
+        assert_eq!(tool_plan(body).unwrap(), None);
+        assert_eq!(tool_plan(br#"{"messages":[]}"#).unwrap(), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! `sluice mock`: the mock provider as an HTTP server, for benchmarks and for tests that need a
+//! real upstream socket. OpenAI and Anthropic paths work with and without the `/v1` prefix;
+//! Gemini (`/v1beta/models/{m}:generateContent`, ...) and Bedrock (`/model/{id}/converse`, ...)
+//! are answered on their real paths.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use tokio::net::TcpListener;
+
+use super::{error, json, respond, respond_native, MockBody, MockSettings, NativeRoute};
+use sluice_core::endpoint::Endpoint;
+use sluice_net::server::{serve_threads, serve_with};
+
+/// Largest request body the mock reads (the benchmark sends up to ~500 KB).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// How long open streams may finish after shutdown.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Serve the mock provider on one listener, on the calling runtime, until `shutdown` resolves
+/// (then let open streams finish for up to 10 s).
+pub async fn serve(
+    listener: TcpListener,
+    settings: MockSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let shared = Arc::new((settings, Stats::default()));
+    let handler = move |req| answer(shared.clone(), req);
+    serve_with(listener, handler, shutdown, GRACE).await;
+    Ok(())
+}
+
+/// Serve the mock provider thread-per-core, like the gateway (`server::serve_threads`), so
+/// that a benchmark's direct figures get the same server model as the gateway's.
+pub async fn serve_workers(
+    listeners: Vec<std::net::TcpListener>,
+    settings: MockSettings,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = Arc::new((settings, Stats::default()));
+    let handler = move |req| answer(shared.clone(), req);
+    serve_threads(listeners, handler, shutdown, GRACE, || async {}).await
+}
+
+async fn answer(shared: Arc<(MockSettings, Stats)>, req: Request<Incoming>) -> Response<MockBody> {
+    handle(req, &shared.0, &shared.1).await
+}
+
+/// What the server has seen, for tests that count attempts at the upstream
+/// (`GET /mock/stats`).
+#[derive(Debug, Default)]
+struct Stats {
+    requests: AtomicU64,
+    answered: AtomicU64,
+    cancelled: AtomicU64,
+}
+
+/// Counts a request as cancelled if its handler is dropped before it answers (the caller
+/// closed the connection).
+struct Answering<'a>(&'a Stats, bool);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        let counter = if self.1 {
+            &self.0.answered
+        } else {
+            &self.0.cancelled
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    settings: &MockSettings,
+    stats: &Stats,
+) -> Response<MockBody> {
+    let path = req.uri().path();
+    let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if let (&Method::POST, Some(route)) = (req.method(), NativeRoute::of(path)) {
+        stats.requests.fetch_add(1, Relaxed);
+        let mut answering = Answering(stats, false);
+        let (parts, body) = req.into_parts();
+        let resp = match Limited::new(body, MAX_BODY).collect().await {
+            Ok(b) => {
+                respond_native(&route, &parts.uri, &parts.headers, &b.to_bytes(), settings).await
+            }
+            Err(e) => error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("could not read the request body: {e}"),
+                None,
+                "request_too_large",
+            ),
+        };
+        answering.1 = true;
+        return resp;
+    }
+    match (req.method(), Endpoint::from_path(path)) {
+        (&Method::POST, Some(endpoint)) => {
+            stats.requests.fetch_add(1, Relaxed);
+            let mut answering = Answering(stats, false);
+            let (parts, body) = req.into_parts();
+            match Limited::new(body, MAX_BODY).collect().await {
+                Ok(b) => {
+                    let resp = respond(endpoint, &parts.headers, &b.to_bytes(), settings).await;
+                    answering.1 = true;
+                    resp
+                }
+                Err(e) => error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("could not read the request body: {e}"),
+                    None,
+                    "request_too_large",
+                ),
+            }
+        }
+        (&Method::GET, None) if bare == "/models" => json(
+            StatusCode::OK,
+            Bytes::from_static(
+                br#"{"object":"list","data":[{"id":"mock-model","object":"model","created":0,"owned_by":"sluice-mock"}]}"#,
+            ),
+        ),
+        (&Method::GET, None) if bare == "/mock/stats" => {
+            let body = serde_json::json!({
+                "requests": stats.requests.load(Relaxed),
+                "answered": stats.answered.load(Relaxed),
+                "cancelled": stats.cancelled.load(Relaxed),
+            });
+            json(StatusCode::OK, Bytes::from(body.to_string()))
+        }
+        (&Method::GET, None) if path.starts_with("/health") => {
+            json(StatusCode::OK, Bytes::from_static(br#"{"status":"ok"}"#))
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            &format!("Unknown request URL: {} {path}", req.method()),
+            None,
+            "unknown_url",
+        ),
+    }
+}

@@ -1,0 +1,242 @@
+//! The pooled upstream HTTP client: keep-alive connections per upstream authority, HTTP/2 when
+//! the upstream offers it over TLS (ALPN), rustls with the platform's root certificates.
+//!
+//! Each server worker thread (see `server::serve_threads`) has its own pool. hyper-util's client
+//! runs a connection's task on the runtime that opened it, so a pool shared by several
+//! single-threaded runtimes would wake another thread for every request; with one pool per
+//! worker a request never leaves the thread that accepted it. A thread that is not a worker
+//! (tests, embedders on a multi-threaded runtime) uses one extra, shared pool.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Request;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::body::SegmentsBody;
+
+/// The HTTP version sluice uses towards a deployment's upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum UpstreamHttp {
+    /// HTTP/1.1 on `http://`; on `https://` HTTP/2 when the server offers it (ALPN), as every
+    /// hosted provider does.
+    #[default]
+    Negotiate,
+    /// HTTP/2 with prior knowledge (h2c) on `http://`, for self-hosted servers that speak it:
+    /// every stream to the upstream shares one connection per worker instead of holding a
+    /// connection each (`http2_prior_knowledge: true`). The server must accept h2c.
+    PriorKnowledge,
+}
+
+/// A pooled client. Cloning shares the pool.
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, SegmentsBody>;
+
+/// Marks a thread that is not a server worker: it uses the shared pool.
+const NOT_A_WORKER: usize = usize::MAX;
+
+thread_local! {
+    static WORKER: Cell<usize> = const { Cell::new(NOT_A_WORKER) };
+}
+
+/// Mark the current thread as server worker `index`: from now on it uses that worker's pools.
+/// Called once when a worker thread starts.
+pub fn enter_worker(index: usize) {
+    WORKER.with(|w| w.set(index));
+}
+
+/// The current thread's worker index, if it is a worker.
+pub fn worker_index() -> Option<usize> {
+    Some(WORKER.with(Cell::get)).filter(|&i| i != NOT_A_WORKER)
+}
+
+/// One upstream client per worker thread plus a shared one, all with the same settings.
+/// Cloning shares the pools.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    /// `pools[i]` for worker `i`; the last one for every other thread.
+    pools: Arc<[HttpClient]>,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UpstreamClient({} pools)", self.pools.len())
+    }
+}
+
+impl UpstreamClient {
+    /// The pool of the calling thread (a thread-local read, no lock).
+    pub fn pool(&self) -> &HttpClient {
+        &self.pools[slot(WORKER.with(Cell::get), self.pools.len())]
+    }
+
+    /// The pool shared by threads that are not server workers (the callbacks' own thread).
+    pub fn shared(&self) -> &HttpClient {
+        &self.pools[self.pools.len() - 1]
+    }
+
+    /// Send `req` on the calling thread's pool.
+    pub fn request(&self, req: Request<SegmentsBody>) -> ResponseFuture {
+        self.pool().request(req)
+    }
+}
+
+/// The pool index for worker `worker` among `len` pools (`len - 1` is the shared one; a worker
+/// the registry was not sized for shares it too).
+fn slot(worker: usize, len: usize) -> usize {
+    worker.min(len - 1)
+}
+
+/// Hands out clients, one set of pools per connect timeout and HTTP version, reused across
+/// config reloads so that warm connections survive a reload.
+#[derive(Default)]
+pub struct ClientRegistry {
+    workers: usize,
+    clients: Mutex<HashMap<(Duration, UpstreamHttp), UpstreamClient>>,
+}
+
+impl std::fmt::Debug for ClientRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClientRegistry({} workers)", self.workers)
+    }
+}
+
+impl ClientRegistry {
+    /// A registry whose clients have one pool for each of `workers` server threads.
+    pub fn new(workers: usize) -> Self {
+        Self {
+            workers,
+            clients: Mutex::default(),
+        }
+    }
+
+    /// The client for this connect timeout, negotiating the HTTP version (built on first use;
+    /// config-load time only).
+    pub fn get(&self, connect_timeout: Duration) -> UpstreamClient {
+        self.get_for(connect_timeout, UpstreamHttp::Negotiate)
+    }
+
+    /// The client for this connect timeout and HTTP version (config-load time only).
+    pub fn get_for(&self, connect_timeout: Duration, http: UpstreamHttp) -> UpstreamClient {
+        let mut map = match self.clients.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.entry((connect_timeout, http))
+            .or_insert_with(|| {
+                let connector = connector(connect_timeout);
+                // The workers share the process's idle-connection budget.
+                let idle = MAX_IDLE_PER_HOST.div_ceil(self.workers.max(1));
+                UpstreamClient {
+                    pools: (0..=self.workers)
+                        .map(|_| pool(connector.clone(), idle, http))
+                        .collect(),
+                }
+            })
+            .clone()
+    }
+}
+
+/// The connector, built once per connect timeout (loading the root certificates is the costly
+/// part) and cloned into every pool.
+fn connector(connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    let builder = match HttpsConnectorBuilder::new().with_native_roots() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "no platform root certificates; using the bundled webpki roots");
+            HttpsConnectorBuilder::new().with_webpki_roots()
+        }
+    };
+    builder
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http)
+}
+
+/// An HTTP/2-only client (prior knowledge on `http://`), for gRPC exports from the callbacks'
+/// own thread.
+pub fn h2_only(connect_timeout: Duration) -> HttpClient {
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .http2_only(true)
+        .build(connector(connect_timeout))
+}
+
+/// Idle keep-alive connections kept per upstream host, over all worker pools together (each
+/// holds a task and hyper's buffers, ~26 KB).
+const MAX_IDLE_PER_HOST: usize = 1024;
+
+fn pool(
+    connector: HttpsConnector<HttpConnector>,
+    max_idle: usize,
+    http: UpstreamHttp,
+) -> HttpClient {
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(max_idle)
+        .http1_max_buf_size(crate::server::MAX_CONN_BUF)
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new());
+    match http {
+        UpstreamHttp::Negotiate => {}
+        // One multiplexed connection per worker and upstream: a held stream costs an h2 stream
+        // (a few hundred bytes) instead of a connection with its own task and buffers.
+        UpstreamHttp::PriorKnowledge => {
+            builder.http2_only(true);
+        }
+    }
+    builder.build(connector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_their_own_pool_and_others_share_the_last() {
+        assert_eq!(slot(0, 3), 0);
+        assert_eq!(slot(1, 3), 1);
+        assert_eq!(slot(NOT_A_WORKER, 3), 2);
+        assert_eq!(slot(7, 3), 2, "a worker beyond the registry's size shares");
+        assert_eq!(slot(NOT_A_WORKER, 1), 0);
+    }
+
+    #[test]
+    fn a_registry_builds_one_pool_per_worker_plus_a_shared_one() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let registry = ClientRegistry::new(2);
+        let client = registry.get(Duration::from_secs(1));
+        assert_eq!(client.pools.len(), 3);
+        assert!(Arc::ptr_eq(
+            &client.pools,
+            &registry.get(Duration::from_secs(1)).pools
+        ));
+        let h2c = registry.get_for(Duration::from_secs(1), UpstreamHttp::PriorKnowledge);
+        assert!(!Arc::ptr_eq(&client.pools, &h2c.pools));
+    }
+
+    #[test]
+    fn entering_a_worker_is_per_thread() {
+        std::thread::spawn(|| {
+            assert_eq!(worker_index(), None);
+            enter_worker(1);
+            assert_eq!(worker_index(), Some(1));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(worker_index(), None);
+    }
+}

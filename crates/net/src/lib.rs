@@ -1,0 +1,13 @@
+//! HTTP plumbing with no knowledge of providers or requests, shared by the gateway, the mock
+//! provider's server and the callback sinks: the pooled upstream client (one pool per worker
+//! thread), the request body that sends a spliced buffer without copying it, the accept loop
+//! and worker threads, AWS SigV4 signing and Google service-account OAuth tokens.
+
+pub mod body;
+pub mod client;
+pub mod google_auth;
+pub mod server;
+pub mod sigv4;
+
+pub use body::SegmentsBody;
+pub use client::{ClientRegistry, UpstreamClient, UpstreamHttp};

@@ -1,0 +1,368 @@
+//! The accept side, shared by the gateway and the mock provider's server: one listening socket
+//! per worker thread (`SO_REUSEPORT`), one single-threaded runtime per worker, and the accept
+//! loop (HTTP/1.1 and h2c on one port, graceful drain).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body::Body;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Largest read buffer per connection (hyper's minimum is 8 KiB).
+pub const MAX_CONN_BUF: usize = 64 * 1024;
+
+/// Streams an HTTP/2 client may open at once on one connection (hyper's default is 200). A
+/// gateway speaking h2c to an upstream multiplexes every stream of a worker on one connection,
+/// and streams past the server's limit wait for a free one; the mock serves through this
+/// loop too, so its limit must not be what a benchmark with 1,000 held streams measures.
+pub const MAX_H2_STREAMS: u32 = 4096;
+
+/// Bind `workers` listening sockets to `addr`, all on one port (`--port 0`: the port the first
+/// one got). With `SO_REUSEPORT` the kernel spreads new connections over them, so each worker
+/// accepts its own; where that is unavailable every worker shares one socket instead.
+///
+/// A plain bind comes first so that a port another process holds is refused as before: two
+/// processes that both set `SO_REUSEPORT` would otherwise share the port silently.
+pub async fn bind_workers(
+    addr: SocketAddr,
+    workers: usize,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let workers = workers.max(1);
+    let probe = std::net::TcpListener::bind(addr)?;
+    let addr = probe.local_addr()?;
+    drop(probe);
+    match reuseport_group(addr, workers) {
+        Ok(group) => Ok(group),
+        Err(e) => {
+            tracing::info!(error = %e, "no SO_REUSEPORT; the workers share one listening socket");
+            let shared = std::net::TcpListener::bind(addr)?;
+            shared.set_nonblocking(true)?;
+            (0..workers).map(|_| shared.try_clone()).collect()
+        }
+    }
+}
+
+/// `workers` sockets bound to `addr` with `SO_REUSEPORT`, listening.
+fn reuseport_group(
+    addr: SocketAddr,
+    workers: usize,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    (0..workers)
+        .map(|_| {
+            let socket = match addr {
+                SocketAddr::V4(_) => TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => TcpSocket::new_v6()?,
+            };
+            socket.set_reuseaddr(true)?;
+            set_reuseport(&socket)?;
+            socket.bind(addr)?;
+            socket.listen(LISTEN_BACKLOG)?.into_std()
+        })
+        .collect()
+}
+
+#[cfg(all(unix, not(any(target_os = "solaris", target_os = "illumos"))))]
+fn set_reuseport(socket: &TcpSocket) -> std::io::Result<()> {
+    socket.set_reuseport(true)
+}
+
+#[cfg(not(all(unix, not(any(target_os = "solaris", target_os = "illumos")))))]
+fn set_reuseport(_: &TcpSocket) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Pending connections each listening socket queues.
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Run one worker thread per listener, each a single-threaded tokio runtime with its own accept
+/// loop ([`serve_with`]), so that a request is accepted, proxied and answered on one thread with
+/// no cross-thread wake-up. Shared by the gateway and the mock provider. When `shutdown`
+/// resolves every worker stops accepting and drains for at most `grace`, then runs
+/// `at_worker_end` on its runtime; this returns when all have ended.
+pub async fn serve_threads<H, F, B, W, WF>(
+    listeners: Vec<std::net::TcpListener>,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    at_worker_end: W,
+) -> std::io::Result<()>
+where
+    W: Fn() -> WF + Clone + Send + 'static,
+    WF: Future<Output = ()>,
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // Every runtime first: a failure then leaves no thread behind.
+    let runtimes = listeners
+        .iter()
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let stop = CancellationToken::new();
+    let mut threads = Vec::with_capacity(listeners.len());
+    for (index, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
+        let handler = handler.clone();
+        let at_end = at_worker_end.clone();
+        let stopped = stop.clone().cancelled_owned();
+        let thread = std::thread::Builder::new()
+            .name(format!("sluice-worker-{index}"))
+            .spawn(move || {
+                crate::client::enter_worker(index);
+                runtime.block_on(async move {
+                    let pacer = tokio::spawn(keep_a_timer_armed());
+                    match TcpListener::from_std(listener) {
+                        Ok(l) => serve_with(l, handler, stopped, grace).await,
+                        Err(e) => tracing::error!(worker = index, error = %e, "cannot listen"),
+                    }
+                    // What the caller's worker must finish before its runtime goes (the
+                    // gateway: every record of its recorder queue to the sinks).
+                    at_end().await;
+                    pacer.abort();
+                });
+            });
+        match thread {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                stop.cancel();
+                join(threads).await;
+                return Err(e);
+            }
+        }
+    }
+    shutdown.await;
+    stop.cancel();
+    join(threads).await;
+    Ok(())
+}
+
+/// How often a worker's standing timer fires.
+const PACER: Duration = Duration::from_secs(1);
+
+/// Keep a timer due within [`PACER`] in the worker's timer wheel. tokio's time driver writes
+/// its own eventfd whenever a timer is registered earlier than the wake-up it last planned,
+/// and a worker that parked with no timer planned none: every request's upstream timeout then
+/// cost a `write(2)` to wake a thread that was already awake (one per request, seen with
+/// strace and perf). With a timer always due within a second, request timeouts (seconds to
+/// minutes) are never the earliest.
+async fn keep_a_timer_armed() {
+    loop {
+        tokio::time::sleep(PACER).await;
+    }
+}
+
+/// Wait for worker threads without blocking the calling runtime.
+async fn join(threads: Vec<std::thread::JoinHandle<()>>) {
+    let joined = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    });
+    let _ = joined.await;
+}
+
+/// The accept loop shared by the gateway and the mock provider's server: HTTP/1.1 and h2c on
+/// one port, `TCP_NODELAY`, graceful drain on shutdown.
+pub async fn serve_with<H, F, B>(
+    listener: TcpListener,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        // Cap each connection's read buffer: hyper grows it to the largest read and keeps it
+        // while the connection lives, so 500 KB bodies on hundreds of keep-alive connections
+        // would otherwise pin hundreds of MB. Bodies arrive in 64 KB frames instead.
+        .max_buf_size(MAX_CONN_BUF)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_H2_STREAMS)
+        .timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    let tracker = TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, _) = match accepted {
+                    Ok(conn) => conn,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let handler = handler.clone();
+                let service = service_fn(move |req: Request<Incoming>| {
+                    let answer = handler(req);
+                    async move { Ok::<_, Infallible>(answer.await) }
+                });
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn.into_owned());
+                tracker.spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tracing::info!(
+        grace_secs = grace.as_secs_f64(),
+        "shutting down: draining in-flight requests"
+    );
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing remaining connections"),
+    }
+    tracker.close();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::Full;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const LOOPBACK: &str = "127.0.0.1:0";
+
+    #[tokio::test]
+    async fn workers_listen_on_one_port_and_a_held_port_is_refused() {
+        let listeners = bind_workers(LOOPBACK.parse().unwrap(), 3).await.unwrap();
+        assert_eq!(listeners.len(), 3);
+        let addr = listeners[0].local_addr().unwrap();
+        for l in &listeners {
+            assert_eq!(l.local_addr().unwrap(), addr);
+        }
+        let again = bind_workers(addr, 2).await;
+        assert!(again.is_err(), "a second server took a port in use");
+    }
+
+    /// One request on a fresh connection; the answer's body.
+    async fn get(addr: SocketAddr) -> String {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = String::new();
+        conn.read_to_string(&mut out).await.unwrap();
+        out.rsplit("\r\n\r\n").next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn http1_and_h2c_share_the_port() {
+        let listener = TcpListener::bind(LOOPBACK).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handler = |req: Request<Incoming>| async move {
+            Response::new(Full::new(bytes::Bytes::from(format!(
+                "{:?}",
+                req.version()
+            ))))
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_with(
+            listener,
+            handler,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(1),
+        ));
+        assert_eq!(get(addr).await, "HTTP/1.1");
+
+        let conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, h2) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(conn))
+                .await
+                .unwrap();
+        tokio::spawn(h2);
+        let req = Request::get(format!("http://{addr}/"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let body = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap();
+        assert_eq!(body.to_bytes(), "HTTP/2.0");
+
+        // A client that sends one byte at a time is still told apart.
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"P").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        slow.write_all(
+            b"OST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let mut out = String::new();
+        slow.read_to_string(&mut out).await.unwrap();
+        assert!(out.ends_with("HTTP/1.1"), "{out}");
+
+        stop.send(()).unwrap();
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_worker_serves_on_its_own_thread_until_shutdown() {
+        let listeners = bind_workers(LOOPBACK.parse().unwrap(), 2).await.unwrap();
+        let addr = listeners[0].local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let handler = |_req: Request<Incoming>| async {
+            let who = crate::client::worker_index().map_or("none".to_owned(), |i| i.to_string());
+            Response::new(Full::new(bytes::Bytes::from(who)))
+        };
+        let server = tokio::spawn(serve_threads(
+            listeners,
+            handler,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(1),
+            || async {},
+        ));
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..40 {
+            seen.insert(get(addr).await);
+        }
+        assert!(
+            seen.iter().all(|w| w == "0" || w == "1"),
+            "answered off a worker thread: {seen:?}"
+        );
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("workers ended")
+            .unwrap()
+            .unwrap();
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+}

@@ -1,0 +1,252 @@
+//! Amazon Bedrock's Converse API: every request is translated (`codec`), the model id and the
+//! operation are in the URL, each request is signed with SigV4 (`sluice_net::sigv4`), streams
+//! arrive as AWS event-stream frames; embeddings through `InvokeModel` for Titan and Cohere
+//! models (`embed`).
+
+pub mod codec;
+mod embed;
+#[cfg(test)]
+mod tests;
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::Response;
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::ApiError;
+use sluice_core::Secret;
+use sluice_net::sigv4::{uri_encode, Credentials, Signer};
+
+pub use codec::Converse;
+pub use embed::Embeddings;
+
+use crate::body::UpstreamBody;
+use crate::call::Call;
+use crate::exchange;
+use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
+use crate::registry::{Base, Family, ProviderSpec, Upstream};
+use crate::settings::Reading;
+use crate::target::{Prepared, TargetError};
+
+/// `bedrock/`
+pub const SPECS: &[ProviderSpec] = &[ProviderSpec {
+    base_env: &["AWS_BEDROCK_RUNTIME_ENDPOINT"],
+    // The default endpoint depends on the region (`Bedrock::base`).
+    ..ProviderSpec::new("bedrock", Family::Bedrock, None, &[])
+}];
+
+/// How a Bedrock deployment signs its requests.
+#[derive(Debug, Clone)]
+pub struct AwsSettings {
+    /// `aws_access_key_id` (or `AWS_ACCESS_KEY_ID`).
+    pub access_key_id: Secret,
+    /// `aws_secret_access_key` (or `AWS_SECRET_ACCESS_KEY`).
+    pub secret_access_key: Secret,
+    /// `aws_session_token` (or `AWS_SESSION_TOKEN`), for temporary credentials.
+    pub session_token: Option<Secret>,
+}
+
+/// What a Bedrock deployment reads beyond the common keys.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `aws_region_name` (or `AWS_REGION`, `AWS_DEFAULT_REGION`; default `us-east-1`).
+    pub region: String,
+    /// Its credentials; without them requests go unsigned (AWS answers 403).
+    pub aws: Option<AwsSettings>,
+    /// `aws_bedrock_runtime_endpoint`: the runtime endpoint, as `api_base`.
+    pub endpoint: Option<String>,
+}
+
+/// A Bedrock deployment.
+#[derive(Debug)]
+pub struct Target {
+    http: HttpTarget,
+    urls: ModelUrls,
+    signer: Option<Signer>,
+}
+
+/// Amazon Bedrock.
+#[derive(Debug)]
+pub struct Bedrock;
+
+impl Upstream for Bedrock {
+    type Config = Config;
+    type Target = Target;
+    const SPECS: &'static [ProviderSpec] = SPECS;
+    const KEYS: &'static [&'static str] = &[
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "aws_region_name",
+        "aws_bedrock_runtime_endpoint",
+    ];
+
+    fn config(cx: &mut Reading<'_>) -> Option<Config> {
+        let region = cx
+            .params
+            .text("aws_region_name")
+            .or_else(|| {
+                ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                    .iter()
+                    .find_map(|v| cx.env.var(v).filter(|s| !s.is_empty()))
+            })
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        Some(Config {
+            aws: credentials(cx, &region),
+            region,
+            endpoint: cx.params.text("aws_bedrock_runtime_endpoint"),
+        })
+    }
+
+    fn base(c: &Config) -> Base {
+        Base {
+            given: c.endpoint.clone(),
+            default: Some(format!(
+                "https://bedrock-runtime.{}.amazonaws.com",
+                c.region
+            )),
+        }
+    }
+
+    fn target(d: &Prepared<'_>, c: &Config) -> Result<Target, TargetError> {
+        let base = d.upstream.api_base.clone().unwrap_or_default();
+        Ok(Target {
+            http: HttpTarget::build(d, KeyHeader::Signed, &[])?,
+            urls: ModelUrls::build(d, base, url)?,
+            signer: c.aws.as_ref().map(|a| {
+                Signer::new(
+                    Credentials {
+                        access_key_id: a.access_key_id.clone(),
+                        secret_access_key: a.secret_access_key.clone(),
+                        session_token: a.session_token.clone(),
+                    },
+                    c.region.clone(),
+                    "bedrock",
+                )
+            }),
+        })
+    }
+
+    async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+        let http = &t.http;
+        let post = |op: Op, model: &str, body: Bytes| {
+            let uri = t.urls.get(op, http.wildcard_model(model));
+            async move {
+                let uri = uri?;
+                let mut headers = http.headers.next().clone();
+                if let Some(s) = &t.signer {
+                    s.sign(&uri, &mut headers, &body, SystemTime::now());
+                }
+                call.trace_headers(&mut headers);
+                http.post(uri, headers, body).await
+            }
+        };
+        match call.endpoint {
+            Endpoint::ChatCompletions | Endpoint::Messages => {
+                exchange::chat(
+                    http.provider,
+                    &Converse,
+                    call,
+                    http.model(call)?,
+                    http.drop_params,
+                    |stream, model, body| post(Op::chat(stream), model, body),
+                )
+                .await
+            }
+            Endpoint::Embeddings => {
+                let model = http.model(call)?;
+                let Some(api) = Embeddings::of(&model) else {
+                    return exchange::not_served(http.provider, call);
+                };
+                exchange::embed(
+                    http.provider,
+                    &api,
+                    &Converse,
+                    call,
+                    model,
+                    |model, body| post(Op::Embed, model, body),
+                )
+                .await
+            }
+            Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
+            Endpoint::Completions | Endpoint::Responses => {
+                exchange::not_served(http.provider, call)
+            }
+        }
+    }
+}
+
+/// AWS credentials for a Bedrock deployment: `litellm_params`, else the standard AWS
+/// environment variables. Without a key pair requests would go unsigned: a warning, and
+/// `None` (the deployment answers AWS's 403).
+fn credentials(cx: &mut Reading<'_>, region: &str) -> Option<AwsSettings> {
+    let params = cx.params;
+    let env = cx.env;
+    let pick = |key: &str, var: &str| {
+        params
+            .text(key)
+            .or_else(|| env.var(var).filter(|s| !s.is_empty()))
+    };
+    if !region
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        cx.problems.error(
+            params.path("aws_region_name"),
+            format!("not an AWS region: {region:?}"),
+        );
+        return None;
+    }
+    let key = pick("aws_access_key_id", "AWS_ACCESS_KEY_ID");
+    let secret = pick("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY");
+    let (Some(key), Some(secret)) = (key, secret) else {
+        cx.problems.warn(
+            params.path("aws_access_key_id"),
+            "aws_access_key_id and aws_secret_access_key are not set and neither are \
+             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
+        );
+        return None;
+    };
+    Some(AwsSettings {
+        access_key_id: Secret::new(key),
+        secret_access_key: Secret::new(secret),
+        session_token: pick("aws_session_token", "AWS_SESSION_TOKEN").map(Secret::new),
+    })
+}
+
+/// The URL of an operation on a model id (or ARN) below `base`.
+pub(crate) fn url(base: &str, model: &str, op: Op) -> String {
+    // Model ids and ARNs hold `:` and `/`: one path segment, encoded.
+    let id = uri_encode(model, false);
+    let op = match op {
+        Op::Chat => "converse",
+        Op::Stream => "converse-stream",
+        Op::Embed => "invoke",
+    };
+    format!("{base}/model/{id}/{op}")
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn urls_encode_model_ids_and_arns() {
+        assert_eq!(
+            url(
+                "https://bedrock-runtime.us-east-1.amazonaws.com",
+                "anthropic.claude-3-5-sonnet-20240620-v1:0",
+                Op::Stream
+            ),
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"
+        );
+        assert_eq!(
+            url(
+                "http://h",
+                "arn:aws:bedrock:us-east-1:1:inference-profile/us.x",
+                Op::Chat
+            ),
+            "http://h/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! The upstream half of a translated call, shared by every provider whose format differs from
+//! the client's: the client's request read into the internal representation and written by the
+//! provider's [`Codec`], sent by the provider (its URL and credentials, or the in-process
+//! mock), and the answer — whole, streamed, or an error — brought back in the client's dialect,
+//! so the pipeline treats it like any other upstream answer. Generic over the codec: each
+//! format's path is compiled on its own, with no dispatch at run time.
+
+use std::future::Future;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use sluice_core::endpoint::Dialect;
+use sluice_core::error::ApiError;
+use sluice_translate::embeddings::{self, EmbedRequest};
+use sluice_translate::ir::ChatRequest;
+use sluice_translate::stream::{TranslatedBody, Translator};
+use sluice_translate::{anthropic, errors, parse_request, write_response};
+use sluice_translate::{Codec, Params, TranslateError};
+
+use crate::body::UpstreamBody;
+use crate::call::Call;
+
+/// Largest upstream answer translated whole (it is held as values while translated).
+const MAX_TRANSLATED_BODY: usize = 64 * 1024 * 1024;
+
+/// One translated chat call. `model` is the upstream model name; `send` delivers the body
+/// written in `codec`'s format, given whether the request streams and its model, and returns
+/// the upstream's answer.
+pub async fn chat<C, F, Fut>(
+    provider: &'static str,
+    codec: &C,
+    call: &Call<'_>,
+    model: String,
+    drop: bool,
+    send: F,
+) -> Result<Response<UpstreamBody>, ApiError>
+where
+    C: Codec,
+    F: FnOnce(bool, &str, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
+{
+    let fail = |e: TranslateError| e.into_api(provider);
+    let params = Params { drop };
+    let mut req = parse_request(call.endpoint.dialect(), call.body, params).map_err(fail)?;
+    req.model = model;
+    let body = Bytes::from(codec.write_request(&req, params).map_err(fail)?);
+    let resp = send(req.stream, &req.model, body).await?;
+    answer(provider, codec, call.endpoint.dialect(), req, resp).await
+}
+
+/// The upstream's answer in the client's dialect: an error translated, a stream translated as
+/// it arrives, a whole answer read and rewritten.
+async fn answer<C: Codec>(
+    provider: &'static str,
+    codec: &C,
+    client: Dialect,
+    req: ChatRequest,
+    resp: Response<UpstreamBody>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    if !parts.status.is_success() {
+        let bytes = collect(body).await?;
+        let (status, out) = errors::translate(codec, client, parts.status, &bytes);
+        parts.status = status;
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return Ok(Response::from_parts(parts, UpstreamBody::whole(out)));
+    }
+    // Bedrock's answers carry no id: its request id stands in.
+    let id = parts
+        .headers
+        .get("x-amzn-requestid")
+        .and_then(|v| v.to_str().ok())
+        .map_or_else(|| fresh_id(client), |r| format!("{}{r}", id_prefix(client)));
+    if req.stream {
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        let translator = Translator::new(codec.reader(&id, &req.model), client);
+        let stream = TranslatedBody::new(body, translator);
+        return Ok(Response::from_parts(parts, UpstreamBody::made(stream)));
+    }
+    let bytes = collect(body).await?;
+    let mut answer = codec
+        .parse_response(&bytes)
+        .map_err(|e| e.into_api(provider))?;
+    if answer.id.is_empty() {
+        answer.id = id;
+    }
+    if answer.model.is_empty() {
+        answer.model = req.model;
+    }
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let out = Bytes::from(write_response(client, &answer));
+    Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
+}
+
+fn id_prefix(client: Dialect) -> &'static str {
+    match client {
+        Dialect::OpenAi => "chatcmpl-",
+        Dialect::Anthropic => "msg_",
+    }
+}
+
+fn fresh_id(client: Dialect) -> String {
+    format!("{}{}", id_prefix(client), uuid::Uuid::new_v4().simple())
+}
+
+/// The vectors a native embeddings answer holds, and its token count if it reports one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vectors {
+    /// One vector per input, in order.
+    pub vectors: Vec<Vec<f32>>,
+    /// Input tokens, when the upstream counted them.
+    pub tokens: Option<u64>,
+}
+
+/// A native embeddings API: its request body and its answer.
+pub trait EmbedApi {
+    /// The request body for `model`.
+    fn write(&self, model: &str, req: &EmbedRequest) -> Result<Vec<u8>, TranslateError>;
+    /// The vectors of an answer.
+    fn read(&self, body: &[u8]) -> Result<Vectors, TranslateError>;
+}
+
+/// `/v1/embeddings` on a native upstream: the OpenAI request read, written for `api`, sent by
+/// `send`, the answer written as OpenAI's (errors read with `errors`' format).
+pub async fn embed<E, C, F, Fut>(
+    provider: &'static str,
+    api: &E,
+    errors: &C,
+    call: &Call<'_>,
+    model: String,
+    send: F,
+) -> Result<Response<UpstreamBody>, ApiError>
+where
+    E: EmbedApi,
+    C: Codec,
+    F: FnOnce(&str, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
+{
+    let fail = |e: TranslateError| e.into_api(provider);
+    let req = embeddings::parse_request(call.body).map_err(fail)?;
+    let body = Bytes::from(api.write(&model, &req).map_err(fail)?);
+    let resp = send(&model, body).await?;
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let bytes = collect(body).await?;
+    let out = if parts.status.is_success() {
+        let v = api.read(&bytes).map_err(fail)?;
+        Bytes::from(embeddings::write_response(
+            &model, &req, &v.vectors, v.tokens,
+        ))
+    } else {
+        let (status, out) = errors::translate(errors, Dialect::OpenAi, parts.status, &bytes);
+        parts.status = status;
+        out
+    };
+    Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
+}
+
+/// `count_tokens` for a provider without a counter: an estimate from the request's text.
+pub fn count_locally(
+    provider: &'static str,
+    body: &[u8],
+) -> Result<Response<UpstreamBody>, ApiError> {
+    // Nothing is sent anywhere, so no parameter needs refusing.
+    let req =
+        anthropic::parse_request(body, Params { drop: true }).map_err(|e| e.into_api(provider))?;
+    let out = serde_json::json!({ "input_tokens": anthropic::estimate_tokens(&req) });
+    let mut resp = Response::new(UpstreamBody::whole(Bytes::from(out.to_string())));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+/// The provider does not serve this endpoint.
+pub fn not_served(
+    provider: &'static str,
+    call: &Call<'_>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    Err(ApiError::EndpointNotSupported {
+        provider,
+        endpoint: call.endpoint.name(),
+    })
+}
+
+async fn collect<B>(body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    Limited::new(body, MAX_TRANSLATED_BODY)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ApiError::UpstreamUnreachable(format!("reading the answer failed: {e}")))
+}

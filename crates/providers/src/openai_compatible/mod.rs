@@ -1,0 +1,203 @@
+//! OpenAI and every OpenAI-compatible server (Groq, Mistral, DeepSeek, xAI, Together,
+//! Fireworks, OpenRouter, Perplexity, Cerebras, vLLM, Ollama, any server at `api_base`): one
+//! table-driven module, since they differ only in data. OpenAI endpoints pass through with the
+//! model spliced in; Anthropic clients (`/v1/messages`) are translated to Chat Completions;
+//! `count_tokens` is estimated locally. Adding a compatible provider is one entry in [`SPECS`].
+
+use http::header::{HeaderName, HeaderValue};
+use http::Response;
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::ApiError;
+use sluice_translate::codec::OpenAiChat;
+
+use crate::body::UpstreamBody;
+use crate::call::Call;
+use crate::exchange;
+use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
+use crate::registry::{Family, ProviderSpec, Upstream};
+use crate::settings::Reading;
+use crate::target::{Prepared, TargetError};
+
+/// `openai/`
+pub const OPENAI: ProviderSpec = ProviderSpec {
+    base_env: &["OPENAI_BASE_URL", "OPENAI_API_BASE"],
+    ..compatible(
+        "openai",
+        Some("https://api.openai.com/v1"),
+        &["OPENAI_API_KEY"],
+    )
+};
+
+/// `custom_openai/` (and `openai_compatible/`, `openai_like/`): any OpenAI-compatible server at
+/// `api_base`; also a bare model name with an `api_base`.
+pub const CUSTOM_OPENAI: ProviderSpec = ProviderSpec {
+    aliases: &["openai_compatible", "openai_like"],
+    ..compatible("custom_openai", None, &[])
+};
+
+const fn compatible(
+    prefix: &'static str,
+    default_base: Option<&'static str>,
+    key_env: &'static [&'static str],
+) -> ProviderSpec {
+    ProviderSpec::new(prefix, Family::OpenAiCompatible, default_base, key_env)
+}
+
+/// Every OpenAI-compatible provider, by its LiteLLM prefix.
+pub const SPECS: &[ProviderSpec] = &[
+    OPENAI,
+    compatible(
+        "groq",
+        Some("https://api.groq.com/openai/v1"),
+        &["GROQ_API_KEY"],
+    ),
+    compatible(
+        "mistral",
+        Some("https://api.mistral.ai/v1"),
+        &["MISTRAL_API_KEY"],
+    ),
+    compatible(
+        "deepseek",
+        Some("https://api.deepseek.com/v1"),
+        &["DEEPSEEK_API_KEY"],
+    ),
+    compatible("xai", Some("https://api.x.ai/v1"), &["XAI_API_KEY"]),
+    compatible(
+        "together_ai",
+        Some("https://api.together.xyz/v1"),
+        &[
+            "TOGETHERAI_API_KEY",
+            "TOGETHER_AI_API_KEY",
+            "TOGETHER_API_KEY",
+        ],
+    ),
+    ProviderSpec {
+        aliases: &["fireworks"],
+        ..compatible(
+            "fireworks_ai",
+            Some("https://api.fireworks.ai/inference/v1"),
+            &["FIREWORKS_AI_API_KEY", "FIREWORKS_API_KEY"],
+        )
+    },
+    compatible(
+        "openrouter",
+        Some("https://openrouter.ai/api/v1"),
+        &["OPENROUTER_API_KEY"],
+    ),
+    compatible(
+        "perplexity",
+        Some("https://api.perplexity.ai"),
+        &["PERPLEXITYAI_API_KEY", "PERPLEXITY_API_KEY"],
+    ),
+    compatible(
+        "cerebras",
+        Some("https://api.cerebras.ai/v1"),
+        &["CEREBRAS_API_KEY"],
+    ),
+    ProviderSpec {
+        base_env: &["HOSTED_VLLM_API_BASE"],
+        ..compatible("hosted_vllm", None, &["HOSTED_VLLM_API_KEY"])
+    },
+    // Ollama's OpenAI-compatible API, under `/v1`.
+    ProviderSpec {
+        aliases: &["ollama_chat"],
+        base_env: &["OLLAMA_API_BASE"],
+        base_suffix: Some("/v1"),
+        ..compatible(
+            "ollama",
+            Some("http://localhost:11434/v1"),
+            &["OLLAMA_API_KEY"],
+        )
+    },
+    CUSTOM_OPENAI,
+];
+
+/// What an OpenAI-compatible deployment reads beyond the common keys.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `organization` (OpenAI), sent as `OpenAI-Organization`.
+    pub organization: Option<String>,
+}
+
+/// A deployment on the OpenAI wire: its URLs and HTTP side (Azure's too, with its own URLs).
+#[derive(Debug)]
+pub struct Target {
+    /// Client, keys, model.
+    pub http: HttpTarget,
+    /// One URL per endpoint.
+    pub urls: EndpointUrls,
+}
+
+/// The OpenAI-compatible family.
+#[derive(Debug)]
+pub struct OpenAiCompatible;
+
+impl Upstream for OpenAiCompatible {
+    type Config = Config;
+    type Target = Target;
+    const SPECS: &'static [ProviderSpec] = SPECS;
+    const KEYS: &'static [&'static str] = &["organization"];
+
+    fn config(cx: &mut Reading<'_>) -> Option<Config> {
+        Some(Config {
+            organization: cx.params.text("organization"),
+        })
+    }
+
+    fn target(d: &Prepared<'_>, c: &Config) -> Result<Target, TargetError> {
+        let base = d.upstream.api_base.as_deref().unwrap_or_default();
+        Ok(Target {
+            http: HttpTarget::build(
+                d,
+                KeyHeader::Bearer,
+                &organization(d, c.organization.as_deref())?,
+            )?,
+            urls: EndpointUrls::build(d, |e| format!("{base}{}", e.path()))?,
+        })
+    }
+
+    async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+        send(t, call).await
+    }
+}
+
+/// `OpenAI-Organization`, when set.
+pub(crate) fn organization(
+    d: &Prepared<'_>,
+    org: Option<&str>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, TargetError> {
+    org.map(|o| {
+        HeaderValue::from_str(o)
+            .map(|v| (HeaderName::from_static("openai-organization"), v))
+            .map_err(|_| d.bad_header("OpenAI-Organization"))
+    })
+    .into_iter()
+    .collect()
+}
+
+/// One call on the OpenAI wire.
+pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    match call.endpoint {
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Embeddings
+        | Endpoint::Responses => {
+            http.pass_through(t.urls.get(call.endpoint), call, &[])
+                .await
+        }
+        Endpoint::Messages => {
+            let url = t.urls.get(Endpoint::ChatCompletions);
+            exchange::chat(
+                http.provider,
+                &OpenAiChat,
+                call,
+                http.model(call)?,
+                http.drop_params,
+                |_, _, body| http.post(url.clone(), http.request_headers(call), body),
+            )
+            .await
+        }
+        Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
+    }
+}

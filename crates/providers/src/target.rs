@@ -1,0 +1,232 @@
+//! A deployment made ready to call: its provider's target (URLs, headers, credentials built
+//! once at config load, so a request only clones them), its timeouts and its price.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::HeaderValue;
+use http::Response;
+use sluice_core::error::ApiError;
+use sluice_core::price::Price;
+use sluice_core::record::DeploymentInfo;
+use sluice_net::ClientRegistry;
+
+use crate::body::UpstreamBody;
+use crate::call::Call;
+use crate::registry::{Provider, UpstreamTarget};
+use crate::settings::UpstreamConfig;
+
+/// Upstream call timeout when neither the deployment nor the router sets one (LiteLLM's 600 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest time to open a connection to an upstream.
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a deployment could not be made ready (a startup error, reported with its model name).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// A URL built from `api_base` does not parse.
+    #[error("deployment {id} ({model}): invalid upstream URL {url:?}: {reason}")]
+    BadUrl {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// The URL (base URLs never carry keys in sluice's config model).
+        url: String,
+        /// Parser message.
+        reason: String,
+    },
+    /// Native URLs or credentials (a service-account key) that cannot be used.
+    #[error("deployment {id} ({model}): {reason}")]
+    Credentials {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// Why (never the key itself).
+        reason: String,
+    },
+    /// A header name or value is not valid HTTP.
+    #[error("deployment {id} ({model}): invalid header {name:?}")]
+    BadHeader {
+        /// Deployment id.
+        id: String,
+        /// Model group.
+        model: String,
+        /// Header name (the value is never printed: it may be a credential).
+        name: String,
+    },
+}
+
+/// How long one attempt on a deployment may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// The whole call, non-stream (`timeout`).
+    pub total: Duration,
+    /// Until a stream's first chunk (`stream_timeout`).
+    pub first_chunk: Duration,
+    /// Longest gap between two chunks of a stream (`stream_idle_timeout`).
+    pub idle: Option<Duration>,
+}
+
+impl Timeouts {
+    /// A deployment's timeouts, defaulted as LiteLLM does.
+    pub fn new(
+        total: Option<Duration>,
+        first_chunk: Option<Duration>,
+        idle: Option<Duration>,
+    ) -> Self {
+        let total = total.unwrap_or(DEFAULT_TIMEOUT);
+        Self {
+            total,
+            first_chunk: first_chunk.unwrap_or(total),
+            idle,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self::new(None, None, None)
+    }
+}
+
+/// What a deployment is made ready from.
+#[derive(Debug, Clone, Copy)]
+pub struct DeploymentSpec<'a> {
+    /// Stable deployment id.
+    pub id: &'a str,
+    /// The model group.
+    pub model_name: &'a str,
+    /// Its upstream.
+    pub upstream: &'a UpstreamConfig,
+    /// How long an attempt may take.
+    pub timeouts: Timeouts,
+    /// What its tokens cost.
+    pub price: Price,
+}
+
+/// What a provider module builds its target from.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    /// The deployment's id and names (for errors).
+    pub info: &'a DeploymentInfo,
+    /// Its upstream.
+    pub upstream: &'a UpstreamConfig,
+    /// Upstream connection pools.
+    pub clients: &'a ClientRegistry,
+    /// How long an attempt may take (the connect timeout follows it).
+    pub timeouts: Timeouts,
+    /// `litellm_settings.drop_params`: parameters the provider cannot take are dropped.
+    pub drop_params: bool,
+}
+
+impl Prepared<'_> {
+    /// A bad URL, for this deployment.
+    pub fn bad_url(&self, url: &str, reason: impl ToString) -> TargetError {
+        TargetError::BadUrl {
+            id: self.info.id.to_string(),
+            model: self.info.model_name.to_string(),
+            url: url.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Unusable credentials, for this deployment.
+    pub fn bad_credentials(&self, reason: impl ToString) -> TargetError {
+        TargetError::Credentials {
+            id: self.info.id.to_string(),
+            model: self.info.model_name.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// A header that is not valid HTTP, for this deployment.
+    pub fn bad_header(&self, name: &str) -> TargetError {
+        TargetError::BadHeader {
+            id: self.info.id.to_string(),
+            model: self.info.model_name.to_string(),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// A deployment ready to serve, shared by the routing table.
+#[derive(Debug)]
+pub struct DeploymentTarget {
+    /// Its id, group, upstream model and provider name (shared with the records of its
+    /// requests).
+    pub info: Arc<DeploymentInfo>,
+    /// `x-sluice-model-id` header value, prebuilt.
+    pub id_header: HeaderValue,
+    /// The provider.
+    pub provider: Provider,
+    /// How to reach it.
+    pub upstream: UpstreamTarget,
+    /// How long an attempt may take.
+    pub timeouts: Timeouts,
+    /// What its tokens cost (resolved at config load; zero when nothing prices it).
+    pub price: Price,
+}
+
+impl DeploymentTarget {
+    /// Prepare a validated deployment. `drop_params` is `litellm_settings.drop_params`.
+    pub fn build(
+        d: DeploymentSpec<'_>,
+        clients: &ClientRegistry,
+        drop_params: bool,
+    ) -> Result<Self, TargetError> {
+        let info = Arc::new(DeploymentInfo {
+            id: Arc::from(d.id),
+            model_name: Arc::from(d.model_name),
+            upstream_model: Arc::from(d.upstream.model.as_str()),
+            provider: d.upstream.provider.name(),
+        });
+        let prepared = Prepared {
+            info: &info,
+            upstream: d.upstream,
+            clients,
+            timeouts: d.timeouts,
+            drop_params,
+        };
+        let upstream = d.upstream.specific.target(&prepared)?;
+        let id_header =
+            HeaderValue::from_str(d.id).map_err(|_| prepared.bad_header("x-sluice-model-id"))?;
+        Ok(Self {
+            info,
+            id_header,
+            provider: d.upstream.provider,
+            upstream,
+            timeouts: d.timeouts,
+            price: d.price,
+        })
+    }
+
+    /// Send one call to this deployment; resolves when the upstream's answer head arrives
+    /// (for a translated whole answer, when it is translated). The answer is in the client's
+    /// dialect.
+    pub async fn send(&self, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+        self.upstream.send(call).await
+    }
+}
+
+/// Test deployments, for the crates that route over them.
+#[cfg(feature = "mock")]
+impl DeploymentTarget {
+    /// An in-process mock deployment of `group` with this id.
+    pub fn mock_for_tests(group: &str, id: &str) -> Self {
+        Self {
+            info: Arc::new(DeploymentInfo {
+                id: Arc::from(id),
+                model_name: Arc::from(group),
+                upstream_model: Arc::from(group),
+                provider: "mock",
+            }),
+            id_header: HeaderValue::from_static("x"),
+            provider: Provider::new(&crate::mock::SPECS[0]),
+            upstream: UpstreamTarget::Mock(crate::mock::Target::default()),
+            timeouts: Timeouts::default(),
+            price: Price::default(),
+        }
+    }
+}

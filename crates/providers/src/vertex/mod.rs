@@ -1,0 +1,245 @@
+//! Vertex AI: Gemini models (Google's `generateContent`, `crate::gemini`'s codec) and Claude
+//! models (Anthropic's Messages with Vertex's `anthropic_version` and no `model` in the body),
+//! below a project and location, with OAuth tokens from a service account
+//! (`sluice_net::google_auth`), cached and refreshed off the request path.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::AUTHORIZATION;
+use http::Response;
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::ApiError;
+use sluice_core::Secret;
+use sluice_net::google_auth::{read_key_file, TokenSource};
+use sluice_net::sigv4::uri_encode;
+use sluice_translate::ir::{ChatRequest, ChatResponse};
+use sluice_translate::{anthropic, Codec, Params, TranslateError};
+
+use crate::body::UpstreamBody;
+use crate::call::Call;
+use crate::exchange;
+use crate::gemini::GenerateContent;
+use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
+use crate::registry::{Base, Family, ProviderSpec, Upstream};
+use crate::settings::Reading;
+use crate::target::{Prepared, TargetError};
+
+/// `vertex_ai/`
+pub const SPECS: &[ProviderSpec] = &[ProviderSpec {
+    aliases: &["vertex_ai_beta"],
+    base_env: &["VERTEXAI_API_BASE"],
+    // The default endpoint depends on the location (`Vertex::base`).
+    ..ProviderSpec::new("vertex_ai", Family::Vertex, None, &[])
+}];
+
+/// Where a Vertex AI deployment's models live and how it gets its tokens.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `vertex_project` (or `VERTEXAI_PROJECT`, or the key file's `project_id`).
+    pub project: String,
+    /// `vertex_location` (or `VERTEXAI_LOCATION`; default `us-central1`).
+    pub location: String,
+    /// The service-account key file's JSON (`vertex_credentials`: a path or the JSON itself,
+    /// or `GOOGLE_APPLICATION_CREDENTIALS`); without it requests go unauthenticated.
+    pub credentials: Option<Secret>,
+}
+
+/// A Vertex AI deployment: URLs for Google's and Anthropic's models below its project and
+/// location, and its token source.
+#[derive(Debug)]
+pub struct Target {
+    http: HttpTarget,
+    google: ModelUrls,
+    anthropic: ModelUrls,
+    tokens: Option<Arc<TokenSource>>,
+}
+
+/// Vertex AI.
+#[derive(Debug)]
+pub struct Vertex;
+
+impl Upstream for Vertex {
+    type Config = Config;
+    type Target = Target;
+    const SPECS: &'static [ProviderSpec] = SPECS;
+    const KEYS: &'static [&'static str] =
+        &["vertex_project", "vertex_location", "vertex_credentials"];
+
+    fn config(cx: &mut Reading<'_>) -> Option<Config> {
+        let (params, env) = (cx.params, cx.env);
+        let pick = |key: &str, vars: &[&str]| {
+            params.text(key).or_else(|| {
+                vars.iter()
+                    .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
+            })
+        };
+        let path = params.path("vertex_credentials");
+        let mut key = serde_json::Value::Null;
+        let credentials = match pick("vertex_credentials", &["GOOGLE_APPLICATION_CREDENTIALS"]) {
+            None => {
+                cx.problems.warn(
+                    &path,
+                    "not set and neither is GOOGLE_APPLICATION_CREDENTIALS; requests will go \
+                     without a token (application-default credentials are not read)",
+                );
+                None
+            }
+            Some(given) => {
+                let (json, parsed) = read_key_file(&path, &given, cx.problems)?;
+                key = parsed;
+                Some(json)
+            }
+        };
+        let project = pick(
+            "vertex_project",
+            &["VERTEXAI_PROJECT", "GOOGLE_CLOUD_PROJECT"],
+        )
+        .or_else(|| key["project_id"].as_str().map(str::to_owned));
+        let Some(project) = project else {
+            cx.problems.error(
+                params.path("vertex_project"),
+                "required (or set VERTEXAI_PROJECT)",
+            );
+            return None;
+        };
+        let location = pick("vertex_location", &["VERTEXAI_LOCATION"])
+            .unwrap_or_else(|| "us-central1".to_owned());
+        let safe = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !safe(&project) || !safe(&location) {
+            cx.problems.error(
+                params.path("vertex_project"),
+                "project and location must be plain names",
+            );
+            return None;
+        }
+        Some(Config {
+            project,
+            location,
+            credentials,
+        })
+    }
+
+    fn base(c: &Config) -> Base {
+        Base {
+            given: None,
+            default: Some(match c.location.as_str() {
+                "global" => "https://aiplatform.googleapis.com".to_owned(),
+                l => format!("https://{l}-aiplatform.googleapis.com"),
+            }),
+        }
+    }
+
+    fn target(d: &Prepared<'_>, c: &Config) -> Result<Target, TargetError> {
+        let base = d.upstream.api_base.as_deref().unwrap_or_default();
+        // Vertex AI serves its publishers' models below a project and location.
+        let base = format!("{base}/v1/projects/{}/locations/{}", c.project, c.location);
+        let http = HttpTarget::build(d, KeyHeader::Signed, &[])?;
+        let tokens = match &c.credentials {
+            Some(k) => Some(Arc::new(
+                TokenSource::new(k.expose(), http.client.clone())
+                    .map_err(|e| d.bad_credentials(e))?,
+            )),
+            None => None,
+        };
+        Ok(Target {
+            google: ModelUrls::build(d, format!("{base}/publishers/google"), crate::gemini::url)?,
+            anthropic: ModelUrls::build(d, format!("{base}/publishers/anthropic"), claude_url)?,
+            http,
+            tokens,
+        })
+    }
+
+    async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+        let http = &t.http;
+        let post = |urls: &ModelUrls, op: Op, model: &str, body: Bytes| {
+            let uri = urls.get(op, http.wildcard_model(model));
+            async move {
+                let uri = uri?;
+                let mut headers = http.headers.next().clone();
+                if let Some(tokens) = &t.tokens {
+                    let h = tokens
+                        .header()
+                        .await
+                        .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
+                    headers.insert(AUTHORIZATION, h);
+                }
+                call.trace_headers(&mut headers);
+                http.post(uri, headers, body).await
+            }
+        };
+        match call.endpoint {
+            Endpoint::ChatCompletions | Endpoint::Messages => {
+                let model = http.model(call)?;
+                if is_claude(&model) {
+                    exchange::chat(
+                        http.provider,
+                        &VertexMessages,
+                        call,
+                        model,
+                        http.drop_params,
+                        |stream, model, body| post(&t.anthropic, Op::chat(stream), model, body),
+                    )
+                    .await
+                } else {
+                    exchange::chat(
+                        http.provider,
+                        &GenerateContent,
+                        call,
+                        model,
+                        http.drop_params,
+                        |stream, model, body| post(&t.google, Op::chat(stream), model, body),
+                    )
+                    .await
+                }
+            }
+            Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
+            // Vertex AI embeds through `:predict`, which sluice does not speak yet.
+            Endpoint::Embeddings | Endpoint::Completions | Endpoint::Responses => {
+                exchange::not_served(http.provider, call)
+            }
+        }
+    }
+}
+
+/// A Claude model id (`claude-sonnet-4@20250514`), served on Vertex AI by Anthropic.
+fn is_claude(model: &str) -> bool {
+    model.starts_with("claude")
+}
+
+/// The URL of an operation on a Claude model below the `anthropic` publisher.
+fn claude_url(base: &str, model: &str, op: Op) -> String {
+    let method = match op {
+        Op::Chat => ":rawPredict",
+        Op::Stream => ":streamRawPredict",
+        Op::Embed => ":predict",
+    };
+    // Vertex writes the version after `@` literally (`claude-sonnet-4@20250514`).
+    let id = uri_encode(model, false).replace("%40", "@");
+    format!("{base}/models/{id}{method}")
+}
+
+/// Anthropic's Messages on Vertex AI (`rawPredict`): no `model` in the body, Vertex's
+/// `anthropic_version`; answers, streams and errors are Anthropic's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VertexMessages;
+
+impl Codec for VertexMessages {
+    type Reader = anthropic::EventReader;
+
+    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+        anthropic::write_vertex_request(req, params)
+    }
+
+    fn parse_response(&self, body: &[u8]) -> Result<ChatResponse, TranslateError> {
+        anthropic::parse_response(body)
+    }
+
+    fn reader(&self, _id: &str, _model: &str) -> Self::Reader {
+        anthropic::EventReader
+    }
+
+    fn parse_error(&self, body: &[u8]) -> Option<(String, String)> {
+        anthropic::parse_error(body)
+    }
+}

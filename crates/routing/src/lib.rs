@@ -1,0 +1,194 @@
+//! Model groups and the choice of a deployment per attempt, with everything that makes routing
+//! survive provider failures: per-deployment health and cooldowns (`health`), strategies
+//! (`group`), failure kinds (`failure`), retry and fallback rules (`policy`), hedging (`hedge`)
+//! and the attempt loop the pipeline calls (`dispatch`). Tables are immutable per config
+//! snapshot; live state is atomics, so no request takes a lock.
+
+mod dispatch;
+mod failure;
+mod group;
+mod health;
+mod hedge;
+mod policy;
+
+pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, Served};
+pub use failure::{retry_after, FailureKind};
+pub use group::{Group, Member, Strategy};
+pub use health::{
+    now_ms, Availability, Breaker, CooldownNews, Cooled, Health, HealthRegistry, InFlight,
+    DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,
+};
+pub use hedge::HedgeAfter;
+pub use policy::{Fallbacks, OnDisconnect, Policy};
+pub use sluice_core::error::RouteError;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A snapshot's routing: the model table and the rules for retries, fallbacks and cooldowns.
+#[derive(Debug, Default)]
+pub struct Router {
+    /// Model groups.
+    pub models: ModelTable,
+    /// Retry, backoff, strategy and breaker rules.
+    pub policy: Policy,
+    /// Fallback chains.
+    pub fallbacks: Fallbacks,
+}
+
+/// A `model_name` containing `*` (LiteLLM wildcard routing): `prefix*suffix`.
+#[derive(Debug)]
+struct Wildcard {
+    prefix: Box<str>,
+    suffix: Box<str>,
+    group: Group,
+}
+
+/// A group found for a request, with the text a wildcard matched (fills `*` upstream).
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    /// The group.
+    pub group: &'a Group,
+    /// What `*` matched in the requested model, for wildcard groups.
+    pub capture: Option<&'a str>,
+}
+
+/// All model groups of one config snapshot.
+#[derive(Debug, Default)]
+pub struct ModelTable {
+    groups: HashMap<Arc<str>, Group>,
+    wildcards: Vec<Wildcard>,
+    /// Public names in config order, for `/v1/models`.
+    names: Vec<Arc<str>>,
+}
+
+impl ModelTable {
+    /// Group deployments by `model_name`, keeping config order; `hedge` gives a group's
+    /// hedging setting.
+    pub fn new(all: Vec<Member>, hedge: impl Fn(&str) -> Option<HedgeAfter>) -> Self {
+        let mut order: Vec<Arc<str>> = Vec::new();
+        let mut members: HashMap<Arc<str>, Vec<Member>> = HashMap::new();
+        for m in all {
+            let name = m.target.info.model_name.clone();
+            if !members.contains_key(&name) {
+                order.push(name.clone());
+            }
+            members.entry(name).or_default().push(m);
+        }
+        let mut table = Self::default();
+        for name in order {
+            let group = Group::new(
+                name.clone(),
+                members.remove(&name).unwrap_or_default(),
+                hedge(&name),
+            );
+            match name.split_once('*') {
+                Some((prefix, suffix)) => table.wildcards.push(Wildcard {
+                    prefix: prefix.into(),
+                    suffix: suffix.into(),
+                    group,
+                }),
+                None => {
+                    table.names.push(name.clone());
+                    table.groups.insert(name, group);
+                }
+            }
+        }
+        // Most specific wildcard first, as LiteLLM matches the longest pattern.
+        table
+            .wildcards
+            .sort_by_key(|w| std::cmp::Reverse(w.prefix.len() + w.suffix.len()));
+        table
+    }
+
+    /// Find the group serving `model`: an exact name first, then wildcard patterns.
+    pub fn resolve<'a>(&'a self, model: &'a str) -> Option<Resolved<'a>> {
+        if let Some(group) = self.groups.get(model) {
+            return Some(Resolved {
+                group,
+                capture: None,
+            });
+        }
+        self.wildcards.iter().find_map(|w| {
+            let rest = model.strip_prefix(&*w.prefix)?;
+            let capture = rest.strip_suffix(&*w.suffix)?;
+            (!capture.is_empty()).then_some(Resolved {
+                group: &w.group,
+                capture: Some(capture),
+            })
+        })
+    }
+
+    /// Exact (non-wildcard) public model names, in config order.
+    pub fn names(&self) -> &[Arc<str>] {
+        &self.names
+    }
+
+    /// The group with this exact name.
+    pub fn group(&self, name: &str) -> Option<&Group> {
+        self.groups.get(name)
+    }
+
+    /// Every group, wildcard ones included.
+    pub fn groups(&self) -> impl Iterator<Item = &Group> {
+        self.names
+            .iter()
+            .filter_map(|n| self.groups.get(n))
+            .chain(self.wildcards.iter().map(|w| &w.group))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_providers::DeploymentTarget;
+
+    fn member(group: &str, id: &str) -> Member {
+        Member {
+            target: Arc::new(DeploymentTarget::mock_for_tests(group, id)),
+            health: Arc::new(Health::default()),
+            weight: 1.0,
+            rpm: None,
+            tpm: None,
+            cost: f64::INFINITY,
+        }
+    }
+
+    fn first_id(r: Resolved<'_>) -> String {
+        r.group.members()[0].target.info.id.to_string()
+    }
+
+    #[test]
+    fn groups_keep_config_order() {
+        let table = ModelTable::new(
+            vec![member("g", "a"), member("g", "b"), member("h", "c")],
+            |_| None,
+        );
+        assert_eq!(table.names().len(), 2);
+        assert_eq!(table.group("g").unwrap().members().len(), 2);
+        assert_eq!(table.groups().count(), 2);
+    }
+
+    #[test]
+    fn wildcards_capture_and_exact_names_win() {
+        let table = ModelTable::new(
+            vec![
+                member("*", "any"),
+                member("openai/*", "oa"),
+                member("openai/gpt-4o", "exact"),
+            ],
+            |name| (name == "openai/*").then_some(HedgeAfter::Percentile(95.0)),
+        );
+        let r = table.resolve("openai/gpt-4o").unwrap();
+        assert_eq!(first_id(r), "exact");
+        assert!(r.capture.is_none());
+        let r = table.resolve("openai/o3").unwrap();
+        assert_eq!(first_id(r), "oa");
+        assert_eq!(r.capture, Some("o3"));
+        assert!(r.group.hedge.is_some());
+        let r = table.resolve("claude-x").unwrap();
+        assert_eq!(r.capture, Some("claude-x"));
+        assert_eq!(table.names(), [Arc::<str>::from("openai/gpt-4o")]);
+        assert!(ModelTable::new(vec![], |_| None).resolve("x").is_none());
+    }
+}

@@ -1,0 +1,337 @@
+//! The spend-log writer: the one task that turns finished requests into database rows.
+//!
+//! Requests hand their [`SpendLog`] to a [`SpendSender`] (a `try_send` into a bounded
+//! channel). The task collects them and writes a batch every `proxy_batch_write_at` or as soon
+//! as a batch is full; each batch is one transaction that stores the logs, adds their cost to
+//! keys, teams, users and end users, and updates the daily rollups.
+//!
+//! When the database is down or slower than `write_timeout`, the batch goes to the spool file
+//! instead, and later batches follow it there until the spool has been replayed, oldest first,
+//! so nothing is lost and memory holds at most one batch plus the channel. Replaying a batch
+//! that did commit after all (a timeout whose commit landed) counts nothing twice: spend-log
+//! ids are unique and only newly inserted rows add spend. If the channel itself is full, the
+//! request appends its record to the spool directly (file I/O on the request path, only when
+//! the writer is already behind). Only a full spool loses records; each loss is counted and
+//! logged.
+//!
+//! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio::time::{interval, timeout, MissedTickBehavior};
+
+use super::spool::{Spool, SpoolError};
+use super::{SpendLog, Store};
+use sluice_core::poll::Poller;
+
+/// How the writer batches, spools and resets. Defaults are in [`WriterOptions::new`].
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// `general_settings.proxy_batch_write_at`: the longest a record waits for its batch.
+    pub batch_interval: Duration,
+    /// Records per batch; a full batch is written at once.
+    pub max_batch: usize,
+    /// Records the channel holds before requests spool their own.
+    pub queue_capacity: usize,
+    /// A batch write slower than this counts as a failure and the batch is spooled.
+    pub write_timeout: Duration,
+    /// How often budget windows that ended are reset.
+    pub budget_reset_every: Duration,
+    /// The spool file (its cursor is kept beside it).
+    pub spool_path: PathBuf,
+    /// The spool's size bound in bytes.
+    pub spool_max_bytes: u64,
+}
+
+/// sluice's default for `proxy_batch_write_at`. LiteLLM's is 10 s; sluice writes more often
+/// because a batch is cheap (one transaction) and fresher spend makes budgets on other
+/// instances more exact.
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where the spool lives unless the embedder says otherwise (relative to the working
+/// directory, like the default SQLite file).
+pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
+
+/// Default spool bound: 256 MiB, about a million spend records at ~250 bytes each.
+pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
+
+impl WriterOptions {
+    /// Defaults: 1 s batches of at most 1,000 records, a 16,384-record channel, 5 s write
+    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB.
+    pub fn new(spool_path: PathBuf) -> Self {
+        Self {
+            batch_interval: DEFAULT_BATCH_INTERVAL,
+            max_batch: 1000,
+            queue_capacity: 16 * 1024,
+            write_timeout: Duration::from_secs(5),
+            budget_reset_every: Duration::from_secs(10),
+            spool_path,
+            spool_max_bytes: DEFAULT_SPOOL_MAX_BYTES,
+        }
+    }
+}
+
+impl WriterOptions {
+    /// Defaults with `general_settings.proxy_batch_write_at` applied.
+    pub fn from_settings(general: &sluice_config::GeneralSettings, spool_path: PathBuf) -> Self {
+        let mut o = Self::new(spool_path);
+        if let Some(every) = general.proxy_batch_write_at.filter(|d| !d.is_zero()) {
+            o.batch_interval = every;
+        }
+        o
+    }
+}
+
+/// Counters for `/health/readiness` and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Records waiting in the channel.
+    pub queued: usize,
+    /// Bytes in the spool not yet written to the database.
+    pub spooled_bytes: u64,
+    /// Records lost because the spool was full (or its disk failed).
+    pub lost: u64,
+    /// Whether the last write reached the database (`/health/readiness`).
+    pub database_up: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    spool: Mutex<Spool<SpendLog>>,
+    lost: AtomicU64,
+    database_up: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    fn spool(&self) -> MutexGuard<'_, Spool<SpendLog>> {
+        // A panic while holding the lock cannot leave the spool half-written (appends are
+        // all-or-nothing), so a poisoned lock is still usable.
+        self.spool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps records the database could not take; counts and logs the ones it cannot keep.
+    fn keep(&self, logs: &[SpendLog]) {
+        if logs.is_empty() {
+            return;
+        }
+        if let Err(e) = self.spool().append(logs) {
+            let n = u64::try_from(logs.len()).unwrap_or(u64::MAX);
+            let total = self.lost.fetch_add(n, Ordering::Relaxed) + n;
+            tracing::error!(error = %e, lost_total = total, "spend records lost");
+        }
+    }
+}
+
+/// The request side: cheap to clone, never waits.
+#[derive(Debug, Clone)]
+pub struct SpendSender {
+    tx: mpsc::Sender<SpendLog>,
+    shared: Arc<Shared>,
+}
+
+impl SpendSender {
+    /// Hands one request's record to the writer. If the writer is behind (channel full) the
+    /// record is appended to the spool right here instead of being dropped.
+    pub fn send(&self, log: SpendLog) {
+        match self.tx.try_send(log) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(log) | mpsc::error::TrySendError::Closed(log)) => {
+                self.shared.keep(std::slice::from_ref(&log));
+            }
+        }
+    }
+
+    /// Queue depth, spool size and losses.
+    pub fn stats(&self) -> WriterStats {
+        WriterStats {
+            queued: self.tx.max_capacity() - self.tx.capacity(),
+            spooled_bytes: self.shared.spool().pending_bytes(),
+            lost: self.shared.lost.load(Ordering::Relaxed),
+            database_up: self.shared.database_up.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Opens the spool and starts the writer task. The task ends once every [`SpendSender`] is
+/// dropped, after writing (or spooling) what it holds.
+pub fn start(
+    store: Store,
+    options: WriterOptions,
+) -> Result<(SpendSender, tokio::task::JoinHandle<()>), SpoolError> {
+    let spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
+    if !spool.is_empty() {
+        tracing::info!(
+            path = %spool.path().display(),
+            bytes = spool.pending_bytes(),
+            "spend records spooled by an earlier run will be replayed"
+        );
+    }
+    let shared = Arc::new(Shared {
+        spool: Mutex::new(spool),
+        lost: AtomicU64::new(0),
+        database_up: std::sync::atomic::AtomicBool::new(true),
+    });
+    let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
+    let writer = Writer {
+        store,
+        shared: shared.clone(),
+        batch: Vec::with_capacity(options.max_batch),
+        database_up: true,
+        options,
+    };
+    let task = tokio::spawn(writer.run(rx));
+    Ok((SpendSender { tx, shared }, task))
+}
+
+struct Writer {
+    store: Store,
+    shared: Arc<Shared>,
+    batch: Vec<SpendLog>,
+    /// Last known state, so "down" and "back" are each logged once.
+    database_up: bool,
+    options: WriterOptions,
+}
+
+impl Writer {
+    async fn run(mut self, rx: mpsc::Receiver<SpendLog>) {
+        // Polled, never parked on: a keyed request's spend log does not wake this task's
+        // thread from the worker that answered it (`telemetry::Poller`).
+        let mut rx = Poller::new(rx);
+        let mut flush = interval(self.options.batch_interval);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut resets = interval(self.options.budget_reset_every);
+        resets.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let max = self.options.max_batch.max(1);
+        loop {
+            let room = max.saturating_sub(self.batch.len()).max(1);
+            tokio::select! {
+                open = rx.next(&mut self.batch, room) => {
+                    if !open {
+                        break;
+                    }
+                    if self.batch.len() >= max {
+                        self.flush().await;
+                    }
+                }
+                _ = flush.tick() => self.flush().await,
+                _ = resets.tick() => self.reset_budgets().await,
+            }
+        }
+        self.flush().await;
+    }
+
+    /// Writes the current batch, after anything spooled (so the database sees records in the
+    /// order they were made); spools it when the database does not take it.
+    async fn flush(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if self.replay().await && !batch.is_empty() {
+            match self.write(&batch).await {
+                Ok(()) => {}
+                Err(why) => {
+                    self.went_down(&why);
+                    self.shared.keep(&batch);
+                }
+            }
+        } else {
+            self.shared.keep(&batch);
+        }
+        self.batch = batch;
+        self.batch.clear();
+    }
+
+    /// Writes spooled records back, a batch at a time. True when the spool is empty.
+    async fn replay(&mut self) -> bool {
+        loop {
+            let pending = {
+                let mut spool = self.shared.spool();
+                if spool.is_empty() {
+                    return true;
+                }
+                spool.peek(self.options.max_batch.max(1))
+            };
+            let pending = match pending {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the spend spool");
+                    return false;
+                }
+            };
+            if pending.unreadable > 0 {
+                tracing::warn!(
+                    lines = pending.unreadable,
+                    "unreadable lines in the spend spool skipped"
+                );
+            }
+            if let Err(why) = self.write(&pending.records).await {
+                self.went_down(&why);
+                return false;
+            }
+            if let Err(e) = self.shared.spool().confirm(&pending) {
+                // Confirmed in the database but not on disk: a later replay writes them again,
+                // which the database ignores (unique ids).
+                tracing::error!(error = %e, "cannot advance the spend spool");
+                return false;
+            }
+            tracing::debug!(
+                records = pending.records.len(),
+                "spooled spend records replayed"
+            );
+        }
+    }
+
+    async fn write(&mut self, logs: &[SpendLog]) -> Result<(), String> {
+        if logs.is_empty() {
+            return Ok(());
+        }
+        match timeout(
+            self.options.write_timeout,
+            self.store.write_spend_batch(logs),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {
+                self.shared.database_up.store(true, Ordering::Relaxed);
+                if !self.database_up {
+                    self.database_up = true;
+                    tracing::info!("database reachable again; writing spend logs");
+                }
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "batch write took longer than {:?}",
+                self.options.write_timeout
+            )),
+        }
+    }
+
+    fn went_down(&mut self, why: &str) {
+        self.shared.database_up.store(false, Ordering::Relaxed);
+        if self.database_up {
+            self.database_up = false;
+            tracing::warn!(
+                error = why,
+                spool = %self.options.spool_path.display(),
+                "database unavailable; spooling spend logs until it returns"
+            );
+        }
+    }
+
+    async fn reset_budgets(&mut self) {
+        let now = OffsetDateTime::now_utc();
+        match timeout(self.options.write_timeout, self.store.reset_budgets(now)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(reset = n, "budget windows reset"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "budget reset failed; retrying later"),
+            Err(_) => tracing::warn!("budget reset timed out; retrying later"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

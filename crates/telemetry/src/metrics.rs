@@ -1,0 +1,432 @@
+//! Prometheus metrics. Request metrics are updated on the recorder task from each finished
+//! request's record, so a request pays nothing for them; deployment gauges (in flight,
+//! cooldown, latency) are read from the routing atomics when `/metrics` is scraped. Labels are
+//! bounded by the config (route, model group, deployment, provider, status class, error
+//! kind), never keys or users.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use sluice_core::record::{Outcome, RecordSink, RequestRecord};
+use sluice_routing::{now_ms, Availability, Router};
+
+/// `Content-Type` of the exposition (OpenMetrics text, which Prometheus scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    model: String,
+    deployment: String,
+    provider: &'static str,
+    status_class: &'static str,
+    outcome: &'static str,
+    error: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeploymentLabels {
+    model: String,
+    deployment: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    model: String,
+    deployment: String,
+    kind: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Whole requests: 5 ms to ~3 min.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+/// sluice's own time: 10 µs to ~160 ms.
+fn overhead_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_01, 2.0, 15))
+}
+
+/// Time to first token: 10 ms to ~80 s.
+fn ttft_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 14))
+}
+
+/// Every metric sluice exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Histograms<ModelLabels>,
+    upstream: Histograms<DeploymentLabels>,
+    overhead: Histograms<RouteLabels>,
+    ttft: Histograms<ModelLabels>,
+    tokens: Family<TokenLabels, Counter>,
+    retries: Family<ModelLabels, Counter>,
+    fallbacks: Family<ModelLabels, Counter>,
+    hedges: Family<ModelLabels, Counter>,
+    in_flight: Family<DeploymentLabels, Gauge>,
+    cooling: Family<DeploymentLabels, Gauge>,
+    latency: Family<DeploymentLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    queue: Gauge,
+    callbacks: super::callbacks::stats::CallbackMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::default();
+        registry.register(
+            "sluice_requests",
+            "Requests answered, by route, model group, deployment, provider, status class, outcome and error kind",
+            requests.clone(),
+        );
+        let duration = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register(
+            "sluice_request_duration_seconds",
+            "Time from a request's arrival to the end of its answer",
+            duration.clone(),
+        );
+        let upstream = Histograms::new_with_constructor(duration_histogram as fn() -> Histogram);
+        registry.register(
+            "sluice_upstream_duration_seconds",
+            "Time spent waiting for the upstream (request duration minus sluice's overhead)",
+            upstream.clone(),
+        );
+        let overhead = Histograms::new_with_constructor(overhead_histogram as fn() -> Histogram);
+        registry.register(
+            "sluice_overhead_seconds",
+            "sluice's own time per request, excluding the wait for the upstream",
+            overhead.clone(),
+        );
+        let ttft = Histograms::new_with_constructor(ttft_histogram as fn() -> Histogram);
+        registry.register(
+            "sluice_time_to_first_token_seconds",
+            "Time from a stream request's arrival to its first chunk",
+            ttft.clone(),
+        );
+        let tokens = Family::default();
+        registry.register(
+            "sluice_tokens",
+            "Tokens used, by kind: input, output, cached (read from the prompt cache, part of input), cache_write (written to the prompt cache, part of input), reasoning (part of output)",
+            tokens.clone(),
+        );
+        let retries = Family::default();
+        registry.register(
+            "sluice_retries",
+            "Retried upstream attempts",
+            retries.clone(),
+        );
+        let fallbacks = Family::default();
+        registry.register(
+            "sluice_fallbacks",
+            "Moves to a fallback model group",
+            fallbacks.clone(),
+        );
+        let hedges = Family::default();
+        registry.register(
+            "sluice_hedged_requests",
+            "Hedged second attempts sent",
+            hedges.clone(),
+        );
+        let in_flight = Family::default();
+        registry.register(
+            "sluice_deployment_in_flight_requests",
+            "Requests in flight per deployment",
+            in_flight.clone(),
+        );
+        let cooling = Family::default();
+        registry.register(
+            "sluice_deployment_cooling_down",
+            "1 while a deployment is taken out after failures, else 0",
+            cooling.clone(),
+        );
+        let latency = Family::default();
+        registry.register(
+            "sluice_deployment_latency_seconds",
+            "A deployment's latency estimate (EWMA; time to first byte for streams)",
+            latency.clone(),
+        );
+        let queue = Gauge::default();
+        registry.register(
+            "sluice_recorder_queue_depth",
+            "Finished requests waiting for the recorder (logs, metrics, spend)",
+            queue.clone(),
+        );
+        let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
+        Self {
+            registry,
+            callbacks,
+            requests,
+            duration,
+            upstream,
+            overhead,
+            ttft,
+            tokens,
+            retries,
+            fallbacks,
+            hedges,
+            in_flight,
+            cooling,
+            latency,
+            queue,
+        }
+    }
+}
+
+fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        499 => "client_closed",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    }
+}
+
+impl Metrics {
+    /// Count one finished request (on the recorder task).
+    pub fn observe(&self, r: &RequestRecord) {
+        let model = r.model.as_deref().unwrap_or("").to_owned();
+        let deployment = r.deployment.as_deref().unwrap_or("").to_owned();
+        let outcome = match r.outcome {
+            Outcome::Done => "done",
+            Outcome::StreamComplete => "complete",
+            Outcome::StreamCut => "upstream_cut",
+            Outcome::ClientGone => "client_gone",
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: r.route,
+                model: model.clone(),
+                deployment: deployment.clone(),
+                provider: r.provider.unwrap_or(""),
+                status_class: status_class(r.status),
+                outcome,
+                error: r.error.or(r.failure).unwrap_or(""),
+            })
+            .inc();
+        let total = r.start.elapsed();
+        self.overhead
+            .get_or_create(&RouteLabels { route: r.route })
+            .observe(r.overhead.as_secs_f64());
+        if r.model.is_none() {
+            return;
+        }
+        let by_model = ModelLabels {
+            model: model.clone(),
+        };
+        self.duration
+            .get_or_create(&by_model)
+            .observe(total.as_secs_f64());
+        let by_deployment = DeploymentLabels {
+            model: model.clone(),
+            deployment: deployment.clone(),
+        };
+        self.upstream
+            .get_or_create(&by_deployment)
+            .observe(total.saturating_sub(r.overhead).as_secs_f64());
+        if let Some(t) = r.ttfb {
+            self.ttft.get_or_create(&by_model).observe(t.as_secs_f64());
+        }
+        if let Some(u) = &r.usage {
+            for (kind, n) in [
+                ("input", u.prompt_tokens),
+                ("output", u.completion_tokens),
+                ("cached", u.cached_tokens),
+                ("cache_write", u.cache_creation_tokens),
+                ("reasoning", u.reasoning_tokens),
+            ] {
+                if n > 0 {
+                    self.tokens
+                        .get_or_create(&TokenLabels {
+                            model: model.clone(),
+                            deployment: deployment.clone(),
+                            kind,
+                        })
+                        .inc_by(n);
+                }
+            }
+        }
+        for (family, n) in [
+            (&self.retries, r.retries),
+            (&self.fallbacks, r.fallbacks),
+            (&self.hedges, r.hedges),
+        ] {
+            if n > 0 {
+                family.get_or_create(&by_model).inc_by(u64::from(n));
+            }
+        }
+    }
+
+    /// The exposition text, with deployment gauges read from `router` now.
+    /// The metric handles of one callback sink.
+    pub fn callback_stats(&self, sink: &str) -> super::callbacks::stats::SinkStats {
+        self.callbacks.sink(sink)
+    }
+
+    /// Render the exposition (deployment gauges read now).
+    pub fn render(&self, router: &Router, queue_depth: usize) -> String {
+        let now = now_ms();
+        self.in_flight.clear();
+        self.cooling.clear();
+        self.latency.clear();
+        for group in router.models.groups() {
+            for m in group.members() {
+                let labels = DeploymentLabels {
+                    model: group.name.to_string(),
+                    deployment: m.target.info.id.to_string(),
+                };
+                self.in_flight
+                    .get_or_create(&labels)
+                    .set(i64::from(m.health.in_flight()));
+                let cooling = matches!(m.health.availability(now), Availability::Cooling(_));
+                self.cooling.get_or_create(&labels).set(i64::from(cooling));
+                if let Some(l) = m.health.latency() {
+                    self.latency.get_or_create(&labels).set(l.as_secs_f64());
+                }
+            }
+        }
+        self.queue
+            .set(i64::try_from(queue_depth).unwrap_or(i64::MAX));
+        let mut out = String::with_capacity(16 * 1024);
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// The recorder's handle on the metrics.
+impl RecordSink for Metrics {
+    fn accept(&self, record: &RequestRecord) {
+        self.observe(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderValue, Method};
+    use sluice_core::usage::Usage;
+    use std::time::{Duration, Instant};
+
+    fn sample() -> RequestRecord {
+        let mut r = RequestRecord::new(
+            HeaderValue::from_static("id"),
+            Method::POST,
+            "/v1/chat/completions",
+            Instant::now(),
+        );
+        r.model = Some("gpt".into());
+        r.deployment = Some("d1".into());
+        r.provider = Some("openai");
+        r.status = 200;
+        r.overhead = Duration::from_micros(40);
+        r.retries = 1;
+        r.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_tokens: 4,
+            cache_creation_tokens: 0,
+            reasoning_tokens: 0,
+        });
+        r.ttfb = Some(Duration::from_millis(3));
+        r
+    }
+
+    #[test]
+    fn records_become_series() {
+        let m = Metrics::default();
+        let r = sample();
+        m.observe(&r);
+        m.observe(&r);
+        let text = m.render(&Router::default(), 3);
+        assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d1",provider="openai",status_class="2xx",outcome="done",error=""} 2"#), "{text}");
+        assert!(
+            text.contains(r#"sluice_tokens_total{model="gpt",deployment="d1",kind="cached"} 8"#)
+        );
+        assert!(
+            !text.contains(r#"kind="reasoning""#),
+            "zero counts are not created"
+        );
+        assert!(text.contains(r#"sluice_retries_total{model="gpt"} 2"#));
+        assert!(
+            text.contains(r#"sluice_overhead_seconds_count{route="/v1/chat/completions"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains("sluice_recorder_queue_depth 3"));
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(status_class(499), "client_closed");
+    }
+
+    #[test]
+    fn every_metric_the_docs_and_dashboard_name_exists() {
+        let m = Metrics::default();
+        let mut r = sample();
+        (r.fallbacks, r.hedges) = (1, 1);
+        m.observe(&r);
+        let member = sluice_routing::Member {
+            target: std::sync::Arc::new(sluice_providers::DeploymentTarget::mock_for_tests(
+                "g", "d",
+            )),
+            health: std::sync::Arc::new(sluice_routing::Health::default()),
+            weight: 1.0,
+            rpm: None,
+            tpm: None,
+            cost: f64::INFINITY,
+        };
+        member.health.begin(false).succeed(Duration::from_millis(1));
+        let router = Router {
+            models: sluice_routing::ModelTable::new(vec![member], |_| None),
+            ..Router::default()
+        };
+        // Callback families have samples once a sink exists.
+        let _sink = m.callback_stats("webhook");
+        let text = m.render(&router, 0);
+        let declared: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        for source in [
+            include_str!("../../../docs/grafana/sluice-dashboard.json"),
+            include_str!("../../../docs/metrics.md"),
+        ] {
+            let mut rest = source;
+            while let Some(i) = rest.find("sluice_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                let base = ["_bucket", "_count", "_sum", "_total"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .unwrap_or(&name);
+                assert!(
+                    declared.contains(&base),
+                    "{name} is named in the docs but not exported"
+                );
+            }
+        }
+    }
+}

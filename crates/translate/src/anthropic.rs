@@ -1,0 +1,903 @@
+//! Anthropic Messages ⇄ the internal representation: requests, answers and stream events.
+//! Used only when client and provider formats differ; Anthropic-to-Anthropic traffic is
+//! passed through with the model spliced in.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::ir::{
+    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, Role, StopReason, StreamEvent,
+    Text, Thinking, Tool, ToolCall, ToolChoice,
+};
+use super::{check_param, now, to_json, tool_input, Params, TranslateError};
+use crate::stream::{Event, Framing, StreamRead};
+use sluice_core::usage::{usage_from_value, Usage};
+
+/// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+/// The API version sluice speaks, sent as `anthropic-version`.
+pub const API_VERSION: &str = "2023-06-01";
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+#[derive(Deserialize)]
+struct RawRequest {
+    model: String,
+    #[serde(default)]
+    messages: Vec<RawMessage>,
+    #[serde(default)]
+    system: Option<Content>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    top_k: Option<u64>,
+    #[serde(default)]
+    stop_sequences: Vec<String>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    tools: Vec<RawTool>,
+    #[serde(default)]
+    tool_choice: Option<RawToolChoice>,
+    #[serde(default)]
+    metadata: Option<RawMetadata>,
+    #[serde(default)]
+    thinking: Option<RawThinking>,
+    /// Everything else: each key is checked against what the provider can take.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct RawMessage {
+    role: String,
+    content: Content,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<RawBlock>),
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawBlock {
+    Text {
+        text: String,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    Image {
+        source: RawSource,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default)]
+        is_error: bool,
+        #[serde(default)]
+        cache_control: Option<Value>,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawSource {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+#[derive(Deserialize)]
+struct RawTool {
+    name: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+    #[serde(default)]
+    cache_control: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RawToolChoice {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    disable_parallel_tool_use: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct RawMetadata {
+    #[serde(default)]
+    user_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawThinking {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    budget_tokens: Option<u64>,
+}
+
+/// Read an Anthropic Messages request. Parameters the target cannot take are refused by
+/// name, or dropped when `params.drop` is set.
+pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, TranslateError> {
+    let raw: RawRequest = serde_json::from_slice(body).map_err(TranslateError::bad_request)?;
+    for key in raw.rest.keys() {
+        check_param(params, key)?;
+    }
+    let mut tools = Vec::with_capacity(raw.tools.len());
+    for t in raw.tools {
+        // Server tools (web search, code execution, ...) run at Anthropic only.
+        if t.kind.as_deref().is_some_and(|k| k != "custom") {
+            check_param(params, "tools")?;
+            continue;
+        }
+        tools.push(Tool {
+            name: t.name,
+            description: t.description,
+            parameters: t
+                .input_schema
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            cache_control: t.cache_control,
+        });
+    }
+    let (tool_choice, parallel) = match raw.tool_choice {
+        None => (None, None),
+        Some(c) => {
+            let choice = match (c.kind.as_str(), c.name) {
+                ("auto", _) => ToolChoice::Auto,
+                ("any", _) => ToolChoice::Any,
+                ("none", _) => ToolChoice::None,
+                ("tool", Some(name)) => ToolChoice::Tool(name),
+                (other, _) => return Err(TranslateError::invalid("tool_choice", other)),
+            };
+            (Some(choice), c.disable_parallel_tool_use.map(|d| !d))
+        }
+    };
+    let mut messages = Vec::with_capacity(raw.messages.len());
+    for m in raw.messages {
+        let role = match m.role.as_str() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            other => {
+                return Err(TranslateError::invalid(
+                    "messages",
+                    &format!("unknown role `{other}`"),
+                ))
+            }
+        };
+        messages.push(Message {
+            role,
+            content: read_content(m.content)?,
+        });
+    }
+    let system = match raw.system {
+        None => Vec::new(),
+        Some(c) => read_content(c)?
+            .into_iter()
+            .filter_map(|p| match p {
+                Part::Text(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+    };
+    Ok(ChatRequest {
+        model: raw.model,
+        system,
+        messages,
+        max_tokens: raw.max_tokens,
+        temperature: raw.temperature,
+        top_p: raw.top_p,
+        top_k: raw.top_k,
+        stop: raw.stop_sequences,
+        stream: raw.stream.unwrap_or(false),
+        tools,
+        tool_choice,
+        parallel_tool_calls: parallel,
+        user: raw.metadata.and_then(|m| m.user_id),
+        thinking: raw
+            .thinking
+            .filter(|t| t.kind == "enabled")
+            .map(|t| Thinking::Budget(t.budget_tokens.unwrap_or(Effort::Medium.budget()))),
+        response_format: None,
+    })
+}
+
+fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
+    let blocks = match c {
+        Content::Text(t) => return Ok(vec![Part::Text(Text::plain(t))]),
+        Content::Blocks(b) => b,
+    };
+    let mut out = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        out.push(match b {
+            RawBlock::Text {
+                text,
+                cache_control,
+            } => Part::Text(Text {
+                text,
+                cache_control,
+            }),
+            RawBlock::Image {
+                source,
+                cache_control,
+            } => Part::Image {
+                source: match source {
+                    RawSource::Url { url } => ImageSource::Url(url),
+                    RawSource::Base64 { media_type, data } => {
+                        ImageSource::Base64 { media_type, data }
+                    }
+                },
+                cache_control,
+            },
+            RawBlock::ToolUse { id, name, input } => Part::ToolCall(ToolCall {
+                id,
+                name,
+                arguments: if input.is_null() {
+                    "{}".to_owned()
+                } else {
+                    input.to_string()
+                },
+            }),
+            RawBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                cache_control,
+            } => Part::ToolResult {
+                id: tool_use_id,
+                content: match content {
+                    None => Vec::new(),
+                    Some(c) => read_content(c)?,
+                },
+                is_error,
+                cache_control,
+            },
+            RawBlock::Thinking {
+                thinking,
+                signature,
+            } => Part::Thinking {
+                text: thinking,
+                signature,
+            },
+            RawBlock::RedactedThinking { data } => Part::RedactedThinking(data),
+            RawBlock::Other => {
+                return Err(TranslateError::invalid(
+                    "messages",
+                    "content blocks other than text, image, tool_use, tool_result and thinking \
+                     cannot be translated",
+                ))
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// The API version Anthropic models on Vertex AI take in the body (`anthropic_version`).
+pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
+/// Write an Anthropic Messages request for an Anthropic upstream.
+pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
+    body.insert("model".into(), req.model.clone().into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+/// Write a Messages request for an Anthropic model on Vertex AI (`rawPredict`): the model is
+/// in the URL, the API version in the body.
+pub fn write_vertex_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    let mut body = request_body(req, params)?;
+    body.insert("anthropic_version".into(), VERTEX_VERSION.into());
+    Ok(to_json(&Value::Object(body)))
+}
+
+fn request_body(req: &ChatRequest, params: Params) -> Result<Map<String, Value>, TranslateError> {
+    if req.response_format.is_some() {
+        check_param(params, "response_format")?;
+    }
+    let mut body = Map::new();
+    let budget = match req.thinking {
+        Some(Thinking::Budget(b)) => Some(b),
+        Some(Thinking::Effort(e)) => Some(e.budget()),
+        None => None,
+    };
+    // Anthropic requires max_tokens, and more of them than the thinking budget.
+    let max = req
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS + budget.unwrap_or(0));
+    body.insert("max_tokens".into(), max.into());
+    let mut messages: Vec<Value> = Vec::with_capacity(req.messages.len());
+    let mut last_role = None;
+    for m in &req.messages {
+        let blocks: Vec<Value> = m.content.iter().map(write_part).collect();
+        if blocks.is_empty() {
+            continue;
+        }
+        // Anthropic wants alternating turns: merge consecutive ones of one role.
+        if last_role == Some(m.role) {
+            if let Some(Value::Array(prev)) = messages.last_mut().and_then(|v| v.get_mut("content"))
+            {
+                prev.extend(blocks);
+                continue;
+            }
+        }
+        last_role = Some(m.role);
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({"role": role, "content": blocks}));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.system.is_empty() {
+        let system: Vec<Value> = req.system.iter().map(text_block).collect();
+        body.insert("system".into(), Value::Array(system));
+    }
+    super::insert_sampling(req, &mut body);
+    if let Some(k) = req.top_k {
+        body.insert("top_k".into(), k.into());
+    }
+    if !req.stop.is_empty() {
+        body.insert("stop_sequences".into(), req.stop.clone().into());
+    }
+    if req.stream {
+        body.insert("stream".into(), true.into());
+    }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                let mut v = json!({"name": t.name, "input_schema": t.parameters});
+                if let Some(d) = &t.description {
+                    v["description"] = d.clone().into();
+                }
+                if let Some(c) = &t.cache_control {
+                    v["cache_control"] = c.clone();
+                }
+                v
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    let disable_parallel = req.parallel_tool_calls.map(|p| !p);
+    let choice = match (&req.tool_choice, disable_parallel) {
+        (None, None) => None,
+        (None | Some(ToolChoice::Auto), _) => Some(json!({"type": "auto"})),
+        (Some(ToolChoice::Any), _) => Some(json!({"type": "any"})),
+        (Some(ToolChoice::None), _) => Some(json!({"type": "none"})),
+        (Some(ToolChoice::Tool(name)), _) => Some(json!({"type": "tool", "name": name})),
+    };
+    if let Some(mut c) = choice.filter(|_| !req.tools.is_empty()) {
+        if let (Some(d), false) = (disable_parallel, c["type"] == "none") {
+            c["disable_parallel_tool_use"] = d.into();
+        }
+        body.insert("tool_choice".into(), c);
+    }
+    if let Some(u) = &req.user {
+        body.insert("metadata".into(), json!({ "user_id": u }));
+    }
+    if let Some(b) = budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": b}),
+        );
+    }
+    Ok(body)
+}
+
+fn text_block(t: &Text) -> Value {
+    let mut v = json!({"type": "text", "text": t.text});
+    if let Some(c) = &t.cache_control {
+        v["cache_control"] = c.clone();
+    }
+    v
+}
+
+fn with_cache(mut v: Value, cache_control: &Option<Value>) -> Value {
+    if let Some(c) = cache_control {
+        v["cache_control"] = c.clone();
+    }
+    v
+}
+
+fn write_part(p: &Part) -> Value {
+    match p {
+        Part::Text(t) => text_block(t),
+        Part::Image {
+            source,
+            cache_control,
+        } => {
+            let source = match source {
+                ImageSource::Url(url) => json!({"type": "url", "url": url}),
+                ImageSource::Base64 { media_type, data } => {
+                    json!({"type": "base64", "media_type": media_type, "data": data})
+                }
+            };
+            with_cache(json!({"type": "image", "source": source}), cache_control)
+        }
+        Part::ToolCall(c) => json!({
+            "type": "tool_use", "id": c.id, "name": c.name, "input": tool_input(&c.arguments),
+        }),
+        Part::ToolResult {
+            id,
+            content,
+            is_error,
+            cache_control,
+        } => {
+            let mut v = json!({
+                "type": "tool_result", "tool_use_id": id,
+                "content": content.iter().map(write_part).collect::<Vec<_>>(),
+            });
+            if *is_error {
+                v["is_error"] = true.into();
+            }
+            with_cache(v, cache_control)
+        }
+        Part::Thinking { text, signature } => {
+            json!({"type": "thinking", "thinking": text, "signature": signature})
+        }
+        Part::RedactedThinking(data) => json!({"type": "redacted_thinking", "data": data}),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+#[derive(Deserialize)]
+struct RawResponse {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    content: Vec<RawBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    stop_sequence: Option<String>,
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+/// Read an Anthropic Messages answer.
+pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
+    let raw: RawResponse = serde_json::from_slice(body).map_err(TranslateError::bad_answer)?;
+    let content = read_content(Content::Blocks(raw.content))
+        .map_err(|e| TranslateError::BadAnswer(e.to_string()))?;
+    Ok(ChatResponse {
+        id: raw.id,
+        model: raw.model,
+        content,
+        stop: raw
+            .stop_reason
+            .as_deref()
+            .map_or(StopReason::EndTurn, StopReason::from_anthropic),
+        stop_sequence: raw.stop_sequence,
+        usage: raw
+            .usage
+            .as_ref()
+            .and_then(usage_from_value)
+            .unwrap_or_default(),
+        created: now(),
+    })
+}
+
+fn usage_json(u: &Usage) -> Value {
+    json!({
+        "input_tokens": u.uncached_input_tokens(),
+        "output_tokens": u.completion_tokens,
+        "cache_creation_input_tokens": u.cache_creation_tokens,
+        "cache_read_input_tokens": u.cached_tokens,
+    })
+}
+
+/// Write an Anthropic Messages answer.
+pub fn write_response(r: &ChatResponse) -> Vec<u8> {
+    to_json(&json!({
+        "id": r.id,
+        "type": "message",
+        "role": "assistant",
+        "model": r.model,
+        "content": r.content.iter().map(write_part).collect::<Vec<_>>(),
+        "stop_reason": r.stop.anthropic(),
+        "stop_sequence": r.stop_sequence,
+        "usage": usage_json(&r.usage),
+    }))
+}
+
+/// A local estimate of a request's input tokens (about four bytes of text a token), for
+/// `count_tokens` when the deployment's provider has no counter.
+pub fn estimate_tokens(req: &ChatRequest) -> u64 {
+    let mut bytes = req.system.iter().map(|t| t.text.len()).sum::<usize>();
+    for m in &req.messages {
+        for p in &m.content {
+            bytes += match p {
+                Part::Text(t) => t.text.len(),
+                Part::ToolCall(c) => c.name.len() + c.arguments.len(),
+                Part::ToolResult { content, .. } => content
+                    .iter()
+                    .map(|c| match c {
+                        Part::Text(t) => t.text.len(),
+                        _ => 0,
+                    })
+                    .sum(),
+                Part::Thinking { text, .. } => text.len(),
+                // Anthropic bills an image at roughly (width × height) / 750 tokens; without
+                // decoding it, count a typical 1 MP image.
+                Part::Image { .. } => 1334 * 4,
+                Part::RedactedThinking(_) => 0,
+            };
+        }
+    }
+    for t in &req.tools {
+        bytes += t.name.len() + t.description.as_ref().map_or(0, String::len);
+        bytes += t.parameters.to_string().len();
+    }
+    (bytes as u64).div_ceil(4).max(1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streams
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawEvent {
+    MessageStart {
+        message: RawStartMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: RawStartBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: RawDelta,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: RawMessageDelta,
+        #[serde(default)]
+        usage: Option<Value>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: RawError,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct RawStartMessage {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    usage: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawStartBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RawDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct RawMessageDelta {
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    stop_sequence: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawError {
+    #[serde(default, rename = "type")]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// Turns Anthropic stream events into internal ones.
+#[derive(Debug, Default)]
+pub struct EventReader;
+
+impl StreamRead for EventReader {
+    const FRAMING: Framing = Framing::Sse;
+
+    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
+        if let Event::Data(data) = event {
+            self.read_data(data, out);
+        }
+    }
+}
+
+impl EventReader {
+    /// Read one SSE `data:` payload.
+    pub fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
+        let Ok(ev) = serde_json::from_slice::<RawEvent>(data) else {
+            return;
+        };
+        match ev {
+            RawEvent::MessageStart { message } => out.push(StreamEvent::Start {
+                id: message.id,
+                model: message.model,
+                usage: message
+                    .usage
+                    .as_ref()
+                    .and_then(usage_from_value)
+                    .unwrap_or_default(),
+            }),
+            RawEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => match content_block {
+                RawStartBlock::Text { text } if !text.is_empty() => {
+                    out.push(StreamEvent::Text { index, text });
+                }
+                RawStartBlock::ToolUse { id, name } => {
+                    out.push(StreamEvent::ToolStart { index, id, name });
+                }
+                RawStartBlock::Thinking { thinking } if !thinking.is_empty() => {
+                    out.push(StreamEvent::Thinking {
+                        index,
+                        text: thinking,
+                    });
+                }
+                RawStartBlock::Text { .. }
+                | RawStartBlock::Thinking { .. }
+                | RawStartBlock::Other => {}
+            },
+            RawEvent::ContentBlockDelta { index, delta } => match delta {
+                RawDelta::TextDelta { text } => out.push(StreamEvent::Text { index, text }),
+                RawDelta::InputJsonDelta { partial_json } => {
+                    if !partial_json.is_empty() {
+                        out.push(StreamEvent::ToolArgs {
+                            index,
+                            json: partial_json,
+                        });
+                    }
+                }
+                RawDelta::ThinkingDelta { thinking } => out.push(StreamEvent::Thinking {
+                    index,
+                    text: thinking,
+                }),
+                RawDelta::SignatureDelta { signature } => {
+                    out.push(StreamEvent::Signature { index, signature });
+                }
+                RawDelta::Other => {}
+            },
+            RawEvent::ContentBlockStop { index } => out.push(StreamEvent::BlockStop { index }),
+            RawEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    out.push(StreamEvent::Stop {
+                        reason: StopReason::from_anthropic(&reason),
+                        stop_sequence: delta.stop_sequence,
+                    });
+                }
+                if let Some(u) = usage.as_ref().and_then(usage_from_value) {
+                    out.push(StreamEvent::Usage(u));
+                }
+            }
+            RawEvent::MessageStop => out.push(StreamEvent::Done),
+            RawEvent::Ping => out.push(StreamEvent::Ping),
+            RawEvent::Error { error } => out.push(StreamEvent::Error {
+                kind: error.kind,
+                message: error.message,
+            }),
+            RawEvent::Other => {}
+        }
+    }
+}
+
+/// Writes internal stream events as Anthropic's named SSE events, opening and closing content
+/// blocks around them.
+#[derive(Debug, Default)]
+pub struct EventWriter {
+    open: Option<usize>,
+    stop: Option<(StopReason, Option<String>)>,
+    usage: Usage,
+}
+
+fn event(name: &str, data: &Value, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    super::sse_data(data, out);
+}
+
+impl EventWriter {
+    fn open(&mut self, index: usize, block: Value, out: &mut Vec<u8>) {
+        if self.open == Some(index) {
+            return;
+        }
+        self.close(out);
+        self.open = Some(index);
+        event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+            out,
+        );
+    }
+
+    fn close(&mut self, out: &mut Vec<u8>) {
+        if let Some(index) = self.open.take() {
+            event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+                out,
+            );
+        }
+    }
+
+    fn delta(index: usize, delta: Value, out: &mut Vec<u8>) {
+        event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            out,
+        );
+    }
+
+    /// A delta of the thinking block `index`, opening it first when needed.
+    fn thinking(&mut self, index: usize, delta: Value, out: &mut Vec<u8>) {
+        self.open(
+            index,
+            json!({"type": "thinking", "thinking": "", "signature": ""}),
+            out,
+        );
+        Self::delta(index, delta, out);
+    }
+
+    /// Append the events for one internal event to `out`.
+    pub fn write(&mut self, ev: StreamEvent, out: &mut Vec<u8>) {
+        match ev {
+            StreamEvent::Start { id, model, usage } => {
+                self.usage = usage;
+                event(
+                    "message_start",
+                    &json!({"type": "message_start", "message": {
+                        "id": id, "type": "message", "role": "assistant", "model": model,
+                        "content": [], "stop_reason": null, "stop_sequence": null,
+                        "usage": usage_json(&usage),
+                    }}),
+                    out,
+                );
+            }
+            StreamEvent::Text { index, text } => {
+                self.open(index, json!({"type": "text", "text": ""}), out);
+                Self::delta(index, json!({"type": "text_delta", "text": text}), out);
+            }
+            StreamEvent::Thinking { index, text } => self.thinking(
+                index,
+                json!({"type": "thinking_delta", "thinking": text}),
+                out,
+            ),
+            StreamEvent::Signature { index, signature } => self.thinking(
+                index,
+                json!({"type": "signature_delta", "signature": signature}),
+                out,
+            ),
+            StreamEvent::ToolStart { index, id, name } => self.open(
+                index,
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+                out,
+            ),
+            StreamEvent::ToolArgs { index, json } => {
+                Self::delta(
+                    index,
+                    json!({"type": "input_json_delta", "partial_json": json}),
+                    out,
+                );
+            }
+            StreamEvent::BlockStop { index } => {
+                if self.open == Some(index) {
+                    self.close(out);
+                }
+            }
+            StreamEvent::Stop {
+                reason,
+                stop_sequence,
+            } => self.stop = Some((reason, stop_sequence)),
+            StreamEvent::Usage(u) => self.usage = self.usage.merge(u),
+            StreamEvent::Done => {
+                self.close(out);
+                let (reason, seq) = self.stop.take().unwrap_or((StopReason::EndTurn, None));
+                event(
+                    "message_delta",
+                    &json!({"type": "message_delta",
+                        "delta": {"stop_reason": reason.anthropic(), "stop_sequence": seq},
+                        "usage": usage_json(&self.usage)}),
+                    out,
+                );
+                event("message_stop", &json!({"type": "message_stop"}), out);
+            }
+            StreamEvent::Error { kind, message } => event(
+                "error",
+                &json!({"type": "error", "error": {"type": kind, "message": message}}),
+                out,
+            ),
+            StreamEvent::Ping => event("ping", &json!({"type": "ping"}), out),
+        }
+    }
+}
+
+/// The provider's error type and message from an Anthropic error body.
+pub fn parse_error(body: &[u8]) -> Option<(String, String)> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let e = v.get("error")?;
+    Some((
+        e["type"].as_str().unwrap_or_default().to_owned(),
+        e["message"].as_str().unwrap_or_default().to_owned(),
+    ))
+}

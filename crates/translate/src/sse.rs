@@ -1,0 +1,370 @@
+//! A server-sent-event tap: frames pass through untouched while the tap reads usage from data
+//! lines, notices the stream's proper end, and (when sluice asked for usage on the client's
+//! behalf) removes the usage-only chunk the client did not ask for.
+
+use std::sync::LazyLock;
+
+use bytes::{Bytes, BytesMut};
+use memchr::{memchr, memchr_iter, memmem, memrchr_iter};
+
+use sluice_core::usage::Usage;
+use sluice_core::usage::UsageProbe;
+
+/// Scanner state for one stream.
+#[derive(Debug, Default)]
+pub struct SseTap {
+    /// Bytes after the last complete event. Forwarding mode: a copy kept only for scanning.
+    /// Stripping mode: held back until the event completes.
+    carry: BytesMut,
+    strip_usage_chunk: bool,
+    usage: Option<Usage>,
+    finished: bool,
+}
+
+/// Whether the `\n` at `p` closes a blank line, i.e. ends an event (`\n\n` or `\n\r\n`).
+fn closes_event(buf: &[u8], p: usize) -> bool {
+    match p {
+        0 => false,
+        1 => buf[0] == b'\n',
+        _ => buf[p - 1] == b'\n' || (buf[p - 1] == b'\r' && buf[p - 2] == b'\n'),
+    }
+}
+
+/// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any. Searches back
+/// from the end, so a frame that ends on an event boundary (the usual case) costs a few bytes.
+pub fn last_event_end(buf: &[u8]) -> Option<usize> {
+    memrchr_iter(b'\n', buf)
+        .find(|&p| closes_event(buf, p))
+        .map(|p| p + 1)
+}
+
+/// Iterate `(start, end)` of each event (blank-line separated) in a region of complete events;
+/// a trailing part without its blank line comes last. Blank runs between events are skipped.
+pub fn events(buf: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = 0;
+    memchr_iter(b'\n', buf)
+        .filter(move |&p| closes_event(buf, p))
+        .map(|p| p + 1)
+        .chain(std::iter::once(buf.len()))
+        .filter_map(move |end| {
+            let event = (start, end);
+            start = end;
+            let blank = buf[event.0..event.1]
+                .iter()
+                .all(|b| matches!(b, b'\n' | b'\r'));
+            (!blank).then_some(event)
+        })
+}
+
+/// The lines of `buf` (split at `\n`; a `\r` before it stays).
+fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(buf);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr(b'\n', r) {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
+impl SseTap {
+    /// A tap; `strip_usage_chunk` removes the final usage-only chat chunk from the output.
+    pub fn new(strip_usage_chunk: bool) -> Self {
+        Self {
+            strip_usage_chunk,
+            ..Self::default()
+        }
+    }
+
+    /// Usage seen so far.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Whether the stream's own end marker (`[DONE]` or a terminal Responses event) was seen.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Feed one upstream frame; returns what to send on (may be empty).
+    pub fn feed(&mut self, frame: Bytes) -> Bytes {
+        if self.strip_usage_chunk {
+            self.feed_stripping(frame)
+        } else {
+            self.feed_forwarding(&frame);
+            frame
+        }
+    }
+
+    /// At the end of the upstream body: whatever was held back.
+    pub fn finish(&mut self) -> Bytes {
+        if self.strip_usage_chunk && !self.carry.is_empty() {
+            let rest = self.carry.split().freeze();
+            self.scan_event(&rest);
+            rest
+        } else {
+            Bytes::new()
+        }
+    }
+
+    fn feed_forwarding(&mut self, frame: &[u8]) {
+        if self.carry.is_empty() {
+            let end = last_event_end(frame).unwrap_or(0);
+            self.scan_region(&frame[..end]);
+            self.carry.extend_from_slice(&frame[end..]);
+        } else {
+            self.carry.extend_from_slice(frame);
+            if let Some(end) = last_event_end(&self.carry) {
+                let done = self.carry.split_to(end);
+                self.scan_region(&done);
+            }
+        }
+    }
+
+    fn feed_stripping(&mut self, frame: Bytes) -> Bytes {
+        let buf = if self.carry.is_empty() {
+            frame
+        } else {
+            self.carry.extend_from_slice(&frame);
+            self.carry.split().freeze()
+        };
+        let end = last_event_end(&buf).unwrap_or(0);
+        if end < buf.len() {
+            self.carry.extend_from_slice(&buf[end..]);
+        }
+        let complete = buf.slice(..end);
+        let mut dropped: Option<(usize, usize)> = None;
+        for (s, e) in events(&complete) {
+            if self.scan_event(&complete[s..e]) {
+                dropped = Some((s, e));
+            }
+        }
+        match dropped {
+            None => complete,
+            Some((s, e)) => {
+                let mut out = BytesMut::with_capacity(complete.len() - (e - s));
+                out.extend_from_slice(&complete[..s]);
+                out.extend_from_slice(&complete[e..]);
+                out.freeze()
+            }
+        }
+    }
+
+    fn scan_region(&mut self, region: &[u8]) {
+        for (s, e) in events(region) {
+            self.scan_event(&region[s..e]);
+        }
+    }
+
+    /// Scan one event; returns true when it is the usage-only chunk to strip.
+    fn scan_event(&mut self, event: &[u8]) -> bool {
+        let mut strip = false;
+        for line in lines(event) {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(name) = line.strip_prefix(b"event:") {
+                // A terminal Responses event ends the stream whether or not it carries usage
+                // (`response.failed` has `"usage": null`).
+                let name = name.strip_prefix(b" ").unwrap_or(name);
+                self.finished |= is_terminal_event(name);
+                continue;
+            }
+            let Some(data) = line.strip_prefix(b"data:") else {
+                continue;
+            };
+            let data = data.strip_prefix(b" ").unwrap_or(data);
+            if data == b"[DONE]" {
+                self.finished = true;
+                continue;
+            }
+            if !has_usage(data) {
+                continue;
+            }
+            if let Ok(probe) = serde_json::from_slice::<UsageProbe<'_>>(data) {
+                self.finished |= probe.kind.is_some_and(|k| is_terminal_event(k.as_bytes()));
+                let usage_only = probe.is_usage_only_chunk();
+                if let Some(u) = probe.usage() {
+                    self.usage = Some(self.usage.map_or(u, |seen| seen.merge(u)));
+                    strip |= self.strip_usage_chunk && usage_only;
+                }
+            }
+        }
+        strip
+    }
+}
+
+/// The Responses API and Anthropic Messages events after which nothing follows.
+fn is_terminal_event(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"response.completed" | b"response.failed" | b"response.incomplete" | b"message_stop"
+    )
+}
+
+/// Cheap pre-check: a `"usage"` key whose value is not `null`.
+fn has_usage(data: &[u8]) -> bool {
+    static USAGE_KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"usage\""));
+    let mut from = 0;
+    while let Some(p) = USAGE_KEY.find(&data[from..]) {
+        let after = &data[from + p + 7..];
+        let value = after
+            .iter()
+            .position(|b| !matches!(b, b' ' | b':' | b'\t'))
+            .map(|i| &after[i..]);
+        if !value.is_some_and(|v| v.starts_with(b"null")) {
+            return true;
+        }
+        from += p + 7;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHUNK: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
+    const USAGE: &str =
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n";
+    const DONE: &str = "data: [DONE]\n\n";
+
+    fn run(tap: &mut SseTap, frames: &[&str]) -> String {
+        let mut out = Vec::new();
+        for f in frames {
+            out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(f.as_bytes())));
+        }
+        out.extend_from_slice(&tap.finish());
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn forwards_untouched_and_reads_usage() {
+        let mut tap = SseTap::new(false);
+        let all = format!("{CHUNK}{USAGE}{DONE}");
+        let out = run(&mut tap, &[&all]);
+        assert_eq!(out, all);
+        assert_eq!(tap.usage().unwrap().completion_tokens, 4);
+        assert!(tap.finished());
+    }
+
+    #[test]
+    fn strips_only_the_usage_chunk() {
+        let mut tap = SseTap::new(true);
+        let out = run(&mut tap, &[CHUNK, &format!("{USAGE}{DONE}")]);
+        assert_eq!(out, format!("{CHUNK}{DONE}"));
+        assert_eq!(tap.usage().unwrap().prompt_tokens, 3);
+        assert!(tap.finished());
+    }
+
+    #[test]
+    fn events_split_across_frames_at_every_byte() {
+        let all = format!("{CHUNK}{USAGE}{DONE}");
+        for strip in [false, true] {
+            for cut in 1..all.len() {
+                let mut tap = SseTap::new(strip);
+                let out = run(&mut tap, &[&all[..cut], &all[cut..]]);
+                let want = if strip {
+                    format!("{CHUNK}{DONE}")
+                } else {
+                    all.clone()
+                };
+                assert_eq!(out, want, "strip={strip} cut={cut}");
+                assert_eq!(tap.usage().unwrap().completion_tokens, 4, "cut={cut}");
+                assert!(tap.finished(), "cut={cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn crlf_and_responses_events() {
+        let ev = "event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":6}}}\r\n\r\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[ev]);
+        assert!(tap.finished());
+        assert_eq!(tap.usage().unwrap().prompt_tokens, 5);
+    }
+
+    #[test]
+    fn failed_responses_event_without_usage_finishes_the_stream() {
+        let ev = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"usage\":null}}\n\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[ev]);
+        assert!(tap.finished());
+        assert!(tap.usage().is_none());
+    }
+
+    #[test]
+    fn anthropic_stream_usage_is_merged_and_message_stop_ends_it() {
+        let start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n";
+        let delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":42}}\n\n";
+        let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[start, delta]);
+        assert!(!tap.finished());
+        run(&mut tap, &[stop]);
+        assert!(tap.finished());
+        let u = tap.usage().unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+            (100, 90, 42)
+        );
+    }
+
+    #[test]
+    fn cut_stream_is_not_finished() {
+        let mut tap = SseTap::new(false);
+        run(&mut tap, &[CHUNK, CHUNK]);
+        assert!(!tap.finished());
+        assert!(tap.usage().is_none());
+    }
+
+    /// The straightforward definitions the scanners must agree with.
+    fn reference_last_event_end(buf: &[u8]) -> Option<usize> {
+        let lf = memmem::rfind(buf, b"\n\n").map(|p| p + 2);
+        let crlf = memmem::rfind(buf, b"\n\r\n").map(|p| p + 3);
+        lf.max(crlf)
+    }
+
+    fn reference_events(buf: &[u8]) -> Vec<&[u8]> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for end in 1..=buf.len() {
+            let ends_event = buf[..end].ends_with(b"\n\n") || buf[..end].ends_with(b"\n\r\n");
+            if ends_event || end == buf.len() {
+                out.push(&buf[start..end]);
+                start = end;
+            }
+        }
+        out.retain(|e| !e.iter().all(|b| matches!(b, b'\n' | b'\r')));
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scanners_agree_with_the_reference(
+            bytes in proptest::collection::vec(proptest::sample::select(b"a:\r\n".to_vec()), 0..40)
+        ) {
+            proptest::prop_assert_eq!(last_event_end(&bytes), reference_last_event_end(&bytes));
+            let got: Vec<&[u8]> = events(&bytes).map(|(s, e)| &bytes[s..e]).collect();
+            proptest::prop_assert_eq!(got, reference_events(&bytes));
+            let joined: Vec<u8> = lines(&bytes).collect::<Vec<_>>().join(&b'\n');
+            proptest::prop_assert_eq!(joined, bytes.clone());
+        }
+    }
+
+    #[test]
+    fn usage_inside_content_is_not_mistaken() {
+        let ev = "data: {\"choices\":[{\"delta\":{\"content\":\"the \\\"usage\\\": field\"}}]}\n\n";
+        let mut tap = SseTap::new(true);
+        let out = run(&mut tap, &[ev]);
+        assert_eq!(out, ev);
+        assert!(tap.usage().is_none());
+    }
+}

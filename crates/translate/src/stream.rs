@@ -1,0 +1,292 @@
+//! A translated stream: upstream frames are split into complete events (SSE, or AWS's binary
+//! event stream), each event is read into internal events by the upstream format's
+//! [`StreamRead`] and written in the client's dialect, and the result goes on as soon as it is
+//! ready. Nothing is buffered beyond one incomplete event. A binary frame that fails its
+//! checksum ends the stream with an error event; nothing after it is read.
+
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+
+use crate::anthropic::EventWriter;
+use crate::eventstream::Decoder;
+use crate::ir::StreamEvent;
+use crate::openai::ChunkWriter;
+use crate::sse::{events, last_event_end};
+use sluice_core::endpoint::Dialect;
+
+/// How an upstream frames its stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-sent events (`data:` lines).
+    Sse,
+    /// AWS's binary event stream (Bedrock), checksummed frames.
+    EventStream,
+}
+
+/// One event of an upstream stream, as its framing delivers it.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// The data of one server-sent event.
+    Data(&'a [u8]),
+    /// One event-stream message: its event or exception type, and its payload.
+    Message {
+        /// `:event-type`, or `:exception-type` for an exception.
+        kind: &'a str,
+        /// The message is an exception.
+        exception: bool,
+        /// The payload (JSON).
+        payload: &'a [u8],
+    },
+}
+
+/// Reads one upstream format's stream into internal events. The dialects implement it in this
+/// crate; providers with formats of their own (Gemini, Bedrock) in their modules.
+pub trait StreamRead: Send + 'static {
+    /// How the upstream frames the stream.
+    const FRAMING: Framing;
+    /// Read one event.
+    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>);
+    /// The upstream body ended: what formats that mark their end by closing have to add.
+    fn end(&mut self, _out: &mut Vec<StreamEvent>) {}
+}
+
+#[derive(Debug)]
+enum Writer {
+    OpenAi(ChunkWriter),
+    Anthropic(EventWriter),
+}
+
+/// Translates a stream from an upstream format to a client dialect, event by event.
+#[derive(Debug)]
+pub struct Translator<R> {
+    reader: R,
+    writer: Writer,
+    /// Event-stream framing: the frame decoder (SSE framing: `None`).
+    decoder: Option<Decoder>,
+    carry: BytesMut,
+    events: Vec<StreamEvent>,
+    /// A frame failed its checksum: the stream has ended with an error.
+    broken: bool,
+}
+
+impl<R: StreamRead> Translator<R> {
+    /// A translator from `reader`'s format to the client's dialect.
+    pub fn new(reader: R, to: Dialect) -> Self {
+        Self {
+            reader,
+            writer: match to {
+                Dialect::OpenAi => Writer::OpenAi(ChunkWriter::default()),
+                Dialect::Anthropic => Writer::Anthropic(EventWriter::default()),
+            },
+            decoder: (R::FRAMING == Framing::EventStream).then(Decoder::default),
+            carry: BytesMut::new(),
+            events: Vec::new(),
+            broken: false,
+        }
+    }
+
+    /// Whether a corrupt frame has ended the stream.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Feed upstream bytes; returns the client's bytes for every event completed by them.
+    pub fn feed(&mut self, frame: &[u8]) -> Vec<u8> {
+        if self.broken {
+            return Vec::new();
+        }
+        if let Some(decoder) = &mut self.decoder {
+            decoder.push(frame);
+            loop {
+                match decoder.next_message() {
+                    Ok(Some(m)) => {
+                        let exception = m.header(":message-type") == Some("exception");
+                        let kind = if exception {
+                            m.header(":exception-type")
+                        } else {
+                            m.header(":event-type")
+                        };
+                        self.reader.read(
+                            Event::Message {
+                                kind: kind.unwrap_or_default(),
+                                exception,
+                                payload: &m.payload,
+                            },
+                            &mut self.events,
+                        );
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.broken = true;
+                        self.events.push(StreamEvent::Error {
+                            kind: "api_error".into(),
+                            message: format!("the upstream stream is corrupt: {e}"),
+                        });
+                        break;
+                    }
+                }
+            }
+            return self.write_events();
+        }
+        self.carry.extend_from_slice(frame);
+        let Some(end) = last_event_end(&self.carry) else {
+            return Vec::new();
+        };
+        let done = self.carry.split_to(end);
+        self.translate(&done)
+    }
+
+    /// At the end of the upstream body: whatever the last (unterminated) event holds, then
+    /// the end of formats that mark it by closing the body (Gemini, Bedrock).
+    pub fn finish(&mut self) -> Vec<u8> {
+        if self.broken {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !self.carry.is_empty() {
+            let mut rest = self.carry.split();
+            rest.extend_from_slice(b"\n\n");
+            out = self.translate(&rest);
+        }
+        self.reader.end(&mut self.events);
+        out.extend(self.write_events());
+        out
+    }
+
+    fn translate(&mut self, region: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (s, e) in events(region) {
+            let Some(data) = data_of(&region[s..e]) else {
+                continue;
+            };
+            self.reader.read(Event::Data(&data), &mut self.events);
+            out.extend(self.write_events());
+        }
+        out
+    }
+
+    /// Write the pending events in the client's format.
+    fn write_events(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for ev in self.events.drain(..) {
+            match &mut self.writer {
+                Writer::OpenAi(w) => w.write(ev, &mut out),
+                Writer::Anthropic(w) => w.write(ev, &mut out),
+            }
+        }
+        out
+    }
+}
+
+/// The data of one SSE event: borrowed when it is one `data:` line (the usual case), several
+/// lines joined by newlines otherwise.
+pub fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
+    let mut data: Option<Cow<'_, [u8]>> = None;
+    for line in event.split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(d) = line.strip_prefix(b"data:") {
+            let d = d.strip_prefix(b" ").unwrap_or(d);
+            data = Some(match data {
+                None => Cow::Borrowed(d),
+                Some(prev) => {
+                    let mut joined = prev.into_owned();
+                    joined.push(b'\n');
+                    joined.extend_from_slice(d);
+                    Cow::Owned(joined)
+                }
+            });
+        }
+    }
+    data
+}
+
+/// An upstream stream body seen through a [`Translator`].
+#[derive(Debug)]
+pub struct TranslatedBody<B, R> {
+    inner: B,
+    translator: Translator<R>,
+    ended: bool,
+}
+
+impl<B, R> TranslatedBody<B, R> {
+    /// Translate `inner` with `translator`.
+    pub fn new(inner: B, translator: Translator<R>) -> Self {
+        Self {
+            inner,
+            translator,
+            ended: false,
+        }
+    }
+}
+
+impl<B, R> Body for TranslatedBody<B, R>
+where
+    B: Body<Data = Bytes> + Unpin,
+    R: StreamRead + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    let out = this.translator.feed(&data);
+                    // A corrupt frame ended the stream: stop reading the upstream.
+                    this.ended |= this.translator.broken;
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    this.ended = true;
+                    let out = this.translator.finish();
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_lines_are_borrowed_or_joined() {
+        assert!(matches!(
+            data_of(b"event: x\ndata: {\"a\":1}\n\n"),
+            Some(Cow::Borrowed(b"{\"a\":1}"))
+        ));
+        assert_eq!(
+            data_of(b"data: {\"a\":\r\ndata: 1}\r\n\r\n").as_deref(),
+            Some(&b"{\"a\":\n1}"[..])
+        );
+        assert_eq!(data_of(b": comment\n\n"), None);
+    }
+}

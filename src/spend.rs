@@ -1,0 +1,94 @@
+//! What a finished request owes, settled in one place for whole answers (the pipeline) and
+//! streams (the relay, when the stream ends): its tokens go to its deployment's usage and to
+//! every caller's tokens-per-minute window, its cost to every caller's budget and to the
+//! record. Dropping the charges then frees the deployment's and the callers' in-flight slots.
+//! Everything here is arithmetic and atomics; the spend log is written later, off the path.
+
+use std::sync::Arc;
+
+use sluice_core::limits::{nanos, wall_ms, Nanos, Permit, Remaining};
+use sluice_core::price::Price;
+use sluice_core::record::RequestRecord;
+use sluice_routing::InFlight;
+
+use crate::fleet::{Fleet, Settlement};
+
+/// Who a request's usage and cost are charged to.
+#[derive(Debug, Default)]
+pub struct Charges {
+    /// The deployment's in-flight slot (usage-based routing counts its tokens).
+    pub deployment: Option<InFlight>,
+    /// The caller's admission: key, team, user and end-user counters.
+    pub permit: Option<Permit>,
+    /// The deployment's price, when sluice knows it.
+    pub price: Option<Price>,
+    /// The fleet's share, when the permit came from the shared counters.
+    pub fleet: Option<FleetShare>,
+}
+
+/// A request admitted by the fleet: its charges go to Redis too when it ends.
+#[derive(Debug)]
+pub struct FleetShare {
+    /// The fleet.
+    pub fleet: Arc<Fleet>,
+    /// The request id (its slot in the shared in-flight sets).
+    pub request_id: Arc<str>,
+    /// The fleet-wide capacity left, for the response headers.
+    pub remaining: Remaining,
+    tokens: u64,
+    cost: Nanos,
+}
+
+impl FleetShare {
+    /// A share of a request the fleet admitted.
+    pub fn new(fleet: Arc<Fleet>, request_id: Arc<str>, remaining: Remaining) -> Self {
+        Self {
+            fleet,
+            request_id,
+            remaining,
+            tokens: 0,
+            cost: 0,
+        }
+    }
+}
+
+/// Whatever happened, a fleet-admitted request gives back its shared parallel slot and adds
+/// its tokens and cost to the shared counters when its charges are dropped.
+impl Drop for Charges {
+    fn drop(&mut self) {
+        if let (Some(share), Some(permit)) = (self.fleet.take(), &self.permit) {
+            share.fleet.settle(Settlement {
+                request_id: share.request_id,
+                subjects: permit.subjects().cloned().collect(),
+                tokens: share.tokens,
+                cost: share.cost,
+                at_ms: wall_ms(),
+            });
+        }
+    }
+}
+
+impl Charges {
+    /// Charge the record's usage (if any) and write its cost into the record. Returns the
+    /// cost.
+    pub fn settle(&mut self, record: &mut RequestRecord) -> Option<Nanos> {
+        let usage = record.usage?;
+        let tokens = usage.prompt_tokens + usage.completion_tokens;
+        if let Some(g) = &self.deployment {
+            g.add_tokens(tokens);
+        }
+        let cost = self.price.map(|p| nanos(p.cost(&usage)));
+        if let Some(p) = &mut self.permit {
+            p.add_tokens(wall_ms(), tokens);
+            if let Some(c) = cost {
+                p.charge(c);
+            }
+        }
+        if let Some(share) = &mut self.fleet {
+            share.tokens = tokens;
+            share.cost = cost.unwrap_or(0);
+        }
+        record.cost = cost;
+        cost
+    }
+}
