@@ -13,6 +13,9 @@
 #   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
 #   H2C=1 bash bench/instructions.sh                  # sluice speaks h2c to the mock
 #                                                     # (http2_prior_knowledge: true)
+#   TRANSLATED=1 bash bench/instructions.sh           # `bench` is an anthropic/ deployment on
+#                                                     # the mock: OpenAI requests are translated
+#                                                     # to Messages and the answers back
 #   CALLBACKS=1 bash bench/instructions.sh            # every logging callback and OTLP export on,
 #                                                     # pointed at a loopback receiver (the count
 #                                                     # includes the callbacks' own thread)
@@ -46,6 +49,10 @@ model_list:
     litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
 YAML
 mode="1 worker"
+if [ -n "${TRANSLATED:-}" ]; then
+  sed -i "s|model: openai/bench, api_base: \"http://$mock/v1\"|model: anthropic/bench, api_base: \"http://$mock\"|" "$work/sluice.yaml"
+  mode="$mode, translated to Anthropic's Messages"
+fi
 if [ -n "${H2C:-}" ]; then
   sed -i 's|api_key: sk-mock}|api_key: sk-mock, http2_prior_knowledge: true}|' "$work/sluice.yaml"
   mode="$mode, h2c upstream"

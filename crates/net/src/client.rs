@@ -33,6 +33,19 @@ pub enum UpstreamHttp {
     PriorKnowledge,
 }
 
+/// `first`, then every cause of `e` after it (`: `-separated): what a transport failure says,
+/// without the request (its URL may carry credentials).
+pub fn error_chain(first: String, e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = first;
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
 /// A pooled client. Cloning shares the pool.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, SegmentsBody>;
 

@@ -11,6 +11,7 @@ use http::{HeaderMap, Request, Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
+use sluice_net::client::error_chain;
 use sluice_net::{SegmentsBody, UpstreamClient};
 use sluice_translate::envelope::splice;
 
@@ -333,19 +334,12 @@ fn headers(
 
 /// A transport failure as the client sees it: the chain of causes, no request details.
 pub fn client_error(e: hyper_util::client::legacy::Error) -> ApiError {
-    use std::error::Error as _;
-    let mut msg = if e.is_connect() {
-        "connection failed".to_owned()
+    let what = if e.is_connect() {
+        "connection failed"
     } else {
-        "request failed".to_owned()
+        "request failed"
     };
-    let mut source = e.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    ApiError::UpstreamUnreachable(msg)
+    ApiError::UpstreamUnreachable(error_chain(what.to_owned(), &e))
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! The one list of providers. Each provider module (`openai_compatible`, `azure`, `anthropic`,
-//! `gemini`, `bedrock`, `vertex`, `mock`) implements [`Upstream`]; [`families!`] below turns the
-//! list into the enums the rest of sluice dispatches on, with exhaustive matches and no
-//! dynamic dispatch. Adding a provider: its module, and one line in the list. An
-//! OpenAI-compatible provider is one entry in `openai_compatible::SPECS` instead.
+//! What a provider module is: the [`Upstream`] trait every module implements, the static facts
+//! of a LiteLLM prefix ([`ProviderSpec`]), a provider by its prefix ([`Provider`]), and the
+//! `families!` macro that turns the one list of modules in `lib.rs` into the enums the rest of
+//! sluice dispatches on (exhaustive matches, no dynamic dispatch). Adding a provider: its
+//! module, and one line in that list; an OpenAI-compatible provider is one entry in
+//! `openai_compatible::SPECS` instead.
 
 use std::fmt;
 use std::future::Future;
@@ -14,6 +15,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
+use crate::Family;
 
 /// What a provider module supplies. The registry calls it through [`Family`],
 /// [`ProviderConfig`] and [`UpstreamTarget`], generated from the list below.
@@ -220,28 +222,37 @@ impl Provider {
     }
 }
 
-/// Generates, from the list of provider modules, the enums sluice dispatches on: which module
-/// ([`Family`]), a deployment's provider-specific config ([`ProviderConfig`]) and its target
-/// ([`UpstreamTarget`]), each match exhaustive.
+/// Declares each provider module listed in `lib.rs` and generates, from the list, the enums
+/// sluice dispatches on: which module ([`Family`](crate::Family)), a deployment's
+/// provider-specific config ([`ProviderConfig`](crate::ProviderConfig)) and its target
+/// ([`UpstreamTarget`](crate::UpstreamTarget)), every match exhaustive.
 macro_rules! families {
-    ($( $(#[$attr:meta])* $name:ident => $imp:path, )*) => {
+    ($( $(#[$attr:meta])* $name:ident => $module:ident :: $imp:ident, )*) => {
+        $( $(#[$attr])* pub mod $module; )*
+
         /// Which provider module serves a provider.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Family {
-            $( $(#[$attr])* #[doc = concat!("`", stringify!($imp), "`")] $name, )*
+            $( $(#[$attr])* #[doc = concat!("`", stringify!($module), "`")] $name, )*
         }
 
         /// A deployment's provider-specific configuration, validated: what only its provider
         /// reads.
         #[derive(Debug, Clone)]
         pub enum ProviderConfig {
-            $( $(#[$attr])* #[doc = concat!("`", stringify!($imp), "`")] $name(<$imp as Upstream>::Config), )*
+            $(
+                $(#[$attr])* #[doc = concat!("`", stringify!($module), "`")]
+                $name(<$module::$imp as $crate::registry::Upstream>::Config),
+            )*
         }
 
         /// A deployment's provider side, ready to call.
         #[derive(Debug)]
         pub enum UpstreamTarget {
-            $( $(#[$attr])* #[doc = concat!("`", stringify!($imp), "`")] $name(<$imp as Upstream>::Target), )*
+            $(
+                $(#[$attr])* #[doc = concat!("`", stringify!($module), "`")]
+                $name(<$module::$imp as $crate::registry::Upstream>::Target),
+            )*
         }
 
         impl Family {
@@ -249,65 +260,71 @@ macro_rules! families {
             pub const ALL: &'static [Family] = &[ $( $(#[$attr])* Family::$name, )* ];
 
             /// The prefixes it serves.
-            pub fn specs(self) -> &'static [ProviderSpec] {
-                match self { $( $(#[$attr])* Self::$name => <$imp as Upstream>::SPECS, )* }
+            pub fn specs(self) -> &'static [$crate::registry::ProviderSpec] {
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name => <$module::$imp>::SPECS, )* }
             }
 
             /// The `litellm_params` keys only it reads.
             pub fn keys(self) -> &'static [&'static str] {
-                match self { $( $(#[$attr])* Self::$name => <$imp as Upstream>::KEYS, )* }
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name => <$module::$imp>::KEYS, )* }
             }
 
             /// Whether it calls an HTTP upstream.
             pub fn http(self) -> bool {
-                match self { $( $(#[$attr])* Self::$name => <$imp as Upstream>::HTTP, )* }
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name => <$module::$imp>::HTTP, )* }
             }
 
             /// Whether its deployments cost money.
             pub fn priced(self) -> bool {
-                match self { $( $(#[$attr])* Self::$name => <$imp as Upstream>::PRICED, )* }
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name => <$module::$imp>::PRICED, )* }
             }
 
             /// Read its keys of one deployment.
-            pub(crate) fn config(self, cx: &mut Reading<'_>) -> Option<ProviderConfig> {
+            pub(crate) fn config(
+                self,
+                cx: &mut $crate::settings::Reading<'_>,
+            ) -> Option<ProviderConfig> {
+                use $crate::registry::Upstream;
                 match self {
-                    $( $(#[$attr])* Self::$name => <$imp as Upstream>::config(cx).map(ProviderConfig::$name), )*
+                    $( $(#[$attr])* Self::$name => <$module::$imp>::config(cx).map(ProviderConfig::$name), )*
                 }
             }
         }
 
         impl ProviderConfig {
             /// The base URL the config implies.
-            pub(crate) fn base(&self) -> Base {
-                match self { $( $(#[$attr])* Self::$name(c) => <$imp as Upstream>::base(c), )* }
+            pub(crate) fn base(&self) -> $crate::registry::Base {
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name(c) => <$module::$imp>::base(c), )* }
             }
 
             /// Prepare the deployment's target.
-            pub(crate) fn target(&self, d: &Prepared<'_>) -> Result<UpstreamTarget, TargetError> {
+            pub(crate) fn target(
+                &self,
+                d: &$crate::target::Prepared<'_>,
+            ) -> Result<UpstreamTarget, $crate::target::TargetError> {
+                use $crate::registry::Upstream;
                 match self {
-                    $( $(#[$attr])* Self::$name(c) => <$imp as Upstream>::target(d, c).map(UpstreamTarget::$name), )*
+                    $( $(#[$attr])* Self::$name(c) => <$module::$imp>::target(d, c).map(UpstreamTarget::$name), )*
                 }
             }
         }
 
         impl UpstreamTarget {
             /// Make one call.
-            pub(crate) async fn send(&self, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
-                match self { $( $(#[$attr])* Self::$name(t) => <$imp as Upstream>::send(t, call).await, )* }
+            pub(crate) async fn send(
+                &self,
+                call: &$crate::call::Call<'_>,
+            ) -> Result<::http::Response<$crate::body::UpstreamBody>, ::sluice_core::error::ApiError> {
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name(t) => <$module::$imp>::send(t, call).await, )* }
             }
         }
     };
-}
-
-families! {
-    OpenAiCompatible => crate::openai_compatible::OpenAiCompatible,
-    Azure => crate::azure::Azure,
-    Anthropic => crate::anthropic::Anthropic,
-    Gemini => crate::gemini::Gemini,
-    Bedrock => crate::bedrock::Bedrock,
-    Vertex => crate::vertex::Vertex,
-    #[cfg(feature = "mock")]
-    Mock => crate::mock::Mock,
 }
 
 /// Every `litellm_params` key some provider reads beyond the common ones.

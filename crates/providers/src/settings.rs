@@ -8,7 +8,8 @@ use sluice_core::settings::{Env, Params, Problems};
 use sluice_core::Secret;
 use sluice_net::UpstreamHttp;
 
-use crate::registry::{Family, Provider, ProviderConfig};
+use crate::registry::Provider;
+use crate::ProviderConfig;
 
 /// One upstream key of a deployment and its share of the deployment's requests.
 #[derive(Debug, Clone)]
@@ -247,7 +248,7 @@ fn which(lp: &str, given: &Given, p: &mut Problems) -> Option<(Provider, String)
 /// does sluice (with a warning).
 #[cfg(feature = "mock")]
 fn instead_of(provider: Provider, params: &Params, p: &mut Problems) -> Option<Provider> {
-    if provider.family() == Family::Mock || !params.has("mock_response") {
+    if provider.family() == crate::Family::Mock || !params.has("mock_response") {
         return None;
     }
     p.warn(

@@ -13,8 +13,9 @@ use sluice_net::ClientRegistry;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
-use crate::registry::{Provider, UpstreamTarget};
+use crate::registry::Provider;
 use crate::settings::UpstreamConfig;
+use crate::UpstreamTarget;
 
 /// Upstream call timeout when neither the deployment nor the router sets one (LiteLLM's 600 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);

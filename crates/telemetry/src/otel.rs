@@ -12,8 +12,8 @@ use bytes::{BufMut, BytesMut};
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
+use super::callbacks::deliver::{ok_status, send, DeliverError, Http};
 use super::callbacks::payload::{AttemptRecord, CallbackRecord};
-use super::callbacks::target::{ok_status, send, DeliverError, Http};
 use super::trace_context::unhex;
 
 /// gRPC method path of the OTLP trace service.

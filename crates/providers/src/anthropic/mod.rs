@@ -14,7 +14,8 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::http::{uri, HttpTarget, KeyHeader};
-use crate::registry::{Family, ProviderSpec, Upstream};
+use crate::registry::{ProviderSpec, Upstream};
+use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 

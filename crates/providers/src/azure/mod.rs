@@ -9,7 +9,8 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
 use crate::openai_compatible::{self, organization};
-use crate::registry::{Family, ProviderSpec, Upstream};
+use crate::registry::{ProviderSpec, Upstream};
+use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 

@@ -20,7 +20,8 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
-use crate::registry::{Family, ProviderSpec, Upstream};
+use crate::registry::{ProviderSpec, Upstream};
+use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 

@@ -16,7 +16,8 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::gemini::GenerateContent;
-use crate::registry::{Family, ProviderSpec, Upstream};
+use crate::registry::{ProviderSpec, Upstream};
+use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 

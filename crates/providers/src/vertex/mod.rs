@@ -21,7 +21,8 @@ use crate::call::Call;
 use crate::exchange;
 use crate::gemini::GenerateContent;
 use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
-use crate::registry::{Base, Family, ProviderSpec, Upstream};
+use crate::registry::{Base, ProviderSpec, Upstream};
+use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 

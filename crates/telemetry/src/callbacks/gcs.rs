@@ -12,8 +12,8 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
+use super::deliver::{json_array, ok_status, parse_uri, send, DeliverError, Http};
 use super::payload::{batch_object_name, CallbackRecord};
-use super::target::{json_array, ok_status, parse_uri, send, DeliverError, Http};
 use sluice_core::Secret;
 use sluice_net::google_auth::TokenSource;
 use sluice_net::sigv4::uri_encode;

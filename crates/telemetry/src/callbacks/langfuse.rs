@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use serde_json::value::RawValue;
 
+use super::deliver::{json_body, parse_uri, post_json, DeliverError, Http};
 use super::payload::CallbackRecord;
-use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
 use sluice_core::Secret;
 
 /// A Langfuse sink.

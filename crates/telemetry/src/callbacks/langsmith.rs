@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use serde_json::value::RawValue;
 
+use super::deliver::{json_body, parse_uri, post_json, DeliverError, Http};
 use super::payload::{CallbackRecord, UsageRecord};
-use super::target::{json_body, parse_uri, post_json, DeliverError, Http};
 use sluice_core::Secret;
 
 static X_API_KEY: HeaderName = HeaderName::from_static("x-api-key");

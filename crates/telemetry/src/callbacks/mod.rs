@@ -8,6 +8,7 @@
 //! finish their queues and end.
 
 pub mod batcher;
+pub mod deliver;
 mod disk_spill;
 mod gcs;
 mod langfuse;
@@ -27,10 +28,11 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use self::batcher::{with_spill, Batcher, MemorySpill, SharedSpill, Spill};
+use self::deliver::Http;
 pub use self::disk_spill::DiskSpill;
 use self::payload::CallbackRecord;
 use self::stats::{SinkStats, SinkStatus};
-use self::target::{Http, Target};
+use self::target::Target;
 use super::metrics::Metrics;
 use sluice_config::{CallbackSettings, SinkSettings};
 use sluice_core::poll::Poller;

@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
+use super::deliver::{json_array, ok_status, parse_uri, send, DeliverError, Http};
 use super::payload::{batch_object_name, CallbackRecord};
-use super::target::{json_array, ok_status, parse_uri, send, DeliverError, Http};
 use sluice_config::SinkKind;
 use sluice_net::sigv4::{uri_encode, Credentials, Signer};
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use http::{HeaderMap, Uri};
 
+use super::deliver::{json_array, ndjson_body, post_json, DeliverError, Http};
 use super::payload::CallbackRecord;
-use super::target::{json_array, ndjson_body, post_json, DeliverError, Http};
 
 /// A webhook sink.
 #[derive(Debug)]

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# A/B of two sluice builds in one run: one mock, the old and the new gateway started side by
+# side with the same config, measured level by level in the same `sluice bench` run, so both
+# see the same moment of the machine. For the before/after figures a request-path change
+# needs in its commit message.
+#
+#   BEFORE=/path/to/old/sluice AFTER=target/release/sluice bash bench/ab.sh
+#   REQUESTS=10000 CONCURRENCY=1,8,64 WORKLOADS=chat,chat-stream,embeddings bash bench/ab.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BEFORE=${BEFORE:?set BEFORE to the old sluice binary}
+AFTER=${AFTER:-target/release/sluice}
+REQUESTS=${REQUESTS:-5000}
+CONCURRENCY=${CONCURRENCY:-1,8,64}
+WORKLOADS=${WORKLOADS:-chat,chat-stream,embeddings}
+WORKERS=${WORKERS:-1}
+OUT=${OUT:-bench-results/ab}
+[ -x "$AFTER" ] || cargo build --release --locked --bin sluice >&2
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+wait_file() { for _ in $(seq 1 300); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timed out waiting for $1" >&2; exit 1; }
+
+"$AFTER" mock --port 0 --ready-file "$work/mock.addr" --workers "$WORKERS" >"$work/mock.log" 2>&1 &
+pids+=($!)
+wait_file "$work/mock.addr"
+mock=$(cat "$work/mock.addr")
+cat >"$work/config.yaml" <<YAML
+model_list:
+  - model_name: bench
+    litellm_params: {model: openai/bench, api_base: "http://$mock/v1", api_key: sk-mock}
+  - model_name: bench-embed
+    litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
+YAML
+
+for side in before after; do
+  bin=$BEFORE
+  [ "$side" = after ] && bin=$AFTER
+  SLUICE_LOG=warn "$bin" serve --config "$work/config.yaml" --port 0 --workers "$WORKERS" \
+    --ready-file "$work/$side.addr" --data-dir "$work/$side-data" >"$work/$side.log" 2>&1 &
+  pids+=($!)
+  echo "$!" >"$work/$side.pid"
+  wait_file "$work/$side.addr"
+done
+
+"$AFTER" bench --no-sluice --mock-url "http://$mock" \
+  --target before="http://$(cat "$work/before.addr")" --target after="http://$(cat "$work/after.addr")" \
+  --target-pid before="$(cat "$work/before.pid")" --target-pid after="$(cat "$work/after.pid")" \
+  --workloads "$WORKLOADS" --sizes 1k --concurrency "$CONCURRENCY" \
+  --requests "$REQUESTS" --warmup 500 --hold-streams 0 --out "$OUT"
