@@ -489,35 +489,15 @@ pub fn openai_chunks(
     (text, calls, finish, usage)
 }
 
-/// A PostgreSQL server URL from the test services (scripts/services.sh), or `None` after saying
-/// why; under `CI=true` a missing server fails the test instead.
+/// A server URL from the test services (scripts/services.sh), or `None` after saying why;
+/// under `CI=true` a missing server fails the test instead.
 pub fn postgres_server(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{var} is not set under CI=true: run the tests through scripts/test.sh"
-            );
-            eprintln!("skipped: {var} is not set (scripts/test.sh starts PostgreSQL)");
-            None
-        }
-    }
+    sluice_store::testing::required_var(var, "this test")
 }
 
-/// A fresh database on the server at `server`; its URL.
+/// A fresh database on the test server at `server`; its URL.
 pub async fn postgres_database(server: &str) -> String {
-    use sqlx::{Connection, Executor};
-    let name = format!("sluice_e2e_{}", uuid::Uuid::new_v4().simple());
-    sqlx::any::install_default_drivers();
-    let mut admin = sqlx::AnyConnection::connect(server).await.unwrap();
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
-    let (base, _) = server.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
+    sluice_store::testing::postgres_database(server).await
 }
 
 /// The test Redis (`SLUICE_TEST_REDIS_URL`), or `None` after saying why (a failure under CI).

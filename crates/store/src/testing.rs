@@ -73,7 +73,7 @@ pub const RESTART_ENV: [&str; 2] = [
 
 /// A test variable's value, or `None` (with the reason printed) when tests may skip it; under
 /// `CI=true` a missing server fails the test instead of passing silently.
-fn required_var(name: &str, what: &str) -> Option<String> {
+pub fn required_var(name: &str, what: &str) -> Option<String> {
     match std::env::var(name) {
         Ok(v) if !v.is_empty() => Some(v),
         _ if std::env::var("CI").is_ok_and(|v| v == "true") => {

@@ -10,7 +10,7 @@ use super::ir::{
     Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, tool_input, Params, TranslateError};
-use crate::stream::{Event, Framing, StreamRead};
+use crate::stream::SseRead;
 use sluice_core::usage::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
@@ -673,19 +673,9 @@ struct RawError {
 #[derive(Debug, Default)]
 pub struct EventReader;
 
-impl StreamRead for EventReader {
-    const FRAMING: Framing = Framing::Sse;
-
-    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
-        if let Event::Data(data) = event {
-            self.read_data(data, out);
-        }
-    }
-}
-
-impl EventReader {
+impl SseRead for EventReader {
     /// Read one SSE `data:` payload.
-    pub fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
+    fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
         let Ok(ev) = serde_json::from_slice::<RawEvent>(data) else {
             return;
         };

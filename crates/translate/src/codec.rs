@@ -52,15 +52,31 @@ impl Codec for OpenAiChat {
     }
 }
 
-/// Anthropic's Messages API, as an upstream format.
+/// Anthropic's Messages API, as an upstream format. On Vertex AI (`rawPredict`) the request has
+/// no `model` (the URL names it) and carries Vertex's `anthropic_version`; answers, streams and
+/// errors are the same.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AnthropicMessages;
+pub struct AnthropicMessages {
+    /// Write requests for Vertex AI.
+    pub vertex: bool,
+}
+
+impl AnthropicMessages {
+    /// Anthropic's own API.
+    pub const DIRECT: Self = Self { vertex: false };
+    /// Claude models on Vertex AI.
+    pub const VERTEX: Self = Self { vertex: true };
+}
 
 impl Codec for AnthropicMessages {
     type Reader = anthropic::EventReader;
 
     fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
-        anthropic::write_request(req, params)
+        if self.vertex {
+            anthropic::write_vertex_request(req, params)
+        } else {
+            anthropic::write_request(req, params)
+        }
     }
 
     fn parse_response(&self, body: &[u8]) -> Result<ChatResponse, TranslateError> {

@@ -94,7 +94,7 @@ mod tests {
         let body =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         let (s, b) = translate(
-            &AnthropicMessages,
+            &AnthropicMessages::DIRECT,
             Dialect::OpenAi,
             StatusCode::from_u16(529).unwrap(),
             body,
@@ -109,7 +109,7 @@ mod tests {
     fn context_too_long_gets_openai_code() {
         let body = br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208000 tokens > 200000 maximum"}}"#;
         let (s, b) = translate(
-            &AnthropicMessages,
+            &AnthropicMessages::DIRECT,
             Dialect::OpenAi,
             StatusCode::BAD_REQUEST,
             body,
@@ -122,7 +122,7 @@ mod tests {
     fn rate_limits_and_auth_both_ways() {
         let body = br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
         let (s, b) = translate(
-            &AnthropicMessages,
+            &AnthropicMessages::DIRECT,
             Dialect::OpenAi,
             StatusCode::TOO_MANY_REQUESTS,
             body,

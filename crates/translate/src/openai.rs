@@ -9,7 +9,7 @@ use super::ir::{
     StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::{check_param, now, to_json, Params, TranslateError};
-use crate::stream::{Event, Framing, StreamRead};
+use crate::stream::SseRead;
 use sluice_core::usage::Usage;
 
 // ---------------------------------------------------------------------------------------------
@@ -733,19 +733,9 @@ struct RawFunctionDelta {
     arguments: Option<String>,
 }
 
-impl StreamRead for ChunkReader {
-    const FRAMING: Framing = Framing::Sse;
-
-    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
-        if let Event::Data(data) = event {
-            self.read_data(data, out);
-        }
-    }
-}
-
-impl ChunkReader {
+impl SseRead for ChunkReader {
     /// Read one SSE `data:` payload.
-    pub fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
+    fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
         if data == b"[DONE]" {
             self.close(out);
             out.push(StreamEvent::Done);
@@ -785,7 +775,9 @@ impl ChunkReader {
             out.push(StreamEvent::Usage(usage_of(u)));
         }
     }
+}
 
+impl ChunkReader {
     fn close(&mut self, out: &mut Vec<StreamEvent>) {
         if let Some((index, _)) = self.open.take() {
             out.push(StreamEvent::BlockStop { index });

@@ -54,6 +54,29 @@ pub trait StreamRead: Send + 'static {
     fn end(&mut self, _out: &mut Vec<StreamEvent>) {}
 }
 
+/// A format whose stream is server-sent events: it reads each event's data. Every such reader is
+/// a [`StreamRead`] with SSE framing.
+pub trait SseRead: Send + 'static {
+    /// Read the data of one event.
+    fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>);
+    /// The upstream body ended.
+    fn end(&mut self, _out: &mut Vec<StreamEvent>) {}
+}
+
+impl<T: SseRead> StreamRead for T {
+    const FRAMING: Framing = Framing::Sse;
+
+    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
+        if let Event::Data(data) = event {
+            self.read_data(data, out);
+        }
+    }
+
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
+        SseRead::end(self, out);
+    }
+}
+
 #[derive(Debug)]
 enum Writer {
     OpenAi(ChunkWriter),

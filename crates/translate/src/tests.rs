@@ -269,7 +269,7 @@ fn translate_stream(from: Dialect, to: Dialect, input: &str, cut: usize) -> Stri
             &mut out,
         ),
         Dialect::Anthropic => run(
-            Translator::new(AnthropicMessages.reader("", ""), to),
+            Translator::new(AnthropicMessages::DIRECT.reader("", ""), to),
             input,
             cut,
             &mut out,

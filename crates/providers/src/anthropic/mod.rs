@@ -85,7 +85,7 @@ impl Upstream for Anthropic {
             Endpoint::ChatCompletions => {
                 exchange::chat(
                     http.provider,
-                    &AnthropicMessages,
+                    &AnthropicMessages::DIRECT,
                     call,
                     http.model(call)?,
                     http.drop_params,

@@ -16,7 +16,7 @@ use sluice_translate::ir::{
     ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, Thinking,
     ToolCall, ToolChoice,
 };
-use sluice_translate::stream::{Event, Framing, StreamRead};
+use sluice_translate::stream::SseRead;
 use sluice_translate::{
     check_param, name_for_call, now, to_json, tool_input, tool_names, Codec, Params, TranslateError,
 };
@@ -427,23 +427,9 @@ pub struct ChunkReader {
     failed: bool,
 }
 
-impl StreamRead for ChunkReader {
-    const FRAMING: Framing = Framing::Sse;
-
-    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
-        if let Event::Data(data) = event {
-            self.read_data(data, out);
-        }
-    }
-
-    fn end(&mut self, out: &mut Vec<StreamEvent>) {
-        self.finish(out);
-    }
-}
-
-impl ChunkReader {
+impl SseRead for ChunkReader {
     /// Read one SSE `data:` payload.
-    pub fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
+    fn read_data(&mut self, data: &[u8], out: &mut Vec<StreamEvent>) {
         let Ok(chunk) = serde_json::from_slice::<RawResponse>(data) else {
             return;
         };
@@ -495,7 +481,7 @@ impl ChunkReader {
     }
 
     /// At the end of the body: the stream's end, or an error when Gemini never finished.
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
         if self.failed {
             return;
         }
@@ -509,7 +495,9 @@ impl ChunkReader {
             });
         }
     }
+}
 
+impl ChunkReader {
     fn close(&mut self, out: &mut Vec<StreamEvent>) {
         if let Some((index, _)) = self.open.take() {
             out.push(StreamEvent::BlockStop { index });

@@ -1,11 +1,11 @@
 //! Vertex AI: Gemini models (Google's `generateContent`, `crate::gemini`'s codec) and Claude
-//! models (Anthropic's Messages with Vertex's `anthropic_version` and no `model` in the body),
+//! models (Anthropic's Messages with Vertex's `anthropic_version` and no `model` in the body:
+//! `AnthropicMessages::VERTEX`),
 //! below a project and location, with OAuth tokens from a service account
 //! (`sluice_net::google_auth`), cached and refreshed off the request path.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::Response;
 use sluice_core::endpoint::Endpoint;
@@ -13,8 +13,8 @@ use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::google_auth::{read_key_file, TokenSource};
 use sluice_net::sigv4::uri_encode;
-use sluice_translate::ir::{ChatRequest, ChatResponse};
-use sluice_translate::{anthropic, Codec, Params, TranslateError};
+use sluice_translate::codec::AnthropicMessages;
+use sluice_translate::Codec;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
@@ -153,45 +153,13 @@ impl Upstream for Vertex {
 
     async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
         let http = &t.http;
-        let post = |urls: &ModelUrls, op: Op, model: &str, body: Bytes| {
-            let uri = urls.get(op, http.wildcard_model(model));
-            async move {
-                let uri = uri?;
-                let mut headers = http.headers.next().clone();
-                if let Some(tokens) = &t.tokens {
-                    let h = tokens
-                        .header()
-                        .await
-                        .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
-                    headers.insert(AUTHORIZATION, h);
-                }
-                call.trace_headers(&mut headers);
-                http.post(uri, headers, body).await
-            }
-        };
         match call.endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => {
                 let model = http.model(call)?;
                 if is_claude(&model) {
-                    exchange::chat(
-                        http.provider,
-                        &VertexMessages,
-                        call,
-                        model,
-                        http.drop_params,
-                        |stream, model, body| post(&t.anthropic, Op::chat(stream), model, body),
-                    )
-                    .await
+                    chat(t, call, &AnthropicMessages::VERTEX, &t.anthropic, model).await
                 } else {
-                    exchange::chat(
-                        http.provider,
-                        &GenerateContent,
-                        call,
-                        model,
-                        http.drop_params,
-                        |stream, model, body| post(&t.google, Op::chat(stream), model, body),
-                    )
-                    .await
+                    chat(t, call, &GenerateContent, &t.google, model).await
                 }
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
@@ -201,6 +169,34 @@ impl Upstream for Vertex {
             }
         }
     }
+}
+
+/// A chat call in `codec`'s format to the model's URL in `urls`, with the deployment's token.
+async fn chat<C: Codec>(
+    t: &Target,
+    call: &Call<'_>,
+    codec: &C,
+    urls: &ModelUrls,
+    model: String,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    exchange::chat(http.provider, codec, call, model, http.drop_params, |stream, model, body| {
+        let uri = urls.get(Op::chat(stream), http.wildcard_model(model));
+        async move {
+            let uri = uri?;
+            let mut headers = http.headers.next().clone();
+            if let Some(tokens) = &t.tokens {
+                let h = tokens
+                    .header()
+                    .await
+                    .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
+                headers.insert(AUTHORIZATION, h);
+            }
+            call.trace_headers(&mut headers);
+            http.post(uri, headers, body).await
+        }
+    })
+    .await
 }
 
 /// A Claude model id (`claude-sonnet-4@20250514`), served on Vertex AI by Anthropic.
@@ -218,29 +214,4 @@ fn claude_url(base: &str, model: &str, op: Op) -> String {
     // Vertex writes the version after `@` literally (`claude-sonnet-4@20250514`).
     let id = uri_encode(model, false).replace("%40", "@");
     format!("{base}/models/{id}{method}")
-}
-
-/// Anthropic's Messages on Vertex AI (`rawPredict`): no `model` in the body, Vertex's
-/// `anthropic_version`; answers, streams and errors are Anthropic's.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct VertexMessages;
-
-impl Codec for VertexMessages {
-    type Reader = anthropic::EventReader;
-
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
-        anthropic::write_vertex_request(req, params)
-    }
-
-    fn parse_response(&self, body: &[u8]) -> Result<ChatResponse, TranslateError> {
-        anthropic::parse_response(body)
-    }
-
-    fn reader(&self, _id: &str, _model: &str) -> Self::Reader {
-        anthropic::EventReader
-    }
-
-    fn parse_error(&self, body: &[u8]) -> Option<(String, String)> {
-        anthropic::parse_error(body)
-    }
 }
