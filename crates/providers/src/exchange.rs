@@ -70,11 +70,8 @@ async fn answer<C: Codec>(
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         return Ok(Response::from_parts(parts, UpstreamBody::whole(out)));
     }
-    // Bedrock's answers carry no id: its request id stands in.
-    let id = parts
-        .headers
-        .get("x-amzn-requestid")
-        .and_then(|v| v.to_str().ok())
+    let id = codec
+        .answer_id(&parts.headers)
         .map_or_else(|| fresh_id(client), |r| format!("{}{r}", id_prefix(client)));
     if req.stream {
         parts

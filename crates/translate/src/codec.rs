@@ -26,6 +26,12 @@ pub trait Codec: Sync {
 
     /// An error answer's type and message, when it has this format's error shape.
     fn parse_error(&self, body: &[u8]) -> Option<(String, String)>;
+
+    /// The answer's id from its response headers, for formats whose answers carry none in the
+    /// body (Bedrock's request id); other answers get a fresh one.
+    fn answer_id<'h>(&self, _headers: &'h http::HeaderMap) -> Option<&'h str> {
+        None
+    }
 }
 
 /// OpenAI's Chat Completions, as an upstream format.

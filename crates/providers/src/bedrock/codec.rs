@@ -40,6 +40,13 @@ impl Codec for Converse {
     fn parse_error(&self, body: &[u8]) -> Option<(String, String)> {
         parse_error(body)
     }
+
+    /// Converse answers carry no id: AWS's request id stands in.
+    fn answer_id<'h>(&self, headers: &'h http::HeaderMap) -> Option<&'h str> {
+        headers
+            .get("x-amzn-requestid")
+            .and_then(|v| v.to_str().ok())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
