@@ -462,6 +462,7 @@ async fn spend_logs_are_filtered_like_litellm() {
                 cached_tokens: 30,
                 cache_creation_tokens: 5,
                 reasoning_tokens: 2,
+                ..Usage::default()
             };
             l.spend = 0.5;
             logs.push(l);

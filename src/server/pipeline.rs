@@ -21,18 +21,19 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, Limited};
 
-use sluice_core::endpoint::{Dialect, Endpoint};
+use sluice_core::endpoint::{BodyFormat, Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::limits::{self, Exceeded, Permit};
 use sluice_core::record::{Content, Outcome, RequestRecord};
 use sluice_core::trace_context::TraceContext;
-use sluice_core::usage::usage_from_body;
+use sluice_core::usage::{usage_of, Usage};
 use sluice_providers::{Call, DeploymentTarget, UpstreamBody};
 use sluice_routing::{
     self as routing, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
 };
 use sluice_telemetry::Recorder;
 use sluice_translate::envelope::Envelope;
+use sluice_translate::{multipart, units};
 
 use super::body::ResponseBody;
 use super::relay::StreamRelay;
@@ -44,6 +45,10 @@ use crate::spend::{Charges, FleetShare};
 
 /// Largest upstream answer sluice buffers (non-stream answers and error bodies).
 const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
+
+/// Smallest body limit for file uploads (multipart endpoints): OpenAI takes audio files up
+/// to 25 MB and several images to edit, whatever the limit for JSON bodies is.
+const MIN_UPLOAD_LIMIT: usize = 64 * 1024 * 1024;
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 static X_MODEL_ID: HeaderName = HeaderName::from_static("x-sluice-model-id");
@@ -179,13 +184,35 @@ where
         .await?;
     // 4. Read the body, within the size limit.
     let (parts, body) = req.into_parts();
-    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let format = endpoint.body_format();
+    let limit = match format {
+        BodyFormat::Json => snap.max_body,
+        BodyFormat::Multipart => snap.max_body.max(MIN_UPLOAD_LIMIT),
+    };
+    let body = read_body(body, &parts.headers, limit).await?;
     // 5. Read the envelope, not the body.
-    let envelope = Envelope::parse(&body)?;
+    let (envelope, boundary) = match format {
+        BodyFormat::Json => (Envelope::parse(&body)?, None),
+        BodyFormat::Multipart => {
+            let boundary = parts
+                .headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(multipart::boundary)
+                .ok_or(ApiError::InvalidParam {
+                    param: "content-type",
+                    message: "expected multipart/form-data with a boundary".into(),
+                })?;
+            (Envelope::parse_multipart(&body, boundary)?, Some(boundary))
+        }
+    };
     if envelope.stream && !endpoint.can_stream() {
         return Err(ApiError::StreamNotSupported);
     }
-    record.stream = envelope.stream;
+    // Speech is audio relayed as it arrives, whatever the request says.
+    let stream = envelope.stream || endpoint.answers_binary();
+    let requested_units = units::request_units(endpoint, &body, boundary);
+    record.stream = stream;
     if state.recorder().callbacks().content() {
         record.content = Some(Box::new(Content {
             request: body.clone(),
@@ -237,7 +264,7 @@ where
             force_usage,
             trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
         };
-        attempt(&a.member.target, call, envelope.routing.timeout)
+        attempt(&a.member.target, call, stream, envelope.routing.timeout)
     })
     .await;
     let arrived = Instant::now();
@@ -280,7 +307,7 @@ where
             charges.price = Some(member.target.price);
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
-                    record.usage = usage_from_body(&bytes);
+                    record.usage = usage_of(endpoint, &bytes, requested_units);
                     if let Some(c) = record.content.as_mut() {
                         c.response = Some(bytes.clone());
                     }
@@ -300,6 +327,13 @@ where
                     record.ttfb = Some(arrived - record.start);
                     record.status = parts.status.as_u16();
                     record.overhead = before_send + arrived.elapsed();
+                    if endpoint.answers_binary() {
+                        record.usage = Some(Usage::requested(requested_units));
+                    }
+                    let events = parts
+                        .headers
+                        .get(CONTENT_TYPE)
+                        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
                     let relay = StreamRelay::new(
                         first,
                         rest,
@@ -310,7 +344,8 @@ where
                     )
                     .idle_timeout(member.target.timeouts.idle)
                     .charges(std::mem::take(&mut charges))
-                    .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish);
+                    .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish)
+                    .events(events || !endpoint.answers_binary());
                     let mut resp = stream_response(parts, relay);
                     resp.headers_mut().extend(spend);
                     resp
@@ -537,9 +572,9 @@ impl From<RouteError> for Failed {
 async fn attempt(
     target: &DeploymentTarget,
     call: Call<'_>,
+    stream: bool,
     timeout: Option<Duration>,
 ) -> Result<Answer, Failure<Failed>> {
-    let stream = call.envelope.stream;
     let t = &target.timeouts;
     let limit = timeout.unwrap_or(if stream { t.first_chunk } else { t.total });
     let answer = tokio::time::timeout(limit, async {
@@ -600,7 +635,9 @@ fn failure_kind(e: &ApiError) -> FailureKind {
         ApiError::UpstreamUnreachable(_) => FailureKind::Connection,
         ApiError::UpstreamInvalid(_) => FailureKind::Server,
         // Another deployment of the group (or a fallback) may be one sluice can call.
-        ApiError::ProviderNotSupported { .. } => FailureKind::NotFound,
+        ApiError::ProviderNotSupported { .. } | ApiError::EndpointNotSupported { .. } => {
+            FailureKind::NotFound
+        }
         _ => FailureKind::BadRequest,
     }
 }

@@ -24,6 +24,7 @@ use tokio::time::{Instant, Sleep};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::{anthropic_error_body, error_body};
 use sluice_core::record::{Outcome, RequestRecord};
+use sluice_core::usage::Usage;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 use sluice_translate::sse::SseTap;
@@ -154,6 +155,15 @@ impl StreamRelay {
         self
     }
 
+    /// Whether the upstream body is an event stream. Audio bytes (speech) are relayed
+    /// untouched, and the upstream's clean end is the stream's end.
+    pub fn events(mut self, events: bool) -> Self {
+        if !events {
+            self.tap = SseTap::raw();
+        }
+        self
+    }
+
     /// When the client goes away, read the upstream to its end in the background so that the
     /// full usage is recorded (`on_client_disconnect: finish`).
     pub fn finish_on_disconnect(mut self, finish: bool) -> Self {
@@ -207,7 +217,18 @@ impl StreamRelay {
                 out.extend_from_slice(b"\n\n");
                 Bytes::from(out)
             }
-            Endpoint::ChatCompletions | Endpoint::Completions | Endpoint::Embeddings => {
+            // Audio bytes have no place for an event: the aborted body tells the client.
+            Endpoint::AudioSpeech => Bytes::new(),
+            Endpoint::ChatCompletions
+            | Endpoint::Completions
+            | Endpoint::Embeddings
+            | Endpoint::ImageGenerations
+            | Endpoint::ImageEdits
+            | Endpoint::ImageVariations
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::Moderations
+            | Endpoint::Rerank => {
                 let body = error_body(&message, "upstream_error", None, "stream_interrupted");
                 let mut out = Vec::with_capacity(body.len() + 8);
                 out.extend_from_slice(b"data: ");
@@ -333,7 +354,7 @@ impl Drop for StreamRelay {
                 }
             }
         }
-        record.usage = self.tap.usage();
+        record.usage = merged(record.usage, self.tap.usage());
         charges.settle(&mut record);
         self.recorder.record(record);
     }
@@ -355,9 +376,17 @@ async fn drain(
             tap.feed(data);
         }
     }
-    record.usage = tap.usage();
+    record.usage = merged(record.usage, tap.usage());
     charges.settle(&mut record);
     recorder.record(record);
+}
+
+/// The usage the request stated (speech's characters) with what the stream reported.
+fn merged(stated: Option<Usage>, streamed: Option<Usage>) -> Option<Usage> {
+    match (stated, streamed) {
+        (Some(a), Some(b)) => Some(a.merge(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 #[cfg(test)]

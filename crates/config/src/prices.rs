@@ -1,4 +1,4 @@
-//! Prices per token, in LiteLLM's `model_prices_and_context_window.json` format: an embedded
+//! Prices per token and per unit (image, pixel, audio second, character, rerank query), in LiteLLM's `model_prices_and_context_window.json` format: an embedded
 //! table of the common models (a curated subset of LiteLLM's file), optionally overlaid by a
 //! whole file of that format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://`
 //! URL; sluice never fetches prices over the network at startup).
@@ -268,7 +268,8 @@ mod tests {
                 output: 2.0,
                 cache_read: 1.0,
                 cache_write: 1.0,
-                reasoning: 2.0
+                reasoning: 2.0,
+                ..Price::default()
             }
         );
         assert_eq!(r[5], (Price::default(), PriceSource::Unknown));
@@ -339,7 +340,9 @@ mod tests {
         let t = PriceTable::from_location(Some(&location)).unwrap();
         assert_eq!(t.get("gpt-4o").unwrap().input, 9e-6);
         assert_eq!(t.get("house-model").unwrap().cache_read, 1e-7);
-        assert_eq!(t.get("dall-e-3"), None);
+        // Per-unit entries are priced too; the file's entry replaces the embedded one.
+        assert_eq!(t.get("dall-e-3").unwrap().per_image, 0.04);
+        assert_eq!(t.get("dall-e-3").unwrap().per_pixel, 0.0);
         assert!(
             t.get("claude-sonnet-4-5").is_some(),
             "embedded entries stay"

@@ -17,6 +17,32 @@ pub enum Endpoint {
     Messages,
     /// `POST /v1/messages/count_tokens` (Anthropic's token counter)
     CountTokens,
+    /// `POST /v1/images/generations`
+    ImageGenerations,
+    /// `POST /v1/images/edits` (multipart)
+    ImageEdits,
+    /// `POST /v1/images/variations` (multipart)
+    ImageVariations,
+    /// `POST /v1/audio/transcriptions` (multipart)
+    AudioTranscriptions,
+    /// `POST /v1/audio/translations` (multipart)
+    AudioTranslations,
+    /// `POST /v1/audio/speech` (the answer is audio bytes, streamed as they arrive)
+    AudioSpeech,
+    /// `POST /v1/moderations`
+    Moderations,
+    /// `POST /v1/rerank` and `/v2/rerank` (Cohere's shape, as LiteLLM serves it)
+    Rerank,
+}
+
+/// How a request body is encoded, decided by the endpoint: sluice reads the envelope of each
+/// its own way and splices the model into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    /// A JSON object.
+    Json,
+    /// `multipart/form-data` (file uploads: images to edit, audio to transcribe).
+    Multipart,
 }
 
 /// The wire format a client speaks, decided by the endpoint it calls. A deployment whose
@@ -31,13 +57,21 @@ pub enum Dialect {
 
 impl Endpoint {
     /// Every endpoint, in declaration order (the order of [`Endpoint::index`]).
-    pub const ALL: [Endpoint; 6] = [
+    pub const ALL: [Endpoint; 14] = [
         Self::ChatCompletions,
         Self::Completions,
         Self::Embeddings,
         Self::Responses,
         Self::Messages,
         Self::CountTokens,
+        Self::ImageGenerations,
+        Self::ImageEdits,
+        Self::ImageVariations,
+        Self::AudioTranscriptions,
+        Self::AudioTranslations,
+        Self::AudioSpeech,
+        Self::Moderations,
+        Self::Rerank,
     ];
 
     /// Position in [`Endpoint::ALL`], for tables with one entry per endpoint.
@@ -49,6 +83,14 @@ impl Endpoint {
             Self::Responses => 3,
             Self::Messages => 4,
             Self::CountTokens => 5,
+            Self::ImageGenerations => 6,
+            Self::ImageEdits => 7,
+            Self::ImageVariations => 8,
+            Self::AudioTranscriptions => 9,
+            Self::AudioTranslations => 10,
+            Self::AudioSpeech => 11,
+            Self::Moderations => 12,
+            Self::Rerank => 13,
         }
     }
 
@@ -61,16 +103,33 @@ impl Endpoint {
             Self::Responses => "/responses",
             Self::Messages => "/messages",
             Self::CountTokens => "/messages/count_tokens",
+            Self::ImageGenerations => "/images/generations",
+            Self::ImageEdits => "/images/edits",
+            Self::ImageVariations => "/images/variations",
+            Self::AudioTranscriptions => "/audio/transcriptions",
+            Self::AudioTranslations => "/audio/translations",
+            Self::AudioSpeech => "/audio/speech",
+            Self::Moderations => "/moderations",
+            Self::Rerank => "/rerank",
         }
     }
 
     /// The wire format of this endpoint's requests and answers.
     pub const fn dialect(self) -> Dialect {
         match self {
-            Self::ChatCompletions | Self::Completions | Self::Embeddings | Self::Responses => {
-                Dialect::OpenAi
-            }
             Self::Messages | Self::CountTokens => Dialect::Anthropic,
+            Self::ChatCompletions
+            | Self::Completions
+            | Self::Embeddings
+            | Self::Responses
+            | Self::ImageGenerations
+            | Self::ImageEdits
+            | Self::ImageVariations
+            | Self::AudioTranscriptions
+            | Self::AudioTranslations
+            | Self::AudioSpeech
+            | Self::Moderations
+            | Self::Rerank => Dialect::OpenAi,
         }
     }
 
@@ -83,7 +142,41 @@ impl Endpoint {
             Self::Responses => "responses",
             Self::Messages => "messages",
             Self::CountTokens => "count_tokens",
+            Self::ImageGenerations => "image_generations",
+            Self::ImageEdits => "image_edits",
+            Self::ImageVariations => "image_variations",
+            Self::AudioTranscriptions => "audio_transcriptions",
+            Self::AudioTranslations => "audio_translations",
+            Self::AudioSpeech => "audio_speech",
+            Self::Moderations => "moderations",
+            Self::Rerank => "rerank",
         }
+    }
+
+    /// How the request body is encoded.
+    pub const fn body_format(self) -> BodyFormat {
+        match self {
+            Self::ImageEdits
+            | Self::ImageVariations
+            | Self::AudioTranscriptions
+            | Self::AudioTranslations => BodyFormat::Multipart,
+            Self::ChatCompletions
+            | Self::Completions
+            | Self::Embeddings
+            | Self::Responses
+            | Self::Messages
+            | Self::CountTokens
+            | Self::ImageGenerations
+            | Self::AudioSpeech
+            | Self::Moderations
+            | Self::Rerank => BodyFormat::Json,
+        }
+    }
+
+    /// The answer is audio bytes, relayed as they arrive whatever the request says
+    /// (`/audio/speech`; with `stream_format: "sse"` it is an event stream instead).
+    pub const fn answers_binary(self) -> bool {
+        matches!(self, Self::AudioSpeech)
     }
 
     /// A chat turn in either dialect (what the translators carry).
@@ -93,11 +186,23 @@ impl Endpoint {
 
     /// Whether a request to this endpoint may ask for a server-sent-event stream.
     pub const fn can_stream(self) -> bool {
-        !matches!(self, Self::Embeddings | Self::CountTokens)
+        matches!(
+            self,
+            Self::ChatCompletions
+                | Self::Completions
+                | Self::Responses
+                | Self::Messages
+                | Self::ImageGenerations
+                | Self::ImageEdits
+                | Self::AudioTranscriptions
+        )
     }
 
     /// Match a request path (with or without the `/v1` prefix) to an endpoint.
     pub fn from_path(path: &str) -> Option<Self> {
+        if path == "/v2/rerank" {
+            return Some(Self::Rerank);
+        }
         let path = path.strip_prefix("/v1").unwrap_or(path);
         match path {
             "/chat/completions" => Some(Self::ChatCompletions),
@@ -106,6 +211,14 @@ impl Endpoint {
             "/responses" => Some(Self::Responses),
             "/messages" => Some(Self::Messages),
             "/messages/count_tokens" => Some(Self::CountTokens),
+            "/images/generations" => Some(Self::ImageGenerations),
+            "/images/edits" => Some(Self::ImageEdits),
+            "/images/variations" => Some(Self::ImageVariations),
+            "/audio/transcriptions" => Some(Self::AudioTranscriptions),
+            "/audio/translations" => Some(Self::AudioTranslations),
+            "/audio/speech" => Some(Self::AudioSpeech),
+            "/moderations" => Some(Self::Moderations),
+            "/rerank" => Some(Self::Rerank),
             _ => None,
         }
     }
@@ -148,6 +261,15 @@ mod tests {
         assert_eq!(Endpoint::Messages.dialect(), Dialect::Anthropic);
         assert!(!Endpoint::CountTokens.can_stream());
         assert_eq!(Endpoint::from_path("/v2/chat/completions"), None);
+        assert_eq!(Endpoint::from_path("/v2/rerank"), Some(Endpoint::Rerank));
+        assert_eq!(Endpoint::from_path("/rerank"), Some(Endpoint::Rerank));
+        assert_eq!(
+            Endpoint::from_path("/v1/audio/transcriptions").map(Endpoint::body_format),
+            Some(BodyFormat::Multipart)
+        );
+        for e in Endpoint::ALL {
+            assert_eq!(Endpoint::from_path(e.path()), Some(e), "{e:?}");
+        }
         for (i, e) in Endpoint::ALL.into_iter().enumerate() {
             assert_eq!(e.index(), i);
         }

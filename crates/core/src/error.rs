@@ -135,8 +135,9 @@ pub enum ApiError {
         /// Provider prefix.
         provider: &'static str,
     },
-    /// The deployment's provider has no such operation (embeddings on Anthropic, ...).
-    #[error("`{provider}` does not serve `{endpoint}`.")]
+    /// The deployment's provider has no such operation (embeddings on Anthropic, ...): 501,
+    /// naming the pair, and another deployment of the group or a fallback may serve it.
+    #[error("`{provider}` does not serve `{endpoint}` (sluice has no translation for this provider and endpoint).")]
     EndpointNotSupported {
         /// Provider prefix.
         provider: &'static str,
@@ -207,7 +208,6 @@ impl ApiError {
             | Self::BodyRead(_)
             | Self::StreamNotSupported
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. }
             | Self::UnknownParam(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
@@ -221,7 +221,9 @@ impl ApiError {
             }
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::ProviderNotSupported { .. } => StatusCode::NOT_IMPLEMENTED,
+            Self::ProviderNotSupported { .. } | Self::EndpointNotSupported { .. } => {
+                StatusCode::NOT_IMPLEMENTED
+            }
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
@@ -253,7 +255,6 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::UnsupportedParam { .. }
-            | Self::EndpointNotSupported { .. }
             | Self::UnknownParam(_)
             | Self::NotFound { .. }
             | Self::Conflict(_) => "invalid_request_error",
@@ -262,7 +263,9 @@ impl ApiError {
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable => "service_unavailable_error",
-            Self::ProviderNotSupported { .. } => "not_implemented_error",
+            Self::ProviderNotSupported { .. } | Self::EndpointNotSupported { .. } => {
+                "not_implemented_error"
+            }
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",

@@ -20,6 +20,17 @@ pub struct Price {
     pub cache_write: f64,
     /// Hidden reasoning tokens (`output_cost_per_reasoning_token`).
     pub reasoning: f64,
+    /// Each image generated (`output_cost_per_image`).
+    pub per_image: f64,
+    /// Each pixel of the images generated (`input_cost_per_pixel`, DALL·E's entries).
+    pub per_pixel: f64,
+    /// Each second of audio transcribed (`input_cost_per_second` plus
+    /// `output_cost_per_second`: LiteLLM's map puts Whisper's rate in the latter).
+    pub per_second: f64,
+    /// Each character spoken (`input_cost_per_character`).
+    pub per_character: f64,
+    /// Each rerank search unit (`input_cost_per_query`).
+    pub per_query: f64,
 }
 
 impl Price {
@@ -39,20 +50,43 @@ impl Price {
             + tokens(written) * self.cache_write
             + tokens(output) * self.output
             + tokens(reasoning) * self.reasoning
+            + tokens(usage.images) * self.per_image
+            + tokens(usage.pixels) * self.per_pixel
+            + tokens(usage.audio_ms) / 1000.0 * self.per_second
+            + tokens(usage.characters) * self.per_character
+            + tokens(usage.search_units) * self.per_query
     }
 
-    /// A price from one entry of a LiteLLM price map; `None` when the entry has no input price
-    /// (image, audio and other per-unit entries sluice does not price).
+    /// A price from one entry of a LiteLLM price map; `None` when the entry prices nothing
+    /// sluice counts (neither tokens nor images, pixels, seconds, characters or queries).
     pub fn from_entry(entry: &Map<String, Value>) -> Option<Self> {
         let get = |k: &str| entry.get(k).and_then(Value::as_f64).filter(|v| *v >= 0.0);
-        let input = get("input_cost_per_token")?;
-        let output = get("output_cost_per_token").unwrap_or(0.0);
+        let unit = |k: &str| get(k).unwrap_or(0.0);
+        let input = get("input_cost_per_token");
+        let per_unit = [
+            "output_cost_per_image",
+            "input_cost_per_pixel",
+            "input_cost_per_second",
+            "output_cost_per_second",
+            "input_cost_per_character",
+            "input_cost_per_query",
+        ];
+        if input.is_none() && per_unit.iter().all(|k| get(k).is_none()) {
+            return None;
+        }
+        let input = input.unwrap_or(0.0);
+        let output = unit("output_cost_per_token");
         Some(Self {
             input,
             output,
             cache_read: get("cache_read_input_token_cost").unwrap_or(input),
             cache_write: get("cache_creation_input_token_cost").unwrap_or(input),
             reasoning: get("output_cost_per_reasoning_token").unwrap_or(output),
+            per_image: unit("output_cost_per_image"),
+            per_pixel: unit("input_cost_per_pixel"),
+            per_second: unit("input_cost_per_second") + unit("output_cost_per_second"),
+            per_character: unit("input_cost_per_character"),
+            per_query: unit("input_cost_per_query"),
         })
     }
 }
@@ -74,6 +108,7 @@ mod tests {
             cache_read: 0.3,
             cache_write: 3.75,
             reasoning: 20.0,
+            ..Price::default()
         };
         let u = Usage {
             prompt_tokens: 1_000,
@@ -81,6 +116,7 @@ mod tests {
             cached_tokens: 600,
             cache_creation_tokens: 100,
             reasoning_tokens: 50,
+            ..Usage::default()
         };
         // 300 plain input, 600 read, 100 written; 250 plain output, 50 reasoning.
         let expect = 300.0 * 3.0 + 600.0 * 0.3 + 100.0 * 3.75 + 250.0 * 15.0 + 50.0 * 20.0;
@@ -92,8 +128,42 @@ mod tests {
             cached_tokens: 40,
             cache_creation_tokens: 7,
             reasoning_tokens: 9,
+            ..Usage::default()
         };
         assert!((p.cost(&odd) - (10.0 * 0.3 + 5.0 * 20.0)).abs() < 1e-9);
         assert_eq!(p.cost(&Usage::default()), 0.0);
+    }
+
+    #[test]
+    fn per_unit_entries_price_images_audio_speech_and_queries() {
+        let entry = |j: &str| Price::from_entry(serde_json::from_str(j).as_ref().unwrap());
+        let whisper = entry(r#"{"mode":"audio_transcription","input_cost_per_second":0,"output_cost_per_second":0.0001}"#)
+            .unwrap();
+        let u = Usage {
+            audio_ms: 60_000,
+            ..Usage::default()
+        };
+        assert!((whisper.cost(&u) - 0.006).abs() < 1e-12);
+        let dalle =
+            entry(r#"{"input_cost_per_pixel":3.81469e-08,"output_cost_per_pixel":0.0}"#).unwrap();
+        let u = Usage {
+            images: 1,
+            pixels: 1024 * 1024,
+            ..Usage::default()
+        };
+        assert!((dalle.cost(&u) - 0.04).abs() < 1e-6);
+        let tts = entry(r#"{"input_cost_per_character":1.5e-05}"#).unwrap();
+        let chars = Usage {
+            characters: 1000,
+            ..Usage::default()
+        };
+        assert!((tts.cost(&chars) - 0.015).abs() < 1e-12);
+        let rerank = entry(r#"{"input_cost_per_query":0.002}"#).unwrap();
+        let q = Usage {
+            search_units: 2,
+            ..Usage::default()
+        };
+        assert!((rerank.cost(&q) - 0.004).abs() < 1e-12);
+        assert_eq!(entry(r#"{"mode":"moderation"}"#), None);
     }
 }

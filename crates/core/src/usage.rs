@@ -6,6 +6,8 @@
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
+use crate::endpoint::Endpoint;
+
 /// Tokens one request used. `prompt_tokens` includes `cached_tokens` and
 /// `cache_creation_tokens` (OpenAI's convention).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +22,35 @@ pub struct Usage {
     pub cache_creation_tokens: u64,
     /// Output tokens spent on hidden reasoning.
     pub reasoning_tokens: u64,
+    /// Images generated (image endpoints; priced per image).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u64,
+    /// Pixels of the images generated (priced per pixel, as LiteLLM prices DALL·E).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pixels: u64,
+    /// Milliseconds of audio transcribed or translated (priced per second).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub audio_ms: u64,
+    /// Characters of text spoken (`/audio/speech`; priced per character).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub characters: u64,
+    /// Rerank search units (Cohere's `billed_units.search_units`; priced per query).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub search_units: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What a request itself says about the units it will be charged for: the characters it
+/// asks to be spoken, the size of each image it asks for. Read once from the request body.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RequestUnits {
+    /// Characters of `input` (`/audio/speech`).
+    pub characters: u64,
+    /// Pixels of one requested image (`size`), 0 when not stated or `auto`.
+    pub pixels_per_image: u64,
 }
 
 impl Usage {
@@ -32,6 +63,20 @@ impl Usage {
             cached_tokens: self.cached_tokens.max(later.cached_tokens),
             cache_creation_tokens: self.cache_creation_tokens.max(later.cache_creation_tokens),
             reasoning_tokens: self.reasoning_tokens.max(later.reasoning_tokens),
+            images: self.images.max(later.images),
+            pixels: self.pixels.max(later.pixels),
+            audio_ms: self.audio_ms.max(later.audio_ms),
+            characters: self.characters.max(later.characters),
+            search_units: self.search_units.max(later.search_units),
+        }
+    }
+
+    /// The units a request stated for itself, as usage (what an answer without a usage
+    /// report, such as streamed speech audio, is charged for).
+    pub fn requested(units: RequestUnits) -> Usage {
+        Usage {
+            characters: units.characters,
+            ..Usage::default()
         }
     }
 
@@ -72,6 +117,9 @@ struct RawUsage {
     prompt_tokens_details: Option<Details>,
     #[serde(default, alias = "output_tokens_details")]
     completion_tokens_details: Option<Details>,
+    /// Transcriptions billed by duration: `{"type": "duration", "seconds": 9}`.
+    #[serde(default)]
+    seconds: Option<f64>,
 }
 
 impl From<RawUsage> for Usage {
@@ -94,7 +142,17 @@ impl From<RawUsage> for Usage {
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
+            audio_ms: raw.seconds.map_or(0, seconds_to_ms),
+            ..Usage::default()
         }
+    }
+}
+
+fn seconds_to_ms(s: f64) -> u64 {
+    if s.is_finite() && s > 0.0 {
+        (s * 1000.0).round() as u64
+    } else {
+        0
     }
 }
 
@@ -144,6 +202,65 @@ pub fn usage_from_value(usage: &serde_json::Value) -> Option<Usage> {
     RawUsage::deserialize(usage).ok().map(Usage::from)
 }
 
+/// The parts of an answer priced per unit: images (`data`), audio (`duration` of a verbose
+/// transcription), rerank search units (Cohere's `meta.billed_units`), beside any `usage`.
+#[derive(Deserialize)]
+struct UnitsProbe {
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    data: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    duration: Option<f64>,
+    #[serde(default)]
+    meta: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(default)]
+    billed_units: Option<BilledUnits>,
+}
+
+#[derive(Deserialize)]
+struct BilledUnits {
+    #[serde(default)]
+    search_units: Option<u64>,
+}
+
+/// Usage of a whole answer of `endpoint`, with the units the request stated. Token-priced
+/// endpoints read only `usage` ([`usage_from_body`]); the others also count what they are
+/// priced by. `None` when nothing billable is known.
+pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> Option<Usage> {
+    let images = match endpoint {
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Embeddings
+        | Endpoint::Responses
+        | Endpoint::Messages
+        | Endpoint::CountTokens
+        | Endpoint::Moderations => return usage_from_body(answer),
+        Endpoint::AudioSpeech => return Some(Usage::requested(requested)),
+        Endpoint::ImageGenerations | Endpoint::ImageEdits | Endpoint::ImageVariations => true,
+        Endpoint::AudioTranscriptions | Endpoint::AudioTranslations | Endpoint::Rerank => false,
+    };
+    let probe: UnitsProbe = serde_json::from_slice(answer).ok()?;
+    let mut u = probe.usage.map(Usage::from).unwrap_or_default();
+    if images {
+        u.images = probe.data.map_or(0, |d| d.len() as u64);
+        u.pixels = u.images * requested.pixels_per_image;
+    }
+    if u.audio_ms == 0 {
+        u.audio_ms = probe.duration.map_or(0, seconds_to_ms);
+    }
+    u.search_units = probe
+        .meta
+        .and_then(|m| m.billed_units)
+        .and_then(|b| b.search_units)
+        .unwrap_or(0);
+    (u != Usage::default()).then_some(u)
+}
+
 /// Usage from a whole non-stream answer. `None` when the body has none or is not JSON.
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
     serde_json::from_slice::<UsageProbe<'_>>(body)
@@ -168,7 +285,8 @@ mod tests {
                 completion_tokens: 5,
                 cached_tokens: 4,
                 cache_creation_tokens: 0,
-                reasoning_tokens: 2
+                reasoning_tokens: 2,
+                ..Usage::default()
             })
         );
     }
@@ -221,6 +339,55 @@ mod tests {
         let probe: UsageProbe<'_> = serde_json::from_slice(ev).unwrap();
         assert_eq!(probe.kind, Some("response.completed"));
         assert_eq!(probe.usage().unwrap().completion_tokens, 9);
+    }
+
+    #[test]
+    fn units_of_images_audio_and_rerank() {
+        let none = RequestUnits::default();
+        let img = br#"{"created":1,"data":[{"url":"u"},{"url":"v"}]}"#;
+        let sized = RequestUnits {
+            pixels_per_image: 1024 * 1024,
+            ..none
+        };
+        let u = usage_of(Endpoint::ImageGenerations, img, sized).unwrap();
+        assert_eq!((u.images, u.pixels), (2, 2 * 1024 * 1024));
+        let gpt_image = br#"{"data":[{"b64_json":"x"}],"usage":{"input_tokens":5,"output_tokens":272,"total_tokens":277}}"#;
+        let u = usage_of(Endpoint::ImageEdits, gpt_image, none).unwrap();
+        assert_eq!(
+            (u.images, u.prompt_tokens, u.completion_tokens),
+            (1, 5, 272)
+        );
+        let verbose = br#"{"task":"transcribe","duration":8.47,"text":"hi"}"#;
+        let u = usage_of(Endpoint::AudioTranscriptions, verbose, none).unwrap();
+        assert_eq!(u.audio_ms, 8470);
+        let json = br#"{"text":"hi","usage":{"type":"duration","seconds":3}}"#;
+        assert_eq!(
+            usage_of(Endpoint::AudioTranslations, json, none)
+                .unwrap()
+                .audio_ms,
+            3000
+        );
+        assert_eq!(
+            usage_of(Endpoint::AudioTranscriptions, br#"{"text":"hi"}"#, none),
+            None
+        );
+        let rerank = br#"{"results":[],"meta":{"billed_units":{"search_units":1}}}"#;
+        assert_eq!(
+            usage_of(Endpoint::Rerank, rerank, none)
+                .unwrap()
+                .search_units,
+            1
+        );
+        let speech = RequestUnits {
+            characters: 42,
+            ..none
+        };
+        assert_eq!(
+            usage_of(Endpoint::AudioSpeech, b"\xff\xfb", speech)
+                .unwrap()
+                .characters,
+            42
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod bedrock;
 mod body;
 mod faults;
 mod gemini;
+mod media;
 mod openai;
 mod server;
 mod settings;
@@ -93,6 +94,22 @@ pub async fn respond(
 ) -> Response<MockBody> {
     let mut s = effective(headers, settings);
     let dialect = endpoint.dialect();
+    match endpoint {
+        Endpoint::ImageGenerations
+        | Endpoint::ImageEdits
+        | Endpoint::ImageVariations
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations
+        | Endpoint::AudioSpeech
+        | Endpoint::Moderations
+        | Endpoint::Rerank => return media::respond(endpoint, headers, body, &s).await,
+        Endpoint::ChatCompletions
+        | Endpoint::Completions
+        | Endpoint::Embeddings
+        | Endpoint::Responses
+        | Endpoint::Messages
+        | Endpoint::CountTokens => {}
+    }
     let req: MockRequest<'_> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
@@ -123,38 +140,54 @@ pub async fn respond(
     };
     // A mock "token" is four bytes of request body: cheap, deterministic, grows with the prompt.
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
-    match endpoint {
+    let text = match endpoint {
         Endpoint::Embeddings => return embeddings(&req, model, &s, prompt_tokens),
         Endpoint::CountTokens => return json(StatusCode::OK, anthropic::count(prompt_tokens)),
-        Endpoint::ChatCompletions
-        | Endpoint::Completions
-        | Endpoint::Responses
-        | Endpoint::Messages => {}
-    }
-    let tool = match endpoint {
-        Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
-        _ => None,
+        Endpoint::ChatCompletions => Text::Chat,
+        Endpoint::Completions => Text::Completion,
+        Endpoint::Responses => Text::Response,
+        Endpoint::Messages => Text::Message,
+        // Answered above.
+        Endpoint::ImageGenerations
+        | Endpoint::ImageEdits
+        | Endpoint::ImageVariations
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations
+        | Endpoint::AudioSpeech
+        | Endpoint::Moderations
+        | Endpoint::Rerank => Text::Response,
+    };
+    let tool = match text {
+        Text::Chat | Text::Message => tools::plan(req.tools, body),
+        Text::Completion | Text::Response => None,
     };
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
     let plan = plan(&s, model, tool, prompt_tokens, include_usage);
     if req.stream == Some(true) {
-        let frames = match endpoint {
-            Endpoint::ChatCompletions => plan.chat_stream(),
-            Endpoint::Completions => plan.completion_stream(),
-            Endpoint::Messages => plan.message_stream(),
-            Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => {
-                plan.response_stream()
-            }
+        let frames = match text {
+            Text::Chat => plan.chat_stream(),
+            Text::Completion => plan.completion_stream(),
+            Text::Message => plan.message_stream(),
+            Text::Response => plan.response_stream(),
         };
         return stream(frames, &s, "text/event-stream; charset=utf-8");
     }
-    let bytes = match endpoint {
-        Endpoint::ChatCompletions => plan.chat(),
-        Endpoint::Completions => plan.completion(),
-        Endpoint::Messages => plan.message(),
-        Endpoint::Responses | Endpoint::Embeddings | Endpoint::CountTokens => plan.response(),
+    let bytes = match text {
+        Text::Chat => plan.chat(),
+        Text::Completion => plan.completion(),
+        Text::Message => plan.message(),
+        Text::Response => plan.response(),
     };
     json(StatusCode::OK, bytes)
+}
+
+/// The text answers' shapes.
+#[derive(Clone, Copy)]
+enum Text {
+    Chat,
+    Completion,
+    Response,
+    Message,
 }
 
 /// The answer's content and usage: the tool call, else the fixed or filler text.

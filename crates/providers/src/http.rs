@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderMap, Request, Response, Uri};
-use sluice_core::endpoint::Endpoint;
+use sluice_core::endpoint::{BodyFormat, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::client::error_chain;
@@ -109,24 +109,37 @@ impl HttpTarget {
 
     /// A same-dialect call passed through to `url`: the client's body with the upstream
     /// model spliced in (and sluice's own fields taken out), `extra` client headers copied.
+    /// A multipart form keeps the client's content type (its boundary).
     pub async fn pass_through(
         &self,
         url: &Uri,
         call: &Call<'_>,
         extra: &[HeaderName],
     ) -> Result<Response<UpstreamBody>, ApiError> {
-        let model_json = self.model_json(call);
-        let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model_json[..]);
+        let multipart = call.envelope.format == BodyFormat::Multipart;
+        let model = if multipart {
+            // A form field holds the model as plain text.
+            Bytes::from(self.model(call)?)
+        } else {
+            self.model_json(call)
+        };
+        let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model[..]);
         let segments = splice(
             call.body,
             call.envelope,
-            (!unchanged).then_some(&model_json),
+            (!unchanged).then_some(&model),
             call.force_usage,
         )?;
         let mut req = Request::post(url.clone())
             .body(SegmentsBody::new(segments))
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *req.headers_mut() = self.request_headers(call);
+        if multipart {
+            // The form's boundary is the client's.
+            if let Some(ct) = call.client_headers.get(CONTENT_TYPE) {
+                req.headers_mut().insert(CONTENT_TYPE, ct.clone());
+            }
+        }
         for name in extra {
             if let Some(v) = call.client_headers.get(name) {
                 req.headers_mut().insert(name.clone(), v.clone());

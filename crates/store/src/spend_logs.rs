@@ -119,6 +119,7 @@ impl SpendLog {
                 cached_tokens: count("cached_tokens")?,
                 cache_creation_tokens: count("cache_creation_tokens")?,
                 reasoning_tokens: count("reasoning_tokens")?,
+                ..Usage::default()
             },
             spend: col(row, "spend")?,
             status: if status == "success" {

@@ -22,6 +22,7 @@ fn log(key: &KeyRow, spend: f64, at: OffsetDateTime) -> SpendLog {
         cached_tokens: 40,
         cache_creation_tokens: 10,
         reasoning_tokens: 5,
+        ..Usage::default()
     };
     l.spend = spend;
     l.end_time = at + time::Duration::milliseconds(350);

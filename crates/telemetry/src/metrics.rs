@@ -348,6 +348,7 @@ mod tests {
             cached_tokens: 4,
             cache_creation_tokens: 0,
             reasoning_tokens: 0,
+            ..Usage::default()
         });
         r.ttfb = Some(Duration::from_millis(3));
         r

@@ -11,7 +11,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use sluice_core::endpoint::BodyFormat;
 use sluice_core::error::ApiError;
+
+use crate::multipart;
 
 #[derive(Deserialize)]
 struct RawEnvelope<'a> {
@@ -78,6 +81,9 @@ pub struct Envelope<'a> {
     pub strip: Vec<Range<usize>>,
     /// OpenAI's `user`: the end user, whose budget and limits apply too. Passed upstream.
     pub user: Option<Cow<'a, str>>,
+    /// How the body is encoded: the model is spliced in as a JSON string or as a form
+    /// field's raw text.
+    pub format: BodyFormat,
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -183,6 +189,50 @@ impl<'a> Envelope<'a> {
             routing,
             strip,
             user,
+            format: BodyFormat::Json,
+        })
+    }
+
+    /// The envelope of a `multipart/form-data` upload: `model`, `stream` and `user` are form
+    /// fields; `model_range` is the model field's raw text. Nothing is stripped or added.
+    pub fn parse_multipart(body: &'a [u8], boundary: &str) -> Result<Self, ApiError> {
+        let parts = multipart::parts(body, boundary)?;
+        let field = |name: &str| {
+            parts
+                .iter()
+                .find(|p| p.name == name && p.filename.is_none())
+                .map(|p| (p.value.clone(), multipart::text(body, p)))
+        };
+        let not_text = |param: &'static str| ApiError::InvalidParam {
+            param,
+            message: "expected text".into(),
+        };
+        let (model_range, model) = match field("model") {
+            Some((range, Some(m))) if !m.trim().is_empty() => (range, m),
+            Some((_, None)) => return Err(not_text("model")),
+            _ => return Err(ApiError::MissingParam("model")),
+        };
+        let stream = match field("stream") {
+            None => false,
+            Some((_, Some(s))) => s.trim().eq_ignore_ascii_case("true"),
+            Some((_, None)) => return Err(not_text("stream")),
+        };
+        let user = match field("user") {
+            Some((_, Some(u))) if !u.is_empty() => Some(Cow::Borrowed(u)),
+            Some((_, None)) => return Err(not_text("user")),
+            _ => None,
+        };
+        Ok(Self {
+            model: Cow::Borrowed(model),
+            model_range,
+            stream,
+            client_wants_usage: false,
+            stream_options_range: None,
+            object_start: 0,
+            routing: RequestRouting::default(),
+            strip: Vec::new(),
+            user,
+            format: BodyFormat::Multipart,
         })
     }
 }

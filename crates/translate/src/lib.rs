@@ -23,11 +23,13 @@ pub mod envelope;
 pub mod errors;
 pub mod eventstream;
 pub mod ir;
+pub mod multipart;
 pub mod openai;
 pub mod sse;
 pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod units;
 
 pub use codec::Codec;
 

@@ -19,6 +19,9 @@ pub struct SseTap {
     strip_usage_chunk: bool,
     usage: Option<Usage>,
     finished: bool,
+    /// Not an event stream (speech audio): frames pass untouched, and the upstream's clean end
+    /// is the stream's end.
+    raw: bool,
 }
 
 /// Whether the `\n` at `p` closes a blank line, i.e. ends an event (`\n\n` or `\n\r\n`).
@@ -83,6 +86,14 @@ impl SseTap {
         }
     }
 
+    /// A tap for a body that is not an event stream (audio bytes): nothing is scanned.
+    pub fn raw() -> Self {
+        Self {
+            raw: true,
+            ..Self::default()
+        }
+    }
+
     /// Usage seen so far.
     pub fn usage(&self) -> Option<Usage> {
         self.usage
@@ -90,12 +101,14 @@ impl SseTap {
 
     /// Whether the stream's own end marker (`[DONE]` or a terminal Responses event) was seen.
     pub fn finished(&self) -> bool {
-        self.finished
+        self.finished || self.raw
     }
 
     /// Feed one upstream frame; returns what to send on (may be empty).
     pub fn feed(&mut self, frame: Bytes) -> Bytes {
-        if self.strip_usage_chunk {
+        if self.raw {
+            frame
+        } else if self.strip_usage_chunk {
             self.feed_stripping(frame)
         } else {
             self.feed_forwarding(&frame);
@@ -199,11 +212,19 @@ impl SseTap {
     }
 }
 
-/// The Responses API and Anthropic Messages events after which nothing follows.
+/// The events after which nothing follows: the Responses API's, Anthropic's, and those of
+/// streamed images, transcriptions and speech (which end without `[DONE]`).
 fn is_terminal_event(name: &[u8]) -> bool {
     matches!(
         name,
-        b"response.completed" | b"response.failed" | b"response.incomplete" | b"message_stop"
+        b"response.completed"
+            | b"response.failed"
+            | b"response.incomplete"
+            | b"message_stop"
+            | b"image_generation.completed"
+            | b"image_edit.completed"
+            | b"transcript.text.done"
+            | b"speech.audio.done"
     )
 }
 

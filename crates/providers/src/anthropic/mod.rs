@@ -93,9 +93,15 @@ impl Upstream for Anthropic {
                 )
                 .await
             }
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses => {
-                exchange::not_served(http.provider, call)
-            }
+            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses
+            | Endpoint::ImageGenerations
+            | Endpoint::ImageEdits
+            | Endpoint::ImageVariations
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::AudioSpeech
+            | Endpoint::Moderations
+            | Endpoint::Rerank => exchange::not_served(http.provider, call),
         }
     }
 }

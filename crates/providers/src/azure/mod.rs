@@ -89,7 +89,15 @@ fn url(base: &str, deployment: &str, version: &str, e: Endpoint) -> String {
         | Endpoint::Completions
         | Endpoint::Embeddings
         | Endpoint::Messages
-        | Endpoint::CountTokens => format!(
+        | Endpoint::CountTokens
+        | Endpoint::ImageGenerations
+        | Endpoint::ImageEdits
+        | Endpoint::ImageVariations
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations
+        | Endpoint::AudioSpeech
+        | Endpoint::Moderations
+        | Endpoint::Rerank => format!(
             "{base}/openai/deployments/{deployment}{}?api-version={version}",
             e.path()
         ),

@@ -351,6 +351,7 @@ impl From<RawUsage> for Usage {
             cached_tokens: u.cache_read_input_tokens,
             cache_creation_tokens: u.cache_write_input_tokens,
             reasoning_tokens: 0,
+            ..Usage::default()
         }
     }
 }

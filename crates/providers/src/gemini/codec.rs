@@ -328,6 +328,7 @@ impl From<RawUsage> for Usage {
             cached_tokens: u.cached_content_token_count,
             cache_creation_tokens: 0,
             reasoning_tokens: u.thoughts_token_count,
+            ..Usage::default()
         }
     }
 }

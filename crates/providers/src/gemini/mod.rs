@@ -97,9 +97,15 @@ impl Upstream for Gemini {
                 .await
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
-            Endpoint::Completions | Endpoint::Responses => {
-                exchange::not_served(http.provider, call)
-            }
+            Endpoint::Completions | Endpoint::Responses
+            | Endpoint::ImageGenerations
+            | Endpoint::ImageEdits
+            | Endpoint::ImageVariations
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::AudioSpeech
+            | Endpoint::Moderations
+            | Endpoint::Rerank => exchange::not_served(http.provider, call),
         }
     }
 }

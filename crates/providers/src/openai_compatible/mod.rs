@@ -95,6 +95,14 @@ pub const SPECS: &[ProviderSpec] = &[
         Some("https://api.cerebras.ai/v1"),
         &["CEREBRAS_API_KEY"],
     ),
+    // Cohere's v2 API: rerank (`/v2/rerank`), in the shape sluice serves.
+    compatible(
+        "cohere",
+        Some("https://api.cohere.com/v2"),
+        &["COHERE_API_KEY", "CO_API_KEY"],
+    ),
+    // Jina AI: OpenAI-shaped embeddings and Cohere-shaped rerank.
+    compatible("jina_ai", Some("https://api.jina.ai/v1"), &["JINA_AI_API_KEY"]),
     ProviderSpec {
         base_env: &["HOSTED_VLLM_API_BASE"],
         ..compatible("hosted_vllm", None, &["HOSTED_VLLM_API_KEY"])
@@ -183,7 +191,15 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
         Endpoint::ChatCompletions
         | Endpoint::Completions
         | Endpoint::Embeddings
-        | Endpoint::Responses => {
+        | Endpoint::Responses
+        | Endpoint::ImageGenerations
+        | Endpoint::ImageEdits
+        | Endpoint::ImageVariations
+        | Endpoint::AudioTranscriptions
+        | Endpoint::AudioTranslations
+        | Endpoint::AudioSpeech
+        | Endpoint::Moderations
+        | Endpoint::Rerank => {
             http.pass_through(t.urls.get(call.endpoint), call, &[])
                 .await
         }

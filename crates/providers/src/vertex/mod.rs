@@ -164,9 +164,15 @@ impl Upstream for Vertex {
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
             // Vertex AI embeds through `:predict`, which sluice does not speak yet.
-            Endpoint::Embeddings | Endpoint::Completions | Endpoint::Responses => {
-                exchange::not_served(http.provider, call)
-            }
+            Endpoint::Embeddings | Endpoint::Completions | Endpoint::Responses
+            | Endpoint::ImageGenerations
+            | Endpoint::ImageEdits
+            | Endpoint::ImageVariations
+            | Endpoint::AudioTranscriptions
+            | Endpoint::AudioTranslations
+            | Endpoint::AudioSpeech
+            | Endpoint::Moderations
+            | Endpoint::Rerank => exchange::not_served(http.provider, call),
         }
     }
 }
