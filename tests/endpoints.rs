@@ -1,0 +1,342 @@
+//! End-to-end: the endpoints beyond text (images, audio, moderations, rerank) through the
+//! gateway to the mock over HTTP and to a recording upstream: bodies as the provider gets
+//! them, answers as the client gets them, and what each request is charged.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use sluice_mock::MockSettings;
+
+fn config(mock_base: &str) -> String {
+    format!(
+        r#"
+model_list:
+  - model_name: dall-e-3
+    litellm_params:
+      model: openai/dall-e-3
+      api_base: {mock_base}
+      api_key: sk-upstream-secret
+  - model_name: whisper
+    litellm_params:
+      model: openai/whisper-1
+      api_base: {mock_base}
+  - model_name: transcribe
+    litellm_params:
+      model: openai/gpt-4o-transcribe
+      api_base: {mock_base}
+  - model_name: tts
+    litellm_params:
+      model: openai/tts-1
+      api_base: {mock_base}
+  - model_name: moderation
+    litellm_params:
+      model: openai/omni-moderation-latest
+      api_base: {mock_base}
+  - model_name: rerank
+    litellm_params:
+      model: cohere/rerank-v3.5
+      api_base: {mock_base}
+  - model_name: claude
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_key: sk-ant
+      api_base: {mock_base}
+general_settings:
+  master_key: sk-master
+"#
+    )
+}
+
+/// A multipart form with text fields and one file.
+fn form(boundary: &str, fields: &[(&str, &str)], file: (&str, &[u8])) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in fields {
+        out.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    out.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"audio.wav\"\r\n\
+             Content-Type: audio/wav\r\n\r\n",
+            file.0
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(file.1);
+    out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    out
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn cost(a: &Answer) -> f64 {
+    a.header("x-sluice-response-cost")
+        .unwrap_or_else(|| panic!("no cost header: {:?}", a.headers))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn images_are_generated_and_priced_per_pixel() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let a = post(
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"dall-e-3","prompt":"a red fox","n":2,"size":"1024x1024","response_format":"b64_json"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert!(v["data"][0]["b64_json"].as_str().unwrap().len() > 10);
+    // Two standard 1024×1024 DALL·E 3 images at LiteLLM's per-pixel rate: $0.04 each.
+    assert!((cost(&a) - 0.08).abs() < 1e-6, "{}", cost(&a));
+    let r = gw.next_record().await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.usage.unwrap().images, 2);
+    // Without /v1, with URLs.
+    let a = post(
+        &gw.url("/images/generations"),
+        r#"{"model":"dall-e-3","prompt":"p"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.json()["data"][0]["url"].as_str().is_some());
+}
+
+#[tokio::test]
+async fn a_transcription_upload_reaches_the_upstream_byte_for_byte() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    // 3 s of "audio" with every byte value, CRLFs and a near-boundary inside.
+    let mut audio: Vec<u8> = (0..96_000u32).map(|i| (i % 256) as u8).collect();
+    audio.extend_from_slice(b"\r\n--sluice-boundar\r\n");
+    let body = form(
+        "sluice-boundary",
+        &[("model", "whisper"), ("response_format", "verbose_json")],
+        ("file", &audio),
+    );
+    let a = send(
+        "POST",
+        &gw.url("/v1/audio/transcriptions"),
+        body,
+        &[
+            MASTER,
+            (
+                "content-type",
+                "multipart/form-data; boundary=sluice-boundary",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    let tail = format!("[{} bytes fnv1a {:016x}]", audio.len(), fnv1a(&audio));
+    assert!(v["text"].as_str().unwrap().ends_with(&tail), "{v}");
+    assert_eq!(v["duration"], 4.0);
+    // Whisper: $0.0001 a second (LiteLLM's output_cost_per_second).
+    assert!((cost(&a) - 0.0004).abs() < 1e-9, "{}", cost(&a));
+    let r = gw.next_record().await;
+    assert_eq!(r.usage.unwrap().audio_ms, 4000);
+}
+
+#[tokio::test]
+async fn the_upstream_model_is_spliced_into_the_form() {
+    let up = recording(Reply::Json(200, r#"{"text":"ok"}"#)).await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: whisper
+    litellm_params:
+      model: openai/whisper-large-v3
+      api_base: {}
+"#,
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    let body = form(
+        "b0",
+        &[("model", "whisper"), ("language", "en")],
+        ("file", b"RIFF"),
+    );
+    let a = send(
+        "POST",
+        &gw.url("/audio/translations"),
+        body,
+        &[("content-type", "multipart/form-data; boundary=b0")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path_and_query, "/v1/audio/translations");
+    assert_eq!(
+        seen[0].headers["content-type"],
+        "multipart/form-data; boundary=b0"
+    );
+    let expect = form(
+        "b0",
+        &[("model", "whisper-large-v3"), ("language", "en")],
+        ("file", b"RIFF"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&seen[0].body),
+        String::from_utf8_lossy(&expect)
+    );
+}
+
+#[tokio::test]
+async fn transcripts_in_every_format_and_streamed() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base())).await;
+    let ct = ("content-type", "multipart/form-data; boundary=B");
+    for (format, expect) in [
+        ("text", "bytes fnv1a"),
+        ("srt", "00:00:00,000 --> "),
+        ("vtt", "WEBVTT"),
+    ] {
+        let body = form(
+            "B",
+            &[("model", "whisper"), ("response_format", format)],
+            ("file", b"x"),
+        );
+        let a = send(
+            "POST",
+            &gw.url("/v1/audio/transcriptions"),
+            body,
+            &[MASTER, ct],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{format}: {}", a.text());
+        assert!(a.text().contains(expect), "{format}: {}", a.text());
+    }
+    let body = form(
+        "B",
+        &[("model", "transcribe"), ("stream", "true")],
+        ("file", b"abc"),
+    );
+    let a = send(
+        "POST",
+        &gw.url("/v1/audio/transcriptions"),
+        body,
+        &[MASTER, ct],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(!a.body_error);
+    let events = a.sse_data();
+    let last: serde_json::Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "transcript.text.done");
+    assert_eq!(last["usage"]["type"], "tokens");
+}
+
+#[tokio::test]
+async fn speech_streams_audio_bytes_and_is_priced_per_character() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let a = send(
+        "POST",
+        &gw.url("/v1/audio/speech"),
+        r#"{"model":"tts","input":"Hello there, sluice.","voice":"alloy"}"#,
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("content-type"), Some("audio/mpeg"));
+    assert!(!a.body_error);
+    assert_eq!(a.body.len(), 20 * 64);
+    assert!(a.frames.len() > 1, "streamed as it arrived");
+    let r = gw.next_record().await;
+    assert_eq!(r.usage.unwrap().characters, 20);
+    // tts-1: $15 per million characters.
+    assert_eq!(r.cost, Some(300_000), "20 × $0.000015 in nano-dollars");
+    // stream_format: sse
+    let a = post(
+        &gw.url("/v1/audio/speech"),
+        r#"{"model":"tts","input":"hi","voice":"alloy","stream_format":"sse"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let events = a.sse_data();
+    assert!(events.last().unwrap().contains("speech.audio.done"));
+}
+
+#[tokio::test]
+async fn moderations_and_rerank() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let a = post(
+        &gw.url("/v1/moderations"),
+        r#"{"model":"moderation","input":["hello","a violent threat"]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["results"][1]["flagged"], true);
+    assert_eq!(gw.next_record().await.status, 200);
+    for path in ["/v1/rerank", "/v2/rerank", "/rerank"] {
+        let a = post(
+            &gw.url(path),
+            r#"{"model":"rerank","query":"red fox","documents":["blue sky",{"text":"a red fox"}],"top_n":1,"return_documents":true}"#,
+        )
+        .await;
+        assert_eq!(a.status, 200, "{path}: {}", a.text());
+        let v = a.json();
+        assert_eq!(v["results"][0]["index"], 1);
+        assert_eq!(v["results"][0]["document"]["text"], "a red fox");
+        // One search unit of rerank-v3.5: $0.002.
+        assert!((cost(&a) - 0.002).abs() < 1e-12);
+    }
+}
+
+#[tokio::test]
+async fn a_provider_without_the_endpoint_is_a_501_naming_the_pair() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base())).await;
+    let a = post(
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"claude","prompt":"p"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 501, "{}", a.text());
+    let msg = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("anthropic") && msg.contains("image_generations"),
+        "{msg}"
+    );
+    // Bad forms are 400s in OpenAI's shape.
+    for (ct, body) in [
+        ("multipart/form-data", "x"),
+        ("multipart/form-data; boundary=Q", "garbage"),
+        (
+            "multipart/form-data; boundary=Q",
+            "--Q\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx\r\n--Q--",
+        ),
+    ] {
+        let a = send(
+            "POST",
+            &gw.url("/v1/audio/transcriptions"),
+            body,
+            &[MASTER, ("content-type", ct)],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{ct} {body}: {}", a.text());
+        assert!(a.json()["error"]["message"].is_string());
+    }
+    // Speech cannot be asked to stream as JSON events through `stream`.
+    let a = post(
+        &gw.url("/v1/moderations"),
+        r#"{"model":"moderation","input":"x","stream":true}"#,
+    )
+    .await;
+    assert_eq!(a.status, 400);
+}
