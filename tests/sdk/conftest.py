@@ -112,6 +112,36 @@ model_list:
       model: gemini/text-embedding-004
       api_base: {mock_root}
       api_key: g-upstream-never-shown
+  - model_name: dall-e-3
+    litellm_params:
+      model: openai/dall-e-3
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
+  - model_name: gpt-image-1
+    litellm_params:
+      model: openai/gpt-image-1
+      api_base: {mock_upstream}
+  - model_name: whisper-1
+    litellm_params:
+      model: openai/whisper-1
+      api_base: {mock_upstream}
+  - model_name: gpt-4o-transcribe
+    litellm_params:
+      model: openai/gpt-4o-transcribe
+      api_base: {mock_upstream}
+  - model_name: tts-1
+    litellm_params:
+      model: openai/tts-1
+      api_base: {mock_upstream}
+  - model_name: omni-moderation-latest
+    litellm_params:
+      model: openai/omni-moderation-latest
+      api_base: {mock_upstream}
+  - model_name: rerank-v3.5
+    litellm_params:
+      model: cohere/rerank-v3.5
+      api_base: {mock_upstream}
+      api_key: co-upstream-never-shown
 general_settings:
   master_key: {MASTER_KEY}
 """
