@@ -1,7 +1,8 @@
-//! Prices per token and per unit (image, pixel, audio second, character, rerank query), in LiteLLM's `model_prices_and_context_window.json` format: an embedded
-//! table of the common models (a curated subset of LiteLLM's file), optionally overlaid by a
-//! whole file of that format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://`
-//! URL; sluice never fetches prices over the network at startup).
+//! Prices per token and per unit (image, pixel, audio second, character, rerank query), in
+//! LiteLLM's `model_prices_and_context_window.json` format: an embedded table of the common
+//! models (a curated subset of LiteLLM's file), optionally overlaid by a whole file of that
+//! format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://` URL; sluice never
+//! fetches prices over the network at startup).
 //!
 //! A deployment's [`Price`] is resolved once, at config load; the per-request cost is then
 //! five multiplications ([`Price::cost`]).
