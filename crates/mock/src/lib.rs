@@ -131,12 +131,22 @@ pub async fn respond(
         | Endpoint::Responses
         | Endpoint::Messages => {}
     }
-    let tool = match endpoint {
+    let turn = match endpoint {
         Endpoint::ChatCompletions | Endpoint::Messages => tools::plan(req.tools, body),
         _ => None,
     };
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
-    let plan = plan(&s, model, tool, prompt_tokens, include_usage);
+    let plan = match turn {
+        Some(tools::Turn::Call(t)) => plan(&s, model, Some(t), prompt_tokens, include_usage),
+        Some(tools::Turn::Say(text)) => {
+            let said = MockSettings {
+                response: Some(text),
+                ..s.clone()
+            };
+            plan(&said, model, None, prompt_tokens, include_usage)
+        }
+        None => plan(&s, model, None, prompt_tokens, include_usage),
+    };
     if req.stream == Some(true) {
         let frames = match endpoint {
             Endpoint::ChatCompletions => plan.chat_stream(),
