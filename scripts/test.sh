@@ -23,13 +23,13 @@ cargo test --workspace --all-targets --locked
 step "build the binary for the SDK tests"
 cargo build --locked --bin sluice
 
-step "Python SDK tests (official openai client)"
+step "Python SDK tests (official openai and anthropic clients; Claude Code from npm, cached outside the repo)"
 venv=.venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -p no:cacheprovider
+SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -rs -p no:cacheprovider
 
 step "CPU instructions per proxied request (callgrind; printed, never fails the run)"
 if command -v valgrind >/dev/null; then

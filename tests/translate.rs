@@ -205,6 +205,87 @@ async fn drop_params_decides_between_400_and_dropping() {
     let (_mock, gw) = setup("litellm_settings:\n  drop_params: true").await;
     let a = post(&gw.url("/v1/chat/completions"), body).await;
     assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-dropped-params"), Some("logit_bias"));
+}
+
+#[tokio::test]
+async fn hints_are_dropped_and_listed_meaning_is_refused_by_name() {
+    let (_mock, gw) = setup("").await;
+    // Claude Code's shape towards an OpenAI-compatible deployment: hints only.
+    let body = include_str!("fixtures/anthropic/request_claude_code.json")
+        .replace("\"claude-sonnet-4-6\"", "\"gpt\"");
+    for stream in [true, false] {
+        let body = body.replace("\"stream\": true", &format!("\"stream\": {stream}"));
+        let a = send(
+            "POST",
+            &gw.url("/v1/messages?beta=true"),
+            body,
+            &[
+                ANTHROPIC_KEY,
+                ("anthropic-version", "2023-06-01"),
+                ("anthropic-beta", "context-management-2025-06-27"),
+            ],
+        )
+        .await;
+        assert_eq!(a.status, 200, "stream {stream}: {}", a.text());
+        let mut listed: Vec<&str> = a
+            .header("x-sluice-dropped-params")
+            .expect("dropped parameters listed")
+            .split(',')
+            .collect();
+        listed.sort_unstable();
+        assert_eq!(
+            listed,
+            [
+                "anthropic-beta",
+                "cache_control",
+                "context_management",
+                "output_config.effort",
+                "thinking",
+                "tools.defer_loading"
+            ],
+            "stream {stream}"
+        );
+    }
+    // A request with nothing to drop has no header; nor has a pass-through one.
+    for model in ["gpt", "claude"] {
+        let a = messages(
+            &gw,
+            &format!(
+                r#"{{"model":"{model}","max_tokens":9,"messages":[{{"role":"user","content":"hi"}}],"context_management":{{"edits":[{{}}]}}}}"#
+            ),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{model}: {}", a.text());
+        let want = (model == "gpt").then_some("context_management");
+        assert_eq!(a.header("x-sluice-dropped-params"), want, "{model}");
+    }
+    // What the answer depends on: a 400 in the client's shape naming it.
+    let mcp = r#"{"model":"gpt","max_tokens":9,"messages":[{"role":"user","content":"hi"}],"mcp_servers":[{"type":"url","url":"https://mcp.example","name":"x"}]}"#;
+    let a = messages(&gw, mcp).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not support the parameter `mcp_servers`"),
+        "{v}"
+    );
+    let n2 = r#"{"model":"claude","n":2,"messages":[{"role":"user","content":"hi"}]}"#;
+    let a = post(&gw.url("/v1/chat/completions"), n2).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["param"], "n");
+    // With drop_params they are dropped and listed too.
+    let (_mock, gw) = setup("litellm_settings:\n  drop_params: true").await;
+    let a = messages(&gw, mcp).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-dropped-params"), Some("mcp_servers"));
+    let a = post(&gw.url("/v1/chat/completions"), n2).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-dropped-params"), Some("n"));
 }
 
 // --- Anthropic client (/v1/messages) -------------------------------------------------------

@@ -27,6 +27,7 @@ use sluice_core::limits::{self, Exceeded, Permit};
 use sluice_core::record::{Content, Outcome, RequestRecord};
 use sluice_core::trace_context::TraceContext;
 use sluice_core::usage::{usage_of, Usage};
+use sluice_providers::exchange::DroppedParams;
 use sluice_providers::{Call, DeploymentTarget, UpstreamBody};
 use sluice_routing::{
     self as routing, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
@@ -657,6 +658,7 @@ fn passthrough(resp: Response<Bytes>, record: &mut RequestRecord) -> Response<Re
     if let Some(ra) = parts.headers.get(RETRY_AFTER) {
         out.headers_mut().insert(RETRY_AFTER, ra.clone());
     }
+    DroppedParams::copy(&parts.extensions, out.headers_mut());
     out
 }
 
@@ -675,6 +677,7 @@ fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response
     );
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert(X_ACCEL.clone(), HeaderValue::from_static("no"));
+    DroppedParams::copy(&parts.extensions, h);
     resp
 }
 

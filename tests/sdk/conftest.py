@@ -142,6 +142,17 @@ model_list:
       model: cohere/rerank-v3.5
       api_base: {mock_upstream}
       api_key: co-upstream-never-shown
+  # Claude Code's main and small/fast models, on an OpenAI-compatible deployment (translated).
+  - model_name: claude-sonnet-4-6
+    litellm_params:
+      model: openai/gpt-4.1
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
+  - model_name: claude-haiku-4-5
+    litellm_params:
+      model: openai/gpt-4.1-mini
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
 general_settings:
   master_key: {MASTER_KEY}
 """

@@ -126,7 +126,8 @@ def test_models(client):
     ids = [m.id for m in client.models.list()]
     assert ids == [
         "gpt-4o-mini", "in-process", "claude-sonnet", "text-embedding-3-small",
-        "gemini-flash", "bedrock-claude", "gemini-embedding",
+        "gemini-flash", "bedrock-claude", "gemini-embedding", "claude-sonnet-4-6",
+        "claude-haiku-4-5",
     ]
     assert client.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
     with pytest.raises(openai.NotFoundError):

@@ -157,12 +157,22 @@ pub async fn respond(
         | Endpoint::Moderations
         | Endpoint::Rerank => Text::Response,
     };
-    let tool = match text {
+    let turn = match text {
         Text::Chat | Text::Message => tools::plan(req.tools, body),
         Text::Completion | Text::Response => None,
     };
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
-    let plan = plan(&s, model, tool, prompt_tokens, include_usage);
+    let plan = match turn {
+        Some(tools::Turn::Call(t)) => plan(&s, model, Some(t), prompt_tokens, include_usage),
+        Some(tools::Turn::Say(words)) => {
+            let said = MockSettings {
+                response: Some(words),
+                ..s.clone()
+            };
+            plan(&said, model, None, prompt_tokens, include_usage)
+        }
+        None => plan(&s, model, None, prompt_tokens, include_usage),
+    };
     if req.stream == Some(true) {
         let frames = match text {
             Text::Chat => plan.chat_stream(),

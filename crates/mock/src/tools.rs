@@ -2,6 +2,12 @@
 //! turn is not already a tool result (so a tool loop ends with a text answer, as a model's
 //! would). The same rule for OpenAI's, Anthropic's, Gemini's and Bedrock's request shapes: each
 //! shape is probed for its tools, forced choice and last turn, then [`decide`] applies it.
+//!
+//! A test that drives a real agent (Claude Code) scripts the call in its prompt, in OpenAI's
+//! and Anthropic's shapes: a user text line `mock-tool: <name> <JSON arguments>` makes the
+//! mock call that tool (when offered) with exactly those arguments, and once a tool result
+//! follows that turn, answer `mock tool result: <the result's text>`, so the test sees the
+//! tool's real output come back through the gateway.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -26,9 +32,23 @@ struct Probe {
     messages: Vec<Value>,
 }
 
+/// What the mock answers a request that offers tools with, when not its usual text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Call this tool.
+    Call(ToolPlan),
+    /// Say this (a scripted call's result, echoed).
+    Say(String),
+}
+
+/// The prefix of the user text line that scripts a tool call.
+const SCRIPT: &str = "mock-tool:";
+/// The most characters of a tool result the echo repeats.
+const MAX_ECHO: usize = 1000;
+
 /// Decide whether to call a tool. `tools` is the request's raw `tools` value, `body` the whole
 /// request (read again only when tools are offered).
-pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<ToolPlan> {
+pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<Turn> {
     tools.filter(|t| t.get() != "null" && t.get() != "[]")?;
     let probe: Probe = serde_json::from_slice(body).ok()?;
     let forced = match &probe.tool_choice {
@@ -39,14 +59,11 @@ pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<ToolPlan> {
             .or(c.pointer("/function/name").and_then(Value::as_str)),
         None => None,
     };
-    if let Some(last) = probe.messages.last() {
-        let tool_result = last["role"] == "tool"
-            || last["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-        if tool_result {
-            return None;
-        }
+    if let Some(turn) = scripted(&probe) {
+        return Some(turn);
+    }
+    if probe.messages.last().is_some_and(is_tool_result) {
+        return None;
     }
     let name_of = |t: &Value| {
         t["name"]
@@ -62,7 +79,82 @@ pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<ToolPlan> {
             Some((name_of(t)?, schema))
         })
         .collect();
-    decide(&offered, forced, false)
+    decide(&offered, forced, false).map(Turn::Call)
+}
+
+/// A tool result turn: OpenAI's `tool` message, or a user turn holding `tool_result` blocks.
+fn is_tool_result(m: &Value) -> bool {
+    m["role"] == "tool"
+        || m["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+}
+
+/// The text of a content value: a string, or its text parts joined.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The latest tool result's text after message `from`.
+fn result_after(messages: &[Value], from: usize) -> Option<String> {
+    let m = messages
+        .iter()
+        .skip(from + 1)
+        .rev()
+        .find(|m| is_tool_result(m))?;
+    if m["role"] == "tool" {
+        return Some(text_of(&m["content"]));
+    }
+    let block = m["content"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|b| b["type"] == "tool_result")?;
+    Some(text_of(&block["content"]))
+}
+
+/// The scripted turn: the latest `mock-tool:` line in a user turn's text, the tool it names
+/// (if offered) called with its arguments, or, once a tool result follows, that result echoed.
+fn scripted(probe: &Probe) -> Option<Turn> {
+    let (at, name, arguments) = probe
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| m["role"] == "user")
+        .find_map(|(i, m)| {
+            let text = text_of(&m["content"]);
+            let line = text
+                .lines()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix(SCRIPT))?;
+            let (name, args) = line.trim().split_once(char::is_whitespace)?;
+            let args: Value = serde_json::from_str(args.trim()).ok()?;
+            Some((i, name.to_owned(), args))
+        })?;
+    if let Some(result) = result_after(&probe.messages, at) {
+        let echoed: String = result.chars().take(MAX_ECHO).collect();
+        return Some(Turn::Say(format!("mock tool result: {echoed}")));
+    }
+    let offered = probe.tools.iter().any(|t| {
+        t["name"] == name.as_str()
+            || t.pointer("/function/name") == Some(&Value::from(name.as_str()))
+    });
+    offered.then(|| {
+        Turn::Call(ToolPlan {
+            name,
+            arguments: arguments.to_string(),
+        })
+    })
 }
 
 /// The call for offered tools (name, argument schema): the forced one, else the first; none
@@ -132,7 +224,9 @@ mod tests {
     #[test]
     fn calls_the_first_tool_with_schema_arguments() {
         let body = br#"{"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}],"messages":[{"role":"user","content":"hi"}]}"#;
-        let p = plan(Some(&raw("[1]")), body).unwrap();
+        let Some(Turn::Call(p)) = plan(Some(&raw("[1]")), body) else {
+            panic!("a tool call")
+        };
         assert_eq!(p.name, "get_weather");
         let args: Value = serde_json::from_str(&p.arguments).unwrap();
         assert_eq!(args, serde_json::json!({"city": "mock city", "days": 1}));
@@ -141,12 +235,49 @@ mod tests {
     #[test]
     fn anthropic_shapes_forced_choice_and_tool_results() {
         let body = br#"{"tools":[{"name":"a","input_schema":{}},{"name":"b","input_schema":{}}],"tool_choice":{"type":"tool","name":"b"},"messages":[{"role":"user","content":"x"}]}"#;
-        assert_eq!(plan(Some(&raw("[1]")), body).unwrap().name, "b");
+        assert!(matches!(plan(Some(&raw("[1]")), body), Some(Turn::Call(p)) if p.name == "b"));
         let body = br#"{"tools":[{"name":"a"}],"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}"#;
         assert!(plan(Some(&raw("[1]")), body).is_none());
         let body = br#"{"tools":[{"name":"a"}],"tool_choice":"none","messages":[]}"#;
         assert!(plan(Some(&raw("[1]")), body).is_none());
         assert!(plan(None, b"{}").is_none());
+    }
+
+    #[test]
+    fn a_scripted_call_then_its_result_echoed() {
+        let tools = r#"[{"type":"function","function":{"name":"Agent","parameters":{}}},{"type":"function","function":{"name":"Bash","parameters":{}}}]"#;
+        let ask = r#"{"role":"user","content":[{"type":"text","text":"<reminder/>"},{"type":"text","text":"Please.\nmock-tool: Bash {\"command\": \"echo $((6*7))\"}"}]}"#;
+        let body = format!(r#"{{"tools":{tools},"messages":[{ask}]}}"#);
+        assert_eq!(
+            plan(Some(&raw("[1]")), body.as_bytes()),
+            Some(Turn::Call(ToolPlan {
+                name: "Bash".into(),
+                arguments: r#"{"command":"echo $((6*7))"}"#.into()
+            }))
+        );
+        // OpenAI's shape: the result is a tool message, a user text may follow it.
+        let body = format!(
+            r#"{{"tools":{tools},"messages":[{ask},{{"role":"assistant","content":null}},
+            {{"role":"tool","tool_call_id":"c","content":"42"}},{{"role":"user","content":"note"}}]}}"#
+        );
+        assert_eq!(
+            plan(Some(&raw("[1]")), body.as_bytes()),
+            Some(Turn::Say("mock tool result: 42".into()))
+        );
+        // Anthropic's shape: a tool_result block with text blocks.
+        let body = format!(
+            r#"{{"tools":[{{"name":"Bash"}}],"messages":[{ask},{{"role":"assistant","content":[]}},
+            {{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t","content":[{{"type":"text","text":"42"}}]}}]}}]}}"#
+        );
+        assert_eq!(
+            plan(Some(&raw("[1]")), body.as_bytes()),
+            Some(Turn::Say("mock tool result: 42".into()))
+        );
+        // A tool that is not offered: the usual rule (the first tool).
+        let body = format!(r#"{{"tools":[{{"name":"Read"}}],"messages":[{ask}]}}"#);
+        assert!(
+            matches!(plan(Some(&raw("[1]")), body.as_bytes()), Some(Turn::Call(p)) if p.name == "Read")
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@
 use std::future::Future;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
-use http::{Response, StatusCode};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
+use http::{Extensions, HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
@@ -25,9 +25,33 @@ use crate::call::Call;
 /// Largest upstream answer translated whole (it is held as values while translated).
 const MAX_TRANSLATED_BODY: usize = 64 * 1024 * 1024;
 
+/// The client header naming the Anthropic beta features a request asks for. A translated call
+/// has no Anthropic upstream to take them: a hint.
+const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+
+/// The request parameters a translated call left out (hints, and with `drop_params` what the
+/// answer depends on), as the value of the client's `x-sluice-dropped-params` header. It rides
+/// in the answer's extensions, which sluice alone writes, so an upstream cannot forge it and a
+/// pass-through answer costs one empty lookup.
+#[derive(Debug, Clone)]
+pub struct DroppedParams(pub HeaderValue);
+
+impl DroppedParams {
+    /// The response header that lists the dropped parameters.
+    pub const HEADER: HeaderName = HeaderName::from_static("x-sluice-dropped-params");
+
+    /// Tell the client what its translated call left out, when it left out anything.
+    pub fn copy(from: &Extensions, to: &mut HeaderMap) {
+        if let Some(d) = from.get::<Self>() {
+            to.insert(Self::HEADER, d.0.clone());
+        }
+    }
+}
+
 /// One translated chat call. `model` is the upstream model name; `send` delivers the body
 /// written in `codec`'s format, given whether the request streams and its model, and returns
-/// the upstream's answer.
+/// the upstream's answer. What the translation dropped is logged (debug) and listed on the
+/// answer ([`DroppedParams`]).
 pub async fn chat<C, F, Fut>(
     provider: &'static str,
     codec: &C,
@@ -42,12 +66,26 @@ where
     Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
 {
     let fail = |e: TranslateError| e.into_api(provider);
-    let params = Params { drop };
-    let mut req = parse_request(call.endpoint.dialect(), call.body, params).map_err(fail)?;
+    let client = call.endpoint.dialect();
+    let mut params = Params::new(drop, client);
+    let mut req = parse_request(client, call.body, &mut params).map_err(fail)?;
     req.model = model;
-    let body = Bytes::from(codec.write_request(&req, params).map_err(fail)?);
+    let body = Bytes::from(codec.write_request(&req, &mut params).map_err(fail)?);
+    let beta = call.client_headers.get(ANTHROPIC_BETA);
+    if let (Dialect::Anthropic, Some(features)) = (client, beta) {
+        params.hint("anthropic-beta");
+        tracing::debug!(provider, features = ?features, "anthropic-beta features not forwarded");
+    }
+    let dropped = params.header_value();
+    if let Some(names) = &dropped {
+        tracing::debug!(provider, dropped = ?names, "parameters the provider cannot take dropped");
+    }
     let resp = send(req.stream, &req.model, body).await?;
-    answer(provider, codec, call.endpoint.dialect(), req, resp).await
+    let mut resp = answer(provider, codec, client, req, resp).await?;
+    if let Some(names) = dropped {
+        resp.extensions_mut().insert(DroppedParams(names));
+    }
+    Ok(resp)
 }
 
 /// The upstream's answer in the client's dialect: an error translated, a stream translated as
@@ -171,8 +209,8 @@ pub fn count_locally(
     body: &[u8],
 ) -> Result<Response<UpstreamBody>, ApiError> {
     // Nothing is sent anywhere, so no parameter needs refusing.
-    let req =
-        anthropic::parse_request(body, Params { drop: true }).map_err(|e| e.into_api(provider))?;
+    let req = anthropic::parse_request(body, &mut Params::new(true, Dialect::Anthropic))
+        .map_err(|e| e.into_api(provider))?;
     let out = serde_json::json!({ "input_tokens": anthropic::estimate_tokens(&req) });
     let mut resp = Response::new(UpstreamBody::whole(Bytes::from(out.to_string())));
     *resp.status_mut() = StatusCode::OK;

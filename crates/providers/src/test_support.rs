@@ -3,12 +3,16 @@
 use sluice_core::endpoint::Dialect;
 use sluice_translate::ir::ChatRequest;
 use sluice_translate::stream::{StreamRead, Translator};
-use sluice_translate::testing::{fixture, STRICT};
+use sluice_translate::testing::{fixture, strict};
 use sluice_translate::{openai, Codec};
 
 /// The full OpenAI request fixture, read.
 pub fn openai_full() -> ChatRequest {
-    openai::parse_request(fixture("openai/request_full.json").as_bytes(), STRICT).unwrap()
+    openai::parse_request(
+        fixture("openai/request_full.json").as_bytes(),
+        &mut strict(),
+    )
+    .unwrap()
 }
 
 /// Run a stream through a translator, cutting the input into frames of `cut` bytes.

@@ -6,11 +6,13 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::ir::{
-    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, Role, StopReason, StreamEvent,
-    Text, Thinking, Tool, ToolCall, ToolChoice,
+    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, ResponseFormat, Role,
+    StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
-use super::{check_param, now, to_json, tool_input, Params, TranslateError};
+use super::params::{anthropic_key, asks_nothing, unknown_block_types, Setting};
+use super::{now, to_json, tool_input, Params, TranslateError};
 use crate::stream::SseRead;
+use sluice_core::endpoint::Dialect;
 use sluice_core::usage::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
@@ -49,7 +51,12 @@ struct RawRequest {
     metadata: Option<RawMetadata>,
     #[serde(default)]
     thinking: Option<RawThinking>,
-    /// Everything else: each key is checked against what the provider can take.
+    #[serde(default)]
+    output_config: Option<RawOutputConfig>,
+    /// The deprecated spelling of `output_config.format`.
+    #[serde(default)]
+    output_format: Option<RawJsonFormat>,
+    /// Everything else: each key is classified by [`anthropic_key`].
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -104,9 +111,41 @@ enum RawBlock {
     RedactedThinking {
         data: String,
     },
+    /// System instructions mid-conversation: their text joins the system prompt.
+    MidConvSystem {
+        #[serde(default)]
+        content: Vec<RawBlock>,
+    },
+    /// A summary of compacted earlier context: kept as text.
+    Compaction {
+        #[serde(default)]
+        content: Option<String>,
+    },
+    /// Tool search's pointer to a deferred tool (targets get every tool's schema: a hint).
+    ToolReference,
+    /// A tool offered from this point on (targets get every tool throughout: a hint).
+    ToolAddition,
+    /// A tool withdrawn from this point on (a hint, as above).
+    ToolRemoval,
     #[serde(other)]
     Other,
 }
+
+/// The block types the reader translates or drops as hints; any other is named through
+/// [`unknown_block_types`].
+const BLOCK_TYPES: [&str; 11] = [
+    "text",
+    "image",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "mid_conv_system",
+    "compaction",
+    "tool_reference",
+    "tool_addition",
+    "tool_removal",
+];
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -126,6 +165,9 @@ struct RawTool {
     input_schema: Option<Value>,
     #[serde(default)]
     cache_control: Option<Value>,
+    /// `defer_loading`, `input_examples`, `strict`, …: hints, noted as `tools.<key>`.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +184,8 @@ struct RawToolChoice {
 struct RawMetadata {
     #[serde(default)]
     user_id: Option<String>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -152,19 +196,48 @@ struct RawThinking {
     budget_tokens: Option<u64>,
 }
 
-/// Read an Anthropic Messages request. Parameters the target cannot take are refused by
-/// name, or dropped when `params.drop` is set.
-pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, TranslateError> {
-    let raw: RawRequest = serde_json::from_slice(body).map_err(TranslateError::bad_request)?;
-    for key in raw.rest.keys() {
-        check_param(params, key)?;
+#[derive(Deserialize)]
+struct RawOutputConfig {
+    #[serde(default)]
+    format: Option<RawJsonFormat>,
+    /// `effort`, `task_budget`, …: hints, noted as `output_config.<key>`.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct RawJsonFormat {
+    #[serde(default)]
+    schema: Value,
+}
+
+/// What reading a request's content gathers besides its parts.
+struct Reading<'p> {
+    params: &'p mut Params,
+    /// System text found among the messages (`system` turns, `mid_conv_system` blocks).
+    system: Vec<Text>,
+    /// Blocks of a type sluice cannot translate were met (and left out).
+    unknown: bool,
+}
+
+/// Read an Anthropic Messages request. Keys and blocks it does not carry are noted as hints
+/// or refused by `params` (see [`anthropic_key`]).
+pub fn parse_request(body: &[u8], params: &mut Params) -> Result<ChatRequest, TranslateError> {
+    let mut raw: RawRequest = serde_json::from_slice(body).map_err(TranslateError::bad_request)?;
+    for (key, value) in std::mem::take(&mut raw.rest) {
+        params.unread(key, &value, anthropic_key)?;
     }
     let mut tools = Vec::with_capacity(raw.tools.len());
     for t in raw.tools {
         // Server tools (web search, code execution, ...) run at Anthropic only.
-        if t.kind.as_deref().is_some_and(|k| k != "custom") {
-            check_param(params, "tools")?;
+        if let Some(kind) = t.kind.as_deref().filter(|k| *k != "custom") {
+            params.meaning(format!("tools.{kind}"))?;
             continue;
+        }
+        for (key, value) in &t.rest {
+            if !asks_nothing(value) {
+                params.hint(format!("tools.{key}"));
+            }
         }
         tools.push(Tool {
             name: t.name,
@@ -188,11 +261,33 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
             (Some(choice), c.disable_parallel_tool_use.map(|d| !d))
         }
     };
+    let mut cx = Reading {
+        params,
+        system: Vec::new(),
+        unknown: false,
+    };
+    if let Some(c) = raw.system {
+        let parts = read_content(c, &mut cx)?;
+        cx.system.extend(parts.into_iter().filter_map(|p| match p {
+            Part::Text(t) => Some(t),
+            _ => None,
+        }));
+    }
     let mut messages = Vec::with_capacity(raw.messages.len());
     for m in raw.messages {
         let role = match m.role.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            // A system turn mid-conversation: its text joins the system prompt, as OpenAI's
+            // system messages anywhere do.
+            "system" => {
+                let parts = read_content(m.content, &mut cx)?;
+                cx.system.extend(parts.into_iter().filter_map(|p| match p {
+                    Part::Text(t) => Some(t),
+                    _ => None,
+                }));
+                continue;
+            }
             other => {
                 return Err(TranslateError::invalid(
                     "messages",
@@ -202,18 +297,51 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
         };
         messages.push(Message {
             role,
-            content: read_content(m.content)?,
+            content: read_content(m.content, &mut cx)?,
         });
     }
-    let system = match raw.system {
-        None => Vec::new(),
-        Some(c) => read_content(c)?
-            .into_iter()
-            .filter_map(|p| match p {
-                Part::Text(t) => Some(t),
-                _ => None,
-            })
-            .collect(),
+    let Reading {
+        params,
+        system,
+        unknown,
+    } = cx;
+    if unknown {
+        for kind in unknown_block_types(body, &BLOCK_TYPES) {
+            params.meaning(kind)?;
+        }
+    }
+    let thinking = match raw.thinking {
+        Some(t) if t.kind == "enabled" => Some(Thinking::Budget(
+            t.budget_tokens.unwrap_or(Effort::Medium.budget()),
+        )),
+        None => None,
+        Some(t) if t.kind == "disabled" => None,
+        // Adaptive thinking leaves the depth to the model: a target without it uses its own
+        // default.
+        Some(_) => {
+            params.hint("thinking");
+            None
+        }
+    };
+    let user = match raw.metadata {
+        None => None,
+        Some(m) => {
+            if m.rest.values().any(|v| !asks_nothing(v)) {
+                params.hint("metadata");
+            }
+            m.user_id
+        }
+    };
+    let format = match raw.output_config {
+        None => None,
+        Some(c) => {
+            for (key, value) in &c.rest {
+                if !asks_nothing(value) {
+                    params.hint(format!("output_config.{key}"));
+                }
+            }
+            c.format
+        }
     };
     Ok(ChatRequest {
         model: raw.model,
@@ -228,16 +356,21 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
         tools,
         tool_choice,
         parallel_tool_calls: parallel,
-        user: raw.metadata.and_then(|m| m.user_id),
-        thinking: raw
-            .thinking
-            .filter(|t| t.kind == "enabled")
-            .map(|t| Thinking::Budget(t.budget_tokens.unwrap_or(Effort::Medium.budget()))),
-        response_format: None,
+        user,
+        thinking,
+        response_format: format
+            .or(raw.output_format)
+            .map(|f| ResponseFormat::Schema {
+                name: "response".into(),
+                schema: f.schema,
+                strict: Some(true),
+            }),
     })
 }
 
-fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
+/// The parts of a message's (or a tool result's) content. System blocks go to `cx.system`,
+/// hint blocks are noted, blocks of other types are left out and flagged in `cx.unknown`.
+fn read_content(c: Content, cx: &mut Reading<'_>) -> Result<Vec<Part>, TranslateError> {
     let blocks = match c {
         Content::Text(t) => return Ok(vec![Part::Text(Text::plain(t))]),
         Content::Blocks(b) => b,
@@ -282,7 +415,7 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
                 id: tool_use_id,
                 content: match content {
                     None => Vec::new(),
-                    Some(c) => read_content(c)?,
+                    Some(c) => read_content(c, cx)?,
                 },
                 is_error,
                 cache_control,
@@ -295,12 +428,33 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
                 signature,
             },
             RawBlock::RedactedThinking { data } => Part::RedactedThinking(data),
+            RawBlock::MidConvSystem { content } => {
+                let parts = read_content(Content::Blocks(content), cx)?;
+                cx.system.extend(parts.into_iter().filter_map(|p| match p {
+                    Part::Text(t) => Some(t),
+                    _ => None,
+                }));
+                continue;
+            }
+            RawBlock::Compaction { content } => match content.filter(|c| !c.is_empty()) {
+                Some(summary) => Part::Text(Text::plain(summary)),
+                None => continue,
+            },
+            RawBlock::ToolReference => {
+                cx.params.hint("tool_reference");
+                continue;
+            }
+            RawBlock::ToolAddition => {
+                cx.params.hint("tool_addition");
+                continue;
+            }
+            RawBlock::ToolRemoval => {
+                cx.params.hint("tool_removal");
+                continue;
+            }
             RawBlock::Other => {
-                return Err(TranslateError::invalid(
-                    "messages",
-                    "content blocks other than text, image, tool_use, tool_result and thinking \
-                     cannot be translated",
-                ))
+                cx.unknown = true;
+                continue;
             }
         });
     }
@@ -311,7 +465,7 @@ fn read_content(c: Content) -> Result<Vec<Part>, TranslateError> {
 pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
 
 /// Write an Anthropic Messages request for an Anthropic upstream.
-pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
     let mut body = request_body(req, params)?;
     body.insert("model".into(), req.model.clone().into());
     Ok(to_json(&Value::Object(body)))
@@ -319,15 +473,21 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
 
 /// Write a Messages request for an Anthropic model on Vertex AI (`rawPredict`): the model is
 /// in the URL, the API version in the body.
-pub fn write_vertex_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+pub fn write_vertex_request(
+    req: &ChatRequest,
+    params: &mut Params,
+) -> Result<Vec<u8>, TranslateError> {
     let mut body = request_body(req, params)?;
     body.insert("anthropic_version".into(), VERTEX_VERSION.into());
     Ok(to_json(&Value::Object(body)))
 }
 
-fn request_body(req: &ChatRequest, params: Params) -> Result<Map<String, Value>, TranslateError> {
+fn request_body(
+    req: &ChatRequest,
+    params: &mut Params,
+) -> Result<Map<String, Value>, TranslateError> {
     if req.response_format.is_some() {
-        check_param(params, "response_format")?;
+        params.meaning_setting(Setting::ResponseFormat)?;
     }
     let mut body = Map::new();
     let budget = match req.thinking {
@@ -497,8 +657,19 @@ struct RawResponse {
 /// Read an Anthropic Messages answer.
 pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
     let raw: RawResponse = serde_json::from_slice(body).map_err(TranslateError::bad_answer)?;
-    let content = read_content(Content::Blocks(raw.content))
+    let mut params = Params::new(false, Dialect::Anthropic);
+    let mut cx = Reading {
+        params: &mut params,
+        system: Vec::new(),
+        unknown: false,
+    };
+    let content = read_content(Content::Blocks(raw.content), &mut cx)
         .map_err(|e| TranslateError::BadAnswer(e.to_string()))?;
+    if cx.unknown {
+        return Err(TranslateError::BadAnswer(
+            "content blocks other than text, tool_use and thinking cannot be translated".into(),
+        ));
+    }
     Ok(ChatResponse {
         id: raw.id,
         model: raw.model,

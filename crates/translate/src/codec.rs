@@ -14,8 +14,13 @@ pub trait Codec: Sync {
     /// Reads the format's stream.
     type Reader: StreamRead + Unpin;
 
-    /// The request body, in this format.
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError>;
+    /// The request body, in this format. Settings the format has no place for are noted in
+    /// `params` (hints), or refused by it (what the answer depends on).
+    fn write_request(
+        &self,
+        req: &ChatRequest,
+        params: &mut Params,
+    ) -> Result<Vec<u8>, TranslateError>;
 
     /// A whole answer.
     fn parse_response(&self, body: &[u8]) -> Result<ChatResponse, TranslateError>;
@@ -41,7 +46,11 @@ pub struct OpenAiChat;
 impl Codec for OpenAiChat {
     type Reader = openai::ChunkReader;
 
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    fn write_request(
+        &self,
+        req: &ChatRequest,
+        params: &mut Params,
+    ) -> Result<Vec<u8>, TranslateError> {
         openai::write_request(req, params)
     }
 
@@ -77,7 +86,11 @@ impl AnthropicMessages {
 impl Codec for AnthropicMessages {
     type Reader = anthropic::EventReader;
 
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    fn write_request(
+        &self,
+        req: &ChatRequest,
+        params: &mut Params,
+    ) -> Result<Vec<u8>, TranslateError> {
         if self.vertex {
             anthropic::write_vertex_request(req, params)
         } else {

@@ -42,6 +42,20 @@ pub struct ChatRequest {
     pub response_format: Option<ResponseFormat>,
 }
 
+impl ChatRequest {
+    /// Whether any block or tool carries Anthropic's `cache_control`, which formats without
+    /// inline cache markers drop as a hint.
+    pub fn has_cache_control(&self) -> bool {
+        self.system.iter().any(|t| t.cache_control.is_some())
+            || self.tools.iter().any(|t| t.cache_control.is_some())
+            || self
+                .messages
+                .iter()
+                .flat_map(|m| &m.content)
+                .any(Part::has_cache_control)
+    }
+}
+
 /// Structured output the client asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResponseFormat {
@@ -139,6 +153,22 @@ pub enum Part {
     },
     /// Reasoning the provider encrypted; only ever sent back as is.
     RedactedThinking(String),
+}
+
+impl Part {
+    /// Whether this part, or a part inside it, carries `cache_control`.
+    fn has_cache_control(&self) -> bool {
+        match self {
+            Self::Text(t) => t.cache_control.is_some(),
+            Self::Image { cache_control, .. } => cache_control.is_some(),
+            Self::ToolResult {
+                content,
+                cache_control,
+                ..
+            } => cache_control.is_some() || content.iter().any(Self::has_cache_control),
+            Self::ToolCall(_) | Self::Thinking { .. } | Self::RedactedThinking(_) => false,
+        }
+    }
 }
 
 /// Where an image's bytes are.

@@ -10,7 +10,9 @@
 //!   `eventstream` (AWS's binary frames), `stream` (frame-by-frame translation through a
 //!   [`stream::StreamRead`]);
 //! - `envelope`: the few fields of a request sluice reads, and the splice that rewrites them
-//!   in the client's buffer without copying it.
+//!   in the client's buffer without copying it;
+//! - `params`: what a translation does with parameters its target cannot carry (hints dropped
+//!   and noted, parameters the answer depends on refused by name).
 //!
 //! Translation is used only when the client's dialect differs from the upstream's; same-dialect
 //! traffic keeps the splice-only pass-through.
@@ -25,6 +27,7 @@ pub mod eventstream;
 pub mod ir;
 pub mod multipart;
 pub mod openai;
+pub mod params;
 pub mod sse;
 pub mod stream;
 #[cfg(any(test, feature = "testing"))]
@@ -32,6 +35,7 @@ pub mod testing;
 pub mod units;
 
 pub use codec::Codec;
+pub use params::Params;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -40,13 +44,6 @@ use serde_json::Value;
 use ir::{ChatRequest, ChatResponse, Part};
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
-
-/// What the translators may do with parameters the target cannot take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
-    /// `litellm_settings.drop_params`: drop them instead of refusing the request.
-    pub drop: bool,
-}
 
 /// Why a translation failed.
 #[derive(Debug, thiserror::Error)]
@@ -97,15 +94,6 @@ impl TranslateError {
             Self::Unsupported(param) => ApiError::UnsupportedParam { param, provider },
             Self::BadAnswer(m) => ApiError::UpstreamInvalid(m),
         }
-    }
-}
-
-/// Refuse a parameter by name, unless `drop_params` is on.
-pub fn check_param(params: Params, key: &str) -> Result<(), TranslateError> {
-    if params.drop {
-        Ok(())
-    } else {
-        Err(TranslateError::Unsupported(key.chars().take(100).collect()))
     }
 }
 
@@ -175,11 +163,12 @@ fn insert_sampling(req: &ChatRequest, body: &mut serde_json::Map<String, Value>)
     }
 }
 
-/// Read a chat request in `dialect`.
+/// Read a chat request in `dialect`; what the target cannot carry is noted in, or refused by,
+/// `params`.
 pub fn parse_request(
     dialect: Dialect,
     body: &[u8],
-    params: Params,
+    params: &mut Params,
 ) -> Result<ChatRequest, TranslateError> {
     match dialect {
         Dialect::OpenAi => openai::parse_request(body, params),

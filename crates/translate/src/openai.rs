@@ -8,7 +8,8 @@ use super::ir::{
     ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, ResponseFormat, Role,
     StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
-use super::{check_param, now, to_json, Params, TranslateError};
+use super::params::{openai_key, unknown_block_types, Setting};
+use super::{now, to_json, Params, TranslateError};
 use crate::stream::SseRead;
 use sluice_core::usage::Usage;
 
@@ -151,7 +152,11 @@ struct RawThinkingBlock {
 
 #[derive(Deserialize)]
 struct RawTool {
-    function: RawFunctionDef,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    /// Absent on tools that are not functions (`custom` grammar tools, …).
+    #[serde(default)]
+    function: Option<RawFunctionDef>,
     #[serde(default)]
     cache_control: Option<Value>,
 }
@@ -165,26 +170,45 @@ struct RawFunctionDef {
     parameters: Option<Value>,
 }
 
-/// Keys an OpenAI request may carry that change nothing a translated provider would do.
-const HARMLESS: [&str; 5] = [
-    "stream_options",
-    "store",
-    "metadata",
-    "service_tier",
-    "model",
-];
+/// The content part types the reader translates; any other is named through
+/// [`unknown_block_types`].
+const PART_TYPES: [&str; 2] = ["text", "image_url"];
 
-/// Read an OpenAI chat request. Parameters the target cannot take are refused by name, or
-/// dropped when `params.drop` is set.
-pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, TranslateError> {
-    let raw: RawRequest = serde_json::from_slice(body).map_err(TranslateError::bad_request)?;
-    for key in raw.rest.keys() {
-        if !HARMLESS.contains(&key.as_str()) {
-            check_param(params, key)?;
-        }
+/// Read an OpenAI chat request. Keys it does not carry are noted as hints or refused by
+/// `params` (see [`openai_key`]).
+pub fn parse_request(body: &[u8], params: &mut Params) -> Result<ChatRequest, TranslateError> {
+    let mut raw: RawRequest = serde_json::from_slice(body).map_err(TranslateError::bad_request)?;
+    for (key, value) in std::mem::take(&mut raw.rest) {
+        params.unread(key, &value, openai_key)?;
     }
     if raw.n.is_some_and(|n| n > 1) {
-        check_param(params, "n")?;
+        params.meaning("n")?;
+    }
+    let thinking = match raw.reasoning_effort.as_deref() {
+        None | Some("none") => None,
+        Some("minimal" | "low") => Some(Thinking::Effort(Effort::Low)),
+        Some("medium") => Some(Thinking::Effort(Effort::Medium)),
+        Some("high" | "xhigh") => Some(Thinking::Effort(Effort::High)),
+        Some(_) => {
+            params.hint("reasoning_effort");
+            None
+        }
+    };
+    let mut tools = Vec::with_capacity(raw.tools.len());
+    for t in raw.tools {
+        let Some(function) = t.function else {
+            // A tool the translated targets cannot call: the answer depends on it.
+            params.meaning(format!("tools.{}", t.kind.as_deref().unwrap_or("unknown")))?;
+            continue;
+        };
+        tools.push(Tool {
+            name: function.name,
+            description: function.description,
+            parameters: function
+                .parameters
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            cache_control: t.cache_control,
+        });
     }
     let mut req = ChatRequest {
         model: raw.model,
@@ -199,25 +223,8 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
         stream: raw.stream.unwrap_or(false),
         parallel_tool_calls: raw.parallel_tool_calls,
         user: raw.user,
-        thinking: raw.reasoning_effort.as_deref().and_then(|e| match e {
-            "minimal" | "low" => Some(Thinking::Effort(Effort::Low)),
-            "medium" => Some(Thinking::Effort(Effort::Medium)),
-            "high" => Some(Thinking::Effort(Effort::High)),
-            _ => None,
-        }),
-        tools: raw
-            .tools
-            .into_iter()
-            .map(|t| Tool {
-                name: t.function.name,
-                description: t.function.description,
-                parameters: t
-                    .function
-                    .parameters
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                cache_control: t.cache_control,
-            })
-            .collect(),
+        thinking,
+        tools,
         tool_choice: raw.tool_choice.map(tool_choice).transpose()?,
         response_format: match raw.response_format {
             None | Some(RawResponseFormat::Text) => None,
@@ -232,8 +239,14 @@ pub fn parse_request(body: &[u8], params: Params) -> Result<ChatRequest, Transla
         },
         ..ChatRequest::default()
     };
+    let mut unknown = false;
     for m in raw.messages {
-        read_message(&mut req, m)?;
+        read_message(&mut req, m, &mut unknown)?;
+    }
+    if unknown {
+        for kind in unknown_block_types(body, &PART_TYPES) {
+            params.meaning(kind)?;
+        }
     }
     Ok(req)
 }
@@ -254,8 +267,10 @@ fn tool_choice(v: Value) -> Result<ToolChoice, TranslateError> {
     }
 }
 
-fn read_parts(content: Option<Content>) -> Result<Vec<Part>, TranslateError> {
-    Ok(match content {
+/// The parts of a message's content; parts of other types are left out and flagged in
+/// `unknown`.
+fn read_parts(content: Option<Content>, unknown: &mut bool) -> Vec<Part> {
+    match content {
         None => Vec::new(),
         Some(Content::Text(t)) if t.is_empty() => Vec::new(),
         Some(Content::Text(t)) => vec![Part::Text(Text::plain(t))],
@@ -280,16 +295,14 @@ fn read_parts(content: Option<Content>) -> Result<Vec<Part>, TranslateError> {
                         cache_control,
                     },
                     RawPart::Other => {
-                        return Err(TranslateError::invalid(
-                            "messages",
-                            "content parts other than text and image_url cannot be translated",
-                        ))
+                        *unknown = true;
+                        continue;
                     }
                 });
             }
             out
         }
-    })
+    }
 }
 
 fn push(req: &mut ChatRequest, role: Role, mut parts: Vec<Part>) {
@@ -303,17 +316,21 @@ fn push(req: &mut ChatRequest, role: Role, mut parts: Vec<Part>) {
     }
 }
 
-fn read_message(req: &mut ChatRequest, m: RawMessage) -> Result<(), TranslateError> {
+fn read_message(
+    req: &mut ChatRequest,
+    m: RawMessage,
+    unknown: &mut bool,
+) -> Result<(), TranslateError> {
     match m.role.as_str() {
         "system" | "developer" => {
-            for p in read_parts(m.content)? {
+            for p in read_parts(m.content, unknown) {
                 if let Part::Text(t) = p {
                     req.system.push(t);
                 }
             }
         }
         "user" => {
-            let parts = read_parts(m.content)?;
+            let parts = read_parts(m.content, unknown);
             push(req, Role::User, parts);
         }
         "assistant" => {
@@ -335,7 +352,7 @@ fn read_message(req: &mut ChatRequest, m: RawMessage) -> Result<(), TranslateErr
                     },
                 });
             }
-            parts.extend(read_parts(m.content)?);
+            parts.extend(read_parts(m.content, unknown));
             parts.extend(m.tool_calls.into_iter().map(|c| {
                 Part::ToolCall(ToolCall {
                     id: c.id,
@@ -349,7 +366,7 @@ fn read_message(req: &mut ChatRequest, m: RawMessage) -> Result<(), TranslateErr
             let id = m.tool_call_id.ok_or_else(|| {
                 TranslateError::invalid("messages", "tool message without tool_call_id")
             })?;
-            let content = read_parts(m.content)?;
+            let content = read_parts(m.content, unknown);
             push(
                 req,
                 Role::User,
@@ -372,7 +389,11 @@ fn read_message(req: &mut ChatRequest, m: RawMessage) -> Result<(), TranslateErr
 }
 
 /// Write an OpenAI chat request for an OpenAI-compatible upstream. Streams ask for usage.
-pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+/// Cache markers and `top_k` have no place in it: hints.
+pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
+    if req.has_cache_control() {
+        params.hint_setting(Setting::CacheControl);
+    }
     let mut body = Map::new();
     body.insert("model".into(), req.model.clone().into());
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
@@ -394,7 +415,7 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
     }
     super::insert_sampling(req, &mut body);
     if req.top_k.is_some() {
-        check_param(params, "top_k")?;
+        params.hint_setting(Setting::TopK);
     }
     if !req.stop.is_empty() {
         body.insert("stop".into(), req.stop.clone().into());
@@ -585,8 +606,13 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
                 signature: None,
             });
         }
-        content
-            .extend(read_parts(m.content).map_err(|e| TranslateError::BadAnswer(e.to_string()))?);
+        let mut unknown = false;
+        content.extend(read_parts(m.content, &mut unknown));
+        if unknown {
+            return Err(TranslateError::BadAnswer(
+                "content parts other than text and image_url cannot be translated".into(),
+            ));
+        }
         content.extend(m.tool_calls.into_iter().map(|c| {
             Part::ToolCall(ToolCall {
                 id: c.id,

@@ -6,12 +6,19 @@
 
 use serde_json::{json, Value};
 
+use sluice_core::endpoint::Dialect;
+
 use crate::Params;
 
-/// Refuse parameters the target cannot take.
-pub const STRICT: Params = Params { drop: false };
-/// `drop_params: true`.
-pub const DROP: Params = Params { drop: true };
+/// Refuse parameters the target cannot take, for an OpenAI client.
+pub fn strict() -> Params {
+    Params::new(false, Dialect::OpenAi)
+}
+
+/// `drop_params: true`, for an OpenAI client.
+pub fn dropping() -> Params {
+    Params::new(true, Dialect::OpenAi)
+}
 
 /// A fixture file's text (`tests/fixtures/<path>` at the repository root).
 pub fn fixture(path: &str) -> String {

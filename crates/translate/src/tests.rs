@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::anthropic::{self, DEFAULT_MAX_TOKENS};
 use super::ir::*;
 use super::stream::{StreamRead, Translator};
-use super::{openai, TranslateError};
+use super::{openai, Params, TranslateError};
 use crate::codec::{AnthropicMessages, Codec, OpenAiChat};
 use crate::testing::*;
 use sluice_core::endpoint::Dialect;
@@ -15,9 +15,12 @@ use sluice_core::endpoint::Dialect;
 
 #[test]
 fn openai_request_to_anthropic() {
-    let req =
-        openai::parse_request(fixture("openai/request_full.json").as_bytes(), STRICT).unwrap();
-    let v = json_of(&anthropic::write_request(&req, STRICT).unwrap());
+    let req = openai::parse_request(
+        fixture("openai/request_full.json").as_bytes(),
+        &mut strict(),
+    )
+    .unwrap();
+    let v = json_of(&anthropic::write_request(&req, &mut strict()).unwrap());
     assert_eq!(
         v["system"],
         json!([{"type": "text", "text": "You are a weather assistant."}])
@@ -81,8 +84,8 @@ fn openai_request_to_anthropic() {
 #[test]
 fn openai_defaults_and_tool_choice_forms() {
     let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}"#;
-    let req = openai::parse_request(body, STRICT).unwrap();
-    let v = json_of(&anthropic::write_request(&req, STRICT).unwrap());
+    let req = openai::parse_request(body, &mut strict()).unwrap();
+    let v = json_of(&anthropic::write_request(&req, &mut strict()).unwrap());
     assert_eq!(v["max_tokens"], DEFAULT_MAX_TOKENS);
     assert_eq!(v["tool_choice"], json!({"type": "tool", "name": "f"}));
     assert_eq!(v["tools"][0]["input_schema"]["type"], "object");
@@ -90,31 +93,87 @@ fn openai_defaults_and_tool_choice_forms() {
         let body = format!(
             r#"{{"model":"m","max_tokens":5,"messages":[],"tools":[{{"type":"function","function":{{"name":"f"}}}}],"tool_choice":"{choice}"}}"#
         );
-        let req = openai::parse_request(body.as_bytes(), STRICT).unwrap();
-        let v = json_of(&anthropic::write_request(&req, STRICT).unwrap());
+        let req = openai::parse_request(body.as_bytes(), &mut strict()).unwrap();
+        let v = json_of(&anthropic::write_request(&req, &mut strict()).unwrap());
         assert_eq!(v["tool_choice"]["type"], want);
         assert_eq!(v["max_tokens"], 5);
     }
 }
 
 #[test]
-fn parameters_anthropic_cannot_take_are_named_or_dropped() {
-    let body = br#"{"model":"m","messages":[],"logit_bias":{"1":2},"frequency_penalty":0.5}"#;
-    match openai::parse_request(body, STRICT) {
-        Err(TranslateError::Unsupported(p)) => {
-            assert!(p == "logit_bias" || p == "frequency_penalty")
+fn openai_client_hints_are_dropped_and_meaning_refused() {
+    // Hints: provider tuning, metadata, a field nobody has classified (an object).
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"x"}],"store":true,
+        "metadata":{"a":"b"},"service_tier":"flex","prompt_cache_key":"k","seed":7,
+        "frequency_penalty":0.5,"prediction":{"type":"content","content":"x"},
+        "safety_identifier":"s","a_future_field":{"nested":[1]},"verbosity":"low",
+        "fallbacks":["other"],"num_retries":1,"stream_options":{"include_usage":true},
+        "logprobs":false,"n":1,"modalities":["text"],"stop":null}"#;
+    let mut p = strict();
+    let req = openai::parse_request(body, &mut p).unwrap();
+    anthropic::write_request(&req, &mut p).unwrap();
+    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
+    dropped.sort_unstable();
+    assert_eq!(
+        dropped,
+        [
+            "a_future_field",
+            "frequency_penalty",
+            "metadata",
+            "prediction",
+            "prompt_cache_key",
+            "safety_identifier",
+            "seed",
+            "service_tier",
+            "store",
+            "verbosity"
+        ],
+        "sluice's own routing fields and values that ask nothing are not listed"
+    );
+    // Meaning: the answer would differ without them; drop_params drops and lists them.
+    for (body, param) in [
+        (r#""n":2"#, "n"),
+        (r#""logit_bias":{"1":2}"#, "logit_bias"),
+        (r#""logprobs":true"#, "logprobs"),
+        (r#""top_logprobs":3"#, "top_logprobs"),
+        (r#""modalities":["text","audio"]"#, "modalities"),
+        (r#""audio":{"voice":"alloy"}"#, "audio"),
+        (r#""web_search_options":{}"#, ""),
+        (
+            r#""tools":[{"type":"custom","custom":{"name":"grammar"}}]"#,
+            "tools.custom",
+        ),
+        (
+            r#""messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]"#,
+            "input_audio",
+        ),
+    ] {
+        let messages = if body.contains("\"messages\"") {
+            ""
+        } else {
+            r#""messages":[],"#
+        };
+        let body = format!(r#"{{"model":"m",{messages}{body}}}"#);
+        let strict_result = openai::parse_request(body.as_bytes(), &mut strict());
+        if param.is_empty() {
+            strict_result.unwrap();
+            continue;
         }
-        other => panic!("{other:?}"),
+        match strict_result {
+            Err(TranslateError::Unsupported(p)) => assert_eq!(p, param),
+            other => panic!("{body}: {other:?}"),
+        }
+        let mut d = dropping();
+        openai::parse_request(body.as_bytes(), &mut d).unwrap();
+        assert_eq!(d.dropped(), [param], "{body}");
     }
-    let req = openai::parse_request(body, DROP).unwrap();
-    let v = json_of(&anthropic::write_request(&req, DROP).unwrap());
-    assert!(v.get("logit_bias").is_none() && v.get("frequency_penalty").is_none());
+    // A response format Anthropic cannot honour is refused by its OpenAI name.
+    let body = br#"{"model":"m","messages":[],"response_format":{"type":"json_object"}}"#;
+    let req = openai::parse_request(body, &mut strict()).unwrap();
     assert!(matches!(
-        openai::parse_request(br#"{"model":"m","messages":[],"n":2}"#, STRICT),
-        Err(TranslateError::Unsupported(p)) if p == "n"
+        anthropic::write_request(&req, &mut strict()),
+        Err(TranslateError::Unsupported(p)) if p == "response_format"
     ));
-    // Harmless keys pass.
-    openai::parse_request(br#"{"model":"m","messages":[],"n":1,"store":false,"stream_options":{"include_usage":true}}"#, STRICT).unwrap();
 }
 
 #[test]
@@ -170,8 +229,8 @@ fn anthropic_answer_to_openai() {
 #[test]
 fn anthropic_request_to_openai() {
     let body = fixture("anthropic/request_full.json");
-    let req = anthropic::parse_request(body.as_bytes(), STRICT).unwrap();
-    let v = json_of(&openai::write_request(&req, STRICT).unwrap());
+    let req = anthropic::parse_request(body.as_bytes(), &mut strict()).unwrap();
+    let v = json_of(&openai::write_request(&req, &mut strict()).unwrap());
     let msgs = v["messages"].as_array().unwrap();
     assert_eq!(msgs[0]["role"], "system");
     assert_eq!(
@@ -215,28 +274,144 @@ fn anthropic_request_to_openai() {
 }
 
 #[test]
-fn anthropic_only_parameters_and_server_tools() {
-    let body =
-        br#"{"model":"m","max_tokens":9,"top_k":5,"messages":[{"role":"user","content":"x"}]}"#;
-    let req = anthropic::parse_request(body, STRICT).unwrap();
-    assert!(
-        matches!(openai::write_request(&req, STRICT), Err(TranslateError::Unsupported(p)) if p == "top_k")
+fn claude_code_request_to_openai_drops_only_hints() {
+    let body = fixture("anthropic/request_claude_code.json");
+    let mut p = Params::new(false, Dialect::Anthropic);
+    let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
+    let v = json_of(&openai::write_request(&req, &mut p).unwrap());
+    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
+    dropped.sort_unstable();
+    assert_eq!(
+        dropped,
+        [
+            "cache_control",
+            "context_management",
+            "output_config.effort",
+            "thinking",
+            "tools.defer_loading"
+        ]
     );
-    assert!(json_of(&openai::write_request(&req, DROP).unwrap())
-        .get("top_k")
-        .is_none());
-    let body = br#"{"model":"m","max_tokens":9,"messages":[],"tools":[{"type":"web_search_20250305","name":"web_search"}]}"#;
+    // The mid-conversation system turn joins the system prompt; the conversation is intact.
+    let msgs = v["messages"].as_array().unwrap();
+    assert_eq!(msgs[0]["role"], "system");
+    let system = msgs[0]["content"].as_str().unwrap();
+    assert!(system.starts_with("x-anthropic-billing-header"), "{system}");
     assert!(
-        matches!(anthropic::parse_request(body, STRICT), Err(TranslateError::Unsupported(p)) if p == "tools")
+        system.ends_with("Primary working directory: /tmp/work"),
+        "{system}"
     );
-    assert!(anthropic::parse_request(body, DROP)
-        .unwrap()
-        .tools
-        .is_empty());
-    let body = br#"{"model":"m","max_tokens":9,"messages":[],"container":"c"}"#;
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
+    assert_eq!(msgs[2]["tool_calls"][0]["function"]["name"], "Bash");
+    assert_eq!(msgs[3]["tool_call_id"], "toolu_1");
+    assert_eq!(msgs[3]["content"], "hi");
+    assert_eq!(v["tools"].as_array().unwrap().len(), 3);
+    assert_eq!(v["user"], req.user.clone().unwrap());
     assert!(
-        matches!(anthropic::parse_request(body, STRICT), Err(TranslateError::Unsupported(p)) if p == "container")
+        v.get("reasoning_effort").is_none(),
+        "adaptive thinking: the model's default"
     );
+    assert_eq!(v["max_tokens"], 32000);
+    assert_eq!(v["stream"], true);
+}
+
+#[test]
+fn anthropic_client_meaning_is_refused_by_name_or_dropped() {
+    for (extra, param) in [
+        (
+            r#""tools":[{"type":"web_search_20250305","name":"web_search"}]"#,
+            "tools.web_search_20250305",
+        ),
+        (
+            r#""mcp_servers":[{"type":"url","url":"https://x","name":"x"}]"#,
+            "mcp_servers",
+        ),
+        (
+            r#""messages":[{"role":"user","content":[{"type":"document","source":{}}]}]"#,
+            "document",
+        ),
+        (
+            r#""messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"search_result"}]}]}]"#,
+            "search_result",
+        ),
+    ] {
+        let messages = if extra.contains("\"messages\"") {
+            ""
+        } else {
+            r#""messages":[],"#
+        };
+        let body = format!(r#"{{"model":"m","max_tokens":9,{messages}{extra}}}"#);
+        let mut p = Params::new(false, Dialect::Anthropic);
+        match anthropic::parse_request(body.as_bytes(), &mut p) {
+            Err(TranslateError::Unsupported(n)) => assert_eq!(n, param),
+            other => panic!("{body}: {other:?}"),
+        }
+        let mut d = Params::new(true, Dialect::Anthropic);
+        let req = anthropic::parse_request(body.as_bytes(), &mut d).unwrap();
+        assert!(req.tools.is_empty());
+        assert!(req
+            .messages
+            .iter()
+            .all(|m| m.content.iter().all(|p| !matches!(
+                p,
+                Part::ToolResult { content, .. } if !content.is_empty()
+            ))));
+        assert_eq!(d.dropped(), [param], "{body}");
+    }
+    // Hints: top-level keys nobody classified, Anthropic-only settings, hint blocks.
+    let body = br#"{"model":"m","max_tokens":9,"top_k":5,"container":"c","service_tier":"auto",
+        "speed":"fast","inference_geo":"us","diagnostics":{"previous_message_id":null},
+        "metadata":{"user_id":"u","extra":"x"},"future":[{"x":1}],
+        "messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t",
+          "content":[{"type":"tool_reference","tool_name":"Read"}]},
+          {"type":"mid_conv_system","content":[{"type":"text","text":"Be terse."},
+            {"type":"tool_addition","tool":{"type":"tool_reference","name":"Read"}}]},
+          {"type":"compaction","content":"Earlier: the user asked for X."}]}]}"#;
+    let mut p = Params::new(false, Dialect::Anthropic);
+    let req = anthropic::parse_request(body, &mut p).unwrap();
+    let v = json_of(&openai::write_request(&req, &mut p).unwrap());
+    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
+    dropped.sort_unstable();
+    assert_eq!(
+        dropped,
+        [
+            "container",
+            "diagnostics",
+            "future",
+            "inference_geo",
+            "metadata",
+            "service_tier",
+            "speed",
+            "tool_addition",
+            "tool_reference",
+            "top_k"
+        ]
+    );
+    assert!(v.get("top_k").is_none());
+    assert_eq!(v["user"], "u");
+    assert_eq!(
+        v["messages"][0],
+        json!({"role": "system", "content": "Be terse."})
+    );
+    let last = v["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "Earlier: the user asked for X.");
+}
+
+#[test]
+fn anthropic_structured_output_becomes_a_response_format() {
+    for body in [
+        r#"{"model":"m","max_tokens":9,"messages":[],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}}}"#,
+        r#"{"model":"m","max_tokens":9,"messages":[],"output_format":{"type":"json_schema","schema":{"type":"object"}}}"#,
+    ] {
+        let mut p = Params::new(false, Dialect::Anthropic);
+        let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
+        let v = json_of(&openai::write_request(&req, &mut p).unwrap());
+        assert_eq!(
+            v["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "response", "schema": {"type": "object"}, "strict": true}})
+        );
+        assert!(p.dropped().is_empty());
+    }
 }
 
 #[test]
@@ -571,17 +746,17 @@ mod round_trip {
         /// OpenAI → internal → OpenAI keeps every meaning the OpenAI format can carry.
         #[test]
         fn openai_round_trip_keeps_meaning(req in request()) {
-            let wire = openai::write_request(&req, STRICT).unwrap();
-            let back = openai::parse_request(&wire, STRICT).unwrap();
+            let wire = openai::write_request(&req, &mut strict()).unwrap();
+            let back = openai::parse_request(&wire, &mut strict()).unwrap();
             prop_assert_eq!(&back, &req);
-            prop_assert_eq!(openai::write_request(&back, STRICT).unwrap(), wire);
+            prop_assert_eq!(openai::write_request(&back, &mut strict()).unwrap(), wire);
         }
 
         /// Through Anthropic's format and back, the conversation and its tool calls survive.
         #[test]
         fn anthropic_round_trip_keeps_the_conversation(req in request()) {
-            let wire = anthropic::write_request(&req, STRICT).unwrap();
-            let back = anthropic::parse_request(&wire, STRICT).unwrap();
+            let wire = anthropic::write_request(&req, &mut strict()).unwrap();
+            let back = anthropic::parse_request(&wire, &mut strict()).unwrap();
             prop_assert_eq!(&back.messages, &req.messages);
             prop_assert_eq!(&back.system, &req.system);
             prop_assert_eq!(&back.stop, &req.stop);

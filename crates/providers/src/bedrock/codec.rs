@@ -16,7 +16,8 @@ use sluice_translate::ir::{
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::{Event, Framing, StreamRead};
-use sluice_translate::{check_param, now, to_json, tool_input, Codec, Params, TranslateError};
+use sluice_translate::params::Setting;
+use sluice_translate::{now, to_json, tool_input, Codec, Params, TranslateError};
 
 /// Bedrock's Converse API as an upstream chat format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,7 +26,11 @@ pub struct Converse;
 impl Codec for Converse {
     type Reader = EventReader;
 
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    fn write_request(
+        &self,
+        req: &ChatRequest,
+        params: &mut Params,
+    ) -> Result<Vec<u8>, TranslateError> {
         write_request(req, params)
     }
 
@@ -52,10 +57,14 @@ impl Codec for Converse {
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-/// Write a Converse request body (the model and the stream mode are in the URL).
-pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+/// Write a Converse request body (the model and the stream mode are in the URL). Converse has
+/// no end-user field (a hint) and no structured output (refused by name).
+pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
     if req.response_format.is_some() {
-        check_param(params, "response_format")?;
+        params.meaning_setting(Setting::ResponseFormat)?;
+    }
+    if req.user.is_some() {
+        params.hint_setting(Setting::User);
     }
     let mut body = Map::new();
     let mut messages: Vec<Value> = Vec::with_capacity(req.messages.len());
@@ -159,7 +168,7 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
         body.insert("toolConfig".into(), config);
     }
     if req.parallel_tool_calls == Some(false) {
-        check_param(params, "parallel_tool_calls")?;
+        params.meaning_setting(Setting::ParallelToolCalls)?;
     }
     Ok(to_json(&Value::Object(body)))
 }
@@ -186,16 +195,19 @@ fn image_format(media_type: &str) -> Option<&'static str> {
     }
 }
 
-fn image(source: &ImageSource, params: Params, at: &str) -> Result<Option<Value>, TranslateError> {
-    let refuse = |why: &str| {
-        if params.drop {
-            Ok(None)
-        } else {
-            Err(TranslateError::Invalid {
+fn image(
+    source: &ImageSource,
+    params: &mut Params,
+    at: &str,
+) -> Result<Option<Value>, TranslateError> {
+    let name = Setting::Image.name(params.client());
+    let mut refuse = |why: &str| {
+        params
+            .meaning_or(name, || TranslateError::Invalid {
                 param: "messages",
                 message: format!("{at}: {why}"),
             })
-        }
+            .map(|()| None)
     };
     match source {
         ImageSource::Base64 { media_type, data } => match image_format(media_type) {
@@ -212,7 +224,7 @@ fn image(source: &ImageSource, params: Params, at: &str) -> Result<Option<Value>
 
 fn write_part(
     p: &Part,
-    params: Params,
+    params: &mut Params,
     at: &str,
     out: &mut Vec<Value>,
 ) -> Result<(), TranslateError> {

@@ -7,9 +7,9 @@ use sluice_core::endpoint::Dialect;
 use sluice_translate::errors;
 use sluice_translate::ir::*;
 use sluice_translate::testing::{
-    assemble_anthropic, assemble_openai, fixture, json_of, DROP, STRICT,
+    assemble_anthropic, assemble_openai, fixture, json_of, dropping, strict,
 };
-use sluice_translate::{anthropic, openai};
+use sluice_translate::{anthropic, openai, Params, TranslateError};
 
 use crate::test_support::{openai_full, run, translator};
 use sluice_translate::eventstream;
@@ -19,12 +19,57 @@ use super::codec::{self as bedrock, Converse};
 // --- Bedrock ------------------------------------------------------------------------------
 
 #[test]
+fn claude_code_request_to_bedrock_drops_hints_and_refuses_meaning() {
+    let body = fixture("anthropic/request_claude_code.json");
+    let mut p = Params::new(false, Dialect::Anthropic);
+    let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
+    let v = json_of(&bedrock::write_request(&req, &mut p).unwrap());
+    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
+    dropped.sort_unstable();
+    // Cache markers are carried (cachePoint blocks); the rest has no place in Converse.
+    assert_eq!(
+        dropped,
+        [
+            "context_management",
+            "metadata.user_id",
+            "output_config.effort",
+            "thinking",
+            "tools.defer_loading"
+        ]
+    );
+    assert_eq!(v["system"][2], json!({"cachePoint": {"type": "default"}}));
+    // Structured output is something Converse cannot honour: named as the client spelt it.
+    for (client, body, name) in [
+        (
+            Dialect::Anthropic,
+            r#"{"model":"m","max_tokens":9,"messages":[],"output_config":{"format":{"type":"json_schema","schema":{}}}}"#,
+            "output_config.format",
+        ),
+        (
+            Dialect::OpenAi,
+            r#"{"model":"m","messages":[],"response_format":{"type":"json_object"}}"#,
+            "response_format",
+        ),
+    ] {
+        let mut p = Params::new(false, client);
+        let req = sluice_translate::parse_request(client, body.as_bytes(), &mut p).unwrap();
+        match bedrock::write_request(&req, &mut p) {
+            Err(TranslateError::Unsupported(n)) => assert_eq!(n, name),
+            other => panic!("{other:?}"),
+        }
+        let mut d = Params::new(true, client);
+        bedrock::write_request(&req, &mut d).unwrap();
+        assert_eq!(d.dropped(), [name]);
+    }
+}
+
+#[test]
 fn openai_request_to_bedrock() {
     let req = openai_full();
-    assert!(bedrock::write_request(&req, STRICT).is_err(), "image URL");
+    assert!(bedrock::write_request(&req, &mut strict()).is_err(), "image URL");
     let mut req = req;
     req.parallel_tool_calls = None;
-    let v = json_of(&bedrock::write_request(&req, DROP).unwrap());
+    let v = json_of(&bedrock::write_request(&req, &mut dropping()).unwrap());
     assert_eq!(
         v["system"],
         json!([{"text": "You are a weather assistant."}])
@@ -92,7 +137,7 @@ fn bedrock_answer_to_openai_and_anthropic() {
         }],
         ..ChatRequest::default()
     };
-    let v = json_of(&bedrock::write_request(&next, STRICT).unwrap());
+    let v = json_of(&bedrock::write_request(&next, &mut strict()).unwrap());
     assert_eq!(
         v["messages"][0]["content"][0]["reasoningContent"]["reasoningText"]["signature"],
         "c2lnbmF0dXJl"

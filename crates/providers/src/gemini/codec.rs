@@ -17,8 +17,9 @@ use sluice_translate::ir::{
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::SseRead;
+use sluice_translate::params::Setting;
 use sluice_translate::{
-    check_param, name_for_call, now, to_json, tool_input, tool_names, Codec, Params, TranslateError,
+    name_for_call, now, to_json, tool_input, tool_names, Codec, Params, TranslateError,
 };
 
 /// Gemini's `generateContent` as an upstream chat format (Google AI Studio and Vertex AI).
@@ -28,7 +29,11 @@ pub struct GenerateContent;
 impl Codec for GenerateContent {
     type Reader = ChunkReader;
 
-    fn write_request(&self, req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+    fn write_request(
+        &self,
+        req: &ChatRequest,
+        params: &mut Params,
+    ) -> Result<Vec<u8>, TranslateError> {
         write_request(req, params)
     }
 
@@ -49,7 +54,14 @@ impl Codec for GenerateContent {
 // Requests
 
 /// Write a `generateContent` request body (the model and the stream mode are in the URL).
-pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, TranslateError> {
+/// Gemini has no inline cache markers and no end-user field: hints.
+pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
+    if req.has_cache_control() {
+        params.hint_setting(Setting::CacheControl);
+    }
+    if req.user.is_some() {
+        params.hint_setting(Setting::User);
+    }
     let mut body = Map::new();
     let names = tool_names(req);
     let mut contents: Vec<Value> = Vec::with_capacity(req.messages.len());
@@ -143,7 +155,7 @@ pub fn write_request(req: &ChatRequest, params: Params) -> Result<Vec<u8>, Trans
         body.insert("generationConfig".into(), Value::Object(config));
     }
     if req.parallel_tool_calls == Some(false) {
-        check_param(params, "parallel_tool_calls")?;
+        params.meaning_setting(Setting::ParallelToolCalls)?;
     }
     Ok(to_json(&Value::Object(body)))
 }
@@ -181,7 +193,7 @@ fn tool_response(content: &[Part], is_error: bool) -> Value {
 fn write_part(
     p: &Part,
     names: &[(&str, &str)],
-    params: Params,
+    params: &mut Params,
     message: usize,
     part: usize,
 ) -> Result<Option<Value>, TranslateError> {
@@ -195,16 +207,15 @@ fn write_part(
                 json!({"fileData": {"mimeType": media_type_of(u), "fileUri": u}})
             }
             ImageSource::Url(_) => {
-                if params.drop {
-                    return Ok(None);
-                }
-                return Err(TranslateError::Invalid {
+                let name = Setting::Image.name(params.client());
+                params.meaning_or(name, || TranslateError::Invalid {
                     param: "messages",
                     message: format!(
                         "messages[{message}].content[{part}]: Gemini cannot fetch image URLs; \
                          send the image inline (a data: URL) or as a gs:// URI"
                     ),
-                });
+                })?;
+                return Ok(None);
             }
         },
         Part::ToolCall(c) => {

@@ -7,9 +7,9 @@ use sluice_core::endpoint::Dialect;
 use sluice_translate::errors;
 use sluice_translate::ir::*;
 use sluice_translate::testing::{
-    assemble_anthropic, assemble_openai, fixture, json_of, DROP, STRICT,
+    assemble_anthropic, assemble_openai, fixture, json_of, dropping, strict,
 };
-use sluice_translate::{anthropic, openai, TranslateError};
+use sluice_translate::{anthropic, openai, Params, TranslateError};
 
 use super::codec::{self as gemini, GenerateContent};
 use crate::test_support::{openai_full, run, translator};
@@ -20,12 +20,12 @@ use crate::test_support::{openai_full, run, translator};
 fn openai_request_to_gemini() {
     let req = openai_full();
     // The fixture holds an https image URL, which Gemini cannot fetch.
-    let err = gemini::write_request(&req, STRICT).unwrap_err();
+    let err = gemini::write_request(&req, &mut strict()).unwrap_err();
     assert!(
         matches!(&err, TranslateError::Invalid { message, .. } if message.contains("messages[0].content[2]")),
         "{err}"
     );
-    let v = json_of(&gemini::write_request(&req, DROP).unwrap());
+    let v = json_of(&gemini::write_request(&req, &mut dropping()).unwrap());
     assert_eq!(
         v["systemInstruction"],
         json!({"parts": [{"text": "You are a weather assistant."}]})
@@ -91,10 +91,10 @@ fn gemini_tool_choice_response_format_and_gs_uris() {
             "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
             "tool_choice":{"type":"function","function":{"name":"f"}},
             "response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string"}}}}}}"#,
-        STRICT,
+        &mut strict(),
     )
     .unwrap();
-    let v = json_of(&gemini::write_request(&req, STRICT).unwrap());
+    let v = json_of(&gemini::write_request(&req, &mut strict()).unwrap());
     assert_eq!(
         v["contents"][0]["parts"][0],
         json!({"fileData": {"mimeType": "image/png", "fileUri": "gs://bucket/cat.png"}})
@@ -113,17 +113,63 @@ fn gemini_tool_choice_response_format_and_gs_uris() {
     );
     // Anthropic takes no response_format: named, or dropped.
     assert!(matches!(
-        anthropic::write_request(&req, STRICT),
+        anthropic::write_request(&req, &mut strict()),
         Err(TranslateError::Unsupported(p)) if p == "response_format"
     ));
-    assert!(anthropic::write_request(&req, DROP).is_ok());
+    assert!(anthropic::write_request(&req, &mut dropping()).is_ok());
+}
+
+/// The sorted names `params` dropped.
+fn dropped(params: &Params) -> Vec<&str> {
+    let mut names: Vec<&str> = params.dropped().iter().map(|d| d.as_ref()).collect();
+    names.sort_unstable();
+    names
+}
+
+#[test]
+fn claude_code_request_to_gemini_drops_hints_and_refuses_meaning() {
+    let body = fixture("anthropic/request_claude_code.json");
+    let mut p = Params::new(false, Dialect::Anthropic);
+    let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
+    let v = json_of(&gemini::write_request(&req, &mut p).unwrap());
+    assert_eq!(
+        dropped(&p),
+        [
+            "cache_control",
+            "context_management",
+            "metadata.user_id",
+            "output_config.effort",
+            "thinking",
+            "tools.defer_loading"
+        ]
+    );
+    assert!(v["generationConfig"].get("thinkingConfig").is_none());
+    // One tool call per turn is something Gemini cannot promise: named as the client spelt it.
+    let body = br#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"x"}],
+        "tools":[{"name":"f","input_schema":{}}],
+        "tool_choice":{"type":"auto","disable_parallel_tool_use":true}}"#;
+    let req = anthropic::parse_request(body, &mut strict()).unwrap();
+    assert!(matches!(
+        gemini::write_request(&req, &mut Params::new(false, Dialect::Anthropic)),
+        Err(TranslateError::Unsupported(p)) if p == "tool_choice.disable_parallel_tool_use"
+    ));
+    let mut d = Params::new(true, Dialect::Anthropic);
+    gemini::write_request(&req, &mut d).unwrap();
+    assert_eq!(dropped(&d), ["tool_choice.disable_parallel_tool_use"]);
+    // An OpenAI client's image URL, dropped with drop_params, is listed by its name.
+    let mut d = dropping();
+    gemini::write_request(&openai_full(), &mut d).unwrap();
+    assert_eq!(
+        dropped(&d),
+        ["cache_control", "image_url", "parallel_tool_calls", "user"]
+    );
 }
 
 #[test]
 fn anthropic_request_to_gemini_maps_tool_results_by_id() {
-    let req = anthropic::parse_request(fixture("anthropic/request_full.json").as_bytes(), STRICT)
+    let req = anthropic::parse_request(fixture("anthropic/request_full.json").as_bytes(), &mut strict())
         .unwrap();
-    let v = json_of(&gemini::write_request(&req, DROP).unwrap());
+    let v = json_of(&gemini::write_request(&req, &mut dropping()).unwrap());
     let names: Vec<String> = v["contents"]
         .as_array()
         .unwrap()

@@ -1,0 +1,168 @@
+"""Claude Code (npm `@anthropic-ai/claude-code`, latest) against sluice, its models routed to an
+OpenAI-compatible deployment (`sluice mock`): every request is translated from Anthropic's
+Messages API to Chat Completions and back, with whatever new fields the current release sends.
+
+The prompt scripts the mock (`mock-tool: Bash {...}`, see crates/mock/src/tools.rs): it asks
+for a Bash call whose output only a shell produces, then echoes the tool result it receives.
+So the final answer proves the tool ran and its result went back through sluice.
+
+Claude Code is installed from npm into a cache outside the repository
+(${XDG_CACHE_HOME:-~/.cache}/sluice-claude-code); the test is skipped, with the reason, only
+when npm cannot install it and no earlier install is there.
+"""
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import MASTER_KEY
+
+PACKAGE = "@anthropic-ai/claude-code@latest"
+MAIN_MODEL = "claude-sonnet-4-6"
+FAST_MODEL = "claude-haiku-4-5"
+# `$((6*7))` is expanded only by a shell: `sluice-42` in the answer means Bash ran.
+MARKER = "sluice-42"
+COMMAND = "echo sluice-$((6*7)) > marker.txt; cat marker.txt"
+PROMPT = (
+    "Write the marker file.\n"
+    "mock-tool: Bash " + json.dumps({"command": COMMAND, "description": "Write a marker file"})
+)
+INSTALL_TIMEOUT = 600
+RUN_TIMEOUT = 180
+
+
+def _cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return pathlib.Path(base) / "sluice-claude-code"
+
+
+def _runs(binary):
+    try:
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "Claude Code" in out.stdout
+
+
+def _binary(prefix):
+    """The installed `claude`: npm's bin link, else the platform package's native binary (npm
+    may not have run the package's postinstall step, which copies it over the link's target)."""
+    modules = prefix / "node_modules"
+    candidates = [modules / ".bin" / "claude"]
+    candidates += sorted(modules.glob("@anthropic-ai/claude-code-*/claude"))
+    return next((c for c in candidates if c.exists() and _runs(c)), None)
+
+
+@pytest.fixture(scope="module")
+def claude():
+    prefix = _cache_dir()
+    prefix.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    why = None
+    if npm is None:
+        why = "npm is not installed"
+    else:
+        try:
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                 "--loglevel=error", PACKAGE],
+                capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
+            )
+            if done.returncode != 0:
+                first = " / ".join(done.stderr.strip().splitlines()[:3])
+                why = f"npm install {PACKAGE} failed: {first[:500]}"
+        except subprocess.TimeoutExpired:
+            why = f"npm install {PACKAGE} took over {INSTALL_TIMEOUT} s"
+    binary = _binary(prefix)
+    if binary is None:
+        reason = f"Claude Code could not be installed into {prefix}: {why or 'no runnable claude binary'}"
+        print(reason)
+        pytest.skip(reason)
+    if why:
+        print(f"{why}; using the Claude Code already in {prefix}")
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    print(f"Claude Code {version.stdout.strip()} from {binary}")
+    return binary
+
+
+def _env(gateway, home):
+    # Nothing of the machine's own Claude or Anthropic settings leaks in.
+    env = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "AWS_", "GOOGLE_", "VERTEX_"))
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        ANTHROPIC_BASE_URL=gateway["root"],
+        ANTHROPIC_API_KEY=MASTER_KEY,
+        ANTHROPIC_MODEL=MAIN_MODEL,
+        ANTHROPIC_SMALL_FAST_MODEL=FAST_MODEL,
+        ANTHROPIC_DEFAULT_HAIKU_MODEL=FAST_MODEL,
+        ANTHROPIC_DEFAULT_SONNET_MODEL=MAIN_MODEL,
+        # No internet here: everything but the API is switched off.
+        DISABLE_TELEMETRY="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_ERROR_REPORTING="1",
+        DISABLE_BUG_COMMAND="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY="1",
+    )
+    return env
+
+
+def test_claude_code_runs_a_bash_tool_through_a_translated_deployment(claude, gateway, tmp_path):
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    log_start = os.path.getsize(gateway["log"])
+    try:
+        done = subprocess.run(
+            [str(claude), "-p", PROMPT, "--allowedTools", "Bash", "--output-format", "json",
+             "--no-session-persistence"],
+            cwd=work, env=_env(gateway, home), capture_output=True, text=True,
+            timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"Claude Code did not finish in {RUN_TIMEOUT} s: {e.stdout!r} {e.stderr!r}")
+    assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
+    out = json.loads(done.stdout)
+    assert out["is_error"] is False, out
+    assert out["subtype"] == "success", out
+    # The Bash tool ran (only a shell writes 42) ...
+    assert (work / "marker.txt").read_text().strip() == MARKER
+    # ... and its result reached the mock in the next request, which echoed it back.
+    assert f"mock tool result: {MARKER}" in out["result"], out["result"]
+    assert out["num_turns"] >= 2, out
+    assert MAIN_MODEL in out["modelUsage"], out["modelUsage"]
+    # Both turns went through sluice to the OpenAI-compatible deployment, translated.
+    lines = _request_lines(gateway["log"], log_start)
+    assert len(lines) >= 2, lines
+    assert all('provider="openai"' in l for l in lines), lines
+    assert all("status=200" in l for l in lines), lines
+
+
+def _request_lines(log, start, want=2, wait=5.0):
+    """The gateway's request log lines for the main model since `start` (colours stripped),
+    waiting a moment for the log writer to catch up."""
+    deadline = time.time() + wait
+    while True:
+        with open(log, errors="replace") as f:
+            f.seek(start)
+            text = re.sub(r"\x1b\[[0-9;]*m", "", f.read())
+        lines = [
+            l for l in text.splitlines()
+            if 'route="/v1/messages"' in l and f'model="{MAIN_MODEL}"' in l
+        ]
+        if len(lines) >= want or time.time() > deadline:
+            return lines
+        time.sleep(0.1)
