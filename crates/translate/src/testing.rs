@@ -20,6 +20,13 @@ pub fn dropping() -> Params {
     Params::new(true, Dialect::OpenAi)
 }
 
+/// The names `params` dropped, sorted.
+pub fn dropped_names(params: &Params) -> Vec<&str> {
+    let mut names: Vec<&str> = params.dropped().iter().map(|d| d.as_ref()).collect();
+    names.sort_unstable();
+    names
+}
+
 /// A fixture file's text (`tests/fixtures/<path>` at the repository root).
 pub fn fixture(path: &str) -> String {
     let full = format!("{}/../../tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));

@@ -112,8 +112,7 @@ fn openai_client_hints_are_dropped_and_meaning_refused() {
     let mut p = strict();
     let req = openai::parse_request(body, &mut p).unwrap();
     anthropic::write_request(&req, &mut p).unwrap();
-    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
-    dropped.sort_unstable();
+    let dropped = dropped_names(&p);
     assert_eq!(
         dropped,
         [
@@ -279,8 +278,7 @@ fn claude_code_request_to_openai_drops_only_hints() {
     let mut p = Params::new(false, Dialect::Anthropic);
     let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
     let v = json_of(&openai::write_request(&req, &mut p).unwrap());
-    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
-    dropped.sort_unstable();
+    let dropped = dropped_names(&p);
     assert_eq!(
         dropped,
         [
@@ -370,8 +368,7 @@ fn anthropic_client_meaning_is_refused_by_name_or_dropped() {
     let mut p = Params::new(false, Dialect::Anthropic);
     let req = anthropic::parse_request(body, &mut p).unwrap();
     let v = json_of(&openai::write_request(&req, &mut p).unwrap());
-    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
-    dropped.sort_unstable();
+    let dropped = dropped_names(&p);
     assert_eq!(
         dropped,
         [

@@ -7,7 +7,7 @@ use sluice_core::endpoint::Dialect;
 use sluice_translate::errors;
 use sluice_translate::ir::*;
 use sluice_translate::testing::{
-    assemble_anthropic, assemble_openai, fixture, json_of, dropping, strict,
+    assemble_anthropic, assemble_openai, dropped_names, dropping, fixture, json_of, strict,
 };
 use sluice_translate::{anthropic, openai, Params, TranslateError};
 
@@ -24,8 +24,7 @@ fn claude_code_request_to_bedrock_drops_hints_and_refuses_meaning() {
     let mut p = Params::new(false, Dialect::Anthropic);
     let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
     let v = json_of(&bedrock::write_request(&req, &mut p).unwrap());
-    let mut dropped: Vec<&str> = p.dropped().iter().map(|d| d.as_ref()).collect();
-    dropped.sort_unstable();
+    let dropped = dropped_names(&p);
     // Cache markers are carried (cachePoint blocks); the rest has no place in Converse.
     assert_eq!(
         dropped,

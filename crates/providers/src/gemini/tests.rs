@@ -7,7 +7,7 @@ use sluice_core::endpoint::Dialect;
 use sluice_translate::errors;
 use sluice_translate::ir::*;
 use sluice_translate::testing::{
-    assemble_anthropic, assemble_openai, fixture, json_of, dropping, strict,
+    assemble_anthropic, assemble_openai, dropped_names, dropping, fixture, json_of, strict,
 };
 use sluice_translate::{anthropic, openai, Params, TranslateError};
 
@@ -119,13 +119,6 @@ fn gemini_tool_choice_response_format_and_gs_uris() {
     assert!(anthropic::write_request(&req, &mut dropping()).is_ok());
 }
 
-/// The sorted names `params` dropped.
-fn dropped(params: &Params) -> Vec<&str> {
-    let mut names: Vec<&str> = params.dropped().iter().map(|d| d.as_ref()).collect();
-    names.sort_unstable();
-    names
-}
-
 #[test]
 fn claude_code_request_to_gemini_drops_hints_and_refuses_meaning() {
     let body = fixture("anthropic/request_claude_code.json");
@@ -133,7 +126,7 @@ fn claude_code_request_to_gemini_drops_hints_and_refuses_meaning() {
     let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
     let v = json_of(&gemini::write_request(&req, &mut p).unwrap());
     assert_eq!(
-        dropped(&p),
+        dropped_names(&p),
         [
             "cache_control",
             "context_management",
@@ -155,12 +148,12 @@ fn claude_code_request_to_gemini_drops_hints_and_refuses_meaning() {
     ));
     let mut d = Params::new(true, Dialect::Anthropic);
     gemini::write_request(&req, &mut d).unwrap();
-    assert_eq!(dropped(&d), ["tool_choice.disable_parallel_tool_use"]);
+    assert_eq!(dropped_names(&d), ["tool_choice.disable_parallel_tool_use"]);
     // An OpenAI client's image URL, dropped with drop_params, is listed by its name.
     let mut d = dropping();
     gemini::write_request(&openai_full(), &mut d).unwrap();
     assert_eq!(
-        dropped(&d),
+        dropped_names(&d),
         ["cache_control", "image_url", "parallel_tool_calls", "user"]
     );
 }
