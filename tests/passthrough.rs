@@ -15,7 +15,6 @@ use sluice_mock::MockSettings;
 
 const MASTER: &str = "sk-master";
 const UPSTREAM_KEY: &str = "sk-upstream-secret";
-const VIRTUAL: &str = "sk-virtual-caller";
 const AWS_KEY: &str = "AKIDPASSTHROUGH";
 const AWS_SECRET: &str = "pass/through+SECRET";
 const BEDROCK_MODEL: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
@@ -101,8 +100,12 @@ async fn new_key(gw: &Gateway, spec: Value) -> String {
     a.json()["key"].as_str().unwrap().to_owned()
 }
 
-/// One request per route, each presenting `key` the way that provider's SDK would.
-fn calls(key: &str) -> Vec<(&'static str, String, String, Vec<(&'static str, String)>)> {
+/// Headers of a request.
+type Headers = Vec<(&'static str, String)>;
+
+/// One request per route (label, path, body, headers), each presenting `key` the way that
+/// provider's SDK would.
+fn calls(key: &str) -> Vec<(&'static str, String, String, Headers)> {
     let chat = r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#;
     let gemini = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
     let bearer = format!("Bearer {key}");

@@ -208,10 +208,9 @@ impl Tap {
 /// The usage of one Gemini SSE event (`data: {…"usageMetadata":{…}}`).
 fn gemini_event(event: &[u8]) -> Option<Usage> {
     event
-        .split(|b| *b == b'\n')
+        .rsplit(|b| *b == b'\n')
         .filter_map(|line| line.strip_prefix(b"data:"))
-        .filter_map(|data| whole(Shape::Gemini, data))
-        .last()
+        .find_map(|data| whole(Shape::Gemini, data))
 }
 
 #[cfg(test)]
