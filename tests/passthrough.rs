@@ -19,22 +19,6 @@ const AWS_KEY: &str = "AKIDPASSTHROUGH";
 const AWS_SECRET: &str = "pass/through+SECRET";
 const BEDROCK_MODEL: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
 
-/// A service-account key file whose token endpoint is the mock's.
-fn vertex_key_file(mock: &str) -> std::path::PathBuf {
-    let key = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/vertex/service_account.json"
-    ))
-    .unwrap()
-    .replace(
-        "https://oauth2.googleapis.com/token",
-        &format!("http://{mock}/token"),
-    );
-    let path = temp_dir().join("sa.json");
-    std::fs::write(&path, key).unwrap();
-    path
-}
-
 /// Every route's upstream from the environment variables LiteLLM reads, all at `up`.
 fn config(up: &str, key_file: &std::path::Path, extra: &str) -> String {
     format!(
@@ -633,19 +617,4 @@ async fn record(gw: &mut Gateway) -> sluice_core::record::RequestRecord {
             return r;
         }
     }
-}
-
-async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
