@@ -131,6 +131,10 @@ pub struct MockArgs {
         hide_env_values = true
     )]
     pub aws_secret_access_key: Option<String>,
+    /// The API key the OpenAI, Anthropic, Azure, Gemini and Cohere paths require (a 401
+    /// otherwise); unset, keys are not checked.
+    #[arg(long, env = "SLUICE_MOCK_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,

@@ -226,6 +226,7 @@ async fn mock(args: MockArgs) -> ExitCode {
             cut_after_chunks: args.cut_after_chunks,
         },
         aws: args.aws_access_key_id.zip(args.aws_secret_access_key),
+        api_key: args.api_key,
         ..MockSettings::default()
     };
     let Some(listeners) = bind(

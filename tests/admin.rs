@@ -67,22 +67,6 @@ async fn chat(gw: &Gateway, key: &str) -> Answer {
     .await
 }
 
-/// Wait until `f` holds, up to `within`.
-async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 async fn key_lifecycle(gw: &Gateway) {
     let made = admin(
         gw,

@@ -431,19 +431,7 @@ async fn bedrock_requests_are_signed_on_the_encoded_path() {
 async fn vertex_ai_gets_one_oauth_token_for_many_requests() {
     let mock = mock_server(MockSettings::default()).await;
     let host = mock.addr.to_string();
-    let key = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/vertex/service_account.json"
-    ))
-    .unwrap()
-    .replace(
-        "https://oauth2.googleapis.com/token",
-        &format!("http://{host}/token"),
-    );
-    let dir = std::env::temp_dir().join(format!("sluice-vertex-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let key_path = dir.join("sa.json");
-    std::fs::write(&key_path, key).unwrap();
+    let key_path = vertex_key_file(&host);
     let gw = gateway(&format!(
         r#"
 model_list:
@@ -519,7 +507,7 @@ general_settings:
     .await;
     assert_eq!(a.status, 401, "{}", a.text());
     assert_eq!(a.json()["error"]["code"], "invalid_api_key");
-    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(key_path.parent().unwrap());
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 
 use super::relay::{RelayError, StreamRelay};
+use crate::passthrough::PassRelay;
 
 /// A response body. An enum rather than a boxed trait object: no allocation for whole
 /// answers, and one exhaustive place for every kind.
@@ -17,6 +18,8 @@ pub enum ResponseBody {
     Full(Full<Bytes>),
     /// An upstream stream relayed frame by frame.
     Stream(Box<StreamRelay>),
+    /// A pass-through answer relayed as it arrives (`crate::passthrough`).
+    Pass(Box<PassRelay>),
 }
 
 impl ResponseBody {
@@ -39,20 +42,21 @@ impl Body for ResponseBody {
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
             Self::Stream(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
+            Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Full(full) => full.is_end_stream(),
-            Self::Stream(_) => false,
+            Self::Stream(_) | Self::Pass(_) => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(full) => full.size_hint(),
-            Self::Stream(_) => SizeHint::default(),
+            Self::Stream(_) | Self::Pass(_) => SizeHint::default(),
         }
     }
 }

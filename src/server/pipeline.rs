@@ -59,7 +59,7 @@ static X_ACCEL: HeaderName = HeaderName::from_static("x-accel-buffering");
 static X_RETRIES: HeaderName = HeaderName::from_static("x-sluice-attempted-retries");
 static X_FALLBACKS: HeaderName = HeaderName::from_static("x-sluice-attempted-fallbacks");
 static X_HEDGES: HeaderName = HeaderName::from_static("x-sluice-hedged-requests");
-static X_RESPONSE_COST: HeaderName = HeaderName::from_static("x-sluice-response-cost");
+pub(crate) static X_RESPONSE_COST: HeaderName = HeaderName::from_static("x-sluice-response-cost");
 static X_KEY_SPEND: HeaderName = HeaderName::from_static("x-sluice-key-spend");
 static X_LIMIT_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-limit-requests");
 static X_REMAINING_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-remaining-requests");
@@ -113,6 +113,7 @@ where
             let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
             auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
         }
+        Route::PassThrough(r) => crate::passthrough::handle(state, &snap, r, req, record).await,
         Route::Admin => admin(state, &snap, req).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
@@ -129,7 +130,7 @@ where
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
     // 9. Record. A relayed stream owns its record and emits it when the stream ends.
     pending.armed = false;
-    if !matches!(resp.body(), ResponseBody::Stream(_)) {
+    if !matches!(resp.body(), ResponseBody::Stream(_) | ResponseBody::Pass(_)) {
         let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);
@@ -421,7 +422,7 @@ where
 /// budgets of its key, team, user and end user. The master key and an open gateway have none.
 /// With a fleet, the shared counters in Redis decide (this instance's counters follow along);
 /// if Redis does not answer in time, this instance's counters decide alone.
-async fn admit(
+pub(crate) async fn admit(
     state: &AppState,
     caller: &Caller,
     end_user: Option<&str>,
@@ -457,7 +458,7 @@ async fn admit(
 
 /// `x-ratelimit-*` (LiteLLM's names) from the tightest of the caller's limits, and the key's
 /// spend so far.
-fn spend_headers(charges: &Charges, key: Option<&KeyEntry>, h: &mut HeaderMap) {
+pub(crate) fn spend_headers(charges: &Charges, key: Option<&KeyEntry>, h: &mut HeaderMap) {
     let Some(permit) = &charges.permit else {
         return;
     };
@@ -484,7 +485,7 @@ fn spend_headers(charges: &Charges, key: Option<&KeyEntry>, h: &mut HeaderMap) {
 /// Dollars as a header value, exact to the nano-dollar with trailing zeros trimmed (`0.00015`),
 /// written from integers on the stack: formatting the `f64` cost ~600 instructions and a
 /// `String` per keyed request.
-fn usd_value(n: limits::Nanos) -> HeaderValue {
+pub(crate) fn usd_value(n: limits::Nanos) -> HeaderValue {
     use std::io::Write as _;
     let mut buf = [0u8; 32];
     let mut rest = &mut buf[..];
@@ -703,7 +704,7 @@ pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> 
     resp
 }
 
-async fn collect_upstream(body: UpstreamBody) -> Result<Bytes, ApiError> {
+pub(crate) async fn collect_upstream(body: UpstreamBody) -> Result<Bytes, ApiError> {
     Limited::new(body, MAX_UPSTREAM_BODY)
         .collect()
         .await
@@ -714,7 +715,11 @@ async fn collect_upstream(body: UpstreamBody) -> Result<Bytes, ApiError> {
 /// Read the request body into one buffer, refusing more than `limit` bytes. A body that
 /// arrives in one frame is kept as is; otherwise it is copied once into a buffer sized from
 /// `Content-Length`.
-async fn read_body<B>(mut body: B, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError>
+pub(crate) async fn read_body<B>(
+    mut body: B,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, ApiError>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,

@@ -35,7 +35,7 @@ use crate::spend::Charges;
 /// makes the HTTP layer cut the response so that no client mistakes it for a complete one.
 #[derive(Debug, thiserror::Error)]
 #[error("upstream stream interrupted: {0}")]
-pub struct RelayError(String);
+pub struct RelayError(pub(crate) String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

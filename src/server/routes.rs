@@ -3,6 +3,7 @@
 use http::Method;
 
 use sluice_core::endpoint::Endpoint;
+use sluice_providers::passthrough::{self, Route as PassRoute};
 
 /// What a request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +22,8 @@ pub enum Route<'a> {
     Health,
     /// `GET /metrics`: Prometheus exposition.
     Metrics,
+    /// A provider pass-through route (`/anthropic/*`, `/bedrock/*`, ...): `crate::passthrough`.
+    PassThrough(PassRoute),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
@@ -54,6 +57,7 @@ impl Route<'_> {
             Self::Readiness => "/health/readiness",
             Self::Health => "/health",
             Self::Metrics => "/metrics",
+            Self::PassThrough(r) => r.label(),
             Self::Admin => "admin",
             Self::WrongMethod | Self::NotFound => "other",
         }
@@ -65,6 +69,14 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     if let Some(endpoint) = Endpoint::from_path(path) {
         return if method == Method::POST {
             Route::Inference(endpoint)
+        } else {
+            Route::WrongMethod
+        };
+    }
+    if let Some((route, _)) = PassRoute::of(path) {
+        let allowed = passthrough::allows(method);
+        return if allowed {
+            Route::PassThrough(route)
         } else {
             Route::WrongMethod
         };

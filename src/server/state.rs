@@ -44,6 +44,8 @@ pub struct Snapshot {
     pub models_json: Bytes,
     /// Unix time of this load (`created` in model objects).
     pub created: u64,
+    /// The provider pass-through routes' upstreams and prices.
+    pub pass_through: crate::passthrough::PassThrough,
 }
 
 impl Snapshot {
@@ -101,6 +103,7 @@ impl Snapshot {
             max_body: config.general.max_request_body_bytes,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
+            pass_through: crate::passthrough::PassThrough::build(&config.pass_through, clients),
         })
     }
 }

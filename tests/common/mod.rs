@@ -368,6 +368,39 @@ pub async fn send(
 
 pub const MASTER: (&str, &str) = ("authorization", "Bearer sk-master");
 
+/// Whether `f` comes true within `within` (asked every 50 ms).
+pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// The test service-account key file, its token endpoint the mock's at `mock` (`host:port`),
+/// written to a fresh directory.
+pub fn vertex_key_file(mock: &str) -> std::path::PathBuf {
+    let key = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/vertex/service_account.json"
+    ))
+    .unwrap()
+    .replace(
+        "https://oauth2.googleapis.com/token",
+        &format!("http://{mock}/token"),
+    );
+    let path = temp_dir().join("sa.json");
+    std::fs::write(&path, key).unwrap();
+    path
+}
+
 pub async fn post(url: &str, body: &str) -> Answer {
     send(
         "POST",

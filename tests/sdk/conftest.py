@@ -91,6 +91,7 @@ model_list:
       model: anthropic/claude-sonnet-4-5
       api_base: {mock_upstream}
       api_key: sk-upstream-never-shown
+      use_in_pass_through: true
   - model_name: text-embedding-3-small
     litellm_params:
       model: openai/text-embedding-3-small
@@ -107,6 +108,7 @@ model_list:
       aws_access_key_id: {AWS_KEY}
       aws_secret_access_key: {AWS_SECRET}
       aws_region_name: us-west-2
+      use_in_pass_through: true
   - model_name: gemini-embedding
     litellm_params:
       model: gemini/text-embedding-004

@@ -68,7 +68,41 @@ pub fn describe(config: &Config) -> String {
             }
         );
     }
+    pass_through(&mut out, config);
     out
+}
+
+/// The provider pass-through routes: where each configured one goes and with which
+/// credentials (masked); the others answer 501 naming what to set.
+fn pass_through(out: &mut String, config: &Config) {
+    let _ = writeln!(out, "\npass-through routes");
+    let mut missing = Vec::new();
+    for (route, u) in &config.pass_through.upstreams {
+        let credentials = u.as_ref().ok().and_then(|u| match &u.specific {
+            ProviderConfig::Bedrock(c) => c
+                .aws
+                .as_ref()
+                .map(|a| format!("AWS key {}", a.access_key_id.masked())),
+            ProviderConfig::Vertex(c) => c
+                .credentials
+                .as_ref()
+                .map(|_| format!("service account, project {} in {}", c.project, c.location)),
+            _ => u
+                .api_keys
+                .first()
+                .map(|k| format!("api_key {}", k.key.masked())),
+        });
+        match (u, credentials) {
+            (Ok(u), Some(c)) => {
+                let base = u.api_base.as_deref().unwrap_or_default();
+                let _ = writeln!(out, "  {}  → {base}  ({c})", route.label());
+            }
+            _ => missing.push(route.label()),
+        }
+    }
+    if !missing.is_empty() {
+        let _ = writeln!(out, "  not configured (answer 501): {}", missing.join(", "));
+    }
 }
 
 fn deployment(out: &mut String, d: &Deployment) {

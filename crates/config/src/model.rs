@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use sluice_core::price::Price;
 use sluice_core::Secret;
+use sluice_providers::passthrough::{Route, Unavailable};
 use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
 use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+
+use crate::prices::PriceTable;
 
 /// The whole validated config.
 #[derive(Debug, Clone)]
@@ -22,6 +25,22 @@ pub struct Config {
     pub litellm: LitellmSettings,
     /// Logging callbacks and tracing (`litellm_settings.*callback*` + `callback_settings`).
     pub callbacks: CallbackSettings,
+    /// The provider pass-through routes (`/anthropic/*`, `/bedrock/*`, ...).
+    pub pass_through: PassThroughSettings,
+}
+
+/// The provider pass-through routes: each route's upstream (from a deployment marked
+/// `use_in_pass_through: true`, else the provider's environment variables) or why it has none,
+/// how long their calls may take, and the prices their answers are charged at (the same table
+/// deployments are priced from, looked up per request by the model the request names).
+#[derive(Debug, Clone)]
+pub struct PassThroughSettings {
+    /// One entry per route, in `Route::ALL` order.
+    pub upstreams: Vec<(Route, Result<UpstreamConfig, Unavailable>)>,
+    /// `router_settings.timeout` / `stream_timeout` (LiteLLM's 600 s by default).
+    pub timeouts: Timeouts,
+    /// Model name → price.
+    pub prices: PriceTable,
 }
 
 /// Every logging callback and trace exporter the config turns on.
@@ -217,6 +236,9 @@ pub struct Deployment {
     /// `provider/model`, `model`) and the cost overrides above, so a request's cost is
     /// arithmetic only. All zero when nothing is known (a warning says so).
     pub price: Price,
+    /// `use_in_pass_through`: its upstream and credentials serve its provider's pass-through
+    /// route (the first such deployment of a provider does).
+    pub use_in_pass_through: bool,
 }
 
 impl Deployment {

@@ -13,8 +13,6 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value};
 
-use sluice_providers::Provider;
-
 use crate::model::Deployment;
 use sluice_core::price::Price;
 
@@ -140,9 +138,9 @@ impl PriceTable {
     /// The first entry found for `model_info.base_model`, then the upstream model, each tried
     /// as `provider/name` (LiteLLM's key for most non-OpenAI providers), as given, and without
     /// its own first `prefix/`.
-    fn lookup(&self, provider: Provider, names: &[&str]) -> Option<(String, Price)> {
+    fn lookup(&self, prefix: &str, names: &[&str]) -> Option<(String, Price)> {
         for name in names {
-            let prefixed = format!("{}/{name}", provider.name());
+            let prefixed = format!("{prefix}/{name}");
             let bare = name.split_once('/').map(|(_, rest)| rest);
             for candidate in [Some(prefixed.as_str()), Some(*name), bare]
                 .into_iter()
@@ -156,6 +154,13 @@ impl PriceTable {
         None
     }
 
+    /// The price of a model a request names (the pass-through routes, where no deployment
+    /// was priced at load): `prefix/model`, `model`, or `model` without its own first
+    /// `prefix/`.
+    pub fn find(&self, prefix: &str, model: &str) -> Option<Price> {
+        self.lookup(prefix, &[model]).map(|(_, price)| price)
+    }
+
     /// A deployment's price: the table's entry, with the deployment's own
     /// `input_cost_per_token` / `output_cost_per_token` over it. Without an entry, cache and
     /// reasoning tokens are priced like plain input and output.
@@ -163,7 +168,7 @@ impl PriceTable {
         let mut names: Vec<&str> = Vec::with_capacity(2);
         names.extend(d.model_info.base_model.as_deref());
         names.push(&d.upstream.model);
-        let found = self.lookup(d.provider(), &names);
+        let found = self.lookup(d.provider().name(), &names);
         let (mut price, mut source) = match found {
             Some((name, price)) => (price, PriceSource::Table(name)),
             None => (Price::default(), PriceSource::Unknown),

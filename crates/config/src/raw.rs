@@ -110,6 +110,7 @@ pub(super) struct RawParams {
     pub max_retries: Option<Scalar>,
     pub input_cost_per_token: Option<Scalar>,
     pub output_cost_per_token: Option<Scalar>,
+    pub use_in_pass_through: Option<Scalar>,
     /// Every other key: the ones a provider reads (`aws_region_name`, `vertex_project`,
     /// `mock_chunks`, ...), handed to its module, and unknown ones (a warning).
     #[serde(flatten)]
@@ -135,6 +136,7 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "max_retries",
     "input_cost_per_token",
     "output_cost_per_token",
+    "use_in_pass_through",
 ];
 
 /// `general_settings`.

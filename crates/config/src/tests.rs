@@ -466,3 +466,69 @@ fn http2_prior_knowledge_is_for_plain_http_upstreams_only() {
         "{e}"
     );
 }
+
+#[test]
+fn pass_through_upstreams_from_a_marked_deployment_else_the_environment() {
+    use sluice_providers::passthrough::Route;
+    let e = env(&[
+        ("ANTHROPIC_API_KEY", "sk-env"),
+        ("MISTRAL_API_KEY", "m-env"),
+        ("MISTRAL_API_BASE", "http://mistral.local/v1"),
+    ]);
+    let loaded = load_str(
+        r#"
+model_list:
+  - model_name: claude-plain
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_base: http://first.local
+      api_key: sk-first
+  - model_name: claude-pt
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_base: http://marked.local
+      api_key: sk-marked
+      use_in_pass_through: "true"
+  - model_name: fast
+    litellm_params:
+      model: groq/llama-3.1-8b-instant
+      api_key: g
+      use_in_pass_through: true
+"#,
+        &e,
+    )
+    .unwrap();
+    let upstream = |r: Route| {
+        loaded
+            .config
+            .pass_through
+            .upstreams
+            .iter()
+            .find(|(route, _)| *route == r)
+            .map(|(_, u)| u.clone())
+            .unwrap()
+    };
+    let a = upstream(Route::Anthropic).unwrap();
+    assert_eq!(a.api_base.as_deref(), Some("http://marked.local/v1"));
+    assert_eq!(a.api_keys[0].key.expose(), "sk-marked");
+    let m = upstream(Route::Mistral).unwrap();
+    assert_eq!(m.api_base.as_deref(), Some("http://mistral.local/v1"));
+    assert_eq!(m.api_keys[0].key.expose(), "m-env");
+    let az = upstream(Route::Azure).unwrap_err();
+    assert!(az.to_string().contains("AZURE_API_BASE"), "{az}");
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.message.contains("no pass-through route serves groq/")),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(
+        !loaded
+            .warnings
+            .iter()
+            .any(|w| w.path.ends_with("use_in_pass_through")),
+        "the key is known"
+    );
+}

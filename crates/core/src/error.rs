@@ -196,6 +196,15 @@ pub enum ApiError {
     /// The database did not answer; the admin API cannot serve without it.
     #[error("The database is unavailable; try again shortly.")]
     StoreUnavailable,
+    /// A provider pass-through route (`/bedrock/*`, ...) has no upstream settings or
+    /// credentials; the reason names what to set, never a value.
+    #[error("The {route} pass-through route is not configured: {why}")]
+    PassThroughUnavailable {
+        /// The route (`/bedrock/*`).
+        route: &'static str,
+        /// What is missing.
+        why: String,
+    },
 }
 
 impl ApiError {
@@ -221,9 +230,9 @@ impl ApiError {
             }
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::ProviderNotSupported { .. } | Self::EndpointNotSupported { .. } => {
-                StatusCode::NOT_IMPLEMENTED
-            }
+            Self::ProviderNotSupported { .. }
+            | Self::EndpointNotSupported { .. }
+            | Self::PassThroughUnavailable { .. } => StatusCode::NOT_IMPLEMENTED,
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
@@ -263,9 +272,9 @@ impl ApiError {
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable => "service_unavailable_error",
-            Self::ProviderNotSupported { .. } | Self::EndpointNotSupported { .. } => {
-                "not_implemented_error"
-            }
+            Self::ProviderNotSupported { .. }
+            | Self::EndpointNotSupported { .. }
+            | Self::PassThroughUnavailable { .. } => "not_implemented_error",
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
             Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
@@ -313,6 +322,7 @@ impl ApiError {
             Self::NotFound { .. } => "not_found",
             Self::Conflict(_) => "already_exists",
             Self::StoreUnavailable => "database_unavailable",
+            Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
         }
     }
 
@@ -343,7 +353,8 @@ impl ApiError {
             | Self::Limited(_)
             | Self::NotFound { .. }
             | Self::Conflict(_)
-            | Self::StoreUnavailable => None,
+            | Self::StoreUnavailable
+            | Self::PassThroughUnavailable { .. } => None,
         }
     }
 

@@ -38,26 +38,7 @@ pub(super) fn route(path: &str) -> Option<(String, Op)> {
         "invoke" => Op::Invoke,
         _ => return None,
     };
-    Some((percent_decode(id), op))
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Some((sigv4::uri_decode(id), op))
 }
 
 /// AWS's error answer: `{"message"}` and the exception name in `x-amzn-ErrorType`.
@@ -311,7 +292,7 @@ mod tests {
             ))
         );
         assert_eq!(route("/model/x/other"), None);
-        assert_eq!(percent_decode("a%2Fb%3"), "a/b%3");
+        assert_eq!(sigv4::uri_decode("a%2Fb%3"), "a/b%3");
     }
 
     #[test]

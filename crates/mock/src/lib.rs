@@ -3,6 +3,9 @@
 //! with deterministic content and usage. A request that offers tools gets a tool call.
 //! It is the only fake in sluice's tests and the upstream of `sluice bench`.
 //!
+//! With an `api_key` set, requests must carry it where the provider reads its key (a 401
+//! otherwise), so tests can tell that a gateway added its upstream credentials.
+//!
 //! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
 //! `x-mock-chunks`, `x-mock-response-tokens`; faults (`faults.rs`) from settings, `x-mock-*`
 //! headers or a `mock_fault` body object.
@@ -10,6 +13,7 @@
 mod anthropic;
 mod bedrock;
 mod body;
+mod cohere;
 mod faults;
 mod gemini;
 mod media;
@@ -92,8 +96,22 @@ pub async fn respond(
     body: &Bytes,
     settings: &MockSettings,
 ) -> Response<MockBody> {
+    respond_as(endpoint, headers, body, settings, None).await
+}
+
+/// [`respond`], with the model a path names (an Azure deployment) when the body has none.
+async fn respond_as(
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+    path_model: Option<&str>,
+) -> Response<MockBody> {
     let mut s = effective(headers, settings);
     let dialect = endpoint.dialect();
+    if let Some(denied) = key_refused(&s, headers, None, dialect) {
+        return denied;
+    }
     match endpoint {
         Endpoint::ImageGenerations
         | Endpoint::ImageEdits
@@ -130,7 +148,12 @@ pub async fn respond(
     {
         return fault;
     }
-    let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
+    let Some(model) = req
+        .model
+        .as_deref()
+        .or(path_model)
+        .filter(|m| !m.is_empty())
+    else {
         return bad_request(
             dialect,
             "you must provide a model parameter",
@@ -289,6 +312,8 @@ pub(crate) enum NativeRoute {
     VertexAnthropic(String),
     /// Amazon Bedrock: model id (decoded) and operation.
     Bedrock(String, bedrock::Op),
+    /// Cohere's v2 chat.
+    Cohere,
 }
 
 impl NativeRoute {
@@ -296,6 +321,9 @@ impl NativeRoute {
     pub(crate) fn of(path: &str) -> Option<Self> {
         if path == "/token" {
             return Some(Self::Token);
+        }
+        if cohere::route(path) {
+            return Some(Self::Cohere);
         }
         if let Some(model) = gemini::anthropic_route(path) {
             return Some(Self::VertexAnthropic(model.to_owned()));
@@ -330,7 +358,9 @@ pub(crate) async fn respond_native(
         NativeRoute::Gemini(_, _, true) | NativeRoute::VertexAnthropic(_) => {
             gemini::check_token(headers)
         }
-        NativeRoute::Gemini(_, _, false) => None,
+        NativeRoute::Gemini(_, _, false) | NativeRoute::Cohere => {
+            key_refused(&s, headers, uri.query(), Dialect::OpenAi)
+        }
     };
     if let Some(denied) = denied {
         return denied;
@@ -353,7 +383,86 @@ pub(crate) async fn respond_native(
             bedrock::answer(model, *op, body, &s, prompt_tokens)
         }
         NativeRoute::Token => gemini::token(body, stamp().0),
+        NativeRoute::Cohere => cohere_chat(body, &s, prompt_tokens).await,
     }
+}
+
+/// Cohere's v2 chat: latency and faults as for OpenAI, then the answer in Cohere's shape.
+async fn cohere_chat(body: &Bytes, s: &MockSettings, prompt_tokens: u64) -> Response<MockBody> {
+    if let Some(fault) = before_answer(s, |status, retry| {
+        injected_error(Dialect::OpenAi, status, retry)
+    })
+    .await
+    {
+        return fault;
+    }
+    let req: MockRequest<'_> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(Dialect::OpenAi, &e.to_string(), None, "invalid_json"),
+    };
+    let model = req.model.as_deref().unwrap_or("command-a");
+    let plan = plan(s, model, None, prompt_tokens, false);
+    if req.stream == Some(true) {
+        return stream(plan.cohere_stream(), s, "text/event-stream");
+    }
+    json(StatusCode::OK, plan.cohere_chat())
+}
+
+/// An Azure OpenAI path (`/openai/deployments/{deployment}/chat/completions`,
+/// `/openai/responses`): the endpoint and the deployment, which stands for the model.
+pub(crate) fn azure_route(path: &str) -> Option<(Endpoint, Option<&str>)> {
+    let rest = path.strip_prefix("/openai")?;
+    if let Some(below) = rest.strip_prefix("/deployments/") {
+        let (deployment, endpoint) = below.split_once('/')?;
+        let endpoint = Endpoint::from_path(&format!("/{endpoint}"))?;
+        return Some((endpoint, Some(deployment)));
+    }
+    Endpoint::from_path(rest).map(|e| (e, None))
+}
+
+/// Answer an Azure OpenAI path.
+pub(crate) async fn respond_azure(
+    endpoint: Endpoint,
+    deployment: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    respond_as(endpoint, headers, body, settings, deployment).await
+}
+
+/// When the mock requires a key: a 401 unless the request carries it where one of the
+/// providers reads it (`Authorization: Bearer`, `x-api-key`, `api-key`, `x-goog-api-key`, or
+/// Google's `?key=`).
+fn key_refused(
+    s: &MockSettings,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    dialect: Dialect,
+) -> Option<Response<MockBody>> {
+    let want = s.api_key.as_deref()?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let presented = [
+        header("authorization").and_then(|v| v.strip_prefix("Bearer ")),
+        header("x-api-key"),
+        header("api-key"),
+        header("x-goog-api-key"),
+        query.and_then(|q| q.split('&').find_map(|p| p.strip_prefix("key="))),
+    ];
+    if presented.contains(&Some(want)) {
+        return None;
+    }
+    let message = "Incorrect API key provided.";
+    Some(match dialect {
+        Dialect::OpenAi => json(
+            StatusCode::UNAUTHORIZED,
+            error_body(message, "invalid_request_error", None, "invalid_api_key"),
+        ),
+        Dialect::Anthropic => json(
+            StatusCode::UNAUTHORIZED,
+            anthropic_error_body("authentication_error", message),
+        ),
+    })
 }
 
 /// Answer a translated call in process as the `wire` upstream would, for `mock/` deployments

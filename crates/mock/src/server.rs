@@ -1,7 +1,9 @@
 //! `sluice mock`: the mock provider as an HTTP server, for benchmarks and for tests that need a
 //! real upstream socket. OpenAI and Anthropic paths work with and without the `/v1` prefix;
-//! Gemini (`/v1beta/models/{m}:generateContent`, ...) and Bedrock (`/model/{id}/converse`, ...)
-//! are answered on their real paths.
+//! Gemini (`/v1beta/models/{m}:generateContent`, ...), Bedrock (`/model/{id}/converse`, ...),
+//! Azure OpenAI (`/openai/deployments/{d}/chat/completions`, ...) and Cohere (`/v2/chat`) are
+//! answered on their real paths. With `--api-key`, the key is required as each provider reads
+//! it.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -14,7 +16,10 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
-use super::{error, json, respond, respond_native, MockBody, MockSettings, NativeRoute};
+use super::{
+    azure_route, error, json, respond, respond_azure, respond_native, MockBody, MockSettings,
+    NativeRoute,
+};
 use sluice_core::endpoint::Endpoint;
 use sluice_net::server::{serve_threads, serve_with};
 
@@ -77,6 +82,28 @@ impl Drop for Answering<'_> {
     }
 }
 
+/// An inference path the mock answers, by its wire format.
+enum Inference {
+    /// A provider's native path (Gemini, Vertex AI, Bedrock, Cohere, the token endpoint).
+    Native(NativeRoute),
+    /// Azure OpenAI's deployment path: the endpoint and the deployment.
+    Azure(Endpoint, Option<String>),
+    /// OpenAI's and Anthropic's paths.
+    Endpoint(Endpoint),
+}
+
+impl Inference {
+    fn of(path: &str) -> Option<Self> {
+        if let Some(route) = NativeRoute::of(path) {
+            return Some(Self::Native(route));
+        }
+        if let Some((endpoint, deployment)) = azure_route(path) {
+            return Some(Self::Azure(endpoint, deployment.map(str::to_owned)));
+        }
+        Endpoint::from_path(path).map(Self::Endpoint)
+    }
+}
+
 async fn handle(
     req: Request<Incoming>,
     settings: &MockSettings,
@@ -84,43 +111,36 @@ async fn handle(
 ) -> Response<MockBody> {
     let path = req.uri().path();
     let bare = path.strip_prefix("/v1").unwrap_or(path);
-    if let (&Method::POST, Some(route)) = (req.method(), NativeRoute::of(path)) {
+    let inference = (req.method() == Method::POST)
+        .then(|| Inference::of(path))
+        .flatten();
+    if let Some(inference) = inference {
         stats.requests.fetch_add(1, Relaxed);
         let mut answering = Answering(stats, false);
         let (parts, body) = req.into_parts();
-        let resp = match Limited::new(body, MAX_BODY).collect().await {
-            Ok(b) => {
-                respond_native(&route, &parts.uri, &parts.headers, &b.to_bytes(), settings).await
+        let body = match Limited::new(body, MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("could not read the request body: {e}"),
+                    None,
+                    "request_too_large",
+                )
             }
-            Err(e) => error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("could not read the request body: {e}"),
-                None,
-                "request_too_large",
-            ),
+        };
+        let (h, s) = (&parts.headers, settings);
+        let resp = match inference {
+            Inference::Native(route) => respond_native(&route, &parts.uri, h, &body, s).await,
+            Inference::Azure(e, deployment) => {
+                respond_azure(e, deployment.as_deref(), h, &body, s).await
+            }
+            Inference::Endpoint(e) => respond(e, h, &body, s).await,
         };
         answering.1 = true;
         return resp;
     }
     match (req.method(), Endpoint::from_path(path)) {
-        (&Method::POST, Some(endpoint)) => {
-            stats.requests.fetch_add(1, Relaxed);
-            let mut answering = Answering(stats, false);
-            let (parts, body) = req.into_parts();
-            match Limited::new(body, MAX_BODY).collect().await {
-                Ok(b) => {
-                    let resp = respond(endpoint, &parts.headers, &b.to_bytes(), settings).await;
-                    answering.1 = true;
-                    resp
-                }
-                Err(e) => error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("could not read the request body: {e}"),
-                    None,
-                    "request_too_large",
-                ),
-            }
-        }
         (&Method::GET, None) if bare == "/models" => json(
             StatusCode::OK,
             Bytes::from_static(

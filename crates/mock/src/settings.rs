@@ -25,6 +25,9 @@ pub struct MockSettings {
     /// AWS key pair (access key id, secret) the Bedrock paths check SigV4 signatures
     /// against; unset, signatures are not checked.
     pub aws: Option<(String, String)>,
+    /// The API key the OpenAI, Anthropic, Azure, Gemini and Cohere paths require (in the
+    /// header each provider reads), as the real providers do; unset, keys are not checked.
+    pub api_key: Option<String>,
 }
 
 /// A native wire format the mock can play in process ([`crate::respond_wire`]), for `mock/`
@@ -59,6 +62,7 @@ impl Default for MockSettings {
             embedding_dims: 16,
             faults: Faults::default(),
             aws: None,
+            api_key: None,
         }
     }
 }

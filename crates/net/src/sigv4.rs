@@ -90,6 +90,29 @@ pub fn uri_encode(s: &str, keep_slash: bool) -> String {
     out
 }
 
+/// Decode `%XX` escapes (the inverse of [`uri_encode`]); a `%` not followed by two hex digits
+/// stays as it is, and bytes that do not form UTF-8 are replaced.
+pub fn uri_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The canonical query string: pairs sorted by name, then value.
 fn canonical_query(query: &str) -> String {
     if query.is_empty() {

@@ -24,6 +24,7 @@ pub mod body;
 pub mod call;
 pub mod exchange;
 pub mod http;
+pub mod passthrough;
 pub mod settings;
 pub mod target;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use sluice_core::settings::read::{boolean, seconds, text, whole};
 use sluice_core::settings::{Env, Problems, Scalar};
 use sluice_core::Secret;
+use sluice_net::sigv4::uri_decode;
 
 use super::texts;
 use crate::model::{CallbackSettings, LitellmSettings, SinkKind, SinkSettings};
@@ -450,30 +451,9 @@ fn otel(raw: &RawCallback, env: &dyn Env, path: &str, p: &mut Problems) -> Optio
 fn parse_header_list(s: &str) -> Vec<(String, Secret)> {
     s.split(',')
         .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), Secret::new(percent_decode(v.trim()))))
+        .map(|(k, v)| (k.trim().to_owned(), Secret::new(uri_decode(v.trim()))))
         .filter(|(k, _)| !k.is_empty())
         .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Some(v) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn check_url(path: &str, url: &str, p: &mut Problems) {

@@ -99,6 +99,12 @@ fn deployment(
         false,
         p,
     );
+    let use_in_pass_through = boolean(
+        &at_key("use_in_pass_through"),
+        params.use_in_pass_through,
+        p,
+    )
+    .unwrap_or(false);
     let given = Given {
         model: text(params.model),
         custom_llm_provider: text(params.custom_llm_provider),
@@ -134,6 +140,7 @@ fn deployment(
         price: sluice_core::price::Price::default(),
         model_info,
         model_name,
+        use_in_pass_through,
     };
     d.id = d
         .model_info

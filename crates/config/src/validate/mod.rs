@@ -7,6 +7,7 @@ mod callbacks;
 mod deployments;
 mod general;
 mod litellm;
+mod passthrough;
 mod router;
 
 use sluice_core::settings::{did_you_mean, Env, Problems};
@@ -78,12 +79,14 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
             );
         }
     }
+    let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
     Config {
         deployments,
         general,
         router,
         litellm,
         callbacks,
+        pass_through,
     }
 }
 

@@ -344,7 +344,7 @@ struct RawReasoningText {
 /// Converse's `usage`: `inputTokens` excludes cache reads and writes (as Anthropic's does).
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct RawUsage {
+pub(crate) struct RawUsage {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]

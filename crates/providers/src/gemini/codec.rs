@@ -318,7 +318,7 @@ struct RawFeedback {
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct RawUsage {
+pub(crate) struct RawUsage {
     #[serde(default)]
     prompt_token_count: u64,
     #[serde(default)]

@@ -136,8 +136,9 @@ fn settings(cx: &mut Reading<'_>) -> MockSettings {
         response_tokens: positive("mock_response_tokens", p, d.response_tokens),
         embedding_dims: positive("mock_embedding_dims", p, d.embedding_dims),
         faults: faults(cx),
-        // In-process mock deployments are never signed.
+        // In-process mock deployments are never signed, and take no key.
         aws: None,
+        api_key: None,
     }
 }
 

@@ -1,0 +1,928 @@
+//! LiteLLM's provider pass-through routes (`/openai/*`, `/anthropic/*`, `/gemini/*`,
+//! `/vertex_ai/*`, `/bedrock/*`, `/azure/*`, `/cohere/*`, `/mistral/*`): the client speaks the
+//! provider's own API, and sluice sends the request to that provider unchanged but for the
+//! credentials, which are sluice's (a key header, a SigV4 signature, a Google OAuth token),
+//! never the client's.
+//!
+//! This module knows the provider side: which routes exist and what their paths name
+//! ([`Route`], [`path`]), where a route's upstream and credentials come from ([`upstream`]),
+//! the call itself ([`Target::send`]: URL below the provider's base, headers filtered, auth
+//! added) and the usage in the provider's answer ([`usage`]). Authentication, budgets and
+//! recording are the gateway's (`src/passthrough/`).
+
+pub mod path;
+pub mod usage;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderMap, Method, Request, Response, Uri};
+use serde::Deserialize;
+use sluice_core::error::ApiError;
+use sluice_core::record::DeploymentInfo;
+use sluice_core::settings::{Env, Params, Problems, Scalar};
+use sluice_core::Secret;
+use sluice_net::google_auth::TokenSource;
+use sluice_net::sigv4::{uri_decode, uri_encode, Credentials, Signer};
+use sluice_net::{ClientRegistry, SegmentsBody};
+
+pub use usage::{Framing, Shape, Tap};
+
+use crate::body::UpstreamBody;
+use crate::http::{client_error, HttpTarget, KeyHeader};
+use crate::registry::Provider;
+use crate::settings::{self, ApiKey, Given, UpstreamConfig};
+use crate::target::{Prepared, Timeouts};
+use crate::ProviderConfig;
+
+/// A provider route, served under its own path prefix as LiteLLM serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// `/openai/*` (also `/openai_passthrough/*`): OpenAI's API.
+    OpenAi,
+    /// `/anthropic/*`: Anthropic's API.
+    Anthropic,
+    /// `/gemini/*`: Google AI Studio.
+    Gemini,
+    /// `/vertex_ai/*` (also `/vertex-ai/*`): Vertex AI.
+    Vertex,
+    /// `/bedrock/*`: Amazon Bedrock's runtime.
+    Bedrock,
+    /// `/azure/*`: Azure OpenAI.
+    Azure,
+    /// `/cohere/*`: Cohere's API.
+    Cohere,
+    /// `/mistral/*`: Mistral's API.
+    Mistral,
+}
+
+/// What sets a route apart: its prefixes, the provider whose settings it reads, and the
+/// environment variables LiteLLM's pass-through reads beyond the provider's own.
+#[derive(Debug)]
+struct Spec {
+    /// Path prefixes, the canonical one first.
+    prefixes: &'static [&'static str],
+    /// Route label for logs and metrics.
+    label: &'static str,
+    /// The provider's name in records.
+    name: &'static str,
+    /// The LiteLLM prefix whose deployments may serve it (`use_in_pass_through`).
+    deployments: Option<&'static str>,
+    /// The LiteLLM prefix its settings are read as.
+    reads_as: &'static str,
+    /// Base URL variables read before the provider's own.
+    base_env: &'static [&'static str],
+    /// Key variables read before the provider's own.
+    key_env: &'static [&'static str],
+    /// Base URL when no variable names one and the provider has no default.
+    default_base: Option<&'static str>,
+    /// Provider keys taken from these variables (LiteLLM's pass-through names).
+    params: &'static [(&'static str, &'static [&'static str])],
+}
+
+impl Spec {
+    const fn of(
+        prefixes: &'static [&'static str],
+        label: &'static str,
+        name: &'static str,
+    ) -> Self {
+        Self {
+            prefixes,
+            label,
+            name,
+            deployments: Some(name),
+            reads_as: name,
+            base_env: &[],
+            key_env: &[],
+            default_base: None,
+            params: &[],
+        }
+    }
+}
+
+static SPECS: [Spec; 8] = [
+    Spec::of(&["openai", "openai_passthrough"], "/openai/*", "openai"),
+    Spec::of(&["anthropic"], "/anthropic/*", "anthropic"),
+    Spec::of(&["gemini"], "/gemini/*", "gemini"),
+    Spec {
+        params: &[
+            ("vertex_project", &["DEFAULT_VERTEXAI_PROJECT"]),
+            ("vertex_location", &["DEFAULT_VERTEXAI_LOCATION"]),
+            (
+                "vertex_credentials",
+                &["DEFAULT_GOOGLE_APPLICATION_CREDENTIALS"],
+            ),
+        ],
+        ..Spec::of(&["vertex_ai", "vertex-ai"], "/vertex_ai/*", "vertex_ai")
+    },
+    Spec {
+        params: &[("aws_region_name", &["AWS_REGION_NAME"])],
+        ..Spec::of(&["bedrock"], "/bedrock/*", "bedrock")
+    },
+    Spec::of(&["azure"], "/azure/*", "azure"),
+    // Cohere's native API is no sluice provider: its settings are read as an
+    // OpenAI-compatible server's, from Cohere's variables.
+    Spec {
+        deployments: None,
+        reads_as: "custom_openai",
+        base_env: &["COHERE_API_BASE"],
+        key_env: &["COHERE_API_KEY", "CO_API_KEY"],
+        default_base: Some("https://api.cohere.com"),
+        ..Spec::of(&["cohere"], "/cohere/*", "cohere")
+    },
+    Spec {
+        base_env: &["MISTRAL_API_BASE"],
+        ..Spec::of(&["mistral"], "/mistral/*", "mistral")
+    },
+];
+
+impl Route {
+    /// Every route, in the order of [`Route::index`].
+    pub const ALL: [Route; 8] = [
+        Self::OpenAi,
+        Self::Anthropic,
+        Self::Gemini,
+        Self::Vertex,
+        Self::Bedrock,
+        Self::Azure,
+        Self::Cohere,
+        Self::Mistral,
+    ];
+
+    /// Position in [`Route::ALL`], for tables with one entry per route.
+    pub const fn index(self) -> usize {
+        match self {
+            Self::OpenAi => 0,
+            Self::Anthropic => 1,
+            Self::Gemini => 2,
+            Self::Vertex => 3,
+            Self::Bedrock => 4,
+            Self::Azure => 5,
+            Self::Cohere => 6,
+            Self::Mistral => 7,
+        }
+    }
+
+    fn spec(self) -> &'static Spec {
+        &SPECS[self.index()]
+    }
+
+    /// Stable label for logs and metrics (`/anthropic/*`), never the raw path.
+    pub fn label(self) -> &'static str {
+        self.spec().label
+    }
+
+    /// The provider's name in records and errors (`anthropic`, `vertex_ai`, `cohere`).
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The LiteLLM provider whose deployments may lend this route their upstream.
+    pub fn provider(self) -> Option<Provider> {
+        self.spec().deployments.and_then(Provider::from_prefix)
+    }
+
+    /// The route a request path belongs to, and the path below its prefix (`""` or `/…`).
+    pub fn of(path: &str) -> Option<(Route, &str)> {
+        let rest = path.strip_prefix('/')?;
+        Self::ALL.into_iter().find_map(|route| {
+            route.spec().prefixes.iter().find_map(|p| {
+                let below = rest.strip_prefix(p)?;
+                (below.is_empty() || below.starts_with('/')).then_some((route, below))
+            })
+        })
+    }
+
+    /// What the path below the prefix names: the model (where the provider puts it in the
+    /// path) and the operation.
+    pub fn named(self, rest: &str) -> path::Named<'_> {
+        match self {
+            Self::Bedrock => path::bedrock(rest),
+            Self::Gemini | Self::Vertex => path::google(rest),
+            Self::Azure => path::azure(rest),
+            Self::OpenAi | Self::Anthropic | Self::Cohere | Self::Mistral => path::plain(rest),
+        }
+    }
+
+    /// How usage is spelt in this route's answers to `rest`.
+    pub fn shape(self, rest: &str) -> Shape {
+        match self {
+            Self::OpenAi | Self::Azure | Self::Mistral | Self::Anthropic => Shape::Common,
+            Self::Gemini => Shape::Gemini,
+            Self::Vertex if rest.contains("/publishers/anthropic/") => Shape::Common,
+            Self::Vertex => Shape::Gemini,
+            Self::Bedrock => match path::bedrock(rest).op {
+                "converse" | "converse-stream" => Shape::Converse,
+                // InvokeModel answers in the model's own format (Anthropic's for Claude).
+                "invoke" => Shape::Common,
+                _ => Shape::Unknown,
+            },
+            Self::Cohere => Shape::Cohere,
+        }
+    }
+
+    /// Whether a streamed call to `rest` is an OpenAI (chat) completion, whose usage chunk
+    /// sluice may ask for on the client's behalf.
+    pub fn openai_completion(self, rest: &str) -> bool {
+        matches!(self, Self::OpenAi | Self::Azure | Self::Mistral)
+            && (rest.ends_with("/chat/completions") || rest.ends_with("/completions"))
+    }
+}
+
+/// What a JSON request body says about the call; anything else in it is skipped unparsed, and a
+/// body that is not JSON says nothing.
+#[derive(Debug, Default, Deserialize)]
+pub struct BodyFacts<'a> {
+    /// `model`.
+    #[serde(borrow, default)]
+    pub model: Option<Cow<'a, str>>,
+    /// `stream`.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// `user` (OpenAI's end user).
+    #[serde(borrow, default)]
+    pub user: Option<Cow<'a, str>>,
+}
+
+impl<'a> BodyFacts<'a> {
+    /// Read what a body says (nothing when it is not a JSON object of the expected types).
+    pub fn read(body: &'a [u8]) -> Self {
+        serde_json::from_slice(body).unwrap_or_default()
+    }
+}
+
+/// Why a route cannot be called, in words a client may see (names of settings and variables,
+/// never their values).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(String);
+
+/// A route's upstream: `flagged` (the first deployment of its provider marked
+/// `use_in_pass_through: true`) when there is one, else the provider's environment variables
+/// (LiteLLM's pass-through names first) and defaults, read and checked as a deployment's
+/// would be. Problems are the route's own, not the config's: a route nobody configured is
+/// simply unavailable.
+pub fn upstream(
+    route: Route,
+    flagged: Option<&UpstreamConfig>,
+    env: &dyn Env,
+) -> Result<UpstreamConfig, Unavailable> {
+    if let Some(u) = flagged {
+        return Ok(u.clone());
+    }
+    let spec = route.spec();
+    let var = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|v| env.var(v).filter(|s| !s.trim().is_empty()))
+    };
+    let values: BTreeMap<String, Scalar> = spec
+        .params
+        .iter()
+        .filter_map(|(key, vars)| Some(((*key).to_owned(), Scalar::Str(var(vars)?))))
+        .collect();
+    let given = Given {
+        model: Some(format!("{}/pass-through", spec.reads_as)),
+        api_base: var(spec.base_env).or(spec.default_base.map(str::to_owned)),
+        api_keys: var(spec.key_env)
+            .map(|k| ApiKey {
+                key: Secret::new(k),
+                weight: 1.0,
+            })
+            .into_iter()
+            .collect(),
+        ..Given::default()
+    };
+    let mut problems = Problems::default();
+    let params = Params::new(format!("pass-through {}", spec.label), values);
+    let read = settings::read(spec.label, given, &params, env, &mut problems);
+    match (read, problems.errors.first()) {
+        (Some(u), None) => Ok(u),
+        (_, Some(e)) => Err(Unavailable(e.to_string())),
+        (None, None) => Err(Unavailable(format!(
+            "{} has no usable upstream settings",
+            spec.label
+        ))),
+    }
+}
+
+/// How a route's requests are authenticated upstream, beyond the key headers.
+enum Auth {
+    /// The key is in the prebuilt headers.
+    Keyed,
+    /// Each request is signed (Bedrock).
+    SigV4(Signer),
+    /// Each request carries the service account's OAuth token (Vertex AI).
+    Google(Arc<TokenSource>),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Keyed => "Keyed",
+            Self::SigV4(_) => "SigV4",
+            Self::Google(_) => "Google",
+        })
+    }
+}
+
+/// Where Vertex AI's paths live: the project and location paths without them are put below,
+/// and whether the host follows the location a path names.
+#[derive(Debug)]
+struct VertexPlace {
+    project: String,
+    location: String,
+    /// The base is Google's default for the configured location (not one given), so a path
+    /// naming another location goes to that location's host.
+    default_host: bool,
+}
+
+/// A route ready to call: its upstream's base, its client and headers, its credentials.
+#[derive(Debug)]
+pub struct Target {
+    route: Route,
+    http: HttpTarget,
+    base: Box<str>,
+    auth: Auth,
+    vertex: Option<VertexPlace>,
+    /// How long a call may take: `first_chunk` to the answer's head, `total` for a whole one.
+    pub timeouts: Timeouts,
+}
+
+/// One pass-through request as the gateway hands it over.
+#[derive(Debug)]
+pub struct Outgoing<'a> {
+    /// The client's method.
+    pub method: &'a Method,
+    /// The path below the route's prefix, already checked ([`path::check`]).
+    pub rest: &'a str,
+    /// The client's query string.
+    pub query: Option<&'a str>,
+    /// The client's headers (filtered here before they go upstream).
+    pub headers: &'a HeaderMap,
+    /// The body to send, as segments of the client's buffer.
+    pub body: Vec<Bytes>,
+    /// W3C trace context for the call, when tracing is on.
+    pub trace: Option<HeaderValue>,
+}
+
+impl Target {
+    /// Make a route's upstream ready: client, headers with the key, signer or token source.
+    /// Fails when the route has no credentials to add.
+    pub fn build(
+        route: Route,
+        u: &UpstreamConfig,
+        clients: &ClientRegistry,
+        timeouts: Timeouts,
+    ) -> Result<Self, Unavailable> {
+        let info = DeploymentInfo {
+            id: Arc::from(format!("pass-through-{}", route.name())),
+            model_name: Arc::from(route.label()),
+            upstream_model: Arc::from("*"),
+            provider: route.name(),
+        };
+        let d = Prepared {
+            info: &info,
+            upstream: u,
+            clients,
+            timeouts,
+            drop_params: false,
+        };
+        let missing_key = || {
+            let spec = route.spec();
+            let vars: Vec<&str> = spec
+                .key_env
+                .iter()
+                .chain(u.provider.spec().key_env)
+                .copied()
+                .collect();
+            Unavailable(format!(
+                "{} has no upstream key: set {}{}",
+                route.label(),
+                vars.join(" or "),
+                flag_hint(route)
+            ))
+        };
+        let key_header = match route {
+            Route::OpenAi | Route::Mistral | Route::Cohere => Some(KeyHeader::Bearer),
+            Route::Anthropic => Some(KeyHeader::Named("x-api-key")),
+            Route::Gemini => Some(KeyHeader::Named("x-goog-api-key")),
+            Route::Azure => Some(KeyHeader::Named("api-key")),
+            Route::Bedrock | Route::Vertex => None,
+        };
+        if key_header.is_some() && u.api_keys.is_empty() {
+            return Err(missing_key());
+        }
+        let http = HttpTarget::build(&d, key_header.unwrap_or(KeyHeader::Signed), &[])
+            .map_err(|e| Unavailable(e.to_string()))?;
+        let (auth, vertex) = match (&u.specific, key_header) {
+            (_, Some(_)) => (Auth::Keyed, None),
+            (ProviderConfig::Bedrock(c), None) => {
+                let Some(aws) = &c.aws else {
+                    return Err(Unavailable(format!(
+                        "/bedrock/* has no AWS credentials: set AWS_ACCESS_KEY_ID and \
+                         AWS_SECRET_ACCESS_KEY (and AWS_REGION_NAME or AWS_REGION){}",
+                        flag_hint(route)
+                    )));
+                };
+                let creds = Credentials {
+                    access_key_id: aws.access_key_id.clone(),
+                    secret_access_key: aws.secret_access_key.clone(),
+                    session_token: aws.session_token.clone(),
+                };
+                let signer = Signer::new(creds, c.region.clone(), "bedrock");
+                (Auth::SigV4(signer), None)
+            }
+            (ProviderConfig::Vertex(c), None) => {
+                let Some(key) = &c.credentials else {
+                    return Err(Unavailable(format!(
+                        "/vertex_ai/* has no service account: set \
+                         DEFAULT_GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_APPLICATION_CREDENTIALS{}",
+                        flag_hint(route)
+                    )));
+                };
+                let tokens = TokenSource::new(key.expose(), http.client.clone())
+                    .map_err(|e| Unavailable(format!("/vertex_ai/*: {e}")))?;
+                let default_host = u.api_base == u.specific.base().default;
+                let place = VertexPlace {
+                    project: c.project.clone(),
+                    location: c.location.clone(),
+                    default_host,
+                };
+                (Auth::Google(Arc::new(tokens)), Some(place))
+            }
+            (_, None) => {
+                return Err(Unavailable(format!(
+                    "{}: the marked deployment is not a {} deployment",
+                    route.label(),
+                    route.name()
+                )))
+            }
+        };
+        Ok(Self {
+            route,
+            base: u.api_base.clone().unwrap_or_default().into(),
+            http,
+            auth,
+            vertex,
+            timeouts,
+        })
+    }
+
+    /// Send one request to the route's upstream; resolves when the answer's head arrives.
+    pub async fn send(&self, call: Outgoing<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+        let method = method_name(call.method)?;
+        let uri = self.uri(call.rest, call.query)?;
+        let mut headers = self.headers(call.headers, !call.body.iter().all(Bytes::is_empty));
+        if let Some(parent) = call.trace {
+            headers.insert(sluice_core::trace_context::TRACEPARENT.clone(), parent);
+        }
+        let segments = call.body;
+        match &self.auth {
+            Auth::Keyed => {}
+            Auth::SigV4(signer) => {
+                let whole = join_segments(&segments);
+                signer.sign_method(method, &uri, &mut headers, &whole, SystemTime::now());
+            }
+            Auth::Google(tokens) => {
+                let h = tokens
+                    .header()
+                    .await
+                    .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
+                headers.insert(AUTHORIZATION, h);
+            }
+        }
+        let mut req = Request::builder()
+            .method(call.method.clone())
+            .uri(uri)
+            .body(SegmentsBody::new(segments))
+            .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
+        *req.headers_mut() = headers;
+        let resp = self.http.client.request(req).await.map_err(client_error)?;
+        Ok(resp.map(UpstreamBody::Http))
+    }
+
+    /// The upstream URL of a path below the route (checked by the caller) and its query.
+    fn uri(&self, rest: &str, query: Option<&str>) -> Result<Uri, ApiError> {
+        let (base, rest) = match self.route {
+            Route::Vertex => self.vertex_path(rest),
+            Route::Bedrock => (Cow::Borrowed(&*self.base), Cow::Owned(canonical_path(rest))),
+            _ => (Cow::Borrowed(&*self.base), Cow::Borrowed(rest)),
+        };
+        let mut url = path::join(&base, &rest);
+        let query = match (self.route, query) {
+            // The Gemini SDKs put the (sluice) key in `?key=`; sluice's goes in a header.
+            (Route::Gemini, Some(q)) => Some(without_key(q)),
+            (_, q) => q.map(Cow::Borrowed),
+        };
+        if let Some(q) = query.filter(|q| !q.is_empty()) {
+            url.push('?');
+            url.push_str(&q);
+        }
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| ApiError::InvalidParam {
+                param: "path",
+                message: e.to_string(),
+            })?;
+        // The joined URL must still be on the upstream's host.
+        let expected: Option<Uri> = base.parse().ok();
+        if uri.authority() != expected.as_ref().and_then(Uri::authority) {
+            return Err(ApiError::InvalidParam {
+                param: "path",
+                message: "the path must stay below the provider's base URL".into(),
+            });
+        }
+        Ok(uri)
+    }
+
+    /// Vertex AI: paths without a project and location get the configured ones; with the
+    /// default base, the host follows the location the path names.
+    fn vertex_path<'a>(&'a self, rest: &'a str) -> (Cow<'a, str>, Cow<'a, str>) {
+        let Some(place) = &self.vertex else {
+            return (Cow::Borrowed(&*self.base), Cow::Borrowed(rest));
+        };
+        let (version, below) = match rest.strip_prefix('/').and_then(|r| r.split_once('/')) {
+            Some((v, below))
+                if v.starts_with('v') && v[1..].starts_with(|c: char| c.is_ascii_digit()) =>
+            {
+                (v, below)
+            }
+            _ => ("v1", rest.trim_start_matches('/')),
+        };
+        let rest = if below.starts_with("publishers/") {
+            Cow::Owned(format!(
+                "/{version}/projects/{}/locations/{}/{below}",
+                place.project, place.location
+            ))
+        } else {
+            Cow::Borrowed(rest)
+        };
+        let named = rest
+            .split_once("/locations/")
+            .and_then(|(_, r)| r.split('/').next())
+            .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+        let base = match named {
+            Some(l) if place.default_host && l != place.location => Cow::Owned(match l {
+                "global" => "https://aiplatform.googleapis.com".to_owned(),
+                l => format!("https://{l}-aiplatform.googleapis.com"),
+            }),
+            _ => Cow::Borrowed(&*self.base),
+        };
+        (base, rest)
+    }
+
+    /// The headers sent upstream: sluice's (credentials, `extra_headers`), then the client's
+    /// except its credentials, hop-by-hop headers and those sluice sets itself. The client's
+    /// `Content-Type` and `User-Agent` win over sluice's defaults.
+    fn headers(&self, client: &HeaderMap, has_body: bool) -> HeaderMap {
+        let mut h = self.http.headers.next().clone();
+        if !has_body {
+            h.remove(CONTENT_TYPE);
+        }
+        for name in [CONTENT_TYPE, USER_AGENT] {
+            if client.contains_key(&name) {
+                h.remove(&name);
+            }
+        }
+        let own: Vec<HeaderName> = h.keys().cloned().collect();
+        let listed = connection_listed(client);
+        for (name, value) in client {
+            let skip = never_forwarded(name)
+                || listed.iter().any(|l| l == name.as_str())
+                || own.contains(name);
+            if !skip {
+                h.append(name.clone(), value.clone());
+            }
+        }
+        if self.route == Route::Anthropic && !h.contains_key(ANTHROPIC_VERSION.as_str()) {
+            h.insert(
+                ANTHROPIC_VERSION.clone(),
+                HeaderValue::from_static(sluice_translate::anthropic::API_VERSION),
+            );
+        }
+        h
+    }
+}
+
+static ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+
+/// Client request headers that never reach the upstream: the client's credentials (sluice
+/// keys in every header a provider SDK uses, and an AWS SDK's own signature), hop-by-hop
+/// headers, and what sluice sets itself (`Host`, `Content-Length`, no compression so that
+/// usage can be read).
+const NEVER_FORWARDED: [&str; 21] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-litellm-api-key",
+    "cookie",
+    "x-amz-date",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
+    "host",
+    "content-length",
+    "accept-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+];
+
+fn never_forwarded(name: &HeaderName) -> bool {
+    NEVER_FORWARDED.contains(&name.as_str())
+}
+
+/// Headers the `Connection` header names as hop-by-hop.
+fn connection_listed(h: &HeaderMap) -> Vec<String> {
+    h.get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// Upstream answer headers that do not go back to the client: hop-by-hop headers, the length
+/// (hyper sets the one it sends), cookies of the provider's domain.
+const NOT_RETURNED: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "trailer",
+    "upgrade",
+    "te",
+    "content-length",
+    "set-cookie",
+    "alt-svc",
+];
+
+/// Copy an upstream answer's headers for the client, but for hop-by-hop ones.
+pub fn answer_headers(upstream: &HeaderMap, out: &mut HeaderMap) {
+    let listed = connection_listed(upstream);
+    for (name, value) in upstream {
+        if NOT_RETURNED.contains(&name.as_str()) || listed.iter().any(|l| l == name.as_str()) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+}
+
+/// "… or mark a deployment": how else a route gets its upstream.
+fn flag_hint(route: Route) -> String {
+    match route.spec().deployments {
+        Some(p) => {
+            format!(", or mark a {p}/ deployment in model_list with `use_in_pass_through: true`")
+        }
+        None => String::new(),
+    }
+}
+
+/// The methods pass-through routes take (LiteLLM's), as static names for signing.
+fn method_name(m: &Method) -> Result<&'static str, ApiError> {
+    Ok(match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        _ => return Err(ApiError::MethodNotAllowed(m.to_string())),
+    })
+}
+
+/// Whether a pass-through route takes this method.
+pub fn allows(m: &Method) -> bool {
+    method_name(m).is_ok()
+}
+
+/// Bedrock's path with every segment encoded the one way SigV4 signs it (a model id's `:` as
+/// `%3A`), however the client encoded it.
+fn canonical_path(rest: &str) -> String {
+    rest.split('/')
+        .map(|seg| uri_encode(&uri_decode(seg), false))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A query without its `key=` pairs.
+fn without_key(q: &str) -> Cow<'_, str> {
+    if !q.split('&').any(|p| p == "key" || p.starts_with("key=")) {
+        return Cow::Borrowed(q);
+    }
+    Cow::Owned(
+        q.split('&')
+            .filter(|p| !(p.is_empty() || *p == "key" || p.starts_with("key=")))
+            .collect::<Vec<_>>()
+            .join("&"),
+    )
+}
+
+fn join_segments(segments: &[Bytes]) -> Bytes {
+    match segments {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut buf = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+            for s in many {
+                buf.extend_from_slice(s);
+            }
+            buf.freeze()
+        }
+    }
+}
+
+/// Every route's target, or why it has none.
+#[derive(Debug)]
+pub struct Targets(Vec<Result<Target, Unavailable>>);
+
+impl Targets {
+    /// Make each route's upstream ready (`upstreams` in [`Route::ALL`] order; a route missing
+    /// from it is unavailable).
+    pub fn build(
+        upstreams: &[(Route, Result<UpstreamConfig, Unavailable>)],
+        clients: &ClientRegistry,
+        timeouts: Timeouts,
+    ) -> Self {
+        let targets = Route::ALL
+            .iter()
+            .map(|route| {
+                let found = upstreams.iter().find(|(r, _)| r == route);
+                match found {
+                    Some((_, Ok(u))) => Target::build(*route, u, clients, timeouts),
+                    Some((_, Err(e))) => Err(e.clone()),
+                    None => Err(Unavailable(format!("{} is not configured", route.label()))),
+                }
+            })
+            .collect();
+        Self(targets)
+    }
+
+    /// A route's target, or why it cannot be called.
+    pub fn get(&self, route: Route) -> Result<&Target, &Unavailable> {
+        match self.0.get(route.index()) {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(e)) => Err(e),
+            None => Err(&UNCONFIGURED),
+        }
+    }
+}
+
+static UNCONFIGURED: Unavailable = Unavailable(String::new());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn routes_by_prefix() {
+        assert_eq!(
+            Route::of("/anthropic/v1/messages"),
+            Some((Route::Anthropic, "/v1/messages"))
+        );
+        assert_eq!(Route::of("/vertex-ai/v1/x"), Some((Route::Vertex, "/v1/x")));
+        assert_eq!(Route::of("/openai"), Some((Route::OpenAi, "")));
+        assert_eq!(
+            Route::of("/openai_passthrough/v1/responses"),
+            Some((Route::OpenAi, "/v1/responses"))
+        );
+        assert_eq!(Route::of("/openaix/v1"), None);
+        assert_eq!(Route::of("/v1/chat/completions"), None);
+        for r in Route::ALL {
+            assert_eq!(Route::ALL[r.index()], r);
+            assert!(Route::of(&r.label().replace('*', "x")).is_some());
+        }
+    }
+
+    #[test]
+    fn upstreams_from_environment_variables() {
+        let env: HashMap<String, String> = HashMap::from([
+            ("ANTHROPIC_API_KEY".into(), "sk-ant".into()),
+            ("ANTHROPIC_API_BASE".into(), "http://127.0.0.1:9".into()),
+            ("COHERE_API_KEY".into(), "co".into()),
+            ("AWS_REGION_NAME".into(), "eu-west-3".into()),
+        ]);
+        let a = upstream(Route::Anthropic, None, &env).unwrap();
+        assert_eq!(a.api_base.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(a.api_keys[0].key.expose(), "sk-ant");
+        let c = upstream(Route::Cohere, None, &env).unwrap();
+        assert_eq!(c.api_base.as_deref(), Some("https://api.cohere.com"));
+        let b = upstream(Route::Bedrock, None, &env).unwrap();
+        assert_eq!(
+            b.api_base.as_deref(),
+            Some("https://bedrock-runtime.eu-west-3.amazonaws.com")
+        );
+        let e = upstream(Route::Azure, None, &env).unwrap_err();
+        assert!(e.to_string().contains("AZURE_API_BASE"), "{e}");
+        // A route without a key builds no target, and says which variable to set.
+        let clients = ClientRegistry::new(0);
+        let o = upstream(Route::OpenAi, None, &env).unwrap();
+        let e = Target::build(Route::OpenAi, &o, &clients, Timeouts::default()).unwrap_err();
+        assert!(e.to_string().contains("OPENAI_API_KEY"), "{e}");
+        let e = Target::build(Route::Bedrock, &b, &clients, Timeouts::default()).unwrap_err();
+        assert!(e.to_string().contains("AWS_ACCESS_KEY_ID"), "{e}");
+    }
+
+    #[test]
+    fn client_credentials_and_hop_by_hop_headers_stay_behind() {
+        let env: HashMap<String, String> = HashMap::from([
+            ("ANTHROPIC_API_KEY".into(), "sk-upstream".into()),
+            ("GEMINI_API_KEY".into(), "g-upstream".into()),
+        ]);
+        let clients = ClientRegistry::new(0);
+        let u = upstream(Route::Anthropic, None, &env).unwrap();
+        let t = Target::build(Route::Anthropic, &u, &clients, Timeouts::default()).unwrap();
+        let mut client = HeaderMap::new();
+        for (k, v) in [
+            ("x-api-key", "sk-virtual"),
+            ("authorization", "Bearer sk-virtual"),
+            ("x-litellm-api-key", "sk-virtual"),
+            ("connection", "keep-alive, x-private"),
+            ("x-private", "1"),
+            ("accept-encoding", "gzip"),
+            ("content-type", "application/json; charset=utf-8"),
+            ("anthropic-beta", "tools-2024"),
+        ] {
+            client.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let h = t.headers(&client, true);
+        assert_eq!(h.get("x-api-key").unwrap(), "sk-upstream");
+        assert_eq!(h.get_all("x-api-key").iter().count(), 1);
+        for gone in [
+            "authorization",
+            "x-litellm-api-key",
+            "x-private",
+            "accept-encoding",
+            "connection",
+        ] {
+            assert!(h.get(gone).is_none(), "{gone}");
+        }
+        assert_eq!(
+            h.get("content-type").unwrap(),
+            "application/json; charset=utf-8"
+        );
+        assert_eq!(h.get("anthropic-beta").unwrap(), "tools-2024");
+        assert!(h.get("anthropic-version").is_some());
+
+        let g = upstream(Route::Gemini, None, &env).unwrap();
+        let t = Target::build(Route::Gemini, &g, &clients, Timeouts::default()).unwrap();
+        let uri = t
+            .uri(
+                "/v1beta/models/m:streamGenerateContent",
+                Some("alt=sse&key=sk-virtual"),
+            )
+            .unwrap();
+        assert_eq!(
+            uri.to_string(),
+            "https://generativelanguage.googleapis.com/v1beta/models/m:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(without_key("key=a"), "");
+        assert_eq!(without_key("a=1&key=b&c=2"), "a=1&c=2");
+    }
+
+    #[test]
+    fn bedrock_paths_are_encoded_once_and_vertex_paths_get_their_project() {
+        assert_eq!(
+            canonical_path("/model/anthropic.claude-v1:0/converse"),
+            "/model/anthropic.claude-v1%3A0/converse"
+        );
+        assert_eq!(
+            canonical_path("/model/arn%3Aaws%3Ax%2Fy/invoke"),
+            "/model/arn%3Aaws%3Ax%2Fy/invoke"
+        );
+        let key = include_str!("../../../../tests/fixtures/vertex/service_account.json");
+        let env: HashMap<String, String> = HashMap::from([
+            ("DEFAULT_VERTEXAI_PROJECT".into(), "proj".into()),
+            ("DEFAULT_VERTEXAI_LOCATION".into(), "us-east5".into()),
+            ("DEFAULT_GOOGLE_APPLICATION_CREDENTIALS".into(), key.into()),
+        ]);
+        let clients = ClientRegistry::new(0);
+        let v = upstream(Route::Vertex, None, &env).unwrap();
+        let t = Target::build(Route::Vertex, &v, &clients, Timeouts::default()).unwrap();
+        let u = |rest| t.uri(rest, None).unwrap().to_string();
+        assert_eq!(
+            u("/publishers/google/models/g:generateContent"),
+            "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/google/models/g:generateContent"
+        );
+        assert_eq!(
+            u("/v1beta1/publishers/google/models/g:generateContent"),
+            "https://us-east5-aiplatform.googleapis.com/v1beta1/projects/proj/locations/us-east5/publishers/google/models/g:generateContent"
+        );
+        assert_eq!(
+            u("/v1/projects/p2/locations/europe-west4/publishers/google/models/g:generateContent"),
+            "https://europe-west4-aiplatform.googleapis.com/v1/projects/p2/locations/europe-west4/publishers/google/models/g:generateContent"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! Where a pass-through request goes: the path below the route's prefix, checked so that it
+//! cannot leave the provider's base (no dot segments, raw or percent-encoded; no backslashes;
+//! no empty segments), joined to the upstream's base, and what the path names (the model and
+//! the operation).
+
+use std::borrow::Cow;
+
+use sluice_core::error::ApiError;
+use sluice_net::sigv4::uri_decode;
+
+/// Why a pass-through path is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// A `.` or `..` segment, written as such or percent-encoded.
+    #[error("the path may not contain `.` or `..` segments")]
+    DotSegment,
+    /// A backslash, or an empty segment (`//`).
+    #[error("the path may not contain backslashes or empty segments")]
+    Malformed,
+}
+
+impl From<PathError> for ApiError {
+    fn from(e: PathError) -> Self {
+        ApiError::InvalidParam {
+            param: "path",
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Check the path below a route's prefix (`""` or `/…`): every segment, decoded, must be a
+/// plain name, so that the upstream (which may normalise `%2e%2e` or `\`) cannot be walked out
+/// of the provider's base.
+pub fn check(rest: &str) -> Result<(), PathError> {
+    let Some(segments) = rest.strip_prefix('/') else {
+        return if rest.is_empty() {
+            Ok(())
+        } else {
+            Err(PathError::Malformed)
+        };
+    };
+    let mut segments = segments.split('/').peekable();
+    while let Some(seg) = segments.next() {
+        if seg.is_empty() && segments.peek().is_some() {
+            return Err(PathError::Malformed);
+        }
+        let decoded = uri_decode(seg);
+        if seg.contains('\\') || decoded.contains('\\') {
+            return Err(PathError::Malformed);
+        }
+        if decoded.split('/').any(|c| c == "." || c == "..") {
+            return Err(PathError::DotSegment);
+        }
+    }
+    Ok(())
+}
+
+/// A version segment (`v1`, `v1beta`, `v2`): a path that starts with one is below the host's
+/// root, not below a base that already ends in a version.
+fn is_version(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    b.len() >= 2 && b[0] == b'v' && b[1].is_ascii_digit() && b.iter().all(u8::is_ascii_alphanumeric)
+}
+
+/// The URL of `rest` below `base`: a path that starts with a version (`/v1/messages`, as the
+/// providers' SDKs send it) replaces the version `base` ends with; any other path is appended
+/// to `base` (`/chat/completions` below `https://api.openai.com/v1`).
+pub fn join(base: &str, rest: &str) -> String {
+    let versioned = rest
+        .strip_prefix('/')
+        .and_then(|r| r.split('/').next())
+        .is_some_and(is_version);
+    let root = match base.rsplit_once('/') {
+        Some((head, last)) if versioned && is_version(last) && !head.ends_with('/') => head,
+        _ => base,
+    };
+    format!("{root}{rest}")
+}
+
+/// What a path names: the model (decoded), when the provider puts it in the path, and the
+/// operation (the last segment, or the method after `:` on Google's APIs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named<'a> {
+    /// The model (or Azure deployment) the path names.
+    pub model: Option<Cow<'a, str>>,
+    /// The operation: `converse-stream`, `generateContent`, `completions`, ...
+    pub op: &'a str,
+}
+
+/// Bedrock: `/model/{modelId}/{operation}` (the id is one encoded segment, or several for an
+/// unencoded inference-profile ARN).
+pub fn bedrock(rest: &str) -> Named<'_> {
+    let op = last_segment(rest);
+    let model = rest
+        .strip_prefix("/model/")
+        .and_then(|r| r.rsplit_once('/'))
+        .map(|(id, _)| decode(id))
+        .filter(|m| !m.is_empty());
+    Named { model, op }
+}
+
+/// Google (Gemini, Vertex AI): `…/models/{model}:{method}`.
+pub fn google(rest: &str) -> Named<'_> {
+    let last = last_segment(rest);
+    match last.split_once(':') {
+        Some((model, method)) => Named {
+            model: Some(decode(model)).filter(|m| !m.is_empty()),
+            op: method,
+        },
+        None => Named {
+            model: None,
+            op: last,
+        },
+    }
+}
+
+/// Azure OpenAI: `/openai/deployments/{deployment}/…`.
+pub fn azure(rest: &str) -> Named<'_> {
+    let model = rest
+        .strip_prefix("/openai/deployments/")
+        .and_then(|r| r.split('/').next())
+        .map(decode)
+        .filter(|m| !m.is_empty());
+    Named {
+        model,
+        op: last_segment(rest),
+    }
+}
+
+/// Any other route: the operation is the last segment; the model, if any, is in the body.
+pub fn plain(rest: &str) -> Named<'_> {
+    Named {
+        model: None,
+        op: last_segment(rest),
+    }
+}
+
+fn last_segment(rest: &str) -> &str {
+    rest.rsplit('/').next().unwrap_or_default()
+}
+
+fn decode(s: &str) -> Cow<'_, str> {
+    if s.contains('%') {
+        Cow::Owned(uri_decode(s))
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traversal_is_refused_however_it_is_spelt() {
+        for bad in [
+            "/v1/../admin",
+            "/..",
+            "/v1/./x",
+            "/v1/%2e%2e/x",
+            "/v1/%2E%2e",
+            "/model/a%2F..%2Fb/converse",
+        ] {
+            assert_eq!(check(bad), Err(PathError::DotSegment), "{bad}");
+        }
+        for bad in [
+            "/v1//x",
+            "//evil.example/x",
+            "/v1\\x",
+            "/v1/%5cx",
+            "/v1/a%5c..",
+            "x",
+        ] {
+            assert_eq!(check(bad), Err(PathError::Malformed), "{bad}");
+        }
+        for good in [
+            "",
+            "/",
+            "/v1/messages",
+            "/v1/models/",
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.x/converse",
+            "/v1beta/models/gemini-2.0-flash:streamGenerateContent",
+            "/v1/files/file-abc.jsonl",
+            "/v1/a..b",
+        ] {
+            assert_eq!(check(good), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn versioned_paths_replace_the_base_version() {
+        let j = join;
+        assert_eq!(
+            j("https://api.openai.com/v1", "/v1/chat/completions"),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            j("https://api.openai.com/v1", "/chat/completions"),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            j(
+                "https://generativelanguage.googleapis.com/v1beta",
+                "/v1/models"
+            ),
+            "https://generativelanguage.googleapis.com/v1/models"
+        );
+        assert_eq!(
+            j("https://api.cohere.com", "/v2/chat"),
+            "https://api.cohere.com/v2/chat"
+        );
+        assert_eq!(
+            j("http://127.0.0.1:9/v1", "/v1/messages"),
+            "http://127.0.0.1:9/v1/messages"
+        );
+        assert_eq!(
+            j(
+                "https://r.openai.azure.com",
+                "/openai/deployments/d/chat/completions"
+            ),
+            "https://r.openai.azure.com/openai/deployments/d/chat/completions"
+        );
+        assert_eq!(j("http://h/v1", ""), "http://h/v1");
+        assert!(!is_version("vertex") && !is_version("v") && is_version("v1beta1"));
+    }
+
+    #[test]
+    fn models_and_operations_from_paths() {
+        let n = bedrock("/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");
+        assert_eq!(
+            n.model.as_deref(),
+            Some("anthropic.claude-3-5-sonnet-20240620-v1:0")
+        );
+        assert_eq!(n.op, "converse-stream");
+        assert_eq!(bedrock("/guardrail/x/version/1/apply").model, None);
+        let n = google("/v1beta/models/gemini-2.0-flash:streamGenerateContent");
+        assert_eq!(n.model.as_deref(), Some("gemini-2.0-flash"));
+        assert_eq!(n.op, "streamGenerateContent");
+        let n = google(
+            "/v1/projects/p/locations/l/publishers/anthropic/models/claude-sonnet-4@20250514:rawPredict",
+        );
+        assert_eq!(n.model.as_deref(), Some("claude-sonnet-4@20250514"));
+        assert_eq!(google("/v1beta/models").op, "models");
+        let n = azure("/openai/deployments/gpt4o/chat/completions");
+        assert_eq!((n.model.as_deref(), n.op), (Some("gpt4o"), "completions"));
+        assert_eq!(plain("/v1/messages").op, "messages");
+    }
+}

@@ -1,0 +1,368 @@
+//! The provider pass-through routes (`/openai/*`, `/anthropic/*`, `/gemini/*`, `/vertex_ai/*`,
+//! `/bedrock/*`, `/azure/*`, `/cohere/*`, `/mistral/*`), the gateway's side: the same steps as
+//! an inference request, in the same order, with the provider's own API on both ends.
+//!
+//! 3. authenticate: the virtual (or master) key where LiteLLM takes it on these routes
+//!    (`x-litellm-api-key` first, `?key=` / `x-goog-api-key` on Google's routes, then the usual
+//!    `Authorization`, `x-api-key`, `api-key`);
+//! 4. read the body (the same size limit), check the path (it may not leave the provider's
+//!    base);
+//! 5. read what the request names: the model (path or body), whether it streams, its end user;
+//! 6. admit: the key's access to `<provider>/<model>` and its limits and budgets, through the
+//!    pipeline's own `admit`;
+//! 7. call the provider with sluice's credentials (`sluice_providers::passthrough::Target`);
+//! 8. answer and settle: a whole JSON answer is read for usage and charged at once; a stream
+//!    is relayed frame by frame as it arrives ([`PassRelay`]) and charged when it ends;
+//! 9. record: like every request (the pipeline for whole answers, the relay for streams).
+
+mod relay;
+
+pub use relay::PassRelay;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response};
+use http_body::Body;
+
+use sluice_config::{PassThroughSettings, PriceTable};
+use sluice_core::error::ApiError;
+use sluice_core::limits;
+use sluice_core::record::{Content, RequestRecord};
+use sluice_net::sigv4::uri_decode;
+use sluice_net::ClientRegistry;
+use sluice_providers::passthrough::{
+    answer_headers, path, usage, BodyFacts, Framing, Outgoing, Route, Tap, Targets,
+};
+use sluice_translate::envelope::{splice, Envelope};
+
+use crate::auth::{self, Caller};
+use crate::server::pipeline::{
+    admit, collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
+};
+use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::spend::Charges;
+
+/// The pass-through routes of one config snapshot: each route's upstream made ready (or why
+/// it cannot be called), and the prices their answers are charged at.
+#[derive(Debug)]
+pub struct PassThrough {
+    targets: Targets,
+    prices: PriceTable,
+}
+
+impl PassThrough {
+    /// Make every route's upstream ready from the validated settings.
+    pub fn build(settings: &PassThroughSettings, clients: &ClientRegistry) -> Self {
+        Self {
+            targets: Targets::build(&settings.upstreams, clients, settings.timeouts),
+            prices: settings.prices.clone(),
+        }
+    }
+}
+
+/// Longest model name a record keeps (metrics and spend logs).
+const MAX_MODEL_LEN: usize = 256;
+
+/// Serve one pass-through request. Errors become the pipeline's OpenAI-shaped answers.
+pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    route: Route,
+    req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    record.provider = Some(route.name());
+    // 3. Authenticate, with the key where LiteLLM takes it on this route.
+    let wall = limits::wall_ms();
+    let presented = caller_key(route, req.headers(), req.uri().query());
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), &presented, wall)
+        .await?;
+    // 4. Read the body within the limit; the path may not leave the provider's base.
+    let (parts, body) = req.into_parts();
+    let rest = Route::of(parts.uri.path())
+        .map(|(_, rest)| rest)
+        .ok_or(ApiError::Internal("pass-through route without its prefix"))?;
+    path::check(rest)?;
+    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    // 5. What the request names: the model (path, else body), streaming, the end user.
+    let named = route.named(rest);
+    let facts = BodyFacts::read(&body);
+    let model = named.model.as_deref().or(facts.model.as_deref());
+    let streams = facts.stream == Some(true)
+        || named.op.starts_with("stream")
+        || named.op.ends_with("-stream");
+    record.stream = streams;
+    record.model = Some(Arc::from(format!("{}/*", route.name())));
+    record.requested_model = model.map(capped);
+    record.end_user = facts.user.as_deref().map(Into::into);
+    if state.recorder().callbacks().content() {
+        record.content = Some(Box::new(Content {
+            request: body.clone(),
+            ..Content::default()
+        }));
+    }
+    let target =
+        snap.pass_through
+            .targets
+            .get(route)
+            .map_err(|why| ApiError::PassThroughUnavailable {
+                route: route.label(),
+                why: why.to_string(),
+            })?;
+    // 6. Admit: access to `<provider>/<model>`, the caller's limits and budgets.
+    let access = format!("{}/{}", route.name(), model.unwrap_or("*"));
+    let (permit, fleet) = admit(
+        state,
+        &caller,
+        facts.user.as_deref(),
+        &access,
+        &record.request_id,
+        wall,
+    )
+    .await?;
+    let key = match caller {
+        Caller::Key(k) => Some(k),
+        Caller::Open | Caller::Master => None,
+    };
+    record.key = key.as_ref().map(|k| k.info.clone());
+    let price = model.and_then(|m| snap.pass_through.prices.find(route.name(), m));
+    let mut charges = Charges {
+        deployment: None,
+        permit,
+        price,
+        fleet,
+    };
+    // 7. Call the provider with sluice's credentials.
+    let (segments, asked_usage) = outgoing_body(route, rest, &body, streams);
+    let limit = if streams {
+        target.timeouts.first_chunk
+    } else {
+        target.timeouts.total
+    };
+    let before_send = record.start.elapsed();
+    let outgoing = Outgoing {
+        method: &parts.method,
+        rest,
+        query: parts.uri.query(),
+        headers: &parts.headers,
+        body: segments,
+        trace: None,
+    };
+    let resp = tokio::time::timeout(limit, target.send(outgoing))
+        .await
+        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
+    let arrived = Instant::now();
+    // 8. Answer and settle.
+    let (head, upstream) = resp.into_parts();
+    record.status = head.status.as_u16();
+    if head.status.is_success() {
+        if let Some(m) = model {
+            record.model = Some(capped(m));
+        }
+    }
+    let content_type = head
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let framing = Framing::of(content_type);
+    let whole = !head.status.is_success()
+        || (framing == Framing::Opaque && is_json(content_type) && !streams);
+    let mut out = Response::new(ResponseBody::full(Bytes::new()));
+    *out.status_mut() = head.status;
+    answer_headers(&head.headers, out.headers_mut());
+    if whole {
+        let bytes = tokio::time::timeout(target.timeouts.total, collect_upstream(upstream))
+            .await
+            .unwrap_or(Err(ApiError::UpstreamTimeout(target.timeouts.total)))?;
+        let collected = Instant::now();
+        if head.status.is_success() {
+            record.usage = usage::whole(route.shape(rest), &bytes);
+        }
+        if let Some(c) = record.content.as_mut() {
+            c.response = Some(bytes.clone());
+        }
+        let cost = charges.settle(record);
+        *out.body_mut() = ResponseBody::full(bytes);
+        if let Some(c) = cost {
+            out.headers_mut()
+                .insert(X_RESPONSE_COST.clone(), usd_value(c));
+        }
+        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        record.overhead = before_send + collected.elapsed();
+    } else {
+        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        record.ttfb = Some(arrived - record.start);
+        record.overhead = before_send + arrived.elapsed();
+        let tap = Tap::new(route.shape(rest), framing, asked_usage);
+        let relay = PassRelay::new(
+            upstream,
+            tap,
+            record.clone(),
+            state.recorder().clone(),
+            charges,
+        );
+        *out.body_mut() = ResponseBody::Pass(Box::new(relay));
+    }
+    Ok(out)
+}
+
+/// The key a pass-through caller presents, as the one header the gate reads: LiteLLM's
+/// `x-litellm-api-key` first (the Vertex and AWS SDKs use `Authorization` for Google's and
+/// AWS's own credentials), then Google's `?key=` and `x-goog-api-key` on Google's routes, then
+/// the usual `Authorization`, `x-api-key` and `api-key`.
+fn caller_key(route: Route, headers: &HeaderMap, query: Option<&str>) -> HeaderMap {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+    };
+    let google = matches!(route, Route::Gemini | Route::Vertex);
+    let key = header("x-litellm-api-key")
+        .or_else(|| {
+            google
+                .then(|| {
+                    query
+                        .and_then(query_key)
+                        .or_else(|| header("x-goog-api-key"))
+                })
+                .flatten()
+        })
+        .or_else(|| auth::presented_key(headers).map(str::to_owned));
+    let mut out = HeaderMap::new();
+    if let Some(Ok(mut v)) = key.map(|k| HeaderValue::from_str(&format!("Bearer {k}"))) {
+        v.set_sensitive(true);
+        out.insert(AUTHORIZATION, v);
+    }
+    out
+}
+
+/// `key=` in a query string, decoded.
+fn query_key(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .find_map(|p| p.strip_prefix("key="))
+        .map(uri_decode)
+        .filter(|k| !k.is_empty())
+}
+
+/// The body to send: the client's, untouched; for a streamed OpenAI-shaped completion that
+/// does not ask for usage, with `stream_options.include_usage` spliced in (the relay then
+/// removes the usage chunk the client did not ask for), so that the stream can be charged.
+/// Returns the segments and whether usage was asked for on the client's behalf.
+fn outgoing_body(route: Route, rest: &str, body: &Bytes, streams: bool) -> (Vec<Bytes>, bool) {
+    if streams && route.openai_completion(rest) {
+        if let Ok(mut env) = Envelope::parse(body) {
+            // A pass-through body keeps every field; only the usage request is added.
+            env.strip.clear();
+            if !env.client_wants_usage {
+                if let Ok(segments) = splice(body, &env, None, true) {
+                    return (segments, true);
+                }
+            }
+        }
+    }
+    (vec![body.clone()], false)
+}
+
+/// Whether a content type is JSON (`application/json`, `application/problem+json`, ...).
+fn is_json(content_type: &str) -> bool {
+    let ct = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    ct == "application/json" || ct.ends_with("+json")
+}
+
+/// A model name for records, at most [`MAX_MODEL_LEN`] characters.
+fn capped(model: &str) -> Arc<str> {
+    Arc::from(model.chars().take(MAX_MODEL_LEN).collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    fn bearer(h: &HeaderMap) -> Option<&str> {
+        h.get(AUTHORIZATION).and_then(|v| v.to_str().ok())
+    }
+
+    #[test]
+    fn caller_keys_where_litellm_takes_them() {
+        let both = headers(&[
+            ("authorization", "Bearer ya29.google-token"),
+            ("x-litellm-api-key", "sk-virtual"),
+        ]);
+        assert_eq!(
+            bearer(&caller_key(Route::Vertex, &both, None)),
+            Some("Bearer sk-virtual")
+        );
+        let none = HeaderMap::new();
+        assert_eq!(
+            bearer(&caller_key(
+                Route::Gemini,
+                &none,
+                Some("alt=sse&key=sk-q%2B1")
+            )),
+            Some("Bearer sk-q+1")
+        );
+        let goog = headers(&[("x-goog-api-key", "sk-g")]);
+        assert_eq!(
+            bearer(&caller_key(Route::Gemini, &goog, None)),
+            Some("Bearer sk-g")
+        );
+        // Only Google's routes read Google's places.
+        assert_eq!(
+            bearer(&caller_key(Route::OpenAi, &goog, Some("key=x"))),
+            None
+        );
+        let anthropic = headers(&[("x-api-key", "sk-a")]);
+        assert_eq!(
+            bearer(&caller_key(Route::Anthropic, &anthropic, None)),
+            Some("Bearer sk-a")
+        );
+    }
+
+    #[test]
+    fn usage_is_asked_for_only_on_openai_streams_that_lack_it() {
+        let body = Bytes::from_static(br#"{"model":"m","stream":true,"fallbacks":["x"]}"#);
+        let (segs, asked) = outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, true);
+        assert!(asked);
+        let sent: Vec<u8> = segs.concat();
+        let v: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(
+            v["fallbacks"][0], "x",
+            "a pass-through body keeps every field"
+        );
+        let wants = Bytes::from_static(
+            br#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#,
+        );
+        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &wants, true).1);
+        assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true).1);
+        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, false).1);
+        assert!(is_json("application/json; charset=utf-8") && !is_json("text/event-stream"));
+    }
+}

@@ -1,0 +1,620 @@
+//! The provider pass-through routes end to end through the real server: every route reaches
+//! `sluice mock` on the provider's real path with sluice's credentials (the mock requires its
+//! key where each provider reads it, checks Bedrock's SigV4 signatures and Vertex AI's OAuth
+//! tokens), never with the caller's; usage is read in each provider's shape and charged to the
+//! virtual key's budget; streams arrive as they are sent; paths cannot leave the provider.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+use sluice_mock::MockSettings;
+
+const MASTER: &str = "sk-master";
+const UPSTREAM_KEY: &str = "sk-upstream-secret";
+const AWS_KEY: &str = "AKIDPASSTHROUGH";
+const AWS_SECRET: &str = "pass/through+SECRET";
+const BEDROCK_MODEL: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
+
+/// Every route's upstream from the environment variables LiteLLM reads, all at `up`.
+fn config(up: &str, key_file: &std::path::Path, extra: &str) -> String {
+    format!(
+        r#"
+model_list: []
+environment_variables:
+  OPENAI_API_KEY: {UPSTREAM_KEY}
+  OPENAI_API_BASE: http://{up}/v1
+  ANTHROPIC_API_KEY: {UPSTREAM_KEY}
+  ANTHROPIC_API_BASE: http://{up}
+  GEMINI_API_KEY: {UPSTREAM_KEY}
+  GEMINI_API_BASE: http://{up}
+  AZURE_API_KEY: {UPSTREAM_KEY}
+  AZURE_API_BASE: http://{up}
+  COHERE_API_KEY: {UPSTREAM_KEY}
+  COHERE_API_BASE: http://{up}
+  MISTRAL_API_KEY: {UPSTREAM_KEY}
+  MISTRAL_API_BASE: http://{up}/v1
+  AWS_ACCESS_KEY_ID: {AWS_KEY}
+  AWS_SECRET_ACCESS_KEY: {AWS_SECRET}
+  AWS_REGION_NAME: eu-west-1
+  AWS_BEDROCK_RUNTIME_ENDPOINT: http://{up}
+  DEFAULT_VERTEXAI_PROJECT: sluice-test
+  DEFAULT_VERTEXAI_LOCATION: europe-west4
+  DEFAULT_GOOGLE_APPLICATION_CREDENTIALS: {}
+  VERTEXAI_API_BASE: http://{up}
+general_settings:
+  master_key: {MASTER}
+{extra}
+"#,
+        key_file.display()
+    )
+}
+
+fn strict_mock() -> MockSettings {
+    MockSettings {
+        api_key: Some(UPSTREAM_KEY.to_owned()),
+        aws: Some((AWS_KEY.to_owned(), AWS_SECRET.to_owned())),
+        ..MockSettings::default()
+    }
+}
+
+async fn setup(mock: MockSettings) -> (MockServer, Gateway) {
+    let mock = mock_server(mock).await;
+    let host = mock.addr.to_string();
+    let gw = gateway(&config(&host, &vertex_key_file(&host), "")).await;
+    (mock, gw)
+}
+
+/// A virtual key made through the admin API.
+async fn new_key(gw: &Gateway, spec: Value) -> String {
+    let a = send(
+        "POST",
+        &gw.url("/key/generate"),
+        spec.to_string(),
+        &[
+            ("authorization", "Bearer sk-master"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    a.json()["key"].as_str().unwrap().to_owned()
+}
+
+/// Headers of a request.
+type Headers = Vec<(&'static str, String)>;
+
+/// One request per route (label, path, body, headers), each presenting `key` the way that
+/// provider's SDK would.
+fn calls(key: &str) -> Vec<(&'static str, String, String, Headers)> {
+    let chat = r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#;
+    let gemini = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+    let bearer = format!("Bearer {key}");
+    vec![
+        (
+            "/openai/*",
+            "/openai/v1/chat/completions".into(),
+            chat.into(),
+            vec![("authorization", bearer.clone())],
+        ),
+        (
+            "/anthropic/*",
+            "/anthropic/v1/messages".into(),
+            r#"{"model":"claude-sonnet-4-5","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}"#.into(),
+            vec![("x-api-key", key.to_owned()), ("anthropic-version", "2023-06-01".into())],
+        ),
+        (
+            "/gemini/*",
+            format!("/gemini/v1beta/models/gemini-2.5-flash:generateContent?key={key}"),
+            gemini.into(),
+            vec![],
+        ),
+        (
+            "/vertex_ai/*",
+            "/vertex_ai/v1/projects/sluice-test/locations/europe-west4/publishers/google/models/gemini-2.5-flash:generateContent".into(),
+            gemini.into(),
+            vec![("x-litellm-api-key", key.to_owned()), ("authorization", "Bearer ya29.caller-google-token".into())],
+        ),
+        (
+            "/bedrock/*",
+            format!("/bedrock/model/{}/converse", BEDROCK_MODEL.replace(':', "%3A")),
+            r#"{"messages":[{"role":"user","content":[{"text":"hi"}]}]}"#.into(),
+            vec![("x-litellm-api-key", key.to_owned())],
+        ),
+        (
+            "/azure/*",
+            "/azure/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21".into(),
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#.into(),
+            vec![("api-key", key.to_owned())],
+        ),
+        (
+            "/cohere/*",
+            "/cohere/v2/chat".into(),
+            r#"{"model":"command-a-03-2025","messages":[{"role":"user","content":"hi"}]}"#.into(),
+            vec![("authorization", bearer.clone())],
+        ),
+        (
+            "/mistral/*",
+            "/mistral/v1/chat/completions".into(),
+            chat.replace("gpt-4o-mini", "mistral-small-latest"),
+            vec![("authorization", bearer)],
+        ),
+    ]
+}
+
+async fn call(gw: &Gateway, path: &str, body: &str, headers: &[(&'static str, String)]) -> Answer {
+    let mut h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    h.push(("content-type", "application/json"));
+    send("POST", &gw.url(path), body.to_owned(), &h).await
+}
+
+#[tokio::test]
+async fn every_route_reaches_the_provider_with_sluices_credentials() {
+    let (mock, mut gw) = setup(strict_mock()).await;
+    let key = new_key(&gw, json!({"key_alias": "pt"})).await;
+    let models = [
+        "gpt-4o-mini",
+        "claude-sonnet-4-5",
+        "gemini-2.5-flash",
+        "gemini-2.5-flash",
+        BEDROCK_MODEL,
+        "gpt-4o",
+        "command-a-03-2025",
+        "mistral-small-latest",
+    ];
+    for ((label, path, body, headers), model) in calls(&key).into_iter().zip(models) {
+        let a = call(&gw, &path, &body, &headers).await;
+        assert_eq!(a.status, 200, "{label}: {}", a.text());
+        assert!(!a.text().contains(&key), "{label}: the key is never echoed");
+        let r = record(&mut gw).await;
+        assert_eq!(r.route, label);
+        assert_eq!(r.status, 200, "{label}");
+        assert_eq!(r.model.as_deref(), Some(model), "{label}");
+        assert!(r.key.is_some(), "{label}: the virtual key is on the record");
+        let usage = r.usage.unwrap_or_else(|| panic!("{label}: usage read"));
+        assert!(usage.completion_tokens > 0, "{label}: {usage:?}");
+        let priced = label != "/cohere/*";
+        assert_eq!(
+            r.cost.is_some_and(|c| c > 0),
+            priced,
+            "{label}: {:?}",
+            r.cost
+        );
+        if priced {
+            assert!(a.header("x-sluice-response-cost").is_some(), "{label}");
+        }
+    }
+    // Eight calls and one token exchange for Vertex AI.
+    assert_eq!(mock.requests().await, 9);
+    // A key the provider does not accept: the provider's own 401, passed through.
+    let (_mock2, gw2) = setup(MockSettings {
+        api_key: Some("another-key".into()),
+        ..MockSettings::default()
+    })
+    .await;
+    let a = call(
+        &gw2,
+        "/openai/v1/chat/completions",
+        r#"{"model":"gpt-4o-mini","messages":[]}"#,
+        &[("authorization", format!("Bearer {MASTER}"))],
+    )
+    .await;
+    assert_eq!(a.status, 401);
+    assert_eq!(a.json()["error"]["code"], "invalid_api_key");
+}
+
+#[tokio::test]
+async fn the_callers_key_never_reaches_the_upstream() {
+    let up = recording(Reply::Json(200, r#"{"ok":true}"#)).await;
+    let host = up.addr.to_string();
+    let mut gw = gateway(&config(&host, &vertex_key_file(&host), "")).await;
+    let key = new_key(&gw, json!({})).await;
+    for (label, path, body, mut headers) in calls(&key) {
+        if label == "/vertex_ai/*" {
+            continue; // its token exchange would hit the recorder; the mock test covers it
+        }
+        headers.extend([
+            ("cookie", format!("session={key}")),
+            ("connection", "keep-alive, x-hop".into()),
+            ("x-hop", "1".into()),
+            ("x-custom-header", "kept".into()),
+        ]);
+        let a = call(&gw, &path, &body, &headers).await;
+        assert_eq!(a.status, 200, "{label}: {}", a.text());
+        record(&mut gw).await;
+    }
+    let seen = up.requests();
+    assert_eq!(seen.len(), 7);
+    let expected = [
+        (
+            "/v1/chat/completions",
+            "authorization",
+            "Bearer sk-upstream-secret",
+        ),
+        ("/v1/messages", "x-api-key", UPSTREAM_KEY),
+        (
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            "x-goog-api-key",
+            UPSTREAM_KEY,
+        ),
+        (
+            "/model/anthropic.claude-sonnet-4-20250514-v1%3A0/converse",
+            "x-amz-date",
+            "",
+        ),
+        (
+            "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21",
+            "api-key",
+            UPSTREAM_KEY,
+        ),
+        ("/v2/chat", "authorization", "Bearer sk-upstream-secret"),
+        (
+            "/v1/chat/completions",
+            "authorization",
+            "Bearer sk-upstream-secret",
+        ),
+    ];
+    for (c, (path, header, value)) in seen.iter().zip(expected) {
+        assert_eq!(c.path_and_query, path);
+        assert!(
+            !c.path_and_query.contains(&key),
+            "{path}: no key in the URL"
+        );
+        let got = c.headers.get(header).unwrap().to_str().unwrap();
+        if !value.is_empty() {
+            assert_eq!(got, value, "{path}");
+        }
+        for (name, v) in &c.headers {
+            let v = v.to_str().unwrap_or_default();
+            assert!(!v.contains(&key), "{path}: the caller's key in {name}");
+            assert!(!v.contains(MASTER), "{path}");
+        }
+        for gone in ["cookie", "x-hop", "x-litellm-api-key"] {
+            assert!(c.headers.get(gone).is_none(), "{path}: {gone} forwarded");
+        }
+        assert_eq!(c.headers.get("x-custom-header").unwrap(), "kept");
+    }
+    // The Bedrock request is signed with sluice's credentials on the path as sent.
+    let bedrock = &seen[3];
+    let (path, query) = bedrock
+        .path_and_query
+        .split_once('?')
+        .unwrap_or((&bedrock.path_and_query, ""));
+    sluice_net::sigv4::verify(
+        AWS_KEY,
+        AWS_SECRET,
+        path,
+        query,
+        &bedrock.headers,
+        &bedrock.body,
+    )
+    .unwrap();
+    let auth = bedrock
+        .headers
+        .get("authorization")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(auth.contains("/eu-west-1/bedrock/aws4_request"), "{auth}");
+}
+
+#[tokio::test]
+async fn bedrock_is_signed_and_its_event_stream_relayed_and_charged() {
+    let (mock, mut gw) = setup(strict_mock()).await;
+    let key = new_key(&gw, json!({})).await;
+    let auth = [("x-litellm-api-key", key.clone())];
+    let id = BEDROCK_MODEL.replace(':', "%3A");
+    let body = r#"{"messages":[{"role":"user","content":[{"text":"hi"}]}]}"#;
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{id}/converse-stream"),
+        body,
+        &auth,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        a.header("content-type"),
+        Some("application/vnd.amazon.eventstream")
+    );
+    // The frames are AWS's, untouched: they decode with their CRCs.
+    let mut decoder = sluice_translate::eventstream::Decoder::default();
+    decoder.push(&a.body);
+    let mut kinds = Vec::new();
+    while let Some(m) = decoder.next_message().unwrap() {
+        kinds.push(m.header(":event-type").unwrap().to_owned());
+    }
+    assert_eq!(kinds.first().map(String::as_str), Some("messageStart"));
+    assert_eq!(kinds.last().map(String::as_str), Some("metadata"));
+    let r = record(&mut gw).await;
+    assert!(r.stream);
+    assert!(r.usage.unwrap().prompt_tokens > 0);
+    assert!(r.cost.unwrap() > 0);
+    // Unencoded model ids are signed as AWS expects too.
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{BEDROCK_MODEL}/converse"),
+        body,
+        &auth,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    record(&mut gw).await;
+    assert_eq!(mock.requests().await, 2);
+    // With credentials the mock does not accept, AWS's 403 comes back as is.
+    let mock2 = mock_server(MockSettings {
+        aws: Some((AWS_KEY.to_owned(), "another-secret".into())),
+        ..MockSettings::default()
+    })
+    .await;
+    let host = mock2.addr.to_string();
+    let gw2 = gateway(&config(&host, &vertex_key_file(&host), "")).await;
+    let a = call(
+        &gw2,
+        &format!("/bedrock/model/{id}/converse"),
+        body,
+        &[("authorization", format!("Bearer {MASTER}"))],
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert_eq!(
+        a.header("x-amzn-errortype"),
+        Some("InvalidSignatureException")
+    );
+}
+
+#[tokio::test]
+async fn anthropic_stream_arrives_as_it_is_sent_and_is_charged() {
+    let (_mock, mut gw) = setup(MockSettings {
+        chunk_interval: Duration::from_millis(30),
+        ..strict_mock()
+    })
+    .await;
+    let key = new_key(&gw, json!({"max_budget": 10})).await;
+    let started = Instant::now();
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        r#"{"model":"claude-sonnet-4-5","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[("x-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let (_, stop, usage, names) = anthropic_events(&a);
+    assert_eq!(stop, "end_turn");
+    assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+    assert!(usage["output_tokens"].as_u64().unwrap() > 0);
+    // Relayed as sent: the first frame came long before the last.
+    assert!(a.frames.len() > 3, "{} frames", a.frames.len());
+    let first = a.frames.first().unwrap().0 - started;
+    let last = a.frames.last().unwrap().0 - started;
+    assert!(
+        last - first >= Duration::from_millis(150),
+        "{first:?} .. {last:?}"
+    );
+    let r = record(&mut gw).await;
+    assert!(r.stream);
+    assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert!(r.usage.unwrap().completion_tokens > 0);
+    assert!(r.cost.unwrap() > 0);
+    // The key's spend follows: the next answer reports it.
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        r#"{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[("x-api-key", key.clone())],
+    )
+    .await;
+    let spent: f64 = a.header("x-sluice-key-spend").unwrap().parse().unwrap();
+    assert!(spent > 0.0, "{spent}");
+}
+
+#[tokio::test]
+async fn streams_of_google_and_openai_are_charged_without_changing_what_the_client_sees() {
+    let (_mock, mut gw) = setup(strict_mock()).await;
+    let key = new_key(&gw, json!({})).await;
+    let a = call(
+        &gw,
+        &format!("/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key={key}"),
+        r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.text().contains("usageMetadata"));
+    let r = record(&mut gw).await;
+    assert!(r.stream && r.usage.unwrap().completion_tokens > 0 && r.cost.unwrap() > 0);
+    // An OpenAI stream that does not ask for usage: sluice asks, reads it, and removes it.
+    let a = call(
+        &gw,
+        "/openai/v1/chat/completions",
+        r#"{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[("authorization", format!("Bearer {key}"))],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let (text, _, _, usage) = openai_chunks(&a);
+    assert!(!text.is_empty());
+    assert!(usage.is_none(), "the client did not ask for usage");
+    let r = record(&mut gw).await;
+    assert!(r.usage.unwrap().completion_tokens > 0);
+    assert!(r.cost.unwrap() > 0);
+}
+
+#[tokio::test]
+async fn virtual_key_budgets_limits_and_model_access_apply() {
+    let (mock, mut gw) = setup(strict_mock()).await;
+    let messages = r#"{"model":"claude-sonnet-4-5","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}"#;
+    // A tiny budget: the first call is admitted and spends it, the next is refused.
+    let key = new_key(&gw, json!({"max_budget": 0.0000001})).await;
+    let auth = [("x-api-key", key.clone())];
+    let a = call(&gw, "/anthropic/v1/messages", messages, &auth).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let r = record(&mut gw).await;
+    assert!(r.cost.unwrap() > 0);
+    let refused = call(&gw, "/anthropic/v1/messages", messages, &auth).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(refused.json()["error"]["code"], "budget_exceeded");
+    record(&mut gw).await;
+    // Spend logs hold the pass-through call.
+    let logs_ok = eventually(Duration::from_secs(5), || async {
+        let logs = send(
+            "GET",
+            &gw.url(&format!("/spend/logs?api_key={key}")),
+            "",
+            &[("authorization", "Bearer sk-master")],
+        )
+        .await;
+        logs.json().as_array().is_some_and(|rows| {
+            rows.iter().any(|l| {
+                l["model_group"] == "claude-sonnet-4-5"
+                    && l["custom_llm_provider"] == "anthropic"
+                    && l["spend"].as_f64().unwrap_or(0.0) > 0.0
+                    && l["status"] == "success"
+            })
+        })
+    })
+    .await;
+    assert!(logs_ok, "the pass-through call is in the spend log");
+    // Requests per minute.
+    let key = new_key(&gw, json!({"rpm_limit": 1})).await;
+    let auth = [("x-api-key", key.clone())];
+    assert_eq!(
+        call(&gw, "/anthropic/v1/messages", messages, &auth)
+            .await
+            .status,
+        200
+    );
+    let limited = call(&gw, "/anthropic/v1/messages", messages, &auth).await;
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.json()["error"]["code"], "rpm_limit_exceeded");
+    // Model access: checked against `<provider>/<model>`.
+    let key = new_key(&gw, json!({"models": ["anthropic/*"]})).await;
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        messages,
+        &[("x-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let denied = call(
+        &gw,
+        "/openai/v1/chat/completions",
+        r#"{"model":"gpt-4o-mini","messages":[]}"#,
+        &[("authorization", format!("Bearer {key}"))],
+    )
+    .await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.json()["error"]["code"], "model_not_allowed");
+    // No key, a wrong key: refused before anything reaches the provider.
+    let before = mock.requests().await;
+    for headers in [vec![], vec![("x-api-key", "sk-nobody".to_owned())]] {
+        let a = call(&gw, "/anthropic/v1/messages", messages, &headers).await;
+        assert_eq!(a.status, 401, "{}", a.text());
+    }
+    assert_eq!(mock.requests().await, before);
+}
+
+#[tokio::test]
+async fn paths_may_not_leave_the_provider() {
+    let (mock, gw) = setup(strict_mock()).await;
+    for path in [
+        "/anthropic/v1/../../key/generate",
+        "/anthropic/v1/%2e%2e/%2E%2E/key/generate",
+        "/openai/v1/files/..%2f..%2fsecret",
+        "/openai//evil.example/v1/chat/completions",
+        "/gemini/v1beta/models/%5c..%5cx:generateContent",
+    ] {
+        let a = send(
+            "POST",
+            &gw.url(path),
+            "{}",
+            &[("authorization", "Bearer sk-master")],
+        )
+        .await;
+        assert_eq!(a.status, 400, "{path}: {}", a.text());
+        assert_eq!(a.json()["error"]["param"], "path", "{path}");
+    }
+    assert_eq!(mock.requests().await, 0);
+    // Methods LiteLLM serves on these routes, and no others.
+    let a = send(
+        "OPTIONS",
+        &gw.url("/openai/v1/models"),
+        "",
+        &[MASTER_HEADER],
+    )
+    .await;
+    assert_eq!(a.status, 405);
+}
+
+const MASTER_HEADER: (&str, &str) = ("authorization", "Bearer sk-master");
+
+#[tokio::test]
+async fn unconfigured_routes_say_what_is_missing_and_marked_deployments_lend_credentials() {
+    let mock = mock_server(strict_mock()).await;
+    let up = mock.addr;
+    let gw = gateway(&format!(
+        r#"
+model_list:
+  - model_name: claude
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_base: http://{up}
+      api_key: {UPSTREAM_KEY}
+      use_in_pass_through: true
+general_settings:
+  master_key: {MASTER}
+"#
+    ))
+    .await;
+    for (path, missing) in [
+        (
+            "/azure/openai/deployments/d/chat/completions",
+            "AZURE_API_BASE",
+        ),
+        ("/bedrock/model/x/converse", "AWS_ACCESS_KEY_ID"),
+        ("/openai/v1/chat/completions", "OPENAI_API_KEY"),
+        ("/cohere/v2/chat", "COHERE_API_KEY"),
+        (
+            "/vertex_ai/v1/projects/p/locations/l/publishers/google/models/m:generateContent",
+            "VERTEXAI_PROJECT",
+        ),
+    ] {
+        let a = send("POST", &gw.url(path), "{}", &[MASTER_HEADER]).await;
+        assert_eq!(a.status, 501, "{path}: {}", a.text());
+        let e = &a.json()["error"];
+        assert_eq!(e["code"], "pass_through_not_configured");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(missing), "{path}: {message}");
+    }
+    // The anthropic/ deployment marked `use_in_pass_through` serves /anthropic/*.
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        r#"{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[("x-api-key", MASTER.to_owned())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // GET works too (the provider's model list), with no body.
+    let a = send("GET", &gw.url("/anthropic/v1/models"), "", &[MASTER_HEADER]).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+}
+
+/// The next record of an inference or pass-through request (admin calls' are skipped).
+async fn record(gw: &mut Gateway) -> sluice_core::record::RequestRecord {
+    loop {
+        let r = gw.next_record().await;
+        if r.route != "admin" {
+            return r;
+        }
+    }
+}

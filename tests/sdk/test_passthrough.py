@@ -1,0 +1,67 @@
+"""The official SDKs against sluice's provider pass-through routes, each pointed at
+`<sluice>/<provider>` with a sluice key: the anthropic SDK at `/anthropic` (non-stream and
+stream, answered by `sluice mock` in Anthropic's format with sluice's upstream key), and boto3's
+bedrock-runtime at `/bedrock` (sluice re-signs every request with its own AWS credentials,
+which the mock checks; the sluice key travels in `x-litellm-api-key`)."""
+
+import anthropic
+import boto3
+from botocore.config import Config
+
+from conftest import MASTER_KEY
+
+
+def test_anthropic_sdk_through_the_anthropic_route(gateway):
+    client = anthropic.Anthropic(
+        base_url=f"{gateway['root']}/anthropic", api_key=MASTER_KEY, max_retries=0
+    )
+    m = client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        messages=[{"role": "user", "content": "Hello"}],
+    )
+    assert m.model == "claude-sonnet-4-5"
+    assert m.content[0].text.startswith("The mock provider")
+    assert m.usage.output_tokens > 0
+    with client.messages.stream(
+        model="claude-sonnet-4-5",
+        max_tokens=50,
+        messages=[{"role": "user", "content": "Hello"}],
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == m.content[0].text
+    assert final.stop_reason == "end_turn"
+    assert final.usage.output_tokens == m.usage.output_tokens
+
+
+def test_boto3_bedrock_runtime_through_the_bedrock_route(gateway):
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-west-2",
+        endpoint_url=f"{gateway['root']}/bedrock",
+        # The SDK's own signature is the caller's business; sluice signs anew with its keys.
+        aws_access_key_id="AKIDCALLER",
+        aws_secret_access_key="caller-secret",
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+    def add_key(request, **_):
+        request.headers["x-litellm-api-key"] = MASTER_KEY
+
+    client.meta.events.register("before-send.bedrock-runtime.*", add_key)
+    model = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    messages = [{"role": "user", "content": [{"text": "Hello"}]}]
+    r = client.converse(modelId=model, messages=messages)
+    text = r["output"]["message"]["content"][0]["text"]
+    assert text.startswith("The mock provider")
+    assert r["usage"]["outputTokens"] > 0
+    streamed = client.converse_stream(modelId=model, messages=messages)
+    pieces, usage = [], None
+    for event in streamed["stream"]:
+        if "contentBlockDelta" in event:
+            pieces.append(event["contentBlockDelta"]["delta"]["text"])
+        if "metadata" in event:
+            usage = event["metadata"]["usage"]
+    assert "".join(pieces) == text
+    assert usage["outputTokens"] == r["usage"]["outputTokens"]
