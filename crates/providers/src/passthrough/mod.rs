@@ -302,11 +302,11 @@ pub fn upstream(
     let read = settings::read(spec.label, given, &params, env, &mut problems);
     match (read, problems.errors.first()) {
         (Some(u), None) => Ok(u),
-        (_, Some(e)) => Err(Unavailable(e.to_string())),
-        (None, None) => Err(Unavailable(format!(
-            "{} has no usable upstream settings",
-            spec.label
-        ))),
+        (_, Some(e)) => {
+            let key = e.path.rsplit('.').next().unwrap_or_default();
+            Err(Unavailable(format!("{key}: {}", e.message)))
+        }
+        (None, None) => Err(Unavailable("no usable upstream settings".to_owned())),
     }
 }
 
@@ -401,8 +401,7 @@ impl Target {
                 .copied()
                 .collect();
             Unavailable(format!(
-                "{} has no upstream key: set {}{}",
-                route.label(),
+                "no upstream key: set {}{}",
                 vars.join(" or "),
                 flag_hint(route)
             ))
@@ -424,7 +423,7 @@ impl Target {
             (ProviderConfig::Bedrock(c), None) => {
                 let Some(aws) = &c.aws else {
                     return Err(Unavailable(format!(
-                        "/bedrock/* has no AWS credentials: set AWS_ACCESS_KEY_ID and \
+                        "no AWS credentials: set AWS_ACCESS_KEY_ID and \
                          AWS_SECRET_ACCESS_KEY (and AWS_REGION_NAME or AWS_REGION){}",
                         flag_hint(route)
                     )));
@@ -440,13 +439,13 @@ impl Target {
             (ProviderConfig::Vertex(c), None) => {
                 let Some(key) = &c.credentials else {
                     return Err(Unavailable(format!(
-                        "/vertex_ai/* has no service account: set \
+                        "no service account: set \
                          DEFAULT_GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_APPLICATION_CREDENTIALS{}",
                         flag_hint(route)
                     )));
                 };
                 let tokens = TokenSource::new(key.expose(), http.client.clone())
-                    .map_err(|e| Unavailable(format!("/vertex_ai/*: {e}")))?;
+                    .map_err(|e| Unavailable(format!("service account: {e}")))?;
                 let default_host = u.api_base == u.specific.base().default;
                 let place = VertexPlace {
                     project: c.project.clone(),
@@ -457,8 +456,7 @@ impl Target {
             }
             (_, None) => {
                 return Err(Unavailable(format!(
-                    "{}: the marked deployment is not a {} deployment",
-                    route.label(),
+                    "the marked deployment is not a {} deployment",
                     route.name()
                 )))
             }
@@ -762,7 +760,7 @@ impl Targets {
                 match found {
                     Some((_, Ok(u))) => Target::build(*route, u, clients, timeouts),
                     Some((_, Err(e))) => Err(e.clone()),
-                    None => Err(Unavailable(format!("{} is not configured", route.label()))),
+                    None => Err(Unavailable("no upstream settings".to_owned())),
                 }
             })
             .collect();
