@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, Request, Response};
 use http_body::Body;
 
@@ -62,6 +62,8 @@ impl PassThrough {
         }
     }
 }
+
+static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// Longest model name a record keeps (metrics and spend logs).
 const MAX_MODEL_LEN: usize = 256;
@@ -201,6 +203,9 @@ where
         record.overhead = before_send + collected.elapsed();
     } else {
         spend_headers(&charges, key.as_deref(), out.headers_mut());
+        // A proxy in front of sluice must not hold the stream back either.
+        out.headers_mut()
+            .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
         record.ttfb = Some(arrived - record.start);
         record.overhead = before_send + arrived.elapsed();
         let tap = Tap::new(route.shape(rest), framing, asked_usage);
