@@ -7,5 +7,6 @@ pub mod admin;
 pub mod auth;
 pub mod cli;
 pub mod fleet;
+pub mod healthcheck;
 pub mod server;
 pub mod spend;
