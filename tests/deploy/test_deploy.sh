@@ -7,8 +7,11 @@
 #
 # BINARY (default: target/release/sluice, which scripts/test.sh builds) goes into the image
 # through deploy/docker-context.sh; SLUICE_DEPLOY_BINARY=… does the same (a musl build, say).
+# SLUICE_DEPLOY_FROM_SOURCE=1 builds the image from source instead, as a release would (a musl
+# build with fat LTO inside Docker: many minutes; not part of scripts/test.sh).
 # Expensive downloads are cached outside the repository, in
-# ${XDG_CACHE_HOME:-~/.cache}/sluice-deploy (helm, built with `go install`).
+# ${XDG_CACHE_HOME:-~/.cache}/sluice-deploy (helm, built with `go install`; the debootstrap
+# base of the from-source build).
 # Docker engine: its own dockerd (data, exec root, pidfile and socket in a temporary directory)
 # with no bridge and no iptables; every container runs with --network host, so traffic stays
 # on loopback. Where the engine cannot start, the Docker tests are skipped with the reason.
@@ -141,16 +144,75 @@ docker_start() {
   return 1
 }
 
-if { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; } && docker_start; then
+# The image from the host's binary (deploy/docker-context.sh + the Dockerfile's prebuilt stage).
+build_prebuilt() {
   say "building $image from $bin"
+  local started
   started="$(now)"
   bash deploy/docker-context.sh "$bin" "$work/context"
-  commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   DOCKER_BUILDKIT=1 "$DOCKER" build --quiet -f deploy/Dockerfile \
     --build-arg SLUICE_BINARY=prebuilt --build-arg SLUICE_GIT_COMMIT="$commit" \
     -t "$image" "$work/context" >/dev/null
+  say "image built in $(since "$started") s"
+}
+
+# The image from source (the Dockerfile's default `source` stage), with no registry: the Rust
+# image it compiles in is made here, as the official one is (Debian bookworm, gcc, rustup),
+# from a debootstrap base cached in $cache. The checks then compare the image with the binary
+# copied out of it.
+build_from_source() {
+  local base="$cache/debian-bookworm-minbase.tar.gz" started rust cid
+  if [ ! -s "$base" ]; then
+    command -v debootstrap >/dev/null ||
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq debootstrap >/dev/null
+    say "debootstrap --variant=minbase bookworm (once; cached in $cache)"
+    started="$(now)"
+    mkdir -p "$cache"
+    "${sudo_cmd[@]}" debootstrap --variant=minbase bookworm "$work/rootfs" \
+      "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$work/debootstrap.log" 2>&1 ||
+      { tail -20 "$work/debootstrap.log" >&2; return 1; }
+    "${sudo_cmd[@]}" tar -C "$work/rootfs" -czf "$base.tmp" . && mv "$base.tmp" "$base"
+    say "base made in $(since "$started") s: $(du -h "$base" | cut -f1)"
+  fi
+  "$DOCKER" import "$base" sluice-local/debian:bookworm >/dev/null
+  rust="$(rustc --version | awk '{print $2}')"
+  mkdir -p "$work/rust-image"
+  cp -L "$(command -v rustup)" "$work/rust-image/rustup-init"
+  cat >"$work/rust-image/Dockerfile" <<DOCKERFILE
+FROM sluice-local/debian:bookworm
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates gcc libc6-dev \\
+ && rm -rf /var/lib/apt/lists/*
+ENV RUSTUP_HOME=/usr/local/rustup CARGO_HOME=/usr/local/cargo \\
+    PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+COPY rustup-init /tmp/rustup-init
+RUN /tmp/rustup-init -y --no-modify-path --profile minimal --default-toolchain $rust && rm /tmp/rustup-init
+DOCKERFILE
+  say "making the Rust $rust build image"
+  started="$(now)"
+  DOCKER_BUILDKIT=1 "$DOCKER" build --quiet --network host -t sluice-local/rust:bookworm \
+    "$work/rust-image" >/dev/null
+  say "Rust image made in $(since "$started") s; building $image from source"
+  started="$(now)"
+  DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain --network host -f deploy/Dockerfile \
+    --build-arg RUST_IMAGE=sluice-local/rust:bookworm --build-arg SLUICE_GIT_COMMIT="$commit" \
+    -t "$image" . >"$work/source-build.log" 2>&1 || { tail -40 "$work/source-build.log" >&2; return 1; }
+  say "image built from source in $(since "$started") s"
+  cid="$("$DOCKER" create "$image")"
+  "$DOCKER" cp "$cid:/usr/local/bin/sluice" "$work/sluice-from-image"
+  "$DOCKER" rm "$cid" >/dev/null
+  bin="$work/sluice-from-image"
+}
+
+if { [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; } && docker_start; then
+  commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [ -n "${SLUICE_DEPLOY_FROM_SOURCE:-}" ]; then
+    build_from_source
+  else
+    build_prebuilt
+  fi
   size="$("$DOCKER" image inspect --format '{{.Size}}' "$image")"
-  say "image built in $(since "$started") s: $size bytes ($(python3 -c "print(f'{$size/1e6:.1f}')") MB)"
+  say "image size: $size bytes ($(python3 -c "print(f'{$size/1e6:.1f}')") MB)"
   export SLUICE_DOCKER="$DOCKER" SLUICE_IMAGE="$image"
   # docker-compose (Debian's) validates and runs deploy/compose.yaml.
   if ! command -v docker-compose >/dev/null && ! "$DOCKER" compose version >/dev/null 2>&1; then
