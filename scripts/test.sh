@@ -39,3 +39,9 @@ if command -v valgrind >/dev/null; then
 else
   echo "instructions: valgrind not installed; skipped"
 fi
+
+step "deployment: container image, Compose fleet, Helm chart, systemd unit (tests/deploy)"
+# The image is built from the release binary (no further compile: the step above built it, or
+# this does when valgrind is missing); helm and the Docker engine are set up by the script.
+cargo build --release --locked --bin sluice
+bash tests/deploy/test_deploy.sh "${CARGO_TARGET_DIR:-$PWD/target}/release/sluice"

@@ -1,4 +1,5 @@
-//! Command-line interface: `sluice serve`, `sluice check-config`, `sluice mock`.
+//! Command-line interface: `sluice serve`, `sluice check-config`, `sluice mock`,
+//! `sluice bench`, `sluice healthcheck`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -8,11 +9,21 @@ use clap::{Args, Parser, Subcommand};
 use sluice_bench::BenchArgs;
 use sluice_telemetry::LogFormat;
 
+/// What `sluice --version` prints after the name: the crate version and the git commit the
+/// binary was built from (`build.rs`; `unknown` outside git), so that a running container or
+/// package can be traced back to its source.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SLUICE_GIT_COMMIT"),
+    ")"
+);
+
 /// sluice: a small, fast LLM gateway speaking the OpenAI API.
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
-    version,
+    version = VERSION,
     about,
     args_conflicts_with_subcommands = true
 )]
@@ -41,6 +52,27 @@ pub enum Command {
     /// Measure the latency sluice adds over calling the upstream directly, its throughput,
     /// CPU and memory, side by side with other gateways.
     Bench(BenchArgs),
+    /// Ask a running gateway whether it is alive: exit 0 on a 2xx from its liveness route,
+    /// 1 otherwise. For container HEALTHCHECKs and exec probes where there is no curl.
+    Healthcheck(HealthcheckArgs),
+}
+
+/// Options of `sluice healthcheck`. By default it asks the address `serve` would listen on,
+/// read from the same flags' environment variables, so one `-e SLUICE_PORT=…` serves both.
+#[derive(Debug, Args)]
+pub struct HealthcheckArgs {
+    /// The URL to GET (plain http); default `http://<host>:<port>/health/liveliness`.
+    #[arg(long, env = "SLUICE_HEALTHCHECK_URL")]
+    pub url: Option<String>,
+    /// The gateway's listen address; a wildcard (0.0.0.0, ::) is asked on loopback.
+    #[arg(long, default_value = "127.0.0.1", env = "SLUICE_HOST")]
+    pub host: IpAddr,
+    /// The gateway's port.
+    #[arg(short, long, default_value_t = 4000, env = "SLUICE_PORT")]
+    pub port: u16,
+    /// Seconds to wait for the answer, connection included.
+    #[arg(long, default_value_t = 3.0)]
+    pub timeout_secs: f64,
 }
 
 /// Options of `sluice serve`.
@@ -56,10 +88,12 @@ pub struct ServeArgs {
     #[arg(short, long, default_value_t = 4000, env = "SLUICE_PORT")]
     pub port: u16,
     /// Log line format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SLUICE_LOG_FORMAT")]
     pub log_format: LogFormat,
-    /// Seconds to let in-flight requests and streams finish after SIGTERM/SIGINT.
-    #[arg(long, default_value_t = 30.0)]
+    /// Seconds to let in-flight requests and streams finish after SIGTERM/SIGINT. Whatever
+    /// stops sluice (Docker's stop timeout, Kubernetes' terminationGracePeriodSeconds,
+    /// systemd's TimeoutStopSec) should wait longer than this.
+    #[arg(long, default_value_t = 30.0, env = "SLUICE_SHUTDOWN_GRACE_SECS")]
     pub shutdown_grace_secs: f64,
     /// Write the bound address to this file once listening (for scripts and tests using port 0).
     #[arg(long)]

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod auth;
 pub mod cli;
 pub mod fleet;
+pub mod healthcheck;
 pub mod passthrough;
 pub mod server;
 pub mod spend;

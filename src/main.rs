@@ -1,5 +1,5 @@
-//! The `sluice` binary: parse the command line and run the gateway, the config check or the
-//! mock provider.
+//! The `sluice` binary: parse the command line and run the gateway, the config check, the
+//! mock provider, the benchmark or the health check.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,7 +10,7 @@ use clap::Parser;
 
 #[cfg(feature = "mock")]
 use sluice::cli::MockArgs;
-use sluice::cli::{Cli, Command, ServeArgs};
+use sluice::cli::{Cli, Command, HealthcheckArgs, ServeArgs};
 use sluice::server::{self, AppState, ServiceOptions, Services};
 use sluice_bench::BenchArgs;
 use sluice_config::{self as config, ProcessEnv};
@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(args)) => run(tokio::runtime::Builder::new_multi_thread(), |rt| {
             rt.block_on(bench(args))
         }),
+        Some(Command::Healthcheck(args)) => healthcheck(&args),
         None => control(|rt| rt.block_on(serve(cli.serve))),
     }
 }
@@ -123,6 +124,30 @@ fn check_config(file: &Path) -> ExitCode {
     }
 }
 
+/// `sluice healthcheck`: one line on the outcome (Docker keeps it in the container's health
+/// log), exit 0 when the gateway answered 2xx.
+#[expect(
+    clippy::print_stdout,
+    reason = "the health check's one line of output is its report"
+)]
+fn healthcheck(args: &HealthcheckArgs) -> ExitCode {
+    let url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| sluice::healthcheck::default_url(args.host, args.port));
+    let timeout = Duration::try_from_secs_f64(args.timeout_secs).unwrap_or(Duration::from_secs(3));
+    match sluice::healthcheck::check(&url, timeout) {
+        Ok(status) => {
+            println!("healthy: {url} answered {status}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("unhealthy: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn serve(args: ServeArgs) -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let Some(path) = args.config.clone() else {
@@ -183,12 +208,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
     let models = state.snapshot().router.models.names().len();
-    tracing::info!(
-        models,
-        workers,
-        "sluice {} serving",
-        env!("CARGO_PKG_VERSION")
-    );
+    tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
     let served = server::serve_workers(listeners, state, shutdown_signal(), grace).await;
     reloader.abort();

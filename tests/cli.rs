@@ -26,13 +26,63 @@ fn temp_file(name: &str, text: &str) -> PathBuf {
 }
 
 #[test]
-fn version() {
+fn version_names_the_commit() {
     let out = Command::new(BIN).arg("--version").output().unwrap();
     assert!(out.status.success());
+    let commit = env!("SLUICE_GIT_COMMIT");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        format!("sluice {}", env!("CARGO_PKG_VERSION"))
+        format!("sluice {} ({commit})", env!("CARGO_PKG_VERSION"))
     );
+    // Built from a git checkout (as the tests are), the commit is HEAD's, not "unknown".
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output();
+    if let Some(head) = head.ok().filter(|h| h.status.success()) {
+        assert_eq!(commit, String::from_utf8_lossy(&head.stdout).trim());
+    }
+}
+
+/// `sluice healthcheck` (the image's HEALTHCHECK) against a real gateway: healthy on its
+/// liveness route, found through the same SLUICE_PORT `serve` reads; unhealthy when nothing
+/// listens or the route is not 2xx.
+#[test]
+fn healthcheck_asks_the_liveness_route() {
+    let mut served = serve(SLOW_STREAM, &[]);
+    let port = served.addr.rsplit(':').next().unwrap().to_owned();
+    let out = Command::new(BIN)
+        .arg("healthcheck")
+        .env("SLUICE_PORT", &port)
+        .env("SLUICE_HOST", "0.0.0.0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.trim(),
+        format!("healthy: http://127.0.0.1:{port}/health/liveliness answered 200")
+    );
+    // A route that needs the master key answers 401: unhealthy.
+    let out = Command::new(BIN)
+        .args(["healthcheck", "--url"])
+        .arg(format!("http://{}/health", served.addr))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("answered 401"));
+    sigterm(&served.child);
+    assert_eq!(served.child.wait().unwrap().code(), Some(0));
+    let out = Command::new(BIN)
+        .args(["healthcheck", "--timeout-secs", "2", "--port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("unhealthy: "));
 }
 
 #[test]

@@ -810,6 +810,7 @@ fn readiness(state: &AppState) -> Bytes {
         "redis": redis,
         "cache": "disabled",
         "sluice_version": env!("CARGO_PKG_VERSION"),
+        "sluice_commit": env!("SLUICE_GIT_COMMIT"),
     });
     Bytes::from(body.to_string())
 }
