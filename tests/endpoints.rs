@@ -299,6 +299,40 @@ async fn moderations_and_rerank() {
 }
 
 #[tokio::test]
+async fn imagen_on_gemini_answers_in_openai_shape() {
+    let mock = mock_server(MockSettings::default()).await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: imagen
+    litellm_params:
+      model: gemini/imagen-3.0-generate-002
+      api_base: http://{}
+      api_key: g-key
+general_settings:
+  master_key: sk-master
+"#,
+        mock.addr
+    );
+    let mut gw = gateway(&yaml).await;
+    let a = post(
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"imagen","prompt":"a red fox","n":2,"size":"1792x1024"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert!(v["data"][0]["b64_json"].as_str().unwrap().len() > 10);
+    // Imagen 3 at LiteLLM's $0.04 an image.
+    assert!((cost(&a) - 0.08).abs() < 1e-9, "{}", cost(&a));
+    assert_eq!(gw.next_record().await.usage.unwrap().images, 2);
+    // A bad request is refused before the upstream, in OpenAI's shape.
+    let a = post(&gw.url("/v1/images/generations"), r#"{"model":"imagen"}"#).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+}
+
+#[tokio::test]
 async fn a_provider_without_the_endpoint_is_a_501_naming_the_pair() {
     let mock = mock_server(MockSettings::default()).await;
     let gw = gateway(&config(&mock.base())).await;

@@ -25,6 +25,8 @@ pub(crate) enum Op {
     Stream,
     /// `:batchEmbedContents`
     Embed,
+    /// `:predict` (Imagen)
+    Predict,
 }
 
 /// Match `/v1beta/models/{model}:{op}` (AI Studio) or Vertex AI's project path; the flag says
@@ -44,6 +46,7 @@ pub(super) fn route(path: &str) -> Option<(&str, Op, bool)> {
         "generateContent" => Op::Generate,
         "streamGenerateContent" => Op::Stream,
         "batchEmbedContents" => Op::Embed,
+        "predict" => Op::Predict,
         _ => return None,
     };
     Some((model, op, vertex))
@@ -256,6 +259,9 @@ pub(super) fn answer(
     s: &MockSettings,
     prompt_tokens: u64,
 ) -> Response<MockBody> {
+    if op == Op::Predict {
+        return predict(body);
+    }
     if op == Op::Embed {
         let Ok(probe) = serde_json::from_slice::<EmbedProbe>(body) else {
             return bad_request("Invalid JSON payload received.");
@@ -284,8 +290,47 @@ pub(super) fn answer(
     let plan = super::plan(s, model, tool, prompt_tokens, true);
     match op {
         Op::Stream => super::stream(plan.generate_stream(), s, "text/event-stream"),
-        Op::Generate | Op::Embed => json(StatusCode::OK, plan.generate()),
+        Op::Generate | Op::Embed | Op::Predict => json(StatusCode::OK, plan.generate()),
     }
+}
+
+/// Imagen's `:predict`: `sampleCount` images (a 1×1 PNG each).
+fn predict(body: &Bytes) -> Response<MockBody> {
+    #[derive(Deserialize)]
+    struct Parameters {
+        #[serde(default, rename = "sampleCount")]
+        sample_count: Option<u32>,
+    }
+    #[derive(Deserialize)]
+    struct Predict {
+        instances: Vec<Value>,
+        #[serde(default)]
+        parameters: Option<Parameters>,
+    }
+    let Ok(req) = serde_json::from_slice::<Predict>(body) else {
+        return bad_request("Invalid JSON payload received.");
+    };
+    if req
+        .instances
+        .first()
+        .and_then(|i| i["prompt"].as_str())
+        .is_none()
+    {
+        return bad_request("instances[0].prompt is required");
+    }
+    let n = req
+        .parameters
+        .and_then(|p| p.sample_count)
+        .unwrap_or(1)
+        .clamp(1, 4);
+    let png = super::media::png_base64();
+    let predictions: Vec<Value> = (0..n)
+        .map(|_| json!({"bytesBase64Encoded": png, "mimeType": "image/png"}))
+        .collect();
+    json(
+        StatusCode::OK,
+        Bytes::from(json!({ "predictions": predictions }).to_string()),
+    )
 }
 
 #[cfg(test)]

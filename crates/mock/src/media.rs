@@ -39,6 +39,11 @@ const PNG: &[u8] = &[
     0x42, 0x60, 0x82,
 ];
 
+/// The mock's image, base64-encoded (as every image API answers with bytes).
+pub(crate) fn png_base64() -> String {
+    base64::engine::general_purpose::STANDARD.encode(PNG)
+}
+
 /// The fields of a media request the mock reads, from JSON or from form fields.
 #[derive(Debug, Default, Deserialize)]
 struct MediaRequest<'a> {
@@ -195,7 +200,7 @@ fn images(
     let n = req.n.unwrap_or(1).clamp(1, 10);
     let token_priced = model.starts_with("gpt-image");
     let b64 = token_priced || req.response_format.as_deref() == Some("b64_json");
-    let encoded = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let encoded = png_base64();
     let (serial, created) = stamp();
     let input_tokens = req.prompt.as_deref().map_or(1, |p| p.len().div_ceil(4)) as u64;
     let usage = j!({

@@ -14,6 +14,7 @@ use http_body_util::{BodyExt, Limited};
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
 use sluice_translate::embeddings::{self, EmbedRequest};
+use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
 use sluice_translate::stream::{TranslatedBody, Translator};
 use sluice_translate::{anthropic, errors, parse_request, write_response};
@@ -195,6 +196,56 @@ where
         Bytes::from(embeddings::write_response(
             &model, &req, &v.vectors, v.tokens,
         ))
+    } else {
+        let (status, out) = errors::translate(errors, Dialect::OpenAi, parts.status, &bytes);
+        parts.status = status;
+        out
+    };
+    Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
+}
+
+/// A native image-generation API (Imagen's `:predict`): its request body and the images of
+/// its answer, base64-encoded.
+pub trait ImageApi {
+    /// The request body for `model`.
+    fn write(&self, model: &str, req: &ImageRequest) -> Result<Vec<u8>, TranslateError>;
+    /// The images of an answer, base64-encoded.
+    fn read(&self, body: &[u8]) -> Result<Vec<String>, TranslateError>;
+}
+
+/// `/v1/images/generations` on a native upstream: the OpenAI request read, written for `api`,
+/// sent by `send`, the images written back as OpenAI's `b64_json` answer (errors read with
+/// `errors`' format).
+pub async fn images<I, C, F, Fut>(
+    provider: &'static str,
+    api: &I,
+    errors: &C,
+    call: &Call<'_>,
+    model: String,
+    send: F,
+) -> Result<Response<UpstreamBody>, ApiError>
+where
+    I: ImageApi,
+    C: Codec,
+    F: FnOnce(&str, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
+{
+    let fail = |e: TranslateError| e.into_api(provider);
+    let req = sluice_translate::images::parse_request(call.body).map_err(fail)?;
+    let body = Bytes::from(api.write(&model, &req).map_err(fail)?);
+    let resp = send(&model, body).await?;
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let bytes = collect(body).await?;
+    let out = if parts.status.is_success() {
+        let images = api.read(&bytes).map_err(fail)?;
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Bytes::from(sluice_translate::images::write_response(created, &images))
     } else {
         let (status, out) = errors::translate(errors, Dialect::OpenAi, parts.status, &bytes);
         parts.status = status;

@@ -243,6 +243,8 @@ pub enum Op {
     Stream,
     /// Embeddings.
     Embed,
+    /// Images (Imagen's `:predict`).
+    Predict,
 }
 
 impl Op {
@@ -268,6 +270,7 @@ pub struct ModelUrls {
     chat: Uri,
     stream: Uri,
     embed: Uri,
+    predict: Uri,
 }
 
 impl ModelUrls {
@@ -278,6 +281,7 @@ impl ModelUrls {
             chat: uri(d, url(&base, model, Op::Chat))?,
             stream: uri(d, url(&base, model, Op::Stream))?,
             embed: uri(d, url(&base, model, Op::Embed))?,
+            predict: uri(d, url(&base, model, Op::Predict))?,
             base: base.into(),
             url,
         })
@@ -294,6 +298,7 @@ impl ModelUrls {
             Op::Chat => self.chat.clone(),
             Op::Stream => self.stream.clone(),
             Op::Embed => self.embed.clone(),
+            Op::Predict => self.predict.clone(),
         })
     }
 }

@@ -24,6 +24,7 @@ pub mod embeddings;
 pub mod envelope;
 pub mod errors;
 pub mod eventstream;
+pub mod images;
 pub mod ir;
 pub mod multipart;
 pub mod openai;

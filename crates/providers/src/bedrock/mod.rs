@@ -228,7 +228,7 @@ pub(crate) fn url(base: &str, model: &str, op: Op) -> String {
     let op = match op {
         Op::Chat => "converse",
         Op::Stream => "converse-stream",
-        Op::Embed => "invoke",
+        Op::Embed | Op::Predict => "invoke",
     };
     format!("{base}/model/{id}/{op}")
 }

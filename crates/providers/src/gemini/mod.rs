@@ -5,6 +5,7 @@
 
 pub mod codec;
 mod embed;
+mod image;
 #[cfg(test)]
 mod tests;
 
@@ -15,6 +16,7 @@ use sluice_net::sigv4::uri_encode;
 
 pub use codec::GenerateContent;
 pub use embed::BatchEmbed;
+pub use image::Imagen;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
@@ -96,9 +98,19 @@ impl Upstream for Gemini {
                 )
                 .await
             }
+            Endpoint::ImageGenerations => {
+                exchange::images(
+                    http.provider,
+                    &Imagen,
+                    &GenerateContent,
+                    call,
+                    http.model(call)?,
+                    |model, body| post(Op::Predict, model, body),
+                )
+                .await
+            }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
             Endpoint::Completions | Endpoint::Responses
-            | Endpoint::ImageGenerations
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions
@@ -122,6 +134,7 @@ pub(crate) fn url(base: &str, model: &str, op: Op) -> String {
         Op::Chat => ":generateContent",
         Op::Stream => ":streamGenerateContent?alt=sse",
         Op::Embed => ":batchEmbedContents",
+        Op::Predict => ":predict",
     };
     format!("{base}/{name}{method}")
 }

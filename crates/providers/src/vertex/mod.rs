@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use http::header::AUTHORIZATION;
-use http::Response;
+use bytes::Bytes;
+use http::{Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
@@ -19,7 +20,7 @@ use sluice_translate::Codec;
 use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
-use crate::gemini::GenerateContent;
+use crate::gemini::{GenerateContent, Imagen};
 use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
 use crate::registry::{Base, ProviderSpec, Upstream};
 use crate::Family;
@@ -162,10 +163,23 @@ impl Upstream for Vertex {
                     chat(t, call, &GenerateContent, &t.google, model).await
                 }
             }
+            Endpoint::ImageGenerations => {
+                exchange::images(
+                    http.provider,
+                    &Imagen,
+                    &GenerateContent,
+                    call,
+                    http.model(call)?,
+                    |model, body| {
+                        let uri = t.google.get(Op::Predict, http.wildcard_model(model));
+                        post(t, call, uri, body)
+                    },
+                )
+                .await
+            }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
             // Vertex AI embeds through `:predict`, which sluice does not speak yet.
             Endpoint::Embeddings | Endpoint::Completions | Endpoint::Responses
-            | Endpoint::ImageGenerations
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions
@@ -188,21 +202,31 @@ async fn chat<C: Codec>(
     let http = &t.http;
     exchange::chat(http.provider, codec, call, model, http.drop_params, |stream, model, body| {
         let uri = urls.get(Op::chat(stream), http.wildcard_model(model));
-        async move {
-            let uri = uri?;
-            let mut headers = http.headers.next().clone();
-            if let Some(tokens) = &t.tokens {
-                let h = tokens
-                    .header()
-                    .await
-                    .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
-                headers.insert(AUTHORIZATION, h);
-            }
-            call.trace_headers(&mut headers);
-            http.post(uri, headers, body).await
-        }
+        post(t, call, uri, body)
     })
     .await
+}
+
+/// POST `body` to `uri` (built before the call, so no borrow of the model name is held), with
+/// the deployment's OAuth token.
+async fn post(
+    t: &Target,
+    call: &Call<'_>,
+    uri: Result<Uri, ApiError>,
+    body: Bytes,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    let uri = uri?;
+    let mut headers = http.headers.next().clone();
+    if let Some(tokens) = &t.tokens {
+        let h = tokens
+            .header()
+            .await
+            .map_err(|e| ApiError::UpstreamUnreachable(e.to_string()))?;
+        headers.insert(AUTHORIZATION, h);
+    }
+    call.trace_headers(&mut headers);
+    http.post(uri, headers, body).await
 }
 
 /// A Claude model id (`claude-sonnet-4@20250514`), served on Vertex AI by Anthropic.
@@ -215,7 +239,7 @@ fn claude_url(base: &str, model: &str, op: Op) -> String {
     let method = match op {
         Op::Chat => ":rawPredict",
         Op::Stream => ":streamRawPredict",
-        Op::Embed => ":predict",
+        Op::Embed | Op::Predict => ":predict",
     };
     // Vertex writes the version after `@` literally (`claude-sonnet-4@20250514`).
     let id = uri_encode(model, false).replace("%40", "@");
