@@ -230,6 +230,8 @@ pub struct Deployment {
     pub input_cost_per_token: Option<f64>,
     /// `output_cost_per_token` override, in USD.
     pub output_cost_per_token: Option<f64>,
+    /// Per-unit price overrides (`output_cost_per_image`, `input_cost_per_second`, ...).
+    pub unit_costs: UnitCosts,
     /// `model_info`.
     pub model_info: ModelInfo,
     /// USD per token, resolved once at load from the price table (`model_info.base_model`,
@@ -374,4 +376,20 @@ pub struct LitellmSettings {
     pub require_auth_for_metrics_endpoint: bool,
     /// `fallbacks` (LiteLLM also accepts router fallbacks here).
     pub fallbacks: Vec<(String, Vec<String>)>,
+}
+
+/// A deployment's own per-unit prices, over the price table's (LiteLLM's `litellm_params`
+/// keys of the same names), in USD.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UnitCosts {
+    /// `output_cost_per_image`.
+    pub per_image: Option<f64>,
+    /// `input_cost_per_pixel`.
+    pub per_pixel: Option<f64>,
+    /// `input_cost_per_second` plus `output_cost_per_second`.
+    pub per_second: Option<f64>,
+    /// `input_cost_per_character`.
+    pub per_character: Option<f64>,
+    /// `input_cost_per_query`.
+    pub per_query: Option<f64>,
 }

@@ -189,6 +189,19 @@ impl PriceTable {
             price.output = output;
             source = PriceSource::Override;
         }
+        let u = d.unit_costs;
+        for (given, rate) in [
+            (u.per_image, &mut price.per_image),
+            (u.per_pixel, &mut price.per_pixel),
+            (u.per_second, &mut price.per_second),
+            (u.per_character, &mut price.per_character),
+            (u.per_query, &mut price.per_query),
+        ] {
+            if let Some(v) = given {
+                *rate = v;
+                source = PriceSource::Override;
+            }
+        }
         (price, source)
     }
 }
@@ -255,6 +268,10 @@ mod tests {
     litellm_params: {model: openai/house-model, input_cost_per_token: 1, output_cost_per_token: 2}
   - model_name: f
     litellm_params: {model: openai/house-model}
+  - model_name: g
+    litellm_params: {model: openai/whisper-1, output_cost_per_second: 0.0002, input_cost_per_second: 0.0001}
+  - model_name: h
+    litellm_params: {model: openai/my-images, output_cost_per_image: 0.03, input_cost_per_query: 0.001, input_cost_per_character: 0.00002}
 ",
         );
         let t = PriceTable::embedded();
@@ -279,6 +296,13 @@ mod tests {
             }
         );
         assert_eq!(r[5], (Price::default(), PriceSource::Unknown));
+        // Per-unit overrides: seconds add both rates; the rest are taken as given.
+        assert_eq!(r[6].1, PriceSource::Override);
+        assert!((r[6].0.per_second - 0.0003).abs() < 1e-12);
+        assert_eq!(
+            (r[7].0.per_image, r[7].0.per_query, r[7].0.per_character),
+            (0.03, 0.001, 0.00002)
+        );
     }
 
     #[test]

@@ -110,6 +110,12 @@ pub(super) struct RawParams {
     pub max_retries: Option<Scalar>,
     pub input_cost_per_token: Option<Scalar>,
     pub output_cost_per_token: Option<Scalar>,
+    pub output_cost_per_image: Option<Scalar>,
+    pub input_cost_per_pixel: Option<Scalar>,
+    pub input_cost_per_second: Option<Scalar>,
+    pub output_cost_per_second: Option<Scalar>,
+    pub input_cost_per_character: Option<Scalar>,
+    pub input_cost_per_query: Option<Scalar>,
     pub use_in_pass_through: Option<Scalar>,
     /// Every other key: the ones a provider reads (`aws_region_name`, `vertex_project`,
     /// `mock_chunks`, ...), handed to its module, and unknown ones (a warning).
@@ -136,6 +142,12 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "max_retries",
     "input_cost_per_token",
     "output_cost_per_token",
+    "output_cost_per_image",
+    "input_cost_per_pixel",
+    "input_cost_per_second",
+    "output_cost_per_second",
+    "input_cost_per_character",
+    "input_cost_per_query",
     "use_in_pass_through",
 ];
 

@@ -13,7 +13,7 @@ use sluice_core::settings::{did_you_mean, Env, Params, Problems, Scalar};
 use sluice_core::Secret;
 use sluice_providers::{provider_keys, settings, ApiKey, Given};
 
-use crate::model::{Deployment, ModelInfo};
+use crate::model::{Deployment, ModelInfo, UnitCosts};
 use crate::prices::{PriceSource, PriceTable, COST_MAP_ENV};
 use crate::raw::{RawKey, RawKeys, RawModel, PARAM_KEYS};
 
@@ -99,6 +99,25 @@ fn deployment(
         false,
         p,
     );
+    let cost =
+        |key: &str, value: Option<Scalar>, p: &mut Problems| number(&at_key(key), value, false, p);
+    let unit_costs = UnitCosts {
+        per_image: cost("output_cost_per_image", params.output_cost_per_image, p),
+        per_pixel: cost("input_cost_per_pixel", params.input_cost_per_pixel, p),
+        per_second: match (
+            cost("input_cost_per_second", params.input_cost_per_second, p),
+            cost("output_cost_per_second", params.output_cost_per_second, p),
+        ) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        },
+        per_character: cost(
+            "input_cost_per_character",
+            params.input_cost_per_character,
+            p,
+        ),
+        per_query: cost("input_cost_per_query", params.input_cost_per_query, p),
+    };
     let use_in_pass_through = boolean(
         &at_key("use_in_pass_through"),
         params.use_in_pass_through,
@@ -137,6 +156,7 @@ fn deployment(
         max_retries,
         input_cost_per_token,
         output_cost_per_token,
+        unit_costs,
         price: sluice_core::price::Price::default(),
         model_info,
         model_name,
