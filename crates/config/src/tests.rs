@@ -532,3 +532,30 @@ model_list:
         "the key is known"
     );
 }
+
+#[test]
+fn a_base_from_the_environment_gets_the_providers_path_too() {
+    let loaded = load_str(
+        "model_list:
+  - model_name: claude
+    litellm_params: {model: anthropic/claude-sonnet-4-5, api_key: k}
+  - model_name: local
+    litellm_params: {model: ollama/llama3}
+",
+        &env(&[
+            ("ANTHROPIC_API_BASE", "http://proxy.internal:8080"),
+            ("OLLAMA_API_BASE", "http://gpu-box:11434/"),
+        ]),
+    )
+    .unwrap();
+    let bases: Vec<_> = loaded
+        .config
+        .deployments
+        .iter()
+        .map(|d| d.upstream.api_base.clone().unwrap())
+        .collect();
+    assert_eq!(
+        bases,
+        ["http://proxy.internal:8080/v1", "http://gpu-box:11434/v1"]
+    );
+}

@@ -111,14 +111,16 @@ pub fn read(
     }
     let spec = provider.spec();
     let implied = upstream.specific.base();
-    let given_base = given.api_base.or(implied.given);
-    let base = given_base.clone().or_else(|| {
+    // A base the user gave (in the deployment or the provider's environment variable) may
+    // lack the provider's path suffix; the built-in defaults already carry it.
+    let given_base = given.api_base.or(implied.given).or_else(|| {
         spec.base_env
             .iter()
             .find_map(|v| env.var(v).filter(|s| !s.is_empty()))
-            .or_else(|| spec.default_base.map(str::to_owned))
-            .or(implied.default)
     });
+    let base = given_base
+        .clone()
+        .or_else(|| spec.default_base.map(str::to_owned).or(implied.default));
     let base_path = format!("{lp}.api_base");
     let Some(base) = base else {
         let from_env = if spec.base_env.is_empty() {
