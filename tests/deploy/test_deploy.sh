@@ -39,6 +39,15 @@ if [ ! -x "$bin" ]; then
 fi
 bin="$(realpath "$bin")"
 
+# PostgreSQL and Redis for the fleet tests: scripts/test.sh has started them already; alone,
+# this script starts its own.
+if [ -z "${SLUICE_TEST_POSTGRES_URL:-}" ] || [ -z "${SLUICE_TEST_REDIS_URL:-}" ]; then
+  # shellcheck source=scripts/services.sh
+  source scripts/services.sh
+  services_start
+  services_started=1
+fi
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/sluice-deploy.XXXXXX")"
 dockerd_pid=""
 cleanup() {
@@ -46,8 +55,8 @@ cleanup() {
   if [ -n "$dockerd_pid" ]; then
     # Everything the tests made lives in this throwaway engine: stop its containers, then it.
     local ids
-    ids="$("$DOCKER" ps -aq 2>/dev/null || true)"
-    [ -z "$ids" ] || "$DOCKER" rm -f $ids >/dev/null 2>&1 || true
+    mapfile -t ids < <("$DOCKER" ps -aq 2>/dev/null || true)
+    [ "${#ids[@]}" -eq 0 ] || "$DOCKER" rm -f "${ids[@]}" >/dev/null 2>&1 || true
     "${sudo_cmd[@]}" kill "$dockerd_pid" 2>/dev/null || true
     for _ in $(seq 100); do
       kill -0 "$dockerd_pid" 2>/dev/null || break
@@ -64,17 +73,8 @@ cleanup() {
   "${sudo_cmd[@]}" rm -rf "$work" 2>/dev/null || rm -rf "$work" 2>/dev/null || true
   exit "$rc"
 }
+# After services_start, whose own trap this replaces (cleanup calls services_stop).
 trap cleanup EXIT
-
-# PostgreSQL and Redis for the fleet tests: scripts/test.sh has started them already; alone,
-# this script starts its own.
-if [ -z "${SLUICE_TEST_POSTGRES_URL:-}" ] || [ -z "${SLUICE_TEST_REDIS_URL:-}" ]; then
-  # shellcheck source=scripts/services.sh
-  source scripts/services.sh
-  services_start
-  services_started=1
-  trap cleanup EXIT # services_start installs its own trap; cleanup calls services_stop
-fi
 
 # ---- helm: built once from the Go module proxy into the cache --------------------------------
 helm="$cache/helm-$HELM_VERSION/helm"
@@ -109,9 +109,11 @@ docker_skip() {
 docker_start() {
   if ! command -v dockerd >/dev/null; then
     say "installing docker.io (Debian package)"
-    "${sudo_cmd[@]}" apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq docker.io >/dev/null ||
-      { docker_skip "docker.io could not be installed"; return 1; }
+    if ! { "${sudo_cmd[@]}" apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq docker.io >/dev/null; }; then
+      docker_skip "docker.io could not be installed"
+      return 1
+    fi
   fi
   # The client that came with this engine (Debian's), which speaks BuildKit without the buildx
   # plugin; any docker client otherwise.
@@ -176,10 +178,14 @@ build_from_source() {
   fi
   "$DOCKER" import "$base" sluice-local/debian:bookworm >/dev/null
   rust="$(rustc --version | awk '{print $2}')"
-  mkdir -p "$work/rust-image"
+  mkdir -p "$work/rust-image/ca"
   cp -L "$(command -v rustup)" "$work/rust-image/rustup-init"
+  # The host's own CAs (a company's, or an egress proxy's, as on the machine this was written
+  # on), so that rustup and cargo inside the build reach their registries as the host does.
+  cp -L /usr/local/share/ca-certificates/*.crt "$work/rust-image/ca/" 2>/dev/null || true
   cat >"$work/rust-image/Dockerfile" <<DOCKERFILE
 FROM sluice-local/debian:bookworm
+COPY ca/ /usr/local/share/ca-certificates/
 RUN apt-get update \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates gcc libc6-dev \\
  && rm -rf /var/lib/apt/lists/*
@@ -190,8 +196,8 @@ RUN /tmp/rustup-init -y --no-modify-path --profile minimal --default-toolchain $
 DOCKERFILE
   say "making the Rust $rust build image"
   started="$(now)"
-  DOCKER_BUILDKIT=1 "$DOCKER" build --quiet --network host -t sluice-local/rust:bookworm \
-    "$work/rust-image" >/dev/null
+  DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain --network host -t sluice-local/rust:bookworm \
+    "$work/rust-image" >"$work/rust-image.log" 2>&1 || { tail -40 "$work/rust-image.log" >&2; return 1; }
   say "Rust image made in $(since "$started") s; building $image from source"
   started="$(now)"
   DOCKER_BUILDKIT=1 "$DOCKER" build --progress plain --network host -f deploy/Dockerfile \
