@@ -113,6 +113,9 @@ struct RawUsage {
     input_tokens: Option<u64>,
     #[serde(default, alias = "output_tokens")]
     completion_tokens: Option<u64>,
+    /// Only a total (Jina's and Voyage's rerankers, embeddings servers): all input.
+    #[serde(default)]
+    total_tokens: Option<u64>,
     #[serde(default, alias = "input_tokens_details")]
     prompt_tokens_details: Option<Details>,
     #[serde(default, alias = "output_tokens_details")]
@@ -131,7 +134,11 @@ impl From<RawUsage> for Usage {
         // Anthropic cache fields as extra detail); Anthropic's `input_tokens` does not.
         let prompt_tokens = match (raw.prompt_tokens, raw.input_tokens) {
             (Some(p), _) => p,
-            (None, i) => i.unwrap_or(0) + read + written,
+            (None, Some(i)) => i + read + written,
+            (None, None) if raw.completion_tokens.is_none() => {
+                raw.total_tokens.unwrap_or(0) + read + written
+            }
+            (None, None) => read + written,
         };
         Self {
             prompt_tokens,
@@ -370,6 +377,13 @@ mod tests {
         assert_eq!(
             usage_of(Endpoint::AudioTranscriptions, br#"{"text":"hi"}"#, none),
             None
+        );
+        let jina = br#"{"results":[],"usage":{"total_tokens":42}}"#;
+        assert_eq!(
+            usage_of(Endpoint::Rerank, jina, none)
+                .unwrap()
+                .prompt_tokens,
+            42
         );
         let rerank = br#"{"results":[],"meta":{"billed_units":{"search_units":1}}}"#;
         assert_eq!(

@@ -281,7 +281,7 @@ pub fn not_served(
     })
 }
 
-async fn collect<B>(body: B) -> Result<Bytes, ApiError>
+pub(crate) async fn collect<B>(body: B) -> Result<Bytes, ApiError>
 where
     B: http_body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -29,6 +29,7 @@ pub mod ir;
 pub mod multipart;
 pub mod openai;
 pub mod params;
+pub mod rerank;
 pub mod sse;
 pub mod stream;
 #[cfg(any(test, feature = "testing"))]

@@ -71,6 +71,7 @@ impl Upstream for Azure {
                 &organization(d, c.organization.as_deref())?,
             )?,
             urls: EndpointUrls::build(d, |e| url(base, deployment, &c.api_version, e))?,
+            rerank: openai_compatible::Shape::Cohere,
         })
     }
 

@@ -19,6 +19,10 @@ use crate::Family;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 
+mod rerank;
+
+pub use rerank::Shape;
+
 /// `openai/`
 pub const OPENAI: ProviderSpec = ProviderSpec {
     base_env: &["OPENAI_BASE_URL", "OPENAI_API_BASE"],
@@ -103,6 +107,8 @@ pub const SPECS: &[ProviderSpec] = &[
     ),
     // Jina AI: OpenAI-shaped embeddings and Cohere-shaped rerank.
     compatible("jina_ai", Some("https://api.jina.ai/v1"), &["JINA_AI_API_KEY"]),
+    // Voyage AI: OpenAI-shaped embeddings; rerank in its own shape (`rerank.rs`).
+    compatible("voyage", Some("https://api.voyageai.com/v1"), &["VOYAGE_API_KEY"]),
     ProviderSpec {
         base_env: &["HOSTED_VLLM_API_BASE"],
         ..compatible("hosted_vllm", None, &["HOSTED_VLLM_API_KEY"])
@@ -135,6 +141,8 @@ pub struct Target {
     pub http: HttpTarget,
     /// One URL per endpoint.
     pub urls: EndpointUrls,
+    /// The rerank API it speaks.
+    pub rerank: Shape,
 }
 
 /// The OpenAI-compatible family.
@@ -162,6 +170,7 @@ impl Upstream for OpenAiCompatible {
                 &organization(d, c.organization.as_deref())?,
             )?,
             urls: EndpointUrls::build(d, |e| format!("{base}{}", e.path()))?,
+            rerank: Shape::of(d.upstream.provider.name()),
         })
     }
 
@@ -198,11 +207,14 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
         | Endpoint::AudioTranscriptions
         | Endpoint::AudioTranslations
         | Endpoint::AudioSpeech
-        | Endpoint::Moderations
-        | Endpoint::Rerank => {
+        | Endpoint::Moderations => {
             http.pass_through(t.urls.get(call.endpoint), call, &[])
                 .await
         }
+        Endpoint::Rerank => match t.rerank {
+            Shape::Cohere => http.pass_through(t.urls.get(call.endpoint), call, &[]).await,
+            Shape::Voyage => rerank::voyage(t, call).await,
+        },
         Endpoint::Messages => {
             let url = t.urls.get(Endpoint::ChatCompletions);
             exchange::chat(

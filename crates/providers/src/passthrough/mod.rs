@@ -334,7 +334,9 @@ mod tests {
             ("AWS_REGION_NAME".into(), "eu-west-3".into()),
         ]);
         let a = upstream(Route::Anthropic, None, &env).unwrap();
-        assert_eq!(a.api_base.as_deref(), Some("http://127.0.0.1:9"));
+        // The provider's path suffix is added as for a deployment; `path::join` puts the
+        // client's `/v1/...` in its place.
+        assert_eq!(a.api_base.as_deref(), Some("http://127.0.0.1:9/v1"));
         assert_eq!(a.api_keys[0].key.expose(), "sk-ant");
         let c = upstream(Route::Cohere, None, &env).unwrap();
         assert_eq!(c.api_base.as_deref(), Some("https://api.cohere.com"));
