@@ -197,6 +197,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let shutdown = shutdown_signal();
     let Some(listeners) = bind(
         SocketAddr::new(args.host, args.port),
         workers,
@@ -210,7 +211,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let models = state.snapshot().router.models.names().len();
     tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
-    let served = server::serve_workers(listeners, state, shutdown_signal(), grace).await;
+    let served = server::serve_workers(listeners, state, shutdown, grace).await;
     reloader.abort();
     if let Err(e) = served {
         tracing::error!(error = %e, "cannot start the worker threads");
@@ -249,6 +250,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         api_key: args.api_key,
         ..MockSettings::default()
     };
+    let shutdown = shutdown_signal();
     let Some(listeners) = bind(
         SocketAddr::new(args.host, args.port),
         worker_count(args.workers),
@@ -259,7 +261,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     tracing::info!("sluice mock provider serving");
-    match sluice_mock::serve_workers(listeners, settings, shutdown_signal()).await {
+    match sluice_mock::serve_workers(listeners, settings, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");
@@ -317,27 +319,41 @@ async fn bind(
     Some(listeners)
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGTERM or SIGINT. The handlers are installed when this is called, not when the
+/// future is first polled: called before the listeners are bound (and the ready file written),
+/// a SIGTERM that follows at once (a container or pod stopped right after it started) drains
+/// and exits 0 instead of killing the process by the signal's default action.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (term, int) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(term) => {},
+                () = wait(int) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutdown signal received");
     }
-    tracing::info!("shutdown signal received");
 }
 
 /// SIGHUP re-reads the config; a bad one is logged and the running one keeps serving.
