@@ -140,6 +140,22 @@ async fn handle(
         answering.1 = true;
         return resp;
     }
+    if let Some(files_path) = crate::files::route(path).map(str::to_owned) {
+        let (parts, body) = req.into_parts();
+        let body = match Limited::new(body, MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                return error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("could not read the request body: {e}"),
+                    None,
+                    "request_too_large",
+                )
+            }
+        };
+        return crate::files::respond(&parts.method, &files_path, &parts.headers, &body, settings)
+            .await;
+    }
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::GET, None) if bare == "/models" => json(
             StatusCode::OK,
