@@ -311,6 +311,18 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
     )
     .await;
     assert_eq!(refused.status, 403, "{}", refused.text());
+    // Naming no group, its upload lands on the first deployment it may use (`other`).
+    let own = upload(&gw, &other_bearer, &[("purpose", "batch")], b"{}").await;
+    assert_eq!(own.status, 200, "{}", own.text());
+    let own_id = own.json()["id"].as_str().unwrap().to_owned();
+    let mine = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{own_id}")),
+        "",
+        &[("authorization", other_bearer.as_str())],
+    )
+    .await;
+    assert_eq!(mine.status, 200, "{}", mine.text());
     let no_key = send("GET", &gw.url(&format!("/v1/files/{input}")), "", &[]).await;
     assert_eq!(no_key.status, 401);
 }

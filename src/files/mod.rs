@@ -186,7 +186,16 @@ where
             .map(first_name)
     });
     let content_type = parts.headers.get(CONTENT_TYPE);
-    let plan = plan(snap, op, &body, content_type, named, creator)?;
+    // With no group named, the first deployment with the Files API that the key may use.
+    let may_use = |group: &str| match &caller {
+        Caller::Key(k) => state
+            .gate()
+            .directory()
+            .subjects(k, None, group, wall)
+            .is_ok(),
+        Caller::Open | Caller::Master => true,
+    };
+    let plan = plan(snap, op, &body, content_type, named, creator, &may_use)?;
     let target = plan.target.clone();
     record.model = Some(target.info.model_name.clone());
     record.requested_model = record.model.clone();
@@ -279,6 +288,7 @@ fn plan(
     content_type: Option<&HeaderValue>,
     named: Option<&str>,
     creator: Option<String>,
+    may_use: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, ApiError> {
     let by_id = |kind: Kind, id: &str| {
         let not_found = || ApiError::NotFound {
@@ -313,7 +323,7 @@ fn plan(
                     .map(first_name)
                     .filter(|n| !n.is_empty())
             });
-            let target = chosen(snap, field.or(named))?;
+            let target = chosen(snap, field.or(named), may_use)?;
             let strip: Vec<_> = parts
                 .iter()
                 .filter(|p| GROUP_FIELDS.contains(&p.name))
@@ -326,8 +336,8 @@ fn plan(
                 creator: None,
             }
         }
-        Op::ListFiles => whole(chosen(snap, named)?, "/files".into(), None),
-        Op::ListBatches => whole(chosen(snap, named)?, "/batches".into(), None),
+        Op::ListFiles => whole(chosen(snap, named, may_use)?, "/files".into(), None),
+        Op::ListBatches => whole(chosen(snap, named, may_use)?, "/batches".into(), None),
         Op::GetFile(id) | Op::DeleteFile(id) => {
             let (t, d) = by_id(Kind::File, id)?;
             whole(t, format!("/files/{}", d.upstream), None)
@@ -378,8 +388,12 @@ fn deployment(snap: &Snapshot, id: &str) -> Option<Arc<DeploymentTarget>> {
 }
 
 /// The deployment that gets a new file (or is listed): the first of the named group that has
-/// the Files API, else the first such deployment of the config.
-fn chosen(snap: &Snapshot, group: Option<&str>) -> Result<Arc<DeploymentTarget>, ApiError> {
+/// the Files API, else the first such deployment of the config whose group the caller may use.
+fn chosen(
+    snap: &Snapshot,
+    group: Option<&str>,
+    may_use: &dyn Fn(&str) -> bool,
+) -> Result<Arc<DeploymentTarget>, ApiError> {
     let models = &snap.router.models;
     match group {
         Some(name) => {
@@ -399,12 +413,13 @@ fn chosen(snap: &Snapshot, group: Option<&str>) -> Result<Arc<DeploymentTarget>,
         }
         None => models
             .groups()
+            .filter(|g| may_use(&g.name))
             .flat_map(|g| g.deployments())
             .find(|t| t.serves_files())
             .cloned()
             .ok_or(ApiError::InvalidParam {
                 param: "target_model_names",
-                message: "no deployment of this gateway serves the Files API; name a model \
+                message: "no deployment this key may use serves the Files API; name a model \
                           group in `target_model_names`"
                     .into(),
             }),
