@@ -326,3 +326,66 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
     let no_key = send("GET", &gw.url(&format!("/v1/files/{input}")), "", &[]).await;
     assert_eq!(no_key.status, 401);
 }
+
+#[tokio::test]
+async fn azure_gets_its_own_urls_and_the_form_without_sluice_fields() {
+    let up = recording(Reply::Json(
+        200,
+        r#"{"object":"file","id":"file-az1","bytes":3,"filename":"input.jsonl","purpose":"batch"}"#,
+    ))
+    .await;
+    let root = up.base().trim_end_matches("/v1").to_owned();
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: az
+    litellm_params:
+      model: azure/gpt4o-deployment
+      api_base: {root}
+      api_key: az-upstream-key
+      api_version: "2024-10-21"
+general_settings:
+  master_key: sk-master
+"#
+    );
+    let gw = gateway(&yaml).await;
+    let a = upload(
+        &gw,
+        "Bearer sk-master",
+        &[("purpose", "batch"), ("target_model_names", "az")],
+        b"abc",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let id = a.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(ids::decode(Kind::File, &id).unwrap().upstream, "file-az1");
+    let got = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{id}?x=1")),
+        "",
+        &[MASTER],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    let seen = up.requests();
+    assert_eq!(
+        seen[0].path_and_query,
+        "/openai/files?api-version=2024-10-21"
+    );
+    assert_eq!(
+        seen[1].path_and_query,
+        "/openai/files/file-az1?api-version=2024-10-21&x=1"
+    );
+    assert_eq!(seen[0].headers["api-key"], "az-upstream-key");
+    assert!(seen[0].headers.get("authorization").is_none());
+    assert_eq!(
+        seen[0].headers["content-type"],
+        format!("multipart/form-data; boundary={BOUNDARY}").as_str(),
+        "the client's boundary"
+    );
+    assert_eq!(
+        seen[0].body,
+        form(&[("purpose", "batch")], b"abc"),
+        "the form as sent, without target_model_names"
+    );
+}
