@@ -7,6 +7,8 @@
 mod common;
 
 use common::*;
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use sluice::files::ids::{self, Kind};
 use sluice_mock::MockSettings;
@@ -270,6 +272,30 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
         spend(&second)
     );
     assert_eq!(spend(&second), spend(&third), "charged once");
+    // One spend row for the batch, under the batch's id (without its creator), on the key.
+    let held = ids::decode(Kind::Batch, &id).unwrap();
+    let row_id = ids::encode(Kind::Batch, &held.deployment, None, &held.upstream);
+    let url = gw.url(&format!("/spend/logs?request_id={row_id}"));
+    let rows = || async {
+        send("GET", &url, "", &[MASTER])
+            .await
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !rows().await.is_empty()
+        })
+        .await
+    );
+    let logged = rows().await;
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["prompt_tokens"], input_tokens);
+    assert_eq!(logged[0]["completion_tokens"], output_tokens);
+    assert_eq!(logged[0]["model_group"], "gpt-batch");
+    assert!(logged[0]["api_key"].as_str().is_some_and(|k| !k.is_empty()));
 
     let list = send(
         "GET",
