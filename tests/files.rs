@@ -378,7 +378,11 @@ general_settings:
     let a = upload(
         &gw,
         "Bearer sk-master",
-        &[("purpose", "batch"), ("target_model_names", "az")],
+        &[
+            ("purpose", "batch"),
+            ("target_model_names", "az"),
+            ("custom_llm_provider", "azure"),
+        ],
         b"abc",
     )
     .await;

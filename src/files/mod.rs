@@ -44,8 +44,11 @@ use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
 use ids::Kind;
 
-/// The form fields and query parameter that name a model group; taken out of what is sent.
+/// The form fields and query parameters that name a model group.
 const GROUP_FIELDS: [&str; 2] = ["target_model_names", "model"];
+/// sluice's (and LiteLLM's) own fields, taken out of what is sent upstream: the group names and
+/// LiteLLM's `custom_llm_provider` (sluice takes the provider from the deployment).
+const OWN_FIELDS: [&str; 3] = ["target_model_names", "model", "custom_llm_provider"];
 /// The header that names a model group when the body cannot.
 const GROUP_HEADER: &str = "x-litellm-model";
 
@@ -326,7 +329,7 @@ fn plan(
             let target = chosen(snap, field.or(named), may_use)?;
             let strip: Vec<_> = parts
                 .iter()
-                .filter(|p| GROUP_FIELDS.contains(&p.name))
+                .filter(|p| OWN_FIELDS.contains(&p.name))
                 .map(|p| p.value.clone())
                 .collect();
             Plan {
@@ -362,7 +365,7 @@ fn plan(
                 .and_then(Value::as_str)
                 .ok_or(ApiError::MissingParam("input_file_id"))?;
             let (t, d) = by_id(Kind::File, input)?;
-            for f in GROUP_FIELDS {
+            for f in OWN_FIELDS {
                 req.remove(f);
             }
             req.insert("input_file_id".into(), Value::String(d.upstream));
@@ -445,7 +448,7 @@ fn upstream_query(query: Option<&str>) -> Option<String> {
         .split('&')
         .filter(|p| {
             let k = p.split_once('=').map_or(*p, |(k, _)| k);
-            !p.is_empty() && !GROUP_FIELDS.contains(&k)
+            !p.is_empty() && !OWN_FIELDS.contains(&k)
         })
         .collect();
     (!kept.is_empty()).then(|| kept.join("&"))
@@ -602,7 +605,7 @@ mod tests {
             Some("a")
         );
         assert_eq!(
-            upstream_query(Some("limit=2&model=x")).as_deref(),
+            upstream_query(Some("limit=2&model=x&custom_llm_provider=openai")).as_deref(),
             Some("limit=2")
         );
     }
