@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod auth;
 pub mod cli;
+pub mod files;
 pub mod fleet;
 pub mod healthcheck;
 pub mod passthrough;

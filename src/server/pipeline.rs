@@ -49,7 +49,7 @@ const MAX_UPSTREAM_BODY: usize = 256 * 1024 * 1024;
 
 /// Smallest body limit for file uploads (multipart endpoints): OpenAI takes audio files up
 /// to 25 MB and several images to edit, whatever the limit for JSON bodies is.
-const MIN_UPLOAD_LIMIT: usize = 64 * 1024 * 1024;
+pub(crate) const MIN_UPLOAD_LIMIT: usize = 64 * 1024 * 1024;
 
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 static X_MODEL_ID: HeaderName = HeaderName::from_static("x-sluice-model-id");
@@ -114,6 +114,7 @@ where
             auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
         }
         Route::PassThrough(r) => crate::passthrough::handle(state, &snap, r, req, record).await,
+        Route::Files(_) => crate::files::handle(state, &snap, req, record).await,
         Route::Admin => admin(state, &snap, req).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {

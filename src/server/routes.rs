@@ -24,6 +24,8 @@ pub enum Route<'a> {
     Metrics,
     /// A provider pass-through route (`/anthropic/*`, `/bedrock/*`, ...): `crate::passthrough`.
     PassThrough(PassRoute),
+    /// The Files and Batches APIs (`crate::files`, which reads the path again), by label.
+    Files(&'static str),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
@@ -58,6 +60,7 @@ impl Route<'_> {
             Self::Health => "/health",
             Self::Metrics => "/metrics",
             Self::PassThrough(r) => r.label(),
+            Self::Files(label) => label,
             Self::Admin => "admin",
             Self::WrongMethod | Self::NotFound => "other",
         }
@@ -82,6 +85,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         };
     }
     let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if let Some(op) = crate::files::Op::of(method, bare) {
+        return op.map_or(Route::WrongMethod, |op| Route::Files(op.label()));
+    }
     if [
         "/key/",
         "/team/",

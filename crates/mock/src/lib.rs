@@ -15,6 +15,7 @@ mod bedrock;
 mod body;
 mod cohere;
 mod faults;
+pub mod files;
 mod gemini;
 mod media;
 mod openai;

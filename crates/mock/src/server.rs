@@ -104,6 +104,19 @@ impl Inference {
     }
 }
 
+/// A request body within [`MAX_BODY`], or the 413 to answer.
+async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("could not read the request body: {e}"),
+            None,
+            "request_too_large",
+        )),
+    }
+}
+
 async fn handle(
     req: Request<Incoming>,
     settings: &MockSettings,
@@ -118,16 +131,9 @@ async fn handle(
         stats.requests.fetch_add(1, Relaxed);
         let mut answering = Answering(stats, false);
         let (parts, body) = req.into_parts();
-        let body = match Limited::new(body, MAX_BODY).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                return error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("could not read the request body: {e}"),
-                    None,
-                    "request_too_large",
-                )
-            }
+        let body = match read(body).await {
+            Ok(b) => b,
+            Err(refused) => return refused,
         };
         let (h, s) = (&parts.headers, settings);
         let resp = match inference {
@@ -139,6 +145,15 @@ async fn handle(
         };
         answering.1 = true;
         return resp;
+    }
+    if let Some(files_path) = crate::files::route(path).map(str::to_owned) {
+        let (parts, body) = req.into_parts();
+        let body = match read(body).await {
+            Ok(b) => b,
+            Err(refused) => return refused,
+        };
+        return crate::files::respond(&parts.method, &files_path, &parts.headers, &body, settings)
+            .await;
     }
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::GET, None) if bare == "/models" => json(

@@ -23,6 +23,7 @@ pub mod registry;
 pub mod body;
 pub mod call;
 pub mod exchange;
+pub mod files;
 pub mod http;
 pub mod passthrough;
 pub mod settings;

@@ -1,0 +1,612 @@
+//! OpenAI's Files and Batches APIs (`/v1/files*`, `/v1/batches*`, also without `/v1`): the
+//! gateway's side. The steps of an inference request, in the same order:
+//!
+//! 3. authenticate: the same `Gate` (virtual key, master key);
+//! 4. read the body (an upload may be as large as any other upload);
+//! 5. decide the deployment: an upload (and a list) goes to the model group named by the
+//!    `target_model_names` form field (LiteLLM's managed files; its first name), the `model`
+//!    field, the `target_model_names` query parameter or the `x-litellm-model` header, else to
+//!    the first deployment of the config that has the Files API; a call on an id goes where
+//!    the id says ([`ids`]); a batch goes where its input file is;
+//! 6. admit: the key's access to that deployment's group, its limits and budgets;
+//! 7. one call to that deployment, no routing (the object lives there);
+//! 8. answer: ids in the answer rewritten to sluice's, file content relayed as it arrives; a
+//!    retrieved batch that is `completed` is charged once to the key that created it
+//!    ([`batch`]);
+//! 9. record: like every request.
+
+mod batch;
+pub mod ids;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{Method, Request, Response};
+use http_body::Body;
+use serde_json::Value;
+
+use sluice_core::error::ApiError;
+use sluice_core::limits;
+use sluice_core::record::RequestRecord;
+use sluice_providers::files::FilesCall;
+use sluice_providers::passthrough::{answer_headers, Framing, Shape, Tap};
+use sluice_providers::DeploymentTarget;
+use sluice_translate::multipart;
+
+use crate::auth::Caller;
+use crate::passthrough::PassRelay;
+use crate::server::pipeline::{
+    admit, collect_upstream, read_body, spend_headers, MIN_UPLOAD_LIMIT,
+};
+use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::spend::Charges;
+use ids::Kind;
+
+/// The form fields and query parameters that name a model group.
+const GROUP_FIELDS: [&str; 2] = ["target_model_names", "model"];
+/// sluice's (and LiteLLM's) own fields, taken out of what is sent upstream: the group names and
+/// LiteLLM's `custom_llm_provider` (sluice takes the provider from the deployment).
+const OWN_FIELDS: [&str; 3] = ["target_model_names", "model", "custom_llm_provider"];
+/// The header that names a model group when the body cannot.
+const GROUP_HEADER: &str = "x-litellm-model";
+
+/// One Files or Batches operation, with the id the client named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op<'a> {
+    /// `POST /v1/files` (multipart: `file`, `purpose`).
+    Upload,
+    /// `GET /v1/files`
+    ListFiles,
+    /// `GET /v1/files/{id}`
+    GetFile(&'a str),
+    /// `GET /v1/files/{id}/content`
+    FileContent(&'a str),
+    /// `DELETE /v1/files/{id}`
+    DeleteFile(&'a str),
+    /// `POST /v1/batches`
+    CreateBatch,
+    /// `GET /v1/batches`
+    ListBatches,
+    /// `GET /v1/batches/{id}`
+    GetBatch(&'a str),
+    /// `POST /v1/batches/{id}/cancel`
+    CancelBatch(&'a str),
+}
+
+impl<'a> Op<'a> {
+    /// The operation at `path` (without `/v1`): `None` when the path is not one of these
+    /// routes, `Some(None)` when it is but the method is wrong.
+    pub fn of(method: &Method, path: &'a str) -> Option<Option<Self>> {
+        let mut it = path.strip_prefix('/')?.splitn(3, '/');
+        let (first, id, rest) = (it.next()?, it.next(), it.next());
+        let id = id.filter(|i| !i.is_empty());
+        let op = match (first, id, rest) {
+            ("files", None, None) => match *method {
+                Method::POST => Self::Upload,
+                Method::GET => Self::ListFiles,
+                _ => return Some(None),
+            },
+            ("files", Some(id), None) => match *method {
+                Method::GET => Self::GetFile(id),
+                Method::DELETE => Self::DeleteFile(id),
+                _ => return Some(None),
+            },
+            ("files", Some(id), Some("content")) => match *method {
+                Method::GET => Self::FileContent(id),
+                _ => return Some(None),
+            },
+            ("batches", None, None) => match *method {
+                Method::POST => Self::CreateBatch,
+                Method::GET => Self::ListBatches,
+                _ => return Some(None),
+            },
+            ("batches", Some(id), None) => match *method {
+                Method::GET => Self::GetBatch(id),
+                _ => return Some(None),
+            },
+            ("batches", Some(id), Some("cancel")) => match *method {
+                Method::POST => Self::CancelBatch(id),
+                _ => return Some(None),
+            },
+            _ => return None,
+        };
+        Some(Some(op))
+    }
+
+    /// Stable label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Upload | Self::ListFiles => "/v1/files",
+            Self::GetFile(_) | Self::DeleteFile(_) => "/v1/files/{id}",
+            Self::FileContent(_) => "/v1/files/{id}/content",
+            Self::CreateBatch | Self::ListBatches => "/v1/batches",
+            Self::GetBatch(_) => "/v1/batches/{id}",
+            Self::CancelBatch(_) => "/v1/batches/{id}/cancel",
+        }
+    }
+
+    /// `"files"` or `"batches"`.
+    fn api(&self) -> &'static str {
+        match self {
+            Self::Upload
+            | Self::ListFiles
+            | Self::GetFile(_)
+            | Self::FileContent(_)
+            | Self::DeleteFile(_) => "files",
+            Self::CreateBatch | Self::ListBatches | Self::GetBatch(_) | Self::CancelBatch(_) => {
+                "batches"
+            }
+        }
+    }
+}
+
+/// Where a call goes and what it sends.
+struct Plan {
+    target: Arc<DeploymentTarget>,
+    /// The upstream path (`/files/{upstream id}`).
+    path: String,
+    body: Vec<Bytes>,
+    /// The key hash that created the batch this call is about (or creates now).
+    creator: Option<String>,
+}
+
+/// Serve one Files or Batches request. Errors become the pipeline's OpenAI-shaped answers.
+pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    // 3. Authenticate.
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .await?;
+    let creator = match &caller {
+        Caller::Key(k) => Some(k.info.hash.to_string()),
+        Caller::Open | Caller::Master => None,
+    };
+    // 4. Read the body.
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path();
+    let op = Op::of(&parts.method, path.strip_prefix("/v1").unwrap_or(path))
+        .flatten()
+        .ok_or(ApiError::Internal("files route without its operation"))?;
+    let body = read_body(body, &parts.headers, snap.max_body.max(MIN_UPLOAD_LIMIT)).await?;
+    // 5. Which deployment.
+    let named = query_group(parts.uri.query()).or_else(|| {
+        parts
+            .headers
+            .get(GROUP_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(first_name)
+    });
+    let content_type = parts.headers.get(CONTENT_TYPE);
+    // With no group named, the first deployment with the Files API that the key may use.
+    let may_use = |group: &str| match &caller {
+        Caller::Key(k) => state
+            .gate()
+            .directory()
+            .subjects(k, None, group, wall)
+            .is_ok(),
+        Caller::Open | Caller::Master => true,
+    };
+    let plan = plan(snap, op, &body, content_type, named, creator, &may_use)?;
+    let target = plan.target.clone();
+    record.model = Some(target.info.model_name.clone());
+    record.requested_model = record.model.clone();
+    record.deployment = Some(target.info.id.clone());
+    record.provider = Some(target.provider.name());
+    // 6. Admit: access to the deployment's group, the caller's limits and budgets.
+    let (permit, fleet) = admit(
+        state,
+        &caller,
+        None,
+        &target.info.model_name,
+        &record.request_id,
+        wall,
+    )
+    .await?;
+    let key = match caller {
+        Caller::Key(k) => Some(k),
+        Caller::Open | Caller::Master => None,
+    };
+    record.key = key.as_ref().map(|k| k.info.clone());
+    let charges = Charges {
+        deployment: None,
+        permit,
+        price: None,
+        fleet,
+    };
+    // 7. One call, to the deployment that holds the object.
+    let before_send = record.start.elapsed();
+    let query = upstream_query(parts.uri.query());
+    let call = FilesCall {
+        method: &parts.method,
+        path: &plan.path,
+        query: query.as_deref(),
+        content_type,
+        body: plan.body,
+        api: op.api(),
+    };
+    let limit = target.timeouts.total;
+    let resp = tokio::time::timeout(limit, target.files(call))
+        .await
+        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
+    let arrived = Instant::now();
+    // 8. Answer.
+    let (head, upstream) = resp.into_parts();
+    record.status = head.status.as_u16();
+    let mut out = Response::new(ResponseBody::full(Bytes::new()));
+    *out.status_mut() = head.status;
+    answer_headers(&head.headers, out.headers_mut());
+    spend_headers(&charges, key.as_deref(), out.headers_mut());
+    if matches!(op, Op::FileContent(_)) && head.status.is_success() {
+        // The file as it arrives; the relay records the request when it ends.
+        record.ttfb = Some(arrived - record.start);
+        record.overhead = before_send + arrived.elapsed();
+        let tap = Tap::new(Shape::Common, Framing::Opaque, false);
+        let relay = PassRelay::new(
+            upstream,
+            tap,
+            record.clone(),
+            state.recorder().clone(),
+            charges,
+        );
+        *out.body_mut() = ResponseBody::Pass(Box::new(relay));
+        return Ok(out);
+    }
+    let bytes = tokio::time::timeout(limit, collect_upstream(upstream))
+        .await
+        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
+    let bytes = if head.status.is_success() {
+        if let Op::GetBatch(_) = op {
+            batch::charge_once(state, &target, plan.creator.as_deref(), &bytes).await;
+        }
+        rewrite(&bytes, &target.info.id, plan.creator.as_deref())
+    } else {
+        bytes
+    };
+    if !out.headers().contains_key(CONTENT_TYPE) {
+        out.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    *out.body_mut() = ResponseBody::full(bytes);
+    record.overhead = before_send + arrived.elapsed();
+    Ok(out)
+}
+
+/// Decide the deployment and the upstream call of `op`.
+fn plan(
+    snap: &Snapshot,
+    op: Op<'_>,
+    body: &Bytes,
+    content_type: Option<&HeaderValue>,
+    named: Option<&str>,
+    creator: Option<String>,
+    may_use: &dyn Fn(&str) -> bool,
+) -> Result<Plan, ApiError> {
+    let by_id = |kind: Kind, id: &str| {
+        let not_found = || ApiError::NotFound {
+            what: kind.noun(),
+            id: id.chars().take(256).collect(),
+        };
+        let d = ids::decode(kind, id).ok_or_else(not_found)?;
+        let target = deployment(snap, &d.deployment).ok_or_else(not_found)?;
+        Ok::<_, ApiError>((target, d))
+    };
+    let whole = |target, path: String, creator| Plan {
+        target,
+        path,
+        body: vec![body.clone()],
+        creator,
+    };
+    Ok(match op {
+        Op::Upload => {
+            let boundary = content_type
+                .and_then(|v| v.to_str().ok())
+                .and_then(multipart::boundary)
+                .ok_or(ApiError::InvalidParam {
+                    param: "content-type",
+                    message: "expected multipart/form-data with a boundary".into(),
+                })?;
+            let parts = multipart::parts(body, boundary)?;
+            let field = GROUP_FIELDS.iter().find_map(|name| {
+                parts
+                    .iter()
+                    .find(|p| p.name == *name)
+                    .and_then(|p| multipart::text(body, p))
+                    .map(first_name)
+                    .filter(|n| !n.is_empty())
+            });
+            let target = chosen(snap, field.or(named), may_use)?;
+            let strip: Vec<_> = parts
+                .iter()
+                .filter(|p| OWN_FIELDS.contains(&p.name))
+                .map(|p| p.value.clone())
+                .collect();
+            Plan {
+                target,
+                path: "/files".into(),
+                body: without_fields(body, boundary, &strip),
+                creator: None,
+            }
+        }
+        Op::ListFiles => whole(chosen(snap, named, may_use)?, "/files".into(), None),
+        Op::ListBatches => whole(chosen(snap, named, may_use)?, "/batches".into(), None),
+        Op::GetFile(id) | Op::DeleteFile(id) => {
+            let (t, d) = by_id(Kind::File, id)?;
+            whole(t, format!("/files/{}", d.upstream), None)
+        }
+        Op::FileContent(id) => {
+            let (t, d) = by_id(Kind::File, id)?;
+            whole(t, format!("/files/{}/content", d.upstream), None)
+        }
+        Op::GetBatch(id) => {
+            let (t, d) = by_id(Kind::Batch, id)?;
+            whole(t, format!("/batches/{}", d.upstream), d.creator)
+        }
+        Op::CancelBatch(id) => {
+            let (t, d) = by_id(Kind::Batch, id)?;
+            whole(t, format!("/batches/{}/cancel", d.upstream), d.creator)
+        }
+        Op::CreateBatch => {
+            let mut req: serde_json::Map<String, Value> =
+                serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+            let input = req
+                .get("input_file_id")
+                .and_then(Value::as_str)
+                .ok_or(ApiError::MissingParam("input_file_id"))?;
+            let (t, d) = by_id(Kind::File, input)?;
+            for f in OWN_FIELDS {
+                req.remove(f);
+            }
+            req.insert("input_file_id".into(), Value::String(d.upstream));
+            let sent = serde_json::to_vec(&req).map_err(|_| ApiError::Internal("batch body"))?;
+            Plan {
+                target: t,
+                path: "/batches".into(),
+                body: vec![Bytes::from(sent)],
+                creator,
+            }
+        }
+    })
+}
+
+/// The deployment with this id in the current config.
+fn deployment(snap: &Snapshot, id: &str) -> Option<Arc<DeploymentTarget>> {
+    snap.router
+        .models
+        .groups()
+        .flat_map(|g| g.deployments())
+        .find(|t| &*t.info.id == id)
+        .cloned()
+}
+
+/// The deployment that gets a new file (or is listed): the first of the named group that has
+/// the Files API, else the first such deployment of the config whose group the caller may use.
+fn chosen(
+    snap: &Snapshot,
+    group: Option<&str>,
+    may_use: &dyn Fn(&str) -> bool,
+) -> Result<Arc<DeploymentTarget>, ApiError> {
+    let models = &snap.router.models;
+    match group {
+        Some(name) => {
+            let resolved = models
+                .resolve(name)
+                .ok_or_else(|| ApiError::ModelNotFound(name.chars().take(256).collect()))?;
+            let mut all = resolved.group.deployments();
+            let first = all.next().cloned();
+            std::iter::once(first.clone())
+                .flatten()
+                .chain(all.cloned())
+                .find(|t| t.serves_files())
+                .ok_or_else(|| ApiError::EndpointNotSupported {
+                    provider: first.map_or("none", |t| t.info.provider),
+                    endpoint: "files",
+                })
+        }
+        None => models
+            .groups()
+            .filter(|g| may_use(&g.name))
+            .flat_map(|g| g.deployments())
+            .find(|t| t.serves_files())
+            .cloned()
+            .ok_or(ApiError::InvalidParam {
+                param: "target_model_names",
+                message: "no deployment this key may use serves the Files API; name a model \
+                          group in `target_model_names`"
+                    .into(),
+            }),
+    }
+}
+
+/// The first name of a comma-separated list (`target_model_names: "a,b"`).
+fn first_name(names: &str) -> &str {
+    names.split(',').next().unwrap_or_default().trim()
+}
+
+/// `target_model_names` (or `model`) from a query string.
+fn query_group(query: Option<&str>) -> Option<&str> {
+    query?.split('&').find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        (GROUP_FIELDS.contains(&k) && !v.is_empty()).then(|| first_name(v))
+    })
+}
+
+/// The client's query without sluice's own parameters.
+fn upstream_query(query: Option<&str>) -> Option<String> {
+    let kept: Vec<&str> = query?
+        .split('&')
+        .filter(|p| {
+            let k = p.split_once('=').map_or(*p, |(k, _)| k);
+            !p.is_empty() && !OWN_FIELDS.contains(&k)
+        })
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("&"))
+}
+
+/// A form without the parts whose values are at `values`: each part runs from its
+/// `--boundary` line to the line break before the next, which is left in place.
+fn without_fields(body: &Bytes, boundary: &str, values: &[std::ops::Range<usize>]) -> Vec<Bytes> {
+    let delimiter = format!("--{boundary}");
+    let mut cuts: Vec<(usize, usize)> = values
+        .iter()
+        .filter_map(|v| {
+            let head = body.get(..v.start)?;
+            let start = head
+                .windows(delimiter.len())
+                .rposition(|w| w == delimiter.as_bytes())?;
+            // From this part's delimiter up to the next one's.
+            let end = v.end + 2;
+            (body.get(v.end..end) == Some(b"\r\n")).then_some((start, end))
+        })
+        .collect();
+    cuts.sort_unstable();
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut at = 0;
+    for (start, end) in cuts {
+        if start >= at {
+            out.push(body.slice(at..start));
+            at = end;
+        }
+    }
+    out.push(body.slice(at..));
+    out
+}
+
+/// An upstream answer with its ids made sluice's: file and batch objects, lists of them, and
+/// a batch's file ids. An answer that is not JSON is passed on as it is.
+fn rewrite(bytes: &Bytes, deployment: &str, creator: Option<&str>) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
+        return bytes.clone();
+    };
+    rewrite_value(&mut v, deployment, creator);
+    serde_json::to_vec(&v).map_or_else(|_| bytes.clone(), Bytes::from)
+}
+
+fn rewrite_value(v: &mut Value, deployment: &str, creator: Option<&str>) {
+    let set = |v: &mut Value, field: &str, kind: Kind, creator: Option<&str>| {
+        if let Some(slot) = v.get_mut(field) {
+            if let Some(id) = slot.as_str().filter(|s| !s.is_empty()) {
+                *slot = Value::String(ids::encode(kind, deployment, creator, id));
+            }
+        }
+    };
+    match v.get("object").and_then(Value::as_str) {
+        Some("file") => set(v, "id", Kind::File, None),
+        Some("batch") => {
+            set(v, "id", Kind::Batch, creator);
+            for f in ["input_file_id", "output_file_id", "error_file_id"] {
+                set(v, f, Kind::File, None);
+            }
+        }
+        Some("list") => {
+            let kind = v
+                .get("data")
+                .and_then(|d| d.get(0))
+                .and_then(|o| o.get("object"))
+                .and_then(Value::as_str)
+                .map(|o| {
+                    if o == "batch" {
+                        Kind::Batch
+                    } else {
+                        Kind::File
+                    }
+                });
+            if let Some(data) = v.get_mut("data").and_then(Value::as_array_mut) {
+                for item in data {
+                    // A listed batch's creator is not known: its id carries none.
+                    rewrite_value(item, deployment, None);
+                }
+            }
+            if let Some(kind) = kind {
+                set(v, "first_id", kind, None);
+                set(v, "last_id", kind, None);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_by_path_and_method() {
+        let (get, post, del) = (Method::GET, Method::POST, Method::DELETE);
+        assert_eq!(Op::of(&post, "/files"), Some(Some(Op::Upload)));
+        assert_eq!(
+            Op::of(&get, "/files/f1/content"),
+            Some(Some(Op::FileContent("f1")))
+        );
+        assert_eq!(Op::of(&post, "/files/f1/content"), Some(None));
+        assert_eq!(Op::of(&del, "/files/f1"), Some(Some(Op::DeleteFile("f1"))));
+        assert_eq!(
+            Op::of(&post, "/batches/b/cancel"),
+            Some(Some(Op::CancelBatch("b")))
+        );
+        assert_eq!(Op::of(&get, "/batches"), Some(Some(Op::ListBatches)));
+        assert_eq!(Op::of(&get, "/filesx"), None);
+        assert_eq!(Op::of(&get, "/files/a/b"), None);
+    }
+
+    #[test]
+    fn sluice_fields_leave_the_form() {
+        let form = Bytes::from_static(
+            b"--XX\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--XX\r\nContent-Disposition: form-data; name=\"target_model_names\"\r\n\r\ng1\r\n--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nabc\r\n--XX--\r\n",
+        );
+        let parts = multipart::parts(&form, "XX").unwrap();
+        let strip: Vec<_> = parts
+            .iter()
+            .filter(|p| p.name == "target_model_names")
+            .map(|p| p.value.clone())
+            .collect();
+        let sent = without_fields(&form, "XX", &strip).concat();
+        let text = String::from_utf8(sent.clone()).unwrap();
+        assert!(!text.contains("target_model_names"), "{text}");
+        let left = multipart::parts(&sent, "XX").unwrap();
+        assert_eq!(
+            left.iter().map(|p| p.name).collect::<Vec<_>>(),
+            ["purpose", "file"]
+        );
+        assert_eq!(&sent[left[1].value.clone()], b"abc");
+    }
+
+    #[test]
+    fn answers_get_sluice_ids() {
+        let batch = Bytes::from_static(
+            br#"{"object":"batch","id":"b1","input_file_id":"f1","output_file_id":null}"#,
+        );
+        let v: Value = serde_json::from_slice(&rewrite(&batch, "d", Some("h"))).unwrap();
+        let id = ids::decode(Kind::Batch, v["id"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (id.upstream.as_str(), id.creator.as_deref()),
+            ("b1", Some("h"))
+        );
+        assert_eq!(
+            ids::decode(Kind::File, v["input_file_id"].as_str().unwrap())
+                .unwrap()
+                .upstream,
+            "f1"
+        );
+        assert!(v["output_file_id"].is_null());
+        assert_eq!(
+            query_group(Some("limit=2&target_model_names=a,b")),
+            Some("a")
+        );
+        assert_eq!(
+            upstream_query(Some("limit=2&model=x&custom_llm_provider=openai")).as_deref(),
+            Some("limit=2")
+        );
+    }
+}

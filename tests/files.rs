@@ -1,0 +1,421 @@
+//! End-to-end: the Files and Batches APIs through the gateway to `sluice mock` over HTTP:
+//! uploads, lists, content byte for byte, deletes; a batch created, completed and its output
+//! read; its usage charged once to the key that created it; sluice's ids opaque and checked;
+//! model access.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sluice::files::ids::{self, Kind};
+use sluice_mock::MockSettings;
+
+fn config(mock_base: &str) -> String {
+    format!(
+        r#"
+model_list:
+  - model_name: gpt-batch
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {mock_base}
+      api_key: sk-upstream
+  - model_name: other
+    litellm_params:
+      model: openai/gpt-4o
+      api_base: {mock_base}
+  - model_name: claude
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_key: sk-ant
+      api_base: {mock_base}
+general_settings:
+  master_key: sk-master
+"#
+    )
+}
+
+const BOUNDARY: &str = "sluice-files-test";
+
+/// A multipart upload: text fields and the file.
+fn form(fields: &[(&str, &str)], file: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in fields {
+        out.extend_from_slice(
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n")
+                .as_bytes(),
+        );
+    }
+    out.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"input.jsonl\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(file);
+    out.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    out
+}
+
+async fn upload(gw: &Gateway, auth: &str, fields: &[(&str, &str)], file: &[u8]) -> Answer {
+    let ct = format!("multipart/form-data; boundary={BOUNDARY}");
+    send(
+        "POST",
+        &gw.url("/v1/files"),
+        form(fields, file),
+        &[("authorization", auth), ("content-type", &ct)],
+    )
+    .await
+}
+
+async fn new_key(gw: &Gateway, spec: Value) -> String {
+    let a = send(
+        "POST",
+        &gw.url("/key/generate"),
+        spec.to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    a.json()["key"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn files_upload_list_retrieve_content_delete() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let master = "Bearer sk-master";
+    // Every byte value, so that the content is compared as bytes, not text.
+    let content: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    let up = upload(
+        &gw,
+        master,
+        &[("purpose", "batch"), ("target_model_names", "gpt-batch")],
+        &content,
+    )
+    .await;
+    assert_eq!(up.status, 200, "{}", up.text());
+    let file = up.json();
+    let id = file["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("file-sluice-"), "{id}");
+    assert_eq!(file["bytes"], 70_000);
+    assert_eq!(file["filename"], "input.jsonl");
+    let r = gw.next_record().await;
+    assert_eq!(r.route, "/v1/files");
+    assert_eq!(r.model.as_deref(), Some("gpt-batch"));
+    assert_eq!(r.status, 200);
+    let held = ids::decode(Kind::File, &id).unwrap();
+    assert_eq!(Some(&*held.deployment), r.deployment.as_deref());
+
+    let auth = [MASTER];
+    let list = send(
+        "GET",
+        &gw.url("/v1/files?target_model_names=gpt-batch"),
+        "",
+        &auth,
+    )
+    .await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert!(list.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == id.as_str()));
+    let got = send("GET", &gw.url(&format!("/files/{id}")), "", &auth).await;
+    assert_eq!(
+        (got.status.as_u16(), got.json()["id"].as_str()),
+        (200, Some(&*id))
+    );
+    let body = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{id}/content")),
+        "",
+        &auth,
+    )
+    .await;
+    assert_eq!(body.status, 200);
+    assert_eq!(&body.body[..], &content[..], "content byte for byte");
+    let mut routes = Vec::new();
+    for _ in 0..3 {
+        let r = gw.next_record().await;
+        assert_eq!(r.model.as_deref(), Some("gpt-batch"));
+        routes.push(r.route);
+    }
+    routes.sort_unstable();
+    assert_eq!(
+        routes,
+        ["/v1/files", "/v1/files/{id}", "/v1/files/{id}/content"],
+        "list, retrieve and the streamed content are recorded"
+    );
+
+    let gone = send("DELETE", &gw.url(&format!("/v1/files/{id}")), "", &auth).await;
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    assert_eq!(gone.json()["deleted"], true);
+    assert_eq!(gone.json()["id"], id.as_str());
+    let again = send("GET", &gw.url(&format!("/v1/files/{id}")), "", &auth).await;
+    assert_eq!(again.status, 404);
+
+    // Ids sluice did not issue, or that name a deployment it does not have: OpenAI's 404.
+    let stranger = ids::encode(Kind::File, "no-such-deployment", None, "file-x");
+    for bad in ["file-abc", "file-sluice-%21%21", stranger.as_str()] {
+        let a = send("GET", &gw.url(&format!("/v1/files/{bad}")), "", &auth).await;
+        assert_eq!(a.status, 404, "{bad}: {}", a.text());
+        assert_eq!(a.json()["error"]["type"], "invalid_request_error");
+    }
+    let a = send("GET", &gw.url("/v1/batches/batch_abc"), "", &auth).await;
+    assert_eq!(a.status, 404);
+
+    // A provider without the Files API: 501 naming the pair.
+    let a = upload(
+        &gw,
+        master,
+        &[("purpose", "batch"), ("model", "claude")],
+        b"x",
+    )
+    .await;
+    assert_eq!(a.status, 501, "{}", a.text());
+    assert!(a.text().contains("anthropic"), "{}", a.text());
+}
+
+#[tokio::test]
+async fn a_batch_completes_and_is_charged_once_to_its_creator() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base())).await;
+    let key = new_key(&gw, json!({"models": ["gpt-batch"], "max_budget": 100})).await;
+    let bearer = format!("Bearer {key}");
+    let auth = [("authorization", bearer.as_str())];
+    let lines: String = (0..3)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"custom_id": format!("r{i}"), "method": "POST", "url": "/v1/chat/completions",
+                       "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hello there"}]}})
+            )
+        })
+        .collect();
+    let up = upload(
+        &gw,
+        &bearer,
+        &[("purpose", "batch"), ("target_model_names", "gpt-batch")],
+        lines.as_bytes(),
+    )
+    .await;
+    assert_eq!(up.status, 200, "{}", up.text());
+    let input = up.json()["id"].as_str().unwrap().to_owned();
+
+    let made = send(
+        "POST",
+        &gw.url("/v1/batches"),
+        json!({"input_file_id": input, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+            .to_string(),
+        &[auth[0], ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let batch = made.json();
+    let id = batch["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("batch_sluice-"), "{id}");
+    assert_eq!(batch["status"], "validating");
+    assert_eq!(
+        batch["input_file_id"],
+        input.as_str(),
+        "the client's file id, not the upstream's"
+    );
+
+    let done = send("GET", &gw.url(&format!("/v1/batches/{id}")), "", &auth).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    let done = done.json();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["id"], id.as_str());
+    let (input_tokens, output_tokens) = (
+        done["usage"]["input_tokens"].as_u64().unwrap(),
+        done["usage"]["output_tokens"].as_u64().unwrap(),
+    );
+    assert!(input_tokens > 0 && output_tokens > 0);
+    let output = done["output_file_id"].as_str().unwrap();
+    assert!(output.starts_with("file-sluice-"), "{output}");
+    let out = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{output}/content")),
+        "",
+        &auth,
+    )
+    .await;
+    assert_eq!(out.status, 200);
+    let answers: Vec<Value> = out
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[2]["custom_id"], "r2");
+    assert_eq!(answers[0]["response"]["body"]["object"], "chat.completion");
+
+    // Charged once, at half of gpt-4o-mini's token prices: the spend header of the next two
+    // retrieves (each shows what was charged before it) is the same, and is that cost.
+    let spend = |a: &Answer| {
+        a.header("x-sluice-key-spend")
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    let second = send("GET", &gw.url(&format!("/v1/batches/{id}")), "", &auth).await;
+    let third = send("GET", &gw.url(&format!("/v1/batches/{id}")), "", &auth).await;
+    assert_eq!(second.json()["status"], "completed");
+    let expected = (input_tokens as f64 * 0.15e-6 + output_tokens as f64 * 0.6e-6) / 2.0;
+    assert!(
+        (spend(&second) - expected).abs() < 1e-9,
+        "{} vs {expected}",
+        spend(&second)
+    );
+    assert_eq!(spend(&second), spend(&third), "charged once");
+    // One spend row for the batch, under the batch's id (without its creator), on the key.
+    let held = ids::decode(Kind::Batch, &id).unwrap();
+    let row_id = ids::encode(Kind::Batch, &held.deployment, None, &held.upstream);
+    let url = gw.url(&format!("/spend/logs?request_id={row_id}"));
+    let rows = || async {
+        send("GET", &url, "", &[MASTER])
+            .await
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            !rows().await.is_empty()
+        })
+        .await
+    );
+    let logged = rows().await;
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["prompt_tokens"], input_tokens);
+    assert_eq!(logged[0]["completion_tokens"], output_tokens);
+    assert_eq!(logged[0]["model_group"], "gpt-batch");
+    assert!(logged[0]["api_key"].as_str().is_some_and(|k| !k.is_empty()));
+
+    let list = send(
+        "GET",
+        &gw.url("/v1/batches?target_model_names=gpt-batch"),
+        "",
+        &auth,
+    )
+    .await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert!(list.json()["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("batch_sluice-"));
+    let cancelled = send(
+        "POST",
+        &gw.url(&format!("/v1/batches/{id}/cancel")),
+        "",
+        &auth,
+    )
+    .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text());
+
+    // A key that may not use the group is refused, on uploads and on ids alike.
+    let other = new_key(&gw, json!({"models": ["other"]})).await;
+    let other_bearer = format!("Bearer {other}");
+    let refused = upload(
+        &gw,
+        &other_bearer,
+        &[("purpose", "batch"), ("target_model_names", "gpt-batch")],
+        b"{}",
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let refused = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{input}")),
+        "",
+        &[("authorization", other_bearer.as_str())],
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    // Naming no group, its upload lands on the first deployment it may use (`other`).
+    let own = upload(&gw, &other_bearer, &[("purpose", "batch")], b"{}").await;
+    assert_eq!(own.status, 200, "{}", own.text());
+    let own_id = own.json()["id"].as_str().unwrap().to_owned();
+    let mine = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{own_id}")),
+        "",
+        &[("authorization", other_bearer.as_str())],
+    )
+    .await;
+    assert_eq!(mine.status, 200, "{}", mine.text());
+    let no_key = send("GET", &gw.url(&format!("/v1/files/{input}")), "", &[]).await;
+    assert_eq!(no_key.status, 401);
+}
+
+#[tokio::test]
+async fn azure_gets_its_own_urls_and_the_form_without_sluice_fields() {
+    let up = recording(Reply::Json(
+        200,
+        r#"{"object":"file","id":"file-az1","bytes":3,"filename":"input.jsonl","purpose":"batch"}"#,
+    ))
+    .await;
+    let root = up.base().trim_end_matches("/v1").to_owned();
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: az
+    litellm_params:
+      model: azure/gpt4o-deployment
+      api_base: {root}
+      api_key: az-upstream-key
+      api_version: "2024-10-21"
+general_settings:
+  master_key: sk-master
+"#
+    );
+    let gw = gateway(&yaml).await;
+    let a = upload(
+        &gw,
+        "Bearer sk-master",
+        &[
+            ("purpose", "batch"),
+            ("target_model_names", "az"),
+            ("custom_llm_provider", "azure"),
+        ],
+        b"abc",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let id = a.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(ids::decode(Kind::File, &id).unwrap().upstream, "file-az1");
+    let got = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{id}?x=1")),
+        "",
+        &[MASTER],
+    )
+    .await;
+    assert_eq!(got.status, 200);
+    let seen = up.requests();
+    assert_eq!(
+        seen[0].path_and_query,
+        "/openai/files?api-version=2024-10-21"
+    );
+    assert_eq!(
+        seen[1].path_and_query,
+        "/openai/files/file-az1?api-version=2024-10-21&x=1"
+    );
+    assert_eq!(seen[0].headers["api-key"], "az-upstream-key");
+    assert!(seen[0].headers.get("authorization").is_none());
+    assert_eq!(
+        seen[0].headers["content-type"],
+        format!("multipart/form-data; boundary={BOUNDARY}").as_str(),
+        "the client's boundary"
+    );
+    assert_eq!(
+        seen[0].body,
+        form(&[("purpose", "batch")], b"abc"),
+        "the form as sent, without target_model_names"
+    );
+}
