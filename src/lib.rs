@@ -9,5 +9,6 @@ pub mod cli;
 pub mod fleet;
 pub mod healthcheck;
 pub mod passthrough;
+pub mod realtime;
 pub mod server;
 pub mod spend;

@@ -25,6 +25,7 @@ pub mod call;
 pub mod exchange;
 pub mod http;
 pub mod passthrough;
+pub mod realtime;
 pub mod settings;
 pub mod target;
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
 use crate::openai_compatible::{self, organization};
+use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -71,6 +72,7 @@ impl Upstream for Azure {
                 &organization(d, c.organization.as_deref())?,
             )?,
             urls: EndpointUrls::build(d, |e| url(base, deployment, &c.api_version, e))?,
+            realtime: RealtimeUrl::azure(base, deployment, &c.api_version),
         })
     }
 

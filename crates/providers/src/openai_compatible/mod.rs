@@ -14,6 +14,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
+use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -135,6 +136,8 @@ pub struct Target {
     pub http: HttpTarget,
     /// One URL per endpoint.
     pub urls: EndpointUrls,
+    /// Where Realtime API sessions go (`crate::realtime`).
+    pub realtime: RealtimeUrl,
 }
 
 /// The OpenAI-compatible family.
@@ -162,6 +165,7 @@ impl Upstream for OpenAiCompatible {
                 &organization(d, c.organization.as_deref())?,
             )?,
             urls: EndpointUrls::build(d, |e| format!("{base}{}", e.path()))?,
+            realtime: RealtimeUrl::openai(base),
         })
     }
 
