@@ -10,5 +10,6 @@ pub mod files;
 pub mod fleet;
 pub mod healthcheck;
 pub mod passthrough;
+pub mod realtime;
 pub mod server;
 pub mod spend;

@@ -115,6 +115,7 @@ where
         }
         Route::PassThrough(r) => crate::passthrough::handle(state, &snap, r, req, record).await,
         Route::Files(_) => crate::files::handle(state, &snap, req, record).await,
+        Route::Realtime => crate::realtime::handle(state, &snap, req, record).await,
         Route::Admin => admin(state, &snap, req).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
@@ -129,9 +130,11 @@ where
     let headers = resp.headers_mut();
     headers.insert(X_REQUEST_ID.clone(), request_id);
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
-    // 9. Record. A relayed stream owns its record and emits it when the stream ends.
+    // 9. Record. A relayed stream (and a realtime session) owns its record and emits it when
+    //    it ends.
     pending.armed = false;
-    if !matches!(resp.body(), ResponseBody::Stream(_) | ResponseBody::Pass(_)) {
+    let owned = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+    if !owned && !matches!(resp.body(), ResponseBody::Stream(_) | ResponseBody::Pass(_)) {
         let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);

@@ -22,6 +22,8 @@ pub enum Route<'a> {
     Health,
     /// `GET /metrics`: Prometheus exposition.
     Metrics,
+    /// `GET /v1/realtime`: a Realtime API WebSocket session (`crate::realtime`).
+    Realtime,
     /// A provider pass-through route (`/anthropic/*`, `/bedrock/*`, ...): `crate::passthrough`.
     PassThrough(PassRoute),
     /// The Files and Batches APIs (`crate::files`, which reads the path again), by label.
@@ -59,6 +61,7 @@ impl Route<'_> {
             Self::Readiness => "/health/readiness",
             Self::Health => "/health",
             Self::Metrics => "/metrics",
+            Self::Realtime => "/v1/realtime",
             Self::PassThrough(r) => r.label(),
             Self::Files(label) => label,
             Self::Admin => "admin",
@@ -107,6 +110,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/health/readiness" => Route::Readiness,
         "/health" => Route::Health,
         "/metrics" => Route::Metrics,
+        "/realtime" => Route::Realtime,
         _ => match bare.strip_prefix("/models/") {
             Some(id) if !id.is_empty() => Route::GetModel(id),
             _ => return Route::NotFound,
@@ -144,6 +148,8 @@ mod tests {
         assert_eq!(match_route(&get, "/health/readiness"), Route::Readiness);
         assert_eq!(match_route(&get, "/health"), Route::Health);
         assert_eq!(match_route(&get, "/metrics"), Route::Metrics);
+        assert_eq!(match_route(&get, "/v1/realtime"), Route::Realtime);
+        assert_eq!(match_route(&post, "/realtime"), Route::WrongMethod);
         assert_eq!(
             match_route(&get, "/v1/chat/completions"),
             Route::WrongMethod

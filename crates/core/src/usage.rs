@@ -87,6 +87,26 @@ impl Usage {
     }
 }
 
+/// Two answers' usage added: a Realtime API session is charged for all its responses.
+impl std::ops::Add for Usage {
+    type Output = Usage;
+
+    fn add(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: self.cached_tokens + other.cached_tokens,
+            cache_creation_tokens: self.cache_creation_tokens + other.cache_creation_tokens,
+            reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
+            images: self.images + other.images,
+            pixels: self.pixels + other.pixels,
+            audio_ms: self.audio_ms + other.audio_ms,
+            characters: self.characters + other.characters,
+            search_units: self.search_units + other.search_units,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Details {
     #[serde(default)]
@@ -116,9 +136,14 @@ struct RawUsage {
     /// Only a total (Jina's and Voyage's rerankers, embeddings servers): all input.
     #[serde(default)]
     total_tokens: Option<u64>,
-    #[serde(default, alias = "input_tokens_details")]
+    /// `input_token_details` is the Realtime API's spelling (`response.done`).
+    #[serde(default, alias = "input_tokens_details", alias = "input_token_details")]
     prompt_tokens_details: Option<Details>,
-    #[serde(default, alias = "output_tokens_details")]
+    #[serde(
+        default,
+        alias = "output_tokens_details",
+        alias = "output_token_details"
+    )]
     completion_tokens_details: Option<Details>,
     /// Transcriptions billed by duration: `{"type": "duration", "seconds": 9}`.
     #[serde(default)]
@@ -278,6 +303,16 @@ pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn realtime_response_done_usage() {
+        let frame = br#"{"type":"response.done","event_id":"e","response":{"id":"r","usage":{"total_tokens":17,"input_tokens":12,"output_tokens":5,"input_token_details":{"cached_tokens":4,"text_tokens":12,"audio_tokens":0},"output_token_details":{"text_tokens":5,"audio_tokens":0}}}}"#;
+        let u = usage_from_body(frame).unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
+            (12, 5, 4)
+        );
+    }
 
     #[test]
     fn chat_usage_with_details() {

@@ -19,12 +19,16 @@ pub mod files;
 mod gemini;
 mod media;
 mod openai;
+mod realtime;
 mod server;
 mod settings;
 mod tools;
 
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
+pub use realtime::{
+    CACHED_TOKENS as REALTIME_CACHED_TOKENS, INPUT_TOKENS as REALTIME_INPUT_TOKENS,
+};
 pub use server::{serve, serve_workers};
 pub use settings::{MockSettings, MockWire};
 

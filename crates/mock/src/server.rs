@@ -2,7 +2,8 @@
 //! real upstream socket. OpenAI and Anthropic paths work with and without the `/v1` prefix;
 //! Gemini (`/v1beta/models/{m}:generateContent`, ...), Bedrock (`/model/{id}/converse`, ...),
 //! Azure OpenAI (`/openai/deployments/{d}/chat/completions`, ...) and Cohere (`/v2/chat`) are
-//! answered on their real paths. With `--api-key`, the key is required as each provider reads
+//! answered on their real paths; `GET /v1/realtime` (and Azure's `/openai/realtime`) opens a
+//! Realtime API WebSocket session (`realtime.rs`). With `--api-key`, the key is required as each provider reads
 //! it.
 
 use std::future::Future;
@@ -122,6 +123,9 @@ async fn handle(
     settings: &MockSettings,
     stats: &Stats,
 ) -> Response<MockBody> {
+    if req.method() == Method::GET && super::realtime::is_realtime(req.uri().path()) {
+        return super::realtime::upgrade(req, settings);
+    }
     let path = req.uri().path();
     let bare = path.strip_prefix("/v1").unwrap_or(path);
     let inference = (req.method() == Method::POST)

@@ -83,9 +83,18 @@ impl HttpTarget {
     /// a wildcard's fill-in.
     pub fn model_json(&self, call: &Call<'_>) -> Bytes {
         match (&self.wildcard, call.capture) {
-            (Some(pattern), Some(capture)) => encode_model(&pattern.replacen('*', capture, 1)),
-            (Some(_), None) => encode_model(&call.envelope.model),
+            (Some(_), _) => encode_model(&self.model_for(call.capture, &call.envelope.model)),
             (None, _) => self.model_json.clone(),
+        }
+    }
+
+    /// The upstream model name as text, for a caller who asked for `requested` (`capture`:
+    /// what a wildcard group's `*` matched). Realtime sessions name it in their URL.
+    pub fn model_for(&self, capture: Option<&str>, requested: &str) -> String {
+        match (&self.wildcard, capture) {
+            (Some(pattern), Some(capture)) => pattern.replacen('*', capture, 1),
+            (Some(_), None) => requested.to_owned(),
+            (None, _) => serde_json::from_slice(&self.model_json).unwrap_or_default(),
         }
     }
 

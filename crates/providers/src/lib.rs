@@ -26,6 +26,7 @@ pub mod exchange;
 pub mod files;
 pub mod http;
 pub mod passthrough;
+pub mod realtime;
 pub mod settings;
 pub mod target;
 #[cfg(test)]

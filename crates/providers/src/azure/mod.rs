@@ -9,6 +9,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
 use crate::openai_compatible::{self, organization};
+use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -72,6 +73,7 @@ impl Upstream for Azure {
             )?,
             urls: EndpointUrls::build(d, |e| url(base, deployment, &c.api_version, e))?,
             rerank: openai_compatible::Shape::Cohere,
+            realtime: RealtimeUrl::azure(base, deployment, &c.api_version),
         })
     }
 

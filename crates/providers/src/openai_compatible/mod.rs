@@ -14,6 +14,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
+use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -143,6 +144,8 @@ pub struct Target {
     pub urls: EndpointUrls,
     /// The rerank API it speaks.
     pub rerank: Shape,
+    /// Where Realtime API sessions go (`crate::realtime`).
+    pub realtime: RealtimeUrl,
 }
 
 /// The OpenAI-compatible family.
@@ -171,6 +174,7 @@ impl Upstream for OpenAiCompatible {
             )?,
             urls: EndpointUrls::build(d, |e| format!("{base}{}", e.path()))?,
             rerank: Shape::of(d.upstream.provider.name()),
+            realtime: RealtimeUrl::openai(base),
         })
     }
 
