@@ -144,6 +144,13 @@ model_list:
       model: cohere/rerank-v3.5
       api_base: {mock_upstream}
       api_key: co-upstream-never-shown
+  - model_name: gpt-realtime
+    litellm_params:
+      model: openai/gpt-realtime
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown
+      input_cost_per_token: 0.000004
+      output_cost_per_token: 0.000016
   # Claude Code's main and small/fast models, on an OpenAI-compatible deployment (translated).
   - model_name: claude-sonnet-4-6
     litellm_params:
