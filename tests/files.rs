@@ -419,3 +419,55 @@ general_settings:
         "the form as sent, without target_model_names"
     );
 }
+
+#[tokio::test]
+async fn large_uploads_are_relayed_to_the_group_their_form_names() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let content: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    // The group before the file: relayed as it arrives. The group after the file: read until
+    // the field, then sent. Either way to the group the form names, byte for byte.
+    let before = form(
+        &[("purpose", "batch"), ("target_model_names", "other")],
+        &content,
+    );
+    let mut after = form(&[("purpose", "batch")], &content);
+    let closing = format!("--{BOUNDARY}--\r\n");
+    after.truncate(after.len() - closing.len());
+    after.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nother\r\n{closing}"
+        )
+        .as_bytes(),
+    );
+    let ct = format!("multipart/form-data; boundary={BOUNDARY}");
+    for body in [before, after] {
+        let up = send(
+            "POST",
+            &gw.url("/v1/files"),
+            body,
+            &[MASTER, ("content-type", &ct)],
+        )
+        .await;
+        assert_eq!(up.status, 200, "{}", up.text());
+        let id = up.json()["id"].as_str().unwrap().to_owned();
+        let r = gw.next_record().await;
+        assert_eq!(r.model.as_deref(), Some("other"));
+        assert_eq!(
+            Some(&*ids::decode(Kind::File, &id).unwrap().deployment),
+            r.deployment.as_deref()
+        );
+        let got = send(
+            "GET",
+            &gw.url(&format!("/v1/files/{id}/content")),
+            "",
+            &[MASTER],
+        )
+        .await;
+        assert_eq!(got.status, 200);
+        assert!(got.body[..] == content[..], "content byte for byte");
+        gw.next_record().await;
+    }
+}

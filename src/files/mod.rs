@@ -40,6 +40,7 @@ use crate::passthrough::PassRelay;
 use crate::server::pipeline::{
     admit, collect_upstream, read_body, spend_headers, MIN_UPLOAD_LIMIT,
 };
+use crate::server::upload::read_head;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
 use ids::Kind;
@@ -160,7 +161,7 @@ pub async fn handle<B>(
     record: &mut RequestRecord,
 ) -> Result<Response<ResponseBody>, ApiError>
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
     // 3. Authenticate.
@@ -179,8 +180,6 @@ where
     let op = Op::of(&parts.method, path.strip_prefix("/v1").unwrap_or(path))
         .flatten()
         .ok_or(ApiError::Internal("files route without its operation"))?;
-    let body = read_body(body, &parts.headers, snap.max_body.max(MIN_UPLOAD_LIMIT)).await?;
-    // 5. Which deployment.
     let named = query_group(parts.uri.query()).or_else(|| {
         parts
             .headers
@@ -189,6 +188,21 @@ where
             .map(first_name)
     });
     let content_type = parts.headers.get(CONTENT_TYPE);
+    let body_limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
+    // An upload is read up to its file once its group is known (named outside the form, or by
+    // a field before the file); the file is relayed as it arrives.
+    let boundary = content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(multipart::boundary)
+        .filter(|_| matches!(op, Op::Upload));
+    let (body, upload) = match boundary {
+        Some(b) => {
+            let routes_by: &[&str] = if named.is_some() { &[] } else { &GROUP_FIELDS };
+            read_head(body, &parts.headers, body_limit, b, routes_by).await?
+        }
+        None => (read_body(body, &parts.headers, body_limit).await?, None),
+    };
+    // 5. Which deployment.
     // With no group named, the first deployment with the Files API that the key may use.
     let may_use = |group: &str| match &caller {
         Caller::Key(k) => state
@@ -234,12 +248,19 @@ where
         query: query.as_deref(),
         content_type,
         body: plan.body,
+        upload: upload.as_ref(),
         api: op.api(),
     };
     let limit = target.timeouts.total;
     let resp = tokio::time::timeout(limit, target.files(call))
         .await
-        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
+        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
+    // An upload the client broke off, or that passed the limit while relayed, is the client's
+    // error, whatever the upstream made of the cut body.
+    if let Some(e) = upload.as_ref().and_then(|u| u.client_error()) {
+        return Err(e.into());
+    }
+    let resp = resp?;
     let arrived = Instant::now();
     // 8. Answer.
     let (head, upstream) = resp.into_parts();
@@ -317,7 +338,7 @@ fn plan(
                     param: "content-type",
                     message: "expected multipart/form-data with a boundary".into(),
                 })?;
-            let parts = multipart::parts(body, boundary)?;
+            let parts = multipart::head(body, boundary)?;
             let field = GROUP_FIELDS.iter().find_map(|name| {
                 parts
                     .iter()

@@ -7,6 +7,7 @@ pub mod pipeline;
 mod relay;
 pub mod routes;
 mod state;
+pub(crate) mod upload;
 
 pub use body::ResponseBody;
 pub use relay::RelayError;

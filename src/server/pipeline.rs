@@ -71,7 +71,7 @@ static JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// response.
 pub async fn handle<B>(state: &AppState, req: Request<B>) -> Response<ResponseBody>
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
     // 1. Accept.
@@ -178,7 +178,7 @@ async fn inference<B>(
     record: &mut RequestRecord,
 ) -> Result<Response<ResponseBody>, ApiError>
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
     record.endpoint = Some(endpoint);
@@ -188,19 +188,13 @@ where
         .gate()
         .authenticate(snap.master.as_ref(), req.headers(), wall)
         .await?;
-    // 4. Read the body, within the size limit.
+    // 4. Read the body, within the size limit: an upload only up to its first file, the rest
+    //    relayed as it arrives (`upload`).
     let (parts, body) = req.into_parts();
-    let format = endpoint.body_format();
-    let limit = match format {
-        BodyFormat::Json => snap.max_body,
-        BodyFormat::Multipart => snap.max_body.max(MIN_UPLOAD_LIMIT),
-    };
-    let body = read_body(body, &parts.headers, limit).await?;
-    // 5. Read the envelope, not the body.
-    let (envelope, boundary) = match format {
-        BodyFormat::Json => (Envelope::parse(&body)?, None),
-        BodyFormat::Multipart => {
-            let boundary = parts
+    let boundary = match endpoint.body_format() {
+        BodyFormat::Json => None,
+        BodyFormat::Multipart => Some(
+            parts
                 .headers
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
@@ -208,9 +202,20 @@ where
                 .ok_or(ApiError::InvalidParam {
                     param: "content-type",
                     message: "expected multipart/form-data with a boundary".into(),
-                })?;
-            (Envelope::parse_multipart(&body, boundary)?, Some(boundary))
+                })?,
+        ),
+    };
+    let (body, upload) = match boundary {
+        None => (read_body(body, &parts.headers, snap.max_body).await?, None),
+        Some(b) => {
+            let limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
+            super::upload::read_head(body, &parts.headers, limit, b, &["model"]).await?
         }
+    };
+    // 5. Read the envelope, not the body.
+    let envelope = match boundary {
+        None => Envelope::parse(&body)?,
+        Some(b) => Envelope::parse_multipart(&body, b)?,
     };
     if envelope.stream && !endpoint.can_stream() {
         return Err(ApiError::StreamNotSupported);
@@ -256,6 +261,7 @@ where
     let requested = Requested {
         num_retries: envelope.routing.num_retries,
         fallbacks: envelope.routing.fallbacks.as_deref(),
+        one_shot: upload.is_some(),
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
@@ -265,6 +271,7 @@ where
             endpoint,
             client_headers: &parts.headers,
             body: &body,
+            upload: upload.as_ref(),
             envelope: &envelope,
             capture: a.capture,
             force_usage,
@@ -282,6 +289,13 @@ where
     if let Some(m) = outcome.last {
         record.deployment = Some(m.target.info.id.clone());
         record.provider = Some(m.target.provider.name());
+    }
+    // An upload the client broke off, or that passed the limit while relayed, is the client's
+    // error, whatever the upstream made of the cut body.
+    if let Some(e) = upload.as_ref().and_then(|u| u.client_error()) {
+        if outcome.result.is_err() {
+            return Err(e.into());
+        }
     }
     // 8. Answer, and settle what the request used.
     let mut charges = Charges {
@@ -619,17 +633,21 @@ async fn attempt(
     })
     .await
     .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
+    // A failure after the upload began to flow ends the request: it cannot be sent again.
+    let spent = call.upload.is_some_and(|u| u.spent());
     match answer {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(resp)) => Err(Failure {
             kind: FailureKind::from_response(resp.status(), resp.body()),
             retry_after: routing::retry_after(resp.headers()),
             error: Failed::Upstream(resp),
+            terminal: spent,
         }),
         Err(e) => Err(Failure {
             kind: failure_kind(&e),
             retry_after: None,
             error: Failed::Gateway(e),
+            terminal: spent,
         }),
     }
 }

@@ -128,7 +128,7 @@ def test_models(client):
         "gpt-4o-mini", "in-process", "claude-sonnet", "text-embedding-3-small",
         "gemini-flash", "bedrock-claude", "gemini-embedding", "dall-e-3", "gpt-image-1",
         "whisper-1", "gpt-4o-transcribe", "tts-1", "omni-moderation-latest", "rerank-v3.5",
-        "claude-sonnet-4-6", "claude-haiku-4-5",
+        "gpt-realtime", "claude-sonnet-4-6", "claude-haiku-4-5",
     ]
     assert client.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
     with pytest.raises(openai.NotFoundError):

@@ -9,5 +9,5 @@ pub mod google_auth;
 pub mod server;
 pub mod sigv4;
 
-pub use body::SegmentsBody;
+pub use body::{SegmentsBody, Upload, UploadError};
 pub use client::{ClientRegistry, UpstreamClient, UpstreamHttp};

@@ -2,11 +2,14 @@
 //! envelope, what the routing decided (a wildcard's capture, usage to ask for), and the
 //! attempt's trace context.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::HeaderValue;
 use http::HeaderMap;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::trace_context::{TRACEPARENT, TRACESTATE};
+use sluice_net::Upload;
 use sluice_translate::envelope::Envelope;
 
 /// One call to a deployment.
@@ -17,8 +20,11 @@ pub struct Call<'a> {
     /// The client's headers (a few pass through to the provider that defines them; the
     /// in-process mock reads its per-request behaviour from them).
     pub client_headers: &'a HeaderMap,
-    /// The client's body, untouched.
+    /// The client's body, untouched; for an upload relayed as it arrives, its head (the form
+    /// up to the first file's first bytes), the rest in `upload`.
     pub body: &'a Bytes,
+    /// The rest of an upload, sent after `body` by the first attempt that sends anything.
+    pub upload: Option<&'a Arc<Upload>>,
     /// Its envelope.
     pub envelope: &'a Envelope<'a>,
     /// What a wildcard group's `*` matched in the requested model.

@@ -9,7 +9,9 @@ use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
-use sluice_net::SegmentsBody;
+use std::sync::Arc;
+
+use sluice_net::{SegmentsBody, Upload};
 
 use crate::body::UpstreamBody;
 use crate::http::client_error;
@@ -28,8 +30,11 @@ pub struct FilesCall<'a> {
     pub query: Option<&'a str>,
     /// The client's content type (a multipart upload's boundary is the client's).
     pub content_type: Option<&'a HeaderValue>,
-    /// The body to send, as segments of the client's buffer (none for GET and DELETE).
+    /// The body to send, as segments of the client's buffer (none for GET and DELETE); for an
+    /// upload relayed as it arrives, its head.
     pub body: Vec<Bytes>,
+    /// The rest of an upload, after `body`.
+    pub upload: Option<&'a Arc<Upload>>,
     /// `"files"` or `"batches"`: what a provider without them is refused for.
     pub api: &'static str,
 }
@@ -57,7 +62,11 @@ impl DeploymentTarget {
                 if let Some(ct) = call.content_type {
                     headers.insert(CONTENT_TYPE, ct.clone());
                 }
-                let body = Bytes::from(call.body.concat());
+                let mut body = call.body.concat();
+                if let Some(upload) = call.upload {
+                    body.extend_from_slice(&upload.collect().await?);
+                }
+                let body = Bytes::from(body);
                 let resp = sluice_mock::files::respond(
                     call.method,
                     call.path,
@@ -91,7 +100,10 @@ async fn send(
     let mut req = Request::builder()
         .method(call.method.clone())
         .uri(uri)
-        .body(SegmentsBody::new(call.body.clone()))
+        .body(match call.upload {
+            Some(upload) => SegmentsBody::with_upload(call.body.clone(), upload),
+            None => SegmentsBody::new(call.body.clone()),
+        })
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
     let mut headers = t.http.headers.next().clone();
     let empty = call.body.iter().all(Bytes::is_empty);

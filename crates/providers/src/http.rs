@@ -139,8 +139,12 @@ impl HttpTarget {
             (!unchanged).then_some(&model),
             call.force_usage,
         )?;
+        let body = match call.upload {
+            Some(upload) => SegmentsBody::with_upload(segments, upload),
+            None => SegmentsBody::new(segments),
+        };
         let mut req = Request::post(url.clone())
-            .body(SegmentsBody::new(segments))
+            .body(body)
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *req.headers_mut() = self.request_headers(call);
         if multipart {

@@ -45,6 +45,9 @@ pub struct Failure<E> {
     pub retry_after: Option<Duration>,
     /// The error to give the client if nothing else works.
     pub error: E,
+    /// Nothing may be tried after this failure: the request's upload was spent on it (an
+    /// upload is relayed once, never held whole to send again).
+    pub terminal: bool,
 }
 
 /// The request's own routing settings (from its body).
@@ -54,6 +57,9 @@ pub struct Requested<'a> {
     pub num_retries: Option<u32>,
     /// `fallbacks`.
     pub fallbacks: Option<&'a [Arc<str>]>,
+    /// The body can be sent only once (an upload relayed as it arrives): no hedged second
+    /// attempt, and a failure after sending ends the request.
+    pub one_shot: bool,
 }
 
 /// A successful attempt.
@@ -150,7 +156,7 @@ where
             }
         }
         match found {
-            Some(r) if failure.kind != FailureKind::BadRequest => {
+            Some(r) if failure.kind != FailureKind::BadRequest && !failure.terminal => {
                 fallbacks += 1;
                 current = r;
             }
@@ -248,7 +254,7 @@ impl<'a> Run<'a> {
                         Err(f) => {
                             tried.insert(index);
                             let allowed = policy.retries(f.kind, self.requested.num_retries);
-                            let give_up = attempts > allowed;
+                            let give_up = attempts > allowed || f.terminal;
                             last = Some(f);
                             if give_up {
                                 break;
@@ -313,7 +319,7 @@ impl<'a> Run<'a> {
         let started = Instant::now();
         let delay = group
             .hedge
-            .filter(|_| first)
+            .filter(|_| first && !self.requested.one_shot)
             .and_then(|h| h.delay(&group.ttfb));
         let first_at = self.begin(&call, false, started);
         let primary = attempt(call);
@@ -439,5 +445,6 @@ fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
         },
         retry_after: Some(e.retry_in()),
         error: E::from(e),
+        terminal: false,
     }
 }

@@ -195,8 +195,10 @@ impl<'a> Envelope<'a> {
 
     /// The envelope of a `multipart/form-data` upload: `model`, `stream` and `user` are form
     /// fields; `model_range` is the model field's raw text. Nothing is stripped or added.
+    /// `body` may be the head of a form whose file is still arriving: fields after the file
+    /// are not seen.
     pub fn parse_multipart(body: &'a [u8], boundary: &str) -> Result<Self, ApiError> {
-        let parts = multipart::parts(body, boundary)?;
+        let parts = multipart::head(body, boundary)?;
         let field = |name: &str| {
             parts
                 .iter()

@@ -49,64 +49,213 @@ pub fn boundary(content_type: &str) -> Option<&str> {
 /// Every part of `body`, in order. A body that is not a well-formed form is a 400 naming
 /// what is wrong with it.
 pub fn parts<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, ApiError> {
-    let bad = |why: &str| ApiError::InvalidParam {
-        param: "body",
-        message: format!("malformed multipart/form-data body: {why}"),
-    };
-    let delimiter = [b"\r\n--", boundary.as_bytes()].concat();
-    let finder = memmem::Finder::new(&delimiter);
-    // The first boundary may start the body without the leading CRLF.
-    let first = &delimiter[2..];
-    let mut pos = if body.starts_with(first) {
-        first.len()
-    } else {
-        let at = finder
-            .find(body)
-            .ok_or_else(|| bad("the boundary never appears"))?;
-        at + delimiter.len()
-    };
-    let mut out = Vec::new();
-    loop {
-        let rest = &body[pos..];
-        if rest.starts_with(b"--") {
-            return Ok(out);
+    let mut scanner = Scanner::new(boundary);
+    match scanner.advance(body)? {
+        Progress::Done => Ok(scanner.parts(body)),
+        Progress::NeedMore | Progress::InFile => Err(scanner.unfinished()),
+    }
+}
+
+/// The complete parts at the start of a form that may go on beyond `head` (an upload whose
+/// file is still arriving): what a request's fields say before its file is read.
+pub fn head<'a>(head: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, ApiError> {
+    let mut scanner = Scanner::new(boundary);
+    scanner.advance(head)?;
+    Ok(scanner.parts(head))
+}
+
+/// How far a [`Scanner`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The form goes on beyond the bytes seen, in a field or a part's headers.
+    NeedMore,
+    /// The bytes seen end inside a file part (the fields before it are read:
+    /// [`Scanner::has_field`]).
+    InFile,
+    /// The closing boundary was read.
+    Done,
+}
+
+/// A part found by the scanner, as byte ranges of the body.
+#[derive(Debug, Clone)]
+struct Found {
+    name: Range<usize>,
+    filename: Option<Range<usize>>,
+    content_type: Option<Range<usize>>,
+    value: Range<usize>,
+}
+
+/// A form read as it arrives: [`Scanner::advance`] is given the body so far, a longer prefix
+/// each time, and resumes where it stopped, so a body is scanned once however it is split.
+#[derive(Debug)]
+pub struct Scanner {
+    /// `\r\n--boundary`.
+    delimiter: Vec<u8>,
+    /// Where the next unread thing starts: the first boundary, a part's headers, a value.
+    pos: usize,
+    state: State,
+    found: Vec<Found>,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Before the first boundary.
+    Start,
+    /// Right after a boundary: `--` (the end) or a line break and a part's headers.
+    AfterBoundary,
+    /// In a part's value, whose delimiter is searched for from `pos`.
+    Value(Found),
+    Done,
+}
+
+impl Scanner {
+    /// A scanner for a form with this boundary.
+    pub fn new(boundary: &str) -> Self {
+        Self {
+            delimiter: [b"\r\n--", boundary.as_bytes()].concat(),
+            pos: 0,
+            state: State::Start,
+            found: Vec::new(),
         }
-        let rest = rest
-            .strip_prefix(b"\r\n")
-            .ok_or_else(|| bad("a boundary is not followed by a line break"))?;
-        pos = body.len() - rest.len();
-        let mut headers = [httparse::EMPTY_HEADER; MAX_PART_HEADERS];
-        let (used, headers) = match httparse::parse_headers(rest, &mut headers) {
-            Ok(httparse::Status::Complete((used, headers))) => (used, headers),
-            Ok(httparse::Status::Partial) => return Err(bad("a part's headers never end")),
-            Err(e) => return Err(bad(&format!("a part's headers: {e}"))),
-        };
-        let start = pos + used;
-        let end = start
-            + finder
-                .find(&body[start..])
-                .ok_or_else(|| bad("the closing boundary is missing"))?;
-        let mut part = Part {
-            name: "",
-            filename: None,
-            content_type: None,
-            value: start..end,
-        };
-        for h in headers.iter() {
-            let value = std::str::from_utf8(h.value).map_err(|_| bad("a header is not UTF-8"))?;
-            if h.name.eq_ignore_ascii_case("content-disposition") {
-                part.name = disposition_param(value, "name").unwrap_or("");
-                part.filename = disposition_param(value, "filename");
-            } else if h.name.eq_ignore_ascii_case("content-type") {
-                part.content_type = Some(value);
+    }
+
+    /// Read on through `body` (the whole body so far: what an earlier call saw, and more).
+    pub fn advance(&mut self, body: &[u8]) -> Result<Progress, ApiError> {
+        loop {
+            match &mut self.state {
+                State::Done => return Ok(Progress::Done),
+                State::Start => {
+                    // The first boundary may start the body without the leading CRLF.
+                    let first = &self.delimiter[2..];
+                    if body.len() < first.len() && first.starts_with(body) {
+                        return Ok(Progress::NeedMore);
+                    }
+                    if body.starts_with(first) {
+                        self.pos = first.len();
+                    } else {
+                        match memmem::find(&body[self.pos..], &self.delimiter) {
+                            Some(at) => self.pos += at + self.delimiter.len(),
+                            None => {
+                                self.pos = body.len().saturating_sub(self.delimiter.len());
+                                return Ok(Progress::NeedMore);
+                            }
+                        }
+                    }
+                    self.state = State::AfterBoundary;
+                }
+                State::AfterBoundary => {
+                    let rest = &body[self.pos..];
+                    if rest.len() < 2 {
+                        return Ok(Progress::NeedMore);
+                    }
+                    if rest.starts_with(b"--") {
+                        self.state = State::Done;
+                        continue;
+                    }
+                    let Some(rest) = rest.strip_prefix(b"\r\n") else {
+                        return Err(bad("a boundary is not followed by a line break"));
+                    };
+                    let at = self.pos + 2;
+                    let mut headers = [httparse::EMPTY_HEADER; MAX_PART_HEADERS];
+                    let (used, headers) = match httparse::parse_headers(rest, &mut headers) {
+                        Ok(httparse::Status::Complete(done)) => done,
+                        Ok(httparse::Status::Partial) => return Ok(Progress::NeedMore),
+                        Err(e) => return Err(bad(&format!("a part's headers: {e}"))),
+                    };
+                    let part = found_part(body, headers, at + used)?;
+                    self.pos = at + used;
+                    self.state = State::Value(part);
+                }
+                State::Value(part) => {
+                    let Some(at) = memmem::find(&body[self.pos..], &self.delimiter) else {
+                        // The delimiter may straddle what has arrived and what has not.
+                        let keep = self.delimiter.len() - 1;
+                        self.pos = body.len().saturating_sub(keep).max(part.value.start);
+                        return Ok(if part.filename.is_some() {
+                            Progress::InFile
+                        } else {
+                            Progress::NeedMore
+                        });
+                    };
+                    let end = self.pos + at;
+                    part.value.end = end;
+                    self.found.push(part.clone());
+                    self.pos = end + self.delimiter.len();
+                    self.state = State::AfterBoundary;
+                }
             }
         }
-        if part.name.is_empty() {
-            return Err(bad("a part has no name"));
-        }
-        out.push(part);
-        pos = end + delimiter.len();
     }
+
+    /// The complete parts found so far, in order.
+    pub fn parts<'a>(&self, body: &'a [u8]) -> Vec<Part<'a>> {
+        let text = |r: &Range<usize>| std::str::from_utf8(&body[r.clone()]).unwrap_or("");
+        self.found
+            .iter()
+            .map(|f| Part {
+                name: text(&f.name),
+                filename: f.filename.as_ref().map(text),
+                content_type: f.content_type.as_ref().map(text),
+                value: f.value.clone(),
+            })
+            .collect()
+    }
+
+    /// Whether a complete field (not a file) called `name` was read.
+    pub fn has_field(&self, body: &[u8], name: &str) -> bool {
+        self.found
+            .iter()
+            .any(|f| f.filename.is_none() && body.get(f.name.clone()) == Some(name.as_bytes()))
+    }
+
+    /// Why a body that ended before the scanner was done is not a form.
+    fn unfinished(&self) -> ApiError {
+        match self.state {
+            State::Start => bad("the boundary never appears"),
+            State::AfterBoundary => bad("a part's headers never end"),
+            State::Value(_) | State::Done => bad("the closing boundary is missing"),
+        }
+    }
+}
+
+/// A malformed form, as the 400 that names what is wrong.
+fn bad(why: &str) -> ApiError {
+    ApiError::InvalidParam {
+        param: "body",
+        message: format!("malformed multipart/form-data body: {why}"),
+    }
+}
+
+/// A part from its parsed headers; its value starts at `value_start`.
+fn found_part(
+    body: &[u8],
+    headers: &[httparse::Header<'_>],
+    value_start: usize,
+) -> Result<Found, ApiError> {
+    // Ranges of the body from slices of it (httparse's header values borrow the body).
+    let base = body.as_ptr() as usize;
+    let range = |s: &str| {
+        let start = s.as_ptr() as usize - base;
+        start..start + s.len()
+    };
+    let mut name = None;
+    let mut part = Found {
+        name: 0..0,
+        filename: None,
+        content_type: None,
+        value: value_start..value_start,
+    };
+    for h in headers {
+        let value = std::str::from_utf8(h.value).map_err(|_| bad("a header is not UTF-8"))?;
+        if h.name.eq_ignore_ascii_case("content-disposition") {
+            name = disposition_param(value, "name").filter(|n| !n.is_empty());
+            part.filename = disposition_param(value, "filename").map(range);
+        } else if h.name.eq_ignore_ascii_case("content-type") {
+            part.content_type = Some(range(value));
+        }
+    }
+    part.name = range(name.ok_or_else(|| bad("a part has no name"))?);
+    Ok(part)
 }
 
 /// A parameter of a `Content-Disposition` value (`form-data; name="file"; filename="a.wav"`).
@@ -187,5 +336,49 @@ Content-Disposition: form-data; name=response_format\r\n\r\nverbose_json\r\n--Xy
             );
         }
         assert_eq!(parts(b"--XyZ--\r\n", "XyZ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_form_read_as_it_arrives_is_read_once_and_the_same() {
+        let whole = parts(FORM, "XyZ").unwrap();
+        // Every way of cutting the body in two, and one byte at a time.
+        for cut in 0..FORM.len() {
+            let mut s = Scanner::new("XyZ");
+            let first = s.advance(&FORM[..cut]).unwrap();
+            // Done once the closing `--` is in (the final line break is not needed).
+            assert_eq!(
+                first == Progress::Done,
+                cut >= FORM.len() - 2,
+                "cut at {cut}"
+            );
+            assert_eq!(s.advance(FORM).unwrap(), Progress::Done, "cut at {cut}");
+            assert_eq!(s.parts(FORM), whole, "cut at {cut}");
+        }
+        let mut s = Scanner::new("XyZ");
+        for end in 1..=FORM.len() {
+            s.advance(&FORM[..end]).unwrap();
+        }
+        assert_eq!(s.parts(FORM), whole);
+    }
+
+    #[test]
+    fn the_head_of_an_upload_ends_in_its_file_with_the_fields_before_it() {
+        // `model` first (the openai SDK's order): the file's first bytes are enough.
+        let at = FORM.windows(4).position(|w| w == b"RIFF").unwrap() + 2;
+        let mut s = Scanner::new("XyZ");
+        assert_eq!(s.advance(&FORM[..at]).unwrap(), Progress::InFile);
+        assert!(s.has_field(FORM, "model"));
+        let head = head(&FORM[..at], "XyZ").unwrap();
+        assert_eq!(head.len(), 1);
+        assert_eq!(text(FORM, &head[0]), Some("whisper-1"));
+        // The file first: nothing is known until the model arrives after it.
+        let late = b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\n\
+0123456789\r\n--B\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nm\r\n--B--\r\n";
+        let mut s = Scanner::new("B");
+        assert_eq!(s.advance(&late[..80]).unwrap(), Progress::InFile);
+        assert!(!s.has_field(late, "model"));
+        assert_eq!(s.advance(late).unwrap(), Progress::Done);
+        assert!(s.has_field(late, "model") && !s.has_field(late, "file"));
+        assert_eq!(s.parts(late)[1].name, "model");
     }
 }

@@ -39,7 +39,7 @@ pub fn request_units(endpoint: Endpoint, body: &[u8], boundary: Option<&str>) ->
             Err(_) => (None, None),
         },
         (BodyFormat::Multipart, Some(b)) => {
-            let size = multipart::parts(body, b).ok().and_then(|parts| {
+            let size = multipart::head(body, b).ok().and_then(|parts| {
                 parts
                     .iter()
                     .find(|p| p.name == "size" && p.filename.is_none())

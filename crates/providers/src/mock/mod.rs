@@ -103,7 +103,11 @@ impl Upstream for Mock {
                 exchange::chat("mock", &Converse, call, model, false, answer(w)).await
             }
             None => {
-                let body = contiguous(splice(call.body, call.envelope, None, call.force_usage)?);
+                let mut segments = splice(call.body, call.envelope, None, call.force_usage)?;
+                if let Some(upload) = call.upload {
+                    segments.push(upload.collect().await?);
+                }
+                let body = contiguous(segments);
                 let resp = sluice_mock::respond(call.endpoint, headers, &body, s).await;
                 Ok(resp.map(UpstreamBody::in_process))
             }
