@@ -90,6 +90,20 @@ def test_transcriptions_and_translations(client):
     assert "".join(e.delta for e in events[:-1] if e.type == "transcript.text.delta") == events[-1].text
 
 
+def test_a_large_upload_is_relayed_byte_for_byte(client):
+    """Past 256 KB sluice relays the file as it arrives instead of reading it whole; the SDK
+    sends its fields first, so the model is known before the file."""
+    audio = bytes((i * 2654435761 >> 13) & 0xFF for i in range(3_000_000))
+    f = io.BytesIO(audio)
+    f.name = "long.wav"
+    t = client.audio.transcriptions.create(model="whisper-1", file=f, response_format="json")
+    assert t.text.endswith(f"[{len(audio)} bytes fnv1a {_fnv1a(audio):016x}]")
+    f.seek(0)
+    events = list(client.audio.transcriptions.create(model="gpt-4o-transcribe", file=f, stream=True))
+    assert events[-1].type == "transcript.text.done"
+    assert f"[{len(audio)} bytes" in events[-1].text
+
+
 def test_speech_streams_to_a_file(client, tmp_path):
     out = tmp_path / "speech.mp3"
     with client.audio.speech.with_streaming_response.create(
