@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod cache;
 pub mod cli;
 pub mod files;
 pub mod fleet;

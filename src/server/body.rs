@@ -5,6 +5,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 
 use super::relay::{RelayError, StreamRelay};
@@ -20,6 +21,8 @@ pub enum ResponseBody {
     Stream(Box<StreamRelay>),
     /// A pass-through answer relayed as it arrives (`crate::passthrough`).
     Pass(Box<PassRelay>),
+    /// An answer another request is receiving, read as it arrives (`crate::cache`).
+    Shared(UnsyncBoxBody<Bytes, RelayError>),
 }
 
 impl ResponseBody {
@@ -43,20 +46,21 @@ impl Body for ResponseBody {
                 .map_err(|never| match never {}),
             Self::Stream(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
             Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
+            Self::Shared(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Full(full) => full.is_end_stream(),
-            Self::Stream(_) | Self::Pass(_) => false,
+            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(full) => full.size_hint(),
-            Self::Stream(_) | Self::Pass(_) => SizeHint::default(),
+            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) => SizeHint::default(),
         }
     }
 }

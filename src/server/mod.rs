@@ -10,7 +10,7 @@ mod state;
 pub(crate) mod upload;
 
 pub use body::ResponseBody;
-pub use relay::RelayError;
+pub use relay::{RelayError, StreamRelay};
 pub use state::{AppState, ServiceError, ServiceOptions, Services, Snapshot, StoreServices};
 
 use std::future::Future;

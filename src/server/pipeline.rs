@@ -117,6 +117,7 @@ where
         Route::Files(_) => crate::files::handle(state, &snap, req, record).await,
         Route::Realtime => crate::realtime::handle(state, &snap, req, record).await,
         Route::Admin => admin(state, &snap, req).await,
+        Route::Cache(op) => cache_route(&snap, op, req).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -253,6 +254,26 @@ where
         Caller::Open | Caller::Master => None,
     };
     record.key = key.as_ref().map(|k| k.info.clone());
+    // 6½. The cache: a stored answer, or an identical request's in flight.
+    let mut cached = None;
+    if let Some(cache) = snap.cache.as_ref().filter(|c| c.settings.caches(endpoint)) {
+        let group = &resolved.group.name;
+        let control = envelope.routing.cache.as_ref();
+        match crate::cache::lookup(
+            cache,
+            endpoint,
+            group,
+            &body,
+            control,
+            &parts.headers,
+            record,
+        )
+        .await
+        {
+            crate::cache::Lookup::Answered(resp) => return Ok(resp),
+            crate::cache::Lookup::Call(pending) => cached = pending,
+        }
+    }
     // 7. Select a deployment and call it: routing::dispatch picks, retries, falls back and
     //    hedges; `attempt` makes each call and classifies its failure.
     let force_usage = envelope.stream
@@ -308,7 +329,14 @@ where
         Err(failure) => {
             record.failure = Some(failure.kind.name());
             match failure.error {
-                Failed::Upstream(resp) => passthrough(resp, record),
+                Failed::Upstream(resp) => {
+                    // The requests waiting on this one get the provider's refusal too.
+                    if let Some(c) = cached.take() {
+                        let ct = resp.headers().get(CONTENT_TYPE);
+                        c.whole(resp.status(), ct, resp.body(), None, None);
+                    }
+                    passthrough(resp, record)
+                }
                 Failed::Gateway(e) => {
                     record.error = Some(e.code());
                     error_response(&e, endpoint.dialect())
@@ -332,7 +360,17 @@ where
                         c.response = Some(bytes.clone());
                     }
                     let cost = charges.settle(record);
+                    let cache_key = cached.take().map(|c| {
+                        let mut h = HeaderMap::new();
+                        c.mark(&mut h);
+                        let ct = parts.headers.get(CONTENT_TYPE);
+                        c.whole(parts.status, ct, &bytes, record.usage, cost);
+                        h
+                    });
                     let mut resp = passthrough(Response::from_parts(parts, bytes), record);
+                    if let Some(h) = cache_key {
+                        resp.headers_mut().extend(h);
+                    }
                     if let Some(c) = cost {
                         resp.headers_mut()
                             .insert(X_RESPONSE_COST.clone(), usd_value(c));
@@ -366,7 +404,19 @@ where
                     .charges(std::mem::take(&mut charges))
                     .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish)
                     .events(events || !endpoint.answers_binary());
-                    let mut resp = stream_response(parts, relay);
+                    let body = match cached.take() {
+                        Some(c) => {
+                            let ct = parts
+                                .headers
+                                .get(CONTENT_TYPE)
+                                .cloned()
+                                .unwrap_or(HeaderValue::from_static("text/event-stream"));
+                            c.mark(&mut spend);
+                            c.stream(parts.status, ct, relay)
+                        }
+                        None => ResponseBody::Stream(Box::new(relay)),
+                    };
+                    let mut resp = stream_response(parts, body);
                     resp.headers_mut().extend(spend);
                     resp
                 }
@@ -382,6 +432,22 @@ where
     attempts.write(h);
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
     Ok(resp)
+}
+
+/// The cache's management routes, behind the master key.
+async fn cache_route<B>(
+    snap: &Snapshot,
+    op: crate::cache::CacheOp,
+    req: Request<B>,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    auth::authorize(snap.master.as_ref(), req.headers())?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    crate::cache::manage(op, snap.cache.as_deref(), &body)
 }
 
 /// The management API, behind the master key. A change is applied to this instance's key
@@ -686,8 +752,8 @@ fn passthrough(resp: Response<Bytes>, record: &mut RequestRecord) -> Response<Re
 }
 
 /// The response head of a relayed stream.
-fn stream_response(parts: http::response::Parts, relay: StreamRelay) -> Response<ResponseBody> {
-    let mut resp = Response::new(ResponseBody::Stream(Box::new(relay)));
+fn stream_response(parts: http::response::Parts, body: ResponseBody) -> Response<ResponseBody> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = parts.status;
     let h = resp.headers_mut();
     h.insert(
@@ -789,9 +855,12 @@ fn get_model(snap: &Snapshot, id: &str) -> Result<Response<ResponseBody>, ApiErr
 
 fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     let recorder = state.recorder();
-    let text = recorder
+    let mut text = recorder
         .metrics()
         .render(&snap.router, recorder.queue_depth());
+    if let Some(cache) = &snap.cache {
+        crate::cache::metrics(cache, &mut text);
+    }
     let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
     resp.headers_mut().insert(
         CONTENT_TYPE,

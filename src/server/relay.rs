@@ -66,7 +66,15 @@ pub struct StreamRelay {
     finish_on_disconnect: bool,
     /// Output waiting for the upstream's next ready frame, to leave in the same write.
     held: Held,
+    /// Told the settled usage and cost when the stream ends (the cache stores them).
+    report: Option<tokio::sync::oneshot::Sender<Settled>>,
 }
+
+/// What a finished stream used and cost.
+pub(crate) type Settled = (
+    Option<sluice_core::usage::Usage>,
+    Option<sluice_core::limits::Nanos>,
+);
 
 /// Most bytes held back for one write: past this the relay sends at once.
 const MAX_HELD: usize = 32 * 1024;
@@ -138,6 +146,7 @@ impl StreamRelay {
             idle: None,
             charges: Charges::default(),
             finish_on_disconnect: false,
+            report: None,
             held: Held::default(),
         }
     }
@@ -161,6 +170,12 @@ impl StreamRelay {
         if !events {
             self.tap = SseTap::raw();
         }
+        self
+    }
+
+    /// Tell `tx` the stream's settled usage and cost when it ends.
+    pub(crate) fn report_to(mut self, tx: tokio::sync::oneshot::Sender<Settled>) -> Self {
+        self.report = Some(tx);
         self
     }
 
@@ -356,6 +371,9 @@ impl Drop for StreamRelay {
         }
         record.usage = merged(record.usage, self.tap.usage());
         charges.settle(&mut record);
+        if let Some(tx) = self.report.take() {
+            let _ = tx.send((record.usage, record.cost));
+        }
         self.recorder.record(record);
     }
 }

@@ -31,6 +31,8 @@ pub enum Route<'a> {
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
+    /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
+    Cache(crate::cache::CacheOp),
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -65,6 +67,7 @@ impl Route<'_> {
             Self::PassThrough(r) => r.label(),
             Self::Files(label) => label,
             Self::Admin => "admin",
+            Self::Cache(op) => op.label(),
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -103,6 +106,13 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     .any(|p| bare.starts_with(p))
     {
         return Route::Admin;
+    }
+    if let Some(op) = crate::cache::CacheOp::of(bare) {
+        return if *method == op.method() {
+            Route::Cache(op)
+        } else {
+            Route::WrongMethod
+        };
     }
     let route = match bare {
         "/models" => Route::ListModels,

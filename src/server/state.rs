@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub created: u64,
     /// The provider pass-through routes' upstreams and prices.
     pub pass_through: crate::passthrough::PassThrough,
+    /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
+    /// that leaves its settings as they were.
+    pub cache: Option<Arc<sluice_cache::Cache>>,
 }
 
 impl Snapshot {
@@ -104,6 +107,11 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             pass_through: crate::passthrough::PassThrough::build(&config.pass_through, clients),
+            cache: config
+                .litellm
+                .cache
+                .clone()
+                .map(|s| Arc::new(sluice_cache::Cache::new(s))),
         })
     }
 }
@@ -395,7 +403,12 @@ impl AppState {
 
     /// Replace the snapshot with one built from `config`; on error the old one keeps serving.
     pub fn reload(&self, config: &Config) -> Result<(), TargetError> {
-        let snap = Snapshot::build(config, &self.clients, &self.health)?;
+        let mut snap = Snapshot::build(config, &self.clients, &self.health)?;
+        if let (Some(new), Some(old)) = (&snap.cache, &self.snapshot.load().cache) {
+            if new.settings == old.settings {
+                snap.cache = Some(Arc::clone(old));
+            }
+        }
         self.snapshot.store(Arc::new(snap));
         self.recorder.configure(&config.callbacks);
         Ok(())

@@ -358,6 +358,8 @@ pub struct RouterSettings {
 pub struct LitellmSettings {
     /// `drop_params`: drop parameters a provider cannot take instead of failing.
     pub drop_params: bool,
+    /// `cache` / `cache_params` / `dedupe_in_flight`: the response cache, when on.
+    pub cache: Option<sluice_cache::CacheSettings>,
     /// `num_retries` (LiteLLM also accepts it here).
     pub num_retries: Option<u32>,
     /// `request_timeout` in seconds, default for every deployment.

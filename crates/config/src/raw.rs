@@ -247,7 +247,40 @@ pub(super) struct RawLitellm {
     pub s3_callback_params: Option<RawCallback>,
     pub gcs_bucket_name: Option<Scalar>,
     pub gcs_path_service_account: Option<Scalar>,
+    pub cache: Option<Scalar>,
+    pub cache_params: Option<RawCacheParams>,
+    pub dedupe_in_flight: Option<Scalar>,
 }
+
+/// `litellm_settings.cache_params`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawCacheParams {
+    #[serde(rename = "type")]
+    pub kind: Option<Scalar>,
+    pub ttl: Option<Scalar>,
+    pub namespace: Option<Scalar>,
+    pub supported_call_types: Option<OneOrMany>,
+    pub mode: Option<Scalar>,
+    pub max_bytes: Option<Scalar>,
+    pub similarity_threshold: Option<Scalar>,
+    pub host: Option<Scalar>,
+    pub port: Option<Scalar>,
+    pub password: Option<Scalar>,
+}
+
+/// Keys of `litellm_settings.cache_params` sluice reads.
+pub(super) const CACHE_PARAMS_KEYS: &[&str] = &[
+    "type",
+    "ttl",
+    "namespace",
+    "supported_call_types",
+    "mode",
+    "max_bytes",
+    "similarity_threshold",
+    "host",
+    "port",
+    "password",
+];
 
 /// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for
 /// every sink's keys, so an unknown key warns with a did-you-mean over all of them.
@@ -333,6 +366,9 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "s3_callback_params",
     "gcs_bucket_name",
     "gcs_path_service_account",
+    "cache",
+    "cache_params",
+    "dedupe_in_flight",
 ];
 
 #[cfg(test)]

@@ -148,7 +148,6 @@ fn loads_a_litellm_config_unchanged() {
     for expected in [
         "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
         "model_list[6].litellm_params.aws_access_key_id: aws_access_key_id and aws_secret_access_key are not set and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
-        "litellm_settings.cache: not used by sluice; ignored",
         "general_settings.alerting: not used by sluice; ignored",
     ] {
         assert!(
@@ -156,6 +155,11 @@ fn loads_a_litellm_config_unchanged() {
             "missing warning {expected:?} in {warnings:#?}"
         );
     }
+    // `cache: true` is LiteLLM's in-memory cache, with its defaults.
+    let cache = c.litellm.cache.as_ref().expect("cache: true turns the cache on");
+    assert!(cache.store && cache.dedupe);
+    assert_eq!(cache.kind, sluice_cache::CacheType::Local);
+    assert_eq!(cache.ttl, std::time::Duration::from_secs(600));
     let titan = &c.deployments[6];
     assert_eq!(
         titan.upstream.api_base.as_deref(),

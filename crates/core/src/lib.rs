@@ -3,6 +3,7 @@
 //! budgets, and the record each request leaves behind. No I/O and no knowledge of providers,
 //! configuration or storage, so that every layer above can depend on it and it on none of them.
 
+pub mod cache_control;
 pub mod endpoint;
 pub mod error;
 pub mod limits;

@@ -1,5 +1,5 @@
 //! Read the request envelope (`model`, `stream`, `stream_options`, and the routing fields
-//! LiteLLM accepts in a body: `fallbacks`, `num_retries`, `timeout`) without building the
+//! LiteLLM accepts in a body: `fallbacks`, `num_retries`, `timeout`, `cache`) without building the
 //! body, and splice the few bytes sluice changes into the original buffer without copying it.
 
 use std::borrow::Cow;
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use sluice_core::cache_control::CacheControl;
 use sluice_core::endpoint::BodyFormat;
 use sluice_core::error::ApiError;
 
@@ -32,6 +33,8 @@ struct RawEnvelope<'a> {
     timeout: Option<&'a RawValue>,
     #[serde(borrow, default)]
     user: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    cache: Option<&'a RawValue>,
 }
 
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
@@ -52,6 +55,8 @@ pub struct RequestRouting {
     pub num_retries: Option<u32>,
     /// `timeout` in seconds: for each attempt, instead of the deployment's.
     pub timeout: Option<Duration>,
+    /// `cache`: LiteLLM's per-request cache controls.
+    pub cache: Option<CacheControl>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +166,15 @@ impl<'a> Envelope<'a> {
                     message: "expected a number of seconds > 0".into(),
                 })?;
             routing.timeout = Some(Duration::from_secs_f64(secs.min(86_400.0)));
+            values.push(range_in(body, v)?);
+        }
+        if let Some(v) = raw.cache.filter(|v| v.get() != "null") {
+            routing.cache = Some(CacheControl::from_body(v.get()).map_err(|message| {
+                ApiError::InvalidParam {
+                    param: "cache",
+                    message,
+                }
+            })?);
             values.push(range_in(body, v)?);
         }
         let user: Option<Cow<'a, str>> =
@@ -512,6 +526,18 @@ mod tests {
                 param: "fallbacks",
                 ..
             })
+        ));
+        // LiteLLM's per-request cache controls: read, and never sent upstream.
+        let body = Bytes::from_static(br#"{"cache":{"no-store":true,"ttl":5},"model":"m","x":1}"#);
+        let env = Envelope::parse(&body).unwrap();
+        let c = env.routing.cache.as_ref().unwrap();
+        assert!(c.no_store && c.ttl == Some(Duration::from_secs(5)));
+        let out = join(&splice(&body, &env, None, false).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v, serde_json::json!({"model": "m", "x": 1}));
+        assert!(matches!(
+            Envelope::parse(br#"{"model":"m","cache":{"nocache":true}}"#),
+            Err(ApiError::InvalidParam { param: "cache", .. })
         ));
     }
 

@@ -173,7 +173,13 @@ pub enum Key {
 
 /// Keys an OpenAI chat request may carry that sluice itself acts on: the envelope reads the
 /// routing fields, the stream's usage is asked for and removed as the client wanted.
-const OPENAI_CARRIED: [&str; 4] = ["fallbacks", "num_retries", "timeout", "stream_options"];
+const OPENAI_CARRIED: [&str; 5] = [
+    "fallbacks",
+    "num_retries",
+    "timeout",
+    "cache",
+    "stream_options",
+];
 
 /// OpenAI chat keys the answer depends on, which no translated target takes: log-probabilities,
 /// token bias, audio output, the legacy `functions`, web search. (`n` is read and refused
@@ -211,12 +217,12 @@ pub fn openai_key(key: &str, value: &Value) -> Key {
 }
 
 /// A top-level Anthropic Messages key the reader does not carry: `mcp_servers` hands the
-/// model tools only Anthropic can call (meaning); LiteLLM's routing fields are sluice's;
+/// model tools only Anthropic can call (meaning); LiteLLM's routing and cache fields are sluice's;
 /// everything else is a hint.
 pub fn anthropic_key(key: &str, _value: &Value) -> Key {
     match key {
         "mcp_servers" => Key::Meaning,
-        "fallbacks" | "num_retries" | "timeout" => Key::Carried,
+        "fallbacks" | "num_retries" | "timeout" | "cache" => Key::Carried,
         _ => Key::Hint,
     }
 }

@@ -21,7 +21,9 @@ pub(super) fn litellm(
     if router.default_fallbacks.is_empty() {
         router.default_fallbacks = texts(raw.default_fallbacks);
     }
+    let cache = super::cache::cache(raw.cache, raw.cache_params, raw.dedupe_in_flight, p);
     LitellmSettings {
+        cache,
         drop_params: boolean("litellm_settings.drop_params", raw.drop_params, p).unwrap_or(false),
         num_retries: whole("litellm_settings.num_retries", raw.num_retries, p),
         request_timeout: seconds("litellm_settings.request_timeout", raw.request_timeout, p),

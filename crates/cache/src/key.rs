@@ -1,0 +1,146 @@
+//! The cache key: a 128-bit hash of what determines an answer — the namespace, the endpoint,
+//! the model group and every member of the JSON body except those that do not change the
+//! answer (the end user, metadata, sluice's and LiteLLM's routing and cache fields). Members
+//! are hashed in name order, as the client wrote their values, so two clients that order
+//! their fields differently share entries. The hash (XXH3) is seeded with a secret of the
+//! process, so that nobody can craft a request whose key collides with another's.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::value::RawValue;
+use sluice_core::endpoint::Endpoint;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Body members that do not change the answer: left out of the key.
+const NOT_IN_KEY: [&str; 10] = [
+    "user",
+    "metadata",
+    "litellm_metadata",
+    "cache",
+    "fallbacks",
+    "num_retries",
+    "timeout",
+    "tags",
+    "guardrails",
+    "mock_testing_fallbacks",
+];
+
+/// A request's cache key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheKey(pub u128);
+
+impl CacheKey {
+    /// The key of a request to `endpoint` for `group`, under `seed` (the cache's secret);
+    /// `None` when the body is not a JSON object (such a request is not cached).
+    pub fn of(
+        seed: u64,
+        namespace: Option<&str>,
+        endpoint: Endpoint,
+        group: &str,
+        body: &[u8],
+    ) -> Option<Self> {
+        let members: BTreeMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
+        let mut h = Xxh3::with_seed(seed);
+        let mut field = |bytes: &[u8]| {
+            h.update(&(bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        field(namespace.unwrap_or("").as_bytes());
+        field(endpoint.path().as_bytes());
+        field(group.as_bytes());
+        for (name, value) in &members {
+            if !NOT_IN_KEY.contains(&name.as_str()) {
+                field(name.as_bytes());
+                field(value.get().as_bytes());
+            }
+        }
+        Some(Self(h.digest128()))
+    }
+
+    /// The key as LiteLLM shows it (`x-litellm-cache-key`): hexadecimal.
+    pub fn hex(&self) -> String {
+        format!("{:032x}", self.0)
+    }
+
+    /// A key from its hexadecimal form (`/cache/delete`).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        (s.len() == 32).then(|| u128::from_str_radix(s, 16).ok().map(Self))?
+    }
+}
+
+impl fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHAT: Endpoint = Endpoint::ChatCompletions;
+
+    fn key(group: &str, body: &str) -> CacheKey {
+        CacheKey::of(7, None, CHAT, group, body.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn what_determines_the_answer_is_in_the_key_and_nothing_else() {
+        let a = key(
+            "gpt",
+            r#"{"model":"gpt","messages":[{"role":"user","content":"hi"}],"temperature":0}"#,
+        );
+        // Field order, the end user, metadata and sluice's routing fields do not matter.
+        let same = key(
+            "gpt",
+            r#"{"temperature":0,"user":"u1","metadata":{"x":1},"num_retries":2,"messages":[{"role":"user","content":"hi"}],"model":"gpt","cache":{"ttl":5}}"#,
+        );
+        assert_eq!(a, same);
+        // The messages, a sampling parameter, the group, the endpoint and the namespace do.
+        assert_ne!(
+            a,
+            key(
+                "gpt",
+                r#"{"model":"gpt","messages":[{"role":"user","content":"ho"}],"temperature":0}"#
+            )
+        );
+        assert_ne!(
+            a,
+            key(
+                "gpt",
+                r#"{"model":"gpt","messages":[{"role":"user","content":"hi"}],"temperature":1}"#
+            )
+        );
+        assert_ne!(
+            a,
+            key(
+                "other",
+                r#"{"model":"gpt","messages":[{"role":"user","content":"hi"}],"temperature":0}"#
+            )
+        );
+        let body =
+            br#"{"model":"gpt","messages":[{"role":"user","content":"hi"}],"temperature":0}"#;
+        assert_ne!(
+            Some(a),
+            CacheKey::of(7, None, Endpoint::Completions, "gpt", body)
+        );
+        assert_ne!(Some(a), CacheKey::of(7, Some("team-a"), CHAT, "gpt", body));
+        // A stream is a different answer (its bytes are SSE).
+        assert_ne!(
+            a,
+            key(
+                "gpt",
+                r#"{"model":"gpt","messages":[{"role":"user","content":"hi"}],"temperature":0,"stream":true}"#
+            )
+        );
+        assert_eq!(CacheKey::of(7, None, CHAT, "gpt", b"[1,2]"), None);
+        assert_ne!(
+            Some(a),
+            CacheKey::of(8, None, CHAT, "gpt", body),
+            "another secret"
+        );
+        assert_eq!(CacheKey::from_hex(&a.hex()), Some(a));
+        assert_eq!(CacheKey::from_hex("xyz"), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! The response cache (LiteLLM's `cache: true`): an answer stored under a hash of what
+//! determines it and served again without calling the upstream, and identical requests in
+//! flight at the same moment collapsed into one upstream call.
+//!
+//! - [`key`]: the key, hashed from the body bytes the request already holds;
+//! - [`store`]: the in-process store, bounded in bytes, entries expiring by their TTL;
+//! - [`flight`]: in-flight de-duplication, with streams fanned out as chunks arrive;
+//! - [`settings`]: what `litellm_settings.cache_params` configures.
+
+pub mod flight;
+pub mod key;
+pub mod settings;
+pub mod store;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+pub use flight::{Flights, Follower, Head, Join, Leader, Next};
+pub use key::CacheKey;
+pub use settings::{CacheSettings, CacheType};
+pub use store::{Entry, LocalCache};
+
+/// The cache of one gateway: its settings, its store and its flights, and the counters the
+/// metrics read.
+#[derive(Debug)]
+pub struct Cache {
+    /// What the config asked for.
+    pub settings: CacheSettings,
+    /// Stored answers (none when only de-duplication is on).
+    pub store: Option<LocalCache>,
+    /// Requests in flight, by key.
+    pub flights: Arc<Flights>,
+    /// Counters for `/metrics`.
+    pub stats: Arc<CacheStats>,
+    /// The key hash's secret (see [`key`]).
+    pub seed: u64,
+}
+
+impl Cache {
+    /// A cache as `settings` describe it.
+    pub fn new(settings: CacheSettings) -> Self {
+        let stats = Arc::new(CacheStats::default());
+        let store = settings
+            .store
+            .then(|| LocalCache::new(settings.max_bytes, Arc::clone(&stats)));
+        // A secret of this process: hashing nothing with std's randomly keyed hasher.
+        let seed =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
+        Self {
+            settings,
+            store,
+            flights: Arc::new(Flights::default()),
+            stats,
+            seed,
+        }
+    }
+}
+
+/// What the cache did, counted since start.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Answers served from the store.
+    pub hits: AtomicU64,
+    /// Lookups that found nothing (the request went upstream).
+    pub misses: AtomicU64,
+    /// Requests answered by another identical request's upstream call.
+    pub coalesced: AtomicU64,
+    /// Entries dropped to stay within the byte bound.
+    pub evictions: AtomicU64,
+    /// Cost the hits and coalesced requests did not incur, in nano-dollars.
+    pub saved_nanos: AtomicU64,
+}
+
+impl CacheStats {
+    /// Count one of the counters above.
+    pub fn count(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+}

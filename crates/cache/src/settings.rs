@@ -1,0 +1,107 @@
+//! `litellm_settings.cache` and `cache_params`, validated: which calls are cached, for how
+//! long, how much memory the store may hold, and whether identical requests in flight are
+//! collapsed.
+
+use std::time::Duration;
+
+use sluice_core::endpoint::Endpoint;
+
+/// Where answers are stored. Only the in-process store exists so far; the config refuses the
+/// other LiteLLM types by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheType {
+    /// LiteLLM's `local`: this instance's memory.
+    Local,
+}
+
+/// The cache's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheSettings {
+    /// The store's type.
+    pub kind: CacheType,
+    /// Whether answers are stored at all (`cache: true`); `false` with `dedupe` alone.
+    pub store: bool,
+    /// How long an answer is kept unless the request says otherwise.
+    pub ttl: Duration,
+    /// A prefix of every key: instances with different namespaces never share answers.
+    pub namespace: Option<String>,
+    /// The endpoints whose answers are cached.
+    pub call_types: Vec<Endpoint>,
+    /// LiteLLM's `mode: default_off`: only requests that ask (`cache: {"use-cache": true}`)
+    /// use the cache.
+    pub default_off: bool,
+    /// The most bytes of answers the in-process store holds.
+    pub max_bytes: u64,
+    /// Collapse identical requests in flight into one upstream call.
+    pub dedupe: bool,
+}
+
+/// LiteLLM's default TTL for its in-memory cache.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+/// The store's default bound: 64 MiB of answers.
+pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The endpoints with JSON bodies whose answers depend only on the request: what can be
+/// cached.
+pub const CACHEABLE: [Endpoint; 7] = [
+    Endpoint::ChatCompletions,
+    Endpoint::Completions,
+    Endpoint::Responses,
+    Endpoint::Messages,
+    Endpoint::Embeddings,
+    Endpoint::Rerank,
+    Endpoint::Moderations,
+];
+
+/// LiteLLM's `supported_call_types` names, and the endpoint each means (`None`: a call type
+/// LiteLLM has that sluice does not cache).
+pub fn call_type(name: &str) -> Option<Option<Endpoint>> {
+    Some(Some(
+        match name
+            .strip_prefix('a')
+            .filter(|_| name != "anthropic_messages")
+            .unwrap_or(name)
+        {
+            "completion" => Endpoint::ChatCompletions,
+            "text_completion" => Endpoint::Completions,
+            "responses" => Endpoint::Responses,
+            "anthropic_messages" => Endpoint::Messages,
+            "embedding" => Endpoint::Embeddings,
+            "rerank" => Endpoint::Rerank,
+            "moderation" => Endpoint::Moderations,
+            "transcription" | "speech" | "image_generation" => return Some(None),
+            _ => return None,
+        },
+    ))
+}
+
+impl CacheSettings {
+    /// Whether `endpoint`'s answers are cached.
+    pub fn caches(&self, endpoint: Endpoint) -> bool {
+        self.call_types.contains(&endpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn litellm_call_type_names() {
+        assert_eq!(
+            call_type("acompletion"),
+            Some(Some(Endpoint::ChatCompletions))
+        );
+        assert_eq!(
+            call_type("completion"),
+            Some(Some(Endpoint::ChatCompletions))
+        );
+        assert_eq!(call_type("aembedding"), Some(Some(Endpoint::Embeddings)));
+        assert_eq!(
+            call_type("anthropic_messages"),
+            Some(Some(Endpoint::Messages))
+        );
+        assert_eq!(call_type("atranscription"), Some(None));
+        assert_eq!(call_type("chat"), None);
+    }
+}

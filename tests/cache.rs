@@ -1,0 +1,324 @@
+//! End-to-end: the response cache (`litellm_settings.cache: true`) through the gateway to
+//! `sluice mock`: a repeated request answered from the store (free, marked, recorded), a
+//! stream replayed byte for byte, the per-request controls, identical requests in flight
+//! collapsed into one upstream call (streams fanned out), the leader's client leaving without
+//! failing the others, `mode: default_off`, and the management routes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use sluice_mock::MockSettings;
+
+fn config(mock_base: &str, cache_params: &str) -> String {
+    format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {mock_base}
+      input_cost_per_token: 0.000001
+      output_cost_per_token: 0.000002
+  - model_name: embed
+    litellm_params:
+      model: openai/text-embedding-3-small
+      api_base: {mock_base}
+litellm_settings:
+  cache: true
+{cache_params}
+general_settings:
+  master_key: sk-master
+"#
+    )
+}
+
+const CHAT: &str = r#"{"model":"gpt","messages":[{"role":"user","content":"what is a sluice?"}]}"#;
+/// The same request: other field order, an end user, metadata and cache controls.
+const CHAT_AGAIN: &str = r#"{"messages":[{"role":"user","content":"what is a sluice?"}],"user":"u2","metadata":{"run":2},"model":"gpt"}"#;
+
+async fn chat(gw: &Gateway, body: &str, extra: &[(&str, &str)]) -> Answer {
+    let mut headers = vec![MASTER, ("content-type", "application/json")];
+    headers.extend_from_slice(extra);
+    send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body.to_owned(),
+        &headers,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_repeated_request_is_answered_from_the_cache_for_free() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base(), "")).await;
+    let first = chat(&gw, CHAT, &[]).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
+    let key = first.header("x-sluice-cache-key").unwrap().to_owned();
+    assert_eq!(first.header("x-litellm-cache-key"), Some(key.as_str()));
+    assert!(
+        first
+            .header("x-sluice-response-cost")
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            > 0.0
+    );
+    let r = gw.next_record().await;
+    assert!(!r.cache_hit);
+    let again = chat(&gw, CHAT_AGAIN, &[]).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(again.header("x-sluice-cache-key"), Some(key.as_str()));
+    assert_eq!(again.header("x-sluice-response-cost"), Some("0"));
+    assert_eq!(again.body, first.body, "the same answer, byte for byte");
+    let r = gw.next_record().await;
+    assert!(r.cache_hit);
+    assert_eq!(r.cost, Some(0));
+    assert_eq!(
+        r.usage.unwrap().completion_tokens,
+        first.json()["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(mock.requests().await, 1, "one upstream call");
+    // Another question, or another sampling parameter, is another key.
+    let other = chat(&gw, r#"{"model":"gpt","messages":[{"role":"user","content":"what is a sluice?"}],"temperature":0.5}"#, &[]).await;
+    assert_eq!(other.header("x-sluice-cache-hit"), Some("false"));
+    assert_eq!(mock.requests().await, 2);
+    // Embeddings are cached too.
+    let emb = r#"{"model":"embed","input":["a","b"]}"#;
+    let url = gw.url("/v1/embeddings");
+    let h = [MASTER, ("content-type", "application/json")];
+    let e1 = send("POST", &url, emb, &h).await;
+    let e2 = send("POST", &url, emb, &h).await;
+    assert_eq!(
+        (
+            e1.header("x-sluice-cache-hit"),
+            e2.header("x-sluice-cache-hit")
+        ),
+        (Some("false"), Some("true"))
+    );
+    assert_eq!(e1.body, e2.body);
+    // The metrics count them.
+    let m = get(&gw.url("/metrics")).await.text();
+    assert!(m.contains("sluice_cache_hits_total 2"), "{m}");
+    assert!(m.contains("sluice_cache_misses_total 3"), "{m}");
+}
+
+#[tokio::test]
+async fn a_stream_is_replayed_as_the_same_stream() {
+    let mock = mock_server(MockSettings {
+        chunks: 5,
+        ..MockSettings::default()
+    })
+    .await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    let body = r#"{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"stream it"}]}"#;
+    let first = chat(&gw, body, &[]).await;
+    assert_eq!(first.status, 200);
+    assert!(first.sse_data().last().is_some_and(|d| d == "[DONE]"));
+    let again = chat(&gw, body, &[]).await;
+    assert_eq!(again.header("x-sluice-cache-hit"), Some("true"));
+    assert!(again
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert_eq!(
+        again.sse_data(),
+        first.sse_data(),
+        "same chunks, usage included"
+    );
+    assert_eq!(mock.requests().await, 1);
+    // The same question not streamed is another answer (JSON, not events).
+    let whole = chat(
+        &gw,
+        r#"{"model":"gpt","messages":[{"role":"user","content":"stream it"}]}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(whole.header("x-sluice-cache-hit"), Some("false"));
+}
+
+#[tokio::test]
+async fn per_request_controls_are_obeyed() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    // no-store: answered, not kept.
+    let q =
+        |n: u32| format!(r#"{{"model":"gpt","messages":[{{"role":"user","content":"q{n}"}}]}}"#);
+    chat(&gw, &q(1), &[("cache-control", "no-store")]).await;
+    assert_eq!(
+        chat(&gw, &q(1), &[]).await.header("x-sluice-cache-hit"),
+        Some("false")
+    );
+    assert_eq!(
+        chat(&gw, &q(1), &[]).await.header("x-sluice-cache-hit"),
+        Some("true")
+    );
+    // no-cache (in the body, LiteLLM's way): not answered from the cache, and the field is
+    // never sent upstream (the mock would refuse nothing, so the key shows it: same as q1).
+    let no_cache =
+        r#"{"model":"gpt","messages":[{"role":"user","content":"q1"}],"cache":{"no-cache":true}}"#;
+    let a = chat(&gw, no_cache, &[]).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-cache-hit"), Some("false"));
+    assert_eq!(mock.requests().await, 3);
+    // ttl: an answer kept 0.2 s is gone after 0.4 s.
+    let short =
+        r#"{"model":"gpt","messages":[{"role":"user","content":"q2"}],"cache":{"ttl":0.2}}"#;
+    chat(&gw, short, &[]).await;
+    assert_eq!(
+        chat(&gw, short, &[]).await.header("x-sluice-cache-hit"),
+        Some("true")
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        chat(&gw, short, &[]).await.header("x-sluice-cache-hit"),
+        Some("false")
+    );
+    // max-age: an answer older than asked is not taken.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        chat(&gw, short, &[("cache-control", "max-age=0")])
+            .await
+            .header("x-sluice-cache-hit"),
+        Some("false")
+    );
+    // A malformed cache object is a 400 naming it.
+    let bad = chat(
+        &gw,
+        r#"{"model":"gpt","messages":[],"cache":{"nocache":true}}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["error"]["param"], "cache");
+}
+
+#[tokio::test]
+async fn identical_requests_in_flight_reach_the_upstream_once() {
+    let mock = mock_server(MockSettings {
+        latency: Duration::from_millis(300),
+        chunks: 4,
+        chunk_interval: Duration::from_millis(20),
+        ..MockSettings::default()
+    })
+    .await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"everyone asks this"}]}"#;
+    let answers = futures_util::future::join_all((0..100).map(|_| chat(&gw, body, &[]))).await;
+    assert_eq!(
+        mock.requests().await,
+        1,
+        "100 identical requests, one upstream call"
+    );
+    let first = &answers[0].body;
+    for a in &answers {
+        assert_eq!(a.status, 200);
+        assert_eq!(&a.body, first);
+    }
+    let hits = answers
+        .iter()
+        .filter(|a| a.header("x-sluice-cache-hit") == Some("true"))
+        .count();
+    assert_eq!(hits, 99);
+    // Streams fan out chunk by chunk.
+    let stream = r#"{"model":"gpt","stream":true,"messages":[{"role":"user","content":"everyone streams this"}]}"#;
+    let answers = futures_util::future::join_all((0..20).map(|_| chat(&gw, stream, &[]))).await;
+    assert_eq!(mock.requests().await, 2);
+    let want = answers[0].sse_data();
+    assert!(want.len() > 4 && want.last().is_some_and(|d| d == "[DONE]"));
+    for a in &answers {
+        assert_eq!(a.sse_data(), want);
+    }
+}
+
+#[tokio::test]
+async fn the_leaders_client_leaving_does_not_fail_the_others() {
+    let mock = mock_server(MockSettings {
+        latency: Duration::from_millis(400),
+        ..MockSettings::default()
+    })
+    .await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"who leads?"}]}"#;
+    // The leader's client gives up after 100 ms; five followers wait.
+    let leader = tokio::time::timeout(Duration::from_millis(100), chat(&gw, body, &[]));
+    let followers = async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        futures_util::future::join_all((0..5).map(|_| chat(&gw, body, &[]))).await
+    };
+    let (gone, answers) = tokio::join!(leader, followers);
+    assert!(gone.is_err(), "the leader's client left");
+    for a in &answers {
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    assert!(
+        mock.requests().await <= 2,
+        "a follower took the lead at most once"
+    );
+}
+
+#[tokio::test]
+async fn default_off_mode_and_the_management_routes() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(
+        &mock.base(),
+        "  cache_params:\n    mode: default_off\n",
+    ))
+    .await;
+    chat(&gw, CHAT, &[]).await;
+    assert_eq!(
+        chat(&gw, CHAT, &[]).await.header("x-sluice-cache-hit"),
+        None,
+        "not used unless asked"
+    );
+    let asks = r#"{"model":"gpt","messages":[{"role":"user","content":"what is a sluice?"}],"cache":{"use-cache":true}}"#;
+    let first = chat(&gw, asks, &[]).await;
+    assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
+    assert_eq!(
+        chat(&gw, asks, &[]).await.header("x-sluice-cache-hit"),
+        Some("true")
+    );
+    let ping = get(&gw.url("/cache/ping")).await;
+    assert_eq!(ping.status, 200);
+    assert_eq!(ping.json()["entries"], 1);
+    // Delete by the key the answer named, then it is a miss again.
+    let key = first.header("x-sluice-cache-key").unwrap();
+    let h = [MASTER, ("content-type", "application/json")];
+    let del = send(
+        "POST",
+        &gw.url("/cache/delete"),
+        format!(r#"{{"keys":["{key}"]}}"#),
+        &h,
+    )
+    .await;
+    assert_eq!(del.json()["deleted"], 1, "{}", del.text());
+    assert_eq!(
+        chat(&gw, asks, &[]).await.header("x-sluice-cache-hit"),
+        Some("false")
+    );
+    let flush = send("POST", &gw.url("/cache/flushall"), "", &h).await;
+    assert_eq!(flush.status, 200);
+    assert_eq!(get(&gw.url("/cache/ping")).await.json()["entries"], 0);
+    // Management needs the master key.
+    let anon = send("GET", &gw.url("/cache/ping"), "", &[]).await;
+    assert_eq!(anon.status, 401);
+}
+
+#[tokio::test]
+async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
+    let yaml = config(
+        "http://127.0.0.1:9/v1",
+        "  cache_params:\n    type: redis-semantic\n",
+    );
+    let env = std::collections::HashMap::<String, String>::new();
+    let err = sluice_config::load_str(&yaml, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("litellm_settings.cache_params.type"), "{err}");
+    assert!(err.contains("redis-semantic"), "{err}");
+}

@@ -1,0 +1,94 @@
+"""The response cache with the official openai and anthropic SDKs: a gateway of its own with
+`litellm_settings.cache: true` in front of the shared `sluice mock`. A repeated request is a
+hit (same answer and usage, free, marked), streamed or not; Messages and embeddings are cached
+too; concurrent identical requests reach the upstream once."""
+
+import concurrent.futures
+import json
+import pathlib
+import urllib.request
+
+import anthropic
+import openai
+import pytest
+
+from conftest import MASTER_KEY, _start, _stop
+
+
+@pytest.fixture(scope="module")
+def cached_gateway(workdir, mock_upstream):
+    d = pathlib.Path(workdir) / "cache-gw"
+    d.mkdir(exist_ok=True)
+    config = d / "config.yaml"
+    root = mock_upstream.removesuffix("/v1")
+    config.write_text(f"""
+model_list:
+  - model_name: gpt-4o-mini
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{mock_upstream}", input_cost_per_token: 0.000001, output_cost_per_token: 0.000002}}
+  - model_name: claude
+    litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "{root}", api_key: sk-up}}
+  - model_name: embed
+    litellm_params: {{model: openai/text-embedding-3-small, api_base: "{mock_upstream}"}}
+litellm_settings:
+  cache: true
+general_settings:
+  master_key: {MASTER_KEY}
+""")
+    proc, addr, _ = _start(["serve", "--config", str(config), "--port", "0"], str(d))
+    yield f"http://{addr}"
+    _stop(proc)
+
+
+def _mock_requests(mock_upstream):
+    with urllib.request.urlopen(mock_upstream.removesuffix("/v1") + "/mock/stats") as r:
+        return json.loads(r.read())["requests"]
+
+
+def test_chat_hits_plain_and_streamed(cached_gateway, mock_upstream):
+    client = openai.OpenAI(base_url=cached_gateway + "/v1", api_key=MASTER_KEY, max_retries=0)
+    msgs = [{"role": "user", "content": "cache me, SDK"}]
+    before = _mock_requests(mock_upstream)
+    first = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=msgs)
+    second = client.chat.completions.with_raw_response.create(model="gpt-4o-mini", messages=msgs, user="someone-else")
+    assert first.headers["x-sluice-cache-hit"] == "false"
+    assert second.headers["x-sluice-cache-hit"] == "true"
+    assert second.headers["x-sluice-response-cost"] == "0"
+    a, b = first.parse(), second.parse()
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.usage == b.usage
+    # Streamed, with usage: the hit is the same text and usage, as a stream.
+    def streamed():
+        text, usage = "", None
+        for chunk in client.chat.completions.create(model="gpt-4o-mini", messages=msgs, stream=True, stream_options={"include_usage": True}):
+            if chunk.choices:
+                text += chunk.choices[0].delta.content or ""
+            if chunk.usage:
+                usage = chunk.usage
+        return text, usage
+    assert streamed() == streamed()
+    assert _mock_requests(mock_upstream) - before == 2, "one call plain, one streamed"
+
+
+def test_messages_and_embeddings_hit(cached_gateway, mock_upstream):
+    before = _mock_requests(mock_upstream)
+    claude = anthropic.Anthropic(base_url=cached_gateway, api_key=MASTER_KEY, max_retries=0)
+    m1 = claude.messages.create(model="claude", max_tokens=50, messages=[{"role": "user", "content": "cached?"}])
+    m2 = claude.messages.create(model="claude", max_tokens=50, messages=[{"role": "user", "content": "cached?"}])
+    assert m1.content[0].text == m2.content[0].text and m1.usage == m2.usage
+    client = openai.OpenAI(base_url=cached_gateway + "/v1", api_key=MASTER_KEY, max_retries=0)
+    e1 = client.embeddings.create(model="embed", input=["x", "y"])
+    e2 = client.embeddings.with_raw_response.create(model="embed", input=["x", "y"])
+    assert e2.headers["x-sluice-cache-hit"] == "true"
+    assert e1.data[0].embedding == e2.parse().data[0].embedding
+    assert _mock_requests(mock_upstream) - before == 2
+
+
+def test_concurrent_identical_requests_reach_the_upstream_once(cached_gateway, mock_upstream):
+    client = openai.OpenAI(base_url=cached_gateway + "/v1", api_key=MASTER_KEY, max_retries=0)
+    msgs = [{"role": "user", "content": "all at once"}]
+    before = _mock_requests(mock_upstream)
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda _: client.chat.completions.create(model="gpt-4o-mini", messages=msgs), range(32)))
+    assert len({a.choices[0].message.content for a in answers}) == 1
+    # Requests that arrived after the first answer was stored are plain hits: still one call.
+    assert _mock_requests(mock_upstream) - before == 1
