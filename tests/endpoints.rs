@@ -374,3 +374,146 @@ async fn a_provider_without_the_endpoint_is_a_501_naming_the_pair() {
     .await;
     assert_eq!(a.status, 400);
 }
+
+#[tokio::test]
+async fn bedrock_titan_and_stability_images_are_signed_translated_and_priced() {
+    use base64::Engine as _;
+    const AWS_KEY: &str = "AKIDMOCKEXAMPLE";
+    const AWS_SECRET: &str = "mock/secret+KEY";
+    let mock = mock_server(MockSettings {
+        aws: Some((AWS_KEY.to_owned(), AWS_SECRET.to_owned())),
+        ..MockSettings::default()
+    })
+    .await;
+    let deployment = |name: &str, model: &str, secret: &str| {
+        format!(
+            r#"
+  - model_name: {name}
+    litellm_params:
+      model: bedrock/{model}
+      api_base: http://{}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: {secret}
+      aws_region_name: us-west-2"#,
+            mock.addr
+        )
+    };
+    let yaml = format!(
+        "model_list:{}{}{}{}\nrouter_settings:\n  num_retries: 0\ngeneral_settings:\n  master_key: sk-master\n",
+        deployment("titan", "amazon.titan-image-generator-v2:0", AWS_SECRET),
+        deployment("sd3", "stability.sd3-5-large-v1:0", AWS_SECRET),
+        deployment("titan-wrong-secret", "amazon.titan-image-generator-v1", "not-it"),
+        deployment("claude", "anthropic.claude-3-5-sonnet-20240620-v1:0", AWS_SECRET),
+    );
+    let mut gw = gateway(&yaml).await;
+    let key = send(
+        "POST",
+        &gw.url("/key/generate"),
+        r#"{"models":["titan","sd3"],"max_budget":10}"#,
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await
+    .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bearer = format!("Bearer {key}");
+    let as_key = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let decoded = |v: &serde_json::Value, i: usize| {
+        base64::engine::general_purpose::STANDARD
+            .decode(v["data"][i]["b64_json"].as_str().unwrap())
+            .unwrap()
+    };
+    let spent = |a: &Answer| -> f64 { a.header("x-sluice-key-spend").unwrap().parse().unwrap() };
+
+    // Titan: two images, each the mock's drawing of the prompt, at $0.008 an image.
+    let a = send(
+        "POST",
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"titan","prompt":"a red fox","n":2,"size":"1024x1024","quality":"hd","response_format":"url"}"#,
+        &as_key,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert!(v["data"][0].get("url").is_none(), "always b64_json: {v}");
+    assert_eq!(decoded(&v, 0), sluice_mock::image_png("a red fox", 0));
+    assert_eq!(decoded(&v, 1), sluice_mock::image_png("a red fox", 1));
+    assert!(v["created"].as_u64().unwrap() > 0);
+    assert!((cost(&a) - 0.016).abs() < 1e-9, "{}", cost(&a));
+    assert!((spent(&a) - 0.016).abs() < 1e-9, "{}", spent(&a));
+    let mut r = gw.next_record().await;
+    while r.route != "/v1/images/generations" {
+        r = gw.next_record().await; // the key's creation
+    }
+    assert_eq!(r.provider, Some("bedrock"));
+    assert_eq!(r.usage.unwrap().images, 2);
+    assert_eq!(r.cost, Some(16_000_000));
+
+    // SD3.5 Large: the size becomes the nearest aspect ratio the mock accepts; $0.08 an image.
+    let a = send(
+        "POST",
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"sd3","prompt":"a red fox","size":"1792x1024","negative_prompt":"dogs"}"#,
+        &as_key,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        decoded(&a.json(), 0),
+        sluice_mock::image_png("a red fox", 0)
+    );
+    assert!((cost(&a) - 0.08).abs() < 1e-9, "{}", cost(&a));
+    assert!((spent(&a) - 0.096).abs() < 1e-9, "{}", spent(&a));
+    assert_eq!(gw.next_record().await.usage.unwrap().images, 1);
+    // Both are in the key's spend log.
+    let logged = eventually(std::time::Duration::from_secs(10), || async {
+        let rows = send(
+            "GET",
+            &gw.url(&format!("/spend/logs?api_key={key}")),
+            "",
+            &[MASTER],
+        )
+        .await
+        .json();
+        let spend = |group: &str| {
+            rows.as_array()
+                .into_iter()
+                .flatten()
+                .find(|l| l["model_group"] == group)
+                .and_then(|l| l["spend"].as_f64())
+        };
+        spend("titan").is_some_and(|s| (s - 0.016).abs() < 1e-9)
+            && spend("sd3").is_some_and(|s| (s - 0.08).abs() < 1e-9)
+    })
+    .await;
+    assert!(logged, "both images are in the key's spend log");
+
+    // Refused before the upstream: Stability draws one image a call.
+    let a = post(
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"sd3","prompt":"a red fox","n":2}"#,
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["param"], "n");
+    // The upstream's filter and AWS's errors come back with their status, in OpenAI's shape
+    // (a filter reason in a whole answer is a bad answer); a Bedrock model that does not draw
+    // answers 501 naming the pair.
+    for (model, prompt, status, says) in [
+        ("titan", "a forbidden fox", 400, "content filters"),
+        ("sd3", "a forbidden fox", 502, "Filter reason: prompt"),
+        ("titan-wrong-secret", "a red fox", 403, "signature"),
+        ("claude", "a red fox", 501, "image_generations"),
+    ] {
+        let body = serde_json::json!({"model": model, "prompt": prompt}).to_string();
+        let a = post(&gw.url("/v1/images/generations"), &body).await;
+        assert_eq!(a.status, status, "{model}: {}", a.text());
+        let message = a.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(says), "{model}: {message}");
+    }
+}

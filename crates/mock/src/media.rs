@@ -44,6 +44,39 @@ pub(crate) fn png_base64() -> String {
     base64::engine::general_purpose::STANDARD.encode(PNG)
 }
 
+/// A valid 1×1 RGB PNG whose colour is the first three bytes of the FNV-1a hash of
+/// `"{prompt}#{index}"`: the `index`th image the mock draws for `prompt` on the native image
+/// APIs (Bedrock), so a test can check that the gateway passed each image through unchanged.
+pub fn image_png(prompt: &str, index: u32) -> Vec<u8> {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32fast::hash(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let [r, g, b, ..] = fnv1a(format!("{prompt}#{index}").as_bytes()).to_be_bytes();
+    // One scanline: filter byte 0, then the pixel; stored as one uncompressed deflate block.
+    let raw = [0, r, g, b];
+    let adler = {
+        let (a, b) = raw.iter().fold((1u32, 0u32), |(a, b), x| {
+            let a = (a + u32::from(*x)) % 65_521;
+            (a, (b + a) % 65_521)
+        });
+        (b << 16) | a
+    };
+    let mut idat = vec![0x78, 0x01, 0x01, 0x04, 0x00, 0xfb, 0xff];
+    idat.extend_from_slice(&raw);
+    idat.extend_from_slice(&adler.to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &[0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IDAT", &idat);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
 /// The fields of a media request the mock reads, from JSON or from form fields.
 #[derive(Debug, Default, Deserialize)]
 struct MediaRequest<'a> {
@@ -185,7 +218,7 @@ fn read<'a>(
 }
 
 /// FNV-1a, 64 bits: a hash a test can recompute in a line.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -437,6 +470,29 @@ fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+
+    #[test]
+    fn drawn_images_are_valid_pngs_coloured_by_the_prompt() {
+        let png = image_png("a fox", 0);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        // Every chunk's CRC covers its type and data.
+        let mut at = 8;
+        let mut kinds = Vec::new();
+        while at < png.len() {
+            let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+            let body = &png[at + 4..at + 8 + len];
+            let crc = u32::from_be_bytes(png[at + 8 + len..at + 12 + len].try_into().unwrap());
+            assert_eq!(crc32fast::hash(body), crc);
+            kinds.push(String::from_utf8(body[..4].to_vec()).unwrap());
+            at += 12 + len;
+        }
+        assert_eq!(kinds, ["IHDR", "IDAT", "IEND"]);
+        let [r, g, b, ..] = fnv1a(b"a fox#0").to_be_bytes();
+        assert!(png.windows(4).any(|w| w == [0, r, g, b]));
+        assert_eq!(image_png("a fox", 0), png);
+        assert_ne!(image_png("a fox", 1), png);
+        assert_ne!(image_png("a cat", 0), png);
+    }
 
     async fn call(endpoint: Endpoint, ct: &str, body: &'static [u8]) -> (StatusCode, Bytes) {
         let mut h = HeaderMap::new();
