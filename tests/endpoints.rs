@@ -517,3 +517,113 @@ async fn bedrock_titan_and_stability_images_are_signed_translated_and_priced() {
         assert!(message.contains(says), "{model}: {message}");
     }
 }
+
+#[tokio::test]
+async fn tei_rerank_is_translated_to_and_from_cohere_shape() {
+    let mock = mock_server(MockSettings::default()).await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: tei
+    litellm_params:
+      model: huggingface/BAAI/bge-reranker-base
+      api_base: http://{}/
+      input_cost_per_query: 0.001
+general_settings:
+  master_key: sk-master
+"#,
+        mock.addr
+    );
+    let mut gw = gateway(&yaml).await;
+    let a = post(
+        &gw.url("/v1/rerank"),
+        r#"{"model":"tei","query":"red fox","documents":["blue sky",{"text":"a red fox"},"a fox"],"top_n":2,"return_documents":true}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    // The mock scored all three in TEI's shape; sluice sorted, cut at top_n and wrote Cohere's.
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{v}");
+    assert_eq!(results[0]["index"], 1);
+    assert_eq!(results[0]["document"]["text"], "a red fox");
+    assert_eq!(results[1]["index"], 2);
+    assert!(results[0]["relevance_score"].as_f64() > results[1]["relevance_score"].as_f64());
+    assert_eq!(v["meta"]["billed_units"]["search_units"], 1);
+    assert!(v["id"].as_str().unwrap().starts_with("rerank-"));
+    // One search unit at the deployment's price.
+    assert!((cost(&a) - 0.001).abs() < 1e-12, "{}", cost(&a));
+    assert_eq!(gw.next_record().await.usage.unwrap().search_units, 1);
+    // Without return_documents, no documents; TEI's own errors pass through as they are.
+    let a = post(
+        &gw.url("/v2/rerank"),
+        r#"{"model":"tei","query":"fox","documents":["a fox"]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.json()["results"][0].get("document").is_none());
+    let a = post(
+        &gw.url("/v1/rerank"),
+        r#"{"model":"tei","query":"fox","documents":[]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 422, "{}", a.text());
+    assert_eq!(a.json()["error_type"], "Validation");
+}
+
+#[tokio::test]
+async fn compatible_rerankers_are_called_where_litellm_calls_them() {
+    let up = recording(Reply::Json(
+        200,
+        r#"{"object":"rerank","id":"r1","results":[{"index":0,"relevance_score":0.9,"document":"a fox"}],"usage":{"prompt_tokens":7,"total_tokens":7}}"#,
+    ))
+    .await;
+    let base = format!("http://{}", up.addr);
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: together
+    litellm_params: {{model: together_ai/Salesforce/Llama-Rank-V1, api_base: "{base}/v1", api_key: k}}
+  - model_name: vllm
+    litellm_params: {{model: hosted_vllm/BAAI/bge-reranker-v2-m3, api_base: "{base}/v1"}}
+  - model_name: vllm-route
+    litellm_params: {{model: hosted_vllm/BAAI/bge-reranker-v2-m3, api_base: "{base}/v1/rerank"}}
+  - model_name: infinity
+    litellm_params: {{model: infinity/mixedbread-ai/mxbai-rerank-xsmall-v1, api_base: "{base}"}}
+general_settings:
+  master_key: sk-master
+"#
+    );
+    let gw = gateway(&yaml).await;
+    let body = |model: &str| {
+        format!(
+            r#"{{"model":"{model}","query":"fox","documents":["a fox"],"return_documents":true}}"#
+        )
+    };
+    for (group, path, upstream_model) in [
+        ("together", "/v1/rerank", "Salesforce/Llama-Rank-V1"),
+        ("vllm", "/v1/rerank", "BAAI/bge-reranker-v2-m3"),
+        ("vllm-route", "/rerank", "BAAI/bge-reranker-v2-m3"),
+        (
+            "infinity",
+            "/rerank",
+            "mixedbread-ai/mxbai-rerank-xsmall-v1",
+        ),
+    ] {
+        let a = post(&gw.url("/v1/rerank"), &body(group)).await;
+        assert_eq!(a.status, 200, "{group}: {}", a.text());
+        let seen = up.requests().pop().unwrap();
+        assert_eq!(seen.path_and_query, path, "{group}");
+        // Cohere's request, with the upstream's model spliced in.
+        let sent: serde_json::Value = serde_json::from_slice(&seen.body).unwrap();
+        assert_eq!(sent["model"], upstream_model, "{group}");
+        assert_eq!(sent["documents"][0], "a fox");
+        // Infinity's bare-string document is written in Cohere's shape; the others pass on.
+        let document = &a.json()["results"][0]["document"];
+        if group == "infinity" {
+            assert_eq!(document, &serde_json::json!({"text": "a fox"}));
+        } else {
+            assert_eq!(document, "a fox", "{group}: passed through unchanged");
+        }
+    }
+}

@@ -102,6 +102,12 @@ struct MediaRequest<'a> {
     top_n: Option<usize>,
     #[serde(default)]
     return_documents: Option<bool>,
+    /// Text Embeddings Inference's rerank: the documents.
+    #[serde(borrow, default)]
+    texts: Option<Vec<Cow<'a, str>>>,
+    /// Text Embeddings Inference's rerank: return each text with its score.
+    #[serde(default)]
+    return_text: Option<bool>,
     /// The uploaded file: its size and hash (form bodies only).
     #[serde(skip)]
     file: Option<(usize, u64)>,
@@ -143,6 +149,10 @@ pub(crate) async fn respond(
     .await
     {
         return fault;
+    }
+    if let (Endpoint::Rerank, Some(texts)) = (endpoint, &req.texts) {
+        // Text Embeddings Inference serves one model and takes none in the body.
+        return tei_rerank(&req, texts);
     }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
         return bad_request(
@@ -427,6 +437,23 @@ fn moderations(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     json(StatusCode::OK, Bytes::from(answer.to_string()))
 }
 
+/// Each text's score against `query` (the share of query words it contains, ties by
+/// position), best first.
+fn scores<'t>(query: &str, texts: impl Iterator<Item = &'t str>) -> Vec<(usize, f64)> {
+    let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+    let mut scored: Vec<(usize, f64)> = texts
+        .enumerate()
+        .map(|(i, text)| {
+            let text = text.to_lowercase();
+            let hits = terms.iter().filter(|t| text.contains(t.as_str())).count();
+            let score = (hits as f64 + 1.0) / (terms.len() as f64 + 2.0) - i as f64 * 1e-6;
+            (i, score)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored
+}
+
 fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     let (Some(query), Some(docs)) = (req.query.as_deref(), req.documents.as_ref()) else {
         return bad_request(
@@ -436,19 +463,7 @@ fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
             "missing_required_parameter",
         );
     };
-    let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-    // Score: the share of query words a document contains, ties by position.
-    let mut scored: Vec<(usize, f64)> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let text = d.text().to_lowercase();
-            let hits = terms.iter().filter(|t| text.contains(t.as_str())).count();
-            let score = (hits as f64 + 1.0) / (terms.len() as f64 + 2.0) - i as f64 * 1e-6;
-            (i, score)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut scored = scores(query, docs.iter().map(Document::text));
     scored.truncate(req.top_n.unwrap_or(docs.len()));
     let results: Vec<Value> = scored
         .into_iter()
@@ -464,6 +479,37 @@ fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     let answer = j!({"id": format!("rerank-mock{serial}"), "model": model, "results": results,
         "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}});
     json(StatusCode::OK, Bytes::from(answer.to_string()))
+}
+
+/// Text Embeddings Inference's `/rerank`: a bare list of `{index, score, text?}`, best first,
+/// every text scored (TEI has no `top_n`); its errors are `{"error", "error_type"}`.
+fn tei_rerank(req: &MediaRequest<'_>, texts: &[Cow<'_, str>]) -> Response<MockBody> {
+    let tei_error = |message: &str| {
+        json(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Bytes::from(j!({"error": message, "error_type": "Validation"}).to_string()),
+        )
+    };
+    let Some(query) = req.query.as_deref() else {
+        return tei_error("missing field `query`");
+    };
+    if texts.is_empty() {
+        return tei_error("`texts` cannot be empty");
+    }
+    let results: Vec<Value> = scores(query, texts.iter().map(|t| t.as_ref()))
+        .into_iter()
+        .map(|(i, score)| {
+            let mut r = j!({"index": i, "score": score});
+            if req.return_text == Some(true) {
+                r["text"] = j!(texts[i]);
+            }
+            r
+        })
+        .collect();
+    json(
+        StatusCode::OK,
+        Bytes::from(Value::Array(results).to_string()),
+    )
 }
 
 #[cfg(test)]
@@ -545,6 +591,29 @@ mod tests {
         let v: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["results"][0]["index"], 1);
         assert_eq!(v["meta"]["billed_units"]["search_units"], 1);
+        // Text Embeddings Inference's shape: no model, a bare list, every text, best first.
+        let (status, b) = call(
+            Endpoint::Rerank,
+            "application/json",
+            br#"{"query":"red fox","texts":["blue sky","a red fox"],"raw_scores":false,"return_text":true}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            (v[0]["index"].as_u64(), v[0]["text"].as_str()),
+            (Some(1), Some("a red fox"))
+        );
+        assert_eq!(v.as_array().unwrap().len(), 2);
+        assert!(v[0]["score"].as_f64() > v[1]["score"].as_f64());
+        let (status, b) = call(
+            Endpoint::Rerank,
+            "application/json",
+            br#"{"query":"q","texts":[]}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(String::from_utf8_lossy(&b).contains("error_type"));
 
         let (_, b) = call(
             Endpoint::Moderations,
