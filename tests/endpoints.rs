@@ -375,16 +375,22 @@ async fn a_provider_without_the_endpoint_is_a_501_naming_the_pair() {
     assert_eq!(a.status, 400);
 }
 
-#[tokio::test]
-async fn bedrock_titan_and_stability_images_are_signed_translated_and_priced() {
-    use base64::Engine as _;
-    const AWS_KEY: &str = "AKIDMOCKEXAMPLE";
-    const AWS_SECRET: &str = "mock/secret+KEY";
-    let mock = mock_server(MockSettings {
+/// The key pair the mock checks Bedrock's SigV4 signatures against.
+const AWS_KEY: &str = "AKIDMOCKEXAMPLE";
+const AWS_SECRET: &str = "mock/secret+KEY";
+
+async fn signing_mock() -> MockServer {
+    mock_server(MockSettings {
         aws: Some((AWS_KEY.to_owned(), AWS_SECRET.to_owned())),
         ..MockSettings::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn bedrock_titan_and_stability_images_are_signed_translated_and_priced() {
+    use base64::Engine as _;
+    let mock = signing_mock().await;
     let deployment = |name: &str, model: &str, secret: &str| {
         format!(
             r#"
@@ -625,5 +631,66 @@ general_settings:
         } else {
             assert_eq!(document, "a fox", "{group}: passed through unchanged");
         }
+    }
+}
+
+#[tokio::test]
+async fn images_are_priced_by_quality_and_size_as_litellm_prices_them() {
+    let mock = signing_mock().await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: dall-e-3
+    litellm_params: {{model: openai/dall-e-3, api_base: "{base}"}}
+  - model_name: dall-e-2
+    litellm_params: {{model: openai/dall-e-2, api_base: "{base}"}}
+  - model_name: sdxl
+    litellm_params:
+      model: bedrock/stability.stable-diffusion-xl-v1
+      api_base: http://{addr}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: {AWS_SECRET}
+general_settings:
+  master_key: sk-master
+"#,
+        base = mock.base(),
+        addr = mock.addr,
+    );
+    let gw = gateway(&yaml).await;
+    let tall = 1024.0 * 1792.0;
+    for (body, want) in [
+        // hd/1024-x-1792/dall-e-3: $0.12 an image.
+        (
+            r#"{"model":"dall-e-3","prompt":"p","size":"1024x1792","quality":"hd","n":2}"#,
+            2.0 * 6.539e-8 * tall,
+        ),
+        // standard/1792-x-1024/dall-e-3 (no quality is standard): $0.08.
+        (
+            r#"{"model":"dall-e-3","prompt":"p","size":"1792x1024"}"#,
+            4.359e-8 * tall,
+        ),
+        // hd/1024-x-1024/dall-e-3: $0.08.
+        (
+            r#"{"model":"dall-e-3","prompt":"p","quality":"hd"}"#,
+            7.629e-8 * 1024.0 * 1024.0,
+        ),
+        // 256-x-256/dall-e-2, whatever the quality: $0.016.
+        (
+            r#"{"model":"dall-e-2","prompt":"p","size":"256x256","quality":"standard"}"#,
+            2.4414e-7 * 256.0 * 256.0,
+        ),
+        // SDXL on Bedrock: 1024-x-1024/50-steps, for the size it draws nearest the request's.
+        (
+            r#"{"model":"sdxl","prompt":"a red fox","size":"1792x1024"}"#,
+            0.04,
+        ),
+    ] {
+        let a = post(&gw.url("/v1/images/generations"), body).await;
+        assert_eq!(a.status, 200, "{body}: {}", a.text());
+        assert!(
+            (cost(&a) - want).abs() < 1e-6,
+            "{body}: {} != {want}",
+            cost(&a)
+        );
     }
 }
