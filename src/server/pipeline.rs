@@ -352,7 +352,12 @@ where
             record.model = Some(group.name.clone());
             let h = member.target.id_header.clone();
             charges.deployment = Some(guard);
-            charges.price = Some(member.target.price);
+            charges.price = Some(
+                member
+                    .target
+                    .image_prices
+                    .price(member.target.price, &requested_units),
+            );
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_of(endpoint, &bytes, requested_units);

@@ -109,6 +109,13 @@ model_list:
       aws_secret_access_key: {AWS_SECRET}
       aws_region_name: us-west-2
       use_in_pass_through: true
+  - model_name: bedrock-titan-image
+    litellm_params:
+      model: bedrock/amazon.titan-image-generator-v2:0
+      api_base: {mock_root}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: {AWS_SECRET}
+      aws_region_name: us-west-2
   - model_name: gemini-embedding
     litellm_params:
       model: gemini/text-embedding-004

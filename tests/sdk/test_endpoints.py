@@ -2,6 +2,7 @@
 Cohere's rerank shape over raw HTTP), to `sluice mock`: answers as the SDK parses them, a key
 without access refused on every endpoint, and a spend row for each call."""
 
+import base64
 import io
 import json
 import time
@@ -115,6 +116,26 @@ def test_speech_streams_to_a_file(client, tmp_path):
     out.write_bytes(b"".join(chunks))
     assert out.stat().st_size == len("Hello from sluice.") * 64
     assert resp_cost is None, "a stream's cost is known only at its end (in the spend log)"
+
+
+def test_images_on_bedrock_titan(gateway, client):
+    # Signed with the deployment's AWS keys, translated to Titan's body and back; the images
+    # are the mock's drawings of the prompt (a 1x1 PNG coloured by its FNV-1a hash).
+    raw = client.images.with_raw_response.generate(
+        model="bedrock-titan-image", prompt="a red fox", n=2, size="1024x1024", quality="hd"
+    )
+    r = raw.parse()
+    assert len(r.data) == 2 and r.data[0].url is None
+    pngs = [base64.b64decode(d.b64_json) for d in r.data]
+    for i, png in enumerate(pngs):
+        assert png.startswith(b"\x89PNG\r\n\x1a\n")
+        colour = _fnv1a(f"a red fox#{i}".encode()).to_bytes(8, "big")[:3]
+        assert b"\x00" + colour in png, i
+    # LiteLLM's $0.008 an image for Titan Image Generator v2.
+    assert float(raw.headers["x-sluice-response-cost"]) == pytest.approx(0.016)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.images.generate(model="bedrock-titan-image", prompt="p", size="huge")
+    assert "size" in str(e.value)
 
 
 def test_moderations(client):

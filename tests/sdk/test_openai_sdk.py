@@ -126,9 +126,9 @@ def test_models(client):
     ids = [m.id for m in client.models.list()]
     assert ids == [
         "gpt-4o-mini", "in-process", "claude-sonnet", "text-embedding-3-small",
-        "gemini-flash", "bedrock-claude", "gemini-embedding", "dall-e-3", "gpt-image-1",
-        "whisper-1", "gpt-4o-transcribe", "tts-1", "omni-moderation-latest", "rerank-v3.5",
-        "gpt-realtime", "claude-sonnet-4-6", "claude-haiku-4-5",
+        "gemini-flash", "bedrock-claude", "bedrock-titan-image", "gemini-embedding", "dall-e-3", "gpt-image-1",
+        "whisper-1", "gpt-4o-transcribe", "tts-1", "omni-moderation-latest", "rerank-v3.5", "gpt-realtime",
+        "claude-sonnet-4-6", "claude-haiku-4-5",
     ]
     assert client.models.retrieve("gpt-4o-mini").id == "gpt-4o-mini"
     with pytest.raises(openai.NotFoundError):

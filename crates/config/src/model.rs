@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sluice_core::price::Price;
+use sluice_core::price::{ImagePrices, Price};
 use sluice_core::Secret;
 use sluice_providers::passthrough::{Route, Unavailable};
 use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
@@ -238,6 +238,9 @@ pub struct Deployment {
     /// `provider/model`, `model`) and the cost overrides above, so a request's cost is
     /// arithmetic only. All zero when nothing is known (a warning says so).
     pub price: Price,
+    /// Its image prices by quality and size (LiteLLM's `hd/1024-x-1792/dall-e-3` entries),
+    /// one of which a request picks; empty for most models.
+    pub image_prices: ImagePrices,
     /// `use_in_pass_through`: its upstream and credentials serve its provider's pass-through
     /// route (the first such deployment of a provider does).
     pub use_in_pass_through: bool,
@@ -262,6 +265,7 @@ impl Deployment {
             upstream: &self.upstream,
             timeouts: self.timeouts(),
             price: self.price,
+            image_prices: &self.image_prices,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! fetches prices over the network at startup).
 //!
 //! A deployment's [`Price`] is resolved once, at config load; the per-request cost is then
-//! five multiplications ([`Price::cost`]).
+//! five multiplications ([`Price::cost`]). The map's entries for an image model by quality and
+//! size (`hd/1024-x-1792/dall-e-3`, `1024-x-1024/dall-e-2`) are gathered for it at load too
+//! ([`ImagePrices`]); each request picks one by its `quality` and `size`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::{Map, Value};
 
 use crate::model::Deployment;
-use sluice_core::price::Price;
+use sluice_core::price::{ImagePrice, ImagePrices, ImageQuality, Price};
 
 /// The environment variable LiteLLM reads for its price map's location.
 pub const COST_MAP_ENV: &str = "LITELLM_MODEL_COST_MAP_URL";
@@ -61,14 +63,103 @@ pub enum PriceError {
 #[derive(Debug, Clone)]
 pub struct PriceTable {
     prices: Arc<HashMap<String, Price>>,
+    /// The entries keyed by image size, by the model their key ends in.
+    images: Arc<HashMap<String, Vec<SizedEntry>>>,
+}
+
+/// A price-map key for one image size of a model: `[provider/][quality/]W-x-H/[50-steps/]model`
+/// (LiteLLM's DALL·E and `gpt-image-1` keys, and Bedrock SDXL's by steps).
+#[derive(Debug, Clone)]
+struct SizedEntry {
+    /// The whole key.
+    key: String,
+    /// The provider the key names (`azure/…`), if any.
+    provider: Option<String>,
+    quality: Option<ImageQuality>,
+    size: (u32, u32),
+    price: Price,
+}
+
+/// The parts of a sized key.
+#[derive(Debug, PartialEq)]
+struct SizedKey<'a> {
+    provider: Option<&'a str>,
+    quality: Option<ImageQuality>,
+    size: (u32, u32),
+    model: &'a str,
+}
+
+/// The parts of a sized key: `None` for any other key, and for steps above 50 (sluice never
+/// asks for more than the models' default steps).
+fn sized_key(key: &str) -> Option<SizedKey<'_>> {
+    let parts: Vec<&str> = key.splitn(5, '/').collect();
+    let at = parts.iter().position(|p| {
+        p.split_once("-x-").is_some_and(|(w, h)| {
+            w.parse::<u32>().is_ok_and(|w| w > 0) && h.parse::<u32>().is_ok_and(|h| h > 0)
+        })
+    })?;
+    let (w, h) = parts[at].split_once("-x-")?;
+    let size = (w.parse().ok()?, h.parse().ok()?);
+    let quality = |p: &str| Some(ImageQuality::parse(p)).filter(|q| *q != ImageQuality::Other);
+    let (provider, quality) = match parts[..at] {
+        [] => (None, None),
+        [one] => match quality(one) {
+            Some(q) => (None, Some(q)),
+            None => (Some(one), None),
+        },
+        [provider, q] => (Some(provider), Some(quality(q)?)),
+        _ => return None,
+    };
+    let rest = key.splitn(at + 2, '/').nth(at + 1)?;
+    let model = match rest.split_once('/') {
+        Some((steps, model)) if steps.ends_with("-steps") => {
+            (steps == "50-steps").then_some(model)?
+        }
+        _ => rest,
+    };
+    Some(SizedKey {
+        provider,
+        quality,
+        size,
+        model,
+    })
+}
+
+/// The sized entries of a table, by model.
+fn index(prices: &HashMap<String, Price>) -> HashMap<String, Vec<SizedEntry>> {
+    let mut out: HashMap<String, Vec<SizedEntry>> = HashMap::new();
+    for (key, price) in prices {
+        if let Some(k) = sized_key(key) {
+            out.entry(k.model.to_owned()).or_default().push(SizedEntry {
+                key: key.clone(),
+                provider: k.provider.map(str::to_owned),
+                quality: k.quality,
+                size: k.size,
+                price: *price,
+            });
+        }
+    }
+    // One order whatever the map's: lookups stay deterministic.
+    for entries in out.values_mut() {
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    out
+}
+
+/// A deployment's prices, resolved at load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// What its tokens and units cost.
+    pub price: Price,
+    /// Its image prices by quality and size (empty for most models).
+    pub images: ImagePrices,
+    /// Where the price came from.
+    pub source: PriceSource,
 }
 
 static EMBEDDED: LazyLock<PriceTable> = LazyLock::new(|| {
     // The embedded file is checked by a unit test; a broken one would only price nothing.
-    let prices = parse(include_str!("prices.json")).unwrap_or_default();
-    PriceTable {
-        prices: Arc::new(prices),
-    }
+    PriceTable::new(parse(include_str!("prices.json")).unwrap_or_default())
 });
 
 /// Entries of a price map that sluice can use.
@@ -84,6 +175,13 @@ fn parse(text: &str) -> Result<HashMap<String, Price>, String> {
 }
 
 impl PriceTable {
+    fn new(prices: HashMap<String, Price>) -> Self {
+        Self {
+            images: Arc::new(index(&prices)),
+            prices: Arc::new(prices),
+        }
+    }
+
     /// The table built into the binary.
     pub fn embedded() -> Self {
         EMBEDDED.clone()
@@ -102,9 +200,7 @@ impl PriceTable {
         })?;
         let mut prices = (*EMBEDDED.prices).clone();
         prices.extend(file);
-        Ok(Self {
-            prices: Arc::new(prices),
-        })
+        Ok(Self::new(prices))
     }
 
     /// The table for a `LITELLM_MODEL_COST_MAP_URL` value: unset or empty means the embedded
@@ -161,17 +257,63 @@ impl PriceTable {
         self.lookup(prefix, &[model]).map(|(_, price)| price)
     }
 
+    /// A deployment's sized image entries (for its provider, or naming none), from the first
+    /// of `names` that has any, each tried as `provider/name`, as given and without its own
+    /// first `prefix/`; with the keys they came from.
+    fn sized(&self, prefix: &str, names: &[&str]) -> Vec<(String, ImagePrice)> {
+        for name in names {
+            let prefixed = format!("{prefix}/{name}");
+            let bare = name.split_once('/').map(|(_, rest)| rest);
+            for candidate in [Some(*name), Some(prefixed.as_str()), bare]
+                .into_iter()
+                .flatten()
+            {
+                let found: Vec<(String, ImagePrice)> = self
+                    .images
+                    .get(candidate)
+                    .into_iter()
+                    .flatten()
+                    .filter(|e| e.provider.as_deref().is_none_or(|p| p == prefix))
+                    .map(|e| {
+                        let price = ImagePrice {
+                            quality: e.quality,
+                            provider_keyed: e.provider.is_some(),
+                            size: e.size,
+                            price: e.price,
+                        };
+                        (e.key.clone(), price)
+                    })
+                    .collect();
+                if !found.is_empty() {
+                    return found;
+                }
+            }
+        }
+        Vec::new()
+    }
+
     /// A deployment's price: the table's entry, with the deployment's own
     /// `input_cost_per_token` / `output_cost_per_token` over it. Without an entry, cache and
-    /// reasoning tokens are priced like plain input and output.
-    pub fn resolve(&self, d: &Deployment) -> (Price, PriceSource) {
+    /// reasoning tokens are priced like plain input and output. An image model the map prices
+    /// by quality and size also gets those entries, unless its tokens are priced (the tokens
+    /// its answers report are charged, as LiteLLM charges `gpt-image-*`) or the deployment
+    /// prices its images itself; one with no entry of its own is priced at its default
+    /// request's (standard, 1024×1024, as LiteLLM defaults them).
+    pub fn resolve(&self, d: &Deployment) -> Resolved {
         let mut names: Vec<&str> = Vec::with_capacity(2);
         names.extend(d.model_info.base_model.as_deref());
         names.push(&d.upstream.model);
-        let found = self.lookup(d.provider().name(), &names);
-        let (mut price, mut source) = match found {
-            Some((name, price)) => (price, PriceSource::Table(name)),
-            None => (Price::default(), PriceSource::Unknown),
+        let prefix = d.provider().name();
+        let found = self.lookup(prefix, &names);
+        let sized = self.sized(prefix, &names);
+        let images = ImagePrices::new(sized.iter().map(|(_, e)| *e).collect());
+        let default_request = images
+            .pick(None, Some((1024, 1024)))
+            .and_then(|picked| sized.iter().find(|(_, e)| e == picked));
+        let (mut price, mut source) = match (found, default_request) {
+            (Some((name, price)), _) => (price, PriceSource::Table(name)),
+            (None, Some((key, e))) => (e.price, PriceSource::Table(key.clone())),
+            (None, None) => (Price::default(), PriceSource::Unknown),
         };
         let unpriced = source == PriceSource::Unknown;
         if let Some(input) = d.input_cost_per_token {
@@ -202,7 +344,17 @@ impl PriceTable {
                 source = PriceSource::Override;
             }
         }
-        (price, source)
+        let own_image_price = u.per_image.is_some() || u.per_pixel.is_some();
+        let token_priced = price.input > 0.0 || price.output > 0.0;
+        Resolved {
+            price,
+            images: if own_image_price || token_priced {
+                ImagePrices::default()
+            } else {
+                images
+            },
+            source,
+        }
     }
 }
 
@@ -210,6 +362,7 @@ impl PriceTable {
 mod tests {
     use super::*;
     use crate::{load_str, Config};
+    use sluice_core::usage::RequestUnits;
 
     fn config(yaml: &str) -> Config {
         let env: HashMap<String, String> = HashMap::from([
@@ -275,7 +428,14 @@ mod tests {
 ",
         );
         let t = PriceTable::embedded();
-        let r: Vec<(Price, PriceSource)> = cfg.deployments.iter().map(|d| t.resolve(d)).collect();
+        let r: Vec<(Price, PriceSource)> = cfg
+            .deployments
+            .iter()
+            .map(|d| {
+                let r = t.resolve(d);
+                (r.price, r.source)
+            })
+            .collect();
         assert_eq!(r[0].1, PriceSource::Table("gpt-4o".into()));
         assert_eq!(r[0].0, t.get("gpt-4o").unwrap());
         assert_eq!(r[1].1, PriceSource::Table("claude-sonnet-4-5".into()));
@@ -303,6 +463,123 @@ mod tests {
             (r[7].0.per_image, r[7].0.per_query, r[7].0.per_character),
             (0.03, 0.001, 0.00002)
         );
+    }
+
+    #[test]
+    fn sized_image_keys() {
+        let hd = Some(ImageQuality::Hd);
+        let k = |provider, quality, size, model| {
+            Some(SizedKey {
+                provider,
+                quality,
+                size,
+                model,
+            })
+        };
+        for (key, want) in [
+            (
+                "hd/1024-x-1792/dall-e-3",
+                k(None, hd, (1024, 1792), "dall-e-3"),
+            ),
+            (
+                "1024-x-1024/dall-e-2",
+                k(None, None, (1024, 1024), "dall-e-2"),
+            ),
+            (
+                "azure/hd/1024-x-1024/dall-e-3",
+                k(Some("azure"), hd, (1024, 1024), "dall-e-3"),
+            ),
+            (
+                "1024-x-1024/50-steps/stability.stable-diffusion-xl-v1",
+                k(None, None, (1024, 1024), "stability.stable-diffusion-xl-v1"),
+            ),
+            (
+                "1024-x-1024/50-steps/bedrock/amazon.nova-canvas-v1:0",
+                k(None, None, (1024, 1024), "bedrock/amazon.nova-canvas-v1:0"),
+            ),
+            (
+                "1024-x-1024/max-steps/stability.stable-diffusion-xl-v1",
+                None,
+            ),
+            ("max-x-max/50-steps/stability.stable-diffusion-xl-v0", None),
+            ("azure/premium/1024-x-1024/x", None),
+            ("a/b/c/1024-x-1024/x", None),
+            ("gpt-4o", None),
+            ("openai/gpt-4o", None),
+        ] {
+            assert_eq!(sized_key(key), want, "{key}");
+        }
+    }
+
+    #[test]
+    fn image_prices_by_quality_and_size() {
+        let cfg = config(
+            "model_list:
+  - model_name: dalle3
+    litellm_params: {model: openai/dall-e-3}
+  - model_name: dalle2
+    litellm_params: {model: openai/dall-e-2}
+  - model_name: azure-dalle
+    litellm_params: {model: azure/images, api_version: '2024-02-01'}
+    model_info: {base_model: dall-e-3}
+  - model_name: own-price
+    litellm_params: {model: openai/dall-e-3, output_cost_per_image: 0.1}
+  - model_name: sdxl
+    litellm_params: {model: bedrock/stability.stable-diffusion-xl-v1, aws_access_key_id: k, aws_secret_access_key: s}
+  - model_name: gpt-image
+    litellm_params: {model: openai/gpt-image-1}
+",
+        );
+        let t = PriceTable::embedded();
+        let r: Vec<Resolved> = cfg.deployments.iter().map(|d| t.resolve(d)).collect();
+        let units = |quality: Option<&str>, size: Option<(u32, u32)>| RequestUnits {
+            image_quality: quality.map(ImageQuality::parse),
+            image_size: size,
+            ..RequestUnits::default()
+        };
+        let per_pixel = |r: &Resolved, u: RequestUnits| r.images.price(r.price, &u).per_pixel;
+        let tall = Some((1024, 1792));
+        // DALL·E 3: hd and standard at each size; no quality is standard.
+        assert_eq!(per_pixel(&r[0], units(Some("hd"), tall)), 6.539e-8);
+        assert_eq!(per_pixel(&r[0], units(None, tall)), 4.359e-8);
+        assert_eq!(
+            per_pixel(&r[0], units(Some("hd"), Some((1024, 1024)))),
+            7.629e-8
+        );
+        // A size no key names (`auto`, 512×512): the model's own entry.
+        assert_eq!(per_pixel(&r[0], units(Some("hd"), None)), 3.81469e-8);
+        assert_eq!(per_pixel(&r[0], units(None, Some((512, 512)))), 3.81469e-8);
+        // DALL·E 2: by size only, whatever the quality.
+        assert_eq!(
+            per_pixel(&r[1], units(Some("standard"), Some((256, 256)))),
+            2.4414e-7
+        );
+        assert_eq!(per_pixel(&r[1], units(None, Some((512, 512)))), 6.86e-8);
+        // Azure: its own keys.
+        assert_eq!(per_pixel(&r[2], units(Some("hd"), tall)), 7.19343e-8);
+        // A deployment that prices its images itself keeps its price.
+        assert!(r[3].images.is_empty());
+        assert_eq!(
+            r[3].images
+                .price(r[3].price, &units(Some("hd"), tall))
+                .per_image,
+            0.1
+        );
+        // SDXL has only sized keys: priced at its default request's, $0.04 an image.
+        assert_eq!(
+            r[4].source,
+            PriceSource::Table("1024-x-1024/50-steps/stability.stable-diffusion-xl-v1".into())
+        );
+        assert_eq!(r[4].price.per_image, 0.04);
+        assert_eq!(
+            r[4].images
+                .price(r[4].price, &units(None, Some((1344, 768))))
+                .per_image,
+            0.04
+        );
+        // gpt-image-1 is priced by the tokens its answers report.
+        assert!(r[5].images.is_empty());
+        assert!(r[5].price.output > 0.0);
     }
 
     #[test]

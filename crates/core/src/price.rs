@@ -1,10 +1,13 @@
 //! What a deployment's tokens cost: USD per kind of token, and the cost of one request's usage.
 //! Resolved once per deployment at config load (from LiteLLM's price map); a request's cost is
-//! then five multiplications.
+//! then five multiplications. Image models priced by quality and size (DALL·E) also carry the
+//! map's entries for each ([`ImagePrices`]), one of which a request picks.
+
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::usage::Usage;
+use crate::usage::{RequestUnits, Usage};
 
 /// USD per token for each kind of token a request uses. Cache reads, cache writes and reasoning
 /// default to the plain input and output prices where a model does not price them apart.
@@ -91,6 +94,97 @@ impl Price {
     }
 }
 
+/// An image request's `quality`, as LiteLLM's price keys spell it (`hd/1024-x-1792/dall-e-3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageQuality {
+    /// `standard` (DALL·E's default, and LiteLLM's when none is given).
+    Standard,
+    /// `hd` (DALL·E 3).
+    Hd,
+    /// `low` (`gpt-image-*`).
+    Low,
+    /// `medium` (`gpt-image-*`).
+    Medium,
+    /// `high` (`gpt-image-*`).
+    High,
+    /// Anything else (`auto`, …): no price key names it.
+    Other,
+}
+
+impl ImageQuality {
+    /// The quality a request or a price key names.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "standard" => Self::Standard,
+            "hd" => Self::Hd,
+            "low" => Self::Low,
+            "medium" => Self::Medium,
+            "high" => Self::High,
+            _ => Self::Other,
+        }
+    }
+}
+
+/// One price-map entry for an image model at one size (and quality, when the key names one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImagePrice {
+    /// The key's quality (`hd/…`), or `None` for a key without one (`1024-x-1024/dall-e-2`).
+    pub quality: Option<ImageQuality>,
+    /// The key names the deployment's provider (`azure/hd/1024-x-1024/dall-e-3`).
+    pub provider_keyed: bool,
+    /// Width and height of the key's size.
+    pub size: (u32, u32),
+    /// The entry's price.
+    pub price: Price,
+}
+
+/// A deployment's price-map entries by image quality and size, empty for models priced
+/// otherwise. Cheap to clone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImagePrices(Option<Arc<[ImagePrice]>>);
+
+impl ImagePrices {
+    /// The entries of one model.
+    pub fn new(entries: Vec<ImagePrice>) -> Self {
+        Self((!entries.is_empty()).then(|| entries.into()))
+    }
+
+    /// True when the model has no entries by quality and size.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The entry LiteLLM prices a request of `quality` (default `standard`) and `size`
+    /// (default 1024×1024; `None` for `auto`) at: `{provider}/{quality}/{size}/{model}`,
+    /// `{quality}/{size}/{model}`, `{size}/{model}`, `high/{size}/{model}`. (LiteLLM tries the
+    /// bare quality key before the provider's; its map never holds both, sluice's embedded
+    /// table does for Azure's DALL·E 3, whose own prices are the right ones.)
+    pub fn pick(
+        &self,
+        quality: Option<ImageQuality>,
+        size: Option<(u32, u32)>,
+    ) -> Option<&ImagePrice> {
+        let entries = self.0.as_deref()?;
+        let size = size?;
+        let quality = quality.unwrap_or(ImageQuality::Standard);
+        let find = |q: Option<ImageQuality>, provider_keyed: bool| {
+            entries
+                .iter()
+                .find(|e| e.size == size && e.quality == q && e.provider_keyed == provider_keyed)
+        };
+        find(Some(quality), true)
+            .or_else(|| find(Some(quality), false))
+            .or_else(|| find(None, false))
+            .or_else(|| find(Some(ImageQuality::High), false))
+    }
+
+    /// The price of a request: the entry for its quality and size, else `base`.
+    pub fn price(&self, base: Price, units: &RequestUnits) -> Price {
+        self.pick(units.image_quality, units.image_size)
+            .map_or(base, |e| e.price)
+    }
+}
+
 /// Token counts as `f64`: exact below 2^53, far beyond any request.
 fn tokens(n: u64) -> f64 {
     n as f64
@@ -165,5 +259,59 @@ mod tests {
         };
         assert!((rerank.cost(&q) - 0.004).abs() < 1e-12);
         assert_eq!(entry(r#"{"mode":"moderation"}"#), None);
+    }
+
+    #[test]
+    fn image_entries_are_picked_by_quality_then_size_as_litellm_does() {
+        let at = |rate: f64| Price {
+            per_pixel: rate,
+            ..Price::default()
+        };
+        let entry = |quality, provider_keyed, size, rate| ImagePrice {
+            quality,
+            provider_keyed,
+            size,
+            price: at(rate),
+        };
+        let hd = Some(ImageQuality::Hd);
+        let std = Some(ImageQuality::Standard);
+        let list = vec![
+            entry(hd, false, (1024, 1792), 3.0),
+            entry(std, false, (1024, 1792), 2.0),
+            entry(std, false, (1024, 1024), 1.0),
+            entry(hd, false, (1024, 1024), 8.0),
+            entry(hd, true, (1024, 1024), 9.0),
+            entry(None, false, (512, 512), 5.0),
+            entry(Some(ImageQuality::High), false, (1536, 1024), 7.0),
+        ];
+        let prices = ImagePrices::new(list);
+        let rate = |q, size| prices.pick(q, size).map(|e| e.price);
+        assert_eq!(rate(hd, Some((1024, 1792))), Some(at(3.0)));
+        // No quality: standard.
+        assert_eq!(rate(None, Some((1024, 1792))), Some(at(2.0)));
+        assert_eq!(rate(None, Some((1024, 1024))), Some(at(1.0)));
+        // The provider's own key before the bare one.
+        assert_eq!(rate(hd, Some((1024, 1024))), Some(at(9.0)));
+        // A key without quality for any quality; `high` last.
+        assert_eq!(rate(hd, Some((512, 512))), Some(at(5.0)));
+        assert_eq!(rate(None, Some((1536, 1024))), Some(at(7.0)));
+        // An unknown size or `auto`: nothing, so the deployment's base price.
+        assert_eq!(rate(hd, Some((256, 256))), None);
+        assert_eq!(rate(hd, None), None);
+        let base = at(0.5);
+        let units = RequestUnits {
+            image_quality: Some(ImageQuality::Other),
+            image_size: Some((1024, 1792)),
+            ..RequestUnits::default()
+        };
+        assert_eq!(
+            prices.price(base, &units),
+            base,
+            "an unknown quality names no key"
+        );
+        assert_eq!(ImagePrices::default().price(base, &units), base);
+        assert!(ImagePrices::new(Vec::new()).is_empty());
+        assert_eq!(ImageQuality::parse("hd"), ImageQuality::Hd);
+        assert_eq!(ImageQuality::parse("auto"), ImageQuality::Other);
     }
 }

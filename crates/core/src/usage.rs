@@ -7,6 +7,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use crate::endpoint::Endpoint;
+use crate::price::ImageQuality;
 
 /// Tokens one request used. `prompt_tokens` includes `cached_tokens` and
 /// `cache_creation_tokens` (OpenAI's convention).
@@ -44,13 +45,25 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// What a request itself says about the units it will be charged for: the characters it
-/// asks to be spoken, the size of each image it asks for. Read once from the request body.
+/// asks to be spoken, the size and quality of each image it asks for. Read once from the
+/// request body.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RequestUnits {
     /// Characters of `input` (`/audio/speech`).
     pub characters: u64,
-    /// Pixels of one requested image (`size`), 0 when not stated or `auto`.
-    pub pixels_per_image: u64,
+    /// Width and height of one requested image (`size`; OpenAI's 1024×1024 when not stated),
+    /// `None` for `auto` or an unreadable size, and for other endpoints.
+    pub image_size: Option<(u32, u32)>,
+    /// The requested image `quality`, when stated.
+    pub image_quality: Option<ImageQuality>,
+}
+
+impl RequestUnits {
+    /// Pixels of one requested image, 0 when its size is not known.
+    pub fn pixels_per_image(&self) -> u64 {
+        self.image_size
+            .map_or(0, |(w, h)| u64::from(w) * u64::from(h))
+    }
 }
 
 impl Usage {
@@ -280,7 +293,7 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
     let mut u = probe.usage.map(Usage::from).unwrap_or_default();
     if images {
         u.images = probe.data.map_or(0, |d| d.len() as u64);
-        u.pixels = u.images * requested.pixels_per_image;
+        u.pixels = u.images * requested.pixels_per_image();
     }
     if u.audio_ms == 0 {
         u.audio_ms = probe.duration.map_or(0, seconds_to_ms);
@@ -388,7 +401,7 @@ mod tests {
         let none = RequestUnits::default();
         let img = br#"{"created":1,"data":[{"url":"u"},{"url":"v"}]}"#;
         let sized = RequestUnits {
-            pixels_per_image: 1024 * 1024,
+            image_size: Some((1024, 1024)),
             ..none
         };
         let u = usage_of(Endpoint::ImageGenerations, img, sized).unwrap();

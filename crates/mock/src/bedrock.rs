@@ -1,9 +1,11 @@
 //! Amazon Bedrock's wire format as the mock writes it, on the real paths
 //! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`): Converse
 //! answers with `toolUse` blocks when the request offers a `toolConfig`, ConverseStream as
-//! binary event-stream frames with real CRCs, Titan and Cohere embeddings, and AWS's error
-//! shape (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's
-//! SigV4 signature is checked first: a wrong one gets AWS's 403.
+//! binary event-stream frames with real CRCs, Titan and Cohere embeddings, image generation
+//! (Titan and Nova Canvas, SD3 and Stable Image, Stable Diffusion XL: each family's body
+//! checked as AWS checks it, images from [`super::media::image_png`]), and AWS's error shape
+//! (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's SigV4
+//! signature is checked first: a wrong one gets AWS's 403.
 
 use bytes::Bytes;
 use http::header::HeaderValue;
@@ -16,6 +18,7 @@ use super::tools::{decide, split, ToolPlan};
 use super::{json, MockBody, MockSettings};
 use sluice_net::sigv4;
 use sluice_translate::eventstream;
+use sluice_translate::images::{SDXL_SIZES, STABILITY_RATIOS};
 
 /// What a Bedrock path asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +27,7 @@ pub(crate) enum Op {
     Converse,
     /// `/converse-stream`
     Stream,
-    /// `/invoke` (embeddings)
+    /// `/invoke` (embeddings, images)
     Invoke,
 }
 
@@ -218,11 +221,139 @@ impl Plan {
     }
 }
 
-/// Titan (`inputText`) and Cohere (`texts`) embedding bodies.
+/// A prompt the mock's content filter stops, as Bedrock's image models' filters would.
+const FILTERED_WORD: &str = "forbidden";
+
+/// The mock's `index`th image for `prompt`, base64-encoded.
+fn drawn(prompt: &str, index: u32) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(super::media::image_png(prompt, index))
+}
+
+fn answer_json(v: &Value) -> Response<MockBody> {
+    json(StatusCode::OK, Bytes::from(v.to_string()))
+}
+
+fn invalid(message: &str) -> Response<MockBody> {
+    error(StatusCode::BAD_REQUEST, message)
+}
+
+/// Titan Image Generator and Nova Canvas: a `TEXT_IMAGE` task, 1 to 5 images.
+fn titan_image(v: &Value) -> Response<MockBody> {
+    if v["taskType"] != "TEXT_IMAGE" {
+        return invalid("Malformed input request: taskType must be TEXT_IMAGE");
+    }
+    let Some(prompt) = v
+        .pointer("/textToImageParams/text")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return invalid(
+            "Malformed input request: #/textToImageParams: required key [text] not found",
+        );
+    };
+    let config = &v["imageGenerationConfig"];
+    let n = config["numberOfImages"].as_u64().unwrap_or(1);
+    if !(1..=5).contains(&n) {
+        return invalid("Malformed input request: #/imageGenerationConfig/numberOfImages: must be between 1 and 5");
+    }
+    if config.get("width").is_some() != config.get("height").is_some() {
+        return invalid("Malformed input request: width and height must be given together");
+    }
+    if !matches!(
+        config.get("quality").and_then(Value::as_str),
+        None | Some("standard" | "premium")
+    ) {
+        return invalid(
+            "Malformed input request: #/imageGenerationConfig/quality: standard or premium",
+        );
+    }
+    if prompt.contains(FILTERED_WORD) {
+        return invalid("This request has been blocked by our content filters.");
+    }
+    let images: Vec<String> = (0..n as u32).map(|i| drawn(prompt, i)).collect();
+    answer_json(&json!({"images": images, "error": null}))
+}
+
+/// SD3 and Stable Image: a `prompt`, one image, a filter reason per image.
+fn stability_image(v: &Value) -> Response<MockBody> {
+    const KEYS: [&str; 8] = [
+        "prompt",
+        "aspect_ratio",
+        "mode",
+        "output_format",
+        "seed",
+        "negative_prompt",
+        "image",
+        "strength",
+    ];
+    let Some(body) = v.as_object() else {
+        return invalid("Malformed input request");
+    };
+    if let Some(k) = body.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return invalid(&format!(
+            "Malformed input request: extraneous key [{k}] is not permitted"
+        ));
+    }
+    let Some(prompt) = v["prompt"].as_str().filter(|p| !p.is_empty()) else {
+        return invalid("Malformed input request: required key [prompt] not found");
+    };
+    if let Some(r) = body.get("aspect_ratio") {
+        if !r.as_str().is_some_and(|r| STABILITY_RATIOS.contains(&r)) {
+            return invalid("Malformed input request: #/aspect_ratio is not a permitted value");
+        }
+    }
+    let seed = v["seed"].as_u64().unwrap_or(0);
+    let answer = if prompt.contains(FILTERED_WORD) {
+        json!({"seeds": [seed], "finish_reasons": ["Filter reason: prompt"], "images": [null]})
+    } else {
+        json!({"seeds": [seed], "finish_reasons": [null], "images": [drawn(prompt, 0)]})
+    };
+    answer_json(&answer)
+}
+
+/// Stable Diffusion XL: `text_prompts`, one of its sizes, `artifacts` back.
+fn sdxl_image(v: &Value) -> Response<MockBody> {
+    let Some(prompt) = v
+        .pointer("/text_prompts/0/text")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return invalid("Malformed input request: text_prompts: a text prompt is required");
+    };
+    let side = |k: &str| v[k].as_u64().map_or(Some(1024), |n| u32::try_from(n).ok());
+    let size = side("width").zip(side("height"));
+    if !size.is_some_and(|s| SDXL_SIZES.contains(&s)) {
+        return invalid("Malformed input request: invalid height and width for SDXL v1.0");
+    }
+    let seed = v["seed"].as_u64().unwrap_or(0);
+    let (image, reason) = if prompt.contains(FILTERED_WORD) {
+        (String::new(), "CONTENT_FILTERED")
+    } else {
+        (drawn(prompt, 0), "SUCCESS")
+    };
+    answer_json(&json!({
+        "result": "success",
+        "artifacts": [{"seed": seed, "base64": image, "finishReason": reason}],
+    }))
+}
+
+/// `InvokeModel`: an image model's body, else Titan (`inputText`) and Cohere (`texts`)
+/// embedding bodies.
 fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return error(StatusCode::BAD_REQUEST, "Malformed input request");
     };
+    let bare = model.rsplit('/').next().unwrap_or(model);
+    if bare.contains("amazon.titan-image") || bare.contains("amazon.nova-canvas") {
+        return titan_image(&v);
+    }
+    if bare.contains("stability.stable-diffusion-xl") {
+        return sdxl_image(&v);
+    }
+    if bare.contains("stability.") {
+        return stability_image(&v);
+    }
     if let Some(text) = v["inputText"].as_str() {
         let dims = v["dimensions"]
             .as_u64()
@@ -243,7 +374,10 @@ fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
     }
     error(
         StatusCode::BAD_REQUEST,
-        &format!("The mock cannot invoke {model}: send a Titan or Cohere embedding body"),
+        &format!(
+            "The mock cannot invoke {model}: send a Titan or Cohere embedding body, or name an \
+             image model"
+        ),
     )
 }
 
@@ -293,6 +427,69 @@ mod tests {
         );
         assert_eq!(route("/model/x/other"), None);
         assert_eq!(sigv4::uri_decode("a%2Fb%3"), "a/b%3");
+    }
+
+    async fn invoked(model: &str, body: Value) -> (u16, Value) {
+        let resp = invoke(model, body.to_string().as_bytes(), &MockSettings::default());
+        let status = resp.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn image_models_answer_in_their_shapes() {
+        let (s, v) = invoked(
+            "amazon.titan-image-generator-v2:0",
+            json!({"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a fox"},
+                   "imageGenerationConfig": {"numberOfImages": 2}}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["images"][1], drawn("a fox", 1));
+        assert_ne!(v["images"][0], v["images"][1]);
+        let (s, _) = invoked(
+            "amazon.nova-canvas-v1:0",
+            json!({"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a fox"},
+                   "imageGenerationConfig": {"numberOfImages": 6}}),
+        )
+        .await;
+        assert_eq!(s, 400);
+        let (s, v) = invoked(
+            "stability.sd3-5-large-v1:0",
+            json!({"prompt": "a fox", "aspect_ratio": "16:9"}),
+        )
+        .await;
+        assert_eq!((s, &v["images"][0]), (200, &json!(drawn("a fox", 0))));
+        let (s, v) = invoked(
+            "stability.stable-image-core-v1:1",
+            json!({"prompt": "a fox", "n": 2}),
+        )
+        .await;
+        assert_eq!(s, 400);
+        assert!(v["message"].as_str().unwrap().contains("[n]"));
+        let (_, v) = invoked(
+            "stability.sd3-large-v1:0",
+            json!({"prompt": "forbidden fox"}),
+        )
+        .await;
+        assert_eq!(v["finish_reasons"][0], "Filter reason: prompt");
+        let (s, v) = invoked(
+            "stability.stable-diffusion-xl-v1",
+            json!({"text_prompts": [{"text": "a fox", "weight": 1.0}], "width": 1344, "height": 768}),
+        ).await;
+        assert_eq!(
+            (s, &v["artifacts"][0]["finishReason"]),
+            (200, &json!("SUCCESS"))
+        );
+        let (s, _) = invoked(
+            "stability.stable-diffusion-xl-v1",
+            json!({"text_prompts": [{"text": "a fox"}], "width": 1792, "height": 1024}),
+        )
+        .await;
+        assert_eq!(s, 400);
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod tools;
 
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
+pub use media::image_png;
 pub use realtime::{
     CACHED_TOKENS as REALTIME_CACHED_TOKENS, INPUT_TOKENS as REALTIME_INPUT_TOKENS,
 };

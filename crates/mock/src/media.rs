@@ -44,6 +44,39 @@ pub(crate) fn png_base64() -> String {
     base64::engine::general_purpose::STANDARD.encode(PNG)
 }
 
+/// A valid 1×1 RGB PNG whose colour is the first three bytes of the FNV-1a hash of
+/// `"{prompt}#{index}"`: the `index`th image the mock draws for `prompt` on the native image
+/// APIs (Bedrock), so a test can check that the gateway passed each image through unchanged.
+pub fn image_png(prompt: &str, index: u32) -> Vec<u8> {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32fast::hash(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let [r, g, b, ..] = fnv1a(format!("{prompt}#{index}").as_bytes()).to_be_bytes();
+    // One scanline: filter byte 0, then the pixel; stored as one uncompressed deflate block.
+    let raw = [0, r, g, b];
+    let adler = {
+        let (a, b) = raw.iter().fold((1u32, 0u32), |(a, b), x| {
+            let a = (a + u32::from(*x)) % 65_521;
+            (a, (b + a) % 65_521)
+        });
+        (b << 16) | a
+    };
+    let mut idat = vec![0x78, 0x01, 0x01, 0x04, 0x00, 0xfb, 0xff];
+    idat.extend_from_slice(&raw);
+    idat.extend_from_slice(&adler.to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    chunk(&mut out, b"IHDR", &[0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IDAT", &idat);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
 /// The fields of a media request the mock reads, from JSON or from form fields.
 #[derive(Debug, Default, Deserialize)]
 struct MediaRequest<'a> {
@@ -69,6 +102,12 @@ struct MediaRequest<'a> {
     top_n: Option<usize>,
     #[serde(default)]
     return_documents: Option<bool>,
+    /// Text Embeddings Inference's rerank: the documents.
+    #[serde(borrow, default)]
+    texts: Option<Vec<Cow<'a, str>>>,
+    /// Text Embeddings Inference's rerank: return each text with its score.
+    #[serde(default)]
+    return_text: Option<bool>,
     /// The uploaded file: its size and hash (form bodies only).
     #[serde(skip)]
     file: Option<(usize, u64)>,
@@ -110,6 +149,10 @@ pub(crate) async fn respond(
     .await
     {
         return fault;
+    }
+    if let (Endpoint::Rerank, Some(texts)) = (endpoint, &req.texts) {
+        // Text Embeddings Inference serves one model and takes none in the body.
+        return tei_rerank(&req, texts);
     }
     let Some(model) = req.model.as_deref().filter(|m| !m.is_empty()) else {
         return bad_request(
@@ -185,7 +228,7 @@ fn read<'a>(
 }
 
 /// FNV-1a, 64 bits: a hash a test can recompute in a line.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -394,6 +437,23 @@ fn moderations(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     json(StatusCode::OK, Bytes::from(answer.to_string()))
 }
 
+/// Each text's score against `query` (the share of query words it contains, ties by
+/// position), best first.
+fn scores<'t>(query: &str, texts: impl Iterator<Item = &'t str>) -> Vec<(usize, f64)> {
+    let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+    let mut scored: Vec<(usize, f64)> = texts
+        .enumerate()
+        .map(|(i, text)| {
+            let text = text.to_lowercase();
+            let hits = terms.iter().filter(|t| text.contains(t.as_str())).count();
+            let score = (hits as f64 + 1.0) / (terms.len() as f64 + 2.0) - i as f64 * 1e-6;
+            (i, score)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored
+}
+
 fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     let (Some(query), Some(docs)) = (req.query.as_deref(), req.documents.as_ref()) else {
         return bad_request(
@@ -403,19 +463,7 @@ fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
             "missing_required_parameter",
         );
     };
-    let terms: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-    // Score: the share of query words a document contains, ties by position.
-    let mut scored: Vec<(usize, f64)> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let text = d.text().to_lowercase();
-            let hits = terms.iter().filter(|t| text.contains(t.as_str())).count();
-            let score = (hits as f64 + 1.0) / (terms.len() as f64 + 2.0) - i as f64 * 1e-6;
-            (i, score)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut scored = scores(query, docs.iter().map(Document::text));
     scored.truncate(req.top_n.unwrap_or(docs.len()));
     let results: Vec<Value> = scored
         .into_iter()
@@ -433,10 +481,64 @@ fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
     json(StatusCode::OK, Bytes::from(answer.to_string()))
 }
 
+/// Text Embeddings Inference's `/rerank`: a bare list of `{index, score, text?}`, best first,
+/// every text scored (TEI has no `top_n`); its errors are `{"error", "error_type"}`.
+fn tei_rerank(req: &MediaRequest<'_>, texts: &[Cow<'_, str>]) -> Response<MockBody> {
+    let tei_error = |message: &str| {
+        json(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Bytes::from(j!({"error": message, "error_type": "Validation"}).to_string()),
+        )
+    };
+    let Some(query) = req.query.as_deref() else {
+        return tei_error("missing field `query`");
+    };
+    if texts.is_empty() {
+        return tei_error("`texts` cannot be empty");
+    }
+    let results: Vec<Value> = scores(query, texts.iter().map(|t| t.as_ref()))
+        .into_iter()
+        .map(|(i, score)| {
+            let mut r = j!({"index": i, "score": score});
+            if req.return_text == Some(true) {
+                r["text"] = j!(texts[i]);
+            }
+            r
+        })
+        .collect();
+    json(
+        StatusCode::OK,
+        Bytes::from(Value::Array(results).to_string()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use http_body_util::BodyExt;
+
+    #[test]
+    fn drawn_images_are_valid_pngs_coloured_by_the_prompt() {
+        let png = image_png("a fox", 0);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        // Every chunk's CRC covers its type and data.
+        let mut at = 8;
+        let mut kinds = Vec::new();
+        while at < png.len() {
+            let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+            let body = &png[at + 4..at + 8 + len];
+            let crc = u32::from_be_bytes(png[at + 8 + len..at + 12 + len].try_into().unwrap());
+            assert_eq!(crc32fast::hash(body), crc);
+            kinds.push(String::from_utf8(body[..4].to_vec()).unwrap());
+            at += 12 + len;
+        }
+        assert_eq!(kinds, ["IHDR", "IDAT", "IEND"]);
+        let [r, g, b, ..] = fnv1a(b"a fox#0").to_be_bytes();
+        assert!(png.windows(4).any(|w| w == [0, r, g, b]));
+        assert_eq!(image_png("a fox", 0), png);
+        assert_ne!(image_png("a fox", 1), png);
+        assert_ne!(image_png("a cat", 0), png);
+    }
 
     async fn call(endpoint: Endpoint, ct: &str, body: &'static [u8]) -> (StatusCode, Bytes) {
         let mut h = HeaderMap::new();
@@ -489,6 +591,29 @@ mod tests {
         let v: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["results"][0]["index"], 1);
         assert_eq!(v["meta"]["billed_units"]["search_units"], 1);
+        // Text Embeddings Inference's shape: no model, a bare list, every text, best first.
+        let (status, b) = call(
+            Endpoint::Rerank,
+            "application/json",
+            br#"{"query":"red fox","texts":["blue sky","a red fox"],"raw_scores":false,"return_text":true}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            (v[0]["index"].as_u64(), v[0]["text"].as_str()),
+            (Some(1), Some("a red fox"))
+        );
+        assert_eq!(v.as_array().unwrap().len(), 2);
+        assert!(v[0]["score"].as_f64() > v[1]["score"].as_f64());
+        let (status, b) = call(
+            Endpoint::Rerank,
+            "application/json",
+            br#"{"query":"q","texts":[]}"#,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(String::from_utf8_lossy(&b).contains("error_type"));
 
         let (_, b) = call(
             Endpoint::Moderations,

@@ -204,8 +204,8 @@ where
     Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
 }
 
-/// A native image-generation API (Imagen's `:predict`): its request body and the images of
-/// its answer, base64-encoded.
+/// A native image-generation API (Imagen's `:predict`, Bedrock's `InvokeModel` per model
+/// family): its request body and the images of its answer, base64-encoded.
 pub trait ImageApi {
     /// The request body for `model`.
     fn write(&self, model: &str, req: &ImageRequest) -> Result<Vec<u8>, TranslateError>;

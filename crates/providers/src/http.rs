@@ -256,7 +256,7 @@ pub enum Op {
     Stream,
     /// Embeddings.
     Embed,
-    /// Images (Imagen's `:predict`).
+    /// Images (Imagen's `:predict`, Bedrock's `invoke`).
     Predict,
 }
 

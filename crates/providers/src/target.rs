@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::header::HeaderValue;
 use http::Response;
 use sluice_core::error::ApiError;
-use sluice_core::price::Price;
+use sluice_core::price::{ImagePrices, Price};
 use sluice_core::record::DeploymentInfo;
 use sluice_net::ClientRegistry;
 
@@ -105,6 +105,8 @@ pub struct DeploymentSpec<'a> {
     pub timeouts: Timeouts,
     /// What its tokens cost.
     pub price: Price,
+    /// Its image prices by quality and size.
+    pub image_prices: &'a ImagePrices,
 }
 
 /// What a provider module builds its target from.
@@ -168,6 +170,8 @@ pub struct DeploymentTarget {
     pub timeouts: Timeouts,
     /// What its tokens cost (resolved at config load; zero when nothing prices it).
     pub price: Price,
+    /// Its image prices by quality and size (a request's `quality` and `size` pick one).
+    pub image_prices: ImagePrices,
 }
 
 impl DeploymentTarget {
@@ -200,6 +204,7 @@ impl DeploymentTarget {
             upstream,
             timeouts: d.timeouts,
             price: d.price,
+            image_prices: d.image_prices.clone(),
         })
     }
 
@@ -228,6 +233,7 @@ impl DeploymentTarget {
             upstream: UpstreamTarget::Mock(crate::mock::Target::default()),
             timeouts: Timeouts::default(),
             price: Price::default(),
+            image_prices: ImagePrices::default(),
         }
     }
 }

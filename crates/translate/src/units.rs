@@ -1,12 +1,14 @@
 //! The units a request states for itself, for endpoints priced per unit: the characters of
-//! text to speak, the size of each image asked for. Read only for those endpoints; the
-//! token-priced ones never come here.
+//! text to speak, the size and quality of each image asked for. Read only for those
+//! endpoints; the token-priced ones never come here.
 
 use serde::Deserialize;
 
 use sluice_core::endpoint::{BodyFormat, Endpoint};
+use sluice_core::price::ImageQuality;
 use sluice_core::usage::RequestUnits;
 
+use crate::images::dimensions;
 use crate::multipart;
 
 #[derive(Deserialize)]
@@ -15,6 +17,8 @@ struct Stated<'a> {
     input: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     size: Option<&'a str>,
+    #[serde(default, borrow)]
+    quality: Option<&'a str>,
 }
 
 /// What `body` (a request to `endpoint`, already validated by its envelope) states about its
@@ -30,43 +34,47 @@ pub fn request_units(endpoint: Endpoint, body: &[u8], boundary: Option<&str>) ->
     if !priced_by_request {
         return RequestUnits::default();
     }
-    let (input, size) = match (endpoint.body_format(), boundary) {
+    let (input, size, quality) = match (endpoint.body_format(), boundary) {
         (BodyFormat::Json, _) => match serde_json::from_slice::<Stated<'_>>(body) {
             Ok(s) => (
                 s.input.map(|i| i.chars().count() as u64),
-                s.size.map(pixels),
+                s.size.map(dimensions),
+                s.quality.map(ImageQuality::parse),
             ),
-            Err(_) => (None, None),
+            Err(_) => (None, None, None),
         },
-        (BodyFormat::Multipart, Some(b)) => {
-            let size = multipart::head(body, b).ok().and_then(|parts| {
-                parts
-                    .iter()
-                    .find(|p| p.name == "size" && p.filename.is_none())
-                    .and_then(|p| multipart::text(body, p))
-                    .map(pixels)
-            });
-            (None, size)
-        }
-        (BodyFormat::Multipart, None) => (None, None),
+        (BodyFormat::Multipart, Some(b)) => match multipart::head(body, b) {
+            Ok(parts) => {
+                let field = |name: &str| {
+                    parts
+                        .iter()
+                        .find(|p| p.name == name && p.filename.is_none())
+                        .and_then(|p| multipart::text(body, p))
+                };
+                (
+                    None,
+                    field("size").map(dimensions),
+                    field("quality").map(ImageQuality::parse),
+                )
+            }
+            Err(_) => (None, None, None),
+        },
+        (BodyFormat::Multipart, None) => (None, None, None),
     };
-    // DALL·E's default size when none is stated; `auto` (gpt-image-1) is priced by tokens.
-    let default_size = matches!(
+    let images = matches!(
         endpoint,
         Endpoint::ImageGenerations | Endpoint::ImageEdits | Endpoint::ImageVariations
-    )
-    .then_some(1024 * 1024);
+    );
     RequestUnits {
         characters: input.unwrap_or(0),
-        pixels_per_image: size.or(default_size).unwrap_or(0),
+        // OpenAI's default size when none is stated; `auto` or an unreadable size: none.
+        image_size: if images {
+            size.unwrap_or(Some((1024, 1024)))
+        } else {
+            None
+        },
+        image_quality: quality,
     }
-}
-
-/// Pixels of an OpenAI `size` (`"1024x1792"`); 0 for `auto` or anything unreadable.
-fn pixels(size: &str) -> u64 {
-    size.split_once('x')
-        .and_then(|(w, h)| Some(w.trim().parse::<u64>().ok()? * h.trim().parse::<u64>().ok()?))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -82,23 +90,30 @@ mod tests {
         );
         let img = br#"{"model":"dall-e-3","prompt":"p","size":"1024x1792"}"#;
         assert_eq!(
-            request_units(Endpoint::ImageGenerations, img, None).pixels_per_image,
+            request_units(Endpoint::ImageGenerations, img, None).pixels_per_image(),
             1024 * 1792
+        );
+        let hd = br#"{"model":"dall-e-3","prompt":"p","size":"1792x1024","quality":"hd"}"#;
+        let u = request_units(Endpoint::ImageGenerations, hd, None);
+        assert_eq!(
+            (u.image_size, u.image_quality),
+            (Some((1792, 1024)), Some(ImageQuality::Hd))
         );
         let unsized_ = br#"{"model":"dall-e-2","prompt":"p"}"#;
         assert_eq!(
-            request_units(Endpoint::ImageGenerations, unsized_, None).pixels_per_image,
+            request_units(Endpoint::ImageGenerations, unsized_, None).pixels_per_image(),
             1024 * 1024
         );
         let auto = br#"{"model":"gpt-image-1","prompt":"p","size":"auto"}"#;
         assert_eq!(
-            request_units(Endpoint::ImageGenerations, auto, None).pixels_per_image,
+            request_units(Endpoint::ImageGenerations, auto, None).pixels_per_image(),
             0
         );
-        let form = b"--b\r\nContent-Disposition: form-data; name=\"size\"\r\n\r\n256x256\r\n--b--";
+        let form = b"--b\r\nContent-Disposition: form-data; name=\"size\"\r\n\r\n256x256\r\n--b\r\nContent-Disposition: form-data; name=\"quality\"\r\n\r\nhigh\r\n--b--";
+        let u = request_units(Endpoint::ImageEdits, form, Some("b"));
         assert_eq!(
-            request_units(Endpoint::ImageEdits, form, Some("b")).pixels_per_image,
-            256 * 256
+            (u.pixels_per_image(), u.image_quality),
+            (256 * 256, Some(ImageQuality::High))
         );
         let chat = br#"{"model":"m","input":"not counted"}"#;
         assert_eq!(

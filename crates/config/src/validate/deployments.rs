@@ -158,6 +158,7 @@ fn deployment(
         output_cost_per_token,
         unit_costs,
         price: sluice_core::price::Price::default(),
+        image_prices: sluice_core::price::ImagePrices::default(),
         model_info,
         model_name,
         use_in_pass_through,
@@ -249,9 +250,10 @@ fn price_all(deployments: &mut [(usize, Deployment)], env: &dyn Env, p: &mut Pro
         }
     };
     for (i, d) in deployments.iter_mut() {
-        let (price, source) = table.resolve(d);
-        d.price = price;
-        if source == PriceSource::Unknown && d.provider().priced() {
+        let resolved = table.resolve(d);
+        d.price = resolved.price;
+        d.image_prices = resolved.images;
+        if resolved.source == PriceSource::Unknown && d.provider().priced() {
             p.warn(
                 format!("model_list[{i}].litellm_params.model"),
                 format!(

@@ -1,10 +1,12 @@
 //! Amazon Bedrock's Converse API: every request is translated (`codec`), the model id and the
 //! operation are in the URL, each request is signed with SigV4 (`sluice_net::sigv4`), streams
 //! arrive as AWS event-stream frames; embeddings through `InvokeModel` for Titan and Cohere
-//! models (`embed`).
+//! models (`embed`), image generation through `InvokeModel` for Titan, Nova Canvas and
+//! Stability models (`image`).
 
 pub mod codec;
 mod embed;
+mod image;
 #[cfg(test)]
 mod tests;
 
@@ -19,6 +21,7 @@ use sluice_net::sigv4::{uri_encode, Credentials, Signer};
 
 pub use codec::Converse;
 pub use embed::Embeddings;
+pub use image::Images;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
@@ -169,9 +172,23 @@ impl Upstream for Bedrock {
                 )
                 .await
             }
+            Endpoint::ImageGenerations => {
+                let model = http.model(call)?;
+                let Some(api) = Images::of(&model) else {
+                    return exchange::not_served(http.provider, call);
+                };
+                exchange::images(
+                    http.provider,
+                    &api,
+                    &Converse,
+                    call,
+                    model,
+                    |model, body| post(Op::Predict, model, body),
+                )
+                .await
+            }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
             Endpoint::Completions | Endpoint::Responses
-            | Endpoint::ImageGenerations
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions

@@ -110,6 +110,17 @@ pub const SPECS: &[ProviderSpec] = &[
     compatible("jina_ai", Some("https://api.jina.ai/v1"), &["JINA_AI_API_KEY"]),
     // Voyage AI: OpenAI-shaped embeddings; rerank in its own shape (`rerank.rs`).
     compatible("voyage", Some("https://api.voyageai.com/v1"), &["VOYAGE_API_KEY"]),
+    // Infinity: OpenAI-shaped embeddings, Cohere-shaped rerank with bare-string documents.
+    ProviderSpec {
+        base_env: &["INFINITY_API_BASE"],
+        ..compatible("infinity", None, &["INFINITY_API_KEY"])
+    },
+    // Hugging Face Text Embeddings Inference: rerank in TEI's shape at `{api_base}/rerank`
+    // (`rerank.rs`); the rest as an OpenAI-compatible server at `api_base`.
+    ProviderSpec {
+        base_env: &["HF_API_BASE", "HUGGINGFACE_API_BASE"],
+        ..compatible("huggingface", None, &["HUGGINGFACE_API_KEY"])
+    },
     ProviderSpec {
         base_env: &["HOSTED_VLLM_API_BASE"],
         ..compatible("hosted_vllm", None, &["HOSTED_VLLM_API_KEY"])
@@ -172,7 +183,13 @@ impl Upstream for OpenAiCompatible {
                 KeyHeader::Bearer,
                 &organization(d, c.organization.as_deref())?,
             )?,
-            urls: EndpointUrls::build(d, |e| format!("{base}{}", e.path()))?,
+            urls: EndpointUrls::build(d, |e| {
+                if e == Endpoint::Rerank {
+                    rerank::url(d.upstream.provider.name(), base)
+                } else {
+                    format!("{base}{}", e.path())
+                }
+            })?,
             rerank: Shape::of(d.upstream.provider.name()),
             realtime: RealtimeUrl::openai(base),
         })
@@ -215,10 +232,7 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
             http.pass_through(t.urls.get(call.endpoint), call, &[])
                 .await
         }
-        Endpoint::Rerank => match t.rerank {
-            Shape::Cohere => http.pass_through(t.urls.get(call.endpoint), call, &[]).await,
-            Shape::Voyage => rerank::voyage(t, call).await,
-        },
+        Endpoint::Rerank => rerank::send(t, call).await,
         Endpoint::Messages => {
             let url = t.urls.get(Endpoint::ChatCompletions);
             exchange::chat(
