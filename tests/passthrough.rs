@@ -448,6 +448,149 @@ async fn streams_of_google_and_openai_are_charged_without_changing_what_the_clie
     assert!(r.cost.unwrap() > 0);
 }
 
+/// Two counts of a usage object, as the client sees them (`input`, `output`).
+fn counts(usage: &Value, input: &str, output: &str) -> (u64, u64) {
+    let n = |k: &str| {
+        usage[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {usage}"))
+    };
+    (n(input), n(output))
+}
+
+/// The usage a client sees in a stream, and sluice's record of it, agree.
+fn charged(r: &sluice_core::record::RequestRecord, seen: (u64, u64), label: &str) {
+    assert!(r.stream, "{label}");
+    let u = r.usage.unwrap_or_else(|| panic!("{label}: usage read"));
+    assert_eq!((u.prompt_tokens, u.completion_tokens), seen, "{label}");
+    assert!(seen.0 > 0 && seen.1 > 0, "{label}: {seen:?}");
+}
+
+#[tokio::test]
+async fn streams_in_each_providers_own_framing_are_charged() {
+    let (_mock, mut gw) = setup(MockSettings {
+        chunk_interval: Duration::from_millis(5),
+        ..strict_mock()
+    })
+    .await;
+    let key = new_key(&gw, json!({"max_budget": 10})).await;
+    let bearer = [("authorization", format!("Bearer {key}"))];
+    // Bedrock InvokeModelWithResponseStream on Claude: event-stream `chunk`s whose base64
+    // `bytes` are Anthropic's events; Bedrock's own count rides in the last one.
+    let id = BEDROCK_MODEL.replace(':', "%3A");
+    let claude = r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}"#;
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{id}/invoke-with-response-stream"),
+        claude,
+        &[("x-litellm-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        a.header("content-type"),
+        Some("application/vnd.amazon.eventstream")
+    );
+    let mut decoder = sluice_translate::eventstream::Decoder::default();
+    decoder.push(&a.body);
+    let (mut events, mut buf) = (Vec::new(), Vec::new());
+    while let Some(m) = decoder.next_message().unwrap() {
+        assert!(sluice_translate::eventstream::chunk_bytes(
+            &m.payload, &mut buf
+        ));
+        events.push(serde_json::from_slice::<Value>(&buf).unwrap());
+    }
+    assert_eq!(events[0]["type"], "message_start");
+    let metrics = &events.last().unwrap()["amazon-bedrock-invocationMetrics"];
+    let seen = counts(metrics, "inputTokenCount", "outputTokenCount");
+    let r = record(&mut gw).await;
+    charged(&r, seen, "invoke-with-response-stream");
+    assert_eq!(r.model.as_deref(), Some(BEDROCK_MODEL));
+    assert!(r.cost.unwrap() > 0);
+    // InvokeModel, whole: the model's own `usage`.
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{id}/invoke"),
+        claude,
+        &[("x-litellm-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = counts(&a.json()["usage"], "input_tokens", "output_tokens");
+    let r = record(&mut gw).await;
+    let u = r.usage.unwrap();
+    assert_eq!((u.prompt_tokens, u.completion_tokens), seen);
+    assert!(r.cost.unwrap() > 0);
+    // Cohere v2: SSE, the usage in `message-end`.
+    let a = call(
+        &gw,
+        "/cohere/v2/chat",
+        r#"{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &bearer,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let end: Value = a
+        .sse_data()
+        .iter()
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|e| e["type"] == "message-end")
+        .unwrap();
+    let units = &end["delta"]["usage"]["billed_units"];
+    let seen = counts(units, "input_tokens", "output_tokens");
+    charged(&record(&mut gw).await, seen, "cohere v2");
+    // Cohere v1: one JSON document a line, the usage in `stream-end`.
+    let a = call(
+        &gw,
+        "/cohere/v1/chat",
+        r#"{"model":"command-r","stream":true,"message":"hi there"}"#,
+        &bearer,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("content-type"), Some("application/stream+json"));
+    let lines: Vec<Value> = a
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = lines.last().unwrap();
+    assert_eq!(end["event_type"], "stream-end");
+    let units = &end["response"]["meta"]["billed_units"];
+    let seen = counts(units, "input_tokens", "output_tokens");
+    charged(&record(&mut gw).await, seen, "cohere v1");
+    // Gemini without `alt=sse`: one JSON array, streamed element by element.
+    let a = call(
+        &gw,
+        &format!("/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?key={key}"),
+        r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.frames.len() > 1, "relayed as it came");
+    let items = a.json();
+    let last = items.as_array().unwrap().last().unwrap();
+    let seen = counts(
+        &last["usageMetadata"],
+        "promptTokenCount",
+        "candidatesTokenCount",
+    );
+    let r = record(&mut gw).await;
+    charged(&r, seen, "gemini array");
+    assert!(r.cost.unwrap() > 0);
+    // The key's spend has all of it.
+    let a = call(
+        &gw,
+        "/cohere/v2/chat",
+        r#"{"model":"command-a-03-2025","messages":[{"role":"user","content":"hi"}]}"#,
+        &bearer,
+    )
+    .await;
+    let spent: f64 = a.header("x-sluice-key-spend").unwrap().parse().unwrap();
+    assert!(spent > 0.0, "{spent}");
+}
+
 #[tokio::test]
 async fn virtual_key_budgets_limits_and_model_access_apply() {
     let (mock, mut gw) = setup(strict_mock()).await;

@@ -177,8 +177,7 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let framing = Framing::of(content_type);
-    let whole = !head.status.is_success()
-        || (framing == Framing::Opaque && is_json(content_type) && !streams);
+    let whole = !head.status.is_success() || (framing == Framing::Json && !streams);
     let mut out = Response::new(ResponseBody::full(Bytes::new()));
     *out.status_mut() = head.status;
     answer_headers(&head.headers, out.headers_mut());
@@ -282,17 +281,6 @@ fn outgoing_body(route: Route, rest: &str, body: &Bytes, streams: bool) -> (Vec<
     (vec![body.clone()], false)
 }
 
-/// Whether a content type is JSON (`application/json`, `application/problem+json`, ...).
-fn is_json(content_type: &str) -> bool {
-    let ct = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    ct == "application/json" || ct.ends_with("+json")
-}
-
 /// A model name for records, at most [`MAX_MODEL_LEN`] characters.
 fn capped(model: &str) -> Arc<str> {
     Arc::from(model.chars().take(MAX_MODEL_LEN).collect::<String>())
@@ -368,6 +356,5 @@ mod tests {
         assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &wants, true).1);
         assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true).1);
         assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, false).1);
-        assert!(is_json("application/json; charset=utf-8") && !is_json("text/event-stream"));
     }
 }

@@ -1,8 +1,11 @@
 //! Amazon Bedrock's wire format as the mock writes it, on the real paths
-//! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`): Converse
-//! answers with `toolUse` blocks when the request offers a `toolConfig`, ConverseStream as
-//! binary event-stream frames with real CRCs, Titan and Cohere embeddings, and AWS's error
-//! shape (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's
+//! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`,
+//! `/model/{id}/invoke-with-response-stream`): Converse answers with `toolUse` blocks when the
+//! request offers a `toolConfig`, ConverseStream as binary event-stream frames with real CRCs,
+//! InvokeModel in the model's own format (Anthropic's Messages for a Claude body, Titan and
+//! Cohere embeddings), InvokeModelWithResponseStream as `chunk` events whose base64 `bytes` are
+//! Anthropic's stream events, the last with Bedrock's `amazon-bedrock-invocationMetrics`, and
+//! AWS's error shape (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's
 //! SigV4 signature is checked first: a wrong one gets AWS's 403.
 
 use bytes::Bytes;
@@ -24,8 +27,10 @@ pub(crate) enum Op {
     Converse,
     /// `/converse-stream`
     Stream,
-    /// `/invoke` (embeddings)
+    /// `/invoke` (a Claude Messages body, or embeddings)
     Invoke,
+    /// `/invoke-with-response-stream` (a Claude Messages body)
+    InvokeStream,
 }
 
 /// Match `/model/{id}/{op}`; the id comes back decoded (`%3A` → `:`).
@@ -36,6 +41,7 @@ pub(super) fn route(path: &str) -> Option<(String, Op)> {
         "converse" => Op::Converse,
         "converse-stream" => Op::Stream,
         "invoke" => Op::Invoke,
+        "invoke-with-response-stream" => Op::InvokeStream,
         _ => return None,
     };
     Some((sigv4::uri_decode(id), op))
@@ -218,11 +224,64 @@ impl Plan {
     }
 }
 
-/// Titan (`inputText`) and Cohere (`texts`) embedding bodies.
-fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
+/// InvokeModel on a Claude model: Anthropic's Messages body (with Bedrock's
+/// `anthropic_version`, no `model`), answered as Anthropic answers it; streamed, each event
+/// a `chunk`, the last carrying Bedrock's own count.
+fn invoke_claude(
+    model: &str,
+    stream: bool,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    let plan = super::plan(s, model, None, prompt_tokens, true);
+    if !stream {
+        return json(StatusCode::OK, plan.message());
+    }
+    let events = plan.message_events();
+    let last = events.len().saturating_sub(1);
+    let frames = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, mut v))| {
+            if i == last {
+                v["amazon-bedrock-invocationMetrics"] = json!({
+                    "inputTokenCount": plan.prompt_tokens,
+                    "outputTokenCount": plan.completion_tokens,
+                    "invocationLatency": 1,
+                    "firstByteLatency": 1,
+                });
+            }
+            Bytes::from(eventstream::chunk(v.to_string().as_bytes()))
+        })
+        .collect();
+    super::stream(frames, s, "application/vnd.amazon.eventstream")
+}
+
+/// Whether an InvokeModel body is Anthropic's Messages (Claude on Bedrock).
+fn is_claude_body(v: &Value) -> bool {
+    v.get("anthropic_version").is_some() || v.get("messages").is_some()
+}
+
+/// Titan (`inputText`) and Cohere (`texts`) embedding bodies, and Claude's Messages bodies.
+fn invoke(
+    model: &str,
+    body: &[u8],
+    stream: bool,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return error(StatusCode::BAD_REQUEST, "Malformed input request");
     };
+    if is_claude_body(&v) {
+        return invoke_claude(model, stream, s, prompt_tokens);
+    }
+    if stream {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!("The mock streams InvokeModel for Claude bodies only, not for {model}"),
+        );
+    }
     if let Some(text) = v["inputText"].as_str() {
         let dims = v["dimensions"]
             .as_u64()
@@ -243,7 +302,7 @@ fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
     }
     error(
         StatusCode::BAD_REQUEST,
-        &format!("The mock cannot invoke {model}: send a Titan or Cohere embedding body"),
+        &format!("The mock cannot invoke {model}: send a Claude, Titan or Cohere embedding body"),
     )
 }
 
@@ -255,8 +314,8 @@ pub(super) fn answer(
     s: &MockSettings,
     prompt_tokens: u64,
 ) -> Response<MockBody> {
-    if op == Op::Invoke {
-        return invoke(model, body, s);
+    if matches!(op, Op::Invoke | Op::InvokeStream) {
+        return invoke(model, body, op == Op::InvokeStream, s, prompt_tokens);
     }
     let tool = match tool_plan(body) {
         Ok(t) => t,
@@ -274,7 +333,7 @@ pub(super) fn answer(
             s,
             "application/vnd.amazon.eventstream",
         ),
-        Op::Converse | Op::Invoke => json(StatusCode::OK, plan.converse()),
+        Op::Converse | Op::Invoke | Op::InvokeStream => json(StatusCode::OK, plan.converse()),
     }
 }
 
@@ -292,7 +351,49 @@ mod tests {
             ))
         );
         assert_eq!(route("/model/x/other"), None);
+        assert_eq!(
+            route("/model/x/invoke-with-response-stream"),
+            Some(("x".to_owned(), Op::InvokeStream))
+        );
         assert_eq!(sigv4::uri_decode("a%2Fb%3"), "a/b%3");
+    }
+
+    #[tokio::test]
+    async fn claude_invoke_streams_chunks_with_bedrocks_count_last() {
+        use http_body_util::BodyExt;
+        let body = Bytes::from_static(
+            br#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}"#,
+        );
+        let s = MockSettings::default();
+        let resp = answer("anthropic.claude-x", Op::InvokeStream, &body, &s, 7);
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let mut d = eventstream::Decoder::default();
+        d.push(&bytes);
+        let mut events = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(m) = d.next_message().unwrap() {
+            assert_eq!(m.header(":event-type"), Some("chunk"));
+            assert!(eventstream::chunk_bytes(&m.payload, &mut buf));
+            events.push(serde_json::from_slice::<Value>(&buf).unwrap());
+        }
+        assert_eq!(events[0]["type"], "message_start");
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "message_stop");
+        let metrics = &last["amazon-bedrock-invocationMetrics"];
+        assert_eq!(metrics["inputTokenCount"], 7);
+        let delta = events
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .unwrap();
+        assert_eq!(metrics["outputTokenCount"], delta["usage"]["output_tokens"]);
+        // Not streamed: Anthropic's message.
+        let resp = answer("anthropic.claude-x", Op::Invoke, &body, &s, 7);
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            (v["type"].as_str(), v["usage"]["input_tokens"].as_u64()),
+            (Some("message"), Some(7))
+        );
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl Route {
             Self::Bedrock => match path::bedrock(rest).op {
                 "converse" | "converse-stream" => Shape::Converse,
                 // InvokeModel answers in the model's own format (Anthropic's for Claude).
-                "invoke" => Shape::Common,
+                "invoke" | "invoke-with-response-stream" => Shape::Invoke,
                 _ => Shape::Unknown,
             },
             Self::Cohere => Shape::Cohere,
