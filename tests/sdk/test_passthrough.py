@@ -14,15 +14,18 @@ from botocore.config import Config
 from conftest import MASTER_KEY
 
 
-def test_anthropic_sdk_through_the_anthropic_route(gateway):
+def anthropic_message(gateway, model):
     client = anthropic.Anthropic(
         base_url=f"{gateway['root']}/anthropic", api_key=MASTER_KEY, max_retries=0
     )
-    m = client.messages.create(
-        model="claude-sonnet-4-5",
-        max_tokens=50,
-        messages=[{"role": "user", "content": "Hello"}],
+    message = client.messages.create(
+        model=model, max_tokens=50, messages=[{"role": "user", "content": "Hello"}]
     )
+    return client, message
+
+
+def test_anthropic_sdk_through_the_anthropic_route(gateway):
+    client, m = anthropic_message(gateway, "claude-sonnet-4-5")
     assert m.model == "claude-sonnet-4-5"
     assert m.content[0].text.startswith("The mock provider")
     assert m.usage.output_tokens > 0
@@ -98,3 +101,23 @@ def test_boto3_invoke_model_and_its_response_stream(gateway):
     metrics = events[-1]["amazon-bedrock-invocationMetrics"]
     assert metrics["outputTokenCount"] == whole["usage"]["output_tokens"]
     assert metrics["inputTokenCount"] == whole["usage"]["input_tokens"]
+
+
+def test_model_group_names_through_the_sdks(gateway):
+    """LiteLLM's model-group names on the pass-through routes: boto3 with `modelId` a group
+    (`bedrock-claude`) and the anthropic SDK with `model` a group (`claude-sonnet`) reach that
+    group's deployment, under its own model id."""
+    client = bedrock_client(gateway)
+    messages = [{"role": "user", "content": [{"text": "Hello"}]}]
+    r = client.converse(modelId="bedrock-claude", messages=messages)
+    assert r["output"]["message"]["content"][0]["text"].startswith("The mock provider")
+    body = json.dumps({
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "Hello"}],
+    })
+    streamed = client.invoke_model_with_response_stream(modelId="bedrock-claude", body=body)
+    events = [json.loads(e["chunk"]["bytes"]) for e in streamed["body"]]
+    assert events[0]["message"]["model"] == "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    _, m = anthropic_message(gateway, "claude-sonnet")
+    assert m.model == "claude-sonnet-4-5"
