@@ -448,6 +448,149 @@ async fn streams_of_google_and_openai_are_charged_without_changing_what_the_clie
     assert!(r.cost.unwrap() > 0);
 }
 
+/// Two counts of a usage object, as the client sees them (`input`, `output`).
+fn counts(usage: &Value, input: &str, output: &str) -> (u64, u64) {
+    let n = |k: &str| {
+        usage[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} in {usage}"))
+    };
+    (n(input), n(output))
+}
+
+/// The usage a client sees in a stream, and sluice's record of it, agree.
+fn charged(r: &sluice_core::record::RequestRecord, seen: (u64, u64), label: &str) {
+    assert!(r.stream, "{label}");
+    let u = r.usage.unwrap_or_else(|| panic!("{label}: usage read"));
+    assert_eq!((u.prompt_tokens, u.completion_tokens), seen, "{label}");
+    assert!(seen.0 > 0 && seen.1 > 0, "{label}: {seen:?}");
+}
+
+#[tokio::test]
+async fn streams_in_each_providers_own_framing_are_charged() {
+    let (_mock, mut gw) = setup(MockSettings {
+        chunk_interval: Duration::from_millis(5),
+        ..strict_mock()
+    })
+    .await;
+    let key = new_key(&gw, json!({"max_budget": 10})).await;
+    let bearer = [("authorization", format!("Bearer {key}"))];
+    // Bedrock InvokeModelWithResponseStream on Claude: event-stream `chunk`s whose base64
+    // `bytes` are Anthropic's events; Bedrock's own count rides in the last one.
+    let id = BEDROCK_MODEL.replace(':', "%3A");
+    let claude = r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}"#;
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{id}/invoke-with-response-stream"),
+        claude,
+        &[("x-litellm-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(
+        a.header("content-type"),
+        Some("application/vnd.amazon.eventstream")
+    );
+    let mut decoder = sluice_translate::eventstream::Decoder::default();
+    decoder.push(&a.body);
+    let (mut events, mut buf) = (Vec::new(), Vec::new());
+    while let Some(m) = decoder.next_message().unwrap() {
+        assert!(sluice_translate::eventstream::chunk_bytes(
+            &m.payload, &mut buf
+        ));
+        events.push(serde_json::from_slice::<Value>(&buf).unwrap());
+    }
+    assert_eq!(events[0]["type"], "message_start");
+    let metrics = &events.last().unwrap()["amazon-bedrock-invocationMetrics"];
+    let seen = counts(metrics, "inputTokenCount", "outputTokenCount");
+    let r = record(&mut gw).await;
+    charged(&r, seen, "invoke-with-response-stream");
+    assert_eq!(r.model.as_deref(), Some(BEDROCK_MODEL));
+    assert!(r.cost.unwrap() > 0);
+    // InvokeModel, whole: the model's own `usage`.
+    let a = call(
+        &gw,
+        &format!("/bedrock/model/{id}/invoke"),
+        claude,
+        &[("x-litellm-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = counts(&a.json()["usage"], "input_tokens", "output_tokens");
+    let r = record(&mut gw).await;
+    let u = r.usage.unwrap();
+    assert_eq!((u.prompt_tokens, u.completion_tokens), seen);
+    assert!(r.cost.unwrap() > 0);
+    // Cohere v2: SSE, the usage in `message-end`.
+    let a = call(
+        &gw,
+        "/cohere/v2/chat",
+        r#"{"model":"command-a-03-2025","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &bearer,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let end: Value = a
+        .sse_data()
+        .iter()
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|e| e["type"] == "message-end")
+        .unwrap();
+    let units = &end["delta"]["usage"]["billed_units"];
+    let seen = counts(units, "input_tokens", "output_tokens");
+    charged(&record(&mut gw).await, seen, "cohere v2");
+    // Cohere v1: one JSON document a line, the usage in `stream-end`.
+    let a = call(
+        &gw,
+        "/cohere/v1/chat",
+        r#"{"model":"command-r","stream":true,"message":"hi there"}"#,
+        &bearer,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("content-type"), Some("application/stream+json"));
+    let lines: Vec<Value> = a
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = lines.last().unwrap();
+    assert_eq!(end["event_type"], "stream-end");
+    let units = &end["response"]["meta"]["billed_units"];
+    let seen = counts(units, "input_tokens", "output_tokens");
+    charged(&record(&mut gw).await, seen, "cohere v1");
+    // Gemini without `alt=sse`: one JSON array, streamed element by element.
+    let a = call(
+        &gw,
+        &format!("/gemini/v1beta/models/gemini-2.5-flash:streamGenerateContent?key={key}"),
+        r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.frames.len() > 1, "relayed as it came");
+    let items = a.json();
+    let last = items.as_array().unwrap().last().unwrap();
+    let seen = counts(
+        &last["usageMetadata"],
+        "promptTokenCount",
+        "candidatesTokenCount",
+    );
+    let r = record(&mut gw).await;
+    charged(&r, seen, "gemini array");
+    assert!(r.cost.unwrap() > 0);
+    // The key's spend has all of it.
+    let a = call(
+        &gw,
+        "/cohere/v2/chat",
+        r#"{"model":"command-a-03-2025","messages":[{"role":"user","content":"hi"}]}"#,
+        &bearer,
+    )
+    .await;
+    let spent: f64 = a.header("x-sluice-key-spend").unwrap().parse().unwrap();
+    assert!(spent > 0.0, "{spent}");
+}
+
 #[tokio::test]
 async fn virtual_key_budgets_limits_and_model_access_apply() {
     let (mock, mut gw) = setup(strict_mock()).await;
@@ -617,4 +760,297 @@ async fn record(gw: &mut Gateway) -> sluice_core::record::RequestRecord {
             return r;
         }
     }
+}
+
+/// A `model_list` whose groups have deployments of the pass-through routes' providers, all at
+/// `up`, with credentials of their own (no route is configured from the environment; one
+/// Bedrock deployment lends `/bedrock/*` its upstream for names that are no group).
+fn group_config(up: &str, key_file: &std::path::Path, aws_secret: &str) -> String {
+    let key_file = key_file.display();
+    format!(
+        r#"
+model_list:
+  - model_name: claude-fast
+    litellm_params:
+      model: bedrock/{BEDROCK_MODEL}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: "{aws_secret}"
+      aws_region_name: eu-west-1
+      api_base: http://{up}
+    model_info: {{id: bedrock-a}}
+  - model_name: claude-fast
+    litellm_params:
+      model: bedrock/anthropic.claude-3-5-haiku-20241022-v1:0
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: "{aws_secret}"
+      aws_region_name: eu-west-1
+      api_base: http://{up}
+      use_in_pass_through: true
+    model_info: {{id: bedrock-b}}
+  - model_name: claude-fast
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_key: {UPSTREAM_KEY}
+      api_base: http://{up}
+    model_info: {{id: anthropic-a}}
+  - model_name: flash
+    litellm_params:
+      model: gemini/gemini-2.5-flash
+      api_key: {UPSTREAM_KEY}
+      api_base: http://{up}
+    model_info: {{id: gemini-a}}
+  - model_name: flash
+    litellm_params:
+      model: vertex_ai/gemini-2.5-pro
+      vertex_project: group-project
+      vertex_location: us-east5
+      vertex_credentials: {key_file}
+      api_base: http://{up}
+    model_info: {{id: vertex-a}}
+  - model_name: chat
+    litellm_params:
+      model: azure/gpt-4o-prod
+      api_key: {UPSTREAM_KEY}
+      api_base: http://{up}
+      api_version: "2024-10-21"
+    model_info: {{id: azure-a}}
+general_settings:
+  master_key: {MASTER}
+"#
+    )
+}
+
+#[tokio::test]
+async fn group_names_reach_a_deployment_of_the_group_with_its_id_and_credentials() {
+    let up = recording(Reply::Json(200, r#"{"ok":true}"#)).await;
+    let host = up.addr.to_string();
+    let mut gw = gateway(&group_config(&host, &vertex_key_file(&host), AWS_SECRET)).await;
+    let master = [("authorization", format!("Bearer {MASTER}"))];
+    let bedrock = [("x-litellm-api-key", MASTER.to_owned())];
+    let claude = r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":5,"messages":[]}"#;
+    for (path, body, headers) in [
+        ("/bedrock/model/claude-fast/invoke", claude, &bedrock[..]),
+        (
+            "/bedrock/model/claude-fast/invoke-with-response-stream",
+            claude,
+            &bedrock[..],
+        ),
+        (
+            "/anthropic/v1/messages",
+            r#"{"model":"claude-fast","max_tokens":5,"messages":[]}"#,
+            &master[..],
+        ),
+        (
+            "/azure/openai/deployments/chat/chat/completions?api-version=2024-10-21",
+            r#"{"messages":[]}"#,
+            &master[..],
+        ),
+        (
+            "/gemini/v1beta/models/flash:generateContent",
+            r#"{"contents":[]}"#,
+            &master[..],
+        ),
+    ] {
+        let a = call(&gw, path, body, headers).await;
+        assert_eq!(a.status, 200, "{path}: {}", a.text());
+        let r = record(&mut gw).await;
+        assert!(r.deployment.is_some(), "{path}: routed to a deployment");
+    }
+    let seen = up.requests();
+    let paths: Vec<&str> = seen.iter().map(|c| c.path_and_query.as_str()).collect();
+    // Bedrock: the group's name in the path became a deployment's model id, signed as sent
+    // with that deployment's credentials.
+    assert!(
+        paths[0] == "/model/anthropic.claude-sonnet-4-20250514-v1%3A0/invoke"
+            || paths[0] == "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/invoke",
+        "{}",
+        paths[0]
+    );
+    assert!(
+        paths[1].ends_with("/invoke-with-response-stream"),
+        "{}",
+        paths[1]
+    );
+    for c in &seen[..2] {
+        sluice_net::sigv4::verify(
+            AWS_KEY,
+            AWS_SECRET,
+            &c.path_and_query,
+            "",
+            &c.headers,
+            &c.body,
+        )
+        .unwrap();
+    }
+    // Anthropic: the body's `model`, and nothing else, is the deployment's; its key is sent.
+    assert_eq!(paths[2], "/v1/messages");
+    assert_eq!(
+        &seen[2].body[..],
+        br#"{"model":"claude-sonnet-4-5","max_tokens":5,"messages":[]}"#
+    );
+    assert_eq!(seen[2].headers.get("x-api-key").unwrap(), UPSTREAM_KEY);
+    // Azure: the deployment in the path.
+    assert_eq!(
+        paths[3],
+        "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
+    );
+    assert_eq!(seen[3].headers.get("api-key").unwrap(), UPSTREAM_KEY);
+    // Gemini: only the Gemini deployment of `flash` serves `/gemini/*`.
+    assert_eq!(paths[4], "/v1beta/models/gemini-2.5-flash:generateContent");
+    assert_eq!(seen[4].headers.get("x-goog-api-key").unwrap(), UPSTREAM_KEY);
+    // A name that is no group goes as written, to the route's own upstream (none here).
+    let a = call(
+        &gw,
+        "/gemini/v1beta/models/gemini-2.0-pro:generateContent",
+        "{}",
+        &master,
+    )
+    .await;
+    assert_eq!(a.status, 501, "{}", a.text());
+    // So does a group without a deployment of the route's provider (here to the Bedrock
+    // deployment marked `use_in_pass_through`).
+    let a = call(&gw, "/bedrock/model/flash/converse", "{}", &bedrock).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = up.requests();
+    assert_eq!(seen.len(), 6);
+    assert_eq!(seen[5].path_and_query, "/model/flash/converse");
+}
+
+#[tokio::test]
+async fn group_names_are_balanced_charged_and_checked_for_access() {
+    let mock = mock_server(strict_mock()).await;
+    let host = mock.addr.to_string();
+    let mut gw = gateway(&group_config(&host, &vertex_key_file(&host), AWS_SECRET)).await;
+    let key = new_key(
+        &gw,
+        json!({"models": ["claude-fast", "flash"], "max_budget": 10}),
+    )
+    .await;
+    let bedrock = [("x-litellm-api-key", key.clone())];
+    let claude = r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}"#;
+    // The group's Bedrock deployments share the calls (the router's strategy); each answer
+    // comes from the model the deployment names, and is charged at that deployment's price.
+    let mut deployments = std::collections::BTreeSet::new();
+    for op in ["invoke", "invoke-with-response-stream", "invoke", "invoke"] {
+        let a = call(
+            &gw,
+            &format!("/bedrock/model/claude-fast/{op}"),
+            claude,
+            &bedrock,
+        )
+        .await;
+        assert_eq!(a.status, 200, "{op}: {}", a.text());
+        let r = record(&mut gw).await;
+        assert_eq!(r.model.as_deref(), Some("claude-fast"), "{op}");
+        assert!(r.usage.unwrap().completion_tokens > 0, "{op}");
+        assert!(r.cost.unwrap() > 0, "{op}: priced as the deployment");
+        let deployment = r.deployment.unwrap().to_string();
+        if op == "invoke" {
+            let expected = match deployment.as_str() {
+                "bedrock-a" => BEDROCK_MODEL,
+                _ => "anthropic.claude-3-5-haiku-20241022-v1:0",
+            };
+            assert_eq!(a.json()["model"], expected, "{deployment}");
+        }
+        deployments.insert(deployment);
+    }
+    assert_eq!(
+        deployments.into_iter().collect::<Vec<_>>(),
+        ["bedrock-a", "bedrock-b"]
+    );
+    // On `/anthropic/*` the same group is its Anthropic deployment.
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        r#"{"model":"claude-fast","max_tokens":20,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[("x-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let r = record(&mut gw).await;
+    assert_eq!(
+        (r.deployment.as_deref(), r.model.as_deref()),
+        (Some("anthropic-a"), Some("claude-fast"))
+    );
+    assert!(r.usage.unwrap().completion_tokens > 0 && r.cost.unwrap() > 0);
+    // Gemini and Vertex AI: `flash` is each route's own deployment; Vertex AI's project and
+    // location are the deployment's, whatever the path said.
+    let gemini = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+    let a = call(
+        &gw,
+        &format!("/gemini/v1beta/models/flash:generateContent?key={key}"),
+        gemini,
+        &[],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.json()["modelVersion"], "gemini-2.5-flash");
+    assert_eq!(
+        record(&mut gw).await.deployment.as_deref(),
+        Some("gemini-a")
+    );
+    let a = call(
+        &gw,
+        "/vertex_ai/v1/projects/client-project/locations/europe-west4/publishers/google/models/flash:generateContent",
+        gemini,
+        &[("x-litellm-api-key", key.clone())],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.json()["modelVersion"], "gemini-2.5-pro");
+    assert_eq!(
+        record(&mut gw).await.deployment.as_deref(),
+        Some("vertex-a")
+    );
+    // Access is the group's: the key may use `claude-fast`, not the model id behind it (which
+    // `/bedrock/*` would pass as written), nor a group it was not given.
+    for (path, body, headers) in [
+        (
+            format!("/bedrock/model/{BEDROCK_MODEL}/invoke"),
+            claude,
+            bedrock.to_vec(),
+        ),
+        (
+            "/azure/openai/deployments/chat/chat/completions?api-version=2024-10-21".to_owned(),
+            r#"{"messages":[]}"#,
+            vec![("api-key", key.clone())],
+        ),
+    ] {
+        let a = call(&gw, &path, body, &headers).await;
+        assert_eq!(a.status, 403, "{path}: {}", a.text());
+        assert_eq!(a.json()["error"]["code"], "model_not_allowed", "{path}");
+        record(&mut gw).await;
+    }
+}
+
+#[tokio::test]
+async fn a_groups_failing_deployment_cools_down_as_the_router_says() {
+    let mock = mock_server(strict_mock()).await;
+    let host = mock.addr.to_string();
+    // Both Bedrock deployments sign with a secret AWS (the mock) refuses.
+    let gw = gateway(&group_config(
+        &host,
+        &vertex_key_file(&host),
+        "wrong-secret",
+    ))
+    .await;
+    let bedrock = [("x-litellm-api-key", MASTER.to_owned())];
+    let claude = r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":5,"messages":[]}"#;
+    for _ in 0..2 {
+        let a = call(&gw, "/bedrock/model/claude-fast/invoke", claude, &bedrock).await;
+        assert_eq!(a.status, 403, "{}", a.text());
+        assert_eq!(
+            a.header("x-amzn-errortype"),
+            Some("InvalidSignatureException")
+        );
+    }
+    let before = mock.requests().await;
+    let a = call(&gw, "/bedrock/model/claude-fast/invoke", claude, &bedrock).await;
+    assert_eq!(a.status, 503, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "no_healthy_deployment");
+    assert_eq!(
+        mock.requests().await,
+        before,
+        "nothing sent while they cool down"
+    );
 }

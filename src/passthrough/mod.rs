@@ -8,17 +8,22 @@
 //! 4. read the body (the same size limit), check the path (it may not leave the provider's
 //!    base);
 //! 5. read what the request names: the model (path or body), whether it streams, its end user;
-//! 6. admit: the key's access to `<provider>/<model>` and its limits and budgets, through the
-//!    pipeline's own `admit`;
-//! 7. call the provider with sluice's credentials (`sluice_providers::passthrough::Target`);
+//!    a name that is a `model_list` group with deployments of the route's provider stands for
+//!    one of them ([`group`]);
+//! 6. admit: the key's access to the group, else to `<provider>/<model>`, and its limits and
+//!    budgets, through the pipeline's own `admit`;
+//! 7. call the provider with sluice's credentials (`sluice_providers::passthrough::Target`):
+//!    the route's own, or the picked deployment's, with its model id in the path or body;
 //! 8. answer and settle: a whole JSON answer is read for usage and charged at once; a stream
 //!    is relayed frame by frame as it arrives ([`PassRelay`]) and charged when it ends;
 //! 9. record: like every request (the pipeline for whole answers, the relay for streams).
 
+mod group;
 mod relay;
 
 pub use relay::PassRelay;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,40 +32,56 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, Request, Response};
 use http_body::Body;
 
-use sluice_config::{PassThroughSettings, PriceTable};
+use sluice_config::{Config, PriceTable};
 use sluice_core::error::ApiError;
 use sluice_core::limits;
 use sluice_core::record::{Content, RequestRecord};
 use sluice_net::sigv4::uri_decode;
 use sluice_net::ClientRegistry;
 use sluice_providers::passthrough::{
-    answer_headers, path, usage, BodyFacts, Framing, Outgoing, Route, Tap, Targets,
+    answer_headers, path, usage, BodyFacts, Framing, NamedIn, Outgoing, Route, Tap, Target,
+    Targets, Unavailable,
 };
+use sluice_routing::{retry_after, FailureKind, Group};
 use sluice_translate::envelope::{splice, Envelope};
 
 use crate::auth::{self, Caller};
 use crate::server::pipeline::{
-    admit, collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
+    admit, collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
 
 /// The pass-through routes of one config snapshot: each route's upstream made ready (or why
-/// it cannot be called), and the prices their answers are charged at.
+/// it cannot be called), the deployments a group's name reaches, and the prices answers are
+/// charged at when no deployment prices them.
 #[derive(Debug)]
 pub struct PassThrough {
     targets: Targets,
+    deployments: group::DeploymentRoutes,
     prices: PriceTable,
 }
 
 impl PassThrough {
-    /// Make every route's upstream ready from the validated settings.
-    pub fn build(settings: &PassThroughSettings, clients: &ClientRegistry) -> Self {
+    /// Make every route's upstream, and every deployment of a route's provider, ready from
+    /// the validated config.
+    pub fn build(config: &Config, clients: &ClientRegistry) -> Self {
+        let settings = &config.pass_through;
         Self {
             targets: Targets::build(&settings.upstreams, clients, settings.timeouts),
+            deployments: group::DeploymentRoutes::build(&config.deployments, clients),
             prices: settings.prices.clone(),
         }
     }
+}
+
+/// Where a pass-through request goes.
+#[derive(Debug, Clone, Copy)]
+enum Via<'s> {
+    /// A `model_list` group's deployment of the route's provider (the request named the group).
+    Group(&'s Group),
+    /// The route's own upstream.
+    Route(&'s Target),
 }
 
 static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
@@ -95,15 +116,35 @@ where
         .ok_or(ApiError::Internal("pass-through route without its prefix"))?;
     path::check(rest)?;
     let body = read_body(body, &parts.headers, snap.max_body).await?;
-    // 5. What the request names: the model (path, else body), streaming, the end user.
+    // 5. What the request names: the model (path, else body), streaming, the end user; a
+    //    `model_list` group's name stands for one of its deployments of this provider.
     let named = route.named(rest);
     let facts = BodyFacts::read(&body);
     let model = named.model.as_deref().or(facts.model.as_deref());
     let streams = facts.stream == Some(true)
         || named.op.starts_with("stream")
         || named.op.ends_with("-stream");
+    let group_name = match route.group_in() {
+        Some(NamedIn::Path) => named.model.as_deref(),
+        Some(NamedIn::Body) => facts.model.as_deref(),
+        None => None,
+    };
+    let pt = &snap.pass_through;
+    let group =
+        group_name.and_then(|n| group::find(&snap.router.models, &pt.deployments, route, n));
+    let via = match group {
+        Some(g) => Via::Group(g),
+        None => Via::Route(
+            pt.targets
+                .get(route)
+                .map_err(|why| unavailable(route, why))?,
+        ),
+    };
     record.stream = streams;
-    record.model = Some(Arc::from(format!("{}/*", route.name())));
+    record.model = Some(match via {
+        Via::Group(g) => g.name.clone(),
+        Via::Route(_) => Arc::from(format!("{}/*", route.name())),
+    });
     record.requested_model = model.map(capped);
     record.end_user = facts.user.as_deref().map(Into::into);
     if state.recorder().callbacks().content() {
@@ -112,16 +153,12 @@ where
             ..Content::default()
         }));
     }
-    let target =
-        snap.pass_through
-            .targets
-            .get(route)
-            .map_err(|why| ApiError::PassThroughUnavailable {
-                route: route.label(),
-                why: why.to_string(),
-            })?;
-    // 6. Admit: access to `<provider>/<model>`, the caller's limits and budgets.
-    let access = format!("{}/{}", route.name(), model.unwrap_or("*"));
+    // 6. Admit: access to the group, else to `<provider>/<model>`; the caller's limits and
+    //    budgets.
+    let access: Cow<'_, str> = match via {
+        Via::Group(g) => Cow::Borrowed(&g.name),
+        Via::Route(_) => Cow::Owned(format!("{}/{}", route.name(), model.unwrap_or("*"))),
+    };
     let (permit, fleet) = admit(
         state,
         &caller,
@@ -136,24 +173,45 @@ where
         Caller::Open | Caller::Master => None,
     };
     record.key = key.as_ref().map(|k| k.info.clone());
-    let price = model.and_then(|m| snap.pass_through.prices.find(route.name(), m));
     let mut charges = Charges {
         deployment: None,
         permit,
-        price,
+        price: None,
         fleet,
     };
-    // 7. Call the provider with sluice's credentials.
-    let (segments, asked_usage) = outgoing_body(route, rest, &body, streams);
+    // 7. Call the provider with sluice's credentials: the group's deployment's, with its model
+    //    id where the request named the group, else the route's own.
+    let breaker = &snap.router.policy.breaker;
+    let (target, rest, new_model) = match via {
+        Via::Group(g) => {
+            let routed = group::pick(g, snap.router.policy.strategy, &pt.deployments, route)?;
+            record.deployment = Some(routed.member.target.info.id.clone());
+            charges.price = Some(routed.member.target.price);
+            charges.deployment = Some(routed.guard);
+            let t = routed.target;
+            match (route.group_in(), named.span.clone()) {
+                (Some(NamedIn::Path), Some(span)) => {
+                    (t, Cow::Owned(t.routed_path(rest, span)), None)
+                }
+                _ => (t, Cow::Borrowed(rest), Some(t.model_json())),
+            }
+        }
+        Via::Route(t) => {
+            charges.price = model.and_then(|m| pt.prices.find(route.name(), m));
+            (t, Cow::Borrowed(rest), None)
+        }
+    };
+    let (segments, asked_usage) = outgoing_body(route, &rest, &body, streams, new_model);
     let limit = if streams {
         target.timeouts.first_chunk
     } else {
         target.timeouts.total
     };
     let before_send = record.start.elapsed();
+    let sent = Instant::now();
     let outgoing = Outgoing {
         method: &parts.method,
-        rest,
+        rest: &rest,
         query: parts.uri.query(),
         headers: &parts.headers,
         body: segments,
@@ -161,12 +219,21 @@ where
     };
     let resp = tokio::time::timeout(limit, target.send(outgoing))
         .await
-        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
+        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(g) = charges.deployment.as_mut() {
+                g.fail(failure_kind(&e), None, breaker);
+            }
+            return Err(e);
+        }
+    };
     let arrived = Instant::now();
     // 8. Answer and settle.
     let (head, upstream) = resp.into_parts();
     record.status = head.status.as_u16();
-    if head.status.is_success() {
+    if head.status.is_success() && matches!(via, Via::Route(_)) {
         if let Some(m) = model {
             record.model = Some(capped(m));
         }
@@ -177,8 +244,7 @@ where
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let framing = Framing::of(content_type);
-    let whole = !head.status.is_success()
-        || (framing == Framing::Opaque && is_json(content_type) && !streams);
+    let whole = !head.status.is_success() || (framing == Framing::Json && !streams);
     let mut out = Response::new(ResponseBody::full(Bytes::new()));
     *out.status_mut() = head.status;
     answer_headers(&head.headers, out.headers_mut());
@@ -187,8 +253,16 @@ where
             .await
             .unwrap_or(Err(ApiError::UpstreamTimeout(target.timeouts.total)))?;
         let collected = Instant::now();
+        if let Some(g) = charges.deployment.as_mut() {
+            if head.status.is_success() {
+                g.succeed(collected - sent);
+            } else {
+                let kind = FailureKind::from_response(head.status, &bytes);
+                g.fail(kind, retry_after(&head.headers), breaker);
+            }
+        }
         if head.status.is_success() {
-            record.usage = usage::whole(route.shape(rest), &bytes);
+            record.usage = usage::whole(route.shape(&rest), &bytes);
         }
         if let Some(c) = record.content.as_mut() {
             c.response = Some(bytes.clone());
@@ -208,7 +282,10 @@ where
             .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
         record.ttfb = Some(arrived - record.start);
         record.overhead = before_send + arrived.elapsed();
-        let tap = Tap::new(route.shape(rest), framing, asked_usage);
+        if let Some(g) = charges.deployment.as_mut() {
+            g.succeed(arrived - sent);
+        }
+        let tap = Tap::new(route.shape(&rest), framing, asked_usage);
         let relay = PassRelay::new(
             upstream,
             tap,
@@ -219,6 +296,14 @@ where
         *out.body_mut() = ResponseBody::Pass(Box::new(relay));
     }
     Ok(out)
+}
+
+/// Why a route cannot be called, as the client hears it.
+fn unavailable(route: Route, why: &Unavailable) -> ApiError {
+    ApiError::PassThroughUnavailable {
+        route: route.label(),
+        why: why.to_string(),
+    }
 }
 
 /// The key a pass-through caller presents, as the one header the gate reads: LiteLLM's
@@ -263,34 +348,32 @@ fn query_key(query: &str) -> Option<String> {
         .filter(|k| !k.is_empty())
 }
 
-/// The body to send: the client's, untouched; for a streamed OpenAI-shaped completion that
-/// does not ask for usage, with `stream_options.include_usage` spliced in (the relay then
-/// removes the usage chunk the client did not ask for), so that the stream can be charged.
-/// Returns the segments and whether usage was asked for on the client's behalf.
-fn outgoing_body(route: Route, rest: &str, body: &Bytes, streams: bool) -> (Vec<Bytes>, bool) {
-    if streams && route.openai_completion(rest) {
+/// The body to send: the client's, untouched but for `model` set to `new_model` (a JSON
+/// string: the group's deployment's model) when given, and, for a streamed OpenAI-shaped
+/// completion that does not ask for usage, `stream_options.include_usage` spliced in (the
+/// relay then removes the usage chunk the client did not ask for), so that the stream can be
+/// charged. Returns the segments and whether usage was asked for on the client's behalf.
+fn outgoing_body(
+    route: Route,
+    rest: &str,
+    body: &Bytes,
+    streams: bool,
+    new_model: Option<&Bytes>,
+) -> (Vec<Bytes>, bool) {
+    let completion = streams && route.openai_completion(rest);
+    if completion || new_model.is_some() {
         if let Ok(mut env) = Envelope::parse(body) {
-            // A pass-through body keeps every field; only the usage request is added.
+            // A pass-through body keeps every field; only these edits are made.
             env.strip.clear();
-            if !env.client_wants_usage {
-                if let Ok(segments) = splice(body, &env, None, true) {
-                    return (segments, true);
+            let ask = completion && !env.client_wants_usage;
+            if ask || new_model.is_some() {
+                if let Ok(segments) = splice(body, &env, new_model, ask) {
+                    return (segments, ask);
                 }
             }
         }
     }
     (vec![body.clone()], false)
-}
-
-/// Whether a content type is JSON (`application/json`, `application/problem+json`, ...).
-fn is_json(content_type: &str) -> bool {
-    let ct = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    ct == "application/json" || ct.ends_with("+json")
 }
 
 /// A model name for records, at most [`MAX_MODEL_LEN`] characters.
@@ -353,7 +436,7 @@ mod tests {
     #[test]
     fn usage_is_asked_for_only_on_openai_streams_that_lack_it() {
         let body = Bytes::from_static(br#"{"model":"m","stream":true,"fallbacks":["x"]}"#);
-        let (segs, asked) = outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, true);
+        let (segs, asked) = outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, true, None);
         assert!(asked);
         let sent: Vec<u8> = segs.concat();
         let v: serde_json::Value = serde_json::from_slice(&sent).unwrap();
@@ -365,9 +448,23 @@ mod tests {
         let wants = Bytes::from_static(
             br#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#,
         );
-        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &wants, true).1);
-        assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true).1);
-        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, false).1);
-        assert!(is_json("application/json; charset=utf-8") && !is_json("text/event-stream"));
+        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &wants, true, None).1);
+        assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true, None).1);
+        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, false, None).1);
+        // A group's name in the body becomes its deployment's model; nothing else changes.
+        let group = Bytes::from_static(br#"{"model":"fast","max_tokens":5,"fallbacks":["x"]}"#);
+        let model = Bytes::from_static(br#""claude-sonnet-4-5""#);
+        let (segs, asked) = outgoing_body(
+            Route::Anthropic,
+            "/v1/messages",
+            &group,
+            false,
+            Some(&model),
+        );
+        assert!(!asked);
+        assert_eq!(
+            segs.concat(),
+            br#"{"model":"claude-sonnet-4-5","max_tokens":5,"fallbacks":["x"]}"#
+        );
     }
 }

@@ -34,7 +34,7 @@ use sluice_core::error::ApiError;
 use sluice_core::limits;
 use sluice_core::record::RequestRecord;
 use sluice_providers::realtime::{self, RealtimeUpstream};
-use sluice_routing::{now_ms, Group, InFlight, Member, Pick, RouteError, Strategy, Tried};
+use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
 use crate::auth::{self, Caller};
 use crate::server::pipeline::admit;
@@ -139,47 +139,23 @@ fn pick<'g>(
     capture: Option<&str>,
     requested: &str,
 ) -> Result<(&'g Member, InFlight, RealtimeUpstream), ApiError> {
-    let mut tried = Tried::default();
-    let mut unsupported = None;
-    loop {
-        match group.pick(strategy, tried, now_ms()) {
-            Pick::Chosen {
-                index,
-                member,
-                guard,
-            } => match realtime::upstream(&member.target, capture, requested) {
-                Some(up) => return Ok((member, guard, up)),
-                None => {
-                    tried.insert(index);
-                    unsupported.get_or_insert(member.target.provider.name());
-                }
+    let upstream = |m: &Member| realtime::upstream(&m.target, capture, requested);
+    let chosen = group
+        .pick_serving(strategy, now_ms(), upstream)
+        .chosen(group)
+        .map_err(ApiError::NoDeployment)?;
+    chosen.ok_or_else(
+        || match group.members().iter().find(|m| upstream(m).is_none()) {
+            Some(m) => ApiError::EndpointNotSupported {
+                provider: m.target.provider.name(),
+                endpoint: ROUTE,
             },
-            Pick::Cooling(retry_in) => {
-                return Err(ApiError::NoDeployment(RouteError::Cooling {
-                    group: group.name.clone(),
-                    retry_in,
-                }))
-            }
-            Pick::AtLimit(retry_in) => {
-                return Err(ApiError::NoDeployment(RouteError::AtLimit {
-                    group: group.name.clone(),
-                    retry_in,
-                }))
-            }
-            Pick::Exhausted => {
-                return Err(match unsupported {
-                    Some(provider) => ApiError::EndpointNotSupported {
-                        provider,
-                        endpoint: ROUTE,
-                    },
-                    None => ApiError::NoDeployment(RouteError::Cooling {
-                        group: group.name.clone(),
-                        retry_in: Duration::ZERO,
-                    }),
-                })
-            }
-        }
-    }
+            None => ApiError::NoDeployment(RouteError::Cooling {
+                group: group.name.clone(),
+                retry_in: Duration::ZERO,
+            }),
+        },
+    )
 }
 
 /// Why the upstream session did not open.

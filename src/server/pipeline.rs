@@ -724,7 +724,7 @@ async fn attempt(
 }
 
 /// How the router should treat one of sluice's own errors from an attempt.
-fn failure_kind(e: &ApiError) -> FailureKind {
+pub(crate) fn failure_kind(e: &ApiError) -> FailureKind {
     match e {
         ApiError::UpstreamTimeout(_) | ApiError::UpstreamIdle(_) => FailureKind::Timeout,
         ApiError::UpstreamUnreachable(_) => FailureKind::Connection,

@@ -106,7 +106,7 @@ impl Snapshot {
             max_body: config.general.max_request_body_bytes,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
-            pass_through: crate::passthrough::PassThrough::build(&config.pass_through, clients),
+            pass_through: crate::passthrough::PassThrough::build(config, clients),
             cache: config
                 .litellm
                 .cache

@@ -156,7 +156,11 @@ fn loads_a_litellm_config_unchanged() {
         );
     }
     // `cache: true` is LiteLLM's in-memory cache, with its defaults.
-    let cache = c.litellm.cache.as_ref().expect("cache: true turns the cache on");
+    let cache = c
+        .litellm
+        .cache
+        .as_ref()
+        .expect("cache: true turns the cache on");
     assert!(cache.store && cache.dedupe);
     assert_eq!(cache.kind, sluice_cache::CacheType::Local);
     assert_eq!(cache.ttl, std::time::Duration::from_secs(600));

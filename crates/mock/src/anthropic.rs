@@ -66,67 +66,76 @@ impl Plan {
         Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
     }
 
-    /// `POST /v1/messages`, stream: `message_start`, a `ping`, the text block's deltas, the
-    /// tool block's `input_json_delta`s (when calling a tool), `message_delta` with the stop
-    /// reason and output tokens, `message_stop`.
+    /// `POST /v1/messages`, stream: each event as SSE (`event:` and `data:`).
     pub fn message_stream(&self) -> Vec<Bytes> {
-        let mut frames = Vec::with_capacity(self.chunks as usize * 2 + 8);
-        frames.push(event(
+        self.message_events()
+            .iter()
+            .map(|(kind, v)| event(kind, v))
+            .collect()
+    }
+
+    /// The events of a streamed message, named: `message_start`, a `ping`, the text block's
+    /// deltas, the tool block's `input_json_delta`s (when calling a tool), `message_delta`
+    /// with the stop reason and output tokens, `message_stop`. Anthropic's API sends them as
+    /// SSE; Bedrock's InvokeModelWithResponseStream as base64 chunks.
+    pub fn message_events(&self) -> Vec<(&'static str, Value)> {
+        let mut events = Vec::with_capacity(self.chunks as usize * 2 + 8);
+        events.push((
             "message_start",
-            &json!({"type": "message_start", "message": {
+            json!({"type": "message_start", "message": {
                 "id": self.message_id(), "type": "message", "role": "assistant",
                 "model": self.model, "content": [], "stop_reason": null,
                 "stop_sequence": null, "usage": self.anthropic_usage(1),
             }}),
         ));
-        frames.push(event(
+        events.push((
             "content_block_start",
-            &json!({"type": "content_block_start", "index": 0,
+            json!({"type": "content_block_start", "index": 0,
                 "content_block": {"type": "text", "text": ""}}),
         ));
-        frames.push(event("ping", &json!({"type": "ping"})));
+        events.push(("ping", json!({"type": "ping"})));
         let lead = self.lead_text();
         for p in pieces(&lead, self.chunks)
             .into_iter()
             .filter(|p| !p.is_empty())
         {
-            frames.push(event(
+            events.push((
                 "content_block_delta",
-                &json!({"type": "content_block_delta", "index": 0,
+                json!({"type": "content_block_delta", "index": 0,
                     "delta": {"type": "text_delta", "text": p}}),
             ));
         }
-        frames.push(event(
+        events.push((
             "content_block_stop",
-            &json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_stop", "index": 0}),
         ));
         if let Some(t) = &self.tool {
-            frames.push(event(
+            events.push((
                 "content_block_start",
-                &json!({"type": "content_block_start", "index": 1,
+                json!({"type": "content_block_start", "index": 1,
                     "content_block": {"type": "tool_use", "id": self.tool_id(),
                         "name": t.name, "input": {}}}),
             ));
             for p in split(&t.arguments, self.chunks) {
-                frames.push(event(
+                events.push((
                     "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": 1,
+                    json!({"type": "content_block_delta", "index": 1,
                         "delta": {"type": "input_json_delta", "partial_json": p}}),
                 ));
             }
-            frames.push(event(
+            events.push((
                 "content_block_stop",
-                &json!({"type": "content_block_stop", "index": 1}),
+                json!({"type": "content_block_stop", "index": 1}),
             ));
         }
-        frames.push(event(
+        events.push((
             "message_delta",
-            &json!({"type": "message_delta",
+            json!({"type": "message_delta",
                 "delta": {"stop_reason": self.stop_reason(), "stop_sequence": null},
                 "usage": {"output_tokens": self.completion_tokens}}),
         ));
-        frames.push(event("message_stop", &json!({"type": "message_stop"})));
-        frames
+        events.push(("message_stop", json!({"type": "message_stop"})));
+        events
     }
 }
 

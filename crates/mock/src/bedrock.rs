@@ -1,11 +1,15 @@
 //! Amazon Bedrock's wire format as the mock writes it, on the real paths
-//! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`): Converse
-//! answers with `toolUse` blocks when the request offers a `toolConfig`, ConverseStream as
-//! binary event-stream frames with real CRCs, Titan and Cohere embeddings, image generation
-//! (Titan and Nova Canvas, SD3 and Stable Image, Stable Diffusion XL: each family's body
-//! checked as AWS checks it, images from [`super::media::image_png`]), and AWS's error shape
-//! (`{"message"}` with `x-amzn-ErrorType`). With a key pair configured, every request's SigV4
-//! signature is checked first: a wrong one gets AWS's 403.
+//! (`/model/{id}/converse`, `/model/{id}/converse-stream`, `/model/{id}/invoke`,
+//! `/model/{id}/invoke-with-response-stream`): Converse answers with `toolUse` blocks when the
+//! request offers a `toolConfig`, ConverseStream as binary event-stream frames with real CRCs,
+//! InvokeModel in the model's own format (Anthropic's Messages for a Claude body, Titan and
+//! Cohere embeddings, image generation: Titan and Nova Canvas, SD3 and Stable Image, Stable
+//! Diffusion XL, each family's body checked as AWS checks it, images from
+//! [`super::media::image_png`]), InvokeModelWithResponseStream as `chunk` events whose base64
+//! `bytes` are Anthropic's stream events, the last with Bedrock's
+//! `amazon-bedrock-invocationMetrics`, and AWS's error shape (`{"message"}` with
+//! `x-amzn-ErrorType`). With a key pair configured, every request's SigV4 signature is checked
+//! first: a wrong one gets AWS's 403.
 
 use bytes::Bytes;
 use http::header::HeaderValue;
@@ -27,8 +31,10 @@ pub(crate) enum Op {
     Converse,
     /// `/converse-stream`
     Stream,
-    /// `/invoke` (embeddings, images)
+    /// `/invoke` (a Claude Messages body, embeddings, images)
     Invoke,
+    /// `/invoke-with-response-stream` (a Claude Messages body)
+    InvokeStream,
 }
 
 /// Match `/model/{id}/{op}`; the id comes back decoded (`%3A` → `:`).
@@ -39,6 +45,7 @@ pub(super) fn route(path: &str) -> Option<(String, Op)> {
         "converse" => Op::Converse,
         "converse-stream" => Op::Stream,
         "invoke" => Op::Invoke,
+        "invoke-with-response-stream" => Op::InvokeStream,
         _ => return None,
     };
     Some((sigv4::uri_decode(id), op))
@@ -338,12 +345,65 @@ fn sdxl_image(v: &Value) -> Response<MockBody> {
     }))
 }
 
-/// `InvokeModel`: an image model's body, else Titan (`inputText`) and Cohere (`texts`)
-/// embedding bodies.
-fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
+/// InvokeModel on a Claude model: Anthropic's Messages body (with Bedrock's
+/// `anthropic_version`, no `model`), answered as Anthropic answers it; streamed, each event
+/// a `chunk`, the last carrying Bedrock's own count.
+fn invoke_claude(
+    model: &str,
+    stream: bool,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
+    let plan = super::plan(s, model, None, prompt_tokens, true);
+    if !stream {
+        return json(StatusCode::OK, plan.message());
+    }
+    let events = plan.message_events();
+    let last = events.len().saturating_sub(1);
+    let frames = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, mut v))| {
+            if i == last {
+                v["amazon-bedrock-invocationMetrics"] = json!({
+                    "inputTokenCount": plan.prompt_tokens,
+                    "outputTokenCount": plan.completion_tokens,
+                    "invocationLatency": 1,
+                    "firstByteLatency": 1,
+                });
+            }
+            Bytes::from(eventstream::chunk(v.to_string().as_bytes()))
+        })
+        .collect();
+    super::stream(frames, s, "application/vnd.amazon.eventstream")
+}
+
+/// Whether an InvokeModel body is Anthropic's Messages (Claude on Bedrock).
+fn is_claude_body(v: &Value) -> bool {
+    v.get("anthropic_version").is_some() || v.get("messages").is_some()
+}
+
+/// `InvokeModel` (and its stream): Claude's Messages bodies, an image model's body, else Titan
+/// (`inputText`) and Cohere (`texts`) embedding bodies.
+fn invoke(
+    model: &str,
+    body: &[u8],
+    stream: bool,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return error(StatusCode::BAD_REQUEST, "Malformed input request");
     };
+    if is_claude_body(&v) {
+        return invoke_claude(model, stream, s, prompt_tokens);
+    }
+    if stream {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!("The mock streams InvokeModel for Claude bodies only, not for {model}"),
+        );
+    }
     let bare = model.rsplit('/').next().unwrap_or(model);
     if bare.contains("amazon.titan-image") || bare.contains("amazon.nova-canvas") {
         return titan_image(&v);
@@ -375,8 +435,8 @@ fn invoke(model: &str, body: &[u8], s: &MockSettings) -> Response<MockBody> {
     error(
         StatusCode::BAD_REQUEST,
         &format!(
-            "The mock cannot invoke {model}: send a Titan or Cohere embedding body, or name an \
-             image model"
+            "The mock cannot invoke {model}: send a Claude, Titan or Cohere embedding body, or \
+             name an image model"
         ),
     )
 }
@@ -389,8 +449,8 @@ pub(super) fn answer(
     s: &MockSettings,
     prompt_tokens: u64,
 ) -> Response<MockBody> {
-    if op == Op::Invoke {
-        return invoke(model, body, s);
+    if matches!(op, Op::Invoke | Op::InvokeStream) {
+        return invoke(model, body, op == Op::InvokeStream, s, prompt_tokens);
     }
     let tool = match tool_plan(body) {
         Ok(t) => t,
@@ -408,7 +468,7 @@ pub(super) fn answer(
             s,
             "application/vnd.amazon.eventstream",
         ),
-        Op::Converse | Op::Invoke => json(StatusCode::OK, plan.converse()),
+        Op::Converse | Op::Invoke | Op::InvokeStream => json(StatusCode::OK, plan.converse()),
     }
 }
 
@@ -426,11 +486,21 @@ mod tests {
             ))
         );
         assert_eq!(route("/model/x/other"), None);
+        assert_eq!(
+            route("/model/x/invoke-with-response-stream"),
+            Some(("x".to_owned(), Op::InvokeStream))
+        );
         assert_eq!(sigv4::uri_decode("a%2Fb%3"), "a/b%3");
     }
 
     async fn invoked(model: &str, body: Value) -> (u16, Value) {
-        let resp = invoke(model, body.to_string().as_bytes(), &MockSettings::default());
+        let resp = invoke(
+            model,
+            body.to_string().as_bytes(),
+            false,
+            &MockSettings::default(),
+            1,
+        );
         let status = resp.status().as_u16();
         let bytes = http_body_util::BodyExt::collect(resp.into_body())
             .await
@@ -490,6 +560,44 @@ mod tests {
         )
         .await;
         assert_eq!(s, 400);
+    }
+
+    #[tokio::test]
+    async fn claude_invoke_streams_chunks_with_bedrocks_count_last() {
+        use http_body_util::BodyExt;
+        let body = Bytes::from_static(
+            br#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}"#,
+        );
+        let s = MockSettings::default();
+        let resp = answer("anthropic.claude-x", Op::InvokeStream, &body, &s, 7);
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let mut d = eventstream::Decoder::default();
+        d.push(&bytes);
+        let mut events = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(m) = d.next_message().unwrap() {
+            assert_eq!(m.header(":event-type"), Some("chunk"));
+            assert!(eventstream::chunk_bytes(&m.payload, &mut buf));
+            events.push(serde_json::from_slice::<Value>(&buf).unwrap());
+        }
+        assert_eq!(events[0]["type"], "message_start");
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "message_stop");
+        let metrics = &last["amazon-bedrock-invocationMetrics"];
+        assert_eq!(metrics["inputTokenCount"], 7);
+        let delta = events
+            .iter()
+            .find(|e| e["type"] == "message_delta")
+            .unwrap();
+        assert_eq!(metrics["outputTokenCount"], delta["usage"]["output_tokens"]);
+        // Not streamed: Anthropic's message.
+        let resp = answer("anthropic.claude-x", Op::Invoke, &body, &s, 7);
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            (v["type"].as_str(), v["usage"]["input_tokens"].as_u64()),
+            (Some("message"), Some(7))
+        );
     }
 
     #[test]

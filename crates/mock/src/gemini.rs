@@ -1,5 +1,6 @@
 //! Google AI Studio's wire format as the mock writes it, on the real paths
-//! (`/v1beta/models/{m}:generateContent`, `:streamGenerateContent?alt=sse`,
+//! (`/v1beta/models/{m}:generateContent`, `:streamGenerateContent?alt=sse` (SSE; without
+//! `alt=sse`, one JSON array sent element by element, as Google does),
 //! `:batchEmbedContents`, and Vertex AI's
 //! `/v1/projects/{p}/locations/{l}/publishers/google/models/{m}:…`): a candidate with text parts
 //! (and a `functionCall` part when the request offers function declarations), `usageMetadata`,
@@ -208,27 +209,54 @@ impl Plan {
         Bytes::from(self.gemini_chunk(parts, true).to_string())
     }
 
-    /// `:streamGenerateContent?alt=sse`: text pieces, then the function call, finish reason
-    /// and usage in the last chunk.
+    /// `:streamGenerateContent?alt=sse`: each chunk an SSE event.
     fn generate_stream(&self) -> Vec<Bytes> {
+        self.stream_chunks().iter().map(sse).collect()
+    }
+
+    /// `:streamGenerateContent` without `alt=sse`: one JSON array, an element a frame, each
+    /// pretty-printed as Google's are (`[{…}`, `\n,\r\n{…}`, …, `\n]`).
+    fn generate_array(&self) -> Vec<Bytes> {
+        let chunks = self.stream_chunks();
+        let last = chunks.len().saturating_sub(1);
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let pretty = serde_json::to_string_pretty(c).unwrap_or_default();
+                let lead = if i == 0 { "[" } else { "\n,\r\n" };
+                let tail = if i == last { "\n]" } else { "" };
+                Bytes::from(format!("{lead}{pretty}{tail}"))
+            })
+            .collect()
+    }
+
+    /// A stream's chunks: text pieces, then the function call, finish reason and usage in the
+    /// last chunk.
+    fn stream_chunks(&self) -> Vec<Value> {
         let text = self.gemini_text();
         let mut texts: Vec<&str> = pieces(&text, self.chunks)
             .into_iter()
             .filter(|p| !p.is_empty())
             .collect();
         let last_text = texts.pop();
-        let mut frames: Vec<Bytes> = texts
+        let mut chunks: Vec<Value> = texts
             .into_iter()
-            .map(|t| sse(&self.gemini_chunk(vec![json!({ "text": t })], false)))
+            .map(|t| self.gemini_chunk(vec![json!({ "text": t })], false))
             .collect();
         let mut parts: Vec<Value> = last_text
             .map(|t| json!({ "text": t }))
             .into_iter()
             .collect();
         parts.extend(self.function_call());
-        frames.push(sse(&self.gemini_chunk(parts, true)));
-        frames
+        chunks.push(self.gemini_chunk(parts, true));
+        chunks
     }
+}
+
+/// Whether a query asks for SSE (`alt=sse`).
+pub(super) fn asks_sse(query: Option<&str>) -> bool {
+    query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
 }
 
 /// Gemini's SSE framing: `data: ` and a CRLF blank line.
@@ -251,10 +279,12 @@ struct EmbedItem {
     output_dimensionality: Option<u32>,
 }
 
-/// Answer one Gemini call (faults and latency already applied).
+/// Answer one Gemini call (faults and latency already applied); `sse` when the query asks
+/// for `alt=sse`.
 pub(super) fn answer(
     model: &str,
     op: Op,
+    sse: bool,
     body: &Bytes,
     s: &MockSettings,
     prompt_tokens: u64,
@@ -289,7 +319,8 @@ pub(super) fn answer(
     };
     let plan = super::plan(s, model, tool, prompt_tokens, true);
     match op {
-        Op::Stream => super::stream(plan.generate_stream(), s, "text/event-stream"),
+        Op::Stream if sse => super::stream(plan.generate_stream(), s, "text/event-stream"),
+        Op::Stream => super::stream(plan.generate_array(), s, "application/json; charset=UTF-8"),
         Op::Generate | Op::Embed | Op::Predict => json(StatusCode::OK, plan.generate()),
     }
 }
@@ -353,6 +384,23 @@ mod tests {
             Some("claude-x@1")
         );
         assert_eq!(route("/v1/chat/completions"), None);
+    }
+
+    #[test]
+    fn streams_without_sse_are_one_json_array() {
+        let plan = crate::plan(&MockSettings::default(), "gemini-x", None, 10, true);
+        let frames = plan.generate_array();
+        assert!(frames.len() > 1);
+        let all: Vec<u8> = frames.concat();
+        let v: Value = serde_json::from_slice(&all).unwrap();
+        let items = v.as_array().unwrap();
+        assert_eq!(items.len(), frames.len());
+        assert_eq!(
+            items.last().unwrap()["usageMetadata"]["promptTokenCount"],
+            10
+        );
+        assert!(items[0].get("usageMetadata").is_none());
+        assert!(asks_sse(Some("key=a&alt=sse")) && !asks_sse(Some("alt=json")) && !asks_sse(None));
     }
 
     #[test]

@@ -318,8 +318,8 @@ pub(crate) enum NativeRoute {
     VertexAnthropic(String),
     /// Amazon Bedrock: model id (decoded) and operation.
     Bedrock(String, bedrock::Op),
-    /// Cohere's v2 chat.
-    Cohere,
+    /// Cohere's chat, v1 or v2.
+    Cohere(cohere::Version),
 }
 
 impl NativeRoute {
@@ -328,8 +328,8 @@ impl NativeRoute {
         if path == "/token" {
             return Some(Self::Token);
         }
-        if cohere::route(path) {
-            return Some(Self::Cohere);
+        if let Some(version) = cohere::route(path) {
+            return Some(Self::Cohere(version));
         }
         if let Some(model) = gemini::anthropic_route(path) {
             return Some(Self::VertexAnthropic(model.to_owned()));
@@ -364,7 +364,7 @@ pub(crate) async fn respond_native(
         NativeRoute::Gemini(_, _, true) | NativeRoute::VertexAnthropic(_) => {
             gemini::check_token(headers)
         }
-        NativeRoute::Gemini(_, _, false) | NativeRoute::Cohere => {
+        NativeRoute::Gemini(_, _, false) | NativeRoute::Cohere(_) => {
             key_refused(&s, headers, uri.query(), Dialect::OpenAi)
         }
     };
@@ -380,7 +380,8 @@ pub(crate) async fn respond_native(
             if let Some(f) = native_fault(&s, gemini::error).await {
                 return f;
             }
-            gemini::answer(model, *op, body, &s, prompt_tokens)
+            let sse = gemini::asks_sse(uri.query());
+            gemini::answer(model, *op, sse, body, &s, prompt_tokens)
         }
         NativeRoute::Bedrock(model, op) => {
             if let Some(f) = native_fault(&s, bedrock::error).await {
@@ -389,12 +390,17 @@ pub(crate) async fn respond_native(
             bedrock::answer(model, *op, body, &s, prompt_tokens)
         }
         NativeRoute::Token => gemini::token(body, stamp().0),
-        NativeRoute::Cohere => cohere_chat(body, &s, prompt_tokens).await,
+        NativeRoute::Cohere(version) => cohere_chat(*version, body, &s, prompt_tokens).await,
     }
 }
 
-/// Cohere's v2 chat: latency and faults as for OpenAI, then the answer in Cohere's shape.
-async fn cohere_chat(body: &Bytes, s: &MockSettings, prompt_tokens: u64) -> Response<MockBody> {
+/// Cohere's chat: latency and faults as for OpenAI, then the answer in Cohere's shape.
+async fn cohere_chat(
+    version: cohere::Version,
+    body: &Bytes,
+    s: &MockSettings,
+    prompt_tokens: u64,
+) -> Response<MockBody> {
     if let Some(fault) = before_answer(s, |status, retry| {
         injected_error(Dialect::OpenAi, status, retry)
     })
@@ -409,9 +415,13 @@ async fn cohere_chat(body: &Bytes, s: &MockSettings, prompt_tokens: u64) -> Resp
     let model = req.model.as_deref().unwrap_or("command-a");
     let plan = plan(s, model, None, prompt_tokens, false);
     if req.stream == Some(true) {
-        return stream(plan.cohere_stream(), s, "text/event-stream");
+        let content_type = match version {
+            cohere::Version::V1 => "application/stream+json",
+            cohere::Version::V2 => "text/event-stream",
+        };
+        return stream(plan.cohere_stream(version), s, content_type);
     }
-    json(StatusCode::OK, plan.cohere_chat())
+    json(StatusCode::OK, plan.cohere_chat(version))
 }
 
 /// An Azure OpenAI path (`/openai/deployments/{deployment}/chat/completions`,
@@ -491,7 +501,12 @@ pub async fn respond_wire(
         (MockWire::Bedrock, false) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Converse),
         (MockWire::Bedrock, true) => NativeRoute::Bedrock(model.to_owned(), bedrock::Op::Stream),
     };
-    respond_native(&route, &http::Uri::default(), headers, body, settings).await
+    // As sluice's Gemini provider asks: streams as SSE.
+    let uri = match wire {
+        MockWire::Gemini => http::Uri::from_static("/?alt=sse"),
+        MockWire::Bedrock => http::Uri::default(),
+    };
+    respond_native(&route, &uri, headers, body, settings).await
 }
 
 /// Latency and injected faults, the error in the provider's shape.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::health::{Availability, Health, InFlight};
 use super::hedge::{HedgeAfter, TtfbHistogram};
+use sluice_core::error::RouteError;
 use sluice_providers::DeploymentTarget;
 
 /// `router_settings.routing_strategy`.
@@ -107,6 +108,49 @@ pub enum Pick<'a> {
     Exhausted,
 }
 
+/// What [`Group::pick_serving`] found.
+#[derive(Debug)]
+pub enum Serving<'a, T> {
+    /// Call this member with what the caller's test made of it; the guard counts the attempt.
+    Chosen {
+        /// The member.
+        member: &'a Member,
+        /// The attempt, in flight from now on.
+        guard: InFlight,
+        /// What the test returned for it.
+        with: T,
+    },
+    /// Every member left is cooling down; the first is back in this long.
+    Cooling(Duration),
+    /// Every member left is at its rpm/tpm limit until the minute turns.
+    AtLimit(Duration),
+    /// No member can serve the request.
+    Unserved,
+}
+
+impl<'a, T> Serving<'a, T> {
+    /// The member chosen and what the test made of it (`None`: no member serves), or why
+    /// every member that could is out for now.
+    pub fn chosen(self, group: &Group) -> Result<Option<(&'a Member, InFlight, T)>, RouteError> {
+        match self {
+            Self::Chosen {
+                member,
+                guard,
+                with,
+            } => Ok(Some((member, guard, with))),
+            Self::Cooling(retry_in) => Err(RouteError::Cooling {
+                group: group.name.clone(),
+                retry_in,
+            }),
+            Self::AtLimit(retry_in) => Err(RouteError::AtLimit {
+                group: group.name.clone(),
+                retry_in,
+            }),
+            Self::Unserved => Ok(None),
+        }
+    }
+}
+
 /// The deployments behind one public model name.
 #[derive(Debug)]
 pub struct Group {
@@ -196,6 +240,39 @@ impl Group {
                 }
             }
             None => Pick::Exhausted,
+        }
+    }
+
+    /// Choose by the strategy among the members that can serve a request: `serves` tests the
+    /// member chosen, and one it turns down is passed over as if tried (a Realtime session
+    /// needs a provider with a Realtime API; a pass-through route, its own provider).
+    pub fn pick_serving<T>(
+        &self,
+        strategy: Strategy,
+        now: u64,
+        mut serves: impl FnMut(&Member) -> Option<T>,
+    ) -> Serving<'_, T> {
+        let mut tried = Tried::default();
+        loop {
+            match self.pick(strategy, tried, now) {
+                Pick::Chosen {
+                    index,
+                    member,
+                    guard,
+                } => match serves(member) {
+                    Some(with) => {
+                        return Serving::Chosen {
+                            member,
+                            guard,
+                            with,
+                        }
+                    }
+                    None => tried.insert(index),
+                },
+                Pick::Cooling(d) => return Serving::Cooling(d),
+                Pick::AtLimit(d) => return Serving::AtLimit(d),
+                Pick::Exhausted => return Serving::Unserved,
+            }
         }
     }
 
@@ -370,6 +447,39 @@ mod tests {
         let (k, _) = chosen(g.pick(Strategy::SimpleShuffle, Tried::default(), now_ms()));
         assert_ne!(k, i, "only one probe at a time");
         drop(probe);
+    }
+
+    #[test]
+    fn only_members_that_serve_are_chosen() {
+        let g = Group::new(
+            "g".into(),
+            vec![member("a", 1.0), member("b", 1.0), member("c", 1.0)],
+            None,
+        );
+        let serves_b = |m: &Member| (&*m.target.info.id == "b").then_some(7);
+        for _ in 0..10 {
+            match g.pick_serving(Strategy::SimpleShuffle, now_ms(), serves_b) {
+                Serving::Chosen { member, with, .. } => {
+                    assert_eq!((&*member.target.info.id, with), ("b", 7));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            g.pick_serving(Strategy::LeastBusy, now_ms(), |_| None::<()>),
+            Serving::Unserved
+        ));
+        // The one that serves cools down: the caller hears how long for.
+        let breaker = Breaker::default();
+        if let Serving::Chosen { mut guard, .. } =
+            g.pick_serving(Strategy::SimpleShuffle, now_ms(), serves_b)
+        {
+            guard.fail(FailureKind::Authentication, None, &breaker);
+        }
+        assert!(matches!(
+            g.pick_serving(Strategy::SimpleShuffle, now_ms(), serves_b),
+            Serving::Cooling(_)
+        ));
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod policy;
 
 pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, Served};
 pub use failure::{retry_after, FailureKind};
-pub use group::{Group, Member, Pick, Strategy, Tried};
+pub use group::{Group, Member, Pick, Serving, Strategy, Tried};
 pub use health::{
     now_ms, Availability, Breaker, CooldownNews, Cooled, Health, HealthRegistry, InFlight,
     DEFAULT_ALLOWED_FAILS, DEFAULT_COOLDOWN,

@@ -1,5 +1,6 @@
 //! AWS's binary event-stream framing (`application/vnd.amazon.eventstream`), as Bedrock's
-//! ConverseStream sends it: each message is a 12-byte prelude (total length, headers length,
+//! ConverseStream and InvokeModelWithResponseStream send it (the latter's `chunk` events carry
+//! the model's own JSON, base64-encoded in `{"bytes": …}`): each message is a 12-byte prelude (total length, headers length,
 //! CRC32 of those 8 bytes), typed headers, the payload and a CRC32 of everything before it.
 //! Both checksums are verified before a message is handed on, so a corrupted frame ends the
 //! stream with an error instead of reaching the client.
@@ -7,7 +8,11 @@
 //! Hand-written rather than `aws-smithy-eventstream`, which brings `aws-smithy-types` and its
 //! runtime along for ~150 lines of framing; `crc32fast` does the checksum.
 
+use std::borrow::Cow;
+
+use base64::Engine as _;
 use bytes::{Buf, Bytes, BytesMut};
+use serde::Deserialize;
 
 /// Prelude: total length, headers length, prelude CRC.
 const PRELUDE: usize = 12;
@@ -182,9 +187,53 @@ pub fn event(kind: &str, payload: &[u8]) -> Vec<u8> {
     )
 }
 
+/// An InvokeModelWithResponseStream `chunk` event's payload.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow)]
+    bytes: Cow<'a, str>,
+}
+
+/// The model's own bytes in an InvokeModelWithResponseStream `chunk` payload
+/// (`{"bytes": "<base64>", "p": "<padding>"}`), decoded into `out` (cleared first). False when
+/// the payload is no such chunk.
+pub fn chunk_bytes(payload: &[u8], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(payload) else {
+        return false;
+    };
+    base64::engine::general_purpose::STANDARD
+        .decode_vec(chunk.bytes.as_bytes(), out)
+        .is_ok()
+}
+
+/// An InvokeModelWithResponseStream `chunk` event carrying `bytes` (the mock's, and tests),
+/// with the random-length padding AWS adds so that sizes do not tell the content.
+pub fn chunk(bytes: &[u8]) -> Vec<u8> {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let pad = &"abcdefghijklmnopqrstuvwxyzABCDEFGHIJ"[..(bytes.len() % 30) + 1];
+    let payload = format!(r#"{{"bytes":"{b64}","p":"{pad}"}}"#);
+    event("chunk", payload.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invoke_chunks_carry_the_models_bytes() {
+        let inner =
+            br#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":3}}"#;
+        let mut d = Decoder::default();
+        d.push(&chunk(inner));
+        let m = d.next_message().unwrap().unwrap();
+        assert_eq!(m.header(":event-type"), Some("chunk"));
+        let mut out = vec![1, 2, 3];
+        assert!(chunk_bytes(&m.payload, &mut out));
+        assert_eq!(out, inner);
+        assert!(!chunk_bytes(br#"{"message":"x"}"#, &mut out));
+        assert!(!chunk_bytes(br#"{"bytes":"not base64!"}"#, &mut out));
+    }
 
     /// AWS's published vector (aws-c-event-stream, `encoded/positive/all_headers` shape aside):
     /// the smallest message, no headers and no payload, is 16 bytes with these CRCs.

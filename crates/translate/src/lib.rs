@@ -7,8 +7,8 @@
 //!   format of their own in their module); `errors` maps an upstream's error into the
 //!   client's dialect;
 //! - framing: `sse` (the pass-through tap that reads usage and notices the end),
-//!   `eventstream` (AWS's binary frames), `stream` (frame-by-frame translation through a
-//!   [`stream::StreamRead`]);
+//!   `eventstream` (AWS's binary frames), `jsonstream` (JSON lines and arrays streamed
+//!   without SSE), `stream` (frame-by-frame translation through a [`stream::StreamRead`]);
 //! - `envelope`: the few fields of a request sluice reads, and the splice that rewrites them
 //!   in the client's buffer without copying it;
 //! - `params`: what a translation does with parameters its target cannot carry (hints dropped
@@ -26,6 +26,7 @@ pub mod errors;
 pub mod eventstream;
 pub mod images;
 pub mod ir;
+pub mod jsonstream;
 pub mod multipart;
 pub mod openai;
 pub mod params;

@@ -196,6 +196,25 @@ impl Route {
         }
     }
 
+    /// Where this route's requests name a model that may be a `model_list` group, as LiteLLM
+    /// resolves group names on its pass-through routes: the path on Bedrock's, Google's and
+    /// Azure's routes, the body's `model` on Anthropic's. `None`: names are passed as written
+    /// (OpenAI's, Mistral's and Cohere's routes).
+    pub fn group_in(self) -> Option<NamedIn> {
+        match self {
+            Self::Bedrock | Self::Gemini | Self::Vertex | Self::Azure => Some(NamedIn::Path),
+            Self::Anthropic => Some(NamedIn::Body),
+            Self::OpenAi | Self::Cohere | Self::Mistral => None,
+        }
+    }
+
+    /// The route serving a provider's own API, when one does.
+    pub fn of_provider(provider: Provider) -> Option<Route> {
+        Self::ALL
+            .into_iter()
+            .find(|r| r.provider() == Some(provider))
+    }
+
     /// How usage is spelt in this route's answers to `rest`.
     pub fn shape(self, rest: &str) -> Shape {
         match self {
@@ -206,7 +225,7 @@ impl Route {
             Self::Bedrock => match path::bedrock(rest).op {
                 "converse" | "converse-stream" => Shape::Converse,
                 // InvokeModel answers in the model's own format (Anthropic's for Claude).
-                "invoke" => Shape::Common,
+                "invoke" | "invoke-with-response-stream" => Shape::Invoke,
                 _ => Shape::Unknown,
             },
             Self::Cohere => Shape::Cohere,
@@ -219,6 +238,15 @@ impl Route {
         matches!(self, Self::OpenAi | Self::Azure | Self::Mistral)
             && (rest.ends_with("/chat/completions") || rest.ends_with("/completions"))
     }
+}
+
+/// Where a request names its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NamedIn {
+    /// In the path (`/model/{id}/…`, `…/models/{model}:…`, `/openai/deployments/{name}/…`).
+    Path,
+    /// In the JSON body's `model`.
+    Body,
 }
 
 /// What a JSON request body says about the call; anything else in it is skipped unparsed, and a

@@ -1,12 +1,13 @@
 //! Where a pass-through request goes: the path below the route's prefix, checked so that it
 //! cannot leave the provider's base (no dot segments, raw or percent-encoded; no backslashes;
 //! no empty segments), joined to the upstream's base, and what the path names (the model and
-//! the operation).
+//! the operation), and the same path naming another model (a group's deployment's).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use sluice_core::error::ApiError;
-use sluice_net::sigv4::uri_decode;
+use sluice_net::sigv4::{uri_decode, uri_encode};
 
 /// Why a pass-through path is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -85,54 +86,79 @@ pub struct Named<'a> {
     pub model: Option<Cow<'a, str>>,
     /// The operation: `converse-stream`, `generateContent`, `completions`, ...
     pub op: &'a str,
+    /// Where the model is written in the path (as written, encoded), for naming another.
+    pub span: Option<Range<usize>>,
+}
+
+impl<'a> Named<'a> {
+    fn at(rest: &'a str, span: Option<Range<usize>>, op: &'a str) -> Self {
+        let span = span.filter(|s| !s.is_empty());
+        Named {
+            model: span.clone().map(|s| decode(&rest[s])),
+            op,
+            span,
+        }
+    }
 }
 
 /// Bedrock: `/model/{modelId}/{operation}` (the id is one encoded segment, or several for an
 /// unencoded inference-profile ARN).
 pub fn bedrock(rest: &str) -> Named<'_> {
-    let op = last_segment(rest);
-    let model = rest
-        .strip_prefix("/model/")
-        .and_then(|r| r.rsplit_once('/'))
-        .map(|(id, _)| decode(id))
-        .filter(|m| !m.is_empty());
-    Named { model, op }
+    const MODEL: &str = "/model/";
+    let span = rest
+        .strip_prefix(MODEL)
+        .and_then(|r| r.rfind('/'))
+        .map(|end| MODEL.len()..MODEL.len() + end);
+    Named::at(rest, span, last_segment(rest))
 }
 
 /// Google (Gemini, Vertex AI): `…/models/{model}:{method}`.
 pub fn google(rest: &str) -> Named<'_> {
     let last = last_segment(rest);
+    let start = rest.len() - last.len();
     match last.split_once(':') {
-        Some((model, method)) => Named {
-            model: Some(decode(model)).filter(|m| !m.is_empty()),
-            op: method,
-        },
-        None => Named {
-            model: None,
-            op: last,
-        },
+        Some((model, method)) => Named::at(rest, Some(start..start + model.len()), method),
+        None => Named::at(rest, None, last),
     }
 }
 
 /// Azure OpenAI: `/openai/deployments/{deployment}/…`.
 pub fn azure(rest: &str) -> Named<'_> {
-    let model = rest
-        .strip_prefix("/openai/deployments/")
-        .and_then(|r| r.split('/').next())
-        .map(decode)
-        .filter(|m| !m.is_empty());
-    Named {
-        model,
-        op: last_segment(rest),
-    }
+    const DEPLOYMENTS: &str = "/openai/deployments/";
+    let span = rest.strip_prefix(DEPLOYMENTS).map(|r| {
+        let len = r.find('/').unwrap_or(r.len());
+        DEPLOYMENTS.len()..DEPLOYMENTS.len() + len
+    });
+    Named::at(rest, span, last_segment(rest))
 }
 
 /// Any other route: the operation is the last segment; the model, if any, is in the body.
 pub fn plain(rest: &str) -> Named<'_> {
-    Named {
-        model: None,
-        op: last_segment(rest),
-    }
+    Named::at(rest, None, last_segment(rest))
+}
+
+/// `rest` with the model at `span` replaced by `model`, encoded as one path segment (Vertex
+/// AI writes a Claude version's `@` as is).
+pub fn with_model(rest: &str, span: Range<usize>, model: &str) -> String {
+    let encoded = uri_encode(model, false).replace("%40", "@");
+    let mut out = String::with_capacity(rest.len() + encoded.len());
+    out.push_str(&rest[..span.start]);
+    out.push_str(&encoded);
+    out.push_str(&rest[span.end..]);
+    out
+}
+
+/// Vertex AI: `rest` with the project and location it names (`…/projects/{p}/locations/{l}/…`)
+/// replaced, when it names them.
+pub fn with_place(rest: &str, project: &str, location: &str) -> Option<String> {
+    let (head, below) = rest.split_once("/projects/")?;
+    let (_, below) = below.split_once("/locations/")?;
+    let (_, tail) = below.split_once('/')?;
+    Some(format!(
+        "{head}/projects/{}/locations/{}/{tail}",
+        uri_encode(project, false),
+        uri_encode(location, false)
+    ))
 }
 
 fn last_segment(rest: &str) -> &str {
@@ -244,5 +270,43 @@ mod tests {
         let n = azure("/openai/deployments/gpt4o/chat/completions");
         assert_eq!((n.model.as_deref(), n.op), (Some("gpt4o"), "completions"));
         assert_eq!(plain("/v1/messages").op, "messages");
+        assert_eq!(bedrock("/model//converse").model, None);
+    }
+
+    #[test]
+    fn paths_name_another_model_in_the_same_place() {
+        let rest = "/model/my%20group/invoke-with-response-stream";
+        let n = bedrock(rest);
+        assert_eq!(n.model.as_deref(), Some("my group"));
+        let arn = "arn:aws:bedrock:us-east-1:1:inference-profile/us.anthropic.claude-x:0";
+        let out = with_model(rest, n.span.unwrap(), arn);
+        assert_eq!(
+            out,
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.anthropic.claude-x%3A0/invoke-with-response-stream"
+        );
+        // One segment still, which decodes back to the id.
+        assert_eq!(bedrock(&out).model.as_deref(), Some(arn));
+        let rest = "/v1/projects/p/locations/l/publishers/anthropic/models/fast:streamRawPredict";
+        let out = with_model(rest, google(rest).span.unwrap(), "claude-sonnet-4@20250514");
+        assert_eq!(
+            out,
+            "/v1/projects/p/locations/l/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict"
+        );
+        assert_eq!(
+            with_place(&out, "prod", "us-east5").as_deref(),
+            Some("/v1/projects/prod/locations/us-east5/publishers/anthropic/models/claude-sonnet-4@20250514:streamRawPredict")
+        );
+        assert_eq!(
+            with_place("/v1/publishers/google/models/g:x", "p", "l"),
+            None
+        );
+        let rest = "/openai/deployments/chat/chat/completions";
+        let out = with_model(rest, azure(rest).span.unwrap(), "gpt-4o-prod");
+        assert_eq!(out, "/openai/deployments/gpt-4o-prod/chat/completions");
+        let rest = "/v1beta/models/fast:generateContent";
+        assert_eq!(
+            with_model(rest, google(rest).span.unwrap(), "gemini-2.5-flash"),
+            "/v1beta/models/gemini-2.5-flash:generateContent"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! credentials and hop-by-hop headers never go upstream).
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -60,6 +61,8 @@ pub struct Target {
     route: Route,
     http: HttpTarget,
     base: Box<str>,
+    /// The upstream's model (a deployment's; `pass-through` for a route's own upstream).
+    model: Box<str>,
     auth: Auth,
     vertex: Option<VertexPlace>,
     /// How long a call may take: `first_chunk` to the answer's head, `total` for a whole one.
@@ -177,11 +180,27 @@ impl Target {
         Ok(Self {
             route,
             base: u.api_base.clone().unwrap_or_default().into(),
+            model: u.model.as_str().into(),
             http,
             auth,
             vertex,
             timeouts,
         })
+    }
+
+    /// `rest` naming this target's model (a group's deployment's) where `span` named the
+    /// group; on Vertex AI, with this deployment's project and location too.
+    pub fn routed_path(&self, rest: &str, span: Range<usize>) -> String {
+        let named = path::with_model(rest, span, &self.model);
+        match &self.vertex {
+            Some(p) => path::with_place(&named, &p.project, &p.location).unwrap_or(named),
+            None => named,
+        }
+    }
+
+    /// This target's model as a JSON string, to splice into a body's `model`.
+    pub fn model_json(&self) -> &Bytes {
+        &self.http.model_json
     }
 
     /// Send one request to the route's upstream; resolves when the answer's head arrives.
@@ -586,6 +605,15 @@ mod tests {
         assert_eq!(
             u("/v1/projects/p2/locations/europe-west4/publishers/google/models/g:generateContent"),
             "https://europe-west4-aiplatform.googleapis.com/v1/projects/p2/locations/europe-west4/publishers/google/models/g:generateContent"
+        );
+        // A group's deployment: its model, and its project and location, whatever the path
+        // named (the host follows).
+        let rest =
+            "/v1/projects/p2/locations/europe-west4/publishers/google/models/fast:generateContent";
+        let routed = t.routed_path(rest, path::google(rest).span.unwrap());
+        assert_eq!(
+            u(&routed),
+            "https://us-east5-aiplatform.googleapis.com/v1/projects/proj/locations/us-east5/publishers/google/models/pass-through:generateContent"
         );
     }
 }

@@ -1,15 +1,23 @@
 //! Usage read from a pass-through answer in the provider's own shape, without changing a byte
 //! of it: OpenAI's and Anthropic's `usage` (the shared borrowed probe), Gemini's
 //! `usageMetadata`, Bedrock Converse's camel-case `usage` (whole, and in ConverseStream's
-//! `metadata` event), Cohere's `billed_units`. Streams are scanned as they pass: SSE through the
-//! gateway's own tap (which also removes the usage chunk sluice asked for on the client's
-//! behalf), Gemini's SSE and AWS event-stream frames here.
+//! `metadata` event), InvokeModel's model-own usage and Bedrock's
+//! `amazon-bedrock-invocationMetrics`, Cohere's `billed_units`. Streams are scanned as they
+//! pass: OpenAI and Anthropic SSE through the gateway's own tap (which also removes the usage
+//! chunk sluice asked for on the client's behalf); Gemini's and Cohere's SSE `data:` lines and
+//! Cohere's v1 JSON lines line by line; Gemini's JSON array (no `alt=sse`) element by element;
+//! AWS event-stream frames message by message, InvokeModelWithResponseStream's `chunk`s
+//! base64-decoded. Only the documents that can carry usage are parsed (a byte search first).
 
-use bytes::{Bytes, BytesMut};
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use sluice_core::usage::{usage_from_body, Usage};
-use sluice_translate::eventstream::Decoder;
-use sluice_translate::sse::{events, last_event_end, SseTap};
+use sluice_translate::eventstream::{chunk_bytes, Decoder};
+use sluice_translate::jsonstream::{ArrayElements, Lines};
+use sluice_translate::sse::SseTap;
 
 use crate::bedrock::codec::RawUsage as ConverseUsage;
 use crate::gemini::codec::RawUsage as GeminiUsage;
@@ -23,6 +31,10 @@ pub enum Shape {
     Gemini,
     /// Bedrock Converse's `usage` (camel case).
     Converse,
+    /// Bedrock InvokeModel: the model's own answer (Anthropic's `usage` for Claude); streamed
+    /// (InvokeModelWithResponseStream), the model's events in base64 `chunk`s, the last with
+    /// Bedrock's `amazon-bedrock-invocationMetrics`.
+    Invoke,
     /// Cohere's `billed_units` (`usage.billed_units` in v2, `meta.billed_units` in v1).
     Cohere,
     /// Nothing sluice knows how to read.
@@ -42,10 +54,28 @@ struct ConverseProbe {
     usage: Option<ConverseUsage>,
 }
 
+/// Cohere's usage wherever it sits: a v2 answer's `usage`, a v1 answer's `meta`, v2's
+/// `message-end` event (`delta.usage`), v1's `stream-end` event (`response.meta`).
 #[derive(Deserialize)]
 struct CohereProbe {
     #[serde(default)]
     usage: Option<CohereMeta>,
+    #[serde(default)]
+    meta: Option<CohereMeta>,
+    #[serde(default)]
+    delta: Option<CohereDelta>,
+    #[serde(default)]
+    response: Option<CohereResponse>,
+}
+
+#[derive(Deserialize)]
+struct CohereDelta {
+    #[serde(default)]
+    usage: Option<CohereMeta>,
+}
+
+#[derive(Deserialize)]
+struct CohereResponse {
     #[serde(default)]
     meta: Option<CohereMeta>,
 }
@@ -64,10 +94,68 @@ struct CohereUnits {
     output_tokens: f64,
 }
 
+/// Bedrock's own count of an InvokeModelWithResponseStream call, in its last chunk.
+#[derive(Deserialize)]
+struct InvocationProbe {
+    #[serde(rename = "amazon-bedrock-invocationMetrics")]
+    metrics: InvocationMetrics,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InvocationMetrics {
+    #[serde(default)]
+    input_token_count: u64,
+    #[serde(default)]
+    output_token_count: u64,
+    #[serde(default)]
+    cache_read_input_token_count: u64,
+    #[serde(default)]
+    cache_write_input_token_count: u64,
+}
+
+impl From<InvocationMetrics> for Usage {
+    /// As Converse's: the input count leaves out cache reads and writes.
+    fn from(m: InvocationMetrics) -> Self {
+        Usage {
+            prompt_tokens: m.input_token_count
+                + m.cache_read_input_token_count
+                + m.cache_write_input_token_count,
+            completion_tokens: m.output_token_count,
+            cached_tokens: m.cache_read_input_token_count,
+            cache_creation_tokens: m.cache_write_input_token_count,
+            ..Usage::default()
+        }
+    }
+}
+
+/// A byte search for `key` (a JSON key, quotes included): the cheap test before a parse.
+fn has(key: &'static LazyLock<Finder<'static>>, doc: &[u8]) -> bool {
+    key.find(doc).is_some()
+}
+
+static USAGE_METADATA: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"\"usageMetadata\""));
+static BILLED_UNITS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"billed_units\""));
+static INVOCATION_METRICS: LazyLock<Finder<'static>> =
+    LazyLock::new(|| Finder::new(b"\"amazon-bedrock-invocationMetrics\""));
+static USAGE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
+
 /// Usage from a whole answer of this shape; `None` when it carries none sluice can read.
 pub fn whole(shape: Shape, body: &[u8]) -> Option<Usage> {
     match shape {
         Shape::Common => usage_from_body(body),
+        Shape::Invoke => {
+            let metrics = has(&INVOCATION_METRICS, body)
+                .then(|| serde_json::from_slice::<InvocationProbe>(body).ok())
+                .flatten()
+                .map(|p| Usage::from(p.metrics));
+            let own = has(&USAGE, body).then(|| usage_from_body(body)).flatten();
+            match (own, metrics) {
+                (Some(a), Some(b)) => Some(a.merge(b)),
+                (a, b) => a.or(b),
+            }
+        }
         Shape::Gemini => serde_json::from_slice::<GeminiProbe>(body)
             .ok()?
             .usage_metadata
@@ -78,7 +166,12 @@ pub fn whole(shape: Shape, body: &[u8]) -> Option<Usage> {
             .map(Usage::from),
         Shape::Cohere => {
             let p = serde_json::from_slice::<CohereProbe>(body).ok()?;
-            let units = p.usage.or(p.meta)?.billed_units?;
+            let units = p
+                .usage
+                .or(p.meta)
+                .or(p.delta.and_then(|d| d.usage))
+                .or(p.response.and_then(|r| r.meta))?
+                .billed_units?;
             Some(Usage {
                 prompt_tokens: units.input_tokens as u64,
                 completion_tokens: units.output_tokens as u64,
@@ -96,21 +189,34 @@ pub enum Framing {
     Sse,
     /// `application/vnd.amazon.eventstream` (Bedrock's binary frames).
     EventStream,
-    /// Anything else (a JSON array streamed by Gemini without `alt=sse`, a file download):
-    /// relayed, not read.
+    /// JSON: `application/json` and other `+json` types (a whole answer, or Gemini's array
+    /// streamed without `alt=sse`).
+    Json,
+    /// One JSON document a line: `application/stream+json` (Cohere's v1 stream),
+    /// `application/x-ndjson`, `application/jsonl`.
+    JsonLines,
+    /// Anything else (a file download): relayed, not read.
     Opaque,
 }
 
 impl Framing {
     /// The framing a `Content-Type` announces.
     pub fn of(content_type: &str) -> Self {
-        let ct = content_type.trim_start().to_ascii_lowercase();
-        if ct.starts_with("text/event-stream") {
-            Self::Sse
-        } else if ct.starts_with("application/vnd.amazon.eventstream") {
-            Self::EventStream
-        } else {
-            Self::Opaque
+        let ct = content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match ct.as_str() {
+            "text/event-stream" => Self::Sse,
+            "application/vnd.amazon.eventstream" => Self::EventStream,
+            "application/stream+json" | "application/x-ndjson" | "application/jsonl" => {
+                Self::JsonLines
+            }
+            "application/json" => Self::Json,
+            ct if ct.ends_with("+json") => Self::Json,
+            _ => Self::Opaque,
         }
     }
 }
@@ -121,10 +227,21 @@ impl Framing {
 pub enum Tap {
     /// OpenAI and Anthropic SSE: the gateway's SSE tap.
     Sse(SseTap),
-    /// Gemini SSE: the last `usageMetadata` seen (Google sends running totals).
-    Gemini {
-        /// Bytes after the last complete event.
-        carry: BytesMut,
+    /// One document a line: Gemini's and Cohere's SSE `data:` lines, Cohere's v1 JSON lines.
+    /// Reports are merged (Google sends running totals, Cohere one at the end).
+    Lines {
+        /// The shape of each line's document.
+        shape: Shape,
+        /// The line splitter.
+        lines: Lines,
+        /// Usage so far.
+        usage: Option<Usage>,
+    },
+    /// Gemini's JSON array streamed element by element (`streamGenerateContent` without
+    /// `alt=sse`): the last `usageMetadata`, merged.
+    Array {
+        /// The element splitter.
+        elements: ArrayElements,
         /// Usage so far.
         usage: Option<Usage>,
     },
@@ -135,8 +252,25 @@ pub enum Tap {
         /// Usage so far.
         usage: Option<Usage>,
     },
+    /// Bedrock InvokeModelWithResponseStream: each `chunk`'s model event (Anthropic's
+    /// `message_start` / `message_delta` usage for Claude) and Bedrock's invocation metrics.
+    Invoke {
+        /// Frames of the stream, decoded as they complete.
+        decoder: Decoder,
+        /// A chunk's decoded bytes, reused.
+        scratch: Vec<u8>,
+        /// Usage so far.
+        usage: Option<Usage>,
+    },
     /// A stream sluice does not read.
     Blind,
+}
+
+/// Fold a new report into what was seen: the larger count of each field wins.
+fn fold(seen: &mut Option<Usage>, new: Option<Usage>) {
+    if let Some(u) = new {
+        *seen = Some(seen.map_or(u, |s| s.merge(u)));
+    }
 }
 
 impl Tap {
@@ -144,13 +278,24 @@ impl Tap {
     /// OpenAI-shaped upstream for the usage chunk on the client's behalf.
     pub fn new(shape: Shape, framing: Framing, strip_usage_chunk: bool) -> Self {
         match (framing, shape) {
-            (Framing::Sse, Shape::Gemini) => Self::Gemini {
-                carry: BytesMut::new(),
+            (Framing::Sse, Shape::Common) => Self::Sse(SseTap::new(strip_usage_chunk)),
+            (Framing::Sse, Shape::Gemini)
+            | (Framing::Sse | Framing::JsonLines | Framing::Json, Shape::Cohere) => Self::Lines {
+                shape,
+                lines: Lines::default(),
                 usage: None,
             },
-            (Framing::Sse, Shape::Common) => Self::Sse(SseTap::new(strip_usage_chunk)),
+            (Framing::Json, Shape::Gemini) => Self::Array {
+                elements: ArrayElements::default(),
+                usage: None,
+            },
             (Framing::EventStream, Shape::Converse) => Self::Converse {
                 decoder: Decoder::default(),
+                usage: None,
+            },
+            (Framing::EventStream, Shape::Invoke) => Self::Invoke {
+                decoder: Decoder::default(),
+                scratch: Vec::new(),
                 usage: None,
             },
             _ => Self::Blind,
@@ -161,24 +306,34 @@ impl Tap {
     pub fn feed(&mut self, frame: Bytes) -> Bytes {
         match self {
             Self::Sse(tap) => return tap.feed(frame),
-            Self::Gemini { carry, usage } => {
-                carry.extend_from_slice(&frame);
-                if let Some(end) = last_event_end(carry) {
-                    let done = carry.split_to(end);
-                    for (s, e) in events(&done) {
-                        if let Some(u) = gemini_event(&done[s..e]) {
-                            *usage = Some(usage.map_or(u, |seen| seen.merge(u)));
-                        }
-                    }
+            Self::Lines {
+                shape,
+                lines,
+                usage,
+            } => lines.feed(&frame, |line| fold(usage, line_usage(*shape, line))),
+            Self::Array { elements, usage } => elements.feed(&frame, |e| {
+                if has(&USAGE_METADATA, e) {
+                    fold(usage, whole(Shape::Gemini, e));
                 }
-            }
+            }),
             Self::Converse { decoder, usage } => {
                 decoder.push(&frame);
                 while let Ok(Some(m)) = decoder.next_message() {
                     if m.header(":event-type") == Some("metadata") {
-                        if let Some(u) = whole(Shape::Converse, &m.payload) {
-                            *usage = Some(u);
-                        }
+                        fold(usage, whole(Shape::Converse, &m.payload));
+                    }
+                }
+            }
+            Self::Invoke {
+                decoder,
+                scratch,
+                usage,
+            } => {
+                decoder.push(&frame);
+                while let Ok(Some(m)) = decoder.next_message() {
+                    if m.header(":event-type") == Some("chunk") && chunk_bytes(&m.payload, scratch)
+                    {
+                        fold(usage, whole(Shape::Invoke, scratch));
                     }
                 }
             }
@@ -191,7 +346,17 @@ impl Tap {
     pub fn finish(&mut self) -> Bytes {
         match self {
             Self::Sse(tap) => tap.finish(),
-            Self::Gemini { .. } | Self::Converse { .. } | Self::Blind => Bytes::new(),
+            Self::Lines {
+                shape,
+                lines,
+                usage,
+            } => {
+                lines.finish(|line| fold(usage, line_usage(*shape, line)));
+                Bytes::new()
+            }
+            Self::Array { .. } | Self::Converse { .. } | Self::Invoke { .. } | Self::Blind => {
+                Bytes::new()
+            }
         }
     }
 
@@ -199,18 +364,31 @@ impl Tap {
     pub fn usage(&self) -> Option<Usage> {
         match self {
             Self::Sse(tap) => tap.usage(),
-            Self::Gemini { usage, .. } | Self::Converse { usage, .. } => *usage,
+            Self::Lines { usage, .. }
+            | Self::Array { usage, .. }
+            | Self::Converse { usage, .. }
+            | Self::Invoke { usage, .. } => *usage,
             Self::Blind => None,
         }
     }
 }
 
-/// The usage of one Gemini SSE event (`data: {…"usageMetadata":{…}}`).
-fn gemini_event(event: &[u8]) -> Option<Usage> {
-    event
-        .rsplit(|b| *b == b'\n')
-        .filter_map(|line| line.strip_prefix(b"data:"))
-        .find_map(|data| whole(Shape::Gemini, data))
+/// The usage in one line of a stream: an SSE `data:` line's document, or the line itself (JSON
+/// lines); other SSE fields (`event:`, `id:`) carry none.
+fn line_usage(shape: Shape, line: &[u8]) -> Option<Usage> {
+    let doc = match line.strip_prefix(b"data:") {
+        Some(data) => data.strip_prefix(b" ").unwrap_or(data),
+        None => line,
+    };
+    let key = match shape {
+        Shape::Gemini => &USAGE_METADATA,
+        Shape::Cohere => &BILLED_UNITS,
+        Shape::Common | Shape::Converse | Shape::Invoke | Shape::Unknown => return None,
+    };
+    if doc.first() != Some(&b'{') || !has(key, doc) {
+        return None;
+    }
+    whole(shape, doc)
 }
 
 #[cfg(test)]
@@ -282,6 +460,99 @@ mod tests {
             Framing::of("Text/Event-Stream; charset=utf-8"),
             Framing::Sse
         );
-        assert_eq!(Framing::of("application/json"), Framing::Opaque);
+        assert_eq!(Framing::of("application/json"), Framing::Json);
+        assert_eq!(
+            Framing::of("application/problem+json; charset=utf-8"),
+            Framing::Json
+        );
+        assert_eq!(Framing::of("application/stream+json"), Framing::JsonLines);
+        assert_eq!(Framing::of("audio/mpeg"), Framing::Opaque);
+    }
+
+    /// Every frame passes unchanged, and the usage is the same wherever the stream is cut.
+    fn tap_split_anywhere(shape: Shape, framing: Framing, stream: &[u8]) -> Usage {
+        let mut seen = None;
+        for cut in 0..=stream.len() {
+            let mut tap = Tap::new(shape, framing, false);
+            let mut out = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(part)));
+            }
+            out.extend_from_slice(&tap.finish());
+            assert_eq!(out, stream, "frames pass unchanged");
+            let u = tap.usage();
+            assert!(u.is_some(), "cut={cut}");
+            assert!(seen.is_none() || seen == u, "cut={cut}: {u:?} != {seen:?}");
+            seen = u;
+        }
+        seen.unwrap_or_default()
+    }
+
+    #[test]
+    fn cohere_streams_v2_sse_and_v1_json_lines() {
+        let v2 = concat!(
+            "event: message-start\ndata: {\"type\":\"message-start\",\"id\":\"x\"}\n\n",
+            "event: content-delta\ndata: {\"type\":\"content-delta\",\"delta\":{\"message\":{\"content\":{\"text\":\"billed_units\"}}}}\n\n",
+            "event: message-end\ndata: {\"type\":\"message-end\",\"delta\":{\"finish_reason\":\"COMPLETE\",\"usage\":{\"billed_units\":{\"input_tokens\":12,\"output_tokens\":30},\"tokens\":{\"input_tokens\":200,\"output_tokens\":31}}}}\n\n",
+        );
+        let u = tap_split_anywhere(Shape::Cohere, Framing::Sse, v2.as_bytes());
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (12, 30));
+        // v1: one JSON document a line, the last without its newline.
+        let v1 = concat!(
+            "{\"is_finished\":false,\"event_type\":\"stream-start\",\"generation_id\":\"g\"}\n",
+            "{\"is_finished\":false,\"event_type\":\"text-generation\",\"text\":\"Hi\"}\n",
+            "{\"is_finished\":true,\"event_type\":\"stream-end\",\"response\":{\"text\":\"Hi\",\"meta\":{\"billed_units\":{\"input_tokens\":4,\"output_tokens\":1}}},\"finish_reason\":\"COMPLETE\"}",
+        );
+        let u = tap_split_anywhere(Shape::Cohere, Framing::JsonLines, v1.as_bytes());
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (4, 1));
+    }
+
+    #[test]
+    fn gemini_json_array_without_sse() {
+        let stream = concat!(
+            "[{\n  \"candidates\": [{\"content\": {\"parts\": [{\"text\": \"a ] } \\\" [\"}]}}],\n",
+            "  \"usageMetadata\": {\"promptTokenCount\": 9, \"candidatesTokenCount\": 2}\n}\n,\r\n",
+            "{\n  \"candidates\": [{\"content\": {\"parts\": [{\"text\": \"b\"}]}, \"finishReason\": \"STOP\"}],\n",
+            "  \"usageMetadata\": {\"promptTokenCount\": 9, \"candidatesTokenCount\": 7, \"thoughtsTokenCount\": 1}\n}\n]",
+        );
+        let u = tap_split_anywhere(Shape::Gemini, Framing::Json, stream.as_bytes());
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (9, 8));
+    }
+
+    #[test]
+    fn bedrock_invoke_stream_chunks_and_invocation_metrics() {
+        let events = [
+            r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"usage\": no"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":11}}"#,
+        ];
+        let mut stream: Vec<u8> = events
+            .iter()
+            .flat_map(|e| eventstream::chunk(e.as_bytes()))
+            .collect();
+        let claude_only = stream.clone();
+        let u = tap_split_anywhere(Shape::Invoke, Framing::EventStream, &claude_only);
+        assert_eq!(
+            (u.prompt_tokens, u.cached_tokens, u.completion_tokens),
+            (25, 5, 11)
+        );
+        // Bedrock's own count in the last chunk (any model: Llama's events carry no `usage`).
+        stream.extend(eventstream::chunk(
+            br#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":20,"outputTokenCount":12,"invocationLatency":500,"firstByteLatency":100,"cacheReadInputTokenCount":5}}"#,
+        ));
+        let u = tap_split_anywhere(Shape::Invoke, Framing::EventStream, &stream);
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (25, 12));
+        let llama = eventstream::chunk(
+            br#"{"generation":"hi","prompt_token_count":null,"amazon-bedrock-invocationMetrics":{"inputTokenCount":8,"outputTokenCount":2}}"#,
+        );
+        let u = tap_split_anywhere(Shape::Invoke, Framing::EventStream, &llama);
+        assert_eq!((u.prompt_tokens, u.completion_tokens), (8, 2));
+        // ConverseStream's events are no chunks: an invoke tap reads nothing from them.
+        let mut tap = Tap::new(Shape::Invoke, Framing::EventStream, false);
+        tap.feed(Bytes::from(eventstream::event(
+            "metadata",
+            br#"{"usage":{"inputTokens":1,"outputTokens":1}}"#,
+        )));
+        assert_eq!(tap.usage(), None);
     }
 }
