@@ -98,6 +98,9 @@ where
     if matches!(route, Route::Inference(_)) && state.recorder().callbacks().tracing() {
         record.trace = Some(Box::new(TraceContext::from_headers(req.headers())));
     }
+    // The routes other than inference are boxed: their futures (a WebSocket handshake, the
+    // management API's store calls) are far larger than an inference's, and an unboxed branch
+    // makes every request's future that large, copied whole each time it moves.
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
         Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
@@ -113,11 +116,13 @@ where
             let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
             auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))
         }
-        Route::PassThrough(r) => crate::passthrough::handle(state, &snap, r, req, record).await,
-        Route::Files(_) => crate::files::handle(state, &snap, req, record).await,
-        Route::Realtime => crate::realtime::handle(state, &snap, req, record).await,
-        Route::Admin => admin(state, &snap, req).await,
-        Route::Cache(op) => cache_route(&snap, op, req).await,
+        Route::PassThrough(r) => {
+            Box::pin(crate::passthrough::handle(state, &snap, r, req, record)).await
+        }
+        Route::Files(_) => Box::pin(crate::files::handle(state, &snap, req, record)).await,
+        Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
+        Route::Admin => Box::pin(admin(state, &snap, req)).await,
+        Route::Cache(op) => Box::pin(cache_route(&snap, op, req)).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -210,7 +215,14 @@ where
         None => (read_body(body, &parts.headers, snap.max_body).await?, None),
         Some(b) => {
             let limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
-            super::upload::read_head(body, &parts.headers, limit, b, &["model"]).await?
+            Box::pin(super::upload::read_head(
+                body,
+                &parts.headers,
+                limit,
+                b,
+                &["model"],
+            ))
+            .await?
         }
     };
     // 5. Read the envelope, not the body.
@@ -259,7 +271,7 @@ where
     if let Some(cache) = snap.cache.as_ref().filter(|c| c.settings.caches(endpoint)) {
         let group = &resolved.group.name;
         let control = envelope.routing.cache.as_ref();
-        match crate::cache::lookup(
+        match Box::pin(crate::cache::lookup(
             cache,
             endpoint,
             group,
@@ -267,7 +279,7 @@ where
             control,
             &parts.headers,
             record,
-        )
+        ))
         .await
         {
             crate::cache::Lookup::Answered(resp) => return Ok(resp),

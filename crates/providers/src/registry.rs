@@ -321,7 +321,10 @@ macro_rules! families {
                 call: &$crate::call::Call<'_>,
             ) -> Result<::http::Response<$crate::body::UpstreamBody>, ::sluice_core::error::ApiError> {
                 use $crate::registry::Upstream;
-                match self { $( $(#[$attr])* Self::$name(t) => <$module::$imp>::send(t, call).await, )* }
+                // Boxed: each provider's future is as large as its largest call (a translated
+                // exchange, an OAuth refresh), and an unboxed match makes every call's future the
+                // size of the largest provider's, copied whole each time it moves.
+                match self { $( $(#[$attr])* Self::$name(t) => Box::pin(<$module::$imp>::send(t, call)).await, )* }
             }
         }
     };

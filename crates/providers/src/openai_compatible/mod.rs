@@ -232,17 +232,18 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
             http.pass_through(t.urls.get(call.endpoint), call, &[])
                 .await
         }
-        Endpoint::Rerank => rerank::send(t, call).await,
+        // The translated branches are boxed so that the pass-through call's future stays small.
+        Endpoint::Rerank => Box::pin(rerank::send(t, call)).await,
         Endpoint::Messages => {
             let url = t.urls.get(Endpoint::ChatCompletions);
-            exchange::chat(
+            Box::pin(exchange::chat(
                 http.provider,
                 &OpenAiChat,
                 call,
                 http.model(call)?,
                 http.drop_params,
                 |_, _, body| http.post(url.clone(), http.request_headers(call), body),
-            )
+            ))
             .await
         }
         Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
