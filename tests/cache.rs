@@ -322,3 +322,148 @@ async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
     assert!(err.contains("litellm_settings.cache_params.type"), "{err}");
     assert!(err.contains("redis-semantic"), "{err}");
 }
+
+/// `type: redis` at `url`, keys under a namespace of this test alone.
+fn redis_params(url: &str) -> String {
+    format!(
+        "  cache_params:\n    type: redis\n    url: {url}\n    namespace: t{}\n",
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+async fn wait_for(mut ok: impl FnMut() -> futures_util::future::BoxFuture<'static, bool>) -> bool {
+    for _ in 0..100 {
+        if ok().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
+    let Some(redis) = redis_server() else {
+        return;
+    };
+    let mock = mock_server(MockSettings::default()).await;
+    let yaml = config(&mock.base(), &redis_params(&redis));
+    let (a, b) = (gateway(&yaml).await, gateway(&yaml).await);
+    for gw in [&a, &b] {
+        let ready = get(&gw.url("/health/readiness")).await.json();
+        assert_eq!(ready["cache"]["type"], "redis", "{ready}");
+    }
+    let ready_a = a.url("/health/readiness");
+    assert!(
+        wait_for(|| {
+            let url = ready_a.clone();
+            Box::pin(async move { get(&url).await.json()["cache"]["redis"] == "connected" })
+        })
+        .await,
+        "instance a connects to Redis"
+    );
+    let first = chat(&a, CHAT, &[]).await;
+    assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
+    // Written to Redis off the request path: b finds it once it is there.
+    let b_chat = b.url("/v1/chat/completions");
+    let mut from_b = None;
+    for _ in 0..50 {
+        let h = [MASTER, ("content-type", "application/json")];
+        let r = send("POST", &b_chat, CHAT_AGAIN, &h).await;
+        if r.header("x-sluice-cache-hit") == Some("true") {
+            from_b = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let from_b = from_b.expect("instance b is answered from the shared store");
+    assert_eq!(from_b.body, first.body, "the same answer, byte for byte");
+    assert_eq!(from_b.header("x-sluice-response-cost"), Some("0"));
+    assert_eq!(
+        from_b.header("x-sluice-cache-key"),
+        first.header("x-sluice-cache-key"),
+        "both instances compute the same key"
+    );
+    let upstream = mock.requests().await;
+    assert!(
+        upstream <= 2,
+        "b never asks upstream once it found the answer"
+    );
+    // A stream too, replayed on b as the same events.
+    let stream = r#"{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"shared stream"}]}"#;
+    let s1 = chat(&a, stream, &[]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let s2 = chat(&b, stream, &[]).await;
+    assert_eq!(s2.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(s2.sse_data(), s1.sse_data());
+    let m = get(&b.url("/metrics")).await.text();
+    assert!(m.contains("sluice_cache_redis_hits_total 2"), "{m}");
+    assert!(m.contains("sluice_cache_redis_up 1"), "{m}");
+    let ping = get(&a.url("/cache/ping")).await;
+    assert_eq!(ping.status, 200, "{}", ping.text());
+    assert_eq!(ping.json()["cache_type"], "redis");
+    assert_eq!(ping.json()["ping_response"], true);
+    // Flushed on b: gone from Redis and from a's memory as well.
+    let h = [MASTER];
+    let flush = send("POST", &b.url("/cache/flushall"), "", &h).await;
+    assert_eq!(flush.status, 200, "{}", flush.text());
+    assert_eq!(flush.json()["redis_keys_removed"], 2, "{}", flush.text());
+    let ping_a = a.url("/cache/ping");
+    assert!(
+        wait_for(|| {
+            let url = ping_a.clone();
+            Box::pin(async move { get(&url).await.json()["entries"] == 0 })
+        })
+        .await,
+        "a's memory is emptied by b's flush"
+    );
+    let before = mock.requests().await;
+    assert_eq!(
+        chat(&a, CHAT, &[]).await.header("x-sluice-cache-hit"),
+        Some("false")
+    );
+    assert_eq!(mock.requests().await, before + 1);
+}
+
+#[tokio::test]
+async fn a_redis_that_is_down_leaves_each_instance_caching_in_its_own_memory() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mock = mock_server(MockSettings::default()).await;
+    let yaml = config(
+        &mock.base(),
+        &redis_params(&format!("redis://127.0.0.1:{closed}")),
+    );
+    let gw = gateway(&yaml).await;
+    let ready = get(&gw.url("/health/readiness")).await;
+    assert_eq!(ready.status, 200, "the instance stays ready");
+    assert!(
+        ready.json()["cache"]["redis"]
+            .as_str()
+            .unwrap()
+            .starts_with("unreachable"),
+        "{}",
+        ready.text()
+    );
+    let started = std::time::Instant::now();
+    let first = chat(&gw, CHAT, &[]).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    let again = chat(&gw, CHAT, &[]).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(mock.requests().await, 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no request waits on the missing Redis"
+    );
+    let ping = get(&gw.url("/cache/ping")).await;
+    assert_eq!(ping.status, 503, "{}", ping.text());
+    assert_eq!(ping.json()["error"]["code"], "cache_unavailable");
+    assert!(
+        !ping.text().contains(&closed.to_string()),
+        "no address in errors"
+    );
+}

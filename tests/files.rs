@@ -71,18 +71,6 @@ async fn upload(gw: &Gateway, auth: &str, fields: &[(&str, &str)], file: &[u8]) 
     .await
 }
 
-async fn new_key(gw: &Gateway, spec: Value) -> String {
-    let a = send(
-        "POST",
-        &gw.url("/key/generate"),
-        spec.to_string(),
-        &[MASTER, ("content-type", "application/json")],
-    )
-    .await;
-    assert_eq!(a.status, 200, "{}", a.text());
-    a.json()["key"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn files_upload_list_retrieve_content_delete() {
     let mock = mock_server(MockSettings::default()).await;

@@ -69,21 +69,6 @@ async fn setup(mock: MockSettings) -> (MockServer, Gateway) {
 }
 
 /// A virtual key made through the admin API.
-async fn new_key(gw: &Gateway, spec: Value) -> String {
-    let a = send(
-        "POST",
-        &gw.url("/key/generate"),
-        spec.to_string(),
-        &[
-            ("authorization", "Bearer sk-master"),
-            ("content-type", "application/json"),
-        ],
-    )
-    .await;
-    assert_eq!(a.status, 200, "{}", a.text());
-    a.json()["key"].as_str().unwrap().to_owned()
-}
-
 /// Headers of a request.
 type Headers = Vec<(&'static str, String)>;
 

@@ -63,21 +63,6 @@ async fn setup() -> (MockServer, Gateway) {
     (mock, gw)
 }
 
-async fn new_key(gw: &Gateway, spec: Value) -> String {
-    let a = send(
-        "POST",
-        &gw.url("/key/generate"),
-        spec.to_string(),
-        &[
-            ("authorization", "Bearer sk-master"),
-            ("content-type", "application/json"),
-        ],
-    )
-    .await;
-    assert_eq!(a.status, 200, "{}", a.text());
-    a.json()["key"].as_str().unwrap().to_owned()
-}
-
 type Client =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 

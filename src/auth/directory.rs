@@ -107,6 +107,17 @@ pub enum Caller {
     Key(Arc<KeyEntry>),
 }
 
+impl Caller {
+    /// The virtual key, when the caller has one: what records, spend headers and budgets
+    /// name.
+    pub fn into_key(self) -> Option<Arc<KeyEntry>> {
+        match self {
+            Self::Key(k) => Some(k),
+            Self::Open | Self::Master => None,
+        }
+    }
+}
+
 /// Keys, teams, users and end users, each in a lock-free map.
 #[derive(Default)]
 pub struct Directory {

@@ -228,10 +228,7 @@ where
         wall,
     )
     .await?;
-    let key = match caller {
-        Caller::Key(k) => Some(k),
-        Caller::Open | Caller::Master => None,
-    };
+    let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     let charges = Charges {
         deployment: None,

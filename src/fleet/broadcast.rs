@@ -6,8 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-
 use super::Fleet;
 use sluice_routing::{CooldownNews, Cooled};
 
@@ -46,32 +44,18 @@ impl Fleet {
         F: Fn(KeyChange) + Send + Sync + 'static,
         G: Fn(&str, Duration) + Send + Sync + 'static,
     {
-        let fleet = self.clone();
-        tokio::spawn(async move {
-            loop {
-                match fleet.client().get_async_pubsub().await {
-                    Ok(mut ps) => {
-                        if ps.subscribe(&[CHANNEL, COOLDOWNS]).await.is_ok() {
-                            let mut messages = ps.on_message();
-                            while let Some(msg) = messages.next().await {
-                                let payload: String = msg.get_payload().unwrap_or_default();
-                                if msg.get_channel_name() == CHANNEL {
-                                    if let Some(change) = KeyChange::decode(&payload) {
-                                        on_key(change);
-                                    }
-                                } else if let Some((id, span)) =
-                                    decode_cooldown(&payload, fleet.instance)
-                                {
-                                    on_cooldown(id, span);
-                                }
-                            }
-                        }
+        let me = self.instance;
+        self.link
+            .listen(&[CHANNEL, COOLDOWNS], move |channel, payload| {
+                if channel == CHANNEL {
+                    if let Some(change) = KeyChange::decode(payload) {
+                        on_key(change);
                     }
-                    Err(e) => tracing::debug!(error = ?e.kind(), "redis subscribe failed"),
+                } else if let Some((id, span)) = decode_cooldown(payload, me) {
+                    on_cooldown(id, span);
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        });
+                true
+            });
     }
 
     /// Tell the other instances about this instance's cooldowns as they happen.

@@ -6,16 +6,16 @@
 
 mod broadcast;
 mod counters;
+mod link;
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 
 pub use broadcast::{KeyChange, CHANNEL};
 pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
+pub use link::{BadRedisUrl, RedisLink};
 
 use counters::Scripts;
 use sluice_core::limits::Subjects;
@@ -27,18 +27,16 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(250);
 /// Why the fleet could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    /// The Redis URL does not parse (the URL itself is not echoed: it may hold a password).
-    #[error("router_settings: the Redis address is not a valid redis:// URL")]
-    BadUrl,
+    /// The Redis URL does not parse.
+    #[error("router_settings: {0}")]
+    BadUrl(#[from] BadRedisUrl),
 }
 
 /// The connection to the fleet's Redis, and whether it currently answers.
 pub struct Fleet {
     /// This instance's id in the fleet's messages.
     instance: u64,
-    client: redis::Client,
-    conn: ArcSwapOption<ConnectionManager>,
-    up: AtomicBool,
+    link: Arc<RedisLink>,
     scripts: Scripts,
 }
 
@@ -48,83 +46,36 @@ impl std::fmt::Debug for Fleet {
     }
 }
 
-/// The Redis URL from `redis_url`, or `redis_host` / `redis_port` / `redis_password`.
-pub fn redis_url(
-    url: Option<&Secret>,
-    host: Option<&str>,
-    port: Option<u16>,
-    password: Option<&Secret>,
-) -> Option<Secret> {
-    if let Some(u) = url {
-        return Some(u.clone());
-    }
-    let host = host?;
-    let port = port.unwrap_or(6379);
-    Some(Secret::new(match password {
-        Some(p) => format!("redis://:{}@{host}:{port}", p.expose()),
-        None => format!("redis://{host}:{port}"),
-    }))
-}
-
 impl Fleet {
     /// Set up the fleet at `url`. Connecting happens in the background: an instance starts
     /// (on local counters) even while Redis is down.
     pub fn start(url: &Secret) -> Result<Arc<Self>, FleetError> {
-        let client = redis::Client::open(url.expose()).map_err(|_| FleetError::BadUrl)?;
-        let fleet = Arc::new(Self {
+        let link = RedisLink::start(
+            url,
+            CALL_TIMEOUT,
+            (
+                "rate limits and budgets are shared by the fleet",
+                "rate limits and budgets fall back to this instance's counters",
+            ),
+        )?;
+        Ok(Arc::new(Self {
             instance: fastrand::u64(..),
-            client,
-            conn: ArcSwapOption::empty(),
-            up: AtomicBool::new(false),
+            link,
             scripts: Scripts::default(),
-        });
-        tokio::spawn(fleet.clone().connect_loop());
-        Ok(fleet)
-    }
-
-    /// Keep a connection manager in place; it reconnects by itself once it exists.
-    async fn connect_loop(self: Arc<Self>) {
-        let mut wait = Duration::from_millis(100);
-        loop {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(1)))
-                .set_response_timeout(Some(CALL_TIMEOUT))
-                .set_max_delay(Duration::from_secs(2));
-            match ConnectionManager::new_with_config(self.client.clone(), config).await {
-                Ok(m) => {
-                    self.conn.store(Some(Arc::new(m)));
-                    self.mark(true);
-                    return;
-                }
-                Err(e) => {
-                    self.mark(false);
-                    tracing::debug!(error = ?e.kind(), "redis connect failed; retrying");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(2));
-                }
-            }
-        }
+        }))
     }
 
     /// Whether Redis answered the last call.
     pub fn is_up(&self) -> bool {
-        self.up.load(Relaxed)
+        self.link.is_up()
     }
 
     fn mark(&self, up: bool) {
-        if self.up.swap(up, Relaxed) != up {
-            if up {
-                tracing::info!("redis reachable: rate limits and budgets are shared by the fleet");
-            } else {
-                tracing::warn!(
-                    "redis unreachable: rate limits and budgets fall back to this instance's counters"
-                );
-            }
-        }
+        self.link.mark(up);
     }
 
     fn connection(&self) -> Option<ConnectionManager> {
-        self.conn.load().as_deref().cloned()
+        self.link.connection()
     }
 
     /// Admit a request against the fleet's counters. `None`: Redis did not answer in time and
@@ -180,11 +131,6 @@ impl Fleet {
             .await;
         self.mark(sent.is_ok());
         sent.is_ok()
-    }
-
-    /// The client, for the subscriber.
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.client
     }
 }
 
@@ -362,13 +308,5 @@ mod tests {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .unwrap()
-    }
-
-    #[test]
-    fn url_from_parts_hides_nothing_it_does_not_need() {
-        let u = redis_url(None, Some("r.local"), None, Some(&Secret::new("pw"))).unwrap();
-        assert_eq!(u.expose(), "redis://:pw@r.local:6379");
-        assert!(redis_url(None, None, Some(1), None).is_none());
-        assert!(!format!("{u:?}").contains("pw"));
     }
 }

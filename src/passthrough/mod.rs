@@ -45,7 +45,7 @@ use sluice_providers::passthrough::{
 use sluice_routing::{retry_after, FailureKind, Group};
 use sluice_translate::envelope::{splice, Envelope};
 
-use crate::auth::{self, Caller};
+use crate::auth;
 use crate::server::pipeline::{
     admit, collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
@@ -168,10 +168,7 @@ where
         wall,
     )
     .await?;
-    let key = match caller {
-        Caller::Key(k) => Some(k),
-        Caller::Open | Caller::Master => None,
-    };
+    let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     let mut charges = Charges {
         deployment: None,

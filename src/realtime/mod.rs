@@ -36,7 +36,7 @@ use sluice_core::record::RequestRecord;
 use sluice_providers::realtime::{self, RealtimeUpstream};
 use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
-use crate::auth::{self, Caller};
+use crate::auth;
 use crate::server::pipeline::admit;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
@@ -84,10 +84,7 @@ pub async fn handle<B>(
     // 6. Admit.
     let (permit, fleet) =
         admit(state, &caller, None, &group.name, &record.request_id, wall).await?;
-    let key = match caller {
-        Caller::Key(k) => Some(k),
-        Caller::Open | Caller::Master => None,
-    };
+    let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     // 7. A deployment with a Realtime API, and its upstream session.
     let strategy = snap.router.policy.strategy;

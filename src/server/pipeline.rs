@@ -226,16 +226,20 @@ where
         }
     };
     // 5. Read the envelope, not the body.
-    let envelope = match boundary {
+    let form = match boundary {
+        None => None,
+        Some(b) => Some(multipart::head(&body, b)?),
+    };
+    let envelope = match &form {
         None => Envelope::parse(&body)?,
-        Some(b) => Envelope::parse_multipart(&body, b)?,
+        Some(parts) => Envelope::parse_multipart(&body, parts)?,
     };
     if envelope.stream && !endpoint.can_stream() {
         return Err(ApiError::StreamNotSupported);
     }
     // Speech is audio relayed as it arrives, whatever the request says.
     let stream = envelope.stream || endpoint.answers_binary();
-    let requested_units = units::request_units(endpoint, &body, boundary);
+    let requested_units = units::request_units(endpoint, &body, form.as_deref());
     record.stream = stream;
     if state.recorder().callbacks().content() {
         record.content = Some(Box::new(Content {
@@ -261,16 +265,17 @@ where
         wall,
     )
     .await?;
-    let key = match caller {
-        Caller::Key(k) => Some(k),
-        Caller::Open | Caller::Master => None,
-    };
+    let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     // 6½. The cache: a stored answer, or an identical request's in flight.
     let mut cached = None;
-    if let Some(cache) = snap.cache.as_ref().filter(|c| c.settings.caches(endpoint)) {
+    let control = envelope.routing.cache.as_ref();
+    if let Some(cache) = snap
+        .cache
+        .as_ref()
+        .filter(|c| c.applies(endpoint, control))
+    {
         let group = &resolved.group.name;
-        let control = envelope.routing.cache.as_ref();
         match Box::pin(crate::cache::lookup(
             cache,
             endpoint,
@@ -464,7 +469,7 @@ where
     auth::authorize(snap.master.as_ref(), req.headers())?;
     let (parts, body) = req.into_parts();
     let body = read_body(body, &parts.headers, snap.max_body).await?;
-    crate::cache::manage(op, snap.cache.as_deref(), &body)
+    crate::cache::manage(op, snap.cache.as_deref(), &body).await
 }
 
 /// The management API, behind the master key. A change is applied to this instance's key
@@ -817,6 +822,22 @@ pub(crate) async fn collect_upstream(body: UpstreamBody) -> Result<Bytes, ApiErr
         .map_err(|e| ApiError::UpstreamUnreachable(format!("reading the answer failed: {e}")))
 }
 
+/// The body length the client declared (`Content-Length`); a declared length over `limit`
+/// is refused before anything is read.
+pub(crate) fn declared_length(
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Option<usize>, ApiError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    match declared {
+        Some(n) if n > limit => Err(ApiError::BodyTooLarge { limit }),
+        _ => Ok(declared),
+    }
+}
+
 /// Read the request body into one buffer, refusing more than `limit` bytes. A body that
 /// arrives in one frame is kept as is; otherwise it is copied once into a buffer sized from
 /// `Content-Length`.
@@ -829,13 +850,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(ApiError::BodyTooLarge { limit });
-    }
+    let declared = declared_length(headers, limit)?;
     let mut first: Option<Bytes> = None;
     let mut buf = BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -916,7 +931,7 @@ fn readiness(state: &AppState) -> Bytes {
         "callbacks": state.recorder().callbacks().status(),
         "db": db,
         "redis": redis,
-        "cache": "disabled",
+        "cache": crate::cache::readiness(state.snapshot().cache.as_deref()),
         "sluice_version": env!("CARGO_PKG_VERSION"),
         "sluice_commit": env!("SLUICE_GIT_COMMIT"),
     });

@@ -10,7 +10,7 @@ use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
 use crate::auth::{Directory, Gate, KeyLoader, MasterKey, Sync};
-use crate::fleet::{redis_url, Fleet, FleetError};
+use crate::fleet::{Fleet, FleetError};
 use sluice_config::Config;
 use sluice_config::RouterSettings;
 use sluice_config::SinkSettings;
@@ -48,7 +48,18 @@ pub struct Snapshot {
     pub pass_through: crate::passthrough::PassThrough,
     /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
     /// that leaves its settings as they were.
-    pub cache: Option<Arc<sluice_cache::Cache>>,
+    pub cache: Option<Arc<crate::cache::ResponseCache>>,
+}
+
+/// Why a config could not be put in service.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// A deployment cannot be reached as configured.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The response cache's store cannot be set up.
+    #[error("{0}")]
+    Cache(String),
 }
 
 impl Snapshot {
@@ -57,7 +68,7 @@ impl Snapshot {
         config: &Config,
         clients: &ClientRegistry,
         health: &HealthRegistry,
-    ) -> Result<Self, TargetError> {
+    ) -> Result<Self, SnapshotError> {
         let mut members = Vec::with_capacity(config.deployments.len());
         for d in &config.deployments {
             members.push(Member {
@@ -107,11 +118,15 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             pass_through: crate::passthrough::PassThrough::build(config, clients),
-            cache: config
-                .litellm
-                .cache
-                .clone()
-                .map(|s| Arc::new(sluice_cache::Cache::new(s))),
+            cache: match config.litellm.cache.clone() {
+                Some(s) => Some(
+                    crate::cache::ResponseCache::start(s, config.general.master_key.as_ref())
+                        .map_err(|e| {
+                            SnapshotError::Cache(format!("litellm_settings.cache_params: {e}"))
+                        })?,
+                ),
+                None => None,
+            },
         })
     }
 }
@@ -271,12 +286,7 @@ impl Services {
     /// fleet when Redis is configured. Must run inside the runtime.
     pub async fn start(config: &Config, options: &ServiceOptions) -> Result<Self, ServiceError> {
         let r = &config.router;
-        let fleet = match redis_url(
-            r.redis_url.as_ref(),
-            r.redis_host.as_deref(),
-            r.redis_port,
-            r.redis_password.as_ref(),
-        ) {
+        let fleet = match r.redis.url() {
             Some(url) => Some(Fleet::start(&url)?),
             None => None,
         };
@@ -331,7 +341,7 @@ impl Services {
 impl AppState {
     /// State for a validated config; finished requests go to `recorder`. Upstream calls share
     /// one pool per upstream (for a server on one multi-threaded runtime).
-    pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, TargetError> {
+    pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, SnapshotError> {
         Self::with_services(config, recorder, Services::default(), 0)
     }
 
@@ -342,7 +352,7 @@ impl AppState {
         recorder: Recorder,
         services: Services,
         workers: usize,
-    ) -> Result<Arc<Self>, TargetError> {
+    ) -> Result<Arc<Self>, SnapshotError> {
         let clients = ClientRegistry::new(workers);
         let health = HealthRegistry::default();
         let snap = Snapshot::build(config, &clients, &health)?;
@@ -402,10 +412,10 @@ impl AppState {
     }
 
     /// Replace the snapshot with one built from `config`; on error the old one keeps serving.
-    pub fn reload(&self, config: &Config) -> Result<(), TargetError> {
+    pub fn reload(&self, config: &Config) -> Result<(), SnapshotError> {
         let mut snap = Snapshot::build(config, &self.clients, &self.health)?;
         if let (Some(new), Some(old)) = (&snap.cache, &self.snapshot.load().cache) {
-            if new.settings == old.settings {
+            if new.core.settings == old.core.settings {
                 snap.cache = Some(Arc::clone(old));
             }
         }

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use http::header::CONTENT_LENGTH;
 use http::HeaderMap;
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -36,13 +35,7 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(ApiError::BodyTooLarge { limit });
-    }
+    let declared = super::pipeline::declared_length(headers, limit)?;
     let mut scanner = Scanner::new(boundary);
     let mut head = BytesMut::new();
     loop {
@@ -80,6 +73,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::CONTENT_LENGTH;
     use http_body::Frame;
     use http_body_util::StreamBody;
     use std::convert::Infallible;

@@ -368,6 +368,19 @@ pub async fn send(
 
 pub const MASTER: (&str, &str) = ("authorization", "Bearer sk-master");
 
+/// A virtual key made by the master key `sk-master` with `/key/generate` and `spec`.
+pub async fn new_key(gw: &Gateway, spec: serde_json::Value) -> String {
+    let a = send(
+        "POST",
+        &gw.url("/key/generate"),
+        spec.to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    a.json()["key"].as_str().unwrap().to_owned()
+}
+
 /// Whether `f` comes true within `within` (asked every 50 ms).
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where

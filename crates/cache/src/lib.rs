@@ -5,15 +5,19 @@
 //! - [`key`]: the key, hashed from the body bytes the request already holds;
 //! - [`store`]: the in-process store, bounded in bytes, entries expiring by their TTL;
 //! - [`flight`]: in-flight de-duplication, with streams fanned out as chunks arrive;
-//! - [`settings`]: what `litellm_settings.cache_params` configures.
+//! - [`settings`]: what `litellm_settings.cache_params` configures;
+//! - [`wire`]: an answer as bytes, for a store shared by a fleet (Redis).
 
 pub mod flight;
 pub mod key;
 pub mod settings;
 pub mod store;
+pub mod wire;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+
+use sluice_core::Secret;
 
 pub use flight::{Flights, Follower, Head, Join, Leader, Next};
 pub use key::CacheKey;
@@ -37,15 +41,25 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// A cache as `settings` describe it.
-    pub fn new(settings: CacheSettings) -> Self {
+    /// A cache as `settings` describe it. A cache shared by a fleet seeds its keys with a
+    /// secret every instance has (`fleet_secret`, the master key), so that they compute the
+    /// same keys; an instance's own cache with a secret of the process.
+    pub fn new(settings: CacheSettings, fleet_secret: Option<&Secret>) -> Self {
         let stats = Arc::new(CacheStats::default());
         let store = settings
             .store
             .then(|| LocalCache::new(settings.max_bytes, Arc::clone(&stats)));
-        // A secret of this process: hashing nothing with std's randomly keyed hasher.
-        let seed =
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
+        let seed = match settings.kind {
+            CacheType::Redis(_) => xxhash_rust::xxh3::xxh3_64_with_seed(
+                fleet_secret.map_or(&b""[..], |s| s.expose().as_bytes()),
+                0x5c_ac4e,
+            ),
+            // Hashing nothing with std's randomly keyed hasher.
+            CacheType::Local => std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                0u8,
+            ),
+        };
         Self {
             settings,
             store,
@@ -65,9 +79,13 @@ pub struct CacheStats {
     pub misses: AtomicU64,
     /// Requests answered by another identical request's upstream call.
     pub coalesced: AtomicU64,
+    /// Hits that came from the shared store (Redis), counted in `hits` too.
+    pub shared_hits: AtomicU64,
+    /// Calls to the shared store that failed or timed out.
+    pub shared_errors: AtomicU64,
     /// Entries dropped to stay within the byte bound.
     pub evictions: AtomicU64,
-    /// Cost the hits and coalesced requests did not incur, in nano-dollars.
+    /// Upstream cost the hits did not incur (what their stored answers cost), in nano-dollars.
     pub saved_nanos: AtomicU64,
 }
 

@@ -5,23 +5,42 @@
 use std::time::Duration;
 
 use sluice_core::endpoint::Endpoint;
+use sluice_core::Secret;
 
-/// Where answers are stored. Only the in-process store exists so far; the config refuses the
-/// other LiteLLM types by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where answers are stored. The config refuses LiteLLM's other types by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CacheType {
     /// LiteLLM's `local`: this instance's memory.
     Local,
+    /// LiteLLM's `redis`: a Redis the fleet shares, with this instance's memory in front.
+    Redis(RedisCache),
 }
+
+/// The shared store's settings (`type: redis`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisCache {
+    /// Where it is: a `redis://` URL (it may hold a password).
+    pub url: Secret,
+    /// Longest a lookup waits for Redis before it counts as a miss (`socket_timeout`).
+    pub timeout: Duration,
+    /// Longest an answer read from Redis stays in this instance's memory
+    /// (`default_in_memory_ttl`); never longer than it has left in Redis.
+    pub memory_ttl: Option<Duration>,
+}
+
+/// How long a lookup waits for the shared store unless `socket_timeout` says otherwise: a
+/// Redis this slow costs more than the answer it might hold saves.
+pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// The cache's configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheSettings {
-    /// The store's type.
+    /// The store's type, and the shared store's settings.
     pub kind: CacheType,
     /// Whether answers are stored at all (`cache: true`); `false` with `dedupe` alone.
     pub store: bool,
-    /// How long an answer is kept unless the request says otherwise.
+    /// How long an answer is kept unless the request says otherwise (in Redis too:
+    /// `default_in_redis_ttl` when given).
     pub ttl: Duration,
     /// A prefix of every key: instances with different namespaces never share answers.
     pub namespace: Option<String>,

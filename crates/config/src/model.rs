@@ -339,14 +339,8 @@ pub struct RouterSettings {
     pub hedge_after: Vec<(String, HedgeAfter)>,
     /// `on_client_disconnect`: `cancel` (default) or `finish` (sluice's own key).
     pub on_client_disconnect: OnDisconnect,
-    /// `redis_host`.
-    pub redis_host: Option<String>,
-    /// `redis_port`.
-    pub redis_port: Option<u16>,
-    /// `redis_password`.
-    pub redis_password: Option<Secret>,
-    /// `redis_url`.
-    pub redis_url: Option<Secret>,
+    /// `redis_host`, `redis_port`, `redis_password`, `redis_url`: the fleet's Redis.
+    pub redis: RedisAddress,
     /// `fallbacks`: group name → ordered fallback groups.
     pub fallbacks: Vec<(String, Vec<String>)>,
     /// `context_window_fallbacks`.
@@ -355,6 +349,48 @@ pub struct RouterSettings {
     pub content_policy_fallbacks: Vec<(String, Vec<String>)>,
     /// `default_fallbacks`.
     pub default_fallbacks: Vec<String>,
+}
+
+/// Where a Redis is, as LiteLLM's keys give it: a whole `redis://` URL, or a host with its
+/// port, user and password. One type for the fleet's Redis and the cache's.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RedisAddress {
+    /// `redis_url` / `url` (wins over the parts).
+    pub url: Option<Secret>,
+    /// `redis_host` / `host`.
+    pub host: Option<String>,
+    /// `redis_port` / `port` (6379 when left out).
+    pub port: Option<u16>,
+    /// `username` (Redis ACL user).
+    pub username: Option<String>,
+    /// `redis_password` / `password`.
+    pub password: Option<Secret>,
+}
+
+impl RedisAddress {
+    /// The `redis://` URL to connect to; `None` when neither a URL nor a host is given.
+    /// User and password are percent-encoded, so any character may stand in them.
+    pub fn url(&self) -> Option<Secret> {
+        use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+        if let Some(u) = &self.url {
+            return Some(u.clone());
+        }
+        let host = self.host.as_deref()?;
+        let port = self.port.unwrap_or(6379);
+        let user = self
+            .username
+            .as_deref()
+            .map(|u| utf8_percent_encode(u, NON_ALPHANUMERIC).to_string())
+            .unwrap_or_default();
+        Some(Secret::new(match &self.password {
+            Some(p) => format!(
+                "redis://{user}:{}@{host}:{port}",
+                utf8_percent_encode(p.expose(), NON_ALPHANUMERIC)
+            ),
+            None if user.is_empty() => format!("redis://{host}:{port}"),
+            None => format!("redis://{user}@{host}:{port}"),
+        }))
+    }
 }
 
 /// `litellm_settings`.

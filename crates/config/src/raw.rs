@@ -266,6 +266,12 @@ pub(super) struct RawCacheParams {
     pub host: Option<Scalar>,
     pub port: Option<Scalar>,
     pub password: Option<Scalar>,
+    pub username: Option<Scalar>,
+    pub url: Option<Scalar>,
+    pub redis_url: Option<Scalar>,
+    pub socket_timeout: Option<Scalar>,
+    pub default_in_memory_ttl: Option<Scalar>,
+    pub default_in_redis_ttl: Option<Scalar>,
 }
 
 /// Keys of `litellm_settings.cache_params` sluice reads.
@@ -280,6 +286,12 @@ pub(super) const CACHE_PARAMS_KEYS: &[&str] = &[
     "host",
     "port",
     "password",
+    "username",
+    "url",
+    "redis_url",
+    "socket_timeout",
+    "default_in_memory_ttl",
+    "default_in_redis_ttl",
 ];
 
 /// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for

@@ -127,8 +127,8 @@ fn loads_a_litellm_config_unchanged() {
         c.router.routing_strategy,
         Some(sluice_routing::Strategy::UsageBased)
     );
-    assert_eq!(c.router.redis_port, Some(6379));
-    assert_eq!(c.router.redis_host, None, "unset REDIS_HOST leaves it out");
+    assert_eq!(c.router.redis.port, Some(6379));
+    assert_eq!(c.router.redis.host, None, "unset REDIS_HOST leaves it out");
     assert_eq!(c.router.cooldown_time, Some(Duration::from_secs(30)));
     assert_eq!(
         c.router.fallbacks,
@@ -566,4 +566,73 @@ fn a_base_from_the_environment_gets_the_providers_path_too() {
         bases,
         ["http://proxy.internal:8080/v1", "http://gpu-box:11434/v1"]
     );
+}
+
+#[test]
+fn a_redis_cache_finds_its_redis_where_litellm_looks() {
+    let yaml = |params: &str, router: &str| {
+        format!(
+            "model_list: []\nrouter_settings:\n{router}\nlitellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n{params}"
+        )
+    };
+    let redis = |c: &Config| match &c.litellm.cache.as_ref().unwrap().kind {
+        sluice_cache::CacheType::Redis(r) => r.clone(),
+        other => panic!("not redis: {other:?}"),
+    };
+    // Its own keys, the password percent-encoded.
+    let own = load_str(
+        &yaml(
+            "    host: cache.local\n    port: 6380\n    password: p@ss/w\n    socket_timeout: 0.05\n    default_in_memory_ttl: 30\n    default_in_redis_ttl: 120\n",
+            "  redis_host: fleet.local",
+        ),
+        &env(&[]),
+    )
+    .unwrap();
+    let r = redis(&own.config);
+    assert_eq!(r.url.expose(), "redis://:p%40ss%2Fw@cache.local:6380");
+    assert_eq!(r.timeout, Duration::from_millis(50));
+    assert_eq!(r.memory_ttl, Some(Duration::from_secs(30)));
+    assert_eq!(
+        own.config.litellm.cache.as_ref().unwrap().ttl,
+        Duration::from_secs(120),
+        "default_in_redis_ttl is the TTL of a Redis cache"
+    );
+    // Else LiteLLM's environment variables.
+    let from_env = load_str(
+        &yaml("", "  num_retries: 1"),
+        &env(&[("REDIS_HOST", "env.local")]),
+    )
+    .unwrap();
+    assert_eq!(
+        redis(&from_env.config).url.expose(),
+        "redis://env.local:6379"
+    );
+    // Else the fleet's Redis.
+    let fleet = load_str(
+        &yaml("", "  redis_url: redis://fleet.local:7000"),
+        &env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        redis(&fleet.config).url.expose(),
+        "redis://fleet.local:7000"
+    );
+    // Nowhere: an error that says where to put it.
+    let errs = errors(load_str(&yaml("", "  num_retries: 1"), &env(&[])).unwrap_err());
+    assert!(
+        errs.iter()
+            .any(|e| e
+                .starts_with("litellm_settings.cache_params.host: type \"redis\" needs a Redis")),
+        "{errs:?}"
+    );
+    // TLS is refused by name rather than tried in the clear.
+    let errs = errors(
+        load_str(
+            &yaml("    url: rediss://secure.local:6380\n", "  num_retries: 1"),
+            &env(&[]),
+        )
+        .unwrap_err(),
+    );
+    assert!(errs.iter().any(|e| e.contains("rediss://")), "{errs:?}");
+    assert!(!errs.iter().any(|e| e.contains("secure.local")), "{errs:?}");
 }

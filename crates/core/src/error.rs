@@ -196,6 +196,10 @@ pub enum ApiError {
     /// The database did not answer; the admin API cannot serve without it.
     #[error("The database is unavailable; try again shortly.")]
     StoreUnavailable,
+    /// The response cache's shared store (Redis) failed a management call; the reason says
+    /// how, never where.
+    #[error("The cache is unavailable: {0}")]
+    CacheUnavailable(String),
     /// A provider pass-through route (`/bedrock/*`, ...) has no upstream settings or
     /// credentials; the reason names what to set, never a value.
     #[error("The {route} pass-through route is not configured: {why}")]
@@ -223,7 +227,7 @@ impl ApiError {
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable | Self::CacheUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::ModelNotFound(_) | Self::RouteNotFound { .. } | Self::NotFound { .. } => {
                 StatusCode::NOT_FOUND
@@ -246,7 +250,7 @@ impl ApiError {
         match self {
             Self::NoDeployment(e) => Some(e.retry_in()),
             Self::Limited(r) if !r.retry_after.is_zero() => Some(r.retry_after),
-            Self::StoreUnavailable => Some(Duration::from_secs(1)),
+            Self::StoreUnavailable | Self::CacheUnavailable(_) => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -271,7 +275,7 @@ impl ApiError {
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
-            Self::StoreUnavailable => "service_unavailable_error",
+            Self::StoreUnavailable | Self::CacheUnavailable(_) => "service_unavailable_error",
             Self::ProviderNotSupported { .. }
             | Self::EndpointNotSupported { .. }
             | Self::PassThroughUnavailable { .. } => "not_implemented_error",
@@ -322,6 +326,7 @@ impl ApiError {
             Self::NotFound { .. } => "not_found",
             Self::Conflict(_) => "already_exists",
             Self::StoreUnavailable => "database_unavailable",
+            Self::CacheUnavailable(_) => "cache_unavailable",
             Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
         }
     }
@@ -354,6 +359,7 @@ impl ApiError {
             | Self::NotFound { .. }
             | Self::Conflict(_)
             | Self::StoreUnavailable
+            | Self::CacheUnavailable(_)
             | Self::PassThroughUnavailable { .. } => None,
         }
     }

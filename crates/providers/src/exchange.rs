@@ -185,23 +185,13 @@ where
     let req = embeddings::parse_request(call.body).map_err(fail)?;
     let body = Bytes::from(api.write(&model, &req).map_err(fail)?);
     let resp = send(&model, body).await?;
-    let (mut parts, body) = resp.into_parts();
-    parts.headers.remove(CONTENT_LENGTH);
-    parts
-        .headers
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let bytes = collect(body).await?;
-    let out = if parts.status.is_success() {
-        let v = api.read(&bytes).map_err(fail)?;
-        Bytes::from(embeddings::write_response(
+    whole_answer(errors, resp, |bytes| {
+        let v = api.read(bytes).map_err(fail)?;
+        Ok(Bytes::from(embeddings::write_response(
             &model, &req, &v.vectors, v.tokens,
-        ))
-    } else {
-        let (status, out) = errors::translate(errors, Dialect::OpenAi, parts.status, &bytes);
-        parts.status = status;
-        out
-    };
-    Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
+        )))
+    })
+    .await
 }
 
 /// A native image-generation API (Imagen's `:predict`, Bedrock's `InvokeModel` per model
@@ -234,6 +224,25 @@ where
     let req = sluice_translate::images::parse_request(call.body).map_err(fail)?;
     let body = Bytes::from(api.write(&model, &req).map_err(fail)?);
     let resp = send(&model, body).await?;
+    whole_answer(errors, resp, |bytes| {
+        let images = api.read(bytes).map_err(fail)?;
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Ok(Bytes::from(sluice_translate::images::write_response(
+            created, &images,
+        )))
+    })
+    .await
+}
+
+/// A native upstream's whole answer as OpenAI's JSON: a success rewritten by `write`, an
+/// error translated from `errors`' format.
+async fn whole_answer<C: Codec>(
+    errors: &C,
+    resp: Response<UpstreamBody>,
+    write: impl FnOnce(&[u8]) -> Result<Bytes, ApiError>,
+) -> Result<Response<UpstreamBody>, ApiError> {
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
     parts
@@ -241,11 +250,7 @@ where
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     let bytes = collect(body).await?;
     let out = if parts.status.is_success() {
-        let images = api.read(&bytes).map_err(fail)?;
-        let created = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        Bytes::from(sluice_translate::images::write_response(created, &images))
+        write(&bytes)?
     } else {
         let (status, out) = errors::translate(errors, Dialect::OpenAi, parts.status, &bytes);
         parts.status = status;

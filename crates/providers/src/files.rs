@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{HeaderMap, Method, Request, Response, Uri};
+use http::{Method, Request, Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use std::sync::Arc;
@@ -58,7 +58,7 @@ impl DeploymentTarget {
             UpstreamTarget::OpenAiCompatible(t) | UpstreamTarget::Azure(t) => send(t, call).await,
             #[cfg(feature = "mock")]
             UpstreamTarget::Mock(t) => {
-                let mut headers = HeaderMap::new();
+                let mut headers = http::HeaderMap::new();
                 if let Some(ct) = call.content_type {
                     headers.insert(CONTENT_TYPE, ct.clone());
                 }

@@ -209,15 +209,14 @@ impl<'a> Envelope<'a> {
 
     /// The envelope of a `multipart/form-data` upload: `model`, `stream` and `user` are form
     /// fields; `model_range` is the model field's raw text. Nothing is stripped or added.
-    /// `body` may be the head of a form whose file is still arriving: fields after the file
-    /// are not seen.
-    pub fn parse_multipart(body: &'a [u8], boundary: &str) -> Result<Self, ApiError> {
-        let parts = multipart::head(body, boundary)?;
+    /// `parts` are the form's (`multipart::head`): `body` may be the head of a form whose
+    /// file is still arriving, and fields after the file are not seen.
+    pub fn parse_multipart(
+        body: &'a [u8],
+        parts: &[multipart::Part<'_>],
+    ) -> Result<Self, ApiError> {
         let field = |name: &str| {
-            parts
-                .iter()
-                .find(|p| p.name == name && p.filename.is_none())
-                .map(|p| (p.value.clone(), multipart::text(body, p)))
+            multipart::field(parts, name).map(|p| (p.value.clone(), multipart::text(body, p)))
         };
         let not_text = |param: &'static str| ApiError::InvalidParam {
             param,

@@ -281,6 +281,13 @@ fn disposition_param<'a>(value: &'a str, key: &str) -> Option<&'a str> {
     }
 }
 
+/// The field `name` among `parts` (a text field, not a file).
+pub fn field<'p, 'a>(parts: &'p [Part<'a>], name: &str) -> Option<&'p Part<'a>> {
+    parts
+        .iter()
+        .find(|p| p.name == name && p.filename.is_none())
+}
+
 /// The text of a part that is not a file.
 pub fn text<'a>(body: &'a [u8], part: &Part<'_>) -> Option<&'a str> {
     std::str::from_utf8(body.get(part.value.clone())?).ok()

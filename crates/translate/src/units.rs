@@ -9,7 +9,7 @@ use sluice_core::price::ImageQuality;
 use sluice_core::usage::RequestUnits;
 
 use crate::images::dimensions;
-use crate::multipart;
+use crate::multipart::{self, Part};
 
 #[derive(Deserialize)]
 struct Stated<'a> {
@@ -22,8 +22,8 @@ struct Stated<'a> {
 }
 
 /// What `body` (a request to `endpoint`, already validated by its envelope) states about its
-/// units. `boundary` is the form's, for multipart bodies.
-pub fn request_units(endpoint: Endpoint, body: &[u8], boundary: Option<&str>) -> RequestUnits {
+/// units. `form` is its parts, for multipart bodies (`multipart::head`).
+pub fn request_units(endpoint: Endpoint, body: &[u8], form: Option<&[Part<'_>]>) -> RequestUnits {
     let priced_by_request = matches!(
         endpoint,
         Endpoint::AudioSpeech
@@ -34,7 +34,7 @@ pub fn request_units(endpoint: Endpoint, body: &[u8], boundary: Option<&str>) ->
     if !priced_by_request {
         return RequestUnits::default();
     }
-    let (input, size, quality) = match (endpoint.body_format(), boundary) {
+    let (input, size, quality) = match (endpoint.body_format(), form) {
         (BodyFormat::Json, _) => match serde_json::from_slice::<Stated<'_>>(body) {
             Ok(s) => (
                 s.input.map(|i| i.chars().count() as u64),
@@ -43,22 +43,15 @@ pub fn request_units(endpoint: Endpoint, body: &[u8], boundary: Option<&str>) ->
             ),
             Err(_) => (None, None, None),
         },
-        (BodyFormat::Multipart, Some(b)) => match multipart::head(body, b) {
-            Ok(parts) => {
-                let field = |name: &str| {
-                    parts
-                        .iter()
-                        .find(|p| p.name == name && p.filename.is_none())
-                        .and_then(|p| multipart::text(body, p))
-                };
-                (
-                    None,
-                    field("size").map(dimensions),
-                    field("quality").map(ImageQuality::parse),
-                )
-            }
-            Err(_) => (None, None, None),
-        },
+        (BodyFormat::Multipart, Some(parts)) => {
+            let field =
+                |name: &str| multipart::field(parts, name).and_then(|p| multipart::text(body, p));
+            (
+                None,
+                field("size").map(dimensions),
+                field("quality").map(ImageQuality::parse),
+            )
+        }
         (BodyFormat::Multipart, None) => (None, None, None),
     };
     let images = matches!(
@@ -110,7 +103,8 @@ mod tests {
             0
         );
         let form = b"--b\r\nContent-Disposition: form-data; name=\"size\"\r\n\r\n256x256\r\n--b\r\nContent-Disposition: form-data; name=\"quality\"\r\n\r\nhigh\r\n--b--";
-        let u = request_units(Endpoint::ImageEdits, form, Some("b"));
+        let parts = multipart::parts(form, "b").unwrap();
+        let u = request_units(Endpoint::ImageEdits, form, Some(&parts));
         assert_eq!(
             (u.pixels_per_image(), u.image_quality),
             (256 * 256, Some(ImageQuality::High))

@@ -2,7 +2,7 @@
 //! that every model a fallback names is served.
 
 use sluice_core::settings::read::{boolean, seconds, whole};
-use sluice_core::settings::{did_you_mean, Problems};
+use sluice_core::settings::{did_you_mean, Env, Problems};
 
 use super::texts;
 use crate::model::{LitellmSettings, RouterSettings};
@@ -12,6 +12,7 @@ use crate::raw::{RawFallbacks, RawLitellm};
 pub(super) fn litellm(
     raw: RawLitellm,
     router: &mut RouterSettings,
+    env: &dyn Env,
     p: &mut Problems,
 ) -> LitellmSettings {
     // LiteLLM accepts these in either section; the router's own setting wins.
@@ -21,7 +22,14 @@ pub(super) fn litellm(
     if router.default_fallbacks.is_empty() {
         router.default_fallbacks = texts(raw.default_fallbacks);
     }
-    let cache = super::cache::cache(raw.cache, raw.cache_params, raw.dedupe_in_flight, p);
+    let cache = super::cache::cache(
+        raw.cache,
+        raw.cache_params,
+        raw.dedupe_in_flight,
+        &router.redis,
+        env,
+        p,
+    );
     LitellmSettings {
         cache,
         drop_params: boolean("litellm_settings.drop_params", raw.drop_params, p).unwrap_or(false),

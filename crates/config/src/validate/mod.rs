@@ -28,7 +28,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         ..Default::default()
     };
     let mut router = router::router(raw.router_settings.unwrap_or_default(), p);
-    let litellm = litellm::litellm(litellm_raw, &mut router, p);
+    let litellm = litellm::litellm(litellm_raw, &mut router, env, p);
     let callbacks = callbacks::callbacks(
         &litellm,
         raw.callback_settings.unwrap_or_default(),

@@ -10,7 +10,7 @@ use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
 use super::litellm::fallbacks;
 use super::texts;
-use crate::model::RouterSettings;
+use crate::model::{RedisAddress, RouterSettings};
 use crate::raw::RawRouter;
 
 /// LiteLLM's routing strategies.
@@ -82,10 +82,13 @@ pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
         max_fallbacks: whole("router_settings.max_fallbacks", raw.max_fallbacks, p),
         hedge_after: hedges(raw.hedge_after_ms, p),
         on_client_disconnect,
-        redis_host: text(raw.redis_host),
-        redis_port: whole("router_settings.redis_port", raw.redis_port, p),
-        redis_password: text(raw.redis_password).map(Secret::new),
-        redis_url: text(raw.redis_url).map(Secret::new),
+        redis: RedisAddress {
+            url: text(raw.redis_url).map(Secret::new),
+            host: text(raw.redis_host),
+            port: whole("router_settings.redis_port", raw.redis_port, p),
+            username: None,
+            password: text(raw.redis_password).map(Secret::new),
+        },
         fallbacks: fallbacks(raw.fallbacks),
         context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
         content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),

@@ -6,8 +6,17 @@
 //!
 //! A leader's stream is read upstream by a task of its own and every client, the leader's
 //! included, reads it from the flight: a client that leaves stops nobody else's answer.
+//!
+//! With `type: redis` (`shared.rs`) this instance's memory stands in front of a store the
+//! fleet shares: a leader looks there before calling upstream, and answers are written to
+//! both. `manage.rs` serves `/cache/*` and the cache's metrics.
 
-use std::sync::atomic::Ordering::Relaxed;
+mod manage;
+mod shared;
+
+pub use manage::CacheOp;
+pub(crate) use manage::{manage, metrics, readiness};
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,21 +29,64 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, StreamBody};
 
 use sluice_cache::{
-    Cache, CacheKey, CacheStats, Entry, Flights, Follower, Head, Join, Leader, Next,
+    Cache, CacheKey, CacheSettings, CacheStats, CacheType, Entry, Flights, Follower, Head, Join,
+    Leader, Next,
 };
 use sluice_core::cache_control::CacheControl;
 use sluice_core::endpoint::Endpoint;
-use sluice_core::error::ApiError;
 use sluice_core::limits::Nanos;
 use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
 
+use crate::fleet::BadRedisUrl;
+use crate::server::pipeline::X_RESPONSE_COST;
 use crate::server::{RelayError, ResponseBody, StreamRelay};
+use shared::SharedStore;
 
 static X_CACHE_HIT: HeaderName = HeaderName::from_static("x-sluice-cache-hit");
 static X_CACHE_KEY: HeaderName = HeaderName::from_static("x-sluice-cache-key");
 static X_LITELLM_CACHE_KEY: HeaderName = HeaderName::from_static("x-litellm-cache-key");
-static X_RESPONSE_COST: HeaderName = HeaderName::from_static("x-sluice-response-cost");
+
+/// The response cache of a config: the in-process parts (`sluice_cache`) and, with
+/// `type: redis`, the store the fleet shares.
+#[derive(Debug)]
+pub struct ResponseCache {
+    /// Settings, in-process store, flights, counters.
+    pub core: Cache,
+    shared: Option<SharedStore>,
+}
+
+impl ResponseCache {
+    /// The cache `settings` describe; a Redis store connects in the background (must run
+    /// inside the runtime). `fleet_secret` (the master key) seeds a shared cache's keys.
+    pub fn start(
+        settings: CacheSettings,
+        fleet_secret: Option<&sluice_core::Secret>,
+    ) -> Result<Arc<Self>, BadRedisUrl> {
+        let core = Cache::new(settings, fleet_secret);
+        let shared = match &core.settings.kind {
+            CacheType::Local => None,
+            CacheType::Redis(r) => Some(SharedStore::start(
+                r,
+                core.settings.namespace.as_deref(),
+                Arc::clone(&core.stats),
+            )?),
+        };
+        let cache = Arc::new(Self { core, shared });
+        if let Some(s) = &cache.shared {
+            s.hear_invalidations(Arc::downgrade(&cache));
+        }
+        Ok(cache)
+    }
+
+    /// Whether a request to `endpoint` with the body's `cache` object uses the cache at all:
+    /// the pipeline asks before it builds a lookup (`mode: default_off` leaves requests that
+    /// do not ask as if there were no cache).
+    pub(crate) fn applies(&self, endpoint: Endpoint, from_body: Option<&CacheControl>) -> bool {
+        let s = &self.core.settings;
+        s.caches(endpoint) && (!s.default_off || from_body.is_some_and(|c| c.use_cache))
+    }
+}
 
 /// Where a request stands after the cache was asked.
 pub(crate) enum Lookup {
@@ -46,7 +98,7 @@ pub(crate) enum Lookup {
 
 /// A cacheable request on its way upstream, leading its key.
 pub(crate) struct Pending {
-    cache: Arc<Cache>,
+    cache: Arc<ResponseCache>,
     key: CacheKey,
     control: CacheControl,
     leader: Leader,
@@ -55,7 +107,7 @@ pub(crate) struct Pending {
 /// Ask the cache about a request to `endpoint` for `group` with `body`; `from_body` is the
 /// body's `cache` object, `headers` the client's (`Cache-Control`).
 pub(crate) async fn lookup(
-    cache: &Arc<Cache>,
+    cache: &Arc<ResponseCache>,
     endpoint: Endpoint,
     group: &str,
     body: &[u8],
@@ -67,18 +119,15 @@ pub(crate) async fn lookup(
     if let Some(h) = headers.get(CACHE_CONTROL).and_then(|v| v.to_str().ok()) {
         control.add_header(h);
     }
-    let s = &cache.settings;
-    if s.default_off && !control.use_cache {
-        return Lookup::Call(None);
-    }
+    let s = &cache.core.settings;
     let namespace = control.namespace.as_deref().or(s.namespace.as_deref());
-    let Some(key) = CacheKey::of(cache.seed, namespace, endpoint, group, body) else {
+    let Some(key) = CacheKey::of(cache.core.seed, namespace, endpoint, group, body) else {
         return Lookup::Call(None);
     };
-    let stats = &cache.stats;
+    let stats = &cache.core.stats;
     let mut counted = false;
     loop {
-        if let Some(store) = cache.store.as_ref().filter(|_| !control.no_cache) {
+        if let Some(store) = cache.core.store.as_ref().filter(|_| !control.no_cache) {
             if let Some(e) = store.get(key, control.max_age) {
                 CacheStats::count(&stats.hits, 1);
                 CacheStats::count(&stats.saved_nanos, e.cost.unwrap_or(0));
@@ -90,19 +139,30 @@ pub(crate) async fn lookup(
             }
         }
         let join = if s.dedupe && !control.no_cache {
-            cache.flights.join(key)
+            cache.core.flights.join(key)
         } else {
             // A flight of its own: nobody follows it, but the answer is read the same way.
             Arc::new(Flights::default()).join(key)
         };
         match join {
             Join::Lead(leader) => {
+                if let Some(e) = shared_hit(cache, key, &control).await {
+                    // Followers get it too, as if it had come from upstream.
+                    leader.head(Head {
+                        status: e.status,
+                        content_type: e.content_type.clone(),
+                        stream: e.stream,
+                    });
+                    leader.push(e.body.clone());
+                    leader.finish();
+                    return Lookup::Answered(hit(&e, key, record));
+                }
                 return Lookup::Call(Some(Pending {
                     cache: Arc::clone(cache),
                     key,
                     control,
                     leader,
-                }))
+                }));
             }
             Join::Follow(f) => {
                 if let Some(resp) = follow(f, key, record).await {
@@ -113,6 +173,26 @@ pub(crate) async fn lookup(
             }
         }
     }
+}
+
+/// An answer from the shared store, kept in this instance's memory from now on and counted
+/// as a hit.
+async fn shared_hit(cache: &ResponseCache, key: CacheKey, control: &CacheControl) -> Option<Entry> {
+    let shared = (cache.core.settings.store && !control.no_cache)
+        .then_some(cache.shared.as_ref())
+        .flatten()?;
+    let e = shared.get(key).await?;
+    if control.max_age.is_some_and(|age| e.stored.elapsed() > age) {
+        return None;
+    }
+    let stats = &cache.core.stats;
+    CacheStats::count(&stats.hits, 1);
+    CacheStats::count(&stats.shared_hits, 1);
+    CacheStats::count(&stats.saved_nanos, e.cost.unwrap_or(0));
+    if let Some(store) = &cache.core.store {
+        store.put(key, e.clone());
+    }
+    Some(e)
 }
 
 /// A stored answer, as the client gets it: free, and marked as a hit.
@@ -218,7 +298,7 @@ impl Pending {
                 usage,
                 cost,
                 stored: Instant::now(),
-                ttl: self.control.ttl.unwrap_or(self.cache.settings.ttl),
+                ttl: self.control.ttl.unwrap_or(self.cache.core.settings.ttl),
             });
         }
         self.leader.head(Head {
@@ -272,7 +352,7 @@ impl Pending {
                     usage,
                     cost,
                     stored: Instant::now(),
-                    ttl: self.control.ttl.unwrap_or(self.cache.settings.ttl),
+                    ttl: self.control.ttl.unwrap_or(self.cache.core.settings.ttl),
                 });
             }
             self.leader.finish();
@@ -281,150 +361,18 @@ impl Pending {
     }
 
     fn storing(&self) -> bool {
-        self.cache.store.is_some() && !self.control.no_store
+        self.cache.core.store.is_some() && !self.control.no_store
     }
 
     fn store(&self, entry: Entry) {
-        if let Some(store) = self.cache.store.as_ref().filter(|_| !self.control.no_store) {
+        if self.control.no_store || !self.cache.core.settings.store {
+            return;
+        }
+        if let Some(shared) = &self.cache.shared {
+            shared.put(self.key, &entry);
+        }
+        if let Some(store) = &self.cache.core.store {
             store.put(self.key, entry);
         }
     }
-}
-
-/// `GET /metrics` lines for the cache.
-pub(crate) fn metrics(cache: &Cache, out: &mut String) {
-    use std::fmt::Write;
-    let s = &cache.stats;
-    let bytes = cache.store.as_ref().map_or(0, |st| st.bytes());
-    let entries = cache.store.as_ref().map_or(0, |st| st.len());
-    let _ = write!(
-        out,
-        "# HELP sluice_cache_hits_total Answers served from the response cache.\n\
-         # TYPE sluice_cache_hits_total counter\nsluice_cache_hits_total {}\n\
-         # HELP sluice_cache_misses_total Cache lookups that found nothing.\n\
-         # TYPE sluice_cache_misses_total counter\nsluice_cache_misses_total {}\n\
-         # HELP sluice_cache_coalesced_total Requests answered by an identical request in flight.\n\
-         # TYPE sluice_cache_coalesced_total counter\nsluice_cache_coalesced_total {}\n\
-         # HELP sluice_cache_evictions_total Answers dropped to stay within the cache's bytes.\n\
-         # TYPE sluice_cache_evictions_total counter\nsluice_cache_evictions_total {}\n\
-         # HELP sluice_cache_saved_dollars_total Upstream cost the hits and coalesced requests did not incur.\n\
-         # TYPE sluice_cache_saved_dollars_total counter\nsluice_cache_saved_dollars_total {}\n\
-         # HELP sluice_cache_bytes Bytes of answers the cache holds.\n\
-         # TYPE sluice_cache_bytes gauge\nsluice_cache_bytes {bytes}\n\
-         # HELP sluice_cache_entries Answers the cache holds.\n\
-         # TYPE sluice_cache_entries gauge\nsluice_cache_entries {entries}\n",
-        s.hits.load(Relaxed),
-        s.misses.load(Relaxed),
-        s.coalesced.load(Relaxed),
-        s.evictions.load(Relaxed),
-        s.saved_nanos.load(Relaxed) as f64 / 1e9,
-    );
-}
-
-/// The cache's management routes, as LiteLLM names them (master key).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheOp {
-    /// `GET /cache/ping`: the cache's state.
-    Ping,
-    /// `POST /cache/delete` with `{"keys": [...]}`: drop those answers.
-    Delete,
-    /// `POST /cache/flushall`: drop every answer.
-    FlushAll,
-}
-
-impl CacheOp {
-    /// The operation a path (without `/v1`) names.
-    pub fn of(path: &str) -> Option<Self> {
-        match path {
-            "/cache/ping" => Some(Self::Ping),
-            "/cache/delete" => Some(Self::Delete),
-            "/cache/flushall" => Some(Self::FlushAll),
-            _ => None,
-        }
-    }
-
-    /// The method it is called with.
-    pub fn method(self) -> http::Method {
-        match self {
-            Self::Ping => http::Method::GET,
-            Self::Delete | Self::FlushAll => http::Method::POST,
-        }
-    }
-
-    /// Its route label for records and metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Ping => "/cache/ping",
-            Self::Delete => "/cache/delete",
-            Self::FlushAll => "/cache/flushall",
-        }
-    }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeleteBody {
-    keys: Vec<String>,
-}
-
-/// Serve a management route (the caller is the master key).
-pub(crate) fn manage(
-    op: CacheOp,
-    cache: Option<&Cache>,
-    body: &[u8],
-) -> Result<Response<ResponseBody>, ApiError> {
-    let Some(cache) = cache else {
-        return Err(ApiError::InvalidParam {
-            param: "cache",
-            message: "the cache is off: set litellm_settings.cache: true".into(),
-        });
-    };
-    let answer = match op {
-        CacheOp::Ping => {
-            let (entries, bytes) = cache
-                .store
-                .as_ref()
-                .map_or((0, 0), |s| (s.len(), s.bytes()));
-            serde_json::json!({
-                "status": "healthy",
-                "cache_type": "local",
-                "store": cache.store.is_some(),
-                "dedupe_in_flight": cache.settings.dedupe,
-                "entries": entries,
-                "bytes": bytes,
-                "in_flight": cache.flights.len(),
-            })
-        }
-        CacheOp::Delete => {
-            let req: DeleteBody =
-                serde_json::from_slice(body).map_err(|e| ApiError::InvalidParam {
-                    param: "keys",
-                    message: format!("expected {{\"keys\": [\"<x-sluice-cache-key>\", ...]}}: {e}"),
-                })?;
-            let mut deleted = 0;
-            for k in &req.keys {
-                let key = CacheKey::from_hex(k).ok_or_else(|| ApiError::InvalidParam {
-                    param: "keys",
-                    message: format!(
-                        "not a cache key: {:?}",
-                        k.chars().take(64).collect::<String>()
-                    ),
-                })?;
-                if cache.store.as_ref().is_some_and(|s| s.remove(key)) {
-                    deleted += 1;
-                }
-            }
-            serde_json::json!({"status": "success", "deleted": deleted})
-        }
-        CacheOp::FlushAll => {
-            if let Some(s) = &cache.store {
-                s.clear();
-            }
-            serde_json::json!({"status": "success"})
-        }
-    };
-    let mut resp = Response::new(ResponseBody::full(answer.to_string()));
-    resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(resp)
 }
