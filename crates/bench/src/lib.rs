@@ -138,8 +138,14 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         } else {
             None
         };
-        let plain =
+        let models =
             spawn::gateway_config(&mock_base, slow.as_deref(), args.models, args.upstream_h2c);
+        let cache = args.workloads.iter().any(|w| w.cached());
+        let mut plain = models.clone();
+        if cache {
+            plain.push_str("litellm_settings:\n");
+            plain.push_str(spawn::CACHE_SETTINGS);
+        }
         let g = start_gateway("sluice", "sluice.yaml", &plain, &workers, &dir)?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Some(r) = procs::read(g.pid) {
@@ -155,8 +161,8 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         if args.callbacks {
             let (addr, got) = sink::start().await?;
             received = Some(got);
-            let mut yaml = plain.clone();
-            yaml.push_str(&sink::callbacks_config(&addr.to_string()));
+            let mut yaml = models;
+            yaml.push_str(&sink::callbacks_config(&addr.to_string(), cache));
             let g = start_gateway(
                 report::WITH_CALLBACKS,
                 "sluice-callbacks.yaml",
@@ -288,9 +294,11 @@ fn parse_uri(s: &str) -> Result<Uri, BenchError> {
 
 fn end_marker(w: Workload) -> Option<&'static [u8]> {
     match w {
-        Workload::ChatStream => Some(b"[DONE]"),
+        Workload::ChatStream | Workload::ChatStreamCached => Some(b"[DONE]"),
         Workload::ResponsesStream => Some(b"response.completed"),
-        Workload::Chat | Workload::Responses | Workload::Embeddings => None,
+        Workload::Chat | Workload::Responses | Workload::Embeddings | Workload::ChatCached => {
+            None
+        }
     }
 }
 

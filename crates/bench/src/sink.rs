@@ -78,10 +78,15 @@ async fn serve(listener: TcpListener, got: Arc<Received>) {
 
 /// The config lines that turn on every callback sluice has, all pointed at `receiver`
 /// (appended to the bench's gateway config).
-pub fn callbacks_config(receiver: &str) -> String {
+pub fn callbacks_config(receiver: &str, cache: bool) -> String {
+    let cache = if cache {
+        super::spawn::CACHE_SETTINGS
+    } else {
+        ""
+    };
     format!(
         "litellm_settings:
-  callbacks: [otel, webhook, langfuse, langsmith, s3]
+{cache}  callbacks: [otel, webhook, langfuse, langsmith, s3]
 callback_settings:
   otel: {{endpoint: 'http://{receiver}/v1/traces'}}
   webhook: {{url: 'http://{receiver}/hook'}}
@@ -99,10 +104,12 @@ mod tests {
     #[test]
     fn the_callbacks_config_turns_every_sink_on() {
         let mut yaml = super::super::spawn::gateway_config("http://127.0.0.1:1", None, 3, false);
-        yaml.push_str(&callbacks_config("127.0.0.1:9"));
+        yaml.push_str(&callbacks_config("127.0.0.1:9", true));
         let loaded = sluice_config::load_str(&yaml, &std::collections::HashMap::new()).unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(loaded.config.callbacks.sinks.len(), 5);
         assert!(loaded.config.callbacks.tracing());
+        let cache = loaded.config.litellm.cache.expect("the cache workloads' cache is on");
+        assert!(cache.default_off, "only requests that ask use it");
     }
 }

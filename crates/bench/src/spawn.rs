@@ -112,6 +112,10 @@ pub fn gateway_config(mock: &str, slow_mock: Option<&str>, models: usize, h2c: b
     y
 }
 
+/// The lines of `litellm_settings` that turn the response cache on for the requests that ask
+/// (`mode: default_off`), so that every other workload runs as without a cache.
+pub const CACHE_SETTINGS: &str = "  cache: true\n  cache_params: {mode: default_off}\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,22 +18,32 @@ pub enum Workload {
     ResponsesStream,
     /// `POST /v1/embeddings`.
     Embeddings,
+    /// `POST /v1/chat/completions` asking for the response cache (`"cache": {"use-cache":
+    /// true}`; sluice runs it with `mode: default_off`): every request of a level but the
+    /// first is a hit. Direct, the mock answers each one.
+    ChatCached,
+    /// The same with `stream: true`: a hit replays the stored stream.
+    ChatStreamCached,
 }
 
 impl Workload {
     /// Every workload, in report order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 7] = [
         Self::Chat,
         Self::ChatStream,
         Self::Responses,
         Self::ResponsesStream,
         Self::Embeddings,
+        Self::ChatCached,
+        Self::ChatStreamCached,
     ];
 
     /// Request path.
     pub fn path(self) -> &'static str {
         match self {
-            Self::Chat | Self::ChatStream => "/v1/chat/completions",
+            Self::Chat | Self::ChatStream | Self::ChatCached | Self::ChatStreamCached => {
+                "/v1/chat/completions"
+            }
             Self::Responses | Self::ResponsesStream => "/v1/responses",
             Self::Embeddings => "/v1/embeddings",
         }
@@ -41,7 +51,15 @@ impl Workload {
 
     /// Whether the answer is a stream (time to first byte is measured).
     pub fn streams(self) -> bool {
-        matches!(self, Self::ChatStream | Self::ResponsesStream)
+        matches!(
+            self,
+            Self::ChatStream | Self::ResponsesStream | Self::ChatStreamCached
+        )
+    }
+
+    /// Whether the gateway's response cache serves it.
+    pub fn cached(self) -> bool {
+        matches!(self, Self::ChatCached | Self::ChatStreamCached)
     }
 
     /// Stable name for reports.
@@ -52,6 +70,8 @@ impl Workload {
             Self::Responses => "responses",
             Self::ResponsesStream => "responses-stream",
             Self::Embeddings => "embeddings",
+            Self::ChatCached => "chat-cached",
+            Self::ChatStreamCached => "chat-stream-cached",
         }
     }
 
@@ -69,6 +89,12 @@ impl Workload {
             Self::Responses => serde_json::json!({"model": m, "input": p}),
             Self::ResponsesStream => serde_json::json!({"model": m, "input": p, "stream": true}),
             Self::Embeddings => serde_json::json!({"model": m, "input": p}),
+            Self::ChatCached => {
+                serde_json::json!({"model": m, "messages": [{"role": "user", "content": p}], "cache": {"use-cache": true}})
+            }
+            Self::ChatStreamCached => {
+                serde_json::json!({"model": m, "messages": [{"role": "user", "content": p}], "stream": true, "cache": {"use-cache": true}})
+            }
         };
         Bytes::from(v.to_string())
     }
