@@ -16,6 +16,10 @@
 #   TRANSLATED=1 bash bench/instructions.sh           # `bench` is an anthropic/ deployment on
 #                                                     # the mock: OpenAI requests are translated
 #                                                     # to Messages and the answers back
+#   FLOOR=1 bash bench/instructions.sh                # the same count for the floor: nginx as a
+#                                                     # keep-alive reverse proxy to the mock (one
+#                                                     # process, no master; the config `sluice
+#                                                     # bench` writes, crates/bench/src/floor.rs)
 #   CALLBACKS=1 bash bench/instructions.sh            # every logging callback and OTLP export on,
 #                                                     # pointed at a loopback receiver (the count
 #                                                     # includes the callbacks' own thread)
@@ -93,6 +97,55 @@ if [ -n "${VIRTUAL_KEY:-}" ]; then
   mode="$mode, virtual key with limits and budget"
 fi
 
+if [ -n "${FLOOR:-}" ]; then
+  nginx=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+  [ -x "$nginx" ] || { echo "instructions: nginx is not installed (apt-get install nginx-light)" >&2; exit 1; }
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$work/nginx-tmp"
+  # The floor's config as `sluice bench` writes it, in one process (no master) so that one pid
+  # holds every instruction, as sluice's one worker does.
+  { [ "$(id -u)" -eq 0 ] && echo "user root;"
+    cat <<NGINX
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx-tmp/body;
+  proxy_temp_path $work/nginx-tmp/proxy;
+  fastcgi_temp_path $work/nginx-tmp/fastcgi;
+  uwsgi_temp_path $work/nginx-tmp/uwsgi;
+  scgi_temp_path $work/nginx-tmp/scgi;
+  client_max_body_size 64m;
+  client_body_buffer_size 1m;
+  keepalive_requests 10000000;
+  keepalive_timeout 75s;
+  upstream mock { server $mock; keepalive 512; keepalive_requests 10000000; }
+  server {
+    listen 127.0.0.1:$port;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+NGINX
+  } >"$work/nginx.conf"
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
+    "$nginx" -p "$work" -e "$work/nginx-error.log" -c "$work/nginx.conf" >"$work/nginx.log" 2>&1 &
+  gw=$!
+  pids+=($gw)
+  for _ in $(seq 1 600); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  echo "127.0.0.1:$port" >"$work/sluice.addr"
+  mode="nginx $("$nginx" -v 2>&1 | sed 's|.*/||'), 1 process"
+  unset VIRTUAL_KEY
+else
 # One worker thread: the count then does not depend on how work spreads over threads.
 SLUICE_LOG=warn valgrind --tool=callgrind --instr-atstart=no \
   --callgrind-out-file="$work/callgrind.out" \
@@ -101,6 +154,7 @@ SLUICE_LOG=warn valgrind --tool=callgrind --instr-atstart=no \
   >"$work/sluice.log" 2>&1 &
 gw=$!
 pids+=($gw)
+fi
 wait_file "$work/sluice.addr"
 target="http://$(cat "$work/sluice.addr")"
 if [ -n "${VIRTUAL_KEY:-}" ]; then

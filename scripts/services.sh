@@ -7,14 +7,16 @@
 #                             (`$SLUICE_TEST_POSTGRES_RESTART_CTL stop|start`); the shared one
 #                             above stays up for every other test
 # and installs a trap that stops both when the calling shell exits. Missing servers are
-# installed from Debian packages (postgresql, redis-server) with apt-get, through sudo when not
-# root. PostgreSQL refuses to run as root, so as root it runs as the `postgres` user (created by
-# the package) or `nobody`.
+# installed from Debian packages (postgresql, redis-server; and nginx-light, the benchmark's
+# floor) with apt-get, through sudo when not root. PostgreSQL refuses to run as root, so as root
+# it runs as the `postgres` user (created by the package) or `nobody`.
 
 services_need() {
   local missing=()
   [ -n "$(services_pg_bin)" ] || missing+=(postgresql)
   command -v redis-server >/dev/null || missing+=(redis-server)
+  # Not a service the tests keep running: `sluice bench` starts nginx as its floor.
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "services: installing ${missing[*]} (Debian packages)"
   local sudo=()

@@ -36,6 +36,7 @@ if command -v valgrind >/dev/null; then
   cargo build --release --locked --bin sluice
   SLUICE="${CARGO_TARGET_DIR:-$PWD/target}/release/sluice" bash bench/instructions.sh || echo "instructions: measurement failed (not a test failure)"
   VIRTUAL_KEY=1 SLUICE="${CARGO_TARGET_DIR:-$PWD/target}/release/sluice" bash bench/instructions.sh || echo "instructions (virtual key): measurement failed (not a test failure)"
+  FLOOR=1 SLUICE="${CARGO_TARGET_DIR:-$PWD/target}/release/sluice" bash bench/instructions.sh || echo "instructions (nginx, the floor): measurement failed (not a test failure)"
 else
   echo "instructions: valgrind not installed; skipped"
 fi

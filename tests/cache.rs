@@ -399,6 +399,14 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     let m = get(&b.url("/metrics")).await.text();
     assert!(m.contains("sluice_cache_redis_hits_total 2"), "{m}");
     assert!(m.contains("sluice_cache_redis_up 1"), "{m}");
+    // Every cache metric docs/metrics.md names is exported (with `type: redis`, all of them).
+    let docs = include_str!("../docs/metrics.md");
+    for name in docs.split('`').filter(|w| w.starts_with("sluice_cache_")) {
+        assert!(
+            m.contains(&format!("# TYPE {name} ")),
+            "{name} is named in docs/metrics.md but not exported"
+        );
+    }
     let ping = get(&a.url("/cache/ping")).await;
     assert_eq!(ping.status, 200, "{}", ping.text());
     assert_eq!(ping.json()["cache_type"], "redis");

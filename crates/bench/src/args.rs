@@ -44,6 +44,13 @@ pub struct BenchArgs {
     /// Do not start sluice (measure only the direct path and the --target gateways).
     #[arg(long)]
     pub no_sluice: bool,
+    /// Do not measure the floor: nginx as a plain reverse proxy to the same mock, which runs
+    /// beside sluice by default whenever nginx is installed.
+    #[arg(long)]
+    pub no_floor: bool,
+    /// The nginx binary for the floor (default: `nginx` on PATH, else /usr/sbin/nginx).
+    #[arg(long)]
+    pub nginx: Option<PathBuf>,
     /// Do not measure the mock directly (a soak run only needs the gateway's own figures).
     #[arg(long)]
     pub no_direct: bool,

@@ -5,6 +5,7 @@
 
 mod args;
 mod chart;
+mod floor;
 mod load;
 mod procs;
 mod report;
@@ -179,6 +180,32 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
             keep.push(g);
         }
     }
+    let mut floor_note = None;
+    if !args.no_sluice && !args.no_floor {
+        match floor::find(args.nginx.as_deref()) {
+            Some(nginx) => {
+                let workers = args.workers.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+                });
+                let n = floor::start(&nginx, &mock_base, workers, &dir)?;
+                if let Some(r) = procs::read(n.pid) {
+                    rest.push(Rest {
+                        target: floor::NAME.into(),
+                        when: "before load",
+                        rss_mb: mb(r.rss),
+                    });
+                }
+                targets.push(target_of(floor::NAME, &n));
+                keep.push(n);
+            }
+            None => {
+                let why = "nginx is not installed (Debian: apt-get install nginx-light), so the \
+                           floor was not measured";
+                eprintln!("sluice bench: {why}");
+                floor_note = Some(why.to_owned());
+            }
+        }
+    }
     for (name, url) in &args.targets {
         let pid = args
             .target_pids
@@ -277,6 +304,7 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
         rest,
         rows,
         hold,
+        floor_note,
         callbacks: received.map(|r| report::CallbackDeliveries {
             requests: r.requests.load(std::sync::atomic::Ordering::Relaxed),
             bytes: r.bytes.load(std::sync::atomic::Ordering::Relaxed),

@@ -177,6 +177,8 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Held streams, when run.
     pub hold: Option<Hold>,
+    /// Why the floor (nginx) is missing from a run that would have measured it.
+    pub floor_note: Option<String>,
     /// What the callback receiver got, with `--callbacks`.
     pub callbacks: Option<CallbackDeliveries>,
 }
@@ -188,6 +190,27 @@ pub struct CallbackDeliveries {
     pub requests: u64,
     /// Their body bytes.
     pub bytes: u64,
+}
+
+/// Name of the floor's target (nginx), as `floor::NAME` in the run.
+pub const FLOOR: &str = "nginx";
+
+/// Whether a level meets the floor target that applies to it: the first byte of a stream, the
+/// added p50 at c=1 of a whole answer, req/s at c=64; `-` where none applies or a figure is
+/// missing.
+fn floor_verdict(
+    sluice: &Row,
+    p50_ratio: Option<f64>,
+    ttfb: Option<(f64, f64)>,
+    rps_ratio: Option<f64>,
+) -> &'static str {
+    let met = |ok: bool| if ok { "met" } else { "not met" };
+    match (sluice.concurrency, ttfb, p50_ratio, rps_ratio) {
+        (1, Some((s, n)), _, _) => met(s <= n + 20.0),
+        (1, None, Some(r), _) => met(r <= 1.25),
+        (64, _, _, Some(r)) => met(r >= 0.90),
+        _ => "-",
+    }
 }
 
 /// Name of the target with every callback on.
@@ -306,7 +329,75 @@ impl Report {
         if let Some(h) = &self.hold {
             let _ = writeln!(out, "held {}", h.summary());
         }
+        out.push_str(&self.floor_section());
         out.push_str(&self.callbacks_section());
+        out
+    }
+
+    /// sluice beside the floor at every level both ran: what each adds over direct, their
+    /// ratio, and the issue's targets (added p50 at c=1 at most 1.25 × nginx's, a stream's
+    /// first byte at most 20 µs after nginx's, req/s at c=64 at least 90 % of nginx's).
+    fn floor_section(&self) -> String {
+        if let Some(note) = &self.floor_note {
+            return format!("\n## sluice ÷ nginx (the floor)\n\nNot measured: {note}.\n");
+        }
+        let pairs: Vec<(&Row, &Row)> = self
+            .rows
+            .iter()
+            .filter(|r| r.target == "sluice")
+            .filter_map(|s| {
+                let n = self.rows.iter().find(|n| {
+                    n.target == FLOOR
+                        && n.workload == s.workload
+                        && n.size == s.size
+                        && n.concurrency == s.concurrency
+                })?;
+                Some((s, n))
+            })
+            .collect();
+        if pairs.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\n## sluice ÷ nginx (the floor)\n\nnginx as a keep-alive reverse proxy to the same mock, \
+             measured in the same run (`+` = added over direct, µs). Ratio = sluice ÷ nginx; \
+             a ratio is shown only where nginx adds at least 1 µs. Targets: +p50 ratio ≤ 1.25 at \
+             c=1; stream +ttfb at most 20 µs over nginx's; req/s at c=64 ≥ 90 % of nginx's.\n\n\
+             | workload | size | conc | +p50 sluice | +p50 nginx | ratio | +p99 sluice | +p99 nginx | +ttfb sluice | +ttfb nginx | req/s sluice ÷ nginx | cpu/1k sluice ÷ nginx | target |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        );
+        for (s, n) in pairs {
+            let p50 = |r: &Row| r.added_us.map(|a| a.p50);
+            let p99 = |r: &Row| r.added_us.map(|a| a.p99);
+            let ttfb = |r: &Row| r.added_ttfb_us.map(|a| a.p50);
+            let ratio = match (p50(s), p50(n)) {
+                (Some(a), Some(b)) if b >= 1.0 => Some(a / b),
+                _ => None,
+            };
+            let rps = (n.rps > 0.0).then(|| s.rps / n.rps);
+            let cpu = match (s.cpu_s_per_1k, n.cpu_s_per_1k) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let verdict = floor_verdict(s, ratio, ttfb(s).zip(ttfb(n)), rps);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.workload,
+                s.size,
+                s.concurrency,
+                f(p50(s), 1),
+                f(p50(n), 1),
+                f(ratio, 2),
+                f(p99(s), 1),
+                f(p99(n), 1),
+                f(ttfb(s), 1),
+                f(ttfb(n), 1),
+                f(rps, 2),
+                f(cpu, 2),
+                verdict
+            );
+        }
         out
     }
 
@@ -388,6 +479,7 @@ impl Report {
              in the same run; CPU is the target's CPU seconds per 1,000 requests; RSS its peak \
              resident memory during the level.\n"
         );
+        out.push_str(&self.floor_section());
         let mut current = ("", "");
         for r in &self.rows {
             if (r.workload, r.size) != current {
@@ -486,6 +578,7 @@ mod tests {
             rest: Vec::new(),
             rows,
             hold: None,
+            floor_note: None,
             callbacks: Some(CallbackDeliveries {
                 requests: 1,
                 bytes: 1,
@@ -498,6 +591,54 @@ mod tests {
             .map(|l| l.split('|').nth(12).unwrap_or("").trim())
             .collect();
         assert_eq!(verdicts, ["yes", "no"], "{section}");
+    }
+
+    #[test]
+    fn sluice_is_stated_as_a_ratio_to_the_floor_and_judged_by_its_targets() {
+        let added = |mut r: Row, p50: f64| {
+            r.added_us = r.latency_us.map(|l| Percentiles { p50, ..l });
+            r
+        };
+        let mut fast = added(level(FLOOR, 64, 90.0, 200.0), 40.0);
+        fast.rps = 1000.0;
+        let mut slow = added(level("sluice", 64, 95.0, 220.0), 50.0);
+        slow.rps = 850.0;
+        let rows = vec![
+            added(level("sluice", 1, 70.0, 100.0), 60.0),
+            added(level(FLOOR, 1, 60.0, 100.0), 50.0),
+            slow,
+            fast,
+        ];
+        let report = Report {
+            started: String::new(),
+            version: "test",
+            machine: Machine::detect(),
+            command: String::new(),
+            rest: Vec::new(),
+            rows,
+            hold: None,
+            floor_note: None,
+            callbacks: None,
+        };
+        let section = report.floor_section();
+        let cells: Vec<Vec<&str>> = section
+            .lines()
+            .filter(|l| l.starts_with("| chat"))
+            .map(|l| l.split('|').map(str::trim).collect())
+            .collect();
+        // c=1: 60 ÷ 50 = 1.20, within 1.25; c=64: 850 ÷ 1000 req/s, below 90 %.
+        assert_eq!(cells[0][6], "1.20", "{section}");
+        assert_eq!(cells[0][13], "met", "{section}");
+        assert_eq!(cells[1][11], "0.85", "{section}");
+        assert_eq!(cells[1][13], "not met", "{section}");
+
+        let missing = Report {
+            floor_note: Some("nginx is not installed".into()),
+            ..report
+        };
+        assert!(missing
+            .markdown()
+            .contains("Not measured: nginx is not installed"));
     }
 
     #[test]

@@ -35,18 +35,47 @@ pub fn start(
     let exe = std::env::current_exe().map_err(|e| BenchError::Spawn(name.into(), e.to_string()))?;
     let ready: PathBuf = dir.join(format!("{name}.addr"));
     let _ = std::fs::remove_file(&ready);
-    let log = std::fs::File::create(dir.join(format!("{name}.log")))
-        .map_err(|e| BenchError::Spawn(name.into(), e.to_string()))?;
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .args(["--port", "0", "--ready-file"])
-        .arg(&ready)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
+        .arg(&ready);
     for (k, v) in env {
         cmd.env(k, v);
     }
+    launch(name, cmd, dir, || {
+        std::fs::read_to_string(&ready)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+    })
+}
+
+/// Start another program (the nginx floor) that was told to listen on `addr`, and wait until
+/// it accepts connections there: such programs write no ready file.
+pub fn start_listening(
+    name: &str,
+    cmd: Command,
+    addr: SocketAddr,
+    dir: &Path,
+) -> Result<Spawned, BenchError> {
+    launch(name, cmd, dir, || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100))
+            .ok()
+            .map(|_| addr)
+    })
+}
+
+/// Spawn `cmd` (stderr to `<name>.log` in `dir`) and poll `listening` until it gives the
+/// address, the child exits, or 30 s pass.
+fn launch(
+    name: &str,
+    mut cmd: Command,
+    dir: &Path,
+    mut listening: impl FnMut() -> Option<SocketAddr>,
+) -> Result<Spawned, BenchError> {
+    let log_path = dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| BenchError::Spawn(name.into(), e.to_string()))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
     let child = cmd
         .spawn()
         .map_err(|e| BenchError::Spawn(name.into(), e.to_string()))?;
@@ -58,19 +87,14 @@ pub fn start(
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(text) = std::fs::read_to_string(&ready) {
-            if let Ok(addr) = text.trim().parse() {
-                spawned.addr = addr;
-                return Ok(spawned);
-            }
+        if let Some(addr) = listening() {
+            spawned.addr = addr;
+            return Ok(spawned);
         }
         if let Ok(Some(status)) = spawned.child.try_wait() {
             return Err(BenchError::Spawn(
                 name.into(),
-                format!(
-                    "exited with {status}; see {}",
-                    dir.join(format!("{name}.log")).display()
-                ),
+                format!("exited with {status}; see {}", log_path.display()),
             ));
         }
         if Instant::now() > deadline {
