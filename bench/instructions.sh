@@ -92,6 +92,18 @@ callback_settings:
 YAML
   mode="$mode, five callbacks on"
 fi
+case "$WORKLOAD" in
+  *-cached)
+    # The cache on for requests that ask (as `sluice bench` runs it): after the warm-up's first
+    # request, every measured one is a hit.
+    if grep -q '^litellm_settings:' "$work/sluice.yaml"; then
+      sed -i 's|^litellm_settings:|litellm_settings:\n  cache: true\n  cache_params: {mode: default_off}|' "$work/sluice.yaml"
+    else
+      printf 'litellm_settings:\n  cache: true\n  cache_params: {mode: default_off}\n' >>"$work/sluice.yaml"
+    fi
+    mode="$mode, cache hits"
+    ;;
+esac
 if [ -n "${VIRTUAL_KEY:-}" ]; then
   printf 'general_settings:\n  master_key: sk-bench-master\n' >>"$work/sluice.yaml"
   mode="$mode, virtual key with limits and budget"
