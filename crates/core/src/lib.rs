@@ -10,6 +10,7 @@ pub mod limits;
 pub mod poll;
 pub mod price;
 pub mod record;
+pub mod scan;
 pub mod secret;
 pub mod settings;
 pub mod trace_context;

@@ -307,7 +307,29 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
 }
 
 /// Usage from a whole non-stream answer. `None` when the body has none or is not JSON.
+///
+/// Every answer sluice proxies is read here, so the usual shape takes a short path: the
+/// top-level members are scanned ([`crate::scan`]) and only a top-level `usage` object goes
+/// through serde. Usage nested in `response` or `message` (Realtime and stream events), and
+/// anything the scan cannot read, take the full probe.
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
+    if let Some(mut members) = crate::scan::members(body) {
+        let mut nested = false;
+        for (key, value) in members.by_ref() {
+            match key {
+                b"usage" if body.get(value.start) == Some(&b'{') => {
+                    return serde_json::from_slice::<RawUsage>(&body[value])
+                        .ok()
+                        .map(Usage::from);
+                }
+                b"response" | b"message" => nested = true,
+                _ => {}
+            }
+        }
+        if members.complete && !nested {
+            return None;
+        }
+    }
     serde_json::from_slice::<UsageProbe<'_>>(body)
         .ok()
         .and_then(UsageProbe::usage)
@@ -325,6 +347,35 @@ mod tests {
             (u.prompt_tokens, u.completion_tokens, u.cached_tokens),
             (12, 5, 4)
         );
+    }
+
+    #[test]
+    fn the_scanned_path_reads_what_the_full_probe_reads() {
+        let probe = |b: &[u8]| {
+            serde_json::from_slice::<UsageProbe<'_>>(b)
+                .ok()
+                .and_then(UsageProbe::usage)
+        };
+        let bodies: [&[u8]; 8] = [
+            br#"{"id":"x","choices":[{"message":{"content":"\"usage\":{\"prompt_tokens\":99}"}}],"usage":{"prompt_tokens":10,"completion_tokens":5},"system_fingerprint":"fp"}"#,
+            br#"{"choices":[{"message":{"content":"no usage here, \"usage\": {}"}}]}"#,
+            br#"{"usage":null,"response":{"usage":{"input_tokens":4,"output_tokens":2}}}"#,
+            br#"{"type":"message","message":{"usage":{"input_tokens":7,"output_tokens":1}}}"#,
+            br#"{"usage":{"prompt_tokens":"ten"}}"#,
+            br#"{"usage":{"prompt_tokens":1}"#,
+            br#"not json"#,
+            br#"  {"object":"list","data":[{"embedding":[0.1,-2e-3]}],"usage":{"prompt_tokens":8,"total_tokens":8}}  "#,
+        ];
+        for b in bodies {
+            assert_eq!(
+                usage_from_body(b),
+                probe(b),
+                "{}",
+                String::from_utf8_lossy(b)
+            );
+        }
+        assert_eq!(usage_from_body(bodies[0]).unwrap().prompt_tokens, 10);
+        assert_eq!(usage_from_body(bodies[7]).unwrap().prompt_tokens, 8);
     }
 
     #[test]

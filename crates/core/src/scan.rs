@@ -1,0 +1,204 @@
+//! The top-level members of a JSON object, found without building anything. Reading one member
+//! of an answer (its `usage`) through serde walks every token of every other member through the
+//! deserializer's machinery; this walks structure byte by byte and jumps through strings with
+//! `memchr`, several times cheaper, and leaves the one member wanted to serde.
+//!
+//! It trusts the document to be JSON (an upstream's answer, or a body serde has read already):
+//! on anything it does not expect it stops, and callers fall back to serde.
+
+use std::ops::Range;
+
+/// An iterator over `(key, value range)` of the top-level members of a JSON object. The key is
+/// the raw bytes between its quotes (escapes left as they are); the range indexes the document.
+#[derive(Debug, Clone)]
+pub struct Members<'a> {
+    doc: &'a [u8],
+    at: usize,
+    /// Set when the closing brace was reached: a scan that ends otherwise was cut short.
+    pub complete: bool,
+    failed: bool,
+}
+
+/// The members of `doc`, or `None` when it does not start (after white space) with `{`.
+pub fn members(doc: &[u8]) -> Option<Members<'_>> {
+    let at = skip_ws(doc, 0);
+    (doc.get(at) == Some(&b'{')).then_some(Members {
+        doc,
+        at: at + 1,
+        complete: false,
+        failed: false,
+    })
+}
+
+impl Members<'_> {
+    /// True when the scan stopped on something that is not JSON.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a [u8], Range<usize>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.complete || self.failed {
+            return None;
+        }
+        let item = self.member();
+        if item.is_none() && !self.complete {
+            self.failed = true;
+        }
+        item
+    }
+}
+
+impl<'a> Members<'a> {
+    /// Reads one `"key": value` and the separator after it.
+    fn member(&mut self) -> Option<(&'a [u8], Range<usize>)> {
+        let doc = self.doc;
+        let mut at = skip_ws(doc, self.at);
+        match doc.get(at)? {
+            b'}' => {
+                self.complete = true;
+                return None;
+            }
+            b'"' => {}
+            _ => return None,
+        }
+        let key_end = string_end(doc, at)?;
+        let key = &doc[at + 1..key_end - 1];
+        at = skip_ws(doc, key_end);
+        if doc.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_ws(doc, at + 1);
+        let end = value_end(doc, start)?;
+        at = skip_ws(doc, end);
+        match doc.get(at)? {
+            b',' => self.at = at + 1,
+            b'}' => {
+                // The member is returned; the next call ends the scan.
+                self.at = at;
+            }
+            _ => return None,
+        }
+        Some((key, start..end))
+    }
+}
+
+fn skip_ws(doc: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = doc.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// The index just past the string that opens at `at` (which holds `"`).
+fn string_end(doc: &[u8], at: usize) -> Option<usize> {
+    let mut i = at + 1;
+    loop {
+        i += memchr::memchr2(b'"', b'\\', doc.get(i..)?)?;
+        if doc[i] == b'"' {
+            return Some(i + 1);
+        }
+        // A backslash escapes the next byte (`\uXXXX` needs no more: its digits are plain).
+        i += 2;
+    }
+}
+
+/// The index just past the value that starts at `at`.
+fn value_end(doc: &[u8], at: usize) -> Option<usize> {
+    match doc.get(at)? {
+        b'"' => string_end(doc, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while let Some(&b) = doc.get(i) {
+                match b {
+                    b'"' => {
+                        i = string_end(doc, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        // A number, `true`, `false` or `null`: up to the next separator.
+        _ => {
+            let len = doc[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t'))?;
+            (len > 0).then_some(at + len)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(doc: &[u8]) -> (Vec<(String, String)>, bool) {
+        let mut m = members(doc).unwrap();
+        let got = m
+            .by_ref()
+            .map(|(k, r)| {
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(&doc[r]).into_owned(),
+                )
+            })
+            .collect();
+        (got, m.complete)
+    }
+
+    #[test]
+    fn members_and_their_values() {
+        let doc = br#" { "id" : "x\"}{" , "n":-1.5e3,"ok":true,"none":null,
+            "choices":[{"message":{"content":"a \\\" } ] \"usage\":{}"}}],"usage":{"prompt_tokens":3} } "#;
+        let (got, complete) = keys(doc);
+        assert!(complete);
+        let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["id", "n", "ok", "none", "choices", "usage"]);
+        assert_eq!(got[0].1, r#""x\"}{""#);
+        assert_eq!(got[1].1, "-1.5e3");
+        assert_eq!(got[3].1, "null");
+        assert_eq!(got[5].1, r#"{"prompt_tokens":3}"#);
+    }
+
+    #[test]
+    fn empty_object_and_what_is_not_an_object() {
+        let (got, complete) = keys(b"{}");
+        assert!(got.is_empty() && complete);
+        assert!(members(b"[1]").is_none());
+        assert!(members(b"").is_none());
+    }
+
+    #[test]
+    fn a_cut_or_broken_document_fails_instead_of_guessing() {
+        for doc in [
+            &br#"{"a":1,"usage":{"x":1"#[..],
+            br#"{"a":"unterminated"#,
+            br#"{"a" 1}"#,
+            br#"{"a":1 "b":2}"#,
+            br#"{"a":}"#,
+            br#"{"a":"x\"#,
+        ] {
+            let mut m = members(doc).unwrap();
+            let _ = m.by_ref().count();
+            assert!(
+                m.failed() && !m.complete,
+                "{}",
+                String::from_utf8_lossy(doc)
+            );
+        }
+    }
+}
