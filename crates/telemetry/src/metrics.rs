@@ -86,6 +86,7 @@ pub struct Metrics {
     latency: Family<DeploymentLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     queue: Gauge,
     callbacks: super::callbacks::stats::CallbackMetrics,
+    mcp: super::mcp::McpMetrics,
 }
 
 impl Default for Metrics {
@@ -170,9 +171,11 @@ impl Default for Metrics {
             queue.clone(),
         );
         let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
+        let mcp = super::mcp::McpMetrics::register(&mut registry);
         Self {
             registry,
             callbacks,
+            mcp,
             requests,
             duration,
             upstream,
@@ -278,6 +281,11 @@ impl Metrics {
     }
 
     /// The exposition text, with deployment gauges read from `router` now.
+    /// The MCP tool-call families.
+    pub fn mcp(&self) -> &super::mcp::McpMetrics {
+        &self.mcp
+    }
+
     /// The metric handles of one callback sink.
     pub fn callback_stats(&self, sink: &str) -> super::callbacks::stats::SinkStats {
         self.callbacks.sink(sink)
