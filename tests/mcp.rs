@@ -488,4 +488,5 @@ async fn time_size_and_cancellation_are_bounded() {
     assert!(back, "the stdio server was not restarted");
     let m = metrics(&gw).await;
     assert!(m.contains(r#"tool="slow",status="failed"} 1"#), "{m}");
+    assert!(m.contains(r#"tool="slow",status="cancelled"} 1"#), "{m}");
 }

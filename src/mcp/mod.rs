@@ -41,6 +41,7 @@ use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::upstream::{Reply, Server, UpstreamError};
 use sluice_mcp::{Access, CallStatus, Hub, McpCall, McpSettings};
 use sluice_net::ClientRegistry;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
@@ -178,6 +179,7 @@ where
         who: &who,
         server,
         request_id: record.request_id.to_str().unwrap_or("-").into(),
+        cancelled: CancellationToken::new(),
     };
     // 5. The session.
     let method = msg.method.unwrap_or_default();
@@ -229,11 +231,11 @@ where
             Ok(json(StatusCode::BAD_REQUEST, text))
         }
         Kind::Request => {
-            let cancelled = session.begin(id);
-            let answer = tokio::select! {
-                a = ctx.request(method, msg.params) => a,
-                () = cancelled.cancelled() => Answer::Error(code::INTERNAL_ERROR, "cancelled by the client".into()),
+            let ctx = Ctx {
+                cancelled: session.begin(id),
+                ..ctx
             };
+            let answer = ctx.request(method, msg.params).await;
             session.end(id);
             let text = match answer {
                 Answer::Result(r) => jsonrpc::result(id, &r),
@@ -265,6 +267,8 @@ struct Ctx<'a> {
     who: &'a Who,
     server: Option<&'a str>,
     request_id: Arc<str>,
+    /// Fires when the client cancels this request (`notifications/cancelled`, or `DELETE`).
+    cancelled: CancellationToken,
 }
 
 impl Ctx<'_> {
@@ -411,9 +415,16 @@ impl Ctx<'_> {
             id: upstream_id,
             armed: true,
         };
-        let reply = server.request(upstream_id, method, params).await;
-        guard.armed = false;
         let name = name.or_else(|| params.and_then(subject_of));
+        let reply = tokio::select! {
+            r = server.request(upstream_id, method, params) => r,
+            () = self.cancelled.cancelled() => {
+                // The guard tells the server as it drops.
+                self.record(server.name(), method, name.as_deref(), start, CallStatus::Cancelled, None);
+                return Answer::Error(code::INTERNAL_ERROR, "cancelled by the client".into());
+            }
+        };
+        guard.armed = false;
         match reply {
             Ok(reply) => {
                 let (status, error) = match &reply {

@@ -6,13 +6,16 @@
 
 use serde_json::{Map, Value};
 
+/// A list of names.
+type Names = Box<[Box<str>]>;
+
 /// One holder's MCP permissions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
     /// `mcp_servers`; `None`: every server.
-    servers: Option<Box<[Box<str>]>>,
+    servers: Option<Names>,
     /// `mcp_tool_permissions`: for a server named here, only these of its tools.
-    tools: Box<[(Box<str>, Box<[Box<str>]>)]>,
+    tools: Box<[(Box<str>, Names)]>,
 }
 
 impl Access {
@@ -28,7 +31,7 @@ impl Access {
         let Some(Value::Object(op)) = metadata.get("object_permission") else {
             return Self::all();
         };
-        let names = |v: &Value| -> Option<Box<[Box<str>]>> {
+        let names = |v: &Value| -> Option<Names> {
             v.as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).map(Into::into).collect())
         };

@@ -16,6 +16,8 @@ pub enum CallStatus {
     Refused,
     /// The server could not be reached, timed out, or answered nonsense.
     Failed,
+    /// The client cancelled it (or left) before the answer; the server was told.
+    Cancelled,
 }
 
 impl CallStatus {
@@ -26,6 +28,7 @@ impl CallStatus {
             Self::ToolError => "tool_error",
             Self::Refused => "refused",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 }

@@ -110,6 +110,11 @@ impl ToolFilter {
     }
 }
 
+/// An `auth_type` sluice does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unknown auth_type")]
+pub struct UnknownAuthType;
+
 /// LiteLLM's `auth_type`: which header carries `auth_value`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthType {
@@ -129,14 +134,14 @@ impl AuthType {
         ["none", "api_key", "bearer_token", "basic", "authorization"];
 
     /// From its config name; `Ok(None)` for `none`.
-    pub fn parse(name: &str) -> Result<Option<Self>, ()> {
+    pub fn parse(name: &str) -> Result<Option<Self>, UnknownAuthType> {
         Ok(Some(match name {
             "none" => return Ok(None),
             "api_key" => Self::ApiKey,
             "bearer_token" => Self::BearerToken,
             "basic" => Self::Basic,
             "authorization" => Self::Authorization,
-            _ => return Err(()),
+            _ => return Err(UnknownAuthType),
         }))
     }
 

@@ -408,8 +408,20 @@ mod tests {
             models: sluice_routing::ModelTable::new(vec![member], |_| None),
             ..Router::default()
         };
-        // Callback families have samples once a sink exists.
+        // Callback families have samples once a sink exists; MCP's once a call was made.
         let _sink = m.callback_stats("webhook");
+        m.mcp().observe(&sluice_mcp::McpCall {
+            request_id: "r".into(),
+            key_hash: None,
+            key_alias: None,
+            team_id: None,
+            server: "s".into(),
+            method: "tools/call",
+            tool: Some("t".into()),
+            duration: Duration::from_millis(1),
+            status: sluice_mcp::CallStatus::Ok,
+            error: None,
+        });
         let text = m.render(&router, 0);
         let declared: Vec<&str> = text
             .lines()

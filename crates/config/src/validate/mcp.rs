@@ -214,14 +214,14 @@ fn auth(
         None => None,
         Some(k) => match AuthType::parse(k) {
             Ok(k) => k,
-            Err(()) if k == "oauth2" => {
+            Err(_) if k == "oauth2" => {
                 p.error(
                     format!("{at}.auth_type"),
                     "OAuth for tool servers is not available in sluice yet; use a token with bearer_token",
                 );
                 return Vec::new();
             }
-            Err(()) => {
+            Err(_) => {
                 p.error(
                     format!("{at}.auth_type"),
                     format!(

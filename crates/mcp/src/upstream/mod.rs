@@ -86,7 +86,7 @@ pub struct Server {
 
 #[derive(Debug)]
 enum Link {
-    Http(http::HttpLink),
+    Http(Box<http::HttpLink>),
     Stdio(stdio::StdioLink),
 }
 
@@ -96,9 +96,11 @@ impl Server {
     /// it exits, and stopped when this `Server` is dropped.
     pub fn start(settings: ServerSettings, client: UpstreamClient) -> Self {
         let link = match &settings.transport {
-            Transport::Http(h) => {
-                Link::Http(http::HttpLink::new(h, client, settings.max_response_bytes))
-            }
+            Transport::Http(h) => Link::Http(Box::new(http::HttpLink::new(
+                h,
+                client,
+                settings.max_response_bytes,
+            ))),
             Transport::Stdio(s) => Link::Stdio(stdio::StdioLink::start(
                 &settings.name,
                 s.clone(),
