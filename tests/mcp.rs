@@ -345,6 +345,75 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
 }
 
 #[tokio::test]
+async fn a_team_narrows_its_keys_and_both_must_allow() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let team = send(
+        "POST",
+        &gw.url("/team/new"),
+        json!({"team_id": "agents", "metadata": {"object_permission": {"mcp_servers": ["remote"]}}})
+            .to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(team.status, 200, "{}", team.text());
+    // A key of the team with no rules of its own: the team's.
+    let plain = new_key(&gw, json!({"team_id": "agents"})).await;
+    let mut c = Client::new(&gw, "/mcp", &plain);
+    c.initialize().await;
+    let names = c.tool_names().await;
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("remote-")),
+        "{names:?}"
+    );
+    // A key allowed only `local` in a team allowed only `remote`: nothing.
+    let narrow = new_key(
+        &gw,
+        json!({"team_id": "agents", "metadata": {"object_permission": {"mcp_servers": ["local"]}}}),
+    )
+    .await;
+    let mut c = Client::new(&gw, "/mcp", &narrow);
+    c.initialize().await;
+    assert!(c.tool_names().await.is_empty());
+    assert_eq!(
+        c.tool("local-add", json!({"a": 1, "b": 1})).await["error"]["code"],
+        -32003
+    );
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_tool_servers_when_their_settings_stay() {
+    let tools = http_tools().await;
+    let yaml = config(tools.port, "");
+    let gw = gateway(&yaml).await;
+    let before = gw.state.snapshot().mcp.clone().unwrap();
+    let env = std::collections::HashMap::<String, String>::new();
+    let same = sluice_config::load_str(&yaml, &env).unwrap().config;
+    gw.state.reload(&same).unwrap();
+    let after = gw.state.snapshot().mcp.clone().unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&before, &after),
+        "the same servers and sessions"
+    );
+    let changed = sluice_config::load_str(&yaml.replace("timeout: 2", "timeout: 3"), &env)
+        .unwrap()
+        .config;
+    gw.state.reload(&changed).unwrap();
+    let again = gw.state.snapshot().mcp.clone().unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(&before, &again),
+        "new settings, new servers"
+    );
+    // The new servers serve.
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    assert_eq!(
+        text_of(&c.tool("local-add", json!({"a": 2, "b": 2})).await),
+        "4"
+    );
+}
+
+#[tokio::test]
 async fn one_server_alone_passes_resources_and_prompts_through() {
     let tools = http_tools().await;
     let gw = gateway(&config(tools.port, "")).await;
