@@ -363,6 +363,18 @@ mcp_servers:
         assert!(!gh.tools.allows("list_issues"));
         assert_eq!(gh.timeout, std::time::Duration::from_secs(5));
         assert!(!format!("{:?}", loaded.config.mcp).contains("ghp-secret"));
+        let described = crate::describe(&loaded.config);
+        assert!(
+            described.contains(
+                "github  → http https://api.example.com/mcp  (headers: authorization, x-org)"
+            ),
+            "{described}"
+        );
+        assert!(
+            described.contains("fs  → stdio python3 server.py --root /tmp  (env: ROOT)"),
+            "{described}"
+        );
+        assert!(!described.contains("ghp-secret"));
     }
 
     #[test]
