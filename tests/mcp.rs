@@ -320,6 +320,32 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
     single.initialize().await;
     assert!(single.tool_names().await.is_empty());
 
+    // LiteLLM's header for the key, with Authorization meant for something else.
+    let a = send(
+        "POST",
+        &gw.url("/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string(),
+        &[
+            ("x-litellm-api-key", &format!("Bearer {key}")),
+            ("authorization", "Bearer some-oauth-token"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // x-api-key works as on every route.
+    let a = send(
+        "POST",
+        &gw.url("/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string(),
+        &[
+            ("x-api-key", key.as_str()),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+
     // A session is its key's: the master key cannot use it.
     let mut thief = Client::new(&gw, "/mcp", "sk-master");
     thief.session = c.session.clone();

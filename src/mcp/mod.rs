@@ -22,11 +22,12 @@
 mod calls;
 mod sessions;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body::Body;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -125,7 +126,7 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(snap.master.as_ref(), &caller_key(req.headers()), wall)
         .await?;
     let who = who(state, caller, wall)?;
     record.key = who.key.as_ref().map(|k| k.info.clone());
@@ -249,6 +250,27 @@ where
     }
 }
 
+/// The key an MCP client presents, as the one header the gate reads: LiteLLM's
+/// `x-litellm-api-key` first (with or without `Bearer `: an MCP client may need
+/// `Authorization` for something else), then the usual `Authorization`, `x-api-key`, `api-key`.
+fn caller_key(headers: &HeaderMap) -> Cow<'_, HeaderMap> {
+    let litellm = headers
+        .get("x-litellm-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim())
+        .filter(|k| !k.is_empty());
+    let Some(key) = litellm else {
+        return Cow::Borrowed(headers);
+    };
+    let mut out = HeaderMap::new();
+    if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {key}")) {
+        v.set_sensitive(true);
+        out.insert(http::header::AUTHORIZATION, v);
+    }
+    Cow::Owned(out)
+}
+
 /// The caller, refused when its key (or the key's team) is blocked or expired.
 fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
     let dir = state.gate().directory();
@@ -363,6 +385,23 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn litellm_key_header_first() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer upstream-oauth"),
+        );
+        assert_eq!(
+            caller_key(&h).get("authorization").unwrap(),
+            "Bearer upstream-oauth"
+        );
+        h.insert("x-litellm-api-key", HeaderValue::from_static("Bearer sk-1"));
+        assert_eq!(caller_key(&h).get("authorization").unwrap(), "Bearer sk-1");
+        h.insert("x-litellm-api-key", HeaderValue::from_static("sk-2"));
+        assert_eq!(caller_key(&h).get("authorization").unwrap(), "Bearer sk-2");
     }
 
     #[test]
