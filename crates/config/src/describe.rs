@@ -73,8 +73,8 @@ pub fn describe(config: &Config) -> String {
     out
 }
 
-/// The MCP tool servers: where each is reached, which credential headers go with it (names
-/// only), its tool lists and bounds.
+/// The MCP tool servers: where each is reached (host only), which credential headers go with
+/// it (names only), its tool lists and bounds.
 fn mcp_servers(out: &mut String, config: &Config) {
     use sluice_mcp::settings::Transport;
     if config.mcp.is_empty() {
@@ -89,11 +89,11 @@ mcp_servers (POST /mcp)"
         let reach = match &s.transport {
             Transport::Http(h) => {
                 let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
+                // Scheme and host only: some servers' URLs carry a token in the path.
                 let origin = format!(
-                    "{}://{}{}",
+                    "{}://{}",
                     h.url.scheme_str().unwrap_or("http"),
                     h.url.authority().map_or("", |a| a.as_str()),
-                    h.url.path()
                 );
                 if names.is_empty() {
                     format!("http {origin}")

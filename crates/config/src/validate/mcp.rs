@@ -366,7 +366,7 @@ mcp_servers:
         let described = crate::describe(&loaded.config);
         assert!(
             described.contains(
-                "github  → http https://api.example.com/mcp  (headers: authorization, x-org)"
+                "github  → http https://api.example.com  (headers: authorization, x-org)"
             ),
             "{described}"
         );
