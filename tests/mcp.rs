@@ -319,6 +319,17 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
     let mut single = Client::new(&gw, "/mcp/remote", &key);
     single.initialize().await;
     assert!(single.tool_names().await.is_empty());
+    let read = single
+        .request("resources/read", json!({"uri": "mem://note"}))
+        .await;
+    assert_eq!(read["error"]["code"], -32003, "{read}");
+    let p = single
+        .request(
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "x"}}),
+        )
+        .await;
+    assert_eq!(p["error"]["code"], -32003, "{p}");
 
     // LiteLLM's header for the key, with Authorization meant for something else.
     let a = send(
@@ -359,7 +370,8 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
 
     let m = metrics(&gw).await;
     assert!(
-        m.contains(r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="",status="refused"} 1"#),
+        m.contains(r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="",status="refused"} 1"#)
+            && m.contains(r#"sluice_mcp_calls_total{server="remote",method="resources/read",tool="",status="refused"} 1"#),
         "{m}"
     );
     assert!(m.contains(

@@ -50,7 +50,22 @@ impl Ctx<'_> {
             _ => match self.server {
                 // One server alone: everything else passes through to it.
                 Some(name) => match self.gw.hub.server(name) {
-                    Some(s) => self.forward(s, method, params, None).await,
+                    Some(s) if self.who.allows_server(name) => {
+                        self.forward(s, method, params, None).await
+                    }
+                    Some(s) => {
+                        let why = format!("this key may not use MCP server \"{name}\"");
+                        let subject = params.and_then(subject_of);
+                        self.record(
+                            s.name(),
+                            method,
+                            subject.as_deref(),
+                            Instant::now(),
+                            CallStatus::Refused,
+                            Some(why.clone()),
+                        );
+                        Answer::Error(FORBIDDEN, why)
+                    }
                     None => Answer::Error(code::INVALID_PARAMS, "no such server".into()),
                 },
                 None => Answer::Error(
