@@ -10,6 +10,7 @@ pub mod cli;
 pub mod files;
 pub mod fleet;
 pub mod healthcheck;
+pub mod mcp;
 pub mod passthrough;
 pub mod realtime;
 pub mod server;

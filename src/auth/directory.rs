@@ -128,6 +128,10 @@ pub struct Directory {
     /// Digests recently looked up in the store and not found, with when to ask again: a
     /// client retrying a bad key does not become a query per request.
     unknown: papaya::HashMap<KeyDigest, u64>,
+    /// MCP permissions of keys (by hash) and teams (by id) that have any (`crate::mcp`);
+    /// kept apart from the entries so the request path's records stay as they were.
+    mcp_keys: papaya::HashMap<Arc<str>, Arc<sluice_mcp::Access>>,
+    mcp_teams: papaya::HashMap<Arc<str>, Arc<sluice_mcp::Access>>,
 }
 
 impl std::fmt::Debug for Directory {
@@ -228,6 +232,32 @@ impl Directory {
     /// Forget a key (deleted, or regenerated under a new digest).
     pub fn remove_key(&self, d: &KeyDigest) {
         self.keys.pin().remove(d);
+        self.mcp_keys.pin().remove(hex(d).as_str());
+    }
+
+    /// Set the MCP permissions of a key (`Team: false`, by hash) or a team (by id); open
+    /// permissions are not stored.
+    pub fn set_mcp_access(&self, team: bool, id: &str, access: sluice_mcp::Access) {
+        let map = if team {
+            &self.mcp_teams
+        } else {
+            &self.mcp_keys
+        };
+        if access.is_open() {
+            map.pin().remove(id);
+        } else {
+            map.pin().insert(id.into(), Arc::new(access));
+        }
+    }
+
+    /// The MCP permissions of a key (by hash) or a team, when it has any.
+    pub fn mcp_access(&self, team: bool, id: &str) -> Option<Arc<sluice_mcp::Access>> {
+        let map = if team {
+            &self.mcp_teams
+        } else {
+            &self.mcp_keys
+        };
+        map.pin().get(id).cloned()
     }
 
     fn map(&self, kind: SubjectKind) -> &papaya::HashMap<Arc<str>, Arc<Holder>> {
@@ -270,6 +300,9 @@ impl Directory {
     /// Forget a team, user or end user.
     pub fn remove_holder(&self, kind: SubjectKind, id: &str) {
         self.map(kind).pin().remove(id);
+        if kind == SubjectKind::Team {
+            self.mcp_teams.pin().remove(id);
+        }
     }
 
     /// A team, user or end user.

@@ -74,6 +74,8 @@ impl Sync {
             k.user_id.as_deref(),
             &stored(&k.limits, k.accounting.spend),
         );
+        let mcp = sluice_mcp::Access::from_metadata(&k.limits.metadata);
+        self.directory.set_mcp_access(false, k.token.as_str(), mcp);
     }
 
     /// Put rows into the directory, and take deleted ones out.
@@ -84,6 +86,8 @@ impl Sync {
                 .put_holder(kind, id, blocked, access, &stored(limits, spend));
         };
         for t in &c.teams {
+            let mcp = sluice_mcp::Access::from_metadata(&t.limits.metadata);
+            self.directory.set_mcp_access(true, &t.team_id, mcp);
             holder(
                 SubjectKind::Team,
                 &t.team_id,

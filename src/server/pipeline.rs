@@ -123,6 +123,18 @@ where
         Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
         Route::Admin => Box::pin(admin(state, &snap, req)).await,
         Route::Cache(op) => Box::pin(cache_route(&snap, op, req)).await,
+        Route::Mcp(server) => {
+            // The name borrows the path; the handler takes the request.
+            let server = server.map(str::to_owned);
+            Box::pin(crate::mcp::handle(
+                state,
+                &snap,
+                server.as_deref(),
+                req,
+                record,
+            ))
+            .await
+        }
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),

@@ -33,6 +33,9 @@ pub enum Route<'a> {
     Admin,
     /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
     Cache(crate::cache::CacheOp),
+    /// The MCP gateway: `/mcp` (`None`) or `/mcp/{server}` (`crate::mcp`, which decides the
+    /// method).
+    Mcp(Option<&'a str>),
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -68,6 +71,8 @@ impl Route<'_> {
             Self::Files(label) => label,
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
+            Self::Mcp(None) => "/mcp",
+            Self::Mcp(Some(_)) => "/mcp/{server}",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -106,6 +111,16 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     .any(|p| bare.starts_with(p))
     {
         return Route::Admin;
+    }
+    if let Some(rest) = bare.strip_prefix("/mcp") {
+        match rest.trim_end_matches('/') {
+            "" => return Route::Mcp(None),
+            s => {
+                if let Some(name) = s.strip_prefix('/').filter(|n| !n.contains('/')) {
+                    return Route::Mcp(Some(name));
+                }
+            }
+        }
     }
     if let Some(op) = crate::cache::CacheOp::of(bare) {
         return if *method == op.method() {
@@ -166,6 +181,11 @@ mod tests {
         );
         assert_eq!(match_route(&post, "/v1/models"), Route::WrongMethod);
         assert_eq!(match_route(&get, "/v1/nope"), Route::NotFound);
+        assert_eq!(match_route(&post, "/mcp"), Route::Mcp(None));
+        assert_eq!(match_route(&post, "/mcp/"), Route::Mcp(None));
+        assert_eq!(match_route(&get, "/mcp/github"), Route::Mcp(Some("github")));
+        assert_eq!(match_route(&post, "/mcp/a/b"), Route::NotFound);
+        assert_eq!(match_route(&post, "/mcpx"), Route::NotFound);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }
 }

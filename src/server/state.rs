@@ -49,6 +49,9 @@ pub struct Snapshot {
     /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
     /// that leaves its settings as they were.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
+    /// The MCP gateway's tool servers and sessions, when `mcp_servers` names any; carried
+    /// over a reload that leaves them as they were.
+    pub mcp: Option<Arc<crate::mcp::McpGateway>>,
 }
 
 /// Why a config could not be put in service.
@@ -127,6 +130,8 @@ impl Snapshot {
                 ),
                 None => None,
             },
+            // Set by `AppState` (started once, or carried over a reload).
+            mcp: None,
         })
     }
 }
@@ -355,7 +360,8 @@ impl AppState {
     ) -> Result<Arc<Self>, SnapshotError> {
         let clients = ClientRegistry::new(workers);
         let health = HealthRegistry::default();
-        let snap = Snapshot::build(config, &clients, &health)?;
+        let mut snap = Snapshot::build(config, &clients, &health)?;
+        snap.mcp = crate::mcp::McpGateway::start(&config.mcp, &clients);
         recorder.configure(&config.callbacks);
         let state = Arc::new(Self {
             snapshot: ArcSwap::from_pointee(snap),
@@ -419,6 +425,12 @@ impl AppState {
                 snap.cache = Some(Arc::clone(old));
             }
         }
+        // The tool servers (their processes, sessions) stay up over a reload that leaves
+        // `mcp_servers` as it was.
+        snap.mcp = match &self.snapshot.load().mcp {
+            Some(old) if *old.settings() == config.mcp => Some(Arc::clone(old)),
+            _ => crate::mcp::McpGateway::start(&config.mcp, &self.clients),
+        };
         self.snapshot.store(Arc::new(snap));
         self.recorder.configure(&config.callbacks);
         Ok(())

@@ -69,7 +69,66 @@ pub fn describe(config: &Config) -> String {
         );
     }
     pass_through(&mut out, config);
+    mcp_servers(&mut out, config);
     out
+}
+
+/// The MCP tool servers: where each is reached (host only), which credential headers go with
+/// it (names only), its tool lists and bounds.
+fn mcp_servers(out: &mut String, config: &Config) {
+    use sluice_mcp::settings::Transport;
+    if config.mcp.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+mcp_servers (POST /mcp)"
+    );
+    for s in &config.mcp.servers {
+        let reach = match &s.transport {
+            Transport::Http(h) => {
+                let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
+                // Scheme and host only: some servers' URLs carry a token in the path.
+                let origin = format!(
+                    "{}://{}",
+                    h.url.scheme_str().unwrap_or("http"),
+                    h.url.authority().map_or("", |a| a.as_str()),
+                );
+                if names.is_empty() {
+                    format!("http {origin}")
+                } else {
+                    format!("http {origin}  (headers: {})", names.join(", "))
+                }
+            }
+            Transport::Stdio(st) => {
+                let env: Vec<&str> = st.env.keys().map(String::as_str).collect();
+                format!(
+                    "stdio {} {}  (env: {})",
+                    st.command,
+                    st.args.join(" "),
+                    env.join(", ")
+                )
+            }
+        };
+        let _ = writeln!(out, "  {}  → {reach}", s.name);
+        let allowed = s
+            .tools
+            .allowed
+            .as_ref()
+            .map_or_else(|| "all".to_owned(), |a| a.join(", "));
+        let _ = writeln!(
+            out,
+            "    tools: {allowed}{}; timeout {:.1}s, answers up to {} bytes",
+            if s.tools.disallowed.is_empty() {
+                String::new()
+            } else {
+                format!(" except {}", s.tools.disallowed.join(", "))
+            },
+            s.timeout.as_secs_f64(),
+            s.max_response_bytes
+        );
+    }
 }
 
 /// The provider pass-through routes: where each configured one goes and with which

@@ -12,8 +12,8 @@ use super::env::{key_text, resolve_tree, Layered};
 use super::model::Config;
 use super::problems::ConfigError;
 use super::raw::{
-    RawConfig, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, LITELLM_KEYS, MODEL_KEYS,
-    ROUTER_KEYS, TOP_KEYS,
+    RawConfig, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, LITELLM_KEYS, MCP_SERVER_KEYS,
+    MODEL_KEYS, ROUTER_KEYS, TOP_KEYS,
 };
 use super::validate::validate;
 
@@ -264,6 +264,7 @@ fn warn_ignored(segs: &[Seg], problems: &mut Problems) {
         ["router_settings", _] => ROUTER_KEYS,
         ["litellm_settings", _] => LITELLM_KEYS,
         ["litellm_settings", "cache_params", _] => CACHE_PARAMS_KEYS,
+        ["mcp_servers", _, _] => MCP_SERVER_KEYS,
         ["callback_settings", _, _] | ["litellm_settings", "s3_callback_params", _] => {
             CALLBACK_KEYS
         }

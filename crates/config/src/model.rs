@@ -27,6 +27,8 @@ pub struct Config {
     pub callbacks: CallbackSettings,
     /// The provider pass-through routes (`/anthropic/*`, `/bedrock/*`, ...).
     pub pass_through: PassThroughSettings,
+    /// `mcp_servers`: the tool servers behind `/mcp`.
+    pub mcp: sluice_mcp::McpSettings,
 }
 
 /// The provider pass-through routes: each route's upstream (from a deployment marked

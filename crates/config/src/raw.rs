@@ -65,6 +65,7 @@ pub(super) struct RawConfig {
     pub router_settings: Option<RawRouter>,
     pub litellm_settings: Option<RawLitellm>,
     pub callback_settings: Option<BTreeMap<String, RawCallback>>,
+    pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
 }
 
 /// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
@@ -75,6 +76,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "router_settings",
     "litellm_settings",
     "callback_settings",
+    "mcp_servers",
     "environment_variables",
     "include",
 ];
@@ -399,3 +401,38 @@ mod tests {
         assert!(serde_yaml_ng::from_str::<Scalar>("[1]").is_err());
     }
 }
+
+/// `mcp_servers.<name>` (LiteLLM's keys, plus sluice's `timeout` and `max_response_bytes`).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawMcpServer {
+    pub url: Option<Scalar>,
+    pub transport: Option<Scalar>,
+    pub command: Option<Scalar>,
+    pub args: Option<OneOrMany>,
+    pub env: Option<BTreeMap<String, Scalar>>,
+    pub auth_type: Option<Scalar>,
+    pub auth_value: Option<Scalar>,
+    pub static_headers: Option<BTreeMap<String, Scalar>>,
+    pub description: Option<Scalar>,
+    pub allowed_tools: Option<OneOrMany>,
+    pub disallowed_tools: Option<OneOrMany>,
+    pub timeout: Option<Scalar>,
+    pub max_response_bytes: Option<Scalar>,
+}
+
+/// Keys of an `mcp_servers` entry sluice reads.
+pub(super) const MCP_SERVER_KEYS: &[&str] = &[
+    "url",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "auth_type",
+    "auth_value",
+    "static_headers",
+    "description",
+    "allowed_tools",
+    "disallowed_tools",
+    "timeout",
+    "max_response_bytes",
+];

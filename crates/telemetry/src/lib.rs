@@ -4,6 +4,7 @@
 //! from a request) OpenTelemetry traces and logging callbacks.
 
 pub mod callbacks;
+pub mod mcp;
 pub mod metrics;
 pub mod otel;
 mod recorder;

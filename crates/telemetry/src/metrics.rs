@@ -86,6 +86,7 @@ pub struct Metrics {
     latency: Family<DeploymentLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     queue: Gauge,
     callbacks: super::callbacks::stats::CallbackMetrics,
+    mcp: super::mcp::McpMetrics,
 }
 
 impl Default for Metrics {
@@ -170,9 +171,11 @@ impl Default for Metrics {
             queue.clone(),
         );
         let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
+        let mcp = super::mcp::McpMetrics::register(&mut registry);
         Self {
             registry,
             callbacks,
+            mcp,
             requests,
             duration,
             upstream,
@@ -278,6 +281,11 @@ impl Metrics {
     }
 
     /// The exposition text, with deployment gauges read from `router` now.
+    /// The MCP tool-call families.
+    pub fn mcp(&self) -> &super::mcp::McpMetrics {
+        &self.mcp
+    }
+
     /// The metric handles of one callback sink.
     pub fn callback_stats(&self, sink: &str) -> super::callbacks::stats::SinkStats {
         self.callbacks.sink(sink)
@@ -400,8 +408,20 @@ mod tests {
             models: sluice_routing::ModelTable::new(vec![member], |_| None),
             ..Router::default()
         };
-        // Callback families have samples once a sink exists.
+        // Callback families have samples once a sink exists; MCP's once a call was made.
         let _sink = m.callback_stats("webhook");
+        m.mcp().observe(&sluice_mcp::McpCall {
+            request_id: "r".into(),
+            key_hash: None,
+            key_alias: None,
+            team_id: None,
+            server: "s".into(),
+            method: "tools/call",
+            tool: Some("t".into()),
+            duration: Duration::from_millis(1),
+            status: sluice_mcp::CallStatus::Ok,
+            error: None,
+        });
         let text = m.render(&router, 0);
         let declared: Vec<&str> = text
             .lines()

@@ -171,6 +171,13 @@ impl Recorder {
                 .sum::<usize>()
     }
 
+    /// A finished MCP call: counted and logged at once (tool calls are not on the model
+    /// request path, and their records go to no spend log or callback yet).
+    pub fn record_mcp(&self, call: &sluice_mcp::McpCall) {
+        self.metrics.mcp().observe(call);
+        super::mcp::emit(call);
+    }
+
     /// Hand a finished request's record over.
     pub fn record(&self, mut record: RequestRecord) {
         record.duration = Some(record.start.elapsed());

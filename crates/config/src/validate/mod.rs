@@ -8,6 +8,7 @@ mod callbacks;
 mod deployments;
 mod general;
 mod litellm;
+mod mcp;
 mod passthrough;
 mod router;
 
@@ -81,6 +82,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         }
     }
     let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
+    let mcp = mcp::mcp_servers(raw.mcp_servers, p);
     Config {
         deployments,
         general,
@@ -88,6 +90,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         litellm,
         callbacks,
         pass_through,
+        mcp,
     }
 }
 

@@ -1,0 +1,455 @@
+//! `mcp_servers:` → the MCP gateway's settings. Each server is reachable one way (a URL over
+//! streamable HTTP, or a command sluice starts), sends only credentials it can put in a header,
+//! and gets a bounded time and answer size; every bad value is a problem at its path, and
+//! credentials never appear in one.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderName, HeaderValue};
+use sluice_core::settings::read::{seconds, text, whole};
+use sluice_core::settings::{did_you_mean, Problems, Scalar};
+use sluice_core::Secret;
+use sluice_mcp::settings::{
+    AuthType, HttpServer, McpSettings, SecretHeader, ServerSettings, StdioServer, ToolFilter,
+    Transport, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT,
+};
+
+use crate::raw::{OneOrMany, RawMcpServer};
+
+/// Transports sluice serves, with LiteLLM's spellings of streamable HTTP.
+const TRANSPORTS: [&str; 5] = ["http", "streamable_http", "streamable-http", "stdio", "sse"];
+
+/// Headers sluice sets itself on every upstream request: a `static_headers` entry may not
+/// replace them.
+const RESERVED: [&str; 6] = [
+    "accept",
+    "content-type",
+    "content-length",
+    "host",
+    "mcp-session-id",
+    "mcp-protocol-version",
+];
+
+/// Validate every `mcp_servers` entry.
+pub(super) fn mcp_servers(
+    raw: Option<BTreeMap<String, RawMcpServer>>,
+    p: &mut Problems,
+) -> McpSettings {
+    let servers = raw
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(name, s)| server(name, s, p))
+        .collect();
+    McpSettings { servers }
+}
+
+fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSettings> {
+    let at = format!("mcp_servers.{name}");
+    let good_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !good_name {
+        p.error(
+            &at,
+            "a server name is 1 to 64 of A-Z, a-z, 0-9, '_', '-' and '.' (it prefixes its tools' names and names its route /mcp/{server})",
+        );
+    }
+    let transport = transport(
+        &at,
+        raw.transport,
+        raw.url.is_some(),
+        raw.command.is_some(),
+        p,
+    );
+    let transport = match transport? {
+        Kind::Http => {
+            for (key, set) in [
+                ("command", raw.command.is_some()),
+                ("args", raw.args.is_some()),
+                ("env", raw.env.is_some()),
+            ] {
+                if set {
+                    p.warn(format!("{at}.{key}"), "only stdio servers use it; ignored");
+                }
+            }
+            let url = url(&at, raw.url, p);
+            let mut headers = auth(&at, raw.auth_type, raw.auth_value, p);
+            headers.extend(static_headers(&at, raw.static_headers, p));
+            Transport::Http(HttpServer { url: url?, headers })
+        }
+        Kind::Stdio => {
+            for (key, set) in [
+                ("url", raw.url.is_some()),
+                ("auth_type", raw.auth_type.is_some()),
+                ("auth_value", raw.auth_value.is_some()),
+                ("static_headers", raw.static_headers.is_some()),
+            ] {
+                if set {
+                    p.warn(
+                        format!("{at}.{key}"),
+                        "a stdio server is started by sluice, not called over HTTP; ignored (give it credentials in `env`)",
+                    );
+                }
+            }
+            let Some(command) = text(raw.command) else {
+                p.error(
+                    format!("{at}.command"),
+                    "a stdio server needs the command that starts it",
+                );
+                return None;
+            };
+            let env = raw
+                .env
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, Secret::new(v.text())))
+                .collect();
+            Transport::Stdio(StdioServer {
+                command,
+                args: list(raw.args),
+                env,
+            })
+        }
+    };
+    let timeout = seconds(&format!("{at}.timeout"), raw.timeout, p).unwrap_or(DEFAULT_TIMEOUT);
+    let max_response_bytes = match whole::<usize>(
+        &format!("{at}.max_response_bytes"),
+        raw.max_response_bytes,
+        p,
+    ) {
+        Some(0) => {
+            p.error(format!("{at}.max_response_bytes"), "must be > 0");
+            DEFAULT_MAX_RESPONSE_BYTES
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_RESPONSE_BYTES,
+    };
+    good_name.then_some(ServerSettings {
+        name,
+        description: text(raw.description),
+        transport,
+        tools: ToolFilter {
+            allowed: raw.allowed_tools.map(|t| t.texts()),
+            disallowed: list(raw.disallowed_tools),
+        },
+        timeout,
+        max_response_bytes,
+    })
+}
+
+enum Kind {
+    Http,
+    Stdio,
+}
+
+/// `transport`, or what the entry implies: a `command` is stdio, a `url` is HTTP.
+fn transport(
+    at: &str,
+    v: Option<Scalar>,
+    has_url: bool,
+    has_command: bool,
+    p: &mut Problems,
+) -> Option<Kind> {
+    let path = format!("{at}.transport");
+    match text(v).as_deref().map(str::trim) {
+        None if has_command => Some(Kind::Stdio),
+        None if has_url => Some(Kind::Http),
+        None => {
+            p.error(
+                at,
+                "a server needs a `url` (streamable HTTP) or a `command` (stdio)",
+            );
+            None
+        }
+        Some("http" | "streamable_http" | "streamable-http") => Some(Kind::Http),
+        Some("stdio") => Some(Kind::Stdio),
+        Some("sse") => {
+            p.error(
+                path,
+                "the SSE transport (MCP's 2024-11-05 revision) is not available in sluice yet; use a server's streamable HTTP endpoint (transport: http)",
+            );
+            None
+        }
+        Some(t) => {
+            p.error(
+                path,
+                format!(
+                    "unknown transport \"{t}\"{}",
+                    did_you_mean(t, TRANSPORTS.iter().copied())
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn url(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<http::Uri> {
+    let path = format!("{at}.url");
+    let Some(raw) = text(v) else {
+        p.error(path, "a streamable HTTP server needs its `url`");
+        return None;
+    };
+    match raw.trim().parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {
+            Some(u)
+        }
+        _ => {
+            p.error(path, "expected an http:// or https:// URL");
+            None
+        }
+    }
+}
+
+/// The credential header from `auth_type` and `auth_value`.
+fn auth(
+    at: &str,
+    kind: Option<Scalar>,
+    value: Option<Scalar>,
+    p: &mut Problems,
+) -> Vec<(HeaderName, SecretHeader)> {
+    let value = text(value);
+    let kind = match text(kind).as_deref().map(str::trim) {
+        None => None,
+        Some(k) => match AuthType::parse(k) {
+            Ok(k) => k,
+            Err(_) if k == "oauth2" => {
+                p.error(
+                    format!("{at}.auth_type"),
+                    "OAuth for tool servers is not available in sluice yet; use a token with bearer_token",
+                );
+                return Vec::new();
+            }
+            Err(_) => {
+                p.error(
+                    format!("{at}.auth_type"),
+                    format!(
+                        "unknown auth_type \"{k}\"{}",
+                        did_you_mean(k, AuthType::NAMES.iter().copied())
+                    ),
+                );
+                return Vec::new();
+            }
+        },
+    };
+    match (kind, value) {
+        (None, None) => Vec::new(),
+        (None, Some(_)) => {
+            p.error(
+                format!("{at}.auth_value"),
+                "set auth_type (api_key, bearer_token, basic or authorization) to say which header carries it",
+            );
+            Vec::new()
+        }
+        (Some(_), None) => {
+            p.error(
+                format!("{at}.auth_value"),
+                "this auth_type needs the credential in auth_value (e.g. os.environ/GITHUB_TOKEN)",
+            );
+            Vec::new()
+        }
+        (Some(k), Some(v)) => {
+            let (name, value) = k.header(v.trim());
+            match HeaderValue::from_str(&value) {
+                Ok(mut hv) => {
+                    hv.set_sensitive(true);
+                    vec![(name, SecretHeader(hv))]
+                }
+                Err(_) => {
+                    p.error(
+                        format!("{at}.auth_value"),
+                        "not a valid HTTP header value (control characters or non-ASCII)",
+                    );
+                    Vec::new()
+                }
+            }
+        }
+    }
+}
+
+fn static_headers(
+    at: &str,
+    raw: Option<BTreeMap<String, Scalar>>,
+    p: &mut Problems,
+) -> Vec<(HeaderName, SecretHeader)> {
+    let mut out = Vec::new();
+    for (k, v) in raw.unwrap_or_default() {
+        let path = format!("{at}.static_headers.{k}");
+        let Ok(name) = HeaderName::from_bytes(k.trim().as_bytes()) else {
+            p.error(path, "not a valid HTTP header name");
+            continue;
+        };
+        if RESERVED.contains(&name.as_str()) {
+            p.error(path, "sluice sets this header itself");
+            continue;
+        }
+        match HeaderValue::from_str(v.text().trim()) {
+            Ok(mut hv) => {
+                hv.set_sensitive(true);
+                out.push((name, SecretHeader(hv)));
+            }
+            Err(_) => p.error(path, "not a valid HTTP header value"),
+        }
+    }
+    out
+}
+
+fn list(v: Option<OneOrMany>) -> Vec<String> {
+    v.map(|v| v.texts()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{load_str, ConfigError};
+    use sluice_mcp::settings::Transport;
+    use std::collections::HashMap;
+
+    fn env() -> HashMap<String, String> {
+        HashMap::from([("GH_TOKEN".to_owned(), "ghp-secret".to_owned())])
+    }
+
+    fn load(yaml: &str) -> Result<crate::Loaded, ConfigError> {
+        load_str(yaml, &env())
+    }
+
+    fn errors(yaml: &str) -> Vec<(String, String)> {
+        match load(yaml) {
+            Err(ConfigError::Invalid(v)) => v.into_iter().map(|e| (e.path, e.message)).collect(),
+            other => panic!("expected problems, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn http_and_stdio_servers() {
+        let loaded = load(
+            r#"
+mcp_servers:
+  github:
+    url: https://api.example.com/mcp
+    transport: http
+    auth_type: bearer_token
+    auth_value: os.environ/GH_TOKEN
+    static_headers: {X-Org: acme}
+    allowed_tools: [create_issue, list_issues]
+    disallowed_tools: [list_issues]
+    description: GitHub
+    timeout: 5
+  fs:
+    command: python3
+    args: [server.py, --root, /tmp]
+    env: {ROOT: /tmp}
+    max_response_bytes: 1000
+"#,
+        )
+        .unwrap();
+        let s = &loaded.config.mcp.servers;
+        assert_eq!(s.len(), 2);
+        let fs = s.iter().find(|s| s.name == "fs").unwrap();
+        let Transport::Stdio(st) = &fs.transport else {
+            panic!("fs is stdio")
+        };
+        assert_eq!(st.args, ["server.py", "--root", "/tmp"]);
+        assert_eq!(st.env["ROOT"].expose(), "/tmp");
+        assert_eq!(fs.max_response_bytes, 1000);
+        let gh = s.iter().find(|s| s.name == "github").unwrap();
+        let Transport::Http(h) = &gh.transport else {
+            panic!("github is http")
+        };
+        assert_eq!(h.headers[0].0, "authorization");
+        assert_eq!(h.headers[0].1 .0, "Bearer ghp-secret");
+        assert_eq!(h.headers[1].0, "x-org");
+        assert!(gh.tools.allows("create_issue"));
+        assert!(!gh.tools.allows("list_issues"));
+        assert_eq!(gh.timeout, std::time::Duration::from_secs(5));
+        assert!(!format!("{:?}", loaded.config.mcp).contains("ghp-secret"));
+        let described = crate::describe(&loaded.config);
+        assert!(
+            described.contains(
+                "github  → http https://api.example.com  (headers: authorization, x-org)"
+            ),
+            "{described}"
+        );
+        assert!(
+            described.contains("fs  → stdio python3 server.py --root /tmp  (env: ROOT)"),
+            "{described}"
+        );
+        assert!(!described.contains("ghp-secret"));
+    }
+
+    #[test]
+    fn every_bad_value_names_its_path() {
+        let errs = errors(
+            r#"
+mcp_servers:
+  "bad name!":
+    url: http://x
+  nourl:
+    transport: http
+  badurl:
+    url: ftp://x
+  old:
+    url: http://x/sse
+    transport: sse
+  typo:
+    url: http://x
+    transport: htp
+  noval:
+    url: http://x
+    auth_type: bearer_token
+  badauth:
+    url: http://x
+    auth_type: kerberos
+    auth_value: x
+  hdr:
+    url: http://x
+    static_headers: {Mcp-Session-Id: x}
+  nocmd:
+    transport: stdio
+  nothing: {}
+  t:
+    url: http://x
+    timeout: -1
+    max_response_bytes: 0
+"#,
+        );
+        let has = |path: &str, word: &str| {
+            assert!(
+                errs.iter().any(|(p, m)| p == path && m.contains(word)),
+                "no problem at {path} saying {word}: {errs:?}"
+            );
+        };
+        has("mcp_servers.bad name!", "server name");
+        has("mcp_servers.nourl.url", "url");
+        has("mcp_servers.badurl.url", "http://");
+        has("mcp_servers.old.transport", "SSE");
+        has("mcp_servers.typo.transport", "did you mean");
+        has("mcp_servers.noval.auth_value", "auth_value");
+        has("mcp_servers.badauth.auth_type", "kerberos");
+        has("mcp_servers.hdr.static_headers.Mcp-Session-Id", "itself");
+        has("mcp_servers.nocmd.command", "command");
+        has("mcp_servers.nothing", "url");
+        has("mcp_servers.t.timeout", "> 0");
+        has("mcp_servers.t.max_response_bytes", "> 0");
+    }
+
+    #[test]
+    fn unknown_keys_warn_with_a_hint() {
+        let loaded = load(
+            r#"
+mcp_servers:
+  s:
+    url: http://x
+    alowed_tools: [a]
+"#,
+        )
+        .unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.path == "mcp_servers.s.alowed_tools"
+                    && w.message.contains("allowed_tools"))
+        );
+    }
+}

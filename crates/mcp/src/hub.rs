@@ -1,0 +1,204 @@
+//! Every configured tool server, and the one view of them a caller gets: tool names prefixed
+//! by their server (`github-create_issue`), filtered by the server's tool lists and the
+//! caller's permissions, and a prefixed name routed back to its server.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+use sluice_net::ClientRegistry;
+
+use crate::access::Access;
+use crate::settings::{McpSettings, TOOL_SEPARATOR};
+use crate::upstream::{Reply, Server, UpstreamError};
+
+/// How long to wait for a connection to an HTTP tool server.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Pages of one server's `*/list` followed for an aggregated list (a bound against a server
+/// that never stops paging).
+const MAX_PAGES: usize = 20;
+
+/// The tool servers, started from one config.
+#[derive(Debug)]
+pub struct Hub {
+    /// By name, in name order.
+    servers: Vec<Arc<Server>>,
+    settings: McpSettings,
+}
+
+impl Hub {
+    /// Link every server (stdio servers start now, on the current runtime).
+    pub fn start(settings: &McpSettings, clients: &ClientRegistry) -> Self {
+        let client = clients.get(CONNECT_TIMEOUT);
+        let mut servers: Vec<Arc<Server>> = settings
+            .servers
+            .iter()
+            .map(|s| Arc::new(Server::start(s.clone(), client.clone())))
+            .collect();
+        servers.sort_by(|a, b| a.name().cmp(b.name()));
+        Self {
+            servers,
+            settings: settings.clone(),
+        }
+    }
+
+    /// The settings it was started from (a reload that leaves them keeps the running hub).
+    pub fn settings(&self) -> &McpSettings {
+        &self.settings
+    }
+
+    /// A server by name.
+    pub fn server(&self, name: &str) -> Option<&Arc<Server>> {
+        self.servers
+            .binary_search_by(|s| s.name().cmp(name))
+            .ok()
+            .map(|i| &self.servers[i])
+    }
+
+    /// Every server, in name order.
+    pub fn servers(&self) -> &[Arc<Server>] {
+        &self.servers
+    }
+
+    /// The server and its own tool name for an aggregated name (`github-create_issue`): the
+    /// longest server name followed by the separator.
+    pub fn route<'a>(&self, prefixed: &'a str) -> Option<(&Arc<Server>, &'a str)> {
+        self.servers
+            .iter()
+            .filter_map(|s| {
+                let rest = prefixed.strip_prefix(s.name())?;
+                Some((s, rest.strip_prefix(TOOL_SEPARATOR)?))
+            })
+            .max_by_key(|(s, _)| s.name().len())
+    }
+}
+
+/// What one `*/list` family lists, and the key of each entry's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// `tools/list` → `tools[].name`.
+    Tools,
+    /// `prompts/list` → `prompts[].name`.
+    Prompts,
+}
+
+impl Listing {
+    /// The method.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Tools => "tools/list",
+            Self::Prompts => "prompts/list",
+        }
+    }
+
+    /// The result's array member.
+    pub fn member(self) -> &'static str {
+        match self {
+            Self::Tools => "tools",
+            Self::Prompts => "prompts",
+        }
+    }
+}
+
+/// Every entry `server` lists (all pages), each kept when `keep(its own name)`; with
+/// `prefix`, names are rewritten `{server}-{name}`.
+pub async fn list(
+    server: &Server,
+    listing: Listing,
+    prefix: bool,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<Value>, ListError> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .take()
+            .map(|c| serde_json::json!({ "cursor": c }).to_string())
+            .map(RawValue::from_string)
+            .transpose()
+            .map_err(|e| ListError::Upstream(UpstreamError::Protocol(e.to_string())))?;
+        let reply = server
+            .request(server.next_id(), listing.method(), params.as_deref())
+            .await
+            .map_err(ListError::Upstream)?;
+        let page = match reply {
+            Reply::Result(r) => r,
+            Reply::Error(e) => return Err(ListError::Refused(e)),
+        };
+        let mut page: serde_json::Map<String, Value> = serde_json::from_str(page.get())
+            .map_err(|e| ListError::Upstream(UpstreamError::Protocol(e.to_string())))?;
+        if let Some(Value::Array(items)) = page.remove(listing.member()) {
+            for mut item in items {
+                let Some(name) = item.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !keep(name) {
+                    continue;
+                }
+                if prefix {
+                    let full = format!("{}{TOOL_SEPARATOR}{name}", server.name());
+                    item["name"] = Value::String(full);
+                }
+                out.push(item);
+            }
+        }
+        match page.remove("nextCursor") {
+            Some(Value::String(c)) => cursor = Some(c),
+            _ => return Ok(out),
+        }
+    }
+    Ok(out)
+}
+
+/// Why a server's listing is missing from an aggregate.
+#[derive(Debug)]
+pub enum ListError {
+    /// The exchange failed.
+    Upstream(UpstreamError),
+    /// The server answered with a JSON-RPC error.
+    Refused(Box<RawValue>),
+}
+
+/// Whether `access` (the key's) and `team` (its team's) both allow `tool` of `server`, and
+/// the server's own lists serve it.
+pub fn tool_allowed(server: &Server, tool: &str, access: &[&Access]) -> bool {
+    server.settings.tools.allows(tool) && access.iter().all(|a| a.allows_tool(server.name(), tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{ServerSettings, StdioServer, ToolFilter, Transport};
+    use std::time::Duration;
+
+    fn stdio(name: &str) -> ServerSettings {
+        ServerSettings {
+            name: name.into(),
+            description: None,
+            transport: Transport::Stdio(StdioServer {
+                command: "true".into(),
+                args: vec![],
+                env: Default::default(),
+            }),
+            tools: ToolFilter::default(),
+            timeout: Duration::from_secs(1),
+            max_response_bytes: 1024,
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_by_the_longest_server_prefix() {
+        let settings = McpSettings {
+            servers: vec![stdio("gh"), stdio("gh-enterprise"), stdio("fs")],
+        };
+        let hub = Hub::start(&settings, &ClientRegistry::new(1));
+        let (s, t) = hub.route("gh-enterprise-create_issue").unwrap();
+        assert_eq!((s.name(), t), ("gh-enterprise", "create_issue"));
+        let (s, t) = hub.route("gh-create-issue").unwrap();
+        assert_eq!((s.name(), t), ("gh", "create-issue"));
+        assert!(hub.route("slack-post").is_none());
+        assert!(hub.route("fs").is_none());
+        assert_eq!(hub.server("fs").unwrap().name(), "fs");
+    }
+}

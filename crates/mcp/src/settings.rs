@@ -1,0 +1,191 @@
+//! What the config validates `mcp_servers:` into. Every value here has been checked
+//! (`sluice_config`'s `validate/mcp.rs`), so the gateway never meets a server without a way to
+//! reach it, a stdio server with an empty command, or a credential header it cannot send.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use sluice_core::Secret;
+
+/// How long one upstream exchange may take unless the server sets `timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest answer a tool server may send unless it sets `max_response_bytes` (8 MiB): a
+/// bound, so a runaway server cannot fill the gateway's memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
+
+/// The separator between a server's name and a tool's in aggregated names
+/// (`github-create_issue`), as LiteLLM spells it.
+pub const TOOL_SEPARATOR: char = '-';
+
+/// Every configured MCP server, in name order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpSettings {
+    /// The servers; names are unique and contain no [`TOOL_SEPARATOR`].
+    pub servers: Vec<ServerSettings>,
+}
+
+impl McpSettings {
+    /// Whether any server is configured (else `/mcp` answers 404 and costs nothing).
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// One `mcp_servers.<name>` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    /// Its key under `mcp_servers`: the prefix of its tools and the `{server}` of `/mcp/{server}`.
+    pub name: String,
+    /// `description`, shown in `initialize`'s instructions of `/mcp/{server}`.
+    pub description: Option<String>,
+    /// How sluice reaches it.
+    pub transport: Transport,
+    /// Which of its tools clients see and may call.
+    pub tools: ToolFilter,
+    /// The longest one exchange with it may take.
+    pub timeout: Duration,
+    /// The largest answer it may send.
+    pub max_response_bytes: usize,
+}
+
+/// How sluice reaches a tool server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// Streamable HTTP (`transport: http`): JSON-RPC POSTed to `url`.
+    Http(HttpServer),
+    /// A child process sluice starts, speaking JSON-RPC lines on stdin/stdout.
+    Stdio(StdioServer),
+}
+
+/// A streamable HTTP tool server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpServer {
+    /// `url`: the server's MCP endpoint.
+    pub url: http::Uri,
+    /// Headers sent with every request: the credential (`auth_type` + `auth_value`) and
+    /// `static_headers`. Client headers never reach the server.
+    pub headers: Vec<(HeaderName, SecretHeader)>,
+}
+
+/// A header value that may be a credential: never printed.
+#[derive(Clone, PartialEq)]
+pub struct SecretHeader(pub HeaderValue);
+
+impl std::fmt::Debug for SecretHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"*****\"")
+    }
+}
+
+/// A stdio tool server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StdioServer {
+    /// `command`: the program (looked up on sluice's own `PATH`).
+    pub command: String,
+    /// `args`.
+    pub args: Vec<String>,
+    /// `env`: the child's whole environment. Nothing of sluice's own environment is passed on.
+    pub env: BTreeMap<String, Secret>,
+}
+
+/// `allowed_tools` / `disallowed_tools`: a tool is served when the allow list (if any) names
+/// it and the deny list does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// `allowed_tools`; `None`: every tool.
+    pub allowed: Option<Vec<String>>,
+    /// `disallowed_tools`.
+    pub disallowed: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether the server's own tool `tool` is served.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|t| t == tool))
+            && !self.disallowed.iter().any(|t| t == tool)
+    }
+}
+
+/// An `auth_type` sluice does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unknown auth_type")]
+pub struct UnknownAuthType;
+
+/// LiteLLM's `auth_type`: which header carries `auth_value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthType {
+    /// `api_key`: `X-API-Key: <value>`.
+    ApiKey,
+    /// `bearer_token`: `Authorization: Bearer <value>`.
+    BearerToken,
+    /// `basic`: `Authorization: Basic <value>` (the value already `base64(user:password)`).
+    Basic,
+    /// `authorization`: `Authorization: <value>` as written.
+    Authorization,
+}
+
+impl AuthType {
+    /// Every `auth_type` sluice accepts (`none` is accepted too and sends nothing).
+    pub const NAMES: [&'static str; 5] =
+        ["none", "api_key", "bearer_token", "basic", "authorization"];
+
+    /// From its config name; `Ok(None)` for `none`.
+    pub fn parse(name: &str) -> Result<Option<Self>, UnknownAuthType> {
+        Ok(Some(match name {
+            "none" => return Ok(None),
+            "api_key" => Self::ApiKey,
+            "bearer_token" => Self::BearerToken,
+            "basic" => Self::Basic,
+            "authorization" => Self::Authorization,
+            _ => return Err(UnknownAuthType),
+        }))
+    }
+
+    /// The header this credential travels in, and its value.
+    pub fn header(self, value: &str) -> (HeaderName, String) {
+        match self {
+            Self::ApiKey => (HeaderName::from_static("x-api-key"), value.to_owned()),
+            Self::BearerToken => (http::header::AUTHORIZATION, format!("Bearer {value}")),
+            Self::Basic => (http::header::AUTHORIZATION, format!("Basic {value}")),
+            Self::Authorization => (http::header::AUTHORIZATION, value.to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_allows_by_both_lists() {
+        let all = ToolFilter::default();
+        assert!(all.allows("x"));
+        let f = ToolFilter {
+            allowed: Some(vec!["a".into(), "b".into()]),
+            disallowed: vec!["b".into()],
+        };
+        assert!(f.allows("a"));
+        assert!(!f.allows("b"));
+        assert!(!f.allows("c"));
+    }
+
+    #[test]
+    fn auth_headers() {
+        let (n, v) = AuthType::BearerToken.header("t");
+        assert_eq!((n.as_str(), v.as_str()), ("authorization", "Bearer t"));
+        let (n, v) = AuthType::ApiKey.header("k");
+        assert_eq!((n.as_str(), v.as_str()), ("x-api-key", "k"));
+        assert_eq!(AuthType::parse("none"), Ok(None));
+        assert!(AuthType::parse("oauth2").is_err());
+    }
+
+    #[test]
+    fn secret_header_is_not_printed() {
+        let h = SecretHeader(HeaderValue::from_static("sk-secret"));
+        assert!(!format!("{h:?}").contains("sk-secret"));
+    }
+}

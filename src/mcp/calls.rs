@@ -1,0 +1,370 @@
+//! One MCP request's work once the session is known: the aggregated lists, a named call
+//! routed to its server and checked against the caller's permissions, the exchange with the
+//! tool server (cancelled there when the client cancels or leaves), and its record.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use sluice_mcp::hub::{self, Listing};
+use sluice_mcp::jsonrpc::code;
+use sluice_mcp::upstream::{Reply, Server, UpstreamError};
+use sluice_mcp::{CallStatus, McpCall};
+use tokio_util::sync::CancellationToken;
+
+use super::{McpGateway, Who, FORBIDDEN};
+use crate::server::AppState;
+
+/// What a request comes to.
+pub(super) enum Answer {
+    /// A result sluice made (JSON text).
+    Result(String),
+    /// A tool server's answer, passed on.
+    Raw(Reply),
+    /// An error sluice answers with.
+    Error(i64, String),
+}
+
+/// One request's surroundings.
+pub(super) struct Ctx<'a> {
+    pub(super) state: &'a AppState,
+    pub(super) gw: &'a McpGateway,
+    pub(super) who: &'a Who,
+    pub(super) server: Option<&'a str>,
+    pub(super) request_id: Arc<str>,
+    /// Fires when the client cancels this request (`notifications/cancelled`, or `DELETE`).
+    pub(super) cancelled: CancellationToken,
+}
+
+impl Ctx<'_> {
+    pub(super) async fn request(&self, method: &str, params: Option<&RawValue>) -> Answer {
+        match method {
+            "ping" => Answer::Result("{}".into()),
+            "tools/list" => self.list(Listing::Tools).await,
+            "prompts/list" => self.list(Listing::Prompts).await,
+            "tools/call" | "prompts/get" => self.call_named(method, params).await,
+            _ => match self.server {
+                // One server alone: everything else passes through to it.
+                Some(name) => match self.gw.hub.server(name) {
+                    Some(s) if self.who.allows_server(name) => {
+                        self.forward(s, method, params, None).await
+                    }
+                    Some(s) => {
+                        let why = format!("this key may not use MCP server \"{name}\"");
+                        let subject = params.and_then(subject_of);
+                        self.record(
+                            s.name(),
+                            method,
+                            subject.as_deref(),
+                            Instant::now(),
+                            CallStatus::Refused,
+                            Some(why.clone()),
+                        );
+                        Answer::Error(FORBIDDEN, why)
+                    }
+                    None => Answer::Error(code::INVALID_PARAMS, "no such server".into()),
+                },
+                None => Answer::Error(
+                    code::METHOD_NOT_FOUND,
+                    format!(
+                        "{method} is served per server on /mcp/{{server}}; /mcp aggregates tools and prompts"
+                    ),
+                ),
+            },
+        }
+    }
+
+    /// The servers this request may see: the route's one, or every one the caller may use.
+    fn servers(&self) -> Vec<&Arc<Server>> {
+        match self.server {
+            Some(name) => self
+                .gw
+                .hub
+                .server(name)
+                .filter(|s| self.who.allows_server(s.name()))
+                .into_iter()
+                .collect(),
+            None => self
+                .gw
+                .hub
+                .servers()
+                .iter()
+                .filter(|s| self.who.allows_server(s.name()))
+                .collect(),
+        }
+    }
+
+    /// `tools/list` or `prompts/list` over the servers this request may see; a server that
+    /// fails is left out (and logged) rather than failing the list.
+    async fn list(&self, listing: Listing) -> Answer {
+        let rules = self.who.rules();
+        let prefix = self.server.is_none();
+        let lists = join_all(self.servers().into_iter().map(|s| {
+            let rules = &rules;
+            async move {
+                let keep = |name: &str| match listing {
+                    Listing::Tools => hub::tool_allowed(s, name, rules),
+                    Listing::Prompts => true,
+                };
+                (s, hub::list(s, listing, prefix, keep).await)
+            }
+        }))
+        .await;
+        let mut items = Vec::new();
+        for (s, list) in lists {
+            match list {
+                Ok(mut l) => items.append(&mut l),
+                Err(e) => {
+                    tracing::warn!(server = %s.name(), method = listing.method(), error = ?e, "MCP server left out of a list");
+                }
+            }
+        }
+        let mut result = serde_json::Map::new();
+        result.insert(listing.member().into(), Value::Array(items));
+        Answer::Result(Value::Object(result).to_string())
+    }
+
+    /// `tools/call` or `prompts/get`: the name routed to its server, checked, and the call
+    /// passed on with the server's own name for it.
+    async fn call_named(&self, method: &str, params: Option<&RawValue>) -> Answer {
+        let Some(mut fields) = params
+            .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p.get()).ok())
+        else {
+            return Answer::Error(code::INVALID_PARAMS, "params must be an object".into());
+        };
+        let Some(name) = fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Answer::Error(code::INVALID_PARAMS, "params.name is required".into());
+        };
+        let routed = match self.server {
+            Some(s) => self.gw.hub.server(s).map(|s| (s, name.as_str())),
+            None => self.gw.hub.route(&name),
+        };
+        let Some((server, own)) = routed else {
+            let what = if method == "tools/call" {
+                "tool"
+            } else {
+                "prompt"
+            };
+            return Answer::Error(code::INVALID_PARAMS, format!("unknown {what} \"{name}\""));
+        };
+        let allowed = match method {
+            "tools/call" => hub::tool_allowed(server, own, &self.who.rules()),
+            _ => self.who.allows_server(server.name()),
+        };
+        if !allowed {
+            let why = format!(
+                "this key may not use \"{own}\" of MCP server \"{}\"",
+                server.name()
+            );
+            self.record(
+                server.name(),
+                method,
+                Some(own),
+                Instant::now(),
+                CallStatus::Refused,
+                Some(why.clone()),
+            );
+            return Answer::Error(FORBIDDEN, why);
+        }
+        fields.insert("name".into(), Value::String(own.to_owned()));
+        let own = own.to_owned();
+        let params = Value::Object(fields).to_string();
+        match RawValue::from_string(params) {
+            Ok(p) => self.forward(server, method, Some(&p), Some(own)).await,
+            Err(_) => Answer::Error(code::INTERNAL_ERROR, "params".into()),
+        }
+    }
+
+    /// One exchange with `server`, recorded. The server's call is cancelled there if this
+    /// future is dropped (the client left, or cancelled) before the answer.
+    async fn forward(
+        &self,
+        server: &Arc<Server>,
+        method: &str,
+        params: Option<&RawValue>,
+        name: Option<String>,
+    ) -> Answer {
+        let start = Instant::now();
+        let upstream_id = server.next_id();
+        let mut guard = CancelOnDrop {
+            server: Arc::clone(server),
+            id: upstream_id,
+            armed: true,
+        };
+        let name = name.or_else(|| params.and_then(subject_of));
+        let reply = tokio::select! {
+            r = server.request(upstream_id, method, params) => r,
+            () = self.cancelled.cancelled() => {
+                // The guard tells the server as it drops.
+                self.record(server.name(), method, name.as_deref(), start, CallStatus::Cancelled, None);
+                return Answer::Error(code::INTERNAL_ERROR, "cancelled by the client".into());
+            }
+        };
+        guard.armed = false;
+        match reply {
+            Ok(reply) => {
+                let (status, error) = match &reply {
+                    Reply::Error(e) => (CallStatus::ToolError, Some(error_message(e))),
+                    Reply::Result(r) if is_error_result(r) => (
+                        CallStatus::ToolError,
+                        Some("the tool reported an error".into()),
+                    ),
+                    Reply::Result(_) => (CallStatus::Ok, None),
+                };
+                self.record(server.name(), method, name.as_deref(), start, status, error);
+                Answer::Raw(reply)
+            }
+            Err(e) => {
+                self.record(
+                    server.name(),
+                    method,
+                    name.as_deref(),
+                    start,
+                    CallStatus::Failed,
+                    Some(e.to_string()),
+                );
+                if let UpstreamError::Timeout(_) = e {
+                    server.cancel(upstream_id, "timed out at the gateway").await;
+                }
+                Answer::Error(
+                    code::INTERNAL_ERROR,
+                    format!("MCP server \"{}\": {e}", server.name()),
+                )
+            }
+        }
+    }
+
+    fn record(
+        &self,
+        server: &str,
+        method: &str,
+        tool: Option<&str>,
+        start: Instant,
+        status: CallStatus,
+        error: Option<String>,
+    ) {
+        let key = self.who.key.as_ref();
+        let call = McpCall {
+            request_id: Arc::clone(&self.request_id),
+            key_hash: key.map(|k| k.info.hash.clone()),
+            key_alias: key.and_then(|k| k.info.alias.clone()),
+            team_id: key.and_then(|k| k.info.team_id.clone()),
+            server: server.into(),
+            method: method_label(method),
+            tool: tool.map(Into::into),
+            duration: start.elapsed(),
+            status,
+            error,
+        };
+        self.state.recorder().record_mcp(&call);
+    }
+}
+
+/// Sends the tool server a cancellation for a call whose answer nobody waits for any more.
+struct CancelOnDrop {
+    server: Arc<Server>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let server = Arc::clone(&self.server);
+            let id = self.id;
+            tokio::spawn(async move { server.cancel(id, "cancelled by the client").await });
+        }
+    }
+}
+
+/// What a passed-through call names: a resource's `uri` or a `name`.
+fn subject_of(params: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct P {
+        uri: Option<String>,
+        name: Option<String>,
+    }
+    serde_json::from_str::<P>(params.get())
+        .ok()
+        .and_then(|p| p.uri.or(p.name))
+        .map(|s| s.chars().take(200).collect())
+}
+
+/// A tool result that says it failed (`isError: true`).
+fn is_error_result(r: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct R {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    serde_json::from_str::<R>(r.get()).is_ok_and(|r| r.is_error)
+}
+
+/// A JSON-RPC error object's message (bounded).
+fn error_message(e: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct E {
+        message: Option<String>,
+    }
+    serde_json::from_str::<E>(e.get())
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// A bounded label for a method.
+fn method_label(method: &str) -> &'static str {
+    const KNOWN: [&str; 10] = [
+        "tools/call",
+        "tools/list",
+        "prompts/get",
+        "prompts/list",
+        "resources/read",
+        "resources/list",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "completion/complete",
+    ];
+    KNOWN
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn small_readers() {
+        assert!(is_error_result(&raw(r#"{"content":[],"isError":true}"#)));
+        assert!(!is_error_result(&raw(r#"{"content":[]}"#)));
+        assert_eq!(
+            error_message(&raw(r#"{"code":1,"message":"boom"}"#)),
+            "boom"
+        );
+        assert_eq!(
+            subject_of(&raw(r#"{"uri":"file:///a"}"#)).as_deref(),
+            Some("file:///a")
+        );
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(method_label("x/y"), "other");
+    }
+}

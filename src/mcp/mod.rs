@@ -1,0 +1,423 @@
+//! The MCP gateway's endpoint: `/mcp` (every tool server the caller may use, tool names
+//! prefixed by server) and `/mcp/{server}` (one server alone, names as it gives them), MCP's
+//! streamable HTTP transport, handshake revision (`initialize`, `Mcp-Session-Id`).
+//!
+//! A POST carries one JSON-RPC message:
+//! 3. authenticate: the virtual or master key (`Authorization: Bearer`, `x-api-key`) through
+//!    the same `auth::Gate` as model traffic; upstream tool credentials never come from here;
+//! 4. read the body (the same size limit);
+//! 5. the session: `initialize` opens one (its id in `Mcp-Session-Id`), every other request
+//!    must name one the same key opened on the same route;
+//! 6. permissions: the key's and its team's `object_permission` (`sluice_mcp::Access`) and the
+//!    server's tool lists decide what `tools/list` shows and what `tools/call` may reach; a
+//!    call outside them is refused and recorded;
+//! 7. one exchange with the tool server (bounded in time and size; a client's
+//!    `notifications/cancelled`, or its leaving, is passed on as the server's own
+//!    cancellation);
+//! 9. a record per call that named a server (`sluice_mcp::McpCall`: metrics and a log line).
+//!
+//! GET (a server-initiated event stream) is not offered: 405, as the transport allows.
+//! DELETE ends the session.
+
+mod calls;
+mod sessions;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, ALLOW, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body::Body;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use sluice_core::error::{ApiError, KeyRefusal};
+use sluice_core::limits::{self, SubjectKind};
+use sluice_core::record::RequestRecord;
+use sluice_mcp::jsonrpc::{self, code, Kind, Message};
+use sluice_mcp::upstream::Reply;
+use sluice_mcp::{Access, Hub, McpSettings};
+use sluice_net::ClientRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Caller, KeyEntry};
+use crate::server::pipeline::read_body;
+use crate::server::{AppState, ResponseBody, Snapshot};
+use calls::{Answer, Ctx};
+
+pub use sessions::{Owner, Sessions};
+
+static SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// The protocol revisions of the handshake era sluice answers in, newest first. A client
+/// asking for another gets the newest (the SDKs' probe of the stateless 2026 revision,
+/// `server/discover`, is answered "method not found", and they fall back to `initialize`).
+const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// JSON-RPC error code of a call the caller's permissions refuse (implementation-defined
+/// server error range).
+const FORBIDDEN: i64 = -32003;
+
+/// The tool servers and the client sessions, made ready per config and carried over a reload
+/// that leaves `mcp_servers` as it was.
+#[derive(Debug)]
+pub struct McpGateway {
+    hub: Hub,
+    sessions: Sessions,
+}
+
+impl McpGateway {
+    /// Start the servers (stdio children on the current runtime); `None` without any.
+    pub fn start(settings: &McpSettings, clients: &ClientRegistry) -> Option<Arc<Self>> {
+        (!settings.is_empty()).then(|| {
+            Arc::new(Self {
+                hub: Hub::start(settings, clients),
+                sessions: Sessions::default(),
+            })
+        })
+    }
+
+    /// The settings it was started from.
+    pub fn settings(&self) -> &McpSettings {
+        self.hub.settings()
+    }
+}
+
+/// Who is calling, with what they may use.
+struct Who {
+    owner: Owner,
+    key: Option<Arc<KeyEntry>>,
+    /// The key's and its team's permissions, those that name any rule.
+    access: Vec<Arc<Access>>,
+}
+
+impl Who {
+    fn rules(&self) -> Vec<&Access> {
+        self.access.iter().map(AsRef::as_ref).collect()
+    }
+
+    fn allows_server(&self, server: &str) -> bool {
+        self.access.iter().all(|a| a.allows_server(server))
+    }
+}
+
+/// Answer a request on `/mcp` (`server: None`) or `/mcp/{server}`.
+pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    server: Option<&str>,
+    req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let not_found = || ApiError::RouteNotFound {
+        method: req.method().to_string(),
+        path: req.uri().path().chars().take(200).collect(),
+    };
+    let Some(gw) = snap.mcp.as_ref() else {
+        return Err(not_found());
+    };
+    // 3. Authenticate.
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), &caller_key(req.headers()), wall)
+        .await?;
+    let who = who(state, caller, wall)?;
+    record.key = who.key.as_ref().map(|k| k.info.clone());
+    if let Some(name) = server {
+        if gw.hub.server(name).is_none() {
+            return Err(ApiError::NotFound {
+                what: "MCP server",
+                id: name.chars().take(64).collect(),
+            });
+        }
+    }
+    let session_id = req
+        .headers()
+        .get(&SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match *req.method() {
+        Method::POST => {}
+        Method::DELETE => {
+            let closed = session_id.is_some_and(|id| gw.sessions.close(&id, &who.owner));
+            let status = if closed {
+                StatusCode::OK
+            } else {
+                StatusCode::NOT_FOUND
+            };
+            record.status = status.as_u16();
+            return Ok(empty(status));
+        }
+        _ => {
+            let mut resp = empty(StatusCode::METHOD_NOT_ALLOWED);
+            resp.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+            return Ok(resp);
+        }
+    }
+    // 4. The body.
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let Some(msg) = Message::parse(&body) else {
+        let text = jsonrpc::error(
+            "null",
+            code::INVALID_REQUEST,
+            "expected one JSON-RPC message (batches are not part of this protocol revision)",
+        );
+        return Ok(json(StatusCode::BAD_REQUEST, text));
+    };
+    let ctx = Ctx {
+        state,
+        gw,
+        who: &who,
+        server,
+        request_id: record.request_id.to_str().unwrap_or("-").into(),
+        cancelled: CancellationToken::new(),
+    };
+    // 5. The session.
+    let method = msg.method.unwrap_or_default();
+    let id = msg.id.map_or("null", RawValue::get);
+    if msg.kind() == Kind::Request && method == "initialize" {
+        let version = requested_version(msg.params);
+        let sid = gw
+            .sessions
+            .open(who.owner.clone(), server.map(Into::into), wall);
+        let result = initialize_result(gw, server, version);
+        let mut resp = json(StatusCode::OK, jsonrpc::result(id, &result));
+        if let Ok(v) = HeaderValue::from_str(&sid) {
+            resp.headers_mut().insert(SESSION.clone(), v);
+        }
+        return Ok(resp);
+    }
+    if msg.kind() == Kind::Request && method == "server/discover" {
+        let text = jsonrpc::error(id, code::METHOD_NOT_FOUND, "use initialize");
+        return Ok(json(StatusCode::OK, text));
+    }
+    let Some(sid) = session_id else {
+        let text = jsonrpc::error(
+            id,
+            code::INVALID_REQUEST,
+            "no Mcp-Session-Id: initialize first",
+        );
+        return Ok(json(StatusCode::BAD_REQUEST, text));
+    };
+    let Some(session) = gw.sessions.get(&sid, &who.owner, server, wall) else {
+        let text = jsonrpc::error(id, code::INVALID_REQUEST, "unknown or ended session");
+        return Ok(json(StatusCode::NOT_FOUND, text));
+    };
+    match msg.kind() {
+        Kind::Notification => {
+            if method == "notifications/cancelled" {
+                if let Some(rid) = cancelled_id(msg.params) {
+                    session.cancel(&rid);
+                }
+            }
+            Ok(empty(StatusCode::ACCEPTED))
+        }
+        Kind::Response => Ok(empty(StatusCode::ACCEPTED)),
+        Kind::Invalid => {
+            let text = jsonrpc::error(
+                id,
+                code::INVALID_REQUEST,
+                "neither a request nor a notification",
+            );
+            Ok(json(StatusCode::BAD_REQUEST, text))
+        }
+        Kind::Request => {
+            let ctx = Ctx {
+                cancelled: session.begin(id),
+                ..ctx
+            };
+            let answer = ctx.request(method, msg.params).await;
+            session.end(id);
+            let text = match answer {
+                Answer::Result(r) => jsonrpc::result(id, &r),
+                Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
+                Answer::Raw(Reply::Error(e)) => {
+                    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#, e.get())
+                }
+                Answer::Error(c, m) => jsonrpc::error(id, c, &m),
+            };
+            Ok(json(StatusCode::OK, text))
+        }
+    }
+}
+
+/// The key an MCP client presents, as the one header the gate reads: LiteLLM's
+/// `x-litellm-api-key` first (with or without `Bearer `: an MCP client may need
+/// `Authorization` for something else), then the usual `Authorization`, `x-api-key`, `api-key`.
+fn caller_key(headers: &HeaderMap) -> Cow<'_, HeaderMap> {
+    let litellm = headers
+        .get("x-litellm-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim())
+        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim())
+        .filter(|k| !k.is_empty());
+    let Some(key) = litellm else {
+        return Cow::Borrowed(headers);
+    };
+    let mut out = HeaderMap::new();
+    if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {key}")) {
+        v.set_sensitive(true);
+        out.insert(http::header::AUTHORIZATION, v);
+    }
+    Cow::Owned(out)
+}
+
+/// The caller, refused when its key (or the key's team) is blocked or expired.
+fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
+    let dir = state.gate().directory();
+    Ok(match caller {
+        Caller::Open => Who {
+            owner: Owner::Open,
+            key: None,
+            access: Vec::new(),
+        },
+        Caller::Master => Who {
+            owner: Owner::Master,
+            key: None,
+            access: Vec::new(),
+        },
+        Caller::Key(k) => {
+            if k.blocked {
+                return Err(ApiError::KeyRefused(KeyRefusal::Blocked));
+            }
+            if k.expires_ms.is_some_and(|t| wall >= t) {
+                return Err(ApiError::KeyRefused(KeyRefusal::Expired));
+            }
+            let mut access: Vec<Arc<Access>> =
+                dir.mcp_access(false, &k.info.hash).into_iter().collect();
+            if let Some(team) = k.info.team_id.as_deref() {
+                if dir
+                    .holder(SubjectKind::Team, team)
+                    .is_some_and(|t| t.blocked)
+                {
+                    return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
+                }
+                access.extend(dir.mcp_access(true, team));
+            }
+            Who {
+                owner: Owner::Key(k.info.hash.clone()),
+                key: Some(k),
+                access,
+            }
+        }
+    })
+}
+
+fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> String {
+    let instructions = match server.and_then(|s| gw.hub.server(s)) {
+        Some(s) => s.settings.description.clone(),
+        None => Some(
+            "sluice MCP gateway: tools of every server you may use, named <server>-<tool>".into(),
+        ),
+    };
+    let mut v = serde_json::json!({
+        "protocolVersion": version,
+        "capabilities": {
+            "tools": { "listChanged": false },
+            "prompts": { "listChanged": false },
+        },
+        "serverInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
+    });
+    if server.is_some() {
+        v["capabilities"]["resources"] = serde_json::json!({});
+    }
+    if let Some(i) = instructions {
+        v["instructions"] = Value::String(i);
+    }
+    v.to_string()
+}
+
+/// The revision to answer in: the client's when sluice speaks it, else the newest.
+fn requested_version(params: Option<&RawValue>) -> &'static str {
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(rename = "protocolVersion", borrow)]
+        v: Option<&'a str>,
+    }
+    let asked = params
+        .and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+        .and_then(|p| p.v);
+    VERSIONS
+        .iter()
+        .find(|v| Some(**v) == asked)
+        .copied()
+        .unwrap_or(VERSIONS[0])
+}
+
+/// `params.requestId` of a `notifications/cancelled`, as raw JSON text.
+fn cancelled_id(params: Option<&RawValue>) -> Option<String> {
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(rename = "requestId", borrow)]
+        id: &'a RawValue,
+    }
+    params
+        .and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+        .map(|p| p.id.get().to_owned())
+}
+
+fn json(status: StatusCode, text: String) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+fn empty(status: StatusCode) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(Bytes::new()));
+    *resp.status_mut() = status;
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn litellm_key_header_first() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer upstream-oauth"),
+        );
+        assert_eq!(
+            caller_key(&h).get("authorization").unwrap(),
+            "Bearer upstream-oauth"
+        );
+        h.insert("x-litellm-api-key", HeaderValue::from_static("Bearer sk-1"));
+        assert_eq!(caller_key(&h).get("authorization").unwrap(), "Bearer sk-1");
+        h.insert("x-litellm-api-key", HeaderValue::from_static("sk-2"));
+        assert_eq!(caller_key(&h).get("authorization").unwrap(), "Bearer sk-2");
+    }
+
+    #[test]
+    fn versions_and_cancellations() {
+        assert_eq!(
+            requested_version(Some(&raw(r#"{"protocolVersion":"2025-06-18"}"#))),
+            "2025-06-18"
+        );
+        assert_eq!(
+            requested_version(Some(&raw(r#"{"protocolVersion":"2031-01-01"}"#))),
+            VERSIONS[0]
+        );
+        assert_eq!(requested_version(None), VERSIONS[0]);
+        assert_eq!(
+            cancelled_id(Some(&raw(r#"{"requestId":"x","reason":"r"}"#))).as_deref(),
+            Some("\"x\"")
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! Client sessions on `/mcp` (`Mcp-Session-Id`): who opened each (a session is only ever
+//! used by the key that opened it), which view it has (all servers or one), and its calls in
+//! flight, so that a client's `notifications/cancelled` reaches the tool server working on it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+/// Most sessions kept; opening one more forgets the longest idle.
+const MAX_SESSIONS: usize = 10_000;
+
+/// Who a session belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// No master key: the gateway is open.
+    Open,
+    /// The master key.
+    Master,
+    /// A virtual key, by hash.
+    Key(Arc<str>),
+}
+
+/// One client session.
+#[derive(Debug)]
+pub struct Session {
+    /// Who opened it.
+    pub owner: Owner,
+    /// `Some(server)` on `/mcp/{server}`.
+    pub scope: Option<String>,
+    /// Calls in flight, by the client's JSON-RPC id (raw JSON text).
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    last_used_ms: AtomicU64,
+}
+
+impl Session {
+    /// Register the client's request `id` as in flight; the token fires on cancellation.
+    pub fn begin(&self, id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        lock(&self.in_flight).insert(id.to_owned(), token.clone());
+        token
+    }
+
+    /// The call `id` finished.
+    pub fn end(&self, id: &str) {
+        lock(&self.in_flight).remove(id);
+    }
+
+    /// The client cancelled request `id`.
+    pub fn cancel(&self, id: &str) {
+        if let Some(t) = lock(&self.in_flight).remove(id) {
+            t.cancel();
+        }
+    }
+}
+
+/// Every open session.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    /// Open a session; returns its id.
+    pub fn open(&self, owner: Owner, scope: Option<String>, now_ms: u64) -> String {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let session = Arc::new(Session {
+            owner,
+            scope,
+            in_flight: Mutex::default(),
+            last_used_ms: AtomicU64::new(now_ms),
+        });
+        let mut map = lock(&self.map);
+        if map.len() >= MAX_SESSIONS {
+            let idle = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_used_ms.load(Ordering::Relaxed))
+                .map(|(k, _)| k.clone());
+            if let Some(k) = idle {
+                map.remove(&k);
+            }
+        }
+        map.insert(id.clone(), session);
+        id
+    }
+
+    /// The session `id` when `owner` opened it for `scope`.
+    pub fn get(
+        &self,
+        id: &str,
+        owner: &Owner,
+        scope: Option<&str>,
+        now_ms: u64,
+    ) -> Option<Arc<Session>> {
+        let map = lock(&self.map);
+        let s = map
+            .get(id)
+            .filter(|s| s.owner == *owner && s.scope.as_deref() == scope)?;
+        s.last_used_ms.store(now_ms, Ordering::Relaxed);
+        Some(Arc::clone(s))
+    }
+
+    /// End the session `id` (`DELETE`), when `owner` opened it; cancels its calls.
+    pub fn close(&self, id: &str, owner: &Owner) -> bool {
+        let mut map = lock(&self.map);
+        if map.get(id).is_some_and(|s| s.owner == *owner) {
+            if let Some(s) = map.remove(id) {
+                for (_, t) in lock(&s.in_flight).drain() {
+                    t.cancel();
+                }
+            }
+            return true;
+        }
+        false
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_is_its_owners_and_its_scopes() {
+        let s = Sessions::default();
+        let key = Owner::Key("h1".into());
+        let id = s.open(key.clone(), None, 1);
+        assert!(s.get(&id, &key, None, 2).is_some());
+        assert!(s.get(&id, &Owner::Key("h2".into()), None, 2).is_none());
+        assert!(s.get(&id, &key, Some("gh"), 2).is_none());
+        assert!(!s.close(&id, &Owner::Master));
+        let session = s.get(&id, &key, None, 3).unwrap();
+        let t = session.begin("7");
+        assert!(s.close(&id, &key));
+        assert!(t.is_cancelled(), "closing cancels calls in flight");
+        assert!(s.get(&id, &key, None, 4).is_none());
+    }
+
+    #[test]
+    fn cancel_fires_the_calls_token() {
+        let s = Sessions::default();
+        let id = s.open(Owner::Open, None, 1);
+        let session = s.get(&id, &Owner::Open, None, 1).unwrap();
+        let t = session.begin("\"a\"");
+        session.cancel("\"b\"");
+        assert!(!t.is_cancelled());
+        session.cancel("\"a\"");
+        assert!(t.is_cancelled());
+    }
+}

@@ -1,0 +1,599 @@
+//! The MCP gateway end to end: a client speaking MCP's streamable HTTP to sluice's `/mcp`, and
+//! two real tool servers behind it (`tests/fixtures/mcp/tool_server.py`): one a child process
+//! sluice starts (stdio), one over streamable HTTP answering calls as SSE streams and
+//! requiring its own credential. Tools are aggregated and routed by prefix, the upstream
+//! credential is sluice's and no client header reaches the tool server, a key's
+//! `object_permission` narrows what it sees and refuses what it may not call, bounds and
+//! cancellation reach the tool server, and every call is counted in `sluice_mcp_*`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/tool_server.py")
+}
+
+/// The HTTP tool server, stopped when dropped.
+struct HttpTools {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for HttpTools {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http_tools() -> HttpTools {
+    let portfile = temp_dir().join("port");
+    let child = Command::new("python3")
+        .arg(script())
+        .arg("http")
+        .arg(&portfile)
+        .spawn()
+        .expect("python3 runs");
+    let mut tools = HttpTools { child, port: 0 };
+    let up = eventually(Duration::from_secs(10), || {
+        let p = std::fs::read_to_string(&portfile).ok();
+        async move { p.is_some() }
+    })
+    .await;
+    assert!(up, "the HTTP tool server did not start");
+    tools.port = std::fs::read_to_string(&portfile).unwrap().parse().unwrap();
+    tools
+}
+
+fn config(port: u16, extra: &str) -> String {
+    format!(
+        r#"
+model_list: []
+general_settings:
+  master_key: sk-master
+mcp_servers:
+  local:
+    command: python3
+    args: ["{script}", stdio]
+    env: {{TOOL_PREFIX: ">"}}
+    timeout: 2
+    max_response_bytes: 4000
+  remote:
+    url: http://127.0.0.1:{port}/mcp
+    transport: http
+    auth_type: bearer_token
+    auth_value: upstream-secret
+    disallowed_tools: [big]
+{extra}
+"#,
+        script = script().display()
+    )
+}
+
+/// An MCP client session over plain HTTP.
+struct Client<'a> {
+    gw: &'a Gateway,
+    path: String,
+    key: String,
+    session: Option<String>,
+    next: u64,
+}
+
+impl<'a> Client<'a> {
+    fn new(gw: &'a Gateway, path: &str, key: &str) -> Self {
+        Self {
+            gw,
+            path: path.into(),
+            key: key.into(),
+            session: None,
+            next: 1,
+        }
+    }
+
+    async fn post(&self, body: Value, extra: &[(&str, &str)]) -> Answer {
+        let auth = format!("Bearer {}", self.key);
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(s) = &self.session {
+            headers.push(("mcp-session-id", s.as_str()));
+        }
+        headers.extend_from_slice(extra);
+        send("POST", &self.gw.url(&self.path), body.to_string(), &headers).await
+    }
+
+    async fn initialize(&mut self) -> Value {
+        let a = self
+            .post(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}}),
+                &[],
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        self.session = Some(a.header("mcp-session-id").expect("a session id").to_owned());
+        let n = self
+            .post(
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                &[],
+            )
+            .await;
+        assert_eq!(n.status, 202);
+        a.json()["result"].clone()
+    }
+
+    /// A request's whole JSON-RPC response.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let a = self
+            .post(
+                json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}),
+                &[],
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        let v = a.json();
+        assert_eq!(v["id"], self.next);
+        v
+    }
+
+    async fn tool(&mut self, name: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": args}))
+            .await
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        let v = self.request("tools/list", json!({})).await;
+        let mut names: Vec<String> = v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+fn text_of(v: &Value) -> &str {
+    v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+async fn metrics(gw: &Gateway) -> String {
+    send("GET", &gw.url("/metrics"), "", &[MASTER]).await.text()
+}
+
+#[tokio::test]
+async fn tools_are_aggregated_routed_and_measured() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    let init = c.initialize().await;
+    assert_eq!(init["protocolVersion"], "2025-06-18");
+    assert_eq!(init["serverInfo"]["name"], "sluice");
+
+    let names = c.tool_names().await;
+    for want in ["local-add", "local-big", "remote-add", "remote-headers"] {
+        assert!(
+            names.contains(&want.to_owned()),
+            "{want} missing: {names:?}"
+        );
+    }
+    assert!(
+        !names.contains(&"remote-big".to_owned()),
+        "disallowed_tools hides it"
+    );
+
+    // Routed by prefix, to the child process and to the HTTP server (whose answer is SSE).
+    assert_eq!(
+        text_of(&c.tool("local-add", json!({"a": 2, "b": 3})).await),
+        "5"
+    );
+    assert_eq!(
+        text_of(&c.tool("remote-echo", json!({"text": "hi"})).await),
+        "hi"
+    );
+    assert_eq!(
+        text_of(&c.tool("local-echo", json!({"text": "hi"})).await),
+        ">hi"
+    );
+
+    // The child's environment is its configured variables only (Python may add LC_CTYPE).
+    let env = text_of(&c.tool("local-env", json!({})).await).to_owned();
+    let names: Vec<&str> = env.split(',').collect();
+    assert!(names.contains(&"TOOL_PREFIX"), "{env}");
+    assert!(
+        names
+            .iter()
+            .all(|n| ["TOOL_PREFIX", "LC_CTYPE"].contains(n)),
+        "sluice's environment leaked: {env}"
+    );
+
+    // sluice's credential reaches the HTTP server; the client's headers and key do not.
+    c.next += 1;
+    let a = c
+        .post(
+            json!({"jsonrpc": "2.0", "id": c.next, "method": "tools/call",
+                   "params": {"name": "remote-headers", "arguments": {}}}),
+            &[("x-client-secret", "do-not-forward")],
+        )
+        .await;
+    let seen: Value = serde_json::from_str(text_of(&a.json())).unwrap();
+    assert_eq!(seen["authorization"], "Bearer upstream-secret");
+    assert!(seen.get("x-client-secret").is_none(), "{seen}");
+    assert!(!seen.to_string().contains("sk-master"), "{seen}");
+
+    // A tool's own failure passes through as its result; an unknown tool is the client's error.
+    let failed = c.tool("local-fail", json!({})).await;
+    assert_eq!(failed["result"]["isError"], true);
+    let unknown = c.tool("nowhere-add", json!({})).await;
+    assert_eq!(unknown["error"]["code"], -32602);
+
+    let m = metrics(&gw).await;
+    for line in [
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#,
+        r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="echo",status="ok"} 1"#,
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="fail",status="tool_error"} 1"#,
+    ] {
+        assert!(m.contains(line), "missing {line} in\n{m}");
+    }
+    assert!(
+        m.contains(r#"sluice_mcp_call_duration_seconds_count{server="local",method="tools/call"}"#)
+    );
+
+    // Closing the session ends it.
+    let closed = send(
+        "DELETE",
+        &gw.url("/mcp"),
+        "",
+        &[MASTER, ("mcp-session-id", c.session.as_deref().unwrap())],
+    )
+    .await;
+    assert_eq!(closed.status, 200);
+    c.next += 1;
+    let gone = c
+        .post(
+            json!({"jsonrpc": "2.0", "id": c.next, "method": "tools/list"}),
+            &[],
+        )
+        .await;
+    assert_eq!(gone.status, 404);
+}
+
+#[tokio::test]
+async fn permissions_narrow_the_list_and_refuse_calls() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let key = new_key(
+        &gw,
+        json!({"metadata": {"object_permission": {
+            "mcp_servers": ["local"],
+            "mcp_tool_permissions": {"local": ["add", "echo"]}
+        }}}),
+    )
+    .await;
+
+    // No key, or a wrong one: refused before anything else.
+    let none = send("POST", &gw.url("/mcp"), "{}", &[]).await;
+    assert_eq!(none.status, 401);
+    let wrong = Client::new(&gw, "/mcp", "sk-wrong");
+    let a = wrong
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            &[],
+        )
+        .await;
+    assert_eq!(a.status, 401);
+
+    let mut c = Client::new(&gw, "/mcp", &key);
+    c.initialize().await;
+    assert_eq!(c.tool_names().await, ["local-add", "local-echo"]);
+    assert_eq!(
+        text_of(&c.tool("local-add", json!({"a": 1, "b": 1})).await),
+        "2"
+    );
+    for name in ["remote-echo", "local-env"] {
+        let refused = c.tool(name, json!({})).await;
+        assert_eq!(refused["error"]["code"], -32003, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("may not use"),
+            "{refused}"
+        );
+    }
+    // One server alone: the key sees nothing of a server it may not use.
+    let mut single = Client::new(&gw, "/mcp/remote", &key);
+    single.initialize().await;
+    assert!(single.tool_names().await.is_empty());
+    let read = single
+        .request("resources/read", json!({"uri": "mem://note"}))
+        .await;
+    assert_eq!(read["error"]["code"], -32003, "{read}");
+    let p = single
+        .request(
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "x"}}),
+        )
+        .await;
+    assert_eq!(p["error"]["code"], -32003, "{p}");
+
+    // LiteLLM's header for the key, with Authorization meant for something else.
+    let a = send(
+        "POST",
+        &gw.url("/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string(),
+        &[
+            ("x-litellm-api-key", &format!("Bearer {key}")),
+            ("authorization", "Bearer some-oauth-token"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // x-api-key works as on every route.
+    let a = send(
+        "POST",
+        &gw.url("/mcp"),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).to_string(),
+        &[
+            ("x-api-key", key.as_str()),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+
+    // A session is its key's: the master key cannot use it.
+    let mut thief = Client::new(&gw, "/mcp", "sk-master");
+    thief.session = c.session.clone();
+    let a = thief
+        .post(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
+            &[],
+        )
+        .await;
+    assert_eq!(a.status, 404);
+
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="",status="refused"} 1"#)
+            && m.contains(r#"sluice_mcp_calls_total{server="remote",method="resources/read",tool="",status="refused"} 1"#),
+        "{m}"
+    );
+    assert!(m.contains(
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="",status="refused"} 1"#
+    ));
+    assert!(m.contains(
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#
+    ));
+}
+
+#[tokio::test]
+async fn a_team_narrows_its_keys_and_both_must_allow() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let team = send(
+        "POST",
+        &gw.url("/team/new"),
+        json!({"team_id": "agents", "metadata": {"object_permission": {"mcp_servers": ["remote"]}}})
+            .to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(team.status, 200, "{}", team.text());
+    // A key of the team with no rules of its own: the team's.
+    let plain = new_key(&gw, json!({"team_id": "agents"})).await;
+    let mut c = Client::new(&gw, "/mcp", &plain);
+    c.initialize().await;
+    let names = c.tool_names().await;
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n.starts_with("remote-")),
+        "{names:?}"
+    );
+    // A key allowed only `local` in a team allowed only `remote`: nothing.
+    let narrow = new_key(
+        &gw,
+        json!({"team_id": "agents", "metadata": {"object_permission": {"mcp_servers": ["local"]}}}),
+    )
+    .await;
+    let mut c = Client::new(&gw, "/mcp", &narrow);
+    c.initialize().await;
+    assert!(c.tool_names().await.is_empty());
+    assert_eq!(
+        c.tool("local-add", json!({"a": 1, "b": 1})).await["error"]["code"],
+        -32003
+    );
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_tool_servers_when_their_settings_stay() {
+    let tools = http_tools().await;
+    let yaml = config(tools.port, "");
+    let gw = gateway(&yaml).await;
+    let before = gw.state.snapshot().mcp.clone().unwrap();
+    let env = std::collections::HashMap::<String, String>::new();
+    let same = sluice_config::load_str(&yaml, &env).unwrap().config;
+    gw.state.reload(&same).unwrap();
+    let after = gw.state.snapshot().mcp.clone().unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&before, &after),
+        "the same servers and sessions"
+    );
+    let changed = sluice_config::load_str(&yaml.replace("timeout: 2", "timeout: 3"), &env)
+        .unwrap()
+        .config;
+    gw.state.reload(&changed).unwrap();
+    let again = gw.state.snapshot().mcp.clone().unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(&before, &again),
+        "new settings, new servers"
+    );
+    // The new servers serve.
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    assert_eq!(
+        text_of(&c.tool("local-add", json!({"a": 2, "b": 2})).await),
+        "4"
+    );
+}
+
+#[tokio::test]
+async fn one_server_alone_passes_resources_and_prompts_through() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp/local", "sk-master");
+    let init = c.initialize().await;
+    assert!(init["capabilities"]["resources"].is_object());
+    assert!(c.tool_names().await.contains(&"add".to_owned()));
+    assert_eq!(
+        text_of(&c.tool("add", json!({"a": 40, "b": 2})).await),
+        "42"
+    );
+    let r = c
+        .request("resources/read", json!({"uri": "mem://note"}))
+        .await;
+    assert_eq!(r["result"]["contents"][0]["text"], "a note");
+    let p = c
+        .request(
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "ann"}}),
+        )
+        .await;
+    assert_eq!(p["result"]["messages"][0]["content"]["text"], "hello ann");
+    // An unknown server is a 404.
+    let none = Client::new(&gw, "/mcp/nope", "sk-master");
+    let a = none
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            &[],
+        )
+        .await;
+    assert_eq!(a.status, 404);
+    // Aggregated prompts are prefixed like tools.
+    let mut all = Client::new(&gw, "/mcp", "sk-master");
+    all.initialize().await;
+    let p = all
+        .request(
+            "prompts/get",
+            json!({"name": "remote-greet", "arguments": {"who": "bo"}}),
+        )
+        .await;
+    assert_eq!(p["result"]["messages"][0]["content"]["text"], "hello bo");
+}
+
+#[tokio::test]
+async fn time_size_and_cancellation_are_bounded() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+
+    // Longer than the server's 2 s timeout: an error at the timeout, and the server is told.
+    let started = Instant::now();
+    let slow = c.tool("local-slow", json!({"seconds": 5})).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        slow["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer"),
+        "{slow}"
+    );
+
+    // The client cancels a call in flight: it ends at once and the server hears of it.
+    let session = c.session.clone().unwrap();
+    let url = gw.url("/mcp");
+    let call = tokio::spawn({
+        let url = url.clone();
+        let session = session.clone();
+        async move {
+            send(
+                "POST",
+                &url,
+                json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+                       "params": {"name": "local-slow", "arguments": {"seconds": 1.5}}})
+                .to_string(),
+                &[
+                    MASTER,
+                    ("mcp-session-id", &session),
+                    ("content-type", "application/json"),
+                ],
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let n = send(
+        "POST",
+        &url,
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": "slow-1", "reason": "user"}})
+        .to_string(),
+        &[
+            MASTER,
+            ("mcp-session-id", &session),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(n.status, 202);
+    let answered = call.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(answered.text().contains("cancelled"), "{}", answered.text());
+    let mut told = Value::Null;
+    let heard = eventually(Duration::from_secs(3), || {
+        let mut one = Client::new(&gw, "/mcp/local", "sk-master");
+        async move {
+            one.initialize().await;
+            let v = one.request("test/cancelled", json!({})).await;
+            v["result"]["cancelled"]
+                .as_array()
+                .is_some_and(|a| a.len() >= 2)
+        }
+    })
+    .await;
+    if !heard {
+        let mut one = Client::new(&gw, "/mcp/local", "sk-master");
+        one.initialize().await;
+        told = one.request("test/cancelled", json!({})).await;
+    }
+    assert!(heard, "the server did not hear both cancellations: {told}");
+
+    // A larger answer than max_response_bytes is refused; the server comes back after it.
+    let big = c.tool("local-big", json!({"n": 10000})).await;
+    assert!(
+        big["error"]["message"].as_str().unwrap().contains("4000"),
+        "{big}"
+    );
+    let back = eventually(Duration::from_secs(5), || {
+        let mut one = Client::new(&gw, "/mcp", "sk-master");
+        async move {
+            one.initialize().await;
+            text_of(&one.tool("local-add", json!({"a": 1, "b": 2})).await) == "3"
+        }
+    })
+    .await;
+    assert!(back, "the stdio server was not restarted");
+    let m = metrics(&gw).await;
+    assert!(m.contains(r#"tool="slow",status="failed"} 1"#), "{m}");
+    assert!(m.contains(r#"tool="slow",status="cancelled"} 1"#), "{m}");
+}

@@ -1,0 +1,40 @@
+"""A stdio tool server written with the official MCP SDK (MCPServer, FastMCP's successor),
+started and supervised by sluice in test_mcp.py."""
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("sdk-tools")
+
+
+@server.tool()
+def multiply(a: int, b: int) -> int:
+    """a × b"""
+    return a * b
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """upper-case text"""
+    return text.upper()
+
+
+@server.tool()
+def secret_tool() -> str:
+    """a tool keys are not given"""
+    return "classified"
+
+
+@server.prompt()
+def review(code: str) -> str:
+    """ask for a review"""
+    return f"Please review: {code}"
+
+
+@server.resource("notes://today")
+def today() -> str:
+    """today's note"""
+    return "ship the MCP gateway"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

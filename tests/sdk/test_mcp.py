@@ -1,0 +1,149 @@
+"""The official MCP SDK as the client of sluice's /mcp, and as the tool server behind it.
+
+sluice starts `mcp/sdk_server.py` (the SDK's MCPServer over stdio) and
+`tests/fixtures/mcp/tool_server.py http` sits behind it over streamable HTTP with its own
+bearer token. The SDK's client connects with a virtual key: the SDK's default `auto` mode
+(a `server/discover` probe, then `initialize`) and the plain handshake both work; tools are
+listed with their server's prefix and called through; a key's object_permission narrows what it
+sees and the refusal reaches the SDK as an MCP error; calls are counted in sluice_mcp_*.
+"""
+
+import asyncio
+import json
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from mcp import Client, ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from conftest import MASTER_KEY, ROOT, _start, _stop
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def http_tools(workdir):
+    portfile = pathlib.Path(workdir) / "mcp-http-port"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/fixtures/mcp/tool_server.py"), "http", str(portfile)]
+    )
+    deadline = time.time() + 15
+    while not portfile.exists():
+        assert time.time() < deadline, "the HTTP tool server did not start"
+        time.sleep(0.05)
+    yield int(portfile.read_text())
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="module")
+def mcp_gateway(workdir, http_tools):
+    d = pathlib.Path(workdir) / "mcp-gw"
+    d.mkdir(exist_ok=True)
+    config = d / "config.yaml"
+    config.write_text(f"""
+model_list: []
+general_settings:
+  master_key: {MASTER_KEY}
+mcp_servers:
+  sdk:
+    command: {sys.executable}
+    args: ["{HERE / 'mcp' / 'sdk_server.py'}"]
+    description: tools written with the MCP SDK
+  remote:
+    url: http://127.0.0.1:{http_tools}/mcp
+    auth_type: bearer_token
+    auth_value: upstream-secret
+""")
+    proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], str(d))
+    yield f"http://{addr}"
+    assert _stop(proc) == 0
+    text = open(log).read()
+    assert "upstream-secret" not in text, "the tool server's credential reached the logs"
+
+
+def _admin(root, path, body):
+    req = urllib.request.Request(
+        root + path,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {MASTER_KEY}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read())
+
+
+def _transport(root, key, path="/mcp"):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    return streamable_http_client(root + path, http_client=http)
+
+
+def test_sdk_client_lists_and_calls_tools_of_both_servers(mcp_gateway):
+    async def run():
+        async with Client(_transport(mcp_gateway, MASTER_KEY)) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert {"sdk-multiply", "sdk-shout", "remote-add", "remote-echo"} <= names, names
+            r = await c.call_tool("sdk-multiply", {"a": 6, "b": 7})
+            assert r.content[0].text == "42"
+            r = await c.call_tool("remote-add", {"a": 1, "b": 2})
+            assert r.content[0].text == "3"
+            p = await c.get_prompt("sdk-review", {"code": "x = 1"})
+            assert "x = 1" in p.messages[0].content.text
+
+    asyncio.run(run())
+
+
+def test_sdk_handshake_on_one_server_alone(mcp_gateway):
+    async def run():
+        async with _transport(mcp_gateway, MASTER_KEY, "/mcp/sdk") as (read, write, *_):
+            async with ClientSession(read, write) as s:
+                init = await s.initialize()
+                assert init.instructions == "tools written with the MCP SDK"
+                names = {t.name for t in (await s.list_tools()).tools}
+                assert names == {"multiply", "shout", "secret_tool"}
+                r = await s.read_resource("notes://today")
+                assert r.contents[0].text == "ship the MCP gateway"
+                r = await s.call_tool("shout", {"text": "quiet"})
+                assert r.content[0].text == "QUIET"
+
+    asyncio.run(run())
+
+
+def test_key_permissions_narrow_and_refuse(mcp_gateway):
+    key = _admin(mcp_gateway, "/key/generate", {
+        "metadata": {"object_permission": {
+            "mcp_servers": ["sdk"],
+            "mcp_tool_permissions": {"sdk": ["multiply", "shout"]},
+        }}
+    })["key"]
+
+    async def run():
+        async with Client(_transport(mcp_gateway, key)) as c:
+            names = sorted(t.name for t in (await c.list_tools()).tools)
+            assert names == ["sdk-multiply", "sdk-shout"]
+            assert (await c.call_tool("sdk-shout", {"text": "ok"})).content[0].text == "OK"
+            for name in ("sdk-secret_tool", "remote-add"):
+                with pytest.raises(MCPError, match="may not use"):
+                    await c.call_tool(name, {})
+
+    asyncio.run(run())
+    with urllib.request.urlopen(urllib.request.Request(
+        mcp_gateway + "/metrics", headers={"Authorization": f"Bearer {MASTER_KEY}"}
+    )) as r:
+        metrics = r.read().decode()
+    assert 'sluice_mcp_calls_total{server="sdk",method="tools/call",tool="shout",status="ok"}' in metrics
+    assert 'sluice_mcp_calls_total{server="sdk",method="tools/call",tool="",status="refused"} 1' in metrics
+
+
+def test_a_bad_key_never_reaches_a_tool(mcp_gateway):
+    async def run():
+        async with Client(_transport(mcp_gateway, "sk-not-a-key")) as c:
+            await c.list_tools()
+
+    with pytest.raises(Exception):
+        asyncio.run(run())
