@@ -27,6 +27,8 @@ pub struct Config {
     pub callbacks: CallbackSettings,
     /// The provider pass-through routes (`/anthropic/*`, `/bedrock/*`, ...).
     pub pass_through: PassThroughSettings,
+    /// `guardrails:`, built, in file order.
+    pub guardrails: Vec<sluice_guardrails::Guardrail>,
 }
 
 /// The provider pass-through routes: each route's upstream (from a deployment marked

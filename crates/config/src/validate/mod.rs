@@ -7,6 +7,7 @@ mod cache;
 mod callbacks;
 mod deployments;
 mod general;
+mod guardrails;
 mod litellm;
 mod passthrough;
 mod router;
@@ -81,6 +82,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         }
     }
     let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
+    let guardrails = guardrails::guardrails(raw.guardrails, p);
     Config {
         deployments,
         general,
@@ -88,6 +90,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         litellm,
         callbacks,
         pass_through,
+        guardrails,
     }
 }
 
