@@ -12,9 +12,8 @@ use super::env::{key_text, resolve_tree, Layered};
 use super::model::Config;
 use super::problems::ConfigError;
 use super::raw::{
-    RawConfig, BLOCKED_WORD_KEYS, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS,
-    GUARDRAIL_KEYS, GUARDRAIL_PARAM_KEYS, LITELLM_KEYS, MODEL_KEYS, PATTERN_KEYS, ROUTER_KEYS,
-    TOP_KEYS,
+    RawConfig, BLOCKED_WORD_KEYS, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, GUARDRAIL_KEYS,
+    GUARDRAIL_PARAM_KEYS, LITELLM_KEYS, MODEL_KEYS, PATTERN_KEYS, ROUTER_KEYS, TOP_KEYS,
 };
 use super::validate::validate;
 

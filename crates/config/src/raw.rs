@@ -455,7 +455,8 @@ pub(super) struct RawPattern {
 }
 
 /// Keys of a content filter pattern.
-pub(super) const PATTERN_KEYS: &[&str] = &["pattern_type", "pattern_name", "pattern", "name", "action"];
+pub(super) const PATTERN_KEYS: &[&str] =
+    &["pattern_type", "pattern_name", "pattern", "name", "action"];
 
 /// `litellm_content_filter`'s `blocked_words[j]`.
 #[derive(Debug, Default, Deserialize)]

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use sluice_core::settings::read::{boolean, number, text};
 use sluice_core::settings::{did_you_mean, Problems, Scalar};
-use sluice_guardrails::entity::PRESIDIO_NOT_BUILT_IN;
 use sluice_guardrails::detect::Spec;
+use sluice_guardrails::entity::PRESIDIO_NOT_BUILT_IN;
 use sluice_guardrails::{
     Action, BuildError, Detector, Entity, Guardrail, Kind, Modes, Settings, SpecSettings,
 };
@@ -72,7 +72,10 @@ pub(super) fn guardrails(raw: Option<Vec<RawGuardrail>>, p: &mut Problems) -> Ve
         if out.iter().any(|o| *o.name == *settings.name) {
             p.error(
                 format!("{at}.guardrail_name"),
-                format!("\"{}\" is already the name of another guardrail", settings.name),
+                format!(
+                    "\"{}\" is already the name of another guardrail",
+                    settings.name
+                ),
             );
             continue;
         }
@@ -93,12 +96,18 @@ fn one(at: &str, g: RawGuardrail, p: &mut Problems) -> Option<Settings> {
     let name = match name {
         Some(n) if !n.is_empty() => n,
         _ => {
-            p.error(format!("{at}.guardrail_name"), "required: the name requests select it by");
+            p.error(
+                format!("{at}.guardrail_name"),
+                "required: the name requests select it by",
+            );
             return None;
         }
     };
     let Some(params) = g.litellm_params else {
-        p.error(format!("{at}.litellm_params"), "required: the guardrail's kind and mode");
+        p.error(
+            format!("{at}.litellm_params"),
+            "required: the guardrail's kind and mode",
+        );
         return None;
     };
     let at = format!("{at}.litellm_params");
@@ -118,7 +127,10 @@ fn kind(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Kind> {
         None | Some("") => {
             p.error(
                 format!("{at}.guardrail"),
-                format!("required: the guardrail's kind; built-in kinds: {}", built_in()),
+                format!(
+                    "required: the guardrail's kind; built-in kinds: {}",
+                    built_in()
+                ),
             );
             None
         }
@@ -135,7 +147,10 @@ fn kind(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Kind> {
                 None
             }
             None => {
-                let known = Kind::NAMES.iter().map(|(n, _)| *n).chain(NOT_YET.iter().copied());
+                let known = Kind::NAMES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .chain(NOT_YET.iter().copied());
                 p.error(
                     format!("{at}.guardrail"),
                     format!(
@@ -160,8 +175,12 @@ fn settings(
     let errors = p.errors.len();
     let modes = modes(at, params.mode, p);
     let default_on = boolean(&format!("{at}.default_on"), params.default_on, p).unwrap_or(false);
-    let output_parse_pii =
-        boolean(&format!("{at}.output_parse_pii"), params.output_parse_pii, p).unwrap_or(false);
+    let output_parse_pii = boolean(
+        &format!("{at}.output_parse_pii"),
+        params.output_parse_pii,
+        p,
+    )
+    .unwrap_or(false);
     for (key, v) in [("api_key", &params.api_key), ("api_base", &params.api_base)] {
         if v.is_some() {
             p.warn(
@@ -297,8 +316,9 @@ fn entities(
             None => p.error(
                 path,
                 format!(
-                    "unknown entity{}",
-                    did_you_mean(&name, Entity::ALL.iter().map(|e| e.name()))
+                    "unknown entity{}; sluice detects {}",
+                    did_you_mean(&name, Entity::ALL.iter().map(|e| e.name())),
+                    Entity::ALL.map(Entity::name).join(", ")
                 ),
             ),
         }
@@ -312,19 +332,24 @@ fn patterns(at: &str, v: Option<Vec<RawPattern>>, spec: &mut SpecSettings, p: &m
         match text(pat.pattern_type).as_deref().map(str::trim) {
             Some("prebuilt") => {
                 let Some(name) = text(pat.pattern_name) else {
-                    p.error(format!("{path}.pattern_name"), "required for a prebuilt pattern");
+                    p.error(
+                        format!("{path}.pattern_name"),
+                        "required for a prebuilt pattern",
+                    );
                     continue;
                 };
                 match PREBUILT.iter().find(|(n, _)| *n == name) {
                     Some((_, e)) => set(spec, *e, act),
-                    None => p.error(
-                        format!("{path}.pattern_name"),
-                        format!(
+                    None => {
+                        p.error(
+                            format!("{path}.pattern_name"),
+                            format!(
                             "prebuilt pattern \"{name}\" is not built in sluice{}; built in: {}",
                             did_you_mean(&name, PREBUILT.iter().map(|(n, _)| *n)),
                             PREBUILT.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
                         ),
-                    ),
+                        )
+                    }
                 }
             }
             Some("regex") => {
@@ -348,7 +373,10 @@ fn patterns(at: &str, v: Option<Vec<RawPattern>>, spec: &mut SpecSettings, p: &m
                 format!("{path}.pattern_type"),
                 format!("expected prebuilt or regex, got \"{other}\""),
             ),
-            None => p.error(format!("{path}.pattern_type"), "required: prebuilt or regex"),
+            None => p.error(
+                format!("{path}.pattern_type"),
+                "required: prebuilt or regex",
+            ),
         }
     }
 }
