@@ -49,6 +49,8 @@ pub struct Snapshot {
     /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
     /// that leaves its settings as they were.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
+    /// `guardrails:`, when the config has any (the pipeline's only check otherwise).
+    pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
 }
 
 /// Why a config could not be put in service.
@@ -118,6 +120,7 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             pass_through: crate::passthrough::PassThrough::build(config, clients),
+            guardrails: crate::guardrails::Guardrails::new(&config.guardrails),
             cache: match config.litellm.cache.clone() {
                 Some(s) => Some(
                     crate::cache::ResponseCache::start(s, config.general.master_key.as_ref())
