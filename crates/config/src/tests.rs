@@ -699,6 +699,12 @@ guardrails:
     let s = &g[2].settings;
     assert!(s.modes.during_call && s.modes.on_request());
     assert!((s.threshold - 0.5).abs() < f64::EPSILON);
+    let shown = crate::describe(&loaded.config);
+    assert!(
+        shown.contains("  - pii: litellm_content_filter, pre_call+post_call, output_parse_pii  (mask CREDIT_CARD, EMAIL_ADDRESS, ticket; block US_SSN, 1 blocked word(s))"),
+        "{shown}"
+    );
+    assert!(shown.contains("  - injection: prompt_injection, during_call  (block at score 0.5)"));
 }
 
 #[test]

@@ -60,18 +60,9 @@ impl Entity {
         Entity::IpAddress,
     ];
 
-    /// The secrets, which `hide-secrets` masks unless told otherwise.
-    pub const SECRETS: [Entity; 9] = [
-        Entity::PrivateKey,
-        Entity::Jwt,
-        Entity::AnthropicApiKey,
-        Entity::OpenAiApiKey,
-        Entity::AwsAccessKey,
-        Entity::GithubToken,
-        Entity::SlackToken,
-        Entity::GoogleApiKey,
-        Entity::HighEntropySecret,
-    ];
+    /// The secrets (the first nine of [`Entity::ALL`]), which `hide-secrets` masks unless told
+    /// otherwise.
+    pub const SECRETS: &'static [Entity] = Entity::ALL.split_at(9).0;
 
     /// The name config files, placeholders, records and metrics use.
     pub fn name(self) -> &'static str {
@@ -140,5 +131,7 @@ mod tests {
         assert_eq!(Entity::from_name("email_address"), None);
         assert!(Entity::OpenAiApiKey.is_secret());
         assert!(!Entity::CreditCard.is_secret());
+        assert!(Entity::SECRETS.contains(&Entity::HighEntropySecret));
+        assert!(!Entity::SECRETS.contains(&Entity::CreditCard));
     }
 }
