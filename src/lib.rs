@@ -9,6 +9,7 @@ pub mod cache;
 pub mod cli;
 pub mod files;
 pub mod fleet;
+pub mod guardrails;
 pub mod healthcheck;
 pub mod mcp;
 pub mod passthrough;

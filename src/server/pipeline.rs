@@ -4,7 +4,7 @@
 //! 1. accept (request id, start time)
 //! 2. route
 //! 3. authenticate (master key, virtual keys)
-//! 4. read the body (limit)
+//! 4. read the body (limit); guardrails on its text (4½: mask or block)
 //! 5. read the envelope
 //! 6. admit (model access, rate limits, budgets)
 //! 7. select a deployment and call it (retries, fallbacks, hedges)
@@ -223,7 +223,7 @@ where
                 })?,
         ),
     };
-    let (body, upload) = match boundary {
+    let (mut body, upload) = match boundary {
         None => (read_body(body, &parts.headers, snap.max_body).await?, None),
         Some(b) => {
             let limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
@@ -236,6 +236,11 @@ where
             ))
             .await?
         }
+    };
+    // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
+    let mut guarded = match snap.guardrails.as_deref() {
+        Some(set) => crate::guardrails::before(set, endpoint, &mut body, record)?,
+        None => None,
     };
     // 5. Read the envelope, not the body.
     let form = match boundary {
@@ -282,7 +287,13 @@ where
     // 6½. The cache: a stored answer, or an identical request's in flight.
     let mut cached = None;
     let control = envelope.routing.cache.as_ref();
-    if let Some(cache) = snap.cache.as_ref().filter(|c| c.applies(endpoint, control)) {
+    // An answer guardrails check is neither served from the cache nor stored in it unchecked.
+    let answer_checked = guarded.as_ref().is_some_and(|g| g.checks_answer());
+    if let Some(cache) = snap
+        .cache
+        .as_ref()
+        .filter(|c| !answer_checked && c.applies(endpoint, control))
+    {
         let group = &resolved.group.name;
         match Box::pin(crate::cache::lookup(
             cache,
@@ -397,7 +408,18 @@ where
                         c.whole(parts.status, ct, &bytes, record.usage, cost);
                         h
                     });
-                    let mut resp = passthrough(Response::from_parts(parts, bytes), record);
+                    let checked = match guarded.as_mut() {
+                        Some(g) => g.after(endpoint, parts.status, bytes, record),
+                        None => Ok(bytes),
+                    };
+                    let mut resp = match checked {
+                        Ok(bytes) => passthrough(Response::from_parts(parts, bytes), record),
+                        Err(e) => {
+                            record.error = Some(e.code());
+                            record.status = e.status().as_u16();
+                            error_response(&e, endpoint.dialect())
+                        }
+                    };
                     if let Some(h) = cache_key {
                         resp.headers_mut().extend(h);
                     }
@@ -460,6 +482,9 @@ where
         h.insert(X_MODEL_ID.clone(), m.target.id_header.clone());
     }
     attempts.write(h);
+    if let Some(v) = guarded.as_ref().and_then(|g| g.applied()) {
+        h.insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
+    }
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
     Ok(resp)
 }

@@ -52,6 +52,8 @@ pub struct Snapshot {
     /// The MCP gateway's tool servers and sessions, when `mcp_servers` names any; carried
     /// over a reload that leaves them as they were.
     pub mcp: Option<Arc<crate::mcp::McpGateway>>,
+    /// `guardrails:`, when the config has any (the pipeline's only check otherwise).
+    pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
 }
 
 /// Why a config could not be put in service.
@@ -121,6 +123,7 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             pass_through: crate::passthrough::PassThrough::build(config, clients),
+            guardrails: crate::guardrails::Guardrails::new(&config.guardrails),
             cache: match config.litellm.cache.clone() {
                 Some(s) => Some(
                     crate::cache::ResponseCache::start(s, config.general.master_key.as_ref())

@@ -68,6 +68,7 @@ pub fn describe(config: &Config) -> String {
             }
         );
     }
+    guardrails(&mut out, config);
     pass_through(&mut out, config);
     mcp_servers(&mut out, config);
     out
@@ -127,6 +128,68 @@ mcp_servers (POST /mcp)"
             },
             s.timeout.as_secs_f64(),
             s.max_response_bytes
+        );
+    }
+}
+
+/// Each guardrail: its kind, when it runs, and what it masks or blocks.
+fn guardrails(out: &mut String, config: &Config) {
+    use sluice_guardrails::{Action, Kind};
+    if config.guardrails.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+guardrails"
+    );
+    for g in &config.guardrails {
+        let s = &g.settings;
+        let kind = match s.kind {
+            Kind::HideSecrets => "hide-secrets",
+            Kind::ContentFilter => "litellm_content_filter",
+            Kind::PromptInjection => "prompt_injection",
+        };
+        let modes: Vec<&str> = [
+            (s.modes.pre_call, "pre_call"),
+            (s.modes.during_call, "during_call"),
+            (s.modes.post_call, "post_call"),
+        ]
+        .into_iter()
+        .filter_map(|(on, m)| on.then_some(m))
+        .collect();
+        let names = |a: Action| -> Vec<String> {
+            let entities = s.spec.entities.iter().filter(|(_, x)| *x == a);
+            let patterns = s.spec.patterns.iter().filter(|(_, _, x)| *x == a);
+            let words = s.spec.words.iter().filter(|(_, x)| *x == a).count();
+            entities
+                .map(|(e, _)| e.name().to_owned())
+                .chain(patterns.map(|(n, _, _)| n.clone()))
+                .chain((words > 0).then(|| format!("{words} blocked word(s)")))
+                .collect()
+        };
+        let mut what = Vec::new();
+        for (label, a) in [("mask", Action::Mask), ("block", Action::Block)] {
+            let n = names(a);
+            if !n.is_empty() {
+                what.push(format!("{label} {}", n.join(", ")));
+            }
+        }
+        if s.kind == Kind::PromptInjection {
+            what.push(format!("block at score {}", s.threshold));
+        }
+        let _ = writeln!(
+            out,
+            "  - {}: {kind}, {}{}{}  ({})",
+            g.name,
+            modes.join("+"),
+            if s.default_on { ", default on" } else { "" },
+            if s.output_parse_pii {
+                ", output_parse_pii"
+            } else {
+                ""
+            },
+            what.join("; ")
         );
     }
 }

@@ -12,8 +12,9 @@ use super::env::{key_text, resolve_tree, Layered};
 use super::model::Config;
 use super::problems::ConfigError;
 use super::raw::{
-    RawConfig, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, LITELLM_KEYS, MCP_SERVER_KEYS,
-    MODEL_KEYS, ROUTER_KEYS, TOP_KEYS,
+    RawConfig, BLOCKED_WORD_KEYS, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, GUARDRAIL_KEYS,
+    GUARDRAIL_PARAM_KEYS, LITELLM_KEYS, MCP_SERVER_KEYS, MODEL_KEYS, PATTERN_KEYS, ROUTER_KEYS,
+    TOP_KEYS,
 };
 use super::validate::validate;
 
@@ -265,6 +266,10 @@ fn warn_ignored(segs: &[Seg], problems: &mut Problems) {
         ["litellm_settings", _] => LITELLM_KEYS,
         ["litellm_settings", "cache_params", _] => CACHE_PARAMS_KEYS,
         ["mcp_servers", _, _] => MCP_SERVER_KEYS,
+        ["guardrails", _] => GUARDRAIL_KEYS,
+        ["guardrails", "litellm_params", _] => GUARDRAIL_PARAM_KEYS,
+        ["guardrails", "litellm_params", "patterns", _] => PATTERN_KEYS,
+        ["guardrails", "litellm_params", "blocked_words", _] => BLOCKED_WORD_KEYS,
         ["callback_settings", _, _] | ["litellm_settings", "s3_callback_params", _] => {
             CALLBACK_KEYS
         }

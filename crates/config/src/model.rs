@@ -29,6 +29,8 @@ pub struct Config {
     pub pass_through: PassThroughSettings,
     /// `mcp_servers`: the tool servers behind `/mcp`.
     pub mcp: sluice_mcp::McpSettings,
+    /// `guardrails:`, built, in file order.
+    pub guardrails: Vec<sluice_guardrails::Guardrail>,
 }
 
 /// The provider pass-through routes: each route's upstream (from a deployment marked

@@ -66,6 +66,7 @@ pub(super) struct RawConfig {
     pub litellm_settings: Option<RawLitellm>,
     pub callback_settings: Option<BTreeMap<String, RawCallback>>,
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
+    pub guardrails: Option<Vec<RawGuardrail>>,
 }
 
 /// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
@@ -77,6 +78,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "litellm_settings",
     "callback_settings",
     "mcp_servers",
+    "guardrails",
     "environment_variables",
     "include",
 ];
@@ -436,3 +438,71 @@ pub(super) const MCP_SERVER_KEYS: &[&str] = &[
     "timeout",
     "max_response_bytes",
 ];
+/// `guardrails[i]`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawGuardrail {
+    pub guardrail_name: Option<Scalar>,
+    pub litellm_params: Option<RawGuardrailParams>,
+    /// Free-form (LiteLLM shows it on `/guardrails/list`); not read.
+    #[allow(dead_code)]
+    pub guardrail_info: Option<Value>,
+}
+
+/// Keys of a `guardrails` entry.
+pub(super) const GUARDRAIL_KEYS: &[&str] = &["guardrail_name", "litellm_params", "guardrail_info"];
+
+/// `guardrails[i].litellm_params`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawGuardrailParams {
+    pub guardrail: Option<Scalar>,
+    pub mode: Option<OneOrMany>,
+    pub default_on: Option<Scalar>,
+    pub output_parse_pii: Option<Scalar>,
+    pub pii_entities_config: Option<BTreeMap<String, Scalar>>,
+    pub patterns: Option<Vec<RawPattern>>,
+    pub blocked_words: Option<Vec<RawBlockedWord>>,
+    pub threshold: Option<Scalar>,
+    pub api_key: Option<Scalar>,
+    pub api_base: Option<Scalar>,
+}
+
+/// Keys of a guardrail's `litellm_params` sluice reads.
+pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
+    "guardrail",
+    "mode",
+    "default_on",
+    "output_parse_pii",
+    "pii_entities_config",
+    "patterns",
+    "blocked_words",
+    "threshold",
+    "api_key",
+    "api_base",
+];
+
+/// `litellm_content_filter`'s `patterns[j]`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawPattern {
+    pub pattern_type: Option<Scalar>,
+    pub pattern_name: Option<Scalar>,
+    pub pattern: Option<Scalar>,
+    pub name: Option<Scalar>,
+    pub action: Option<Scalar>,
+}
+
+/// Keys of a content filter pattern.
+pub(super) const PATTERN_KEYS: &[&str] =
+    &["pattern_type", "pattern_name", "pattern", "name", "action"];
+
+/// `litellm_content_filter`'s `blocked_words[j]`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawBlockedWord {
+    pub keyword: Option<Scalar>,
+    pub action: Option<Scalar>,
+    /// For people reading the config; not read.
+    #[allow(dead_code)]
+    pub description: Option<Scalar>,
+}
+
+/// Keys of a blocked word.
+pub(super) const BLOCKED_WORD_KEYS: &[&str] = &["keyword", "action", "description"];

@@ -636,3 +636,135 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     assert!(errs.iter().any(|e| e.contains("rediss://")), "{errs:?}");
     assert!(!errs.iter().any(|e| e.contains("secure.local")), "{errs:?}");
 }
+
+const ONE_MODEL: &str = "model_list:\n  - model_name: m\n    litellm_params: {model: mock/m}\n";
+
+#[test]
+fn guardrails_validate_into_built_guardrails() {
+    use sluice_guardrails::{Action, Entity, Kind};
+    let yaml = format!(
+        r#"{ONE_MODEL}
+guardrails:
+  - guardrail_name: secrets
+    litellm_params:
+      guardrail: hide-secrets
+      mode: pre_call
+      default_on: true
+      pii_entities_config: {{OPENAI_API_KEY: BLOCK}}
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: [pre_call, post_call]
+      output_parse_pii: true
+      pii_entities_config: {{EMAIL_ADDRESS: MASK, CREDIT_CARD: mask}}
+      patterns:
+        - {{pattern_type: prebuilt, pattern_name: us_ssn, action: BLOCK}}
+        - {{pattern_type: regex, name: ticket, pattern: 'TKT-[0-9]+', action: MASK}}
+      blocked_words:
+        - {{keyword: Project Falcon, action: BLOCK, description: internal}}
+  - guardrail_name: injection
+    litellm_params: {{guardrail: prompt_injection, mode: during_call, threshold: 0.5}}
+"#
+    );
+    let loaded = load_str(&yaml, &env(&[])).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let g = &loaded.config.guardrails;
+    assert_eq!(g.len(), 3);
+    let s = &g[0].settings;
+    assert_eq!(s.kind, Kind::HideSecrets);
+    assert!(s.default_on && s.modes.pre_call && !s.modes.post_call);
+    assert!(s
+        .spec
+        .entities
+        .contains(&(Entity::OpenAiApiKey, Action::Block)));
+    assert!(s
+        .spec
+        .entities
+        .contains(&(Entity::AwsAccessKey, Action::Mask)));
+    let s = &g[1].settings;
+    assert!(s.output_parse_pii && s.modes.pre_call && s.modes.post_call);
+    assert_eq!(
+        s.spec.entities,
+        vec![
+            (Entity::CreditCard, Action::Mask),
+            (Entity::EmailAddress, Action::Mask),
+            (Entity::UsSsn, Action::Block)
+        ]
+    );
+    assert_eq!(
+        s.spec.patterns,
+        vec![("ticket".into(), "TKT-[0-9]+".into(), Action::Mask)]
+    );
+    assert_eq!(s.spec.words, vec![("Project Falcon".into(), Action::Block)]);
+    let s = &g[2].settings;
+    assert!(s.modes.during_call && s.modes.on_request());
+    assert!((s.threshold - 0.5).abs() < f64::EPSILON);
+    let shown = crate::describe(&loaded.config);
+    assert!(
+        shown.contains("  - pii: litellm_content_filter, pre_call+post_call, output_parse_pii  (mask CREDIT_CARD, EMAIL_ADDRESS, ticket; block US_SSN, 1 blocked word(s))"),
+        "{shown}"
+    );
+    assert!(shown.contains("  - injection: prompt_injection, during_call  (block at score 0.5)"));
+}
+
+#[test]
+fn guardrail_problems_name_their_paths() {
+    let yaml = format!(
+        r#"{ONE_MODEL}
+guardrails:
+  - guardrail_name: a
+    litellm_params: {{guardrail: hide-secrets, mode: pre_call}}
+  - guardrail_name: a
+    litellm_params: {{guardrail: hide-secrets, mode: pre_call}}
+  - guardrail_name: lk
+    litellm_params: {{guardrail: lakera, mode: pre_call, api_key: x}}
+  - guardrail_name: typo
+    litellm_params: {{guardrail: hide-secret, mode: pre_call}}
+  - guardrail_name: modes
+    litellm_params: {{guardrail: hide-secrets, mode: [logging_only, pre_cal]}}
+  - guardrail_name: cf
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: pre_call
+      default_on: maybe
+      pii_entities_config: {{PERSON: MASK, EMAIL: MASK, CREDIT_CARD: REDACT}}
+      patterns:
+        - {{pattern_type: prebuilt, pattern_name: passport_us}}
+        - {{pattern_type: regex, name: bad, pattern: '(unclosed'}}
+        - {{pattern_type: fuzzy}}
+      blocked_words:
+        - {{action: BLOCK}}
+  - litellm_params: {{guardrail: hide-secrets, mode: pre_call}}
+  - guardrail_name: empty
+    litellm_params: {{guardrail: litellm_content_filter, mode: post_call}}
+  - guardrail_name: inj
+    litellm_params: {{guardrail: prompt_injection, mode: pre_call, threshold: 2}}
+"#
+    );
+    let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
+    let expect = [
+        r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
+        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection"#,
+        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection"#,
+        r#"guardrails[4].litellm_params.mode: mode "logging_only" is not built in sluice yet; use pre_call, post_call or during_call"#,
+        r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
+        "guardrails[5].litellm_params.default_on: expected true or false",
+        "guardrails[5].litellm_params.pii_entities_config.PERSON: PERSON needs a language model (Presidio's server), which sluice does not call yet",
+        "guardrails[5].litellm_params.pii_entities_config.EMAIL: unknown entity; sluice detects PRIVATE_KEY, JWT,",
+        r#"guardrails[5].litellm_params.pii_entities_config.CREDIT_CARD: expected MASK or BLOCK, got "REDACT""#,
+        "guardrails[5].litellm_params.patterns[0].pattern_name: prebuilt pattern \"passport_us\" is not built in sluice",
+        "guardrails[5].litellm_params.patterns[1].pattern: not a valid regular expression",
+        r#"guardrails[5].litellm_params.patterns[2].pattern_type: expected prebuilt or regex, got "fuzzy""#,
+        "guardrails[5].litellm_params.blocked_words[0].keyword: required: the word or phrase",
+        "guardrails[6].guardrail_name: required: the name requests select it by",
+        "guardrails[7].litellm_params: a litellm_content_filter needs patterns, blocked_words or pii_entities_config",
+        "guardrails[8].litellm_params.threshold: expected a score above 0 and at most 1",
+    ];
+    for e in expect {
+        assert!(
+            errs.iter().any(|x| x.starts_with(e)),
+            "missing {e:?} in {errs:#?}"
+        );
+    }
+    assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+}

@@ -200,6 +200,20 @@ pub enum ApiError {
     /// how, never where.
     #[error("The cache is unavailable: {0}")]
     CacheUnavailable(String),
+    /// A guardrail refused the request or its answer. Names the guardrail and what it found
+    /// (an entity or pattern label), never the value.
+    #[error("Blocked by guardrail '{guardrail}': {found} found in the {place}.")]
+    GuardrailBlocked {
+        /// `guardrail_name`.
+        guardrail: String,
+        /// The label it blocked on (`CREDIT_CARD`, `BLOCKED_WORD`, `prompt_injection`).
+        found: String,
+        /// `request` or `answer`.
+        place: &'static str,
+    },
+    /// A request named a guardrail the config does not define.
+    #[error("Unknown guardrail '{0}': no guardrail of that name is configured.")]
+    UnknownGuardrail(String),
     /// A provider pass-through route (`/bedrock/*`, ...) has no upstream settings or
     /// credentials; the reason names what to set, never a value.
     #[error("The {route} pass-through route is not configured: {why}")]
@@ -221,7 +235,9 @@ impl ApiError {
             | Self::BodyRead(_)
             | Self::StreamNotSupported
             | Self::UnsupportedParam { .. }
-            | Self::UnknownParam(_) => StatusCode::BAD_REQUEST,
+            | Self::UnknownParam(_)
+            | Self::GuardrailBlocked { .. }
+            | Self::UnknownGuardrail(_) => StatusCode::BAD_REQUEST,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
@@ -270,7 +286,9 @@ impl ApiError {
             | Self::UnsupportedParam { .. }
             | Self::UnknownParam(_)
             | Self::NotFound { .. }
-            | Self::Conflict(_) => "invalid_request_error",
+            | Self::Conflict(_)
+            | Self::GuardrailBlocked { .. }
+            | Self::UnknownGuardrail(_) => "invalid_request_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
@@ -328,6 +346,8 @@ impl ApiError {
             Self::StoreUnavailable => "database_unavailable",
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
+            Self::GuardrailBlocked { .. } => "guardrail_blocked",
+            Self::UnknownGuardrail(_) => "unknown_guardrail",
         }
     }
 
@@ -341,7 +361,9 @@ impl ApiError {
             | Self::ModelNotAllowed { .. } => Some("model"),
             Self::EndUserBlocked => Some("user"),
             Self::StreamNotSupported => Some("stream"),
+            Self::UnknownGuardrail(_) => Some("guardrails"),
             Self::InvalidJson(_)
+            | Self::GuardrailBlocked { .. }
             | Self::Unauthorized(_)
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)

@@ -208,6 +208,65 @@ pub struct RequestRecord {
     pub cost: Option<Nanos>,
     /// Answered from sluice's cache.
     pub cache_hit: bool,
+    /// Each guardrail that ran, with its verdict (boxed: most requests run none).
+    pub guardrails: Option<Box<Vec<GuardrailRun>>>,
+}
+
+/// Where a guardrail ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardrailStage {
+    /// On the request, before the upstream was called (`pre_call`, `during_call`).
+    Request,
+    /// On the answer (`post_call`).
+    Answer,
+}
+
+/// What a guardrail decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardrailVerdict {
+    /// Nothing found.
+    Passed,
+    /// Values replaced by placeholders; the request (or answer) went on.
+    Masked,
+    /// Refused.
+    Blocked,
+}
+
+impl GuardrailVerdict {
+    /// Metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Masked => "masked",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+impl GuardrailStage {
+    /// Metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::Answer => "answer",
+        }
+    }
+}
+
+/// One guardrail's run on a request or its answer: the verdict, how long it took, and what it
+/// masked or blocked on — kinds and counts, never a value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardrailRun {
+    /// `guardrail_name`.
+    pub name: Arc<str>,
+    /// Request or answer.
+    pub stage: GuardrailStage,
+    /// The decision.
+    pub verdict: GuardrailVerdict,
+    /// Time spent checking.
+    pub duration: Duration,
+    /// (entity or pattern label, count) masked; for a block, the label it blocked on, count 1.
+    pub found: Vec<(Arc<str>, u32)>,
 }
 
 impl RequestRecord {
@@ -264,6 +323,7 @@ impl RequestRecord {
             end_user: None,
             cost: None,
             cache_hit: false,
+            guardrails: None,
         }
     }
 

@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use sluice_core::record::{Outcome, RecordSink, RequestRecord};
+use sluice_core::record::{GuardrailVerdict, Outcome, RecordSink, RequestRecord};
 use sluice_routing::{now_ms, Availability, Router};
 
 /// `Content-Type` of the exposition (OpenMetrics text, which Prometheus scrapes natively).
@@ -51,7 +51,30 @@ struct TokenLabels {
     kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardrailLabels {
+    guardrail: String,
+    stage: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MaskedLabels {
+    guardrail: String,
+    entity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardrailName {
+    guardrail: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// A guardrail's check: 1 µs to ~16 ms.
+fn guardrail_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_001, 2.0, 15))
+}
 
 /// Whole requests: 5 ms to ~3 min.
 fn duration_histogram() -> Histogram {
@@ -85,6 +108,9 @@ pub struct Metrics {
     cooling: Family<DeploymentLabels, Gauge>,
     latency: Family<DeploymentLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     queue: Gauge,
+    guardrail_checks: Family<GuardrailLabels, Counter>,
+    guardrail_masked: Family<MaskedLabels, Counter>,
+    guardrail_duration: Histograms<GuardrailName>,
     callbacks: super::callbacks::stats::CallbackMetrics,
     mcp: super::mcp::McpMetrics,
 }
@@ -170,9 +196,31 @@ impl Default for Metrics {
             "Finished requests waiting for the recorder (logs, metrics, spend)",
             queue.clone(),
         );
+        let guardrail_checks = Family::default();
+        registry.register(
+            "sluice_guardrail_checks",
+            "Guardrail runs, by guardrail, stage (request or answer) and verdict (passed, masked, blocked)",
+            guardrail_checks.clone(),
+        );
+        let guardrail_masked = Family::default();
+        registry.register(
+            "sluice_guardrail_masked",
+            "Values a guardrail replaced by placeholders, by guardrail and entity",
+            guardrail_masked.clone(),
+        );
+        let guardrail_duration =
+            Histograms::new_with_constructor(guardrail_histogram as fn() -> Histogram);
+        registry.register(
+            "sluice_guardrail_duration_seconds",
+            "Time a guardrail spent checking a request's or an answer's text",
+            guardrail_duration.clone(),
+        );
         let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
         let mcp = super::mcp::McpMetrics::register(&mut registry);
         Self {
+            guardrail_checks,
+            guardrail_masked,
+            guardrail_duration,
             registry,
             callbacks,
             mcp,
@@ -227,6 +275,30 @@ impl Metrics {
                 error: r.error.or(r.failure).unwrap_or(""),
             })
             .inc();
+        for g in r.guardrails.iter().flat_map(|g| g.iter()) {
+            self.guardrail_checks
+                .get_or_create(&GuardrailLabels {
+                    guardrail: g.name.to_string(),
+                    stage: g.stage.name(),
+                    verdict: g.verdict.name(),
+                })
+                .inc();
+            self.guardrail_duration
+                .get_or_create(&GuardrailName {
+                    guardrail: g.name.to_string(),
+                })
+                .observe(g.duration.as_secs_f64());
+            if g.verdict == GuardrailVerdict::Masked {
+                for (entity, n) in &g.found {
+                    self.guardrail_masked
+                        .get_or_create(&MaskedLabels {
+                            guardrail: g.name.to_string(),
+                            entity: entity.to_string(),
+                        })
+                        .inc_by(u64::from(*n));
+                }
+            }
+        }
         let total = r.start.elapsed();
         self.overhead
             .get_or_create(&RouteLabels { route: r.route })
@@ -385,6 +457,42 @@ mod tests {
         assert!(text.contains("sluice_recorder_queue_depth 3"));
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(status_class(499), "client_closed");
+    }
+
+    #[test]
+    fn guardrail_runs_become_series_without_values() {
+        use sluice_core::record::{GuardrailRun, GuardrailStage};
+        let m = Metrics::default();
+        let mut r = sample();
+        r.model = None;
+        r.guardrails = Some(Box::new(vec![
+            GuardrailRun {
+                name: "pii".into(),
+                stage: GuardrailStage::Request,
+                verdict: GuardrailVerdict::Masked,
+                duration: Duration::from_micros(3),
+                found: vec![("EMAIL_ADDRESS".into(), 2)],
+            },
+            GuardrailRun {
+                name: "secrets".into(),
+                stage: GuardrailStage::Request,
+                verdict: GuardrailVerdict::Blocked,
+                duration: Duration::from_micros(2),
+                found: vec![("OPENAI_API_KEY".into(), 1)],
+            },
+        ]));
+        m.observe(&r);
+        let text = m.render(&Router::default(), 0);
+        assert!(text.contains(r#"sluice_guardrail_checks_total{guardrail="pii",stage="request",verdict="masked"} 1"#), "{text}");
+        assert!(text.contains(r#"sluice_guardrail_checks_total{guardrail="secrets",stage="request",verdict="blocked"} 1"#));
+        assert!(text.contains(
+            r#"sluice_guardrail_masked_total{guardrail="pii",entity="EMAIL_ADDRESS"} 2"#
+        ));
+        assert!(
+            !text.contains(r#"entity="OPENAI_API_KEY""#),
+            "a block masks nothing"
+        );
+        assert!(text.contains(r#"sluice_guardrail_duration_seconds_count{guardrail="pii"} 1"#));
     }
 
     #[test]

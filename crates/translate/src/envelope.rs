@@ -35,6 +35,8 @@ struct RawEnvelope<'a> {
     user: Option<&'a RawValue>,
     #[serde(borrow, default)]
     cache: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    guardrails: Option<&'a RawValue>,
 }
 
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
@@ -175,6 +177,10 @@ impl<'a> Envelope<'a> {
                     message,
                 }
             })?);
+            values.push(range_in(body, v)?);
+        }
+        // LiteLLM's per-request guardrail names: read by the guardrails step, never sent.
+        if let Some(v) = raw.guardrails {
             values.push(range_in(body, v)?);
         }
         let user: Option<Cow<'a, str>> =

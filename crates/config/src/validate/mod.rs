@@ -7,6 +7,7 @@ mod cache;
 mod callbacks;
 mod deployments;
 mod general;
+mod guardrails;
 mod litellm;
 mod mcp;
 mod passthrough;
@@ -83,6 +84,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     }
     let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
     let mcp = mcp::mcp_servers(raw.mcp_servers, p);
+    let guardrails = guardrails::guardrails(raw.guardrails, p);
     Config {
         deployments,
         general,
@@ -91,6 +93,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         callbacks,
         pass_through,
         mcp,
+        guardrails,
     }
 }
 

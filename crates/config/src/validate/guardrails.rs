@@ -1,0 +1,393 @@
+//! `guardrails:` (LiteLLM's list of `guardrail_name` + `litellm_params`) → built
+//! [`Guardrail`]s. A kind sluice runs in process is validated key by key; a kind LiteLLM calls
+//! a service for is an error that says it is not built in yet, never a guardrail silently off.
+
+use std::collections::BTreeMap;
+
+use sluice_core::settings::read::{boolean, number, text};
+use sluice_core::settings::{did_you_mean, Problems, Scalar};
+use sluice_guardrails::detect::Spec;
+use sluice_guardrails::entity::PRESIDIO_NOT_BUILT_IN;
+use sluice_guardrails::{
+    Action, BuildError, Detector, Entity, Guardrail, Kind, Modes, Settings, SpecSettings,
+};
+
+use crate::raw::{RawBlockedWord, RawGuardrail, RawGuardrailParams, RawPattern};
+use crate::validate::texts;
+
+/// LiteLLM's guardrail kinds that call a service (or need a model): not built in yet.
+const NOT_YET: &[&str] = &[
+    "presidio",
+    "lakera",
+    "lakera_v2",
+    "aporia",
+    "bedrock",
+    "guardrails_ai",
+    "aim",
+    "pangea",
+    "lasso",
+    "openai_moderation",
+    "azure/prompt_shield",
+    "azure/text_moderations",
+    "generic_guardrail_api",
+    "model_armor",
+    "noma",
+    "pillar",
+    "panw_prisma_airs",
+    "zscaler_ai_guard",
+    "javelin",
+    "custom_guardrail",
+];
+
+/// The default score at which `prompt_injection` blocks: one strong phrase ("ignore all
+/// previous instructions", 0.95) or two middling ones.
+const DEFAULT_THRESHOLD: f64 = 0.8;
+
+/// `litellm_content_filter`'s prebuilt pattern names sluice serves, and the detector each is.
+/// The card names all detect every card (Luhn-checked), not one network's.
+const PREBUILT: &[(&str, Entity)] = &[
+    ("email", Entity::EmailAddress),
+    ("us_ssn", Entity::UsSsn),
+    ("us_phone", Entity::PhoneNumber),
+    ("credit_card", Entity::CreditCard),
+    ("visa", Entity::CreditCard),
+    ("mastercard", Entity::CreditCard),
+    ("amex", Entity::CreditCard),
+    ("discover", Entity::CreditCard),
+    ("aws_access_key", Entity::AwsAccessKey),
+    ("github_token", Entity::GithubToken),
+    ("slack_token", Entity::SlackToken),
+    ("ipv4", Entity::IpAddress),
+    ("ipv6", Entity::IpAddress),
+];
+
+/// Every guardrail, built; problems recorded with their paths.
+pub(super) fn guardrails(raw: Option<Vec<RawGuardrail>>, p: &mut Problems) -> Vec<Guardrail> {
+    let mut out: Vec<Guardrail> = Vec::new();
+    for (i, g) in raw.unwrap_or_default().into_iter().enumerate() {
+        let at = format!("guardrails[{i}]");
+        let Some(settings) = one(&at, g, p) else {
+            continue;
+        };
+        if out.iter().any(|o| *o.name == *settings.name) {
+            p.error(
+                format!("{at}.guardrail_name"),
+                format!(
+                    "\"{}\" is already the name of another guardrail",
+                    settings.name
+                ),
+            );
+            continue;
+        }
+        match Guardrail::build(settings) {
+            Ok(g) => out.push(g),
+            // Each custom pattern was compiled alone when validated; this is their union.
+            Err(BuildError::Pattern(_, why)) => p.error(
+                format!("{at}.litellm_params.patterns"),
+                format!("the patterns do not compile together: {why}"),
+            ),
+        }
+    }
+    out
+}
+
+fn one(at: &str, g: RawGuardrail, p: &mut Problems) -> Option<Settings> {
+    let name = text(g.guardrail_name).map(|n| n.trim().to_owned());
+    let name = match name {
+        Some(n) if !n.is_empty() => n,
+        _ => {
+            p.error(
+                format!("{at}.guardrail_name"),
+                "required: the name requests select it by",
+            );
+            return None;
+        }
+    };
+    let Some(params) = g.litellm_params else {
+        p.error(
+            format!("{at}.litellm_params"),
+            "required: the guardrail's kind and mode",
+        );
+        return None;
+    };
+    let at = format!("{at}.litellm_params");
+    let kind = kind(&at, params.guardrail.clone(), p)?;
+    settings(&at, name, kind, params, p)
+}
+
+fn kind(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Kind> {
+    let built_in = || {
+        Kind::NAMES
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match text(v).as_deref().map(str::trim) {
+        None | Some("") => {
+            p.error(
+                format!("{at}.guardrail"),
+                format!(
+                    "required: the guardrail's kind; built-in kinds: {}",
+                    built_in()
+                ),
+            );
+            None
+        }
+        Some(k) => match Kind::from_name(k) {
+            Some(kind) => Some(kind),
+            None if NOT_YET.contains(&k) => {
+                p.error(
+                    format!("{at}.guardrail"),
+                    format!(
+                        "\"{k}\" is not built in sluice yet; built-in kinds: {}",
+                        built_in()
+                    ),
+                );
+                None
+            }
+            None => {
+                let known = Kind::NAMES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .chain(NOT_YET.iter().copied());
+                p.error(
+                    format!("{at}.guardrail"),
+                    format!(
+                        "unknown guardrail kind \"{k}\"{}; built-in kinds: {}",
+                        did_you_mean(k, known),
+                        built_in()
+                    ),
+                );
+                None
+            }
+        },
+    }
+}
+
+fn settings(
+    at: &str,
+    name: String,
+    kind: Kind,
+    params: RawGuardrailParams,
+    p: &mut Problems,
+) -> Option<Settings> {
+    let errors = p.errors.len();
+    let modes = modes(at, params.mode, p);
+    let default_on = boolean(&format!("{at}.default_on"), params.default_on, p).unwrap_or(false);
+    let output_parse_pii = boolean(
+        &format!("{at}.output_parse_pii"),
+        params.output_parse_pii,
+        p,
+    )
+    .unwrap_or(false);
+    for (key, v) in [("api_key", &params.api_key), ("api_base", &params.api_base)] {
+        if v.is_some() {
+            p.warn(
+                format!("{at}.{key}"),
+                "a built-in guardrail calls no service; ignored",
+            );
+        }
+    }
+    let mut spec = SpecSettings::default();
+    if kind == Kind::HideSecrets {
+        spec.entities = Entity::SECRETS.iter().map(|e| (*e, Action::Mask)).collect();
+    }
+    entities(at, params.pii_entities_config, &mut spec, p);
+    patterns(at, params.patterns, &mut spec, p);
+    words(at, params.blocked_words, &mut spec, p);
+    let threshold = match kind {
+        Kind::PromptInjection => {
+            let path = format!("{at}.threshold");
+            match number(&path, params.threshold, true, p) {
+                Some(t) if t > 1.0 => {
+                    p.error(path, "expected a score above 0 and at most 1");
+                    DEFAULT_THRESHOLD
+                }
+                Some(t) => t,
+                None => DEFAULT_THRESHOLD,
+            }
+        }
+        _ => {
+            if params.threshold.is_some() {
+                p.warn(
+                    format!("{at}.threshold"),
+                    "only prompt_injection guardrails read it; ignored",
+                );
+            }
+            DEFAULT_THRESHOLD
+        }
+    };
+    if kind == Kind::ContentFilter
+        && spec.entities.is_empty()
+        && spec.patterns.is_empty()
+        && spec.words.is_empty()
+    {
+        p.error(
+            at,
+            "a litellm_content_filter needs patterns, blocked_words or pii_entities_config",
+        );
+    }
+    if output_parse_pii && !spec.entities.iter().any(|(_, a)| *a == Action::Mask) {
+        p.warn(
+            format!("{at}.output_parse_pii"),
+            "this guardrail masks nothing, so there is nothing to give back",
+        );
+    }
+    (p.errors.len() == errors).then_some(Settings {
+        name,
+        kind,
+        modes,
+        default_on,
+        output_parse_pii,
+        spec,
+        threshold,
+    })
+}
+
+fn modes(at: &str, v: Option<crate::raw::OneOrMany>, p: &mut Problems) -> Modes {
+    let path = format!("{at}.mode");
+    let list = texts(v);
+    if list.is_empty() {
+        p.error(
+            &path,
+            "required: pre_call, post_call or during_call (or a list of them)",
+        );
+    }
+    let mut m = Modes::default();
+    for mode in list {
+        match mode.trim() {
+            "pre_call" => m.pre_call = true,
+            "post_call" => m.post_call = true,
+            "during_call" => m.during_call = true,
+            "logging_only" | "pre_mcp_call" | "during_mcp_call" => p.error(
+                &path,
+                format!("mode \"{mode}\" is not built in sluice yet; use pre_call, post_call or during_call"),
+            ),
+            other => p.error(
+                &path,
+                format!(
+                    "unknown mode \"{other}\"{}",
+                    did_you_mean(other, ["pre_call", "post_call", "during_call", "logging_only"])
+                ),
+            ),
+        }
+    }
+    m
+}
+
+fn action(path: &str, v: Option<Scalar>, default: Action, p: &mut Problems) -> Action {
+    match text(v).map(|a| a.trim().to_ascii_uppercase()).as_deref() {
+        None => default,
+        Some("MASK") => Action::Mask,
+        Some("BLOCK") => Action::Block,
+        Some(other) => {
+            p.error(path, format!("expected MASK or BLOCK, got \"{other}\""));
+            default
+        }
+    }
+}
+
+/// Set an entity's action, replacing one it already has.
+fn set(spec: &mut SpecSettings, e: Entity, a: Action) {
+    match spec.entities.iter_mut().find(|(x, _)| *x == e) {
+        Some(slot) => slot.1 = a,
+        None => spec.entities.push((e, a)),
+    }
+}
+
+fn entities(
+    at: &str,
+    v: Option<BTreeMap<String, Scalar>>,
+    spec: &mut SpecSettings,
+    p: &mut Problems,
+) {
+    for (name, a) in v.unwrap_or_default() {
+        let path = format!("{at}.pii_entities_config.{name}");
+        match Entity::from_name(&name) {
+            Some(e) => {
+                let a = action(&path, Some(a), Action::Mask, p);
+                set(spec, e, a);
+            }
+            None if PRESIDIO_NOT_BUILT_IN.contains(&name.as_str()) => p.error(
+                path,
+                format!("{name} needs a language model (Presidio's server), which sluice does not call yet"),
+            ),
+            None => p.error(
+                path,
+                format!(
+                    "unknown entity{}; sluice detects {}",
+                    did_you_mean(&name, Entity::ALL.iter().map(|e| e.name())),
+                    Entity::ALL.map(Entity::name).join(", ")
+                ),
+            ),
+        }
+    }
+}
+
+fn patterns(at: &str, v: Option<Vec<RawPattern>>, spec: &mut SpecSettings, p: &mut Problems) {
+    for (j, pat) in v.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("{at}.patterns[{j}]");
+        let act = action(&format!("{path}.action"), pat.action, Action::Block, p);
+        match text(pat.pattern_type).as_deref().map(str::trim) {
+            Some("prebuilt") => {
+                let Some(name) = text(pat.pattern_name) else {
+                    p.error(
+                        format!("{path}.pattern_name"),
+                        "required for a prebuilt pattern",
+                    );
+                    continue;
+                };
+                match PREBUILT.iter().find(|(n, _)| *n == name) {
+                    Some((_, e)) => set(spec, *e, act),
+                    None => {
+                        p.error(
+                            format!("{path}.pattern_name"),
+                            format!(
+                            "prebuilt pattern \"{name}\" is not built in sluice{}; built in: {}",
+                            did_you_mean(&name, PREBUILT.iter().map(|(n, _)| *n)),
+                            PREBUILT.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+                        ),
+                        )
+                    }
+                }
+            }
+            Some("regex") => {
+                let (Some(name), Some(re)) = (text(pat.name), text(pat.pattern)) else {
+                    p.error(path, "a regex pattern needs `name` and `pattern`");
+                    continue;
+                };
+                let one = Spec {
+                    patterns: vec![(name, re, act)],
+                    ..Spec::default()
+                };
+                match Detector::new(&one) {
+                    Ok(_) => spec.patterns.extend(one.patterns),
+                    Err(BuildError::Pattern(_, why)) => p.error(
+                        format!("{path}.pattern"),
+                        format!("not a valid regular expression: {why}"),
+                    ),
+                }
+            }
+            Some(other) => p.error(
+                format!("{path}.pattern_type"),
+                format!("expected prebuilt or regex, got \"{other}\""),
+            ),
+            None => p.error(
+                format!("{path}.pattern_type"),
+                "required: prebuilt or regex",
+            ),
+        }
+    }
+}
+
+fn words(at: &str, v: Option<Vec<RawBlockedWord>>, spec: &mut SpecSettings, p: &mut Problems) {
+    for (j, w) in v.unwrap_or_default().into_iter().enumerate() {
+        let path = format!("{at}.blocked_words[{j}]");
+        let act = action(&format!("{path}.action"), w.action, Action::Block, p);
+        match text(w.keyword).filter(|k| !k.trim().is_empty()) {
+            Some(k) => spec.words.push((k, act)),
+            None => p.error(format!("{path}.keyword"), "required: the word or phrase"),
+        }
+    }
+}

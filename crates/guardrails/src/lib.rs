@@ -1,0 +1,23 @@
+//! sluice's in-process guardrails (LiteLLM's `guardrails:`), with no I/O, so every check is a
+//! function of the text: microseconds, no network, no lock.
+//!
+//! - [`entity`]: the kinds of sensitive value, under LiteLLM's (Presidio's) names;
+//! - [`checks`]: Luhn, IBAN mod-97, SSN rules, IP ranges, entropy;
+//! - [`detect`]: all detectors of a guardrail in one `RegexSet` pass, blocked words in one
+//!   Aho-Corasick pass, findings resolved so none overlap;
+//! - [`mask`]: placeholders (`<EMAIL_ADDRESS_1>`) and their restore in the answer;
+//! - [`injection`]: the prompt-injection phrase score;
+//! - [`policy`]: the guardrail settings the config validates into, built for use, and what
+//!   checking one text does.
+
+pub mod checks;
+pub mod detect;
+pub mod entity;
+pub mod injection;
+pub mod mask;
+pub mod policy;
+
+pub use detect::{Action, BuildError, Detector, Finding};
+pub use entity::Entity;
+pub use mask::Masks;
+pub use policy::{Guardrail, Kind, Modes, Settings, SpecSettings, Tally, Violation};

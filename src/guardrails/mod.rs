@@ -1,0 +1,262 @@
+//! The pipeline's guardrails step (LiteLLM's `guardrails:`, checks from `sluice_guardrails`):
+//! which guardrails apply to a request, their checks on its text before the upstream is called
+//! (mask or block), and on the whole answer after (block, mask, and placeholders given back
+//! with `output_parse_pii`).
+//!
+//! A request none applies to costs a flag check: no guardrail is `default_on` and the body
+//! does not contain the word `guardrails`. Only when one applies is the body parsed, and only
+//! rebuilt when something was masked.
+
+mod texts;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+use serde_json::Value;
+use sluice_core::endpoint::Endpoint;
+use sluice_core::error::ApiError;
+use sluice_core::record::{GuardrailRun, GuardrailStage, GuardrailVerdict, RequestRecord};
+use sluice_guardrails::{Guardrail, Masks, Tally, Violation};
+
+/// The header that names the guardrails a request ran.
+pub(crate) static X_APPLIED_GUARDRAILS: HeaderName =
+    HeaderName::from_static("x-sluice-applied-guardrails");
+
+/// A config's guardrails, built once per snapshot.
+#[derive(Debug)]
+pub struct Guardrails {
+    list: Vec<Guardrail>,
+    any_default_on: bool,
+}
+
+impl Guardrails {
+    /// The config's guardrails, or `None` when it has none (the pipeline's flag).
+    pub(crate) fn new(list: &[Guardrail]) -> Option<Arc<Guardrails>> {
+        (!list.is_empty()).then(|| {
+            Arc::new(Guardrails {
+                any_default_on: list.iter().any(|g| g.settings.default_on),
+                list: list.to_vec(),
+            })
+        })
+    }
+}
+
+/// The guardrails applied to one request, and what its answer needs from them.
+#[derive(Debug)]
+pub(crate) struct Guard<'s> {
+    selected: Vec<&'s Guardrail>,
+    masks: Masks,
+}
+
+/// The guardrails a request names: `guardrails` in the body or in `metadata`.
+fn requested(body: &Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    for v in [
+        body.get("guardrails"),
+        body.get("metadata").and_then(|m| m.get("guardrails")),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match v {
+            Value::Array(names) => out.extend(names.iter().filter_map(Value::as_str)),
+            Value::String(name) => out.push(name),
+            // LiteLLM's older `{"name": true}` form (a `false` turns nothing off here).
+            Value::Object(m) => out.extend(
+                m.iter()
+                    .filter(|(_, on)| on.as_bool() == Some(true))
+                    .map(|(n, _)| n.as_str()),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn blocked(v: Violation, place: &'static str) -> ApiError {
+    ApiError::GuardrailBlocked {
+        guardrail: v.guardrail.to_string(),
+        found: v.found.to_string(),
+        place,
+    }
+}
+
+fn note(record: &mut RequestRecord, run: GuardrailRun) {
+    record
+        .guardrails
+        .get_or_insert_with(Default::default)
+        .push(run);
+}
+
+/// Run `g` over `texts`, masking in place; the run is noted on the record either way.
+fn run(
+    g: &Guardrail,
+    texts: &mut [&mut String],
+    masks: &mut Masks,
+    stage: GuardrailStage,
+    record: &mut RequestRecord,
+) -> Result<bool, Violation> {
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut scratch = Vec::new();
+    let mut masked = false;
+    let mut outcome = Ok(());
+    for t in texts.iter_mut() {
+        match g.check(t, masks, &mut tally, &mut scratch) {
+            Ok(None) => {}
+            Ok(Some(new)) => {
+                **t = new;
+                masked = true;
+            }
+            Err(v) => {
+                outcome = Err(v);
+                break;
+            }
+        }
+    }
+    let (verdict, found) = match &outcome {
+        Err(v) => (GuardrailVerdict::Blocked, vec![(v.found.clone(), 1)]),
+        Ok(()) if masked => (GuardrailVerdict::Masked, tally.masked),
+        Ok(()) => (GuardrailVerdict::Passed, Vec::new()),
+    };
+    note(
+        record,
+        GuardrailRun {
+            name: g.name.clone(),
+            stage,
+            verdict,
+            duration: started.elapsed(),
+            found,
+        },
+    );
+    outcome.map(|()| masked)
+}
+
+/// Step 4½: apply the guardrails that apply to this request. `Ok(None)` when none does (the
+/// body untouched and unparsed); the body is replaced when something was masked.
+pub(crate) fn before<'s>(
+    set: &'s Guardrails,
+    endpoint: Endpoint,
+    body: &mut Bytes,
+    record: &mut RequestRecord,
+) -> Result<Option<Guard<'s>>, ApiError> {
+    if !texts::checked(endpoint)
+        || (!set.any_default_on && memchr::memmem::find(body, b"guardrails").is_none())
+    {
+        return Ok(None);
+    }
+    let mut value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let names = requested(&value);
+    for n in &names {
+        if !set.list.iter().any(|g| &*g.name == *n) {
+            return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()));
+        }
+    }
+    let selected: Vec<&Guardrail> = set
+        .list
+        .iter()
+        .filter(|g| g.settings.default_on || names.contains(&&*g.name))
+        .collect();
+    if selected.is_empty() {
+        return Ok(None);
+    }
+    let stream = value.get("stream").and_then(Value::as_bool) == Some(true);
+    if let Some(g) = selected
+        .iter()
+        .find(|g| stream && g.settings.modes.post_call)
+    {
+        return Err(ApiError::InvalidParam {
+            param: "stream",
+            message: format!(
+                "guardrail '{}' checks answers (post_call), and sluice does not check streamed answers yet; send this request without stream",
+                g.name
+            ),
+        });
+    }
+    let mut masks = Masks::default();
+    let mut masked = false;
+    {
+        let mut texts = Vec::new();
+        texts::request(endpoint, &mut value, &mut texts);
+        for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
+            masked |= run(g, &mut texts, &mut masks, GuardrailStage::Request, record)
+                .map_err(|v| blocked(v, "request"))?;
+        }
+    }
+    if masked {
+        if let Some(o) = value.as_object_mut() {
+            o.remove("guardrails");
+        }
+        let out = serde_json::to_vec(&value)
+            .map_err(|_| ApiError::Internal("the masked body could not be written"))?;
+        *body = Bytes::from(out);
+    }
+    Ok(Some(Guard { selected, masks }))
+}
+
+impl Guard<'_> {
+    /// Whether the answer must pass through this guard (so it cannot be served from the cache
+    /// or stored in it unchecked).
+    pub(crate) fn checks_answer(&self) -> bool {
+        self.selected
+            .iter()
+            .any(|g| g.settings.modes.post_call || g.settings.output_parse_pii)
+    }
+
+    /// `x-sluice-applied-guardrails`: the names, comma-separated.
+    pub(crate) fn applied(&self) -> Option<HeaderValue> {
+        let names: Vec<&str> = self.selected.iter().map(|g| &*g.name).collect();
+        HeaderValue::from_str(&names.join(",")).ok()
+    }
+
+    /// The whole answer, checked by the `post_call` guardrails and with placeholders given
+    /// back (`output_parse_pii`); an error when one blocks it. Error answers pass unchanged.
+    pub(crate) fn after(
+        &mut self,
+        endpoint: Endpoint,
+        status: StatusCode,
+        bytes: Bytes,
+        record: &mut RequestRecord,
+    ) -> Result<Bytes, ApiError> {
+        if !status.is_success() || !self.checks_answer() {
+            return Ok(bytes);
+        }
+        let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+            return Ok(bytes);
+        };
+        let mut changed = false;
+        {
+            let mut texts = Vec::new();
+            texts::answer(endpoint, &mut value, &mut texts);
+            // Masks of the answer are its own: they are never given back.
+            let mut answer_masks = Masks::default();
+            for g in self.selected.iter().filter(|g| g.settings.modes.post_call) {
+                changed |= run(
+                    g,
+                    &mut texts,
+                    &mut answer_masks,
+                    GuardrailStage::Answer,
+                    record,
+                )
+                .map_err(|v| blocked(v, "answer"))?;
+            }
+            if self.selected.iter().any(|g| g.settings.output_parse_pii) {
+                for t in texts.iter_mut() {
+                    if let Some(r) = self.masks.restore(t) {
+                        **t = r;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            return Ok(bytes);
+        }
+        serde_json::to_vec(&value)
+            .map(Bytes::from)
+            .map_err(|_| ApiError::Internal("the checked answer could not be written"))
+    }
+}
