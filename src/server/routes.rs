@@ -33,6 +33,8 @@ pub enum Route<'a> {
     Admin,
     /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
     Cache(crate::cache::CacheOp),
+    /// The admin console (`/ui` and below): `crate::console`, which routes within.
+    Console,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -68,6 +70,7 @@ impl Route<'_> {
             Self::Files(label) => label,
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
+            Self::Console => "/ui",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -89,6 +92,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         } else {
             Route::WrongMethod
         };
+    }
+    if path == "/ui" || path.starts_with("/ui/") {
+        return Route::Console;
     }
     let bare = path.strip_prefix("/v1").unwrap_or(path);
     if let Some(op) = crate::files::Op::of(method, bare) {
@@ -166,6 +172,9 @@ mod tests {
         );
         assert_eq!(match_route(&post, "/v1/models"), Route::WrongMethod);
         assert_eq!(match_route(&get, "/v1/nope"), Route::NotFound);
+        assert_eq!(match_route(&get, "/ui"), Route::Console);
+        assert_eq!(match_route(&post, "/ui/keys/new"), Route::Console);
+        assert_eq!(match_route(&get, "/uix"), Route::NotFound);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }
 }

@@ -292,6 +292,9 @@ pub struct GeneralSettings {
     pub max_request_body_bytes: usize,
     /// `proxy_batch_write_at`: seconds between spend-log batch writes.
     pub proxy_batch_write_at: Option<Duration>,
+    /// `disable_admin_ui` (or LiteLLM's `DISABLE_ADMIN_UI` environment variable): no console at
+    /// `/ui`, every path under it a 404.
+    pub disable_admin_ui: bool,
 }
 
 impl Default for GeneralSettings {
@@ -301,6 +304,7 @@ impl Default for GeneralSettings {
             database_url: None,
             max_request_body_bytes: 32 * 1024 * 1024,
             proxy_batch_write_at: None,
+            disable_admin_ui: false,
         }
     }
 }

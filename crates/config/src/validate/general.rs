@@ -1,6 +1,6 @@
 //! `general_settings`.
 
-use sluice_core::settings::read::{number, seconds, text};
+use sluice_core::settings::read::{boolean, number, seconds, text};
 use sluice_core::settings::{Env, Problems};
 use sluice_core::Secret;
 
@@ -19,6 +19,11 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
             raw.proxy_batch_write_at,
             p,
         ),
+        disable_admin_ui: boolean("general_settings.disable_admin_ui", raw.disable_admin_ui, p)
+            .unwrap_or_else(|| {
+                env.var("DISABLE_ADMIN_UI")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            }),
         ..GeneralSettings::default()
     };
     if let Some(mb) = number(
