@@ -296,7 +296,9 @@ fn end_marker(w: Workload) -> Option<&'static [u8]> {
     match w {
         Workload::ChatStream | Workload::ChatStreamCached => Some(b"[DONE]"),
         Workload::ResponsesStream => Some(b"response.completed"),
-        Workload::Chat | Workload::Responses | Workload::Embeddings | Workload::ChatCached => None,
+        Workload::Chat | Workload::Responses | Workload::Embeddings | Workload::ChatCached => {
+            None
+        }
     }
 }
 

@@ -109,11 +109,7 @@ mod tests {
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(loaded.config.callbacks.sinks.len(), 5);
         assert!(loaded.config.callbacks.tracing());
-        let cache = loaded
-            .config
-            .litellm
-            .cache
-            .expect("the cache workloads' cache is on");
+        let cache = loaded.config.litellm.cache.expect("the cache workloads' cache is on");
         assert!(cache.default_off, "only requests that ask use it");
     }
 }
