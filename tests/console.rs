@@ -453,3 +453,158 @@ async fn disable_admin_ui_removes_the_console() {
         200
     );
 }
+
+#[tokio::test]
+async fn users_sign_in_with_passwords_and_see_only_their_own() {
+    let gw = gateway(&config("")).await;
+    assert_eq!(
+        admin(&gw, "POST", "/team/new", json!({"team_id": "search"}))
+            .await
+            .status,
+        200
+    );
+    let made = admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "ana", "user_role": "internal_user", "team_id": "search",
+               "password": "ana's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert!(!made.text().contains("passphrase") && !made.text().contains("argon2"));
+    let short = admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "bo", "password": "short"}),
+    )
+    .await;
+    assert_eq!(short.status, 400, "{}", short.text());
+    admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "vic", "user_role": "internal_user_viewer", "password": "vic's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    // Someone else's key, and ana's own made by the admin.
+    let other = admin(
+        &gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "not-anas", "user_id": "zed"}),
+    )
+    .await;
+    let other_token = other.json()["token"].as_str().unwrap().to_owned();
+    admin(
+        &gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "anas-first", "user_id": "ana"}),
+    )
+    .await;
+    let info = admin(&gw, "GET", "/user/info?user_id=ana", Value::Null).await;
+    assert!(!info.text().contains("password"), "{}", info.text());
+
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "ana", "wrong passphrase").await.status, 401);
+    assert_eq!(
+        b.sign_in(&gw, "nobody", "ana's long passphrase")
+            .await
+            .status,
+        401
+    );
+    let ok = b.sign_in(&gw, "ana", "ana's long passphrase").await;
+    assert_eq!(ok.status, 303, "{}", ok.text());
+    let keys = b.get(&gw, "/ui/keys").await.text();
+    assert!(
+        keys.contains("anas-first") && !keys.contains("not-anas"),
+        "{keys}"
+    );
+    assert!(keys.contains("internal_user"));
+    // Teams and users are for admins.
+    assert_eq!(b.get(&gw, "/ui/teams").await.status, 404);
+    assert_eq!(b.get(&gw, "/ui/users").await.status, 404);
+
+    // A key ana makes is hers and her team's, whatever the form says.
+    let csrf = csrf_of(&keys);
+    let created = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[
+                ("csrf", &csrf),
+                ("key_alias", "anas-second"),
+                ("user_id", "zed"),
+                ("team_id", "other"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let listed = admin(
+        &gw,
+        "GET",
+        "/key/list?key_alias=anas-second&return_full_object=true",
+        Value::Null,
+    )
+    .await;
+    let k = &listed.json()["keys"][0];
+    assert_eq!(k["user_id"], "ana");
+    assert_eq!(k["team_id"], "search");
+
+    // Someone else's key cannot be blocked or deleted by her.
+    for action in ["block", "delete"] {
+        let a = b
+            .post(
+                &gw,
+                &format!("/ui/keys/{action}"),
+                &[("csrf", &csrf), ("key", &other_token)],
+            )
+            .await;
+        assert_eq!(a.status, 404, "{action}: {}", a.text());
+    }
+    let still = admin(
+        &gw,
+        "GET",
+        &format!("/key/info?key={other_token}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(still.json()["info"]["blocked"], false);
+
+    // A viewer looks but cannot change.
+    let mut v = Browser::default();
+    assert_eq!(
+        v.sign_in(&gw, "vic", "vic's long passphrase").await.status,
+        303
+    );
+    let page = v.get(&gw, "/ui/keys").await;
+    assert_eq!(page.status, 200);
+    assert!(!page.text().contains("/ui/keys/new"));
+    let refused = v
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[("csrf", &csrf_of(&page.text())), ("key_alias", "vics")],
+        )
+        .await;
+    assert_eq!(refused.status, 403);
+
+    // Removing the password ends password sign-in.
+    admin(
+        &gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "ana", "password": null}),
+    )
+    .await;
+    let mut again = Browser::default();
+    assert_eq!(
+        again
+            .sign_in(&gw, "ana", "ana's long passphrase")
+            .await
+            .status,
+        401
+    );
+}

@@ -44,6 +44,7 @@ pub(super) fn page(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · sluice" }
                 link rel="stylesheet" href="/ui/style.css";
+                link rel="icon" href="/ui/favicon.svg" type="image/svg+xml";
             }
             body {
                 header {
@@ -86,13 +87,21 @@ pub(super) fn respond(status: StatusCode, markup: Markup) -> Response<ResponseBo
     )
 }
 
-/// The stylesheet as an answer.
-pub(super) fn stylesheet() -> Response<ResponseBody> {
-    with_headers(
+/// The icon, served at `/ui/favicon.svg` (browsers ask for one; a 404 is a console error).
+const ICON: &str = include_str!("favicon.svg");
+
+/// The stylesheet or the icon, the console's only static files.
+pub(super) fn asset(sub: &str) -> Option<Response<ResponseBody>> {
+    let (content_type, body) = match sub {
+        "/style.css" => ("text/css; charset=utf-8", STYLE),
+        "/favicon.svg" => ("image/svg+xml", ICON),
+        _ => return None,
+    };
+    Some(with_headers(
         StatusCode::OK,
-        "text/css; charset=utf-8",
-        Bytes::from_static(STYLE.as_bytes()),
-    )
+        content_type,
+        Bytes::from_static(body.as_bytes()),
+    ))
 }
 
 /// `303 See Other` to `to` (after a form post, so a reload does not post again).

@@ -52,8 +52,8 @@ where
     let path = req.uri().path().to_owned();
     let sub = path.strip_prefix("/ui").unwrap_or_default();
     let sub = if sub.is_empty() { "/" } else { sub };
-    if sub == "/style.css" {
-        return Ok(layout::stylesheet());
+    if let Some(asset) = layout::asset(sub) {
+        return Ok(asset);
     }
     let Some(master) = snap.master.as_ref() else {
         return Ok(problem(

@@ -2,8 +2,19 @@
 //! checked against its argon2 hash in the store, and the user's LiteLLM role becomes the
 //! session's. A user without a console role (`team`, `customer`, none) cannot sign in.
 
+use std::sync::OnceLock;
+
 use super::session::Role;
 use crate::server::AppState;
+
+/// A hash checked when there is no real one (no such user, no password), so that a wrong user
+/// name takes as long as a wrong password and sign-in does not tell which users exist.
+fn stand_in() -> &'static str {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| {
+        crate::auth::password::hash("no user has this password").unwrap_or_default()
+    })
+}
 
 /// The user id and role for a correct password; `None` for anything else (no such user, no
 /// password set, a wrong one, no store), so the caller says only "wrong user or password".
@@ -13,19 +24,23 @@ pub(super) async fn check_password(
     user: &str,
     password: &str,
 ) -> Option<(String, Role)> {
-    let services = state.store()?;
-    let row = match services.store.user(user).await {
-        Ok(row) => row?,
+    let row = match state.store()?.store.user(user).await {
+        Ok(row) => row,
         Err(e) => {
             tracing::warn!(error = %e, "console sign-in: store error");
             return None;
         }
     };
-    let role = Role::parse(row.user_role.as_deref()?)?;
-    let stored = row.password_hash?;
+    let signer = row.as_ref().and_then(|r| {
+        let role = Role::parse(r.user_role.as_deref()?)?;
+        Some((r.user_id.clone(), role, r.password_hash.clone()?))
+    });
+    let stored = signer
+        .as_ref()
+        .map_or_else(|| stand_in().to_owned(), |(_, _, h)| h.clone());
     let password = password.to_owned();
     let ok = tokio::task::spawn_blocking(move || crate::auth::password::verify(&password, &stored))
         .await
         .unwrap_or(false);
-    ok.then_some((row.user_id, role))
+    signer.filter(|_| ok).map(|(id, role, _)| (id, role))
 }

@@ -38,6 +38,19 @@ def browser():
     b.quit()
 
 
+def _submit(b, selector):
+    """Click a form's button and wait for the next page to load."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = b.find_element(By.TAG_NAME, "html")
+    b.find_element(By.CSS_SELECTOR, selector).click()
+    # While the old document goes, the driver may answer with an inspector error: poll again.
+    WebDriverWait(b, 10, ignored_exceptions=(WebDriverException,)).until(EC.staleness_of(old))
+
+
 def _errors(b):
     return [e for e in b.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
 
@@ -50,12 +63,14 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     # Not signed in: sent to the sign-in form.
     assert browser.current_url.endswith("/ui/login")
     browser.find_element(By.ID, "password").send_keys("not-the-key")
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    _submit(browser, "form button[type=submit]")
     assert "Wrong user or password" in browser.page_source
+    # That 401 is the one error the browser logs on purpose; from here on there must be none.
+    browser.get_log("browser")
 
     browser.find_element(By.ID, "username").send_keys("admin")
     browser.find_element(By.ID, "password").send_keys(MASTER_KEY)
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    _submit(browser, "form button[type=submit]")
     assert browser.current_url.rstrip("/").endswith("/ui")
     assert "proxy_admin" in browser.page_source
     # The stylesheet applied (a CSP that refused it would leave the header unstyled).
@@ -67,7 +82,7 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     browser.find_element(By.ID, "key_alias").send_keys(alias)
     browser.find_element(By.ID, "models").send_keys("gpt-4o-mini")
     browser.find_element(By.ID, "rpm_limit").send_keys("5")
-    browser.find_element(By.CSS_SELECTOR, "form[action='/ui/keys/new'] button").click()
+    _submit(browser, "form[action='/ui/keys/new'] button")
     key = browser.find_element(By.ID, "new-key").text
     assert key.startswith("sk-")
 
@@ -91,6 +106,6 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     assert _errors(browser) == [], _errors(browser)
 
     # Signing out ends the session.
-    browser.find_element(By.CSS_SELECTOR, "form[action='/ui/logout'] button").click()
+    _submit(browser, "form[action='/ui/logout'] button")
     browser.get(f"{root}/ui/keys")
     assert browser.current_url.endswith("/ui/login")
