@@ -608,3 +608,75 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
         401
     );
 }
+
+#[tokio::test]
+async fn the_playground_sends_a_chat_request_through_the_gateway() {
+    let gw = gateway(&config("")).await;
+    let key = admin(
+        &gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "play", "models": ["cheap"]}),
+    )
+    .await
+    .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b = Browser::default();
+    b.sign_in(&gw, "admin", MASTER).await;
+    let page = b.get(&gw, "/ui/playground").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains(r#"<option value="cheap""#));
+    let csrf = csrf_of(&page.text());
+    let sent = b
+        .post(
+            &gw,
+            "/ui/playground",
+            &[
+                ("csrf", &csrf),
+                ("key", &key),
+                ("model", "cheap"),
+                ("prompt", "hello <there>"),
+            ],
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let html = sent.text();
+    assert!(
+        html.contains(r#"<pre class="answer" id="answer">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains("hello &lt;there&gt;"),
+        "the prompt is kept, escaped"
+    );
+    // Charged to the key like any request: its spend moves once the batch lands.
+    let mut spent = 0.0;
+    for _ in 0..50 {
+        let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
+        spent = info.json()["info"]["spend"].as_f64().unwrap();
+        if spent > 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        spent > 0.0,
+        "the playground's request was not charged to its key"
+    );
+    // A wrong key is the gateway's own refusal, shown on the page.
+    let refused = b
+        .post(
+            &gw,
+            "/ui/playground",
+            &[
+                ("csrf", &csrf),
+                ("key", "sk-wrong-key"),
+                ("model", "cheap"),
+                ("prompt", "hi"),
+            ],
+        )
+        .await;
+    assert!(refused.text().contains("401"), "{}", refused.text());
+}

@@ -76,31 +76,31 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
             h2 { "New key" }
             form.stack method="post" action="/ui/keys/new" {
                 (csrf_field(&viewer.csrf))
-                label for="key_alias" { "Alias" }
-                input #key_alias name="key_alias" placeholder="billing-service";
-                @if s.role.sees_all() {
-                    label for="team_id" { "Team" }
-                    input #team_id name="team_id";
-                    label for="user_id" { "User" }
-                    input #user_id name="user_id";
+                @for (name, label, hint) in NEW_KEY_FIELDS {
+                    @if s.role.sees_all() || !matches!(*name, "team_id" | "user_id") {
+                        label for=(name) { (label) }
+                        input id=(name) name=(name) placeholder=(hint);
+                    }
                 }
-                label for="models" { "Models" }
-                input #models name="models" placeholder="comma-separated; empty for all";
-                label for="max_budget" { "Budget (USD)" }
-                input #max_budget name="max_budget" inputmode="decimal";
-                label for="budget_duration" { "Budget period" }
-                input #budget_duration name="budget_duration" placeholder="30d";
-                label for="rpm_limit" { "Requests per minute" }
-                input #rpm_limit name="rpm_limit" inputmode="numeric";
-                label for="tpm_limit" { "Tokens per minute" }
-                input #tpm_limit name="tpm_limit" inputmode="numeric";
-                label for="duration" { "Expires after" }
-                input #duration name="duration" placeholder="never; or 30d, 12h";
                 button type="submit" { "Create key" }
             }
         }
     })
 }
+
+/// The new-key form's fields: name (as `/key/generate` names it), label, hint. Team and user
+/// are for admins; an internal user's keys are always their own.
+const NEW_KEY_FIELDS: &[(&str, &str, &str)] = &[
+    ("key_alias", "Alias", "billing-service"),
+    ("team_id", "Team", ""),
+    ("user_id", "User", ""),
+    ("models", "Models", "comma-separated; empty for all"),
+    ("max_budget", "Budget (USD)", "no budget"),
+    ("budget_duration", "Budget period", "30d"),
+    ("rpm_limit", "Requests per minute", "no limit"),
+    ("tpm_limit", "Tokens per minute", "no limit"),
+    ("duration", "Expires after", "never; or 30d, 12h"),
+];
 
 fn models(k: &Value) -> String {
     match k["models"].as_array() {
