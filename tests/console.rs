@@ -455,16 +455,52 @@ async fn disable_admin_ui_removes_the_console() {
 }
 
 #[tokio::test]
-async fn users_sign_in_with_passwords_and_see_only_their_own() {
-    let gw = gateway(&config("")).await;
+async fn users_sign_in_with_passwords_and_see_only_their_own_on_sqlite() {
+    users_and_roles(&gateway(&config("")).await).await;
+}
+
+#[tokio::test]
+async fn users_sign_in_with_passwords_and_see_only_their_own_on_postgres() {
+    let Some(server) = postgres_server("SLUICE_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let db = postgres_database(&server).await;
+    users_and_roles(&gateway(&config(&format!("  database_url: {db}\n"))).await).await;
+}
+
+/// A session made on one instance works on another with the same master key (nothing is kept
+/// server-side), and not on one with another master key.
+#[tokio::test]
+async fn a_session_works_on_every_instance_with_the_same_master_key() {
+    let one = gateway(&config("")).await;
+    let two = gateway(&config("")).await;
+    let other = gateway(&config("").replace(MASTER, "sk-another-master")).await;
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&one, "admin", MASTER).await.status, 303);
+    let on_two = b.get(&two, "/ui/models").await;
+    assert_eq!(on_two.status, 200, "{}", on_two.text());
+    assert_eq!(b.get(&other, "/ui/models").await.status, 303);
+    // Its CSRF token holds there too.
+    let csrf = csrf_of(&on_two.text());
+    let made = b
+        .post(
+            &two,
+            "/ui/keys/new",
+            &[("csrf", &csrf), ("key_alias", "made-on-two")],
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+}
+
+async fn users_and_roles(gw: &Gateway) {
     assert_eq!(
-        admin(&gw, "POST", "/team/new", json!({"team_id": "search"}))
+        admin(gw, "POST", "/team/new", json!({"team_id": "search"}))
             .await
             .status,
         200
     );
     let made = admin(
-        &gw,
+        gw,
         "POST",
         "/user/new",
         json!({"user_id": "ana", "user_role": "internal_user", "team_id": "search",
@@ -474,7 +510,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     assert_eq!(made.status, 200, "{}", made.text());
     assert!(!made.text().contains("passphrase") && !made.text().contains("argon2"));
     let short = admin(
-        &gw,
+        gw,
         "POST",
         "/user/new",
         json!({"user_id": "bo", "password": "short"}),
@@ -482,7 +518,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     .await;
     assert_eq!(short.status, 400, "{}", short.text());
     admin(
-        &gw,
+        gw,
         "POST",
         "/user/new",
         json!({"user_id": "vic", "user_role": "internal_user_viewer", "password": "vic's long passphrase", "auto_create_key": false}),
@@ -490,7 +526,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     .await;
     // Someone else's key, and ana's own made by the admin.
     let other = admin(
-        &gw,
+        gw,
         "POST",
         "/key/generate",
         json!({"key_alias": "not-anas", "user_id": "zed"}),
@@ -498,40 +534,40 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     .await;
     let other_token = other.json()["token"].as_str().unwrap().to_owned();
     admin(
-        &gw,
+        gw,
         "POST",
         "/key/generate",
         json!({"key_alias": "anas-first", "user_id": "ana"}),
     )
     .await;
-    let info = admin(&gw, "GET", "/user/info?user_id=ana", Value::Null).await;
+    let info = admin(gw, "GET", "/user/info?user_id=ana", Value::Null).await;
     assert!(!info.text().contains("password"), "{}", info.text());
 
     let mut b = Browser::default();
-    assert_eq!(b.sign_in(&gw, "ana", "wrong passphrase").await.status, 401);
+    assert_eq!(b.sign_in(gw, "ana", "wrong passphrase").await.status, 401);
     assert_eq!(
-        b.sign_in(&gw, "nobody", "ana's long passphrase")
+        b.sign_in(gw, "nobody", "ana's long passphrase")
             .await
             .status,
         401
     );
-    let ok = b.sign_in(&gw, "ana", "ana's long passphrase").await;
+    let ok = b.sign_in(gw, "ana", "ana's long passphrase").await;
     assert_eq!(ok.status, 303, "{}", ok.text());
-    let keys = b.get(&gw, "/ui/keys").await.text();
+    let keys = b.get(gw, "/ui/keys").await.text();
     assert!(
         keys.contains("anas-first") && !keys.contains("not-anas"),
         "{keys}"
     );
     assert!(keys.contains("internal_user"));
     // Teams and users are for admins.
-    assert_eq!(b.get(&gw, "/ui/teams").await.status, 404);
-    assert_eq!(b.get(&gw, "/ui/users").await.status, 404);
+    assert_eq!(b.get(gw, "/ui/teams").await.status, 404);
+    assert_eq!(b.get(gw, "/ui/users").await.status, 404);
 
     // A key ana makes is hers and her team's, whatever the form says.
     let csrf = csrf_of(&keys);
     let created = b
         .post(
-            &gw,
+            gw,
             "/ui/keys/new",
             &[
                 ("csrf", &csrf),
@@ -543,7 +579,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
         .await;
     assert_eq!(created.status, 200, "{}", created.text());
     let listed = admin(
-        &gw,
+        gw,
         "GET",
         "/key/list?key_alias=anas-second&return_full_object=true",
         Value::Null,
@@ -557,7 +593,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     for action in ["block", "delete"] {
         let a = b
             .post(
-                &gw,
+                gw,
                 &format!("/ui/keys/{action}"),
                 &[("csrf", &csrf), ("key", &other_token)],
             )
@@ -565,7 +601,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
         assert_eq!(a.status, 404, "{action}: {}", a.text());
     }
     let still = admin(
-        &gw,
+        gw,
         "GET",
         &format!("/key/info?key={other_token}"),
         Value::Null,
@@ -576,15 +612,15 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     // A viewer looks but cannot change.
     let mut v = Browser::default();
     assert_eq!(
-        v.sign_in(&gw, "vic", "vic's long passphrase").await.status,
+        v.sign_in(gw, "vic", "vic's long passphrase").await.status,
         303
     );
-    let page = v.get(&gw, "/ui/keys").await;
+    let page = v.get(gw, "/ui/keys").await;
     assert_eq!(page.status, 200);
     assert!(!page.text().contains("/ui/keys/new"));
     let refused = v
         .post(
-            &gw,
+            gw,
             "/ui/keys/new",
             &[("csrf", &csrf_of(&page.text())), ("key_alias", "vics")],
         )
@@ -593,7 +629,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
 
     // Removing the password ends password sign-in.
     admin(
-        &gw,
+        gw,
         "POST",
         "/user/update",
         json!({"user_id": "ana", "password": null}),
@@ -602,7 +638,7 @@ async fn users_sign_in_with_passwords_and_see_only_their_own() {
     let mut again = Browser::default();
     assert_eq!(
         again
-            .sign_in(&gw, "ana", "ana's long passphrase")
+            .sign_in(gw, "ana", "ana's long passphrase")
             .await
             .status,
         401

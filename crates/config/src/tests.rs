@@ -636,3 +636,26 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     assert!(errs.iter().any(|e| e.contains("rediss://")), "{errs:?}");
     assert!(!errs.iter().any(|e| e.contains("secure.local")), "{errs:?}");
 }
+
+#[test]
+fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
+    let yaml =
+        |extra: &str| format!("model_list: []\ngeneral_settings:\n  master_key: sk-m\n{extra}");
+    let on = load_str(&yaml(""), &env(&[])).unwrap();
+    assert!(!on.config.general.disable_admin_ui);
+    let off = load_str(&yaml("  disable_admin_ui: true\n"), &env(&[])).unwrap();
+    assert!(off.config.general.disable_admin_ui);
+    let by_env = load_str(&yaml(""), &env(&[("DISABLE_ADMIN_UI", "True")])).unwrap();
+    assert!(by_env.config.general.disable_admin_ui);
+    // The config file wins over the environment.
+    let kept = load_str(
+        &yaml("  disable_admin_ui: false\n"),
+        &env(&[("DISABLE_ADMIN_UI", "true")]),
+    )
+    .unwrap();
+    assert!(!kept.config.general.disable_admin_ui);
+    let bad = load_str(&yaml("  disable_admin_ui: maybe\n"), &env(&[])).unwrap_err();
+    assert!(errors(bad)
+        .iter()
+        .any(|e| e.contains("general_settings.disable_admin_ui")),);
+}
