@@ -14,13 +14,16 @@ use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
-/// Requests per route, summed from `sluice_requests_total`.
+/// Requests summed from `sluice_requests_total`.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct Counts {
-    /// All answered requests.
+    /// Requests that named a model group (inference, pass-through, files, realtime).
     pub total: u64,
     /// Of which answered with a 4xx or 5xx, or cut.
     pub errors: u64,
+    /// Requests to model routes refused before a model group was known (no or a wrong key,
+    /// a bad body); the console's own pages, health and management calls are not counted.
+    pub refused: u64,
     /// Per model group: requests and errors.
     pub by_model: BTreeMap<String, (u64, u64)>,
 }
@@ -40,15 +43,19 @@ pub(super) fn counts(exposition: &str) -> Counts {
         let failed = matches!(label("status_class").as_str(), "4xx" | "5xx")
             || !label("error").is_empty()
             || label("outcome") == "upstream_cut";
-        c.total += n;
         let model = label("model");
-        let e = if failed { n } else { 0 };
-        c.errors += e;
-        if !model.is_empty() {
-            let m = c.by_model.entry(model).or_default();
-            m.0 += n;
-            m.1 += e;
+        if model.is_empty() {
+            if failed && label("route").starts_with("/v1/") {
+                c.refused += n;
+            }
+            continue;
         }
+        let e = if failed { n } else { 0 };
+        c.total += n;
+        c.errors += e;
+        let m = c.by_model.entry(model).or_default();
+        m.0 += n;
+        m.1 += e;
     }
     c
 }
@@ -82,6 +89,32 @@ fn label(labels: &str, name: &str) -> Option<String> {
     }
 }
 
+/// Today's spend (UTC) a viewer may see: everyone's for admins, their team's for others.
+async fn today_spend(state: &AppState, viewer: &Viewer, today: &str) -> Result<f64, ApiError> {
+    let sees_all = viewer.session.role.sees_all();
+    let daily = admin(
+        state,
+        Method::GET,
+        "/spend/daily",
+        &query(&[("start_date", today), ("end_date", today)]),
+        &Value::Null,
+    )
+    .await?;
+    let team = if sees_all {
+        None
+    } else {
+        super::team_of(state, &viewer.session.user).await?
+    };
+    Ok(daily
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
+        .filter_map(|r| r["spend"].as_f64())
+        .sum())
+}
+
 /// `GET /ui/`.
 pub(super) async fn page(
     state: &AppState,
@@ -100,34 +133,18 @@ pub(super) async fn page(
         )
     });
     let today = time::OffsetDateTime::now_utc().date().to_string();
-    let daily = admin(
-        state,
-        Method::GET,
-        "/spend/daily",
-        &query(&[("start_date", &today), ("end_date", &today)]),
-        &Value::Null,
-    )
-    .await?;
-    let team = if sees_all {
-        None
-    } else {
-        super::team_of(state, &viewer.session.user).await?
-    };
-    let spend: f64 = daily
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
-        .filter_map(|r| r["spend"].as_f64())
-        .sum();
+    // The store may be down; the live figures above do not need it, so the page still shows.
+    let spend = today_spend(state, viewer, &today).await.ok();
     Ok(html! {
         div.cards {
             @if let Some(c) = &counts {
-                div.card { div.label { "Requests (since start)" } div.value #requests { (c.total) } }
-                div.card { div.label { "Errors" } div.value #errors { (c.errors) } }
+                div.card { div.label { "Model requests (since start)" } div.value #requests { (c.total) } }
+                div.card { div.label { "Failed" } div.value #errors { (c.errors) } }
+                div.card { div.label { "Refused before a model" } div.value #refused { (c.refused) } }
             }
-            div.card { div.label { @if sees_all { "Spend today (UTC)" } @else { "Your team's spend today" } } div.value #spend { (usd(spend)) } }
+            div.card { div.label { @if sees_all { "Spend today (UTC)" } @else { "Your team's spend today" } } div.value #spend {
+                @if let Some(s) = spend { (usd(s)) } @else { span.muted { "database unavailable" } }
+            } }
             div.card { div.label { "Deployments healthy" } div.value { (healthy) " / " (deps.len()) } }
         }
         @if let Some(c) = &counts {
@@ -164,10 +181,13 @@ mod tests {
 sluice_requests_total{route=\"/v1/chat/completions\",model=\"a\",deployment=\"d\",provider=\"openai\",status_class=\"2xx\",outcome=\"done\",error=\"\"} 3\n\
 sluice_requests_total{route=\"/v1/chat/completions\",model=\"a\",deployment=\"d\",provider=\"openai\",status_class=\"5xx\",outcome=\"done\",error=\"upstream\"} 2\n\
 sluice_requests_total{route=\"/health\",model=\"\",deployment=\"\",provider=\"\",status_class=\"2xx\",outcome=\"done\",error=\"\"} 1\n\
+sluice_requests_total{route=\"/v1/chat/completions\",model=\"\",deployment=\"\",provider=\"\",status_class=\"4xx\",outcome=\"done\",error=\"invalid_api_key\"} 4\n\
+sluice_requests_total{route=\"/ui\",model=\"\",deployment=\"\",provider=\"\",status_class=\"4xx\",outcome=\"done\",error=\"\"} 7\n\
 sluice_requests_created{route=\"x\"} 12.5\n";
         let c = counts(text);
-        assert_eq!(c.total, 6);
+        assert_eq!(c.total, 5);
         assert_eq!(c.errors, 2);
+        assert_eq!(c.refused, 4);
         assert_eq!(c.by_model.get("a"), Some(&(5, 2)));
         assert_eq!(c.by_model.len(), 1);
     }
