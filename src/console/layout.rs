@@ -22,16 +22,16 @@ img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; obj
 /// The stylesheet, served at `/ui/style.css`.
 pub(super) const STYLE: &str = include_str!("style.css");
 
-/// The pages in the navigation, with the label shown.
-const NAV: &[(&str, &str)] = &[
-    ("/ui/", "Overview"),
-    ("/ui/keys", "Keys"),
-    ("/ui/models", "Models"),
-    ("/ui/spend", "Spend"),
-    ("/ui/logs", "Logs"),
-    ("/ui/playground", "Playground"),
-    ("/ui/teams", "Teams"),
-    ("/ui/users", "Users"),
+/// The pages in the navigation: path, label, for admins only.
+const NAV: &[(&str, &str, bool)] = &[
+    ("/ui/", "Overview", false),
+    ("/ui/keys", "Keys", false),
+    ("/ui/models", "Models", false),
+    ("/ui/spend", "Spend", false),
+    ("/ui/logs", "Logs", false),
+    ("/ui/playground", "Playground", false),
+    ("/ui/teams", "Teams", true),
+    ("/ui/users", "Users", true),
 ];
 
 /// A whole page: `title`, then `body` under the navigation.
@@ -51,8 +51,8 @@ pub(super) fn page(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup
                     span.brand { "sluice" }
                     @if let Some(v) = viewer {
                         nav {
-                            @for (href, label) in NAV {
-                                @if v.session.role.sees_all() || !matches!(*label, "Teams" | "Users") {
+                            @for (href, label, admins_only) in NAV {
+                                @if v.session.role.sees_all() || !admins_only {
                                     a href=(href) { (label) }
                                 }
                             }

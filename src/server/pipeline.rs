@@ -271,7 +271,11 @@ where
     // 6½. The cache: a stored answer, or an identical request's in flight.
     let mut cached = None;
     let control = envelope.routing.cache.as_ref();
-    if let Some(cache) = snap.cache.as_ref().filter(|c| c.applies(endpoint, control)) {
+    if let Some(cache) = snap
+        .cache
+        .as_ref()
+        .filter(|c| c.applies(endpoint, control))
+    {
         let group = &resolved.group.name;
         match Box::pin(crate::cache::lookup(
             cache,

@@ -657,5 +657,5 @@ fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
     let bad = load_str(&yaml("  disable_admin_ui: maybe\n"), &env(&[])).unwrap_err();
     assert!(errors(bad)
         .iter()
-        .any(|e| e.contains("general_settings.disable_admin_ui")),);
+        .any(|e| e.contains("general_settings.disable_admin_ui")));
 }

@@ -40,7 +40,13 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
         .unwrap_or_default();
     let may_change = s.role.may_change();
     Ok(html! {
-        p.muted { (list["total_count"]) " keys · page " (list["current_page"]) " of " (list["total_pages"]) }
+        @let current = list["current_page"].as_u64().unwrap_or(1);
+        @let pages = list["total_pages"].as_u64().unwrap_or(1);
+        p.muted {
+            (list["total_count"]) " keys · page " (current) " of " (pages)
+            @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
+            @if current < pages { " · " a href={ "/ui/keys?page=" (current + 1) } { "next" } }
+        }
         table #keys {
             thead { tr {
                 th { "Alias" } th { "Key (hash)" } th { "Team" } th { "User" } th { "Models" }
