@@ -487,7 +487,6 @@ async fn a_session_works_on_every_instance_with_the_same_master_key() {
     assert_eq!(b.sign_in(&one, "admin", MASTER).await.status, 303);
     let on_two = b.get(&two, "/ui/models").await;
     assert_eq!(on_two.status, 200, "{}", on_two.text());
-    assert_eq!(b.get(&other, "/ui/models").await.status, 303);
     // Its CSRF token holds there too.
     let csrf = csrf_of(&on_two.text());
     let made = b
@@ -498,6 +497,9 @@ async fn a_session_works_on_every_instance_with_the_same_master_key() {
         )
         .await;
     assert_eq!(made.status, 200, "{}", made.text());
+    // Another master key: signed out (and the stale cookie removed).
+    assert_eq!(b.get(&other, "/ui/models").await.status, 303);
+    assert!(b.cookies.iter().all(|(k, _)| k != "sluice_session"));
 }
 
 async fn users_and_roles(gw: &Gateway) {
@@ -635,7 +637,33 @@ async fn users_and_roles(gw: &Gateway) {
         .await;
     assert_eq!(refused.status, 403);
 
-    // Removing the password ends password sign-in.
+    // A changed role ends the sessions signed in with the old one.
+    assert_eq!(v.get(gw, "/ui/keys").await.status, 200);
+    admin(
+        gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "vic", "user_role": "proxy_admin_viewer"}),
+    )
+    .await;
+    assert_eq!(v.get(gw, "/ui/keys").await.status, 303);
+
+    // A new password ends the sessions made with the old one; removing it ends password
+    // sign-in.
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 200);
+    admin(
+        gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "ana", "password": "ana's newer passphrase"}),
+    )
+    .await;
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 303);
+    assert_eq!(
+        b.sign_in(gw, "ana", "ana's newer passphrase").await.status,
+        303
+    );
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 200);
     admin(
         gw,
         "POST",
@@ -643,10 +671,11 @@ async fn users_and_roles(gw: &Gateway) {
         json!({"user_id": "ana", "password": null}),
     )
     .await;
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 303);
     let mut again = Browser::default();
     assert_eq!(
         again
-            .sign_in(gw, "ana", "ana's long passphrase")
+            .sign_in(gw, "ana", "ana's newer passphrase")
             .await
             .status,
         401

@@ -79,8 +79,17 @@ where
         .unwrap_or_default()
         .to_owned();
     let token = token.as_str();
-    let Some(session) = keys.verify(token, now) else {
-        return Ok(redirect("/ui/login"));
+    let session = match keys.verify(token, now) {
+        Some(s) if s.stamp.is_none() || users::still_signed_in(state, &s).await => s,
+        _ => {
+            let mut resp = redirect("/ui/login");
+            if !token.is_empty() {
+                if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls) {
+                    resp.headers_mut().append(SET_COOKIE, c);
+                }
+            }
+            return Ok(resp);
+        }
     };
     let viewer = Viewer {
         csrf: keys.csrf(token),
@@ -192,13 +201,15 @@ async fn sign_in(
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
     let signed = if (user.is_empty() || user == "admin") && master.matches(password) {
-        Some(("admin".to_owned(), Role::ProxyAdmin))
+        Some(("admin".to_owned(), Role::ProxyAdmin, None))
     } else if user.is_empty() || user.contains('\n') {
         None
     } else {
-        users::check_password(state, user, password).await
+        users::check_password(state, user, password)
+            .await
+            .map(|(user, role, stamp)| (user, role, Some(stamp)))
     };
-    let Some((user, role)) = signed else {
+    let Some((user, role, stamp)) = signed else {
         return login_page(
             keys,
             tls,
@@ -210,6 +221,7 @@ async fn sign_in(
         user,
         role,
         expires: now + session::LIFETIME_S,
+        stamp,
     });
     let mut resp = redirect("/ui/");
     for c in [

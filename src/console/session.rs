@@ -80,6 +80,18 @@ pub struct Session {
     pub role: Role,
     /// Unix seconds after which the token is refused.
     pub expires: u64,
+    /// For a stored user, a digest of their password hash when they signed in ([`stamp`]):
+    /// each page checks it against the store, so a new password, a removed one, a changed
+    /// role or a deleted user ends their sessions at once. `None`: the master key.
+    pub stamp: Option<String>,
+}
+
+/// The stamp of a password hash: 16 hex digits of its SHA-256, enough to notice a change
+/// without putting the hash itself in the cookie.
+pub(super) fn stamp(password_hash: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(password_hash.as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The signed-in user of one request and the CSRF token their forms carry.
@@ -110,9 +122,15 @@ impl Keys {
         }
     }
 
-    /// The signed token for a session: `base64(user \n role \n expires) . base64(mac)`.
+    /// The signed token for a session: `base64(user \n role \n expires \n stamp) . base64(mac)`.
     pub(super) fn issue(&self, s: &Session) -> String {
-        let payload = format!("{}\n{}\n{}", s.user, s.role.name(), s.expires);
+        let payload = format!(
+            "{}\n{}\n{}\n{}",
+            s.user,
+            s.role.name(),
+            s.expires,
+            s.stamp.as_deref().unwrap_or_default()
+        );
         let mac = hmac::sign(&self.session, payload.as_bytes());
         format!("{}.{}", B64.encode(payload), B64.encode(mac.as_ref()))
     }
@@ -125,11 +143,13 @@ impl Keys {
         hmac::verify(&self.session, &payload, &mac).ok()?;
         let text = std::str::from_utf8(&payload).ok()?;
         let mut parts = text.split('\n');
-        let (user, role, expires) = (parts.next()?, parts.next()?, parts.next()?);
+        let (user, role, expires, stamp) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
         let session = Session {
             user: user.to_owned(),
             role: Role::parse(role)?,
             expires: expires.parse().ok()?,
+            stamp: (!stamp.is_empty()).then(|| stamp.to_owned()),
         };
         (parts.next().is_none() && session.expires > now).then_some(session)
     }
@@ -199,6 +219,7 @@ mod tests {
             user: "alice".into(),
             role: Role::InternalUser,
             expires,
+            stamp: Some("0123456789abcdef".into()),
         }
     }
 
@@ -215,7 +236,7 @@ mod tests {
         let token = keys("sk-master").issue(&session(100));
         assert_eq!(keys("sk-other").verify(&token, 0), None);
         let (payload, mac) = token.split_once('.').unwrap();
-        let forged = B64.encode("alice\nproxy_admin\n100");
+        let forged = B64.encode("alice\nproxy_admin\n100\n0123456789abcdef");
         assert_eq!(
             keys("sk-master").verify(&format!("{forged}.{mac}"), 0),
             None
