@@ -30,6 +30,34 @@ use layout::{csrf_field, page, problem, redirect, respond};
 use session::{cookie, over_tls, set_cookie, Keys, LOGIN_COOKIE, SESSION_COOKIE};
 use sluice_core::error::ApiError;
 
+/// The console's settings, from `general_settings` and LiteLLM's environment variables.
+#[derive(Debug)]
+pub struct Settings {
+    /// The admin's user name (`UI_USERNAME`, default `admin`).
+    username: String,
+    /// `UI_PASSWORD`, kept as a digest; `None`: the master key is the admin's password.
+    password: Option<crate::auth::MasterKey>,
+}
+
+impl Settings {
+    /// `None` when `disable_admin_ui` turns the console off.
+    pub fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
+        (!general.disable_admin_ui).then(|| Self {
+            username: general.ui_username.clone(),
+            password: general
+                .ui_password
+                .as_ref()
+                .map(crate::auth::MasterKey::new),
+        })
+    }
+
+    /// Whether `user`/`password` is the admin's sign-in.
+    fn admin(&self, master: &crate::auth::MasterKey, user: &str, password: &str) -> bool {
+        let named = user.is_empty() || user == self.username;
+        named && self.password.as_ref().unwrap_or(master).matches(password)
+    }
+}
+
 /// Largest form the console reads (a playground prompt is the biggest).
 const MAX_FORM: usize = 256 * 1024;
 
@@ -43,12 +71,12 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
-    if !snap.console {
+    let Some(settings) = snap.console.as_ref() else {
         return Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
             path: req.uri().path().chars().take(200).collect(),
         });
-    }
+    };
     let path = req.uri().path().to_owned();
     let sub = path.strip_prefix("/ui").unwrap_or_default();
     let sub = if sub.is_empty() { "/" } else { sub };
@@ -71,7 +99,8 @@ where
         (&Method::POST, "/login") => {
             let (parts, body) = req.into_parts();
             let body = read_body(body, &parts.headers, MAX_FORM).await?;
-            return Ok(sign_in(state, master, &keys, &parts.headers, &body, tls, now).await);
+            let admin = |user: &str, password: &str| settings.admin(master, user, password);
+            return Ok(sign_in(state, &admin, &keys, &parts.headers, &body, tls, now).await);
         }
         _ => {}
     }
@@ -175,11 +204,12 @@ fn login_binding(nonce: &str) -> String {
     format!("login:{nonce}")
 }
 
-/// `POST /ui/login`: the master key signs in as `admin` (proxy_admin); a user with a password
-/// signs in with their role. A wrong password is a 401 with the form again, saying only that.
+/// `POST /ui/login`: the admin (`UI_USERNAME` with `UI_PASSWORD`, or the master key) signs in
+/// as proxy_admin; a user with a password signs in with their role. A wrong password is a 401
+/// with the form again, saying only that.
 async fn sign_in(
     state: &AppState,
-    master: &crate::auth::MasterKey,
+    admin: &(dyn Fn(&str, &str) -> bool + Sync),
     keys: &Keys,
     headers: &http::HeaderMap,
     body: &[u8],
@@ -200,8 +230,9 @@ async fn sign_in(
     }
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
-    let signed = if (user.is_empty() || user == "admin") && master.matches(password) {
-        Some(("admin".to_owned(), Role::ProxyAdmin, None))
+    let signed = if admin(user, password) {
+        let name = if user.is_empty() { "admin" } else { user };
+        Some((name.to_owned(), Role::ProxyAdmin, None))
     } else if user.is_empty() || user.contains('\n') {
         None
     } else {
@@ -267,5 +298,44 @@ impl Form {
     /// A field's value, `None` when absent or blank.
     pub(crate) fn filled(&self, name: &str) -> Option<&str> {
         self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::MasterKey;
+    use sluice_core::Secret;
+
+    fn general(user: &str, password: Option<&str>) -> sluice_config::GeneralSettings {
+        sluice_config::GeneralSettings {
+            ui_username: user.to_owned(),
+            ui_password: password.map(|p| Secret::new(p.to_owned())),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_admin_signs_in_with_litellms_ui_username_and_password_or_the_master_key() {
+        let master = MasterKey::new(&Secret::new("sk-master".to_owned()));
+        let plain = Settings::of(&general("admin", None)).unwrap();
+        assert!(plain.admin(&master, "admin", "sk-master"));
+        assert!(plain.admin(&master, "", "sk-master"));
+        assert!(!plain.admin(&master, "someone", "sk-master"));
+        assert!(!plain.admin(&master, "admin", "sk-other"));
+
+        let own = Settings::of(&general("ishaan", Some("langchain"))).unwrap();
+        assert!(own.admin(&master, "ishaan", "langchain"));
+        assert!(
+            !own.admin(&master, "ishaan", "sk-master"),
+            "UI_PASSWORD replaces it"
+        );
+        assert!(!own.admin(&master, "admin", "langchain"));
+
+        let off = sluice_config::GeneralSettings {
+            disable_admin_ui: true,
+            ..Default::default()
+        };
+        assert!(Settings::of(&off).is_none());
     }
 }

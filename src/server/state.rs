@@ -49,8 +49,8 @@ pub struct Snapshot {
     /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
     /// that leaves its settings as they were.
     pub cache: Option<Arc<crate::cache::ResponseCache>>,
-    /// The admin console at `/ui` is served (`general_settings.disable_admin_ui` unset).
-    pub console: bool,
+    /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
+    pub console: Option<crate::console::Settings>,
 }
 
 /// Why a config could not be put in service.
@@ -119,7 +119,7 @@ impl Snapshot {
             max_body: config.general.max_request_body_bytes,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
-            console: !config.general.disable_admin_ui,
+            console: crate::console::Settings::of(&config.general),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
             cache: match config.litellm.cache.clone() {
                 Some(s) => Some(

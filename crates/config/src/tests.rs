@@ -654,6 +654,18 @@ fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
     )
     .unwrap();
     assert!(!kept.config.general.disable_admin_ui);
+    assert_eq!(on.config.general.ui_username, "admin");
+    assert!(on.config.general.ui_password.is_none());
+    let named = load_str(
+        &yaml(""),
+        &env(&[("UI_USERNAME", "ishaan"), ("UI_PASSWORD", "langchain")]),
+    )
+    .unwrap();
+    assert_eq!(named.config.general.ui_username, "ishaan");
+    assert_eq!(
+        named.config.general.ui_password.unwrap().expose(),
+        "langchain"
+    );
     let bad = load_str(&yaml("  disable_admin_ui: maybe\n"), &env(&[])).unwrap_err();
     assert!(errors(bad)
         .iter()

@@ -24,6 +24,15 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
                 env.var("DISABLE_ADMIN_UI")
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
             }),
+        ui_username: env
+            .var("UI_USERNAME")
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "admin".to_owned()),
+        ui_password: env
+            .var("UI_PASSWORD")
+            .filter(|p| !p.is_empty())
+            .map(Secret::new),
         ..GeneralSettings::default()
     };
     if let Some(mb) = number(
