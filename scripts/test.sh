@@ -29,6 +29,13 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+# The console's browser test drives Debian's chromium through chromium-driver (it skips, saying
+# why, only when they cannot be installed).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+    || echo "chromium: could not be installed; the console's browser test will skip"
+fi
 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -rs -p no:cacheprovider
 
 step "CPU instructions per proxied request (callgrind; printed, never fails the run)"

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod auth;
 pub mod cache;
 pub mod cli;
+pub mod console;
 pub mod files;
 pub mod fleet;
 pub mod guardrails;

@@ -33,6 +33,7 @@ pub(super) const ALL: &[&str] = &[
     "user_email",
     "user_role",
     "auto_create_key",
+    "password",
     "models",
     "max_budget",
     "budget_duration",

@@ -30,6 +30,8 @@ use time::OffsetDateTime;
 use sluice_core::error::ApiError;
 use sluice_store::{Store, StoreError};
 
+use crate::server::AppState;
+
 /// One admin call: its query string and body, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
 pub struct AdminRequest<'a> {
@@ -165,6 +167,46 @@ pub async fn handle(
         }
     }
     known_path.then(|| Err(ApiError::MethodNotAllowed(method.to_string())))
+}
+
+/// Serves an admin call for a caller already allowed to make it (the management API behind the
+/// master key, the console behind its session), then brings the key directory up to date after
+/// a change, on this instance at once and on the fleet's others through Redis, so a key made,
+/// blocked or deleted works (or stops working) everywhere without waiting for the poll.
+pub async fn call(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> AdminResult {
+    let Some(services) = state.store() else {
+        return Err(ApiError::StoreUnavailable);
+    };
+    let before = OffsetDateTime::now_utc();
+    let answer = handle(&services.store, method, path, query, body)
+        .await
+        .unwrap_or_else(|| {
+            Err(ApiError::RouteNotFound {
+                method: method.to_string(),
+                path: path.chars().take(200).collect(),
+            })
+        })?;
+    if method == Method::POST {
+        match services.sync.refresh(before).await {
+            Ok(changed) => {
+                if let Some(fleet) = state.fleet() {
+                    for hash in changed {
+                        fleet.publish(&crate::fleet::KeyChange { hash }).await;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "key directory refresh failed; the poll will catch up")
+            }
+        }
+    }
+    Ok(answer)
 }
 
 /// The body as a JSON object, every field checked against `allowed`.

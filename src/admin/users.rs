@@ -20,6 +20,7 @@ const OWN_FIELDS: &[&str] = &[
     "user_email",
     "user_role",
     "team_id",
+    "password",
     "auto_create_key",
 ];
 
@@ -43,6 +44,21 @@ fn user_json(u: &UserRow) -> Value {
     limits_json(&u.limits, &mut out);
     accounting_json(&u.accounting, &mut out);
     Value::Object(out)
+}
+
+/// The stored form of a console password (`password` on `/user/new` and `/user/update`, as
+/// LiteLLM takes it); `null` on update removes it. Never shown by any call.
+fn password_hash(password: &str) -> Result<String, ApiError> {
+    if password.chars().count() < crate::auth::password::MIN_LEN {
+        return Err(ApiError::InvalidParam {
+            param: "password",
+            message: format!(
+                "must be at least {} characters",
+                crate::auth::password::MIN_LEN
+            ),
+        });
+    }
+    crate::auth::password::hash(password).ok_or(ApiError::Internal("password hashing"))
 }
 
 fn check_role(role: Option<&str>) -> Result<(), ApiError> {
@@ -73,6 +89,7 @@ struct New {
     user_email: Option<String>,
     user_role: Option<String>,
     team_id: Option<String>,
+    password: Option<String>,
     auto_create_key: Option<bool>,
 }
 
@@ -89,6 +106,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     user.user_email = n.user_email;
     user.user_role = n.user_role;
     user.team_id = n.team_id;
+    user.password_hash = n.password.as_deref().map(password_hash).transpose()?;
     limits.apply(&mut user.limits, now)?;
     store.create_user(&user).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
@@ -122,6 +140,8 @@ struct Update {
     user_role: Option<Option<String>>,
     #[serde(default, deserialize_with = "set")]
     team_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    password: Option<Option<String>>,
 }
 
 /// `POST /user/update`: only the fields sent change.
@@ -146,6 +166,9 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     }
     if let Some(v) = u.team_id {
         user.team_id = v;
+    }
+    if let Some(v) = u.password {
+        user.password_hash = v.as_deref().map(password_hash).transpose()?;
     }
     limits.apply(&mut user.limits, now)?;
     user.accounting.updated_at = now;

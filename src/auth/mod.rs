@@ -4,6 +4,7 @@
 
 mod directory;
 mod gate;
+pub mod password;
 mod sync;
 
 pub use directory::{digest, Caller, Directory, Holder, KeyDigest, KeyEntry, ModelAccess, Stored};
@@ -41,6 +42,16 @@ impl MasterKey {
     /// in the key's length as well as its content.
     pub fn matches(&self, presented: &str) -> bool {
         self.matches_digest(&digest(presented))
+    }
+
+    /// A secret for one purpose (`label`), derived from the master key: HMAC-SHA256 keyed by
+    /// its digest. Every instance of a fleet derives the same one, and a new master key
+    /// retires whatever was signed with the old (the console's sessions).
+    pub fn derive(&self, label: &[u8]) -> [u8; 32] {
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &self.digest);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(ring::hmac::sign(&key, label).as_ref());
+        out
     }
 
     /// Whether a presented key's digest is the master key's, in constant time.

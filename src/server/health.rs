@@ -6,20 +6,21 @@ use serde::Serialize;
 
 use sluice_routing::{now_ms, Availability, Router};
 
+/// One deployment's live routing state (also the console's models page).
 #[derive(Serialize)]
-struct Deployment<'a> {
-    model_name: &'a str,
-    model_id: &'a str,
-    provider: &'static str,
-    state: &'static str,
-    cooldown_remaining_s: Option<f64>,
-    in_flight: u32,
-    latency_ms: Option<f64>,
-    requests_this_minute: u64,
-    tokens_this_minute: u64,
-    successes: u64,
-    failures: u64,
-    last_failure: Option<&'static str>,
+pub(crate) struct Deployment<'a> {
+    pub(crate) model_name: &'a str,
+    pub(crate) model_id: &'a str,
+    pub(crate) provider: &'static str,
+    pub(crate) state: &'static str,
+    pub(crate) cooldown_remaining_s: Option<f64>,
+    pub(crate) in_flight: u32,
+    pub(crate) latency_ms: Option<f64>,
+    pub(crate) requests_this_minute: u64,
+    pub(crate) tokens_this_minute: u64,
+    pub(crate) successes: u64,
+    pub(crate) failures: u64,
+    pub(crate) last_failure: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -32,6 +33,19 @@ struct View<'a> {
 
 /// The health view as JSON.
 pub fn view(router: &Router) -> Bytes {
+    let deployments = deployments(router);
+    let healthy = deployments.iter().filter(|d| d.state == "healthy").count();
+    let view = View {
+        routing_strategy: router.policy.strategy.name(),
+        healthy_count: healthy,
+        unhealthy_count: deployments.len() - healthy,
+        deployments,
+    };
+    Bytes::from(serde_json::to_vec(&view).unwrap_or_default())
+}
+
+/// Every deployment's state, read from the routing atomics now.
+pub(crate) fn deployments(router: &Router) -> Vec<Deployment<'_>> {
     let now = now_ms();
     let mut deployments = Vec::new();
     for group in router.models.groups() {
@@ -59,12 +73,5 @@ pub fn view(router: &Router) -> Bytes {
             });
         }
     }
-    let healthy = deployments.iter().filter(|d| d.state == "healthy").count();
-    let view = View {
-        routing_strategy: router.policy.strategy.name(),
-        healthy_count: healthy,
-        unhealthy_count: deployments.len() - healthy,
-        deployments,
-    };
-    Bytes::from(serde_json::to_vec(&view).unwrap_or_default())
+    deployments
 }

@@ -2,7 +2,7 @@
 //! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
 
 mod body;
-mod health;
+pub(crate) mod health;
 pub mod pipeline;
 mod relay;
 pub mod routes;

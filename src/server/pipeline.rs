@@ -135,6 +135,7 @@ where
             ))
             .await
         }
+        Route::Console => Box::pin(crate::console::handle(state, &snap, req)).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -523,36 +524,11 @@ where
         ));
     }
     auth::authorize(snap.master.as_ref(), req.headers())?;
-    let Some(services) = state.store() else {
-        return Err(ApiError::StoreUnavailable);
-    };
     let (parts, body) = req.into_parts();
     let body = read_body(body, &parts.headers, snap.max_body).await?;
-    let before = time::OffsetDateTime::now_utc();
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or("");
-    let answer = crate::admin::handle(&services.store, &parts.method, path, query, &body)
-        .await
-        .unwrap_or_else(|| {
-            Err(ApiError::RouteNotFound {
-                method: parts.method.to_string(),
-                path: path.chars().take(200).collect(),
-            })
-        })?;
-    if parts.method == http::Method::POST {
-        match services.sync.refresh(before).await {
-            Ok(changed) => {
-                if let Some(fleet) = state.fleet() {
-                    for hash in changed {
-                        fleet.publish(&crate::fleet::KeyChange { hash }).await;
-                    }
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "key directory refresh failed; the poll will catch up")
-            }
-        }
-    }
+    let answer = crate::admin::call(state, &parts.method, path, query, &body).await?;
     let bytes = serde_json::to_vec(&answer).map_err(|_| ApiError::Internal("admin answer"))?;
     Ok(json(StatusCode::OK, Bytes::from(bytes)))
 }

@@ -36,6 +36,8 @@ pub enum Route<'a> {
     /// The MCP gateway: `/mcp` (`None`) or `/mcp/{server}` (`crate::mcp`, which decides the
     /// method).
     Mcp(Option<&'a str>),
+    /// The admin console (`/ui` and below): `crate::console`, which routes within.
+    Console,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -73,6 +75,7 @@ impl Route<'_> {
             Self::Cache(op) => op.label(),
             Self::Mcp(None) => "/mcp",
             Self::Mcp(Some(_)) => "/mcp/{server}",
+            Self::Console => "/ui",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
@@ -94,6 +97,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         } else {
             Route::WrongMethod
         };
+    }
+    if path == "/ui" || path.starts_with("/ui/") {
+        return Route::Console;
     }
     let bare = path.strip_prefix("/v1").unwrap_or(path);
     if let Some(op) = crate::files::Op::of(method, bare) {
@@ -186,6 +192,9 @@ mod tests {
         assert_eq!(match_route(&get, "/mcp/github"), Route::Mcp(Some("github")));
         assert_eq!(match_route(&post, "/mcp/a/b"), Route::NotFound);
         assert_eq!(match_route(&post, "/mcpx"), Route::NotFound);
+        assert_eq!(match_route(&get, "/ui"), Route::Console);
+        assert_eq!(match_route(&post, "/ui/keys/new"), Route::Console);
+        assert_eq!(match_route(&get, "/uix"), Route::NotFound);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }
 }

@@ -54,6 +54,8 @@ pub struct Snapshot {
     pub mcp: Option<Arc<crate::mcp::McpGateway>>,
     /// `guardrails:`, when the config has any (the pipeline's only check otherwise).
     pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
+    /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
+    pub console: Option<crate::console::Settings>,
 }
 
 /// Why a config could not be put in service.
@@ -122,6 +124,7 @@ impl Snapshot {
             max_body: config.general.max_request_body_bytes,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
+            console: crate::console::Settings::of(&config.general),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
             guardrails: crate::guardrails::Guardrails::new(&config.guardrails),
             cache: match config.litellm.cache.clone() {

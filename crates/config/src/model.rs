@@ -296,6 +296,14 @@ pub struct GeneralSettings {
     pub max_request_body_bytes: usize,
     /// `proxy_batch_write_at`: seconds between spend-log batch writes.
     pub proxy_batch_write_at: Option<Duration>,
+    /// `disable_admin_ui` (or LiteLLM's `DISABLE_ADMIN_UI` environment variable): no console at
+    /// `/ui`, every path under it a 404.
+    pub disable_admin_ui: bool,
+    /// LiteLLM's `UI_USERNAME` (default `admin`) and `UI_PASSWORD` environment variables: the
+    /// console's admin sign-in. Without a password, the master key is the admin's password.
+    pub ui_username: String,
+    /// `UI_PASSWORD`.
+    pub ui_password: Option<Secret>,
 }
 
 impl Default for GeneralSettings {
@@ -305,6 +313,9 @@ impl Default for GeneralSettings {
             database_url: None,
             max_request_body_bytes: 32 * 1024 * 1024,
             proxy_batch_write_at: None,
+            disable_admin_ui: false,
+            ui_username: "admin".to_owned(),
+            ui_password: None,
         }
     }
 }

@@ -162,6 +162,7 @@ pub(super) struct RawGeneral {
     pub database_url: Option<Scalar>,
     pub max_request_size_mb: Option<Scalar>,
     pub proxy_batch_write_at: Option<Scalar>,
+    pub disable_admin_ui: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -170,6 +171,7 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "database_url",
     "max_request_size_mb",
     "proxy_batch_write_at",
+    "disable_admin_ui",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

@@ -767,4 +767,37 @@ guardrails:
         );
     }
     assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+#[test]
+fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
+    let yaml =
+        |extra: &str| format!("model_list: []\ngeneral_settings:\n  master_key: sk-m\n{extra}");
+    let on = load_str(&yaml(""), &env(&[])).unwrap();
+    assert!(!on.config.general.disable_admin_ui);
+    let off = load_str(&yaml("  disable_admin_ui: true\n"), &env(&[])).unwrap();
+    assert!(off.config.general.disable_admin_ui);
+    let by_env = load_str(&yaml(""), &env(&[("DISABLE_ADMIN_UI", "True")])).unwrap();
+    assert!(by_env.config.general.disable_admin_ui);
+    // The config file wins over the environment.
+    let kept = load_str(
+        &yaml("  disable_admin_ui: false\n"),
+        &env(&[("DISABLE_ADMIN_UI", "true")]),
+    )
+    .unwrap();
+    assert!(!kept.config.general.disable_admin_ui);
+    assert_eq!(on.config.general.ui_username, "admin");
+    assert!(on.config.general.ui_password.is_none());
+    let named = load_str(
+        &yaml(""),
+        &env(&[("UI_USERNAME", "ishaan"), ("UI_PASSWORD", "langchain")]),
+    )
+    .unwrap();
+    assert_eq!(named.config.general.ui_username, "ishaan");
+    assert_eq!(
+        named.config.general.ui_password.unwrap().expose(),
+        "langchain"
+    );
+    let bad = load_str(&yaml("  disable_admin_ui: maybe\n"), &env(&[])).unwrap_err();
+    assert!(errors(bad)
+        .iter()
+        .any(|e| e.contains("general_settings.disable_admin_ui")));
 }

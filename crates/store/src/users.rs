@@ -19,6 +19,8 @@ pub struct UserRow {
     pub user_role: Option<String>,
     /// Default team.
     pub team_id: Option<String>,
+    /// The console sign-in password as an argon2 PHC string; `None`: no password sign-in.
+    pub password_hash: Option<String>,
     /// Budget and limits.
     pub limits: Limits,
     /// Spend and timestamps.
@@ -34,6 +36,7 @@ impl UserRow {
             user_email: None,
             user_role: None,
             team_id: None,
+            password_hash: None,
             limits: Limits::default(),
             accounting: Accounting::new(now),
         }
@@ -44,7 +47,13 @@ impl Entity for UserRow {
     const TABLE: &'static str = "users";
     const ID: &'static str = "user_id";
     const WHAT: &'static str = "user";
-    const OWN: &'static [&'static str] = &["user_alias", "user_email", "user_role", "team_id"];
+    const OWN: &'static [&'static str] = &[
+        "user_alias",
+        "user_email",
+        "user_role",
+        "team_id",
+        "password_hash",
+    ];
 
     fn id(&self) -> &str {
         &self.user_id
@@ -60,6 +69,7 @@ impl Entity for UserRow {
             .bind(self.user_email.clone())
             .bind(self.user_role.clone())
             .bind(self.team_id.clone())
+            .bind(self.password_hash.clone())
     }
     fn decode(row: &AnyRow, limits: Limits, accounting: Accounting) -> Result<Self, StoreError> {
         Ok(Self {
@@ -68,6 +78,7 @@ impl Entity for UserRow {
             user_email: col(row, "user_email")?,
             user_role: col(row, "user_role")?,
             team_id: col(row, "team_id")?,
+            password_hash: col(row, "password_hash")?,
             limits,
             accounting,
         })

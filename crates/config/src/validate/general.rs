@@ -1,6 +1,6 @@
 //! `general_settings`.
 
-use sluice_core::settings::read::{number, seconds, text};
+use sluice_core::settings::read::{boolean, number, seconds, text};
 use sluice_core::settings::{Env, Problems};
 use sluice_core::Secret;
 
@@ -19,6 +19,20 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
             raw.proxy_batch_write_at,
             p,
         ),
+        disable_admin_ui: boolean("general_settings.disable_admin_ui", raw.disable_admin_ui, p)
+            .unwrap_or_else(|| {
+                env.var("DISABLE_ADMIN_UI")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            }),
+        ui_username: env
+            .var("UI_USERNAME")
+            .map(|u| u.trim().to_owned())
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "admin".to_owned()),
+        ui_password: env
+            .var("UI_PASSWORD")
+            .filter(|p| !p.is_empty())
+            .map(Secret::new),
         ..GeneralSettings::default()
     };
     if let Some(mb) = number(

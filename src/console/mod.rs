@@ -1,0 +1,341 @@
+//! The admin console at `/ui`: server-rendered pages (maud) over sluice's own live state (the
+//! routing atomics, the Prometheus counters `/metrics` serves) and its store, read through the
+//! same functions the management API uses. Served by the same binary; no Node toolchain, no
+//! script at all in the pages.
+//!
+//! This file routes: the stylesheet and the sign-in form are open; every other page needs a
+//! session (`session`), and every state change a CSRF token bound to it. Pages live in
+//! `pages/`, the shell and security headers in `layout`, password sign-in in `users`.
+//!
+//! Nothing here is on the inference path: the pipeline reaches this module only for `/ui`.
+
+mod layout;
+mod pages;
+mod session;
+mod users;
+
+pub use session::{Role, Session, Viewer};
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::SET_COOKIE;
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use maud::html;
+
+use crate::server::pipeline::read_body;
+use crate::server::{AppState, ResponseBody, Snapshot};
+use layout::{csrf_field, page, problem, redirect, respond};
+use session::{cookie, over_tls, set_cookie, Keys, LOGIN_COOKIE, SESSION_COOKIE};
+use sluice_core::error::ApiError;
+
+/// The console's settings, from `general_settings` and LiteLLM's environment variables.
+#[derive(Debug)]
+pub struct Settings {
+    /// The admin's user name (`UI_USERNAME`, default `admin`).
+    username: String,
+    /// `UI_PASSWORD`, kept as a digest; `None`: the master key is the admin's password.
+    password: Option<crate::auth::MasterKey>,
+}
+
+impl Settings {
+    /// `None` when `disable_admin_ui` turns the console off.
+    pub fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
+        (!general.disable_admin_ui).then(|| Self {
+            username: general.ui_username.clone(),
+            password: general
+                .ui_password
+                .as_ref()
+                .map(crate::auth::MasterKey::new),
+        })
+    }
+
+    /// Whether `user`/`password` is the admin's sign-in.
+    fn admin(&self, master: &crate::auth::MasterKey, user: &str, password: &str) -> bool {
+        let named = user.is_empty() || user == self.username;
+        named && self.password.as_ref().unwrap_or(master).matches(password)
+    }
+}
+
+/// Largest form the console reads (a playground prompt is the biggest).
+const MAX_FORM: usize = 256 * 1024;
+
+/// Serves one console request. `disable_admin_ui` makes every path a 404.
+pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    req: Request<B>,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let Some(settings) = snap.console.as_ref() else {
+        return Err(ApiError::RouteNotFound {
+            method: req.method().to_string(),
+            path: req.uri().path().chars().take(200).collect(),
+        });
+    };
+    let path = req.uri().path().to_owned();
+    let sub = path.strip_prefix("/ui").unwrap_or_default();
+    let sub = if sub.is_empty() { "/" } else { sub };
+    if let Some(asset) = layout::asset(sub) {
+        return Ok(asset);
+    }
+    let Some(master) = snap.master.as_ref() else {
+        return Ok(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            "The console needs general_settings.master_key: you sign in with it, or as a user \
+             made behind it.",
+        ));
+    };
+    let keys = Keys::new(master);
+    let tls = over_tls(req.headers());
+    let now = unix_now();
+    match (req.method(), sub) {
+        (&Method::GET, "/login") => return Ok(login_page(&keys, tls, StatusCode::OK, None)),
+        (&Method::POST, "/login") => {
+            let (parts, body) = req.into_parts();
+            let body = read_body(body, &parts.headers, MAX_FORM).await?;
+            let admin = |user: &str, password: &str| settings.admin(master, user, password);
+            return Ok(sign_in(state, &admin, &keys, &parts.headers, &body, tls, now).await);
+        }
+        _ => {}
+    }
+    let token = cookie(req.headers(), SESSION_COOKIE)
+        .unwrap_or_default()
+        .to_owned();
+    let token = token.as_str();
+    let session = match keys.verify(token, now) {
+        Some(s) if s.stamp.is_none() || users::still_signed_in(state, &s).await => s,
+        _ => {
+            let mut resp = redirect("/ui/login");
+            if !token.is_empty() {
+                if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls) {
+                    resp.headers_mut().append(SET_COOKIE, c);
+                }
+            }
+            return Ok(resp);
+        }
+    };
+    let viewer = Viewer {
+        csrf: keys.csrf(token),
+        session,
+    };
+    let method = req.method().clone();
+    let answer = if method == Method::POST {
+        let (parts, body) = req.into_parts();
+        let body = read_body(body, &parts.headers, MAX_FORM).await?;
+        let form = Form::parse(&body);
+        if !keys.csrf_ok(token, form.get("csrf").unwrap_or_default()) {
+            return Ok(problem(
+                StatusCode::FORBIDDEN,
+                Some(&viewer),
+                "This form has expired or did not come from this console: reload the page and \
+                 try again.",
+            ));
+        }
+        if sub == "/logout" {
+            let mut resp = redirect("/ui/login");
+            if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls) {
+                resp.headers_mut().append(SET_COOKIE, c);
+            }
+            return Ok(resp);
+        }
+        if !viewer.session.role.may_change() {
+            return Ok(problem(
+                StatusCode::FORBIDDEN,
+                Some(&viewer),
+                &format!(
+                    "The role {} may look but not change anything.",
+                    viewer.session.role.name()
+                ),
+            ));
+        }
+        pages::post(state, snap, &viewer, sub, &form).await
+    } else if method == Method::GET {
+        let query = req.uri().query().unwrap_or_default().to_owned();
+        pages::get(state, snap, &viewer, sub, &Form::parse(query.as_bytes())).await
+    } else {
+        Err(ApiError::MethodNotAllowed(method.to_string()))
+    };
+    Ok(answer.unwrap_or_else(|e| problem(e.status(), Some(&viewer), &e.to_string())))
+}
+
+/// The sign-in form, with a fresh nonce cookie its CSRF token is bound to.
+fn login_page(
+    keys: &Keys,
+    tls: bool,
+    status: StatusCode,
+    error: Option<&str>,
+) -> Response<ResponseBody> {
+    let Some(nonce) = session::nonce() else {
+        return problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            "no OS randomness for the sign-in form",
+        );
+    };
+    let body = html! {
+        div.login {
+            @if let Some(e) = error { p.error { (e) } }
+            form.stack method="post" action="/ui/login" {
+                (csrf_field(&keys.csrf(&login_binding(&nonce))))
+                label for="username" { "User" }
+                input #username name="username" autocomplete="username" placeholder="admin";
+                label for="password" { "Password or master key" }
+                input #password type="password" name="password" autocomplete="current-password" required;
+                button type="submit" { "Sign in" }
+            }
+            p.muted { "Sign in as admin with the master key, or as a user with the password an admin set." }
+        }
+    };
+    let mut resp = respond(status, page("Sign in", None, body));
+    if let Some(c) = set_cookie(LOGIN_COOKIE, &nonce, session::LOGIN_LIFETIME_S, tls) {
+        resp.headers_mut().append(SET_COOKIE, c);
+    }
+    resp
+}
+
+/// What the login form's CSRF token signs.
+fn login_binding(nonce: &str) -> String {
+    format!("login:{nonce}")
+}
+
+/// `POST /ui/login`: the admin (`UI_USERNAME` with `UI_PASSWORD`, or the master key) signs in
+/// as proxy_admin; a user with a password signs in with their role. A wrong password is a 401
+/// with the form again, saying only that.
+async fn sign_in(
+    state: &AppState,
+    admin: &(dyn Fn(&str, &str) -> bool + Sync),
+    keys: &Keys,
+    headers: &http::HeaderMap,
+    body: &[u8],
+    tls: bool,
+    now: u64,
+) -> Response<ResponseBody> {
+    let form = Form::parse(body);
+    let nonce = cookie(headers, LOGIN_COOKIE).unwrap_or_default();
+    if nonce.is_empty()
+        || !keys.csrf_ok(&login_binding(nonce), form.get("csrf").unwrap_or_default())
+    {
+        return problem(
+            StatusCode::FORBIDDEN,
+            None,
+            "This sign-in form has expired or did not come from this console: reload it and try \
+             again.",
+        );
+    }
+    let user = form.get("username").unwrap_or_default().trim();
+    let password = form.get("password").unwrap_or_default();
+    let signed = if admin(user, password) {
+        let name = if user.is_empty() { "admin" } else { user };
+        Some((name.to_owned(), Role::ProxyAdmin, None))
+    } else if user.is_empty() || user.contains('\n') {
+        None
+    } else {
+        users::check_password(state, user, password)
+            .await
+            .map(|(user, role, stamp)| (user, role, Some(stamp)))
+    };
+    let Some((user, role, stamp)) = signed else {
+        return login_page(
+            keys,
+            tls,
+            StatusCode::UNAUTHORIZED,
+            Some("Wrong user or password."),
+        );
+    };
+    let token = keys.issue(&Session {
+        user,
+        role,
+        expires: now + session::LIFETIME_S,
+        stamp,
+    });
+    let mut resp = redirect("/ui/");
+    for c in [
+        set_cookie(SESSION_COOKIE, &token, session::LIFETIME_S, tls),
+        set_cookie(LOGIN_COOKIE, "", 0, tls),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        resp.headers_mut().append(SET_COOKIE, c);
+    }
+    resp
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A form body or query string, decoded once.
+#[derive(Debug, Default)]
+pub(crate) struct Form(Vec<(String, String)>);
+
+impl Form {
+    /// Decodes `application/x-www-form-urlencoded` bytes.
+    pub(crate) fn parse(bytes: &[u8]) -> Self {
+        Self(
+            form_urlencoded::parse(bytes)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+
+    /// A field's value (the first, if repeated).
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A field's value, `None` when absent or blank.
+    pub(crate) fn filled(&self, name: &str) -> Option<&str> {
+        self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::MasterKey;
+    use sluice_core::Secret;
+
+    fn general(user: &str, password: Option<&str>) -> sluice_config::GeneralSettings {
+        sluice_config::GeneralSettings {
+            ui_username: user.to_owned(),
+            ui_password: password.map(|p| Secret::new(p.to_owned())),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_admin_signs_in_with_litellms_ui_username_and_password_or_the_master_key() {
+        let master = MasterKey::new(&Secret::new("sk-master".to_owned()));
+        let plain = Settings::of(&general("admin", None)).unwrap();
+        assert!(plain.admin(&master, "admin", "sk-master"));
+        assert!(plain.admin(&master, "", "sk-master"));
+        assert!(!plain.admin(&master, "someone", "sk-master"));
+        assert!(!plain.admin(&master, "admin", "sk-other"));
+
+        let own = Settings::of(&general("ishaan", Some("langchain"))).unwrap();
+        assert!(own.admin(&master, "ishaan", "langchain"));
+        assert!(
+            !own.admin(&master, "ishaan", "sk-master"),
+            "UI_PASSWORD replaces it"
+        );
+        assert!(!own.admin(&master, "admin", "langchain"));
+
+        let off = sluice_config::GeneralSettings {
+            disable_admin_ui: true,
+            ..Default::default()
+        };
+        assert!(Settings::of(&off).is_none());
+    }
+}

@@ -1,0 +1,277 @@
+//! Virtual keys: the list (an internal user's own only), a form to make one, and block,
+//! unblock, regenerate and delete, each through the management API's own `/key/*` handler.
+
+use http::{Method, Response, StatusCode};
+use maud::{html, Markup};
+use serde_json::{json, Map, Value};
+
+use super::{admin, query, short, team_of, text, usd};
+use crate::console::layout::{self, csrf_field, redirect, respond};
+use crate::console::{Form, Viewer};
+use crate::server::{AppState, ResponseBody};
+use sluice_core::error::ApiError;
+
+/// Keys on one page.
+const PAGE_SIZE: &str = "100";
+
+/// `GET /ui/keys`.
+pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
+    let s = &viewer.session;
+    let page_no = q.filled("page").unwrap_or("1");
+    let mut pairs = vec![
+        ("return_full_object", "true"),
+        ("size", PAGE_SIZE),
+        ("page", page_no),
+    ];
+    if !s.role.sees_all() {
+        pairs.push(("user_id", s.user.as_str()));
+    }
+    let list = admin(
+        state,
+        Method::GET,
+        "/key/list",
+        &query(&pairs),
+        &Value::Null,
+    )
+    .await?;
+    let keys = list["keys"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let may_change = s.role.may_change();
+    Ok(html! {
+        @let current = list["current_page"].as_u64().unwrap_or(1);
+        @let pages = list["total_pages"].as_u64().unwrap_or(1);
+        p.muted {
+            (list["total_count"]) " keys · page " (current) " of " (pages)
+            @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
+            @if current < pages { " · " a href={ "/ui/keys?page=" (current + 1) } { "next" } }
+        }
+        table #keys {
+            thead { tr {
+                th { "Alias" } th { "Key (hash)" } th { "Team" } th { "User" } th { "Models" }
+                th.num { "Spend" } th.num { "Budget" } th.num { "RPM" } th { "Status" }
+                @if may_change { th { "" } }
+            } }
+            tbody {
+                @for k in keys {
+                    @let token = text(k, "token");
+                    tr {
+                        td { (text(k, "key_alias")) }
+                        td.mono title=(token) { (short(&token)) "…" }
+                        td { (text(k, "team_id")) }
+                        td { (text(k, "user_id")) }
+                        td { (models(k)) }
+                        td.num { (usd(k["spend"].as_f64().unwrap_or(0.0))) }
+                        td.num { (k["max_budget"].as_f64().map(usd).unwrap_or_default()) }
+                        td.num { (text(k, "rpm_limit")) }
+                        td { @if k["blocked"] == true { span.error { "blocked" } } @else { "active" } }
+                        @if may_change {
+                            td {
+                                @let blocked = k["blocked"] == true;
+                                (action(viewer, if blocked { "unblock" } else { "block" }, &token, "quiet"))
+                                (action(viewer, "regenerate", &token, "quiet"))
+                                (action(viewer, "delete", &token, "danger"))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if may_change {
+            h2 { "New key" }
+            form.stack method="post" action="/ui/keys/new" {
+                (csrf_field(&viewer.csrf))
+                @for (name, label, hint) in NEW_KEY_FIELDS {
+                    @if s.role.sees_all() || !matches!(*name, "team_id" | "user_id") {
+                        label for=(name) { (label) }
+                        input id=(name) name=(name) placeholder=(hint);
+                    }
+                }
+                button type="submit" { "Create key" }
+            }
+        }
+    })
+}
+
+/// The new-key form's fields: name (as `/key/generate` names it), label, hint. Team and user
+/// are for admins; an internal user's keys are always their own.
+const NEW_KEY_FIELDS: &[(&str, &str, &str)] = &[
+    ("key_alias", "Alias", "billing-service"),
+    ("team_id", "Team", ""),
+    ("user_id", "User", ""),
+    ("models", "Models", "comma-separated; empty for all"),
+    ("max_budget", "Budget (USD)", "no budget"),
+    ("budget_duration", "Budget period", "30d"),
+    ("rpm_limit", "Requests per minute", "no limit"),
+    ("tpm_limit", "Tokens per minute", "no limit"),
+    ("duration", "Expires after", "never; or 30d, 12h"),
+];
+
+fn models(k: &Value) -> String {
+    match k["models"].as_array() {
+        Some(m) if !m.is_empty() => m
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "all".to_owned(),
+    }
+}
+
+/// One key's action button: a form of its own, with the CSRF token.
+fn action(viewer: &Viewer, what: &str, token: &str, class: &str) -> Markup {
+    html! {
+        form.inline method="post" action={ "/ui/keys/" (what) } {
+            (csrf_field(&viewer.csrf))
+            input type="hidden" name="key" value=(token);
+            button class=(class) type="submit" { (what) }
+        }
+    }
+}
+
+/// `POST /ui/keys/{new,block,unblock,regenerate,delete}`.
+pub(super) async fn act(
+    state: &AppState,
+    viewer: &Viewer,
+    action: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    if action == "new" {
+        return create(state, viewer, form).await;
+    }
+    let key = form.filled("key").ok_or(ApiError::MissingParam("key"))?;
+    if !viewer.session.role.sees_all() {
+        own_key(state, viewer, key).await?;
+    }
+    match action {
+        "block" | "unblock" => {
+            let path = if action == "block" {
+                "/key/block"
+            } else {
+                "/key/unblock"
+            };
+            admin(state, Method::POST, path, "", &json!({ "key": key })).await?;
+        }
+        "delete" => {
+            admin(
+                state,
+                Method::POST,
+                "/key/delete",
+                "",
+                &json!({ "keys": [key] }),
+            )
+            .await?;
+        }
+        "regenerate" => {
+            let made = admin(
+                state,
+                Method::POST,
+                "/key/regenerate",
+                "",
+                &json!({ "key": key }),
+            )
+            .await?;
+            return Ok(issued(viewer, "Key regenerated", &made));
+        }
+        _ => {
+            return Err(ApiError::RouteNotFound {
+                method: "POST".into(),
+                path: "/ui/keys/…".into(),
+            })
+        }
+    }
+    Ok(redirect("/ui/keys"))
+}
+
+/// An internal user may act only on their own keys.
+async fn own_key(state: &AppState, viewer: &Viewer, key: &str) -> Result<(), ApiError> {
+    let info = admin(
+        state,
+        Method::GET,
+        "/key/info",
+        &query(&[("key", key)]),
+        &Value::Null,
+    )
+    .await?;
+    if info["info"]["user_id"].as_str() == Some(viewer.session.user.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound {
+            what: "key",
+            id: String::new(),
+        })
+    }
+}
+
+/// Makes a key from the form through `/key/generate`; an internal user's key is theirs and
+/// their team's, whatever the form says.
+async fn create(
+    state: &AppState,
+    viewer: &Viewer,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let mut body = Map::new();
+    for field in ["key_alias", "duration", "budget_duration"] {
+        if let Some(v) = form.filled(field) {
+            body.insert(field.into(), v.into());
+        }
+    }
+    if viewer.session.role.sees_all() {
+        for field in ["team_id", "user_id"] {
+            if let Some(v) = form.filled(field) {
+                body.insert(field.into(), v.into());
+            }
+        }
+    } else {
+        body.insert("user_id".into(), viewer.session.user.clone().into());
+        if let Some(team) = team_of(state, &viewer.session.user).await? {
+            body.insert("team_id".into(), team.into());
+        }
+    }
+    if let Some(m) = form.filled("models") {
+        let list: Vec<Value> = m
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(Value::from)
+            .collect();
+        body.insert("models".into(), Value::Array(list));
+    }
+    if let Some(b) = form.filled("max_budget") {
+        let n: f64 = b.parse().map_err(|_| ApiError::InvalidParam {
+            param: "max_budget",
+            message: format!("`{b}` is not a number"),
+        })?;
+        body.insert("max_budget".into(), n.into());
+    }
+    for (field, name) in [("rpm_limit", "rpm_limit"), ("tpm_limit", "tpm_limit")] {
+        if let Some(v) = form.filled(field) {
+            let n: u64 = v.parse().map_err(|_| ApiError::InvalidParam {
+                param: name,
+                message: format!("`{v}` is not a whole number"),
+            })?;
+            body.insert(field.into(), n.into());
+        }
+    }
+    let made = admin(
+        state,
+        Method::POST,
+        "/key/generate",
+        "",
+        &Value::Object(body),
+    )
+    .await?;
+    Ok(issued(viewer, "Key created", &made))
+}
+
+/// The page that shows a new key's plaintext, the one time it is shown.
+fn issued(viewer: &Viewer, title: &str, made: &Value) -> Response<ResponseBody> {
+    let body = html! {
+        p { "Copy the key now: sluice keeps only its hash and will not show it again." }
+        p.secret.mono #new-key { (text(made, "key")) }
+        p { "Alias: " (text(made, "key_alias")) " · hash " span.mono { (text(made, "token")) } }
+        p { a href="/ui/keys" { "Back to keys" } }
+    };
+    respond(StatusCode::OK, layout::page(title, Some(viewer), body))
+}

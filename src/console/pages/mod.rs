@@ -1,0 +1,123 @@
+//! The console's pages, one file each, and the small helpers they share. Every page reads
+//! through `crate::admin::call` (the management API's own handlers) or the live routing and
+//! metrics state; none keeps data of its own.
+
+mod keys;
+mod logs;
+mod models;
+mod overview;
+mod people;
+mod playground;
+mod spend;
+
+use http::{Method, Response, StatusCode};
+use serde_json::Value;
+
+use super::layout::{page, respond};
+use super::{Form, Viewer};
+use crate::server::{AppState, ResponseBody, Snapshot};
+use sluice_core::error::ApiError;
+
+/// A `GET` page.
+pub(super) async fn get(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    sub: &str,
+    query: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let (title, body) = match sub {
+        "/" => ("Overview", overview::page(state, snap, viewer).await?),
+        "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
+        "/models" => ("Models and deployments", models::page(snap)),
+        "/spend" => ("Spend", spend::page(state, viewer, query).await?),
+        "/logs" => ("Request logs", logs::page(state, viewer, query).await?),
+        "/playground" => ("Playground", playground::page_get(snap, viewer)),
+        "/teams" if viewer.session.role.sees_all() => ("Teams", people::teams(state).await?),
+        "/users" if viewer.session.role.sees_all() => ("Users", people::users(state).await?),
+        _ => return Err(not_found("GET", sub)),
+    };
+    Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
+}
+
+/// A form post (CSRF and role already checked).
+pub(super) async fn post(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    if sub == "/playground" {
+        return playground::send(state, snap, viewer, form).await;
+    }
+    match sub.strip_prefix("/keys/") {
+        Some(action) => keys::act(state, viewer, action, form).await,
+        None => Err(not_found("POST", sub)),
+    }
+}
+
+fn not_found(method: &str, sub: &str) -> ApiError {
+    ApiError::RouteNotFound {
+        method: method.to_owned(),
+        path: format!("/ui{}", sub.chars().take(200).collect::<String>()),
+    }
+}
+
+/// A management API call made for the console (GET with a query, POST with a JSON body).
+async fn admin(
+    state: &AppState,
+    method: Method,
+    path: &str,
+    query: &str,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(body).map_err(|_| ApiError::Internal("console request"))?
+    };
+    crate::admin::call(state, &method, path, query, &bytes).await
+}
+
+/// A query string from pairs, each value encoded.
+fn query(pairs: &[(&str, &str)]) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        q.append_pair(k, v);
+    }
+    q.finish()
+}
+
+/// A JSON field as display text ("" for null).
+fn text(v: &Value, field: &str) -> String {
+    match &v[field] {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// USD as the console shows it.
+fn usd(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("${v:.6}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// The team of a user, from their record (internal users see their team's usage).
+async fn team_of(state: &AppState, user: &str) -> Result<Option<String>, ApiError> {
+    let q = query(&[("user_id", user)]);
+    match admin(state, Method::GET, "/user/info", &q, &Value::Null).await {
+        Ok(v) => Ok(v["user_info"]["team_id"].as_str().map(str::to_owned)),
+        Err(ApiError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A short key hash for tables.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}

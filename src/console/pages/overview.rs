@@ -1,0 +1,201 @@
+//! The overview: requests and errors from the Prometheus counters `/metrics` serves (the page
+//! renders the same exposition and sums it, so the two cannot disagree), the deployments' live
+//! health, and today's spend from the store's daily rollups (what `/spend/daily` reads).
+
+use std::collections::BTreeMap;
+
+use http::Method;
+use maud::{html, Markup};
+use serde_json::Value;
+
+use super::{admin, query, usd};
+use crate::console::Viewer;
+use crate::server::health::deployments;
+use crate::server::{AppState, Snapshot};
+use sluice_core::error::ApiError;
+
+/// Requests summed from `sluice_requests_total`.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Counts {
+    /// Requests that named a model group (inference, pass-through, files, realtime).
+    pub total: u64,
+    /// Of which answered with a 4xx or 5xx, or cut.
+    pub errors: u64,
+    /// Requests to model routes refused before a model group was known (no or a wrong key,
+    /// a bad body); the console's own pages, health and management calls are not counted.
+    pub refused: u64,
+    /// Per model group: requests and errors.
+    pub by_model: BTreeMap<String, (u64, u64)>,
+}
+
+/// Sums the request counter of a Prometheus exposition.
+pub(super) fn counts(exposition: &str) -> Counts {
+    let mut c = Counts::default();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix("sluice_requests_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let n = value.trim().parse::<f64>().unwrap_or(0.0) as u64;
+        let label = |name: &str| label(labels, name).unwrap_or_default();
+        let failed = matches!(label("status_class").as_str(), "4xx" | "5xx")
+            || !label("error").is_empty()
+            || label("outcome") == "upstream_cut";
+        let model = label("model");
+        if model.is_empty() {
+            if failed && label("route").starts_with("/v1/") {
+                c.refused += n;
+            }
+            continue;
+        }
+        let e = if failed { n } else { 0 };
+        c.total += n;
+        c.errors += e;
+        let m = c.by_model.entry(model).or_default();
+        m.0 += n;
+        m.1 += e;
+    }
+    c
+}
+
+/// One label's value in `a="x",b="y\"z"` (escapes undone).
+fn label(labels: &str, name: &str) -> Option<String> {
+    let mut rest = labels;
+    loop {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, ch)) = chars.next() {
+            match ch {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                other => value.push(other),
+            }
+        }
+        if key.trim_start_matches(',') == name {
+            return Some(value);
+        }
+        rest = after.get(end..)?;
+    }
+}
+
+/// Today's spend (UTC) a viewer may see: everyone's for admins, their team's for others.
+async fn today_spend(state: &AppState, viewer: &Viewer, today: &str) -> Result<f64, ApiError> {
+    let sees_all = viewer.session.role.sees_all();
+    let daily = admin(
+        state,
+        Method::GET,
+        "/spend/daily",
+        &query(&[("start_date", today), ("end_date", today)]),
+        &Value::Null,
+    )
+    .await?;
+    let team = if sees_all {
+        None
+    } else {
+        super::team_of(state, &viewer.session.user).await?
+    };
+    Ok(daily
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
+        .filter_map(|r| r["spend"].as_f64())
+        .sum())
+}
+
+/// `GET /ui/`.
+pub(super) async fn page(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+) -> Result<Markup, ApiError> {
+    let deps = deployments(&snap.router);
+    let healthy = deps.iter().filter(|d| d.state == "healthy").count();
+    let sees_all = viewer.session.role.sees_all();
+    let counts = sees_all.then(|| {
+        let recorder = state.recorder();
+        counts(
+            &recorder
+                .metrics()
+                .render(&snap.router, recorder.queue_depth()),
+        )
+    });
+    let today = time::OffsetDateTime::now_utc().date().to_string();
+    // The store may be down; the live figures above do not need it, so the page still shows.
+    let spend = today_spend(state, viewer, &today).await.ok();
+    Ok(html! {
+        div.cards {
+            @if let Some(c) = &counts {
+                div.card { div.label { "Model requests (since start)" } div.value #requests { (c.total) } }
+                div.card { div.label { "Failed" } div.value #errors { (c.errors) } }
+                div.card { div.label { "Refused before a model" } div.value #refused { (c.refused) } }
+            }
+            div.card { div.label { @if sees_all { "Spend today (UTC)" } @else { "Your team's spend today" } } div.value #spend {
+                @if let Some(s) = spend { (usd(s)) } @else { span.muted { "database unavailable" } }
+            } }
+            div.card { div.label { "Deployments healthy" } div.value { (healthy) " / " (deps.len()) } }
+        }
+        @if let Some(c) = &counts {
+            h2 { "By model group" }
+            table {
+                thead { tr { th { "Model group" } th.num { "Requests" } th.num { "Errors" } } }
+                tbody {
+                    @for (model, (n, e)) in &c.by_model {
+                        tr { td { (model) } td.num { (n) } td.num { (e) } }
+                    }
+                }
+            }
+            p.muted { "Counted by this instance since it started, from the counters /metrics exports." }
+        }
+        @let cooling: Vec<_> = deps.iter().filter(|d| d.state != "healthy").collect();
+        @if !cooling.is_empty() {
+            h2 { "Not healthy" }
+            ul {
+                @for d in cooling {
+                    li { (d.model_name) " · " span.mono { (d.model_id) } " · " span class={ "state-" (d.state) } { (d.state) } }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_the_request_counter_by_model_and_failure() {
+        let text = "# TYPE sluice_requests counter\n\
+sluice_requests_total{route=\"/v1/chat/completions\",model=\"a\",deployment=\"d\",provider=\"openai\",status_class=\"2xx\",outcome=\"done\",error=\"\"} 3\n\
+sluice_requests_total{route=\"/v1/chat/completions\",model=\"a\",deployment=\"d\",provider=\"openai\",status_class=\"5xx\",outcome=\"done\",error=\"upstream\"} 2\n\
+sluice_requests_total{route=\"/health\",model=\"\",deployment=\"\",provider=\"\",status_class=\"2xx\",outcome=\"done\",error=\"\"} 1\n\
+sluice_requests_total{route=\"/v1/chat/completions\",model=\"\",deployment=\"\",provider=\"\",status_class=\"4xx\",outcome=\"done\",error=\"invalid_api_key\"} 4\n\
+sluice_requests_total{route=\"/ui\",model=\"\",deployment=\"\",provider=\"\",status_class=\"4xx\",outcome=\"done\",error=\"\"} 7\n\
+sluice_requests_created{route=\"x\"} 12.5\n";
+        let c = counts(text);
+        assert_eq!(c.total, 5);
+        assert_eq!(c.errors, 2);
+        assert_eq!(c.refused, 4);
+        assert_eq!(c.by_model.get("a"), Some(&(5, 2)));
+        assert_eq!(c.by_model.len(), 1);
+    }
+
+    #[test]
+    fn label_values_are_unescaped() {
+        assert_eq!(label(r#"a="x\"y",b="z""#, "b").as_deref(), Some("z"));
+        assert_eq!(label(r#"a="x\"y",b="z""#, "a").as_deref(), Some("x\"y"));
+        assert_eq!(label(r#"a="x""#, "c"), None);
+    }
+}

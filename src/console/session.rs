@@ -1,0 +1,275 @@
+//! Who is signed in, kept in the browser rather than in a table: a session token is the user,
+//! their role and an expiry, signed with HMAC-SHA256 under a key derived from the master key.
+//! Every instance of a fleet derives the same key, so a session works on whichever instance a
+//! request lands; changing the master key signs everyone out.
+//!
+//! CSRF: every form carries a token that is the HMAC (under a second derived key) of the
+//! session token it was rendered for, checked on every state change. Before sign-in, the
+//! login form's token is bound the same way to a random nonce in a short-lived cookie.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use http::header::{HeaderValue, COOKIE};
+use http::HeaderMap;
+use ring::hmac;
+
+use crate::auth::MasterKey;
+
+/// The session cookie.
+pub(super) const SESSION_COOKIE: &str = "sluice_session";
+/// The login form's nonce cookie.
+pub(super) const LOGIN_COOKIE: &str = "sluice_login";
+/// How long a sign-in lasts.
+pub(super) const LIFETIME_S: u64 = 12 * 3600;
+/// How long a login form stays valid.
+pub(super) const LOGIN_LIFETIME_S: u64 = 3600;
+
+/// LiteLLM's proxy roles, as the console grants them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Everything (the master key signs in as this).
+    ProxyAdmin,
+    /// Sees everything, changes nothing.
+    ProxyAdminViewer,
+    /// Their own keys and their team's usage; may make and manage their own keys.
+    InternalUser,
+    /// Their own keys and their team's usage, read only.
+    InternalUserViewer,
+}
+
+impl Role {
+    /// LiteLLM's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ProxyAdmin => "proxy_admin",
+            Self::ProxyAdminViewer => "proxy_admin_viewer",
+            Self::InternalUser => "internal_user",
+            Self::InternalUserViewer => "internal_user_viewer",
+        }
+    }
+
+    /// The role LiteLLM's name stands for.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::ProxyAdmin,
+            Self::ProxyAdminViewer,
+            Self::InternalUser,
+            Self::InternalUserViewer,
+        ]
+        .into_iter()
+        .find(|r| r.name() == name)
+    }
+
+    /// Sees the whole gateway (every key, team, user and log), not only their own.
+    pub fn sees_all(self) -> bool {
+        matches!(self, Self::ProxyAdmin | Self::ProxyAdminViewer)
+    }
+
+    /// May change anything (make, block, delete keys).
+    pub fn may_change(self) -> bool {
+        matches!(self, Self::ProxyAdmin | Self::InternalUser)
+    }
+}
+
+/// A verified sign-in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The user id (`admin` for the master key).
+    pub user: String,
+    /// What they may do.
+    pub role: Role,
+    /// Unix seconds after which the token is refused.
+    pub expires: u64,
+    /// For a stored user, a digest of their password hash when they signed in ([`stamp`]):
+    /// each page checks it against the store, so a new password, a removed one, a changed
+    /// role or a deleted user ends their sessions at once. `None`: the master key.
+    pub stamp: Option<String>,
+}
+
+/// The stamp of a password hash: 16 hex digits of its SHA-256, enough to notice a change
+/// without putting the hash itself in the cookie.
+pub(super) fn stamp(password_hash: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(password_hash.as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The signed-in user of one request and the CSRF token their forms carry.
+#[derive(Debug)]
+pub struct Viewer {
+    /// Who.
+    pub session: Session,
+    /// The token bound to their session.
+    pub csrf: String,
+}
+
+/// The signing keys, derived from the master key per request (two HMACs: cheaper than a
+/// console page's smallest database read, and nothing to keep in the snapshot).
+pub(super) struct Keys {
+    session: hmac::Key,
+    csrf: hmac::Key,
+}
+
+impl Keys {
+    /// The keys for this master key.
+    pub(super) fn new(master: &MasterKey) -> Self {
+        Self {
+            session: hmac::Key::new(
+                hmac::HMAC_SHA256,
+                &master.derive(b"sluice console session v1"),
+            ),
+            csrf: hmac::Key::new(hmac::HMAC_SHA256, &master.derive(b"sluice console csrf v1")),
+        }
+    }
+
+    /// The signed token for a session: `base64(user \n role \n expires \n stamp) . base64(mac)`.
+    pub(super) fn issue(&self, s: &Session) -> String {
+        let payload = format!(
+            "{}\n{}\n{}\n{}",
+            s.user,
+            s.role.name(),
+            s.expires,
+            s.stamp.as_deref().unwrap_or_default()
+        );
+        let mac = hmac::sign(&self.session, payload.as_bytes());
+        format!("{}.{}", B64.encode(payload), B64.encode(mac.as_ref()))
+    }
+
+    /// The session a token stands for, if its signature holds and it has not expired.
+    pub(super) fn verify(&self, token: &str, now: u64) -> Option<Session> {
+        let (payload, mac) = token.split_once('.')?;
+        let payload = B64.decode(payload).ok()?;
+        let mac = B64.decode(mac).ok()?;
+        hmac::verify(&self.session, &payload, &mac).ok()?;
+        let text = std::str::from_utf8(&payload).ok()?;
+        let mut parts = text.split('\n');
+        let (user, role, expires, stamp) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let session = Session {
+            user: user.to_owned(),
+            role: Role::parse(role)?,
+            expires: expires.parse().ok()?,
+            stamp: (!stamp.is_empty()).then(|| stamp.to_owned()),
+        };
+        (parts.next().is_none() && session.expires > now).then_some(session)
+    }
+
+    /// The CSRF token for forms rendered for `bound_to` (a session token, or a login nonce).
+    pub(super) fn csrf(&self, bound_to: &str) -> String {
+        B64.encode(hmac::sign(&self.csrf, bound_to.as_bytes()).as_ref())
+    }
+
+    /// Whether `given` is the CSRF token for `bound_to`, in constant time.
+    pub(super) fn csrf_ok(&self, bound_to: &str, given: &str) -> bool {
+        B64.decode(given)
+            .is_ok_and(|mac| hmac::verify(&self.csrf, bound_to.as_bytes(), &mac).is_ok())
+    }
+}
+
+/// A fresh login nonce from the OS's CSPRNG.
+pub(super) fn nonce() -> Option<String> {
+    let mut bytes = [0u8; 24];
+    getrandom::getrandom(&mut bytes).ok()?;
+    Some(B64.encode(bytes))
+}
+
+/// One cookie's value from the request's `Cookie` headers.
+pub(super) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Whether the browser reached sluice over TLS: sluice serves plain HTTP, so TLS ends at a
+/// proxy in front, which says so in `X-Forwarded-Proto`. A client that sets it on plain HTTP
+/// only makes its own cookie stricter.
+pub(super) fn over_tls(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+}
+
+/// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, scoped to `/ui`, `Secure` over TLS;
+/// `max_age` 0 removes the cookie.
+pub(super) fn set_cookie(name: &str, value: &str, max_age: u64, tls: bool) -> Option<HeaderValue> {
+    let secure = if tls { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/ui; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+    ))
+    .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::Secret;
+
+    fn keys(master: &str) -> Keys {
+        Keys::new(&MasterKey::new(&Secret::new(master.to_owned())))
+    }
+
+    fn session(expires: u64) -> Session {
+        Session {
+            user: "alice".into(),
+            role: Role::InternalUser,
+            expires,
+            stamp: Some("0123456789abcdef".into()),
+        }
+    }
+
+    #[test]
+    fn a_token_round_trips_until_it_expires() {
+        let k = keys("sk-master");
+        let token = k.issue(&session(100));
+        assert_eq!(k.verify(&token, 99), Some(session(100)));
+        assert_eq!(k.verify(&token, 100), None);
+    }
+
+    #[test]
+    fn a_token_from_another_master_key_or_edited_is_refused() {
+        let token = keys("sk-master").issue(&session(100));
+        assert_eq!(keys("sk-other").verify(&token, 0), None);
+        let (payload, mac) = token.split_once('.').unwrap();
+        let forged = B64.encode("alice\nproxy_admin\n100\n0123456789abcdef");
+        assert_eq!(
+            keys("sk-master").verify(&format!("{forged}.{mac}"), 0),
+            None
+        );
+        assert!(keys("sk-master")
+            .verify(&format!("{payload}.{mac}"), 0)
+            .is_some());
+    }
+
+    #[test]
+    fn csrf_tokens_are_bound_to_their_session() {
+        let k = keys("sk-master");
+        let t = k.csrf("session-a");
+        assert!(k.csrf_ok("session-a", &t));
+        assert!(!k.csrf_ok("session-b", &t));
+        assert!(!k.csrf_ok("session-a", ""));
+        assert!(!keys("sk-other").csrf_ok("session-a", &t));
+    }
+
+    #[test]
+    fn cookies_are_read_from_any_cookie_header() {
+        let mut h = HeaderMap::new();
+        h.append(COOKIE, HeaderValue::from_static("a=1; sluice_session=tok"));
+        assert_eq!(cookie(&h, SESSION_COOKIE), Some("tok"));
+        assert_eq!(cookie(&h, "b"), None);
+    }
+
+    #[test]
+    fn cookies_are_strict_and_secure_over_tls() {
+        let c = set_cookie("n", "v", 5, true).unwrap();
+        let c = c.to_str().unwrap();
+        assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Secure"));
+        let plain = set_cookie("n", "v", 5, false).unwrap();
+        assert!(!plain.to_str().unwrap().contains("Secure"));
+    }
+}

@@ -1,0 +1,68 @@
+//! Password sign-in for the users an admin made (`/user/new` with `password`): the password is
+//! checked against its argon2 hash in the store, and the user's LiteLLM role becomes the
+//! session's. A user without a console role (`team`, `customer`, none) cannot sign in.
+
+use std::sync::OnceLock;
+
+use super::session::{stamp, Role, Session};
+use crate::server::AppState;
+
+/// A hash checked when there is no real one (no such user, no password), so that a wrong user
+/// name takes as long as a wrong password and sign-in does not tell which users exist.
+fn stand_in() -> &'static str {
+    static HASH: OnceLock<String> = OnceLock::new();
+    HASH.get_or_init(|| {
+        crate::auth::password::hash("no user has this password").unwrap_or_default()
+    })
+}
+
+/// The user id, role and password stamp for a correct password; `None` for anything else (no such user, no
+/// password set, a wrong one, no store), so the caller says only "wrong user or password".
+/// argon2's work runs on a blocking thread, off the request workers.
+pub(super) async fn check_password(
+    state: &AppState,
+    user: &str,
+    password: &str,
+) -> Option<(String, Role, String)> {
+    let row = match state.store()?.store.user(user).await {
+        Ok(row) => row,
+        Err(e) => {
+            tracing::warn!(error = %e, "console sign-in: store error");
+            return None;
+        }
+    };
+    let signer = row.as_ref().and_then(|r| {
+        let role = Role::parse(r.user_role.as_deref()?)?;
+        Some((r.user_id.clone(), role, r.password_hash.clone()?))
+    });
+    let stored = signer
+        .as_ref()
+        .map_or_else(|| stand_in().to_owned(), |(_, _, h)| h.clone());
+    let password = password.to_owned();
+    let ok = tokio::task::spawn_blocking(move || crate::auth::password::verify(&password, &stored))
+        .await
+        .unwrap_or(false);
+    signer
+        .filter(|_| ok)
+        .map(|(id, role, hash)| (id, role, stamp(&hash)))
+}
+
+/// Whether a stored user's session still holds: the user exists, with the same role and the
+/// password they signed in with. One read by primary key per page (pages read the store
+/// anyway); a store that does not answer signs the page out rather than trusting a stale role.
+pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
+    let Some(services) = state.store() else {
+        return false;
+    };
+    match services.store.user(&s.user).await {
+        Ok(Some(row)) => {
+            row.user_role.as_deref().and_then(Role::parse) == Some(s.role)
+                && row.password_hash.as_deref().map(stamp) == s.stamp
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "console session check: store error");
+            false
+        }
+    }
+}

@@ -1,0 +1,755 @@
+//! The admin console at `/ui`, end to end against the in-process gateway with its SQLite store:
+//! sign-in, session cookie attributes, CSRF refusals, keys made and changed from forms and seen
+//! through the management API, escaping, the Content-Security-Policy, and `disable_admin_ui`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+const MASTER: &str = "sk-master-console";
+
+fn config(extra: &str) -> String {
+    format!(
+        r#"
+model_list:
+  - model_name: cheap
+    litellm_params:
+      model: mock/cheap
+      input_cost_per_token: 0.000001
+      output_cost_per_token: 0.000002
+general_settings:
+  master_key: {MASTER}
+  proxy_batch_write_at: 0.2
+{extra}"#
+    )
+}
+
+/// A browser's cookie jar for one test: the cookies the console set, sent back as a browser
+/// would.
+#[derive(Default)]
+struct Browser {
+    cookies: Vec<(String, String)>,
+}
+
+impl Browser {
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn keep(&mut self, a: &Answer) {
+        for v in a.headers.get_all("set-cookie") {
+            let v = v.to_str().unwrap();
+            let (pair, _) = v.split_once(';').unwrap_or((v, ""));
+            let (k, val) = pair.split_once('=').unwrap();
+            self.cookies.retain(|(n, _)| n != k);
+            if !v.contains("Max-Age=0") {
+                self.cookies.push((k.to_owned(), val.to_owned()));
+            }
+        }
+    }
+
+    async fn get(&mut self, gw: &Gateway, path: &str) -> Answer {
+        let cookie = self.cookie_header();
+        let a = send("GET", &gw.url(path), "", &[("cookie", &cookie)]).await;
+        self.keep(&a);
+        a
+    }
+
+    async fn post(&mut self, gw: &Gateway, path: &str, form: &[(&str, &str)]) -> Answer {
+        let cookie = self.cookie_header();
+        let mut body = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in form {
+            body.append_pair(k, v);
+        }
+        let a = send(
+            "POST",
+            &gw.url(path),
+            body.finish(),
+            &[
+                ("cookie", &cookie),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+        )
+        .await;
+        self.keep(&a);
+        a
+    }
+
+    /// Signs in through the form; returns the answer to the form post.
+    async fn sign_in(&mut self, gw: &Gateway, user: &str, password: &str) -> Answer {
+        let form = self.get(gw, "/ui/login").await;
+        assert_eq!(form.status, 200);
+        let csrf = csrf_of(&form.text());
+        self.post(
+            gw,
+            "/ui/login",
+            &[("csrf", &csrf), ("username", user), ("password", password)],
+        )
+        .await
+    }
+}
+
+/// The CSRF token of the first form on a page.
+fn csrf_of(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).expect("a CSRF field");
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+async fn admin(gw: &Gateway, method: &str, path: &str, body: Value) -> Answer {
+    let auth = format!("Bearer {MASTER}");
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    send(
+        method,
+        &gw.url(path),
+        body,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn sign_in_with_the_master_key_sets_a_strict_session_cookie() {
+    let gw = gateway(&config("")).await;
+    let mut b = Browser::default();
+    // Not signed in: every page sends the browser to the sign-in form.
+    let before = b.get(&gw, "/ui/keys").await;
+    assert_eq!(before.status, 303);
+    assert_eq!(before.header("location"), Some("/ui/login"));
+
+    let wrong = b.sign_in(&gw, "admin", "sk-not-it").await;
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.text().contains("Wrong user or password"));
+    assert!(!b.cookies.iter().any(|(k, _)| k == "sluice_session"));
+
+    let ok = b.sign_in(&gw, "", MASTER).await;
+    assert_eq!(ok.status, 303, "{}", ok.text());
+    let cookie = ok
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("sluice_session="))
+        .expect("a session cookie");
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+        assert!(cookie.contains(attr), "{cookie} lacks {attr}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: {cookie}");
+    assert!(
+        !cookie.contains(MASTER),
+        "the master key is not in the cookie"
+    );
+
+    let page = b.get(&gw, "/ui/").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("proxy_admin"));
+
+    // Behind a TLS-terminating proxy the cookie is Secure.
+    let mut tls = Browser::default();
+    let form = tls.get(&gw, "/ui/login").await;
+    let csrf = csrf_of(&form.text());
+    let cookie = tls.cookie_header();
+    let mut body = form_urlencoded::Serializer::new(String::new());
+    body.append_pair("csrf", &csrf)
+        .append_pair("password", MASTER);
+    let a = send(
+        "POST",
+        &gw.url("/ui/login"),
+        body.finish(),
+        &[
+            ("cookie", &cookie),
+            ("x-forwarded-proto", "https"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 303);
+    assert!(a.headers.get_all("set-cookie").iter().any(|c| c
+        .to_str()
+        .unwrap()
+        .starts_with("sluice_session=")
+        && c.to_str().unwrap().contains("; Secure")));
+
+    // Signing out ends the session.
+    let page = b.get(&gw, "/ui/keys").await;
+    let out = b
+        .post(&gw, "/ui/logout", &[("csrf", &csrf_of(&page.text()))])
+        .await;
+    assert_eq!(out.status, 303);
+    assert_eq!(b.get(&gw, "/ui/keys").await.status, 303);
+}
+
+#[tokio::test]
+async fn a_forged_session_or_a_login_without_its_form_is_refused() {
+    let gw = gateway(&config("")).await;
+    let forged = send(
+        "GET",
+        &gw.url("/ui/keys"),
+        "",
+        &[(
+            "cookie",
+            "sluice_session=YWRtaW4KcHJveHlfYWRtaW4KOTk5OTk5OTk5OTk.AAAA",
+        )],
+    )
+    .await;
+    assert_eq!(forged.status, 303);
+    // A login post that did not come from the form (no nonce cookie, no token): 403.
+    let a = send(
+        "POST",
+        &gw.url("/ui/login"),
+        format!("password={MASTER}"),
+        &[("content-type", "application/x-www-form-urlencoded")],
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert!(!a
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .any(|c| c.to_str().unwrap().starts_with("sluice_session=")));
+}
+
+#[tokio::test]
+async fn state_changes_need_the_sessions_csrf_token() {
+    let gw = gateway(&config("")).await;
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "admin", MASTER).await.status, 303);
+    let none = b
+        .post(&gw, "/ui/keys/new", &[("key_alias", "no-token")])
+        .await;
+    assert_eq!(none.status, 403, "{}", none.text());
+    let wrong = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[
+                ("csrf", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+                ("key_alias", "bad-token"),
+            ],
+        )
+        .await;
+    assert_eq!(wrong.status, 403);
+    // Another session's token does not do either.
+    let mut other = Browser::default();
+    other.sign_in(&gw, "admin", MASTER).await;
+    let page = other.get(&gw, "/ui/keys").await;
+    let others = csrf_of(&page.text());
+    // Same user, same second: the two sessions' tokens may coincide; make the first session
+    // older by signing it in again later only if they differ.
+    let mine = csrf_of(&b.get(&gw, "/ui/keys").await.text());
+    if others != mine {
+        let cross = b
+            .post(
+                &gw,
+                "/ui/keys/new",
+                &[("csrf", &others), ("key_alias", "cross")],
+            )
+            .await;
+        assert_eq!(cross.status, 403);
+    }
+    for alias in ["no-token", "bad-token", "cross"] {
+        let found = admin(
+            &gw,
+            "GET",
+            &format!("/key/list?key_alias={alias}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(found.json()["total_count"], 0, "{alias} was made");
+    }
+}
+
+#[tokio::test]
+async fn a_key_made_in_the_console_exists_and_is_managed_through_the_api() {
+    let gw = gateway(&config("")).await;
+    let made = admin(&gw, "POST", "/team/new", json!({"team_id": "research"})).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let mut b = Browser::default();
+    b.sign_in(&gw, "admin", MASTER).await;
+    let page = b.get(&gw, "/ui/keys").await;
+    let csrf = csrf_of(&page.text());
+    let alias = r#"<script>alert("x")</script>"#;
+    let created = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[
+                ("csrf", &csrf),
+                ("key_alias", alias),
+                ("team_id", "research"),
+                ("models", "cheap, other"),
+                ("max_budget", "2.5"),
+                ("rpm_limit", "7"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let html = created.text();
+    let at = html.find(r#"id="new-key">"#).expect("the new key shown") + r#"id="new-key">"#.len();
+    let key = html[at..at + html[at..].find('<').unwrap()].to_owned();
+    assert!(key.starts_with("sk-"), "{key}");
+
+    let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
+    assert_eq!(info.status, 200, "{}", info.text());
+    let info = &info.json()["info"];
+    assert_eq!(info["key_alias"], alias);
+    assert_eq!(info["team_id"], "research");
+    assert_eq!(info["models"], json!(["cheap", "other"]));
+    assert_eq!(info["max_budget"], 2.5);
+    assert_eq!(info["rpm_limit"], 7);
+
+    // The alias comes back escaped, never as markup.
+    let list = b.get(&gw, "/ui/keys").await;
+    let text = list.text();
+    assert!(!text.contains("<script>"), "unescaped alias in the page");
+    assert!(text.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"));
+
+    // The key works, then is blocked from the console and refused, then deleted.
+    let chat = |k: String| {
+        let url = gw.url("/v1/chat/completions");
+        async move {
+            let auth = format!("Bearer {k}");
+            send(
+                "POST",
+                &url,
+                r#"{"model":"cheap","messages":[{"role":"user","content":"hi"}]}"#,
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+            )
+            .await
+        }
+    };
+    assert_eq!(chat(key.clone()).await.status, 200);
+    let token = info["token"].as_str().unwrap().to_owned();
+    let blocked = b
+        .post(&gw, "/ui/keys/block", &[("csrf", &csrf), ("key", &token)])
+        .await;
+    assert_eq!(blocked.status, 303, "{}", blocked.text());
+    let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
+    assert_eq!(info.json()["info"]["blocked"], true);
+    assert_eq!(chat(key.clone()).await.status, 401);
+
+    let deleted = b
+        .post(&gw, "/ui/keys/delete", &[("csrf", &csrf), ("key", &token)])
+        .await;
+    assert_eq!(deleted.status, 303);
+    let gone = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
+    assert_eq!(gone.status, 404);
+}
+
+#[tokio::test]
+async fn every_page_renders_with_a_strict_policy_and_live_figures() {
+    let gw = gateway(&config("")).await;
+    // One request through the gateway, so the counters and the spend log have something.
+    let auth = format!("Bearer {MASTER}");
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"cheap","messages":[{"role":"user","content":"hi"}]}"#,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let request_id = a.header("x-request-id").unwrap().to_owned();
+    let mut b = Browser::default();
+    let login = b.get(&gw, "/ui/login").await;
+    let csp = login.header("content-security-policy").unwrap().to_owned();
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("script-src 'none'"),
+        "{csp}"
+    );
+    b.sign_in(&gw, "admin", MASTER).await;
+    for path in [
+        "/ui",
+        "/ui/",
+        "/ui/keys",
+        "/ui/models",
+        "/ui/spend",
+        "/ui/logs",
+        "/ui/teams",
+        "/ui/users",
+    ] {
+        let p = b.get(&gw, path).await;
+        assert_eq!(p.status, 200, "{path}: {}", p.text());
+        assert_eq!(
+            p.header("content-security-policy"),
+            Some(csp.as_str()),
+            "{path}"
+        );
+        assert_eq!(p.header("x-frame-options"), Some("DENY"));
+        assert!(p.header("content-type").unwrap().starts_with("text/html"));
+        assert!(!p.text().contains("<script"), "{path} has a script");
+    }
+    let css = b.get(&gw, "/ui/style.css").await;
+    assert_eq!(css.status, 200);
+    assert!(css.header("content-type").unwrap().starts_with("text/css"));
+
+    // The overview's model request count is the /metrics counter's (requests that named a
+    // model group), read after the gateway's recorder has counted the chat request.
+    let mut same = false;
+    for _ in 0..20 {
+        let metrics = send("GET", &gw.url("/metrics"), "", &[]).await.text();
+        let counted: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("sluice_requests_total{") && !l.contains(r#"model="""#))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+            .sum();
+        let overview = b.get(&gw, "/ui/").await.text();
+        if counted >= 1.0 && overview.contains(&format!(r#"id="requests">{counted}<"#)) {
+            same = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(same, "the overview's count is not /metrics' count");
+
+    // Models: the deployment and its live state.
+    let models = b.get(&gw, "/ui/models").await.text();
+    assert!(models.contains("cheap") && models.contains("healthy"));
+
+    // The request shows in the logs once the spend writer's batch lands, found by its id.
+    let mut found = false;
+    for _ in 0..50 {
+        let logs = b
+            .get(&gw, &format!("/ui/logs?request_id={request_id}"))
+            .await
+            .text();
+        if logs.contains(&request_id) && logs.contains("success") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(found, "request {request_id} not in the console's logs");
+    let failed = b.get(&gw, "/ui/logs?failed=1").await.text();
+    assert!(!failed.contains(&request_id), "a success listed as failed");
+    let spend = b.get(&gw, "/ui/spend?days=1").await.text();
+    assert!(spend.contains("cheap"), "{spend}");
+}
+
+#[tokio::test]
+async fn disable_admin_ui_removes_the_console() {
+    let gw = gateway(&config("  disable_admin_ui: true\n")).await;
+    for path in ["/ui", "/ui/login", "/ui/style.css", "/ui/keys"] {
+        assert_eq!(
+            send("GET", &gw.url(path), "", &[]).await.status,
+            404,
+            "{path}"
+        );
+    }
+    // The management API is untouched.
+    assert_eq!(
+        admin(&gw, "GET", "/key/list", Value::Null).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn users_sign_in_with_passwords_and_see_only_their_own_on_sqlite() {
+    users_and_roles(&gateway(&config("")).await).await;
+}
+
+#[tokio::test]
+async fn users_sign_in_with_passwords_and_see_only_their_own_on_postgres() {
+    let Some(server) = postgres_server("SLUICE_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let db = postgres_database(&server).await;
+    users_and_roles(&gateway(&config(&format!("  database_url: {db}\n"))).await).await;
+}
+
+/// A session made on one instance works on another with the same master key (nothing is kept
+/// server-side), and not on one with another master key.
+#[tokio::test]
+async fn a_session_works_on_every_instance_with_the_same_master_key() {
+    let one = gateway(&config("")).await;
+    let two = gateway(&config("")).await;
+    let other = gateway(&config("").replace(MASTER, "sk-another-master")).await;
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&one, "admin", MASTER).await.status, 303);
+    let on_two = b.get(&two, "/ui/models").await;
+    assert_eq!(on_two.status, 200, "{}", on_two.text());
+    // Its CSRF token holds there too.
+    let csrf = csrf_of(&on_two.text());
+    let made = b
+        .post(
+            &two,
+            "/ui/keys/new",
+            &[("csrf", &csrf), ("key_alias", "made-on-two")],
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    // Another master key: signed out (and the stale cookie removed).
+    assert_eq!(b.get(&other, "/ui/models").await.status, 303);
+    assert!(b.cookies.iter().all(|(k, _)| k != "sluice_session"));
+}
+
+async fn users_and_roles(gw: &Gateway) {
+    assert_eq!(
+        admin(gw, "POST", "/team/new", json!({"team_id": "search"}))
+            .await
+            .status,
+        200
+    );
+    let made = admin(
+        gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "ana", "user_role": "internal_user", "team_id": "search",
+               "password": "ana's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert!(!made.text().contains("passphrase") && !made.text().contains("argon2"));
+    let short = admin(
+        gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "bo", "password": "short"}),
+    )
+    .await;
+    assert_eq!(short.status, 400, "{}", short.text());
+    admin(
+        gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "vic", "user_role": "internal_user_viewer", "password": "vic's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    // Someone else's key, and ana's own made by the admin.
+    let other = admin(
+        gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "not-anas", "user_id": "zed"}),
+    )
+    .await;
+    let other_token = other.json()["token"].as_str().unwrap().to_owned();
+    admin(
+        gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "anas-first", "user_id": "ana"}),
+    )
+    .await;
+    let info = admin(gw, "GET", "/user/info?user_id=ana", Value::Null).await;
+    assert!(!info.text().contains("password"), "{}", info.text());
+
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(gw, "ana", "wrong passphrase").await.status, 401);
+    assert_eq!(
+        b.sign_in(gw, "nobody", "ana's long passphrase")
+            .await
+            .status,
+        401
+    );
+    let ok = b.sign_in(gw, "ana", "ana's long passphrase").await;
+    assert_eq!(ok.status, 303, "{}", ok.text());
+    let keys = b.get(gw, "/ui/keys").await.text();
+    assert!(
+        keys.contains("anas-first") && !keys.contains("not-anas"),
+        "{keys}"
+    );
+    assert!(keys.contains("internal_user"));
+    // Teams and users are for admins.
+    assert_eq!(b.get(gw, "/ui/teams").await.status, 404);
+    assert_eq!(b.get(gw, "/ui/users").await.status, 404);
+
+    // A key ana makes is hers and her team's, whatever the form says.
+    let csrf = csrf_of(&keys);
+    let created = b
+        .post(
+            gw,
+            "/ui/keys/new",
+            &[
+                ("csrf", &csrf),
+                ("key_alias", "anas-second"),
+                ("user_id", "zed"),
+                ("team_id", "other"),
+            ],
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let listed = admin(
+        gw,
+        "GET",
+        "/key/list?key_alias=anas-second&return_full_object=true",
+        Value::Null,
+    )
+    .await;
+    let k = &listed.json()["keys"][0];
+    assert_eq!(k["user_id"], "ana");
+    assert_eq!(k["team_id"], "search");
+
+    // Someone else's key cannot be blocked or deleted by her.
+    for action in ["block", "delete"] {
+        let a = b
+            .post(
+                gw,
+                &format!("/ui/keys/{action}"),
+                &[("csrf", &csrf), ("key", &other_token)],
+            )
+            .await;
+        assert_eq!(a.status, 404, "{action}: {}", a.text());
+    }
+    let still = admin(
+        gw,
+        "GET",
+        &format!("/key/info?key={other_token}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(still.json()["info"]["blocked"], false);
+
+    // A viewer looks but cannot change.
+    let mut v = Browser::default();
+    assert_eq!(
+        v.sign_in(gw, "vic", "vic's long passphrase").await.status,
+        303
+    );
+    let page = v.get(gw, "/ui/keys").await;
+    assert_eq!(page.status, 200);
+    assert!(!page.text().contains("/ui/keys/new"));
+    let refused = v
+        .post(
+            gw,
+            "/ui/keys/new",
+            &[("csrf", &csrf_of(&page.text())), ("key_alias", "vics")],
+        )
+        .await;
+    assert_eq!(refused.status, 403);
+
+    // A changed role ends the sessions signed in with the old one.
+    assert_eq!(v.get(gw, "/ui/keys").await.status, 200);
+    admin(
+        gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "vic", "user_role": "proxy_admin_viewer"}),
+    )
+    .await;
+    assert_eq!(v.get(gw, "/ui/keys").await.status, 303);
+
+    // A new password ends the sessions made with the old one; removing it ends password
+    // sign-in.
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 200);
+    admin(
+        gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "ana", "password": "ana's newer passphrase"}),
+    )
+    .await;
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 303);
+    assert_eq!(
+        b.sign_in(gw, "ana", "ana's newer passphrase").await.status,
+        303
+    );
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 200);
+    admin(
+        gw,
+        "POST",
+        "/user/update",
+        json!({"user_id": "ana", "password": null}),
+    )
+    .await;
+    assert_eq!(b.get(gw, "/ui/keys").await.status, 303);
+    let mut again = Browser::default();
+    assert_eq!(
+        again
+            .sign_in(gw, "ana", "ana's newer passphrase")
+            .await
+            .status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn the_playground_sends_a_chat_request_through_the_gateway() {
+    let gw = gateway(&config("")).await;
+    let key = admin(
+        &gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "play", "models": ["cheap"]}),
+    )
+    .await
+    .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut b = Browser::default();
+    b.sign_in(&gw, "admin", MASTER).await;
+    let page = b.get(&gw, "/ui/playground").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains(r#"<option value="cheap""#));
+    let csrf = csrf_of(&page.text());
+    let sent = b
+        .post(
+            &gw,
+            "/ui/playground",
+            &[
+                ("csrf", &csrf),
+                ("key", &key),
+                ("model", "cheap"),
+                ("prompt", "hello <there>"),
+            ],
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.text());
+    let html = sent.text();
+    assert!(
+        html.contains(r#"<pre class="answer" id="answer">"#),
+        "{html}"
+    );
+    assert!(
+        html.contains("hello &lt;there&gt;"),
+        "the prompt is kept, escaped"
+    );
+    // Charged to the key like any request: its spend moves once the batch lands.
+    let mut spent = 0.0;
+    for _ in 0..50 {
+        let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
+        spent = info.json()["info"]["spend"].as_f64().unwrap();
+        if spent > 0.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        spent > 0.0,
+        "the playground's request was not charged to its key"
+    );
+    // A wrong key is the gateway's own refusal, shown on the page.
+    let refused = b
+        .post(
+            &gw,
+            "/ui/playground",
+            &[
+                ("csrf", &csrf),
+                ("key", "sk-wrong-key"),
+                ("model", "cheap"),
+                ("prompt", "hi"),
+            ],
+        )
+        .await;
+    assert!(refused.text().contains("401"), "{}", refused.text());
+}

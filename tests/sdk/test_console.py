@@ -1,0 +1,111 @@
+"""The admin console in a real browser: Debian's chromium, driven by Selenium through
+chromium-driver, against the real sluice binary. Sign in with the master key, make a key from
+the form, see it listed, and check that the page raised no errors in the browser's console
+(a script, inline style or resource the Content-Security-Policy refuses would)."""
+
+import shutil
+
+import pytest
+
+from conftest import MASTER_KEY
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary, driver = _chromium(), shutil.which("chromedriver")
+    if binary is None or driver is None:
+        pytest.skip("chromium and chromium-driver are not installed (apt install chromium chromium-driver)")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    b = webdriver.Chrome(service=Service(driver), options=options)
+    yield b
+    b.quit()
+
+
+def _submit(b, selector):
+    """Click a form's button and wait for the next page to load."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = b.find_element(By.TAG_NAME, "html")
+    b.find_element(By.CSS_SELECTOR, selector).click()
+    # While the old document goes, the driver may answer with an inspector error: poll again.
+    WebDriverWait(b, 10, ignored_exceptions=(WebDriverException,)).until(EC.staleness_of(old))
+
+
+def _errors(b):
+    return [e for e in b.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+
+
+def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
+    from selenium.webdriver.common.by import By
+
+    root = gateway["root"]
+    browser.get(f"{root}/ui/keys")
+    # Not signed in: sent to the sign-in form.
+    assert browser.current_url.endswith("/ui/login")
+    browser.find_element(By.ID, "password").send_keys("not-the-key")
+    _submit(browser, "form button[type=submit]")
+    assert "Wrong user or password" in browser.page_source
+    # That 401 is the one error the browser logs on purpose; from here on there must be none.
+    browser.get_log("browser")
+
+    browser.find_element(By.ID, "username").send_keys("admin")
+    browser.find_element(By.ID, "password").send_keys(MASTER_KEY)
+    _submit(browser, "form button[type=submit]")
+    assert browser.current_url.rstrip("/").endswith("/ui")
+    assert "proxy_admin" in browser.page_source
+    # The stylesheet applied (a CSP that refused it would leave the header unstyled).
+    header = browser.find_element(By.TAG_NAME, "header")
+    assert header.value_of_css_property("display") == "flex"
+
+    browser.get(f"{root}/ui/keys")
+    alias = "browser-made <b>key</b>"
+    browser.find_element(By.ID, "key_alias").send_keys(alias)
+    browser.find_element(By.ID, "models").send_keys("gpt-4o-mini")
+    browser.find_element(By.ID, "rpm_limit").send_keys("5")
+    _submit(browser, "form[action='/ui/keys/new'] button")
+    key = browser.find_element(By.ID, "new-key").text
+    assert key.startswith("sk-")
+
+    browser.get(f"{root}/ui/keys")
+    table = browser.find_element(By.ID, "keys")
+    assert alias in table.text, "the alias is listed as text, not markup"
+    assert not table.find_elements(By.TAG_NAME, "b")
+
+    # The key works through the gateway.
+    import openai
+
+    client = openai.OpenAI(base_url=gateway["base_url"], api_key=key)
+    answer = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert answer.choices[0].message.content
+
+    for page in ("/ui/", "/ui/models", "/ui/spend", "/ui/logs", "/ui/teams", "/ui/users", "/ui/playground"):
+        browser.get(f"{root}{page}")
+        assert browser.find_element(By.TAG_NAME, "h1").text
+    assert _errors(browser) == [], _errors(browser)
+
+    # Signing out ends the session.
+    _submit(browser, "form[action='/ui/logout'] button")
+    browser.get(f"{root}/ui/keys")
+    assert browser.current_url.endswith("/ui/login")
