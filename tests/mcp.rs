@@ -380,6 +380,30 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
     assert!(m.contains(
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#
     ));
+
+    // A blocked key is refused before any tool server.
+    let b = send(
+        "POST",
+        &gw.url("/key/block"),
+        json!({"key": key}).to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(b.status, 200, "{}", b.text());
+    let refused = eventually(Duration::from_secs(3), || {
+        let c = Client::new(&gw, "/mcp", &key);
+        async move {
+            let a = c
+                .post(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+                    &[],
+                )
+                .await;
+            a.status == 401
+        }
+    })
+    .await;
+    assert!(refused, "a blocked key still reaches /mcp");
 }
 
 #[tokio::test]

@@ -271,7 +271,7 @@ fn caller_key(headers: &HeaderMap) -> Cow<'_, HeaderMap> {
     Cow::Owned(out)
 }
 
-/// The caller, refused when its key (or the key's team) is blocked or expired.
+/// The caller, refused when its key is blocked or expired, or its team or user blocked.
 fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
     let dir = state.gate().directory();
     Ok(match caller {
@@ -302,6 +302,14 @@ fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
                     return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
                 }
                 access.extend(dir.mcp_access(true, team));
+            }
+            if let Some(user) = k.info.user_id.as_deref() {
+                if dir
+                    .holder(SubjectKind::User, user)
+                    .is_some_and(|u| u.blocked)
+                {
+                    return Err(ApiError::KeyRefused(KeyRefusal::UserBlocked));
+                }
             }
             Who {
                 owner: Owner::Key(k.info.hash.clone()),
