@@ -240,18 +240,23 @@ async fn tools_are_aggregated_routed_and_measured() {
     assert_eq!(failed["result"]["isError"], true);
     let unknown = c.tool("nowhere-add", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32602);
+    // A name the server does not know is its JSON-RPC error, passed on, and no metric label.
+    let made_up = c.tool("local-made_up_tool", json!({})).await;
+    assert_eq!(made_up["error"]["code"], -32602, "{made_up}");
 
     let m = metrics(&gw).await;
     for line in [
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#,
         r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="echo",status="ok"} 1"#,
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="fail",status="tool_error"} 1"#,
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="",status="rpc_error"} 1"#,
     ] {
         assert!(m.contains(line), "missing {line} in\n{m}");
     }
     assert!(
         m.contains(r#"sluice_mcp_call_duration_seconds_count{server="local",method="tools/call"}"#)
     );
+    assert!(!m.contains("made_up_tool"));
 
     // Closing the session ends it.
     let closed = send(
@@ -618,6 +623,12 @@ async fn time_size_and_cancellation_are_bounded() {
     .await;
     assert!(back, "the stdio server was not restarted");
     let m = metrics(&gw).await;
-    assert!(m.contains(r#"tool="slow",status="failed"} 1"#), "{m}");
-    assert!(m.contains(r#"tool="slow",status="cancelled"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="failed"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="cancelled"} 1"#),
+        "{m}"
+    );
 }
