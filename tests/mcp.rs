@@ -240,18 +240,23 @@ async fn tools_are_aggregated_routed_and_measured() {
     assert_eq!(failed["result"]["isError"], true);
     let unknown = c.tool("nowhere-add", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32602);
+    // A name the server does not know is its JSON-RPC error, passed on, and no metric label.
+    let made_up = c.tool("local-made_up_tool", json!({})).await;
+    assert_eq!(made_up["error"]["code"], -32602, "{made_up}");
 
     let m = metrics(&gw).await;
     for line in [
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#,
         r#"sluice_mcp_calls_total{server="remote",method="tools/call",tool="echo",status="ok"} 1"#,
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="fail",status="tool_error"} 1"#,
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="",status="rpc_error"} 1"#,
     ] {
         assert!(m.contains(line), "missing {line} in\n{m}");
     }
     assert!(
         m.contains(r#"sluice_mcp_call_duration_seconds_count{server="local",method="tools/call"}"#)
     );
+    assert!(!m.contains("made_up_tool"));
 
     // Closing the session ends it.
     let closed = send(
@@ -380,6 +385,30 @@ async fn permissions_narrow_the_list_and_refuse_calls() {
     assert!(m.contains(
         r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 1"#
     ));
+
+    // A blocked key is refused before any tool server.
+    let b = send(
+        "POST",
+        &gw.url("/key/block"),
+        json!({"key": key}).to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(b.status, 200, "{}", b.text());
+    let refused = eventually(Duration::from_secs(3), || {
+        let c = Client::new(&gw, "/mcp", &key);
+        async move {
+            let a = c
+                .post(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+                    &[],
+                )
+                .await;
+            a.status == 401
+        }
+    })
+    .await;
+    assert!(refused, "a blocked key still reaches /mcp");
 }
 
 #[tokio::test]
@@ -594,6 +623,12 @@ async fn time_size_and_cancellation_are_bounded() {
     .await;
     assert!(back, "the stdio server was not restarted");
     let m = metrics(&gw).await;
-    assert!(m.contains(r#"tool="slow",status="failed"} 1"#), "{m}");
-    assert!(m.contains(r#"tool="slow",status="cancelled"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="failed"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="cancelled"} 1"#),
+        "{m}"
+    );
 }

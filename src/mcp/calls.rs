@@ -212,7 +212,7 @@ impl Ctx<'_> {
         match reply {
             Ok(reply) => {
                 let (status, error) = match &reply {
-                    Reply::Error(e) => (CallStatus::ToolError, Some(error_message(e))),
+                    Reply::Error(e) => (CallStatus::RpcError, Some(error_message(e))),
                     Reply::Result(r) if is_error_result(r) => (
                         CallStatus::ToolError,
                         Some("the tool reported an error".into()),

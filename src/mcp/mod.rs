@@ -40,7 +40,6 @@ use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::upstream::Reply;
 use sluice_mcp::{Access, Hub, McpSettings};
 use sluice_net::ClientRegistry;
-use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
@@ -173,14 +172,6 @@ where
         );
         return Ok(json(StatusCode::BAD_REQUEST, text));
     };
-    let ctx = Ctx {
-        state,
-        gw,
-        who: &who,
-        server,
-        request_id: record.request_id.to_str().unwrap_or("-").into(),
-        cancelled: CancellationToken::new(),
-    };
     // 5. The session.
     let method = msg.method.unwrap_or_default();
     let id = msg.id.map_or("null", RawValue::get);
@@ -231,18 +222,19 @@ where
             Ok(json(StatusCode::BAD_REQUEST, text))
         }
         Kind::Request => {
+            let call = session.begin(id);
             let ctx = Ctx {
-                cancelled: session.begin(id),
-                ..ctx
+                state,
+                gw,
+                who: &who,
+                server,
+                request_id: record.request_id.to_str().unwrap_or("-").into(),
+                cancelled: call.token(),
             };
-            let answer = ctx.request(method, msg.params).await;
-            session.end(id);
-            let text = match answer {
+            let text = match ctx.request(method, msg.params).await {
                 Answer::Result(r) => jsonrpc::result(id, &r),
                 Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
-                Answer::Raw(Reply::Error(e)) => {
-                    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{}}}"#, e.get())
-                }
+                Answer::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
                 Answer::Error(c, m) => jsonrpc::error(id, c, &m),
             };
             Ok(json(StatusCode::OK, text))
@@ -271,7 +263,7 @@ fn caller_key(headers: &HeaderMap) -> Cow<'_, HeaderMap> {
     Cow::Owned(out)
 }
 
-/// The caller, refused when its key (or the key's team) is blocked or expired.
+/// The caller, refused when its key is blocked or expired, or its team or user blocked.
 fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
     let dir = state.gate().directory();
     Ok(match caller {
@@ -302,6 +294,14 @@ fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
                     return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
                 }
                 access.extend(dir.mcp_access(true, team));
+            }
+            if let Some(user) = k.info.user_id.as_deref() {
+                if dir
+                    .holder(SubjectKind::User, user)
+                    .is_some_and(|u| u.blocked)
+                {
+                    return Err(ApiError::KeyRefused(KeyRefusal::UserBlocked));
+                }
             }
             Who {
                 owner: Owner::Key(k.info.hash.clone()),

@@ -35,16 +35,16 @@ pub struct Session {
 }
 
 impl Session {
-    /// Register the client's request `id` as in flight; the token fires on cancellation.
-    pub fn begin(&self, id: &str) -> CancellationToken {
+    /// Register the client's request `id` as in flight until the returned guard drops
+    /// (answered, or the client left); its token fires on cancellation.
+    pub fn begin<'a>(&'a self, id: &'a str) -> InFlight<'a> {
         let token = CancellationToken::new();
         lock(&self.in_flight).insert(id.to_owned(), token.clone());
-        token
-    }
-
-    /// The call `id` finished.
-    pub fn end(&self, id: &str) {
-        lock(&self.in_flight).remove(id);
+        InFlight {
+            session: self,
+            id,
+            token,
+        }
     }
 
     /// The client cancelled request `id`.
@@ -52,6 +52,27 @@ impl Session {
         if let Some(t) = lock(&self.in_flight).remove(id) {
             t.cancel();
         }
+    }
+}
+
+/// A client's request in flight in its session.
+#[derive(Debug)]
+pub struct InFlight<'a> {
+    session: &'a Session,
+    id: &'a str,
+    token: CancellationToken,
+}
+
+impl InFlight<'_> {
+    /// Fires when the client cancels the request or ends the session.
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(&self.session.in_flight).remove(self.id);
     }
 }
 
@@ -137,7 +158,8 @@ mod tests {
         assert!(s.get(&id, &key, Some("gh"), 2).is_none());
         assert!(!s.close(&id, &Owner::Master));
         let session = s.get(&id, &key, None, 3).unwrap();
-        let t = session.begin("7");
+        let call = session.begin("7");
+        let t = call.token();
         assert!(s.close(&id, &key));
         assert!(t.is_cancelled(), "closing cancels calls in flight");
         assert!(s.get(&id, &key, None, 4).is_none());
@@ -148,10 +170,15 @@ mod tests {
         let s = Sessions::default();
         let id = s.open(Owner::Open, None, 1);
         let session = s.get(&id, &Owner::Open, None, 1).unwrap();
-        let t = session.begin("\"a\"");
+        let call = session.begin("\"a\"");
+        let t = call.token();
         session.cancel("\"b\"");
         assert!(!t.is_cancelled());
         session.cancel("\"a\"");
         assert!(t.is_cancelled());
+        // A call that ends (or whose client left) leaves the session.
+        let other = session.begin("\"c\"");
+        drop(other);
+        assert!(lock(&session.in_flight).is_empty());
     }
 }

@@ -11,6 +11,7 @@ sees and the refusal reaches the SDK as an MCP error; calls are counted in sluic
 import asyncio
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -64,6 +65,12 @@ mcp_servers:
     proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], str(d))
     yield f"http://{addr}"
     assert _stop(proc) == 0
+    if shutil.which("pgrep"):
+        # The stdio server sluice started ends with it.
+        deadline = time.time() + 5
+        while subprocess.run(["pgrep", "-f", str(HERE / "mcp" / "sdk_server.py")]).returncode == 0:
+            assert time.time() < deadline, "the stdio tool server outlived sluice"
+            time.sleep(0.05)
     text = open(log).read()
     assert "upstream-secret" not in text, "the tool server's credential reached the logs"
 

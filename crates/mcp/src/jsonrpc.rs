@@ -84,6 +84,11 @@ pub fn error(id: &str, code: i64, message: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#)
 }
 
+/// A response carrying an error object (raw JSON, as a server wrote it) for the request `id`.
+pub fn error_object(id: &str, error: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#)
+}
+
 /// A request with a numeric id, as sluice sends them upstream.
 pub fn request(id: u64, method: &str, params: Option<&str>) -> String {
     let method = serde_json::Value::from(method);

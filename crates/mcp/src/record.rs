@@ -10,8 +10,10 @@ use std::time::Duration;
 pub enum CallStatus {
     /// The server answered with a result.
     Ok,
-    /// The server answered with a JSON-RPC error, or a tool result marked `isError`.
+    /// The tool ran and reported a failure (a result marked `isError`).
     ToolError,
+    /// The server answered with a JSON-RPC error (an unknown tool, bad arguments, ...).
+    RpcError,
     /// The caller may not use this server or tool: refused before reaching it.
     Refused,
     /// The server could not be reached, timed out, or answered nonsense.
@@ -21,11 +23,18 @@ pub enum CallStatus {
 }
 
 impl CallStatus {
+    /// Whether the server answered with a result, so the name the call used is one of its
+    /// tools: only then is the name a metric label (else a client could grow the series).
+    pub fn names_a_tool(self) -> bool {
+        matches!(self, Self::Ok | Self::ToolError)
+    }
+
     /// Its label.
     pub fn label(self) -> &'static str {
         match self {
             Self::Ok => "ok",
             Self::ToolError => "tool_error",
+            Self::RpcError => "rpc_error",
             Self::Refused => "refused",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",

@@ -1,5 +1,6 @@
 //! MCP tool calls as metrics (`sluice_mcp_*`, labelled by server, method, tool and status:
-//! all bounded by the config and the servers' own tool lists; never keys) and as one log
+//! all bounded by the config and the servers' own tools, a name being a label only once the
+//! server answered it with a result; never keys) and as one log
 //! line each (`sluice::mcp` target, with the key and team). A tool call is not on the model
 //! request path: its record is handled where it finishes, no queue in between.
 
@@ -58,10 +59,12 @@ impl McpMetrics {
 
     /// Count one call.
     pub fn observe(&self, c: &McpCall) {
-        // A refused call may name a tool that does not exist: keep the label bounded.
-        let tool = match c.status {
-            sluice_mcp::CallStatus::Refused => String::new(),
-            _ => c.tool.clone().unwrap_or_default(),
+        // Only a name the server answered with a result is surely one of its tools: any
+        // other (refused, unknown, failed) stays out of the labels, which stay bounded.
+        let tool = if c.status.names_a_tool() {
+            c.tool.clone().unwrap_or_default()
+        } else {
+            String::new()
         };
         self.calls
             .get_or_create(&CallLabels {
@@ -121,14 +124,16 @@ mod tests {
         };
         m.observe(&call(sluice_mcp::CallStatus::Ok, "create_issue"));
         m.observe(&call(sluice_mcp::CallStatus::Refused, "made_up_name"));
+        m.observe(&call(sluice_mcp::CallStatus::RpcError, "made_up_too"));
+        m.observe(&call(sluice_mcp::CallStatus::Failed, "made_up_three"));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(out.contains(
             r#"sluice_mcp_calls_total{server="gh",method="tools/call",tool="create_issue",status="ok"} 1"#
         ), "{out}");
-        assert!(!out.contains("made_up_name"));
+        assert!(!out.contains("made_up"), "{out}");
         assert!(out.contains(
-            r#"sluice_mcp_call_duration_seconds_count{server="gh",method="tools/call"} 2"#
+            r#"sluice_mcp_call_duration_seconds_count{server="gh",method="tools/call"} 4"#
         ));
         assert!(!out.contains("\"h\""), "no key in a label");
     }
