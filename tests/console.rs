@@ -753,3 +753,54 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
         .await;
     assert!(refused.text().contains("401"), "{}", refused.text());
 }
+
+#[tokio::test]
+async fn admins_make_teams_and_users_who_then_sign_in() {
+    let gw = gateway(&config("")).await;
+    let mut b = Browser::default();
+    b.sign_in(&gw, "admin", MASTER).await;
+    let page = b.get(&gw, "/ui/teams").await.text();
+    let csrf = csrf_of(&page);
+    let team = b
+        .post(
+            &gw,
+            "/ui/teams/new",
+            &[("csrf", &csrf), ("team_id", "ops"), ("max_budget", "12")],
+        )
+        .await;
+    assert_eq!(team.status, 303, "{}", team.text());
+    let info = admin(&gw, "GET", "/team/info?team_id=ops", Value::Null).await;
+    assert_eq!(info.json()["team_info"]["max_budget"], 12.0);
+    let user = b
+        .post(
+            &gw,
+            "/ui/users/new",
+            &[
+                ("csrf", &csrf),
+                ("user_id", "kim"),
+                ("user_role", "internal_user"),
+                ("team_id", "ops"),
+                ("password", "kim's own passphrase"),
+            ],
+        )
+        .await;
+    assert_eq!(user.status, 303, "{}", user.text());
+    assert!(b.get(&gw, "/ui/users").await.text().contains("kim"));
+    let mut kim = Browser::default();
+    assert_eq!(
+        kim.sign_in(&gw, "kim", "kim's own passphrase").await.status,
+        303
+    );
+    // Kim is not an admin: no teams or users, and no making them.
+    let kims = csrf_of(&kim.get(&gw, "/ui/keys").await.text());
+    let refused = kim
+        .post(
+            &gw,
+            "/ui/teams/new",
+            &[("csrf", &kims), ("team_id", "kims")],
+        )
+        .await;
+    assert_eq!(refused.status, 404);
+    let none = admin(&gw, "GET", "/team/info?team_id=kims", Value::Null).await;
+    assert_eq!(none.status, 404);
+}

@@ -110,15 +110,7 @@ where
     let token = token.as_str();
     let session = match keys.verify(token, now) {
         Some(s) if s.stamp.is_none() || users::still_signed_in(state, &s).await => s,
-        _ => {
-            let mut resp = redirect("/ui/login");
-            if !token.is_empty() {
-                if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls) {
-                    resp.headers_mut().append(SET_COOKIE, c);
-                }
-            }
-            return Ok(resp);
-        }
+        _ => return Ok(to_sign_in(tls, !token.is_empty())),
     };
     let viewer = Viewer {
         csrf: keys.csrf(token),
@@ -138,11 +130,7 @@ where
             ));
         }
         if sub == "/logout" {
-            let mut resp = redirect("/ui/login");
-            if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls) {
-                resp.headers_mut().append(SET_COOKIE, c);
-            }
-            return Ok(resp);
+            return Ok(to_sign_in(tls, true));
         }
         if !viewer.session.role.may_change() {
             return Ok(problem(
@@ -162,6 +150,16 @@ where
         Err(ApiError::MethodNotAllowed(method.to_string()))
     };
     Ok(answer.unwrap_or_else(|e| problem(e.status(), Some(&viewer), &e.to_string())))
+}
+
+/// Off to the sign-in form, removing the session cookie when `clear` (signed out, or a
+/// session no longer valid).
+fn to_sign_in(tls: bool, clear: bool) -> Response<ResponseBody> {
+    let mut resp = redirect("/ui/login");
+    if let Some(c) = set_cookie(SESSION_COOKIE, "", 0, tls).filter(|_| clear) {
+        resp.headers_mut().append(SET_COOKIE, c);
+    }
+    resp
 }
 
 /// The sign-in form, with a fresh nonce cookie its CSRF token is bound to.

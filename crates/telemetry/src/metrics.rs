@@ -95,6 +95,9 @@ fn ttft_histogram() -> Histogram {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// The request counter alone (the same family), for readers that want the figures without
+    /// the scrape's work: the admin console's overview.
+    requests_only: Registry,
     requests: Family<RequestLabels, Counter>,
     duration: Histograms<ModelLabels>,
     upstream: Histograms<DeploymentLabels>,
@@ -217,11 +220,18 @@ impl Default for Metrics {
         );
         let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
         let mcp = super::mcp::McpMetrics::register(&mut registry);
+        let mut requests_only = Registry::default();
+        requests_only.register(
+            "sluice_requests",
+            "Requests answered, by route, model group, deployment, provider, status class, outcome and error kind",
+            requests.clone(),
+        );
         Self {
             guardrail_checks,
             guardrail_masked,
             guardrail_duration,
             registry,
+            requests_only,
             callbacks,
             mcp,
             requests,
@@ -395,6 +405,18 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// `sluice_requests_total` alone, in the exposition's text: the same counter `/metrics`
+    /// serves, without resetting the deployment gauges a scrape rebuilds.
+    pub fn requests_text(&self) -> String {
+        let mut out = String::with_capacity(4 * 1024);
+        if prometheus_client::encoding::text::encode(&mut out, &self.requests_only).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
 /// The recorder's handle on the metrics.
 impl RecordSink for Metrics {
     fn accept(&self, record: &RequestRecord) {
@@ -561,5 +583,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_request_counter_alone_matches_the_scrape() {
+        let m = Metrics::default();
+        m.observe(&sample());
+        m.observe(&sample());
+        let alone = m.requests_text();
+        let line = alone
+            .lines()
+            .find(|l| l.starts_with("sluice_requests_total{"))
+            .expect("the counter");
+        assert!(line.ends_with(" 2"), "{line}");
+        assert!(
+            !alone.contains("sluice_deployment_"),
+            "only the request counter"
+        );
+        let scrape = m.render(&Router::default(), 0);
+        assert!(scrape.contains(line), "the same series as /metrics");
     }
 }

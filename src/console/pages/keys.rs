@@ -41,7 +41,7 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
     let may_change = s.role.may_change();
     Ok(html! {
         @let current = list["current_page"].as_u64().unwrap_or(1);
-        @let pages = list["total_pages"].as_u64().unwrap_or(1);
+        @let pages = list["total_pages"].as_u64().unwrap_or(1).max(1);
         p.muted {
             (list["total_count"]) " keys · page " (current) " of " (pages)
             @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
@@ -97,12 +97,12 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
 /// The new-key form's fields: name (as `/key/generate` names it), label, hint. Team and user
 /// are for admins; an internal user's keys are always their own.
 const NEW_KEY_FIELDS: &[(&str, &str, &str)] = &[
-    ("key_alias", "Alias", "billing-service"),
+    ("key_alias", "Alias", "e.g. billing-service"),
     ("team_id", "Team", ""),
     ("user_id", "User", ""),
     ("models", "Models", "comma-separated; empty for all"),
     ("max_budget", "Budget (USD)", "no budget"),
-    ("budget_duration", "Budget period", "30d"),
+    ("budget_duration", "Budget period", "none; or 1d, 30d"),
     ("rpm_limit", "Requests per minute", "no limit"),
     ("tpm_limit", "Tokens per minute", "no limit"),
     ("duration", "Expires after", "never; or 30d, 12h"),

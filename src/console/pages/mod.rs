@@ -33,8 +33,12 @@ pub(super) async fn get(
         "/spend" => ("Spend", spend::page(state, viewer, query).await?),
         "/logs" => ("Request logs", logs::page(state, viewer, query).await?),
         "/playground" => ("Playground", playground::page_get(snap, viewer)),
-        "/teams" if viewer.session.role.sees_all() => ("Teams", people::teams(state).await?),
-        "/users" if viewer.session.role.sees_all() => ("Users", people::users(state).await?),
+        "/teams" if viewer.session.role.sees_all() => {
+            ("Teams", people::teams(state, viewer).await?)
+        }
+        "/users" if viewer.session.role.sees_all() => {
+            ("Users", people::users(state, viewer).await?)
+        }
         _ => return Err(not_found("GET", sub)),
     };
     Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
@@ -50,6 +54,13 @@ pub(super) async fn post(
 ) -> Result<Response<ResponseBody>, ApiError> {
     if sub == "/playground" {
         return playground::send(state, snap, viewer, form).await;
+    }
+    if matches!(sub, "/teams/new" | "/users/new") {
+        // Teams and users are the admins'.
+        if !viewer.session.role.sees_all() {
+            return Err(not_found("POST", sub));
+        }
+        return people::create(state, sub, form).await;
     }
     match sub.strip_prefix("/keys/") {
         Some(action) => keys::act(state, viewer, action, form).await,

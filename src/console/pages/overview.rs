@@ -1,5 +1,5 @@
-//! The overview: requests and errors from the Prometheus counters `/metrics` serves (the page
-//! renders the same exposition and sums it, so the two cannot disagree), the deployments' live
+//! The overview: requests and errors from the Prometheus counter `/metrics` serves (the page
+//! encodes the same counter family and sums it, so the two cannot disagree), the deployments' live
 //! health, and today's spend from the store's daily rollups (what `/spend/daily` reads).
 
 use std::collections::BTreeMap;
@@ -124,14 +124,7 @@ pub(super) async fn page(
     let deps = deployments(&snap.router);
     let healthy = deps.iter().filter(|d| d.state == "healthy").count();
     let sees_all = viewer.session.role.sees_all();
-    let counts = sees_all.then(|| {
-        let recorder = state.recorder();
-        counts(
-            &recorder
-                .metrics()
-                .render(&snap.router, recorder.queue_depth()),
-        )
-    });
+    let counts = sees_all.then(|| counts(&state.recorder().metrics().requests_text()));
     let today = time::OffsetDateTime::now_utc().date().to_string();
     // The store may be down; the live figures above do not need it, so the page still shows.
     let spend = today_spend(state, viewer, &today).await.ok();
