@@ -218,13 +218,40 @@ async fn a_post_call_guardrail_refuses_an_answer_with_a_secret() {
     assert!(runs
         .iter()
         .any(|g| g.stage == GuardrailStage::Answer && g.verdict == GuardrailVerdict::Blocked));
-    // Streamed answers are not checked yet: such a request is refused, not let through.
-    let a = chat(
-        &gw,
-        r#"{"model":"gpt","stream":true,"guardrails":["secrets"],"messages":[{"role":"user","content":"x"}]}"#,
-    )
-    .await;
-    assert_eq!(a.status, 400);
-    assert_eq!(a.json()["error"]["param"], "stream");
     assert_eq!(up.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_checked_as_it_passes() {
+    const LEAKY: [&str; 4] = [
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"the key is AKIAIOSF\"}}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ODNN7EXAMPLE, keep it safe\"}}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9,\"total_tokens\":12}}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let up = recording(Reply::Sse {
+        frames: LEAKY.to_vec(),
+        gap: std::time::Duration::from_millis(5),
+        then_reset: false,
+    })
+    .await;
+    let gw = gateway(&config(&up.base(), false)).await;
+    let body = r#"{"model":"gpt","stream":true,"guardrails":["secrets"],"messages":[{"role":"user","content":"x"}]}"#;
+    let a = chat(&gw, body).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("secrets"));
+    let text = a.text();
+    assert!(
+        !text.contains("AKIAIOSF"),
+        "the key's text was never sent: {text}"
+    );
+    assert!(
+        text.contains("guardrail_blocked") && text.contains("AWS_ACCESS_KEY"),
+        "{text}"
+    );
+    assert!(!text.contains("[DONE]"), "{text}");
+    // Without the guardrail the same stream passes whole.
+    let a = chat(&gw, &body.replace(r#""guardrails":["secrets"],"#, "")).await;
+    assert_eq!(a.status, 200);
+    assert!(a.text().contains("AKIAIOSF") && a.text().contains("[DONE]"));
 }

@@ -7,7 +7,10 @@
 //! does not contain the word `guardrails`. Only when one applies is the body parsed, and only
 //! rebuilt when something was masked.
 
+mod stream;
 mod texts;
+
+pub(crate) use stream::GuardedStream;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -163,19 +166,6 @@ pub(crate) fn before<'s>(
     if selected.is_empty() {
         return Ok(None);
     }
-    let stream = value.get("stream").and_then(Value::as_bool) == Some(true);
-    if let Some(g) = selected
-        .iter()
-        .find(|g| stream && g.settings.modes.post_call)
-    {
-        return Err(ApiError::InvalidParam {
-            param: "stream",
-            message: format!(
-                "guardrail '{}' checks answers (post_call), and sluice does not check streamed answers yet; send this request without stream",
-                g.name
-            ),
-        });
-    }
     let mut masks = Masks::default();
     let mut masked = false;
     {
@@ -204,6 +194,17 @@ impl Guard<'_> {
         self.selected
             .iter()
             .any(|g| g.settings.modes.post_call || g.settings.output_parse_pii)
+    }
+
+    /// The `post_call` guardrails a streamed answer must pass (`GuardedStream`), if any.
+    pub(crate) fn on_stream(&self) -> Option<Vec<Guardrail>> {
+        let list: Vec<Guardrail> = self
+            .selected
+            .iter()
+            .filter(|g| g.settings.modes.post_call)
+            .map(|g| (*g).clone())
+            .collect();
+        (!list.is_empty()).then_some(list)
     }
 
     /// `x-sluice-applied-guardrails`: the names, comma-separated.

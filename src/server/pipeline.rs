@@ -454,7 +454,15 @@ where
                             c.mark(&mut spend);
                             c.stream(parts.status, ct, relay)
                         }
-                        None => ResponseBody::Stream(Box::new(relay)),
+                        None => match guarded.as_ref().and_then(|g| g.on_stream()) {
+                            // post_call guardrails check the stream as it passes.
+                            Some(list) => {
+                                ResponseBody::Shared(http_body_util::BodyExt::boxed_unsync(
+                                    crate::guardrails::GuardedStream::new(relay, list, endpoint),
+                                ))
+                            }
+                            None => ResponseBody::Stream(Box::new(relay)),
+                        },
                     };
                     let mut resp = stream_response(parts, body);
                     resp.headers_mut().extend(spend);
