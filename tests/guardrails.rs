@@ -2,7 +2,8 @@
 //! before the upstream is called (the upstream sees only the placeholder), a secret refused with
 //! a 400 naming the guardrail (OpenAI's error shape, Anthropic's on /v1/messages), placeholders
 //! given back in the answer (`output_parse_pii`), `default_on` against per-request selection,
-//! an answer refused by a `post_call` guardrail, and the verdicts on the request's record.
+//! an answer refused by a `post_call` guardrail (whole and streamed), a key's own guardrails,
+//! and the verdicts on the request's record.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -254,4 +255,44 @@ async fn a_streamed_answer_is_checked_as_it_passes() {
     let a = chat(&gw, &body.replace(r#""guardrails":["secrets"],"#, "")).await;
     assert_eq!(a.status, 200);
     assert!(a.text().contains("AKIAIOSF") && a.text().contains("[DONE]"));
+}
+
+#[tokio::test]
+async fn a_keys_guardrails_always_apply_to_its_requests() {
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let gw = gateway(&config(&up.base(), false)).await;
+    let guarded = new_key(
+        &gw,
+        serde_json::json!({"metadata": {"guardrails": ["pii"]}}),
+    )
+    .await;
+    let plain = new_key(&gw, serde_json::json!({})).await;
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"mail jane@example.com"}]}"#;
+    let with = |key: &str| format!("Bearer {key}");
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&guarded)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
+    assert!(upstream_text(&up, 0).contains("<EMAIL_ADDRESS_1>"));
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&plain)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("x-sluice-applied-guardrails"), None);
+    assert!(upstream_text(&up, 1).contains("jane@example.com"));
 }

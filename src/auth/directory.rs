@@ -82,6 +82,8 @@ pub struct KeyEntry {
     pub models: ModelAccess,
     /// Its limits and live counters.
     pub subject: Subject,
+    /// Guardrails that always apply to its requests (`metadata.guardrails`).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -94,6 +96,8 @@ pub struct Stored {
     pub spend: Nanos,
     /// End of the current budget window (wall-clock ms), if it has one.
     pub window_end_ms: Option<u64>,
+    /// Guardrails that always apply to its requests (`metadata.guardrails`, LiteLLM's place).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// Who is calling.
@@ -108,6 +112,14 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The guardrails its key carries (none for the master key or an open gateway).
+    pub fn guardrails(&self) -> &[Arc<str>] {
+        match self {
+            Self::Key(k) => &k.guardrails,
+            Self::Open | Self::Master => &[],
+        }
+    }
+
     /// The virtual key, when the caller has one: what records, spend headers and budgets
     /// name.
     pub fn into_key(self) -> Option<Arc<KeyEntry>> {
@@ -219,6 +231,7 @@ impl Directory {
                 limits: stored.limits,
                 counters: carry(old.map(|o| &o.subject), stored),
             },
+            guardrails: stored.guardrails.clone(),
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -349,6 +362,7 @@ mod tests {
 
     fn limits(rpm: u64) -> Stored {
         Stored {
+            guardrails: Arc::default(),
             limits: Limits {
                 rpm: Some(rpm),
                 ..Limits::default()
@@ -437,6 +451,7 @@ mod tests {
     fn stored_spend_only_raises_live_spend_within_a_window() {
         let dir = Directory::default();
         let stored = |spend: f64, end| Stored {
+            guardrails: Arc::default(),
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

@@ -142,17 +142,21 @@ fn run(
 pub(crate) fn before<'s>(
     set: &'s Guardrails,
     endpoint: Endpoint,
+    key: &[Arc<str>],
     body: &mut Bytes,
     record: &mut RequestRecord,
 ) -> Result<Option<Guard<'s>>, ApiError> {
     if !texts::checked(endpoint)
-        || (!set.any_default_on && memchr::memmem::find(body, b"guardrails").is_none())
+        || (!set.any_default_on
+            && key.is_empty()
+            && memchr::memmem::find(body, b"guardrails").is_none())
     {
         return Ok(None);
     }
     let mut value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let names = requested(&value);
+    let mut names = requested(&value);
+    names.extend(key.iter().map(|n| &**n));
     for n in &names {
         if !set.list.iter().any(|g| &*g.name == *n) {
             return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()));

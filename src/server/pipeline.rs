@@ -227,7 +227,9 @@ where
     };
     // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
     let mut guarded = match snap.guardrails.as_deref() {
-        Some(set) => crate::guardrails::before(set, endpoint, &mut body, record)?,
+        Some(set) => {
+            crate::guardrails::before(set, endpoint, caller.guardrails(), &mut body, record)?
+        }
         None => None,
     };
     // 5. Read the envelope, not the body.
