@@ -118,6 +118,7 @@ async fn a_secret_is_refused_with_the_guardrails_name_and_never_sent() {
     let e = &a.json()["error"];
     assert_eq!(e["code"], "guardrail_blocked");
     assert_eq!(e["type"], "invalid_request_error");
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii,secrets"));
     let msg = e["message"].as_str().unwrap();
     assert!(
         msg.contains("'secrets'") && msg.contains("OPENAI_API_KEY"),

@@ -86,6 +86,45 @@ fn blocked(v: Violation, place: &'static str) -> ApiError {
     }
 }
 
+/// The names of `selected`, comma-separated, as a header value.
+fn names_value(selected: &[&Guardrail]) -> Option<HeaderValue> {
+    let names: Vec<&str> = selected.iter().map(|g| &*g.name).collect();
+    HeaderValue::from_str(&names.join(",")).ok()
+}
+
+/// A request the guardrails step refused: the error, and the guardrails that were applied
+/// when one of them blocked it (for `x-sluice-applied-guardrails`).
+#[derive(Debug)]
+pub(crate) struct Refused {
+    error: ApiError,
+    applied: Option<HeaderValue>,
+}
+
+impl From<ApiError> for Refused {
+    fn from(error: ApiError) -> Self {
+        Refused {
+            error,
+            applied: None,
+        }
+    }
+}
+
+impl Refused {
+    /// The error response, in the client's dialect, naming the applied guardrails.
+    pub(crate) fn response(
+        self,
+        dialect: sluice_core::endpoint::Dialect,
+        record: &mut RequestRecord,
+    ) -> http::Response<crate::server::ResponseBody> {
+        record.error = Some(self.error.code());
+        let mut resp = crate::server::pipeline::error_response(&self.error, dialect);
+        if let Some(v) = self.applied {
+            resp.headers_mut().insert(X_APPLIED_GUARDRAILS.clone(), v);
+        }
+        resp
+    }
+}
+
 fn note(record: &mut RequestRecord, run: GuardrailRun) {
     record
         .guardrails
@@ -145,7 +184,7 @@ pub(crate) fn before<'s>(
     key: &[Arc<str>],
     body: &mut Bytes,
     record: &mut RequestRecord,
-) -> Result<Option<Guard<'s>>, ApiError> {
+) -> Result<Option<Guard<'s>>, Refused> {
     if !texts::checked(endpoint)
         || (!set.any_default_on
             && key.is_empty()
@@ -159,7 +198,7 @@ pub(crate) fn before<'s>(
     names.extend(key.iter().map(|n| &**n));
     for n in &names {
         if !set.list.iter().any(|g| &*g.name == *n) {
-            return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()));
+            return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()).into());
         }
     }
     let selected: Vec<&Guardrail> = set
@@ -176,8 +215,13 @@ pub(crate) fn before<'s>(
         let mut texts = Vec::new();
         texts::request(endpoint, &mut value, &mut texts);
         for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
-            masked |= run(g, &mut texts, &mut masks, GuardrailStage::Request, record)
-                .map_err(|v| blocked(v, "request"))?;
+            masked |=
+                run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
+                    Refused {
+                        error: blocked(v, "request"),
+                        applied: names_value(&selected),
+                    }
+                })?;
         }
     }
     if masked {
@@ -213,8 +257,7 @@ impl Guard<'_> {
 
     /// `x-sluice-applied-guardrails`: the names, comma-separated.
     pub(crate) fn applied(&self) -> Option<HeaderValue> {
-        let names: Vec<&str> = self.selected.iter().map(|g| &*g.name).collect();
-        HeaderValue::from_str(&names.join(",")).ok()
+        names_value(&self.selected)
     }
 
     /// The whole answer, checked by the `post_call` guardrails and with placeholders given
