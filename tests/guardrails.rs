@@ -259,7 +259,7 @@ async fn a_streamed_answer_is_checked_as_it_passes() {
 }
 
 #[tokio::test]
-async fn a_keys_guardrails_always_apply_to_its_requests() {
+async fn a_keys_and_its_teams_guardrails_always_apply_to_its_requests() {
     let up = recording(Reply::Json(200, ANSWER)).await;
     let gw = gateway(&config(&up.base(), false)).await;
     let guarded = new_key(
@@ -296,4 +296,27 @@ async fn a_keys_guardrails_always_apply_to_its_requests() {
     assert_eq!(a.status, 200);
     assert_eq!(a.header("x-sluice-applied-guardrails"), None);
     assert!(upstream_text(&up, 1).contains("jane@example.com"));
+    // A team's guardrails apply to its keys' requests.
+    let t = send(
+        "POST",
+        &gw.url("/team/new"),
+        r#"{"team_id":"t-guarded","metadata":{"guardrails":["pii"]}}"#,
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(t.status, 200, "{}", t.text());
+    let member = new_key(&gw, serde_json::json!({"team_id": "t-guarded"})).await;
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&member)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
+    assert!(upstream_text(&up, 2).contains("<EMAIL_ADDRESS_1>"));
 }

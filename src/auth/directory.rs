@@ -67,6 +67,8 @@ pub struct Holder {
     pub models: ModelAccess,
     /// Its limits and live counters.
     pub subject: Subject,
+    /// Guardrails that always apply to its keys' requests (a team's `metadata.guardrails`).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// One virtual key as the request path needs it.
@@ -112,12 +114,22 @@ pub enum Caller {
 }
 
 impl Caller {
-    /// The guardrails its key carries (none for the master key or an open gateway).
-    pub fn guardrails(&self) -> &[Arc<str>] {
-        match self {
-            Self::Key(k) => &k.guardrails,
-            Self::Open | Self::Master => &[],
-        }
+    /// The guardrails its key and the key's team carry (none for the master key or an open
+    /// gateway). Allocates only when there are some.
+    pub fn guardrails(&self, dir: &Directory) -> Vec<Arc<str>> {
+        let Self::Key(k) = self else {
+            return Vec::new();
+        };
+        let team = k
+            .info
+            .team_id
+            .as_deref()
+            .and_then(|t| dir.holder(SubjectKind::Team, t));
+        k.guardrails
+            .iter()
+            .chain(team.iter().flat_map(|t| t.guardrails.iter()))
+            .cloned()
+            .collect()
     }
 
     /// The virtual key, when the caller has one: what records, spend headers and budgets
@@ -276,6 +288,7 @@ impl Directory {
                     limits: stored.limits,
                     counters,
                 },
+                guardrails: stored.guardrails.clone(),
             }),
         );
     }

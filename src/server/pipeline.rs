@@ -228,7 +228,8 @@ where
     // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
     let mut guarded = match snap.guardrails.as_deref() {
         Some(set) => {
-            match crate::guardrails::before(set, endpoint, caller.guardrails(), &mut body, record) {
+            let carried = caller.guardrails(state.gate().directory());
+            match crate::guardrails::before(set, endpoint, &carried, &mut body, record) {
                 Ok(g) => g,
                 Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
             }
