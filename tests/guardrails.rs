@@ -237,7 +237,7 @@ async fn a_streamed_answer_is_checked_as_it_passes() {
         then_reset: false,
     })
     .await;
-    let gw = gateway(&config(&up.base(), false)).await;
+    let mut gw = gateway(&config(&up.base(), false)).await;
     let body = r#"{"model":"gpt","stream":true,"guardrails":["secrets"],"messages":[{"role":"user","content":"x"}]}"#;
     let a = chat(&gw, body).await;
     assert_eq!(a.status, 200, "{}", a.text());
@@ -252,6 +252,12 @@ async fn a_streamed_answer_is_checked_as_it_passes() {
         "{text}"
     );
     assert!(!text.contains("[DONE]"), "{text}");
+    let r = gw.next_record().await;
+    assert_eq!(r.error, Some("guardrail_blocked"), "{:?}", r.guardrails);
+    let runs = r.guardrails.unwrap();
+    assert!(runs.iter().any(|g| &*g.name == "secrets"
+        && g.stage == GuardrailStage::Answer
+        && g.verdict == GuardrailVerdict::Blocked));
     // Without the guardrail the same stream passes whole.
     let a = chat(&gw, &body.replace(r#""guardrails":["secrets"],"#, "")).await;
     assert_eq!(a.status, 200);

@@ -10,7 +10,7 @@
 mod stream;
 mod texts;
 
-pub(crate) use stream::GuardedStream;
+pub use stream::{GuardedStream, NotesGuardrails};
 
 use std::sync::Arc;
 use std::time::Instant;

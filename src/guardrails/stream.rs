@@ -8,12 +8,14 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 use serde_json::Value;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::{anthropic_error_body, error_body};
+use sluice_core::record::{GuardrailRun, GuardrailStage, GuardrailVerdict};
 use sluice_guardrails::{Guardrail, Masks, Tally};
 
 use crate::server::RelayError;
@@ -22,10 +24,22 @@ use crate::server::RelayError;
 /// except a PEM block.
 pub(crate) const HOLD: usize = 256;
 
+/// Where a checked stream notes its guardrails' verdicts: the relay's record, which it hands
+/// to the recorder when the stream ends.
+pub trait NotesGuardrails {
+    /// Note one guardrail's run on the stream.
+    fn note_guardrail(&mut self, run: GuardrailRun);
+}
+
 /// A streamed answer checked as it passes.
-pub(crate) struct GuardedStream<B> {
+#[derive(Debug)]
+pub struct GuardedStream<B: NotesGuardrails> {
     inner: B,
     guardrails: Vec<Guardrail>,
+    /// Time each guardrail has spent on this stream.
+    spent: Vec<Duration>,
+    /// Whether the verdicts were noted.
+    noted: bool,
     endpoint: Endpoint,
     /// Bytes of an event not yet complete.
     partial: BytesMut,
@@ -43,11 +57,13 @@ pub(crate) struct GuardedStream<B> {
     finished: bool,
 }
 
-impl<B> GuardedStream<B> {
+impl<B: NotesGuardrails> GuardedStream<B> {
     /// Check `inner`'s events with `guardrails` (the request's `post_call` ones).
     pub(crate) fn new(inner: B, guardrails: Vec<Guardrail>, endpoint: Endpoint) -> Self {
         GuardedStream {
             inner,
+            spent: vec![Duration::ZERO; guardrails.len()],
+            noted: false,
             guardrails,
             endpoint,
             partial: BytesMut::new(),
@@ -83,17 +99,47 @@ impl<B> GuardedStream<B> {
             return Ok(());
         }
         let (mut masks, mut tally, mut scratch) = (Masks::default(), Tally::default(), Vec::new());
-        for g in &self.guardrails {
-            match g.check(&self.window, &mut masks, &mut tally, &mut scratch) {
-                Ok(None) => {}
-                Ok(Some(_)) => {
-                    let label = tally.masked.first().map(|(l, _)| l.to_string());
-                    return Err(format!("{} ('{}')", label.unwrap_or_default(), g.name));
-                }
-                Err(v) => return Err(format!("{} ('{}')", v.found, v.guardrail)),
+        for i in 0..self.guardrails.len() {
+            let g = &self.guardrails[i];
+            let started = Instant::now();
+            let found = match g.check(&self.window, &mut masks, &mut tally, &mut scratch) {
+                Ok(None) => None,
+                Ok(Some(_)) => tally.masked.first().map(|(l, _)| l.to_string()),
+                Err(v) => Some(v.found.to_string()),
+            };
+            self.spent[i] += started.elapsed();
+            if let Some(found) = found {
+                let why = format!("{found} ('{}')", g.name);
+                self.note(Some((i, &found)));
+                return Err(why);
             }
         }
         Ok(())
+    }
+
+    /// Note every guardrail's run on the relay's record, once: the one that blocked (if any)
+    /// as blocked, the others as passed.
+    fn note(&mut self, blocked: Option<(usize, &str)>) {
+        if self.noted {
+            return;
+        }
+        self.noted = true;
+        for (i, g) in self.guardrails.iter().enumerate() {
+            let (verdict, found) = match blocked {
+                Some((b, what)) if b == i => (
+                    GuardrailVerdict::Blocked,
+                    vec![(std::sync::Arc::from(what), 1)],
+                ),
+                _ => (GuardrailVerdict::Passed, Vec::new()),
+            };
+            self.inner.note_guardrail(GuardrailRun {
+                name: g.name.clone(),
+                stage: GuardrailStage::Answer,
+                verdict,
+                duration: self.spent[i],
+                found,
+            });
+        }
     }
 
     /// Move the held events whose text is far enough behind (all of them at the end) to ready,
@@ -207,7 +253,7 @@ fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
 
 impl<B> Body for GuardedStream<B>
 where
-    B: Body<Data = Bytes, Error = RelayError> + Unpin,
+    B: Body<Data = Bytes, Error = RelayError> + NotesGuardrails + Unpin,
 {
     type Data = Bytes;
     type Error = RelayError;
@@ -247,6 +293,7 @@ where
                         this.held.push_back((rest, this.total));
                     }
                     this.release(true);
+                    this.note(None);
                     this.finished = true;
                 }
             }
@@ -259,6 +306,7 @@ mod tests {
     use super::*;
     use http_body_util::{BodyExt, StreamBody};
     use sluice_guardrails::{Action, Entity, Kind, Modes, Settings, SpecSettings};
+    use std::sync::{Arc, Mutex};
 
     fn guard() -> Guardrail {
         Guardrail::build(Settings {
@@ -286,15 +334,44 @@ mod tests {
         )
     }
 
-    async fn run(frames: Vec<String>) -> String {
+    async fn run(frames: Vec<String>) -> (String, Vec<GuardrailVerdict>) {
         let s = futures_util::stream::iter(
             frames
                 .into_iter()
                 .map(|f| Ok::<_, RelayError>(Frame::data(Bytes::from(f)))),
         );
-        let body = GuardedStream::new(StreamBody::new(s), vec![guard()], Endpoint::ChatCompletions);
+        let runs = Arc::default();
+        let inner = Noting {
+            body: StreamBody::new(s),
+            runs: Arc::clone(&runs),
+        };
+        let body = GuardedStream::new(inner, vec![guard()], Endpoint::ChatCompletions);
         let out = body.collect().await.unwrap().to_bytes();
-        String::from_utf8(out.to_vec()).unwrap()
+        let verdicts = runs.lock().unwrap().clone();
+        (String::from_utf8(out.to_vec()).unwrap(), verdicts)
+    }
+
+    /// A body that keeps the verdicts noted on it.
+    struct Noting<S> {
+        body: S,
+        runs: Arc<Mutex<Vec<GuardrailVerdict>>>,
+    }
+
+    impl<S> NotesGuardrails for Noting<S> {
+        fn note_guardrail(&mut self, run: GuardrailRun) {
+            self.runs.lock().unwrap().push(run.verdict);
+        }
+    }
+
+    impl<S: Body<Data = Bytes, Error = RelayError> + Unpin> Body for Noting<S> {
+        type Data = Bytes;
+        type Error = RelayError;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+            Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        }
     }
 
     #[tokio::test]
@@ -305,7 +382,7 @@ mod tests {
             "data: [DONE]\n\n".to_owned(),
         ];
         let want: String = frames.concat();
-        assert_eq!(run(frames).await, want);
+        assert_eq!(run(frames).await, (want, vec![GuardrailVerdict::Passed]));
     }
 
     #[tokio::test]
@@ -316,7 +393,8 @@ mod tests {
             frames.push(chunk(" and more harmless text"));
         }
         frames.push("data: [DONE]\n\n".to_owned());
-        let out = run(frames).await;
+        let (out, verdicts) = run(frames).await;
+        assert_eq!(verdicts, [GuardrailVerdict::Blocked]);
         assert!(!out.contains("AKIAIOSF"), "{out}");
         assert!(
             out.contains("guardrail_blocked") && out.contains("AWS_ACCESS_KEY"),
@@ -329,7 +407,7 @@ mod tests {
     async fn text_far_enough_ahead_is_released_before_the_end() {
         let long = "x".repeat(HOLD + 10);
         let frames = vec![chunk("first"), chunk(&long), chunk(" AKIAIOSFODNN7EXAMPLE")];
-        let out = run(frames).await;
+        let (out, _) = run(frames).await;
         // "first" was HOLD characters behind the newest text and went out; the key's event did not.
         assert!(out.starts_with(&chunk("first")), "{out}");
         assert!(!out.contains("AKIA"));

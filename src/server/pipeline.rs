@@ -140,7 +140,12 @@ where
     //    it ends.
     pending.armed = false;
     let owned = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-    if !owned && !matches!(resp.body(), ResponseBody::Stream(_) | ResponseBody::Pass(_)) {
+    if !owned
+        && !matches!(
+            resp.body(),
+            ResponseBody::Stream(_) | ResponseBody::Pass(_) | ResponseBody::Guarded(_)
+        )
+    {
         let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);
@@ -462,11 +467,9 @@ where
                         }
                         None => match guarded.as_ref().and_then(|g| g.on_stream()) {
                             // post_call guardrails check the stream as it passes.
-                            Some(list) => {
-                                ResponseBody::Shared(http_body_util::BodyExt::boxed_unsync(
-                                    crate::guardrails::GuardedStream::new(relay, list, endpoint),
-                                ))
-                            }
+                            Some(list) => ResponseBody::Guarded(Box::new(
+                                crate::guardrails::GuardedStream::new(relay, list, endpoint),
+                            )),
                             None => ResponseBody::Stream(Box::new(relay)),
                         },
                     };
