@@ -2,7 +2,8 @@
 //! before the upstream is called (the upstream sees only the placeholder), a secret refused with
 //! a 400 naming the guardrail (OpenAI's error shape, Anthropic's on /v1/messages), placeholders
 //! given back in the answer (`output_parse_pii`), `default_on` against per-request selection,
-//! an answer refused by a `post_call` guardrail, and the verdicts on the request's record.
+//! an answer refused by a `post_call` guardrail (whole and streamed), a key's own guardrails,
+//! and the verdicts on the request's record.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -117,6 +118,7 @@ async fn a_secret_is_refused_with_the_guardrails_name_and_never_sent() {
     let e = &a.json()["error"];
     assert_eq!(e["code"], "guardrail_blocked");
     assert_eq!(e["type"], "invalid_request_error");
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii,secrets"));
     let msg = e["message"].as_str().unwrap();
     assert!(
         msg.contains("'secrets'") && msg.contains("OPENAI_API_KEY"),
@@ -218,13 +220,109 @@ async fn a_post_call_guardrail_refuses_an_answer_with_a_secret() {
     assert!(runs
         .iter()
         .any(|g| g.stage == GuardrailStage::Answer && g.verdict == GuardrailVerdict::Blocked));
-    // Streamed answers are not checked yet: such a request is refused, not let through.
-    let a = chat(
+    assert_eq!(up.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_is_checked_as_it_passes() {
+    const LEAKY: [&str; 4] = [
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"the key is AKIAIOSF\"}}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ODNN7EXAMPLE, keep it safe\"}}]}\n\n",
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9,\"total_tokens\":12}}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let up = recording(Reply::Sse {
+        frames: LEAKY.to_vec(),
+        gap: std::time::Duration::from_millis(5),
+        then_reset: false,
+    })
+    .await;
+    let mut gw = gateway(&config(&up.base(), false)).await;
+    let body = r#"{"model":"gpt","stream":true,"guardrails":["secrets"],"messages":[{"role":"user","content":"x"}]}"#;
+    let a = chat(&gw, body).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("secrets"));
+    let text = a.text();
+    assert!(
+        !text.contains("AKIAIOSF"),
+        "the key's text was never sent: {text}"
+    );
+    assert!(
+        text.contains("guardrail_blocked") && text.contains("AWS_ACCESS_KEY"),
+        "{text}"
+    );
+    assert!(!text.contains("[DONE]"), "{text}");
+    let r = gw.next_record().await;
+    assert_eq!(r.error, Some("guardrail_blocked"), "{:?}", r.guardrails);
+    let runs = r.guardrails.unwrap();
+    assert!(runs.iter().any(|g| &*g.name == "secrets"
+        && g.stage == GuardrailStage::Answer
+        && g.verdict == GuardrailVerdict::Blocked));
+    // Without the guardrail the same stream passes whole.
+    let a = chat(&gw, &body.replace(r#""guardrails":["secrets"],"#, "")).await;
+    assert_eq!(a.status, 200);
+    assert!(a.text().contains("AKIAIOSF") && a.text().contains("[DONE]"));
+}
+
+#[tokio::test]
+async fn a_keys_and_its_teams_guardrails_always_apply_to_its_requests() {
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let gw = gateway(&config(&up.base(), false)).await;
+    let guarded = new_key(
         &gw,
-        r#"{"model":"gpt","stream":true,"guardrails":["secrets"],"messages":[{"role":"user","content":"x"}]}"#,
+        serde_json::json!({"metadata": {"guardrails": ["pii"]}}),
     )
     .await;
-    assert_eq!(a.status, 400);
-    assert_eq!(a.json()["error"]["param"], "stream");
-    assert_eq!(up.requests().len(), 1);
+    let plain = new_key(&gw, serde_json::json!({})).await;
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"mail jane@example.com"}]}"#;
+    let with = |key: &str| format!("Bearer {key}");
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&guarded)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
+    assert!(upstream_text(&up, 0).contains("<EMAIL_ADDRESS_1>"));
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&plain)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("x-sluice-applied-guardrails"), None);
+    assert!(upstream_text(&up, 1).contains("jane@example.com"));
+    // A team's guardrails apply to its keys' requests.
+    let t = send(
+        "POST",
+        &gw.url("/team/new"),
+        r#"{"team_id":"t-guarded","metadata":{"guardrails":["pii"]}}"#,
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(t.status, 200, "{}", t.text());
+    let member = new_key(&gw, serde_json::json!({"team_id": "t-guarded"})).await;
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        body,
+        &[
+            ("authorization", &with(&member)),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
+    assert!(upstream_text(&up, 2).contains("<EMAIL_ADDRESS_1>"));
 }

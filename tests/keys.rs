@@ -73,6 +73,7 @@ fn put_key(gw: &Gateway, k: KeySpec<'_>) {
             limits: k.limits,
             spend: nanos(k.spend),
             window_end_ms: None,
+            ..Stored::default()
         },
     );
 }
@@ -293,6 +294,7 @@ async fn budgets_spend_headers_and_end_users() {
             },
             spend: nanos(0.000_001),
             window_end_ms: None,
+            ..Stored::default()
         },
     );
     put_key(

@@ -67,6 +67,8 @@ pub struct Holder {
     pub models: ModelAccess,
     /// Its limits and live counters.
     pub subject: Subject,
+    /// Guardrails that always apply to its keys' requests (a team's `metadata.guardrails`).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// One virtual key as the request path needs it.
@@ -82,6 +84,8 @@ pub struct KeyEntry {
     pub models: ModelAccess,
     /// Its limits and live counters.
     pub subject: Subject,
+    /// Guardrails that always apply to its requests (`metadata.guardrails`).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -94,6 +98,8 @@ pub struct Stored {
     pub spend: Nanos,
     /// End of the current budget window (wall-clock ms), if it has one.
     pub window_end_ms: Option<u64>,
+    /// Guardrails that always apply to its requests (`metadata.guardrails`, LiteLLM's place).
+    pub guardrails: Arc<[Arc<str>]>,
 }
 
 /// Who is calling.
@@ -108,6 +114,24 @@ pub enum Caller {
 }
 
 impl Caller {
+    /// The guardrails its key and the key's team carry (none for the master key or an open
+    /// gateway). Allocates only when there are some.
+    pub fn guardrails(&self, dir: &Directory) -> Vec<Arc<str>> {
+        let Self::Key(k) = self else {
+            return Vec::new();
+        };
+        let team = k
+            .info
+            .team_id
+            .as_deref()
+            .and_then(|t| dir.holder(SubjectKind::Team, t));
+        k.guardrails
+            .iter()
+            .chain(team.iter().flat_map(|t| t.guardrails.iter()))
+            .cloned()
+            .collect()
+    }
+
     /// The virtual key, when the caller has one: what records, spend headers and budgets
     /// name.
     pub fn into_key(self) -> Option<Arc<KeyEntry>> {
@@ -223,6 +247,7 @@ impl Directory {
                 limits: stored.limits,
                 counters: carry(old.map(|o| &o.subject), stored),
             },
+            guardrails: stored.guardrails.clone(),
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -293,6 +318,7 @@ impl Directory {
                     limits: stored.limits,
                     counters,
                 },
+                guardrails: stored.guardrails.clone(),
             }),
         );
     }
@@ -382,6 +408,7 @@ mod tests {
 
     fn limits(rpm: u64) -> Stored {
         Stored {
+            guardrails: Arc::default(),
             limits: Limits {
                 rpm: Some(rpm),
                 ..Limits::default()
@@ -470,6 +497,7 @@ mod tests {
     fn stored_spend_only_raises_live_spend_within_a_window() {
         let dir = Directory::default();
         let stored = |spend: f64, end| Stored {
+            guardrails: Arc::default(),
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

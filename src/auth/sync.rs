@@ -47,6 +47,17 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         },
         spend: nanos(spend),
         window_end_ms: l.budget_reset_at.map(ms),
+        guardrails: l
+            .metadata
+            .get("guardrails")
+            .and_then(serde_json::Value::as_array)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(Arc::from))
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 

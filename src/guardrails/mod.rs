@@ -7,7 +7,10 @@
 //! does not contain the word `guardrails`. Only when one applies is the body parsed, and only
 //! rebuilt when something was masked.
 
+mod stream;
 mod texts;
+
+pub use stream::{GuardedStream, NotesGuardrails};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -83,6 +86,45 @@ fn blocked(v: Violation, place: &'static str) -> ApiError {
     }
 }
 
+/// The names of `selected`, comma-separated, as a header value.
+fn names_value(selected: &[&Guardrail]) -> Option<HeaderValue> {
+    let names: Vec<&str> = selected.iter().map(|g| &*g.name).collect();
+    HeaderValue::from_str(&names.join(",")).ok()
+}
+
+/// A request the guardrails step refused: the error, and the guardrails that were applied
+/// when one of them blocked it (for `x-sluice-applied-guardrails`).
+#[derive(Debug)]
+pub(crate) struct Refused {
+    error: ApiError,
+    applied: Option<HeaderValue>,
+}
+
+impl From<ApiError> for Refused {
+    fn from(error: ApiError) -> Self {
+        Refused {
+            error,
+            applied: None,
+        }
+    }
+}
+
+impl Refused {
+    /// The error response, in the client's dialect, naming the applied guardrails.
+    pub(crate) fn response(
+        self,
+        dialect: sluice_core::endpoint::Dialect,
+        record: &mut RequestRecord,
+    ) -> http::Response<crate::server::ResponseBody> {
+        record.error = Some(self.error.code());
+        let mut resp = crate::server::pipeline::error_response(&self.error, dialect);
+        if let Some(v) = self.applied {
+            resp.headers_mut().insert(X_APPLIED_GUARDRAILS.clone(), v);
+        }
+        resp
+    }
+}
+
 fn note(record: &mut RequestRecord, run: GuardrailRun) {
     record
         .guardrails
@@ -139,20 +181,24 @@ fn run(
 pub(crate) fn before<'s>(
     set: &'s Guardrails,
     endpoint: Endpoint,
+    key: &[Arc<str>],
     body: &mut Bytes,
     record: &mut RequestRecord,
-) -> Result<Option<Guard<'s>>, ApiError> {
+) -> Result<Option<Guard<'s>>, Refused> {
     if !texts::checked(endpoint)
-        || (!set.any_default_on && memchr::memmem::find(body, b"guardrails").is_none())
+        || (!set.any_default_on
+            && key.is_empty()
+            && memchr::memmem::find(body, b"guardrails").is_none())
     {
         return Ok(None);
     }
     let mut value: Value =
         serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let names = requested(&value);
+    let mut names = requested(&value);
+    names.extend(key.iter().map(|n| &**n));
     for n in &names {
         if !set.list.iter().any(|g| &*g.name == *n) {
-            return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()));
+            return Err(ApiError::UnknownGuardrail((*n).chars().take(128).collect()).into());
         }
     }
     let selected: Vec<&Guardrail> = set
@@ -163,27 +209,19 @@ pub(crate) fn before<'s>(
     if selected.is_empty() {
         return Ok(None);
     }
-    let stream = value.get("stream").and_then(Value::as_bool) == Some(true);
-    if let Some(g) = selected
-        .iter()
-        .find(|g| stream && g.settings.modes.post_call)
-    {
-        return Err(ApiError::InvalidParam {
-            param: "stream",
-            message: format!(
-                "guardrail '{}' checks answers (post_call), and sluice does not check streamed answers yet; send this request without stream",
-                g.name
-            ),
-        });
-    }
     let mut masks = Masks::default();
     let mut masked = false;
     {
         let mut texts = Vec::new();
         texts::request(endpoint, &mut value, &mut texts);
         for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
-            masked |= run(g, &mut texts, &mut masks, GuardrailStage::Request, record)
-                .map_err(|v| blocked(v, "request"))?;
+            masked |=
+                run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
+                    Refused {
+                        error: blocked(v, "request"),
+                        applied: names_value(&selected),
+                    }
+                })?;
         }
     }
     if masked {
@@ -206,10 +244,20 @@ impl Guard<'_> {
             .any(|g| g.settings.modes.post_call || g.settings.output_parse_pii)
     }
 
+    /// The `post_call` guardrails a streamed answer must pass (`GuardedStream`), if any.
+    pub(crate) fn on_stream(&self) -> Option<Vec<Guardrail>> {
+        let list: Vec<Guardrail> = self
+            .selected
+            .iter()
+            .filter(|g| g.settings.modes.post_call)
+            .map(|g| (*g).clone())
+            .collect();
+        (!list.is_empty()).then_some(list)
+    }
+
     /// `x-sluice-applied-guardrails`: the names, comma-separated.
     pub(crate) fn applied(&self) -> Option<HeaderValue> {
-        let names: Vec<&str> = self.selected.iter().map(|g| &*g.name).collect();
-        HeaderValue::from_str(&names.join(",")).ok()
+        names_value(&self.selected)
     }
 
     /// The whole answer, checked by the `post_call` guardrails and with placeholders given

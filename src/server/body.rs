@@ -9,6 +9,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 
 use super::relay::{RelayError, StreamRelay};
+use crate::guardrails::GuardedStream;
 use crate::passthrough::PassRelay;
 
 /// A response body. An enum rather than a boxed trait object: no allocation for whole
@@ -23,6 +24,8 @@ pub enum ResponseBody {
     Pass(Box<PassRelay>),
     /// An answer another request is receiving, read as it arrives (`crate::cache`).
     Shared(UnsyncBoxBody<Bytes, RelayError>),
+    /// A relayed stream checked by `post_call` guardrails as it passes (`crate::guardrails`).
+    Guarded(Box<GuardedStream<StreamRelay>>),
 }
 
 impl ResponseBody {
@@ -47,20 +50,23 @@ impl Body for ResponseBody {
             Self::Stream(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
             Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
             Self::Shared(body) => Pin::new(body).poll_frame(cx),
+            Self::Guarded(body) => Pin::new(body.as_mut()).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Full(full) => full.is_end_stream(),
-            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) => false,
+            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => false,
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(full) => full.size_hint(),
-            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) => SizeHint::default(),
+            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => {
+                SizeHint::default()
+            }
         }
     }
 }

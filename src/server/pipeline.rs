@@ -153,7 +153,12 @@ where
     //    it ends.
     pending.armed = false;
     let owned = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-    if !owned && !matches!(resp.body(), ResponseBody::Stream(_) | ResponseBody::Pass(_)) {
+    if !owned
+        && !matches!(
+            resp.body(),
+            ResponseBody::Stream(_) | ResponseBody::Pass(_) | ResponseBody::Guarded(_)
+        )
+    {
         let mut record = pending.take();
         record.status = resp.status().as_u16();
         state.recorder().record(record);
@@ -240,7 +245,13 @@ where
     };
     // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
     let mut guarded = match snap.guardrails.as_deref() {
-        Some(set) => crate::guardrails::before(set, endpoint, &mut body, record)?,
+        Some(set) => {
+            let carried = caller.guardrails(state.gate().directory());
+            match crate::guardrails::before(set, endpoint, &carried, &mut body, record) {
+                Ok(g) => g,
+                Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
+            }
+        }
         None => None,
     };
     // 5. Read the envelope, not the body.
@@ -467,7 +478,13 @@ where
                             c.mark(&mut spend);
                             c.stream(parts.status, ct, relay)
                         }
-                        None => ResponseBody::Stream(Box::new(relay)),
+                        None => match guarded.as_ref().and_then(|g| g.on_stream()) {
+                            // post_call guardrails check the stream as it passes.
+                            Some(list) => ResponseBody::Guarded(Box::new(
+                                crate::guardrails::GuardedStream::new(relay, list, endpoint),
+                            )),
+                            None => ResponseBody::Stream(Box::new(relay)),
+                        },
                     };
                     let mut resp = stream_response(parts, body);
                     resp.headers_mut().extend(spend);

@@ -70,6 +70,18 @@ pub struct StreamRelay {
     report: Option<tokio::sync::oneshot::Sender<Settled>>,
 }
 
+impl crate::guardrails::NotesGuardrails for StreamRelay {
+    fn note_guardrail(&mut self, run: sluice_core::record::GuardrailRun) {
+        if run.verdict == sluice_core::record::GuardrailVerdict::Blocked {
+            self.record.error = Some("guardrail_blocked");
+        }
+        self.record
+            .guardrails
+            .get_or_insert_with(Default::default)
+            .push(run);
+    }
+}
+
 /// What a finished stream used and cost.
 pub(crate) type Settled = (
     Option<sluice_core::usage::Usage>,
