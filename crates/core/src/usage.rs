@@ -193,6 +193,112 @@ impl From<RawUsage> for Usage {
     }
 }
 
+impl RawUsage {
+    /// The usage object read by [`crate::scan`] instead of serde's derived visitor (which
+    /// matches every key against every field and alias). `None` when anything is not the plain
+    /// shape (a value that is not a non-negative integer, an escaped key, a repeated detail
+    /// object): the caller then asks serde, which decides as before.
+    fn scan(obj: &[u8]) -> Option<Self> {
+        let mut raw = RawUsage {
+            cache_read_input_tokens: None,
+            cache_creation_input_tokens: None,
+            prompt_tokens: None,
+            input_tokens: None,
+            completion_tokens: None,
+            total_tokens: None,
+            prompt_tokens_details: None,
+            completion_tokens_details: None,
+            seconds: None,
+        };
+        let mut members = crate::scan::members(obj)?;
+        for (key, range) in members.by_ref() {
+            let value = &obj[range];
+            let slot = match key {
+                b"cache_read_input_tokens" => &mut raw.cache_read_input_tokens,
+                b"cache_creation_input_tokens" => &mut raw.cache_creation_input_tokens,
+                b"prompt_tokens" => &mut raw.prompt_tokens,
+                b"input_tokens" => &mut raw.input_tokens,
+                b"completion_tokens" | b"output_tokens" => &mut raw.completion_tokens,
+                b"total_tokens" => &mut raw.total_tokens,
+                b"prompt_tokens_details" | b"input_tokens_details" | b"input_token_details" => {
+                    if raw.prompt_tokens_details.is_some() {
+                        return None;
+                    }
+                    raw.prompt_tokens_details = Details::scan(value)?;
+                    continue;
+                }
+                b"completion_tokens_details"
+                | b"output_tokens_details"
+                | b"output_token_details" => {
+                    if raw.completion_tokens_details.is_some() {
+                        return None;
+                    }
+                    raw.completion_tokens_details = Details::scan(value)?;
+                    continue;
+                }
+                b"seconds" => {
+                    raw.seconds = match value {
+                        b"null" => None,
+                        v => Some(std::str::from_utf8(v).ok()?.parse().ok()?),
+                    };
+                    continue;
+                }
+                k if k.contains(&b'\\') => return None,
+                _ => continue,
+            };
+            if slot.is_some() {
+                return None;
+            }
+            *slot = count(value)?;
+        }
+        members.complete.then_some(raw)
+    }
+}
+
+impl Details {
+    /// A details object read as [`RawUsage::scan`] reads usage: `Some(None)` for `null`.
+    fn scan(value: &[u8]) -> Option<Option<Self>> {
+        if value == b"null" {
+            return Some(None);
+        }
+        let mut d = Details {
+            cached_tokens: None,
+            reasoning_tokens: None,
+        };
+        let mut members = crate::scan::members(value)?;
+        for (key, range) in members.by_ref() {
+            let slot = match key {
+                b"cached_tokens" => &mut d.cached_tokens,
+                b"reasoning_tokens" => &mut d.reasoning_tokens,
+                k if k.contains(&b'\\') => return None,
+                _ => continue,
+            };
+            if slot.is_some() {
+                return None;
+            }
+            *slot = count(&value[range])?;
+        }
+        members.complete.then_some(Some(d))
+    }
+}
+
+/// A token count as serde reads an `Option<u64>`: `null` is none, digits are a number, and
+/// anything else (a sign, a fraction, an overflow) is `None` here, for serde to judge.
+fn count(value: &[u8]) -> Option<Option<u64>> {
+    if value == b"null" {
+        return Some(None);
+    }
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    if value.len() > 1 && value[0] == b'0' {
+        return None;
+    }
+    Some(Some(
+        value.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')),
+    ))
+}
+
 fn seconds_to_ms(s: f64) -> u64 {
     if s.is_finite() && s > 0.0 {
         (s * 1000.0).round() as u64
@@ -318,9 +424,13 @@ pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
         for (key, value) in members.by_ref() {
             match key {
                 b"usage" if body.get(value.start) == Some(&b'{') => {
-                    return serde_json::from_slice::<RawUsage>(&body[value])
-                        .ok()
-                        .map(Usage::from);
+                    let usage = &body[value];
+                    return match RawUsage::scan(usage) {
+                        Some(raw) => Some(raw.into()),
+                        None => serde_json::from_slice::<RawUsage>(usage)
+                            .ok()
+                            .map(Usage::from),
+                    };
                 }
                 b"response" | b"message" => nested = true,
                 _ => {}
@@ -374,6 +484,28 @@ mod tests {
                 String::from_utf8_lossy(b)
             );
         }
+        let usages: [&[u8]; 7] = [
+            br#"{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}"#,
+            br#"{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":100,"cache_creation_input_tokens":20,"service_tier":"standard"}"#,
+            br#"{"total_tokens":7}"#,
+            br#"{"type":"duration","seconds":9.5}"#,
+            br#"{"prompt_tokens":-1}"#,
+            br#"{"prompt_tokens":1.0,"completion_tokens":null}"#,
+            br#"{"input_tokens_details":null,"input_tokens":3,"output_tokens":01}"#,
+        ];
+        for u in usages {
+            let b = [&br#"{"choices":[],"usage":"#[..], u, b"}"].concat();
+            assert_eq!(
+                usage_from_body(&b),
+                probe(&b),
+                "{}",
+                String::from_utf8_lossy(&b)
+            );
+        }
+        assert!(
+            RawUsage::scan(usages[0]).is_some(),
+            "the plain shape is scanned"
+        );
         assert_eq!(usage_from_body(bodies[0]).unwrap().prompt_tokens, 10);
         assert_eq!(usage_from_body(bodies[7]).unwrap().prompt_tokens, 8);
     }
