@@ -767,6 +767,8 @@ guardrails:
         );
     }
     assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+}
+
 #[test]
 fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
     let yaml =

@@ -522,6 +522,14 @@ mod tests {
         let m = Metrics::default();
         let mut r = sample();
         (r.fallbacks, r.hedges) = (1, 1);
+        // Guardrail families have samples once a guardrail ran.
+        r.guardrails = Some(Box::new(vec![sluice_core::record::GuardrailRun {
+            name: "pii".into(),
+            stage: sluice_core::record::GuardrailStage::Request,
+            verdict: sluice_core::record::GuardrailVerdict::Masked,
+            duration: Duration::from_micros(3),
+            found: vec![("EMAIL_ADDRESS".into(), 1)],
+        }]));
         m.observe(&r);
         let member = sluice_routing::Member {
             target: std::sync::Arc::new(sluice_providers::DeploymentTarget::mock_for_tests(
