@@ -103,22 +103,7 @@ fn csrf_of(html: &str) -> String {
 }
 
 async fn admin(gw: &Gateway, method: &str, path: &str, body: Value) -> Answer {
-    let auth = format!("Bearer {MASTER}");
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &gw.url(path),
-        body,
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &auth),
-        ],
-    )
-    .await
+    admin_as(gw, MASTER, method, path, body).await
 }
 
 #[tokio::test]

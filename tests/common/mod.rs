@@ -381,6 +381,32 @@ pub async fn new_key(gw: &Gateway, spec: serde_json::Value) -> String {
     a.json()["key"].as_str().unwrap().to_owned()
 }
 
+/// A management API call with `master` as the bearer key; a null `body` sends none.
+pub async fn admin_as(
+    gw: &Gateway,
+    master: &str,
+    method: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> Answer {
+    let auth = format!("Bearer {master}");
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    send(
+        method,
+        &gw.url(path),
+        body,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+    )
+    .await
+}
+
 /// Whether `f` comes true within `within` (asked every 50 ms).
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where
