@@ -64,13 +64,7 @@ impl MasterKey {
 /// OpenAI, Anthropic and Azure SDKs' headers respectively).
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers.get(http::header::AUTHORIZATION) {
-        let v = v.to_str().ok()?.trim();
-        let key = v
-            .strip_prefix("Bearer ")
-            .or_else(|| v.strip_prefix("bearer "))
-            .unwrap_or(v)
-            .trim();
-        return (!key.is_empty()).then_some(key);
+        return without_bearer(v);
     }
     ["x-api-key", "api-key"]
         .iter()
@@ -78,6 +72,23 @@ pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|k| !k.is_empty())
+}
+
+/// LiteLLM's `x-litellm-api-key`, which routes whose `Authorization` carries a provider's own
+/// credential (pass-through, MCP) read first; LiteLLM's docs send it with and without `Bearer `.
+pub fn litellm_key(headers: &HeaderMap) -> Option<&str> {
+    headers.get("x-litellm-api-key").and_then(without_bearer)
+}
+
+/// A header's key, without a `Bearer ` prefix; `None` when empty or not text.
+fn without_bearer(v: &http::HeaderValue) -> Option<&str> {
+    let v = v.to_str().ok()?.trim();
+    let key = v
+        .strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .unwrap_or(v)
+        .trim();
+    (!key.is_empty()).then_some(key)
 }
 
 /// Check a request's credentials. `None` master key: the gateway is open.

@@ -246,13 +246,7 @@ where
 /// `x-litellm-api-key` first (with or without `Bearer `: an MCP client may need
 /// `Authorization` for something else), then the usual `Authorization`, `x-api-key`, `api-key`.
 fn caller_key(headers: &HeaderMap) -> Cow<'_, HeaderMap> {
-    let litellm = headers
-        .get("x-litellm-api-key")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim())
-        .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim())
-        .filter(|k| !k.is_empty());
-    let Some(key) = litellm else {
+    let Some(key) = crate::auth::litellm_key(headers) else {
         return Cow::Borrowed(headers);
     };
     let mut out = HeaderMap::new();

@@ -317,7 +317,8 @@ fn caller_key(route: Route, headers: &HeaderMap, query: Option<&str>) -> HeaderM
             .map(str::to_owned)
     };
     let google = matches!(route, Route::Gemini | Route::Vertex);
-    let key = header("x-litellm-api-key")
+    let key = auth::litellm_key(headers)
+        .map(str::to_owned)
         .or_else(|| {
             google
                 .then(|| {
@@ -402,6 +403,12 @@ mod tests {
         ]);
         assert_eq!(
             bearer(&caller_key(Route::Vertex, &both, None)),
+            Some("Bearer sk-virtual")
+        );
+        // LiteLLM's docs send it with `Bearer ` too: not doubled.
+        let prefixed = headers(&[("x-litellm-api-key", "Bearer sk-virtual")]);
+        assert_eq!(
+            bearer(&caller_key(Route::Vertex, &prefixed, None)),
             Some("Bearer sk-virtual")
         );
         let none = HeaderMap::new();
