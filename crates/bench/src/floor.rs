@@ -109,14 +109,20 @@ pub fn start(
             reason: e.to_string(),
         }
     })?;
-    let mut cmd = Command::new(nginx);
-    cmd.arg("-p")
-        .arg(dir)
-        .arg("-e")
-        .arg(dir.join("nginx-error.log"))
-        .arg("-c")
-        .arg(&conf);
-    spawn::start_listening(NAME, cmd, listen, dir)
+    let command = || {
+        let mut cmd = Command::new(nginx);
+        cmd.arg("-p")
+            .arg(dir)
+            .arg("-e")
+            .arg(dir.join("nginx-error.log"))
+            .arg("-c")
+            .arg(&conf);
+        cmd
+    };
+    // `nginx -s stop` signals the master through the pid file; it takes its workers with it.
+    let mut stop = command();
+    stop.args(["-s", "stop"]);
+    spawn::start_listening(NAME, command(), stop, listen, dir)
 }
 
 #[cfg(test)]

@@ -16,10 +16,20 @@ pub struct Spawned {
     pub addr: SocketAddr,
     /// Its pid, for `/proc` readings.
     pub pid: u32,
+    /// How to stop it and its children first (nginx's master, killed, would leave its workers
+    /// running); the child is killed after it either way.
+    stop: Option<Command>,
 }
 
 impl Drop for Spawned {
     fn drop(&mut self) {
+        if let Some(stop) = self.stop.as_mut() {
+            let _ = stop.stdin(Stdio::null()).stderr(Stdio::null()).status();
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -51,17 +61,21 @@ pub fn start(
 
 /// Start another program (the nginx floor) that was told to listen on `addr`, and wait until
 /// it accepts connections there: such programs write no ready file.
+/// `stop` is run when the program is dropped, before it is killed.
 pub fn start_listening(
     name: &str,
     cmd: Command,
+    stop: Command,
     addr: SocketAddr,
     dir: &Path,
 ) -> Result<Spawned, BenchError> {
-    launch(name, cmd, dir, || {
+    let mut spawned = launch(name, cmd, dir, || {
         std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100))
             .ok()
             .map(|_| addr)
-    })
+    })?;
+    spawned.stop = Some(stop);
+    Ok(spawned)
 }
 
 /// Spawn `cmd` (stderr to `<name>.log` in `dir`) and poll `listening` until it gives the
@@ -84,6 +98,7 @@ fn launch(
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         pid,
+        stop: None,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
