@@ -558,6 +558,21 @@ mod tests {
         }
     }
 
+    /// A report of `rows` and nothing else.
+    fn report_of(rows: Vec<Row>) -> Report {
+        Report {
+            started: String::new(),
+            version: "test",
+            machine: Machine::detect(),
+            command: String::new(),
+            rest: Vec::new(),
+            rows,
+            hold: None,
+            floor_note: None,
+            callbacks: None,
+        }
+    }
+
     #[test]
     fn callbacks_are_judged_against_what_two_identical_gateways_differ_by() {
         let rows = vec![
@@ -571,18 +586,11 @@ mod tests {
             level(AGAIN, 8, 303.0, 905.0),
         ];
         let report = Report {
-            started: String::new(),
-            version: "test",
-            machine: Machine::detect(),
-            command: String::new(),
-            rest: Vec::new(),
-            rows,
-            hold: None,
-            floor_note: None,
             callbacks: Some(CallbackDeliveries {
                 requests: 1,
                 bytes: 1,
             }),
+            ..report_of(rows)
         };
         let section = report.callbacks_section();
         let verdicts: Vec<&str> = section
@@ -609,17 +617,7 @@ mod tests {
             slow,
             fast,
         ];
-        let report = Report {
-            started: String::new(),
-            version: "test",
-            machine: Machine::detect(),
-            command: String::new(),
-            rest: Vec::new(),
-            rows,
-            hold: None,
-            floor_note: None,
-            callbacks: None,
-        };
+        let report = report_of(rows);
         let section = report.floor_section();
         let cells: Vec<Vec<&str>> = section
             .lines()
