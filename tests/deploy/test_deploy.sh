@@ -5,7 +5,7 @@
 #
 #   bash tests/deploy/test_deploy.sh [BINARY]
 #
-# BINARY (default: target/release/sluice, which scripts/test.sh builds) goes into the image
+# BINARY (default: target/release/sluice; scripts/test.sh passes its `ci`-profile build) goes into the image
 # through deploy/docker-context.sh; SLUICE_DEPLOY_BINARY=… does the same (a musl build, say).
 # SLUICE_DEPLOY_FROM_SOURCE=1 builds the image from source instead, as a release would (a musl
 # build with fat LTO inside Docker: many minutes; not part of scripts/test.sh).

@@ -582,7 +582,7 @@ mod tests {
                     .find_map(|s| name.strip_suffix(s))
                     .unwrap_or(&name);
                 if base.starts_with("sluice_cache_") {
-                    // The binary's cache module renders these; tests/cache.rs checks them.
+                    // The binary's cache module renders these; tests/e2e/cache.rs checks them.
                     continue;
                 }
                 assert!(

@@ -1,13 +1,9 @@
 //! Virtual keys made through the management API and used through the gateway, end to end, on
 //! SQLite and on PostgreSQL; two instances sharing PostgreSQL and Redis; and a database outage
 //! in the middle of traffic that loses no spend record.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const MASTER: &str = "sk-master-admin";

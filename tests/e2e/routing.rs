@@ -1,13 +1,9 @@
 //! Routing that survives provider failures, end to end: real mock servers on loopback with
 //! injected faults, every attempt counted at the mock.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use sluice_mock::{Faults, MockSettings};
 
 const CHAT: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;

@@ -1,11 +1,7 @@
 //! End-to-end: the endpoints beyond text (images, audio, moderations, rerank) through the
 //! gateway to the mock over HTTP and to a recording upstream: bodies as the provider gets
 //! them, answers as the client gets them, and what each request is charged.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_mock::MockSettings;
 
 fn config(mock_base: &str) -> String {

@@ -4,11 +4,7 @@
 //! given back in the answer (`output_parse_pii`), `default_on` against per-request selection,
 //! an answer refused by a `post_call` guardrail (whole and streamed), a key's own guardrails,
 //! and the verdicts on the request's record.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use sluice_core::record::{GuardrailStage, GuardrailVerdict};
 
 const GUARDRAILS: &str = r#"

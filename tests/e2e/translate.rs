@@ -2,11 +2,7 @@
 //! and Anthropic clients (`/v1/messages`) on OpenAI-compatible, Anthropic and in-process mock
 //! deployments. The upstream is `sluice mock` (speaking each wire format) or a recording
 //! upstream for byte-exact and error cases.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sluice_mock::MockSettings;
 
@@ -147,21 +143,21 @@ async fn anthropic_errors_reach_openai_clients_mapped() {
     let cases = [
         (
             529,
-            include_str!("fixtures/anthropic/error_overloaded.json"),
+            include_str!("../fixtures/anthropic/error_overloaded.json"),
             503,
             "Overloaded",
             "overloaded",
         ),
         (
             429,
-            include_str!("fixtures/anthropic/error_rate_limit.json"),
+            include_str!("../fixtures/anthropic/error_rate_limit.json"),
             429,
             "rate limit",
             "rate_limit_exceeded",
         ),
         (
             400,
-            include_str!("fixtures/anthropic/error_prompt_too_long.json"),
+            include_str!("../fixtures/anthropic/error_prompt_too_long.json"),
             400,
             "prompt is too long",
             "context_length_exceeded",
@@ -212,7 +208,7 @@ async fn drop_params_decides_between_400_and_dropping() {
 async fn hints_are_dropped_and_listed_meaning_is_refused_by_name() {
     let (_mock, gw) = setup("").await;
     // Claude Code's shape towards an OpenAI-compatible deployment: hints only.
-    let body = include_str!("fixtures/anthropic/request_claude_code.json")
+    let body = include_str!("../fixtures/anthropic/request_claude_code.json")
         .replace("\"claude-sonnet-4-6\"", "\"gpt\"");
     for stream in [true, false] {
         let body = body.replace("\"stream\": true", &format!("\"stream\": {stream}"));
@@ -354,7 +350,7 @@ async fn messages_stream_with_tools_on_openai_deployment() {
 async fn messages_on_anthropic_deployment_pass_through() {
     let up = recording(Reply::Json(
         200,
-        include_str!("fixtures/anthropic/message_tool_use.json"),
+        include_str!("../fixtures/anthropic/message_tool_use.json"),
     ))
     .await;
     let mut gw = gateway(&format!(
@@ -377,7 +373,7 @@ async fn messages_on_anthropic_deployment_pass_through() {
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(
         a.body,
-        include_str!("fixtures/anthropic/message_tool_use.json"),
+        include_str!("../fixtures/anthropic/message_tool_use.json"),
         "answer passed through byte for byte"
     );
     let seen = &up.requests()[0];

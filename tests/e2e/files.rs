@@ -2,11 +2,7 @@
 //! uploads, lists, content byte for byte, deletes; a batch created, completed and its output
 //! read; its usage charged once to the key that created it; sluice's ids opaque and checked;
 //! model access.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::time::Duration;
 
 use serde_json::{json, Value};

@@ -3,13 +3,9 @@
 //! charged to the key and written to the spend log, the client closing closes the upstream
 //! (the session is recorded once), and refusals (no access, unknown model, a provider without
 //! a Realtime API) are ordinary HTTP answers before any upgrade.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use sluice_core::record::Outcome;

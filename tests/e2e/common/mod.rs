@@ -61,9 +61,16 @@ pub async fn gateway(yaml: &str) -> Gateway {
     gateway_in(yaml, &temp_dir()).await
 }
 
-/// A fresh directory for a gateway's SQLite store and spool.
+/// A fresh directory for a gateway's SQLite store and spool, under the target directory's
+/// `tmp/e2e` (emptied once per test run, so stores do not pile up anywhere across runs).
 pub fn temp_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-e2e-{}", uuid::Uuid::new_v4()));
+    static RUN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let run = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e");
+        let _ = std::fs::remove_dir_all(&run);
+        run
+    });
+    let dir = run.join(uuid::Uuid::new_v4().to_string());
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

@@ -2,11 +2,7 @@
 //! `/v1/embeddings`) and Anthropic clients (`/v1/messages`) on `gemini/` and `bedrock/`
 //! deployments, answered by `sluice mock` on Google's and AWS's real paths and wire formats.
 //! The Bedrock mock checks every SigV4 signature, so a wrong one fails these tests.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sluice_mock::{Faults, MockSettings};
 

@@ -3,8 +3,6 @@
 //! no cycle can form), and its dev-dependencies come from earlier rows too. A new arrow that
 //! nobody wrote down fails here.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 

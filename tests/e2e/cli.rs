@@ -1,8 +1,4 @@
 //! The real binary: `--version`, `check-config`, and `serve` with graceful shutdown.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -15,9 +11,7 @@ fn root() -> PathBuf {
 }
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+    let p = crate::common::temp_dir().join(name);
     std::fs::File::create(&p)
         .unwrap()
         .write_all(text.as_bytes())
@@ -193,7 +187,7 @@ async fn graceful_shutdown_lets_streams_finish() {
     let mut served = serve(SLOW_STREAM, &["--log-format", "json"]);
     let url = format!("http://{}/v1/chat/completions", served.addr);
     let stream = tokio::spawn(async move {
-        common::send(
+        crate::common::send(
             "POST",
             &url,
             r#"{"model":"slow","stream":true,"messages":[]}"#,
@@ -237,8 +231,7 @@ async fn refuses_new_connections_after_sigterm() {
 /// the gateway's wait for its last records, so it can be started many times cheaply.
 #[test]
 fn sigterm_right_after_start_exits_0() {
-    let dir = std::env::temp_dir().join(format!("sluice-cli-early-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::common::temp_dir();
     let ready = dir.join("mock.ready");
     for _ in 0..20 {
         let _ = std::fs::remove_file(&ready);
@@ -267,7 +260,7 @@ fn sigterm_right_after_start_exits_0() {
 /// and they all see a SIGHUP reload.
 #[tokio::test]
 async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
-    let mock = common::mock_server(sluice_mock::MockSettings::default()).await;
+    let mock = crate::common::mock_server(sluice_mock::MockSettings::default()).await;
     let config = |name: &str| {
         format!(
             "model_list:\n  - model_name: {name}\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
@@ -281,7 +274,7 @@ async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
         async move {
             let body =
                 format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
-            common::send("POST", &url, body, &[]).await.status
+            crate::common::send("POST", &url, body, &[]).await.status
         }
     };
     // Each `send` opens its own connection, so the kernel spreads them over the workers.
@@ -330,7 +323,7 @@ fn read_chunked(raw: &[u8]) -> (usize, String) {
 #[tokio::test]
 async fn stream_frames_ready_together_reach_the_client_in_one_chunk() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mock = common::mock_server(sluice_mock::MockSettings::default()).await;
+    let mock = crate::common::mock_server(sluice_mock::MockSettings::default()).await;
     let config = format!(
         "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n",
         mock.base()

@@ -5,15 +5,11 @@
 //! credential is sluice's and no client header reaches the tool server, a key's
 //! `object_permission` narrows what it sees and refuses what it may not call, bounds and
 //! cancellation reach the tool server, and every call is counted in `sluice_mcp_*`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn script() -> PathBuf {

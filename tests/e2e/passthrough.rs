@@ -3,13 +3,9 @@
 //! key where each provider reads it, checks Bedrock's SigV4 signatures and Vertex AI's OAuth
 //! tokens), never with the caller's; usage is read in each provider's shape and charged to the
 //! virtual key's budget; streams arrive as they are sent; paths cannot leave the provider.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use sluice_mock::MockSettings;
 

@@ -1,11 +1,7 @@
 //! The admin console at `/ui`, end to end against the in-process gateway with its SQLite store:
 //! sign-in, session cookie attributes, CSRF refusals, keys made and changed from forms and seen
 //! through the management API, escaping, the Content-Security-Policy, and `disable_admin_ui`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const MASTER: &str = "sk-master-console";

@@ -2,10 +2,6 @@
 //! deliveries for a while. Nothing is lost, records arrive in request order once it is back,
 //! and the sink reports itself in `/health/readiness` and `/metrics` meanwhile.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
-use common::*;
+use crate::common::*;
 
 #[derive(Default)]
 struct Receiver {

@@ -1,12 +1,8 @@
 //! End-to-end: the gateway in front of the mock provider (over HTTP and in process) and a
 //! recording upstream, on ephemeral loopback ports.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use sluice_core::record::Outcome;
 use sluice_mock::MockSettings;
 
@@ -246,10 +242,10 @@ async fn health_routes_need_no_key() {
         "/health/liveness",
         "/health/readiness",
     ] {
-        let a = common::send("GET", &gw.url(path), "", &[]).await;
+        let a = crate::common::send("GET", &gw.url(path), "", &[]).await;
         assert_eq!(a.status, 200, "{path}");
     }
-    let a = common::send("GET", &gw.url("/health/readiness"), "", &[]).await;
+    let a = crate::common::send("GET", &gw.url("/health/readiness"), "", &[]).await;
     assert_eq!(a.json()["status"], "healthy");
 }
 
@@ -258,18 +254,18 @@ async fn auth_rules() {
     let (_mock, gw) = setup().await;
     let url = gw.url("/v1/chat/completions");
     let body = r#"{"model":"gpt-test","messages":[]}"#;
-    let a = common::send("POST", &url, body, &[]).await;
+    let a = crate::common::send("POST", &url, body, &[]).await;
     assert_eq!(a.status, 401);
     assert_eq!(a.json()["error"]["type"], "authentication_error");
-    let a = common::send("POST", &url, body, &[("authorization", "Bearer sk-wrong")]).await;
+    let a = crate::common::send("POST", &url, body, &[("authorization", "Bearer sk-wrong")]).await;
     assert_eq!(a.status, 401);
     assert!(!a.text().contains("sk-master"));
     for h in ["x-api-key", "api-key"] {
-        let a = common::send("POST", &url, body, &[(h, "sk-master")]).await;
+        let a = crate::common::send("POST", &url, body, &[(h, "sk-master")]).await;
         assert_eq!(a.status, 200, "{h}");
     }
     assert_eq!(
-        common::send("GET", &gw.url("/v1/models"), "", &[])
+        crate::common::send("GET", &gw.url("/v1/models"), "", &[])
             .await
             .status,
         401
@@ -281,7 +277,7 @@ async fn open_gateway_without_master_key() {
     let mock = mock_server(MockSettings::default()).await;
     let yaml = config(&mock.base(), "").replace("general_settings:\n  master_key: sk-master", "");
     let gw = gateway(&yaml).await;
-    let a = common::send(
+    let a = crate::common::send(
         "POST",
         &gw.url("/v1/chat/completions"),
         r#"{"model":"gpt-test","messages":[]}"#,
@@ -448,7 +444,7 @@ async fn upstream_errors_pass_through() {
     ))
     .await;
     for stream in [false, true] {
-        // A fresh gateway each time: the 429 cools the only deployment down (tests/routing.rs).
+        // A fresh gateway each time: the 429 cools the only deployment down (tests/e2e/routing.rs).
         let gw = gateway(&config(&up.base(), "")).await;
         let a = post(
             &gw.url("/v1/chat/completions"),
@@ -527,7 +523,7 @@ async fn cut_stream_ends_with_an_error_not_a_fake_done() {
 #[tokio::test]
 async fn request_id_is_echoed_or_made() {
     let (_mock, gw) = setup().await;
-    let a = common::send(
+    let a = crate::common::send(
         "POST",
         &gw.url("/v1/chat/completions"),
         r#"{"model":"gpt-test","messages":[]}"#,
@@ -572,7 +568,7 @@ async fn load_balances_across_a_group() {
     );
     let gw = gateway(&yaml).await;
     for _ in 0..10 {
-        let r = common::send(
+        let r = crate::common::send(
             "POST",
             &gw.url("/v1/chat/completions"),
             r#"{"model":"g"}"#,

@@ -1,14 +1,10 @@
 //! Virtual keys on the request path, end to end through the real server: model access,
 //! refusals, rate limits with `x-ratelimit-*` headers, budgets with spend headers, end-user
 //! budgets, streams charged when they end, and the concurrent-overspend bound. Keys are put
-//! into the gateway's directory directly here; tests/admin.rs creates them through the API.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+//! into the gateway's directory directly here; tests/e2e/admin.rs creates them through the API.
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice::auth::{digest, ModelAccess, Stored};
 use sluice_core::limits::{nanos, Limits, SubjectKind};
 

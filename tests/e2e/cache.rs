@@ -3,13 +3,9 @@
 //! stream replayed byte for byte, the per-request controls, identical requests in flight
 //! collapsed into one upstream call (streams fanned out), the leader's client leaving without
 //! failing the others, `mode: default_off`, and the management routes.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_mock::MockSettings;
 
 fn config(mock_base: &str, cache_params: &str) -> String {
@@ -400,7 +396,7 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     assert!(m.contains("sluice_cache_redis_hits_total 2"), "{m}");
     assert!(m.contains("sluice_cache_redis_up 1"), "{m}");
     // Every cache metric docs/metrics.md names is exported (with `type: redis`, all of them).
-    let docs = include_str!("../docs/metrics.md");
+    let docs = include_str!("../../docs/metrics.md");
     for name in docs.split('`').filter(|w| w.starts_with("sluice_cache_")) {
         assert!(
             m.contains(&format!("# TYPE {name} ")),

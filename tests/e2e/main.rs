@@ -1,0 +1,26 @@
+//! Every end-to-end test in one binary: the real server (in process, on loopback ports) in
+//! front of `sluice mock` and real stores. One test binary links once instead of once per
+//! file, which is most of what a clean build of the tests costs; each file below is a module
+//! named for what it tests (`cargo test --test e2e proxy::` runs one of them).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+mod admin;
+mod architecture;
+mod cache;
+mod callbacks;
+mod cli;
+mod console;
+mod endpoints;
+mod files;
+mod guardrails;
+mod keys;
+mod mcp;
+mod passthrough;
+mod providers;
+mod proxy;
+mod realtime;
+mod routing;
+mod translate;
+mod uploads;
