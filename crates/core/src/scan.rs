@@ -110,27 +110,30 @@ fn string_end(doc: &[u8], at: usize) -> Option<usize> {
 fn value_end(doc: &[u8], at: usize) -> Option<usize> {
     match doc.get(at)? {
         b'"' => string_end(doc, at),
-        b'{' | b'[' => {
+        // JSON nests properly, so the bracket that closes the value is found by counting only
+        // its own kind (and skipping strings): three bytes to look for, so `memchr3` jumps
+        // over everything else instead of a byte-by-byte loop.
+        &open @ (b'{' | b'[') => {
+            let close = if open == b'{' { b'}' } else { b']' };
             let mut depth = 0usize;
             let mut i = at;
-            while let Some(&b) = doc.get(i) {
-                match b {
+            loop {
+                i += memchr::memchr3(b'"', open, close, doc.get(i..)?)?;
+                match doc[i] {
                     b'"' => {
                         i = string_end(doc, i)?;
                         continue;
                     }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
+                    b if b == open => depth += 1,
+                    _ => {
                         depth -= 1;
                         if depth == 0 {
                             return Some(i + 1);
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
             }
-            None
         }
         // A number, `true`, `false` or `null`: up to the next separator.
         _ => {
@@ -172,6 +175,16 @@ mod tests {
         assert_eq!(got[1].1, "-1.5e3");
         assert_eq!(got[3].1, "null");
         assert_eq!(got[5].1, r#"{"prompt_tokens":3}"#);
+    }
+
+    #[test]
+    fn mixed_nesting_closes_on_the_values_own_bracket() {
+        let doc = br#"{"a":[{"b":[1,{"c":"]}\"]"}],"e":{}}],"d":{"x":[[]],"y":{"z":"}"}},"f":2}"#;
+        let (got, complete) = keys(doc);
+        assert!(complete);
+        assert_eq!(got[0].1, r#"[{"b":[1,{"c":"]}\"]"}],"e":{}}]"#);
+        assert_eq!(got[1].1, r#"{"x":[[]],"y":{"z":"}"}}"#);
+        assert_eq!(got[2], ("f".to_owned(), "2".to_owned()));
     }
 
     #[test]

@@ -11,7 +11,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use sluice_core::record::{GuardrailVerdict, Outcome, RecordSink, RequestRecord};
+use sluice_core::record::{GuardrailVerdict, RecordSink, RequestRecord};
+
+mod cells;
 use sluice_routing::{now_ms, Availability, Router};
 
 /// `Content-Type` of the exposition (OpenMetrics text, which Prometheus scrapes natively).
@@ -94,6 +96,8 @@ fn ttft_histogram() -> Histogram {
 /// Every metric sluice exports.
 #[derive(Debug)]
 pub struct Metrics {
+    /// Tells this instance's cached handles from another's ([`cells`]).
+    id: u64,
     registry: Registry,
     /// The request counter alone (the same family), for readers that want the figures without
     /// the scrape's work: the admin console's overview.
@@ -226,7 +230,9 @@ impl Default for Metrics {
             "Requests answered, by route, model group, deployment, provider, status class, outcome and error kind",
             requests.clone(),
         );
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             guardrail_checks,
             guardrail_masked,
             guardrail_duration,
@@ -251,6 +257,9 @@ impl Default for Metrics {
     }
 }
 
+/// The `kind` label of `sluice_tokens_total`, in [`cells::Cells::tokens`]' order.
+const TOKEN_KINDS: [&str; 5] = ["input", "output", "cached", "cache_write", "reasoning"];
+
 fn status_class(status: u16) -> &'static str {
     match status {
         100..=199 => "1xx",
@@ -264,100 +273,136 @@ fn status_class(status: u16) -> &'static str {
 }
 
 impl Metrics {
-    /// Count one finished request (on the recorder task).
+    /// Count one finished request (on the recorder task): its series' handles come from this
+    /// thread's cache ([`cells`]), so a request of a kind seen before hashes its labels once
+    /// and copies no name.
     pub fn observe(&self, r: &RequestRecord) {
-        let model = r.model.as_deref().unwrap_or("").to_owned();
-        let deployment = r.deployment.as_deref().unwrap_or("").to_owned();
-        let outcome = match r.outcome {
-            Outcome::Done => "done",
-            Outcome::StreamComplete => "complete",
-            Outcome::StreamCut => "upstream_cut",
-            Outcome::ClientGone => "client_gone",
-        };
-        self.requests
-            .get_or_create(&RequestLabels {
-                route: r.route,
-                model: model.clone(),
-                deployment: deployment.clone(),
-                provider: r.provider.unwrap_or(""),
-                status_class: status_class(r.status),
-                outcome,
-                error: r.error.or(r.failure).unwrap_or(""),
-            })
-            .inc();
         for g in r.guardrails.iter().flat_map(|g| g.iter()) {
-            self.guardrail_checks
-                .get_or_create(&GuardrailLabels {
-                    guardrail: g.name.to_string(),
-                    stage: g.stage.name(),
-                    verdict: g.verdict.name(),
-                })
-                .inc();
-            self.guardrail_duration
-                .get_or_create(&GuardrailName {
-                    guardrail: g.name.to_string(),
-                })
-                .observe(g.duration.as_secs_f64());
-            if g.verdict == GuardrailVerdict::Masked {
-                for (entity, n) in &g.found {
-                    self.guardrail_masked
-                        .get_or_create(&MaskedLabels {
-                            guardrail: g.name.to_string(),
-                            entity: entity.to_string(),
-                        })
-                        .inc_by(u64::from(*n));
-                }
-            }
+            self.observe_guardrail(g);
         }
         let total = r.start.elapsed();
-        self.overhead
-            .get_or_create(&RouteLabels { route: r.route })
-            .observe(r.overhead.as_secs_f64());
-        if r.model.is_none() {
-            return;
-        }
-        let by_model = ModelLabels {
-            model: model.clone(),
-        };
-        self.duration
-            .get_or_create(&by_model)
-            .observe(total.as_secs_f64());
-        let by_deployment = DeploymentLabels {
-            model: model.clone(),
-            deployment: deployment.clone(),
-        };
-        self.upstream
-            .get_or_create(&by_deployment)
-            .observe(total.saturating_sub(r.overhead).as_secs_f64());
-        if let Some(t) = r.ttfb {
-            self.ttft.get_or_create(&by_model).observe(t.as_secs_f64());
-        }
-        if let Some(u) = &r.usage {
-            for (kind, n) in [
-                ("input", u.prompt_tokens),
-                ("output", u.completion_tokens),
-                ("cached", u.cached_tokens),
-                ("cache_write", u.cache_creation_tokens),
-                ("reasoning", u.reasoning_tokens),
-            ] {
-                if n > 0 {
-                    self.tokens
-                        .get_or_create(&TokenLabels {
-                            model: model.clone(),
-                            deployment: deployment.clone(),
-                            kind,
-                        })
-                        .inc_by(n);
+        cells::with(
+            self.id,
+            r,
+            |key| self.cells(key),
+            |cells| {
+                cells.requests.inc();
+                cells.overhead.observe(r.overhead.as_secs_f64());
+                // Requests that never named a model group count above alone.
+                let Some(model) = r.model.as_deref() else {
+                    return;
+                };
+                let by_model = || ModelLabels {
+                    model: model.to_owned(),
+                };
+                let by_deployment = || DeploymentLabels {
+                    model: model.to_owned(),
+                    deployment: r.deployment.as_deref().unwrap_or("").to_owned(),
+                };
+                cells
+                    .duration
+                    .get_or_insert_with(|| self.duration.get_or_create(&by_model()).clone())
+                    .observe(total.as_secs_f64());
+                cells
+                    .upstream
+                    .get_or_insert_with(|| self.upstream.get_or_create(&by_deployment()).clone())
+                    .observe(total.saturating_sub(r.overhead).as_secs_f64());
+                if let Some(t) = r.ttfb {
+                    cells
+                        .ttft
+                        .get_or_insert_with(|| self.ttft.get_or_create(&by_model()).clone())
+                        .observe(t.as_secs_f64());
                 }
-            }
+                if let Some(u) = &r.usage {
+                    let counts = [
+                        u.prompt_tokens,
+                        u.completion_tokens,
+                        u.cached_tokens,
+                        u.cache_creation_tokens,
+                        u.reasoning_tokens,
+                    ];
+                    for ((cell, kind), n) in cells.tokens.iter_mut().zip(TOKEN_KINDS).zip(counts) {
+                        if n > 0 {
+                            cell.get_or_insert_with(|| {
+                                let DeploymentLabels { model, deployment } = by_deployment();
+                                self.tokens
+                                    .get_or_create(&TokenLabels {
+                                        model,
+                                        deployment,
+                                        kind,
+                                    })
+                                    .clone()
+                            })
+                            .inc_by(n);
+                        }
+                    }
+                }
+                for ((cell, family), n) in cells
+                    .counts
+                    .iter_mut()
+                    .zip([&self.retries, &self.fallbacks, &self.hedges])
+                    .zip([r.retries, r.fallbacks, r.hedges])
+                {
+                    if n > 0 {
+                        cell.get_or_insert_with(|| family.get_or_create(&by_model()).clone())
+                            .inc_by(u64::from(n));
+                    }
+                }
+            },
+        );
+    }
+
+    /// The handles every record of `key` updates.
+    fn cells(&self, key: &cells::Key<'_>) -> cells::Cells {
+        let requests = self
+            .requests
+            .get_or_create(&RequestLabels {
+                route: key.route,
+                model: key.model.unwrap_or("").to_owned(),
+                deployment: key.deployment.unwrap_or("").to_owned(),
+                provider: key.provider,
+                status_class: key.status_class,
+                outcome: key.outcome,
+                error: key.error,
+            })
+            .clone();
+        let overhead = self
+            .overhead
+            .get_or_create(&RouteLabels { route: key.route })
+            .clone();
+        cells::Cells {
+            requests,
+            overhead,
+            duration: None,
+            upstream: None,
+            ttft: None,
+            tokens: Default::default(),
+            counts: Default::default(),
         }
-        for (family, n) in [
-            (&self.retries, r.retries),
-            (&self.fallbacks, r.fallbacks),
-            (&self.hedges, r.hedges),
-        ] {
-            if n > 0 {
-                family.get_or_create(&by_model).inc_by(u64::from(n));
+    }
+
+    /// Count one guardrail run (rare: looked up in its families each time).
+    fn observe_guardrail(&self, g: &sluice_core::record::GuardrailRun) {
+        self.guardrail_checks
+            .get_or_create(&GuardrailLabels {
+                guardrail: g.name.to_string(),
+                stage: g.stage.name(),
+                verdict: g.verdict.name(),
+            })
+            .inc();
+        self.guardrail_duration
+            .get_or_create(&GuardrailName {
+                guardrail: g.name.to_string(),
+            })
+            .observe(g.duration.as_secs_f64());
+        if g.verdict == GuardrailVerdict::Masked {
+            for (entity, n) in &g.found {
+                self.guardrail_masked
+                    .get_or_create(&MaskedLabels {
+                        guardrail: g.name.to_string(),
+                        entity: entity.to_string(),
+                    })
+                    .inc_by(u64::from(*n));
             }
         }
     }
@@ -482,6 +527,39 @@ mod tests {
     }
 
     #[test]
+    fn cached_handles_count_in_their_own_instance_and_series() {
+        let (a, b) = (Metrics::default(), Metrics::default());
+        let r = sample();
+        let mut other = sample();
+        other.deployment = Some("d2".into());
+        other.status = 429;
+        other.usage = None;
+        for _ in 0..3 {
+            a.observe(&r);
+            a.observe(&other);
+        }
+        b.observe(&r);
+        let text = a.render(&Router::default(), 0);
+        assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d1",provider="openai",status_class="2xx",outcome="done",error=""} 3"#), "{text}");
+        assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d2",provider="openai",status_class="4xx",outcome="done",error=""} 3"#), "{text}");
+        assert!(
+            text.contains(r#"sluice_tokens_total{model="gpt",deployment="d1",kind="input"} 30"#)
+        );
+        assert!(
+            !text.contains(r#"deployment="d2",kind="#),
+            "no usage, no token series"
+        );
+        assert!(text.contains(r#"sluice_retries_total{model="gpt"} 6"#));
+        assert!(text.contains(r#"sluice_overhead_seconds_count{route="/v1/chat/completions"} 6"#));
+        let text = b.render(&Router::default(), 0);
+        assert!(
+            text.contains(r#"status_class="2xx",outcome="done",error=""} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"deployment="d2""#));
+    }
+
+    #[test]
     fn guardrail_runs_become_series_without_values() {
         use sluice_core::record::{GuardrailRun, GuardrailStage};
         let m = Metrics::default();
@@ -567,8 +645,8 @@ mod tests {
             .filter_map(|l| l.split_whitespace().next())
             .collect();
         for source in [
-            include_str!("../../../docs/grafana/sluice-dashboard.json"),
-            include_str!("../../../docs/metrics.md"),
+            include_str!("../../../../docs/grafana/sluice-dashboard.json"),
+            include_str!("../../../../docs/metrics.md"),
         ] {
             let mut rest = source;
             while let Some(i) = rest.find("sluice_") {
