@@ -256,17 +256,19 @@ fn listener_tls(
         (None, None, None) => return Ok(None),
     };
     use sluice_net::server::{Tls, TlsError};
-    Tls::from_pem_files(cert, key).map(Some).map_err(|e| match e {
-        TlsError::Cert(why) => format!("{} {}: {why}", names.0, cert.display()),
-        TlsError::Key(why) => format!("{} {}: {why}", names.1, key.display()),
-        TlsError::Pair(why) => format!(
-            "{} {} with {} {}: {why}",
-            names.0,
-            cert.display(),
-            names.1,
-            key.display()
-        ),
-    })
+    Tls::from_pem_files(cert, key)
+        .map(Some)
+        .map_err(|e| match e {
+            TlsError::Cert(why) => format!("{} {}: {why}", names.0, cert.display()),
+            TlsError::Key(why) => format!("{} {}: {why}", names.1, key.display()),
+            TlsError::Pair(why) => format!(
+                "{} {} with {} {}: {why}",
+                names.0,
+                cert.display(),
+                names.1,
+                key.display()
+            ),
+        })
 }
 
 #[cfg(feature = "mock")]

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -96,7 +97,10 @@ async fn client_side_targets_and_credentials_are_refused_by_default() {
         "api_key",
         "not allowed",
     );
-    assert!(up.requests().is_empty(), "nothing reached the client's upstream");
+    assert!(
+        up.requests().is_empty(),
+        "nothing reached the client's upstream"
+    );
 }
 
 #[tokio::test]
@@ -184,7 +188,10 @@ model_list:
     let a = post(&gw.url("/openai/v1/chat/completions"), &body).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(up.requests().len(), 1, "the configured upstream answered");
-    assert!(other.requests().is_empty(), "the body's api_base was not followed");
+    assert!(
+        other.requests().is_empty(),
+        "the body's api_base was not followed"
+    );
 }
 
 #[tokio::test]
@@ -207,7 +214,10 @@ general_settings:
         "POST",
         &gw.url("/v1/chat/completions"),
         chat.to_string(),
-        &[("authorization", &bearer), ("content-type", "application/json")],
+        &[
+            ("authorization", &bearer),
+            ("content-type", "application/json"),
+        ],
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
@@ -263,8 +273,8 @@ struct Tls {
 }
 
 fn self_signed() -> Tls {
-    let c = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-        .unwrap();
+    let c =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
     let dir = temp_dir();
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert, c.cert.pem()).unwrap();
@@ -286,9 +296,18 @@ general_settings:
   master_key: sk-master
 "#;
 
+fn tls_args<'p>(cert: &'p Path, key: &'p Path) -> [&'p OsStr; 4] {
+    [
+        OsStr::new("--tls-cert"),
+        cert.as_os_str(),
+        OsStr::new("--tls-key"),
+        key.as_os_str(),
+    ]
+}
+
 /// Start `sluice serve` with `extra` arguments; the address once it listens, or its exit
 /// status and stderr when it does not start.
-fn start(tls: &Tls, extra: &[&std::ffi::OsStr]) -> Result<(std::process::Child, String), String> {
+fn start(tls: &Tls, extra: &[&OsStr]) -> Result<(std::process::Child, String), String> {
     let cfg = tls.dir.join("config.yaml");
     std::fs::write(&cfg, TLS_CONFIG).unwrap();
     let ready = tls.dir.join(format!("ready-{}", uuid::Uuid::new_v4()));
@@ -309,19 +328,31 @@ fn start(tls: &Tls, extra: &[&std::ffi::OsStr]) -> Result<(std::process::Child, 
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            return Err(format!("{status}: {}", std::fs::read_to_string(&log).unwrap()));
+            return Err(format!(
+                "{status}: {}",
+                std::fs::read_to_string(&log).unwrap()
+            ));
         }
         if let Ok(addr) = std::fs::read_to_string(&ready) {
             if !addr.is_empty() {
                 return Ok((child, addr.trim().to_owned()));
             }
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "sluice did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sluice did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-fn https_client(der: &[u8], h2: bool) -> Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>> {
+fn https_client(
+    der: &[u8],
+    h2: bool,
+) -> Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from(der.to_vec()))
@@ -347,7 +378,10 @@ fn https_client(der: &[u8], h2: bool) -> Client<hyper_rustls::HttpsConnector<hyp
 }
 
 async fn call(
-    client: &Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>,
+    client: &Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        Full<Bytes>,
+    >,
     method: &str,
     url: &str,
     body: &str,
@@ -369,11 +403,7 @@ async fn call(
 #[tokio::test]
 async fn serves_https_over_http1_and_h2_with_secure_console_cookies() {
     let tls = self_signed();
-    let (mut child, addr) = start(
-        &tls,
-        &["--tls-cert".as_ref(), tls.cert.as_os_str(), "--tls-key".as_ref(), tls.key.as_os_str()],
-    )
-    .unwrap();
+    let (mut child, addr) = start(&tls, &tls_args(&tls.cert, &tls.key)).unwrap();
     let port = addr.rsplit(':').next().unwrap().to_owned();
     let chat = r#"{"model":"inproc","messages":[{"role":"user","content":"hi"}]}"#;
     for (h2, version) in [(false, Version::HTTP_11), (true, Version::HTTP_2)] {
@@ -382,11 +412,23 @@ async fn serves_https_over_http1_and_h2_with_secure_console_cookies() {
             let base = format!("https://{host}:{port}");
             let (v, _, _) = call(&client, "GET", &format!("{base}/health/liveliness"), "").await;
             assert_eq!(v, version);
-            let (v, _, text) = call(&client, "POST", &format!("{base}/v1/chat/completions"), chat).await;
+            let (v, _, text) = call(
+                &client,
+                "POST",
+                &format!("{base}/v1/chat/completions"),
+                chat,
+            )
+            .await;
             assert_eq!(v, version);
             assert!(text.contains("chat.completion"), "{text}");
         }
-        let (_, headers, _) = call(&client, "GET", &format!("https://127.0.0.1:{port}/ui/login"), "").await;
+        let (_, headers, _) = call(
+            &client,
+            "GET",
+            &format!("https://127.0.0.1:{port}/ui/login"),
+            "",
+        )
+        .await;
         let cookie = headers["set-cookie"].to_str().unwrap();
         assert!(cookie.contains("; Secure"), "{cookie}");
     }
@@ -402,9 +444,11 @@ async fn serves_https_over_http1_and_h2_with_secure_console_cookies() {
     let _ = child.wait();
 }
 
-async fn common_plain_get(url: &str) -> Result<http::StatusCode, hyper_util::client::legacy::Error> {
-    let client: Client<_, Full<Bytes>> =
-        Client::builder(TokioExecutor::new()).build(hyper_util::client::legacy::connect::HttpConnector::new());
+async fn common_plain_get(
+    url: &str,
+) -> Result<http::StatusCode, hyper_util::client::legacy::Error> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .build(hyper_util::client::legacy::connect::HttpConnector::new());
     client
         .request(Request::get(url).body(Full::new(Bytes::new())).unwrap())
         .await
@@ -425,14 +469,11 @@ fn bad_certificates_are_startup_errors_naming_the_flag() {
         // A certificate's own text is no private key.
         (&tls.cert, &tls.cert, "--tls-key"),
     ] {
-        let err = start(
-            &tls,
-            &["--tls-cert".as_ref(), cert.as_os_str(), "--tls-key".as_ref(), key.as_os_str()],
-        )
-        .map(|(mut c, _)| {
-            let _ = c.kill();
-        })
-        .expect_err("sluice started with a bad certificate or key");
+        let err = start(&tls, &tls_args(cert, key))
+            .map(|(mut c, _)| {
+                let _ = c.kill();
+            })
+            .expect_err("sluice started with a bad certificate or key");
         assert!(err.contains(names), "{err}");
         assert!(!err.contains("BEGIN"), "PEM text in the error: {err}");
     }

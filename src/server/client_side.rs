@@ -85,15 +85,22 @@ pub async fn check<'s>(
     if let Some(field) = side.unsupported {
         return Err(refused(
             field,
-            format!(
-                "{field} in the request body is not supported; configure it on the deployment"
-            ),
+            format!("{field} in the request body is not supported; configure it on the deployment"),
         ));
     }
     let api_base = match side.api_base {
         None => None,
         Some((field, v)) => {
             let base = text(field, v)?;
+            let authority = base
+                .split_once("://")
+                .map(|(_, r)| r.split(['/', '?', '#']));
+            if authority
+                .and_then(|mut a| a.next())
+                .is_some_and(|a| a.contains('@'))
+            {
+                return Err(refused(field, "a URL with credentials is not accepted"));
+            }
             let uri: http::Uri = base
                 .trim()
                 .parse()
@@ -106,9 +113,6 @@ pub async fn check<'s>(
             let authority = uri
                 .authority()
                 .ok_or_else(|| refused(field, "expected an http:// or https:// URL"))?;
-            if authority.as_str().contains('@') {
-                return Err(refused(field, "a URL with credentials is not accepted"));
-            }
             let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
             ssrf::check_host(authority.host(), port, &settings.allowlist)
                 .await
@@ -124,7 +128,10 @@ pub async fn check<'s>(
         None => Vec::new(),
         Some(v) => {
             let map: HashMap<String, String> = serde_json::from_str(v.get()).map_err(|_| {
-                refused("extra_headers", "expected an object of header names to strings")
+                refused(
+                    "extra_headers",
+                    "expected an object of header names to strings",
+                )
             })?;
             let mut list: Vec<(String, Secret)> = Vec::with_capacity(map.len());
             for (name, value) in map {
@@ -169,7 +176,9 @@ impl ClientTarget<'_> {
                 weight: 1.0,
             }];
         }
-        upstream.extra_headers.extend(self.extra_headers.iter().cloned());
+        upstream
+            .extra_headers
+            .extend(self.extra_headers.iter().cloned());
         let spec = DeploymentSpec {
             upstream: &upstream,
             ..d.spec()

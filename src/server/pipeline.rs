@@ -275,7 +275,8 @@ where
     let stream = envelope.stream || endpoint.answers_binary();
     let requested_units = units::request_units(endpoint, &body, form.as_deref());
     record.stream = stream;
-    if state.recorder().callbacks().content() {
+    // A body with the client's own key is not handed to logging callbacks (it would carry it).
+    if state.recorder().callbacks().content() && client_target.is_none() {
         record.content = Some(Box::new(Content {
             request: body.clone(),
             ..Content::default()

@@ -19,7 +19,9 @@ pub use client::{ClientRegistry, UpstreamClient, UpstreamHttp};
 pub fn secret_eq(a: &[u8], b: &[u8]) -> bool {
     use sha2::Digest as _;
     use subtle::ConstantTimeEq as _;
-    sha2::Sha256::digest(a).ct_eq(&sha2::Sha256::digest(b)).into()
+    sha2::Sha256::digest(a)
+        .ct_eq(&sha2::Sha256::digest(b))
+        .into()
 }
 
 #[cfg(test)]

@@ -69,7 +69,8 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
     }
     // IPv4 inside IPv6: mapped (::ffff:a.b.c.d), compatible (::a.b.c.d), NAT64 (64:ff9b::/96)
     // and 6to4 (2002:AABB:CCDD::/48) all reach the IPv4 address they carry.
-    let embedded = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    let embedded =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     let v4 = match s {
         [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0, 0, hi, lo] => Some(embedded(hi, lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(embedded(hi, lo)),
@@ -117,7 +118,9 @@ impl Allowlist {
             } else if let Ok(ip) = e.trim_matches(['[', ']']).parse::<IpAddr>() {
                 list.nets.push((ip, if ip.is_ipv4() { 32 } else { 128 }));
             } else if e.is_empty() || e.contains(|c: char| c.is_whitespace() || c == ':') {
-                return Err(format!("{e:?}: expected a host name, an address or a CIDR block"));
+                return Err(format!(
+                    "{e:?}: expected a host name, an address or a CIDR block"
+                ));
             } else {
                 list.hosts.push(e.to_ascii_lowercase());
             }
@@ -157,11 +160,7 @@ fn in_block(ip: IpAddr, net: IpAddr, len: u8) -> bool {
 /// Check the addresses `host` stands for: `Ok` when the allow-list names it, or when every
 /// address is public or in an allowed block. `resolved` are the name's addresses (ignored for
 /// an IP literal); a name without addresses is refused.
-pub fn check_resolved(
-    host: &str,
-    resolved: &[IpAddr],
-    allow: &Allowlist,
-) -> Result<(), Refusal> {
+pub fn check_resolved(host: &str, resolved: &[IpAddr], allow: &Allowlist) -> Result<(), Refusal> {
     if allow.allows_host(host) {
         return Ok(());
     }
@@ -236,7 +235,13 @@ mod tests {
         ] {
             assert_eq!(kind(ip), Some(k), "{ip}");
         }
-        for ip in ["8.8.8.8", "172.32.0.1", "172.15.255.255", "100.128.0.1", "1.1.1.1"] {
+        for ip in [
+            "8.8.8.8",
+            "172.32.0.1",
+            "172.15.255.255",
+            "100.128.0.1",
+            "1.1.1.1",
+        ] {
             assert_eq!(kind(ip), None, "{ip}");
         }
     }
@@ -260,7 +265,12 @@ mod tests {
         ] {
             assert_eq!(kind(ip), Some(k), "{ip}");
         }
-        for ip in ["2606:4700::1111", "::ffff:8.8.8.8", "2002:0808:0808::1", "2001:db9::1"] {
+        for ip in [
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "2002:0808:0808::1",
+            "2001:db9::1",
+        ] {
             assert_eq!(kind(ip), None, "{ip}");
         }
     }
@@ -292,7 +302,13 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&e, Refusal::Internal { kind: "a loopback", .. }),
+            matches!(
+                &e,
+                Refusal::Internal {
+                    kind: "a loopback",
+                    ..
+                }
+            ),
             "{e}"
         );
         let by_name = Allowlist::parse(&["LOCALHOST"]).unwrap();
@@ -301,7 +317,8 @@ mod tests {
 
     #[test]
     fn allowlist_entries_are_names_addresses_and_blocks() {
-        let a = Allowlist::parse(&["127.0.0.1", "10.0.0.0/8", "fd00::/8", "vllm.internal"]).unwrap();
+        let a =
+            Allowlist::parse(&["127.0.0.1", "10.0.0.0/8", "fd00::/8", "vllm.internal"]).unwrap();
         let none: &[IpAddr] = &[];
         assert_eq!(check_resolved("127.0.0.1", none, &a), Ok(()));
         assert!(check_resolved("127.0.0.2", none, &a).is_err());
@@ -311,7 +328,9 @@ mod tests {
         assert_eq!(check_resolved("vllm.internal", none, &a), Ok(()));
         let loop_name: IpAddr = "127.0.0.5".parse().unwrap();
         assert!(check_resolved("other.internal", &[loop_name], &a).is_err());
-        assert_eq!(Allowlist::parse(&["0.0.0.0/0"]).unwrap().allows_ip(loop_name), true);
+        assert!(Allowlist::parse(&["0.0.0.0/0"])
+            .unwrap()
+            .allows_ip(loop_name));
         for bad in ["10.0.0.0/33", "nonsense/8", "a b", ""] {
             assert!(Allowlist::parse(&[bad]).is_err(), "{bad}");
         }

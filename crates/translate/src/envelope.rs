@@ -119,13 +119,25 @@ impl<'a> RawEnvelope<'a> {
             ("aws_role_name", self.aws_role_name),
             ("aws_web_identity_token", self.aws_web_identity_token),
             ("aws_sts_endpoint", self.aws_sts_endpoint),
-            ("aws_bedrock_runtime_endpoint", self.aws_bedrock_runtime_endpoint),
+            (
+                "aws_bedrock_runtime_endpoint",
+                self.aws_bedrock_runtime_endpoint,
+            ),
             ("s3_endpoint_url", self.s3_endpoint_url),
             ("sagemaker_base_url", self.sagemaker_base_url),
             ("deployment_url", self.deployment_url),
         ];
-        let honoured = [self.api_base, self.base_url, self.api_key, self.extra_headers];
-        if honoured.iter().chain(unsupported.iter().map(|(_, v)| v)).all(Option::is_none) {
+        let honoured = [
+            self.api_base,
+            self.base_url,
+            self.api_key,
+            self.extra_headers,
+        ];
+        if honoured
+            .iter()
+            .chain(unsupported.iter().map(|(_, v)| v))
+            .all(Option::is_none)
+        {
             return Ok(None);
         }
         let mut side = ClientSide {
@@ -364,7 +376,7 @@ impl<'a> Envelope<'a> {
             .find(|n| multipart::field(parts, n).is_some())
             .map(|n| {
                 Box::new(ClientSide {
-                    unsupported: Some(n),
+                    unsupported: Some(*n),
                     ..ClientSide::default()
                 })
             });
@@ -622,7 +634,10 @@ mod tests {
     #[test]
     fn client_side_fields_are_found_named_and_stripped() {
         let plain = Envelope::parse(br#"{"model":"m","messages":[{"api_base":"x"}]}"#).unwrap();
-        assert!(plain.client_side.is_none(), "nested members are not the body's");
+        assert!(
+            plain.client_side.is_none(),
+            "nested members are not the body's"
+        );
         let body = Bytes::from_static(
             br#"{"base_url":"http://h","model":"m","api_key":"k","x":1,"api_version":"v"}"#,
         );
