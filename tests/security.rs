@@ -6,9 +6,8 @@ mod common;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
@@ -263,8 +262,6 @@ fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 // ---- HTTPS on the listener (the real binary) ----
 
-const BIN: &str = env!("CARGO_BIN_EXE_sluice");
-
 struct Tls {
     dir: PathBuf,
     cert: PathBuf,
@@ -303,47 +300,6 @@ fn tls_args<'p>(cert: &'p Path, key: &'p Path) -> [&'p OsStr; 4] {
         OsStr::new("--tls-key"),
         key.as_os_str(),
     ]
-}
-
-/// Start `sluice serve` with `extra` arguments; the address once it listens, or its exit
-/// status and stderr when it does not start.
-fn start(tls: &Tls, extra: &[&OsStr]) -> Result<(std::process::Child, String), String> {
-    let cfg = tls.dir.join("config.yaml");
-    std::fs::write(&cfg, TLS_CONFIG).unwrap();
-    let ready = tls.dir.join(format!("ready-{}", uuid::Uuid::new_v4()));
-    let log = tls.dir.join("stderr.log");
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--port", "0", "--workers", "1", "--ready-file"])
-        .arg(&ready)
-        .arg("--data-dir")
-        .arg(&tls.dir)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Err(format!(
-                "{status}: {}",
-                std::fs::read_to_string(&log).unwrap()
-            ));
-        }
-        if let Ok(addr) = std::fs::read_to_string(&ready) {
-            if !addr.is_empty() {
-                return Ok((child, addr.trim().to_owned()));
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "sluice did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn https_client(
@@ -403,7 +359,9 @@ async fn call(
 #[tokio::test]
 async fn serves_https_over_http1_and_h2_with_secure_console_cookies() {
     let tls = self_signed();
-    let (mut child, addr) = start(&tls, &tls_args(&tls.cert, &tls.key)).unwrap();
+    let Served {
+        mut child, addr, ..
+    } = serve_binary(TLS_CONFIG, &tls_args(&tls.cert, &tls.key)).unwrap();
     let port = addr.rsplit(':').next().unwrap().to_owned();
     let chat = r#"{"model":"inproc","messages":[{"role":"user","content":"hi"}]}"#;
     for (h2, version) in [(false, Version::HTTP_11), (true, Version::HTTP_2)] {
@@ -469,9 +427,9 @@ fn bad_certificates_are_startup_errors_naming_the_flag() {
         // A certificate's own text is no private key.
         (&tls.cert, &tls.cert, "--tls-key"),
     ] {
-        let err = start(&tls, &tls_args(cert, key))
-            .map(|(mut c, _)| {
-                let _ = c.kill();
+        let err = serve_binary(TLS_CONFIG, &tls_args(cert, key))
+            .map(|mut s| {
+                let _ = s.child.kill();
             })
             .expect_err("sluice started with a bad certificate or key");
         assert!(err.contains(names), "{err}");
