@@ -168,7 +168,7 @@ impl ClientTarget<'_> {
         let mut upstream = d.upstream.clone();
         if let Some((field, base)) = &self.api_base {
             upstream.api_base =
-                Some(client_api_base(upstream.provider, base).map_err(|e| refused(*field, e))?);
+                Some(client_api_base(upstream.provider, base).map_err(|e| refused(field, e))?);
         }
         if let Some(key) = &self.api_key {
             upstream.api_keys = vec![ApiKey {
@@ -190,7 +190,7 @@ impl ClientTarget<'_> {
 
     fn first_field(&self) -> &'static str {
         match (&self.api_base, &self.api_key) {
-            (Some((f, _)), _) => *f,
+            (Some((f, _)), _) => f,
             (None, Some(_)) => "api_key",
             (None, None) => "extra_headers",
         }
