@@ -105,6 +105,14 @@ pub struct ServeArgs {
     /// `database_url` is configured.
     #[arg(long, default_value = ".", env = "SLUICE_DATA_DIR")]
     pub data_dir: PathBuf,
+    /// Serve HTTPS (ALPN h2 and http/1.1) with this PEM certificate chain; needs --tls-key.
+    /// Overrides general_settings.ssl_certfile_path.
+    #[arg(long, env = "SLUICE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key (PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    /// Overrides general_settings.ssl_keyfile_path.
+    #[arg(long, env = "SLUICE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Options of `sluice mock`.

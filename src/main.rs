@@ -161,6 +161,13 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let tls = match listener_tls(&args, &loaded.config.general) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let format = if loaded.config.litellm.json_logs {
         LogFormat::Json
     } else {
@@ -211,7 +218,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let models = state.snapshot().router.models.names().len();
     tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
-    let served = server::serve_workers(listeners, state, shutdown, grace).await;
+    let served = server::serve_workers(listeners, tls, state, shutdown, grace).await;
     reloader.abort();
     if let Err(e) = served {
         tracing::error!(error = %e, "cannot start the worker threads");
@@ -226,6 +233,42 @@ async fn serve(args: ServeArgs) -> ExitCode {
         let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
     }
     ExitCode::SUCCESS
+}
+
+/// The listener's TLS: `--tls-cert` / `--tls-key`, else `general_settings.ssl_certfile_path` /
+/// `ssl_keyfile_path`, else none. The error names the flag or key and the file.
+fn listener_tls(
+    args: &ServeArgs,
+    general: &config::GeneralSettings,
+) -> Result<Option<sluice_net::server::Tls>, String> {
+    let (cert, key, names) = match (&args.tls_cert, &args.tls_key, &general.tls) {
+        (Some(c), Some(k), _) => (c, k, ("--tls-cert", "--tls-key")),
+        (None, None, Some((c, k))) => (
+            c,
+            k,
+            (
+                "general_settings.ssl_certfile_path",
+                "general_settings.ssl_keyfile_path",
+            ),
+        ),
+        (Some(_), None, _) => return Err("--tls-cert needs --tls-key".into()),
+        (None, Some(_), _) => return Err("--tls-key needs --tls-cert".into()),
+        (None, None, None) => return Ok(None),
+    };
+    use sluice_net::server::{Tls, TlsError};
+    Tls::from_pem_files(cert, key)
+        .map(Some)
+        .map_err(|e| match e {
+            TlsError::Cert(why) => format!("{} {}: {why}", names.0, cert.display()),
+            TlsError::Key(why) => format!("{} {}: {why}", names.1, key.display()),
+            TlsError::Pair(why) => format!(
+                "{} {} with {} {}: {why}",
+                names.0,
+                cert.display(),
+                names.1,
+                key.display()
+            ),
+        })
 }
 
 #[cfg(feature = "mock")]

@@ -92,7 +92,7 @@ where
         ));
     };
     let keys = Keys::new(master);
-    let tls = over_tls(req.headers());
+    let tls = over_tls(req.headers(), req.extensions());
     let now = unix_now();
     match (req.method(), sub) {
         (&Method::GET, "/login") => return Ok(login_page(&keys, tls, StatusCode::OK, None)),

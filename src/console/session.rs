@@ -185,14 +185,17 @@ pub(super) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> 
         .map(|(_, v)| v)
 }
 
-/// Whether the browser reached sluice over TLS: sluice serves plain HTTP, so TLS ends at a
-/// proxy in front, which says so in `X-Forwarded-Proto`. A client that sets it on plain HTTP
-/// only makes its own cookie stricter.
-pub(super) fn over_tls(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+/// Whether the browser reached sluice over TLS: sluice's own listener (`--tls-cert`, which
+/// marks each request `ServedOverTls`), or a proxy in front that ends TLS and says so in
+/// `X-Forwarded-Proto`. A client that sets it on plain HTTP only makes its own cookie stricter.
+pub(super) fn over_tls(headers: &HeaderMap, extensions: &http::Extensions) -> bool {
+    extensions
+        .get::<sluice_net::server::ServedOverTls>()
+        .is_some()
+        || headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
 }
 
 /// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, scoped to `/ui`, `Secure` over TLS;

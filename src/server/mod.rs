@@ -2,6 +2,7 @@
 //! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
 
 mod body;
+pub mod client_side;
 pub(crate) mod health;
 pub mod pipeline;
 mod relay;
@@ -23,7 +24,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use sluice_core::error::ApiError;
-use sluice_net::server::{serve_threads, serve_with};
+use sluice_net::server::{serve_on, serve_threads, Tls};
 use sluice_routing::OnDisconnect;
 
 /// Serve the gateway on one listener, on the calling runtime, until `shutdown` resolves, then
@@ -34,8 +35,20 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
-    serve_with(
+    serve_tls(listener, None, state, shutdown, grace).await;
+}
+
+/// [`serve`], over TLS when `tls` is given (`--tls-cert` / `--tls-key`).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Option<Tls>,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) {
+    serve_on(
         listener,
+        tls,
         move |req| answer(state.clone(), req),
         shutdown,
         grace,
@@ -48,6 +61,7 @@ pub async fn serve(
 /// `state` should come from `AppState::with_services` with as many workers as listeners.
 pub async fn serve_workers(
     listeners: Vec<std::net::TcpListener>,
+    tls: Option<Tls>,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -55,6 +69,7 @@ pub async fn serve_workers(
     // Each worker's own recorder queue: every record to the sinks before its runtime goes.
     serve_threads(
         listeners,
+        tls,
         move |req| answer(state.clone(), req),
         shutdown,
         grace,

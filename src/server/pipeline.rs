@@ -263,6 +263,11 @@ where
         None => Envelope::parse(&body)?,
         Some(parts) => Envelope::parse_multipart(&body, parts)?,
     };
+    // A body naming its own upstream or credentials: refused unless allowed (SSRF).
+    let client_target = match envelope.client_side.as_deref() {
+        None => None,
+        Some(side) => Some(super::client_side::check(snap.client_side.as_ref(), side).await?),
+    };
     if envelope.stream && !endpoint.can_stream() {
         return Err(ApiError::StreamNotSupported);
     }
@@ -270,7 +275,8 @@ where
     let stream = envelope.stream || endpoint.answers_binary();
     let requested_units = units::request_units(endpoint, &body, form.as_deref());
     record.stream = stream;
-    if state.recorder().callbacks().content() {
+    // A body with the client's own key is not handed to logging callbacks (it would carry it).
+    if state.recorder().callbacks().content() && client_target.is_none() {
         record.content = Some(Box::new(Content {
             request: body.clone(),
             ..Content::default()
@@ -346,7 +352,22 @@ where
             force_usage,
             trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
         };
-        attempt(&a.member.target, call, stream, envelope.routing.timeout)
+        let own = client_target
+            .as_ref()
+            .map(|c| c.target(&a.member.target, state.clients()));
+        let timeout = envelope.routing.timeout;
+        async move {
+            match own {
+                None => attempt(&a.member.target, call, stream, timeout).await,
+                Some(Ok(target)) => attempt(&target, call, stream, timeout).await,
+                Some(Err(e)) => Err(Failure {
+                    kind: failure_kind(&e),
+                    retry_after: None,
+                    error: Failed::Gateway(e),
+                    terminal: true,
+                }),
+            }
+        }
     })
     .await;
     let arrived = Instant::now();

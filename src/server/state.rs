@@ -56,6 +56,9 @@ pub struct Snapshot {
     pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
     /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
     pub console: Option<crate::console::Settings>,
+    /// What honours a request's own `api_base` and key; `None` (they are refused) unless
+    /// `allow_client_side_credentials`.
+    pub client_side: Option<super::client_side::ClientSideSettings>,
 }
 
 /// Why a config could not be put in service.
@@ -125,6 +128,7 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             console: crate::console::Settings::of(&config.general),
+            client_side: super::client_side::ClientSideSettings::of(config),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
             guardrails: crate::guardrails::Guardrails::new(&config.guardrails),
             cache: match config.litellm.cache.clone() {
@@ -416,6 +420,11 @@ impl AppState {
     /// The current snapshot (lock-free read).
     pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
         self.snapshot.load()
+    }
+
+    /// The upstream connection pools (a request's own target is built over them).
+    pub fn clients(&self) -> &ClientRegistry {
+        &self.clients
     }
 
     /// Where finished requests are recorded.

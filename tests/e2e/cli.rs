@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{serve_binary, Served};
+
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
 fn root() -> PathBuf {
@@ -114,53 +116,8 @@ fn check_config_names_the_bad_field() {
     );
 }
 
-struct Served {
-    child: Child,
-    addr: String,
-    cfg: PathBuf,
-    log: PathBuf,
-}
-
-#[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
 fn serve(config: &str, extra: &[&str]) -> Served {
-    // One file per server: the tests run in parallel.
-    static SERVERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let cfg = temp_file(&format!("cfg-{n}.yaml"), config);
-    let ready = cfg.with_extension("ready");
-    let log = cfg.with_extension("log");
-    let _ = std::fs::remove_file(&ready);
-    let child = Command::new(BIN)
-        .arg("serve")
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--port", "0", "--ready-file"])
-        .arg(&ready)
-        .arg("--data-dir")
-        .arg(cfg.with_extension("data"))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Ok(addr) = std::fs::read_to_string(&ready) {
-            if !addr.is_empty() {
-                return Served {
-                    child,
-                    addr,
-                    cfg,
-                    log,
-                };
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "sluice did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    serve_binary(config, extra).unwrap()
 }
 
 fn sigterm(child: &Child) {

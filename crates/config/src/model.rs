@@ -2,6 +2,7 @@
 //! [`crate::load_str`] / [`crate::load_file`], so every value here has already
 //! been checked (a deployment always has a provider it can call, a base URL that parses, ...).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
@@ -304,6 +305,17 @@ pub struct GeneralSettings {
     pub ui_username: String,
     /// `UI_PASSWORD`.
     pub ui_password: Option<Secret>,
+    /// `allow_client_side_credentials` (LiteLLM's key): a request body may name its own
+    /// `api_base` / `base_url`, `api_key` and `extra_headers`. Off: such a body is refused (400
+    /// naming the field), because a caller who picks the upstream can point the gateway at any
+    /// host.
+    pub allow_client_side_credentials: bool,
+    /// `client_side_api_base_allowlist`: host names, addresses and CIDR blocks a client-supplied
+    /// `api_base` may reach although they are internal (loopback, private, link-local, ...).
+    pub client_side_api_base_allowlist: sluice_net::ssrf::Allowlist,
+    /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
+    /// win): serve HTTPS with this PEM certificate chain and private key.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for GeneralSettings {
@@ -316,6 +328,9 @@ impl Default for GeneralSettings {
             disable_admin_ui: false,
             ui_username: "admin".to_owned(),
             ui_password: None,
+            allow_client_side_credentials: false,
+            client_side_api_base_allowlist: sluice_net::ssrf::Allowlist::default(),
+            tls: None,
         }
     }
 }

@@ -163,6 +163,10 @@ pub(super) struct RawGeneral {
     pub max_request_size_mb: Option<Scalar>,
     pub proxy_batch_write_at: Option<Scalar>,
     pub disable_admin_ui: Option<Scalar>,
+    pub allow_client_side_credentials: Option<Scalar>,
+    pub client_side_api_base_allowlist: Option<OneOrMany>,
+    pub ssl_certfile_path: Option<Scalar>,
+    pub ssl_keyfile_path: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -172,6 +176,10 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_request_size_mb",
     "proxy_batch_write_at",
     "disable_admin_ui",
+    "allow_client_side_credentials",
+    "client_side_api_base_allowlist",
+    "ssl_certfile_path",
+    "ssl_keyfile_path",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

@@ -803,3 +803,50 @@ fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
         .iter()
         .any(|e| e.contains("general_settings.disable_admin_ui")));
 }
+
+#[test]
+fn client_side_credentials_and_listener_tls_settings() {
+    let yaml = |extra: &str| format!("model_list: []\ngeneral_settings:\n{extra}");
+    let off = load_str(&yaml("  master_key: sk-m\n"), &env(&[])).unwrap();
+    assert!(!off.config.general.allow_client_side_credentials);
+    assert!(off.config.general.tls.is_none());
+    let on = load_str(
+        &yaml(
+            "  allow_client_side_credentials: true\n  client_side_api_base_allowlist: \
+             [\"10.0.0.0/8\", vllm.internal]\n  ssl_certfile_path: /c.pem\n  \
+             ssl_keyfile_path: /k.pem\n",
+        ),
+        &env(&[]),
+    )
+    .unwrap();
+    let g = &on.config.general;
+    assert!(g.allow_client_side_credentials);
+    assert!(g
+        .client_side_api_base_allowlist
+        .allows_ip("10.2.3.4".parse().unwrap()));
+    assert!(g
+        .client_side_api_base_allowlist
+        .allows_host("VLLM.internal"));
+    assert_eq!(
+        g.tls,
+        Some(("/c.pem".into(), "/k.pem".into())),
+        "certificate and key paths"
+    );
+    for (extra, path) in [
+        (
+            "  client_side_api_base_allowlist: [\"10.0.0.0/40\"]\n",
+            "general_settings.client_side_api_base_allowlist",
+        ),
+        (
+            "  ssl_certfile_path: /c.pem\n",
+            "general_settings.ssl_keyfile_path",
+        ),
+        (
+            "  allow_client_side_credentials: sometimes\n",
+            "general_settings.allow_client_side_credentials",
+        ),
+    ] {
+        let bad = load_str(&yaml(extra), &env(&[])).unwrap_err();
+        assert!(errors(bad).iter().any(|e| e.contains(path)), "{extra}");
+    }
+}

@@ -465,7 +465,12 @@ fn key_refused(
         header("x-goog-api-key"),
         query.and_then(|q| q.split('&').find_map(|p| p.strip_prefix("key="))),
     ];
-    if presented.contains(&Some(want)) {
+    // Compared in constant time, like every secret sluice checks.
+    if presented
+        .iter()
+        .flatten()
+        .any(|p| sluice_net::secret_eq(p.as_bytes(), want.as_bytes()))
+    {
         return None;
     }
     let message = "Incorrect API key provided.";

@@ -193,7 +193,12 @@ fn key_refused(s: &MockSettings, headers: &HeaderMap) -> Option<Response<MockBod
         header("authorization").and_then(|v| v.strip_prefix("Bearer ")),
         header("api-key"),
     ];
-    if presented.contains(&Some(want)) {
+    // Compared in constant time, like every secret sluice checks.
+    if presented
+        .iter()
+        .flatten()
+        .any(|p| sluice_net::secret_eq(p.as_bytes(), want.as_bytes()))
+    {
         return None;
     }
     Some(error(

@@ -8,6 +8,29 @@ pub mod client;
 pub mod google_auth;
 pub mod server;
 pub mod sigv4;
+pub mod ssrf;
 
 pub use body::{SegmentsBody, Upload, UploadError};
 pub use client::{ClientRegistry, UpstreamClient, UpstreamHttp};
+
+/// Whether two secrets (API keys, signatures) are equal, in constant time: both are hashed
+/// first, so the comparison takes the same time whatever their contents and lengths. Every
+/// place that compares a secret a client presented uses this (or a digest compare like it).
+pub fn secret_eq(a: &[u8], b: &[u8]) -> bool {
+    use sha2::Digest as _;
+    use subtle::ConstantTimeEq as _;
+    sha2::Sha256::digest(a)
+        .ct_eq(&sha2::Sha256::digest(b))
+        .into()
+}
+
+#[cfg(test)]
+mod secret_eq_tests {
+    #[test]
+    fn equal_only_when_equal() {
+        assert!(super::secret_eq(b"sk-abc", b"sk-abc"));
+        assert!(!super::secret_eq(b"sk-abc", b"sk-abd"));
+        assert!(!super::secret_eq(b"sk-abc", b"sk-abc0"));
+        assert!(!super::secret_eq(b"", b"x"));
+    }
+}

@@ -1,10 +1,12 @@
 //! The accept side, shared by the gateway and the mock provider's server: one listening socket
 //! per worker thread (`SO_REUSEPORT`), one single-threaded runtime per worker, and the accept
-//! loop (HTTP/1.1 and h2c on one port, graceful drain).
+//! loop (HTTP/1.1 and h2c on one port, or HTTPS with ALPN h2 and http/1.1; graceful drain).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -14,7 +16,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpSocket};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -26,6 +31,70 @@ pub const MAX_CONN_BUF: usize = 64 * 1024;
 /// and streams past the server's limit wait for a free one; the mock serves through this
 /// loop too, so its limit must not be what a benchmark with 1,000 held streams measures.
 pub const MAX_H2_STREAMS: u32 = 4096;
+
+/// Longest a client may take to finish the TLS handshake: a connection that opens and stalls
+/// holds nothing longer than this.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TLS for a listener (`sluice serve --tls-cert/--tls-key`): rustls with the ring provider,
+/// ALPN `h2` then `http/1.1`. Cheap to clone (one shared config).
+#[derive(Clone)]
+pub struct Tls(TlsAcceptor);
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tls")
+    }
+}
+
+/// A request extension the accept loop adds to every request that came over TLS (the console
+/// marks its cookies `Secure` then).
+#[derive(Debug, Clone, Copy)]
+pub struct ServedOverTls;
+
+/// Why a listener's certificate or key cannot be used; the caller names the flag or key.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate chain file: unreadable, or no PEM certificate in it.
+    #[error("{0}")]
+    Cert(String),
+    /// The private key file: unreadable, or no PEM private key in it.
+    #[error("{0}")]
+    Key(String),
+    /// rustls refused the pair (a key that does not match the certificate, an unsupported key).
+    #[error("{0}")]
+    Pair(String),
+}
+
+impl Tls {
+    /// Read a PEM certificate chain and a PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let cert_pem = std::fs::read(cert).map_err(|e| TlsError::Cert(e.to_string()))?;
+        let key_pem = std::fs::read(key).map_err(|e| TlsError::Key(e.to_string()))?;
+        Self::from_pem(&cert_pem, &key_pem)
+    }
+
+    /// The same from PEM text in memory.
+    pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Self, TlsError> {
+        let certs = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| TlsError::Cert(format!("not a PEM certificate chain: {e}")))?;
+        if certs.is_empty() {
+            return Err(TlsError::Cert("no PEM certificate in it".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key_pem)
+            .map_err(|e| TlsError::Key(format!("no PEM private key in it: {e}")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsError::Pair(e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| TlsError::Pair(e.to_string()))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Self(TlsAcceptor::from(Arc::new(config))))
+    }
+}
 
 /// Bind `workers` listening sockets to `addr`, all on one port (`--port 0`: the port the first
 /// one got). With `SO_REUSEPORT` the kernel spreads new connections over them, so each worker
@@ -91,6 +160,7 @@ const LISTEN_BACKLOG: u32 = 1024;
 /// `at_worker_end` on its runtime; this returns when all have ended.
 pub async fn serve_threads<H, F, B, W, WF>(
     listeners: Vec<std::net::TcpListener>,
+    tls: Option<Tls>,
     handler: H,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -118,6 +188,7 @@ where
     let mut threads = Vec::with_capacity(listeners.len());
     for (index, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
         let handler = handler.clone();
+        let tls = tls.clone();
         let at_end = at_worker_end.clone();
         let stopped = stop.clone().cancelled_owned();
         let thread = std::thread::Builder::new()
@@ -127,7 +198,7 @@ where
                 runtime.block_on(async move {
                     let pacer = tokio::spawn(keep_a_timer_armed());
                     match TcpListener::from_std(listener) {
-                        Ok(l) => serve_with(l, handler, stopped, grace).await,
+                        Ok(l) => serve_on(l, tls, handler, stopped, grace).await,
                         Err(e) => tracing::error!(worker = index, error = %e, "cannot listen"),
                     }
                     // What the caller's worker must finish before its runtime goes (the
@@ -190,6 +261,25 @@ pub async fn serve_with<H, F, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_on(listener, None, handler, shutdown, grace).await;
+}
+
+/// [`serve_with`], over TLS when `tls` is given: each connection's handshake runs in its own
+/// task (bounded by [`TLS_HANDSHAKE_TIMEOUT`]), and its requests carry [`ServedOverTls`]. The
+/// plain path is the same loop as before, untouched by the TLS branch.
+pub async fn serve_on<H, F, B>(
+    listener: TcpListener,
+    tls: Option<Tls>,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -220,6 +310,16 @@ pub async fn serve_with<H, F, B>(
                 };
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
+                if let Some(tls) = &tls {
+                    tracker.spawn(serve_tls_conn(
+                        tls.0.clone(),
+                        stream,
+                        builder.clone(),
+                        graceful.watcher(),
+                        handler,
+                    ));
+                    continue;
+                }
                 let service = service_fn(move |req: Request<Incoming>| {
                     let answer = handler(req);
                     async move { Ok::<_, Infallible>(answer.await) }
@@ -245,6 +345,43 @@ pub async fn serve_with<H, F, B>(
         () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing remaining connections"),
     }
     tracker.close();
+}
+
+/// One TLS connection: the handshake (bounded in time), then the same server as plain
+/// connections, each request marked [`ServedOverTls`].
+async fn serve_tls_conn<H, F, B>(
+    acceptor: TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("TLS handshake timed out");
+            return;
+        }
+    };
+    let service = service_fn(move |mut req: Request<Incoming>| {
+        req.extensions_mut().insert(ServedOverTls);
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await) }
+    });
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    if let Err(e) = watcher.watch(conn.into_owned()).await {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +479,7 @@ mod tests {
         };
         let server = tokio::spawn(serve_threads(
             listeners,
+            None,
             handler,
             async {
                 let _ = stopped.await;

@@ -416,8 +416,7 @@ pub fn verify(
         date: date.to_owned(),
     };
     let expected = signature(secret, &stamp, region, service, &canonical);
-    use subtle::ConstantTimeEq as _;
-    if bool::from(expected.as_bytes().ct_eq(given.as_bytes())) {
+    if crate::secret_eq(expected.as_bytes(), given.as_bytes()) {
         Ok(())
     } else {
         Err(VerifyError::Mismatch)

@@ -290,6 +290,12 @@ fn headers(lp: &str, raw: Vec<(String, String)>, p: &mut Problems) -> Vec<(Strin
     out
 }
 
+/// A request's own `api_base` (`general_settings.allow_client_side_credentials`) in the form
+/// `provider`'s targets expect, as a configured `api_base` would be.
+pub fn client_api_base(provider: Provider, base: &str) -> Result<String, String> {
+    normalise_base(base, provider.spec().base_suffix)
+}
+
 /// Check an `api_base` and put it in the one form the targets expect: no trailing `/`, no
 /// endpoint path a user copied along, the provider's path suffix when it lacks one.
 fn normalise_base(base: &str, suffix: Option<&str>) -> Result<String, String> {

@@ -37,6 +37,129 @@ struct RawEnvelope<'a> {
     cache: Option<&'a RawValue>,
     #[serde(borrow, default)]
     guardrails: Option<&'a RawValue>,
+    // LiteLLM's client-side credentials and upstream targets (`ClientSide`).
+    #[serde(borrow, default)]
+    api_base: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    base_url: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    api_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    extra_headers: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    api_version: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    user_config: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    vertex_credentials: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_access_key_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_secret_access_key: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_role_name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_web_identity_token: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_sts_endpoint: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    aws_bedrock_runtime_endpoint: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    s3_endpoint_url: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    sagemaker_base_url: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    deployment_url: Option<&'a RawValue>,
+}
+
+/// What a request body says about where and how to call the upstream: LiteLLM's client-side
+/// credentials (`api_base`, `api_key`, ...). Refused unless the operator allows them
+/// (`general_settings.allow_client_side_credentials`): a caller who picks the upstream can
+/// point the gateway, and the provider keys it holds, at any host. Always removed from the
+/// body sent upstream.
+#[derive(Debug, Default)]
+pub struct ClientSide<'a> {
+    /// `api_base`, else `base_url`: the field's name and its value.
+    pub api_base: Option<(&'static str, &'a RawValue)>,
+    /// `api_key`.
+    pub api_key: Option<&'a RawValue>,
+    /// `extra_headers`.
+    pub extra_headers: Option<&'a RawValue>,
+    /// The first field present that sluice does not honour even when allowed (`api_version`,
+    /// cloud credentials and endpoints).
+    pub unsupported: Option<&'static str>,
+}
+
+impl ClientSide<'_> {
+    /// The first field present, for the refusal that names it.
+    pub fn first_field(&self) -> &'static str {
+        match (self.api_base, self.api_key, self.extra_headers) {
+            (Some((name, _)), _, _) => name,
+            (None, Some(_), _) => "api_key",
+            (None, None, Some(_)) => "extra_headers",
+            (None, None, None) => self.unsupported.unwrap_or("api_base"),
+        }
+    }
+}
+
+impl<'a> RawEnvelope<'a> {
+    /// The client-side fields present (`None`, the usual case, costs one branch per field), their
+    /// value ranges added to `values` so that they are stripped.
+    fn client_side(
+        &self,
+        body: &[u8],
+        values: &mut Vec<Range<usize>>,
+    ) -> Result<Option<Box<ClientSide<'a>>>, ApiError> {
+        let unsupported: [(&'static str, Option<&'a RawValue>); 12] = [
+            ("api_version", self.api_version),
+            ("user_config", self.user_config),
+            ("vertex_credentials", self.vertex_credentials),
+            ("aws_access_key_id", self.aws_access_key_id),
+            ("aws_secret_access_key", self.aws_secret_access_key),
+            ("aws_role_name", self.aws_role_name),
+            ("aws_web_identity_token", self.aws_web_identity_token),
+            ("aws_sts_endpoint", self.aws_sts_endpoint),
+            (
+                "aws_bedrock_runtime_endpoint",
+                self.aws_bedrock_runtime_endpoint,
+            ),
+            ("s3_endpoint_url", self.s3_endpoint_url),
+            ("sagemaker_base_url", self.sagemaker_base_url),
+            ("deployment_url", self.deployment_url),
+        ];
+        let honoured = [
+            self.api_base,
+            self.base_url,
+            self.api_key,
+            self.extra_headers,
+        ];
+        if honoured
+            .iter()
+            .chain(unsupported.iter().map(|(_, v)| v))
+            .all(Option::is_none)
+        {
+            return Ok(None);
+        }
+        let mut side = ClientSide {
+            api_base: self
+                .api_base
+                .map(|v| ("api_base", v))
+                .or(self.base_url.map(|v| ("base_url", v))),
+            api_key: self.api_key,
+            extra_headers: self.extra_headers,
+            unsupported: None,
+        };
+        for v in honoured.into_iter().flatten() {
+            values.push(range_in(body, v)?);
+        }
+        for (name, v) in unsupported {
+            if let Some(v) = v {
+                side.unsupported = side.unsupported.or(Some(name));
+                values.push(range_in(body, v)?);
+            }
+        }
+        Ok(Some(Box::new(side)))
+    }
 }
 
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
@@ -91,6 +214,8 @@ pub struct Envelope<'a> {
     /// How the body is encoded: the model is spliced in as a JSON string or as a form
     /// field's raw text.
     pub format: BodyFormat,
+    /// Client-side credentials and upstream targets the body carries (rare: boxed).
+    pub client_side: Option<Box<ClientSide<'a>>>,
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -183,6 +308,7 @@ impl<'a> Envelope<'a> {
         if let Some(v) = raw.guardrails {
             values.push(range_in(body, v)?);
         }
+        let client_side = raw.client_side(body, &mut values)?;
         let user: Option<Cow<'a, str>> =
             match raw.user {
                 Some(u) if u.get() != "null" => Some(serde_json::from_str(u.get()).map_err(
@@ -210,6 +336,7 @@ impl<'a> Envelope<'a> {
             strip,
             user,
             format: BodyFormat::Json,
+            client_side,
         })
     }
 
@@ -243,6 +370,16 @@ impl<'a> Envelope<'a> {
             Some((_, None)) => return Err(not_text("user")),
             _ => None,
         };
+        // A form's client-side fields are refused; sluice honours them only in JSON bodies.
+        let client_side = MULTIPART_CLIENT_SIDE
+            .iter()
+            .find(|n| multipart::field(parts, n).is_some())
+            .map(|n| {
+                Box::new(ClientSide {
+                    unsupported: Some(*n),
+                    ..ClientSide::default()
+                })
+            });
         Ok(Self {
             model: Cow::Borrowed(model),
             model_range,
@@ -254,9 +391,13 @@ impl<'a> Envelope<'a> {
             strip: Vec::new(),
             user,
             format: BodyFormat::Multipart,
+            client_side,
         })
     }
 }
+
+/// Form fields of an upload that would name the upstream or its key.
+const MULTIPART_CLIENT_SIDE: [&str; 4] = ["api_base", "base_url", "api_key", "extra_headers"];
 
 fn skip_ws_back(body: &[u8], mut i: usize) -> usize {
     while i > 0 && body[i - 1].is_ascii_whitespace() {
@@ -488,6 +629,33 @@ mod tests {
             Err(ApiError::InvalidJson(_))
         ));
         assert!(Envelope::parse(b"[1,2]").is_err());
+    }
+
+    #[test]
+    fn client_side_fields_are_found_named_and_stripped() {
+        let plain = Envelope::parse(br#"{"model":"m","messages":[{"api_base":"x"}]}"#).unwrap();
+        assert!(
+            plain.client_side.is_none(),
+            "nested members are not the body's"
+        );
+        let body = Bytes::from_static(
+            br#"{"base_url":"http://h","model":"m","api_key":"k","x":1,"api_version":"v"}"#,
+        );
+        let env = Envelope::parse(&body).unwrap();
+        let side = env.client_side.as_deref().unwrap();
+        assert_eq!(side.first_field(), "base_url");
+        assert_eq!(side.api_base.map(|(_, v)| v.get()), Some(r#""http://h""#));
+        assert_eq!(side.api_key.map(|v| v.get()), Some(r#""k""#));
+        assert_eq!(side.unsupported, Some("api_version"));
+        let out = join(&splice(&body, &env, None, false).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v, serde_json::json!({"model": "m", "x": 1}));
+        let only = Envelope::parse(br#"{"model":"m","aws_sts_endpoint":"http://169.254.169.254"}"#)
+            .unwrap();
+        assert_eq!(
+            only.client_side.as_deref().map(ClientSide::first_field),
+            Some("aws_sts_endpoint")
+        );
     }
 
     #[test]

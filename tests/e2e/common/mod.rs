@@ -583,3 +583,63 @@ pub async fn postgres_database(server: &str) -> String {
 pub fn redis_server() -> Option<String> {
     postgres_server("SLUICE_TEST_REDIS_URL")
 }
+
+/// `sluice serve` as a process (the real binary) on a free loopback port.
+pub struct Served {
+    pub child: std::process::Child,
+    /// `host:port` it listens on.
+    pub addr: String,
+    /// Its config file (rewrite it and send SIGHUP to reload).
+    pub cfg: std::path::PathBuf,
+    /// Its stderr.
+    pub log: std::path::PathBuf,
+}
+
+/// Start the binary on `config` with `extra` arguments, in a fresh directory; `Err` with its
+/// exit status and stderr when it exits instead of listening.
+#[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
+pub fn serve_binary<S: AsRef<std::ffi::OsStr>>(
+    config: &str,
+    extra: &[S],
+) -> Result<Served, String> {
+    let dir = temp_dir();
+    let cfg = dir.join("config.yaml");
+    std::fs::write(&cfg, config).unwrap();
+    let ready = dir.join("ready");
+    let log = dir.join("stderr.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--port", "0", "--ready-file"])
+        .arg(&ready)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("{status}: {stderr}"));
+        }
+        if let Ok(addr) = std::fs::read_to_string(&ready) {
+            if !addr.is_empty() {
+                return Ok(Served {
+                    child,
+                    addr: addr.trim().to_owned(),
+                    cfg,
+                    log,
+                });
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "sluice did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

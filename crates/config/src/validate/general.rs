@@ -4,6 +4,8 @@ use sluice_core::settings::read::{boolean, number, seconds, text};
 use sluice_core::settings::{Env, Problems};
 use sluice_core::Secret;
 
+use sluice_net::ssrf::Allowlist;
+
 use crate::model::GeneralSettings;
 use crate::raw::RawGeneral;
 
@@ -42,6 +44,30 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
         p,
     ) {
         g.max_request_body_bytes = (mb * 1024.0 * 1024.0) as usize;
+    }
+    g.allow_client_side_credentials = boolean(
+        "general_settings.allow_client_side_credentials",
+        raw.allow_client_side_credentials,
+        p,
+    )
+    .unwrap_or(false);
+    if let Some(list) = raw.client_side_api_base_allowlist {
+        match Allowlist::parse(&list.texts()) {
+            Ok(a) => g.client_side_api_base_allowlist = a,
+            Err(why) => p.error("general_settings.client_side_api_base_allowlist", why),
+        }
+    }
+    match (text(raw.ssl_certfile_path), text(raw.ssl_keyfile_path)) {
+        (Some(cert), Some(key)) => g.tls = Some((cert.into(), key.into())),
+        (None, None) => {}
+        (Some(_), None) => p.error(
+            "general_settings.ssl_keyfile_path",
+            "required with ssl_certfile_path (the certificate's private key)",
+        ),
+        (None, Some(_)) => p.error(
+            "general_settings.ssl_certfile_path",
+            "required with ssl_keyfile_path (the certificate chain)",
+        ),
     }
     g
 }
