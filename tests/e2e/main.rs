@@ -22,5 +22,6 @@ mod providers;
 mod proxy;
 mod realtime;
 mod routing;
+mod security;
 mod translate;
 mod uploads;

@@ -1,16 +1,12 @@
 //! End-to-end security: client-supplied upstream targets (SSRF) refused or checked, HTTPS on
 //! the listener (the real binary, HTTP/1.1 and h2), and virtual keys only as hashes at rest.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
+use crate::common::*;
 use http::{Request, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
