@@ -58,11 +58,14 @@ cat >"$work/sluice.yaml" <<YAML
 model_list:
   - model_name: bench
     litellm_params: {model: openai/bench, api_base: "http://$mock/v1", api_key: sk-mock, timeout: 2}
+  - model_name: faulty
+    litellm_params: {model: openai/faulty, api_base: "http://$mock/v1", api_key: sk-mock, timeout: 2}
   - model_name: bench-embed
     litellm_params: {model: openai/bench-embed, api_base: "http://$mock/v1", api_key: sk-mock}
 router_settings:
   redis_url: redis://127.0.0.1:$redis_port
   num_retries: 0
+  allowed_fails: 1000000
 general_settings:
   master_key: $master
 YAML
@@ -87,12 +90,13 @@ echo "soak-chaos: $WORKLOADS at $RATE req/s for ${DURATION}s; upstream faults ev
 load=$!
 pids+=($load)
 
-# One faulty request: prints "seconds fault status".
+# One faulty request, to its own model group (so the load's deployment is not cooled down by
+# the faults and the figures show whether the others are still served): "seconds fault status".
 fault() {
   local name=$1 body=$2 code
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 "$gw_url/v1/chat/completions" \
     -H "authorization: Bearer $key" -H 'content-type: application/json' \
-    -d "{\"model\":\"bench\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"mock_fault\":$body}" || true)
+    -d "{\"model\":\"faulty\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"mock_fault\":$body}" || true)
   printf '%d\t%s\t%s\n' "$(($(date +%s) - start))" "$name" "$code"
 }
 
