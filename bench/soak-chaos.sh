@@ -47,6 +47,16 @@ redis_start() {
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && return 0; sleep 0.05; done
 }
 
+# Waits (up to 10 s) until readiness no longer says Redis is "$1"; prints when.
+redis_state_change() {
+  for _ in $(seq 1 100); do
+    s=$(curl -s --max-time 1 "$gw_url/health/readiness" | python3 -c 'import json,sys; print(json.load(sys.stdin)["redis"].split(":")[0])' 2>/dev/null || echo "?")
+    [ "$s" != "$1" ] && [ "$s" != "?" ] && break
+    sleep 0.1
+  done
+  date +%s.%N
+}
+
 "$SLUICE" mock --port 0 --ready-file "$work/mock.addr" >"$work/mock.log" 2>&1 &
 pids+=($!)
 wait_file "$work/mock.addr"
@@ -103,6 +113,8 @@ fault() {
 start=$(date +%s)
 printf 'seconds\trss_mb\tfds\tredis\n' >"$OUT/samples.tsv"
 printf 'seconds\tfault\tstatus\n' >"$OUT/faults.tsv"
+printf 'seconds\tdown_noticed_s\treconnected_s\n' >"$OUT/redis.tsv"
+fault_pids=()
 next_fault=$FAULT_EVERY
 next_redis=$REDIS_EVERY
 redis_kills=0
@@ -118,19 +130,25 @@ while kill -0 "$load" 2>/dev/null; do
       fault garbage '{"garbage":true}'
       fault huge-10MB '{"huge_bytes":10485760}'
     } >>"$OUT/faults.tsv" &
+    fault_pids+=($!)
   fi
   if [ "$t" -ge "$next_redis" ]; then
     next_redis=$((t + REDIS_EVERY))
     kill -9 "$redis_pid" 2>/dev/null || true
     wait "$redis_pid" 2>/dev/null || true
     redis_kills=$((redis_kills + 1))
+    killed=$(date +%s.%N)
+    noticed=$(redis_state_change connected)
     sleep "$REDIS_DOWN"
     redis_start
+    restarted=$(date +%s.%N)
+    back=$(redis_state_change unreachable)
+    printf '%d\t%.2f\t%.2f\n' "$t" "$(echo "$noticed - $killed" | bc)" "$(echo "$back - $restarted" | bc)" >>"$OUT/redis.tsv"
   fi
   sleep "$INTERVAL"
 done
 wait "$load" || { cat "$OUT/bench.txt" >&2; echo "soak-chaos: the load run failed" >&2; exit 1; }
-wait
+[ ${#fault_pids[@]} -eq 0 ] || wait "${fault_pids[@]}" || true
 sleep "$INTERVAL"
 rest_rss=$(rss_mb "$gw")
 rest_fds=$(fds "$gw")
@@ -151,6 +169,8 @@ alive=$(kill -0 "$gw" 2>/dev/null && echo yes || echo NO)
   echo "RSS: peak ${first} MB in the first fifth, ${last} MB in the last fifth, ${rest_rss} MB at rest"
   echo "open fds: max ${fd_max} during the run, ${rest_fds} at rest"
   echo "faults: ${faults}Redis killed ${redis_kills} times (${REDIS_DOWN}s away each)"
+  echo "Redis: kill → readiness says unreachable, restart → connected (s): $(tail -n +2 "$OUT/redis.tsv" | awk '{printf "%s/%s ", $2, $3}')"
+  echo "spend records: $(python3 -c "import sqlite3,sys; c=sqlite3.connect('file:$work/data/sluice.db?mode=ro', uri=True); print('%d stored, %d distinct request ids' % c.execute('select count(*), count(distinct request_id) from spend_logs').fetchone())" 2>/dev/null || echo '?')"
   echo "readiness at the end: $ready"
   echo "sluice alive at the end: $alive"
 } | tee "$OUT/summary.txt"

@@ -316,24 +316,9 @@ impl Ledger {
             .iter()
             .map(|r| r.get::<String, _>("request_id"))
             .collect();
-        let key_spend: f64 = sqlx::query("SELECT CAST(COALESCE(SUM(spend), 0) AS DOUBLE PRECISION) AS s FROM keys WHERE team_id = $1")
-            .bind(team_id)
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-            .get("s");
-        let key_records_sum: f64 = sqlx::query("SELECT CAST(COALESCE(SUM(spend), 0) AS DOUBLE PRECISION) AS s FROM spend_logs WHERE api_key IS NOT NULL AND team_id = $1")
-            .bind(team_id)
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-            .get("s");
-        let team_spend: f64 = sqlx::query("SELECT CAST(COALESCE(SUM(spend), 0) AS DOUBLE PRECISION) AS s FROM teams WHERE team_id = $1")
-            .bind(team_id)
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-            .get("s");
+        let key_spend = team_sum(&mut c, "keys", team_id).await;
+        let key_records_sum = team_sum(&mut c, "spend_logs", team_id).await;
+        let team_spend = team_sum(&mut c, "teams", team_id).await;
         Ledger {
             request_ids,
             key_spend,
@@ -371,6 +356,19 @@ impl Ledger {
             self.team_records_sum
         );
     }
+}
+
+/// `SUM(spend)` of `table`'s rows of `team_id` (keys, teams, spend logs all carry both).
+async fn team_sum(c: &mut sqlx::AnyConnection, table: &str, team_id: &str) -> f64 {
+    let sql = format!(
+        "SELECT CAST(COALESCE(SUM(spend), 0) AS DOUBLE PRECISION) AS s FROM {table} WHERE team_id = $1"
+    );
+    sqlx::query(&sql)
+        .bind(team_id)
+        .fetch_one(c)
+        .await
+        .unwrap()
+        .get("s")
 }
 
 fn sqlite_url(data_dir: &Path) -> String {
@@ -692,7 +690,10 @@ async fn redis_killed_and_back() {
     assert!(answered > 50, "the load ran: {answered}");
     // While Redis is away only a probe now and then waits for it (at most 250 ms); before,
     // every request did, and the p99 was the timeout.
-    assert!(p99 < Duration::from_millis(250), "requests wait for a dead Redis: p99 {p99:?}");
+    assert!(
+        p99 < Duration::from_millis(250),
+        "requests wait for a dead Redis: p99 {p99:?}"
+    );
 }
 
 /// Upstreams that reset the connection, stall, answer garbage or 10 MB of JSON: each gets a
