@@ -398,14 +398,16 @@ async fn wait_for_records(url: &str, n: usize, within: Duration) -> Option<Durat
 
 /// SIGKILL under load, restart on the same store and spool: no record is counted twice, key and
 /// team spend equal the sum of their records, and every answer older than a few writer polls
-/// is in the store (the journal: without it, the last batch window, 1 s, was lost). Records
+/// is in the store (the journal: without it, the whole batch window was lost). Records
 /// answered in the last milliseconds before the kill may not have reached the writer yet: that
 /// figure is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_then_restart() {
     const S: &str = "kill -9";
     let dir = temp_dir();
-    let config = store_config("");
+    // Batches every 5 s: longer than the load runs, so without the journal every record
+    // would still be in memory at the kill (the default, 1 s, would lose the last second).
+    let config = store_config("  proxy_batch_write_at: 5\n");
     let mut a = serve(&config, &dir, "a");
     let (key, team_id) = team_key(&a.url("")).await;
 
@@ -469,8 +471,8 @@ async fn kill_9_under_load_then_restart() {
     assert_eq!(ledger.duplicates(), 0, "a request charged twice");
     ledger.assert_balanced(S);
     // Every answer older than a few polls of the writer (5 ms each) is stored, well inside
-    // the batch window (1 s); the margin is for a busy 2-core machine.
-    let window = Duration::from_millis(300);
+    // the batch window (5 s); the margin is for a busy 2-core machine (up to ~300 ms seen).
+    let window = Duration::from_secs(1);
     let at: HashMap<String, Instant> = load
         .answers
         .lock()
@@ -484,7 +486,7 @@ async fn kill_9_under_load_then_restart() {
         .collect();
     figure(
         S,
-        "lost records answered more than 300 ms before the kill",
+        "lost records answered more than 1 s before the kill",
         old_lost.len(),
     );
     let oldest_lost = lost

@@ -20,7 +20,8 @@
 //! journal is emptied once its batch is written or spooled. At start, a journal left by a
 //! killed run is moved into the spool and replayed like the rest; a batch that did commit
 //! before the kill counts once (unique ids). What a kill can still lose is what had not yet
-//! reached the task: at most one poll interval of records.
+//! reached the journal: the last poll's records, and those that arrived while a batch was
+//! being written (the task does not poll during a write).
 //!
 //! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
 
