@@ -162,6 +162,12 @@ pub struct MockArgs {
     /// Break streams off after this many chunks.
     #[arg(long)]
     pub cut_after_chunks: Option<usize>,
+    /// Answer 200 with a body that is not JSON (for the --failure-rate share of requests).
+    #[arg(long)]
+    pub garbage: bool,
+    /// Answer a valid chat completion padded to about this many bytes.
+    #[arg(long)]
+    pub huge_bytes: Option<usize>,
     /// AWS access key id the Bedrock paths check SigV4 signatures against (with
     /// --aws-secret-access-key); unset, signatures are not checked.
     #[arg(long, env = "SLUICE_MOCK_AWS_ACCESS_KEY_ID")]

@@ -288,6 +288,8 @@ async fn mock(args: MockArgs) -> ExitCode {
             stall_after_chunks: args.stall_after_chunks,
             stall: Duration::from_millis(args.stall_ms),
             cut_after_chunks: args.cut_after_chunks,
+            garbage: args.garbage,
+            huge_bytes: args.huge_bytes,
         },
         aws: args.aws_access_key_id.zip(args.aws_secret_access_key),
         api_key: args.api_key,

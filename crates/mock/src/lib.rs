@@ -275,6 +275,12 @@ async fn before_answer(
         if s.faults.reset {
             return Some(Response::new(MockBody::reset()));
         }
+        if s.faults.garbage {
+            return Some(json_answer(Bytes::from_static(GARBAGE)));
+        }
+        if let Some(size) = s.faults.huge_bytes {
+            return Some(json_answer(huge_completion(size)));
+        }
         if let Some(status) = s
             .faults
             .status
@@ -285,6 +291,35 @@ async fn before_answer(
         }
     }
     None
+}
+
+/// What the `garbage` fault sends with a 200 and a JSON content type: an HTML error page from
+/// a middlebox, then bytes that are not even text.
+const GARBAGE: &[u8] = b"<html><body>502 Bad Gateway</body></html>\x00\xff\xfe{\"choices\":[";
+
+/// A 200 answer with a JSON content type and `body`.
+fn json_answer(body: Bytes) -> Response<MockBody> {
+    let mut resp = Response::new(MockBody::full(body));
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// A valid OpenAI chat completion whose text pads it to about `size` bytes (the `huge_bytes`
+/// fault), built once into one buffer.
+fn huge_completion(size: usize) -> Bytes {
+    let head = br#"{"id":"chatcmpl-mock-huge","object":"chat.completion","created":0,"model":"mock-huge","choices":[{"index":0,"message":{"role":"assistant","content":""#;
+    let text = size.saturating_sub(head.len() + 160).max(1);
+    let tail = format!(
+        r#""}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1,"completion_tokens":{c},"total_tokens":{t}}}}}"#,
+        c = text / 4,
+        t = text / 4 + 1
+    );
+    let mut out = Vec::with_capacity(head.len() + text + tail.len());
+    out.extend_from_slice(head);
+    out.resize(head.len() + text, b'x');
+    out.extend_from_slice(tail.as_bytes());
+    Bytes::from(out)
 }
 
 /// A paced stream answer with the settings' cut and stall faults.

@@ -124,6 +124,27 @@ impl<T: Serialize + DeserializeOwned> Spool<T> {
 
     /// Appends every record, durably, or none of them (`Full` when they do not fit).
     pub fn append(&mut self, records: &[T]) -> Result<(), SpoolError> {
+        self.write(records, true)
+    }
+
+    /// Appends every record without `fsync`: they survive the process being killed (they are
+    /// in the kernel's page cache) but not the machine losing power. For a journal that is
+    /// emptied every batch, where an `fsync` per append would cost more than it protects.
+    pub fn append_volatile(&mut self, records: &[T]) -> Result<(), SpoolError> {
+        self.write(records, false)
+    }
+
+    /// Forgets every record: the file is emptied and the cursor removed.
+    pub fn clear(&mut self) -> Result<(), SpoolError> {
+        let all = Pending {
+            records: Vec::new(),
+            unreadable: 0,
+            end: self.len,
+        };
+        self.confirm(&all)
+    }
+
+    fn write(&mut self, records: &[T], sync: bool) -> Result<(), SpoolError> {
         if records.is_empty() {
             return Ok(());
         }
@@ -147,8 +168,23 @@ impl<T: Serialize + DeserializeOwned> Spool<T> {
             path: self.path.clone(),
             source,
         };
-        self.file.write_all(&buf).map_err(io)?;
-        self.file.sync_data().map_err(io)?;
+        if let Err(e) =
+            (&self.file).write_all(&buf).and_then(
+                |()| {
+                    if sync {
+                        self.file.sync_data()
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+        {
+            // A write cut short (disk full) may have left part of the batch on disk: cut it
+            // off, so the file ends where `len` says and the next append does not land after
+            // a torn line that `peek` would read as part of it.
+            let _ = self.file.set_len(self.len);
+            return Err(io(e));
+        }
         self.len += size;
         Ok(())
     }
@@ -267,6 +303,24 @@ mod tests {
         s.confirm(&last).unwrap();
         assert!(s.is_empty());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_journal_is_read_back_after_a_reopen_and_cleared_whole() {
+        let dir = temp_dir();
+        let path = dir.join("journal.jsonl");
+        let mut s = Spool::<Rec>::open(&path, 1 << 20).unwrap();
+        s.append_volatile(&recs(0..3)).unwrap();
+        drop(s);
+        let mut s = Spool::<Rec>::open(&path, 1 << 20).unwrap();
+        assert_eq!(s.peek(10).unwrap().records, recs(0..3));
+        s.append_volatile(&recs(3..4)).unwrap();
+        s.clear().unwrap();
+        assert!(s.is_empty());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        s.append_volatile(&recs(4..5)).unwrap();
+        assert_eq!(s.peek(10).unwrap().records, recs(4..5));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

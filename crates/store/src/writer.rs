@@ -14,6 +14,15 @@
 //! the writer is already behind). Only a full spool loses records; each loss is counted and
 //! logged.
 //!
+//! A process killed outright (`kill -9`, the OOM killer) loses what is only in memory. So each
+//! record the task takes from its channel (every 5 ms) is first appended to a journal beside
+//! the spool (`<spool>.journal`: one `write`, no `fsync`, off the request path), and the
+//! journal is emptied once its batch is written or spooled. At start, a journal left by a
+//! killed run is moved into the spool and replayed like the rest; a batch that did commit
+//! before the kill counts once (unique ids). What a kill can still lose is what had not yet
+//! reached the journal: the last poll's records, and those that arrived while a batch was
+//! being written (the task does not poll during a write).
+//!
 //! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
 
 use std::path::PathBuf;
@@ -163,7 +172,9 @@ pub fn start(
     store: Store,
     options: WriterOptions,
 ) -> Result<(SpendSender, tokio::task::JoinHandle<()>), SpoolError> {
-    let spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
+    let mut spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
+    let mut journal = Spool::open(&journal_path(&options.spool_path), options.spool_max_bytes)?;
+    let lost = recover_journal(&mut journal, &mut spool, options.max_batch.max(1))?;
     if !spool.is_empty() {
         tracing::info!(
             path = %spool.path().display(),
@@ -173,7 +184,7 @@ pub fn start(
     }
     let shared = Arc::new(Shared {
         spool: Mutex::new(spool),
-        lost: AtomicU64::new(0),
+        lost: AtomicU64::new(lost),
         database_up: std::sync::atomic::AtomicBool::new(true),
     });
     let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
@@ -182,10 +193,53 @@ pub fn start(
         shared: shared.clone(),
         batch: Vec::with_capacity(options.max_batch),
         database_up: true,
+        journal,
+        journal_ok: true,
         options,
     };
     let task = tokio::spawn(writer.run(rx));
     Ok((SpendSender { tx, shared }, task))
+}
+
+/// The journal beside the spool at `spool`: `spend_logs.jsonl` → `spend_logs.jsonl.journal`.
+fn journal_path(spool: &std::path::Path) -> PathBuf {
+    let mut p = spool.as_os_str().to_owned();
+    p.push(".journal");
+    PathBuf::from(p)
+}
+
+/// Moves what a killed run left in its journal into the spool (replayed with the rest), then
+/// empties the journal. Returns the records that did not fit in the spool (counted as lost).
+fn recover_journal(
+    journal: &mut Spool<SpendLog>,
+    spool: &mut Spool<SpendLog>,
+    max_batch: usize,
+) -> Result<u64, SpoolError> {
+    let mut moved = 0usize;
+    let mut lost = 0u64;
+    while !journal.is_empty() {
+        let pending = journal.peek(max_batch)?;
+        if pending.records.is_empty() && pending.unreadable == 0 {
+            break;
+        }
+        match spool.append(&pending.records) {
+            Ok(()) => moved += pending.records.len(),
+            Err(SpoolError::Full { records, .. }) => {
+                lost += u64::try_from(records).unwrap_or(u64::MAX);
+            }
+            Err(e) => return Err(e),
+        }
+        journal.confirm(&pending)?;
+    }
+    journal.clear()?;
+    if moved > 0 || lost > 0 {
+        tracing::warn!(
+            moved,
+            lost,
+            "spend records of an interrupted run recovered from the journal"
+        );
+    }
+    Ok(lost)
 }
 
 struct Writer {
@@ -194,6 +248,10 @@ struct Writer {
     batch: Vec<SpendLog>,
     /// Last known state, so "down" and "back" are each logged once.
     database_up: bool,
+    /// The records of `batch`, on disk until the batch is written or spooled.
+    journal: Spool<SpendLog>,
+    /// Whether the last journal write worked, so a failing disk is logged once.
+    journal_ok: bool,
     options: WriterOptions,
 }
 
@@ -209,8 +267,10 @@ impl Writer {
         let max = self.options.max_batch.max(1);
         loop {
             let room = max.saturating_sub(self.batch.len()).max(1);
+            let before = self.batch.len();
             tokio::select! {
                 open = rx.next(&mut self.batch, room) => {
+                    self.journal(before);
                     if !open {
                         break;
                     }
@@ -242,6 +302,31 @@ impl Writer {
         }
         self.batch = batch;
         self.batch.clear();
+        if !self.journal.is_empty() {
+            if let Err(e) = self.journal.clear() {
+                tracing::warn!(error = %e, "cannot empty the spend journal");
+            }
+        }
+    }
+
+    /// Appends the records taken since `from` to the journal. A failure costs only their
+    /// safety against a kill before the next flush; it is logged once until writes work again.
+    fn journal(&mut self, from: usize) {
+        let fresh = self.batch.get(from..).unwrap_or_default();
+        if fresh.is_empty() {
+            return;
+        }
+        match self.journal.append_volatile(fresh) {
+            Ok(()) => self.journal_ok = true,
+            Err(e) => {
+                if std::mem::replace(&mut self.journal_ok, false) {
+                    tracing::warn!(
+                        error = %e,
+                        "cannot journal spend records: a crash before the next batch would lose them"
+                    );
+                }
+            }
+        }
     }
 
     /// Writes spooled records back, a batch at a time. True when the spool is empty.

@@ -55,6 +55,8 @@ impl Upstream for Mock {
         "mock_stall_after_chunks",
         "mock_stall_ms",
         "mock_cut_after_chunks",
+        "mock_garbage",
+        "mock_huge_bytes",
         "mock_wire",
     ];
     const HTTP: bool = false;
@@ -171,6 +173,8 @@ fn faults(cx: &mut Reading<'_>) -> Faults {
         stall_after_chunks: params.whole("mock_stall_after_chunks", p),
         stall: params.millis("mock_stall_ms", p).unwrap_or(Duration::ZERO),
         cut_after_chunks: params.whole("mock_cut_after_chunks", p),
+        garbage: params.boolean("mock_garbage", p).unwrap_or(false),
+        huge_bytes: params.whole("mock_huge_bytes", p),
     }
 }
 
