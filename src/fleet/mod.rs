@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::aio::ConnectionManager;
 
 pub use broadcast::{KeyChange, CHANNEL};
+pub(crate) use broadcast::decode_cooldown;
 pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
 pub use link::{BadRedisUrl, RedisLink};
 

@@ -23,6 +23,10 @@ pub mod codec;
 pub mod embeddings;
 pub mod envelope;
 pub mod errors;
+/// The fuzz targets over this crate's parsers (fuzz/README.md); not an API.
+#[doc(hidden)]
+#[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target
+pub mod fuzz;
 pub mod eventstream;
 pub mod images;
 pub mod ir;
