@@ -117,7 +117,11 @@ pub fn fleet_messages(data: &[u8]) {
         assert_ne!(from, me);
         let again = format!("{from}|{id}|{}", span.as_millis());
         assert_eq!(decode_cooldown(&again, me), Some((id, span)));
-        assert_eq!(decode_cooldown(&again, from), None, "an instance's own news is ignored");
+        assert_eq!(
+            decode_cooldown(&again, from),
+            None,
+            "an instance's own news is ignored"
+        );
     }
 }
 

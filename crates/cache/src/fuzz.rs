@@ -49,7 +49,11 @@ pub fn cache_wire(data: &[u8]) {
     }
     if let Some(hex) = data.get(..32).and_then(|h| std::str::from_utf8(h).ok()) {
         if let Some(key) = CacheKey::from_hex(hex) {
-            assert_eq!(key.hex(), hex.to_ascii_lowercase(), "a key reads from its hex only");
+            assert_eq!(
+                key.hex(),
+                hex.to_ascii_lowercase(),
+                "a key reads from its hex only"
+            );
         }
     }
 }

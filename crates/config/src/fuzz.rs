@@ -20,7 +20,11 @@ pub fn config_load(data: &[u8]) {
     };
     let first = load_str(yaml, &env);
     let text = shown(&first);
-    assert_eq!(text, shown(&load_str(yaml, &env)), "the same text loads the same way");
+    assert_eq!(
+        text,
+        shown(&load_str(yaml, &env)),
+        "the same text loads the same way"
+    );
     match &first {
         Ok(loaded) => {
             for w in &loaded.warnings {
@@ -49,6 +53,10 @@ pub fn config_load(data: &[u8]) {
 mod tests {
     #[test]
     fn config_load_corpus() {
-        sluice_core::fuzz::replay(env!("CARGO_MANIFEST_DIR"), "config_load", super::config_load);
+        sluice_core::fuzz::replay(
+            env!("CARGO_MANIFEST_DIR"),
+            "config_load",
+            super::config_load,
+        );
     }
 }

@@ -23,7 +23,8 @@ struct RawEnvelope<'a> {
     model: Option<&'a RawValue>,
     #[serde(default)]
     stream: Option<bool>,
-    #[serde(borrow, default)]
+    /// `null` too is kept (as the raw `null`): the splice must replace it, not add a second.
+    #[serde(borrow, default, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
     #[serde(borrow, default)]
     fallbacks: Option<&'a RawValue>,
@@ -37,6 +38,11 @@ struct RawEnvelope<'a> {
     cache: Option<&'a RawValue>,
     #[serde(borrow, default)]
     guardrails: Option<&'a RawValue>,
+}
+
+/// A member that is present, even as `null` (which `Option` alone would read as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
 }
 
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.

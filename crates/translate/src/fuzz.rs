@@ -192,7 +192,10 @@ pub fn check_translator<R: StreamRead>(make: impl Fn() -> R, to: Dialect, stream
 
 /// The client's stream as (event name, data) pairs, checked for form; `created` removed.
 fn client_events(out: &[u8], to: Dialect) -> Vec<(Option<String>, Value)> {
-    assert!(out.is_empty() || out.ends_with(b"\n\n"), "ends on an event boundary");
+    assert!(
+        out.is_empty() || out.ends_with(b"\n\n"),
+        "ends on an event boundary"
+    );
     let mut seen = Vec::new();
     let mut done = false;
     for (s, e) in events(out) {
@@ -239,7 +242,12 @@ pub fn stream_translate(data: &[u8]) {
     if mode & 1 == 0 {
         check_translator(crate::openai::ChunkReader::default, to, stream, mode >> 2);
     } else {
-        check_translator(crate::anthropic::EventReader::default, to, stream, mode >> 2);
+        check_translator(
+            crate::anthropic::EventReader::default,
+            to,
+            stream,
+            mode >> 2,
+        );
     }
 }
 
@@ -303,7 +311,11 @@ pub fn eventstream(data: &[u8]) {
         (got, None)
     };
     let whole = run(0);
-    assert_eq!(whole, run(mode >> 1 | 1), "the same stream, split differently");
+    assert_eq!(
+        whole,
+        run(mode >> 1 | 1),
+        "the same stream, split differently"
+    );
     if mode & 1 == 1 {
         assert_eq!(whole.1, None, "built frames are valid");
     }
