@@ -13,17 +13,17 @@ use crate::{CacheKey, Entry};
 /// Wall-clock "now" of the target, in Unix milliseconds.
 const NOW_MS: u64 = 1_750_000_000_000;
 
-/// Any bytes read as an entry either fail or re-encode to an entry that reads back the same;
+/// Any bytes read as an entry either fail or give an entry with time left;
 /// an entry built from the input (content type from its first line) reads back as it was;
 /// a key read from hex writes back as that hex.
 pub fn cache_wire(data: &[u8]) {
     let now = Instant::now();
+    // Any bytes: a miss, or an entry with time left whose body is the bytes after the head.
+    // (A decoded entry's `ttl` is what it has left from now, its `stored` its age: sluice puts
+    // it in memory and never writes it back, so it is not re-encoded here.)
     if let Some(e) = Entry::decode(Bytes::copy_from_slice(data), NOW_MS, now) {
-        if e.ttl > Duration::from_secs(1) {
-            let back = Entry::decode(Bytes::from(e.encode(NOW_MS)), NOW_MS, Instant::now())
-                .expect("a stored entry read back re-encodes");
-            assert_same(&e, &back);
-        }
+        assert!(e.ttl > Duration::ZERO);
+        assert!(data.ends_with(&e.body));
     }
     if let Some(nl) = data.iter().position(|b| *b == b'\n') {
         if let Ok(content_type) = HeaderValue::from_bytes(&data[..nl]) {

@@ -2,7 +2,7 @@
 //! chunks and Bedrock's ConverseStream events into either client dialect, checked by the
 //! same rules as the dialects' own streams (`sluice_translate::fuzz::check_translator`).
 
-use sluice_translate::fuzz::{check_translator, client_dialect, event_frames};
+use sluice_translate::fuzz::{check_translator, client_dialect, event_stream};
 
 use crate::bedrock::codec::EventReader;
 use crate::gemini::codec::ChunkReader;
@@ -20,13 +20,7 @@ pub fn stream_providers(data: &[u8]) {
         check_translator(ChunkReader::default, to, stream, seed);
         return;
     }
-    let built;
-    let stream = if mode & 4 == 4 {
-        built = event_frames(stream);
-        &built[..]
-    } else {
-        stream
-    };
+    let stream = &*event_stream(mode & 4 == 4, stream);
     let reader = || EventReader::new("msg-1".into(), "amazon.nova-lite-v1:0".into());
     check_translator(reader, to, stream, seed);
 }

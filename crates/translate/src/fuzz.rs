@@ -280,6 +280,16 @@ pub fn event_frames(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `data` as an event stream: built into valid frames ([`event_frames`]) when `build`, else
+/// as it is.
+pub fn event_stream(build: bool, data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if build {
+        std::borrow::Cow::Owned(event_frames(data))
+    } else {
+        std::borrow::Cow::Borrowed(data)
+    }
+}
+
 /// The AWS event-stream decoder. Byte 0: bit 0 whether the rest is raw bytes or records
 /// built into valid frames ([`event_frames`]), the rest the framing. Read whole or in frames,
 /// the same messages come out and the same error ends them; a message re-encoded reads back
@@ -288,13 +298,7 @@ pub fn eventstream(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let built;
-    let stream = if mode & 1 == 1 {
-        built = event_frames(rest);
-        &built[..]
-    } else {
-        rest
-    };
+    let stream = &*event_stream(mode & 1 == 1, rest);
     let run = |seed: u8| {
         let mut d = Decoder::default();
         let mut got: Vec<Message> = Vec::new();
