@@ -44,6 +44,17 @@ const ADMIN_ROUTES: &[(Method, &str)] = &[
     (Method::GET, "/spend/daily"),
 ];
 
+/// The admin target's store folder: in /dev/shm (memory) when there is one, one per process.
+fn admin_dir() -> PathBuf {
+    let shm = PathBuf::from("/dev/shm");
+    let base = if shm.is_dir() {
+        shm
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(format!("sluice-fuzz-admin-{}", std::process::id()))
+}
+
 /// One SQLite store for the process (in memory-backed /dev/shm when there is one), and the
 /// runtime its calls run on: libFuzzer calls the target millions of times in one process.
 fn admin_store() -> &'static (tokio::runtime::Runtime, Store) {
@@ -53,13 +64,7 @@ fn admin_store() -> &'static (tokio::runtime::Runtime, Store) {
             .enable_all()
             .build()
             .expect("a runtime");
-        let shm = PathBuf::from("/dev/shm");
-        let base = if shm.is_dir() {
-            shm
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!("sluice-fuzz-admin-{}", std::process::id()));
+        let dir = admin_dir();
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a folder for the store");
         let mut options = StoreOptions::new(Location::Sqlite(dir.join("sluice.db")));
@@ -134,6 +139,7 @@ mod tests {
     #[test]
     fn admin_body_corpus() {
         replay(HERE, "admin_body", super::admin_body);
+        let _ = std::fs::remove_dir_all(super::admin_dir());
     }
 
     #[test]
