@@ -52,6 +52,20 @@ else
   echo "instructions: valgrind not installed; skipped"
 fi
 
+step "cargo deny: advisories, licences, duplicate versions, sources (deny.toml)"
+bash scripts/deny.sh
+
+step "fuzz targets, briefly (scripts/fuzz.sh; the corpus itself is replayed by cargo test)"
+# 10 s per target after one instrumented build of the dependencies (measured in
+# docs/reliability.md); skipped, saying why, without nightly or cargo-fuzz.
+fuzz_rc=0
+bash scripts/fuzz.sh 10 || fuzz_rc=$?
+if [ "$fuzz_rc" -eq 2 ]; then
+  echo "fuzz: skipped (see above)"
+elif [ "$fuzz_rc" -ne 0 ]; then
+  exit "$fuzz_rc"
+fi
+
 step "deployment: container image, Compose fleet, Helm chart, systemd unit (tests/deploy)"
 # The image is built from the optimised binary (no further compile: the step above built it, or
 # this does when valgrind is missing); helm and the Docker engine are set up by the script.

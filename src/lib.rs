@@ -10,6 +10,10 @@ pub mod cli;
 pub mod console;
 pub mod files;
 pub mod fleet;
+/// The fuzz targets over admin bodies and fleet messages (fuzz/README.md); not an API.
+#[doc(hidden)]
+#[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target
+pub mod fuzz;
 pub mod guardrails;
 pub mod healthcheck;
 pub mod mcp;

@@ -81,7 +81,7 @@ impl Fleet {
 }
 
 /// `instance|id|ms` from another instance (our own messages come back too: ignored).
-fn decode_cooldown(payload: &str, me: u64) -> Option<(&str, Duration)> {
+pub(crate) fn decode_cooldown(payload: &str, me: u64) -> Option<(&str, Duration)> {
     let mut parts = payload.splitn(3, '|');
     let from: u64 = parts.next()?.parse().ok()?;
     let id = parts.next()?;

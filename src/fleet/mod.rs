@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 
+pub(crate) use broadcast::decode_cooldown;
 pub use broadcast::{KeyChange, CHANNEL};
 pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
 pub use link::{BadRedisUrl, RedisLink};

@@ -65,7 +65,9 @@ impl CacheKey {
 
     /// A key from its hexadecimal form (`/cache/delete`).
     pub fn from_hex(s: &str) -> Option<Self> {
-        (s.len() == 32).then(|| u128::from_str_radix(s, 16).ok().map(Self))?
+        // `from_str_radix` alone would take a leading `+`.
+        (s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u128::from_str_radix(s, 16).ok().map(Self))?
     }
 }
 
@@ -142,5 +144,7 @@ mod tests {
         );
         assert_eq!(CacheKey::from_hex(&a.hex()), Some(a));
         assert_eq!(CacheKey::from_hex("xyz"), None);
+        // Found by fuzzing (cache_wire): a leading `+` read as a key.
+        assert_eq!(CacheKey::from_hex(&format!("+{}", "0".repeat(31))), None);
     }
 }

@@ -9,6 +9,10 @@
 //! - [`wire`]: an answer as bytes, for a store shared by a fleet (Redis).
 
 pub mod flight;
+/// The fuzz target over the wire format (fuzz/README.md); not an API.
+#[doc(hidden)]
+#[allow(clippy::expect_used)] // a broken promise must crash the fuzz target
+pub mod fuzz;
 pub mod key;
 pub mod settings;
 pub mod store;

@@ -7,6 +7,7 @@
 //! "SLC1" | head length (u32, big-endian) | head (JSON) | body
 //! ```
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,7 +24,9 @@ const MAGIC: &[u8; 4] = b"SLC1";
 #[derive(Serialize, Deserialize)]
 struct WireHead<'a> {
     status: u16,
-    content_type: &'a str,
+    /// Borrowed unless it has escapes (a quoted `charset="utf-8"`).
+    #[serde(borrow)]
+    content_type: Cow<'a, str>,
     stream: bool,
     usage: Option<Usage>,
     cost: Option<Nanos>,
@@ -40,7 +43,7 @@ impl Entry {
         let stored_ms = now_ms.saturating_sub(age);
         let head = WireHead {
             status: self.status,
-            content_type: self.content_type.to_str().unwrap_or("application/json"),
+            content_type: Cow::Borrowed(self.content_type.to_str().unwrap_or("application/json")),
             stream: self.stream,
             usage: self.usage,
             cost: self.cost,
@@ -68,7 +71,7 @@ impl Entry {
         let body_at = MAGIC.len() + 4 + len;
         Some(Self {
             status: head.status,
-            content_type: HeaderValue::from_str(head.content_type).ok()?,
+            content_type: HeaderValue::from_str(&head.content_type).ok()?,
             stream: head.stream,
             usage: head.usage,
             cost: head.cost,
@@ -119,6 +122,16 @@ mod tests {
         assert_eq!(back.cost, Some(1234));
         assert_eq!(back.ttl, Duration::from_secs(50));
         assert!(now.duration_since(back.stored) >= Duration::from_secs(10));
+    }
+
+    /// Found by fuzzing (cache_wire): a content type with a quote or backslash was written
+    /// escaped and could not be read back borrowed, so such answers never hit in Redis.
+    #[test]
+    fn content_types_with_escapes_read_back() {
+        let mut e = entry();
+        e.content_type = HeaderValue::from_static(r#"text/plain; charset="utf-8"; x=a\b"#);
+        let back = Entry::decode(Bytes::from(e.encode(1_000_000)), 1_000_000, Instant::now());
+        assert_eq!(back.unwrap().content_type, e.content_type);
     }
 
     #[test]

@@ -4,6 +4,9 @@
 
 mod describe;
 mod env;
+/// The fuzz target over the loader (fuzz/README.md); not an API.
+#[doc(hidden)]
+pub mod fuzz;
 mod load;
 mod model;
 mod prices;

@@ -6,6 +6,10 @@
 pub mod cache_control;
 pub mod endpoint;
 pub mod error;
+/// Helpers of the crates' fuzz targets (fuzz/README.md); not an API.
+#[doc(hidden)]
+#[allow(clippy::panic)] // a corpus that cannot be read must fail the test replaying it
+pub mod fuzz;
 pub mod limits;
 pub mod poll;
 pub mod price;

@@ -5,6 +5,9 @@
 
 pub mod body;
 pub mod client;
+/// The fuzz target over SigV4 (fuzz/README.md); not an API.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod google_auth;
 pub mod server;
 pub mod sigv4;

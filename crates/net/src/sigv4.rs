@@ -98,8 +98,10 @@ pub fn uri_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' && i + 2 < b.len() {
+            // Two hex digits: `from_str_radix` alone would take `%+1`.
             if let Some(v) = s
                 .get(i + 1..i + 3)
+                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
             {
                 out.push(v);
@@ -502,6 +504,14 @@ mod tests {
             uri_encode("us.anthropic/x:0", false),
             "us.anthropic%2Fx%3A0"
         );
+    }
+
+    /// Found by fuzzing (sigv4, against `percent-encoding`): `%+1` decoded to a control
+    /// character; only `%` and two hex digits is an escape.
+    #[test]
+    fn only_two_hex_digits_are_an_escape() {
+        assert_eq!(uri_decode("a%+1b%2B%2"), "a%+1b+%2");
+        assert_eq!(uri_decode("%-1%4g"), "%-1%4g");
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub mod body;
 pub mod call;
 pub mod exchange;
 pub mod files;
+/// The fuzz target over the providers' stream formats (fuzz/README.md); not an API.
+#[doc(hidden)]
+pub mod fuzz;
 pub mod http;
 pub mod passthrough;
 pub mod realtime;

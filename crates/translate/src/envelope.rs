@@ -23,7 +23,8 @@ struct RawEnvelope<'a> {
     model: Option<&'a RawValue>,
     #[serde(default)]
     stream: Option<bool>,
-    #[serde(borrow, default)]
+    /// `null` too is kept (as the raw `null`): the splice must replace it, not add a second.
+    #[serde(borrow, default, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
     #[serde(borrow, default)]
     fallbacks: Option<&'a RawValue>,
@@ -162,6 +163,11 @@ impl<'a> RawEnvelope<'a> {
     }
 }
 
+/// A member that is present, even as `null` (which `Option` alone would read as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -242,7 +248,10 @@ impl<'a> Envelope<'a> {
         }
         let model_range = range_in(body, model_raw)?;
         let (client_wants_usage, stream_options_range) = match raw.stream_options {
-            Some(so) if so.get() != "null" => {
+            // `null` is replaced when usage is forced on (a second member would be a
+            // duplicate key, and the upstream would read the last: no usage).
+            Some(so) if so.get() == "null" => (false, Some(range_in(body, so)?)),
+            Some(so) => {
                 let opts: StreamOptions =
                     serde_json::from_str(so.get()).map_err(|e| ApiError::InvalidParam {
                         param: "stream_options",
@@ -250,7 +259,7 @@ impl<'a> Envelope<'a> {
                     })?;
                 (opts.include_usage == Some(true), Some(range_in(body, so)?))
             }
-            _ => (false, None),
+            None => (false, None),
         };
         let object_start = body
             .iter()
@@ -495,13 +504,14 @@ pub fn splice(
     if force_usage {
         match &env.stream_options_range {
             Some(range) => {
-                let mut opts: serde_json::Map<String, serde_json::Value> =
+                let opts: Option<serde_json::Map<String, serde_json::Value>> =
                     serde_json::from_slice(&body[range.clone()]).map_err(|e| {
                         ApiError::InvalidParam {
                             param: "stream_options",
                             message: e.to_string(),
                         }
                     })?;
+                let mut opts = opts.unwrap_or_default();
                 opts.insert("include_usage".into(), serde_json::Value::Bool(true));
                 let encoded = serde_json::to_vec(&opts).map_err(|e| ApiError::InvalidParam {
                     param: "stream_options",
@@ -601,6 +611,21 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["other"], 1);
         assert_eq!(v["model"], "n");
+    }
+
+    /// Found by fuzzing (envelope_splice): `"stream_options": null` got a second
+    /// `stream_options` member in front of it, and the upstream, reading the last, sent no usage.
+    #[test]
+    fn null_stream_options_are_replaced_when_usage_is_forced() {
+        let body = Bytes::from_static(br#"{"model":"m","stream":true,"stream_options":null}"#);
+        let env = Envelope::parse(&body).unwrap();
+        assert!(!env.client_wants_usage);
+        let out = join(&splice(&body, &env, None, true).unwrap());
+        assert_eq!(out.matches("stream_options").count(), 1, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let out = join(&splice(&body, &env, None, false).unwrap());
+        assert_eq!(out, std::str::from_utf8(&body).unwrap());
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub mod embeddings;
 pub mod envelope;
 pub mod errors;
 pub mod eventstream;
+/// The fuzz targets over this crate's parsers (fuzz/README.md); not an API.
+#[doc(hidden)]
+#[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target
+pub mod fuzz;
 pub mod images;
 pub mod ir;
 pub mod jsonstream;

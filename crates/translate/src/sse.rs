@@ -153,21 +153,24 @@ impl SseTap {
             self.carry.extend_from_slice(&buf[end..]);
         }
         let complete = buf.slice(..end);
-        let mut dropped: Option<(usize, usize)> = None;
+        // Usually none, else one: the usage chunk the client did not ask for.
+        let mut dropped: Vec<(usize, usize)> = Vec::new();
         for (s, e) in events(&complete) {
             if self.scan_event(&complete[s..e]) {
-                dropped = Some((s, e));
+                dropped.push((s, e));
             }
         }
-        match dropped {
-            None => complete,
-            Some((s, e)) => {
-                let mut out = BytesMut::with_capacity(complete.len() - (e - s));
-                out.extend_from_slice(&complete[..s]);
-                out.extend_from_slice(&complete[e..]);
-                out.freeze()
-            }
+        if dropped.is_empty() {
+            return complete;
         }
+        let mut out = BytesMut::with_capacity(complete.len());
+        let mut at = 0;
+        for (s, e) in dropped {
+            out.extend_from_slice(&complete[at..s]);
+            at = e;
+        }
+        out.extend_from_slice(&complete[at..]);
+        out.freeze()
     }
 
     fn scan_region(&mut self, region: &[u8]) {
@@ -282,6 +285,17 @@ mod tests {
         assert_eq!(out, format!("{CHUNK}{DONE}"));
         assert_eq!(tap.usage().unwrap().prompt_tokens, 3);
         assert!(tap.finished());
+    }
+
+    /// Found by fuzzing (sse_tap): with two usage-only chunks in one frame only the last was
+    /// removed, so what the client got depended on how the upstream split its stream.
+    #[test]
+    fn every_usage_chunk_is_stripped_however_the_stream_is_split() {
+        let all = format!("{CHUNK}{USAGE}{USAGE}{DONE}");
+        let whole = run(&mut SseTap::new(true), &[&all]);
+        let split = run(&mut SseTap::new(true), &[CHUNK, USAGE, USAGE, DONE]);
+        assert_eq!(whole, format!("{CHUNK}{DONE}"));
+        assert_eq!(whole, split);
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub struct Translator<R> {
     events: Vec<StreamEvent>,
     /// A frame failed its checksum: the stream has ended with an error.
     broken: bool,
+    /// The stream's end was written: nothing more goes to the client.
+    done: bool,
 }
 
 impl<R: StreamRead> Translator<R> {
@@ -109,6 +111,7 @@ impl<R: StreamRead> Translator<R> {
             carry: BytesMut::new(),
             events: Vec::new(),
             broken: false,
+            done: false,
         }
     }
 
@@ -196,6 +199,11 @@ impl<R: StreamRead> Translator<R> {
     fn write_events(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
         for ev in self.events.drain(..) {
+            // An upstream that goes on after its end (a second `[DONE]`) is not followed.
+            if self.done {
+                break;
+            }
+            self.done = matches!(ev, StreamEvent::Done);
             match &mut self.writer {
                 Writer::OpenAi(w) => w.write(ev, &mut out),
                 Writer::Anthropic(w) => w.write(ev, &mut out),
@@ -311,5 +319,20 @@ mod tests {
             Some(&b"{\"a\":\n1}"[..])
         );
         assert_eq!(data_of(b": comment\n\n"), None);
+    }
+
+    /// Found by fuzzing (stream_translate): an upstream that sent `[DONE]` twice had the
+    /// client get events after its `[DONE]`.
+    #[test]
+    fn nothing_follows_the_end() {
+        let chunk = r#"data: {"id":"c","model":"m","choices":[{"delta":{"content":"hi"}}]}"#;
+        let upstream = format!("{chunk}\n\ndata: [DONE]\n\n{chunk}\n\ndata: [DONE]\n\n");
+        let mut t = Translator::new(crate::openai::ChunkReader::default(), Dialect::OpenAi);
+        let mut out = t.feed(upstream.as_bytes());
+        out.extend(t.finish());
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+        assert_eq!(out.matches("[DONE]").count(), 1, "{out}");
+        assert_eq!(out.matches("\"hi\"").count(), 1, "{out}");
     }
 }

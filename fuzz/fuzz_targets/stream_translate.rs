@@ -1,0 +1,3 @@
+#![no_main]
+//! `sluice_translate::fuzz::stream_translate` under libFuzzer (fuzz/README.md).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_translate::fuzz::stream_translate(data));
