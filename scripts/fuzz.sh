@@ -26,6 +26,9 @@ fi
 # Rust code needs no AddressSanitizer to catch out-of-bounds reads (they panic; the crates deny
 # unsafe code); without it the instrumented build of the dependencies is the only extra cost.
 build=(--fuzz-dir fuzz --sanitizer none "${features[@]}")
+# FUZZ_TARGET_DIR: where the instrumented build goes (default fuzz/target). scripts/test.sh keeps
+# it outside the repository, so that a clean clone rebuilds only sluice's own crates.
+[ -n "${FUZZ_TARGET_DIR:-}" ] && build+=(--target-dir "$FUZZ_TARGET_DIR")
 start=$(date +%s)
 cargo +nightly fuzz build "${build[@]}"
 echo "fuzz: build took $(( $(date +%s) - start )) s"

@@ -59,7 +59,9 @@ step "fuzz targets, briefly (scripts/fuzz.sh; the corpus itself is replayed by c
 # 10 s per target after one instrumented build of the dependencies (measured in
 # docs/reliability.md); skipped, saying why, without nightly or cargo-fuzz.
 fuzz_rc=0
-bash scripts/fuzz.sh 10 || fuzz_rc=$?
+# The instrumented nightly build of the dependencies (minutes on two cores) is cached outside
+# the repository, like the deployment test's helm; sluice's own crates are rebuilt each run.
+FUZZ_TARGET_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sluice-fuzz-target" bash scripts/fuzz.sh 10 || fuzz_rc=$?
 if [ "$fuzz_rc" -eq 2 ]; then
   echo "fuzz: skipped (see above)"
 elif [ "$fuzz_rc" -ne 0 ]; then
