@@ -3,6 +3,7 @@
 
 mod body;
 pub(crate) mod health;
+pub mod overload;
 pub mod pipeline;
 mod relay;
 pub mod routes;
@@ -23,7 +24,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use sluice_core::error::ApiError;
-use sluice_net::server::{serve_threads, serve_with};
+use sluice_net::server::{serve_limited, serve_threads};
 use sluice_routing::OnDisconnect;
 
 /// Serve the gateway on one listener, on the calling runtime, until `shutdown` resolves, then
@@ -34,11 +35,13 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
-    serve_with(
+    let limits = state.connections().clone();
+    serve_limited(
         listener,
         move |req| answer(state.clone(), req),
         shutdown,
         grace,
+        limits,
     )
     .await;
 }
@@ -53,12 +56,14 @@ pub async fn serve_workers(
     grace: Duration,
 ) -> std::io::Result<()> {
     // Each worker's own recorder queue: every record to the sinks before its runtime goes.
+    let limits = state.connections().clone();
     serve_threads(
         listeners,
         move |req| answer(state.clone(), req),
         shutdown,
         grace,
         sluice_telemetry::finish_worker,
+        limits,
     )
     .await
 }

@@ -163,6 +163,23 @@ pub(super) struct RawGeneral {
     pub max_request_size_mb: Option<Scalar>,
     pub proxy_batch_write_at: Option<Scalar>,
     pub disable_admin_ui: Option<Scalar>,
+    #[serde(flatten)]
+    pub limits: RawLimits,
+}
+
+/// `general_settings`' limits against hostile clients and overload.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLimits {
+    pub max_request_headers: Option<Scalar>,
+    pub max_request_header_size_kb: Option<Scalar>,
+    pub max_url_length: Option<Scalar>,
+    pub max_messages: Option<Scalar>,
+    pub header_read_timeout: Option<Scalar>,
+    pub body_read_timeout: Option<Scalar>,
+    pub max_connections: Option<Scalar>,
+    pub max_connection_rate_per_ip: Option<Scalar>,
+    pub max_in_flight_requests: Option<Scalar>,
+    pub max_memory_mb: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -172,6 +189,16 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_request_size_mb",
     "proxy_batch_write_at",
     "disable_admin_ui",
+    "max_request_headers",
+    "max_request_header_size_kb",
+    "max_url_length",
+    "max_messages",
+    "header_read_timeout",
+    "body_read_timeout",
+    "max_connections",
+    "max_connection_rate_per_ip",
+    "max_in_flight_requests",
+    "max_memory_mb",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

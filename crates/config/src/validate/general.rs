@@ -1,11 +1,11 @@
 //! `general_settings`.
 
-use sluice_core::settings::read::{boolean, number, seconds, text};
-use sluice_core::settings::{Env, Problems};
+use sluice_core::settings::read::{boolean, number, seconds, text, whole};
+use sluice_core::settings::{Env, Problems, Scalar};
 use sluice_core::Secret;
 
 use crate::model::GeneralSettings;
-use crate::raw::RawGeneral;
+use crate::raw::{RawGeneral, RawLimits};
 
 /// Validate `general_settings`.
 pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
@@ -43,5 +43,74 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
     ) {
         g.max_request_body_bytes = (mb * 1024.0 * 1024.0) as usize;
     }
+    limits(raw.limits, &mut g, p);
     g
+}
+
+/// The limits against hostile clients and overload.
+fn limits(raw: RawLimits, g: &mut GeneralSettings, p: &mut Problems) {
+    let c = &mut g.connections;
+    if let Some(n) = positive(
+        "general_settings.max_request_headers",
+        raw.max_request_headers,
+        p,
+    ) {
+        c.max_headers = n;
+    }
+    let path = "general_settings.max_request_header_size_kb";
+    if let Some(kb) = number(path, raw.max_request_header_size_kb, true, p) {
+        if kb < 8.0 || kb > 1024.0 {
+            p.error(path, format!("expected 8 to 1024 (KiB), got {kb}"));
+        } else {
+            c.max_header_bytes = (kb * 1024.0) as usize;
+        }
+    }
+    if let Some(t) = seconds(
+        "general_settings.header_read_timeout",
+        raw.header_read_timeout,
+        p,
+    ) {
+        c.header_read_timeout = t;
+    }
+    c.max_connections = positive("general_settings.max_connections", raw.max_connections, p);
+    c.max_connection_rate_per_ip = positive(
+        "general_settings.max_connection_rate_per_ip",
+        raw.max_connection_rate_per_ip,
+        p,
+    );
+    if let Some(n) = positive("general_settings.max_url_length", raw.max_url_length, p) {
+        g.max_url_length = n;
+    }
+    g.max_messages = positive("general_settings.max_messages", raw.max_messages, p);
+    if let Some(t) = seconds(
+        "general_settings.body_read_timeout",
+        raw.body_read_timeout,
+        p,
+    ) {
+        g.body_read_timeout = t;
+    }
+    g.max_in_flight_requests = positive(
+        "general_settings.max_in_flight_requests",
+        raw.max_in_flight_requests,
+        p,
+    );
+    g.max_memory_bytes = number("general_settings.max_memory_mb", raw.max_memory_mb, true, p)
+        .map(|mb| (mb * 1024.0 * 1024.0) as u64);
+}
+
+/// A whole number > 0 (a limit of 0 would refuse everything; leave the key out for none).
+fn positive<T: TryFrom<i128> + PartialEq + Default>(
+    path: &str,
+    v: Option<Scalar>,
+    p: &mut Problems,
+) -> Option<T> {
+    let n = whole::<T>(path, v, p)?;
+    if n == T::default() {
+        p.error(
+            path,
+            "expected a whole number > 0; leave the key out for no limit".to_owned(),
+        );
+        return None;
+    }
+    Some(n)
 }
