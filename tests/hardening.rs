@@ -223,7 +223,7 @@ async fn connections_past_the_per_address_rate_are_closed() {
 
 #[tokio::test]
 async fn h2_rapid_reset_does_not_stop_the_server() {
-    let gw = gateway(&config("  master_key: sk-master\n")).await;
+    let gw = gateway(&config("  max_connections: 100\n")).await;
     let conn = TcpStream::connect(gw.addr).await.unwrap();
     let (mut sender, h2) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(conn))
@@ -239,6 +239,8 @@ async fn h2_rapid_reset_does_not_stop_the_server() {
             .body(Empty::<Bytes>::new())
             .unwrap();
         let fut = sender.send_request(req);
+        // Let the connection send the stream's HEADERS, then cancel it (RST_STREAM).
+        tokio::task::yield_now().await;
         drop(fut);
     }
     drop(sender);

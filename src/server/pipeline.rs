@@ -90,10 +90,13 @@ where
         route,
         Route::Liveness | Route::Readiness | Route::Health | Route::Metrics
     );
-    let slot = match state.overload().admit() {
-        _ if probe => None,
-        Ok(slot) => slot,
-        Err(e) => return error_response(&e, dialect),
+    let slot = if probe {
+        None
+    } else {
+        match state.overload().admit() {
+            Ok(slot) => slot,
+            Err(e) => return error_response(&e, dialect),
+        }
     };
     let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if url_len > snap.max_url {
