@@ -82,27 +82,22 @@ async fn too_many_headers_and_huge_headers_are_431() {
 #[tokio::test]
 async fn a_long_url_is_414_with_an_openai_error() {
     let gw = gateway(&config("  max_url_length: 2048\n")).await;
-    let a = send(
-        "GET",
-        &gw.url(&format!("/v1/models?q={}", "a".repeat(3000))),
-        "",
-        &[],
-    )
-    .await;
+    let models = |n: usize| {
+        send(
+            "GET",
+            &gw.url(&format!("/v1/models?q={}", "a".repeat(n))),
+            "",
+            &[],
+        )
+    };
+    let a = models(3000).await;
     assert_eq!(a.status, 414, "{}", a.text());
     assert_eq!(a.json()["error"]["code"], "uri_too_long");
     assert!(a.json()["error"]["message"]
         .as_str()
         .unwrap()
         .contains("2048"));
-    let ok = send(
-        "GET",
-        &gw.url(&format!("/v1/models?q={}", "a".repeat(1000))),
-        "",
-        &[],
-    )
-    .await;
-    assert_eq!(ok.status, 200);
+    assert_eq!(models(1000).await.status, 200);
 }
 
 #[tokio::test]
@@ -221,15 +216,25 @@ async fn connections_past_the_per_address_rate_are_closed() {
     assert!((3..8).contains(&answered), "{answered} of 8 answered");
 }
 
-#[tokio::test]
-async fn h2_rapid_reset_does_not_stop_the_server() {
-    let gw = gateway(&config("  max_connections: 100\n")).await;
+/// An h2c connection to the gateway and its driver task.
+async fn h2c(
+    gw: &Gateway,
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
     let conn = TcpStream::connect(gw.addr).await.unwrap();
-    let (mut sender, h2) =
+    let (sender, h2) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(conn))
             .await
             .unwrap();
-    let driver = tokio::spawn(h2);
+    (sender, tokio::spawn(h2))
+}
+
+#[tokio::test]
+async fn h2_rapid_reset_does_not_stop_the_server() {
+    let gw = gateway(&config("  max_connections: 100\n")).await;
+    let (mut sender, driver) = h2c(&gw).await;
     // Open streams and cancel each at once (RST_STREAM), as fast as the connection takes them.
     for _ in 0..2000 {
         if sender.ready().await.is_err() {
@@ -252,12 +257,7 @@ async fn h2_rapid_reset_does_not_stop_the_server() {
             .status,
         200
     );
-    let conn = TcpStream::connect(gw.addr).await.unwrap();
-    let (mut sender, h2) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(conn))
-            .await
-            .unwrap();
-    tokio::spawn(h2);
+    let (mut sender, _driver) = h2c(&gw).await;
     let req = http::Request::get(gw.url("/health/liveliness"))
         .body(Empty::<Bytes>::new())
         .unwrap();

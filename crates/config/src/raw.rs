@@ -163,13 +163,7 @@ pub(super) struct RawGeneral {
     pub max_request_size_mb: Option<Scalar>,
     pub proxy_batch_write_at: Option<Scalar>,
     pub disable_admin_ui: Option<Scalar>,
-    #[serde(flatten)]
-    pub limits: RawLimits,
-}
-
-/// `general_settings`' limits against hostile clients and overload.
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct RawLimits {
+    // The limits against hostile clients and overload (`validate::general::limits`).
     pub max_request_headers: Option<Scalar>,
     pub max_request_header_size_kb: Option<Scalar>,
     pub max_url_length: Option<Scalar>,

@@ -847,6 +847,9 @@ fn hostile_client_and_overload_limits_are_read_and_bad_ones_named() {
         "general_settings.body_read_timeout:",
         "general_settings.max_messages:",
     ] {
-        assert!(errs.iter().any(|e| e.starts_with(path)), "{path} not in {errs:?}");
+        assert!(
+            errs.iter().any(|e| e.starts_with(path)),
+            "{path} not in {errs:?}"
+        );
     }
 }
