@@ -60,7 +60,7 @@ fn limits(raw: &mut RawGeneral, g: &mut GeneralSettings, p: &mut Problems) {
     }
     let path = "general_settings.max_request_header_size_kb";
     if let Some(kb) = number(path, raw.max_request_header_size_kb.take(), true, p) {
-        if kb < 8.0 || kb > 1024.0 {
+        if !(8.0..=1024.0).contains(&kb) {
             p.error(path, format!("expected 8 to 1024 (KiB), got {kb}"));
         } else {
             c.max_header_bytes = (kb * 1024.0) as usize;
