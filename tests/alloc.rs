@@ -7,7 +7,12 @@
 //! less should lower the target in the same commit.
 //!
 //! Its own test binary: counting needs its own global allocator.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 // The counting allocator is the one unsafe impl here: it forwards to the system allocator.
 #![allow(unsafe_code)]
 
@@ -180,6 +185,7 @@ async fn gateway(yaml: &str) -> String {
     let addr = listeners[0].local_addr().unwrap().to_string();
     tokio::spawn(server::serve_workers(
         listeners,
+        None,
         state,
         std::future::pending::<()>(),
         Duration::from_secs(1),

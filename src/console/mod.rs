@@ -98,7 +98,7 @@ where
         (&Method::GET, "/login") => return Ok(login_page(&keys, tls, StatusCode::OK, None)),
         (&Method::POST, "/login") => {
             let (parts, body) = req.into_parts();
-            let body = read_body(body, &parts.headers, MAX_FORM).await?;
+            let body = read_body(body, &parts.headers, MAX_FORM, snap.body_timeout).await?;
             let admin = |user: &str, password: &str| settings.admin(master, user, password);
             return Ok(sign_in(state, &admin, &keys, &parts.headers, &body, tls, now).await);
         }
@@ -119,7 +119,7 @@ where
     let method = req.method().clone();
     let answer = if method == Method::POST {
         let (parts, body) = req.into_parts();
-        let body = read_body(body, &parts.headers, MAX_FORM).await?;
+        let body = read_body(body, &parts.headers, MAX_FORM, snap.body_timeout).await?;
         let form = Form::parse(&body);
         if !keys.csrf_ok(token, form.get("csrf").unwrap_or_default()) {
             return Ok(problem(

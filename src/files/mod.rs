@@ -200,7 +200,10 @@ where
             let routes_by: &[&str] = if named.is_some() { &[] } else { &GROUP_FIELDS };
             read_head(body, &parts.headers, body_limit, b, routes_by).await?
         }
-        None => (read_body(body, &parts.headers, body_limit).await?, None),
+        None => (
+            read_body(body, &parts.headers, body_limit, snap.body_timeout).await?,
+            None,
+        ),
     };
     // 5. Which deployment.
     // With no group named, the first deployment with the Files API that the key may use.

@@ -163,7 +163,7 @@ where
     }
     // 4. The body.
     let (parts, body) = req.into_parts();
-    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     let Some(msg) = Message::parse(&body) else {
         let text = jsonrpc::error(
             "null",

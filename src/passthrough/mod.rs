@@ -115,7 +115,7 @@ where
         .map(|(_, rest)| rest)
         .ok_or(ApiError::Internal("pass-through route without its prefix"))?;
     path::check(rest)?;
-    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     // 5. What the request names: the model (path, else body), streaming, the end user; a
     //    `model_list` group's name stands for one of its deployments of this provider.
     let named = route.named(rest);

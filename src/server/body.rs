@@ -8,6 +8,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 
+use super::overload::Slot;
 use super::relay::{RelayError, StreamRelay};
 use crate::guardrails::GuardedStream;
 use crate::passthrough::PassRelay;
@@ -26,6 +27,9 @@ pub enum ResponseBody {
     Shared(UnsyncBoxBody<Bytes, RelayError>),
     /// A relayed stream checked by `post_call` guardrails as it passes (`crate::guardrails`).
     Guarded(Box<GuardedStream<StreamRelay>>),
+    /// A response that holds its request's in-flight slot until the body ends
+    /// (`server::overload`; only when `max_in_flight_requests` is set).
+    Held(Box<(ResponseBody, Slot)>),
 }
 
 impl ResponseBody {
@@ -51,12 +55,14 @@ impl Body for ResponseBody {
             Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
             Self::Shared(body) => Pin::new(body).poll_frame(cx),
             Self::Guarded(body) => Pin::new(body.as_mut()).poll_frame(cx),
+            Self::Held(held) => Pin::new(&mut held.0).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Full(full) => full.is_end_stream(),
+            Self::Held(held) => held.0.is_end_stream(),
             Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => false,
         }
     }
@@ -64,6 +70,7 @@ impl Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(full) => full.size_hint(),
+            Self::Held(held) => held.0.size_hint(),
             Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => {
                 SizeHint::default()
             }

@@ -4,6 +4,7 @@
 mod body;
 pub mod client_side;
 pub(crate) mod health;
+pub mod overload;
 pub mod pipeline;
 mod relay;
 pub mod routes;
@@ -46,12 +47,14 @@ pub async fn serve_tls(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    let limits = state.connections().clone();
     serve_on(
         listener,
         tls,
         move |req| answer(state.clone(), req),
         shutdown,
         grace,
+        limits,
     )
     .await;
 }
@@ -67,6 +70,7 @@ pub async fn serve_workers(
     grace: Duration,
 ) -> std::io::Result<()> {
     // Each worker's own recorder queue: every record to the sinks before its runtime goes.
+    let limits = state.connections().clone();
     serve_threads(
         listeners,
         tls,
@@ -74,6 +78,7 @@ pub async fn serve_workers(
         shutdown,
         grace,
         sluice_telemetry::finish_worker,
+        limits,
     )
     .await
 }

@@ -2,7 +2,7 @@
 //! draws it. Each step is a call into the module that owns it.
 //!
 //! 1. accept (request id, start time)
-//! 2. route
+//! 2. route; shed when overloaded (`server::overload`), refuse an overlong URL
 //! 3. authenticate (master key, virtual keys)
 //! 4. read the body (limit); guardrails on its text (4½: mask or block)
 //! 5. read the envelope
@@ -84,6 +84,29 @@ where
         Route::Inference(endpoint) => endpoint.dialect(),
         _ => Dialect::OpenAi,
     };
+    // 2½. Overload: past the in-flight limit or the memory watermark the newest work is shed
+    //     (an atomic add; health probes and metrics are always answered). Then the URL length.
+    let probe = matches!(
+        route,
+        Route::Liveness | Route::Readiness | Route::Health | Route::Metrics
+    );
+    let slot = if probe {
+        None
+    } else {
+        match state.overload().admit() {
+            Ok(slot) => slot,
+            Err(e) => return error_response(&e, dialect),
+        }
+    };
+    let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if url_len > snap.max_url {
+        return error_response(
+            &ApiError::UriTooLong {
+                limit: snap.max_url,
+            },
+            dialect,
+        );
+    }
     let mut pending = Pending {
         record: RequestRecord::new(
             request_id.clone(),
@@ -109,7 +132,7 @@ where
             auth::authorize(snap.master.as_ref(), req.headers()).and_then(|()| get_model(&snap, id))
         }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
-        Route::Readiness => Ok(json(StatusCode::OK, readiness(state))),
+        Route::Readiness => Ok(readiness(state)),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
             .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
         Route::Metrics => {
@@ -163,7 +186,11 @@ where
         record.status = resp.status().as_u16();
         state.recorder().record(record);
     }
-    resp
+    // The in-flight slot is held until the response's body ends (a stream to its last frame).
+    match slot {
+        Some(slot) => resp.map(|body| ResponseBody::Held(Box::new((body, slot)))),
+        None => resp,
+    }
 }
 
 /// The record of a request still being handled. If the client goes away first, hyper drops
@@ -230,7 +257,10 @@ where
         ),
     };
     let (mut body, upload) = match boundary {
-        None => (read_body(body, &parts.headers, snap.max_body).await?, None),
+        None => (
+            read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?,
+            None,
+        ),
         Some(b) => {
             let limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
             Box::pin(super::upload::read_head(
@@ -270,6 +300,16 @@ where
     };
     if envelope.stream && !endpoint.can_stream() {
         return Err(ApiError::StreamNotSupported);
+    }
+    if let (Some(n), Some(limit)) = (envelope.messages, snap.max_messages) {
+        if n > limit {
+            return Err(ApiError::InvalidParam {
+                param: "messages",
+                message: format!(
+                    "{n} messages; the limit is {limit} (general_settings.max_messages)"
+                ),
+            });
+        }
     }
     // Speech is audio relayed as it arrives, whatever the request says.
     let stream = envelope.stream || endpoint.answers_binary();
@@ -540,7 +580,7 @@ where
 {
     auth::authorize(snap.master.as_ref(), req.headers())?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     crate::cache::manage(op, snap.cache.as_deref(), &body).await
 }
 
@@ -563,7 +603,7 @@ where
     }
     auth::authorize(snap.master.as_ref(), req.headers())?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, &parts.headers, snap.max_body).await?;
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or("");
     let answer = crate::admin::call(state, &parts.method, path, query, &body).await?;
@@ -910,6 +950,23 @@ pub(crate) fn declared_length(
 /// arrives in one frame is kept as is; otherwise it is copied once into a buffer sized from
 /// `Content-Length`.
 pub(crate) async fn read_body<B>(
+    body: B,
+    headers: &HeaderMap,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    // A body that is already here completes at the first poll, and the timer is never armed.
+    tokio::time::timeout(timeout, read_body_within(body, headers, limit))
+        .await
+        .unwrap_or(Err(ApiError::BodyTimeout(timeout)))
+}
+
+/// [`read_body`] with no time limit.
+async fn read_body_within<B>(
     mut body: B,
     headers: &HeaderMap,
     limit: usize,
@@ -961,6 +1018,7 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     if let Some(cache) = &snap.cache {
         crate::cache::metrics(cache, &mut text);
     }
+    state.overload().metrics(&mut text);
     let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
     resp.headers_mut().insert(
         CONTENT_TYPE,
@@ -971,8 +1029,28 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
 
 /// `/health/readiness`: ready to serve, and the state of what it shares with others. A down
 /// Redis or database does not make the instance unready: it serves on local counters and
-/// spools spend, and says so here.
-fn readiness(state: &AppState) -> Bytes {
+/// spools spend, and says so here. While the overload manager sheds requests it is 503, so a
+/// load balancer steers away until it recovers.
+fn readiness(state: &AppState) -> Response<ResponseBody> {
+    match state.overload().shedding() {
+        None => json(StatusCode::OK, readiness_body(state, "healthy")),
+        Some(reason) => {
+            let mut resp = json(
+                StatusCode::SERVICE_UNAVAILABLE,
+                readiness_body(state, reason),
+            );
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            resp
+        }
+    }
+}
+
+fn readiness_body(state: &AppState, shedding: &'static str) -> Bytes {
+    let status = match shedding {
+        "healthy" => "healthy",
+        _ => "overloaded",
+    };
     let redis = match state.fleet() {
         None => "not configured",
         Some(f) if f.is_up() => "connected",
@@ -995,7 +1073,8 @@ fn readiness(state: &AppState) -> Bytes {
         }
     };
     let body = serde_json::json!({
-        "status": "healthy",
+        "status": status,
+        "shedding": (status != "healthy").then_some(shedding),
         "callbacks": state.recorder().callbacks().status(),
         "db": db,
         "redis": redis,

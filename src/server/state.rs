@@ -38,6 +38,12 @@ pub struct Snapshot {
     pub master: Option<MasterKey>,
     /// Largest accepted request body.
     pub max_body: usize,
+    /// Longest accepted request URL (`max_url_length`).
+    pub max_url: usize,
+    /// Most `messages` in a body (`max_messages`).
+    pub max_messages: Option<usize>,
+    /// Longest a JSON body may take to arrive (`body_read_timeout`).
+    pub body_timeout: std::time::Duration,
     /// `/metrics` needs the master key (`require_auth_for_metrics_endpoint`).
     pub metrics_need_key: bool,
     /// `GET /v1/models` answer, prebuilt.
@@ -125,6 +131,9 @@ impl Snapshot {
             },
             master: config.general.master_key.as_ref().map(MasterKey::new),
             max_body: config.general.max_request_body_bytes,
+            max_url: config.general.max_url_length,
+            max_messages: config.general.max_messages,
+            body_timeout: config.general.body_read_timeout,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             console: crate::console::Settings::of(&config.general),
@@ -229,6 +238,10 @@ pub struct AppState {
     health: HealthRegistry,
     recorder: Recorder,
     services: Services,
+    /// The overload manager (`max_in_flight_requests`, `max_memory_mb`), set at start.
+    overload: Arc<super::overload::Overload>,
+    /// The connection limits the server starts with (`general_settings`).
+    connections: sluice_net::server::ConnLimits,
 }
 
 /// What lives beside the config and survives its reloads: the key directory, the store and
@@ -379,6 +392,12 @@ impl AppState {
             health,
             recorder,
             services,
+            overload: super::overload::Overload::start(
+                config.general.max_in_flight_requests,
+                config.general.max_memory_bytes,
+                workers,
+            ),
+            connections: config.general.connections.clone(),
         });
         if let Some(fleet) = &state.services.fleet {
             state.health.announce_cooldowns(fleet.announce_cooldowns());
@@ -400,6 +419,16 @@ impl AppState {
             );
         }
         Ok(state)
+    }
+
+    /// The overload manager.
+    pub fn overload(&self) -> &Arc<super::overload::Overload> {
+        &self.overload
+    }
+
+    /// The connection limits the server was configured with.
+    pub fn connections(&self) -> &sluice_net::server::ConnLimits {
+        &self.connections
     }
 
     /// Who may call, and the directory of virtual keys.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{serve_binary, Served};
+use crate::common::{serve_binary, Served};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use crate::common::*;
+use bytes::Bytes;
 use http::{Request, Version};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
 use sluice_core::Secret;
+use sluice_net::server::ConnLimits;
 use sluice_providers::passthrough::{Route, Unavailable};
 use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
 use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
@@ -286,6 +287,13 @@ pub struct ModelInfo {
     pub base_model: Option<String>,
 }
 
+/// Default `max_url_length`: twice nginx's default header buffer; an API URL is far shorter.
+pub const DEFAULT_MAX_URL_LENGTH: usize = 16 * 1024;
+
+/// Default `body_read_timeout`: generous for a JSON body on a slow link, short enough that a
+/// trickled body does not hold a connection for long.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// `general_settings`.
 #[derive(Debug, Clone)]
 pub struct GeneralSettings {
@@ -316,6 +324,21 @@ pub struct GeneralSettings {
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Connection limits against hostile clients (`max_request_headers`,
+    /// `max_request_header_size_kb`, `header_read_timeout`, `max_connections`,
+    /// `max_connection_rate_per_ip`): read when the server starts, not on reload.
+    pub connections: ConnLimits,
+    /// `max_url_length`: longest request URL (path and query), in bytes; longer is 414.
+    pub max_url_length: usize,
+    /// `max_messages`: most entries of a body's `messages` list; more is 400. Off by default.
+    pub max_messages: Option<usize>,
+    /// `body_read_timeout`: longest a client may take to send a JSON body; then 408.
+    pub body_read_timeout: Duration,
+    /// `max_in_flight_requests`: requests in flight at once (streams until they end), split
+    /// over the workers; past it requests are shed with 503. Off by default.
+    pub max_in_flight_requests: Option<usize>,
+    /// `max_memory_mb`: resident memory past which requests are shed with 503. Off by default.
+    pub max_memory_bytes: Option<u64>,
 }
 
 impl Default for GeneralSettings {
@@ -331,6 +354,12 @@ impl Default for GeneralSettings {
             allow_client_side_credentials: false,
             client_side_api_base_allowlist: sluice_net::ssrf::Allowlist::default(),
             tls: None,
+            connections: ConnLimits::default(),
+            max_url_length: DEFAULT_MAX_URL_LENGTH,
+            max_messages: None,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_in_flight_requests: None,
+            max_memory_bytes: None,
         }
     }
 }

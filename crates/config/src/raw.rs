@@ -167,6 +167,17 @@ pub(super) struct RawGeneral {
     pub client_side_api_base_allowlist: Option<OneOrMany>,
     pub ssl_certfile_path: Option<Scalar>,
     pub ssl_keyfile_path: Option<Scalar>,
+    // The limits against hostile clients and overload (`validate::general::limits`).
+    pub max_request_headers: Option<Scalar>,
+    pub max_request_header_size_kb: Option<Scalar>,
+    pub max_url_length: Option<Scalar>,
+    pub max_messages: Option<Scalar>,
+    pub header_read_timeout: Option<Scalar>,
+    pub body_read_timeout: Option<Scalar>,
+    pub max_connections: Option<Scalar>,
+    pub max_connection_rate_per_ip: Option<Scalar>,
+    pub max_in_flight_requests: Option<Scalar>,
+    pub max_memory_mb: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -180,6 +191,16 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "client_side_api_base_allowlist",
     "ssl_certfile_path",
     "ssl_keyfile_path",
+    "max_request_headers",
+    "max_request_header_size_kb",
+    "max_url_length",
+    "max_messages",
+    "header_read_timeout",
+    "body_read_timeout",
+    "max_connections",
+    "max_connection_rate_per_ip",
+    "max_in_flight_requests",
+    "max_memory_mb",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

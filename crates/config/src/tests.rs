@@ -850,3 +850,53 @@ fn client_side_credentials_and_listener_tls_settings() {
         assert!(errors(bad).iter().any(|e| e.contains(path)), "{extra}");
     }
 }
+
+#[test]
+fn hostile_client_and_overload_limits_are_read_and_bad_ones_named() {
+    let loaded = load_str(
+        "model_list: []\ngeneral_settings:\n  max_request_headers: 50\n  max_request_header_size_kb: 16\n  \
+         max_url_length: 4096\n  max_messages: 200\n  header_read_timeout: 5\n  body_read_timeout: 2.5\n  \
+         max_connections: 1000\n  max_connection_rate_per_ip: 20\n  max_in_flight_requests: 512\n  \
+         max_memory_mb: 1024\n",
+        &env(&[]),
+    )
+    .unwrap();
+    let g = &loaded.config.general;
+    assert_eq!(g.connections.max_headers, 50);
+    assert_eq!(g.connections.max_header_bytes, 16 * 1024);
+    assert_eq!(g.connections.header_read_timeout, Duration::from_secs(5));
+    assert_eq!(g.connections.max_connections, Some(1000));
+    assert_eq!(g.connections.max_connection_rate_per_ip, Some(20));
+    assert_eq!(g.max_url_length, 4096);
+    assert_eq!(g.max_messages, Some(200));
+    assert_eq!(g.body_read_timeout, Duration::from_millis(2500));
+    assert_eq!(g.max_in_flight_requests, Some(512));
+    assert_eq!(g.max_memory_bytes, Some(1024 * 1024 * 1024));
+
+    let defaults = load_str("model_list: []\n", &env(&[])).unwrap();
+    assert_eq!(defaults.config.general.max_in_flight_requests, None);
+    assert_eq!(
+        defaults.config.general.connections,
+        sluice_net::server::ConnLimits::default()
+    );
+
+    let errs = errors(
+        load_str(
+            "model_list: []\ngeneral_settings:\n  max_in_flight_requests: 0\n  \
+             max_request_header_size_kb: 2\n  body_read_timeout: -1\n  max_messages: many\n",
+            &env(&[]),
+        )
+        .unwrap_err(),
+    );
+    for path in [
+        "general_settings.max_in_flight_requests: expected a whole number > 0",
+        "general_settings.max_request_header_size_kb: expected 8 to 1024",
+        "general_settings.body_read_timeout:",
+        "general_settings.max_messages:",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.starts_with(path)),
+            "{path} not in {errs:?}"
+        );
+    }
+}

@@ -108,6 +108,28 @@ pub enum ApiError {
         /// The configured limit.
         limit: usize,
     },
+    /// The client took longer than `body_read_timeout` to send its body (a trickled body).
+    #[error("The request body was not received within {}s.", .0.as_secs_f64())]
+    BodyTimeout(Duration),
+    /// The request URL is longer than `max_url_length`.
+    #[error("The request URL is longer than the limit of {limit} bytes.")]
+    UriTooLong {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The JSON body nests arrays and objects deeper than sluice reads.
+    #[error("The JSON body is nested deeper than the limit of {limit} levels.")]
+    TooDeep {
+        /// The limit (serde_json's recursion limit).
+        limit: usize,
+    },
+    /// The instance is overloaded (in-flight limit or memory watermark): the newest work is
+    /// shed so that admitted requests stay fast.
+    #[error("sluice is overloaded ({reason}); retry shortly.")]
+    Overloaded {
+        /// Which limit: `in_flight` or `memory`.
+        reason: &'static str,
+    },
     /// The client's body could not be read (connection dropped mid-body).
     #[error("Could not read the request body: {0}")]
     BodyRead(String),
@@ -237,7 +259,11 @@ impl ApiError {
             | Self::UnsupportedParam { .. }
             | Self::UnknownParam(_)
             | Self::GuardrailBlocked { .. }
+            | Self::TooDeep { .. }
             | Self::UnknownGuardrail(_) => StatusCode::BAD_REQUEST,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
@@ -266,7 +292,9 @@ impl ApiError {
         match self {
             Self::NoDeployment(e) => Some(e.retry_in()),
             Self::Limited(r) if !r.retry_after.is_zero() => Some(r.retry_after),
-            Self::StoreUnavailable | Self::CacheUnavailable(_) => Some(Duration::from_secs(1)),
+            Self::StoreUnavailable | Self::CacheUnavailable(_) | Self::Overloaded { .. } => {
+                Some(Duration::from_secs(1))
+            }
             _ => None,
         }
     }
@@ -288,7 +316,12 @@ impl ApiError {
             | Self::NotFound { .. }
             | Self::Conflict(_)
             | Self::GuardrailBlocked { .. }
+            | Self::BodyTimeout(_)
+            | Self::UriTooLong { .. }
+            | Self::TooDeep { .. }
             | Self::UnknownGuardrail(_) => "invalid_request_error",
+            // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
+            Self::Overloaded { .. } => "overloaded_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
@@ -329,6 +362,10 @@ impl ApiError {
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::BodyTooLarge { .. } => "request_too_large",
             Self::BodyRead(_) => "body_read_error",
+            Self::BodyTimeout(_) => "request_timeout",
+            Self::UriTooLong { .. } => "uri_too_long",
+            Self::TooDeep { .. } => "json_too_deep",
+            Self::Overloaded { .. } => "overloaded",
             Self::StreamNotSupported => "stream_not_supported",
             Self::ProviderNotSupported { .. } => "provider_not_supported",
             Self::UnsupportedParam { .. } => "unsupported_parameter",
@@ -369,6 +406,10 @@ impl ApiError {
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
             | Self::BodyRead(_)
+            | Self::BodyTimeout(_)
+            | Self::UriTooLong { .. }
+            | Self::TooDeep { .. }
+            | Self::Overloaded { .. }
             | Self::EndpointNotSupported { .. }
             | Self::UpstreamTimeout(_)
             | Self::UpstreamUnreachable(_)

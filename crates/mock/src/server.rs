@@ -52,7 +52,16 @@ pub async fn serve_workers(
 ) -> std::io::Result<()> {
     let shared = Arc::new((settings, Stats::default()));
     let handler = move |req| answer(shared.clone(), req);
-    serve_threads(listeners, None, handler, shutdown, GRACE, || async {}).await
+    serve_threads(
+        listeners,
+        None,
+        handler,
+        shutdown,
+        GRACE,
+        || async {},
+        sluice_net::server::ConnLimits::default(),
+    )
+    .await
 }
 
 async fn answer(shared: Arc<(MockSettings, Stats)>, req: Request<Incoming>) -> Response<MockBody> {

@@ -2,12 +2,13 @@
 //! per worker thread (`SO_REUSEPORT`), one single-threaded runtime per worker, and the accept
 //! loop (HTTP/1.1 and h2c on one port, or HTTPS with ALPN h2 and http/1.1; graceful drain).
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use http_body::Body;
@@ -18,7 +19,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -96,6 +98,65 @@ impl Tls {
     }
 }
 
+/// What a client may make a connection carry, and how many connections it may hold: the
+/// limits against hostile clients that sit below any request (README: `general_settings`).
+/// The default is what the accept loop always did, so the mock and the benchmark's helpers
+/// keep their behaviour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// Longest a client may take to send a request's headers (and, on a fresh connection, the
+    /// bytes that tell HTTP/1.1 from h2c); then the connection is closed (slowloris).
+    pub header_read_timeout: Duration,
+    /// Most header fields in one HTTP/1.1 request; more is refused with 431.
+    pub max_headers: usize,
+    /// Most bytes of headers: HTTP/1.1's read buffer (request line and headers must fit, else
+    /// 431; also the largest body frame read at once) and HTTP/2's `SETTINGS_MAX_HEADER_LIST_SIZE`.
+    pub max_header_bytes: usize,
+    /// Most open connections on this accept loop; at the limit it stops accepting and new
+    /// connections wait in the kernel's backlog until one closes. `None`: no limit.
+    pub max_connections: Option<usize>,
+    /// Most new connections one client address may open per second on this accept loop; the
+    /// excess is closed at once. `None`: no limit.
+    pub max_connection_rate_per_ip: Option<u32>,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(30),
+            max_headers: 100,
+            max_header_bytes: MAX_CONN_BUF,
+            max_connections: None,
+            max_connection_rate_per_ip: None,
+        }
+    }
+}
+
+impl ConnLimits {
+    /// The share of one of `workers` accept loops: a connection cap is split evenly (rounded
+    /// up); the per-address rate is per loop, as the kernel spreads one client's connections
+    /// over the loops.
+    fn per_worker(&self, workers: usize) -> Self {
+        Self {
+            max_connections: self
+                .max_connections
+                .map(|n| n.div_ceil(workers.max(1)).max(1)),
+            ..self.clone()
+        }
+    }
+}
+
+/// HTTP/2 streams a client may reset before the server has answered them, at once, before the
+/// connection is closed (the rapid-reset attack, CVE-2023-44487; hyper's default is 20).
+const MAX_PENDING_RESETS: usize = 20;
+
+/// Streams the server may reset for a client's protocol errors on one connection before it
+/// closes the connection (hyper's default 1024, said here so that it is a decision).
+const MAX_LOCAL_RESETS: usize = 1024;
+
+/// HTTP/2's connection preface: a fresh connection is h2c exactly when it starts with it.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// Bind `workers` listening sockets to `addr`, all on one port (`--port 0`: the port the first
 /// one got). With `SO_REUSEPORT` the kernel spreads new connections over them, so each worker
 /// accepts its own; where that is unavailable every worker shares one socket instead.
@@ -157,7 +218,8 @@ const LISTEN_BACKLOG: u32 = 1024;
 /// loop ([`serve_with`]), so that a request is accepted, proxied and answered on one thread with
 /// no cross-thread wake-up. Shared by the gateway and the mock provider. When `shutdown`
 /// resolves every worker stops accepting and drains for at most `grace`, then runs
-/// `at_worker_end` on its runtime; this returns when all have ended.
+/// `at_worker_end` on its runtime; this returns when all have ended. `limits` are the whole
+/// server's; each worker gets its share ([`ConnLimits`]).
 pub async fn serve_threads<H, F, B, W, WF>(
     listeners: Vec<std::net::TcpListener>,
     tls: Option<Tls>,
@@ -165,6 +227,7 @@ pub async fn serve_threads<H, F, B, W, WF>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     at_worker_end: W,
+    limits: ConnLimits,
 ) -> std::io::Result<()>
 where
     W: Fn() -> WF + Clone + Send + 'static,
@@ -185,12 +248,14 @@ where
         })
         .collect::<std::io::Result<Vec<_>>>()?;
     let stop = CancellationToken::new();
+    let limits = limits.per_worker(listeners.len());
     let mut threads = Vec::with_capacity(listeners.len());
     for (index, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
         let handler = handler.clone();
         let tls = tls.clone();
         let at_end = at_worker_end.clone();
         let stopped = stop.clone().cancelled_owned();
+        let limits = limits.clone();
         let thread = std::thread::Builder::new()
             .name(format!("sluice-worker-{index}"))
             .spawn(move || {
@@ -198,7 +263,7 @@ where
                 runtime.block_on(async move {
                     let pacer = tokio::spawn(keep_a_timer_armed());
                     match TcpListener::from_std(listener) {
-                        Ok(l) => serve_on(l, tls, handler, stopped, grace).await,
+                        Ok(l) => serve_on(l, tls, handler, stopped, grace, limits).await,
                         Err(e) => tracing::error!(worker = index, error = %e, "cannot listen"),
                     }
                     // What the caller's worker must finish before its runtime goes (the
@@ -248,7 +313,7 @@ async fn join(threads: Vec<std::thread::JoinHandle<()>>) {
 }
 
 /// The accept loop shared by the gateway and the mock provider's server: HTTP/1.1 and h2c on
-/// one port, `TCP_NODELAY`, graceful drain on shutdown.
+/// one port, `TCP_NODELAY`, graceful drain on shutdown; the default [`ConnLimits`].
 pub async fn serve_with<H, F, B>(
     listener: TcpListener,
     handler: H,
@@ -261,18 +326,29 @@ pub async fn serve_with<H, F, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    serve_on(listener, None, handler, shutdown, grace).await;
+    serve_on(
+        listener,
+        None,
+        handler,
+        shutdown,
+        grace,
+        ConnLimits::default(),
+    )
+    .await;
 }
 
-/// [`serve_with`], over TLS when `tls` is given: each connection's handshake runs in its own
-/// task (bounded by [`TLS_HANDSHAKE_TIMEOUT`]), and its requests carry [`ServedOverTls`]. The
-/// plain path is the same loop as before, untouched by the TLS branch.
+/// [`serve_with`] under `limits` (header count, size and read time, open connections and new
+/// connections per client address, HTTP/2's stream and reset limits), over TLS when `tls` is
+/// given: each TLS connection's handshake runs in its own task (bounded by
+/// [`TLS_HANDSHAKE_TIMEOUT`]) and its requests carry [`ServedOverTls`]; the plain path is
+/// untouched by the TLS branch.
 pub async fn serve_on<H, F, B>(
     listener: TcpListener,
     tls: Option<Tls>,
     handler: H,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
+    limits: ConnLimits,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
@@ -285,21 +361,39 @@ pub async fn serve_on<H, F, B>(
         .http1()
         // Cap each connection's read buffer: hyper grows it to the largest read and keeps it
         // while the connection lives, so 500 KB bodies on hundreds of keep-alive connections
-        // would otherwise pin hundreds of MB. Bodies arrive in 64 KB frames instead.
-        .max_buf_size(MAX_CONN_BUF)
+        // would otherwise pin hundreds of MB. Bodies arrive in 64 KB frames instead. Headers
+        // that do not fit are refused with 431 (hyper's minimum is 8 KiB).
+        .max_buf_size(limits.max_header_bytes.max(8 * 1024))
+        .max_headers(limits.max_headers)
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
+        .header_read_timeout(limits.header_read_timeout);
     builder
         .http2()
         .max_concurrent_streams(MAX_H2_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(MAX_LOCAL_RESETS)
         .timer(TokioTimer::new());
+    // Shared by the connection tasks (`into_owned` copies what a connection keeps).
+    let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let tracker = TaskTracker::new();
+    let slots = limits.max_connections.map(|n| Arc::new(Semaphore::new(n)));
+    let mut rate = limits.max_connection_rate_per_ip.map(RateWindow::new);
+    let preface_timeout = limits.header_read_timeout;
     tokio::pin!(shutdown);
     loop {
+        // At the connection limit, stop accepting: new connections wait in the backlog.
+        let slot = match &slots {
+            None => None,
+            Some(s) => tokio::select! {
+                permit = s.clone().acquire_owned() => permit.ok(),
+                () = &mut shutdown => break,
+            },
+        };
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(conn) => conn,
                     Err(e) => {
                         // Out of file descriptors and the like: back off instead of spinning.
@@ -308,6 +402,12 @@ pub async fn serve_on<H, F, B>(
                         continue;
                     }
                 };
+                if let Some(r) = rate.as_mut() {
+                    if !r.admit(peer.ip()) {
+                        tracing::debug!(peer = %peer.ip(), "connection rate limit: closed");
+                        continue;
+                    }
+                }
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
                 if let Some(tls) = &tls {
@@ -317,6 +417,7 @@ pub async fn serve_on<H, F, B>(
                         builder.clone(),
                         graceful.watcher(),
                         handler,
+                        slot,
                     ));
                     continue;
                 }
@@ -324,10 +425,25 @@ pub async fn serve_on<H, F, B>(
                     let answer = handler(req);
                     async move { Ok::<_, Infallible>(answer.await) }
                 });
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn.into_owned());
+                let builder = builder.clone();
+                let graceful = graceful.watcher();
                 tracker.spawn(async move {
-                    if let Err(e) = conn.await {
+                    let _slot = slot;
+                    // hyper's header timeout starts once it knows the protocol; a client that
+                    // sends nothing (or a trickle of the h2 preface) is cut here.
+                    match tokio::time::timeout(preface_timeout, protocol_known(&stream)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "connection failed before a request");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("no request within the header read timeout: closed");
+                            return;
+                        }
+                    }
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    if let Err(e) = graceful.watch(conn.into_owned()).await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
                 });
@@ -351,10 +467,11 @@ pub async fn serve_on<H, F, B>(
 /// connections, each request marked [`ServedOverTls`].
 async fn serve_tls_conn<H, F, B>(
     acceptor: TlsAcceptor,
-    stream: tokio::net::TcpStream,
-    builder: auto::Builder<TokioExecutor>,
+    stream: TcpStream,
+    builder: Arc<auto::Builder<TokioExecutor>>,
     watcher: hyper_util::server::graceful::Watcher,
     handler: H,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
@@ -362,6 +479,7 @@ async fn serve_tls_conn<H, F, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let _slot = slot;
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -381,6 +499,52 @@ async fn serve_tls_conn<H, F, B>(
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Wait until the connection's first bytes tell HTTP/1.1 from h2c (or it closed): hyper-util
+/// reads them with no time limit of its own.
+async fn protocol_known(stream: &TcpStream) -> std::io::Result<()> {
+    let mut head = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut head).await?;
+        if n == 0 || n == head.len() || head[..n] != H2_PREFACE[..n] {
+            return Ok(());
+        }
+        // A part of the preface: its data stays readable, so wait a moment before looking again.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// New connections per client address in the current second (a fixed window, cleared each
+/// second, so it holds at most one second's addresses).
+struct RateWindow {
+    limit: u32,
+    start: Instant,
+    second: u64,
+    seen: HashMap<IpAddr, u32>,
+}
+
+impl RateWindow {
+    fn new(limit: u32) -> Self {
+        Self {
+            limit,
+            start: Instant::now(),
+            second: 0,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Count a connection from `ip`; false when it is over the limit.
+    fn admit(&mut self, ip: IpAddr) -> bool {
+        let now = self.start.elapsed().as_secs();
+        if now != self.second {
+            self.second = now;
+            self.seen.clear();
+        }
+        let n = self.seen.entry(ip).or_insert(0);
+        *n = n.saturating_add(1);
+        *n <= self.limit
     }
 }
 
@@ -486,6 +650,7 @@ mod tests {
             },
             Duration::from_secs(1),
             || async {},
+            ConnLimits::default(),
         ));
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..40 {

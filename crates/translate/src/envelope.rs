@@ -71,6 +71,8 @@ struct RawEnvelope<'a> {
     sagemaker_base_url: Option<&'a RawValue>,
     #[serde(borrow, default)]
     deployment_url: Option<&'a RawValue>,
+    #[serde(default)]
+    messages: Option<Messages>,
 }
 
 /// What a request body says about where and how to call the upstream: LiteLLM's client-side
@@ -168,6 +170,101 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// The JSON nesting depth sluice reads: serde_json's own recursion limit, which refuses a
+/// deeper value while it is being read (no second pass over the body).
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// `messages`, read for its length only. Each message is walked by [`Nested`], which
+/// serde_json bounds at [`MAX_JSON_DEPTH`] levels; without it a member sluice does not read
+/// is skipped by serde_json with no depth limit (it keeps its place on the heap, not the stack).
+struct Messages(usize);
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Count;
+        impl<'de> serde::de::Visitor<'de> for Count {
+            type Value = Messages;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of messages")
+            }
+            fn visit_unit<E>(self) -> Result<Messages, E> {
+                Ok(Messages(0))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Messages, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<Nested>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Messages(n))
+            }
+        }
+        d.deserialize_any(Count)
+    }
+}
+
+/// Any JSON value, read and dropped through `deserialize_any`, so that serde_json counts its
+/// depth.
+struct Nested;
+
+impl<'de> Deserialize<'de> for Nested {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NestedVisitor)
+    }
+}
+
+struct NestedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NestedVisitor {
+    type Value = Nested;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_unit<E>(self) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Nested, A::Error> {
+        while seq.next_element::<Nested>()?.is_some() {}
+        Ok(Nested)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Nested, A::Error> {
+        while map.next_entry::<serde::de::IgnoredAny, Nested>()?.is_some() {}
+        Ok(Nested)
+    }
+}
+
+/// serde_json's error, or [`ApiError::TooDeep`] when it is its recursion limit.
+fn json_error(e: &serde_json::Error) -> ApiError {
+    let message = e.to_string();
+    if message.starts_with("recursion limit exceeded") {
+        ApiError::TooDeep {
+            limit: MAX_JSON_DEPTH,
+        }
+    } else {
+        ApiError::InvalidJson(message)
+    }
+}
+
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -222,6 +319,8 @@ pub struct Envelope<'a> {
     pub format: BodyFormat,
     /// Client-side credentials and upstream targets the body carries (rare: boxed).
     pub client_side: Option<Box<ClientSide<'a>>>,
+    /// How many entries `messages` has, when the body has that list.
+    pub messages: Option<usize>,
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -235,8 +334,7 @@ fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
 impl<'a> Envelope<'a> {
     /// Parse the envelope. Every byte is validated as JSON, but only these fields are built.
     pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
-        let raw: RawEnvelope<'a> =
-            serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        let raw: RawEnvelope<'a> = serde_json::from_slice(body).map_err(|e| json_error(&e))?;
         let model_raw = raw.model.ok_or(ApiError::MissingParam("model"))?;
         let model: Cow<'a, str> =
             serde_json::from_str(model_raw.get()).map_err(|_| ApiError::InvalidParam {
@@ -346,6 +444,7 @@ impl<'a> Envelope<'a> {
             user,
             format: BodyFormat::Json,
             client_side,
+            messages: raw.messages.map(|m| m.0),
         })
     }
 
@@ -401,6 +500,7 @@ impl<'a> Envelope<'a> {
             user,
             format: BodyFormat::Multipart,
             client_side,
+            messages: None,
         })
     }
 }
@@ -541,6 +641,33 @@ pub fn splice(
         out.push(body.slice(pos..));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::*;
+
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut body = br#"{"model":"m","messages":[{"role":"user","content":"#.to_vec();
+        body.extend(std::iter::repeat_n(b'[', depth));
+        body.extend(std::iter::repeat_n(b']', depth));
+        body.extend(b"}]}");
+        body
+    }
+
+    #[test]
+    fn messages_are_counted_and_their_depth_bounded() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"text","text":"b"}]}]}"#;
+        assert_eq!(Envelope::parse(body).unwrap().messages, Some(2));
+        assert_eq!(Envelope::parse(br#"{"model":"m"}"#).unwrap().messages, None);
+        assert!(Envelope::parse(&nested(100)).is_ok());
+        assert!(matches!(
+            Envelope::parse(&nested(10_000)),
+            Err(ApiError::TooDeep {
+                limit: MAX_JSON_DEPTH
+            })
+        ));
+    }
 }
 
 #[cfg(test)]

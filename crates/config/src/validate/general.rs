@@ -1,7 +1,7 @@
 //! `general_settings`.
 
-use sluice_core::settings::read::{boolean, number, seconds, text};
-use sluice_core::settings::{Env, Problems};
+use sluice_core::settings::read::{boolean, number, seconds, text, whole};
+use sluice_core::settings::{Env, Problems, Scalar};
 use sluice_core::Secret;
 
 use sluice_net::ssrf::Allowlist;
@@ -10,7 +10,9 @@ use crate::model::GeneralSettings;
 use crate::raw::RawGeneral;
 
 /// Validate `general_settings`.
-pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
+pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
+    let mut limited = GeneralSettings::default();
+    limits(&mut raw, &mut limited, p);
     let mut g = GeneralSettings {
         master_key: text(raw.master_key).map(Secret::new),
         database_url: text(raw.database_url)
@@ -35,7 +37,7 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
             .var("UI_PASSWORD")
             .filter(|p| !p.is_empty())
             .map(Secret::new),
-        ..GeneralSettings::default()
+        ..limited
     };
     if let Some(mb) = number(
         "general_settings.max_request_size_mb",
@@ -70,4 +72,85 @@ pub(super) fn general(raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> Gener
         ),
     }
     g
+}
+
+/// The limits against hostile clients and overload.
+fn limits(raw: &mut RawGeneral, g: &mut GeneralSettings, p: &mut Problems) {
+    let c = &mut g.connections;
+    if let Some(n) = positive(
+        "general_settings.max_request_headers",
+        raw.max_request_headers.take(),
+        p,
+    ) {
+        c.max_headers = n;
+    }
+    let path = "general_settings.max_request_header_size_kb";
+    if let Some(kb) = number(path, raw.max_request_header_size_kb.take(), true, p) {
+        if !(8.0..=1024.0).contains(&kb) {
+            p.error(path, format!("expected 8 to 1024 (KiB), got {kb}"));
+        } else {
+            c.max_header_bytes = (kb * 1024.0) as usize;
+        }
+    }
+    if let Some(t) = seconds(
+        "general_settings.header_read_timeout",
+        raw.header_read_timeout.take(),
+        p,
+    ) {
+        c.header_read_timeout = t;
+    }
+    c.max_connections = positive(
+        "general_settings.max_connections",
+        raw.max_connections.take(),
+        p,
+    );
+    c.max_connection_rate_per_ip = positive(
+        "general_settings.max_connection_rate_per_ip",
+        raw.max_connection_rate_per_ip.take(),
+        p,
+    );
+    if let Some(n) = positive(
+        "general_settings.max_url_length",
+        raw.max_url_length.take(),
+        p,
+    ) {
+        g.max_url_length = n;
+    }
+    g.max_messages = positive("general_settings.max_messages", raw.max_messages.take(), p);
+    if let Some(t) = seconds(
+        "general_settings.body_read_timeout",
+        raw.body_read_timeout.take(),
+        p,
+    ) {
+        g.body_read_timeout = t;
+    }
+    g.max_in_flight_requests = positive(
+        "general_settings.max_in_flight_requests",
+        raw.max_in_flight_requests.take(),
+        p,
+    );
+    g.max_memory_bytes = number(
+        "general_settings.max_memory_mb",
+        raw.max_memory_mb.take(),
+        true,
+        p,
+    )
+    .map(|mb| (mb * 1024.0 * 1024.0) as u64);
+}
+
+/// A whole number > 0 (a limit of 0 would refuse everything; leave the key out for none).
+fn positive<T: TryFrom<i128> + PartialEq + Default>(
+    path: &str,
+    v: Option<Scalar>,
+    p: &mut Problems,
+) -> Option<T> {
+    let n = whole::<T>(path, v, p)?;
+    if n == T::default() {
+        p.error(
+            path,
+            "expected a whole number > 0; leave the key out for no limit".to_owned(),
+        );
+        return None;
+    }
+    Some(n)
 }
