@@ -20,16 +20,16 @@ pub(crate) fn metrics(cache: &ResponseCache, out: &mut String) {
     let entries = cache.core.store.as_ref().map_or(0, |st| st.len());
     let _ = write!(
         out,
-        "# HELP sluice_cache_hits_total Answers served from the response cache.\n\
-         # TYPE sluice_cache_hits_total counter\nsluice_cache_hits_total {}\n\
-         # HELP sluice_cache_misses_total Cache lookups that found nothing.\n\
-         # TYPE sluice_cache_misses_total counter\nsluice_cache_misses_total {}\n\
-         # HELP sluice_cache_coalesced_total Requests answered by an identical request in flight.\n\
-         # TYPE sluice_cache_coalesced_total counter\nsluice_cache_coalesced_total {}\n\
-         # HELP sluice_cache_evictions_total Answers dropped to stay within the cache's bytes.\n\
-         # TYPE sluice_cache_evictions_total counter\nsluice_cache_evictions_total {}\n\
-         # HELP sluice_cache_saved_dollars_total Upstream cost the cache hits did not incur.\n\
-         # TYPE sluice_cache_saved_dollars_total counter\nsluice_cache_saved_dollars_total {}\n\
+        "# HELP sluice_cache_hits Answers served from the response cache.\n\
+         # TYPE sluice_cache_hits counter\nsluice_cache_hits_total {}\n\
+         # HELP sluice_cache_misses Cache lookups that found nothing.\n\
+         # TYPE sluice_cache_misses counter\nsluice_cache_misses_total {}\n\
+         # HELP sluice_cache_coalesced Requests answered by an identical request in flight.\n\
+         # TYPE sluice_cache_coalesced counter\nsluice_cache_coalesced_total {}\n\
+         # HELP sluice_cache_evictions Answers dropped to stay within the cache's bytes.\n\
+         # TYPE sluice_cache_evictions counter\nsluice_cache_evictions_total {}\n\
+         # HELP sluice_cache_saved_dollars Upstream cost the cache hits did not incur.\n\
+         # TYPE sluice_cache_saved_dollars counter\nsluice_cache_saved_dollars_total {}\n\
          # HELP sluice_cache_bytes Bytes of answers the cache holds.\n\
          # TYPE sluice_cache_bytes gauge\nsluice_cache_bytes {bytes}\n\
          # HELP sluice_cache_entries Answers the cache holds.\n\
@@ -43,10 +43,10 @@ pub(crate) fn metrics(cache: &ResponseCache, out: &mut String) {
     if let Some(shared) = &cache.shared {
         let _ = write!(
             out,
-            "# HELP sluice_cache_redis_hits_total Hits served from the cache's Redis (counted in sluice_cache_hits_total too).\n\
-             # TYPE sluice_cache_redis_hits_total counter\nsluice_cache_redis_hits_total {}\n\
-             # HELP sluice_cache_redis_errors_total Calls to the cache's Redis that failed or timed out.\n\
-             # TYPE sluice_cache_redis_errors_total counter\nsluice_cache_redis_errors_total {}\n\
+            "# HELP sluice_cache_redis_hits Hits served from the cache's Redis (counted in sluice_cache_hits_total too).\n\
+             # TYPE sluice_cache_redis_hits counter\nsluice_cache_redis_hits_total {}\n\
+             # HELP sluice_cache_redis_errors Calls to the cache's Redis that failed or timed out.\n\
+             # TYPE sluice_cache_redis_errors counter\nsluice_cache_redis_errors_total {}\n\
              # HELP sluice_cache_redis_up Whether the cache's Redis answered its last call.\n\
              # TYPE sluice_cache_redis_up gauge\nsluice_cache_redis_up {}\n",
             s.shared_hits.load(Relaxed),

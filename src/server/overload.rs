@@ -131,8 +131,8 @@ impl Overload {
             .sum();
         let _ = write!(
             out,
-            "# HELP sluice_shed_requests_total Requests refused with 503 by the overload manager.\n\
-             # TYPE sluice_shed_requests_total counter\n\
+            "# HELP sluice_shed_requests Requests refused with 503 by the overload manager.\n\
+             # TYPE sluice_shed_requests counter\n\
              sluice_shed_requests_total{{reason=\"in_flight\"}} {}\n\
              sluice_shed_requests_total{{reason=\"memory\"}} {}\n\
              # HELP sluice_in_flight_requests Requests in flight (counted when max_in_flight_requests is set).\n\

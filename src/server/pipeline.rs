@@ -1015,10 +1015,20 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     let mut text = recorder
         .metrics()
         .render(&snap.router, recorder.queue_depth());
+    // The families kept outside the registry go before OpenMetrics' closing `# EOF`, which
+    // a parser requires to be the last line.
+    const EOF: &str = "# EOF\n";
+    let closed = text.ends_with(EOF);
+    if closed {
+        text.truncate(text.len() - EOF.len());
+    }
     if let Some(cache) = &snap.cache {
         crate::cache::metrics(cache, &mut text);
     }
     state.overload().metrics(&mut text);
+    if closed {
+        text.push_str(EOF);
+    }
     let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
     resp.headers_mut().insert(
         CONTENT_TYPE,

@@ -102,6 +102,11 @@ async fn a_repeated_request_is_answered_from_the_cache_for_free() {
     let m = get(&gw.url("/metrics")).await.text();
     assert!(m.contains("sluice_cache_hits_total 2"), "{m}");
     assert!(m.contains("sluice_cache_misses_total 3"), "{m}");
+    // The cache's and the overload manager's families come before OpenMetrics' last line.
+    assert!(
+        m.ends_with("# EOF\n") && m.matches("# EOF").count() == 1,
+        "{m}"
+    );
 }
 
 #[tokio::test]
