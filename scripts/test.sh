@@ -40,8 +40,9 @@ fi
 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -rs -p no:cacheprovider
 
 step "CPU instructions per proxied request (callgrind; printed, never fails the run)"
-# The `ci` profile: release with thin LTO (Cargo.toml), a few percent more instructions than the
-# fat-LTO release build whose figures docs/benchmarks.md gives, in half the build time.
+# The `ci` profile: release with thin LTO (Cargo.toml). Its counts are not the fat-LTO release
+# build's that docs/benchmarks.md gives (the difference is not measured yet): compare CI's
+# figures with CI's.
 optimised="${CARGO_TARGET_DIR:-$PWD/target}/ci/sluice"
 if command -v valgrind >/dev/null; then
   cargo build --profile ci --locked --bin sluice
