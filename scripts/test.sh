@@ -24,17 +24,62 @@ trap step_times EXIT
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+# Two jobs that no test step depends on until later start now, beside the lints and the test
+# build: the release build (its last crate and its fat-LTO link run on one core, leaving the
+# other idle) and the SDK tests' virtualenv (mostly downloads). Both are waited for before the
+# first test runs, so that no test shares the CPU with a compiler.
+step "started in the background: the release build, the SDK tests' virtualenv"
+bg_logs="$(mktemp -d)"
+optimised_dir="${CARGO_TARGET_DIR:-$PWD/target}/optimised"
+optimised="$optimised_dir/release/sluice"
+CARGO_TARGET_DIR="$optimised_dir" cargo build --release --locked --bin sluice >"$bg_logs/release.log" 2>&1 &
+release_pid=$!
+venv=.venv
+(
+  set -e
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+  # The console's browser test drives Debian's chromium through chromium-driver (it skips,
+  # saying why, only when they cannot be installed).
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+      || echo "chromium: could not be installed; the console's browser test will skip"
+  fi
+) >"$bg_logs/venv.log" 2>&1 &
+venv_pid=$!
+bg_stop() { kill "$release_pid" "$venv_pid" 2>/dev/null || true; }
+trap 'bg_stop; step_times' EXIT
+# Waits for a background job; its log is printed in full when it failed, else its last lines.
+bg_wait() {
+  local name=$1 pid=$2 log=$3
+  if wait "$pid"; then
+    tail -n 3 "$log"
+  else
+    cat "$log"
+    echo "$name failed"
+    exit 1
+  fi
+}
+
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test: build (unit + end-to-end)"
+cargo test --workspace --all-targets --locked --no-run
+
+step "waiting for the background jobs (release build, virtualenv)"
+bg_wait "release build" "$release_pid" "$bg_logs/release.log"
+bg_wait "virtualenv" "$venv_pid" "$bg_logs/venv.log"
 
 step "test services (PostgreSQL, Redis on loopback; stopped on exit)"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 services_start
 # services_start's own EXIT trap replaced ours: run both.
-trap 'services_stop; step_times' EXIT
+trap 'bg_stop; services_stop; step_times' EXIT
 
-step "cargo test (unit + end-to-end)"
+step "cargo test: run (unit + end-to-end)"
 cargo test --workspace --all-targets --locked
 
 # The SDK tests drive the binary `cargo test` just built for the end-to-end tests (the same
@@ -42,26 +87,12 @@ cargo test --workspace --all-targets --locked
 # dependencies with the binary's own features, for nothing).
 
 step "Python SDK tests (official openai and anthropic clients; Claude Code from npm, cached outside the repo)"
-venv=.venv
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv"
-fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-# The console's browser test drives Debian's chromium through chromium-driver (it skips, saying
-# why, only when they cannot be installed).
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; } \
-    || echo "chromium: could not be installed; the console's browser test will skip"
-fi
 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" "$venv/bin/python" -m pytest tests/sdk -q -rs -p no:cacheprovider
 
 step "CPU instructions per proxied request (callgrind; printed, never fails the run)"
-# The release build is the one that ships (fat LTO; 8m19s of a 26-minute run here, about what
-# thin LTO over 16 codegen units took too, and thin LTO's binary made a 31.4 MB image against
-# the 30 MB target), so the counts are comparable with docs/benchmarks.md's.
-optimised="${CARGO_TARGET_DIR:-$PWD/target}/release/sluice"
-cargo build --release --locked --bin sluice
+# The release build is the one that ships (fat LTO: 10m03s alone in a 26-minute run here; thin
+# LTO over 16 codegen units took 8m19s and its binary made a 31.4 MB image against the 30 MB
+# target), so the counts are comparable with docs/benchmarks.md's.
 if command -v valgrind >/dev/null; then
   SLUICE="$optimised" bash bench/instructions.sh || echo "instructions: measurement failed (not a test failure)"
   VIRTUAL_KEY=1 SLUICE="$optimised" bash bench/instructions.sh || echo "instructions (virtual key): measurement failed (not a test failure)"

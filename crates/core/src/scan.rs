@@ -86,6 +86,151 @@ impl<'a> Members<'a> {
     }
 }
 
+/// The members of `doc` from the last to the first, or `None` when it does not end (before
+/// white space) with `}`. An answer's `usage` is among its last members (OpenAI's is third from
+/// the end, Anthropic's and the embeddings list's last): read from the end, the scan stops there
+/// without walking the choices or the vectors before it.
+pub fn members_rev(doc: &[u8]) -> Option<MembersRev<'_>> {
+    let end = skip_ws_back(doc, doc.len());
+    (end > 0 && doc[end - 1] == b'}').then_some(MembersRev {
+        doc,
+        at: end - 1,
+        first: true,
+        complete: false,
+        failed: false,
+    })
+}
+
+/// [`members`] read backwards: `(key, value range)` from the last member to the first.
+#[derive(Debug, Clone)]
+pub struct MembersRev<'a> {
+    doc: &'a [u8],
+    /// The index of the separator (`,`) or closing brace after the next member to read.
+    at: usize,
+    first: bool,
+    /// Set when the opening brace was reached.
+    pub complete: bool,
+    failed: bool,
+}
+
+impl MembersRev<'_> {
+    /// True when the scan stopped on something that is not JSON.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+}
+
+impl<'a> Iterator for MembersRev<'a> {
+    type Item = (&'a [u8], Range<usize>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.complete || self.failed {
+            return None;
+        }
+        let item = self.member();
+        if item.is_none() && !self.complete {
+            self.failed = true;
+        }
+        item
+    }
+}
+
+impl<'a> MembersRev<'a> {
+    /// Reads one `"key": value` backwards, and the separator or brace before it.
+    fn member(&mut self) -> Option<(&'a [u8], Range<usize>)> {
+        let doc = self.doc;
+        let end = skip_ws_back(doc, self.at);
+        if self.first {
+            self.first = false;
+            // `{}`: the brace that opens is the one before the closing one.
+            if end > 0 && doc[end - 1] == b'{' {
+                self.complete = skip_ws_back(doc, end - 1) == 0;
+                return None;
+            }
+        }
+        let start = value_start(doc, end)?;
+        let colon = skip_ws_back(doc, start);
+        if colon == 0 || doc[colon - 1] != b':' {
+            return None;
+        }
+        let key_end = skip_ws_back(doc, colon - 1);
+        if key_end == 0 || doc[key_end - 1] != b'"' {
+            return None;
+        }
+        let key_start = string_start(doc, key_end - 1)?;
+        let before = skip_ws_back(doc, key_start);
+        match before.checked_sub(1).map(|i| doc[i])? {
+            b',' => self.at = before - 1,
+            b'{' => {
+                // The member is returned; the next call ends the scan.
+                self.complete = skip_ws_back(doc, before - 1) == 0;
+                if !self.complete {
+                    // Something stands before the object's brace: not one object.
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        Some((&doc[key_start + 1..key_end - 1], start..end))
+    }
+}
+
+/// The index just past the last byte before `at` that is not white space.
+fn skip_ws_back(doc: &[u8], mut at: usize) -> usize {
+    while at > 0 && matches!(doc[at - 1], b' ' | b'\n' | b'\r' | b'\t') {
+        at -= 1;
+    }
+    at
+}
+
+/// The index of the quote that opens the string whose closing quote is at `close`: the nearest
+/// quote before it not escaped by an odd run of backslashes (inside a string every quote is).
+fn string_start(doc: &[u8], close: usize) -> Option<usize> {
+    let mut end = close;
+    loop {
+        let q = memchr::memrchr(b'"', &doc[..end])?;
+        let slashes = doc[..q].iter().rev().take_while(|b| **b == b'\\').count();
+        if slashes % 2 == 0 {
+            return Some(q);
+        }
+        end = q;
+    }
+}
+
+/// The index where the value that ends just before `end` starts.
+fn value_start(doc: &[u8], end: usize) -> Option<usize> {
+    match *doc.get(end.checked_sub(1)?)? {
+        b'"' => string_start(doc, end - 1),
+        close @ (b'}' | b']') => {
+            let open = if close == b'}' { b'{' } else { b'[' };
+            let mut depth = 0usize;
+            let mut i = end;
+            loop {
+                i = memchr::memrchr3(b'"', open, close, &doc[..i])?;
+                match doc[i] {
+                    b'"' => {
+                        i = string_start(doc, i)?;
+                        continue;
+                    }
+                    b if b == close => depth += 1,
+                    _ => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            let len = doc[..end].iter().rev().position(|b| {
+                matches!(b, b':' | b',' | b'[' | b'{' | b' ' | b'\n' | b'\r' | b'\t')
+            })?;
+            (len > 0).then_some(end - len)
+        }
+    }
+}
+
 fn skip_ws(doc: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = doc.get(at) {
         at += 1;
@@ -193,6 +338,106 @@ mod tests {
         assert!(got.is_empty() && complete);
         assert!(members(b"[1]").is_none());
         assert!(members(b"").is_none());
+    }
+
+    /// The backward scan finds what the forward one finds, in the other order.
+    #[test]
+    fn read_backwards_the_members_are_the_same() {
+        let docs: [&[u8]; 7] = [
+            br#" { "id" : "x\"}{" , "n":-1.5e3,"ok":true,"none":null,
+            "choices":[{"message":{"content":"a \\\" } ] \"usage\":{}"}}],"usage":{"prompt_tokens":3} } "#,
+            br#"{"a":[{"b":[1,{"c":"]}\"]"}],"e":{}}],"d":{"x":[[]],"y":{"z":"}"}},"f":2}"#,
+            br#"{"k\\":"v\\","\"q\"":"\\\"","e":""}"#,
+            br#"{}"#,
+            b"\n{\"only\":[]}\n",
+            br#"{"a":{"b":"{[\"}"},"c":["]","}"]}"#,
+            br#"{"n":0,"m":[-1,2.5e-3,true,false,null]}"#,
+        ];
+        for doc in docs {
+            let (mut forward, complete) = keys(doc);
+            assert!(complete, "{}", String::from_utf8_lossy(doc));
+            let mut rev = members_rev(doc).unwrap();
+            let backward: Vec<(String, String)> = rev
+                .by_ref()
+                .map(|(k, r)| {
+                    (
+                        String::from_utf8_lossy(k).into_owned(),
+                        String::from_utf8_lossy(&doc[r]).into_owned(),
+                    )
+                })
+                .collect();
+            assert!(
+                rev.complete && !rev.failed(),
+                "{}",
+                String::from_utf8_lossy(doc)
+            );
+            forward.reverse();
+            assert_eq!(backward, forward);
+        }
+    }
+
+    /// Every JSON object of the checked-in fuzz corpora (request bodies, stored answers, admin
+    /// bodies): both directions read the same members, and what is not a JSON object fails.
+    #[test]
+    fn both_directions_agree_on_the_corpora() {
+        fn check(doc: &[u8]) {
+            let valid = matches!(
+                serde_json::from_slice::<serde_json::Value>(doc),
+                Ok(serde_json::Value::Object(_))
+            );
+            let Some(mut rev) = members_rev(doc) else {
+                return;
+            };
+            let backward: Vec<_> = rev.by_ref().collect();
+            if !valid {
+                return;
+            }
+            let mut fwd = members(doc).unwrap();
+            let mut forward: Vec<_> = fwd.by_ref().collect();
+            assert!(fwd.complete && rev.complete && !rev.failed());
+            forward.reverse();
+            assert_eq!(backward, forward);
+        }
+        let dir = env!("CARGO_MANIFEST_DIR");
+        for corpus in ["envelope_splice", "admin_body", "cache_wire", "config_load"] {
+            crate::fuzz::replay(dir, corpus, check);
+        }
+        // And the providers' recorded answers (tests/fixtures/<provider>/*.json).
+        let fixtures = std::path::Path::new(dir).join("../../tests/fixtures");
+        let mut n = 0;
+        for provider in std::fs::read_dir(&fixtures).unwrap() {
+            for file in std::fs::read_dir(provider.unwrap().path()).unwrap() {
+                let path = file.unwrap().path();
+                if path.extension().is_some_and(|e| e == "json") {
+                    check(&std::fs::read(&path).unwrap());
+                    n += 1;
+                }
+            }
+        }
+        assert!(n >= 10, "{n} fixtures under {}", fixtures.display());
+    }
+
+    #[test]
+    fn read_backwards_a_broken_document_fails() {
+        assert!(members_rev(br#"{"a":1,"usage":{"x":1"#).is_none());
+        assert!(members_rev(b"[1]").is_none());
+        for doc in [
+            &br#"{"a":1 "b":2}"#[..],
+            br#"{"a" 1}"#,
+            br#"{"a":}"#,
+            br#"x{"a":1}"#,
+            br#"{"a":1}}"#,
+            br#""a":1}"#,
+            br#"{"a":"x"y"}"#,
+        ] {
+            let mut m = members_rev(doc).unwrap();
+            let _ = m.by_ref().count();
+            assert!(
+                m.failed() && !m.complete,
+                "{}",
+                String::from_utf8_lossy(doc)
+            );
+        }
     }
 
     #[test]

@@ -415,11 +415,12 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
 /// Usage from a whole non-stream answer. `None` when the body has none or is not JSON.
 ///
 /// Every answer sluice proxies is read here, so the usual shape takes a short path: the
-/// top-level members are scanned ([`crate::scan`]) and only a top-level `usage` object goes
-/// through serde. Usage nested in `response` or `message` (Realtime and stream events), and
+/// top-level members are scanned from the end ([`crate::scan::members_rev`]: `usage` is among
+/// the last, after the choices or vectors) and a top-level `usage` object is read by the same
+/// scanner. Usage nested in `response` or `message` (Realtime and stream events), and
 /// anything the scan cannot read, take the full probe.
 pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
-    if let Some(mut members) = crate::scan::members(body) {
+    if let Some(mut members) = crate::scan::members_rev(body) {
         let mut nested = false;
         for (key, value) in members.by_ref() {
             match key {
