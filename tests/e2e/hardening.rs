@@ -109,6 +109,21 @@ async fn deep_json_and_too_many_messages_are_400() {
         .as_str()
         .unwrap()
         .contains("128"));
+    // Anywhere in the body, not only in `messages`; brackets inside strings do not count.
+    let deep_tools = format!(
+        r#"{{"model":"m","messages":[],"tools":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let a = send("POST", &gw.url("/v1/chat/completions"), deep_tools, &json).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "json_too_deep");
+    let quoted = format!(
+        r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "[{".repeat(500)
+    );
+    let a = send("POST", &gw.url("/v1/chat/completions"), quoted, &json).await;
+    assert_eq!(a.status, 200, "{}", a.text());
 
     let msg = r#"{"role":"user","content":"hi"}"#;
     let four = format!(r#"{{"model":"m","messages":[{msg},{msg},{msg},{msg}]}}"#);

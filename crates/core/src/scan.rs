@@ -231,6 +231,42 @@ fn value_start(doc: &[u8], end: usize) -> Option<usize> {
     }
 }
 
+/// Whether `doc` nests `limit` or more arrays and objects deep (the outermost counted). `doc`
+/// must be JSON that serde has validated. Most bodies have fewer brackets in all than the
+/// limit, which one vector count settles; only the others are walked, counting brackets
+/// outside strings.
+pub fn nests_at_least(doc: &[u8], limit: usize) -> bool {
+    if memchr::memchr2_iter(b'{', b'[', doc)
+        .nth(limit.saturating_sub(1))
+        .is_none()
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&b) = doc.get(i) {
+        match b {
+            b'"' => match string_end(doc, i) {
+                Some(end) => {
+                    i = end;
+                    continue;
+                }
+                None => return false,
+            },
+            b'[' | b'{' => {
+                depth += 1;
+                if depth >= limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 fn skip_ws(doc: &[u8], mut at: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = doc.get(at) {
         at += 1;
@@ -338,6 +374,20 @@ mod tests {
         assert!(got.is_empty() && complete);
         assert!(members(b"[1]").is_none());
         assert!(members(b"").is_none());
+    }
+
+    #[test]
+    fn nesting_is_measured_outside_strings() {
+        let deep = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n), "]".repeat(n));
+        assert!(!nests_at_least(deep(126).as_bytes(), 128));
+        assert!(nests_at_least(deep(127).as_bytes(), 128));
+        // Brackets inside strings count for the quick test but not for the walk.
+        let quoted = format!(r#"{{"a":"{}","b":[{{}}]}}"#, "[{".repeat(100));
+        assert!(!nests_at_least(quoted.as_bytes(), 128));
+        let escaped = format!(r#"{{"a":"\"{}","b":[]}}"#, "[".repeat(200));
+        assert!(!nests_at_least(escaped.as_bytes(), 128));
+        assert!(!nests_at_least(b"{}", 128));
+        assert!(nests_at_least(b"[[]]", 2) && !nests_at_least(b"[[]]", 3));
     }
 
     /// The backward scan finds what the forward one finds, in the other order.

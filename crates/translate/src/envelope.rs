@@ -170,13 +170,12 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&RawValue>::deserialize(d).map(Some)
 }
 
-/// The JSON nesting depth sluice reads: serde_json's own recursion limit, which refuses a
-/// deeper value while it is being read (no second pass over the body).
+/// The JSON nesting depth sluice accepts in a body (the body's own object counted): serde_json's
+/// recursion limit, which bounded `messages` alone before.
 pub const MAX_JSON_DEPTH: usize = 128;
 
-/// `messages`, read for its length only. Each message is walked by [`Nested`], which
-/// serde_json bounds at [`MAX_JSON_DEPTH`] levels; without it a member sluice does not read
-/// is skipped by serde_json with no depth limit (it keeps its place on the heap, not the stack).
+/// `messages`, read for its length only; serde validates each message and skips it without
+/// building it. Their depth is bounded with the rest of the body's ([`MAX_JSON_DEPTH`]).
 struct Messages(usize);
 
 impl<'de> Deserialize<'de> for Messages {
@@ -195,61 +194,13 @@ impl<'de> Deserialize<'de> for Messages {
                 mut seq: A,
             ) -> Result<Messages, A::Error> {
                 let mut n = 0;
-                while seq.next_element::<Nested>()?.is_some() {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
                     n += 1;
                 }
                 Ok(Messages(n))
             }
         }
         d.deserialize_any(Count)
-    }
-}
-
-/// Any JSON value, read and dropped through `deserialize_any`, so that serde_json counts its
-/// depth.
-struct Nested;
-
-impl<'de> Deserialize<'de> for Nested {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NestedVisitor)
-    }
-}
-
-struct NestedVisitor;
-
-impl<'de> serde::de::Visitor<'de> for NestedVisitor {
-    type Value = Nested;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_unit<E>(self) -> Result<Nested, E> {
-        Ok(Nested)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Nested, A::Error> {
-        while seq.next_element::<Nested>()?.is_some() {}
-        Ok(Nested)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Nested, A::Error> {
-        while map.next_entry::<serde::de::IgnoredAny, Nested>()?.is_some() {}
-        Ok(Nested)
     }
 }
 
@@ -335,6 +286,13 @@ impl<'a> Envelope<'a> {
     /// Parse the envelope. Every byte is validated as JSON, but only these fields are built.
     pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
         let raw: RawEnvelope<'a> = serde_json::from_slice(body).map_err(|e| json_error(&e))?;
+        // serde skips what sluice does not read without a depth limit (on the heap, not the
+        // stack); the bound is the body's, checked once over its bytes (docs/reliability.md).
+        if sluice_core::scan::nests_at_least(body, MAX_JSON_DEPTH) {
+            return Err(ApiError::TooDeep {
+                limit: MAX_JSON_DEPTH,
+            });
+        }
         let model_raw = raw.model.ok_or(ApiError::MissingParam("model"))?;
         let model: Cow<'a, str> =
             serde_json::from_str(model_raw.get()).map_err(|_| ApiError::InvalidParam {
