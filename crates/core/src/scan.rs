@@ -13,8 +13,15 @@ use std::ops::Range;
 #[derive(Debug, Clone)]
 pub struct Members<'a> {
     doc: &'a [u8],
+    /// Forwards: where the next member starts. Backwards: the separator (`,`) or closing
+    /// brace just after the next member to read.
     at: usize,
-    /// Set when the closing brace was reached: a scan that ends otherwise was cut short.
+    /// Read from the last member to the first ([`members_rev`]).
+    backwards: bool,
+    /// Backwards, before the first member: `{}` is told apart there.
+    first: bool,
+    /// Set when the brace that ends the scan was reached (the closing one forwards, the opening
+    /// one backwards): a scan that ends otherwise was cut short.
     pub complete: bool,
     failed: bool,
 }
@@ -25,6 +32,8 @@ pub fn members(doc: &[u8]) -> Option<Members<'_>> {
     (doc.get(at) == Some(&b'{')).then_some(Members {
         doc,
         at: at + 1,
+        backwards: false,
+        first: true,
         complete: false,
         failed: false,
     })
@@ -44,7 +53,11 @@ impl<'a> Iterator for Members<'a> {
         if self.complete || self.failed {
             return None;
         }
-        let item = self.member();
+        let item = if self.backwards {
+            self.member_back()
+        } else {
+            self.member()
+        };
         if item.is_none() && !self.complete {
             self.failed = true;
         }
@@ -90,54 +103,21 @@ impl<'a> Members<'a> {
 /// white space) with `}`. An answer's `usage` is among its last members (OpenAI's is third from
 /// the end, Anthropic's and the embeddings list's last): read from the end, the scan stops there
 /// without walking the choices or the vectors before it.
-pub fn members_rev(doc: &[u8]) -> Option<MembersRev<'_>> {
+pub fn members_rev(doc: &[u8]) -> Option<Members<'_>> {
     let end = skip_ws_back(doc, doc.len());
-    (end > 0 && doc[end - 1] == b'}').then_some(MembersRev {
+    (end > 0 && doc[end - 1] == b'}').then_some(Members {
         doc,
         at: end - 1,
+        backwards: true,
         first: true,
         complete: false,
         failed: false,
     })
 }
 
-/// [`members`] read backwards: `(key, value range)` from the last member to the first.
-#[derive(Debug, Clone)]
-pub struct MembersRev<'a> {
-    doc: &'a [u8],
-    /// The index of the separator (`,`) or closing brace after the next member to read.
-    at: usize,
-    first: bool,
-    /// Set when the opening brace was reached.
-    pub complete: bool,
-    failed: bool,
-}
-
-impl MembersRev<'_> {
-    /// True when the scan stopped on something that is not JSON.
-    pub fn failed(&self) -> bool {
-        self.failed
-    }
-}
-
-impl<'a> Iterator for MembersRev<'a> {
-    type Item = (&'a [u8], Range<usize>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.complete || self.failed {
-            return None;
-        }
-        let item = self.member();
-        if item.is_none() && !self.complete {
-            self.failed = true;
-        }
-        item
-    }
-}
-
-impl<'a> MembersRev<'a> {
+impl<'a> Members<'a> {
     /// Reads one `"key": value` backwards, and the separator or brace before it.
-    fn member(&mut self) -> Option<(&'a [u8], Range<usize>)> {
+    fn member_back(&mut self) -> Option<(&'a [u8], Range<usize>)> {
         let doc = self.doc;
         let end = skip_ws_back(doc, self.at);
         if self.first {
