@@ -1012,23 +1012,14 @@ fn get_model(snap: &Snapshot, id: &str) -> Result<Response<ResponseBody>, ApiErr
 
 fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
     let recorder = state.recorder();
-    let mut text = recorder
+    let text = recorder
         .metrics()
-        .render(&snap.router, recorder.queue_depth());
-    // The families kept outside the registry go before OpenMetrics' closing `# EOF`, which
-    // a parser requires to be the last line.
-    const EOF: &str = "# EOF\n";
-    let closed = text.ends_with(EOF);
-    if closed {
-        text.truncate(text.len() - EOF.len());
-    }
-    if let Some(cache) = &snap.cache {
-        crate::cache::metrics(cache, &mut text);
-    }
-    state.overload().metrics(&mut text);
-    if closed {
-        text.push_str(EOF);
-    }
+        .render(&snap.router, recorder.queue_depth(), |text| {
+            if let Some(cache) = &snap.cache {
+                crate::cache::metrics(cache, text);
+            }
+            state.overload().metrics(text);
+        });
     let mut resp = Response::new(ResponseBody::full(Bytes::from(text)));
     resp.headers_mut().insert(
         CONTENT_TYPE,
@@ -1042,13 +1033,12 @@ fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBody> {
 /// spools spend, and says so here. While the overload manager sheds requests it is 503, so a
 /// load balancer steers away until it recovers.
 fn readiness(state: &AppState) -> Response<ResponseBody> {
-    match state.overload().shedding() {
-        None => json(StatusCode::OK, readiness_body(state, "healthy")),
-        Some(reason) => {
-            let mut resp = json(
-                StatusCode::SERVICE_UNAVAILABLE,
-                readiness_body(state, reason),
-            );
+    let shedding = state.overload().shedding();
+    let body = readiness_body(state, shedding);
+    match shedding {
+        None => json(StatusCode::OK, body),
+        Some(_) => {
+            let mut resp = json(StatusCode::SERVICE_UNAVAILABLE, body);
             resp.headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from_static("1"));
             resp
@@ -1056,11 +1046,8 @@ fn readiness(state: &AppState) -> Response<ResponseBody> {
     }
 }
 
-fn readiness_body(state: &AppState, shedding: &'static str) -> Bytes {
-    let status = match shedding {
-        "healthy" => "healthy",
-        _ => "overloaded",
-    };
+/// The readiness document; `shedding` is why the overload manager sheds, if it does.
+fn readiness_body(state: &AppState, shedding: Option<&'static str>) -> Bytes {
     let redis = match state.fleet() {
         None => "not configured",
         Some(f) if f.is_up() => "connected",
@@ -1083,8 +1070,8 @@ fn readiness_body(state: &AppState, shedding: &'static str) -> Bytes {
         }
     };
     let body = serde_json::json!({
-        "status": status,
-        "shedding": (status != "healthy").then_some(shedding),
+        "status": if shedding.is_some() { "overloaded" } else { "healthy" },
+        "shedding": shedding,
         "callbacks": state.recorder().callbacks().status(),
         "db": db,
         "redis": redis,

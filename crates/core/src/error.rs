@@ -120,7 +120,7 @@ pub enum ApiError {
     /// The JSON body nests arrays and objects deeper than sluice reads.
     #[error("The JSON body is nested deeper than the limit of {limit} levels.")]
     TooDeep {
-        /// The limit (serde_json's recursion limit).
+        /// The limit (the envelope's `MAX_JSON_DEPTH`).
         limit: usize,
     },
     /// The instance is overloaded (in-flight limit or memory watermark): the newest work is

@@ -204,18 +204,6 @@ impl<'de> Deserialize<'de> for Messages {
     }
 }
 
-/// serde_json's error, or [`ApiError::TooDeep`] when it is its recursion limit.
-fn json_error(e: &serde_json::Error) -> ApiError {
-    let message = e.to_string();
-    if message.starts_with("recursion limit exceeded") {
-        ApiError::TooDeep {
-            limit: MAX_JSON_DEPTH,
-        }
-    } else {
-        ApiError::InvalidJson(message)
-    }
-}
-
 /// A `fallbacks` entry: a model name, or LiteLLM's `{"model": ...}` object.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -285,7 +273,8 @@ fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
 impl<'a> Envelope<'a> {
     /// Parse the envelope. Every byte is validated as JSON, but only these fields are built.
     pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
-        let raw: RawEnvelope<'a> = serde_json::from_slice(body).map_err(|e| json_error(&e))?;
+        let raw: RawEnvelope<'a> =
+            serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
         // serde skips what sluice does not read without a depth limit (on the heap, not the
         // stack); the bound is the body's, checked once over its bytes (docs/reliability.md).
         if sluice_core::scan::nests_at_least(body, MAX_JSON_DEPTH) {

@@ -407,7 +407,6 @@ impl Metrics {
         }
     }
 
-    /// The exposition text, with deployment gauges read from `router` now.
     /// The MCP tool-call families.
     pub fn mcp(&self) -> &super::mcp::McpMetrics {
         &self.mcp
@@ -418,8 +417,15 @@ impl Metrics {
         self.callbacks.sink(sink)
     }
 
-    /// Render the exposition (deployment gauges read now).
-    pub fn render(&self, router: &Router, queue_depth: usize) -> String {
+    /// Render the exposition (deployment gauges read now). `more` writes the families kept
+    /// outside the registry (the cache's, the overload manager's) before OpenMetrics' closing
+    /// `# EOF`, which a parser requires to be the last line.
+    pub fn render(
+        &self,
+        router: &Router,
+        queue_depth: usize,
+        more: impl FnOnce(&mut String),
+    ) -> String {
         let now = now_ms();
         self.in_flight.clear();
         self.cooling.clear();
@@ -443,9 +449,12 @@ impl Metrics {
         self.queue
             .set(i64::try_from(queue_depth).unwrap_or(i64::MAX));
         let mut out = String::with_capacity(16 * 1024);
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        if prometheus_client::encoding::text::encode_registry(&mut out, &self.registry).is_err() {
             out.clear();
         }
+        more(&mut out);
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode_eof(&mut out);
         out
     }
 }
@@ -507,7 +516,7 @@ mod tests {
         let r = sample();
         m.observe(&r);
         m.observe(&r);
-        let text = m.render(&Router::default(), 3);
+        let text = m.render(&Router::default(), 3, |_| {});
         assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d1",provider="openai",status_class="2xx",outcome="done",error=""} 2"#), "{text}");
         assert!(
             text.contains(r#"sluice_tokens_total{model="gpt",deployment="d1",kind="cached"} 8"#)
@@ -539,7 +548,7 @@ mod tests {
             a.observe(&other);
         }
         b.observe(&r);
-        let text = a.render(&Router::default(), 0);
+        let text = a.render(&Router::default(), 0, |_| {});
         assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d1",provider="openai",status_class="2xx",outcome="done",error=""} 3"#), "{text}");
         assert!(text.contains(r#"sluice_requests_total{route="/v1/chat/completions",model="gpt",deployment="d2",provider="openai",status_class="4xx",outcome="done",error=""} 3"#), "{text}");
         assert!(
@@ -551,7 +560,7 @@ mod tests {
         );
         assert!(text.contains(r#"sluice_retries_total{model="gpt"} 6"#));
         assert!(text.contains(r#"sluice_overhead_seconds_count{route="/v1/chat/completions"} 6"#));
-        let text = b.render(&Router::default(), 0);
+        let text = b.render(&Router::default(), 0, |_| {});
         assert!(
             text.contains(r#"status_class="2xx",outcome="done",error=""} 1"#),
             "{text}"
@@ -582,7 +591,7 @@ mod tests {
             },
         ]));
         m.observe(&r);
-        let text = m.render(&Router::default(), 0);
+        let text = m.render(&Router::default(), 0, |_| {});
         assert!(text.contains(r#"sluice_guardrail_checks_total{guardrail="pii",stage="request",verdict="masked"} 1"#), "{text}");
         assert!(text.contains(r#"sluice_guardrail_checks_total{guardrail="secrets",stage="request",verdict="blocked"} 1"#));
         assert!(text.contains(
@@ -638,7 +647,7 @@ mod tests {
             status: sluice_mcp::CallStatus::Ok,
             error: None,
         });
-        let text = m.render(&router, 0);
+        let text = m.render(&router, 0, |_| {});
         let declared: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
@@ -686,7 +695,7 @@ mod tests {
             !alone.contains("sluice_deployment_"),
             "only the request counter"
         );
-        let scrape = m.render(&Router::default(), 0);
+        let scrape = m.render(&Router::default(), 0, |_| {});
         assert!(scrape.contains(line), "the same series as /metrics");
     }
 }
