@@ -36,6 +36,11 @@ impl Drop for TestStore {
 }
 
 impl TestStore {
+    /// The SQLite file (for a second connection that holds a lock).
+    pub fn sqlite_file(&self) -> PathBuf {
+        self.dir.as_ref().unwrap().join("sluice.db")
+    }
+
     /// A second store on the same SQLite file (a restart of the process).
     pub async fn reopen(&self) -> Store {
         let dir = self.dir.as_ref().unwrap();

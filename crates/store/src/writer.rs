@@ -17,15 +17,19 @@
 //! A process killed outright (`kill -9`, the OOM killer) loses what is only in memory. So each
 //! record the task takes from its channel (every 5 ms) is first appended to a journal beside
 //! the spool (`<spool>.journal`: one `write`, no `fsync`, off the request path), and the
-//! journal is emptied once its batch is written or spooled. At start, a journal left by a
-//! killed run is moved into the spool and replayed like the rest; a batch that did commit
+//! journal is emptied once its batch is written or spooled. The task keeps taking and
+//! journaling while a batch is being written (into a second file, `<spool>.journal-2`; the two
+//! swap at each batch), so a slow write does not widen the window. At start, journals left by
+//! a killed run are moved into the spool and replayed like the rest; a batch that did commit
 //! before the kill counts once (unique ids). What a kill can still lose is what had not yet
-//! reached the journal: the last poll's records, and those that arrived while a batch was
-//! being written (the task does not poll during a write).
+//! reached the journal: the records of the last poll (at most 5 ms old), and those that
+//! arrived while a full batch waited for the write before it.
 //!
 //! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -173,8 +177,16 @@ pub fn start(
     options: WriterOptions,
 ) -> Result<(SpendSender, tokio::task::JoinHandle<()>), SpoolError> {
     let mut spool = Spool::open(&options.spool_path, options.spool_max_bytes)?;
-    let mut journal = Spool::open(&journal_path(&options.spool_path), options.spool_max_bytes)?;
-    let lost = recover_journal(&mut journal, &mut spool, options.max_batch.max(1))?;
+    let mut lost = 0;
+    let mut journal = |which: &str| -> Result<Spool<SpendLog>, SpoolError> {
+        let mut j = Spool::open(
+            &journal_path(&options.spool_path, which),
+            options.spool_max_bytes,
+        )?;
+        lost += recover_journal(&mut j, &mut spool, options.max_batch.max(1))?;
+        Ok(j)
+    };
+    let files = [journal("journal")?, journal("journal-2")?];
     if !spool.is_empty() {
         tracing::info!(
             path = %spool.path().display(),
@@ -188,23 +200,34 @@ pub fn start(
         database_up: std::sync::atomic::AtomicBool::new(true),
     });
     let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
+    let max_batch = options.max_batch.max(1);
+    let timers = (options.batch_interval, options.budget_reset_every);
     let writer = Writer {
-        store,
-        shared: shared.clone(),
-        batch: Vec::with_capacity(options.max_batch),
-        database_up: true,
-        journal,
-        journal_ok: true,
-        options,
+        sink: Some(Sink {
+            store,
+            shared: shared.clone(),
+            database_up: true,
+            options,
+        }),
+        batch: Vec::with_capacity(max_batch),
+        spare: Vec::with_capacity(max_batch),
+        journal: Journal {
+            files,
+            live: 0,
+            ok: true,
+        },
+        max_batch,
     };
-    let task = tokio::spawn(writer.run(rx));
+    let task = tokio::spawn(writer.run(rx, timers));
     Ok((SpendSender { tx, shared }, task))
 }
 
-/// The journal beside the spool at `spool`: `spend_logs.jsonl` → `spend_logs.jsonl.journal`.
-fn journal_path(spool: &std::path::Path) -> PathBuf {
+/// A journal beside the spool at `spool`: `spend_logs.jsonl` → `spend_logs.jsonl.journal`
+/// (and `.journal-2`).
+fn journal_path(spool: &std::path::Path, which: &str) -> PathBuf {
     let mut p = spool.as_os_str().to_owned();
-    p.push(".journal");
+    p.push(".");
+    p.push(which);
     PathBuf::from(p)
 }
 
@@ -242,93 +265,165 @@ fn recover_journal(
     Ok(lost)
 }
 
-struct Writer {
-    store: Store,
-    shared: Arc<Shared>,
-    batch: Vec<SpendLog>,
-    /// Last known state, so "down" and "back" are each logged once.
-    database_up: bool,
-    /// The records of `batch`, on disk until the batch is written or spooled.
-    journal: Spool<SpendLog>,
+/// The writer's side of the journal: two files, so that records arriving while a batch is
+/// being written are journaled too. New records go to `live`; starting a batch write switches
+/// `live`, and the other file, which holds exactly that batch, is emptied once it is written or
+/// spooled.
+struct Journal {
+    files: [Spool<SpendLog>; 2],
+    live: usize,
     /// Whether the last journal write worked, so a failing disk is logged once.
-    journal_ok: bool,
-    options: WriterOptions,
+    ok: bool,
 }
 
-impl Writer {
-    async fn run(mut self, rx: mpsc::Receiver<SpendLog>) {
-        // Polled, never parked on: a keyed request's spend log does not wake this task's
-        // thread from the worker that answered it (`telemetry::Poller`).
-        let mut rx = Poller::new(rx);
-        let mut flush = interval(self.options.batch_interval);
-        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut resets = interval(self.options.budget_reset_every);
-        resets.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let max = self.options.max_batch.max(1);
-        loop {
-            let room = max.saturating_sub(self.batch.len()).max(1);
-            let before = self.batch.len();
-            tokio::select! {
-                open = rx.next(&mut self.batch, room) => {
-                    self.journal(before);
-                    if !open {
-                        break;
-                    }
-                    if self.batch.len() >= max {
-                        self.flush().await;
-                    }
-                }
-                _ = flush.tick() => self.flush().await,
-                _ = resets.tick() => self.reset_budgets().await,
-            }
-        }
-        self.flush().await;
-    }
-
-    /// Writes the current batch, after anything spooled (so the database sees records in the
-    /// order they were made); spools it when the database does not take it.
-    async fn flush(&mut self) {
-        let batch = std::mem::take(&mut self.batch);
-        if self.replay().await && !batch.is_empty() {
-            match self.write(&batch).await {
-                Ok(()) => {}
-                Err(why) => {
-                    self.went_down(&why);
-                    self.shared.keep(&batch);
-                }
-            }
-        } else {
-            self.shared.keep(&batch);
-        }
-        self.batch = batch;
-        self.batch.clear();
-        if !self.journal.is_empty() {
-            if let Err(e) = self.journal.clear() {
-                tracing::warn!(error = %e, "cannot empty the spend journal");
-            }
-        }
-    }
-
-    /// Appends the records taken since `from` to the journal. A failure costs only their
-    /// safety against a kill before the next flush; it is logged once until writes work again.
-    fn journal(&mut self, from: usize) {
-        let fresh = self.batch.get(from..).unwrap_or_default();
+impl Journal {
+    /// Appends records just taken from the channel to the live file. A failure costs only
+    /// their safety against a kill before their batch is written; logged once until writes
+    /// work again.
+    fn append(&mut self, fresh: &[SpendLog]) {
         if fresh.is_empty() {
             return;
         }
-        match self.journal.append_volatile(fresh) {
-            Ok(()) => self.journal_ok = true,
+        match self.files[self.live].append_volatile(fresh) {
+            Ok(()) => self.ok = true,
             Err(e) => {
-                if std::mem::replace(&mut self.journal_ok, false) {
+                if std::mem::replace(&mut self.ok, false) {
                     tracing::warn!(
                         error = %e,
-                        "cannot journal spend records: a crash before the next batch would lose them"
+                        "cannot journal spend records: a crash before their batch is written would lose them"
                     );
                 }
             }
         }
     }
 
+    /// The live file now holds the batch about to be written; later records go to the other.
+    fn seal(&mut self) {
+        self.live ^= 1;
+    }
+
+    /// The batch sealed last is written or spooled: its file is emptied.
+    fn release(&mut self) {
+        let sealed = &mut self.files[self.live ^ 1];
+        if !sealed.is_empty() {
+            if let Err(e) = sealed.clear() {
+                tracing::warn!(error = %e, "cannot empty the spend journal");
+            }
+        }
+    }
+}
+
+/// A batch write (with the spool's replay before it and, when due, the budget reset after it),
+/// run beside the loop that keeps taking and journaling records.
+type Job = Pin<Box<dyn Future<Output = (Sink, Vec<SpendLog>)> + Send>>;
+
+struct Writer {
+    /// `None` exactly while a [`Job`] holds it.
+    sink: Option<Sink>,
+    batch: Vec<SpendLog>,
+    /// The last written batch's buffer, reused for the next one.
+    spare: Vec<SpendLog>,
+    journal: Journal,
+    max_batch: usize,
+}
+
+impl Writer {
+    /// `timers`: the batch interval and the budget-reset interval.
+    async fn run(mut self, rx: mpsc::Receiver<SpendLog>, timers: (Duration, Duration)) {
+        // Polled, never parked on: a keyed request's spend log does not wake this task's
+        // thread from the worker that answered it (`telemetry::Poller`).
+        let mut rx = Poller::new(rx);
+        let mut flush = interval(timers.0);
+        flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut resets = interval(timers.1);
+        resets.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut job: Option<Job> = None;
+        let (mut flush_due, mut reset_due, mut open) = (false, false, true);
+        while open {
+            // A full batch stops the taking until its write is done; the channel then fills
+            // and requests spool their own records (bounded memory).
+            let room = self.max_batch.saturating_sub(self.batch.len());
+            let before = self.batch.len();
+            tokio::select! {
+                still = rx.next(&mut self.batch, room), if room > 0 => {
+                    self.journal.append(self.batch.get(before..).unwrap_or_default());
+                    open = still;
+                }
+                done = running(&mut job), if job.is_some() => {
+                    job = None;
+                    self.finish(done);
+                }
+                _ = flush.tick() => flush_due = true,
+                _ = resets.tick() => reset_due = true,
+            }
+            if job.is_none() && (flush_due || reset_due || self.batch.len() >= self.max_batch) {
+                job = self.begin(reset_due);
+                flush_due = false;
+                reset_due = false;
+            }
+        }
+        if let Some(j) = job.take() {
+            self.finish(j.await);
+        }
+        if let Some(last) = self.begin(false) {
+            self.finish(last.await);
+        }
+    }
+
+    /// Starts writing the current batch (`None` if a write is already running).
+    fn begin(&mut self, reset: bool) -> Option<Job> {
+        let sink = self.sink.take()?;
+        let batch = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare));
+        self.journal.seal();
+        Some(Box::pin(sink.run(batch, reset)))
+    }
+
+    fn finish(&mut self, (sink, mut written): (Sink, Vec<SpendLog>)) {
+        self.sink = Some(sink);
+        self.journal.release();
+        written.clear();
+        self.spare = written;
+    }
+}
+
+/// The running job's result; never ready when there is none (its `select!` arm is disabled).
+async fn running(job: &mut Option<Job>) -> (Sink, Vec<SpendLog>) {
+    match job {
+        Some(j) => j.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Where batches go: the database, else the spool. Owned by one [`Job`] at a time.
+struct Sink {
+    store: Store,
+    shared: Arc<Shared>,
+    /// Last known state, so "down" and "back" are each logged once.
+    database_up: bool,
+    options: WriterOptions,
+}
+
+impl Sink {
+    async fn run(mut self, batch: Vec<SpendLog>, reset: bool) -> (Self, Vec<SpendLog>) {
+        self.flush(&batch).await;
+        if reset {
+            self.reset_budgets().await;
+        }
+        (self, batch)
+    }
+
+    /// Writes `batch`, after anything spooled (so the database sees records in the order
+    /// they were made); spools it when the database does not take it.
+    async fn flush(&mut self, batch: &[SpendLog]) {
+        if self.replay().await && !batch.is_empty() {
+            if let Err(why) = self.write(batch).await {
+                self.went_down(&why);
+                self.shared.keep(batch);
+            }
+        } else {
+            self.shared.keep(batch);
+        }
+    }
     /// Writes spooled records back, a batch at a time. True when the spool is empty.
     async fn replay(&mut self) -> bool {
         loop {

@@ -168,6 +168,89 @@ async fn a_full_channel_spools_on_the_request_side_and_loses_nothing() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The records in a journal file, by request id.
+fn journaled(dir: &std::path::Path, which: &str) -> Vec<String> {
+    let path = dir.join("spool").join(format!("spend.jsonl.{which}"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<SpendLog>(l).unwrap().request_id)
+        .collect()
+}
+
+/// A batch write held up by a lock on the database: records that arrive meanwhile are taken
+/// and journaled anyway (into the second journal), so a kill during a slow write loses only
+/// the last poll's records. Once the write goes through, both journals empty and every record
+/// is stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_arriving_during_a_slow_write_are_journaled() {
+    let db = sqlite().await;
+    let dir = temp_dir();
+    let key = KeyRow::new("sk-slow", OffsetDateTime::now_utc());
+    db.store.create_key(&key).await.unwrap();
+    // Another connection holds the write lock: the writer's batch waits on it (SQLite's busy
+    // wait), as it would on a slow disk or a PostgreSQL lock.
+    let mut lock = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}",
+        db.sqlite_file().display()
+    ))
+    .await
+    .unwrap();
+    sqlx::Executor::execute(&mut lock, "BEGIN IMMEDIATE")
+        .await
+        .unwrap();
+    let mut o = options(&dir);
+    o.write_timeout = Duration::from_secs(30);
+    let (sender, task) = start(db.store.clone(), o).unwrap();
+    let first = logs(&key, 5, "first");
+    for l in &first {
+        sender.send(l.clone());
+    }
+    // Taken, journaled, and its write started (a batch every 20 ms) and stuck on the lock.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = logs(&key, 7, "second");
+    for l in &second {
+        sender.send(l.clone());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        sender.stats().queued,
+        0,
+        "taken from the channel during the write"
+    );
+    let mut held: Vec<String> = journaled(&dir, "journal");
+    held.extend(journaled(&dir, "journal-2"));
+    held.sort_unstable();
+    let mut want: Vec<String> = first
+        .iter()
+        .chain(&second)
+        .map(|l| l.request_id.clone())
+        .collect();
+    want.sort_unstable();
+    assert_eq!(
+        held, want,
+        "both batches are on disk while the first is being written"
+    );
+    assert!(
+        all_logs(&db.store).await.is_empty(),
+        "nothing committed while the lock is held"
+    );
+    sqlx::Executor::execute(&mut lock, "COMMIT").await.unwrap();
+    eventually("both batches stored", || async {
+        all_logs(&db.store).await.len() == 12
+    })
+    .await;
+    eventually("both journals emptied", || async {
+        journaled(&dir, "journal").is_empty() && journaled(&dir, "journal-2").is_empty()
+    })
+    .await;
+    drop(sender);
+    task.await.unwrap();
+    let all: Vec<SpendLog> = first.iter().chain(&second).cloned().collect();
+    assert_each_once(&all_logs(&db.store).await, &all);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[tokio::test]
 async fn records_spooled_while_the_database_was_gone_are_replayed_by_the_next_run() {
     let db = sqlite().await;
