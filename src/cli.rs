@@ -189,4 +189,14 @@ pub struct MockArgs {
     /// Worker threads, each accepting and serving its own connections (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key), as hosted providers do.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require a client certificate issued by a CA in this PEM file (mutual TLS, as OpenAI's
+    /// mTLS endpoints do); needs --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
 }

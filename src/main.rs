@@ -274,6 +274,13 @@ fn listener_tls(
 #[cfg(feature = "mock")]
 async fn mock(args: MockArgs) -> ExitCode {
     let _log_guard = telemetry::init(LogFormat::Text);
+    let tls = match mock_tls(&args) {
+        Ok(tls) => tls,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve the mock over TLS");
+            return ExitCode::FAILURE;
+        }
+    };
     let settings = MockSettings {
         latency: Duration::from_millis(args.latency_ms),
         chunk_interval: Duration::from_millis(args.chunk_interval_ms),
@@ -306,13 +313,34 @@ async fn mock(args: MockArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     tracing::info!("sluice mock provider serving");
-    match sluice_mock::serve_workers(listeners, settings, shutdown).await {
+    match sluice_mock::serve_workers(listeners, tls, settings, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");
             ExitCode::FAILURE
         }
     }
+}
+
+/// The mock's TLS: `--tls-cert` / `--tls-key`, and `--tls-client-ca` for mutual TLS.
+#[cfg(feature = "mock")]
+fn mock_tls(args: &MockArgs) -> Result<Option<sluice_net::server::Tls>, String> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+    };
+    let (cert_pem, key_pem) = (read("--tls-cert", cert)?, read("--tls-key", key)?);
+    let tls = match &args.tls_client_ca {
+        None => sluice_net::server::Tls::from_pem(&cert_pem, &key_pem),
+        Some(ca) => sluice_net::server::Tls::from_pem_requiring_client(
+            &cert_pem,
+            &key_pem,
+            &read("--tls-client-ca", ca)?,
+        ),
+    };
+    tls.map(Some).map_err(|e| e.to_string())
 }
 
 #[expect(clippy::print_stdout, reason = "bench prints its results table")]

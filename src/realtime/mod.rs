@@ -174,7 +174,17 @@ async fn connect(up: RealtimeUpstream, client: &HeaderMap) -> Result<Upstream, R
     if let Some(beta) = client.get(&OPENAI_BETA).filter(|v| realtime::is_beta(v)) {
         req.headers_mut().insert(OPENAI_BETA.clone(), beta.clone());
     }
-    let connecting = tokio_tungstenite::connect_async_with_config(req, None, true);
+    // The deployment's own TLS (a private CA, a client certificate), else tungstenite's roots.
+    let connector = match up
+        .tls
+        .as_deref()
+        .map(sluice_net::tls::UpstreamTls::shared_config)
+    {
+        None => None,
+        Some(Ok(config)) => Some(tokio_tungstenite::Connector::Rustls(config)),
+        Some(Err(e)) => return Err(Refusal::Error(ApiError::UpstreamInvalid(e.to_string()))),
+    };
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(req, None, true, connector);
     match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Err(_) => Err(Refusal::Error(ApiError::UpstreamTimeout(CONNECT_TIMEOUT))),
         Ok(Ok((ws, _))) => Ok(ws),

@@ -4,8 +4,10 @@
 //! who picks the upstream could send the prompt, and the gateway's provider keys, anywhere
 //! (LiteLLM's SSRF advisories). Even when allowed, an `api_base` whose host is, or resolves to,
 //! an internal address is refused unless `client_side_api_base_allowlist` lets it through
-//! (`sluice_net::ssrf`). Only requests that carry such fields come here; the envelope read
-//! found them for free.
+//! (`sluice_net::ssrf`), both when the request is read (a clear 400) and again on the
+//! addresses the connection is opened to (`sluice_net::Connect::guard`), so a name that
+//! resolves differently the second time cannot reach an internal address. Only requests that
+//! carry such fields come here; the envelope read found them for free.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +25,9 @@ use sluice_translate::envelope::ClientSide;
 /// What the snapshot keeps to honour client-side credentials; `None` when they are refused.
 #[derive(Debug)]
 pub struct ClientSideSettings {
-    allowlist: Allowlist,
+    /// Shared with the connections opened for a request's own base, which check every
+    /// address they resolve against it (no DNS rebinding between check and connect).
+    allowlist: Arc<Allowlist>,
     drop_params: bool,
     /// Each deployment's configuration by id: a request's own target is its deployment's,
     /// with the request's base, key and headers.
@@ -34,7 +38,7 @@ impl ClientSideSettings {
     /// The settings of `config`, when it allows client-side credentials.
     pub fn of(config: &Config) -> Option<Self> {
         config.general.allow_client_side_credentials.then(|| Self {
-            allowlist: config.general.client_side_api_base_allowlist.clone(),
+            allowlist: Arc::new(config.general.client_side_api_base_allowlist.clone()),
             drop_params: config.litellm.drop_params,
             deployments: config
                 .deployments
@@ -169,6 +173,9 @@ impl ClientTarget<'_> {
         if let Some((field, base)) = &self.api_base {
             upstream.api_base =
                 Some(client_api_base(upstream.provider, base).map_err(|e| refused(field, e))?);
+            // The check above resolved the name once; the connection resolves it again and
+            // checks what it will connect to.
+            upstream.connect.guard = Some(self.settings.allowlist.clone());
         }
         if let Some(key) = &self.api_key {
             upstream.api_keys = vec![ApiKey {

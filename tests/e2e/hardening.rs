@@ -274,6 +274,63 @@ async fn h2_rapid_reset_does_not_stop_the_server() {
     let _ = resp.into_body().collect().await;
 }
 
+/// The limit itself, not just survival: a client that opens streams and resets each before
+/// the server has taken it (HEADERS then RST_STREAM, in bursts, CVE-2023-44487) gets a GOAWAY
+/// with ENHANCE_YOUR_CALM once more than 20 such streams are pending, long before its 1,000th
+/// stream; the server keeps answering on other connections.
+#[tokio::test]
+async fn h2_rapid_reset_limit_sends_goaway_enhance_your_calm() {
+    let gw = gateway(&config("  max_connections: 100\n")).await;
+    let tcp = TcpStream::connect(gw.addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let driver = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let mut reset = 0;
+    for _ in 0..1000 {
+        let req = http::Request::get(gw.url("/health/liveliness"))
+            .body(())
+            .unwrap();
+        let Ok((_answer, mut stream)) = client.send_request(req, false) else {
+            break;
+        };
+        stream.send_reset(h2::Reason::CANCEL);
+        reset += 1;
+        client = match client.ready().await {
+            Ok(c) => c,
+            Err(_) => break,
+        };
+        if reset % 50 == 0 {
+            // Let the connection task write the burst and read what the server says.
+            tokio::task::yield_now().await;
+        }
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(5), driver)
+        .await
+        .expect("the server closed the connection")
+        .unwrap();
+    let e = ended.expect_err("the connection ended in an error");
+    assert!(e.is_go_away() && e.is_remote(), "{e}");
+    assert_eq!(e.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{e}");
+    assert!(reset < 1000, "closed after {reset} reset streams");
+    figure_line("h2 rapid reset: streams reset before GOAWAY", reset);
+    let (mut sender, _driver) = h2c(&gw).await;
+    let resp = sender
+        .send_request(
+            http::Request::get(gw.url("/health/liveliness"))
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+/// A figure for docs/reliability.md, in the test's output.
+#[expect(clippy::print_stdout, reason = "the figure is the test's output")]
+fn figure_line(what: &str, value: impl std::fmt::Display) {
+    println!("hardening figure: {what} = {value}");
+}
+
 #[tokio::test]
 async fn past_the_in_flight_limit_the_newest_is_shed_and_readiness_fails_until_it_recovers() {
     let mock = mock_server(MockSettings {

@@ -432,3 +432,231 @@ fn bad_certificates_are_startup_errors_naming_the_flag() {
         assert!(!err.contains("BEGIN"), "PEM text in the error: {err}");
     }
 }
+
+// ---- TLS towards upstreams: private CA, mutual TLS, verification off ----
+
+/// A certificate authority made for one test.
+struct Ca {
+    cert: rcgen::Certificate,
+    key: rcgen::KeyPair,
+}
+
+fn ca(name: &str) -> Ca {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    Ca { cert, key }
+}
+
+/// A leaf certificate issued by `ca` for `usage`: (certificate PEM, key PEM).
+fn issued(ca: &Ca, names: &[&str], usage: rcgen::ExtendedKeyUsagePurpose) -> (String, String) {
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+            .unwrap();
+    params.extended_key_usages = vec![usage];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca.cert, &ca.key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// `sluice mock` over TLS, requiring a client certificate from `client_ca` (the real binary
+/// and its flags). Killed on drop.
+struct TlsMock {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for TlsMock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_mock(dir: &Path, server: &(String, String), client_ca: &str) -> TlsMock {
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (cert, key, cca) = (
+        write("mock-cert.pem", &server.0),
+        write("mock-key.pem", &server.1),
+        write("mock-client-ca.pem", client_ca),
+    );
+    let ready = dir.join("mock.ready");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["mock", "--port", "0", "--workers", "1", "--ready-file"])
+        .arg(&ready)
+        .arg("--tls-cert")
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .arg("--tls-client-ca")
+        .arg(&cca)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let addr = loop {
+        match std::fs::read_to_string(&ready) {
+            Ok(a) if !a.trim().is_empty() => break a,
+            _ => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "mock did not start"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    };
+    let port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+    TlsMock { child, port }
+}
+
+/// An upstream that demands a client certificate (as OpenAI's mTLS endpoints do) and is
+/// served under a private CA: deployments that trust the CA and present a certificate it
+/// accepts get answers, from files in either layout (key in the certificate
+/// file or beside it) or from `litellm_settings`; one without a certificate, one trusting the
+/// wrong CA, and one trusting only the platform's roots each get a 502 that says why.
+/// `ssl_verify: false` skips the server check but still presents the certificate.
+#[tokio::test]
+async fn upstream_mtls_private_ca_and_verification_off() {
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    let dir = temp_dir();
+    let server_ca = ca("server CA");
+    let client_ca = ca("client CA");
+    let stranger = ca("someone else");
+    let server = issued(&server_ca, &["127.0.0.1", "localhost"], ServerAuth);
+    let client = issued(&client_ca, &["sluice"], ClientAuth);
+    let mock = tls_mock(&dir, &server, &client_ca.cert.pem());
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let trust = write("server-ca.pem", &server_ca.cert.pem());
+    let wrong = write("stranger-ca.pem", &stranger.cert.pem());
+    let both = write("client.pem", &format!("{}{}", client.0, client.1));
+    let cert_only = write("client-cert.pem", &client.0);
+    let key_only = write("client-key.pem", &client.1);
+    let base = format!("https://127.0.0.1:{}/v1", mock.port);
+    let deployment = |name: &str, tls: &str| {
+        format!(
+            "  - model_name: {name}\n    litellm_params: {{model: openai/gpt-4o, api_base: '{base}', api_key: sk-x{tls}}}\n"
+        )
+    };
+    let yaml = format!(
+        "model_list:\n{}{}{}{}{}{}",
+        deployment("mtls", &format!(", ssl_verify: '{trust}', ssl_certificate: '{both}'")),
+        deployment(
+            "mtls-split",
+            &format!(", ssl_verify: '{trust}', ssl_certificate: '{cert_only}', ssl_certificate_key: '{key_only}'")
+        ),
+        deployment("no-cert", &format!(", ssl_verify: '{trust}'")),
+        deployment("wrong-ca", &format!(", ssl_verify: '{wrong}', ssl_certificate: '{both}'")),
+        deployment("platform-roots", &format!(", ssl_certificate: '{both}'")),
+        deployment("verify-off", &format!(", ssl_verify: false, ssl_certificate: '{both}'")),
+    );
+    let gw = gateway(&yaml).await;
+    let chat = |model: &str| {
+        json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string()
+    };
+    for model in ["mtls", "mtls-split", "verify-off"] {
+        let a = post(&gw.url("/v1/chat/completions"), &chat(model)).await;
+        assert_eq!(a.status, 200, "{model}: {}", a.text());
+        assert_eq!(a.json()["object"], "chat.completion", "{model}");
+    }
+    // Without a certificate the upstream's TLS 1.3 refusal arrives after the handshake, as
+    // the connection closing.
+    for (model, says) in [
+        ("no-cert", "upstream_unreachable"),
+        ("wrong-ca", "UnknownIssuer"),
+        ("platform-roots", "UnknownIssuer"),
+    ] {
+        let a = post(&gw.url("/v1/chat/completions"), &chat(model)).await;
+        assert_eq!(a.status, 502, "{model}: {}", a.text());
+        assert!(a.text().contains(says), "{model}: {}", a.text());
+    }
+
+    // A Realtime session (a WebSocket, not the pooled client) goes with the same TLS.
+    for (model, opens) in [("mtls", true), ("no-cert", false)] {
+        let url = format!("ws://{}/v1/realtime?model={model}", gw.addr);
+        let req =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+                .unwrap();
+        match tokio_tungstenite::connect_async(req).await {
+            Ok((mut ws, _)) => {
+                assert!(
+                    opens,
+                    "{model}: a session opened without a client certificate"
+                );
+                use futures_util::StreamExt as _;
+                let first = tokio::time::timeout(Duration::from_secs(5), ws.next())
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .unwrap();
+                assert!(first.to_string().contains("session.created"), "{first}");
+            }
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                assert!(!opens, "{model}: {:?}", resp.status());
+                assert_eq!(resp.status(), 502, "{model}");
+            }
+            Err(e) => panic!("{model}: {e}"),
+        }
+    }
+
+    // The same from litellm_settings, for every deployment that says nothing itself.
+    let global = format!(
+        "model_list:\n{}litellm_settings:\n  ssl_verify: '{trust}'\n  ssl_certificate: '{cert_only}'\n  ssl_certificate_key: '{key_only}'\n",
+        deployment("inherits", "")
+    );
+    let gw = gateway(&global).await;
+    let a = post(&gw.url("/v1/chat/completions"), &chat("inherits")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+}
+
+/// A bad TLS file is a config error naming the key that named it.
+#[test]
+fn bad_upstream_tls_files_are_config_errors_naming_the_key() {
+    let dir = temp_dir();
+    let garbage = dir.join("garbage.pem");
+    std::fs::write(&garbage, "not pem").unwrap();
+    let missing = dir.join("missing.pem");
+    for (keys, path, says) in [
+        (
+            format!("ssl_verify: '{}'", missing.display()),
+            "model_list[0].litellm_params.ssl_verify",
+            "cannot read",
+        ),
+        (
+            format!("ssl_certificate: '{}'", garbage.display()),
+            "model_list[0].litellm_params.ssl_certificate",
+            "no PEM certificate",
+        ),
+        (
+            format!("ssl_certificate_key: '{}'", garbage.display()),
+            "model_list[0].litellm_params.ssl_certificate_key",
+            "needs ssl_certificate",
+        ),
+    ] {
+        let yaml = format!(
+            "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/gpt-4o, api_base: 'https://127.0.0.1:9/v1', api_key: k, {keys}}}\n"
+        );
+        let env: std::collections::HashMap<String, String> = Default::default();
+        let e = sluice_config::load_str(&yaml, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(path) && e.contains(says), "{e}");
+    }
+}

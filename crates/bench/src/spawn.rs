@@ -171,7 +171,7 @@ mod tests {
             .config
             .deployments
             .iter()
-            .all(|d| d.upstream.http == negotiated));
+            .all(|d| d.upstream.connect.http == negotiated));
 
         let yaml = gateway_config("http://127.0.0.1:1", Some("http://127.0.0.1:2"), 3, true);
         let loaded = sluice_config::load_str(&yaml, &env).unwrap();
@@ -181,6 +181,6 @@ mod tests {
             .config
             .deployments
             .iter()
-            .all(|d| d.upstream.http == h2c));
+            .all(|d| d.upstream.connect.http == h2c));
     }
 }

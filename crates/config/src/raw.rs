@@ -111,6 +111,9 @@ pub(super) struct RawParams {
     pub stream_timeout: Option<Scalar>,
     pub stream_idle_timeout: Option<Scalar>,
     pub http2_prior_knowledge: Option<Scalar>,
+    pub ssl_verify: Option<Scalar>,
+    pub ssl_certificate: Option<Scalar>,
+    pub ssl_certificate_key: Option<Scalar>,
     pub max_retries: Option<Scalar>,
     pub input_cost_per_token: Option<Scalar>,
     pub output_cost_per_token: Option<Scalar>,
@@ -143,6 +146,9 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "stream_timeout",
     "stream_idle_timeout",
     "http2_prior_knowledge",
+    "ssl_verify",
+    "ssl_certificate",
+    "ssl_certificate_key",
     "max_retries",
     "input_cost_per_token",
     "output_cost_per_token",
@@ -285,6 +291,9 @@ pub(super) struct RawLitellm {
     pub cache: Option<Scalar>,
     pub cache_params: Option<RawCacheParams>,
     pub dedupe_in_flight: Option<Scalar>,
+    pub ssl_verify: Option<Scalar>,
+    pub ssl_certificate: Option<Scalar>,
+    pub ssl_certificate_key: Option<Scalar>,
 }
 
 /// `litellm_settings.cache_params`.
@@ -416,6 +425,9 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "cache",
     "cache_params",
     "dedupe_in_flight",
+    "ssl_verify",
+    "ssl_certificate",
+    "ssl_certificate_key",
 ];
 
 #[cfg(test)]

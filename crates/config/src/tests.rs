@@ -440,7 +440,7 @@ fn http2_prior_knowledge_is_for_plain_http_upstreams_only() {
         .config
         .deployments
         .iter()
-        .map(|d| d.upstream.http)
+        .map(|d| d.upstream.connect.http)
         .collect();
     assert_eq!(
         http,

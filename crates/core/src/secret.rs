@@ -1,11 +1,23 @@
-//! A string that must never reach a log, an error message or a metric.
+//! A string that must never reach a log, an error message or a metric, nor stay in memory
+//! after it is dropped.
 
 use std::fmt;
 
+use zeroize::Zeroize;
+
 /// A secret value (API key, master key, database password). `Debug` and `Display` print
-/// `*****`, so a secret cannot leak by being formatted; read it with [`Secret::expose`].
+/// `*****`, so a secret cannot leak by being formatted; read it with [`Secret::expose`]. Its
+/// bytes are overwritten with zeros when it is dropped (a config reload drops the old
+/// config's secrets), so a later heap dump or a reused allocation does not hold it. Copies
+/// made from it (a header value sent upstream) are not covered.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 impl Secret {
     /// Wrap a secret.

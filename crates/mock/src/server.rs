@@ -44,9 +44,11 @@ pub async fn serve(
 }
 
 /// Serve the mock provider thread-per-core, like the gateway (`server::serve_threads`), so
-/// that a benchmark's direct figures get the same server model as the gateway's.
+/// that a benchmark's direct figures get the same server model as the gateway's; over TLS
+/// (and mutual TLS) when `tls` is given.
 pub async fn serve_workers(
     listeners: Vec<std::net::TcpListener>,
+    tls: Option<sluice_net::server::Tls>,
     settings: MockSettings,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -54,7 +56,7 @@ pub async fn serve_workers(
     let handler = move |req| answer(shared.clone(), req);
     serve_threads(
         listeners,
-        None,
+        tls,
         handler,
         shutdown,
         GRACE,

@@ -9,16 +9,23 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::Request;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::SegmentsBody;
+use crate::ssrf::{self, Allowlist};
+use crate::tls::UpstreamTls;
 
 /// The HTTP version sluice uses towards a deployment's upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -31,6 +38,54 @@ pub enum UpstreamHttp {
     /// every stream to the upstream shares one connection per worker instead of holding a
     /// connection each (`http2_prior_knowledge: true`). The server must accept h2c.
     PriorKnowledge,
+}
+
+/// How sluice opens connections to one upstream. The registry keeps one set of pools per
+/// distinct value, so deployments that connect the same way share warm connections.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Connect {
+    /// HTTP version.
+    pub http: UpstreamHttp,
+    /// TLS other than the platform's defaults (`ssl_verify`, `ssl_certificate`).
+    pub tls: Option<Arc<UpstreamTls>>,
+    /// Set for upstreams a request chose (client-side `api_base`): every address a name
+    /// resolves to is checked when the connection is opened, and the connection goes to the
+    /// checked addresses, so a name that answers differently the second time (DNS
+    /// rebinding) cannot slip an internal address past the check.
+    pub guard: Option<Arc<Allowlist>>,
+}
+
+/// Name resolution for upstream connections: the system's resolver, with the SSRF check on
+/// the answer when the connection is for a client-chosen upstream ([`Connect::guard`]).
+#[derive(Clone)]
+pub struct Resolver {
+    gai: GaiResolver,
+    guard: Option<Arc<Allowlist>>,
+}
+
+impl tower_service::Service<Name> for Resolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.gai.poll_ready(cx)
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let resolving = self.gai.call(name.clone());
+        let guard = self.guard.clone();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = resolving.await?.collect();
+            if let Some(allow) = guard {
+                let ips: Vec<std::net::IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+                ssrf::check_resolved(name.as_str(), &ips, &allow).map_err(|refusal| {
+                    std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal)
+                })?;
+            }
+            Ok(addrs.into_iter())
+        })
+    }
 }
 
 /// `first`, then every cause of `e` after it (`: `-separated): what a transport failure says,
@@ -47,7 +102,7 @@ pub fn error_chain(first: String, e: &(dyn std::error::Error + 'static)) -> Stri
 }
 
 /// A pooled client. Cloning shares the pool.
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, SegmentsBody>;
+pub type HttpClient = Client<HttpsConnector<HttpConnector<Resolver>>, SegmentsBody>;
 
 /// Marks a thread that is not a server worker: it uses the shared pool.
 const NOT_A_WORKER: usize = usize::MAX;
@@ -104,12 +159,12 @@ fn slot(worker: usize, len: usize) -> usize {
     worker.min(len - 1)
 }
 
-/// Hands out clients, one set of pools per connect timeout and HTTP version, reused across
-/// config reloads so that warm connections survive a reload.
+/// Hands out clients, one set of pools per connect timeout and way of connecting, reused
+/// across config reloads so that warm connections survive a reload.
 #[derive(Default)]
 pub struct ClientRegistry {
     workers: usize,
-    clients: Mutex<HashMap<(Duration, UpstreamHttp), UpstreamClient>>,
+    clients: Mutex<HashMap<(Duration, Connect), UpstreamClient>>,
 }
 
 impl std::fmt::Debug for ClientRegistry {
@@ -130,23 +185,25 @@ impl ClientRegistry {
     /// The client for this connect timeout, negotiating the HTTP version (built on first use;
     /// config-load time only).
     pub fn get(&self, connect_timeout: Duration) -> UpstreamClient {
-        self.get_for(connect_timeout, UpstreamHttp::Negotiate)
+        self.get_for(connect_timeout, &Connect::default())
     }
 
-    /// The client for this connect timeout and HTTP version (config-load time only).
-    pub fn get_for(&self, connect_timeout: Duration, http: UpstreamHttp) -> UpstreamClient {
+    /// The client for this connect timeout and way of connecting (config-load time, or a
+    /// request that names its own upstream). A TLS setting rustls refuses (checked when the
+    /// config was loaded, so not expected here) falls back to the platform's defaults, logged.
+    pub fn get_for(&self, connect_timeout: Duration, connect: &Connect) -> UpstreamClient {
         let mut map = match self.clients.lock() {
             Ok(m) => m,
             Err(poisoned) => poisoned.into_inner(),
         };
-        map.entry((connect_timeout, http))
+        map.entry((connect_timeout, connect.clone()))
             .or_insert_with(|| {
-                let connector = connector(connect_timeout);
+                let connector = connector(connect_timeout, connect);
                 // The workers share the process's idle-connection budget.
                 let idle = MAX_IDLE_PER_HOST.div_ceil(self.workers.max(1));
                 UpstreamClient {
                     pools: (0..=self.workers)
-                        .map(|_| pool(connector.clone(), idle, http))
+                        .map(|_| pool(connector.clone(), idle, connect.http))
                         .collect(),
                 }
             })
@@ -154,20 +211,36 @@ impl ClientRegistry {
     }
 }
 
-/// The connector, built once per connect timeout (loading the root certificates is the costly
-/// part) and cloned into every pool.
-fn connector(connect_timeout: Duration) -> HttpsConnector<HttpConnector> {
-    let mut http = HttpConnector::new();
+/// The connector, built once per connect timeout and way of connecting (loading the root
+/// certificates is the costly part) and cloned into every pool.
+fn connector(
+    connect_timeout: Duration,
+    connect: &Connect,
+) -> HttpsConnector<HttpConnector<Resolver>> {
+    let mut http = HttpConnector::new_with_resolver(Resolver {
+        gai: GaiResolver::new(),
+        guard: connect.guard.clone(),
+    });
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
     http.set_keepalive(Some(Duration::from_secs(60)));
-    let builder = match HttpsConnectorBuilder::new().with_native_roots() {
-        Ok(b) => b,
+    let custom = connect.tls.as_ref().and_then(|tls| match tls.client_config() {
+        Ok(config) => Some(config),
         Err(e) => {
-            tracing::warn!(error = %e, "no platform root certificates; using the bundled webpki roots");
-            HttpsConnectorBuilder::new().with_webpki_roots()
+            tracing::error!(error = %e, "upstream TLS setting unusable; using the platform's defaults");
+            None
         }
+    });
+    let builder = match custom {
+        Some(config) => HttpsConnectorBuilder::new().with_tls_config(config),
+        None => match HttpsConnectorBuilder::new().with_native_roots() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "no platform root certificates; using the bundled webpki roots");
+                HttpsConnectorBuilder::new().with_webpki_roots()
+            }
+        },
     };
     builder
         .https_or_http()
@@ -184,7 +257,7 @@ pub fn h2_only(connect_timeout: Duration) -> HttpClient {
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .http2_only(true)
-        .build(connector(connect_timeout))
+        .build(connector(connect_timeout, &Connect::default()))
 }
 
 /// Idle keep-alive connections kept per upstream host, over all worker pools together (each
@@ -192,7 +265,7 @@ pub fn h2_only(connect_timeout: Duration) -> HttpClient {
 const MAX_IDLE_PER_HOST: usize = 1024;
 
 fn pool(
-    connector: HttpsConnector<HttpConnector>,
+    connector: HttpsConnector<HttpConnector<Resolver>>,
     max_idle: usize,
     http: UpstreamHttp,
 ) -> HttpClient {
@@ -237,8 +310,72 @@ mod tests {
             &client.pools,
             &registry.get(Duration::from_secs(1)).pools
         ));
-        let h2c = registry.get_for(Duration::from_secs(1), UpstreamHttp::PriorKnowledge);
+        let h2c = registry.get_for(
+            Duration::from_secs(1),
+            &Connect {
+                http: UpstreamHttp::PriorKnowledge,
+                ..Connect::default()
+            },
+        );
         assert!(!Arc::ptr_eq(&client.pools, &h2c.pools));
+    }
+
+    /// The SSRF check runs on the addresses the connection is opened to: a name that resolves
+    /// to loopback is refused at connect time (nothing reaches the listener), even though
+    /// nothing checked it before; an allow-listed block lets it through.
+    #[tokio::test]
+    async fn a_guarded_client_checks_the_addresses_it_connects_to() {
+        use http_body_util::BodyExt as _;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let seen = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+                    let mut buf = [0u8; 4096];
+                    let _ = sock.read(&mut buf).await;
+                    let _ = sock
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await;
+                });
+            }
+        });
+        let registry = ClientRegistry::new(0);
+        let get = |client: UpstreamClient| async move {
+            let req = Request::get(format!("http://localhost:{port}/"))
+                .body(SegmentsBody::new(Vec::new()))
+                .unwrap();
+            match client.request(req).await {
+                Ok(resp) => Ok(resp.into_body().collect().await.unwrap().to_bytes()),
+                Err(e) => Err(error_chain(e.to_string(), &e)),
+            }
+        };
+        let guarded = Connect {
+            guard: Some(Arc::new(Allowlist::default())),
+            ..Connect::default()
+        };
+        let refused = get(registry.get_for(Duration::from_secs(2), &guarded))
+            .await
+            .unwrap_err();
+        assert!(refused.contains("loopback"), "{refused}");
+        assert_eq!(accepted.load(Ordering::SeqCst), 0, "nothing connected");
+
+        let allowed = Connect {
+            guard: Some(Arc::new(Allowlist::parse(&["127.0.0.0/8", "::1"]).unwrap())),
+            ..Connect::default()
+        };
+        let body = get(registry.get_for(Duration::from_secs(2), &allowed))
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"ok");
+        let plain = get(registry.get(Duration::from_secs(2))).await.unwrap();
+        assert_eq!(&plain[..], b"ok");
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
     #[test]

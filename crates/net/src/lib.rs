@@ -12,9 +12,10 @@ pub mod google_auth;
 pub mod server;
 pub mod sigv4;
 pub mod ssrf;
+pub mod tls;
 
 pub use body::{SegmentsBody, Upload, UploadError};
-pub use client::{ClientRegistry, UpstreamClient, UpstreamHttp};
+pub use client::{ClientRegistry, Connect, UpstreamClient, UpstreamHttp};
 
 /// Whether two secrets (API keys, signatures) are equal, in constant time: both are hashed
 /// first, so the comparison takes the same time whatever their contents and lengths. Every

@@ -78,6 +78,25 @@ impl Tls {
 
     /// The same from PEM text in memory.
     pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Self, TlsError> {
+        Self::build(cert_pem, key_pem, None)
+    }
+
+    /// The same, and every client must present a certificate issued by one in `client_ca_pem`
+    /// (mutual TLS; the mock provider's `--tls-client-ca`, standing in for an upstream such
+    /// as OpenAI's mTLS endpoints).
+    pub fn from_pem_requiring_client(
+        cert_pem: &[u8],
+        key_pem: &[u8],
+        client_ca_pem: &[u8],
+    ) -> Result<Self, TlsError> {
+        Self::build(cert_pem, key_pem, Some(client_ca_pem))
+    }
+
+    fn build(
+        cert_pem: &[u8],
+        key_pem: &[u8],
+        client_ca_pem: Option<&[u8]>,
+    ) -> Result<Self, TlsError> {
         let certs = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| TlsError::Cert(format!("not a PEM certificate chain: {e}")))?;
@@ -87,10 +106,29 @@ impl Tls {
         let key = PrivateKeyDer::from_pem_slice(key_pem)
             .map_err(|e| TlsError::Key(format!("no PEM private key in it: {e}")))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Pair(e.to_string()))?
-            .with_no_client_auth()
+            .map_err(|e| TlsError::Pair(e.to_string()))?;
+        let builder = match client_ca_pem {
+            None => builder.with_no_client_auth(),
+            Some(pem) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for ca in CertificateDer::pem_slice_iter(pem) {
+                    let ca = ca.map_err(|e| TlsError::Cert(format!("client CA: {e}")))?;
+                    roots
+                        .add(ca)
+                        .map_err(|e| TlsError::Cert(format!("client CA: {e}")))?;
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(|e| TlsError::Cert(format!("client CA: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder
             .with_single_cert(certs, key)
             .map_err(|e| TlsError::Pair(e.to_string()))?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

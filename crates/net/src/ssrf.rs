@@ -91,7 +91,7 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
 
 /// Hosts and networks an operator lets client-supplied upstreams reach although they are
 /// internal (`general_settings.client_side_api_base_allowlist`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Allowlist {
     hosts: Vec<String>,
     nets: Vec<(IpAddr, u8)>,

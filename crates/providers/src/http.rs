@@ -4,6 +4,7 @@
 //! sluice wrote. Providers add their URLs and their credentials around these.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
@@ -45,6 +46,9 @@ pub struct HttpTarget {
     pub headers: KeyRing,
     /// The upstream model name encoded as a JSON string, spliced into the body.
     pub model_json: Bytes,
+    /// Upstream TLS other than the defaults, for connections made outside the pooled client
+    /// (Realtime WebSockets).
+    pub tls: Option<Arc<sluice_net::tls::UpstreamTls>>,
     /// `upstream_model` contains `*`: the client's model fills it in per request.
     pub wildcard: Option<Box<str>>,
 }
@@ -68,13 +72,14 @@ impl HttpTarget {
         };
         let client = d
             .clients
-            .get_for(d.timeouts.total.min(MAX_CONNECT_TIMEOUT), u.http);
+            .get_for(d.timeouts.total.min(MAX_CONNECT_TIMEOUT), &u.connect);
         Ok(Self {
             provider: d.info.provider,
             client,
             drop_params: d.drop_params,
             headers,
             model_json: encode_model(&u.model),
+            tls: u.connect.tls.clone(),
             wildcard: u.model.contains('*').then(|| u.model.clone().into()),
         })
     }

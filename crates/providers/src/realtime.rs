@@ -58,6 +58,8 @@ pub struct RealtimeUpstream {
     /// sluice's credentials for the deployment (`Authorization` or `api-key`) and its fixed
     /// headers; no content headers (an upgrade has no body).
     pub headers: HeaderMap,
+    /// The deployment's upstream TLS (`ssl_verify`, `ssl_certificate`), when not the default.
+    pub tls: Option<std::sync::Arc<sluice_net::tls::UpstreamTls>>,
 }
 
 /// The realtime upstream of `target`, or `None` when its provider has no Realtime API.
@@ -82,7 +84,11 @@ pub fn upstream(
     let mut headers = t.http.headers.next().clone();
     headers.remove(CONTENT_TYPE);
     headers.remove(CONTENT_LENGTH);
-    Some(RealtimeUpstream { url, headers })
+    Some(RealtimeUpstream {
+        url,
+        headers,
+        tls: t.http.tls.clone(),
+    })
 }
 
 /// Whether a header value names the `realtime=v1` beta (OpenAI's `OpenAI-Beta`), which the

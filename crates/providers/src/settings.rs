@@ -6,7 +6,10 @@
 use http::{HeaderName, HeaderValue};
 use sluice_core::settings::{Env, Params, Problems};
 use sluice_core::Secret;
-use sluice_net::UpstreamHttp;
+use std::sync::Arc;
+
+use sluice_net::tls::UpstreamTls;
+use sluice_net::{Connect, UpstreamHttp};
 
 use crate::registry::Provider;
 use crate::ProviderConfig;
@@ -34,8 +37,9 @@ pub struct UpstreamConfig {
     pub api_keys: Vec<ApiKey>,
     /// `extra_headers`, sent on every upstream request. Values may carry credentials.
     pub extra_headers: Vec<(String, Secret)>,
-    /// How sluice speaks HTTP to the upstream (`http2_prior_knowledge`).
-    pub http: UpstreamHttp,
+    /// How sluice connects to the upstream: HTTP version (`http2_prior_knowledge`), TLS
+    /// (`ssl_verify`, `ssl_certificate`), and for a request's own base the address check.
+    pub connect: Connect,
     /// What only its provider reads.
     pub specific: ProviderConfig,
 }
@@ -55,6 +59,8 @@ pub struct Given {
     pub extra_headers: Vec<(String, String)>,
     /// `http2_prior_knowledge`.
     pub http2_prior_knowledge: Option<bool>,
+    /// `ssl_verify` / `ssl_certificate` (or `litellm_settings`'), loaded; `None`: defaults.
+    pub tls: Option<Arc<UpstreamTls>>,
 }
 
 /// What a provider module reads its config from.
@@ -100,9 +106,13 @@ pub fn read(
         api_base: None,
         api_keys: Vec::new(),
         extra_headers,
-        http: match given.http2_prior_knowledge {
-            Some(true) => UpstreamHttp::PriorKnowledge,
-            Some(false) | None => UpstreamHttp::Negotiate,
+        connect: Connect {
+            http: match given.http2_prior_knowledge {
+                Some(true) => UpstreamHttp::PriorKnowledge,
+                Some(false) | None => UpstreamHttp::Negotiate,
+            },
+            tls: given.tls,
+            guard: None,
         },
         specific,
     };
@@ -163,7 +173,7 @@ pub fn read(
             ),
         );
     }
-    if upstream.http == UpstreamHttp::PriorKnowledge
+    if upstream.connect.http == UpstreamHttp::PriorKnowledge
         && upstream
             .api_base
             .as_deref()
@@ -173,7 +183,7 @@ pub fn read(
             format!("{lp}.http2_prior_knowledge"),
             "only for http:// upstreams (https:// ones negotiate HTTP/2 already); ignored",
         );
-        upstream.http = UpstreamHttp::Negotiate;
+        upstream.connect.http = UpstreamHttp::Negotiate;
     }
     Some(upstream)
 }

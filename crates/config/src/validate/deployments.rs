@@ -25,6 +25,8 @@ pub(super) struct Defaults {
     pub first_chunk: Option<Duration>,
     /// `stream_idle_timeout`.
     pub idle: Option<Duration>,
+    /// `litellm_settings`' upstream TLS keys.
+    pub tls: super::tls::TlsKeys,
 }
 
 /// Validate every entry of `model_list`, then make ids unique and price each deployment.
@@ -140,6 +142,14 @@ fn deployment(
             params.http2_prior_knowledge,
             p,
         ),
+        tls: super::tls::TlsKeys::at(
+            &lp,
+            params.ssl_verify,
+            params.ssl_certificate,
+            params.ssl_certificate_key,
+        )
+        .over(&defaults.tls)
+        .load(p),
     };
     let provider_params = provider_params(&lp, params.rest, p);
     let model_name = model_name.unwrap_or_default();

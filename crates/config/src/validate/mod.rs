@@ -12,6 +12,7 @@ mod litellm;
 mod mcp;
 mod passthrough;
 mod router;
+mod tls;
 
 use sluice_core::settings::{did_you_mean, Env, Problems};
 
@@ -29,6 +30,12 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         gcs_path_service_account: litellm_raw.gcs_path_service_account.take(),
         ..Default::default()
     };
+    let tls = tls::TlsKeys::global(
+        litellm_raw.ssl_verify.take(),
+        litellm_raw.ssl_certificate.take(),
+        litellm_raw.ssl_certificate_key.take(),
+        env,
+    );
     let mut router = router::router(raw.router_settings.unwrap_or_default(), p);
     let litellm = litellm::litellm(litellm_raw, &mut router, env, p);
     let callbacks = callbacks::callbacks(
@@ -43,6 +50,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         total: router.timeout.or(litellm.request_timeout),
         first_chunk: router.stream_timeout,
         idle: router.stream_idle_timeout,
+        tls,
     };
 
     let deployments: Vec<Deployment> =
