@@ -9,6 +9,7 @@
 
 mod stream;
 mod texts;
+mod tools;
 
 pub use stream::{GuardedStream, NotesGuardrails};
 
@@ -76,6 +77,50 @@ fn requested(body: &Value) -> Vec<&str> {
         }
     }
     out
+}
+
+fn tool_refused(g: &Guardrail, d: sluice_guardrails::Denial, place: &'static str) -> ApiError {
+    ApiError::ToolNotAllowed {
+        guardrail: g.name.to_string(),
+        message: d.message,
+        place,
+    }
+}
+
+/// The label a `tool_permission` run is recorded under (never the tool's arguments).
+const TOOL_DENIED: &str = "TOOL_DENIED";
+
+/// Run a `tool_permission` guardrail's check; the run is noted on the record either way.
+fn run_tools(
+    g: &Guardrail,
+    stage: GuardrailStage,
+    record: &mut RequestRecord,
+    check: impl FnOnce() -> Result<usize, sluice_guardrails::Denial>,
+) -> Result<bool, sluice_guardrails::Denial> {
+    let started = Instant::now();
+    let outcome = check();
+    let (verdict, found) = match &outcome {
+        Err(_) => (GuardrailVerdict::Blocked, vec![(Arc::from(TOOL_DENIED), 1)]),
+        Ok(0) => (GuardrailVerdict::Passed, Vec::new()),
+        Ok(n) => (
+            GuardrailVerdict::Masked,
+            vec![(
+                Arc::from(TOOL_DENIED),
+                u32::try_from(*n).unwrap_or(u32::MAX),
+            )],
+        ),
+    };
+    note(
+        record,
+        GuardrailRun {
+            name: g.name.clone(),
+            stage,
+            verdict,
+            duration: started.elapsed(),
+            found,
+        },
+    );
+    outcome.map(|n| n > 0)
 }
 
 fn blocked(v: Violation, place: &'static str) -> ApiError {
@@ -214,7 +259,10 @@ pub(crate) fn before<'s>(
     {
         let mut texts = Vec::new();
         texts::request(endpoint, &mut value, &mut texts);
-        for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
+        for g in selected
+            .iter()
+            .filter(|g| g.settings.modes.on_request() && g.tools.is_none())
+        {
             masked |=
                 run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
                     Refused {
@@ -223,6 +271,18 @@ pub(crate) fn before<'s>(
                     }
                 })?;
         }
+    }
+    for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
+        let Some(policy) = &g.tools else {
+            continue;
+        };
+        masked |= run_tools(g, GuardrailStage::Request, record, || {
+            tools::request(policy, &mut value)
+        })
+        .map_err(|d| Refused {
+            error: tool_refused(g, d, "request"),
+            applied: names_value(&selected),
+        })?;
     }
     if masked {
         if let Some(o) = value.as_object_mut() {
@@ -281,7 +341,11 @@ impl Guard<'_> {
             texts::answer(endpoint, &mut value, &mut texts);
             // Masks of the answer are its own: they are never given back.
             let mut answer_masks = Masks::default();
-            for g in self.selected.iter().filter(|g| g.settings.modes.post_call) {
+            for g in self
+                .selected
+                .iter()
+                .filter(|g| g.settings.modes.post_call && g.tools.is_none())
+            {
                 changed |= run(
                     g,
                     &mut texts,
@@ -299,6 +363,15 @@ impl Guard<'_> {
                     }
                 }
             }
+        }
+        for g in self.selected.iter().filter(|g| g.settings.modes.post_call) {
+            let Some(policy) = &g.tools else {
+                continue;
+            };
+            changed |= run_tools(g, GuardrailStage::Answer, record, || {
+                tools::answer(policy, endpoint, &mut value)
+            })
+            .map_err(|d| tool_refused(g, d, "answer"))?;
         }
         if !changed {
             return Ok(bytes);

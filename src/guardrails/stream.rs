@@ -3,7 +3,9 @@
 //! [`HOLD`] more characters of text have followed it (or the stream has ended), so a finding is
 //! known before any of its text is sent. A finding ends the stream with an error event in the
 //! endpoint's format. Masking inside a stream is not built yet: on a stream, a `MASK` finding
-//! ends it like a `BLOCK` one (stricter, never leakier).
+//! ends it like a `BLOCK` one (stricter, never leakier). `tool_permission` judges each tool
+//! call as its name, and then its whole arguments, arrive (`tools::StreamedCalls`); a refused
+//! call ends the stream the same way (`rewrite` too: a stream cannot take back what it sent).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -55,12 +57,19 @@ pub struct GuardedStream<B: NotesGuardrails> {
     /// The upstream's error, returned once the events before it are out.
     error: Option<RelayError>,
     finished: bool,
+    /// Tool calls seen so far, when a `tool_permission` guardrail checks them.
+    calls: Option<super::tools::StreamedCalls>,
 }
 
 impl<B: NotesGuardrails> GuardedStream<B> {
     /// Check `inner`'s events with `guardrails` (the request's `post_call` ones).
     pub(crate) fn new(inner: B, guardrails: Vec<Guardrail>, endpoint: Endpoint) -> Self {
+        let calls = guardrails
+            .iter()
+            .any(|g| g.tools.is_some())
+            .then(super::tools::StreamedCalls::default);
         GuardedStream {
+            calls,
             inner,
             spent: vec![Duration::ZERO; guardrails.len()],
             noted: false,
@@ -86,21 +95,61 @@ impl<B: NotesGuardrails> GuardedStream<B> {
                 self.window.push_str(&t);
                 self.total += t.len();
             }
+            self.observe_calls(&event);
             self.held.push_back((event, self.total));
         }
-        self.check()?;
+        self.check(false)?;
         self.release(false);
         Ok(())
     }
 
-    /// The window through every guardrail: the label of the first finding, if any.
-    fn check(&mut self) -> Result<(), String> {
+    /// Note an event's tool-call pieces, when a guardrail judges tool calls.
+    fn observe_calls(&mut self, event: &[u8]) {
+        let Some(calls) = &mut self.calls else {
+            return;
+        };
+        let Ok(text) = std::str::from_utf8(event) else {
+            return;
+        };
+        for line in text.lines() {
+            let Some(data) = line.strip_prefix("data:").map(str::trim_start) else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_str::<Value>(data) {
+                calls.observe(self.endpoint, &v);
+            }
+        }
+    }
+
+    /// The window, and the tool calls seen, through every guardrail: the error message of the
+    /// first finding, if any. `end`: the stream is over (arguments that never became whole
+    /// JSON are judged as absent).
+    fn check(&mut self, end: bool) -> Result<(), String> {
+        for i in 0..self.guardrails.len() {
+            let (Some(policy), Some(calls)) = (&self.guardrails[i].tools, &mut self.calls) else {
+                continue;
+            };
+            let started = Instant::now();
+            let judged = calls.judge(policy, end);
+            self.spent[i] += started.elapsed();
+            if let Err(d) = judged {
+                let why = format!(
+                    "Blocked by guardrail '{}' in the answer: {}",
+                    self.guardrails[i].name, d.message
+                );
+                self.note(Some((i, super::TOOL_DENIED)));
+                return Err(why);
+            }
+        }
         if self.window.is_empty() {
             return Ok(());
         }
         let (mut masks, mut tally, mut scratch) = (Masks::default(), Tally::default(), Vec::new());
         for i in 0..self.guardrails.len() {
             let g = &self.guardrails[i];
+            if g.tools.is_some() {
+                continue;
+            }
             let started = Instant::now();
             let found = match g.check(&self.window, &mut masks, &mut tally, &mut scratch) {
                 Ok(None) => None,
@@ -109,7 +158,10 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             };
             self.spent[i] += started.elapsed();
             if let Some(found) = found {
-                let why = format!("{found} ('{}')", g.name);
+                let why = format!(
+                    "Blocked by guardrail: {found} ('{}') found in the answer.",
+                    g.name
+                );
                 self.note(Some((i, &found)));
                 return Err(why);
             }
@@ -165,12 +217,11 @@ impl<B: NotesGuardrails> GuardedStream<B> {
         }
     }
 
-    /// The event that ends a stream a guardrail stopped.
-    fn blocked_event(&self, what: &str) -> Bytes {
-        let message = format!("Blocked by guardrail: {what} found in the answer.");
+    /// The event that ends a stream a guardrail stopped, saying `message`.
+    fn blocked_event(&self, message: &str) -> Bytes {
         match self.endpoint {
             Endpoint::Messages => {
-                let body = anthropic_error_body("invalid_request_error", &message);
+                let body = anthropic_error_body("invalid_request_error", message);
                 let mut out = b"event: error\ndata: ".to_vec();
                 out.extend_from_slice(&body);
                 out.extend_from_slice(b"\n\n");
@@ -183,7 +234,7 @@ impl<B: NotesGuardrails> GuardedStream<B> {
                 Bytes::from(format!("event: error\ndata: {body}\n\n"))
             }
             _ => {
-                let body = error_body(&message, "invalid_request_error", None, "guardrail_blocked");
+                let body = error_body(message, "invalid_request_error", None, "guardrail_blocked");
                 let mut out = b"data: ".to_vec();
                 out.extend_from_slice(&body);
                 out.extend_from_slice(b"\n\n");
@@ -290,7 +341,16 @@ where
                     // The last bytes may be an event without its blank line.
                     if !this.partial.is_empty() {
                         let rest = this.partial.split().freeze();
+                        if let Some(t) = event_text(this.endpoint, &rest) {
+                            this.window.push_str(&t);
+                            this.total += t.len();
+                        }
+                        this.observe_calls(&rest);
                         this.held.push_back((rest, this.total));
+                    }
+                    if let Err(what) = this.check(true) {
+                        this.stop(&what);
+                        continue;
                     }
                     this.release(true);
                     this.note(None);
@@ -323,6 +383,35 @@ mod tests {
                 ..SpecSettings::default()
             },
             threshold: 0.8,
+            tools: Default::default(),
+        })
+        .unwrap()
+    }
+
+    fn tool_guard() -> Guardrail {
+        use sluice_guardrails::tools::RuleSettings;
+        use sluice_guardrails::{Decision, ToolSettings};
+        Guardrail::build(Settings {
+            name: "tools".into(),
+            kind: Kind::ToolPermission,
+            modes: Modes {
+                post_call: true,
+                ..Modes::default()
+            },
+            default_on: false,
+            output_parse_pii: false,
+            spec: SpecSettings::default(),
+            threshold: 0.8,
+            tools: ToolSettings {
+                rules: vec![RuleSettings {
+                    id: "mail".into(),
+                    tool_name: "send_email".into(),
+                    decision: Decision::Allow,
+                    params: vec![("to[]".into(), r"^.+@corp\.example$".into())],
+                }],
+                default: Some(Decision::Deny),
+                ..ToolSettings::default()
+            },
         })
         .unwrap()
     }
@@ -335,6 +424,10 @@ mod tests {
     }
 
     async fn run(frames: Vec<String>) -> (String, Vec<GuardrailVerdict>) {
+        run_with(frames, guard()).await
+    }
+
+    async fn run_with(frames: Vec<String>, g: Guardrail) -> (String, Vec<GuardrailVerdict>) {
         let s = futures_util::stream::iter(
             frames
                 .into_iter()
@@ -345,7 +438,7 @@ mod tests {
             body: StreamBody::new(s),
             runs: Arc::clone(&runs),
         };
-        let body = GuardedStream::new(inner, vec![guard()], Endpoint::ChatCompletions);
+        let body = GuardedStream::new(inner, vec![g], Endpoint::ChatCompletions);
         let out = body.collect().await.unwrap().to_bytes();
         let verdicts = runs.lock().unwrap().clone();
         (String::from_utf8(out.to_vec()).unwrap(), verdicts)
@@ -412,5 +505,56 @@ mod tests {
         assert!(out.starts_with(&chunk("first")), "{out}");
         assert!(!out.contains("AKIA"));
         assert!(out.contains("guardrail_blocked"));
+    }
+
+    fn call_chunk(name: Option<&str>, arguments: &str) -> String {
+        let mut f = serde_json::json!({"arguments": arguments});
+        if let Some(n) = name {
+            f["name"] = serde_json::json!(n);
+        }
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0,
+                "delta": {"tool_calls": [{"index": 0, "function": f}]}}]})
+        )
+    }
+
+    #[tokio::test]
+    async fn a_denied_tool_call_is_never_sent_and_an_allowed_one_passes_whole() {
+        // Denied by name: the stream ends at the call's first chunk.
+        let frames = vec![
+            chunk("Let me read it."),
+            call_chunk(Some("Read"), ""),
+            call_chunk(None, "{\"path\": \"/etc/passwd\"}"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let (out, verdicts) = run_with(frames, tool_guard()).await;
+        assert_eq!(verdicts, [GuardrailVerdict::Blocked]);
+        assert!(!out.contains("Read\""), "{out}");
+        assert!(!out.contains("passwd"), "{out}");
+        assert!(out.contains("denied by default action"), "{out}");
+
+        // Allowed by name, refused by its whole arguments (split over chunks).
+        let frames = vec![
+            call_chunk(Some("send_email"), ""),
+            call_chunk(None, "{\"to\": [\"x@evil"),
+            call_chunk(None, ".example\"]}"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let (out, _) = run_with(frames, tool_guard()).await;
+        assert!(!out.contains("evil"), "{out}");
+        assert!(out.contains("'to[]'"), "{out}");
+
+        // Allowed, arguments matching: the stream passes unchanged.
+        let frames = vec![
+            call_chunk(Some("send_email"), ""),
+            call_chunk(None, "{\"to\": [\"a@corp.example\"]}"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let want = frames.concat();
+        assert_eq!(
+            run_with(frames, tool_guard()).await,
+            (want, vec![GuardrailVerdict::Passed])
+        );
     }
 }

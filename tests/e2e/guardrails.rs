@@ -322,3 +322,164 @@ async fn a_keys_and_its_teams_guardrails_always_apply_to_its_requests() {
     assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
     assert!(upstream_text(&up, 2).contains("<EMAIL_ADDRESS_1>"));
 }
+
+// ---- tool_permission: tools offered (pre_call) and tools called (post_call) ----
+
+fn tool_config(mock: &MockServer) -> String {
+    format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{base}", api_key: sk-up}}
+  - model_name: claude
+    litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "http://{addr}", api_key: sk-up}}
+general_settings:
+  master_key: sk-master
+guardrails:
+  - guardrail_name: tools
+    litellm_params:
+      guardrail: tool_permission
+      mode: [pre_call, post_call]
+      default_on: true
+      rules:
+        - {{id: weather, tool_name: get_weather, decision: allow}}
+        - id: mail
+          tool_name: send_email
+          decision: allow
+          allowed_param_patterns: {{"to[]": '^.+@corp\.example$'}}
+        - {{id: mcp, tool_name: "mcp__docs_*", decision: allow}}
+      default_action: deny
+  - guardrail_name: tools-lenient
+    litellm_params:
+      guardrail: tool_permission
+      mode: pre_call
+      rules: [{{id: weather, tool_name: get_weather, decision: allow}}]
+      on_disallowed_action: rewrite
+"#,
+        base = mock.base(),
+        addr = mock.addr
+    )
+}
+
+fn tool(name: &str) -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {"name": name,
+        "parameters": {"type": "object", "properties": {"to": {"type": "array", "items": {"type": "string"}}}}}})
+}
+
+/// A `tool_permission` guardrail refuses a request that offers a tool no rule allows (the
+/// upstream never called), lets allowed ones through (a `*` rule too), refuses an answer whose
+/// call's arguments break a rule's pattern — whole, and streamed without the call reaching the
+/// client — and, with `rewrite`, strips a disallowed tool from the request instead.
+#[tokio::test]
+async fn tool_permission_guards_offered_tools_and_answered_calls() {
+    let mock = mock_server(sluice_mock::MockSettings::default()).await;
+    let gw = gateway(&tool_config(&mock)).await;
+    let body = |tools: Vec<serde_json::Value>, text: &str, extra: serde_json::Value| {
+        let mut b = serde_json::json!({"model": "gpt", "tools": tools,
+            "messages": [{"role": "user", "content": text}]});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b.to_string()
+    };
+    let none = serde_json::json!({});
+
+    // pre_call: a tool the rules do not allow refuses the request before the upstream.
+    let a = chat(
+        &gw,
+        &body(vec![tool("get_weather"), tool("Read")], "hi", none.clone()),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let e = &a.json()["error"];
+    assert_eq!(e["code"], "guardrail_blocked");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("Tool 'Read' denied by default action"),
+        "{e}"
+    );
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("tools"));
+    assert_eq!(mock.requests().await, 0, "the upstream was not called");
+
+    // Allowed tools (an exact name, a `*` pattern) pass, and the mock's call to the first is
+    // allowed too.
+    let a = chat(
+        &gw,
+        &body(
+            vec![tool("get_weather"), tool("mcp__docs_search")],
+            "hi",
+            none.clone(),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let call = &a.json()["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather", "{}", a.text());
+
+    // post_call: the model calls send_email outside the allowed domain → refused, whole...
+    let scripted = "mock-tool: send_email {\"to\": [\"boss@evil.example\"]}";
+    let a = chat(&gw, &body(vec![tool("send_email")], scripted, none.clone())).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(
+        a.text().contains("'to[]'") && !a.text().contains("evil"),
+        "{}",
+        a.text()
+    );
+    // ...and streamed: the stream ends with the error, the call never sent.
+    let a = chat(
+        &gw,
+        &body(
+            vec![tool("send_email")],
+            scripted,
+            serde_json::json!({"stream": true}),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert!(a.text().contains("guardrail_blocked"), "{}", a.text());
+    assert!(!a.text().contains("evil.example"), "{}", a.text());
+    // Inside the domain it passes.
+    let fine = "mock-tool: send_email {\"to\": [\"boss@corp.example\"]}";
+    let a = chat(&gw, &body(vec![tool("send_email")], fine, none.clone())).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+
+    // Anthropic's dialect: refused in Anthropic's error shape.
+    let messages = serde_json::json!({"model": "claude", "max_tokens": 50,
+        "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "hi"}]});
+    let a = send(
+        "POST",
+        &gw.url("/v1/messages"),
+        messages.to_string(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["type"], "error", "{}", a.text());
+    assert!(a.text().contains("Tool 'Read'"), "{}", a.text());
+
+    // rewrite, on a gateway where the strict guardrail is not on by default: the request
+    // selects the lenient one, whose disallowed tool is taken out, and the call goes on.
+    let before = mock.requests().await;
+    let gw2 = gateway(&tool_config(&mock).replace("default_on: true", "default_on: false")).await;
+    let a = chat(
+        &gw2,
+        &body(
+            vec![tool("Read"), tool("get_weather")],
+            "hi",
+            serde_json::json!({"guardrails": ["tools-lenient"]}),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let call = &a.json()["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(
+        call["name"],
+        "get_weather",
+        "Read was taken out: {}",
+        a.text()
+    );
+    assert_eq!(mock.requests().await, before + 1);
+}

@@ -149,6 +149,7 @@ guardrails"
             Kind::HideSecrets => "hide-secrets",
             Kind::ContentFilter => "litellm_content_filter",
             Kind::PromptInjection => "prompt_injection",
+            Kind::ToolPermission => "tool_permission",
         };
         let modes: Vec<&str> = [
             (s.modes.pre_call, "pre_call"),
@@ -177,6 +178,21 @@ guardrails"
         }
         if s.kind == Kind::PromptInjection {
             what.push(format!("block at score {}", s.threshold));
+        }
+        if s.kind == Kind::ToolPermission {
+            let t = &s.tools;
+            what.push(format!(
+                "{} rule(s), default {}, {} what is disallowed",
+                t.rules.len(),
+                match t.default {
+                    Some(sluice_guardrails::Decision::Allow) => "allow",
+                    _ => "deny",
+                },
+                match t.on_disallowed {
+                    sluice_guardrails::OnDisallowed::Block => "block",
+                    sluice_guardrails::OnDisallowed::Rewrite => "rewrite",
+                }
+            ));
         }
         let _ = writeln!(
             out,

@@ -14,7 +14,7 @@ use super::problems::ConfigError;
 use super::raw::{
     RawConfig, BLOCKED_WORD_KEYS, CACHE_PARAMS_KEYS, CALLBACK_KEYS, GENERAL_KEYS, GUARDRAIL_KEYS,
     GUARDRAIL_PARAM_KEYS, LITELLM_KEYS, MCP_SERVER_KEYS, MODEL_KEYS, PATTERN_KEYS, ROUTER_KEYS,
-    TOP_KEYS,
+    TOOL_RULE_KEYS, TOP_KEYS,
 };
 use super::validate::validate;
 
@@ -270,6 +270,7 @@ fn warn_ignored(segs: &[Seg], problems: &mut Problems) {
         ["guardrails", "litellm_params", _] => GUARDRAIL_PARAM_KEYS,
         ["guardrails", "litellm_params", "patterns", _] => PATTERN_KEYS,
         ["guardrails", "litellm_params", "blocked_words", _] => BLOCKED_WORD_KEYS,
+        ["guardrails", "litellm_params", "rules", _] => TOOL_RULE_KEYS,
         ["callback_settings", _, _] | ["litellm_settings", "s3_callback_params", _] => {
             CALLBACK_KEYS
         }

@@ -507,7 +507,24 @@ pub(super) struct RawGuardrailParams {
     pub threshold: Option<Scalar>,
     pub api_key: Option<Scalar>,
     pub api_base: Option<Scalar>,
+    pub rules: Option<Vec<RawToolRule>>,
+    pub default_action: Option<Scalar>,
+    pub on_disallowed_action: Option<Scalar>,
+    pub violation_message_template: Option<Scalar>,
 }
+
+/// `tool_permission`'s `rules[j]`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawToolRule {
+    pub id: Option<Scalar>,
+    pub tool_name: Option<Scalar>,
+    pub decision: Option<Scalar>,
+    pub allowed_param_patterns: Option<BTreeMap<String, Scalar>>,
+}
+
+/// Keys of a tool rule.
+pub(super) const TOOL_RULE_KEYS: &[&str] =
+    &["id", "tool_name", "decision", "allowed_param_patterns"];
 
 /// Keys of a guardrail's `litellm_params` sluice reads.
 pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
@@ -521,6 +538,10 @@ pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
     "threshold",
     "api_key",
     "api_base",
+    "rules",
+    "default_action",
+    "on_disallowed_action",
+    "violation_message_template",
 ];
 
 /// `litellm_content_filter`'s `patterns[j]`.

@@ -739,13 +739,25 @@ guardrails:
     litellm_params: {{guardrail: litellm_content_filter, mode: post_call}}
   - guardrail_name: inj
     litellm_params: {{guardrail: prompt_injection, mode: pre_call, threshold: 2}}
+  - guardrail_name: tp
+    litellm_params:
+      guardrail: tool_permission
+      mode: post_call
+      on_disallowed_action: strip
+      default_action: maybe
+      rules:
+        - {{id: a, decision: allow}}
+        - {{id: b, tool_name: x, decision: perhaps}}
+        - {{id: c, tool_name: y, decision: allow, allowed_param_patterns: {{to: '(bad'}}}}
+  - guardrail_name: tp-empty
+    litellm_params: {{guardrail: tool_permission, mode: pre_call}}
 "#
     );
     let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
     let expect = [
         r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
-        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection"#,
-        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection"#,
+        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission"#,
+        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission"#,
         r#"guardrails[4].litellm_params.mode: mode "logging_only" is not built in sluice yet; use pre_call, post_call or during_call"#,
         r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
         "guardrails[5].litellm_params.default_on: expected true or false",
@@ -759,6 +771,12 @@ guardrails:
         "guardrails[6].guardrail_name: required: the name requests select it by",
         "guardrails[7].litellm_params: a litellm_content_filter needs patterns, blocked_words or pii_entities_config",
         "guardrails[8].litellm_params.threshold: expected a score above 0 and at most 1",
+        r#"guardrails[9].litellm_params.default_action: expected allow or deny, got "maybe""#,
+        r#"guardrails[9].litellm_params.on_disallowed_action: expected block or rewrite, got "strip""#,
+        "guardrails[9].litellm_params.rules[0].tool_name: required",
+        r#"guardrails[9].litellm_params.rules[1].decision: expected allow or deny, got "perhaps""#,
+        "guardrails[9].litellm_params.rules[2]: allowed_param_patterns.to: regex parse error",
+        "guardrails[10].litellm_params.rules: a tool_permission guardrail needs rules",
     ];
     for e in expect {
         assert!(

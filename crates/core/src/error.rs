@@ -233,6 +233,17 @@ pub enum ApiError {
         /// `request` or `answer`.
         place: &'static str,
     },
+    /// A `tool_permission` guardrail refused a tool the request offers (`place`: `request`) or
+    /// a call the answer makes (`answer`); the message is the rule's.
+    #[error("Blocked by guardrail '{guardrail}' in the {place}: {message}")]
+    ToolNotAllowed {
+        /// `guardrail_name`.
+        guardrail: String,
+        /// What the rule (or `violation_message_template`) says.
+        message: String,
+        /// `request` or `answer`.
+        place: &'static str,
+    },
     /// A request named a guardrail the config does not define.
     #[error("Unknown guardrail '{0}': no guardrail of that name is configured.")]
     UnknownGuardrail(String),
@@ -259,6 +270,7 @@ impl ApiError {
             | Self::UnsupportedParam { .. }
             | Self::UnknownParam(_)
             | Self::GuardrailBlocked { .. }
+            | Self::ToolNotAllowed { .. }
             | Self::TooDeep { .. }
             | Self::UnknownGuardrail(_) => StatusCode::BAD_REQUEST,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -316,6 +328,7 @@ impl ApiError {
             | Self::NotFound { .. }
             | Self::Conflict(_)
             | Self::GuardrailBlocked { .. }
+            | Self::ToolNotAllowed { .. }
             | Self::BodyTimeout(_)
             | Self::UriTooLong { .. }
             | Self::TooDeep { .. }
@@ -383,7 +396,7 @@ impl ApiError {
             Self::StoreUnavailable => "database_unavailable",
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
-            Self::GuardrailBlocked { .. } => "guardrail_blocked",
+            Self::GuardrailBlocked { .. } | Self::ToolNotAllowed { .. } => "guardrail_blocked",
             Self::UnknownGuardrail(_) => "unknown_guardrail",
         }
     }
@@ -401,6 +414,7 @@ impl ApiError {
             Self::UnknownGuardrail(_) => Some("guardrails"),
             Self::InvalidJson(_)
             | Self::GuardrailBlocked { .. }
+            | Self::ToolNotAllowed { .. }
             | Self::Unauthorized(_)
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)

@@ -148,6 +148,9 @@ pub enum BuildError {
     /// The pattern at this index of the custom patterns does not compile.
     #[error("{0}")]
     Pattern(usize, String),
+    /// A `tool_permission` rule does not compile.
+    #[error("{0}")]
+    Tools(#[from] crate::tools::ToolRuleError),
 }
 
 /// What a detector looks for, before it is built.

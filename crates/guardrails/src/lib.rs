@@ -8,7 +8,9 @@
 //! - [`mask`]: placeholders (`<EMAIL_ADDRESS_1>`) and their restore in the answer;
 //! - [`injection`]: the prompt-injection phrase score;
 //! - [`policy`]: the guardrail settings the config validates into, built for use, and what
-//!   checking one text does.
+//!   checking one text does;
+//! - [`tools`]: `tool_permission`'s rules over the tools a request offers and the calls an
+//!   answer makes.
 
 pub mod checks;
 pub mod detect;
@@ -16,8 +18,10 @@ pub mod entity;
 pub mod injection;
 pub mod mask;
 pub mod policy;
+pub mod tools;
 
 pub use detect::{Action, BuildError, Detector, Finding};
 pub use entity::Entity;
 pub use mask::Masks;
 pub use policy::{Guardrail, Kind, Modes, Settings, SpecSettings, Tally, Violation};
+pub use tools::{Decision, Denial, OnDisallowed, ToolPolicy, ToolSettings};

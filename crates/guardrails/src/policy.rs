@@ -18,6 +18,8 @@ pub enum Kind {
     ContentFilter,
     /// `prompt_injection` (sluice's name): the phrase heuristic with a threshold.
     PromptInjection,
+    /// `tool_permission`: allow and deny rules over tools offered and tools called.
+    ToolPermission,
 }
 
 impl Kind {
@@ -27,6 +29,7 @@ impl Kind {
         ("hide_secrets", Kind::HideSecrets),
         ("litellm_content_filter", Kind::ContentFilter),
         ("prompt_injection", Kind::PromptInjection),
+        ("tool_permission", Kind::ToolPermission),
     ];
 
     /// The kind a config names, if built in.
@@ -76,6 +79,8 @@ pub struct Settings {
     pub spec: SpecSettings,
     /// `prompt_injection`: block at or above this score.
     pub threshold: f64,
+    /// `tool_permission`'s rules (empty for other kinds).
+    pub tools: crate::tools::ToolSettings,
 }
 
 /// A detector spec as data (comparable, printable by `check-config`).
@@ -98,6 +103,8 @@ pub struct Guardrail {
     pub settings: Settings,
     detector: Option<Detector>,
     injection: Option<Injection>,
+    /// `tool_permission`'s compiled rules.
+    pub tools: Option<crate::tools::ToolPolicy>,
 }
 
 /// Why a text was refused: which guardrail, and what it found (an entity, pattern or
@@ -145,11 +152,16 @@ impl Guardrail {
             }
             _ => None,
         };
+        let tools = match settings.kind {
+            Kind::ToolPermission => Some(crate::tools::ToolPolicy::new(&settings.tools)?),
+            _ => None,
+        };
         Ok(Guardrail {
             name: Arc::from(settings.name.as_str()),
             settings,
             detector,
             injection,
+            tools,
         })
     }
 
@@ -210,6 +222,7 @@ mod tests {
             output_parse_pii: false,
             spec,
             threshold: 0.8,
+            tools: crate::tools::ToolSettings::default(),
         })
         .unwrap()
     }

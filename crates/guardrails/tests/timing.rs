@@ -26,6 +26,7 @@ fn guardrail(kind: Kind, entities: Vec<(Entity, Action)>) -> Guardrail {
             ..SpecSettings::default()
         },
         threshold: 0.8,
+        tools: sluice_guardrails::ToolSettings::default(),
     })
     .unwrap()
 }

@@ -12,8 +12,10 @@ use sluice_guardrails::{
     Action, BuildError, Detector, Entity, Guardrail, Kind, Modes, Settings, SpecSettings,
 };
 
-use crate::raw::{RawBlockedWord, RawGuardrail, RawGuardrailParams, RawPattern};
+use crate::raw::{RawBlockedWord, RawGuardrail, RawGuardrailParams, RawPattern, RawToolRule};
 use crate::validate::texts;
+use sluice_guardrails::tools::{RuleSettings, ToolRuleError};
+use sluice_guardrails::{Decision, OnDisallowed, ToolSettings};
 
 /// LiteLLM's guardrail kinds that call a service (or need a model): not built in yet.
 const NOT_YET: &[&str] = &[
@@ -86,6 +88,10 @@ pub(super) fn guardrails(raw: Option<Vec<RawGuardrail>>, p: &mut Problems) -> Ve
                 format!("{at}.litellm_params.patterns"),
                 format!("the patterns do not compile together: {why}"),
             ),
+            // Each rule was compiled alone when validated; this cannot fail after that.
+            Err(BuildError::Tools(e)) => {
+                p.error(format!("{at}.litellm_params.rules[{}]", e.rule), e.why)
+            }
         }
     }
     out
@@ -189,6 +195,39 @@ fn settings(
             );
         }
     }
+    let tools = if kind == Kind::ToolPermission {
+        tools(
+            at,
+            ToolKeys {
+                rules: params.rules,
+                default_action: params.default_action,
+                on_disallowed_action: params.on_disallowed_action,
+                template: params.violation_message_template,
+            },
+            p,
+        )
+    } else {
+        for (key, set) in [
+            ("rules", params.rules.is_some()),
+            ("default_action", params.default_action.is_some()),
+            (
+                "on_disallowed_action",
+                params.on_disallowed_action.is_some(),
+            ),
+            (
+                "violation_message_template",
+                params.violation_message_template.is_some(),
+            ),
+        ] {
+            if set {
+                p.warn(
+                    format!("{at}.{key}"),
+                    "only tool_permission guardrails read it; ignored",
+                );
+            }
+        }
+        ToolSettings::default()
+    };
     let mut spec = SpecSettings::default();
     if kind == Kind::HideSecrets {
         spec.entities = Entity::SECRETS.iter().map(|e| (*e, Action::Mask)).collect();
@@ -242,7 +281,97 @@ fn settings(
         output_parse_pii,
         spec,
         threshold,
+        tools,
     })
+}
+
+/// `tool_permission`'s keys of a guardrail's `litellm_params`.
+struct ToolKeys {
+    rules: Option<Vec<RawToolRule>>,
+    default_action: Option<Scalar>,
+    on_disallowed_action: Option<Scalar>,
+    template: Option<Scalar>,
+}
+
+/// `tool_permission`'s keys: each rule checked (and compiled) alone, so an error names it.
+fn tools(at: &str, params: ToolKeys, p: &mut Problems) -> ToolSettings {
+    let decision = |path: &str, v: Option<Scalar>, p: &mut Problems| -> Option<Decision> {
+        match text(v).map(|d| d.trim().to_ascii_lowercase()).as_deref() {
+            None => None,
+            Some("allow") => Some(Decision::Allow),
+            Some("deny") => Some(Decision::Deny),
+            Some(other) => {
+                p.error(path, format!("expected allow or deny, got \"{other}\""));
+                None
+            }
+        }
+    };
+    let mut out = ToolSettings {
+        default: decision(&format!("{at}.default_action"), params.default_action, p),
+        template: text(params.template),
+        ..ToolSettings::default()
+    };
+    let path = format!("{at}.on_disallowed_action");
+    out.on_disallowed = match text(params.on_disallowed_action)
+        .map(|d| d.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("block") => OnDisallowed::Block,
+        Some("rewrite") => OnDisallowed::Rewrite,
+        Some(other) => {
+            p.error(path, format!("expected block or rewrite, got \"{other}\""));
+            OnDisallowed::Block
+        }
+    };
+    let rules: Vec<RawToolRule> = params.rules.unwrap_or_default();
+    if rules.is_empty() && out.default.is_none() {
+        p.error(
+            format!("{at}.rules"),
+            "a tool_permission guardrail needs rules (or a default_action)",
+        );
+    }
+    for (j, r) in rules.into_iter().enumerate() {
+        let rp = format!("{at}.rules[{j}]");
+        let Some(tool_name) = text(r.tool_name) else {
+            p.error(
+                format!("{rp}.tool_name"),
+                "required: a tool name (`*` matches any run of characters)",
+            );
+            continue;
+        };
+        let Some(d) = decision(&format!("{rp}.decision"), r.decision.clone(), p) else {
+            if r.decision.is_none() {
+                p.error(format!("{rp}.decision"), "required: allow or deny");
+            }
+            continue;
+        };
+        let rule = RuleSettings {
+            id: text(r.id).unwrap_or_else(|| format!("rules[{j}]")),
+            tool_name,
+            decision: d,
+            params: r
+                .allowed_param_patterns
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.text()))
+                .collect(),
+        };
+        if d == Decision::Deny && !rule.params.is_empty() {
+            p.warn(
+                format!("{rp}.allowed_param_patterns"),
+                "a deny rule refuses the tool whatever its arguments; ignored",
+            );
+        }
+        let alone = ToolSettings {
+            rules: vec![rule.clone()],
+            ..ToolSettings::default()
+        };
+        match sluice_guardrails::ToolPolicy::new(&alone) {
+            Ok(_) => out.rules.push(rule),
+            Err(e) => p.error(rp, e.why),
+        }
+    }
+    out
 }
 
 fn modes(at: &str, v: Option<crate::raw::OneOrMany>, p: &mut Problems) -> Modes {
@@ -363,7 +492,9 @@ fn patterns(at: &str, v: Option<Vec<RawPattern>>, spec: &mut SpecSettings, p: &m
                 };
                 match Detector::new(&one) {
                     Ok(_) => spec.patterns.extend(one.patterns),
-                    Err(BuildError::Pattern(_, why)) => p.error(
+                    Err(
+                        BuildError::Pattern(_, why) | BuildError::Tools(ToolRuleError { why, .. }),
+                    ) => p.error(
                         format!("{path}.pattern"),
                         format!("not a valid regular expression: {why}"),
                     ),
