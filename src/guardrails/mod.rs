@@ -259,10 +259,45 @@ pub(crate) fn before<'s>(
     {
         let mut texts = Vec::new();
         texts::request(endpoint, &mut value, &mut texts);
-        for g in selected
-            .iter()
-            .filter(|g| g.settings.modes.on_request() && g.tools.is_none())
-        {
+        for g in selected.iter().filter(|g| {
+            g.settings.modes.on_request() && g.settings.kind == sluice_guardrails::Kind::PromptSize
+        }) {
+            let started = Instant::now();
+            let exceeded = g.settings.size.exceeded(&texts);
+            note(
+                record,
+                GuardrailRun {
+                    name: g.name.clone(),
+                    stage: GuardrailStage::Request,
+                    verdict: if exceeded.is_some() {
+                        GuardrailVerdict::Blocked
+                    } else {
+                        GuardrailVerdict::Passed
+                    },
+                    duration: started.elapsed(),
+                    found: exceeded
+                        .iter()
+                        .map(|_| (Arc::from("PROMPT_TOO_LONG"), 1))
+                        .collect(),
+                },
+            );
+            let Some(why) = exceeded else {
+                continue;
+            };
+            return Err(Refused {
+                error: ApiError::GuardrailBlocked {
+                    guardrail: g.name.to_string(),
+                    found: why,
+                    place: "request",
+                },
+                applied: names_value(&selected),
+            });
+        }
+        for g in selected.iter().filter(|g| {
+            g.settings.modes.on_request()
+                && g.tools.is_none()
+                && g.settings.kind != sluice_guardrails::Kind::PromptSize
+        }) {
             masked |=
                 run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
                     Refused {

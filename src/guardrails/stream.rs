@@ -384,6 +384,7 @@ mod tests {
             },
             threshold: 0.8,
             tools: Default::default(),
+            size: Default::default(),
         })
         .unwrap()
     }
@@ -412,6 +413,7 @@ mod tests {
                 default: Some(Decision::Deny),
                 ..ToolSettings::default()
             },
+            size: Default::default(),
         })
         .unwrap()
     }

@@ -483,3 +483,48 @@ async fn tool_permission_guards_offered_tools_and_answered_calls() {
     );
     assert_eq!(mock.requests().await, before + 1);
 }
+
+/// `prompt_size`: a request whose text passes the limit is refused before the upstream (the
+/// limit counts every checked text together: here two messages), one under it goes through.
+#[tokio::test]
+async fn prompt_size_refuses_long_prompts_before_the_upstream() {
+    let mock = mock_server(sluice_mock::MockSettings::default()).await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{}", api_key: sk-up}}
+general_settings:
+  master_key: sk-master
+guardrails:
+  - guardrail_name: size
+    litellm_params: {{guardrail: prompt_size, mode: pre_call, default_on: true, max_characters: 100}}
+"#,
+        mock.base()
+    );
+    let gw = gateway(&yaml).await;
+    let body = |a: &str, b: &str| {
+        serde_json::json!({"model": "gpt", "messages": [
+            {"role": "system", "content": a}, {"role": "user", "content": b}]})
+        .to_string()
+    };
+    let ok = chat(&gw, &body(&"é".repeat(50), &"x".repeat(50))).await;
+    assert_eq!(
+        ok.status,
+        200,
+        "100 characters (150 bytes) pass: {}",
+        ok.text()
+    );
+    let long = chat(&gw, &body(&"x".repeat(60), &"y".repeat(41))).await;
+    assert_eq!(long.status, 400, "{}", long.text());
+    let message = long.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("'size'") && message.contains("101 characters, over the limit of 100"),
+        "{message}"
+    );
+    assert_eq!(
+        mock.requests().await,
+        1,
+        "only the first reached the upstream"
+    );
+}

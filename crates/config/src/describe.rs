@@ -150,6 +150,7 @@ guardrails"
             Kind::ContentFilter => "litellm_content_filter",
             Kind::PromptInjection => "prompt_injection",
             Kind::ToolPermission => "tool_permission",
+            Kind::PromptSize => "prompt_size",
         };
         let modes: Vec<&str> = [
             (s.modes.pre_call, "pre_call"),
@@ -178,6 +179,12 @@ guardrails"
         }
         if s.kind == Kind::PromptInjection {
             what.push(format!("block at score {}", s.threshold));
+        }
+        if let Some(c) = s.size.max_characters {
+            what.push(format!("block over {c} characters"));
+        }
+        if let Some(t) = s.size.max_tokens {
+            what.push(format!("block over about {t} tokens"));
         }
         if s.kind == Kind::ToolPermission {
             let t = &s.tools;

@@ -511,6 +511,8 @@ pub(super) struct RawGuardrailParams {
     pub default_action: Option<Scalar>,
     pub on_disallowed_action: Option<Scalar>,
     pub violation_message_template: Option<Scalar>,
+    pub max_characters: Option<Scalar>,
+    pub max_tokens: Option<Scalar>,
 }
 
 /// `tool_permission`'s `rules[j]`.
@@ -542,6 +544,8 @@ pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
     "default_action",
     "on_disallowed_action",
     "violation_message_template",
+    "max_characters",
+    "max_tokens",
 ];
 
 /// `litellm_content_filter`'s `patterns[j]`.

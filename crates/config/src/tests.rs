@@ -751,13 +751,15 @@ guardrails:
         - {{id: c, tool_name: y, decision: allow, allowed_param_patterns: {{to: '(bad'}}}}
   - guardrail_name: tp-empty
     litellm_params: {{guardrail: tool_permission, mode: pre_call}}
+  - guardrail_name: size
+    litellm_params: {{guardrail: prompt_size, mode: pre_call, max_tokens: lots}}
 "#
     );
     let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
     let expect = [
         r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
-        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission"#,
-        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission"#,
+        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
+        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
         r#"guardrails[4].litellm_params.mode: mode "logging_only" is not built in sluice yet; use pre_call, post_call or during_call"#,
         r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
         "guardrails[5].litellm_params.default_on: expected true or false",
@@ -777,6 +779,8 @@ guardrails:
         r#"guardrails[9].litellm_params.rules[1].decision: expected allow or deny, got "perhaps""#,
         "guardrails[9].litellm_params.rules[2]: allowed_param_patterns.to: regex parse error",
         "guardrails[10].litellm_params.rules: a tool_permission guardrail needs rules",
+        "guardrails[11].litellm_params.max_tokens: expected a whole number",
+        "guardrails[11].litellm_params: a prompt_size guardrail needs max_characters or max_tokens",
     ];
     for e in expect {
         assert!(

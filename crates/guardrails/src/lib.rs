@@ -23,5 +23,5 @@ pub mod tools;
 pub use detect::{Action, BuildError, Detector, Finding};
 pub use entity::Entity;
 pub use mask::Masks;
-pub use policy::{Guardrail, Kind, Modes, Settings, SpecSettings, Tally, Violation};
+pub use policy::{Guardrail, Kind, Modes, Settings, SizeLimits, SpecSettings, Tally, Violation};
 pub use tools::{Decision, Denial, OnDisallowed, ToolPolicy, ToolSettings};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_core::settings::read::{boolean, number, text};
+use sluice_core::settings::read::{boolean, number, text, whole};
 use sluice_core::settings::{did_you_mean, Problems, Scalar};
 use sluice_guardrails::detect::Spec;
 use sluice_guardrails::entity::PRESIDIO_NOT_BUILT_IN;
@@ -228,6 +228,27 @@ fn settings(
         }
         ToolSettings::default()
     };
+    let size = sluice_guardrails::SizeLimits {
+        max_characters: whole(
+            &format!("{at}.max_characters"),
+            params.max_characters.clone(),
+            p,
+        ),
+        max_tokens: whole(&format!("{at}.max_tokens"), params.max_tokens.clone(), p),
+    };
+    if kind == Kind::PromptSize {
+        if size.max_characters.is_none() && size.max_tokens.is_none() {
+            p.error(
+                at,
+                "a prompt_size guardrail needs max_characters or max_tokens",
+            );
+        }
+    } else if size != sluice_guardrails::SizeLimits::default() {
+        p.warn(
+            format!("{at}.max_characters"),
+            "only prompt_size guardrails read max_characters and max_tokens; ignored",
+        );
+    }
     let mut spec = SpecSettings::default();
     if kind == Kind::HideSecrets {
         spec.entities = Entity::SECRETS.iter().map(|e| (*e, Action::Mask)).collect();
@@ -282,6 +303,7 @@ fn settings(
         spec,
         threshold,
         tools,
+        size,
     })
 }
 
