@@ -316,14 +316,26 @@ fn page(
 ) -> Result<(u64, sluice_store::Page), ApiError> {
     let page = query_number(pairs, "page", 1)?.max(1);
     let size = query_number(pairs, size_name, 100)?.clamp(1, 1000);
+    // A page past any list a database can hold is a client error, not an overflow (found by
+    // the admin_body fuzz target: `page=9999999999999999999`).
+    let offset = (page - 1)
+        .checked_mul(size)
+        .filter(|o| *o <= MAX_OFFSET)
+        .ok_or_else(|| ApiError::InvalidParam {
+            param: "page",
+            message: format!("page {page} of {size} is past the end of any list"),
+        })?;
     Ok((
         page,
         sluice_store::Page {
-            offset: (page - 1) * size,
+            offset,
             limit: size,
         },
     ))
 }
+
+/// The largest row offset a list call asks the database for (SQL offsets are signed 64-bit).
+const MAX_OFFSET: u64 = 1 << 62;
 
 /// What a client may see of a store failure: not-found and conflicts as such, everything else
 /// as "database unavailable" (the text, which may name hosts or SQL, only in the log).
