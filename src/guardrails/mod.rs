@@ -99,7 +99,7 @@ fn run_tools(
 ) -> Result<bool, sluice_guardrails::Denial> {
     let started = Instant::now();
     let outcome = check();
-    let (verdict, found) = match &outcome {
+    let verdict = match &outcome {
         Err(_) => (GuardrailVerdict::Blocked, vec![(Arc::from(TOOL_DENIED), 1)]),
         Ok(0) => (GuardrailVerdict::Passed, Vec::new()),
         Ok(n) => (
@@ -110,16 +110,7 @@ fn run_tools(
             )],
         ),
     };
-    note(
-        record,
-        GuardrailRun {
-            name: g.name.clone(),
-            stage,
-            verdict,
-            duration: started.elapsed(),
-            found,
-        },
-    );
+    note_run(record, g, stage, started, verdict);
     outcome.map(|n| n > 0)
 }
 
@@ -177,6 +168,26 @@ fn note(record: &mut RequestRecord, run: GuardrailRun) {
         .push(run);
 }
 
+/// Note `g`'s run that began at `started`.
+fn note_run(
+    record: &mut RequestRecord,
+    g: &Guardrail,
+    stage: GuardrailStage,
+    started: Instant,
+    (verdict, found): (GuardrailVerdict, Vec<(Arc<str>, u32)>),
+) {
+    note(
+        record,
+        GuardrailRun {
+            name: g.name.clone(),
+            stage,
+            verdict,
+            duration: started.elapsed(),
+            found,
+        },
+    );
+}
+
 /// Run `g` over `texts`, masking in place; the run is noted on the record either way.
 fn run(
     g: &Guardrail,
@@ -203,21 +214,12 @@ fn run(
             }
         }
     }
-    let (verdict, found) = match &outcome {
+    let verdict = match &outcome {
         Err(v) => (GuardrailVerdict::Blocked, vec![(v.found.clone(), 1)]),
         Ok(()) if masked => (GuardrailVerdict::Masked, tally.masked),
         Ok(()) => (GuardrailVerdict::Passed, Vec::new()),
     };
-    note(
-        record,
-        GuardrailRun {
-            name: g.name.clone(),
-            stage,
-            verdict,
-            duration: started.elapsed(),
-            found,
-        },
-    );
+    note_run(record, g, stage, started, verdict);
     outcome.map(|()| masked)
 }
 
@@ -264,23 +266,14 @@ pub(crate) fn before<'s>(
         }) {
             let started = Instant::now();
             let exceeded = g.settings.size.exceeded(&texts);
-            note(
-                record,
-                GuardrailRun {
-                    name: g.name.clone(),
-                    stage: GuardrailStage::Request,
-                    verdict: if exceeded.is_some() {
-                        GuardrailVerdict::Blocked
-                    } else {
-                        GuardrailVerdict::Passed
-                    },
-                    duration: started.elapsed(),
-                    found: exceeded
-                        .iter()
-                        .map(|_| (Arc::from("PROMPT_TOO_LONG"), 1))
-                        .collect(),
-                },
-            );
+            let verdict = match exceeded {
+                Some(_) => (
+                    GuardrailVerdict::Blocked,
+                    vec![(Arc::from("PROMPT_TOO_LONG"), 1)],
+                ),
+                None => (GuardrailVerdict::Passed, Vec::new()),
+            };
+            note_run(record, g, GuardrailStage::Request, started, verdict);
             let Some(why) = exceeded else {
                 continue;
             };
