@@ -52,6 +52,24 @@ impl Guardrails {
 pub(crate) struct Guard<'s> {
     selected: Vec<&'s Guardrail>,
     masks: Masks,
+    /// The request as content logging keeps it when a `logging_only` guardrail masked it.
+    logged_request: Option<Bytes>,
+}
+
+/// `texts` with every `logging_only` guardrail's findings masked, or `None` when none found
+/// anything. The placeholders are the log's own (never given back).
+fn mask_for_log(selected: &[&Guardrail], texts: &mut [&mut String]) -> bool {
+    let (mut masks, mut scratch) = (Masks::default(), Vec::new());
+    let mut masked = false;
+    for g in selected.iter().filter(|g| g.settings.modes.logging_only) {
+        for t in texts.iter_mut() {
+            if let Some(m) = g.mask_for_log(t, &mut masks, &mut scratch) {
+                **t = m;
+                masked = true;
+            }
+        }
+    }
+    masked
 }
 
 /// The guardrails a request names: `guardrails` in the body or in `metadata`.
@@ -224,13 +242,15 @@ fn run(
 }
 
 /// Step 4½: apply the guardrails that apply to this request. `Ok(None)` when none does (the
-/// body untouched and unparsed); the body is replaced when something was masked.
+/// body untouched and unparsed); the body is replaced when something was masked. With
+/// `log_content` (content logging on), `logging_only` guardrails mask a copy for the log.
 pub(crate) fn before<'s>(
     set: &'s Guardrails,
     endpoint: Endpoint,
     key: &[Arc<str>],
     body: &mut Bytes,
     record: &mut RequestRecord,
+    log_content: bool,
 ) -> Result<Option<Guard<'s>>, Refused> {
     if !texts::checked(endpoint)
         || (!set.any_default_on
@@ -320,7 +340,19 @@ pub(crate) fn before<'s>(
             .map_err(|_| ApiError::Internal("the masked body could not be written"))?;
         *body = Bytes::from(out);
     }
-    Ok(Some(Guard { selected, masks }))
+    let mut logged_request = None;
+    if log_content && selected.iter().any(|g| g.settings.modes.logging_only) {
+        let mut texts = Vec::new();
+        texts::request(endpoint, &mut value, &mut texts);
+        if mask_for_log(&selected, &mut texts) {
+            logged_request = serde_json::to_vec(&value).ok().map(Bytes::from);
+        }
+    }
+    Ok(Some(Guard {
+        selected,
+        masks,
+        logged_request,
+    }))
 }
 
 impl Guard<'_> {
@@ -343,6 +375,17 @@ impl Guard<'_> {
         (!list.is_empty()).then_some(list)
     }
 
+    /// The request as content logging should keep it, when `logging_only` masked it.
+    pub(crate) fn logged_request(&self) -> Option<Bytes> {
+        self.logged_request.clone()
+    }
+
+    /// Whether a `logging_only` guardrail applies: the log must not keep what it cannot mask
+    /// (a stream's frames).
+    pub(crate) fn masks_logs(&self) -> bool {
+        self.selected.iter().any(|g| g.settings.modes.logging_only)
+    }
+
     /// `x-sluice-applied-guardrails`: the names, comma-separated.
     pub(crate) fn applied(&self) -> Option<HeaderValue> {
         names_value(&self.selected)
@@ -350,7 +393,31 @@ impl Guard<'_> {
 
     /// The whole answer, checked by the `post_call` guardrails and with placeholders given
     /// back (`output_parse_pii`); an error when one blocks it. Error answers pass unchanged.
+    /// Content logging keeps the answer masked by the `logging_only` guardrails.
     pub(crate) fn after(
+        &mut self,
+        endpoint: Endpoint,
+        status: StatusCode,
+        bytes: Bytes,
+        record: &mut RequestRecord,
+    ) -> Result<Bytes, ApiError> {
+        let out = self.check_answer(endpoint, status, bytes, record)?;
+        if record.content.is_some() && self.masks_logs() {
+            if let Ok(mut value) = serde_json::from_slice::<Value>(&out) {
+                let mut texts = Vec::new();
+                texts::answer(endpoint, &mut value, &mut texts);
+                if mask_for_log(&self.selected, &mut texts) {
+                    let logged = serde_json::to_vec(&value).ok().map(Bytes::from);
+                    if let (Some(c), Some(l)) = (record.content.as_mut(), logged) {
+                        c.response = Some(l);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_answer(
         &mut self,
         endpoint: Endpoint,
         status: StatusCode,

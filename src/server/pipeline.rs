@@ -277,7 +277,9 @@ where
     let mut guarded = match snap.guardrails.as_deref() {
         Some(set) => {
             let carried = caller.guardrails(state.gate().directory());
-            match crate::guardrails::before(set, endpoint, &carried, &mut body, record) {
+            let log_content = state.recorder().callbacks().content();
+            match crate::guardrails::before(set, endpoint, &carried, &mut body, record, log_content)
+            {
                 Ok(g) => g,
                 Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
             }
@@ -317,10 +319,20 @@ where
     record.stream = stream;
     // A body with the client's own key is not handed to logging callbacks (it would carry it).
     if state.recorder().callbacks().content() && client_target.is_none() {
-        record.content = Some(Box::new(Content {
+        let mut content = Content {
             request: body.clone(),
             ..Content::default()
-        }));
+        };
+        if let Some(g) = guarded.as_ref() {
+            if let Some(logged) = g.logged_request() {
+                content.request = logged;
+            }
+            // `logging_only` cannot mask a stream's frames yet: the log keeps none of them.
+            if stream && g.masks_logs() {
+                content.stream.truncated = true;
+            }
+        }
+        record.content = Some(Box::new(content));
     }
     let resolved = snap
         .router

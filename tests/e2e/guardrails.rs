@@ -528,3 +528,87 @@ guardrails:
         "only the first reached the upstream"
     );
 }
+
+/// A webhook receiver on loopback that keeps every record it is sent.
+async fn record_receiver() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+) {
+    use http_body_util::BodyExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let k = kept.clone();
+    let handler = move |req: http::Request<hyper::body::Incoming>| {
+        let k = k.clone();
+        async move {
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let batch: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
+            k.lock().unwrap().extend(batch);
+            http::Response::new(http_body_util::Full::new(bytes::Bytes::new()))
+        }
+    };
+    tokio::spawn(sluice_net::server::serve_with(
+        listener,
+        handler,
+        std::future::pending::<()>(),
+        std::time::Duration::ZERO,
+    ));
+    (format!("http://{addr}/hook"), kept)
+}
+
+/// `logging_only`: the upstream gets the prompt and the client the answer as they are, while
+/// the logging callback's copy (content logging on) has both masked (a `BLOCK` entity too: a
+/// log hides, it does not refuse).
+#[tokio::test]
+async fn logging_only_masks_what_is_logged_and_nothing_else() {
+    const WITH_EMAIL: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Write to bob@example.org."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}"#;
+    let up = recording(Reply::Json(200, WITH_EMAIL)).await;
+    let (hook, kept) = record_receiver().await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{}", api_key: sk-up}}
+general_settings:
+  master_key: sk-master
+litellm_settings:
+  success_callback: [webhook]
+callback_settings:
+  webhook: {{url: '{hook}', batch_size: 1, flush_interval: 0.05, message_logging: true}}
+guardrails:
+  - guardrail_name: log-pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: logging_only
+      default_on: true
+      pii_entities_config: {{EMAIL_ADDRESS: BLOCK}}
+"#,
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    let a = chat(
+        &gw,
+        r#"{"model":"gpt","messages":[{"role":"user","content":"Mail jane@example.com please"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(
+        a.text().contains("bob@example.org"),
+        "the client's answer is untouched"
+    );
+    assert!(
+        upstream_text(&up, 0).contains("jane@example.com"),
+        "the upstream's prompt too"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while kept.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let logged = kept.lock().unwrap()[0].to_string();
+    assert!(
+        !logged.contains("jane@example.com") && !logged.contains("bob@example.org"),
+        "{logged}"
+    );
+    assert!(logged.contains("<EMAIL_ADDRESS_1>"), "{logged}");
+}

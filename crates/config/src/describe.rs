@@ -156,6 +156,7 @@ guardrails"
             (s.modes.pre_call, "pre_call"),
             (s.modes.during_call, "during_call"),
             (s.modes.post_call, "post_call"),
+            (s.modes.logging_only, "logging_only"),
         ]
         .into_iter()
         .filter_map(|(on, m)| on.then_some(m))

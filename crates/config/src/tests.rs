@@ -760,7 +760,6 @@ guardrails:
         r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
         r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
         r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
-        r#"guardrails[4].litellm_params.mode: mode "logging_only" is not built in sluice yet; use pre_call, post_call or during_call"#,
         r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
         "guardrails[5].litellm_params.default_on: expected true or false",
         "guardrails[5].litellm_params.pii_entities_config.PERSON: PERSON needs a language model (Presidio's server), which sluice does not call yet",

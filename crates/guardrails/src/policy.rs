@@ -55,7 +55,8 @@ pub struct Modes {
     /// `during_call`: LiteLLM runs it beside the call; sluice runs it as `pre_call` (the check
     /// takes microseconds, so waiting for it costs nothing and nothing is sent in vain).
     pub during_call: bool,
-    /// `logging_only`: only what is logged would be masked (not built yet; refused by config).
+    /// `logging_only`: what is logged (content logging: the spend log's and the callbacks'
+    /// prompt and answer) is masked; what goes to the upstream and back to the client is not.
     pub logging_only: bool,
 }
 
@@ -208,6 +209,19 @@ impl Guardrail {
             injection,
             tools,
         })
+    }
+
+    /// `text` with every finding masked, whatever its configured action (`logging_only`: a
+    /// log never refuses, it hides), or `None` when nothing was found.
+    pub fn mask_for_log(
+        &self,
+        text: &str,
+        masks: &mut Masks,
+        scratch: &mut Vec<Finding>,
+    ) -> Option<String> {
+        let d = self.detector.as_ref()?;
+        d.scan(text, scratch);
+        (!scratch.is_empty()).then(|| masks.mask(d, text, scratch))
     }
 
     /// Check one text: `Ok(None)` when it may pass as it is, `Ok(Some(masked))` when it passes

@@ -249,6 +249,18 @@ fn settings(
             "only prompt_size guardrails read max_characters and max_tokens; ignored",
         );
     }
+    if modes.logging_only
+        && matches!(
+            kind,
+            Kind::PromptInjection | Kind::ToolPermission | Kind::PromptSize
+        )
+    {
+        p.error(
+            format!("{at}.mode"),
+            "logging_only masks what is logged; this kind finds nothing to mask (use a \
+             litellm_content_filter or hide-secrets guardrail)",
+        );
+    }
     let mut spec = SpecSettings::default();
     if kind == Kind::HideSecrets {
         spec.entities = Entity::SECRETS.iter().map(|e| (*e, Action::Mask)).collect();
@@ -402,7 +414,7 @@ fn modes(at: &str, v: Option<crate::raw::OneOrMany>, p: &mut Problems) -> Modes 
     if list.is_empty() {
         p.error(
             &path,
-            "required: pre_call, post_call or during_call (or a list of them)",
+            "required: pre_call, post_call, during_call or logging_only (or a list of them)",
         );
     }
     let mut m = Modes::default();
@@ -411,9 +423,10 @@ fn modes(at: &str, v: Option<crate::raw::OneOrMany>, p: &mut Problems) -> Modes 
             "pre_call" => m.pre_call = true,
             "post_call" => m.post_call = true,
             "during_call" => m.during_call = true,
-            "logging_only" | "pre_mcp_call" | "during_mcp_call" => p.error(
+            "logging_only" => m.logging_only = true,
+            "pre_mcp_call" | "during_mcp_call" => p.error(
                 &path,
-                format!("mode \"{mode}\" is not built in sluice yet; use pre_call, post_call or during_call"),
+                format!("mode \"{mode}\" is not built in sluice yet; use pre_call, post_call, during_call or logging_only"),
             ),
             other => p.error(
                 &path,
