@@ -7,6 +7,7 @@
 //! does not contain the word `guardrails`. Only when one applies is the body parsed, and only
 //! rebuilt when something was masked.
 
+mod external;
 mod stream;
 mod texts;
 mod tools;
@@ -33,23 +34,134 @@ pub(crate) static X_APPLIED_GUARDRAILS: HeaderName =
 pub struct Guardrails {
     list: Vec<Guardrail>,
     any_default_on: bool,
+    /// The services of the external ones, by guardrail name.
+    externals: Vec<(Arc<str>, external::External)>,
 }
 
 impl Guardrails {
-    /// The config's guardrails, or `None` when it has none (the pipeline's flag).
-    pub(crate) fn new(list: &[Guardrail]) -> Option<Arc<Guardrails>> {
-        (!list.is_empty()).then(|| {
-            Arc::new(Guardrails {
-                any_default_on: list.iter().any(|g| g.settings.default_on),
-                list: list.to_vec(),
+    /// The config's guardrails, or `None` when it has none (the pipeline's flag). The error
+    /// names an external guardrail whose service cannot be addressed.
+    pub(crate) fn new(
+        list: &[Guardrail],
+        clients: &sluice_net::ClientRegistry,
+    ) -> Result<Option<Arc<Guardrails>>, String> {
+        if list.is_empty() {
+            return Ok(None);
+        }
+        let mut externals = Vec::new();
+        for g in list {
+            if let Some(s) = &g.settings.external {
+                let e = external::External::build(s, clients)
+                    .map_err(|why| format!("guardrail {}: {why}", g.name))?;
+                externals.push((g.name.clone(), e));
+            }
+        }
+        Ok(Some(Arc::new(Guardrails {
+            any_default_on: list.iter().any(|g| g.settings.default_on),
+            list: list.to_vec(),
+            externals,
+        })))
+    }
+
+    fn external(&self, g: &Guardrail) -> Option<&external::External> {
+        self.externals
+            .iter()
+            .find(|(n, _)| *n == g.name)
+            .map(|(_, e)| e)
+    }
+}
+
+/// Ask `g`'s service about `texts`, replacing them when it intervenes; the run is noted.
+/// `Ok(true)` when texts were replaced.
+async fn run_external(
+    g: &Guardrail,
+    service: &external::External,
+    texts: &mut [&mut String],
+    tools: Option<&Value>,
+    stage: GuardrailStage,
+    record: &mut RequestRecord,
+) -> Result<bool, ApiError> {
+    let (input_type, place) = match stage {
+        GuardrailStage::Request => ("request", "request"),
+        GuardrailStage::Answer => ("response", "answer"),
+    };
+    let started = Instant::now();
+    let asked = service.check(texts, tools, input_type, record).await;
+    let label = |l: &str| vec![(Arc::from(l), 1)];
+    match asked {
+        Ok(external::Verdict::Pass) => {
+            note_run(
+                record,
+                g,
+                stage,
+                started,
+                (GuardrailVerdict::Passed, Vec::new()),
+            );
+            Ok(false)
+        }
+        Ok(external::Verdict::Replace(new)) => {
+            for (t, n) in texts.iter_mut().zip(new) {
+                **t = n;
+            }
+            note_run(
+                record,
+                g,
+                stage,
+                started,
+                (GuardrailVerdict::Masked, label("INTERVENED")),
+            );
+            Ok(true)
+        }
+        Ok(external::Verdict::Block(reason)) => {
+            note_run(
+                record,
+                g,
+                stage,
+                started,
+                (GuardrailVerdict::Blocked, label("BLOCKED")),
+            );
+            Err(ApiError::GuardrailBlocked {
+                guardrail: g.name.to_string(),
+                found: reason,
+                place,
             })
-        })
+        }
+        Err(why) => {
+            tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
+            match service.on_error {
+                sluice_guardrails::OnError::Allow => {
+                    note_run(
+                        record,
+                        g,
+                        stage,
+                        started,
+                        (GuardrailVerdict::Passed, label("UNAVAILABLE")),
+                    );
+                    Ok(false)
+                }
+                sluice_guardrails::OnError::Block => {
+                    note_run(
+                        record,
+                        g,
+                        stage,
+                        started,
+                        (GuardrailVerdict::Blocked, label("UNAVAILABLE")),
+                    );
+                    Err(ApiError::GuardrailUnavailable {
+                        guardrail: g.name.to_string(),
+                        place,
+                        why,
+                    })
+                }
+            }
+        }
     }
 }
 
 /// The guardrails applied to one request, and what its answer needs from them.
 #[derive(Debug)]
 pub(crate) struct Guard<'s> {
+    set: &'s Guardrails,
     selected: Vec<&'s Guardrail>,
     masks: Masks,
     /// The request as content logging keeps it when a `logging_only` guardrail masked it.
@@ -244,7 +356,7 @@ fn run(
 /// Step 4½: apply the guardrails that apply to this request. `Ok(None)` when none does (the
 /// body untouched and unparsed); the body is replaced when something was masked. With
 /// `log_content` (content logging on), `logging_only` guardrails mask a copy for the log.
-pub(crate) fn before<'s>(
+pub(crate) async fn before<'s>(
     set: &'s Guardrails,
     endpoint: Endpoint,
     key: &[Arc<str>],
@@ -278,6 +390,12 @@ pub(crate) fn before<'s>(
     }
     let mut masks = Masks::default();
     let mut masked = false;
+    // External services are shown the request's tools, read before the texts are borrowed.
+    let tools = selected
+        .iter()
+        .any(|g| g.settings.kind.is_external() && g.settings.modes.on_request())
+        .then(|| value.get("tools").cloned())
+        .flatten();
     {
         let mut texts = Vec::new();
         texts::request(endpoint, &mut value, &mut texts);
@@ -310,6 +428,7 @@ pub(crate) fn before<'s>(
             g.settings.modes.on_request()
                 && g.tools.is_none()
                 && g.settings.kind != sluice_guardrails::Kind::PromptSize
+                && !g.settings.kind.is_external()
         }) {
             masked |=
                 run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
@@ -318,6 +437,25 @@ pub(crate) fn before<'s>(
                         applied: names_value(&selected),
                     }
                 })?;
+        }
+        // External services last: they see what sluice's own guardrails left.
+        for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
+            let Some(service) = set.external(g) else {
+                continue;
+            };
+            masked |= run_external(
+                g,
+                service,
+                &mut texts,
+                tools.as_ref(),
+                GuardrailStage::Request,
+                record,
+            )
+            .await
+            .map_err(|error| Refused {
+                error,
+                applied: names_value(&selected),
+            })?;
         }
     }
     for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
@@ -349,6 +487,7 @@ pub(crate) fn before<'s>(
         }
     }
     Ok(Some(Guard {
+        set,
         selected,
         masks,
         logged_request,
@@ -375,6 +514,15 @@ impl Guard<'_> {
         (!list.is_empty()).then_some(list)
     }
 
+    /// The external guardrail that would have to check a streamed answer, if any: a service
+    /// judges whole texts, so such a request may not stream.
+    pub(crate) fn external_on_answer(&self) -> Option<&str> {
+        self.selected
+            .iter()
+            .find(|g| g.settings.modes.post_call && g.settings.kind.is_external())
+            .map(|g| &*g.name)
+    }
+
     /// The request as content logging should keep it, when `logging_only` masked it.
     pub(crate) fn logged_request(&self) -> Option<Bytes> {
         self.logged_request.clone()
@@ -394,14 +542,14 @@ impl Guard<'_> {
     /// The whole answer, checked by the `post_call` guardrails and with placeholders given
     /// back (`output_parse_pii`); an error when one blocks it. Error answers pass unchanged.
     /// Content logging keeps the answer masked by the `logging_only` guardrails.
-    pub(crate) fn after(
+    pub(crate) async fn after(
         &mut self,
         endpoint: Endpoint,
         status: StatusCode,
         bytes: Bytes,
         record: &mut RequestRecord,
     ) -> Result<Bytes, ApiError> {
-        let out = self.check_answer(endpoint, status, bytes, record)?;
+        let out = self.check_answer(endpoint, status, bytes, record).await?;
         if record.content.is_some() && self.masks_logs() {
             if let Ok(mut value) = serde_json::from_slice::<Value>(&out) {
                 let mut texts = Vec::new();
@@ -417,7 +565,7 @@ impl Guard<'_> {
         Ok(out)
     }
 
-    fn check_answer(
+    async fn check_answer(
         &mut self,
         endpoint: Endpoint,
         status: StatusCode,
@@ -436,11 +584,9 @@ impl Guard<'_> {
             texts::answer(endpoint, &mut value, &mut texts);
             // Masks of the answer are its own: they are never given back.
             let mut answer_masks = Masks::default();
-            for g in self
-                .selected
-                .iter()
-                .filter(|g| g.settings.modes.post_call && g.tools.is_none())
-            {
+            for g in self.selected.iter().filter(|g| {
+                g.settings.modes.post_call && g.tools.is_none() && !g.settings.kind.is_external()
+            }) {
                 changed |= run(
                     g,
                     &mut texts,
@@ -449,6 +595,14 @@ impl Guard<'_> {
                     record,
                 )
                 .map_err(|v| blocked(v, "answer"))?;
+            }
+            for g in self.selected.iter().filter(|g| g.settings.modes.post_call) {
+                let Some(service) = self.set.external(g) else {
+                    continue;
+                };
+                changed |=
+                    run_external(g, service, &mut texts, None, GuardrailStage::Answer, record)
+                        .await?;
             }
             if self.selected.iter().any(|g| g.settings.output_parse_pii) {
                 for t in texts.iter_mut() {

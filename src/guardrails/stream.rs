@@ -385,6 +385,7 @@ mod tests {
             threshold: 0.8,
             tools: Default::default(),
             size: Default::default(),
+            external: None,
         })
         .unwrap()
     }
@@ -414,6 +415,7 @@ mod tests {
                 ..ToolSettings::default()
             },
             size: Default::default(),
+            external: None,
         })
         .unwrap()
     }

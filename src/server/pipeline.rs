@@ -279,6 +279,7 @@ where
             let carried = caller.guardrails(state.gate().directory());
             let log_content = state.recorder().callbacks().content();
             match crate::guardrails::before(set, endpoint, &carried, &mut body, record, log_content)
+                .await
             {
                 Ok(g) => g,
                 Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
@@ -309,6 +310,17 @@ where
                 param: "messages",
                 message: format!(
                     "{n} messages; the limit is {limit} (general_settings.max_messages)"
+                ),
+            });
+        }
+    }
+    if let Some(name) = guarded.as_ref().and_then(|g| g.external_on_answer()) {
+        if envelope.stream {
+            return Err(ApiError::InvalidParam {
+                param: "stream",
+                message: format!(
+                    "guardrail '{name}' checks whole answers through its service; \
+                     send this request with stream: false"
                 ),
             });
         }
@@ -494,7 +506,7 @@ where
                         h
                     });
                     let checked = match guarded.as_mut() {
-                        Some(g) => g.after(endpoint, parts.status, bytes, record),
+                        Some(g) => g.after(endpoint, parts.status, bytes, record).await,
                         None => Ok(bytes),
                     };
                     let mut resp = match checked {

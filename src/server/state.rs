@@ -76,6 +76,9 @@ pub enum SnapshotError {
     /// The response cache's store cannot be set up.
     #[error("{0}")]
     Cache(String),
+    /// An external guardrail's service cannot be addressed.
+    #[error("{0}")]
+    Guardrail(String),
 }
 
 impl Snapshot {
@@ -139,7 +142,8 @@ impl Snapshot {
             console: crate::console::Settings::of(&config.general),
             client_side: super::client_side::ClientSideSettings::of(config),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
-            guardrails: crate::guardrails::Guardrails::new(&config.guardrails),
+            guardrails: crate::guardrails::Guardrails::new(&config.guardrails, clients)
+                .map_err(SnapshotError::Guardrail)?,
             cache: match config.litellm.cache.clone() {
                 Some(s) => Some(
                     crate::cache::ResponseCache::start(s, config.general.master_key.as_ref())

@@ -612,3 +612,154 @@ guardrails:
     );
     assert!(logged.contains("<EMAIL_ADDRESS_1>"), "{logged}");
 }
+
+/// A Generic Guardrail API service (LiteLLM's contract) on loopback: `forbidden` in a text is
+/// BLOCKED, `secret-project` is replaced (GUARDRAIL_INTERVENED), anything else passes. It
+/// keeps every body it was sent and the Authorization header.
+async fn guardrail_service() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
+) {
+    use http_body_util::BodyExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let handler = move |req: http::Request<hyper::body::Incoming>| {
+        let s = s.clone();
+        async move {
+            assert_eq!(req.uri().path(), "/beta/litellm_basic_guardrail_api");
+            let auth = req
+                .headers()
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let texts: Vec<String> = v["texts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_owned())
+                .collect();
+            s.lock().unwrap().push((auth, v));
+            let answer = if texts.iter().any(|t| t.contains("forbidden")) {
+                serde_json::json!({"action": "BLOCKED", "blocked_reason": "forbidden topic"})
+            } else if texts.iter().any(|t| t.contains("secret-project")) {
+                let texts: Vec<String> = texts
+                    .iter()
+                    .map(|t| t.replace("secret-project", "[redacted]"))
+                    .collect();
+                serde_json::json!({"action": "GUARDRAIL_INTERVENED", "texts": texts})
+            } else {
+                serde_json::json!({"action": "NONE"})
+            };
+            http::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+                answer.to_string(),
+            )))
+        }
+    };
+    tokio::spawn(sluice_net::server::serve_with(
+        listener,
+        handler,
+        std::future::pending::<()>(),
+        std::time::Duration::ZERO,
+    ));
+    (format!("http://{addr}"), seen)
+}
+
+/// `generic_guardrail_api`: the request's texts, tools, caller and the configured params go
+/// to the service before the upstream, the answer's texts after; BLOCKED refuses (the
+/// upstream never called), GUARDRAIL_INTERVENED replaces what the upstream sees, a stream is
+/// refused up front, and a service that cannot be reached follows `on_error`.
+#[tokio::test]
+async fn generic_guardrail_api_checks_requests_and_answers_through_the_service() {
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let (service, seen) = guardrail_service().await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{up}", api_key: sk-up}}
+general_settings:
+  master_key: sk-master
+guardrails:
+  - guardrail_name: svc
+    litellm_params:
+      guardrail: generic_guardrail_api
+      mode: [pre_call, post_call]
+      api_base: {service}
+      api_key: sk-guard
+      additional_provider_specific_params: {{threshold: 0.8}}
+  - guardrail_name: down-strict
+    litellm_params: {{guardrail: generic_guardrail_api, mode: pre_call, api_base: "http://127.0.0.1:9", timeout: 1}}
+  - guardrail_name: down-lenient
+    litellm_params: {{guardrail: generic_guardrail_api, mode: pre_call, api_base: "http://127.0.0.1:9", timeout: 1, on_error: allow}}
+"#,
+        up = up.base()
+    );
+    let gw = gateway(&yaml).await;
+    let body = |text: &str, names: &[&str], extra: &str| {
+        format!(
+            r#"{{"model":"gpt","guardrails":{},"tools":[{{"type":"function","function":{{"name":"get_weather"}}}}],"messages":[{{"role":"user","content":"{text}"}}]{extra}}}"#,
+            serde_json::json!(names)
+        )
+    };
+
+    let a = chat(&gw, &body("hello there", &["svc"], "")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    {
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "the request, then the answer");
+        let (auth, req) = &seen[0];
+        assert_eq!(auth.as_deref(), Some("Bearer sk-guard"));
+        assert_eq!(req["input_type"], "request");
+        assert_eq!(req["texts"], serde_json::json!(["hello there"]));
+        assert_eq!(req["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(req["additional_provider_specific_params"]["threshold"], 0.8);
+        assert_eq!(
+            req["litellm_call_id"].as_str(),
+            a.header("x-request-id"),
+            "the call id is the request id"
+        );
+        assert_eq!(seen[1].1["input_type"], "response");
+        assert!(seen[1].1["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("I will write to"));
+    }
+    assert_eq!(up.requests().len(), 1);
+
+    let a = chat(&gw, &body("a forbidden question", &["svc"], "")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "guardrail_blocked");
+    assert!(a.text().contains("forbidden topic"), "{}", a.text());
+    assert_eq!(up.requests().len(), 1, "the upstream was not called");
+
+    let a = chat(&gw, &body("tell me about secret-project", &["svc"], "")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let sent = upstream_text(&up, 1);
+    assert!(
+        sent.contains("tell me about [redacted]") && !sent.contains("secret-project"),
+        "{sent}"
+    );
+
+    let a = chat(&gw, &body("hello", &["svc"], r#","stream":true"#)).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["param"], "stream");
+
+    let a = chat(&gw, &body("hello", &["down-strict"], "")).await;
+    assert_eq!(a.status, 503, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "guardrail_unavailable");
+    assert!(
+        !a.text().contains("127.0.0.1"),
+        "no address in the error: {}",
+        a.text()
+    );
+    let a = chat(&gw, &body("hello", &["down-lenient"], "")).await;
+    assert_eq!(
+        a.status,
+        200,
+        "on_error: allow lets it through: {}",
+        a.text()
+    );
+}

@@ -151,6 +151,7 @@ guardrails"
             Kind::PromptInjection => "prompt_injection",
             Kind::ToolPermission => "tool_permission",
             Kind::PromptSize => "prompt_size",
+            Kind::GenericApi => "generic_guardrail_api",
         };
         let modes: Vec<&str> = [
             (s.modes.pre_call, "pre_call"),
@@ -180,6 +181,17 @@ guardrails"
         }
         if s.kind == Kind::PromptInjection {
             what.push(format!("block at score {}", s.threshold));
+        }
+        if let Some(e) = &s.external {
+            what.push(format!(
+                "asks {} within {:?}, on error {}",
+                e.api_base,
+                e.timeout,
+                match e.on_error {
+                    sluice_guardrails::OnError::Block => "block",
+                    sluice_guardrails::OnError::Allow => "allow",
+                }
+            ));
         }
         if let Some(c) = s.size.max_characters {
             what.push(format!("block over {c} characters"));

@@ -513,6 +513,9 @@ pub(super) struct RawGuardrailParams {
     pub violation_message_template: Option<Scalar>,
     pub max_characters: Option<Scalar>,
     pub max_tokens: Option<Scalar>,
+    pub additional_provider_specific_params: Option<Value>,
+    pub on_error: Option<Scalar>,
+    pub timeout: Option<Scalar>,
 }
 
 /// `tool_permission`'s `rules[j]`.
@@ -546,6 +549,9 @@ pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
     "violation_message_template",
     "max_characters",
     "max_tokens",
+    "additional_provider_specific_params",
+    "on_error",
+    "timeout",
 ];
 
 /// `litellm_content_filter`'s `patterns[j]`.

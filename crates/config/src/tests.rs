@@ -753,13 +753,17 @@ guardrails:
     litellm_params: {{guardrail: tool_permission, mode: pre_call}}
   - guardrail_name: size
     litellm_params: {{guardrail: prompt_size, mode: pre_call, max_tokens: lots}}
+  - guardrail_name: api
+    litellm_params: {{guardrail: generic_guardrail_api, mode: pre_call}}
+  - guardrail_name: api2
+    litellm_params: {{guardrail: generic_guardrail_api, mode: pre_call, api_base: 'ftp://x', on_error: ignore}}
 "#
     );
     let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
     let expect = [
         r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
-        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
-        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size"#,
+        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api"#,
+        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api"#,
         r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
         "guardrails[5].litellm_params.default_on: expected true or false",
         "guardrails[5].litellm_params.pii_entities_config.PERSON: PERSON needs a language model (Presidio's server), which sluice does not call yet",
@@ -780,6 +784,8 @@ guardrails:
         "guardrails[10].litellm_params.rules: a tool_permission guardrail needs rules",
         "guardrails[11].litellm_params.max_tokens: expected a whole number",
         "guardrails[11].litellm_params: a prompt_size guardrail needs max_characters or max_tokens",
+        "guardrails[12].litellm_params.api_base: required: the guardrail service's URL",
+        r#"guardrails[13].litellm_params.api_base: expected an http:// or https:// URL, got "ftp://x""#,
     ];
     for e in expect {
         assert!(

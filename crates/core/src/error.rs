@@ -244,6 +244,17 @@ pub enum ApiError {
         /// `request` or `answer`.
         place: &'static str,
     },
+    /// An external guardrail's service could not be asked (down, too slow, an answer it does
+    /// not understand) and the guardrail's `on_error` is `block`. The reason names no address.
+    #[error("Guardrail '{guardrail}' could not check the {place}: {why}")]
+    GuardrailUnavailable {
+        /// `guardrail_name`.
+        guardrail: String,
+        /// `request` or `answer`.
+        place: &'static str,
+        /// What went wrong.
+        why: String,
+    },
     /// A request named a guardrail the config does not define.
     #[error("Unknown guardrail '{0}': no guardrail of that name is configured.")]
     UnknownGuardrail(String),
@@ -281,7 +292,9 @@ impl ApiError {
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Self::StoreUnavailable | Self::CacheUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable
+            | Self::CacheUnavailable(_)
+            | Self::GuardrailUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::ModelNotFound(_) | Self::RouteNotFound { .. } | Self::NotFound { .. } => {
                 StatusCode::NOT_FOUND
@@ -339,7 +352,9 @@ impl ApiError {
             Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
-            Self::StoreUnavailable | Self::CacheUnavailable(_) => "service_unavailable_error",
+            Self::StoreUnavailable
+            | Self::CacheUnavailable(_)
+            | Self::GuardrailUnavailable { .. } => "service_unavailable_error",
             Self::ProviderNotSupported { .. }
             | Self::EndpointNotSupported { .. }
             | Self::PassThroughUnavailable { .. } => "not_implemented_error",
@@ -397,6 +412,7 @@ impl ApiError {
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
             Self::GuardrailBlocked { .. } | Self::ToolNotAllowed { .. } => "guardrail_blocked",
+            Self::GuardrailUnavailable { .. } => "guardrail_unavailable",
             Self::UnknownGuardrail(_) => "unknown_guardrail",
         }
     }
@@ -415,6 +431,7 @@ impl ApiError {
             Self::InvalidJson(_)
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }
+            | Self::GuardrailUnavailable { .. }
             | Self::Unauthorized(_)
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)

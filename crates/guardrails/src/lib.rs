@@ -23,5 +23,8 @@ pub mod tools;
 pub use detect::{Action, BuildError, Detector, Finding};
 pub use entity::Entity;
 pub use mask::Masks;
-pub use policy::{Guardrail, Kind, Modes, Settings, SizeLimits, SpecSettings, Tally, Violation};
+pub use policy::{
+    ExternalSettings, Guardrail, Kind, Modes, OnError, Settings, SizeLimits, SpecSettings, Tally,
+    Violation,
+};
 pub use tools::{Decision, Denial, OnDisallowed, ToolPolicy, ToolSettings};

@@ -23,6 +23,17 @@ pub enum Kind {
     /// `prompt_size` (sluice's name): a request's text over `max_characters` or (estimated)
     /// `max_tokens` is refused before the upstream is called.
     PromptSize,
+    /// `generic_guardrail_api`: LiteLLM's Generic Guardrail API, a service of the operator's
+    /// asked over HTTP (`POST {api_base}/beta/litellm_basic_guardrail_api`).
+    GenericApi,
+}
+
+impl Kind {
+    /// Whether checking calls a service (the pipeline awaits it; sluice's own kinds are
+    /// functions of the text).
+    pub fn is_external(self) -> bool {
+        matches!(self, Kind::GenericApi)
+    }
 }
 
 impl Kind {
@@ -34,6 +45,7 @@ impl Kind {
         ("prompt_injection", Kind::PromptInjection),
         ("tool_permission", Kind::ToolPermission),
         ("prompt_size", Kind::PromptSize),
+        ("generic_guardrail_api", Kind::GenericApi),
     ];
 
     /// The kind a config names, if built in.
@@ -88,6 +100,33 @@ pub struct Settings {
     pub tools: crate::tools::ToolSettings,
     /// `prompt_size`'s limits (`None`/`None` for other kinds).
     pub size: SizeLimits,
+    /// The service an external kind asks (`None` for sluice's own kinds).
+    pub external: Option<ExternalSettings>,
+}
+
+/// What an external guardrail does when its service cannot answer (`on_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Refuse the request (503 `guardrail_unavailable`): fail closed, the default.
+    #[default]
+    Block,
+    /// Let it through unchecked (recorded as such).
+    Allow,
+}
+
+/// An external guardrail's service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExternalSettings {
+    /// `api_base`: the service's base URL.
+    pub api_base: String,
+    /// `api_key`: sent as `Authorization: Bearer`.
+    pub api_key: Option<sluice_core::Secret>,
+    /// `additional_provider_specific_params`, as JSON text (an object).
+    pub params: String,
+    /// `timeout`: longest a check may take.
+    pub timeout: std::time::Duration,
+    /// `on_error`.
+    pub on_error: OnError,
 }
 
 /// `prompt_size`: the most characters, and the most tokens (estimated), a request's text may
@@ -283,6 +322,7 @@ mod tests {
             threshold: 0.8,
             tools: crate::tools::ToolSettings::default(),
             size: SizeLimits::default(),
+            external: None,
         })
         .unwrap()
     }

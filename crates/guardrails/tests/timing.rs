@@ -28,6 +28,7 @@ fn guardrail(kind: Kind, entities: Vec<(Entity, Action)>) -> Guardrail {
         threshold: 0.8,
         tools: sluice_guardrails::ToolSettings::default(),
         size: sluice_guardrails::SizeLimits::default(),
+        external: None,
     })
     .unwrap()
 }

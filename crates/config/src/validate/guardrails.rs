@@ -31,7 +31,6 @@ const NOT_YET: &[&str] = &[
     "openai_moderation",
     "azure/prompt_shield",
     "azure/text_moderations",
-    "generic_guardrail_api",
     "model_armor",
     "noma",
     "pillar",
@@ -187,14 +186,38 @@ fn settings(
         p,
     )
     .unwrap_or(false);
-    for (key, v) in [("api_key", &params.api_key), ("api_base", &params.api_base)] {
-        if v.is_some() {
-            p.warn(
-                format!("{at}.{key}"),
-                "a built-in guardrail calls no service; ignored",
-            );
+    let external = if kind.is_external() {
+        external(
+            at,
+            ExternalKeys {
+                api_base: &params.api_base,
+                api_key: &params.api_key,
+                params: &params.additional_provider_specific_params,
+                on_error: &params.on_error,
+                timeout: &params.timeout,
+            },
+            p,
+        )
+    } else {
+        for (key, set) in [
+            ("api_key", params.api_key.is_some()),
+            ("api_base", params.api_base.is_some()),
+            (
+                "additional_provider_specific_params",
+                params.additional_provider_specific_params.is_some(),
+            ),
+            ("on_error", params.on_error.is_some()),
+            ("timeout", params.timeout.is_some()),
+        ] {
+            if set {
+                p.warn(
+                    format!("{at}.{key}"),
+                    "a built-in guardrail calls no service; ignored",
+                );
+            }
         }
-    }
+        None
+    };
     let tools = if kind == Kind::ToolPermission {
         tools(
             at,
@@ -252,7 +275,7 @@ fn settings(
     if modes.logging_only
         && matches!(
             kind,
-            Kind::PromptInjection | Kind::ToolPermission | Kind::PromptSize
+            Kind::PromptInjection | Kind::ToolPermission | Kind::PromptSize | Kind::GenericApi
         )
     {
         p.error(
@@ -316,6 +339,82 @@ fn settings(
         threshold,
         tools,
         size,
+        external,
+    })
+}
+
+/// Longest an external guardrail's check may take unless `timeout` says otherwise.
+const DEFAULT_EXTERNAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// An external kind's keys of a guardrail's `litellm_params`.
+struct ExternalKeys<'a> {
+    api_base: &'a Option<Scalar>,
+    api_key: &'a Option<Scalar>,
+    params: &'a Option<serde_yaml_ng::Value>,
+    on_error: &'a Option<Scalar>,
+    timeout: &'a Option<Scalar>,
+}
+
+/// An external kind's service: `api_base` (required), `api_key`, `timeout`, `on_error`,
+/// `additional_provider_specific_params`.
+fn external(
+    at: &str,
+    params: ExternalKeys<'_>,
+    p: &mut Problems,
+) -> Option<sluice_guardrails::ExternalSettings> {
+    let base = text(params.api_base.clone()).map(|b| b.trim().trim_end_matches('/').to_owned());
+    let api_base = match base {
+        Some(b) if b.starts_with("http://") || b.starts_with("https://") => b,
+        Some(b) => {
+            p.error(
+                format!("{at}.api_base"),
+                format!("expected an http:// or https:// URL, got {b:?}"),
+            );
+            return None;
+        }
+        None => {
+            p.error(
+                format!("{at}.api_base"),
+                "required: the guardrail service's URL",
+            );
+            return None;
+        }
+    };
+    let on_error = match text(params.on_error.clone())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("block") => sluice_guardrails::OnError::Block,
+        Some("allow") => sluice_guardrails::OnError::Allow,
+        Some(other) => {
+            p.error(
+                format!("{at}.on_error"),
+                format!("expected allow or block, got \"{other}\""),
+            );
+            sluice_guardrails::OnError::Block
+        }
+    };
+    let timeout =
+        sluice_core::settings::read::seconds(&format!("{at}.timeout"), params.timeout.clone(), p)
+            .filter(|t| !t.is_zero())
+            .unwrap_or(DEFAULT_EXTERNAL_TIMEOUT);
+    let params_json = match params.params {
+        None => "{}".to_owned(),
+        Some(v) if v.is_mapping() => serde_json::to_string(v).unwrap_or_else(|_| "{}".into()),
+        Some(_) => {
+            p.error(
+                format!("{at}.additional_provider_specific_params"),
+                "expected a mapping of parameter names to values",
+            );
+            "{}".to_owned()
+        }
+    };
+    Some(sluice_guardrails::ExternalSettings {
+        api_base,
+        api_key: text(params.api_key.clone()).map(sluice_core::Secret::new),
+        params: params_json,
+        timeout,
+        on_error,
     })
 }
 
