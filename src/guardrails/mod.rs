@@ -128,32 +128,21 @@ async fn run_external(
         }
         Err(why) => {
             tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
-            match service.on_error {
-                sluice_guardrails::OnError::Allow => {
-                    note_run(
-                        record,
-                        g,
-                        stage,
-                        started,
-                        (GuardrailVerdict::Passed, label("UNAVAILABLE")),
-                    );
-                    Ok(false)
-                }
-                sluice_guardrails::OnError::Block => {
-                    note_run(
-                        record,
-                        g,
-                        stage,
-                        started,
-                        (GuardrailVerdict::Blocked, label("UNAVAILABLE")),
-                    );
-                    Err(ApiError::GuardrailUnavailable {
-                        guardrail: g.name.to_string(),
-                        place,
-                        why,
-                    })
-                }
+            let allow = service.on_error == sluice_guardrails::OnError::Allow;
+            let verdict = if allow {
+                GuardrailVerdict::Passed
+            } else {
+                GuardrailVerdict::Blocked
+            };
+            note_run(record, g, stage, started, (verdict, label("UNAVAILABLE")));
+            if allow {
+                return Ok(false);
             }
+            Err(ApiError::GuardrailUnavailable {
+                guardrail: g.name.to_string(),
+                place,
+                why,
+            })
         }
     }
 }

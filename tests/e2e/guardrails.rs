@@ -535,11 +535,9 @@ async fn record_receiver() -> (
     std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
 ) {
     use http_body_util::BodyExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let k = kept.clone();
-    let handler = move |req: http::Request<hyper::body::Incoming>| {
+    let base = serve_loopback(move |req: http::Request<hyper::body::Incoming>| {
         let k = k.clone();
         async move {
             let body = req.into_body().collect().await.unwrap().to_bytes();
@@ -547,14 +545,9 @@ async fn record_receiver() -> (
             k.lock().unwrap().extend(batch);
             http::Response::new(http_body_util::Full::new(bytes::Bytes::new()))
         }
-    };
-    tokio::spawn(sluice_net::server::serve_with(
-        listener,
-        handler,
-        std::future::pending::<()>(),
-        std::time::Duration::ZERO,
-    ));
-    (format!("http://{addr}/hook"), kept)
+    })
+    .await;
+    (format!("{base}/hook"), kept)
 }
 
 /// `logging_only`: the upstream gets the prompt and the client the answer as they are, while
@@ -621,8 +614,6 @@ async fn guardrail_service() -> (
     std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
 ) {
     use http_body_util::BodyExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let s = seen.clone();
     let handler = move |req: http::Request<hyper::body::Incoming>| {
@@ -658,13 +649,7 @@ async fn guardrail_service() -> (
             )))
         }
     };
-    tokio::spawn(sluice_net::server::serve_with(
-        listener,
-        handler,
-        std::future::pending::<()>(),
-        std::time::Duration::ZERO,
-    ));
-    (format!("http://{addr}"), seen)
+    (serve_loopback(handler).await, seen)
 }
 
 /// `generic_guardrail_api`: the request's texts, tools, caller and the configured params go

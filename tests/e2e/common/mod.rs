@@ -375,6 +375,24 @@ pub async fn send(
 
 pub const MASTER: (&str, &str) = ("authorization", "Bearer sk-master");
 
+/// Serve `handler` on a loopback port for the rest of the test (a receiver or a service a
+/// gateway calls); its `http://host:port`.
+pub async fn serve_loopback<H, F>(handler: H) -> String
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(sluice_net::server::serve_with(
+        listener,
+        handler,
+        std::future::pending::<()>(),
+        Duration::ZERO,
+    ));
+    format!("http://{addr}")
+}
+
 /// A virtual key made by the master key `sk-master` with `/key/generate` and `spec`.
 pub async fn new_key(gw: &Gateway, spec: serde_json::Value) -> String {
     let a = send(
