@@ -91,6 +91,19 @@ impl External {
         input_type: &str,
         record: &RequestRecord,
     ) -> Result<Verdict, String> {
+        let body = self.question(texts, tools, input_type, record)?;
+        self.ask(body, texts.len()).await
+    }
+
+    /// The body of a question about `texts` (built now, so it can be sent later while the
+    /// request goes on: `during_call`).
+    pub(crate) fn question(
+        &self,
+        texts: &[&mut String],
+        tools: Option<&Value>,
+        input_type: &str,
+        record: &RequestRecord,
+    ) -> Result<Bytes, String> {
         let key = record.key.as_deref();
         let body = serde_json::json!({
             "texts": texts.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
@@ -106,12 +119,18 @@ impl External {
             "litellm_call_id": record.request_id.to_str().unwrap_or_default(),
             "additional_provider_specific_params": &self.params,
         });
-        let body = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+        serde_json::to_vec(&body)
+            .map(Bytes::from)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Send a question about `sent` texts and read the verdict, within the timeout.
+    pub(crate) async fn ask(&self, body: Bytes, sent: usize) -> Result<Verdict, String> {
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(self.uri.clone())
             .header(CONTENT_TYPE, "application/json")
-            .body(SegmentsBody::new(vec![Bytes::from(body)]))
+            .body(SegmentsBody::new(vec![body]))
             .map_err(|e| e.to_string())?;
         if let Some(a) = &self.auth {
             req.headers_mut().insert(AUTHORIZATION, a.clone());
@@ -141,11 +160,10 @@ impl External {
                     })))
                 }
                 "GUARDRAIL_INTERVENED" => match reply.texts {
-                    Some(t) if t.len() == texts.len() => Ok(Verdict::Replace(t)),
+                    Some(t) if t.len() == sent => Ok(Verdict::Replace(t)),
                     Some(t) => Err(format!(
-                        "the service gave back {} texts for {} sent",
-                        t.len(),
-                        texts.len()
+                        "the service gave back {} texts for {sent} sent",
+                        t.len()
                     )),
                     None => Ok(Verdict::Pass),
                 },

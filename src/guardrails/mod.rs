@@ -155,6 +155,109 @@ pub(crate) struct Guard<'s> {
     masks: Masks,
     /// The request as content logging keeps it when a `logging_only` guardrail masked it.
     logged_request: Option<Bytes>,
+    /// External `during_call` checks, asked while the upstream is called.
+    during: Vec<DuringCheck<'s>>,
+    /// A `during_call` refusal that came after the upstream had answered: the answer is
+    /// replaced by it (and, whole, still charged).
+    refusal: Option<ApiError>,
+}
+
+/// One external `during_call` check: the guardrail, its service, the question (built when the
+/// request was read) and how many texts it carries.
+#[derive(Debug)]
+struct DuringCheck<'s> {
+    guardrail: &'s Guardrail,
+    service: &'s external::External,
+    question: Bytes,
+    texts: usize,
+}
+
+/// The `during_call` checks of a request, run beside its upstream call
+/// (`server::pipeline`): the call is dropped, and so cancelled, as soon as one blocks, and no
+/// answer is released before all have passed.
+#[derive(Debug)]
+pub(crate) struct During<'s>(Vec<DuringCheck<'s>>);
+
+/// What the `during_call` checks decided: their runs, and the refusal if one blocked.
+#[derive(Debug)]
+pub(crate) struct DuringVerdict {
+    runs: Vec<GuardrailRun>,
+    refusal: Option<ApiError>,
+}
+
+impl During<'_> {
+    /// Ask every service, in config order, stopping at the first refusal. A service's
+    /// replacement texts come too late to use (the request has gone): they count as a pass.
+    pub(crate) async fn run(self) -> DuringVerdict {
+        let mut out = DuringVerdict {
+            runs: Vec::with_capacity(self.0.len()),
+            refusal: None,
+        };
+        for c in self.0 {
+            let started = Instant::now();
+            let asked = c.service.ask(c.question, c.texts).await;
+            let g = c.guardrail;
+            let label = |l: &str| vec![(Arc::from(l), 1)];
+            let (verdict, found, refusal) = match asked {
+                Ok(external::Verdict::Pass) => (GuardrailVerdict::Passed, Vec::new(), None),
+                Ok(external::Verdict::Replace(_)) => {
+                    (GuardrailVerdict::Passed, label("INTERVENED_TOO_LATE"), None)
+                }
+                Ok(external::Verdict::Block(reason)) => (
+                    GuardrailVerdict::Blocked,
+                    label("BLOCKED"),
+                    Some(ApiError::GuardrailBlocked {
+                        guardrail: g.name.to_string(),
+                        found: reason,
+                        place: "request",
+                    }),
+                ),
+                Err(why) => {
+                    tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
+                    match c.service.on_error {
+                        sluice_guardrails::OnError::Allow => {
+                            (GuardrailVerdict::Passed, label("UNAVAILABLE"), None)
+                        }
+                        sluice_guardrails::OnError::Block => (
+                            GuardrailVerdict::Blocked,
+                            label("UNAVAILABLE"),
+                            Some(ApiError::GuardrailUnavailable {
+                                guardrail: g.name.to_string(),
+                                place: "request",
+                                why,
+                            }),
+                        ),
+                    }
+                }
+            };
+            out.runs.push(GuardrailRun {
+                name: g.name.clone(),
+                stage: GuardrailStage::Request,
+                verdict,
+                duration: started.elapsed(),
+                found,
+            });
+            if refusal.is_some() {
+                out.refusal = refusal;
+                break;
+            }
+        }
+        out
+    }
+}
+
+impl DuringVerdict {
+    /// The refusal, if a check blocked the request (taken once).
+    pub(crate) fn take_refusal(&mut self) -> Option<ApiError> {
+        self.refusal.take()
+    }
+
+    /// Note the runs on the request's record.
+    pub(crate) fn note(self, record: &mut RequestRecord) {
+        for r in self.runs {
+            note(record, r);
+        }
+    }
 }
 
 /// `texts` with every `logging_only` guardrail's findings masked, or `None` when none found
@@ -379,6 +482,7 @@ pub(crate) async fn before<'s>(
     }
     let mut masks = Masks::default();
     let mut masked = false;
+    let mut during = Vec::new();
     // External services are shown the request's tools, read before the texts are borrowed.
     let tools = selected
         .iter()
@@ -427,11 +531,28 @@ pub(crate) async fn before<'s>(
                     }
                 })?;
         }
-        // External services last: they see what sluice's own guardrails left.
+        // External services last: they see what sluice's own guardrails left. A
+        // `during_call`-only one is asked beside the upstream call: its question is built now.
         for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
             let Some(service) = set.external(g) else {
                 continue;
             };
+            if !g.settings.modes.pre_call {
+                let question = service
+                    .question(&texts, tools.as_ref(), "request", record)
+                    .map_err(|why| ApiError::GuardrailUnavailable {
+                        guardrail: g.name.to_string(),
+                        place: "request",
+                        why,
+                    })?;
+                during.push(DuringCheck {
+                    guardrail: g,
+                    service,
+                    question,
+                    texts: texts.len(),
+                });
+                continue;
+            }
             masked |= run_external(
                 g,
                 service,
@@ -480,10 +601,12 @@ pub(crate) async fn before<'s>(
         selected,
         masks,
         logged_request,
+        during,
+        refusal: None,
     }))
 }
 
-impl Guard<'_> {
+impl<'s> Guard<'s> {
     /// Whether the answer must pass through this guard (so it cannot be served from the cache
     /// or stored in it unchecked).
     pub(crate) fn checks_answer(&self) -> bool {
@@ -501,6 +624,22 @@ impl Guard<'_> {
             .map(|g| (*g).clone())
             .collect();
         (!list.is_empty()).then_some(list)
+    }
+
+    /// Refuse the answer with `e` (a `during_call` check that blocked after the upstream had
+    /// answered).
+    pub(crate) fn refuse(&mut self, e: ApiError) {
+        self.refusal = Some(e);
+    }
+
+    /// The refusal of the answer, if a `during_call` check blocked it (taken once).
+    pub(crate) fn take_refusal(&mut self) -> Option<ApiError> {
+        self.refusal.take()
+    }
+
+    /// The `during_call` checks to run beside the upstream call, if any (taken once).
+    pub(crate) fn take_during(&mut self) -> Option<During<'s>> {
+        (!self.during.is_empty()).then(|| During(std::mem::take(&mut self.during)))
     }
 
     /// The external guardrail that would have to check a streamed answer, if any: a service
@@ -538,6 +677,9 @@ impl Guard<'_> {
         bytes: Bytes,
         record: &mut RequestRecord,
     ) -> Result<Bytes, ApiError> {
+        if let Some(e) = self.take_refusal() {
+            return Err(e);
+        }
         let out = self.check_answer(endpoint, status, bytes, record).await?;
         if record.content.is_some() && self.masks_logs() {
             if let Ok(mut value) = serde_json::from_slice::<Value>(&out) {

@@ -405,7 +405,7 @@ where
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
     let trace = record.trace.as_ref();
-    let mut outcome = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
+    let dispatched = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
         let call = Call {
             endpoint,
             client_headers: &parts.headers,
@@ -432,8 +432,35 @@ where
                 }),
             }
         }
-    })
-    .await;
+    });
+    // External `during_call` guardrails are asked beside the call: a refusal drops (cancels)
+    // the call, and no answer goes out before every check has passed.
+    let mut outcome = match guarded.as_mut().and_then(|g| g.take_during()) {
+        None => dispatched.await,
+        Some(during) => {
+            let mut dispatched = Box::pin(dispatched);
+            let check = during.run();
+            tokio::pin!(check);
+            let (outcome, mut verdict) = tokio::select! {
+                mut verdict = &mut check => {
+                    if let Some(e) = verdict.take_refusal() {
+                        drop(dispatched);
+                        verdict.note(record);
+                        return Err(e);
+                    }
+                    ((&mut dispatched).await, verdict)
+                }
+                outcome = &mut dispatched => (outcome, check.await),
+            };
+            drop(dispatched);
+            // The upstream answered first: a refusal replaces the answer (step 8).
+            if let (Some(e), Some(g)) = (verdict.take_refusal(), guarded.as_mut()) {
+                g.refuse(e);
+            }
+            verdict.note(record);
+            outcome
+        }
+    };
     let arrived = Instant::now();
     let attempts = AttemptCounts::of(&outcome);
     record.retries = outcome.retries;
@@ -529,6 +556,13 @@ where
                     resp
                 }
                 Answer::Stream { parts, first, rest } => {
+                    if let Some(e) = guarded.as_mut().and_then(|g| g.take_refusal()) {
+                        // A during_call check blocked: the stream is dropped unsent.
+                        drop((first, rest));
+                        record.status = e.status().as_u16();
+                        record.error = Some(e.code());
+                        return Ok(error_response(&e, endpoint.dialect()));
+                    }
                     let mut spend = HeaderMap::new();
                     spend_headers(&charges, key.as_deref(), &mut spend);
                     record.ttfb = Some(arrived - record.start);

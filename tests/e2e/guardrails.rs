@@ -607,8 +607,9 @@ guardrails:
 }
 
 /// A Generic Guardrail API service (LiteLLM's contract) on loopback: `forbidden` in a text is
-/// BLOCKED, `secret-project` is replaced (GUARDRAIL_INTERVENED), anything else passes. It
-/// keeps every body it was sent and the Authorization header.
+/// BLOCKED, `secret-project` is replaced (GUARDRAIL_INTERVENED), anything else passes; with
+/// `slowly` in a text it answers 400 ms late. It keeps every body it was sent and the
+/// Authorization header.
 async fn guardrail_service() -> (
     String,
     std::sync::Arc<std::sync::Mutex<Vec<(Option<String>, serde_json::Value)>>>,
@@ -633,6 +634,9 @@ async fn guardrail_service() -> (
                 .map(|t| t.as_str().unwrap().to_owned())
                 .collect();
             s.lock().unwrap().push((auth, v));
+            if texts.iter().any(|t| t.contains("slowly")) {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            }
             let answer = if texts.iter().any(|t| t.contains("forbidden")) {
                 serde_json::json!({"action": "BLOCKED", "blocked_reason": "forbidden topic"})
             } else if texts.iter().any(|t| t.contains("secret-project")) {
@@ -747,4 +751,72 @@ guardrails:
         "on_error: allow lets it through: {}",
         a.text()
     );
+}
+
+/// `during_call` with an external service: the check runs beside the upstream call. A refusal
+/// that arrives while the upstream is still working drops the call (the mock counts it
+/// cancelled) and answers at once; one that arrives after the upstream answered replaces the
+/// answer; a pass lets the answer out only once the check is done.
+#[tokio::test]
+async fn during_call_runs_beside_the_upstream_and_cancels_it_on_a_refusal() {
+    let slow = mock_server(sluice_mock::MockSettings {
+        latency: std::time::Duration::from_millis(1500),
+        ..sluice_mock::MockSettings::default()
+    })
+    .await;
+    let fast = mock_server(sluice_mock::MockSettings::default()).await;
+    let (service, seen) = guardrail_service().await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: slow
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{slow}", api_key: sk-up}}
+  - model_name: fast
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{fast}", api_key: sk-up}}
+general_settings:
+  master_key: sk-master
+guardrails:
+  - guardrail_name: beside
+    litellm_params: {{guardrail: generic_guardrail_api, mode: during_call, default_on: true, api_base: {service}}}
+"#,
+        slow = slow.base(),
+        fast = fast.base()
+    );
+    let gw = gateway(&yaml).await;
+    let ask = |model: &str, text: &str| {
+        serde_json::json!({"model": model, "messages": [{"role": "user", "content": text}]})
+            .to_string()
+    };
+
+    // Refused while the upstream works: answered long before the upstream's 1.5 s.
+    let started = std::time::Instant::now();
+    let a = chat(&gw, &ask("slow", "a forbidden question")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(a.text().contains("forbidden topic"), "{}", a.text());
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(1200),
+        "{:?}",
+        started.elapsed()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while slow.stats().await["cancelled"] != 1 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        slow.stats().await["cancelled"],
+        1,
+        "the upstream call was dropped"
+    );
+
+    // Refused after a fast upstream answered: the answer is replaced.
+    let a = chat(&gw, &ask("fast", "slowly, a forbidden question")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(fast.requests().await, 1, "the upstream did answer");
+
+    // Passed, slowly: the answer waits for the check, then goes out.
+    let started = std::time::Instant::now();
+    let a = chat(&gw, &ask("fast", "slowly, a fine question")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+    assert_eq!(seen.lock().unwrap().len(), 3);
 }

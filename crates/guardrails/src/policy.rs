@@ -64,8 +64,10 @@ pub struct Modes {
     pub pre_call: bool,
     /// `post_call`: on the whole answer (and, streaming, on the answer as it passes).
     pub post_call: bool,
-    /// `during_call`: LiteLLM runs it beside the call; sluice runs it as `pre_call` (the check
-    /// takes microseconds, so waiting for it costs nothing and nothing is sent in vain).
+    /// `during_call`: beside the upstream call. An external guardrail's service is asked while
+    /// the upstream works, and a refusal cancels the call; sluice's own kinds run as
+    /// `pre_call` (their check takes microseconds, so waiting costs nothing and nothing is
+    /// sent in vain).
     pub during_call: bool,
     /// `logging_only`: what is logged (content logging: the spend log's and the callbacks'
     /// prompt and answer) is masked; what goes to the upstream and back to the client is not.
