@@ -62,10 +62,15 @@ bg_wait() {
   fi
 }
 
-step "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
-step "cargo test: build (unit + end-to-end)"
+# One compilation lints and builds: clippy-driver compiles sluice's own crates with clippy's
+# lints (warnings are errors), exactly as `cargo clippy` runs it, but to real code, so the
+# dependency tree is built once instead of checked by clippy and built again for the tests
+# (measured on a clean clone: clippy 817 s + test build 674 s beside the release build). The
+# same settings stay exported for the test run below, which therefore rebuilds nothing.
+step "cargo test: build, with clippy's lints (warnings are errors; unit + end-to-end)"
+RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo test --workspace --all-targets --locked --no-run
 
 step "waiting for the background jobs (release build, virtualenv)"
@@ -81,6 +86,9 @@ trap 'bg_stop; services_stop; step_times' EXIT
 
 step "cargo test: run (unit + end-to-end)"
 cargo test --workspace --all-targets --locked
+# Nothing after this builds sluice; a tool cargo might install (cargo-deny) must not be
+# compiled by clippy.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 
 # The SDK tests drive the binary `cargo test` just built for the end-to-end tests (the same
 # dev profile and workspace features; a separate `cargo build --bin sluice` would rebuild the
