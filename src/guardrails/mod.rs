@@ -71,6 +71,46 @@ impl Guardrails {
     }
 }
 
+/// A run's verdict and what it found, as `note_run` records them.
+type Judged = (GuardrailVerdict, Vec<(Arc<str>, u32)>);
+
+/// A service's refusal (`Ok(reason)`) or failure (`Err(why)`, by its `on_error`): the run's
+/// verdict and label, and the error to answer with (`None`: let it through).
+fn refused_or_failed(
+    g: &Guardrail,
+    service: &external::External,
+    outcome: Result<String, String>,
+    place: &'static str,
+) -> (Judged, Option<ApiError>) {
+    let label = |l: &str| vec![(Arc::from(l), 1)];
+    match outcome {
+        Ok(reason) => (
+            (GuardrailVerdict::Blocked, label("BLOCKED")),
+            Some(ApiError::GuardrailBlocked {
+                guardrail: g.name.to_string(),
+                found: reason,
+                place,
+            }),
+        ),
+        Err(why) => {
+            tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
+            match service.on_error {
+                sluice_guardrails::OnError::Allow => {
+                    ((GuardrailVerdict::Passed, label("UNAVAILABLE")), None)
+                }
+                sluice_guardrails::OnError::Block => (
+                    (GuardrailVerdict::Blocked, label("UNAVAILABLE")),
+                    Some(ApiError::GuardrailUnavailable {
+                        guardrail: g.name.to_string(),
+                        place,
+                        why,
+                    }),
+                ),
+            }
+        }
+    }
+}
+
 /// Ask `g`'s service about `texts`, replacing them when it intervenes; the run is noted.
 /// `Ok(true)` when texts were replaced.
 async fn run_external(
@@ -113,36 +153,14 @@ async fn run_external(
             Ok(true)
         }
         Ok(external::Verdict::Block(reason)) => {
-            note_run(
-                record,
-                g,
-                stage,
-                started,
-                (GuardrailVerdict::Blocked, label("BLOCKED")),
-            );
-            Err(ApiError::GuardrailBlocked {
-                guardrail: g.name.to_string(),
-                found: reason,
-                place,
-            })
+            let (verdict, error) = refused_or_failed(g, service, Ok(reason), place);
+            note_run(record, g, stage, started, verdict);
+            error.map_or(Ok(false), Err)
         }
         Err(why) => {
-            tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
-            let allow = service.on_error == sluice_guardrails::OnError::Allow;
-            let verdict = if allow {
-                GuardrailVerdict::Passed
-            } else {
-                GuardrailVerdict::Blocked
-            };
-            note_run(record, g, stage, started, (verdict, label("UNAVAILABLE")));
-            if allow {
-                return Ok(false);
-            }
-            Err(ApiError::GuardrailUnavailable {
-                guardrail: g.name.to_string(),
-                place,
-                why,
-            })
+            let (verdict, error) = refused_or_failed(g, service, Err(why), place);
+            note_run(record, g, stage, started, verdict);
+            error.map_or(Ok(false), Err)
         }
     }
 }
@@ -198,37 +216,16 @@ impl During<'_> {
             let asked = c.service.ask(c.question, c.texts).await;
             let g = c.guardrail;
             let label = |l: &str| vec![(Arc::from(l), 1)];
-            let (verdict, found, refusal) = match asked {
-                Ok(external::Verdict::Pass) => (GuardrailVerdict::Passed, Vec::new(), None),
-                Ok(external::Verdict::Replace(_)) => {
-                    (GuardrailVerdict::Passed, label("INTERVENED_TOO_LATE"), None)
-                }
-                Ok(external::Verdict::Block(reason)) => (
-                    GuardrailVerdict::Blocked,
-                    label("BLOCKED"),
-                    Some(ApiError::GuardrailBlocked {
-                        guardrail: g.name.to_string(),
-                        found: reason,
-                        place: "request",
-                    }),
+            let ((verdict, found), refusal) = match asked {
+                Ok(external::Verdict::Pass) => ((GuardrailVerdict::Passed, Vec::new()), None),
+                Ok(external::Verdict::Replace(_)) => (
+                    (GuardrailVerdict::Passed, label("INTERVENED_TOO_LATE")),
+                    None,
                 ),
-                Err(why) => {
-                    tracing::warn!(guardrail = %g.name, error = %why, "guardrail service failed");
-                    match c.service.on_error {
-                        sluice_guardrails::OnError::Allow => {
-                            (GuardrailVerdict::Passed, label("UNAVAILABLE"), None)
-                        }
-                        sluice_guardrails::OnError::Block => (
-                            GuardrailVerdict::Blocked,
-                            label("UNAVAILABLE"),
-                            Some(ApiError::GuardrailUnavailable {
-                                guardrail: g.name.to_string(),
-                                place: "request",
-                                why,
-                            }),
-                        ),
-                    }
+                Ok(external::Verdict::Block(reason)) => {
+                    refused_or_failed(g, c.service, Ok(reason), "request")
                 }
+                Err(why) => refused_or_failed(g, c.service, Err(why), "request"),
             };
             out.runs.push(GuardrailRun {
                 name: g.name.clone(),
@@ -396,7 +393,7 @@ fn note_run(
     g: &Guardrail,
     stage: GuardrailStage,
     started: Instant,
-    (verdict, found): (GuardrailVerdict, Vec<(Arc<str>, u32)>),
+    (verdict, found): Judged,
 ) {
     note(
         record,
