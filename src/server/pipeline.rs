@@ -279,7 +279,7 @@ where
             let carried = caller.guardrails(state.gate().directory());
             let log_content = state.recorder().callbacks().content();
             // Boxed: the step may await an external service, whose future is large; inline it
-            // would grow every request's future (memcpy: +9.8k instructions per request).
+            // would grow every request's future (see `a_requests_future_stays_small`).
             match Box::pin(crate::guardrails::before(
                 set,
                 endpoint,
@@ -414,40 +414,45 @@ where
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
     let trace = record.trace.as_ref();
-    let dispatched = routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
-        let call = Call {
-            endpoint,
-            client_headers: &parts.headers,
-            body: &body,
-            upload: upload.as_ref(),
-            envelope: &envelope,
-            capture: a.capture,
-            force_usage,
-            trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
-        };
-        let own = client_target
-            .as_ref()
-            .map(|c| c.target(&a.member.target, state.clients()));
-        let timeout = envelope.routing.timeout;
-        async move {
-            match own {
-                None => attempt(&a.member.target, call, stream, timeout).await,
-                Some(Ok(target)) => attempt(&target, call, stream, timeout).await,
-                Some(Err(e)) => Err(Failure {
-                    kind: failure_kind(&e),
-                    retry_after: None,
-                    error: Failed::Gateway(e),
-                    terminal: true,
-                }),
+    // A closure, not the future itself: a future held in a local and then awaited in one arm
+    // takes two slots in this function's state (the local and the awaited value), which doubled
+    // every request's future and the bytes copied each time it moves.
+    let dispatch = || {
+        routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
+            let call = Call {
+                endpoint,
+                client_headers: &parts.headers,
+                body: &body,
+                upload: upload.as_ref(),
+                envelope: &envelope,
+                capture: a.capture,
+                force_usage,
+                trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
+            };
+            let own = client_target
+                .as_ref()
+                .map(|c| c.target(&a.member.target, state.clients()));
+            let timeout = envelope.routing.timeout;
+            async move {
+                match own {
+                    None => attempt(&a.member.target, call, stream, timeout).await,
+                    Some(Ok(target)) => attempt(&target, call, stream, timeout).await,
+                    Some(Err(e)) => Err(Failure {
+                        kind: failure_kind(&e),
+                        retry_after: None,
+                        error: Failed::Gateway(e),
+                        terminal: true,
+                    }),
+                }
             }
-        }
-    });
+        })
+    };
     // External `during_call` guardrails are asked beside the call: a refusal drops (cancels)
     // the call, and no answer goes out before every check has passed.
     let mut outcome = match guarded.as_mut().and_then(|g| g.take_during()) {
-        None => dispatched.await,
+        None => dispatch().await,
         Some(during) => {
-            let mut dispatched = Box::pin(dispatched);
+            let mut dispatched = Box::pin(dispatch());
             let mut check = Box::pin(during.run());
             let (outcome, mut verdict) = tokio::select! {
                 mut verdict = &mut check => {
@@ -1189,6 +1194,27 @@ fn duration_value(d: Duration) -> HeaderValue {
 mod tests {
     use super::*;
     use sluice_core::limits::dollars;
+
+    /// Every request's future is moved whole into its box (a `memcpy` of its full size), and
+    /// it stays allocated while the request runs. It was 8.4 KB when a dispatch future kept in
+    /// a local was awaited in one branch (two slots) and unhedged attempts were pinned beside
+    /// hedged ones; 6.5 KB without. The bound catches the next such slip.
+    #[tokio::test]
+    async fn a_requests_future_stays_small() {
+        let yaml = "model_list:\n  - model_name: m\n    litellm_params: {model: openai/m, api_base: 'http://127.0.0.1:9/v1'}\n";
+        let loaded =
+            sluice_config::load_str(yaml, &std::collections::HashMap::new()).expect("config");
+        let (recorder, _task) = sluice_telemetry::Recorder::start(Vec::new());
+        let state = AppState::new(&loaded.config, recorder).expect("state");
+        let req = Request::new(http_body_util::Full::new(Bytes::new()));
+        let future = handle(&state, req);
+        let size = std::mem::size_of_val(&future);
+        assert!(
+            size <= 7 * 1024,
+            "a request's future is {size} bytes; find the awaited future that grew it \
+             (cargo +nightly rustc --release --bin sluice -- -Zprint-type-sizes)"
+        );
+    }
 
     #[test]
     fn an_answer_declared_json_must_start_like_json() {

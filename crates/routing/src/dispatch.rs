@@ -322,13 +322,15 @@ impl<'a> Run<'a> {
             .filter(|_| first && !self.requested.one_shot)
             .and_then(|h| h.delay(&group.ttfb));
         let first_at = self.begin(&call, false, started);
-        let primary = attempt(call);
         let Some(delay) = delay else {
-            let r = primary.await;
+            // Awaited where it is made: a future kept in a local and awaited later takes a
+            // second slot in this function's state, and every request's future grows by it.
+            let r = attempt(call).await;
             self.end(first_at, &r);
             return settle(call, guard, r, started, breaker);
         };
-        tokio::pin!(primary);
+        // Hedged attempts are boxed, so the unhedged path's future holds one attempt, not three.
+        let mut primary = Box::pin(attempt(call));
         tokio::select! {
             r = &mut primary => {
                 self.end(first_at, &r);
@@ -358,8 +360,7 @@ impl<'a> Run<'a> {
             };
         self.hedges += 1;
         let second_at = self.begin(&second_call, true, Instant::now());
-        let secondary = attempt(second_call);
-        tokio::pin!(secondary);
+        let mut secondary = Box::pin(attempt(second_call));
         // The first to succeed wins; returning drops the other future, which closes its
         // upstream connection. If one fails, the other still has its chance.
         tokio::select! {
