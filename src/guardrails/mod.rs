@@ -612,15 +612,19 @@ impl<'s> Guard<'s> {
             .any(|g| g.settings.modes.post_call || g.settings.output_parse_pii)
     }
 
-    /// The `post_call` guardrails a streamed answer must pass (`GuardedStream`), if any.
-    pub(crate) fn on_stream(&self) -> Option<Vec<Guardrail>> {
+    /// What a streamed answer must pass through (`GuardedStream`), if anything: the `post_call`
+    /// guardrails, and the request's placeholders to give back (`output_parse_pii`).
+    pub(crate) fn on_stream(&mut self) -> Option<(Vec<Guardrail>, Option<Masks>)> {
         let list: Vec<Guardrail> = self
             .selected
             .iter()
             .filter(|g| g.settings.modes.post_call)
             .map(|g| (*g).clone())
             .collect();
-        (!list.is_empty()).then_some(list)
+        let restore = (self.selected.iter().any(|g| g.settings.output_parse_pii)
+            && !self.masks.is_empty())
+        .then(|| std::mem::take(&mut self.masks));
+        (!list.is_empty() || restore.is_some()).then_some((list, restore))
     }
 
     /// Refuse the answer with `e` (a `during_call` check that blocked after the upstream had

@@ -2,13 +2,16 @@
 //! that the guardrails check as chunks pass, and an event is released to the client only once
 //! [`HOLD`] more characters of text have followed it (or the stream has ended), so a finding is
 //! known before any of its text is sent. A finding ends the stream with an error event in the
-//! endpoint's format. Masking inside a stream is not built yet: on a stream, a `MASK` finding
-//! ends it like a `BLOCK` one (stricter, never leakier). `tool_permission` judges each tool
-//! call as its name, and then its whole arguments, arrive (`tools::StreamedCalls`); a refused
-//! call ends the stream the same way (`rewrite` too: a stream cannot take back what it sent).
+//! endpoint's format. A `MASK` finding, and a placeholder of the request to give back
+//! (`output_parse_pii`), is decided once its text is fully seen and applied where it falls:
+//! the event where it starts carries the replacement, the events after it lose the rest.
+//! `tool_permission` judges each tool call as its name, and then its whole arguments, arrive
+//! (`tools::StreamedCalls`); a refused call ends the stream the same way (`rewrite` too: a
+//! stream cannot take back what it sent).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,7 @@ use serde_json::Value;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::{anthropic_error_body, error_body};
 use sluice_core::record::{GuardrailRun, GuardrailStage, GuardrailVerdict};
+
 use sluice_guardrails::{Guardrail, Masks, Tally};
 
 use crate::server::RelayError;
@@ -40,13 +44,15 @@ pub struct GuardedStream<B: NotesGuardrails> {
     guardrails: Vec<Guardrail>,
     /// Time each guardrail has spent on this stream.
     spent: Vec<Duration>,
+    /// What each guardrail masked.
+    masked: Vec<Tally>,
     /// Whether the verdicts were noted.
     noted: bool,
     endpoint: Endpoint,
     /// Bytes of an event not yet complete.
     partial: BytesMut,
-    /// Complete events not yet released, each with the text length at its end.
-    held: VecDeque<(Bytes, usize)>,
+    /// Complete events not yet released.
+    held: VecDeque<Held>,
     /// Events ready to go out.
     ready: VecDeque<Bytes>,
     /// The text of the window (the part not yet checked as released), and its start offset.
@@ -54,6 +60,18 @@ pub struct GuardedStream<B: NotesGuardrails> {
     window_start: usize,
     /// Total text length seen.
     total: usize,
+    /// What the last check of the window would change, in stream offsets.
+    found: Vec<Found>,
+    /// Changes decided (their text fully seen) that events not yet released may still hold.
+    committed: Vec<Edit>,
+    /// Stream offset up to which changes are decided.
+    horizon: usize,
+    /// The answer's own placeholders (never given back).
+    masks: Masks,
+    /// The request's placeholders, given back in the answer (`output_parse_pii`).
+    restore: Option<Masks>,
+    /// Whether any event may need rewriting (something can be masked or given back).
+    edits: bool,
     /// The upstream's error, returned once the events before it are out.
     error: Option<RelayError>,
     finished: bool,
@@ -61,17 +79,57 @@ pub struct GuardedStream<B: NotesGuardrails> {
     calls: Option<super::tools::StreamedCalls>,
 }
 
+/// An event held back, with the stream offsets of the text it carries.
+#[derive(Debug)]
+struct Held {
+    event: Bytes,
+    start: usize,
+    end: usize,
+}
+
+/// A change the window's check found: a value to mask, or a placeholder to give back.
+#[derive(Debug)]
+struct Found {
+    start: usize,
+    end: usize,
+    with: Replacement,
+}
+
+#[derive(Debug)]
+enum Replacement {
+    /// Masked by guardrail `.0` as label `.1`.
+    Mask(usize, Arc<str>),
+    /// A request placeholder's value.
+    Value(String),
+}
+
+/// A decided change of the stream's text: `start..end` becomes `with`.
+#[derive(Debug)]
+struct Edit {
+    start: usize,
+    end: usize,
+    with: String,
+}
+
 impl<B: NotesGuardrails> GuardedStream<B> {
-    /// Check `inner`'s events with `guardrails` (the request's `post_call` ones).
-    pub(crate) fn new(inner: B, guardrails: Vec<Guardrail>, endpoint: Endpoint) -> Self {
+    /// Check `inner`'s events with `guardrails` (the request's `post_call` ones), giving
+    /// `restore`'s placeholders back their values.
+    pub(crate) fn new(
+        inner: B,
+        guardrails: Vec<Guardrail>,
+        endpoint: Endpoint,
+        restore: Option<Masks>,
+    ) -> Self {
         let calls = guardrails
             .iter()
             .any(|g| g.tools.is_some())
             .then(super::tools::StreamedCalls::default);
+        let edits = restore.is_some() || guardrails.iter().any(Guardrail::can_mask);
         GuardedStream {
             calls,
             inner,
             spent: vec![Duration::ZERO; guardrails.len()],
+            masked: vec![Tally::default(); guardrails.len()],
             noted: false,
             guardrails,
             endpoint,
@@ -81,9 +139,30 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             window: String::new(),
             window_start: 0,
             total: 0,
+            found: Vec::new(),
+            committed: Vec::new(),
+            horizon: 0,
+            masks: Masks::default(),
+            restore,
+            edits,
             error: None,
             finished: false,
         }
+    }
+
+    /// Take in a complete event: note its text and tool-call pieces, and hold it.
+    fn take_event(&mut self, event: Bytes) {
+        let start = self.total;
+        if let Some(t) = event_text(self.endpoint, &event) {
+            self.window.push_str(&t);
+            self.total += t.len();
+        }
+        self.observe_calls(&event);
+        self.held.push_back(Held {
+            event,
+            start,
+            end: self.total,
+        });
     }
 
     /// Split `data` into events, note their text, and check the window.
@@ -91,12 +170,7 @@ impl<B: NotesGuardrails> GuardedStream<B> {
         self.partial.extend_from_slice(data);
         while let Some(end) = memchr::memmem::find(&self.partial, b"\n\n") {
             let event = self.partial.split_to(end + 2).freeze();
-            if let Some(t) = event_text(self.endpoint, &event) {
-                self.window.push_str(&t);
-                self.total += t.len();
-            }
-            self.observe_calls(&event);
-            self.held.push_back((event, self.total));
+            self.take_event(event);
         }
         self.check(false)?;
         self.release(false);
@@ -122,8 +196,8 @@ impl<B: NotesGuardrails> GuardedStream<B> {
     }
 
     /// The window, and the tool calls seen, through every guardrail: the error message of the
-    /// first finding, if any. `end`: the stream is over (arguments that never became whole
-    /// JSON are judged as absent).
+    /// first finding that refuses, if any; what may be masked or given back goes to `found`.
+    /// `end`: the stream is over (arguments that never became whole JSON are judged as absent).
     fn check(&mut self, end: bool) -> Result<(), String> {
         for i in 0..self.guardrails.len() {
             let (Some(policy), Some(calls)) = (&self.guardrails[i].tools, &mut self.calls) else {
@@ -144,33 +218,88 @@ impl<B: NotesGuardrails> GuardedStream<B> {
         if self.window.is_empty() {
             return Ok(());
         }
-        let (mut masks, mut tally, mut scratch) = (Masks::default(), Tally::default(), Vec::new());
-        for i in 0..self.guardrails.len() {
-            let g = &self.guardrails[i];
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
+        let window = std::mem::take(&mut self.window);
+        let judged = self.find(&window, self.window_start, &mut found);
+        self.window = window;
+        self.found = found;
+        judged.map_err(|(i, what)| {
+            let why = format!(
+                "Blocked by guardrail: {what} ('{}') found in the answer.",
+                self.guardrails[i].name
+            );
+            self.note(Some((i, &what)));
+            why
+        })
+    }
+
+    /// What `text` (at stream offset `base`) holds: `Err` with the guardrail and label of a
+    /// finding that refuses; otherwise the values to mask and the placeholders to give back,
+    /// in order and not overlapping (earliest first, then longest), pushed to `out`.
+    fn find(
+        &mut self,
+        text: &str,
+        base: usize,
+        out: &mut Vec<Found>,
+    ) -> Result<(), (usize, String)> {
+        let mut scratch = Vec::new();
+        for (i, g) in self.guardrails.iter().enumerate() {
             if g.tools.is_some() {
                 continue;
             }
             let started = Instant::now();
-            let found = match g.check(&self.window, &mut masks, &mut tally, &mut scratch) {
-                Ok(None) => None,
-                Ok(Some(_)) => tally.masked.first().map(|(l, _)| l.to_string()),
-                Err(v) => Some(v.found.to_string()),
-            };
+            let scanned = g.scan(text, &mut scratch);
             self.spent[i] += started.elapsed();
-            if let Some(found) = found {
-                let why = format!(
-                    "Blocked by guardrail: {found} ('{}') found in the answer.",
-                    g.name
-                );
-                self.note(Some((i, &found)));
-                return Err(why);
+            if let Err(v) = scanned {
+                return Err((i, v.found.to_string()));
             }
+            for f in &scratch {
+                if let Some(label) = g.label(f) {
+                    out.push(Found {
+                        start: base + f.start,
+                        end: base + f.end,
+                        with: Replacement::Mask(i, label.clone()),
+                    });
+                }
+            }
+        }
+        if let Some(r) = &self.restore {
+            for (start, end, value) in r.placeholders_in(text) {
+                out.push(Found {
+                    start: base + start,
+                    end: base + end,
+                    with: Replacement::Value(value.to_owned()),
+                });
+            }
+        }
+        if out.len() > 1 {
+            out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+            let mut last_end = 0;
+            out.retain(|f| {
+                let keep = f.start >= last_end;
+                if keep {
+                    last_end = f.end;
+                }
+                keep
+            });
         }
         Ok(())
     }
 
+    /// The text that replaces a finding whose value is `value`.
+    fn replacement(&mut self, with: &Replacement, value: &str) -> String {
+        match with {
+            Replacement::Mask(i, label) => {
+                self.masked[*i].add(label);
+                self.masks.placeholder(label, value).to_owned()
+            }
+            Replacement::Value(v) => v.clone(),
+        }
+    }
+
     /// Note every guardrail's run on the relay's record, once: the one that blocked (if any)
-    /// as blocked, the others as passed.
+    /// as blocked, those that masked as masked (with what), the others as passed.
     fn note(&mut self, blocked: Option<(usize, &str)>) {
         if self.noted {
             return;
@@ -181,6 +310,10 @@ impl<B: NotesGuardrails> GuardedStream<B> {
                 Some((b, what)) if b == i => (
                     GuardrailVerdict::Blocked,
                     vec![(std::sync::Arc::from(what), 1)],
+                ),
+                _ if !self.masked[i].masked.is_empty() => (
+                    GuardrailVerdict::Masked,
+                    std::mem::take(&mut self.masked[i].masked),
                 ),
                 _ => (GuardrailVerdict::Passed, Vec::new()),
             };
@@ -195,17 +328,65 @@ impl<B: NotesGuardrails> GuardedStream<B> {
     }
 
     /// Move the held events whose text is far enough behind (all of them at the end) to ready,
-    /// and let the window forget text that can no longer start a finding.
+    /// masked and with placeholders given back where needed, and let the window forget text
+    /// that can no longer start a finding.
     fn release(&mut self, all: bool) {
-        while let Some((_, end)) = self.held.front() {
-            if !all && end + HOLD > self.total {
+        let mut moved = Vec::new();
+        while let Some(h) = self.held.front() {
+            if !all && h.end + HOLD > self.total {
                 break;
             }
-            if let Some((event, _)) = self.held.pop_front() {
-                self.ready.push_back(event);
+            if let Some(h) = self.held.pop_front() {
+                moved.push(h);
             }
         }
-        let released = self.held.front().map_or(self.total, |(_, e)| *e);
+        if let (true, Some(last)) = (self.edits, moved.last()) {
+            // Every finding that starts in the released text is decided now: HOLD characters
+            // follow it (or the stream has ended), more than any finding is long.
+            let upto = last.end;
+            let found = std::mem::take(&mut self.found);
+            let horizon = self.horizon;
+            for f in found
+                .iter()
+                .filter(|f| f.start >= horizon && f.start < upto)
+            {
+                if self.committed.last().is_some_and(|e| f.start < e.end) {
+                    continue;
+                }
+                let from = f.start.saturating_sub(self.window_start);
+                let to = f.end.saturating_sub(self.window_start);
+                let Some(value) = self.window.get(from..to).map(str::to_owned) else {
+                    continue;
+                };
+                let with = self.replacement(&f.with, &value);
+                self.committed.push(Edit {
+                    start: f.start,
+                    end: f.end,
+                    with,
+                });
+            }
+            self.found = found;
+            self.horizon = self.horizon.max(upto);
+            for h in moved {
+                let event = if h.end > h.start
+                    && self
+                        .committed
+                        .iter()
+                        .any(|e| e.start < h.end && e.end > h.start)
+                {
+                    rewrite(self.endpoint, &h.event, h.start, &self.committed)
+                } else if self.masks.is_empty() && self.restore.is_none() {
+                    h.event
+                } else {
+                    self.rewrite_repeated(h.event)
+                };
+                self.ready.push_back(event);
+            }
+            self.committed.retain(|e| e.end > upto);
+        } else {
+            self.ready.extend(moved.into_iter().map(|h| h.event));
+        }
+        let released = self.held.front().map_or(self.total, |h| h.start);
         let keep_from = released.saturating_sub(HOLD);
         if keep_from > self.window_start + 4 * HOLD {
             let mut cut = keep_from - self.window_start;
@@ -214,6 +395,54 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             }
             self.window.drain(..cut);
             self.window_start += cut;
+        }
+    }
+
+    /// An event that repeats whole text (Responses' `.done` events), masked and given back
+    /// the way its deltas were; unchanged when it repeats none.
+    fn rewrite_repeated(&mut self, event: Bytes) -> Bytes {
+        if self.endpoint != Endpoint::Responses {
+            return event;
+        }
+        let Some(mut parsed) = Parsed::of(&event) else {
+            return event;
+        };
+        let mut changed = false;
+        {
+            let mut texts = Vec::new();
+            super::texts::repeated(self.endpoint, &mut parsed.value, &mut texts);
+            let mut found = Vec::new();
+            for t in texts {
+                found.clear();
+                // A block in the whole text was already a block in its deltas.
+                if self.find(t, 0, &mut found).is_err() || found.is_empty() {
+                    continue;
+                }
+                let mut edits = Vec::with_capacity(found.len());
+                for f in &found {
+                    let value = t[f.start..f.end].to_owned();
+                    let with = match &f.with {
+                        // The same value has the same placeholder; counting it again would
+                        // count it twice.
+                        Replacement::Mask(_, label) => {
+                            self.masks.placeholder(label, &value).to_owned()
+                        }
+                        Replacement::Value(v) => v.clone(),
+                    };
+                    edits.push(Edit {
+                        start: f.start,
+                        end: f.end,
+                        with,
+                    });
+                }
+                *t = apply(t, 0, &edits);
+                changed = true;
+            }
+        }
+        if changed {
+            parsed.write()
+        } else {
+            event
         }
     }
 
@@ -252,6 +481,77 @@ impl<B: NotesGuardrails> GuardedStream<B> {
     }
 }
 
+/// An SSE event with its `data:` JSON parsed, to change and write back.
+struct Parsed<'e> {
+    /// The lines before the data line, as they were (`event: ...`).
+    head: &'e str,
+    value: Value,
+}
+
+impl<'e> Parsed<'e> {
+    fn of(event: &'e [u8]) -> Option<Self> {
+        let text = std::str::from_utf8(event).ok()?;
+        let at = if text.starts_with("data:") {
+            0
+        } else {
+            text.find("\ndata:")? + 1
+        };
+        let line = text[at..].lines().next()?;
+        let value = serde_json::from_str(line.strip_prefix("data:")?.trim_start()).ok()?;
+        Some(Parsed {
+            head: &text[..at],
+            value,
+        })
+    }
+
+    fn write(&self) -> Bytes {
+        let mut out = self.head.as_bytes().to_vec();
+        out.extend_from_slice(b"data: ");
+        // A Value always serialises.
+        out.extend_from_slice(&serde_json::to_vec(&self.value).unwrap_or_default());
+        out.extend_from_slice(b"\n\n");
+        Bytes::from(out)
+    }
+}
+
+/// `event` (whose text starts at stream offset `start`) with `edits` applied to its deltas:
+/// a change that starts in a delta puts its whole replacement there, and the rest of its value
+/// is taken out of the deltas that follow.
+fn rewrite(endpoint: Endpoint, event: &Bytes, start: usize, edits: &[Edit]) -> Bytes {
+    let Some(mut parsed) = Parsed::of(event) else {
+        return event.clone();
+    };
+    {
+        let mut texts = Vec::new();
+        super::texts::delta(endpoint, &mut parsed.value, &mut texts);
+        let mut at = start;
+        for t in texts {
+            let len = t.len();
+            *t = apply(t, at, edits);
+            at += len;
+        }
+    }
+    parsed.write()
+}
+
+/// `text` (at stream offset `base`) with the parts of `edits` that fall in it applied.
+fn apply(text: &str, base: usize, edits: &[Edit]) -> String {
+    let end = base + text.len();
+    let mut out = String::with_capacity(text.len());
+    let mut at = base;
+    for e in edits.iter().filter(|e| e.start < end && e.end > base) {
+        if e.start >= at {
+            out.push_str(&text[at - base..e.start - base]);
+        }
+        if e.start >= base {
+            out.push_str(&e.with);
+        }
+        at = at.max(e.end.min(end));
+    }
+    out.push_str(&text[at - base..]);
+    out
+}
+
 /// The answer text an SSE event carries, per endpoint.
 fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(event).ok()?;
@@ -260,43 +560,13 @@ fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
         let Some(data) = line.strip_prefix("data:").map(str::trim_start) else {
             continue;
         };
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
+        let Ok(mut v) = serde_json::from_str::<Value>(data) else {
             continue;
         };
-        match endpoint {
-            Endpoint::ChatCompletions | Endpoint::Completions => {
-                for c in v
-                    .get("choices")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let t = c
-                        .get("delta")
-                        .and_then(|d| d.get("content"))
-                        .or_else(|| c.get("text"));
-                    if let Some(t) = t.and_then(Value::as_str) {
-                        out.push_str(t);
-                    }
-                }
-            }
-            Endpoint::Messages => {
-                if let Some(t) = v
-                    .get("delta")
-                    .and_then(|d| d.get("text"))
-                    .and_then(Value::as_str)
-                {
-                    out.push_str(t);
-                }
-            }
-            Endpoint::Responses
-                if v.get("type").and_then(Value::as_str) == Some("response.output_text.delta") =>
-            {
-                if let Some(t) = v.get("delta").and_then(Value::as_str) {
-                    out.push_str(t);
-                }
-            }
-            _ => {}
+        let mut texts = Vec::new();
+        super::texts::delta(endpoint, &mut v, &mut texts);
+        for t in texts {
+            out.push_str(t);
         }
     }
     (!out.is_empty()).then_some(out)
@@ -341,12 +611,7 @@ where
                     // The last bytes may be an event without its blank line.
                     if !this.partial.is_empty() {
                         let rest = this.partial.split().freeze();
-                        if let Some(t) = event_text(this.endpoint, &rest) {
-                            this.window.push_str(&t);
-                            this.total += t.len();
-                        }
-                        this.observe_calls(&rest);
-                        this.held.push_back((rest, this.total));
+                        this.take_event(rest);
                     }
                     if let Err(what) = this.check(true) {
                         this.stop(&what);
@@ -432,6 +697,15 @@ mod tests {
     }
 
     async fn run_with(frames: Vec<String>, g: Guardrail) -> (String, Vec<GuardrailVerdict>) {
+        run_on(frames, vec![g], Endpoint::ChatCompletions, None).await
+    }
+
+    async fn run_on(
+        frames: Vec<String>,
+        guardrails: Vec<Guardrail>,
+        endpoint: Endpoint,
+        restore: Option<Masks>,
+    ) -> (String, Vec<GuardrailVerdict>) {
         let s = futures_util::stream::iter(
             frames
                 .into_iter()
@@ -442,7 +716,7 @@ mod tests {
             body: StreamBody::new(s),
             runs: Arc::clone(&runs),
         };
-        let body = GuardedStream::new(inner, vec![g], Endpoint::ChatCompletions);
+        let body = GuardedStream::new(inner, guardrails, endpoint, restore);
         let out = body.collect().await.unwrap().to_bytes();
         let verdicts = runs.lock().unwrap().clone();
         (String::from_utf8(out.to_vec()).unwrap(), verdicts)
@@ -509,6 +783,123 @@ mod tests {
         assert!(out.starts_with(&chunk("first")), "{out}");
         assert!(!out.contains("AKIA"));
         assert!(out.contains("guardrail_blocked"));
+    }
+
+    fn masking(entity: Entity) -> Guardrail {
+        Guardrail::build(Settings {
+            name: "pii".into(),
+            kind: Kind::ContentFilter,
+            modes: Modes {
+                post_call: true,
+                ..Modes::default()
+            },
+            default_on: false,
+            output_parse_pii: false,
+            spec: SpecSettings {
+                entities: vec![(entity, Action::Mask)],
+                ..SpecSettings::default()
+            },
+            threshold: 0.8,
+            tools: Default::default(),
+            size: Default::default(),
+            external: None,
+        })
+        .unwrap()
+    }
+
+    /// The text of a chat stream's deltas, joined.
+    fn chat_text(out: &str) -> String {
+        out.split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter_map(|v| {
+                v["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_value_split_across_chunks_is_masked_where_it_falls() {
+        // Far into the stream, so the window has moved on (offsets are the stream's).
+        let mut frames: Vec<String> = (0..150).map(|_| chunk("Some filler text. ")).collect();
+        frames.extend([
+            chunk("Write to jane.do"),
+            chunk("e@exam"),
+            chunk("ple.com or "),
+            chunk("jane.doe@example.com, thanks"),
+        ]);
+        for _ in 0..30 {
+            frames.push(chunk(" and then some more text"));
+        }
+        frames.push("data: [DONE]\n\n".to_owned());
+        let events = frames.len();
+        let (out, verdicts) = run_with(frames, masking(Entity::EmailAddress)).await;
+        assert_eq!(verdicts, [GuardrailVerdict::Masked]);
+        assert!(!out.contains("jane") && !out.contains("exam"), "{out}");
+        let text = chat_text(&out);
+        let want = format!(
+            "{}Write to <EMAIL_ADDRESS_1> or <EMAIL_ADDRESS_1>, thanks and then some",
+            "Some filler text. ".repeat(150)
+        );
+        assert!(text.starts_with(&want), "{text}");
+        // No event is lost or merged: the chunks that held the rest of the value are empty.
+        assert_eq!(out.matches("\n\n").count(), events, "{out}");
+        assert!(out.ends_with("data: [DONE]\n\n"));
+    }
+
+    #[tokio::test]
+    async fn placeholders_split_across_chunks_are_given_back() {
+        let mut restore = Masks::default();
+        restore.placeholder("EMAIL_ADDRESS", "a@x.io");
+        let frames = vec![
+            chunk("Sent to <EMAIL_"),
+            chunk("ADDRESS_1> and <EMAIL_ADDRESS_2> (1 < 2)"),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let (out, verdicts) =
+            run_on(frames, Vec::new(), Endpoint::ChatCompletions, Some(restore)).await;
+        assert!(verdicts.is_empty());
+        assert_eq!(
+            chat_text(&out),
+            "Sent to a@x.io and <EMAIL_ADDRESS_2> (1 < 2)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_responses_stream_masks_the_text_it_repeats_whole() {
+        let delta = |t: &str| {
+            format!(
+                "event: response.output_text.delta\ndata: {}\n\n",
+                serde_json::json!({"type": "response.output_text.delta", "delta": t})
+            )
+        };
+        let whole = "card 4111 1111 1111 1111 ok";
+        let frames = vec![
+            delta("card 4111 1111 "),
+            delta("1111 1111 ok"),
+            format!(
+                "event: response.output_text.done\ndata: {}\n\n",
+                serde_json::json!({"type": "response.output_text.done", "text": whole})
+            ),
+            format!(
+                "event: response.completed\ndata: {}\n\n",
+                serde_json::json!({"type": "response.completed", "response": {"output": [
+                    {"type": "message", "content": [{"type": "output_text", "text": whole}]}]}})
+            ),
+        ];
+        let (out, verdicts) = run_on(
+            frames,
+            vec![masking(Entity::CreditCard)],
+            Endpoint::Responses,
+            None,
+        )
+        .await;
+        assert_eq!(verdicts, [GuardrailVerdict::Masked]);
+        assert!(!out.contains("1111"), "{out}");
+        assert_eq!(out.matches("card <CREDIT_CARD_1> ok").count(), 2, "{out}");
+        assert!(out.contains("event: response.completed\ndata: "), "{out}");
     }
 
     fn call_chunk(name: Option<&str>, arguments: &str) -> String {

@@ -129,6 +129,88 @@ pub(super) fn answer<'a>(endpoint: Endpoint, body: &'a mut Value, out: &mut Vec<
     }
 }
 
+/// The text a streamed event adds, per endpoint: chat `choices[].delta.content`, completions
+/// `choices[].text`, Anthropic `delta.text`, Responses `response.output_text.delta`'s `delta`.
+pub(super) fn delta<'a>(endpoint: Endpoint, event: &'a mut Value, out: &mut Vec<&'a mut String>) {
+    match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Completions => {
+            let Some(Value::Array(choices)) = event.get_mut("choices") else {
+                return;
+            };
+            for c in choices {
+                let Value::Object(c) = c else { continue };
+                for (k, v) in c.iter_mut() {
+                    match (k.as_str(), v) {
+                        ("text", Value::String(t)) => out.push(t),
+                        ("delta", Value::Object(d)) => {
+                            if let Some(Value::String(t)) = d.get_mut("content") {
+                                out.push(t);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Endpoint::Messages => {
+            if let Some(Value::String(t)) = event.get_mut("delta").and_then(|d| d.get_mut("text")) {
+                out.push(t);
+            }
+        }
+        Endpoint::Responses => {
+            let Value::Object(o) = event else { return };
+            if o.get("type").and_then(Value::as_str) != Some("response.output_text.delta") {
+                return;
+            }
+            if let Some(Value::String(t)) = o.get_mut("delta") {
+                out.push(t);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Text a streamed event repeats whole after its deltas (Responses' `.done` events and
+/// `response.completed`): masked and given back like the deltas, so nothing slips out there.
+pub(super) fn repeated<'a>(
+    endpoint: Endpoint,
+    event: &'a mut Value,
+    out: &mut Vec<&'a mut String>,
+) {
+    if endpoint != Endpoint::Responses {
+        return;
+    }
+    let Value::Object(o) = event else { return };
+    let kind = o
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match kind.as_str() {
+        "response.output_text.done" => {
+            if let Some(Value::String(t)) = o.get_mut("text") {
+                out.push(t);
+            }
+        }
+        "response.content_part.done" => {
+            if let Some(Value::String(t)) = o.get_mut("part").and_then(|p| p.get_mut("text")) {
+                out.push(t);
+            }
+        }
+        "response.output_item.done" => {
+            if let Some(c) = o.get_mut("item").and_then(|i| i.get_mut("content")) {
+                content(c, out);
+            }
+        }
+        "response.completed" | "response.incomplete" => {
+            if let Some(r) = o.get_mut("response") {
+                answer(Endpoint::Responses, r, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -610,10 +610,13 @@ where
                             c.mark(&mut spend);
                             c.stream(parts.status, ct, relay)
                         }
-                        None => match guarded.as_ref().and_then(|g| g.on_stream()) {
-                            // post_call guardrails check the stream as it passes.
-                            Some(list) => ResponseBody::Guarded(Box::new(
-                                crate::guardrails::GuardedStream::new(relay, list, endpoint),
+                        None => match guarded.as_mut().and_then(|g| g.on_stream()) {
+                            // post_call guardrails check the stream as it passes, and the
+                            // request's placeholders are given back.
+                            Some((list, restore)) => ResponseBody::Guarded(Box::new(
+                                crate::guardrails::GuardedStream::new(
+                                    relay, list, endpoint, restore,
+                                ),
                             )),
                             None => ResponseBody::Stream(Box::new(relay)),
                         },

@@ -23,6 +23,11 @@ guardrails:
       pii_entities_config: {OPENAI_API_KEY: BLOCK, AWS_ACCESS_KEY: BLOCK}
   - guardrail_name: injection
     litellm_params: {guardrail: prompt_injection, mode: during_call}
+  - guardrail_name: answer-phones
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: post_call
+      pii_entities_config: {PHONE_NUMBER: MASK}
 "#;
 
 fn config(up: &str, default_on: bool) -> String {
@@ -258,6 +263,68 @@ async fn a_streamed_answer_is_checked_as_it_passes() {
     let a = chat(&gw, &body.replace(r#""guardrails":["secrets"],"#, "")).await;
     assert_eq!(a.status, 200);
     assert!(a.text().contains("AKIAIOSF") && a.text().contains("[DONE]"));
+}
+
+/// A streamed answer is masked and given back where values fall, across chunks: the request's
+/// placeholders (`output_parse_pii`) split over two chunks reach the client as the caller's
+/// own values, and a phone number the model wrote over three chunks reaches it masked.
+#[tokio::test]
+async fn a_streamed_answer_is_masked_and_given_back_across_chunks() {
+    let frame = |t: &str| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"id": "c", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": t}}]})
+        )
+    };
+    let frames: Vec<String> = vec![
+        frame("I will write to <EMAIL_"),
+        frame("ADDRESS_1> and call (415) 55"),
+        frame("5-26"),
+        frame("71 about <CREDIT_CARD_1>."),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let frames: Vec<&'static str> = frames
+        .into_iter()
+        .map(|f| &*Box::leak(f.into_boxed_str()))
+        .collect();
+    let up = recording(Reply::Sse {
+        frames,
+        gap: std::time::Duration::from_millis(5),
+        then_reset: false,
+    })
+    .await;
+    let mut gw = gateway(&config(&up.base(), true)).await;
+    let a = chat(
+        &gw,
+        r#"{"model":"gpt","stream":true,"guardrails":["answer-phones"],"messages":[{"role":"user","content":"Charge 4111 1111 1111 1111 and mail jane@example.com"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(upstream_text(&up, 0).contains("mail <EMAIL_ADDRESS_1>"));
+    let text: String = a
+        .text()
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        text,
+        "I will write to jane@example.com and call <PHONE_NUMBER_1> about 4111 1111 1111 1111."
+    );
+    assert!(!a.text().contains("555-"), "{}", a.text());
+    assert!(a.text().ends_with("data: [DONE]\n\n"));
+    let r = gw.next_record().await;
+    let runs = r.guardrails.unwrap();
+    let phones = runs.iter().find(|g| &*g.name == "answer-phones").unwrap();
+    assert_eq!(phones.stage, GuardrailStage::Answer);
+    assert_eq!(phones.verdict, GuardrailVerdict::Masked);
+    assert_eq!(&*phones.found[0].0, "PHONE_NUMBER");
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ impl Masks {
     }
 
     /// The placeholder for `value` of kind `label`: the one it already has, or the next.
-    fn placeholder(&mut self, label: &str, value: &str) -> &str {
+    pub fn placeholder(&mut self, label: &str, value: &str) -> &str {
         if let Some(i) = self.entries.iter().position(|(_, v)| v == value) {
             return &self.entries[i].0;
         }
@@ -59,34 +59,45 @@ impl Masks {
     /// `text` with every placeholder of this request given back its value, or `None` when it
     /// holds none. A placeholder the model changed (`<EMAIL_ADDRESS_1 >`) stays as it is.
     pub fn restore(&self, text: &str) -> Option<String> {
-        if self.entries.is_empty() || !text.contains('<') {
-            return None;
-        }
         let mut out = String::new();
         let mut at = 0;
-        let mut changed = false;
-        let mut from = 0;
-        while let Some(open) = text[from..].find('<').map(|i| i + from) {
-            let Some(close) = text[open..].find('>').map(|i| i + open) else {
-                break;
-            };
-            let candidate = &text[open..=close];
-            match self.entries.iter().find(|(p, _)| p == candidate) {
-                Some((_, value)) => {
-                    out.push_str(&text[at..open]);
-                    out.push_str(value);
-                    at = close + 1;
-                    changed = true;
-                    from = close + 1;
-                }
-                None => from = open + 1,
-            }
+        for (start, end, value) in self.placeholders_in(text) {
+            out.push_str(&text[at..start]);
+            out.push_str(value);
+            at = end;
         }
-        if !changed {
+        if at == 0 {
             return None;
         }
         out.push_str(&text[at..]);
         Some(out)
+    }
+
+    /// Each placeholder of this request in `text`: its byte range and the value it stands for,
+    /// in order (a streamed answer gives them back where they fall, across chunks).
+    pub fn placeholders_in<'a>(
+        &'a self,
+        text: &'a str,
+    ) -> impl Iterator<Item = (usize, usize, &'a str)> + 'a {
+        let mut from = if self.entries.is_empty() {
+            text.len()
+        } else {
+            0
+        };
+        std::iter::from_fn(move || {
+            while let Some(open) = text[from..].find('<').map(|i| i + from) {
+                let close = text[open..].find('>').map(|i| i + open)?;
+                let candidate = &text[open..=close];
+                match self.entries.iter().find(|(p, _)| p == candidate) {
+                    Some((_, value)) => {
+                        from = close + 1;
+                        return Some((open, close + 1, value.as_str()));
+                    }
+                    None => from = open + 1,
+                }
+            }
+            None
+        })
     }
 }
 

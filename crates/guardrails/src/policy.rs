@@ -212,7 +212,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, label: &Arc<str>) {
+    /// Count one more finding of `label`.
+    pub fn add(&mut self, label: &Arc<str>) {
         match self.masked.iter_mut().find(|(l, _)| l == label) {
             Some((_, n)) => *n += 1,
             None => self.masked.push((label.clone(), 1)),
@@ -265,15 +266,11 @@ impl Guardrail {
         (!scratch.is_empty()).then(|| masks.mask(d, text, scratch))
     }
 
-    /// Check one text: `Ok(None)` when it may pass as it is, `Ok(Some(masked))` when it passes
-    /// with placeholders, `Err` when it must be refused. `scratch` is reused between texts.
-    pub fn check(
-        &self,
-        text: &str,
-        masks: &mut Masks,
-        tally: &mut Tally,
-        scratch: &mut Vec<Finding>,
-    ) -> Result<Option<String>, Violation> {
+    /// Find what `text` holds: `Err` when a finding (or the injection score) refuses it,
+    /// otherwise the findings to mask left in `scratch` (empty when there are none). A stream
+    /// masks them where they fall across its chunks; [`Guardrail::check`] masks one text.
+    pub fn scan(&self, text: &str, scratch: &mut Vec<Finding>) -> Result<(), Violation> {
+        scratch.clear();
         if let Some(inj) = &self.injection {
             if inj.score(text) >= self.settings.threshold {
                 return Err(Violation {
@@ -283,21 +280,48 @@ impl Guardrail {
             }
         }
         let Some(d) = &self.detector else {
-            return Ok(None);
+            return Ok(());
         };
         d.scan(text, scratch);
-        if scratch.is_empty() {
-            return Ok(None);
-        }
-        if let Some(f) = scratch
+        match scratch
             .iter()
             .find(|f| d.targets()[f.target].action == Action::Block)
         {
-            return Err(Violation {
+            Some(f) => Err(Violation {
                 guardrail: self.name.clone(),
                 found: d.targets()[f.target].label.clone(),
-            });
+            }),
+            None => Ok(()),
         }
+    }
+
+    /// Whether a finding of this guardrail can be masked (so a stream it checks may need its
+    /// events rewritten).
+    pub fn can_mask(&self) -> bool {
+        self.detector
+            .as_ref()
+            .is_some_and(|d| d.targets().iter().any(|t| t.action == Action::Mask))
+    }
+
+    /// The label (entity, pattern name or `BLOCKED_WORD`) of one of this guardrail's findings.
+    pub fn label(&self, finding: &Finding) -> Option<&Arc<str>> {
+        let d = self.detector.as_ref()?;
+        d.targets().get(finding.target).map(|t| &t.label)
+    }
+
+    /// Check one text: `Ok(None)` when it may pass as it is, `Ok(Some(masked))` when it passes
+    /// with placeholders, `Err` when it must be refused. `scratch` is reused between texts.
+    pub fn check(
+        &self,
+        text: &str,
+        masks: &mut Masks,
+        tally: &mut Tally,
+        scratch: &mut Vec<Finding>,
+    ) -> Result<Option<String>, Violation> {
+        self.scan(text, scratch)?;
+        let Some(d) = self.detector.as_ref().filter(|_| !scratch.is_empty()) else {
+            return Ok(None);
+        };
         for f in scratch.iter() {
             tally.add(&d.targets()[f.target].label);
         }
