@@ -10,6 +10,8 @@
 #                                              # parallel and budget limits (auth + limits +
 #                                              # cost + spend log on the path)
 #   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
+#                                                     # (chat-pii, chat-stream-pii: the PII
+#                                                     # guardrail on)
 #   KEEP=1 bash bench/instructions.sh                 # keep callgrind.out for callgrind_annotate
 #   H2C=1 bash bench/instructions.sh                  # sluice speaks h2c to the mock
 #                                                     # (http2_prior_knowledge: true)
@@ -102,6 +104,19 @@ case "$WORKLOAD" in
       printf 'litellm_settings:\n  cache: true\n  cache_params: {mode: default_off}\n' >>"$work/sluice.yaml"
     fi
     mode="$mode, cache hits"
+    ;;
+  *-pii)
+    # The PII guardrail the request names (as `sluice bench` runs it: crates/bench/src/spawn.rs).
+    cat >>"$work/sluice.yaml" <<'YAML'
+guardrails:
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: [pre_call, post_call]
+      output_parse_pii: true
+      pii_entities_config: {EMAIL_ADDRESS: MASK, PHONE_NUMBER: MASK, CREDIT_CARD: MASK, IBAN_CODE: MASK, US_SSN: MASK, IP_ADDRESS: MASK}
+YAML
+    mode="$mode, PII guardrail masking three values"
     ;;
 esac
 if [ -n "${VIRTUAL_KEY:-}" ]; then

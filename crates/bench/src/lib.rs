@@ -147,6 +147,9 @@ pub async fn run(args: BenchArgs, command: String) -> Result<Outcome, BenchError
             plain.push_str("litellm_settings:\n");
             plain.push_str(spawn::CACHE_SETTINGS);
         }
+        if args.workloads.iter().any(|w| w.guarded()) {
+            plain.push_str(spawn::PII_GUARDRAIL);
+        }
         let g = start_gateway("sluice", "sluice.yaml", &plain, &workers, &dir)?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Some(r) = procs::read(g.pid) {
@@ -322,9 +325,15 @@ fn parse_uri(s: &str) -> Result<Uri, BenchError> {
 
 fn end_marker(w: Workload) -> Option<&'static [u8]> {
     match w {
-        Workload::ChatStream | Workload::ChatStreamCached => Some(b"[DONE]"),
+        Workload::ChatStream | Workload::ChatStreamCached | Workload::ChatStreamPii => {
+            Some(b"[DONE]")
+        }
         Workload::ResponsesStream => Some(b"response.completed"),
-        Workload::Chat | Workload::Responses | Workload::Embeddings | Workload::ChatCached => None,
+        Workload::Chat
+        | Workload::Responses
+        | Workload::Embeddings
+        | Workload::ChatCached
+        | Workload::ChatPii => None,
     }
 }
 

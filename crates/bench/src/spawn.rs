@@ -155,9 +155,31 @@ pub fn gateway_config(mock: &str, slow_mock: Option<&str>, models: usize, h2c: b
 /// (`mode: default_off`), so that every other workload runs as without a cache.
 pub const CACHE_SETTINGS: &str = "  cache: true\n  cache_params: {mode: default_off}\n";
 
+/// The PII guardrail the `chat-pii` workloads name, as a user would set it up: the personal
+/// data sluice detects masked before the upstream, the answer checked (`post_call`) and the
+/// caller's values given back in it (`output_parse_pii`). Not `default_on`, so the other
+/// workloads of the same run are unguarded.
+pub const PII_GUARDRAIL: &str = "guardrails:
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: [pre_call, post_call]
+      output_parse_pii: true
+      pii_entities_config: {EMAIL_ADDRESS: MASK, PHONE_NUMBER: MASK, CREDIT_CARD: MASK, IBAN_CODE: MASK, US_SSN: MASK, IP_ADDRESS: MASK}
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pii_guardrail_config_loads() {
+        let mut yaml = gateway_config("http://127.0.0.1:1", None, 2, false);
+        yaml.push_str(PII_GUARDRAIL);
+        let env = std::collections::HashMap::new();
+        let loaded = sluice_config::load_str(&yaml, &env).unwrap();
+        assert_eq!(loaded.config.guardrails.len(), 1);
+    }
 
     #[test]
     fn bench_config_loads_with_the_requested_model_count() {

@@ -24,6 +24,14 @@ pub enum Workload {
     ChatCached,
     /// The same with `stream: true`: a hit replays the stored stream.
     ChatStreamCached,
+    /// `chat` naming the built-in PII guardrail (`"guardrails": ["pii"]`, not `default_on`,
+    /// so the other workloads run unguarded), with an e-mail address, a card number and a
+    /// phone number in the prompt: masked before the upstream, checked and given back in the
+    /// answer. Run beside `chat` it prices the guardrail. Not in the default set (another
+    /// gateway would need a guardrail of that name).
+    ChatPii,
+    /// The same with `stream: true`: the answer is held back 256 characters to be checked.
+    ChatStreamPii,
 }
 
 impl Workload {
@@ -41,9 +49,13 @@ impl Workload {
     /// Request path.
     pub fn path(self) -> &'static str {
         match self {
-            Self::Chat | Self::ChatStream | Self::ChatCached | Self::ChatStreamCached => {
-                "/v1/chat/completions"
-            }
+            Self::Chat
+            | Self::ChatStream
+            | Self::ChatCached
+            | Self::ChatStreamCached
+            | Self::ChatPii
+            | Self::ChatStreamPii => "/v1/chat/completions",
+
             Self::Responses | Self::ResponsesStream => "/v1/responses",
             Self::Embeddings => "/v1/embeddings",
         }
@@ -53,8 +65,13 @@ impl Workload {
     pub fn streams(self) -> bool {
         matches!(
             self,
-            Self::ChatStream | Self::ResponsesStream | Self::ChatStreamCached
+            Self::ChatStream | Self::ResponsesStream | Self::ChatStreamCached | Self::ChatStreamPii
         )
+    }
+
+    /// Whether it names the gateway's PII guardrail.
+    pub fn guarded(self) -> bool {
+        matches!(self, Self::ChatPii | Self::ChatStreamPii)
     }
 
     /// Whether the gateway's response cache serves it.
@@ -72,6 +89,8 @@ impl Workload {
             Self::Embeddings => "embeddings",
             Self::ChatCached => "chat-cached",
             Self::ChatStreamCached => "chat-stream-cached",
+            Self::ChatPii => "chat-pii",
+            Self::ChatStreamPii => "chat-stream-pii",
         }
     }
 
@@ -95,10 +114,18 @@ impl Workload {
             Self::ChatStreamCached => {
                 serde_json::json!({"model": m, "messages": [{"role": "user", "content": p}], "stream": true, "cache": {"use-cache": true}})
             }
+            Self::ChatPii | Self::ChatStreamPii => {
+                let p = format!("{PII} {prompt}");
+                serde_json::json!({"model": m, "messages": [{"role": "user", "content": p}],
+                    "stream": self.streams(), "guardrails": ["pii"]})
+            }
         };
         Bytes::from(v.to_string())
     }
 }
+
+/// What the PII workloads add to the prompt: one value of each kind the guardrail masks most.
+const PII: &str = "Contact jane.doe@example.com or (415) 555-2671, card 4111 1111 1111 1111.";
 
 /// Request body size class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum, serde::Serialize)]
@@ -161,7 +188,10 @@ mod tests {
 
     #[test]
     fn bodies_are_valid_json() {
-        for w in Workload::ALL {
+        for w in Workload::ALL
+            .into_iter()
+            .chain([Workload::ChatPii, Workload::ChatStreamPii])
+        {
             let b = w.body("m", "hi \"there\"");
             let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
             assert_eq!(v["model"], "m");
