@@ -60,8 +60,10 @@ pub struct GuardedStream<B: NotesGuardrails> {
     window_start: usize,
     /// Total text length seen.
     total: usize,
-    /// What the last check of the window would change, in stream offsets.
+    /// What the checks of the window would change, in stream offsets.
     found: Vec<Found>,
+    /// Stream offset up to which the text was checked.
+    scanned_to: usize,
     /// Changes decided (their text fully seen) that events not yet released may still hold.
     committed: Vec<Edit>,
     /// Stream offset up to which changes are decided.
@@ -140,6 +142,7 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             window_start: 0,
             total: 0,
             found: Vec::new(),
+            scanned_to: 0,
             committed: Vec::new(),
             horizon: 0,
             masks: Masks::default(),
@@ -172,8 +175,17 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             let event = self.partial.split_to(end + 2).freeze();
             self.take_event(event);
         }
-        self.check(false)?;
-        self.release(false);
+        self.judge_calls(false)?;
+        // The text is checked only when an event could go out: a short answer is scanned
+        // once, at its end, and a long one once per release, never per chunk.
+        if self
+            .held
+            .front()
+            .is_some_and(|h| h.end + HOLD <= self.total)
+        {
+            self.check_text()?;
+            self.release(false);
+        }
         Ok(())
     }
 
@@ -195,10 +207,17 @@ impl<B: NotesGuardrails> GuardedStream<B> {
         }
     }
 
-    /// The window, and the tool calls seen, through every guardrail: the error message of the
-    /// first finding that refuses, if any; what may be masked or given back goes to `found`.
-    /// `end`: the stream is over (arguments that never became whole JSON are judged as absent).
+    /// The tool calls seen, and the window, through every guardrail (see `judge_calls` and
+    /// `check_text`). `end`: the stream is over.
     fn check(&mut self, end: bool) -> Result<(), String> {
+        self.judge_calls(end)?;
+        self.check_text()
+    }
+
+    /// The tool calls seen so far through the `tool_permission` guardrails, at every chunk (a
+    /// refused call ends the stream as soon as its name arrives): the error message of the
+    /// first refusal. `end`: arguments that never became whole JSON are judged as absent.
+    fn judge_calls(&mut self, end: bool) -> Result<(), String> {
         for i in 0..self.guardrails.len() {
             let (Some(policy), Some(calls)) = (&self.guardrails[i].tools, &mut self.calls) else {
                 continue;
@@ -215,13 +234,30 @@ impl<B: NotesGuardrails> GuardedStream<B> {
                 return Err(why);
             }
         }
-        if self.window.is_empty() {
+        Ok(())
+    }
+
+    /// The text that arrived since the last check (with the HOLD characters before it, where a
+    /// finding ending in the new text may start) through every text guardrail: the error
+    /// message of the first finding that refuses; what may be masked or given back is kept in
+    /// `found` (findings that start earlier are known already and cannot change: none is
+    /// longer than HOLD).
+    fn check_text(&mut self) -> Result<(), String> {
+        if self.scanned_to == self.total {
             return Ok(());
         }
+        let mut from =
+            self.scanned_to.saturating_sub(HOLD).max(self.window_start) - self.window_start;
+        while !self.window.is_char_boundary(from) {
+            from -= 1;
+        }
+        let base = self.window_start + from;
+        self.scanned_to = self.total;
         let mut found = std::mem::take(&mut self.found);
-        found.clear();
+        let horizon = self.horizon;
+        found.retain(|f| f.start < base && f.start >= horizon);
         let window = std::mem::take(&mut self.window);
-        let judged = self.find(&window, self.window_start, &mut found);
+        let judged = self.find(&window[from..], base, &mut found);
         self.window = window;
         self.found = found;
         judged.map_err(|(i, what)| {
@@ -560,6 +596,9 @@ fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
         let Some(data) = line.strip_prefix("data:").map(str::trim_start) else {
             continue;
         };
+        if typed_delta(endpoint, data, &mut out) {
+            continue;
+        }
         let Ok(mut v) = serde_json::from_str::<Value>(data) else {
             continue;
         };
@@ -570,6 +609,69 @@ fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// A chat or completions chunk, read for its text only (borrowed where unescaped): several
+/// times cheaper than a `Value` tree, which stays the fallback for any other shape.
+#[derive(serde::Deserialize)]
+struct ChatChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<ChatChoice<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChatChoice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Chat's `delta.content`; Anthropic's `delta.text`.
+#[derive(serde::Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MessagesEvent<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+}
+
+/// The text of one `data:` payload through the typed shapes, in the order `texts::delta`
+/// visits it (a choice's `delta` before its `text`): `false` when the shape is not one of
+/// them (the caller reads it as a `Value`).
+fn typed_delta(endpoint: Endpoint, data: &str, out: &mut String) -> bool {
+    match endpoint {
+        Endpoint::ChatCompletions | Endpoint::Completions => {
+            let Ok(chunk) = serde_json::from_str::<ChatChunk<'_>>(data) else {
+                return false;
+            };
+            for c in chunk.choices {
+                if let Some(t) = c.delta.and_then(|d| d.content) {
+                    out.push_str(&t);
+                }
+                if let Some(t) = c.text {
+                    out.push_str(&t);
+                }
+            }
+            true
+        }
+        Endpoint::Messages => {
+            let Ok(event) = serde_json::from_str::<MessagesEvent<'_>>(data) else {
+                return false;
+            };
+            if let Some(t) = event.delta.and_then(|d| d.text) {
+                out.push_str(&t);
+            }
+            true
+        }
+        _ => false,
+    }
 }
 
 impl<B> Body for GuardedStream<B>
@@ -604,6 +706,11 @@ where
                     }
                 }
                 Poll::Ready(Some(Err(e))) => {
+                    // What arrived before the error goes out, once checked.
+                    if let Err(what) = this.check(true) {
+                        this.stop(&what);
+                        continue;
+                    }
                     this.release(true);
                     this.error = Some(e);
                 }
@@ -900,6 +1007,51 @@ mod tests {
         assert!(!out.contains("1111"), "{out}");
         assert_eq!(out.matches("card <CREDIT_CARD_1> ok").count(), 2, "{out}");
         assert!(out.contains("event: response.completed\ndata: "), "{out}");
+    }
+
+    #[test]
+    fn the_typed_reading_of_deltas_agrees_with_the_tree() {
+        let samples = [
+            (
+                Endpoint::ChatCompletions,
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"h\u00e9 \"q\""}}]}"#,
+            ),
+            (
+                Endpoint::ChatCompletions,
+                r#"{"choices":[{"delta":{"content":null}},{"delta":{"content":"b"}}]}"#,
+            ),
+            (
+                Endpoint::ChatCompletions,
+                r#"{"choices":[],"usage":{"total_tokens":3}}"#,
+            ),
+            (
+                Endpoint::Completions,
+                r#"{"choices":[{"text":"t1"},{"text":"t2"}]}"#,
+            ),
+            (
+                Endpoint::Messages,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"m\n"}}"#,
+            ),
+            (
+                Endpoint::Messages,
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"}}"#,
+            ),
+        ];
+        for (endpoint, data) in samples {
+            let mut typed = String::new();
+            assert!(typed_delta(endpoint, data, &mut typed), "{data}");
+            let mut v: Value = serde_json::from_str(data).unwrap();
+            let mut texts = Vec::new();
+            crate::guardrails::texts::delta(endpoint, &mut v, &mut texts);
+            let tree: String = texts.into_iter().map(|t| t.as_str()).collect();
+            assert_eq!(typed, tree, "{data}");
+        }
+        // Shapes the typed reading does not know go to the tree.
+        assert!(!typed_delta(
+            Endpoint::ChatCompletions,
+            r#"{"choices":[{"delta":{"content":[1]}}]}"#,
+            &mut String::new()
+        ));
     }
 
     fn call_chunk(name: Option<&str>, arguments: &str) -> String {

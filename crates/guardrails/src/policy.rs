@@ -188,7 +188,9 @@ pub struct Guardrail {
     pub name: Arc<str>,
     /// Its settings.
     pub settings: Settings,
-    detector: Option<Detector>,
+    /// Shared: a stream's check takes a copy of its guardrails, and the compiled patterns
+    /// are not copied with it.
+    detector: Option<Arc<Detector>>,
     injection: Option<Injection>,
     /// `tool_permission`'s compiled rules.
     pub tools: Option<crate::tools::ToolPolicy>,
@@ -228,11 +230,11 @@ impl Guardrail {
         let detector = if s.entities.is_empty() && s.patterns.is_empty() && s.words.is_empty() {
             None
         } else {
-            Some(Detector::new(&Spec {
+            Some(Arc::new(Detector::new(&Spec {
                 entities: s.entities.clone(),
                 patterns: s.patterns.clone(),
                 words: s.words.clone(),
-            })?)
+            })?))
         };
         let injection = match settings.kind {
             Kind::PromptInjection => {
