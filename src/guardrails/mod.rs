@@ -442,6 +442,16 @@ fn run(
     outcome.map(|()| masked)
 }
 
+/// Whether a guardrail would apply to a request with this body from a caller carrying `key`'s
+/// guardrails, when its text cannot be read (a provider's own API through a pass-through
+/// route): such a request is refused rather than sent unchecked.
+pub(crate) fn would_apply(set: &Guardrails, key: &[Arc<str>], body: &[u8]) -> bool {
+    set.any_default_on
+        || !key.is_empty()
+        || (memchr::memmem::find(body, b"guardrails").is_some()
+            && serde_json::from_slice::<Value>(body).is_ok_and(|v| !requested(&v).is_empty()))
+}
+
 /// Step 4½: apply the guardrails that apply to this request. `Ok(None)` when none does (the
 /// body untouched and unparsed); the body is replaced when something was masked. With
 /// `log_content` (content logging on), `logging_only` guardrails mask a copy for the log.

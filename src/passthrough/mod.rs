@@ -33,6 +33,7 @@ use http::{HeaderMap, Request, Response};
 use http_body::Body;
 
 use sluice_config::{Config, PriceTable};
+use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_core::limits;
 use sluice_core::record::{Content, RequestRecord};
@@ -115,7 +116,45 @@ where
         .map(|(_, rest)| rest)
         .ok_or(ApiError::Internal("pass-through route without its prefix"))?;
     path::check(rest)?;
-    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    let mut body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    // 4½. Guardrails, where sluice reads the route's text (OpenAI's and Anthropic's APIs, whose
+    //     shapes it knows); on any other route a request a guardrail applies to is refused,
+    //     not sent unchecked.
+    let checked = guarded_endpoint(route, rest);
+    let mut guarded = None;
+    if let Some(set) = snap.guardrails.as_deref() {
+        let carried = caller.guardrails(state.gate().directory());
+        match checked {
+            Some(endpoint) => {
+                let log_content = state.recorder().callbacks().content();
+                match Box::pin(crate::guardrails::before(
+                    set,
+                    endpoint,
+                    &carried,
+                    &mut body,
+                    record,
+                    log_content,
+                ))
+                .await
+                {
+                    Ok(g) => guarded = g,
+                    Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
+                }
+            }
+            None if crate::guardrails::would_apply(set, &carried, &body) => {
+                return Err(ApiError::InvalidParam {
+                    param: "guardrails",
+                    message: format!(
+                        "guardrails apply to this request, and sluice cannot read the text of \
+                         this {} API call: send it through /v1/chat/completions, /v1/responses \
+                         or /v1/messages",
+                        route.name()
+                    ),
+                });
+            }
+            None => {}
+        }
+    }
     // 5. What the request names: the model (path, else body), streaming, the end user; a
     //    `model_list` group's name stands for one of its deployments of this provider.
     let named = route.named(rest);
@@ -198,7 +237,18 @@ where
             (t, Cow::Borrowed(rest), None)
         }
     };
-    let (segments, asked_usage) = outgoing_body(route, &rest, &body, streams, new_model);
+    // A `during_call` service check is asked before the call here (a pass-through call is
+    // not cancelled midway).
+    if let Some(during) = guarded.as_mut().and_then(|g| g.take_during()) {
+        let mut verdict = Box::pin(during.run()).await;
+        let refusal = verdict.take_refusal();
+        verdict.note(record);
+        if let Some(e) = refusal {
+            return Err(e);
+        }
+    }
+    let (segments, asked_usage) =
+        outgoing_body(route, &rest, &body, streams, new_model, checked.is_some());
     let limit = if streams {
         target.timeouts.first_chunk
     } else {
@@ -264,8 +314,28 @@ where
         if let Some(c) = record.content.as_mut() {
             c.response = Some(bytes.clone());
         }
+        // post_call guardrails on the whole answer; a refused answer is still charged.
+        let mut refused = None;
+        let bytes = match (guarded.as_mut(), checked) {
+            (Some(g), Some(endpoint)) => {
+                match Box::pin(g.after(endpoint, head.status, bytes, record)).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        refused = Some((e, endpoint));
+                        Bytes::new()
+                    }
+                }
+            }
+            _ => bytes,
+        };
         let cost = charges.settle(record);
-        *out.body_mut() = ResponseBody::full(bytes);
+        if let Some((e, endpoint)) = refused {
+            record.error = Some(e.code());
+            record.status = e.status().as_u16();
+            out = crate::server::pipeline::error_response(&e, endpoint.dialect());
+        } else {
+            *out.body_mut() = ResponseBody::full(bytes);
+        }
         if let Some(c) = cost {
             out.headers_mut()
                 .insert(X_RESPONSE_COST.clone(), usd_value(c));
@@ -290,7 +360,21 @@ where
             state.recorder().clone(),
             charges,
         );
-        *out.body_mut() = ResponseBody::Pass(Box::new(relay));
+        let on_stream = match (guarded.as_mut(), checked) {
+            (Some(g), Some(endpoint)) => g.on_stream().map(|s| (s, endpoint)),
+            _ => None,
+        };
+        *out.body_mut() = match on_stream {
+            // post_call guardrails check the stream as it passes, as on the inference routes.
+            Some(((list, restore), endpoint)) => ResponseBody::GuardedPass(Box::new(
+                crate::guardrails::GuardedStream::new(relay, list, endpoint, restore),
+            )),
+            None => ResponseBody::Pass(Box::new(relay)),
+        };
+    }
+    if let Some(v) = guarded.as_ref().and_then(|g| g.applied()) {
+        out.headers_mut()
+            .insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
     }
     Ok(out)
 }
@@ -357,8 +441,13 @@ fn outgoing_body(
     body: &Bytes,
     streams: bool,
     new_model: Option<&Bytes>,
+    guarded: bool,
 ) -> (Vec<Bytes>, bool) {
     let completion = streams && route.openai_completion(rest);
+    // The guardrails a request names are sluice's, not the provider's: the field is taken out
+    // (the body written again; a guarded body was parsed whole already).
+    let unguarded = guarded.then(|| without_guardrails(body)).flatten();
+    let body = unguarded.as_ref().unwrap_or(body);
     if completion || new_model.is_some() {
         if let Ok(mut env) = Envelope::parse(body) {
             // A pass-through body keeps every field; only these edits are made.
@@ -372,6 +461,38 @@ fn outgoing_body(
         }
     }
     (vec![body.clone()], false)
+}
+
+/// `body` without its top-level `guardrails` member, when it has one.
+fn without_guardrails(body: &Bytes) -> Option<Bytes> {
+    memchr::memmem::find(body, b"\"guardrails\"")?;
+    let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body).ok()?;
+    v.remove("guardrails")?;
+    serde_json::to_vec(&v).ok().map(Bytes::from)
+}
+
+/// The endpoint whose text the guardrails read on a pass-through call: OpenAI's (and the
+/// OpenAI-shaped providers') chat, completions, Responses and embeddings, Anthropic's
+/// Messages. `None` for every other provider API (Gemini's, Bedrock's, Cohere's...).
+fn guarded_endpoint(route: Route, rest: &str) -> Option<Endpoint> {
+    let path = rest.split('?').next().unwrap_or(rest).trim_end_matches('/');
+    match route {
+        Route::OpenAi | Route::Azure | Route::Mistral => {
+            if path.ends_with("/chat/completions") {
+                Some(Endpoint::ChatCompletions)
+            } else if path.ends_with("/completions") {
+                Some(Endpoint::Completions)
+            } else if path.ends_with("/responses") {
+                Some(Endpoint::Responses)
+            } else if path.ends_with("/embeddings") {
+                Some(Endpoint::Embeddings)
+            } else {
+                None
+            }
+        }
+        Route::Anthropic if path.ends_with("/messages") => Some(Endpoint::Messages),
+        _ => None,
+    }
 }
 
 /// A model name for records, at most [`MAX_MODEL_LEN`] characters.
@@ -440,7 +561,14 @@ mod tests {
     #[test]
     fn usage_is_asked_for_only_on_openai_streams_that_lack_it() {
         let body = Bytes::from_static(br#"{"model":"m","stream":true,"fallbacks":["x"]}"#);
-        let (segs, asked) = outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, true, None);
+        let (segs, asked) = outgoing_body(
+            Route::OpenAi,
+            "/v1/chat/completions",
+            &body,
+            true,
+            None,
+            false,
+        );
         assert!(asked);
         let sent: Vec<u8> = segs.concat();
         let v: serde_json::Value = serde_json::from_slice(&sent).unwrap();
@@ -452,9 +580,29 @@ mod tests {
         let wants = Bytes::from_static(
             br#"{"model":"m","stream":true,"stream_options":{"include_usage":true}}"#,
         );
-        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &wants, true, None).1);
-        assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true, None).1);
-        assert!(!outgoing_body(Route::OpenAi, "/v1/chat/completions", &body, false, None).1);
+        assert!(
+            !outgoing_body(
+                Route::OpenAi,
+                "/v1/chat/completions",
+                &wants,
+                true,
+                None,
+                false
+            )
+            .1
+        );
+        assert!(!outgoing_body(Route::Anthropic, "/v1/messages", &body, true, None, false).1);
+        assert!(
+            !outgoing_body(
+                Route::OpenAi,
+                "/v1/chat/completions",
+                &body,
+                false,
+                None,
+                false
+            )
+            .1
+        );
         // A group's name in the body becomes its deployment's model; nothing else changes.
         let group = Bytes::from_static(br#"{"model":"fast","max_tokens":5,"fallbacks":["x"]}"#);
         let model = Bytes::from_static(br#""claude-sonnet-4-5""#);
@@ -464,11 +612,52 @@ mod tests {
             &group,
             false,
             Some(&model),
+            false,
         );
         assert!(!asked);
         assert_eq!(
             segs.concat(),
             br#"{"model":"claude-sonnet-4-5","max_tokens":5,"fallbacks":["x"]}"#
         );
+    }
+    #[test]
+    fn a_guarded_body_loses_its_guardrails_field_and_nothing_else() {
+        let body = Bytes::from_static(
+            br#"{"model":"m","guardrails":["pii"],"fallbacks":["x"],"messages":[]}"#,
+        );
+        let (segs, _) = outgoing_body(
+            Route::OpenAi,
+            "/v1/chat/completions",
+            &body,
+            false,
+            None,
+            true,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&segs.concat()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "fallbacks": ["x"], "messages": []})
+        );
+        let last = Bytes::from_static(br#"{"model":"m", "guardrails": ["pii"]}"#);
+        let (segs, _) = outgoing_body(
+            Route::OpenAi,
+            "/v1/chat/completions",
+            &last,
+            false,
+            None,
+            true,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&segs.concat()).unwrap();
+        assert_eq!(v, serde_json::json!({"model": "m"}));
+        // Not guarded: the body goes as it came.
+        let (segs, _) = outgoing_body(
+            Route::OpenAi,
+            "/v1/chat/completions",
+            &body,
+            false,
+            None,
+            false,
+        );
+        assert_eq!(segs.concat(), body);
     }
 }

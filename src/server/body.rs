@@ -27,6 +27,8 @@ pub enum ResponseBody {
     Shared(UnsyncBoxBody<Bytes, RelayError>),
     /// A relayed stream checked by `post_call` guardrails as it passes (`crate::guardrails`).
     Guarded(Box<GuardedStream<StreamRelay>>),
+    /// A pass-through stream checked the same way.
+    GuardedPass(Box<GuardedStream<PassRelay>>),
     /// A response that holds its request's in-flight slot until the body ends
     /// (`server::overload`; only when `max_in_flight_requests` is set).
     Held(Box<(ResponseBody, Slot)>),
@@ -55,6 +57,7 @@ impl Body for ResponseBody {
             Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
             Self::Shared(body) => Pin::new(body).poll_frame(cx),
             Self::Guarded(body) => Pin::new(body.as_mut()).poll_frame(cx),
+            Self::GuardedPass(body) => Pin::new(body.as_mut()).poll_frame(cx),
             Self::Held(held) => Pin::new(&mut held.0).poll_frame(cx),
         }
     }
@@ -63,7 +66,11 @@ impl Body for ResponseBody {
         match self {
             Self::Full(full) => full.is_end_stream(),
             Self::Held(held) => held.0.is_end_stream(),
-            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => false,
+            Self::Stream(_)
+            | Self::Pass(_)
+            | Self::Shared(_)
+            | Self::Guarded(_)
+            | Self::GuardedPass(_) => false,
         }
     }
 
@@ -71,9 +78,11 @@ impl Body for ResponseBody {
         match self {
             Self::Full(full) => full.size_hint(),
             Self::Held(held) => held.0.size_hint(),
-            Self::Stream(_) | Self::Pass(_) | Self::Shared(_) | Self::Guarded(_) => {
-                SizeHint::default()
-            }
+            Self::Stream(_)
+            | Self::Pass(_)
+            | Self::Shared(_)
+            | Self::Guarded(_)
+            | Self::GuardedPass(_) => SizeHint::default(),
         }
     }
 }

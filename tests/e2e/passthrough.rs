@@ -1035,3 +1035,103 @@ async fn a_groups_failing_deployment_cools_down_as_the_router_says() {
         "nothing sent while they cool down"
     );
 }
+
+/// Guardrails on the pass-through routes: on OpenAI's and Anthropic's APIs the text is checked
+/// and masked as on `/v1/...` (the provider sees the placeholder and no `guardrails` field, the
+/// caller gets their value back, a post_call block refuses the answer); on a provider API
+/// whose text sluice cannot read, a request a guardrail applies to is refused, never sent.
+#[tokio::test]
+async fn guardrails_apply_on_readable_routes_and_refuse_unreadable_ones() {
+    const ANSWER: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":"Mailing <EMAIL_ADDRESS_1> now."},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}}"#;
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let host = up.addr.to_string();
+    let extra = r#"guardrails:
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: pre_call
+      output_parse_pii: true
+      pii_entities_config: {EMAIL_ADDRESS: MASK, CREDIT_CARD: MASK}
+  - guardrail_name: secrets
+    litellm_params:
+      guardrail: hide-secrets
+      mode: post_call
+      pii_entities_config: {AWS_ACCESS_KEY: BLOCK}
+"#;
+    let gw = gateway(&config(&host, &vertex_key_file(&host), extra)).await;
+    let master = vec![("authorization", format!("Bearer {MASTER}"))];
+    // OpenAI's route: masked before the provider, given back in the answer.
+    let a = call(
+        &gw,
+        "/openai/v1/chat/completions",
+        r#"{"model":"gpt-4o-mini","guardrails":["pii"],"messages":[{"role":"user","content":"mail jane@example.com"}]}"#,
+        &master,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let sent = String::from_utf8(up.requests()[0].body.to_vec()).unwrap();
+    assert!(sent.contains("mail <EMAIL_ADDRESS_1>"), "{sent}");
+    assert!(
+        !sent.contains("jane@") && !sent.contains("guardrails"),
+        "{sent}"
+    );
+    assert_eq!(
+        a.json()["choices"][0]["message"]["content"],
+        "Mailing jane@example.com now."
+    );
+    assert_eq!(a.header("x-sluice-applied-guardrails"), Some("pii"));
+    // Without a guardrail named, the body goes as it came.
+    let plain =
+        r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"mail jane@example.com"}]}"#;
+    assert_eq!(
+        call(&gw, "/openai/v1/chat/completions", plain, &master)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(up.requests()[1].body, plain.as_bytes());
+    // Anthropic's route: the card is masked in the Messages body.
+    let a = call(
+        &gw,
+        "/anthropic/v1/messages",
+        r#"{"model":"claude-sonnet-4-5","max_tokens":10,"guardrails":["pii"],"messages":[{"role":"user","content":"card 4111 1111 1111 1111"}]}"#,
+        &master,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let sent = String::from_utf8(up.requests()[2].body.to_vec()).unwrap();
+    assert!(
+        sent.contains("card <CREDIT_CARD_1>") && !sent.contains("4111"),
+        "{sent}"
+    );
+    // A post_call block: the answer is refused (the provider was called, and is charged).
+    let leaky = recording(Reply::Json(
+        200,
+        r#"{"id":"c2","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"key AKIAIOSFODNN7EXAMPLE"},"finish_reason":"stop"}]}"#,
+    ))
+    .await;
+    let lhost = leaky.addr.to_string();
+    let gw2 = gateway(&config(&lhost, &vertex_key_file(&lhost), extra)).await;
+    let a = call(
+        &gw2,
+        "/openai/v1/chat/completions",
+        r#"{"model":"m","guardrails":["secrets"],"messages":[{"role":"user","content":"hi"}]}"#,
+        &master,
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "guardrail_blocked");
+    assert!(!a.text().contains("AKIA"));
+    // Gemini's API: sluice cannot read its text, so a named guardrail refuses the request.
+    let before = up.requests().len();
+    let a = call(
+        &gw,
+        "/gemini/v1beta/models/gemini-2.0-flash:generateContent",
+        r#"{"guardrails":["pii"],"contents":[{"role":"user","parts":[{"text":"mail jane@example.com"}]}]}"#,
+        &master,
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["param"], "guardrails");
+    assert_eq!(up.requests().len(), before, "nothing was sent");
+}
