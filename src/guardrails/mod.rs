@@ -11,6 +11,7 @@ mod external;
 mod stream;
 mod texts;
 mod tools;
+mod vendors;
 
 pub use stream::{GuardedStream, NotesGuardrails};
 
@@ -111,14 +112,14 @@ fn refused_or_failed(
     }
 }
 
-/// Ask `g`'s service about `texts`, replacing them when it intervenes; the run is noted.
-/// `Ok(true)` when texts were replaced.
+/// Ask `g`'s service about `texts`, replacing them when it intervenes (spans it found are
+/// masked with `masks`' placeholders); the run is noted. `Ok(true)` when texts were replaced.
 async fn run_external(
     g: &Guardrail,
     service: &external::External,
     texts: &mut [&mut String],
     tools: Option<&Value>,
-    stage: GuardrailStage,
+    (stage, masks): (GuardrailStage, &mut Masks),
     record: &mut RequestRecord,
 ) -> Result<bool, ApiError> {
     let (input_type, place) = match stage {
@@ -151,6 +152,41 @@ async fn run_external(
                 (GuardrailVerdict::Masked, label("INTERVENED")),
             );
             Ok(true)
+        }
+        Ok(external::Verdict::Mask(spans)) => {
+            let mut tally = Tally::default();
+            for (t, found) in texts.iter_mut().zip(spans) {
+                if found.is_empty() {
+                    continue;
+                }
+                let refs: Vec<(usize, usize, &str)> =
+                    found.iter().map(|(s, e, l)| (*s, *e, l.as_str())).collect();
+                **t = masks.mask_spans(t, &refs);
+                for (_, _, l) in &found {
+                    match tally.masked.iter_mut().find(|(x, _)| **x == **l) {
+                        Some((_, n)) => *n += 1,
+                        None => tally.masked.push((Arc::from(l.as_str()), 1)),
+                    }
+                }
+            }
+            note_run(
+                record,
+                g,
+                stage,
+                started,
+                (GuardrailVerdict::Masked, tally.masked),
+            );
+            Ok(true)
+        }
+        Ok(external::Verdict::Flagged(_)) => {
+            note_run(
+                record,
+                g,
+                stage,
+                started,
+                (GuardrailVerdict::Passed, label("FLAGGED")),
+            );
+            Ok(false)
         }
         Ok(external::Verdict::Block(reason)) => {
             let (verdict, error) = refused_or_failed(g, service, Ok(reason), place);
@@ -186,7 +222,7 @@ pub(crate) struct Guard<'s> {
 struct DuringCheck<'s> {
     guardrail: &'s Guardrail,
     service: &'s external::External,
-    question: Bytes,
+    question: external::Question,
     texts: usize,
 }
 
@@ -218,10 +254,13 @@ impl During<'_> {
             let label = |l: &str| vec![(Arc::from(l), 1)];
             let ((verdict, found), refusal) = match asked {
                 Ok(external::Verdict::Pass) => ((GuardrailVerdict::Passed, Vec::new()), None),
-                Ok(external::Verdict::Replace(_)) => (
+                Ok(external::Verdict::Replace(_) | external::Verdict::Mask(_)) => (
                     (GuardrailVerdict::Passed, label("INTERVENED_TOO_LATE")),
                     None,
                 ),
+                Ok(external::Verdict::Flagged(_)) => {
+                    ((GuardrailVerdict::Passed, label("FLAGGED")), None)
+                }
                 Ok(external::Verdict::Block(reason)) => {
                     refused_or_failed(g, c.service, Ok(reason), "request")
                 }
@@ -565,7 +604,7 @@ pub(crate) async fn before<'s>(
                 service,
                 &mut texts,
                 tools.as_ref(),
-                GuardrailStage::Request,
+                (GuardrailStage::Request, &mut masks),
                 record,
             )
             .await
@@ -742,9 +781,15 @@ impl<'s> Guard<'s> {
                 let Some(service) = self.set.external(g) else {
                     continue;
                 };
-                changed |=
-                    run_external(g, service, &mut texts, None, GuardrailStage::Answer, record)
-                        .await?;
+                changed |= run_external(
+                    g,
+                    service,
+                    &mut texts,
+                    None,
+                    (GuardrailStage::Answer, &mut answer_masks),
+                    record,
+                )
+                .await?;
             }
             if self.selected.iter().any(|g| g.settings.output_parse_pii) {
                 for t in texts.iter_mut() {

@@ -16,6 +16,7 @@ mod console;
 mod endpoints;
 mod files;
 mod guardrails;
+mod guardrails_vendors;
 mod hardening;
 mod keys;
 mod mcp;

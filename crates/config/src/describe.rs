@@ -145,14 +145,7 @@ guardrails"
     );
     for g in &config.guardrails {
         let s = &g.settings;
-        let kind = match s.kind {
-            Kind::HideSecrets => "hide-secrets",
-            Kind::ContentFilter => "litellm_content_filter",
-            Kind::PromptInjection => "prompt_injection",
-            Kind::ToolPermission => "tool_permission",
-            Kind::PromptSize => "prompt_size",
-            Kind::GenericApi => "generic_guardrail_api",
-        };
+        let kind = s.kind.name();
         let modes: Vec<&str> = [
             (s.modes.pre_call, "pre_call"),
             (s.modes.during_call, "during_call"),

@@ -516,6 +516,37 @@ pub(super) struct RawGuardrailParams {
     pub additional_provider_specific_params: Option<Value>,
     pub on_error: Option<Scalar>,
     pub timeout: Option<Scalar>,
+    // The vendors' own keys, under LiteLLM's names (`validate::vendors`).
+    pub presidio_analyzer_api_base: Option<Scalar>,
+    pub presidio_anonymizer_api_base: Option<Scalar>,
+    pub presidio_language: Option<Scalar>,
+    pub presidio_score_thresholds: Option<BTreeMap<String, Scalar>>,
+    pub project_id: Option<Scalar>,
+    pub breakdown: Option<Scalar>,
+    pub metadata: Option<Value>,
+    pub dev_info: Option<Scalar>,
+    pub on_flagged: Option<Scalar>,
+    pub api_version: Option<Scalar>,
+    pub severity_threshold: Option<Scalar>,
+    pub severity_threshold_by_category: Option<BTreeMap<String, Scalar>>,
+    pub categories: Option<OneOrMany>,
+    #[serde(rename = "outputType")]
+    pub output_type: Option<Scalar>,
+    #[serde(rename = "blocklistNames")]
+    pub blocklist_names: Option<OneOrMany>,
+    #[serde(rename = "haltOnBlocklistHit")]
+    pub halt_on_blocklist_hit: Option<Scalar>,
+    #[serde(rename = "guardrailIdentifier")]
+    pub guardrail_identifier: Option<Scalar>,
+    #[serde(rename = "guardrailVersion")]
+    pub guardrail_version: Option<Scalar>,
+    pub aws_region_name: Option<Scalar>,
+    pub aws_access_key_id: Option<Scalar>,
+    pub aws_secret_access_key: Option<Scalar>,
+    pub aws_session_token: Option<Scalar>,
+    pub aws_bedrock_runtime_endpoint: Option<Scalar>,
+    pub mask_request_content: Option<Scalar>,
+    pub mask_response_content: Option<Scalar>,
 }
 
 /// `tool_permission`'s `rules[j]`.
@@ -552,6 +583,31 @@ pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
     "additional_provider_specific_params",
     "on_error",
     "timeout",
+    "presidio_analyzer_api_base",
+    "presidio_anonymizer_api_base",
+    "presidio_language",
+    "presidio_score_thresholds",
+    "project_id",
+    "breakdown",
+    "metadata",
+    "dev_info",
+    "on_flagged",
+    "api_version",
+    "severity_threshold",
+    "severity_threshold_by_category",
+    "categories",
+    "outputType",
+    "blocklistNames",
+    "haltOnBlocklistHit",
+    "guardrailIdentifier",
+    "guardrailVersion",
+    "aws_region_name",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_bedrock_runtime_endpoint",
+    "mask_request_content",
+    "mask_response_content",
 ];
 
 /// `litellm_content_filter`'s `patterns[j]`.

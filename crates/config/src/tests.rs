@@ -762,8 +762,8 @@ guardrails:
     let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
     let expect = [
         r#"guardrails[1].guardrail_name: "a" is already the name of another guardrail"#,
-        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api"#,
-        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api"#,
+        r#"guardrails[2].litellm_params.guardrail: "lakera" is not built in sluice yet; built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api, presidio, lakera_v2, bedrock, azure/prompt_shield, azure/text_moderations"#,
+        r#"guardrails[3].litellm_params.guardrail: unknown guardrail kind "hide-secret" (did you mean "hide-secrets"?); built-in kinds: hide-secrets, hide_secrets, litellm_content_filter, prompt_injection, tool_permission, prompt_size, generic_guardrail_api, presidio, lakera_v2, bedrock, azure/prompt_shield, azure/text_moderations"#,
         r#"guardrails[4].litellm_params.mode: unknown mode "pre_cal" (did you mean "pre_call"?)"#,
         "guardrails[5].litellm_params.default_on: expected true or false",
         "guardrails[5].litellm_params.pii_entities_config.PERSON: PERSON needs a language model (Presidio's server), which sluice does not call yet",
@@ -786,6 +786,7 @@ guardrails:
         "guardrails[11].litellm_params: a prompt_size guardrail needs max_characters or max_tokens",
         "guardrails[12].litellm_params.api_base: required: the guardrail service's URL",
         r#"guardrails[13].litellm_params.api_base: expected an http:// or https:// URL, got "ftp://x""#,
+        r#"guardrails[13].litellm_params.on_error: expected allow or block, got "ignore""#,
     ];
     for e in expect {
         assert!(
@@ -794,6 +795,226 @@ guardrails:
         );
     }
     assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+}
+
+/// Each vendor guardrail under LiteLLM's keys (and its environment variables) validates into
+/// its vendor's settings; no secret shows in `check-config`'s description.
+#[test]
+fn vendor_guardrails_read_litellms_keys() {
+    use sluice_guardrails::{Action, Kind, OnError, Vendor};
+    let yaml = format!(
+        r#"{ONE_MODEL}
+guardrails:
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: presidio
+      mode: pre_call
+      output_parse_pii: true
+      presidio_analyzer_api_base: http://analyzer:5002/
+      presidio_language: de
+      presidio_score_thresholds: {{PERSON: 0.6, ALL: 0.4}}
+      pii_entities_config: {{PERSON: MASK, US_SSN: BLOCK}}
+  - guardrail_name: pii-env
+    litellm_params: {{guardrail: presidio, mode: post_call}}
+  - guardrail_name: lakera
+    litellm_params:
+      guardrail: lakera_v2
+      mode: during_call
+      api_key: os.environ/LAKERA_API_KEY
+      project_id: project-7
+      on_flagged: monitor
+      breakdown: false
+      metadata: {{team: core}}
+      on_error: allow
+      timeout: 2
+  - guardrail_name: shield
+    litellm_params:
+      guardrail: azure/prompt_shield
+      mode: pre_call
+      api_base: https://cs.cognitiveservices.azure.com/
+      api_key: az-secret-1
+  - guardrail_name: harm
+    litellm_params:
+      guardrail: azure/text_moderations
+      mode: [pre_call, post_call]
+      api_base: https://cs.cognitiveservices.azure.com
+      api_key: az-secret-2
+      api_version: 2023-10-01
+      severity_threshold_by_category: {{Violence: 4}}
+      categories: [Hate, Violence]
+      outputType: EightSeverityLevels
+  - guardrail_name: aws
+    litellm_params:
+      guardrail: bedrock
+      mode: [pre_call, post_call]
+      guardrailIdentifier: gr-123
+      guardrailVersion: DRAFT
+      aws_region_name: eu-west-1
+      mask_request_content: true
+"#
+    );
+    let e = env(&[
+        ("PRESIDIO_ANALYZER_API_BASE", "http://a:5002"),
+        ("PRESIDIO_ANONYMIZER_API_BASE", "http://b:5001"),
+        ("LAKERA_API_KEY", "lk-secret-value"),
+        ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-value"),
+    ]);
+    let loaded = load_str(&yaml, &e).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let g = &loaded.config.guardrails;
+    let ext = |i: usize| g[i].settings.external.as_ref().unwrap();
+
+    assert_eq!(g[0].settings.kind, Kind::Presidio);
+    assert_eq!(ext(0).api_base, "http://analyzer:5002");
+    let Vendor::Presidio(p) = &ext(0).vendor else {
+        panic!("presidio")
+    };
+    assert_eq!(p.anonymizer_base, "http://b:5001", "from the environment");
+    assert_eq!(p.language, "de");
+    assert_eq!(
+        p.entities,
+        vec![
+            ("PERSON".into(), Action::Mask),
+            ("US_SSN".into(), Action::Block)
+        ]
+    );
+    assert_eq!(
+        p.score_thresholds,
+        vec![("ALL".into(), 0.4), ("PERSON".into(), 0.6)]
+    );
+    assert!(p.restore, "output_parse_pii");
+    assert!(
+        g[0].settings.spec.entities.is_empty(),
+        "Presidio's entities are not sluice's detectors"
+    );
+    assert_eq!(ext(1).api_base, "http://a:5002");
+
+    let Vendor::Lakera(l) = &ext(2).vendor else {
+        panic!("lakera")
+    };
+    assert_eq!(ext(2).api_base, "https://api.lakera.ai");
+    assert_eq!(ext(2).api_key.as_ref().unwrap().expose(), "lk-secret-value");
+    assert_eq!(l.project_id.as_deref(), Some("project-7"));
+    assert!(l.monitor && !l.breakdown && l.dev_info);
+    assert_eq!(l.metadata.as_deref(), Some(r#"{"team":"core"}"#));
+    assert_eq!(ext(2).on_error, OnError::Allow);
+    assert_eq!(ext(2).timeout, Duration::from_secs(2));
+
+    assert_eq!(
+        ext(3).vendor,
+        Vendor::AzurePromptShield {
+            api_version: "2024-09-01".into()
+        }
+    );
+    assert_eq!(ext(3).api_base, "https://cs.cognitiveservices.azure.com");
+    let Vendor::AzureTextModeration(t) = &ext(4).vendor else {
+        panic!("azure text")
+    };
+    assert_eq!(t.api_version, "2023-10-01");
+    assert_eq!(t.by_category, vec![("Violence".into(), 4)]);
+    assert_eq!(t.severity_threshold, None, "only the category's own");
+    assert_eq!(t.categories, vec!["Hate".to_owned(), "Violence".to_owned()]);
+    assert_eq!(t.output_type, "EightSeverityLevels");
+
+    let Vendor::Bedrock(b) = &ext(5).vendor else {
+        panic!("bedrock")
+    };
+    assert_eq!(
+        ext(5).api_base,
+        "https://bedrock-runtime.eu-west-1.amazonaws.com"
+    );
+    assert_eq!(
+        (b.identifier.as_str(), b.version.as_str()),
+        ("gr-123", "DRAFT")
+    );
+    assert_eq!(b.access_key_id.expose(), "AKIDEXAMPLE");
+    assert_eq!(b.secret_access_key.expose(), "aws-secret-value");
+    assert!(b.mask_request && !b.mask_response);
+
+    let shown = crate::describe(&loaded.config);
+    for secret in [
+        "lk-secret-value",
+        "az-secret-1",
+        "az-secret-2",
+        "aws-secret-value",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(
+        shown.contains("  - aws: bedrock, pre_call+post_call"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  - shield: azure/prompt_shield, pre_call"),
+        "{shown}"
+    );
+}
+
+/// A vendor guardrail's missing or bad keys are errors at their paths; secrets never appear.
+#[test]
+fn vendor_guardrail_problems_name_their_fields() {
+    let yaml = format!(
+        r#"{ONE_MODEL}
+guardrails:
+  - guardrail_name: p
+    litellm_params:
+      guardrail: presidio
+      mode: pre_call
+      presidio_anonymizer_api_base: "anonymizer:5001"
+      presidio_score_thresholds: {{PERSON: 1.5}}
+      pii_entities_config: {{PERSON: REDACT}}
+  - guardrail_name: l
+    litellm_params: {{guardrail: lakera_v2, mode: pre_call, on_flagged: shrug}}
+  - guardrail_name: s
+    litellm_params: {{guardrail: azure/prompt_shield, mode: [pre_call, post_call], api_key: az-secret-3}}
+  - guardrail_name: t
+    litellm_params:
+      guardrail: azure/text_moderations
+      mode: pre_call
+      api_base: https://cs.example
+      severity_threshold: 9
+      severity_threshold_by_category: {{Hate: high}}
+  - guardrail_name: b
+    litellm_params: {{guardrail: bedrock, mode: pre_call, aws_secret_access_key: aws-secret-4}}
+  - guardrail_name: b2
+    litellm_params: {{guardrail: bedrock, mode: pre_call, guardrailIdentifier: g, guardrailVersion: 1, aws_region_name: "eu west", aws_access_key_id: k, aws_secret_access_key: s}}
+  - guardrail_name: om
+    litellm_params: {{guardrail: openai_moderation, mode: pre_call}}
+"#
+    );
+    let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
+    let expect = [
+        "guardrails[0].litellm_params.presidio_analyzer_api_base: required: the Presidio analyzer's URL (or PRESIDIO_ANALYZER_API_BASE)",
+        r#"guardrails[0].litellm_params.presidio_anonymizer_api_base: expected an http:// or https:// URL, got "anonymizer:5001""#,
+        r#"guardrails[0].litellm_params.pii_entities_config.PERSON: expected MASK or BLOCK, got "REDACT""#,
+        "guardrails[0].litellm_params.presidio_score_thresholds.PERSON: expected a score from 0 to 1",
+        "guardrails[1].litellm_params.api_key: required: the lakera_v2 key (or LAKERA_API_KEY)",
+        r#"guardrails[1].litellm_params.on_flagged: expected block or monitor, got "shrug""#,
+        "guardrails[2].litellm_params.mode: azure/prompt_shield judges prompts",
+        "guardrails[2].litellm_params.api_base: required: the Azure AI Content Safety resource's endpoint",
+        "guardrails[3].litellm_params.api_key: required: the azure/text_moderations key",
+        "guardrails[3].litellm_params.severity_threshold: expected a severity from 0 to 7",
+        "guardrails[3].litellm_params.severity_threshold_by_category.Hate: expected a whole number",
+        "guardrails[4].litellm_params.guardrailIdentifier: required: the Bedrock guardrail's id or ARN",
+        "guardrails[4].litellm_params.guardrailVersion: required",
+        "guardrails[4].litellm_params.aws_region_name: required: the guardrail's AWS region",
+        "guardrails[4].litellm_params.aws_access_key_id: required",
+        r#"guardrails[5].litellm_params.aws_region_name: not an AWS region: "eu west""#,
+        r#"guardrails[6].litellm_params.guardrail: "openai_moderation" is not built in sluice yet"#,
+    ];
+    for e in expect {
+        assert!(
+            errs.iter().any(|x| x.starts_with(e)),
+            "missing {e:?} in {errs:#?}"
+        );
+    }
+    assert_eq!(errs.len(), expect.len(), "{errs:#?}");
+    let all = errs.join("\n");
+    assert!(
+        !all.contains("az-secret-3") && !all.contains("aws-secret-4"),
+        "{all}"
+    );
 }
 
 #[test]

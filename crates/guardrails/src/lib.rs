@@ -24,7 +24,7 @@ pub use detect::{Action, BuildError, Detector, Finding};
 pub use entity::Entity;
 pub use mask::Masks;
 pub use policy::{
-    ExternalSettings, Guardrail, Kind, Modes, OnError, Settings, SizeLimits, SpecSettings, Tally,
-    Violation,
+    AzureTextSettings, BedrockSettings, ExternalSettings, Guardrail, Kind, LakeraSettings, Modes,
+    OnError, PresidioSettings, Settings, SizeLimits, SpecSettings, Tally, Vendor, Violation,
 };
 pub use tools::{Decision, Denial, OnDisallowed, ToolPolicy, ToolSettings};

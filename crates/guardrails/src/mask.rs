@@ -56,6 +56,25 @@ impl Masks {
         out
     }
 
+    /// `text` with each span (byte range and label, found by a service such as Presidio)
+    /// replaced by its placeholder, numbered with this request's own so the answer's can be
+    /// given back. Spans must be ordered, apart and on character boundaries; one that is
+    /// not is left as it is (never a panic on a service's word).
+    pub fn mask_spans(&mut self, text: &str, spans: &[(usize, usize, &str)]) -> String {
+        let mut out = String::with_capacity(text.len() + 16 * spans.len());
+        let mut at = 0;
+        for &(start, end, label) in spans {
+            let (Some(before), Some(value)) = (text.get(at..start), text.get(start..end)) else {
+                continue;
+            };
+            out.push_str(before);
+            out.push_str(self.placeholder(label, value));
+            at = end;
+        }
+        out.push_str(text.get(at..).unwrap_or_default());
+        out
+    }
+
     /// `text` with every placeholder of this request given back its value, or `None` when it
     /// holds none. A placeholder the model changed (`<EMAIL_ADDRESS_1 >`) stays as it is.
     pub fn restore(&self, text: &str) -> Option<String> {
@@ -139,6 +158,30 @@ mod tests {
         );
         // A second text of the same request continues the numbering.
         assert_eq!(mask(&mut m, &d, "cc c@x.io"), "cc <EMAIL_ADDRESS_3>");
+    }
+
+    #[test]
+    fn spans_share_the_numbering_and_come_back() {
+        let d = detector();
+        let mut m = Masks::default();
+        mask(&mut m, &d, "mail a@x.io");
+        let text = "Zoë Ruiz met Ann, then a@x.io";
+        let at = |w: &str| {
+            let i = text.find(w).unwrap();
+            (i, i + w.len())
+        };
+        let ((z0, z1), (a0, a1), (e0, e1)) = (at("Zoë Ruiz"), at("Ann"), at("a@x.io"));
+        let spans = [
+            (z0, z1, "PERSON"),
+            (a0, a1, "PERSON"),
+            (e0, e1, "EMAIL_ADDRESS"),
+        ];
+        let masked = m.mask_spans(text, &spans);
+        assert_eq!(masked, "<PERSON_1> met <PERSON_2>, then <EMAIL_ADDRESS_1>");
+        assert_eq!(m.restore(&masked).as_deref(), Some(text));
+        // A span off a character boundary or out of order is skipped, not a panic.
+        assert_eq!(m.mask_spans("Zoë", &[(0, 3, "X")]), "Zoë");
+        assert_eq!(m.mask_spans("abc", &[(2, 3, "X"), (0, 1, "Y")]), "ab<X_1>");
     }
 
     #[test]

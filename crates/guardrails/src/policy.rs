@@ -26,13 +26,45 @@ pub enum Kind {
     /// `generic_guardrail_api`: LiteLLM's Generic Guardrail API, a service of the operator's
     /// asked over HTTP (`POST {api_base}/beta/litellm_basic_guardrail_api`).
     GenericApi,
+    /// `presidio`: Microsoft Presidio's analyzer (and anonymizer) servers find PII with NER
+    /// models sluice's patterns cannot match (names, places).
+    Presidio,
+    /// `lakera_v2`: Lakera Guard's `/v2/guard`, a hosted prompt-attack and content classifier.
+    Lakera,
+    /// `bedrock`: an AWS Bedrock guardrail, asked through `ApplyGuardrail` (SigV4-signed).
+    Bedrock,
+    /// `azure/prompt_shield`: Azure AI Content Safety's jailbreak and injection detector.
+    AzurePromptShield,
+    /// `azure/text_moderations`: Azure AI Content Safety's harm categories with severities.
+    AzureTextModeration,
 }
 
 impl Kind {
     /// Whether checking calls a service (the pipeline awaits it; sluice's own kinds are
     /// functions of the text).
     pub fn is_external(self) -> bool {
-        matches!(self, Kind::GenericApi)
+        match self {
+            Kind::GenericApi
+            | Kind::Presidio
+            | Kind::Lakera
+            | Kind::Bedrock
+            | Kind::AzurePromptShield
+            | Kind::AzureTextModeration => true,
+            Kind::HideSecrets
+            | Kind::ContentFilter
+            | Kind::PromptInjection
+            | Kind::ToolPermission
+            | Kind::PromptSize => false,
+        }
+    }
+
+    /// The name a config uses for the kind (the first of [`Kind::NAMES`] for it), so errors
+    /// and `check-config` say what the user wrote.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("", |(n, _)| *n)
     }
 }
 
@@ -46,6 +78,11 @@ impl Kind {
         ("tool_permission", Kind::ToolPermission),
         ("prompt_size", Kind::PromptSize),
         ("generic_guardrail_api", Kind::GenericApi),
+        ("presidio", Kind::Presidio),
+        ("lakera_v2", Kind::Lakera),
+        ("bedrock", Kind::Bedrock),
+        ("azure/prompt_shield", Kind::AzurePromptShield),
+        ("azure/text_moderations", Kind::AzureTextModeration),
     ];
 
     /// The kind a config names, if built in.
@@ -119,9 +156,11 @@ pub enum OnError {
 /// An external guardrail's service.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExternalSettings {
-    /// `api_base`: the service's base URL.
+    /// `api_base`: the service's base URL (Presidio: the analyzer's; Bedrock: the runtime
+    /// endpoint, by default the region's).
     pub api_base: String,
-    /// `api_key`: sent as `Authorization: Bearer`.
+    /// `api_key`: sent as `Authorization: Bearer` (Lakera too), or as Azure's
+    /// `Ocp-Apim-Subscription-Key`.
     pub api_key: Option<sluice_core::Secret>,
     /// `additional_provider_specific_params`, as JSON text (an object).
     pub params: String,
@@ -129,6 +168,101 @@ pub struct ExternalSettings {
     pub timeout: std::time::Duration,
     /// `on_error`.
     pub on_error: OnError,
+    /// What the vendor's own API needs beyond the above (`Generic` for LiteLLM's contract).
+    pub vendor: Vendor,
+}
+
+/// A vendor's own settings, one variant per external kind: each adapter reads only its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Vendor {
+    /// `generic_guardrail_api`: nothing more.
+    Generic,
+    /// `presidio`.
+    Presidio(PresidioSettings),
+    /// `lakera_v2`.
+    Lakera(LakeraSettings),
+    /// `azure/prompt_shield`.
+    AzurePromptShield {
+        /// `api_version` (default `2024-09-01`).
+        api_version: String,
+    },
+    /// `azure/text_moderations`.
+    AzureTextModeration(AzureTextSettings),
+    /// `bedrock`.
+    Bedrock(BedrockSettings),
+}
+
+/// `presidio`'s keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresidioSettings {
+    /// `presidio_anonymizer_api_base` (or `PRESIDIO_ANONYMIZER_API_BASE`).
+    pub anonymizer_base: String,
+    /// `presidio_language` (default `en`).
+    pub language: String,
+    /// `pii_entities_config`: Presidio's entity names (any the analyzer knows) and what to
+    /// do with each; empty means every entity found is masked.
+    pub entities: Vec<(String, Action)>,
+    /// `presidio_score_thresholds`: the least score a finding of an entity needs (`ALL`:
+    /// any entity without its own).
+    pub score_thresholds: Vec<(String, f64)>,
+    /// `output_parse_pii`: mask with numbered placeholders sluice keeps, so the answer can
+    /// be given back its values (the anonymizer's `<PERSON>` cannot be told apart).
+    pub restore: bool,
+}
+
+/// `lakera_v2`'s keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LakeraSettings {
+    /// `project_id`: the Lakera project whose policy applies.
+    pub project_id: Option<String>,
+    /// `breakdown`: ask for the detectors' breakdown (their types name a refusal).
+    pub breakdown: bool,
+    /// `metadata`, as JSON text (an object), sent as is.
+    pub metadata: Option<String>,
+    /// `dev_info`.
+    pub dev_info: bool,
+    /// `on_flagged: monitor`: a flagged text passes (the run is recorded `FLAGGED`).
+    pub monitor: bool,
+}
+
+/// `azure/text_moderations`' keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AzureTextSettings {
+    /// `api_version` (default `2024-09-01`).
+    pub api_version: String,
+    /// `categories` (default Hate, Sexual, SelfHarm, Violence).
+    pub categories: Vec<String>,
+    /// `outputType` (default `FourSeverityLevels`).
+    pub output_type: String,
+    /// `blocklistNames`.
+    pub blocklist_names: Vec<String>,
+    /// `haltOnBlocklistHit`.
+    pub halt_on_blocklist_hit: bool,
+    /// `severity_threshold`: block at or above this severity in any category.
+    pub severity_threshold: Option<u32>,
+    /// `severity_threshold_by_category`: per category. With neither set, 2 for all.
+    pub by_category: Vec<(String, u32)>,
+}
+
+/// `bedrock`'s keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BedrockSettings {
+    /// `guardrailIdentifier`: the guardrail's id or ARN.
+    pub identifier: String,
+    /// `guardrailVersion` (`DRAFT` or a number).
+    pub version: String,
+    /// `aws_region_name` (or `AWS_REGION_NAME`, `AWS_REGION`, `AWS_DEFAULT_REGION`).
+    pub region: String,
+    /// `aws_access_key_id` (or `AWS_ACCESS_KEY_ID`).
+    pub access_key_id: sluice_core::Secret,
+    /// `aws_secret_access_key` (or `AWS_SECRET_ACCESS_KEY`).
+    pub secret_access_key: sluice_core::Secret,
+    /// `aws_session_token` (or `AWS_SESSION_TOKEN`).
+    pub session_token: Option<sluice_core::Secret>,
+    /// `mask_request_content`: a request the guardrail only anonymized goes on masked.
+    pub mask_request: bool,
+    /// `mask_response_content`: likewise for an answer.
+    pub mask_response: bool,
 }
 
 /// `prompt_size`: the most characters, and the most tokens (estimated), a request's text may

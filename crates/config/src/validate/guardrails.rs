@@ -1,11 +1,12 @@
 //! `guardrails:` (LiteLLM's list of `guardrail_name` + `litellm_params`) → built
-//! [`Guardrail`]s. A kind sluice runs in process is validated key by key; a kind LiteLLM calls
-//! a service for is an error that says it is not built in yet, never a guardrail silently off.
+//! [`Guardrail`]s. A kind sluice runs in process is validated key by key, so is an external
+//! one (its vendor's keys in `vendors.rs`); a kind LiteLLM calls a service for that sluice
+//! does not is an error that says it is not built in yet, never a guardrail silently off.
 
 use std::collections::BTreeMap;
 
 use sluice_core::settings::read::{boolean, number, text, whole};
-use sluice_core::settings::{did_you_mean, Problems, Scalar};
+use sluice_core::settings::{did_you_mean, Env, Problems, Scalar};
 use sluice_guardrails::detect::Spec;
 use sluice_guardrails::entity::PRESIDIO_NOT_BUILT_IN;
 use sluice_guardrails::{
@@ -19,18 +20,13 @@ use sluice_guardrails::{Decision, OnDisallowed, ToolSettings};
 
 /// LiteLLM's guardrail kinds that call a service (or need a model): not built in yet.
 const NOT_YET: &[&str] = &[
-    "presidio",
     "lakera",
-    "lakera_v2",
     "aporia",
-    "bedrock",
     "guardrails_ai",
     "aim",
     "pangea",
     "lasso",
     "openai_moderation",
-    "azure/prompt_shield",
-    "azure/text_moderations",
     "model_armor",
     "noma",
     "pillar",
@@ -63,11 +59,15 @@ const PREBUILT: &[(&str, Entity)] = &[
 ];
 
 /// Every guardrail, built; problems recorded with their paths.
-pub(super) fn guardrails(raw: Option<Vec<RawGuardrail>>, p: &mut Problems) -> Vec<Guardrail> {
+pub(super) fn guardrails(
+    raw: Option<Vec<RawGuardrail>>,
+    env: &dyn Env,
+    p: &mut Problems,
+) -> Vec<Guardrail> {
     let mut out: Vec<Guardrail> = Vec::new();
     for (i, g) in raw.unwrap_or_default().into_iter().enumerate() {
         let at = format!("guardrails[{i}]");
-        let Some(settings) = one(&at, g, p) else {
+        let Some(settings) = one(&at, g, env, p) else {
             continue;
         };
         if out.iter().any(|o| *o.name == *settings.name) {
@@ -96,7 +96,7 @@ pub(super) fn guardrails(raw: Option<Vec<RawGuardrail>>, p: &mut Problems) -> Ve
     out
 }
 
-fn one(at: &str, g: RawGuardrail, p: &mut Problems) -> Option<Settings> {
+fn one(at: &str, g: RawGuardrail, env: &dyn Env, p: &mut Problems) -> Option<Settings> {
     let name = text(g.guardrail_name).map(|n| n.trim().to_owned());
     let name = match name {
         Some(n) if !n.is_empty() => n,
@@ -117,7 +117,7 @@ fn one(at: &str, g: RawGuardrail, p: &mut Problems) -> Option<Settings> {
     };
     let at = format!("{at}.litellm_params");
     let kind = kind(&at, params.guardrail.clone(), p)?;
-    settings(&at, name, kind, params, p)
+    settings(&at, name, kind, params, env, p)
 }
 
 fn kind(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<Kind> {
@@ -175,20 +175,25 @@ fn settings(
     name: String,
     kind: Kind,
     params: RawGuardrailParams,
+    env: &dyn Env,
     p: &mut Problems,
 ) -> Option<Settings> {
     let errors = p.errors.len();
-    let modes = modes(at, params.mode, p);
-    let default_on = boolean(&format!("{at}.default_on"), params.default_on, p).unwrap_or(false);
+    let modes = modes(at, params.mode.clone(), p);
+    let default_on =
+        boolean(&format!("{at}.default_on"), params.default_on.clone(), p).unwrap_or(false);
     let output_parse_pii = boolean(
         &format!("{at}.output_parse_pii"),
-        params.output_parse_pii,
+        params.output_parse_pii.clone(),
         p,
     )
     .unwrap_or(false);
+    super::vendors::warn_foreign(at, kind, &params, p);
     let external = if kind.is_external() {
         external(
             at,
+            kind,
+            &params,
             ExternalKeys {
                 api_base: &params.api_base,
                 api_key: &params.api_key,
@@ -196,16 +201,13 @@ fn settings(
                 on_error: &params.on_error,
                 timeout: &params.timeout,
             },
+            (output_parse_pii, env),
             p,
         )
     } else {
         for (key, set) in [
             ("api_key", params.api_key.is_some()),
             ("api_base", params.api_base.is_some()),
-            (
-                "additional_provider_specific_params",
-                params.additional_provider_specific_params.is_some(),
-            ),
             ("on_error", params.on_error.is_some()),
             ("timeout", params.timeout.is_some()),
         ] {
@@ -273,10 +275,11 @@ fn settings(
         );
     }
     if modes.logging_only
-        && matches!(
-            kind,
-            Kind::PromptInjection | Kind::ToolPermission | Kind::PromptSize | Kind::GenericApi
-        )
+        && (kind.is_external()
+            || matches!(
+                kind,
+                Kind::PromptInjection | Kind::ToolPermission | Kind::PromptSize
+            ))
     {
         p.error(
             format!("{at}.mode"),
@@ -284,11 +287,20 @@ fn settings(
              litellm_content_filter or hide-secrets guardrail)",
         );
     }
+    if kind == Kind::AzurePromptShield && modes.post_call {
+        p.error(
+            format!("{at}.mode"),
+            "azure/prompt_shield judges prompts (pre_call, during_call), not answers",
+        );
+    }
     let mut spec = SpecSettings::default();
     if kind == Kind::HideSecrets {
         spec.entities = Entity::SECRETS.iter().map(|e| (*e, Action::Mask)).collect();
     }
-    entities(at, params.pii_entities_config, &mut spec, p);
+    // Presidio's entities are the analyzer's names, read with its other keys.
+    if kind != Kind::Presidio {
+        entities(at, params.pii_entities_config, &mut spec, p);
+    }
     patterns(at, params.patterns, &mut spec, p);
     words(at, params.blocked_words, &mut spec, p);
     let threshold = match kind {
@@ -323,7 +335,13 @@ fn settings(
             "a litellm_content_filter needs patterns, blocked_words or pii_entities_config",
         );
     }
-    if output_parse_pii && !spec.entities.iter().any(|(_, a)| *a == Action::Mask) {
+    let presidio_masks = matches!(
+        external.as_ref().map(|e| &e.vendor),
+        Some(sluice_guardrails::Vendor::Presidio(s))
+            if s.entities.is_empty() || s.entities.iter().any(|(_, a)| *a == Action::Mask)
+    );
+    if output_parse_pii && !presidio_masks && !spec.entities.iter().any(|(_, a)| *a == Action::Mask)
+    {
         p.warn(
             format!("{at}.output_parse_pii"),
             "this guardrail masks nothing, so there is nothing to give back",
@@ -355,30 +373,31 @@ struct ExternalKeys<'a> {
     timeout: &'a Option<Scalar>,
 }
 
-/// An external kind's service: `api_base` (required), `api_key`, `timeout`, `on_error`,
-/// `additional_provider_specific_params`.
+/// An external kind's service: `timeout` and `on_error` for every kind; for
+/// `generic_guardrail_api`, `api_base` (required), `api_key` and
+/// `additional_provider_specific_params`; the vendors' own keys otherwise (`vendors.rs`).
 fn external(
     at: &str,
+    kind: Kind,
+    raw: &RawGuardrailParams,
     params: ExternalKeys<'_>,
+    (output_parse_pii, env): (bool, &dyn Env),
     p: &mut Problems,
 ) -> Option<sluice_guardrails::ExternalSettings> {
-    let base = text(params.api_base.clone()).map(|b| b.trim().trim_end_matches('/').to_owned());
-    let api_base = match base {
-        Some(b) if b.starts_with("http://") || b.starts_with("https://") => b,
-        Some(b) => {
-            p.error(
-                format!("{at}.api_base"),
-                format!("expected an http:// or https:// URL, got {b:?}"),
-            );
-            return None;
-        }
-        None => {
-            p.error(
-                format!("{at}.api_base"),
-                "required: the guardrail service's URL",
-            );
-            return None;
-        }
+    let service = if kind == Kind::GenericApi {
+        super::vendors::base_url(
+            &format!("{at}.api_base"),
+            text(params.api_base.clone()),
+            "the guardrail service's URL",
+            p,
+        )
+        .map(|api_base| super::vendors::Service {
+            api_base,
+            api_key: text(params.api_key.clone()).map(sluice_core::Secret::new),
+            vendor: sluice_guardrails::Vendor::Generic,
+        })
+    } else {
+        super::vendors::service(at, kind, raw, output_parse_pii, env, p)
     };
     let on_error = match text(params.on_error.clone())
         .map(|v| v.trim().to_ascii_lowercase())
@@ -409,12 +428,14 @@ fn external(
             "{}".to_owned()
         }
     };
+    let service = service?;
     Some(sluice_guardrails::ExternalSettings {
-        api_base,
-        api_key: text(params.api_key.clone()).map(sluice_core::Secret::new),
+        api_base: service.api_base,
+        api_key: service.api_key,
         params: params_json,
         timeout,
         on_error,
+        vendor: service.vendor,
     })
 }
 

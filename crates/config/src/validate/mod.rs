@@ -13,6 +13,7 @@ mod mcp;
 mod passthrough;
 mod router;
 mod tls;
+mod vendors;
 
 use sluice_core::settings::{did_you_mean, Env, Problems};
 
@@ -92,7 +93,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     }
     let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
     let mcp = mcp::mcp_servers(raw.mcp_servers, p);
-    let guardrails = guardrails::guardrails(raw.guardrails, p);
+    let guardrails = guardrails::guardrails(raw.guardrails, env, p);
     Config {
         deployments,
         general,
