@@ -17,7 +17,10 @@ use sluice_core::record::RequestRecord;
 use sluice_guardrails::{ExternalSettings, OnError, Vendor as Settings};
 use sluice_net::{ClientRegistry, SegmentsBody, UpstreamClient};
 
-use super::vendors::{azure, bedrock, generic, lakera, presidio};
+use sluice_core::endpoint::Endpoint;
+use sluice_routing::Router;
+
+use super::vendors::{azure, bedrock, generic, lakera, moderation, presidio};
 
 /// Most bytes of a service's answer read (replacement texts included).
 const MAX_ANSWER: usize = 16 * 1024 * 1024;
@@ -40,6 +43,7 @@ enum Vendor {
     Lakera(lakera::Lakera),
     Azure(azure::Azure),
     Bedrock(bedrock::Bedrock),
+    Moderation(moderation::Moderation),
 }
 
 /// What the service decided.
@@ -99,6 +103,7 @@ impl External {
             }
             Settings::AzureTextModeration(t) => Vendor::Azure(azure::Azure::text(s, t)?),
             Settings::Bedrock(b) => Vendor::Bedrock(bedrock::Bedrock::build(s, b)?),
+            Settings::OpenAiModeration(m) => Vendor::Moderation(moderation::Moderation::build(m)),
         };
         Ok(Self {
             vendor,
@@ -116,9 +121,10 @@ impl External {
         tools: Option<&Value>,
         input_type: &str,
         record: &RequestRecord,
+        router: &Router,
     ) -> Result<Verdict, String> {
         let question = self.question(texts, tools, input_type, record)?;
-        self.ask(question, texts.len()).await
+        self.ask(question, texts.len(), router).await
     }
 
     /// A question about `texts` (built now, so it can be sent later while the request goes
@@ -142,14 +148,23 @@ impl External {
             Vendor::Lakera(l) => l.question(&plain, direction)?,
             Vendor::Azure(a) => a.question(&plain),
             Vendor::Bedrock(b) => b.question(&plain, direction)?,
+            Vendor::Moderation(m) => m.question(&plain)?,
         };
         Ok(Question { payload, direction })
     }
 
-    /// Send a question about `sent` texts and read the verdict, within the timeout.
-    pub(crate) async fn ask(&self, question: Question, sent: usize) -> Result<Verdict, String> {
+    /// Send a question about `sent` texts and read the verdict, within the timeout. `router`
+    /// carries the questions of a guardrail that asks one of the config's model groups.
+    pub(crate) async fn ask(
+        &self,
+        question: Question,
+        sent: usize,
+        router: &Router,
+    ) -> Result<Verdict, String> {
         let call = Call {
             client: &self.client,
+            router,
+            timeout: self.timeout,
         };
         let exchange = async {
             match &self.vendor {
@@ -158,6 +173,7 @@ impl External {
                 Vendor::Lakera(l) => l.ask(&call, question).await,
                 Vendor::Azure(a) => a.ask(&call, question).await,
                 Vendor::Bedrock(b) => b.ask(&call, question, sent).await,
+                Vendor::Moderation(m) => m.ask(&call, question, sent).await,
             }
         };
         tokio::time::timeout(self.timeout, exchange)
@@ -169,9 +185,17 @@ impl External {
 /// One POST to a service over sluice's pooled client: what every adapter sends through.
 pub(super) struct Call<'a> {
     client: &'a UpstreamClient,
+    router: &'a Router,
+    timeout: Duration,
 }
 
 impl Call<'_> {
+    /// POST `body` (naming a model group) to the config's own `/v1/moderations` through the
+    /// router; the whole answer when a deployment served it.
+    pub(super) async fn route(&self, body: Bytes) -> Result<Bytes, String> {
+        crate::server::internal::call(self.router, Endpoint::Moderations, body, self.timeout).await
+    }
+
     /// POST `body` (JSON) to `uri` with `headers`; the answer's bytes when it is a 2xx. The
     /// error names neither the address nor what the service said (it may echo the text).
     pub(super) async fn post(

@@ -25,6 +25,7 @@ use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_core::record::{GuardrailRun, GuardrailStage, GuardrailVerdict, RequestRecord};
 use sluice_guardrails::{Guardrail, Masks, Tally, Violation};
+use sluice_routing::Router;
 
 /// The header that names the guardrails a request ran.
 pub(crate) static X_APPLIED_GUARDRAILS: HeaderName =
@@ -121,13 +122,16 @@ async fn run_external(
     tools: Option<&Value>,
     (stage, masks): (GuardrailStage, &mut Masks),
     record: &mut RequestRecord,
+    router: &Router,
 ) -> Result<bool, ApiError> {
     let (input_type, place) = match stage {
         GuardrailStage::Request => ("request", "request"),
         GuardrailStage::Answer => ("response", "answer"),
     };
     let started = Instant::now();
-    let asked = service.check(texts, tools, input_type, record).await;
+    let asked = service
+        .check(texts, tools, input_type, record, router)
+        .await;
     let label = |l: &str| vec![(Arc::from(l), 1)];
     match asked {
         Ok(external::Verdict::Pass) => {
@@ -205,6 +209,8 @@ async fn run_external(
 #[derive(Debug)]
 pub(crate) struct Guard<'s> {
     set: &'s Guardrails,
+    /// The config's routing, for a guardrail that asks one of its model groups.
+    router: &'s Router,
     selected: Vec<&'s Guardrail>,
     masks: Masks,
     /// The request as content logging keeps it when a `logging_only` guardrail masked it.
@@ -221,6 +227,7 @@ pub(crate) struct Guard<'s> {
 #[derive(Debug)]
 struct DuringCheck<'s> {
     guardrail: &'s Guardrail,
+    router: &'s Router,
     service: &'s external::External,
     question: external::Question,
     texts: usize,
@@ -249,7 +256,7 @@ impl During<'_> {
         };
         for c in self.0 {
             let started = Instant::now();
-            let asked = c.service.ask(c.question, c.texts).await;
+            let asked = c.service.ask(c.question, c.texts, c.router).await;
             let g = c.guardrail;
             let label = |l: &str| vec![(Arc::from(l), 1)];
             let ((verdict, found), refusal) = match asked {
@@ -495,7 +502,7 @@ pub(crate) fn would_apply(set: &Guardrails, key: &[Arc<str>], body: &[u8]) -> bo
 /// body untouched and unparsed); the body is replaced when something was masked. With
 /// `log_content` (content logging on), `logging_only` guardrails mask a copy for the log.
 pub(crate) async fn before<'s>(
-    set: &'s Guardrails,
+    (set, router): (&'s Guardrails, &'s Router),
     endpoint: Endpoint,
     key: &[Arc<str>],
     body: &mut Bytes,
@@ -593,6 +600,7 @@ pub(crate) async fn before<'s>(
                     })?;
                 during.push(DuringCheck {
                     guardrail: g,
+                    router,
                     service,
                     question,
                     texts: texts.len(),
@@ -606,6 +614,7 @@ pub(crate) async fn before<'s>(
                 tools.as_ref(),
                 (GuardrailStage::Request, &mut masks),
                 record,
+                router,
             )
             .await
             .map_err(|error| Refused {
@@ -644,6 +653,7 @@ pub(crate) async fn before<'s>(
     }
     Ok(Some(Guard {
         set,
+        router,
         selected,
         masks,
         logged_request,
@@ -788,6 +798,7 @@ impl<'s> Guard<'s> {
                     None,
                     (GuardrailStage::Answer, &mut answer_masks),
                     record,
+                    self.router,
                 )
                 .await?;
             }

@@ -128,7 +128,7 @@ where
             Some(endpoint) => {
                 let log_content = state.recorder().callbacks().content();
                 match Box::pin(crate::guardrails::before(
-                    set,
+                    (set, &snap.router),
                     endpoint,
                     &carried,
                     &mut body,

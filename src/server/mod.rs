@@ -4,6 +4,7 @@
 mod body;
 pub mod client_side;
 pub(crate) mod health;
+pub(crate) mod internal;
 pub mod overload;
 pub mod pipeline;
 mod relay;

@@ -281,7 +281,7 @@ where
             // Boxed: the step may await an external service, whose future is large; inline it
             // would grow every request's future (see `a_requests_future_stays_small`).
             match Box::pin(crate::guardrails::before(
-                set,
+                (set, &snap.router),
                 endpoint,
                 &carried,
                 &mut body,
@@ -810,7 +810,7 @@ fn count_value(n: u32) -> HeaderValue {
 }
 
 /// What one attempt produced.
-enum Answer {
+pub(super) enum Answer {
     /// A non-stream answer, whole.
     Full(http::response::Parts, Bytes),
     /// A stream: its head, its first data frame, and the rest of the body.
@@ -822,7 +822,7 @@ enum Answer {
 }
 
 /// What the client gets if no attempt succeeds.
-enum Failed {
+pub(super) enum Failed {
     /// The upstream's own error answer, passed through.
     Upstream(Response<Bytes>),
     /// sluice's error.
@@ -838,7 +838,7 @@ impl From<RouteError> for Failed {
 /// One call to one deployment, within its timeout (the request's `timeout` when it sets one):
 /// the whole answer for non-stream requests, the first chunk for streams. Any failure comes
 /// back classified for the router.
-async fn attempt(
+pub(super) async fn attempt(
     target: &DeploymentTarget,
     call: Call<'_>,
     stream: bool,

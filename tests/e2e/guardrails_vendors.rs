@@ -492,3 +492,70 @@ async fn bedrock_guardrails_are_signed_and_block_or_mask() {
     assert_eq!(a.json()["error"]["code"], "guardrail_unavailable");
     assert!(!a.text().contains("not-the-secret"), "{}", a.text());
 }
+
+/// `openai_moderation`: the texts go to the config's own moderation group through sluice's
+/// routing (the mock flags "violent"); a flagged prompt is refused naming the category and
+/// the chat upstream is never called; a clean one passes; an answer is checked `post_call`;
+/// a group whose deployment fails follows `on_error`.
+#[tokio::test]
+async fn openai_moderation_asks_a_model_group_through_the_router() {
+    let mock = mock_server(sluice_mock::MockSettings::default()).await;
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let config = format!(
+        r#"
+model_list:
+  - model_name: gpt
+    litellm_params: {{model: openai/gpt-4o-mini, api_base: "{up}", api_key: sk-up}}
+  - model_name: moderation
+    litellm_params: {{model: openai/omni-moderation-latest, api_base: "{mock}", api_key: sk-mock}}
+  - model_name: broken
+    litellm_params: {{model: openai/omni-moderation-latest, api_base: "http://127.0.0.1:9/v1", api_key: sk-x}}
+general_settings:
+  master_key: sk-master
+guardrails:
+  - guardrail_name: mod
+    litellm_params: {{guardrail: openai_moderation, mode: [pre_call, post_call], model: moderation}}
+  - guardrail_name: mod-violence-only
+    litellm_params: {{guardrail: openai_moderation, mode: pre_call, model: moderation, categories: [hate]}}
+  - guardrail_name: mod-broken
+    litellm_params: {{guardrail: openai_moderation, mode: pre_call, model: broken, on_error: allow}}
+"#,
+        up = up.base(),
+        mock = mock.base()
+    );
+    let gw = gateway(&config).await;
+    let ask = |g: &str, text: &str| {
+        format!(r#"{{"model":"gpt","guardrails":["{g}"],"messages":[{{"role":"user","content":"{text}"}}]}}"#)
+    };
+    let chat = |body: String| {
+        let url = gw.url("/v1/chat/completions");
+        async move {
+            send(
+                "POST",
+                &url,
+                body,
+                &[MASTER, ("content-type", "application/json")],
+            )
+            .await
+        }
+    };
+    let before = mock.requests().await;
+    let a = chat(ask("mod", "describe a violent act")).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "guardrail_blocked");
+    let msg = a.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.contains("'mod'") && msg.contains("violence"), "{msg}");
+    assert!(up.requests().is_empty(), "the chat upstream was not called");
+    assert_eq!(mock.requests().await, before + 1, "one moderation call");
+    // Clean: passes, and the answer is checked too (two moderation calls).
+    let a = chat(ask("mod", "hello there")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(mock.requests().await, before + 3);
+    assert_eq!(up.requests().len(), 1);
+    // Only `hate` refuses for this one: violence passes.
+    let a = chat(ask("mod-violence-only", "a violent act")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // A group that cannot answer: on_error allow lets the request through.
+    let a = chat(ask("mod-broken", "hello")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+}

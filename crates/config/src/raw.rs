@@ -530,6 +530,8 @@ pub(super) struct RawGuardrailParams {
     pub severity_threshold: Option<Scalar>,
     pub severity_threshold_by_category: Option<BTreeMap<String, Scalar>>,
     pub categories: Option<OneOrMany>,
+    /// `openai_moderation`: the model group that answers `/v1/moderations`.
+    pub model: Option<Scalar>,
     #[serde(rename = "outputType")]
     pub output_type: Option<Scalar>,
     #[serde(rename = "blocklistNames")]

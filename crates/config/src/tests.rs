@@ -981,6 +981,8 @@ guardrails:
     litellm_params: {{guardrail: bedrock, mode: pre_call, guardrailIdentifier: g, guardrailVersion: 1, aws_region_name: "eu west", aws_access_key_id: k, aws_secret_access_key: s}}
   - guardrail_name: om
     litellm_params: {{guardrail: openai_moderation, mode: pre_call}}
+  - guardrail_name: om2
+    litellm_params: {{guardrail: openai_moderation, mode: pre_call, model: omni-moderation-latst}}
 "#
     );
     let errs = errors(load_str(&yaml, &env(&[])).unwrap_err());
@@ -1001,7 +1003,8 @@ guardrails:
         "guardrails[4].litellm_params.aws_region_name: required: the guardrail's AWS region",
         "guardrails[4].litellm_params.aws_access_key_id: required",
         r#"guardrails[5].litellm_params.aws_region_name: not an AWS region: "eu west""#,
-        r#"guardrails[6].litellm_params.guardrail: "openai_moderation" is not built in sluice yet"#,
+        "guardrails[6].litellm_params.model: required: the model_list group that answers /v1/moderations",
+        r#"guardrails[7].litellm_params.model: no model group is named "omni-moderation-latst""#,
     ];
     for e in expect {
         assert!(

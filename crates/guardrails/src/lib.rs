@@ -24,7 +24,8 @@ pub use detect::{Action, BuildError, Detector, Finding};
 pub use entity::Entity;
 pub use mask::Masks;
 pub use policy::{
-    AzureTextSettings, BedrockSettings, ExternalSettings, Guardrail, Kind, LakeraSettings, Modes,
-    OnError, PresidioSettings, Settings, SizeLimits, SpecSettings, Tally, Vendor, Violation,
+    AzureTextSettings, BedrockSettings, ExternalSettings, Guardrail, Kind, LakeraSettings,
+    ModerationSettings, Modes, OnError, PresidioSettings, Settings, SizeLimits, SpecSettings,
+    Tally, Vendor, Violation,
 };
 pub use tools::{Decision, Denial, OnDisallowed, ToolPolicy, ToolSettings};

@@ -37,6 +37,9 @@ pub enum Kind {
     AzurePromptShield,
     /// `azure/text_moderations`: Azure AI Content Safety's harm categories with severities.
     AzureTextModeration,
+    /// `openai_moderation`: the texts go to `/v1/moderations` of a `model_list` group,
+    /// through sluice's own routing; a flagged text is refused.
+    OpenAiModeration,
 }
 
 impl Kind {
@@ -49,7 +52,8 @@ impl Kind {
             | Kind::Lakera
             | Kind::Bedrock
             | Kind::AzurePromptShield
-            | Kind::AzureTextModeration => true,
+            | Kind::AzureTextModeration
+            | Kind::OpenAiModeration => true,
             Kind::HideSecrets
             | Kind::ContentFilter
             | Kind::PromptInjection
@@ -83,6 +87,7 @@ impl Kind {
         ("bedrock", Kind::Bedrock),
         ("azure/prompt_shield", Kind::AzurePromptShield),
         ("azure/text_moderations", Kind::AzureTextModeration),
+        ("openai_moderation", Kind::OpenAiModeration),
     ];
 
     /// The kind a config names, if built in.
@@ -188,6 +193,8 @@ pub enum Vendor {
     },
     /// `azure/text_moderations`.
     AzureTextModeration(AzureTextSettings),
+    /// `openai_moderation`.
+    OpenAiModeration(ModerationSettings),
     /// `bedrock`.
     Bedrock(BedrockSettings),
 }
@@ -223,6 +230,16 @@ pub struct LakeraSettings {
     pub dev_info: bool,
     /// `on_flagged: monitor`: a flagged text passes (the run is recorded `FLAGGED`).
     pub monitor: bool,
+}
+
+/// `openai_moderation`'s keys.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModerationSettings {
+    /// `model`: the `model_list` group whose deployments answer `/v1/moderations`.
+    pub model: String,
+    /// `categories`: refuse only when one of these is flagged (empty: whenever the text is
+    /// flagged).
+    pub categories: Vec<String>,
 }
 
 /// `azure/text_moderations`' keys.

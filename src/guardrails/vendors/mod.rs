@@ -7,6 +7,7 @@ pub(super) mod azure;
 pub(super) mod bedrock;
 pub(super) mod generic;
 pub(super) mod lakera;
+pub(super) mod moderation;
 pub(super) mod presidio;
 
 use http::HeaderValue;

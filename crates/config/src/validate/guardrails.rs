@@ -26,7 +26,6 @@ const NOT_YET: &[&str] = &[
     "aim",
     "pangea",
     "lasso",
-    "openai_moderation",
     "model_armor",
     "noma",
     "pillar",

@@ -93,6 +93,27 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     }
     let pass_through = passthrough::pass_through(&deployments, &router, &litellm, env, p);
     let mcp = mcp::mcp_servers(raw.mcp_servers, p);
+    // A moderation guardrail's `model` is a group of this config.
+    for (i, g) in raw.guardrails.iter().flatten().enumerate() {
+        let Some(params) = &g.litellm_params else {
+            continue;
+        };
+        let kind = sluice_core::settings::read::text(params.guardrail.clone());
+        if kind.as_deref() != Some("openai_moderation") {
+            continue;
+        }
+        if let Some(model) = sluice_core::settings::read::text(params.model.clone()) {
+            if !model.trim().is_empty() && !names.contains(&model.as_str()) {
+                p.error(
+                    format!("guardrails[{i}].litellm_params.model"),
+                    format!(
+                        "no model group is named \"{model}\"{}",
+                        did_you_mean(&model, names.iter().copied())
+                    ),
+                );
+            }
+        }
+    }
     let guardrails = guardrails::guardrails(raw.guardrails, env, p);
     Config {
         deployments,

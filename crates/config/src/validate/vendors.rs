@@ -70,7 +70,7 @@ pub(super) fn warn_foreign(at: &str, kind: Kind, params: &RawGuardrailParams, p:
     use Kind::{
         AzurePromptShield as Shield, AzureTextModeration as Text, Bedrock, Lakera, Presidio,
     };
-    let keys: [(&str, bool, &[Kind]); 26] = [
+    let keys: [(&str, bool, &[Kind]); 27] = [
         (
             "presidio_analyzer_api_base",
             params.presidio_analyzer_api_base.is_some(),
@@ -107,7 +107,12 @@ pub(super) fn warn_foreign(at: &str, kind: Kind, params: &RawGuardrailParams, p:
             params.severity_threshold_by_category.is_some(),
             &[Text],
         ),
-        ("categories", params.categories.is_some(), &[Text]),
+        (
+            "categories",
+            params.categories.is_some(),
+            &[Text, Kind::OpenAiModeration],
+        ),
+        ("model", params.model.is_some(), &[Kind::OpenAiModeration]),
         ("outputType", params.output_type.is_some(), &[Text]),
         ("blocklistNames", params.blocklist_names.is_some(), &[Text]),
         (
@@ -275,6 +280,39 @@ pub(super) fn service(
             })
         }
         Kind::Bedrock => bedrock(at, params, env, p),
+        Kind::OpenAiModeration => {
+            // The group's deployments hold the credentials and the address.
+            for (key, set) in [
+                ("api_key", params.api_key.is_some()),
+                ("api_base", params.api_base.is_some()),
+            ] {
+                if set {
+                    p.warn(
+                        format!("{at}.{key}"),
+                        "openai_moderation calls the model group `model` names through \
+                         sluice's routing, with its deployments' credentials; ignored",
+                    );
+                }
+            }
+            let Some(model) = text(params.model.clone()).filter(|m| !m.trim().is_empty()) else {
+                p.error(
+                    format!("{at}.model"),
+                    "required: the model_list group that answers /v1/moderations \
+                     (e.g. a group with model: openai/omni-moderation-latest)",
+                );
+                return None;
+            };
+            Some(Service {
+                api_base: String::new(),
+                api_key: None,
+                vendor: sluice_guardrails::Vendor::OpenAiModeration(
+                    sluice_guardrails::ModerationSettings {
+                        model,
+                        categories: super::texts(params.categories.clone()),
+                    },
+                ),
+            })
+        }
         Kind::GenericApi
         | Kind::HideSecrets
         | Kind::ContentFilter
