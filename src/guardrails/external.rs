@@ -91,6 +91,15 @@ pub(super) enum Payload {
     Texts(Vec<String>),
 }
 
+impl Payload {
+    /// One JSON body.
+    pub(super) fn json(body: &Value) -> Result<Self, String> {
+        serde_json::to_vec(body)
+            .map(|b| Payload::Body(Bytes::from(b)))
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl External {
     /// The service of `s`, on a pooled client. The error says what is wrong with the URL.
     pub(crate) fn build(s: &ExternalSettings, clients: &ClientRegistry) -> Result<Self, String> {

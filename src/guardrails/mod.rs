@@ -13,7 +13,7 @@ mod texts;
 mod tools;
 mod vendors;
 
-pub use stream::{GuardedStream, NotesGuardrails};
+pub use stream::{note_on, GuardedStream, NotesGuardrails};
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -37,6 +37,18 @@ pub trait NotesGuardrails {
     fn note_guardrail(&mut self, run: GuardrailRun);
 }
 
+/// Note `run` on a stream's `record` (what every relay's [`NotesGuardrails`] does): a block
+/// marks the record's error.
+pub fn note_on(record: &mut sluice_core::record::RequestRecord, run: GuardrailRun) {
+    if run.verdict == GuardrailVerdict::Blocked {
+        record.error = Some("guardrail_blocked");
+    }
+    record
+        .guardrails
+        .get_or_insert_with(Default::default)
+        .push(run);
+}
+
 /// A streamed answer checked as it passes.
 #[derive(Debug)]
 pub struct GuardedStream<B: NotesGuardrails> {

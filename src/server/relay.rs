@@ -72,13 +72,7 @@ pub struct StreamRelay {
 
 impl crate::guardrails::NotesGuardrails for StreamRelay {
     fn note_guardrail(&mut self, run: sluice_core::record::GuardrailRun) {
-        if run.verdict == sluice_core::record::GuardrailVerdict::Blocked {
-            self.record.error = Some("guardrail_blocked");
-        }
-        self.record
-            .guardrails
-            .get_or_insert_with(Default::default)
-            .push(run);
+        crate::guardrails::note_on(&mut self.record, run);
     }
 }
 

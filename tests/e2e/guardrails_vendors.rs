@@ -525,7 +525,9 @@ guardrails:
     );
     let gw = gateway(&config).await;
     let ask = |g: &str, text: &str| {
-        format!(r#"{{"model":"gpt","guardrails":["{g}"],"messages":[{{"role":"user","content":"{text}"}}]}}"#)
+        format!(
+            r#"{{"model":"gpt","guardrails":["{g}"],"messages":[{{"role":"user","content":"{text}"}}]}}"#
+        )
     };
     let chat = |body: String| {
         let url = gw.url("/v1/chat/completions");

@@ -10,7 +10,6 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Uri};
 use serde::Deserialize;
@@ -81,9 +80,7 @@ impl Bedrock {
             .iter()
             .map(|t| serde_json::json!({"text": {"text": t}}))
             .collect();
-        serde_json::to_vec(&serde_json::json!({"source": source, "content": content}))
-            .map(|b| Payload::Body(Bytes::from(b)))
-            .map_err(|e| e.to_string())
+        Payload::json(&serde_json::json!({"source": source, "content": content}))
     }
 
     /// Sign and send the question about `sent` texts, and read the verdict.

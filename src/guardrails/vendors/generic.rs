@@ -3,7 +3,6 @@
 //! `{api_base}/beta/litellm_basic_guardrail_api`; the service answers `NONE`, `BLOCKED` with a
 //! reason, or `GUARDRAIL_INTERVENED` with replacement texts.
 
-use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue, Uri};
 use serde::Deserialize;
@@ -72,9 +71,7 @@ impl Generic {
             "litellm_call_id": record.request_id.to_str().unwrap_or_default(),
             "additional_provider_specific_params": &self.params,
         });
-        serde_json::to_vec(&body)
-            .map(|b| Payload::Body(Bytes::from(b)))
-            .map_err(|e| e.to_string())
+        Payload::json(&body)
     }
 
     /// Send the question about `sent` texts and read the verdict.

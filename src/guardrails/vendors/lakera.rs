@@ -8,7 +8,6 @@
 //! `assistant`: the guardrails step reads texts, not roles, so a system prompt is sent as a
 //! user message. Lakera's PII masking (its `payload`) is not used.
 
-use bytes::Bytes;
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue, Uri};
 use serde::Deserialize;
@@ -89,9 +88,7 @@ impl Lakera {
         if let Some(m) = &self.metadata {
             body["metadata"] = serde_json::from_str(m.get()).map_err(|e| e.to_string())?;
         }
-        serde_json::to_vec(&body)
-            .map(|b| Payload::Body(Bytes::from(b)))
-            .map_err(|e| e.to_string())
+        Payload::json(&body)
     }
 
     /// Send the question and read the verdict.

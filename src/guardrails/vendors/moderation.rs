@@ -3,7 +3,6 @@
 //! health, retries and fallbacks), as `{"model", "input": [texts]}`; a result that is
 //! `flagged` — or, with `categories`, flags one of them — refuses, naming the categories.
 
-use bytes::Bytes;
 use serde::Deserialize;
 use sluice_guardrails::ModerationSettings;
 
@@ -41,9 +40,7 @@ impl Moderation {
     /// The body of a question about `texts`.
     pub(crate) fn question(&self, texts: &[&str]) -> Result<Payload, String> {
         let body = serde_json::json!({"model": self.model, "input": texts});
-        serde_json::to_vec(&body)
-            .map(|b| Payload::Body(Bytes::from(b)))
-            .map_err(|e| e.to_string())
+        Payload::json(&body)
     }
 
     /// Send the question through the router and read the verdict.
