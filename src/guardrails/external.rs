@@ -91,6 +91,16 @@ pub(super) enum Payload {
     Texts(Vec<String>),
 }
 
+impl Question {
+    /// The one JSON body of a `vendor` that sends one (`Payload::Body`).
+    pub(super) fn into_body(self, vendor: &str) -> Result<Bytes, String> {
+        match self.payload {
+            Payload::Body(body) => Ok(body),
+            Payload::Texts(_) => Err(format!("not a {vendor} question")),
+        }
+    }
+}
+
 impl Payload {
     /// One JSON body.
     pub(super) fn json(body: &Value) -> Result<Self, String> {

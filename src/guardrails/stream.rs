@@ -86,6 +86,8 @@ pub struct GuardedStream<B: NotesGuardrails> {
     restore: Option<Masks>,
     /// Whether any event may need rewriting (something can be masked or given back).
     edits: bool,
+    /// The detectors' findings, reused from check to check.
+    scratch: Vec<sluice_guardrails::Finding>,
     /// The upstream's error, returned once the events before it are out.
     error: Option<RelayError>,
     finished: bool,
@@ -160,6 +162,7 @@ impl<B: NotesGuardrails> GuardedStream<B> {
             masks: Masks::default(),
             restore,
             edits,
+            scratch: Vec::new(),
             error: None,
             finished: false,
         }
@@ -291,18 +294,30 @@ impl<B: NotesGuardrails> GuardedStream<B> {
         base: usize,
         out: &mut Vec<Found>,
     ) -> Result<(), (usize, String)> {
-        let mut scratch = Vec::new();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let judged = self.find_with(text, base, out, &mut scratch);
+        self.scratch = scratch;
+        judged
+    }
+
+    fn find_with(
+        &mut self,
+        text: &str,
+        base: usize,
+        out: &mut Vec<Found>,
+        scratch: &mut Vec<sluice_guardrails::Finding>,
+    ) -> Result<(), (usize, String)> {
         for (i, g) in self.guardrails.iter().enumerate() {
             if g.tools.is_some() {
                 continue;
             }
             let started = Instant::now();
-            let scanned = g.scan(text, &mut scratch);
+            let scanned = g.scan(text, scratch);
             self.spent[i] += started.elapsed();
             if let Err(v) = scanned {
                 return Err((i, v.found.to_string()));
             }
-            for f in &scratch {
+            for f in scratch.iter() {
                 if let Some(label) = g.label(f) {
                     out.push(Found {
                         start: base + f.start,

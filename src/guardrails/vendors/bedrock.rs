@@ -90,18 +90,16 @@ impl Bedrock {
         question: Question,
         sent: usize,
     ) -> Result<Verdict, String> {
-        let Payload::Body(body) = question.payload else {
-            return Err("not a Bedrock question".into());
+        let mask = match question.direction {
+            Direction::Request => self.mask_request,
+            Direction::Answer => self.mask_response,
         };
+        let body = question.into_body("Bedrock")?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         self.signer
             .sign(&self.uri, &mut headers, &body, SystemTime::now());
         let reply = call.post(&self.uri, headers, body).await?;
-        let mask = match question.direction {
-            Direction::Request => self.mask_request,
-            Direction::Answer => self.mask_response,
-        };
         verdict(&reply, sent, mask)
     }
 }

@@ -81,9 +81,7 @@ impl Generic {
         question: Question,
         sent: usize,
     ) -> Result<Verdict, String> {
-        let Payload::Body(body) = question.payload else {
-            return Err("not a Generic Guardrail API question".into());
-        };
+        let body = question.into_body("Generic Guardrail API")?;
         let mut headers = HeaderMap::new();
         if let Some(a) = &self.auth {
             headers.insert(AUTHORIZATION, a.clone());

@@ -93,9 +93,7 @@ impl Lakera {
 
     /// Send the question and read the verdict.
     pub(crate) async fn ask(&self, call: &Call<'_>, question: Question) -> Result<Verdict, String> {
-        let Payload::Body(body) = question.payload else {
-            return Err("not a Lakera question".into());
-        };
+        let body = question.into_body("Lakera")?;
         let mut headers = HeaderMap::new();
         headers.insert(AUTHORIZATION, self.auth.clone());
         let bytes = call.post(&self.uri, headers, body).await?;

@@ -50,9 +50,7 @@ impl Moderation {
         question: Question,
         sent: usize,
     ) -> Result<Verdict, String> {
-        let Payload::Body(body) = question.payload else {
-            return Err("not a moderation question".into());
-        };
+        let body = question.into_body("moderation")?;
         let reply = call.route(body).await?;
         verdict(&reply, sent, &self.categories)
     }
