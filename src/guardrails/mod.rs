@@ -303,6 +303,22 @@ impl DuringVerdict {
     }
 }
 
+/// `doc` (a request or an answer, its texts found by `locate`) with every `logging_only`
+/// guardrail's findings masked, as content logging keeps it; `None` when none found anything.
+fn masked_for_log<'d>(
+    selected: &[&Guardrail],
+    doc: &'d [u8],
+    locate: impl FnOnce(&'d [u8]) -> Result<Vec<texts::Located<'d>>, texts::Unreadable>,
+) -> Option<Bytes> {
+    let located = locate(doc).ok()?;
+    let mut now = texts::owned(&located);
+    let mut refs: Vec<&mut String> = now.iter_mut().collect();
+    if !mask_for_log(selected, &mut refs) {
+        return None;
+    }
+    texts::splice(doc, &located, &now).map(Bytes::from)
+}
+
 /// `texts` with every `logging_only` guardrail's findings masked, or `None` when none found
 /// anything. The placeholders are the log's own (never given back).
 fn mask_for_log(selected: &[&Guardrail], texts: &mut [&mut String]) -> bool {
@@ -319,16 +335,10 @@ fn mask_for_log(selected: &[&Guardrail], texts: &mut [&mut String]) -> bool {
     masked
 }
 
-/// The guardrails a request names: `guardrails` in the body or in `metadata`.
-fn requested(body: &Value) -> Vec<&str> {
+/// The guardrails a request names: `guardrails` in the body or in `metadata` (the two values).
+fn requested(named: [Option<&Value>; 2]) -> Vec<&str> {
     let mut out = Vec::new();
-    for v in [
-        body.get("guardrails"),
-        body.get("metadata").and_then(|m| m.get("guardrails")),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for v in named.into_iter().flatten() {
         match v {
             Value::Array(names) => out.extend(names.iter().filter_map(Value::as_str)),
             Value::String(name) => out.push(name),
@@ -495,7 +505,10 @@ pub(crate) fn would_apply(set: &Guardrails, key: &[Arc<str>], body: &[u8]) -> bo
     set.any_default_on
         || !key.is_empty()
         || (memchr::memmem::find(body, b"guardrails").is_some()
-            && serde_json::from_slice::<Value>(body).is_ok_and(|v| !requested(&v).is_empty()))
+            && serde_json::from_slice::<Value>(body).is_ok_and(|v| {
+                let meta = v.get("metadata").and_then(|m| m.get("guardrails"));
+                !requested([v.get("guardrails"), meta]).is_empty()
+            }))
 }
 
 /// Step 4½: apply the guardrails that apply to this request. `Ok(None)` when none does (the
@@ -516,9 +529,17 @@ pub(crate) async fn before<'s>(
     {
         return Ok(None);
     }
-    let mut value: Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let mut names = requested(&value);
+    // Read in place: the texts' strings are found, not copied into a tree, and only the ones
+    // a guardrail changed are written back.
+    let original = body.clone();
+    let found = texts::locate_request(endpoint, &original)
+        .map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let value_of = |raw: Option<&str>| raw.and_then(|r| serde_json::from_str::<Value>(r).ok());
+    let named = [
+        value_of(found.guardrails),
+        value_of(found.metadata_guardrails),
+    ];
+    let mut names = requested([named[0].as_ref(), named[1].as_ref()]);
     names.extend(key.iter().map(|n| &**n));
     for n in &names {
         if !set.list.iter().any(|g| &*g.name == *n) {
@@ -534,17 +555,16 @@ pub(crate) async fn before<'s>(
         return Ok(None);
     }
     let mut masks = Masks::default();
-    let mut masked = false;
     let mut during = Vec::new();
-    // External services are shown the request's tools, read before the texts are borrowed.
+    // External services are shown the request's tools.
     let tools = selected
         .iter()
         .any(|g| g.settings.kind.is_external() && g.settings.modes.on_request())
-        .then(|| value.get("tools").cloned())
+        .then(|| value_of(found.tools))
         .flatten();
+    let mut now = texts::owned(&found.texts);
     {
-        let mut texts = Vec::new();
-        texts::request(endpoint, &mut value, &mut texts);
+        let mut texts: Vec<&mut String> = now.iter_mut().collect();
         for g in selected.iter().filter(|g| {
             g.settings.modes.on_request() && g.settings.kind == sluice_guardrails::Kind::PromptSize
         }) {
@@ -576,13 +596,12 @@ pub(crate) async fn before<'s>(
                 && g.settings.kind != sluice_guardrails::Kind::PromptSize
                 && !g.settings.kind.is_external()
         }) {
-            masked |=
-                run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
-                    Refused {
-                        error: blocked(v, "request"),
-                        applied: names_value(&selected),
-                    }
-                })?;
+            run(g, &mut texts, &mut masks, GuardrailStage::Request, record).map_err(|v| {
+                Refused {
+                    error: blocked(v, "request"),
+                    applied: names_value(&selected),
+                }
+            })?;
         }
         // External services last: they see what sluice's own guardrails left. A
         // `during_call`-only one is asked beside the upstream call: its question is built now.
@@ -607,7 +626,7 @@ pub(crate) async fn before<'s>(
                 });
                 continue;
             }
-            masked |= run_external(
+            run_external(
                 g,
                 service,
                 &mut texts,
@@ -623,34 +642,43 @@ pub(crate) async fn before<'s>(
             })?;
         }
     }
-    for g in selected.iter().filter(|g| g.settings.modes.on_request()) {
-        let Some(policy) = &g.tools else {
-            continue;
-        };
-        masked |= run_tools(g, GuardrailStage::Request, record, || {
-            tools::request(policy, &mut value)
+    if let Some(spliced) = texts::splice(&original, &found.texts, &now) {
+        *body = Bytes::from(spliced);
+    }
+    drop(found);
+    // `tool_permission` edits the request's tools and messages: read whole, written again
+    // only when it removed something.
+    let tool_rules: Vec<_> = selected
+        .iter()
+        .filter(|g| g.settings.modes.on_request())
+        .filter_map(|g| g.tools.as_ref().map(|p| (*g, p)))
+        .collect();
+    if !tool_rules.is_empty() {
+        let mut value: Value =
+            serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        let mut edited = false;
+        for (g, policy) in tool_rules {
+            edited |= run_tools(g, GuardrailStage::Request, record, || {
+                tools::request(policy, &mut value)
+            })
+            .map_err(|d| Refused {
+                error: tool_refused(g, d, "request"),
+                applied: names_value(&selected),
+            })?;
+        }
+        if edited {
+            let out = serde_json::to_vec(&value)
+                .map_err(|_| ApiError::Internal("the checked body could not be written"))?;
+            *body = Bytes::from(out);
+        }
+    }
+    let logged_request = (log_content && selected.iter().any(|g| g.settings.modes.logging_only))
+        .then(|| {
+            masked_for_log(&selected, body, |d| {
+                texts::locate_request(endpoint, d).map(|f| f.texts)
+            })
         })
-        .map_err(|d| Refused {
-            error: tool_refused(g, d, "request"),
-            applied: names_value(&selected),
-        })?;
-    }
-    if masked {
-        if let Some(o) = value.as_object_mut() {
-            o.remove("guardrails");
-        }
-        let out = serde_json::to_vec(&value)
-            .map_err(|_| ApiError::Internal("the masked body could not be written"))?;
-        *body = Bytes::from(out);
-    }
-    let mut logged_request = None;
-    if log_content && selected.iter().any(|g| g.settings.modes.logging_only) {
-        let mut texts = Vec::new();
-        texts::request(endpoint, &mut value, &mut texts);
-        if mask_for_log(&selected, &mut texts) {
-            logged_request = serde_json::to_vec(&value).ok().map(Bytes::from);
-        }
-    }
+        .flatten();
     Ok(Some(Guard {
         set,
         router,
@@ -742,15 +770,10 @@ impl<'s> Guard<'s> {
         }
         let out = self.check_answer(endpoint, status, bytes, record).await?;
         if record.content.is_some() && self.masks_logs() {
-            if let Ok(mut value) = serde_json::from_slice::<Value>(&out) {
-                let mut texts = Vec::new();
-                texts::answer(endpoint, &mut value, &mut texts);
-                if mask_for_log(&self.selected, &mut texts) {
-                    let logged = serde_json::to_vec(&value).ok().map(Bytes::from);
-                    if let (Some(c), Some(l)) = (record.content.as_mut(), logged) {
-                        c.response = Some(l);
-                    }
-                }
+            let logged =
+                masked_for_log(&self.selected, &out, |d| texts::locate_answer(endpoint, d));
+            if let (Some(c), Some(l)) = (record.content.as_mut(), logged) {
+                c.response = Some(l);
             }
         }
         Ok(out)
@@ -766,19 +789,18 @@ impl<'s> Guard<'s> {
         if !status.is_success() || !self.checks_answer() {
             return Ok(bytes);
         }
-        let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
-            return Ok(bytes);
-        };
-        let mut changed = false;
-        {
-            let mut texts = Vec::new();
-            texts::answer(endpoint, &mut value, &mut texts);
+        let spliced = {
+            let Ok(located) = texts::locate_answer(endpoint, &bytes) else {
+                return Ok(bytes);
+            };
+            let mut now = texts::owned(&located);
+            let mut texts: Vec<&mut String> = now.iter_mut().collect();
             // Masks of the answer are its own: they are never given back.
             let mut answer_masks = Masks::default();
             for g in self.selected.iter().filter(|g| {
                 g.settings.modes.post_call && g.tools.is_none() && !g.settings.kind.is_external()
             }) {
-                changed |= run(
+                run(
                     g,
                     &mut texts,
                     &mut answer_masks,
@@ -791,7 +813,7 @@ impl<'s> Guard<'s> {
                 let Some(service) = self.set.external(g) else {
                     continue;
                 };
-                changed |= run_external(
+                run_external(
                     g,
                     service,
                     &mut texts,
@@ -806,22 +828,34 @@ impl<'s> Guard<'s> {
                 for t in texts.iter_mut() {
                     if let Some(r) = self.masks.restore(t) {
                         **t = r;
-                        changed = true;
                     }
                 }
             }
+            drop(texts);
+            texts::splice(&bytes, &located, &now)
+        };
+        let out = spliced.map_or(bytes, Bytes::from);
+        let tool_rules: Vec<_> = self
+            .selected
+            .iter()
+            .filter(|g| g.settings.modes.post_call)
+            .filter_map(|g| g.tools.as_ref().map(|p| (*g, p)))
+            .collect();
+        if tool_rules.is_empty() {
+            return Ok(out);
         }
-        for g in self.selected.iter().filter(|g| g.settings.modes.post_call) {
-            let Some(policy) = &g.tools else {
-                continue;
-            };
-            changed |= run_tools(g, GuardrailStage::Answer, record, || {
+        let Ok(mut value) = serde_json::from_slice::<Value>(&out) else {
+            return Ok(out);
+        };
+        let mut edited = false;
+        for (g, policy) in tool_rules {
+            edited |= run_tools(g, GuardrailStage::Answer, record, || {
                 tools::answer(policy, endpoint, &mut value)
             })
             .map_err(|d| tool_refused(g, d, "answer"))?;
         }
-        if !changed {
-            return Ok(bytes);
+        if !edited {
+            return Ok(out);
         }
         serde_json::to_vec(&value)
             .map(Bytes::from)

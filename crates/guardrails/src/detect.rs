@@ -1,13 +1,19 @@
-//! Finding sensitive values in a text: every configured detector's regex in one
-//! [`RegexSet`], so a text with nothing to find costs one pass; only the detectors that fired
-//! then look for their matches, and a check (Luhn, mod-97, entropy...) turns a candidate into a
-//! finding. Blocked words are one Aho-Corasick automaton. Overlapping findings are resolved to
-//! the earliest, then longest, then the detector listed first.
+//! Finding sensitive values in a text. The built-in patterns are one combined search: it
+//! reports where the leftmost candidate of any pattern starts, an anchored search there tells
+//! which patterns match and how far, and a check (Luhn, mod-97, entropy...) turns a candidate
+//! into a finding; the search then goes on after it. A text with nothing to find costs one
+//! pass, a text with findings barely more. The operator's own patterns are a second combined
+//! search (a Unicode `\b` in one of them then slows only them), and the two patterns whose
+//! match can run long and still fail its check (a high-entropy run over 200 characters, an
+//! `sk-` word without a digit) search alone, so that a long failing run is read once. Blocked
+//! words are one Aho-Corasick automaton. Overlapping findings are resolved to the earliest,
+//! then longest, then the detector listed first.
 
 use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
-use regex::{Regex, RegexSet};
+use regex::Regex;
+use regex_automata::{meta, Anchored, Input, PatternSet};
 
 use crate::checks;
 use crate::entity::Entity;
@@ -77,7 +83,7 @@ impl Check {
 }
 
 /// The candidate patterns of a built-in entity, each with its check.
-fn patterns(e: Entity) -> &'static [(&'static str, Check)] {
+fn patterns_of(e: Entity) -> &'static [(&'static str, Check)] {
     match e {
         Entity::PrivateKey => &[(
             r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
@@ -134,12 +140,258 @@ fn patterns(e: Entity) -> &'static [(&'static str, Check)] {
     }
 }
 
-/// One regex of the set, its check and its target.
-#[derive(Debug, Clone)]
+impl Check {
+    /// Whether a match can be arbitrarily long and still fail: such a pattern is searched alone
+    /// (see the module's doc), never among the candidates.
+    fn fails_long(self) -> bool {
+        matches!(self, Check::Entropy | Check::OpenAi)
+    }
+}
+
+/// Which combined search a built-in pattern joins. Patterns are grouped so that each search
+/// keeps a fast way past text that cannot match: the secrets start with literals (`sk-ant-`,
+/// `AKIA`, `-----BEGIN`...) the engine skips to; an e-mail address has its `@` and an IPv6
+/// address its `:` to look for, which the engine does only for a pattern searched alone; and
+/// the numbers are searched only around digits ([`NUMBERS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Numbers,
+    Prefixed,
+    Email,
+    Ipv6,
+}
+
+fn group_of(e: Entity, check: Check) -> Group {
+    match (e, check) {
+        (Entity::EmailAddress, _) => Group::Email,
+        (Entity::IpAddress, Check::Ipv6) => Group::Ipv6,
+        (Entity::CreditCard | Entity::IbanCode | Entity::UsSsn | Entity::PhoneNumber, _)
+        | (Entity::IpAddress, _) => Group::Numbers,
+        _ => Group::Prefixed,
+    }
+}
+
+/// Where the numbers' matches can be: each has an ASCII digit within its first
+/// `digit_within + 1` bytes (an IBAN's check digits follow two letters, a phone number's first
+/// digit a `+` or `(`) and is at most `longest` bytes long (an IBAN of 34 characters written in
+/// fours). `numbers_are_found_near_a_digit` holds the patterns to it. Each search reads a
+/// `window` from a digit on: long enough that text dense with digits is read about once.
+#[derive(Debug, Clone, Copy)]
+struct Near {
+    digit_within: usize,
+    longest: usize,
+    window: usize,
+}
+
+/// The numbers' [`Near`].
+const NUMBERS: Near = Near {
+    digit_within: 3,
+    longest: 48,
+    window: 256,
+};
+
+/// A built-in pattern as it is compiled: its word boundaries are ASCII ones. The patterns only
+/// name ASCII characters, and a Unicode `\b` would stop the fast engine at the first non-ASCII
+/// byte of a text (an accented word made a 2 KB check 300 times slower).
+fn ascii_boundaries(re: &str) -> String {
+    re.replace(r"\b", r"(?-u:\b)")
+}
+
+/// What a pattern's match must pass, and the target it reports.
+#[derive(Debug, Clone, Copy)]
 struct Rule {
-    regex: Regex,
     check: Check,
     target: usize,
+}
+
+/// Patterns searched together for their leftmost candidates; pattern `i` is `rules[i]`.
+#[derive(Debug, Clone)]
+struct Combined {
+    regex: meta::Regex,
+    rules: Vec<Rule>,
+    /// When set, the search looks only around digits.
+    near: Option<Near>,
+}
+
+impl Combined {
+    /// The search of `patterns`; an error names the pattern at fault when the operator wrote
+    /// them (`custom`).
+    fn build(
+        patterns: &[String],
+        rules: Vec<Rule>,
+        near: Option<Near>,
+        custom: bool,
+    ) -> Result<Option<Combined>, BuildError> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        let regex = meta::Regex::new_many(patterns).map_err(|e| {
+            let at = e.pattern().filter(|_| custom).map(|p| p.as_usize());
+            BuildError::Pattern(at.unwrap_or(usize::MAX), e.to_string())
+        })?;
+        Ok(Some(Combined { regex, rules, near }))
+    }
+
+    /// The leftmost match starting at or after `at`. Searched around digits: from the next
+    /// digit at or after `*digits` (no match before it has its first digit there), a window
+    /// that begins `digit_within` bytes before the digit holds whole every match starting
+    /// before its last `longest` bytes; a match found there is the leftmost, and when none is,
+    /// the search goes on from the first digit of those last bytes. The text between digits is
+    /// never read by the automaton.
+    fn leftmost(&self, text: &str, at: usize, digits: &mut usize) -> Option<regex_automata::Match> {
+        let Some(near) = self.near else {
+            return self.regex.search(&Input::new(text).range(at..));
+        };
+        let bytes = text.as_bytes();
+        *digits = (*digits).max(at);
+        loop {
+            let d = *digits + bytes.get(*digits..)?.iter().position(u8::is_ascii_digit)?;
+            let from = at.max(d.saturating_sub(near.digit_within));
+            let to = text.len().min(d + near.window);
+            // A match starting before `sure` ends inside the window (or the text ends there).
+            let sure = if to == text.len() {
+                to + 1
+            } else {
+                to - near.longest
+            };
+            // Look-around (`\b`) still sees the text on either side of the window.
+            match self.regex.search(&Input::new(text).range(from..to)) {
+                Some(m) if m.start() < sure => return Some(m),
+                None if to == text.len() => return None,
+                _ => *digits = sure.max(d + 1),
+            }
+        }
+    }
+
+    /// Append the findings in `text`, in order and not overlapping one another. As a pattern
+    /// searched alone would, a pattern does not match again inside its own failed candidate
+    /// (`1.2.3.4.5` is no address, and `2.3.4.5` inside it is none either).
+    fn scan(&self, text: &str, out: &mut Vec<Finding>) {
+        let re = &self.regex;
+        let mut matching: Option<PatternSet> = None;
+        // Per pattern, where its last candidate ended (made at the first failed candidate).
+        let mut resume: Vec<usize> = Vec::new();
+        let (mut at, mut digits) = (0, 0);
+        while at <= text.len() {
+            let Some(first) = self.leftmost(text, at, &mut digits) else {
+                break;
+            };
+            let start = first.start();
+            // The search reports one pattern: every pattern matching at `start` is a candidate.
+            let set = matching.get_or_insert_with(|| PatternSet::new(re.pattern_len()));
+            set.clear();
+            let here = Input::new(text).range(start..).anchored(Anchored::Yes);
+            re.which_overlapping_matches(&here, set);
+            let mut best: Option<Finding> = None;
+            for p in set.iter() {
+                if resume.get(p.as_usize()).is_some_and(|&r| start < r) {
+                    continue;
+                }
+                let end = if p == first.pattern() {
+                    Some(first.end())
+                } else {
+                    let one = Input::new(text)
+                        .range(start..)
+                        .anchored(Anchored::Pattern(p));
+                    re.search(&one).map(|m| m.end())
+                };
+                let Some(end) = end.filter(|&e| e > start) else {
+                    continue;
+                };
+                let rule = self.rules[p.as_usize()];
+                if !rule.check.passes(&text[start..end], &text[end..]) {
+                    if resume.is_empty() {
+                        resume.resize(self.rules.len(), 0);
+                    }
+                    resume[p.as_usize()] = end;
+                    continue;
+                }
+                // Longest first; on a tie the pattern listed first (lower ids come first).
+                if best.is_some_and(|b| b.end >= end) {
+                    continue;
+                }
+                best = Some(Finding {
+                    start,
+                    end,
+                    target: rule.target,
+                });
+            }
+            at = match best {
+                Some(f) => {
+                    out.push(f);
+                    f.end
+                }
+                None => start + text[start..].chars().next().map_or(1, char::len_utf8),
+            };
+        }
+    }
+}
+
+/// A pattern searched alone ([`Check::fails_long`]).
+#[derive(Debug, Clone)]
+struct Alone {
+    seek: Seek,
+    rule: Rule,
+}
+
+/// How a pattern searched alone is found.
+#[derive(Debug, Clone)]
+enum Seek {
+    Regex(Regex),
+    /// The high-entropy pattern, `[A-Za-z0-9+/_-]{32,}={0,2}`, found as what it matches: each
+    /// longest run of 32 or more token bytes, with up to two `=` after it. A byte loop does in
+    /// one table lookup a byte what the automaton, counting to 32 from every position, does
+    /// several times slower; `token_runs_are_the_pattern` holds the two to the same answers.
+    TokenRuns,
+}
+
+/// The high-entropy pattern's characters.
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'_' | b'-')
+}
+
+/// Each match of `[A-Za-z0-9+/_-]{32,}={0,2}` in `text`, in order, as `find_iter` gives them.
+fn token_runs(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let start = at + bytes[at..].iter().position(|&b| token_byte(b))?;
+            let run = bytes[start..]
+                .iter()
+                .take_while(|&&b| token_byte(b))
+                .count();
+            at = start + run;
+            if run >= 32 {
+                let pad = bytes[at..]
+                    .iter()
+                    .take(2)
+                    .take_while(|&&b| b == b'=')
+                    .count();
+                at += pad;
+                return Some((start, at));
+            }
+        }
+        None
+    })
+}
+
+impl Alone {
+    fn scan(&self, text: &str, out: &mut Vec<Finding>) {
+        let mut push = |start: usize, end: usize| {
+            if self.rule.check.passes(&text[start..end], &text[end..]) {
+                out.push(Finding {
+                    start,
+                    end,
+                    target: self.rule.target,
+                });
+            }
+        };
+        match &self.seek {
+            Seek::Regex(re) => re.find_iter(text).for_each(|m| push(m.start(), m.end())),
+            Seek::TokenRuns => token_runs(text).for_each(|(s, e)| push(s, e)),
+        }
+    }
 }
 
 /// Why a detector could not be built: a custom pattern that is not a valid regex.
@@ -168,47 +420,64 @@ pub struct Spec {
 #[derive(Debug, Clone)]
 pub struct Detector {
     targets: Vec<Target>,
-    set: RegexSet,
-    rules: Vec<Rule>,
+    /// The built-in patterns, by [`Group`], then the operator's patterns.
+    combined: Vec<Combined>,
+    alone: Vec<Alone>,
     words: Option<(AhoCorasick, Vec<usize>)>,
 }
 
 impl Detector {
     /// Compile a spec. Only custom patterns can fail; the built-in ones are tested.
     pub fn new(spec: &Spec) -> Result<Detector, BuildError> {
+        let built_in = |e: String| BuildError::Pattern(usize::MAX, e);
         let mut targets = Vec::new();
-        let mut rules = Vec::new();
+        let mut alone = Vec::new();
+        let groups = [Group::Numbers, Group::Prefixed, Group::Email, Group::Ipv6];
+        let mut grouped: [(Vec<String>, Vec<Rule>); 4] = Default::default();
         for &(entity, action) in &spec.entities {
             let target = targets.len();
             targets.push(Target {
                 label: Arc::from(entity.name()),
                 action,
             });
-            for &(re, check) in patterns(entity) {
-                let regex =
-                    Regex::new(re).map_err(|e| BuildError::Pattern(usize::MAX, e.to_string()))?;
-                rules.push(Rule {
-                    regex,
-                    check,
-                    target,
-                });
+            for &(re, check) in patterns_of(entity) {
+                let rule = Rule { check, target };
+                let re = ascii_boundaries(re);
+                if check.fails_long() {
+                    let seek = match check {
+                        Check::Entropy => Seek::TokenRuns,
+                        _ => Seek::Regex(Regex::new(&re).map_err(|e| built_in(e.to_string()))?),
+                    };
+                    alone.push(Alone { seek, rule });
+                } else {
+                    let g = groups.iter().position(|g| *g == group_of(entity, check));
+                    let (patterns, rules) = &mut grouped[g.unwrap_or(1)];
+                    patterns.push(re);
+                    rules.push(rule);
+                }
             }
         }
+        let mut combined = Vec::new();
+        for (g, (patterns, rules)) in groups.iter().zip(grouped) {
+            let near = (*g == Group::Numbers).then_some(NUMBERS);
+            combined.extend(Combined::build(&patterns, rules, near, false)?);
+        }
+        let (mut patterns, mut rules) = (Vec::new(), Vec::new());
         for (i, (name, re, action)) in spec.patterns.iter().enumerate() {
             let target = targets.len();
             targets.push(Target {
                 label: Arc::from(name.to_ascii_uppercase().as_str()),
                 action: *action,
             });
-            let regex = Regex::new(re).map_err(|e| BuildError::Pattern(i, e.to_string()))?;
+            // Compiled alone first, so that an error names its pattern.
+            Regex::new(re).map_err(|e| BuildError::Pattern(i, e.to_string()))?;
+            patterns.push(re.clone());
             rules.push(Rule {
-                regex,
                 check: Check::None,
                 target,
             });
         }
-        let set = RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
-            .map_err(|e| BuildError::Pattern(usize::MAX, e.to_string()))?;
+        combined.extend(Combined::build(&patterns, rules, None, true)?);
         let words = if spec.words.is_empty() {
             None
         } else {
@@ -224,13 +493,13 @@ impl Detector {
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::LeftmostLongest)
                 .build(spec.words.iter().map(|(w, _)| w.as_str()))
-                .map_err(|e| BuildError::Pattern(usize::MAX, e.to_string()))?;
+                .map_err(|e| built_in(e.to_string()))?;
             Some((ac, of))
         };
         Ok(Detector {
             targets,
-            set,
-            rules,
+            combined,
+            alone,
             words,
         })
     }
@@ -243,19 +512,11 @@ impl Detector {
     /// Every finding in `text`, in order, none overlapping, appended to `out` (cleared first).
     pub fn scan(&self, text: &str, out: &mut Vec<Finding>) {
         out.clear();
-        if !self.rules.is_empty() {
-            for i in self.set.matches(text).iter() {
-                let rule = &self.rules[i];
-                for m in rule.regex.find_iter(text) {
-                    if rule.check.passes(m.as_str(), &text[m.end()..]) {
-                        out.push(Finding {
-                            start: m.start(),
-                            end: m.end(),
-                            target: rule.target,
-                        });
-                    }
-                }
-            }
+        for c in &self.combined {
+            c.scan(text, out);
+        }
+        for a in &self.alone {
+            a.scan(text, out);
         }
         if let Some((ac, of)) = &self.words {
             let bytes = text.as_bytes();
@@ -469,6 +730,89 @@ mod tests {
             Detector::new(&bad),
             Err(BuildError::Pattern(0, _))
         ));
+    }
+
+    #[test]
+    fn token_runs_are_the_pattern() {
+        let (re, _) = patterns_of(Entity::HighEntropySecret)[0];
+        let re = Regex::new(re).unwrap();
+        let a = "A".repeat(31);
+        let b = "b1+/_-".repeat(6);
+        for text in [
+            String::new(),
+            a.clone(),
+            format!("{a}B"),
+            format!("x {a}B== y {b}=== {a} {b}=z"),
+            format!("é{b}é{a}é{b}"),
+            format!("{b}={b}"),
+        ] {
+            let want: Vec<(usize, usize)> =
+                re.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            assert_eq!(token_runs(&text).collect::<Vec<_>>(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_found_near_a_digit() {
+        // Every match any number pattern can make, in texts built from the characters the
+        // patterns read, keeps to [`NUMBERS`]: a digit within its first bytes, and short.
+        let alphabet = b"01234567890123456789 .-+()ABZ";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut checked = 0;
+        for e in Entity::ALL {
+            for &(re, check) in patterns_of(e) {
+                if group_of(e, check) != Group::Numbers {
+                    continue;
+                }
+                let re = Regex::new(&ascii_boundaries(re)).unwrap();
+                for _ in 0..5_000 {
+                    let len = 8 + (next() % 80) as usize;
+                    let text: String = (0..len)
+                        .map(|_| char::from(alphabet[(next() % alphabet.len() as u64) as usize]))
+                        .collect();
+                    for m in re.find_iter(&text) {
+                        let digit = m.as_str().bytes().position(|b| b.is_ascii_digit());
+                        assert!(
+                            digit.is_some_and(|d| d <= NUMBERS.digit_within),
+                            "{re}: {:?}",
+                            m.as_str()
+                        );
+                        assert!(m.len() <= NUMBERS.longest, "{re}: {:?}", m.as_str());
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000, "{checked}");
+        // The longest an IBAN can be, grouped in fours: still within the window.
+        let iban = "GB82 WEST 1234 5698 7654 32AB CDEF GHIJ KL";
+        let re = Regex::new(patterns_of(Entity::IbanCode)[0].0).unwrap();
+        assert!(re.find(iban).is_some_and(|m| m.len() <= NUMBERS.longest));
+    }
+
+    #[test]
+    fn non_ascii_neighbours_are_not_word_characters() {
+        let d = all(Action::Mask);
+        assert_eq!(
+            found(
+                &d,
+                "écrivez à jane@example.fr ou appelez le (415) 555-2671."
+            ),
+            vec![
+                ("EMAIL_ADDRESS".into(), "jane@example.fr".into()),
+                ("PHONE_NUMBER".into(), "(415) 555-2671".into())
+            ]
+        );
+        assert_eq!(
+            found(&d, "carte:4111111111111111€"),
+            one("CREDIT_CARD", "4111111111111111")
+        );
     }
 
     #[test]

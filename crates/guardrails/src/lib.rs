@@ -3,8 +3,9 @@
 //!
 //! - [`entity`]: the kinds of sensitive value, under LiteLLM's (Presidio's) names;
 //! - [`checks`]: Luhn, IBAN mod-97, SSN rules, IP ranges, entropy;
-//! - [`detect`]: all detectors of a guardrail in one `RegexSet` pass, blocked words in one
-//!   Aho-Corasick pass, findings resolved so none overlap;
+//! - [`detect`]: a guardrail's detectors in a few combined searches that skip what cannot
+//!   match (numbers are looked for around digits), blocked words in one Aho-Corasick pass,
+//!   findings resolved so none overlap;
 //! - [`mask`]: placeholders (`<EMAIL_ADDRESS_1>`) and their restore in the answer;
 //! - [`injection`]: the prompt-injection phrase score;
 //! - [`policy`]: the guardrail settings the config validates into, built for use, and what

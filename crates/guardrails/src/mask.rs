@@ -35,8 +35,13 @@ impl Masks {
                 1
             }
         };
-        self.entries
-            .push((format!("<{label}_{n}>"), value.to_owned()));
+        let mut number = itoa::Buffer::new();
+        let number = number.format(n);
+        let mut placeholder = String::with_capacity(label.len() + number.len() + 3);
+        for part in ["<", label, "_", number, ">"] {
+            placeholder.push_str(part);
+        }
+        self.entries.push((placeholder, value.to_owned()));
         let last = self.entries.len() - 1;
         &self.entries[last].0
     }

@@ -78,6 +78,37 @@ fn check_costs() {
     time("all 15 detectors, clean prose", &all, &prose_2k);
     time("all 15 detectors, clean prose", &all, &prose_100k);
     time("all 15 detectors, prose + 3 values masked", &all, &dirty_2k);
+    // Accented prose: a Unicode word boundary would stop the lazy DFA at the first non-ASCII
+    // byte; the patterns' ASCII boundaries keep it on the fast path.
+    let accented = "Le déversoir règle le débit de l'eau vers le canal en aval. ".repeat(34);
+    time("all 15 detectors, accented prose", &all, &accented);
+    let pii = guardrail(
+        Kind::ContentFilter,
+        [
+            Entity::EmailAddress,
+            Entity::PhoneNumber,
+            Entity::CreditCard,
+            Entity::IbanCode,
+            Entity::UsSsn,
+            Entity::IpAddress,
+        ]
+        .iter()
+        .map(|e| (*e, Action::Mask))
+        .collect(),
+    );
+    time(
+        "sluice bench's PII set (6), prose + 3 masked",
+        &pii,
+        &dirty_2k,
+    );
+    // Runs that match a pattern and fail its check, over and over: a 100 KB base64 blob (too
+    // long to be a secret), and digits in card-like groups that fail Luhn.
+    let blob: String = (0..100_000u32)
+        .map(|i| char::from(b"Zx8vQ2mLp9RtY4kWc7NbH3jFs6DgA1eU+/"[(i * 7 % 34) as usize]))
+        .collect();
+    time("all 15 detectors, 100 KB base64 blob", &all, &blob);
+    let digits = "4111 1111 1111 1112 ".repeat(100);
+    time("all 15 detectors, failing card numbers", &all, &digits);
     time(
         "hide-secrets (9 detectors), clean prose",
         &secrets,
