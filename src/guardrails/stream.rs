@@ -638,8 +638,14 @@ fn event_text(endpoint: Endpoint, event: &[u8]) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// A chat or completions chunk's choice, read for its text only (borrowed where unescaped):
-/// several times cheaper than a `Value` tree, which stays the fallback for any other shape.
+/// A chat or completions chunk, read for its text only (borrowed where unescaped): several
+/// times cheaper than a `Value` tree, which stays the fallback for any other shape.
+#[derive(serde::Deserialize)]
+struct ChatChunk<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<ChatChoice<'a>>,
+}
+
 #[derive(serde::Deserialize)]
 struct ChatChoice<'a> {
     #[serde(borrow, default)]
@@ -669,36 +675,16 @@ struct MessagesEvent<'a> {
 fn typed_delta(endpoint: Endpoint, data: &str, out: &mut String) -> bool {
     match endpoint {
         Endpoint::ChatCompletions | Endpoint::Completions => {
-            // The chunk's `choices` found by the scanner (the id, model and fingerprint every
-            // chunk repeats are stepped over), then read typed. A `choices` given twice is
-            // read twice.
-            let Some(mut members) = sluice_core::scan::members(data.as_bytes()) else {
+            let Ok(chunk) = serde_json::from_str::<ChatChunk<'_>>(data) else {
                 return false;
             };
-            let before = out.len();
-            for (key, range) in members.by_ref() {
-                if key != b"choices" {
-                    continue;
+            for c in chunk.choices {
+                if let Some(t) = c.delta.and_then(|d| d.content) {
+                    out.push_str(&t);
                 }
-                let Some(Ok(choices)) = data
-                    .get(range)
-                    .map(serde_json::from_str::<Vec<ChatChoice<'_>>>)
-                else {
-                    out.truncate(before);
-                    return false;
-                };
-                for c in choices {
-                    if let Some(t) = c.delta.and_then(|d| d.content) {
-                        out.push_str(&t);
-                    }
-                    if let Some(t) = c.text {
-                        out.push_str(&t);
-                    }
+                if let Some(t) = c.text {
+                    out.push_str(&t);
                 }
-            }
-            if members.failed() {
-                out.truncate(before);
-                return false;
             }
             true
         }
