@@ -133,16 +133,22 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A `content`: a string, or the `text` of each part of a list.
+    /// A `content`: a string, or each string and the `text` of each part of a list (a
+    /// moderation's `input`, a rerank's `documents` mix the two).
     fn content(&mut self, value: &'a str) -> Read {
         match first(value) {
             b'"' => self.string(value),
             b'[' => {
                 for part in items(value)? {
-                    if first(part.get()) == b'{' {
-                        if let Some(t) = serde_json::from_str::<WithText<'a>>(part.get())?.text {
-                            self.string(t.get())?;
+                    match first(part.get()) {
+                        b'"' => self.string(part.get())?,
+                        b'{' => {
+                            let part = serde_json::from_str::<WithText<'a>>(part.get())?;
+                            if let Some(t) = part.text {
+                                self.string(t.get())?;
+                            }
                         }
+                        _ => {}
                     }
                 }
                 Ok(())
@@ -200,8 +206,9 @@ fn members(doc: &[u8]) -> Result<Vec<(Cow<'_, str>, &str)>, Unreadable> {
 }
 
 /// The request's texts, read in place: chat `messages`, completions `prompt`, Responses `input`
-/// and `instructions`, Anthropic `messages` and `system`, embeddings `input`. A field given
-/// twice is read twice.
+/// and `instructions`, Anthropic `messages` and `system` (a token count's too), embeddings
+/// `input`, an image's `prompt`, speech's `input` and `instructions`, a moderation's `input`, a
+/// rerank's `query` and `documents`. A field given twice is read twice.
 pub(super) fn locate_request(
     endpoint: Endpoint,
     doc: &[u8],
@@ -213,12 +220,22 @@ pub(super) fn locate_request(
     let mut found = RequestTexts::default();
     for (key, value) in members(doc)? {
         match (endpoint, &*key) {
-            (Endpoint::ChatCompletions | Endpoint::Messages, "messages")
+            (
+                Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens,
+                "messages",
+            )
             | (Endpoint::Responses, "input") => r.messages(value)?,
-            (Endpoint::Messages, "system") | (Endpoint::Responses, "instructions") => {
+            (Endpoint::Messages | Endpoint::CountTokens, "system")
+            | (Endpoint::Responses, "instructions")
+            | (Endpoint::Moderations, "input")
+            | (Endpoint::Rerank, "documents") => {
                 r.content(value)?;
             }
-            (Endpoint::Completions, "prompt") | (Endpoint::Embeddings, "input") => {
+            (Endpoint::Completions, "prompt")
+            | (Endpoint::Embeddings, "input")
+            | (Endpoint::ImageGenerations, "prompt")
+            | (Endpoint::AudioSpeech, "input" | "instructions")
+            | (Endpoint::Rerank, "query") => {
                 r.strings(value)?;
             }
             (_, "guardrails") => found.guardrails = Some(value),
@@ -361,7 +378,9 @@ fn strings<'a>(v: &'a mut Value, out: &mut Vec<&'a mut String>) {
     }
 }
 
-/// Whether an endpoint carries text guardrails can check.
+/// Whether an endpoint carries text guardrails can check: every JSON one. Multipart uploads
+/// (image edits and variations, transcriptions, translations) are not read: their text is a
+/// short form field beside an image or a recording no text guardrail could judge.
 pub(super) fn checked(endpoint: Endpoint) -> bool {
     matches!(
         endpoint,
@@ -369,7 +388,12 @@ pub(super) fn checked(endpoint: Endpoint) -> bool {
             | Endpoint::Completions
             | Endpoint::Responses
             | Endpoint::Messages
+            | Endpoint::CountTokens
             | Endpoint::Embeddings
+            | Endpoint::ImageGenerations
+            | Endpoint::AudioSpeech
+            | Endpoint::Moderations
+            | Endpoint::Rerank
     )
 }
 
@@ -567,6 +591,54 @@ mod tests {
         let found = locate_request(Endpoint::ChatCompletions, doc).unwrap();
         let got: Vec<&str> = found.texts.iter().map(|l| &*l.text).collect();
         assert_eq!(got, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_other_json_endpoints_texts() {
+        let sorted = |e, v| {
+            let mut got = req(e, v);
+            got.sort();
+            got
+        };
+        assert_eq!(
+            sorted(
+                Endpoint::ImageGenerations,
+                json!({"prompt": "p", "size": "1024x1024"})
+            ),
+            ["p"]
+        );
+        assert_eq!(
+            sorted(
+                Endpoint::AudioSpeech,
+                json!({"input": "i", "instructions": "j", "voice": "v"})
+            ),
+            ["i", "j"]
+        );
+        assert_eq!(
+            sorted(
+                Endpoint::Moderations,
+                json!({"input": ["a", {"type": "text", "text": "b"},
+                {"type": "image_url", "image_url": {"url": "u"}}]})
+            ),
+            ["a", "b"]
+        );
+        assert_eq!(
+            sorted(
+                Endpoint::Rerank,
+                json!({"query": "q", "documents": ["d", {"text": "e"}], "top_n": 1})
+            ),
+            ["d", "e", "q"]
+        );
+        assert_eq!(
+            sorted(
+                Endpoint::CountTokens,
+                json!({"system": "s", "messages": [{"role": "user", "content": "u"}]})
+            ),
+            ["s", "u"]
+        );
+        for e in [Endpoint::ImageEdits, Endpoint::AudioTranscriptions] {
+            assert!(!checked(e));
+        }
     }
 
     #[test]

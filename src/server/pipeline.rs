@@ -610,9 +610,14 @@ where
                             c.mark(&mut spend);
                             c.stream(parts.status, ct, relay)
                         }
-                        None => match guarded.as_mut().and_then(|g| g.on_stream()) {
+                        None => match guarded
+                            .as_mut()
+                            .filter(|_| !endpoint.answers_binary())
+                            .and_then(|g| g.on_stream())
+                        {
                             // post_call guardrails check the stream as it passes, and the
-                            // request's placeholders are given back.
+                            // request's placeholders are given back (an answer of audio
+                            // bytes has no text to check).
                             Some((list, restore)) => ResponseBody::Guarded(Box::new(
                                 crate::guardrails::GuardedStream::new(
                                     relay, list, endpoint, restore,

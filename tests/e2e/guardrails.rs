@@ -152,6 +152,66 @@ async fn a_secret_is_refused_with_the_guardrails_name_and_never_sent() {
 }
 
 #[tokio::test]
+async fn images_speech_moderations_and_token_counts_are_checked_too() {
+    // Every JSON endpoint with text goes through the guardrails: an always-on one cannot be
+    // stepped around by asking for an image or a voice instead of a chat.
+    let up = recording(Reply::Json(200, r#"{"created":1,"data":[]}"#)).await;
+    let gw = gateway(&config(&up.base(), true)).await;
+    let card = "4111 1111 1111 1111";
+    let cases = [
+        (
+            "/v1/images/generations",
+            format!(r#"{{"model":"gpt","prompt":"a poster of card {card}"}}"#),
+        ),
+        (
+            "/v1/audio/speech",
+            format!(r#"{{"model":"gpt","voice":"alloy","input":"read {card} aloud"}}"#),
+        ),
+        (
+            "/v1/moderations",
+            format!(r#"{{"model":"gpt","input":["fine",{{"type":"text","text":"card {card}"}}]}}"#),
+        ),
+        (
+            "/v1/messages/count_tokens",
+            format!(
+                r#"{{"model":"claude","system":"s","messages":[{{"role":"user","content":"card {card}"}}]}}"#
+            ),
+        ),
+    ];
+    for (i, (path, body)) in cases.iter().enumerate() {
+        let a = send(
+            "POST",
+            &gw.url(path),
+            body.clone(),
+            &[MASTER, ("content-type", "application/json")],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{path}: {}", a.text());
+        assert_eq!(
+            a.header("x-sluice-applied-guardrails"),
+            Some("pii"),
+            "{path}"
+        );
+        let sent = upstream_text(&up, i);
+        assert!(
+            !sent.contains(card) && sent.contains("<CREDIT_CARD_1>"),
+            "{path}: {sent}"
+        );
+    }
+    // A secret in an image prompt is refused before the upstream.
+    let a = send(
+        "POST",
+        &gw.url("/v1/images/generations"),
+        r#"{"model":"gpt","guardrails":["secrets"],"prompt":"AKIAIOSFODNN7EXAMPLE"}"#,
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "guardrail_blocked");
+    assert_eq!(up.requests().len(), cases.len());
+}
+
+#[tokio::test]
 async fn only_default_on_guardrails_apply_unless_the_request_names_one() {
     let up = recording(Reply::Json(200, ANSWER)).await;
     let gw = gateway(&config(&up.base(), false)).await;
