@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use super::iso_opt;
+use sluice_core::cache_control::CacheControl;
 use sluice_core::error::ApiError;
 use sluice_store::{BudgetDuration, Limits};
 
@@ -119,6 +120,13 @@ impl LimitsPatch {
             limits.max_parallel_requests = v;
         }
         if let Some(m) = self.metadata {
+            // LiteLLM's key-level cache controls: refused here rather than ignored later.
+            if let Some(c) = m.as_ref().and_then(|m| m.get("cache")) {
+                CacheControl::from_metadata(c).map_err(|message| ApiError::InvalidParam {
+                    param: "metadata.cache",
+                    message,
+                })?;
+            }
             limits.metadata = m.unwrap_or_default();
         }
         limits.schedule(now);

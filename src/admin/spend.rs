@@ -47,6 +47,7 @@ fn log_json(l: &SpendLog) -> Value {
         "endTime": iso(l.end_time),
         "ttfb_ms": l.ttfb_ms,
         "cache_hit": if l.cache_hit { "True" } else { "False" },
+        "saved_spend": l.saved_spend,
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
 
+use sluice_core::cache_control::CacheControl;
 use sluice_core::error::{ApiError, KeyRefusal};
 use sluice_core::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
 use sluice_core::record::KeyInfo;
@@ -69,6 +70,8 @@ pub struct Holder {
     pub subject: Subject,
     /// Guardrails that always apply to its keys' requests (a team's `metadata.guardrails`).
     pub guardrails: Arc<[Arc<str>]>,
+    /// Cache controls its keys' requests are held to (a team's `metadata.cache`).
+    pub cache: Option<Arc<CacheControl>>,
 }
 
 /// One virtual key as the request path needs it.
@@ -86,6 +89,9 @@ pub struct KeyEntry {
     pub subject: Subject,
     /// Guardrails that always apply to its requests (`metadata.guardrails`).
     pub guardrails: Arc<[Arc<str>]>,
+    /// Cache controls its requests are held to (`metadata.cache`, LiteLLM's key-level
+    /// cache settings).
+    pub cache: Option<Arc<CacheControl>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -100,6 +106,8 @@ pub struct Stored {
     pub window_end_ms: Option<u64>,
     /// Guardrails that always apply to its requests (`metadata.guardrails`, LiteLLM's place).
     pub guardrails: Arc<[Arc<str>]>,
+    /// Cache controls its requests are held to (`metadata.cache`).
+    pub cache: Option<Arc<CacheControl>>,
 }
 
 /// Who is calling.
@@ -130,6 +138,32 @@ impl Caller {
             .chain(team.iter().flat_map(|t| t.guardrails.iter()))
             .cloned()
             .collect()
+    }
+
+    /// The cache controls its team's and then its key's `metadata.cache` put over what the
+    /// request asked (`asked`), when either has some; `None` leaves the request's own.
+    pub fn cache_policy(
+        &self,
+        dir: &Directory,
+        asked: Option<&CacheControl>,
+    ) -> Option<CacheControl> {
+        let Self::Key(k) = self else {
+            return None;
+        };
+        let team = k
+            .info
+            .team_id
+            .as_deref()
+            .and_then(|t| dir.holder(SubjectKind::Team, t));
+        let team = team.as_ref().and_then(|t| t.cache.as_deref());
+        if team.is_none() && k.cache.is_none() {
+            return None;
+        }
+        let mut c = asked.cloned().unwrap_or_default();
+        for policy in team.into_iter().chain(k.cache.as_deref()) {
+            c.apply(policy);
+        }
+        Some(c)
     }
 
     /// The virtual key, when the caller has one: what records, spend headers and budgets
@@ -248,6 +282,7 @@ impl Directory {
                 counters: carry(old.map(|o| &o.subject), stored),
             },
             guardrails: stored.guardrails.clone(),
+            cache: stored.cache.clone(),
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -319,6 +354,7 @@ impl Directory {
                     counters,
                 },
                 guardrails: stored.guardrails.clone(),
+                cache: stored.cache.clone(),
             }),
         );
     }
@@ -409,6 +445,7 @@ mod tests {
     fn limits(rpm: u64) -> Stored {
         Stored {
             guardrails: Arc::default(),
+            cache: None,
             limits: Limits {
                 rpm: Some(rpm),
                 ..Limits::default()
@@ -498,6 +535,7 @@ mod tests {
         let dir = Directory::default();
         let stored = |spend: f64, end| Stored {
             guardrails: Arc::default(),
+            cache: None,
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 
 use super::directory::{Directory, KeyDigest, ModelAccess, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
+use sluice_core::cache_control::CacheControl;
 use sluice_core::limits::{self, nanos, SubjectKind};
 use sluice_core::trace_context::{hex, unhex};
 use sluice_store::{self as store, Changes, KeyHash, KeyRow, Store, StoreError};
@@ -58,6 +59,12 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
                     .collect()
             })
             .unwrap_or_default(),
+        // The admin API refuses a malformed one; a row written around it counts as none.
+        cache: l
+            .metadata
+            .get("cache")
+            .and_then(|c| CacheControl::from_metadata(c).ok())
+            .map(Arc::new),
     }
 }
 

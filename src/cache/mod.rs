@@ -152,6 +152,7 @@ pub(crate) async fn lookup(
                         status: e.status,
                         content_type: e.content_type.clone(),
                         stream: e.stream,
+                        cost: e.cost,
                     });
                     leader.push(e.body.clone());
                     leader.finish();
@@ -202,6 +203,7 @@ fn hit(e: &Entry, key: CacheKey, record: &mut RequestRecord) -> Response<Respons
     record.stream = e.stream;
     record.usage = e.usage;
     record.cost = Some(0);
+    record.saved = e.cost;
     record.ttfb = Some(record.start.elapsed());
     let mut resp = Response::new(ResponseBody::full(e.body.clone()));
     *resp.status_mut() = StatusCode::from_u16(e.status).unwrap_or(StatusCode::OK);
@@ -235,6 +237,7 @@ async fn follow(
     record.status = head.status;
     record.stream = head.stream;
     record.cost = Some(0);
+    record.saved = head.cost;
     record.ttfb = Some(record.start.elapsed());
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::from_u16(head.status).unwrap_or(StatusCode::OK);
@@ -305,6 +308,7 @@ impl Pending {
             status: status.as_u16(),
             content_type,
             stream: false,
+            cost: cost.filter(|_| status.is_success()),
         });
         self.leader.push(body.clone());
         self.leader.finish();
@@ -322,6 +326,8 @@ impl Pending {
             status: status.as_u16(),
             content_type: content_type.clone(),
             stream: true,
+            // Known when the stream ends, after the followers began reading it.
+            cost: None,
         });
         let mine = self.leader.follower();
         tokio::spawn(async move {

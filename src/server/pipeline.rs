@@ -373,11 +373,15 @@ where
         wall,
     )
     .await?;
+    // The key's and its team's `metadata.cache` over the request's own controls.
+    let policy = snap.cache.as_ref().and_then(|_| {
+        caller.cache_policy(state.gate().directory(), envelope.routing.cache.as_ref())
+    });
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     // 6½. The cache: a stored answer, or an identical request's in flight.
     let mut cached = None;
-    let control = envelope.routing.cache.as_ref();
+    let control = policy.as_ref().or(envelope.routing.cache.as_ref());
     // An answer guardrails check is neither served from the cache nor stored in it unchecked.
     let answer_checked = guarded.as_ref().is_some_and(|g| g.checks_answer());
     if let Some(cache) = snap

@@ -477,3 +477,107 @@ async fn a_redis_that_is_down_leaves_each_instance_caching_in_its_own_memory() {
         "no address in errors"
     );
 }
+
+/// A key's and a team's `metadata.cache` (LiteLLM's key-level cache controls) hold their
+/// requests to it whatever the request says; a hit's spend row carries what it saved.
+#[tokio::test]
+async fn key_and_team_cache_settings_and_the_saved_cost_in_the_spend_log() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    let admin = |path: &'static str, body: serde_json::Value| {
+        let gw = &gw;
+        async move { admin_as(gw, "sk-master", "POST", path, body).await }
+    };
+    // A malformed policy is refused by name, not ignored.
+    let bad = admin(
+        "/key/generate",
+        serde_json::json!({"metadata": {"cache": {"no_store": true}}}),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(bad.json()["error"]["param"], "metadata.cache");
+
+    // A key set to no-store: its answers are never stored, so never hit.
+    let no_store = new_key(
+        &gw,
+        serde_json::json!({"metadata": {"cache": {"no-store": true}}}),
+    )
+    .await;
+    let as_key = |key: &str| format!("Bearer {key}");
+    let chat = |gw: &Gateway, body: &str, auth: &[(&str, &str)]| {
+        let (url, body) = (gw.url("/v1/chat/completions"), body.to_owned());
+        let mut headers = vec![("content-type", "application/json")];
+        headers.extend_from_slice(if auth.is_empty() { &[MASTER] } else { auth });
+        let headers: Vec<(String, String)> = headers
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .collect();
+        async move {
+            let h: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(n, v)| (n.as_str(), v.as_str()))
+                .collect();
+            send("POST", &url, body, &h).await
+        }
+    };
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"policy one"}]}"#;
+    for _ in 0..2 {
+        let a = chat(&gw, body, &[("authorization", &as_key(&no_store))]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.header("x-sluice-cache-hit"), Some("false"));
+    }
+    assert_eq!(mock.requests().await, 2);
+
+    // A team with a namespace of its own: its keys neither see nor fill the shared entries.
+    let team = admin(
+        "/team/new",
+        serde_json::json!({"team_id": "t-cache", "metadata": {"cache": {"namespace": "t-cache"}}}),
+    )
+    .await;
+    assert_eq!(team.status, 200, "{}", team.text());
+    let member = new_key(&gw, serde_json::json!({"team_id": "t-cache"})).await;
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"policy two"}]}"#;
+    let shared = chat(&gw, body, &[]).await;
+    assert_eq!(shared.header("x-sluice-cache-hit"), Some("false"));
+    let first = chat(&gw, body, &[("authorization", &as_key(&member))]).await;
+    assert_eq!(
+        first.header("x-sluice-cache-hit"),
+        Some("false"),
+        "another namespace"
+    );
+    assert_ne!(
+        first.header("x-sluice-cache-key"),
+        shared.header("x-sluice-cache-key")
+    );
+    let cost: f64 = first
+        .header("x-sluice-response-cost")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cost > 0.0);
+    let hit = chat(&gw, body, &[("authorization", &as_key(&member))]).await;
+    assert_eq!(hit.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(mock.requests().await, 4);
+
+    // The hit's spend row: free, marked, and what it saved.
+    let rid = hit.header("x-request-id").unwrap().to_owned();
+    let logged = eventually(Duration::from_secs(10), || async {
+        let rows = send(
+            "GET",
+            &gw.url(&format!("/spend/logs?request_id={rid}")),
+            "",
+            &[MASTER],
+        )
+        .await
+        .json();
+        rows.as_array().into_iter().flatten().any(|l| {
+            l["cache_hit"] == "True"
+                && l["spend"].as_f64() == Some(0.0)
+                && l["saved_spend"]
+                    .as_f64()
+                    .is_some_and(|s| (s - cost).abs() < 1e-12)
+        })
+    })
+    .await;
+    assert!(logged, "the hit's spend row records what it saved");
+}

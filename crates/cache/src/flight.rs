@@ -79,6 +79,9 @@ pub struct Head {
     pub content_type: HeaderValue,
     /// Whether the chunks are a stream.
     pub stream: bool,
+    /// What the answer cost upstream, when known before its body (a whole answer's): what
+    /// each follower saved.
+    pub cost: Option<sluice_core::limits::Nanos>,
 }
 
 #[derive(Debug, Default)]
@@ -229,6 +232,7 @@ mod tests {
             status: 200,
             content_type: HeaderValue::from_static("text/event-stream"),
             stream: true,
+            cost: None,
         }
     }
 

@@ -70,6 +70,37 @@ impl CacheControl {
         })
     }
 
+    /// A key's or team's `metadata.cache` (LiteLLM's per-key cache controls, the same
+    /// members as the body's `cache`), as a policy to [`apply`](Self::apply).
+    pub fn from_metadata(v: &serde_json::Value) -> Result<Self, String> {
+        if !v.is_object() {
+            return Err(
+                "expected an object of no-cache, no-store, ttl, s-maxage, namespace, use-cache"
+                    .into(),
+            );
+        }
+        Self::from_body(&v.to_string())
+    }
+
+    /// Apply a key's or team's policy over what the request asked: the policy wins where it
+    /// says something (a key set to `no-store` is not stored whatever the request says; a
+    /// team's `namespace` keeps its entries apart from every other team's), and the request
+    /// decides the rest, as LiteLLM's key-level `cache` replaces the request's.
+    pub fn apply(&mut self, policy: &Self) {
+        self.no_cache |= policy.no_cache;
+        self.no_store |= policy.no_store;
+        self.use_cache |= policy.use_cache;
+        if policy.ttl.is_some() {
+            self.ttl = policy.ttl;
+        }
+        if policy.max_age.is_some() {
+            self.max_age = policy.max_age;
+        }
+        if policy.namespace.is_some() {
+            self.namespace.clone_from(&policy.namespace);
+        }
+    }
+
     /// Add what a `Cache-Control` header value asks (`no-cache`, `no-store`, `max-age=N`);
     /// directives it does not know are ignored, as HTTP caches do.
     pub fn add_header(&mut self, value: &str) {
@@ -116,5 +147,22 @@ mod tests {
         h.add_header("No-Store, max-age=30, private");
         assert!(h.no_store && !h.no_cache);
         assert_eq!(h.max_age, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn a_key_policy_wins_where_it_speaks() {
+        let mut asked =
+            CacheControl::from_body(r#"{"ttl":5,"s-maxage":9,"namespace":"mine"}"#).unwrap();
+        let policy = CacheControl::from_metadata(
+            &serde_json::json!({"no-store": true, "ttl": 60, "namespace": "team-a"}),
+        )
+        .unwrap();
+        asked.apply(&policy);
+        assert!(asked.no_store && !asked.no_cache);
+        assert_eq!(asked.ttl, Some(Duration::from_secs(60)));
+        assert_eq!(asked.max_age, Some(Duration::from_secs(9)), "the request's");
+        assert_eq!(asked.namespace.as_deref(), Some("team-a"));
+        assert!(CacheControl::from_metadata(&serde_json::json!(true)).is_err());
+        assert!(CacheControl::from_metadata(&serde_json::json!({"ttl": "x"})).is_err());
     }
 }

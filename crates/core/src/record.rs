@@ -208,6 +208,8 @@ pub struct RequestRecord {
     pub cost: Option<Nanos>,
     /// Answered from sluice's cache.
     pub cache_hit: bool,
+    /// What a cache hit did not spend: the upstream cost of the stored answer it replayed.
+    pub saved: Option<Nanos>,
     /// Each guardrail that ran, with its verdict (boxed: most requests run none).
     pub guardrails: Option<Box<Vec<GuardrailRun>>>,
 }
@@ -323,6 +325,7 @@ impl RequestRecord {
             end_user: None,
             cost: None,
             cache_hit: false,
+            saved: None,
             guardrails: None,
         }
     }

@@ -51,6 +51,7 @@ pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
     l.end_time = now;
     l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
     l.cache_hit = r.cache_hit;
+    l.saved_spend = r.saved.map_or(0.0, dollars);
     Some(l)
 }
 

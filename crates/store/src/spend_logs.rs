@@ -69,6 +69,10 @@ pub struct SpendLog {
     pub ttfb_ms: Option<u64>,
     /// Served from sluice's response cache.
     pub cache_hit: bool,
+    /// What a cache hit saved: the upstream cost of the answer it replayed, in USD (0 for
+    /// every other request). Spool files written before it existed read as 0.
+    #[serde(default)]
+    pub saved_spend: f64,
 }
 
 impl SpendLog {
@@ -91,6 +95,7 @@ impl SpendLog {
             end_time: start_time,
             ttfb_ms: None,
             cache_hit: false,
+            saved_spend: 0.0,
         }
     }
 
@@ -131,6 +136,7 @@ impl SpendLog {
             end_time: from_ms("end_time", col(row, "end_time")?)?,
             ttfb_ms: col::<Option<i64>>(row, "ttfb_ms")?.map(|n| u64::try_from(n).unwrap_or(0)),
             cache_hit: col::<i64>(row, "cache_hit")? != 0,
+            saved_spend: col(row, "saved_spend")?,
         })
     }
 }
@@ -203,7 +209,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 20] = [
+const LOG_COLUMNS: [&str; 21] = [
     "id",
     "request_id",
     "api_key",
@@ -224,9 +230,10 @@ const LOG_COLUMNS: [&str; 20] = [
     "end_time",
     "ttfb_ms",
     "cache_hit",
+    "saved_spend",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (20 × 200 parameters
+/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (21 × 200 parameters
 /// stays far below its limit).
 const ROWS_PER_STATEMENT: usize = 200;
 
@@ -292,7 +299,8 @@ impl Store {
                     .bind(to_ms(l.start_time))
                     .bind(to_ms(l.end_time))
                     .bind(l.ttfb_ms.map(to_i64))
-                    .bind(i64::from(l.cache_hit));
+                    .bind(i64::from(l.cache_hit))
+                    .bind(l.saved_spend);
             }
             for row in q.fetch_all(&mut *tx).await? {
                 inserted.insert(col(&row, "id")?);

@@ -195,6 +195,12 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
         if let Some(ms) = r.ttfb_ms {
             attr(a, 9, "sluice.ttfb_ms", Val::F64(ms));
         }
+        if r.cache_hit {
+            attr(a, 9, "sluice.cache_hit", Val::Bool(true));
+            if let Some(usd) = r.saved_cost {
+                attr(a, 9, "sluice.cache.saved_usd", Val::F64(usd));
+            }
+        }
         if let Some(k) = &r.key_alias {
             attr(a, 9, "sluice.key_alias", Val::Str(k));
         }

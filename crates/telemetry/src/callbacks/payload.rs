@@ -65,6 +65,8 @@ pub struct CallbackRecord {
     pub cost: Option<f64>,
     /// Answered from cache.
     pub cache_hit: bool,
+    /// What a cache hit saved: the stored answer's upstream cost in USD.
+    pub saved_cost: Option<f64>,
     /// Whole request, milliseconds.
     pub latency_ms: f64,
     /// Time to first byte (streams), milliseconds.
@@ -138,6 +140,7 @@ pub struct Metadata<'a> {
     pub usage: UsageRecord,
     pub cost: Option<f64>,
     pub cache_hit: bool,
+    pub saved_cost: Option<f64>,
     pub latency_ms: f64,
     pub ttfb_ms: Option<f64>,
     pub overhead_ms: f64,
@@ -266,6 +269,7 @@ impl CallbackRecord {
             },
             cost: r.cost.map(sluice_core::limits::dollars),
             cache_hit: r.cache_hit,
+            saved_cost: r.saved.map(sluice_core::limits::dollars),
             latency_ms: ms(end - r.start),
             ttfb_ms: r.ttfb.map(ms),
             overhead_ms: ms(r.overhead),
@@ -341,6 +345,7 @@ impl CallbackRecord {
             usage: self.usage,
             cost: self.cost,
             cache_hit: self.cache_hit,
+            saved_cost: self.saved_cost,
             latency_ms: self.latency_ms,
             ttfb_ms: self.ttfb_ms,
             overhead_ms: self.overhead_ms,
