@@ -30,7 +30,7 @@ use http_body_util::{BodyExt, StreamBody};
 
 use sluice_cache::{
     Cache, CacheKey, CacheSettings, CacheStats, CacheType, Entry, Flights, Follower, Head, Join,
-    Leader, Next,
+    Leader, Next, Shape,
 };
 use sluice_core::cache_control::CacheControl;
 use sluice_core::endpoint::Endpoint;
@@ -100,17 +100,21 @@ pub(crate) enum Lookup {
 pub(crate) struct Pending {
     cache: Arc<ResponseCache>,
     key: CacheKey,
+    shape: Shape,
     control: CacheControl,
     leader: Leader,
 }
 
-/// Ask the cache about a request to `endpoint` for `group` with `body`; `from_body` is the
-/// body's `cache` object, `headers` the client's (`Cache-Control`).
+/// Ask the cache about a request to `endpoint` for `group` with `body`, wanting its answer in
+/// `shape`; `from_body` is the body's `cache` object, `headers` the client's
+/// (`Cache-Control`).
+#[allow(clippy::too_many_arguments)] // the request's parts the cache reads, each once
 pub(crate) async fn lookup(
     cache: &Arc<ResponseCache>,
     endpoint: Endpoint,
     group: &str,
     body: &[u8],
+    shape: Shape,
     from_body: Option<&CacheControl>,
     headers: &HeaderMap,
     record: &mut RequestRecord,
@@ -128,7 +132,10 @@ pub(crate) async fn lookup(
     let mut counted = false;
     loop {
         if let Some(store) = cache.core.store.as_ref().filter(|_| !control.no_cache) {
-            if let Some(e) = store.get(key, control.max_age) {
+            if let Some(e) = store
+                .get(key, control.max_age)
+                .and_then(|e| in_shape(endpoint, &e, shape))
+            {
                 CacheStats::count(&stats.hits, 1);
                 CacheStats::count(&stats.saved_nanos, e.cost.unwrap_or(0));
                 return Lookup::Answered(hit(&e, key, record));
@@ -138,20 +145,21 @@ pub(crate) async fn lookup(
                 counted = true;
             }
         }
+        let flight = key.flight(shape);
         let join = if s.dedupe && !control.no_cache {
-            cache.core.flights.join(key)
+            cache.core.flights.join(flight)
         } else {
             // A flight of its own: nobody follows it, but the answer is read the same way.
-            Arc::new(Flights::default()).join(key)
+            Arc::new(Flights::default()).join(flight)
         };
         match join {
             Join::Lead(leader) => {
-                if let Some(e) = shared_hit(cache, key, &control).await {
+                if let Some(e) = shared_hit(cache, key, &control, endpoint, shape).await {
                     // Followers get it too, as if it had come from upstream.
                     leader.head(Head {
                         status: e.status,
                         content_type: e.content_type.clone(),
-                        stream: e.stream,
+                        stream: e.shape.is_stream(),
                         cost: e.cost,
                     });
                     leader.push(e.body.clone());
@@ -161,6 +169,7 @@ pub(crate) async fn lookup(
                 return Lookup::Call(Some(Pending {
                     cache: Arc::clone(cache),
                     key,
+                    shape,
                     control,
                     leader,
                 }));
@@ -178,29 +187,65 @@ pub(crate) async fn lookup(
 
 /// An answer from the shared store, kept in this instance's memory from now on and counted
 /// as a hit.
-async fn shared_hit(cache: &ResponseCache, key: CacheKey, control: &CacheControl) -> Option<Entry> {
+async fn shared_hit(
+    cache: &ResponseCache,
+    key: CacheKey,
+    control: &CacheControl,
+    endpoint: Endpoint,
+    shape: Shape,
+) -> Option<Arc<Entry>> {
     let shared = (cache.core.settings.store && !control.no_cache)
         .then_some(cache.shared.as_ref())
         .flatten()?;
-    let e = shared.get(key).await?;
+    let e = Arc::new(shared.get(key).await?);
     if control.max_age.is_some_and(|age| e.stored.elapsed() > age) {
         return None;
     }
+    if let Some(store) = &cache.core.store {
+        store.put_shared(key, Arc::clone(&e));
+    }
+    let e = in_shape(endpoint, &e, shape)?;
     let stats = &cache.core.stats;
     CacheStats::count(&stats.hits, 1);
     CacheStats::count(&stats.shared_hits, 1);
     CacheStats::count(&stats.saved_nanos, e.cost.unwrap_or(0));
-    if let Some(store) = &cache.core.store {
-        store.put(key, e.clone());
-    }
     Some(e)
+}
+
+/// A stored answer in the shape the request wants: as stored, or told again as a stream or
+/// put together from one (`sluice_translate::replay`). `None` when it cannot be (an answer of
+/// a shape the endpoint does not have): a miss.
+fn in_shape(endpoint: Endpoint, e: &Arc<Entry>, want: Shape) -> Option<Arc<Entry>> {
+    use sluice_translate::replay::{stream_of, whole_of};
+    if e.shape == want {
+        return Some(Arc::clone(e));
+    }
+    let body = match (e.shape, want) {
+        (Shape::Whole, Shape::Stream { usage }) => stream_of(endpoint, &e.body, usage)?,
+        (Shape::Stream { .. }, Shape::Whole) => whole_of(endpoint, &e.body, e.usage.as_ref())?,
+        (Shape::Stream { .. }, Shape::Stream { usage }) => {
+            let whole = whole_of(endpoint, &e.body, e.usage.as_ref())?;
+            stream_of(endpoint, &whole, usage)?
+        }
+        (Shape::Whole, Shape::Whole) => return Some(Arc::clone(e)),
+    };
+    Some(Arc::new(Entry {
+        status: e.status,
+        content_type: want.content_type(),
+        body: body.into(),
+        shape: want,
+        usage: e.usage,
+        cost: e.cost,
+        stored: e.stored,
+        ttl: e.ttl,
+    }))
 }
 
 /// A stored answer, as the client gets it: free, and marked as a hit.
 fn hit(e: &Entry, key: CacheKey, record: &mut RequestRecord) -> Response<ResponseBody> {
     record.cache_hit = true;
     record.status = e.status;
-    record.stream = e.stream;
+    record.stream = e.shape.is_stream();
     record.usage = e.usage;
     record.cost = Some(0);
     record.saved = e.cost;
@@ -297,7 +342,7 @@ impl Pending {
                 status: status.as_u16(),
                 content_type: content_type.clone(),
                 body: body.clone(),
-                stream: false,
+                shape: Shape::Whole,
                 usage,
                 cost,
                 stored: Instant::now(),
@@ -354,7 +399,7 @@ impl Pending {
                     status: status.as_u16(),
                     content_type,
                     body: all.freeze(),
-                    stream: true,
+                    shape: self.shape,
                     usage,
                     cost,
                     stored: Instant::now(),

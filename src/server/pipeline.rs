@@ -390,11 +390,21 @@ where
         .filter(|c| !answer_checked && c.applies(endpoint, control))
     {
         let group = &resolved.group.name;
+        let shape = if !stream {
+            sluice_cache::Shape::Whole
+        } else {
+            // Only Chat Completions and Completions leave usage out of a stream unless asked.
+            let optional = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
+            sluice_cache::Shape::Stream {
+                usage: envelope.client_wants_usage || !optional,
+            }
+        };
         match Box::pin(crate::cache::lookup(
             cache,
             endpoint,
             group,
             &body,
+            shape,
             control,
             &parts.headers,
             record,

@@ -133,14 +133,124 @@ async fn a_stream_is_replayed_as_the_same_stream() {
         "same chunks, usage included"
     );
     assert_eq!(mock.requests().await, 1);
-    // The same question not streamed is another answer (JSON, not events).
+    // The same question not streamed is the same answer, put together as JSON.
     let whole = chat(
         &gw,
         r#"{"model":"gpt","messages":[{"role":"user","content":"stream it"}]}"#,
         &[],
     )
     .await;
-    assert_eq!(whole.header("x-sluice-cache-hit"), Some("false"));
+    assert_eq!(whole.header("x-sluice-cache-hit"), Some("true"));
+    assert!(whole
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let (text, _, finish, usage) = openai_chunks(&first);
+    let w = whole.json();
+    assert_eq!(w["object"], "chat.completion");
+    assert_eq!(w["choices"][0]["message"]["content"], text.as_str());
+    assert_eq!(w["choices"][0]["finish_reason"], finish.as_str());
+    assert_eq!(Some(w["usage"].clone()), usage);
+    assert_eq!(mock.requests().await, 1);
+}
+
+/// An answer stored whole is told again as a stream for a client that streams the same
+/// question, and a stored stream is put together for one that does not: Chat Completions,
+/// Responses and Messages, with the usage the client asked for.
+#[tokio::test]
+async fn an_answer_stored_in_one_shape_serves_the_other() {
+    let mock = mock_server(MockSettings {
+        chunks: 4,
+        ..MockSettings::default()
+    })
+    .await;
+    let gw = gateway(&config(&mock.base(), "")).await;
+    let send_to = |path: &'static str, body: String| {
+        let url = gw.url(path);
+        async move {
+            send(
+                "POST",
+                &url,
+                body,
+                &[MASTER, ("content-type", "application/json")],
+            )
+            .await
+        }
+    };
+    // Chat: whole first, then a stream without and one with the usage chunk.
+    let ask = r#""messages":[{"role":"user","content":"shapes"}]"#;
+    let whole = send_to(
+        "/v1/chat/completions",
+        format!(r#"{{"model":"gpt",{ask}}}"#),
+    )
+    .await;
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    let w = whole.json();
+    let plain = send_to(
+        "/v1/chat/completions",
+        format!(r#"{{"model":"gpt","stream":true,{ask}}}"#),
+    )
+    .await;
+    assert_eq!(plain.header("x-sluice-cache-hit"), Some("true"));
+    assert!(plain
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let (text, _, finish, usage) = openai_chunks(&plain);
+    assert_eq!(
+        text,
+        w["choices"][0]["message"]["content"].as_str().unwrap()
+    );
+    assert_eq!(finish, "stop");
+    assert_eq!(usage, None, "not asked for");
+    let with_usage = send_to(
+        "/v1/chat/completions",
+        format!(
+            r#"{{"model":"gpt","stream":true,"stream_options":{{"include_usage":true}},{ask}}}"#
+        ),
+    )
+    .await;
+    assert_eq!(with_usage.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(openai_chunks(&with_usage).3, Some(w["usage"].clone()));
+    assert_eq!(mock.requests().await, 1);
+
+    // Messages: whole first, then streamed.
+    let ask = r#""max_tokens":50,"messages":[{"role":"user","content":"shapes of messages"}]"#;
+    let whole = send_to("/v1/messages", format!(r#"{{"model":"gpt",{ask}}}"#)).await;
+    assert_eq!(whole.status, 200, "{}", whole.text());
+    let w = whole.json();
+    let streamed = send_to(
+        "/v1/messages",
+        format!(r#"{{"model":"gpt","stream":true,{ask}}}"#),
+    )
+    .await;
+    assert_eq!(streamed.header("x-sluice-cache-hit"), Some("true"));
+    let (blocks, stop, usage, names) = anthropic_events(&streamed);
+    assert_eq!(names.first().map(String::as_str), Some("message_start"));
+    assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+    assert_eq!(blocks[0]["text"], w["content"][0]["text"]);
+    assert_eq!(stop, w["stop_reason"].as_str().unwrap());
+    assert_eq!(usage["output_tokens"], w["usage"]["output_tokens"]);
+    assert_eq!(mock.requests().await, 2);
+
+    // Responses: streamed first, then whole.
+    let ask = r#""input":"shapes of responses""#;
+    let streamed = send_to(
+        "/v1/responses",
+        format!(r#"{{"model":"gpt","stream":true,{ask}}}"#),
+    )
+    .await;
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    let completed: serde_json::Value = streamed
+        .sse_data()
+        .iter()
+        .map(|d| serde_json::from_str::<serde_json::Value>(d).unwrap())
+        .find(|e| e["type"] == "response.completed")
+        .unwrap();
+    let whole = send_to("/v1/responses", format!(r#"{{"model":"gpt",{ask}}}"#)).await;
+    assert_eq!(whole.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(whole.json(), completed["response"]);
+    assert_eq!(mock.requests().await, 3);
 }
 
 #[tokio::test]

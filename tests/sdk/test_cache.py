@@ -65,8 +65,33 @@ def test_chat_hits_plain_and_streamed(cached_gateway, mock_upstream):
             if chunk.usage:
                 usage = chunk.usage
         return text, usage
-    assert streamed() == streamed()
-    assert _mock_requests(mock_upstream) - before == 2, "one call plain, one streamed"
+    assert streamed() == streamed() == (a.choices[0].message.content, a.usage)
+    assert _mock_requests(mock_upstream) - before == 1, "the stream is told from the stored answer"
+
+
+def test_a_stored_answer_serves_the_other_shape(cached_gateway, mock_upstream):
+    before = _mock_requests(mock_upstream)
+    # Messages: stored whole, then read through the SDK's stream helper.
+    claude = anthropic.Anthropic(base_url=cached_gateway, api_key=MASTER_KEY, max_retries=0)
+    ask = dict(model="claude", max_tokens=50, messages=[{"role": "user", "content": "one shape, then the other"}])
+    whole = claude.messages.create(**ask)
+    with claude.messages.stream(**ask) as s:
+        final = s.get_final_message()
+    assert final.content[0].text == whole.content[0].text
+    assert final.stop_reason == whole.stop_reason
+    assert final.usage.output_tokens == whole.usage.output_tokens
+    # Responses: stored as a stream, then asked whole.
+    client = openai.OpenAI(base_url=cached_gateway + "/v1", api_key=MASTER_KEY, max_retries=0)
+    with client.responses.stream(model="gpt-4o-mini", input="streamed first") as s:
+        streamed = s.get_final_response()
+    again = client.responses.with_raw_response.create(model="gpt-4o-mini", input="streamed first")
+    assert again.headers["x-sluice-cache-hit"] == "true"
+    assert again.parse().output_text == streamed.output_text
+    assert again.parse().usage == streamed.usage
+    # Streamed again: the stored stream as it was.
+    with client.responses.stream(model="gpt-4o-mini", input="streamed first") as s:
+        assert s.get_final_response().output_text == streamed.output_text
+    assert _mock_requests(mock_upstream) - before == 2, "one call per question"
 
 
 def test_messages_and_embeddings_hit(cached_gateway, mock_upstream):

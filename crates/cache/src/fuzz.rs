@@ -32,7 +32,10 @@ pub fn cache_wire(data: &[u8]) {
                 status: 200 + u16::from(data[0] % 100),
                 content_type,
                 body: Bytes::copy_from_slice(&data[nl + 1..]),
-                stream: n(1) % 2 == 1,
+                shape: match n(1) % 3 {
+                    0 => crate::Shape::Whole,
+                    k => crate::Shape::Stream { usage: k == 2 },
+                },
                 usage: (n(2) > 0).then(|| Usage {
                     prompt_tokens: n(2) << 40,
                     completion_tokens: n(3),
@@ -63,8 +66,8 @@ fn assert_same(a: &Entry, b: &Entry) {
     let content_type = a.content_type.to_str().unwrap_or("application/json");
     assert_eq!(content_type, b.content_type);
     assert_eq!(
-        (a.status, a.stream, a.usage, a.cost, &a.body),
-        (b.status, b.stream, b.usage, b.cost, &b.body)
+        (a.status, a.shape, a.usage, a.cost, &a.body),
+        (b.status, b.shape, b.usage, b.cost, &b.body)
     );
     assert!(b.ttl <= a.ttl);
 }

@@ -13,7 +13,9 @@ use sluice_core::endpoint::Endpoint;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Body members that do not change the answer: left out of the key.
-const NOT_IN_KEY: [&str; 10] = [
+/// `stream` and `stream_options` are left out too: an answer serves either shape
+/// ([`crate::shape`]).
+const NOT_IN_KEY: [&str; 12] = [
     "user",
     "metadata",
     "litellm_metadata",
@@ -24,6 +26,8 @@ const NOT_IN_KEY: [&str; 10] = [
     "tags",
     "guardrails",
     "mock_testing_fallbacks",
+    "stream",
+    "stream_options",
 ];
 
 /// A request's cache key.
@@ -128,8 +132,8 @@ mod tests {
             CacheKey::of(7, None, Endpoint::Completions, "gpt", body)
         );
         assert_ne!(Some(a), CacheKey::of(7, Some("team-a"), CHAT, "gpt", body));
-        // A stream is a different answer (its bytes are SSE).
-        assert_ne!(
+        // A stream is the same answer told another way (its flight is another, `shape`).
+        assert_eq!(
             a,
             key(
                 "gpt",

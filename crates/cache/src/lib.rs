@@ -15,6 +15,7 @@ pub mod flight;
 pub mod fuzz;
 pub mod key;
 pub mod settings;
+pub mod shape;
 pub mod store;
 pub mod wire;
 
@@ -26,6 +27,7 @@ use sluice_core::Secret;
 pub use flight::{Flights, Follower, Head, Join, Leader, Next};
 pub use key::CacheKey;
 pub use settings::{CacheSettings, CacheType};
+pub use shape::Shape;
 pub use store::{Entry, LocalCache};
 
 /// The cache of one gateway: its settings, its store and its flights, and the counters the

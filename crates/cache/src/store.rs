@@ -24,8 +24,8 @@ pub struct Entry {
     pub content_type: HeaderValue,
     /// Its body: a JSON document, or a whole stream's bytes as the client got them.
     pub body: Bytes,
-    /// Whether the body is a stream (replayed as `text/event-stream`).
-    pub stream: bool,
+    /// Whether the body is a stream (replayed as `text/event-stream`), and with which usage.
+    pub shape: crate::Shape,
     /// The usage the upstream reported.
     pub usage: Option<Usage>,
     /// What the upstream call cost: what each hit saves.
@@ -93,6 +93,11 @@ impl LocalCache {
         self.entries.insert(key.0, Arc::new(entry));
     }
 
+    /// Store an answer already shared (read from the fleet's store) under `key`.
+    pub fn put_shared(&self, key: CacheKey, entry: Arc<Entry>) {
+        self.entries.insert(key.0, entry);
+    }
+
     /// Drop the answer under `key`; whether there was one.
     pub fn remove(&self, key: CacheKey) -> bool {
         self.entries.remove(&key.0).is_some()
@@ -131,7 +136,7 @@ mod tests {
             status: 200,
             content_type: HeaderValue::from_static("application/json"),
             body: Bytes::from_static(body),
-            stream: false,
+            shape: crate::Shape::Whole,
             usage: None,
             cost: None,
             stored: Instant::now(),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sluice_core::limits::Nanos;
 use sluice_core::usage::Usage;
 
-use crate::Entry;
+use crate::{Entry, Shape};
 
 /// The format's tag and version: an entry in another format reads as a miss.
 const MAGIC: &[u8; 4] = b"SLC1";
@@ -28,6 +28,9 @@ struct WireHead<'a> {
     #[serde(borrow)]
     content_type: Cow<'a, str>,
     stream: bool,
+    /// A stream with Chat Completions' usage chunk.
+    #[serde(default)]
+    usage_chunk: bool,
     usage: Option<Usage>,
     cost: Option<Nanos>,
     /// When it was stored, in Unix milliseconds.
@@ -44,7 +47,8 @@ impl Entry {
         let head = WireHead {
             status: self.status,
             content_type: Cow::Borrowed(self.content_type.to_str().unwrap_or("application/json")),
-            stream: self.stream,
+            stream: self.shape.is_stream(),
+            usage_chunk: self.shape == Shape::Stream { usage: true },
             usage: self.usage,
             cost: self.cost,
             stored_ms,
@@ -72,7 +76,13 @@ impl Entry {
         Some(Self {
             status: head.status,
             content_type: HeaderValue::from_str(&head.content_type).ok()?,
-            stream: head.stream,
+            shape: if head.stream {
+                Shape::Stream {
+                    usage: head.usage_chunk,
+                }
+            } else {
+                Shape::Whole
+            },
             usage: head.usage,
             cost: head.cost,
             stored: now.checked_sub(age).unwrap_or(now),
@@ -95,7 +105,7 @@ mod tests {
             status: 200,
             content_type: HeaderValue::from_static("text/event-stream"),
             body: Bytes::from_static(b"data: {\"x\":1}\n\ndata: [DONE]\n\n"),
-            stream: true,
+            shape: Shape::Stream { usage: true },
             usage: Some(Usage {
                 prompt_tokens: 7,
                 completion_tokens: 3,
@@ -116,7 +126,7 @@ mod tests {
         let back = Entry::decode(bytes, 1_010_000, now).unwrap();
         assert_eq!(back.status, 200);
         assert_eq!(back.content_type, "text/event-stream");
-        assert!(back.stream);
+        assert_eq!(back.shape, Shape::Stream { usage: true });
         assert_eq!(back.body, e.body);
         assert_eq!(back.usage, e.usage);
         assert_eq!(back.cost, Some(1234));

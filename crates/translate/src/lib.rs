@@ -34,6 +34,7 @@ pub mod jsonstream;
 pub mod multipart;
 pub mod openai;
 pub mod params;
+pub mod replay;
 pub mod rerank;
 pub mod sse;
 pub mod stream;

@@ -636,7 +636,7 @@ fn usage_of(v: &Value) -> Usage {
     sluice_core::usage::usage_from_value(v).unwrap_or_default()
 }
 
-fn usage_json(u: &Usage) -> Value {
+pub(crate) fn usage_json(u: &Usage) -> Value {
     json!({
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
