@@ -11,6 +11,7 @@
 //! fleet shares: a leader looks there before calling upstream, and answers are written to
 //! both. `manage.rs` serves `/cache/*` and the cache's metrics.
 
+pub(crate) mod embeddings;
 mod manage;
 mod shared;
 
@@ -119,10 +120,7 @@ pub(crate) async fn lookup(
     headers: &HeaderMap,
     record: &mut RequestRecord,
 ) -> Lookup {
-    let mut control = from_body.cloned().unwrap_or_default();
-    if let Some(h) = headers.get(CACHE_CONTROL).and_then(|v| v.to_str().ok()) {
-        control.add_header(h);
-    }
+    let control = controls(from_body, headers);
     let s = &cache.core.settings;
     let namespace = control.namespace.as_deref().or(s.namespace.as_deref());
     let Some(key) = CacheKey::of(cache.core.seed, namespace, endpoint, group, body) else {
@@ -183,6 +181,16 @@ pub(crate) async fn lookup(
             }
         }
     }
+}
+
+/// What a request asks of the cache: its body's `cache` object (with its key's and team's
+/// policies applied) and its `Cache-Control` header.
+pub(crate) fn controls(from_body: Option<&CacheControl>, headers: &HeaderMap) -> CacheControl {
+    let mut control = from_body.cloned().unwrap_or_default();
+    if let Some(h) = headers.get(CACHE_CONTROL).and_then(|v| v.to_str().ok()) {
+        control.add_header(h);
+    }
+    control
 }
 
 /// An answer from the shared store, kept in this instance's memory from now on and counted

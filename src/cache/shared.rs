@@ -131,6 +131,44 @@ impl SharedStore {
         }
     }
 
+    /// The answers stored under `keys`, in one round trip (`MGET`): an embeddings batch's
+    /// inputs. All `None` when Redis fails or is slower than the timeout.
+    pub(crate) async fn get_many(&self, keys: &[CacheKey]) -> Vec<Option<Entry>> {
+        let none = || keys.iter().map(|_| None).collect();
+        let Some(mut con) = self.link.connection() else {
+            return none();
+        };
+        let names: Vec<String> = keys.iter().map(|k| self.name(*k)).collect();
+        let mut cmd = redis::cmd("MGET");
+        cmd.arg(&names);
+        let got = tokio::time::timeout(
+            self.settings.timeout,
+            cmd.query_async::<Vec<Option<Vec<u8>>>>(&mut con),
+        )
+        .await;
+        match got {
+            Ok(Ok(values)) if values.len() == keys.len() => {
+                self.link.mark(true);
+                let (now_ms, now) = (wall_ms(), Instant::now());
+                values
+                    .into_iter()
+                    .map(|v| {
+                        let mut e = Entry::decode(Bytes::from(v?), now_ms, now)?;
+                        if let Some(most) = self.settings.memory_ttl {
+                            e.ttl = e.ttl.min(most);
+                        }
+                        Some(e)
+                    })
+                    .collect()
+            }
+            _ => {
+                CacheStats::count(&self.stats.shared_errors, 1);
+                self.link.mark(false);
+                none()
+            }
+        }
+    }
+
     /// Store `entry` under `key` for its TTL, off the request path.
     pub(crate) fn put(&self, key: CacheKey, entry: &Entry) {
         let Some(mut con) = self.link.connection() else {

@@ -41,6 +41,7 @@ use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
 use crate::auth::{self, Caller, KeyEntry};
+use crate::cache::embeddings::BatchLookup;
 use crate::fleet::Verdict;
 use crate::spend::{Charges, FleetShare};
 
@@ -379,8 +380,11 @@ where
     });
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
-    // 6½. The cache: a stored answer, or an identical request's in flight.
+    // 6½. The cache: a stored answer, or an identical request's in flight; an embeddings
+    //     batch input by input.
     let mut cached = None;
+    let mut batch = None;
+    let mut fewer_inputs: Option<Bytes> = None;
     let control = policy.as_ref().or(envelope.routing.cache.as_ref());
     // An answer guardrails check is neither served from the cache nor stored in it unchecked.
     let answer_checked = guarded.as_ref().is_some_and(|g| g.checks_answer());
@@ -390,29 +394,52 @@ where
         .filter(|c| !answer_checked && c.applies(endpoint, control))
     {
         let group = &resolved.group.name;
-        let shape = if !stream {
-            sluice_cache::Shape::Whole
+        if endpoint == Endpoint::Embeddings {
+            let asked = crate::cache::controls(control, &parts.headers);
+            match Box::pin(crate::cache::embeddings::lookup(
+                cache, group, &body, asked, record,
+            ))
+            .await
+            {
+                BatchLookup::Answered(resp) => return Ok(resp),
+                BatchLookup::Call {
+                    body: fewer,
+                    batch: b,
+                } => {
+                    fewer_inputs = fewer;
+                    record.saved = Some(b.saved).filter(|s| *s > 0);
+                    batch = Some(Box::new(b));
+                }
+                BatchLookup::NotBatch => {}
+            }
+        }
+        let shape = if batch.is_some() {
+            None
+        } else if !stream {
+            Some(sluice_cache::Shape::Whole)
         } else {
             // Only Chat Completions and Completions leave usage out of a stream unless asked.
             let optional = matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions);
-            sluice_cache::Shape::Stream {
+            Some(sluice_cache::Shape::Stream {
                 usage: envelope.client_wants_usage || !optional,
-            }
+            })
         };
-        match Box::pin(crate::cache::lookup(
-            cache,
-            endpoint,
-            group,
-            &body,
-            shape,
-            control,
-            &parts.headers,
-            record,
-        ))
-        .await
-        {
-            crate::cache::Lookup::Answered(resp) => return Ok(resp),
-            crate::cache::Lookup::Call(pending) => cached = pending,
+        if let Some(shape) = shape {
+            match Box::pin(crate::cache::lookup(
+                cache,
+                endpoint,
+                group,
+                &body,
+                shape,
+                control,
+                &parts.headers,
+                record,
+            ))
+            .await
+            {
+                crate::cache::Lookup::Answered(resp) => return Ok(resp),
+                crate::cache::Lookup::Call(pending) => cached = pending,
+            }
         }
     }
     // 7. Select a deployment and call it: routing::dispatch picks, retries, falls back and
@@ -431,14 +458,24 @@ where
     // A closure, not the future itself: a future held in a local and then awaited in one arm
     // takes two slots in this function's state (the local and the awaited value), which doubled
     // every request's future and the bytes copied each time it moves.
+    // A batch with fewer inputs is a body of its own, and so an envelope of its own (the
+    // model's place in it, for the upstream's name).
+    let fewer_envelope = match fewer_inputs.as_deref() {
+        Some(b) => Some(Envelope::parse(b)?),
+        None => None,
+    };
+    let (sent, sent_envelope) = match (&fewer_inputs, &fewer_envelope) {
+        (Some(b), Some(e)) => (b, e),
+        _ => (&body, &envelope),
+    };
     let dispatch = || {
         routing::dispatch(&snap.router, resolved, &requested, |a: Attempt<'_>| {
             let call = Call {
                 endpoint,
                 client_headers: &parts.headers,
-                body: &body,
+                body: sent,
                 upload: upload.as_ref(),
-                envelope: &envelope,
+                envelope: sent_envelope,
                 capture: a.capture,
                 force_usage,
                 trace: trace.map(|t| (t.traceparent_for(a.span_id), t.state.as_ref())),
@@ -552,13 +589,24 @@ where
                         c.response = Some(bytes.clone());
                     }
                     let cost = charges.settle(record);
-                    let cache_key = cached.take().map(|c| {
+                    let mut cache_key = cached.take().map(|c| {
                         let mut h = HeaderMap::new();
                         c.mark(&mut h);
                         let ct = parts.headers.get(CONTENT_TYPE);
                         c.whole(parts.status, ct, &bytes, record.usage, cost);
                         h
                     });
+                    // An embeddings batch sent with the inputs the cache lacked: stored input
+                    // by input, and answered whole in the client's order.
+                    let bytes = match batch.take() {
+                        Some(b) => {
+                            let mut h = HeaderMap::new();
+                            b.mark(&mut h);
+                            cache_key = Some(h);
+                            b.finish(parts.status, bytes, cost)
+                        }
+                        None => bytes,
+                    };
                     let checked = match guarded.as_mut() {
                         Some(g) => Box::pin(g.after(endpoint, parts.status, bytes, record)).await,
                         None => Ok(bytes),

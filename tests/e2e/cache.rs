@@ -98,10 +98,10 @@ async fn a_repeated_request_is_answered_from_the_cache_for_free() {
         (Some("false"), Some("true"))
     );
     assert_eq!(e1.body, e2.body);
-    // The metrics count them.
+    // The metrics count them (an embeddings batch input by input).
     let m = get(&gw.url("/metrics")).await.text();
-    assert!(m.contains("sluice_cache_hits_total 2"), "{m}");
-    assert!(m.contains("sluice_cache_misses_total 3"), "{m}");
+    assert!(m.contains("sluice_cache_hits_total 3"), "{m}");
+    assert!(m.contains("sluice_cache_misses_total 4"), "{m}");
     // The cache's and the overload manager's families come before OpenMetrics' last line.
     assert!(
         m.ends_with("# EOF\n") && m.matches("# EOF").count() == 1,
@@ -507,8 +507,26 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     let s2 = chat(&b, stream, &[]).await;
     assert_eq!(s2.header("x-sluice-cache-hit"), Some("true"));
     assert_eq!(s2.sse_data(), s1.sse_data());
+    // An embeddings batch: b finds the input a stored in Redis (one MGET), and sends only the
+    // new one upstream.
+    let e1 = post(
+        &a.url("/v1/embeddings"),
+        r#"{"model":"embed","input":["x1","x2"]}"#,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let e2 = post(
+        &b.url("/v1/embeddings"),
+        r#"{"model":"embed","input":["x2","x3"]}"#,
+    )
+    .await;
+    assert_eq!(e2.status, 200, "{}", e2.text());
+    assert_eq!(
+        e2.json()["data"][0]["embedding"],
+        e1.json()["data"][1]["embedding"]
+    );
     let m = get(&b.url("/metrics")).await.text();
-    assert!(m.contains("sluice_cache_redis_hits_total 2"), "{m}");
+    assert!(m.contains("sluice_cache_redis_hits_total 3"), "{m}");
     assert!(m.contains("sluice_cache_redis_up 1"), "{m}");
     // Every cache metric docs/metrics.md names is exported (with `type: redis`, all of them).
     let docs = include_str!("../../docs/metrics.md");
@@ -527,7 +545,7 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     let h = [MASTER];
     let flush = send("POST", &b.url("/cache/flushall"), "", &h).await;
     assert_eq!(flush.status, 200, "{}", flush.text());
-    assert_eq!(flush.json()["redis_keys_removed"], 2, "{}", flush.text());
+    assert_eq!(flush.json()["redis_keys_removed"], 5, "{}", flush.text());
     let ping_a = a.url("/cache/ping");
     assert!(
         wait_for(|| {
@@ -690,4 +708,74 @@ async fn key_and_team_cache_settings_and_the_saved_cost_in_the_spend_log() {
     })
     .await;
     assert!(logged, "the hit's spend row records what it saved");
+}
+
+/// An embeddings batch is cached input by input: a batch with some inputs stored sends only
+/// the others upstream and is answered whole in the client's order; an input asked alone
+/// shares the entry it got in a batch.
+#[tokio::test]
+async fn embeddings_are_cached_per_input() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base(), "")).await;
+    let url = gw.url("/v1/embeddings");
+    let embed = |input: &str| {
+        let url = url.clone();
+        let body = format!(r#"{{"model":"embed","input":{input}}}"#);
+        async move {
+            send(
+                "POST",
+                &url,
+                body,
+                &[MASTER, ("content-type", "application/json")],
+            )
+            .await
+        }
+    };
+    let vector = |a: &Answer, i: usize| a.json()["data"][i]["embedding"].clone();
+    let first = embed(r#"["alpha","beta"]"#).await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
+    gw.next_record().await;
+    assert_eq!(mock.requests().await, 1);
+
+    // Two of three stored: one upstream call, for "gamma" alone.
+    let mixed = embed(r#"["beta","gamma","alpha"]"#).await;
+    assert_eq!(mixed.status, 200, "{}", mixed.text());
+    let m = mixed.json();
+    assert_eq!(m["data"].as_array().unwrap().len(), 3);
+    for (i, d) in m["data"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(d["index"], i, "in the client's order");
+    }
+    assert_eq!(vector(&mixed, 0), vector(&first, 1), "beta, from the store");
+    assert_eq!(
+        vector(&mixed, 2),
+        vector(&first, 0),
+        "alpha, from the store"
+    );
+    assert_eq!(mock.requests().await, 2);
+    let direct = post(
+        &format!("{}/embeddings", mock.base()),
+        r#"{"model":"text-embedding-3-small","input":["gamma"]}"#,
+    )
+    .await
+    .json();
+    assert_eq!(m["data"][1]["embedding"], direct["data"][0]["embedding"]);
+    let r = gw.next_record().await;
+    assert!(!r.cache_hit);
+    assert_eq!(
+        r.usage.unwrap().prompt_tokens,
+        direct["usage"]["prompt_tokens"].as_u64().unwrap(),
+        "only gamma went upstream"
+    );
+
+    // All stored: a hit, free, no upstream call; and gamma alone shares its entry.
+    let all = embed(r#"["gamma","alpha"]"#).await;
+    assert_eq!(all.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(all.header("x-sluice-response-cost"), Some("0"));
+    assert_eq!(vector(&all, 0), vector(&mixed, 1));
+    assert!(gw.next_record().await.cache_hit);
+    let alone = embed(r#""gamma""#).await;
+    assert_eq!(alone.header("x-sluice-cache-hit"), Some("true"));
+    assert_eq!(vector(&alone, 0), vector(&mixed, 1));
+    assert_eq!(mock.requests().await, 3, "the direct call only");
 }

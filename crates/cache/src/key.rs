@@ -45,6 +45,47 @@ impl CacheKey {
         body: &[u8],
     ) -> Option<Self> {
         let members: BTreeMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
+        Some(Self::of_members(seed, namespace, endpoint, group, &members))
+    }
+
+    /// The key of each item of an embeddings batch: the request with `input` set to that item
+    /// alone, so that an input asked on its own (`"input": "x"`) and in a batch share an
+    /// entry. `None` when the body is not an object whose `input` is an array of texts or of
+    /// token arrays.
+    pub fn of_inputs<'b>(
+        seed: u64,
+        namespace: Option<&str>,
+        group: &str,
+        body: &'b [u8],
+    ) -> Option<Vec<(Self, &'b RawValue)>> {
+        let mut members: BTreeMap<String, &'b RawValue> = serde_json::from_slice(body).ok()?;
+        let items: Vec<&'b RawValue> = serde_json::from_str(members.get("input")?.get()).ok()?;
+        // One list of token ids is a single input, not a batch.
+        if items.is_empty()
+            || items
+                .iter()
+                .any(|i| !matches!(i.get().as_bytes().first(), Some(b'"' | b'[')))
+        {
+            return None;
+        }
+        let mut keys = Vec::with_capacity(items.len());
+        for item in items {
+            members.insert("input".to_owned(), item);
+            keys.push((
+                Self::of_members(seed, namespace, Endpoint::Embeddings, group, &members),
+                item,
+            ));
+        }
+        Some(keys)
+    }
+
+    fn of_members(
+        seed: u64,
+        namespace: Option<&str>,
+        endpoint: Endpoint,
+        group: &str,
+        members: &BTreeMap<String, &RawValue>,
+    ) -> Self {
         let mut h = Xxh3::with_seed(seed);
         let mut field = |bytes: &[u8]| {
             h.update(&(bytes.len() as u64).to_le_bytes());
@@ -53,13 +94,13 @@ impl CacheKey {
         field(namespace.unwrap_or("").as_bytes());
         field(endpoint.path().as_bytes());
         field(group.as_bytes());
-        for (name, value) in &members {
+        for (name, value) in members {
             if !NOT_IN_KEY.contains(&name.as_str()) {
                 field(name.as_bytes());
                 field(value.get().as_bytes());
             }
         }
-        Some(Self(h.digest128()))
+        Self(h.digest128())
     }
 
     /// The key as LiteLLM shows it (`x-litellm-cache-key`): hexadecimal.
@@ -148,6 +189,27 @@ mod tests {
         );
         assert_eq!(CacheKey::from_hex(&a.hex()), Some(a));
         assert_eq!(CacheKey::from_hex("xyz"), None);
+        // An embeddings batch: each item keyed as if asked alone.
+        let batch = br#"{"model":"e","input":["a", [1,2]],"dimensions":8}"#;
+        let items = CacheKey::of_inputs(7, None, "e", batch).unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            Some(items[0].0),
+            CacheKey::of(
+                7,
+                None,
+                Endpoint::Embeddings,
+                "e",
+                br#"{"model":"e","input":"a","dimensions":8}"#
+            )
+        );
+        assert_eq!(items[1].1.get(), "[1,2]");
+        assert!(
+            CacheKey::of_inputs(7, None, "e", br#"{"input":[1,2]}"#).is_none(),
+            "token ids"
+        );
+        assert!(CacheKey::of_inputs(7, None, "e", br#"{"input":"a"}"#).is_none());
+        assert!(CacheKey::of_inputs(7, None, "e", br#"{"input":[]}"#).is_none());
         // Found by fuzzing (cache_wire): a leading `+` read as a key.
         assert_eq!(CacheKey::from_hex(&format!("+{}", "0".repeat(31))), None);
     }
