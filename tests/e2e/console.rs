@@ -785,3 +785,30 @@ async fn admins_make_teams_and_users_who_then_sign_in() {
     let none = admin(&gw, "GET", "/team/info?team_id=kims", Value::Null).await;
     assert_eq!(none.status, 404);
 }
+
+/// With the response cache on, the overview shows its hit rate, hits, coalesced requests and
+/// what the hits saved, from the counters `/metrics` exports.
+#[tokio::test]
+async fn the_overview_shows_the_cache_hit_rate() {
+    let gw = gateway(&config("litellm_settings:\n  cache: true\n")).await;
+    let chat = r#"{"model":"cheap","messages":[{"role":"user","content":"cache card"}]}"#;
+    let auth = format!("Bearer {MASTER}");
+    for _ in 0..2 {
+        let a = send(
+            "POST",
+            &gw.url("/v1/chat/completions"),
+            chat,
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let page = b.get(&gw, "/ui/").await.text();
+    assert!(page.contains(r#"id="cache-hit-rate">50.0 %<"#), "{page}");
+    assert!(page.contains("1 hits · 0 coalesced"), "{page}");
+}

@@ -115,6 +115,37 @@ async fn today_spend(state: &AppState, viewer: &Viewer, today: &str) -> Result<f
         .sum())
 }
 
+/// The response cache's figures since start, from the counters `/metrics` exports.
+#[derive(Debug, PartialEq)]
+pub(super) struct CacheFigures {
+    /// Hits over hits and misses, in percent (a batch's inputs counted one by one).
+    pub hit_rate: f64,
+    /// Requests answered from the store, and by an identical request in flight.
+    pub hits: u64,
+    /// Requests collapsed into another's upstream call.
+    pub coalesced: u64,
+    /// What the hits did not spend, in USD.
+    pub saved: f64,
+}
+
+impl CacheFigures {
+    fn of(stats: &sluice_cache::CacheStats) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        let hits = stats.hits.load(Relaxed);
+        let misses = stats.misses.load(Relaxed);
+        Self {
+            hit_rate: if hits + misses == 0 {
+                0.0
+            } else {
+                100.0 * hits as f64 / (hits + misses) as f64
+            },
+            hits,
+            coalesced: stats.coalesced.load(Relaxed),
+            saved: sluice_core::limits::dollars(stats.saved_nanos.load(Relaxed)),
+        }
+    }
+}
+
 /// `GET /ui/`.
 pub(super) async fn page(
     state: &AppState,
@@ -125,6 +156,11 @@ pub(super) async fn page(
     let healthy = deps.iter().filter(|d| d.state == "healthy").count();
     let sees_all = viewer.session.role.sees_all();
     let counts = sees_all.then(|| counts(&state.recorder().metrics().requests_text()));
+    let cache = snap
+        .cache
+        .as_ref()
+        .filter(|_| sees_all)
+        .map(|c| CacheFigures::of(&c.core.stats));
     let today = time::OffsetDateTime::now_utc().date().to_string();
     // The store may be down; the live figures above do not need it, so the page still shows.
     let spend = today_spend(state, viewer, &today).await.ok();
@@ -139,6 +175,13 @@ pub(super) async fn page(
                 @if let Some(s) = spend { (usd(s)) } @else { span.muted { "database unavailable" } }
             } }
             div.card { div.label { "Deployments healthy" } div.value { (healthy) " / " (deps.len()) } }
+            @if let Some(c) = &cache {
+                div.card {
+                    div.label { "Cache hit rate" }
+                    div.value #cache-hit-rate { (format!("{:.1} %", c.hit_rate)) }
+                    div.muted { (c.hits) " hits · " (c.coalesced) " coalesced · " (usd(c.saved)) " saved" }
+                }
+            }
         }
         @if let Some(c) = &counts {
             h2 { "By model group" }
