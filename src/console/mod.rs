@@ -10,8 +10,10 @@
 //! Nothing here is on the inference path: the pipeline reaches this module only for `/ui`.
 
 mod layout;
+mod limit;
 mod pages;
 mod session;
+mod sso;
 mod users;
 
 pub use session::{Role, Session, Viewer};
@@ -37,6 +39,10 @@ pub struct Settings {
     username: String,
     /// `UI_PASSWORD`, kept as a digest; `None`: the master key is the admin's password.
     password: Option<crate::auth::MasterKey>,
+    /// Single sign-on over OpenID Connect (`GENERIC_*`).
+    sso: Option<sluice_config::Sso>,
+    /// Wrong passwords per user name.
+    limiter: limit::SignInLimiter,
 }
 
 impl Settings {
@@ -48,6 +54,8 @@ impl Settings {
                 .ui_password
                 .as_ref()
                 .map(crate::auth::MasterKey::new),
+            sso: general.sso.clone(),
+            limiter: limit::SignInLimiter::default(),
         })
     }
 
@@ -94,13 +102,35 @@ where
     let keys = Keys::new(master);
     let tls = over_tls(req.headers(), req.extensions());
     let now = unix_now();
-    match (req.method(), sub) {
-        (&Method::GET, "/login") => return Ok(login_page(&keys, tls, StatusCode::OK, None)),
-        (&Method::POST, "/login") => {
+    match (req.method(), sub, settings.sso.as_ref()) {
+        (&Method::GET, "/login", Some(sso)) if sso.auto_redirect => {
+            return Ok(sso::start(sso, &keys, req.headers(), tls, now))
+        }
+        (&Method::GET, "/login", _) => {
+            return Ok(login_page(settings, &keys, tls, StatusCode::OK, None))
+        }
+        (&Method::POST, "/login", _) => {
             let (parts, body) = req.into_parts();
             let body = read_body(body, &parts.headers, MAX_FORM, snap.body_timeout).await?;
             let admin = |user: &str, password: &str| settings.admin(master, user, password);
-            return Ok(sign_in(state, &admin, &keys, &parts.headers, &body, tls, now).await);
+            return Ok(sign_in(
+                state,
+                settings,
+                &admin,
+                &keys,
+                &parts.headers,
+                &body,
+                tls,
+                now,
+            )
+            .await);
+        }
+        (&Method::GET, "/sso/login", Some(sso)) => {
+            return Ok(sso::start(sso, &keys, req.headers(), tls, now))
+        }
+        (&Method::GET, "/sso/callback", Some(sso)) => {
+            let query = req.uri().query().unwrap_or_default();
+            return Ok(sso::callback(state, sso, &keys, req.headers(), query, tls, now).await);
         }
         _ => {}
     }
@@ -162,8 +192,10 @@ fn to_sign_in(tls: bool, clear: bool) -> Response<ResponseBody> {
     resp
 }
 
-/// The sign-in form, with a fresh nonce cookie its CSRF token is bound to.
+/// The sign-in form, with a fresh nonce cookie its CSRF token is bound to, and the way to
+/// single sign-on when it is configured.
 fn login_page(
+    settings: &Settings,
     keys: &Keys,
     tls: bool,
     status: StatusCode,
@@ -188,6 +220,9 @@ fn login_page(
                 button type="submit" { "Sign in" }
             }
             p.muted { "Sign in as admin with the master key, or as a user with the password an admin set." }
+            @if settings.sso.is_some() {
+                p { a.button #sso href="/ui/sso/login" { "Sign in with single sign-on" } }
+            }
         }
     };
     let mut resp = respond(status, page("Sign in", None, body));
@@ -205,8 +240,10 @@ fn login_binding(nonce: &str) -> String {
 /// `POST /ui/login`: the admin (`UI_USERNAME` with `UI_PASSWORD`, or the master key) signs in
 /// as proxy_admin; a user with a password signs in with their role. A wrong password is a 401
 /// with the form again, saying only that.
+#[allow(clippy::too_many_arguments)] // the request's parts and the console's settings
 async fn sign_in(
     state: &AppState,
+    settings: &Settings,
     admin: &(dyn Fn(&str, &str) -> bool + Sync),
     keys: &Keys,
     headers: &http::HeaderMap,
@@ -228,6 +265,22 @@ async fn sign_in(
     }
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
+    if let Err(wait) = settings.limiter.check(user, now) {
+        let mut resp = login_page(
+            settings,
+            keys,
+            tls,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!(
+                "Too many wrong passwords for this user: try again in {} minutes.",
+                wait.div_ceil(60)
+            )),
+        );
+        if let Ok(v) = http::HeaderValue::from_str(&wait.to_string()) {
+            resp.headers_mut().insert(http::header::RETRY_AFTER, v);
+        }
+        return resp;
+    }
     let signed = if admin(user, password) {
         let name = if user.is_empty() { "admin" } else { user };
         Some((name.to_owned(), Role::ProxyAdmin, None))
@@ -239,13 +292,20 @@ async fn sign_in(
             .map(|(user, role, stamp)| (user, role, Some(stamp)))
     };
     let Some((user, role, stamp)) = signed else {
+        settings
+            .limiter
+            .failed(form.get("username").unwrap_or_default(), now);
         return login_page(
+            settings,
             keys,
             tls,
             StatusCode::UNAUTHORIZED,
             Some("Wrong user or password."),
         );
     };
+    settings
+        .limiter
+        .succeeded(form.get("username").unwrap_or_default());
     let token = keys.issue(&Session {
         user,
         role,

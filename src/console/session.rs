@@ -19,6 +19,8 @@ use crate::auth::MasterKey;
 pub(super) const SESSION_COOKIE: &str = "sluice_session";
 /// The login form's nonce cookie.
 pub(super) const LOGIN_COOKIE: &str = "sluice_login";
+/// A single sign-on in flight: its state and PKCE verifier, signed.
+pub(super) const SSO_COOKIE: &str = "sluice_sso";
 /// How long a sign-in lasts.
 pub(super) const LIFETIME_S: u64 = 12 * 3600;
 /// How long a login form stays valid.
@@ -108,6 +110,8 @@ pub struct Viewer {
 pub(super) struct Keys {
     session: hmac::Key,
     csrf: hmac::Key,
+    /// Signs single sign-on flight cookies.
+    pub(super) sso: hmac::Key,
 }
 
 impl Keys {
@@ -119,6 +123,7 @@ impl Keys {
                 &master.derive(b"sluice console session v1"),
             ),
             csrf: hmac::Key::new(hmac::HMAC_SHA256, &master.derive(b"sluice console csrf v1")),
+            sso: hmac::Key::new(hmac::HMAC_SHA256, &master.derive(b"sluice console sso v1")),
         }
     }
 
@@ -204,6 +209,21 @@ pub(super) fn set_cookie(name: &str, value: &str, max_age: u64, tls: bool) -> Op
     let secure = if tls { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
         "{name}={value}; Path=/ui; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+    ))
+    .ok()
+}
+
+/// A `Set-Cookie` value like [`set_cookie`]'s but `SameSite=Lax`: single sign-on's flight
+/// cookie must come back with the provider's redirect, a navigation from another site.
+pub(super) fn set_cookie_lax(
+    name: &str,
+    value: &str,
+    max_age: u64,
+    tls: bool,
+) -> Option<HeaderValue> {
+    let secure = if tls { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/ui/sso; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}"
     ))
     .ok()
 }

@@ -56,8 +56,10 @@ pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
     };
     match services.store.user(&s.user).await {
         Ok(Some(row)) => {
-            row.user_role.as_deref().and_then(Role::parse) == Some(s.role)
-                && row.password_hash.as_deref().map(stamp) == s.stamp
+            let same_role = row.user_role.as_deref().and_then(Role::parse) == Some(s.role);
+            // A single sign-on session has no password to compare: the user and role must hold.
+            let sso = s.stamp.as_deref() == Some(super::sso::SSO_STAMP);
+            same_role && (sso || row.password_hash.as_deref().map(stamp) == s.stamp)
         }
         Ok(None) => false,
         Err(e) => {

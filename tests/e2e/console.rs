@@ -812,3 +812,29 @@ async fn the_overview_shows_the_cache_hit_rate() {
     assert!(page.contains(r#"id="cache-hit-rate">50.0 %<"#), "{page}");
     assert!(page.contains("1 hits · 0 coalesced"), "{page}");
 }
+
+/// Five wrong passwords for one name lock that name's password sign-in for a quarter hour (429
+/// with Retry-After, even with the right password); other names are not held up.
+#[tokio::test]
+async fn wrong_passwords_lock_the_name_for_a_while() {
+    let gw = gateway(&config("")).await;
+    let made = admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "ana", "user_role": "internal_user", "password": "a long passphrase"}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let mut b = Browser::default();
+    for _ in 0..5 {
+        assert_eq!(b.sign_in(&gw, "ana", "guess").await.status, 401);
+    }
+    let locked = b.sign_in(&gw, "ana", "a long passphrase").await;
+    assert_eq!(locked.status, 429, "{}", locked.text());
+    let wait: u64 = locked.header("retry-after").unwrap().parse().unwrap();
+    assert!(wait > 800 && wait <= 900, "{wait}");
+    assert!(locked.text().contains("Too many wrong passwords"));
+    // The admin's name is another: the master key still signs in.
+    assert_eq!(b.sign_in(&gw, "admin", MASTER).await.status, 303);
+}

@@ -21,14 +21,14 @@ AWS_KEY = "AKIDSDKTEST"
 AWS_SECRET = "sdk/test+secret"
 
 
-def _start(args, workdir):
+def _start(args, workdir, env=None):
     ready = pathlib.Path(workdir) / f"ready-{len(os.listdir(workdir))}"
     log = open(pathlib.Path(workdir) / f"{ready.name}.log", "w")
     proc = subprocess.Popen(
         [BIN, *args, "--ready-file", str(ready)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "SLUICE_LOG": "info"},
+        env={**os.environ, "SLUICE_LOG": "info", **(env or {})},
         # The embedded store (sluice.db) and the spend spool land in the test's directory.
         cwd=workdir,
     )

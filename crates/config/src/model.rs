@@ -313,6 +313,9 @@ pub struct GeneralSettings {
     pub ui_username: String,
     /// `UI_PASSWORD`.
     pub ui_password: Option<Secret>,
+    /// Single sign-on to the console over OpenID Connect, from LiteLLM's `GENERIC_*`
+    /// environment variables; `None` without `GENERIC_CLIENT_ID`.
+    pub sso: Option<Sso>,
     /// `allow_client_side_credentials` (LiteLLM's key): a request body may name its own
     /// `api_base` / `base_url`, `api_key` and `extra_headers`. Off: such a body is refused (400
     /// naming the field), because a caller who picks the upstream can point the gateway at any
@@ -351,6 +354,7 @@ impl Default for GeneralSettings {
             disable_admin_ui: false,
             ui_username: "admin".to_owned(),
             ui_password: None,
+            sso: None,
             allow_client_side_credentials: false,
             client_side_api_base_allowlist: sluice_net::ssrf::Allowlist::default(),
             tls: None,
@@ -363,6 +367,49 @@ impl Default for GeneralSettings {
         }
     }
 }
+
+/// The console's single sign-on: an OpenID Connect provider (Okta, Entra ID, Google,
+/// Keycloak, ...) signs users in with the authorization-code flow and PKCE; the user, role and
+/// team come from its userinfo claims. LiteLLM's environment variables name each field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sso {
+    /// `GENERIC_CLIENT_ID`.
+    pub client_id: String,
+    /// `GENERIC_CLIENT_SECRET` (a public client has none; PKCE protects its code).
+    pub client_secret: Option<Secret>,
+    /// `GENERIC_AUTHORIZATION_ENDPOINT`: where the browser is sent to sign in.
+    pub authorization_endpoint: String,
+    /// `GENERIC_TOKEN_ENDPOINT`: where sluice trades the code for an access token.
+    pub token_endpoint: String,
+    /// `GENERIC_USERINFO_ENDPOINT`: where sluice reads the user's claims with it.
+    pub userinfo_endpoint: String,
+    /// `GENERIC_SCOPE` (default `openid email profile`).
+    pub scope: String,
+    /// `GENERIC_USER_ID_ATTRIBUTE` (default `preferred_username`; `sub` when absent).
+    pub user_id_attribute: String,
+    /// `GENERIC_USER_EMAIL_ATTRIBUTE` (default `email`).
+    pub email_attribute: String,
+    /// `GENERIC_USER_ROLE_ATTRIBUTE` (default `role`): a LiteLLM role name.
+    pub role_attribute: String,
+    /// `GENERIC_USER_TEAM_ATTRIBUTE` (sluice's): the claim naming the user's team.
+    pub team_attribute: Option<String>,
+    /// `GENERIC_ROLE_MAPPINGS_DEFAULT_ROLE` (default `internal_user_viewer`): the role of a
+    /// user whose claims name none.
+    pub default_role: String,
+    /// `PROXY_BASE_URL`: the console's public address, for the redirect URI
+    /// (`<PROXY_BASE_URL>/ui/sso/callback`); without it, the request's own host.
+    pub base_url: Option<String>,
+    /// `AUTO_REDIRECT_UI_LOGIN_TO_SSO`: the sign-in page goes straight to the provider.
+    pub auto_redirect: bool,
+}
+
+/// The console roles LiteLLM names, the ones single sign-on may grant.
+pub const CONSOLE_ROLES: [&str; 4] = [
+    "proxy_admin",
+    "proxy_admin_viewer",
+    "internal_user",
+    "internal_user_viewer",
+];
 
 /// `router_settings`: how requests are spread over a group's deployments and what happens
 /// when one fails (README's configuration reference lists the defaults).

@@ -1056,6 +1056,61 @@ fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
 }
 
 #[test]
+fn single_sign_on_from_litellms_generic_variables() {
+    let yaml = "model_list: []\n";
+    assert!(load_str(yaml, &env(&[]))
+        .unwrap()
+        .config
+        .general
+        .sso
+        .is_none());
+    let idp = [
+        ("GENERIC_CLIENT_ID", "sluice"),
+        ("GENERIC_CLIENT_SECRET", "s3cret"),
+        (
+            "GENERIC_AUTHORIZATION_ENDPOINT",
+            "http://idp.local/authorize",
+        ),
+        ("GENERIC_TOKEN_ENDPOINT", "http://idp.local/token"),
+        ("GENERIC_USERINFO_ENDPOINT", "http://idp.local/userinfo"),
+        ("GENERIC_USER_ROLE_ATTRIBUTE", "litellm_role"),
+        ("PROXY_BASE_URL", "https://gw.example/"),
+    ];
+    let sso = load_str(yaml, &env(&idp))
+        .unwrap()
+        .config
+        .general
+        .sso
+        .unwrap();
+    assert_eq!(sso.client_secret.unwrap().expose(), "s3cret");
+    assert_eq!(sso.role_attribute, "litellm_role");
+    assert_eq!(sso.user_id_attribute, "preferred_username");
+    assert_eq!(sso.default_role, "internal_user_viewer");
+    assert_eq!(sso.scope, "openid email profile");
+    assert_eq!(sso.base_url.as_deref(), Some("https://gw.example"));
+    // An endpoint missing or not a URL, a role that is not one: named.
+    let errs = errors(
+        load_str(
+            yaml,
+            &env(&[
+                ("GENERIC_CLIENT_ID", "sluice"),
+                ("GENERIC_AUTHORIZATION_ENDPOINT", "idp.local/authorize"),
+                ("GENERIC_USERINFO_ENDPOINT", "http://idp.local/userinfo"),
+                ("GENERIC_ROLE_MAPPINGS_DEFAULT_ROLE", "root"),
+            ]),
+        )
+        .unwrap_err(),
+    );
+    for name in [
+        "GENERIC_AUTHORIZATION_ENDPOINT",
+        "GENERIC_TOKEN_ENDPOINT",
+        "GENERIC_ROLE_MAPPINGS_DEFAULT_ROLE",
+    ] {
+        assert!(errs.iter().any(|e| e.starts_with(name)), "{name}: {errs:?}");
+    }
+}
+
+#[test]
 fn client_side_credentials_and_listener_tls_settings() {
     let yaml = |extra: &str| format!("model_list: []\ngeneral_settings:\n{extra}");
     let off = load_str(&yaml("  master_key: sk-m\n"), &env(&[])).unwrap();

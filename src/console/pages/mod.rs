@@ -76,7 +76,7 @@ fn not_found(method: &str, sub: &str) -> ApiError {
 }
 
 /// A management API call made for the console (GET with a query, POST with a JSON body).
-async fn admin(
+pub(super) async fn admin(
     state: &AppState,
     method: Method,
     path: &str,

@@ -37,6 +37,7 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
             .var("UI_PASSWORD")
             .filter(|p| !p.is_empty())
             .map(Secret::new),
+        sso: sso(env, p),
         ..limited
     };
     if let Some(mb) = number(
@@ -72,6 +73,62 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
         ),
     }
     g
+}
+
+/// LiteLLM's `GENERIC_*` single sign-on variables: none without `GENERIC_CLIENT_ID`; with it,
+/// each endpoint is required and must be an http(s) URL, and the default role a console role.
+fn sso(env: &dyn Env, p: &mut Problems) -> Option<crate::model::Sso> {
+    let var = |name: &str| {
+        env.var(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let client_id = var("GENERIC_CLIENT_ID")?;
+    let mut url = |name: &'static str| match var(name) {
+        Some(u) if u.starts_with("https://") || u.starts_with("http://") => u,
+        Some(_) => {
+            p.error(name, "expected an http(s) URL (environment variable)");
+            String::new()
+        }
+        None => {
+            p.error(
+                name,
+                "required with GENERIC_CLIENT_ID (environment variable): single sign-on needs the provider's authorization, token and userinfo endpoints",
+            );
+            String::new()
+        }
+    };
+    let authorization_endpoint = url("GENERIC_AUTHORIZATION_ENDPOINT");
+    let token_endpoint = url("GENERIC_TOKEN_ENDPOINT");
+    let userinfo_endpoint = url("GENERIC_USERINFO_ENDPOINT");
+    let default_role =
+        var("GENERIC_ROLE_MAPPINGS_DEFAULT_ROLE").unwrap_or_else(|| "internal_user_viewer".into());
+    if !crate::model::CONSOLE_ROLES.contains(&default_role.as_str()) {
+        p.error(
+            "GENERIC_ROLE_MAPPINGS_DEFAULT_ROLE",
+            format!(
+                "'{default_role}' is not a console role; expected one of {}",
+                crate::model::CONSOLE_ROLES.join(", ")
+            ),
+        );
+    }
+    Some(crate::model::Sso {
+        client_id,
+        client_secret: var("GENERIC_CLIENT_SECRET").map(Secret::new),
+        authorization_endpoint,
+        token_endpoint,
+        userinfo_endpoint,
+        scope: var("GENERIC_SCOPE").unwrap_or_else(|| "openid email profile".into()),
+        user_id_attribute: var("GENERIC_USER_ID_ATTRIBUTE")
+            .unwrap_or_else(|| "preferred_username".into()),
+        email_attribute: var("GENERIC_USER_EMAIL_ATTRIBUTE").unwrap_or_else(|| "email".into()),
+        role_attribute: var("GENERIC_USER_ROLE_ATTRIBUTE").unwrap_or_else(|| "role".into()),
+        team_attribute: var("GENERIC_USER_TEAM_ATTRIBUTE"),
+        default_role,
+        base_url: var("PROXY_BASE_URL").map(|u| u.trim_end_matches('/').to_owned()),
+        auto_redirect: var("AUTO_REDIRECT_UI_LOGIN_TO_SSO")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+    })
 }
 
 /// The limits against hostile clients and overload.
