@@ -838,3 +838,139 @@ async fn wrong_passwords_lock_the_name_for_a_while() {
     // The admin's name is another: the master key still signs in.
     assert_eq!(b.sign_in(&gw, "admin", MASTER).await.status, 303);
 }
+
+/// An admin edits and deletes a team and a user from their pages: the management API sees the
+/// changes; a viewer sees the page but gets no form.
+#[tokio::test]
+async fn teams_and_users_are_edited_and_deleted_from_their_pages() {
+    let gw = gateway(&config("")).await;
+    assert_eq!(
+        admin(&gw, "POST", "/team/new", json!({"team_id": "t-edit"}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        admin(
+            &gw,
+            "POST",
+            "/user/new",
+            json!({"user_id": "eve", "user_role": "internal_user", "password": "first passphrase"})
+        )
+        .await
+        .status,
+        200
+    );
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let list = b.get(&gw, "/ui/teams").await.text();
+    assert!(
+        list.contains(r#"href="/ui/teams/edit?team_id=t-edit""#),
+        "{list}"
+    );
+    let page = b.get(&gw, "/ui/teams/edit?team_id=t-edit").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let csrf = csrf_of(&page.text());
+    let saved = b
+        .post(
+            &gw,
+            "/ui/teams/update",
+            &[
+                ("csrf", &csrf),
+                ("team_id", "t-edit"),
+                ("team_alias", "Edited <b>"),
+                ("max_budget", "12.5"),
+                ("rpm_limit", "30"),
+                ("tpm_limit", ""),
+                ("blocked", "true"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let t = admin(&gw, "GET", "/team/info?team_id=t-edit", Value::Null)
+        .await
+        .json();
+    let t = &t["team_info"];
+    assert_eq!(t["team_alias"], "Edited <b>");
+    assert_eq!(t["max_budget"], 12.5);
+    assert_eq!(t["rpm_limit"], 30);
+    assert_eq!(t["blocked"], true);
+    let edited = b.get(&gw, "/ui/teams/edit?team_id=t-edit").await.text();
+    assert!(edited.contains("Edited &lt;b&gt;"), "escaped");
+    let bad = b
+        .post(
+            &gw,
+            "/ui/teams/update",
+            &[
+                ("csrf", &csrf),
+                ("team_id", "t-edit"),
+                ("max_budget", "lots"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+
+    // The user: a new role and password, then deleted.
+    let page = b.get(&gw, "/ui/users/edit?user_id=eve").await.text();
+    let csrf = csrf_of(&page);
+    let saved = b
+        .post(
+            &gw,
+            "/ui/users/update",
+            &[
+                ("csrf", &csrf),
+                ("user_id", "eve"),
+                ("user_email", "eve@example.com"),
+                ("user_role", "internal_user_viewer"),
+                ("team_id", "t-edit"),
+                ("max_budget", ""),
+                ("password", "second passphrase"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let u = admin(&gw, "GET", "/user/info?user_id=eve", Value::Null)
+        .await
+        .json();
+    assert_eq!(u["user_info"]["user_role"], "internal_user_viewer");
+    assert_eq!(u["user_info"]["team_id"], "t-edit");
+    let mut eve = Browser::default();
+    assert_eq!(
+        eve.sign_in(&gw, "eve", "first passphrase").await.status,
+        401
+    );
+    assert_eq!(
+        eve.sign_in(&gw, "eve", "second passphrase").await.status,
+        303
+    );
+    let gone = b
+        .post(
+            &gw,
+            "/ui/users/delete",
+            &[("csrf", &csrf), ("user_id", "eve")],
+        )
+        .await;
+    assert_eq!(gone.status, 303, "{}", gone.text());
+    assert_eq!(
+        admin(&gw, "GET", "/user/info?user_id=eve", Value::Null)
+            .await
+            .status,
+        404
+    );
+    // Her session ended with her.
+    assert_eq!(eve.get(&gw, "/ui/").await.status, 303);
+    let gone = b
+        .post(
+            &gw,
+            "/ui/teams/delete",
+            &[("csrf", &csrf), ("team_id", "t-edit")],
+        )
+        .await;
+    assert_eq!(gone.status, 303, "{}", gone.text());
+    assert_eq!(
+        admin(&gw, "GET", "/team/info?team_id=t-edit", Value::Null)
+            .await
+            .status,
+        404
+    );
+}

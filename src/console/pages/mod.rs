@@ -39,6 +39,12 @@ pub(super) async fn get(
         "/users" if viewer.session.role.sees_all() => {
             ("Users", people::users(state, viewer).await?)
         }
+        "/teams/edit" if viewer.session.role.sees_all() => {
+            ("Team", people::team_edit(state, viewer, query).await?)
+        }
+        "/users/edit" if viewer.session.role.sees_all() => {
+            ("User", people::user_edit(state, viewer, query).await?)
+        }
         _ => return Err(not_found("GET", sub)),
     };
     Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
@@ -61,6 +67,15 @@ pub(super) async fn post(
             return Err(not_found("POST", sub));
         }
         return people::create(state, sub, form).await;
+    }
+    if matches!(
+        sub,
+        "/teams/update" | "/teams/delete" | "/users/update" | "/users/delete"
+    ) {
+        if !viewer.session.role.sees_all() {
+            return Err(not_found("POST", sub));
+        }
+        return people::change(state, sub, form).await;
     }
     match sub.strip_prefix("/keys/") {
         Some(action) => keys::act(state, viewer, action, form).await,

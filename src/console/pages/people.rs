@@ -1,11 +1,13 @@
-//! Teams and users (admins only): lists from `/team/list` and `/user/list`, and forms that make
-//! them through `/team/new` and `/user/new` (a user's password and role for console sign-in).
+//! Teams and users (admins only): lists from `/team/list` and `/user/list`, forms that make
+//! them through `/team/new` and `/user/new` (a user's password and role for console sign-in),
+//! and an edit page each that changes (`/team/update`, `/user/update`) or deletes
+//! (`/team/delete`, `/user/delete`) one.
 
 use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, text, usd};
+use super::{admin, query, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -72,7 +74,7 @@ pub(super) async fn teams(state: &AppState, viewer: &Viewer) -> Result<Markup, A
             tbody {
                 @for t in teams {
                     tr {
-                        td { (text(t, "team_id")) }
+                        td { a href={ "/ui/teams/edit?" (query(&[("team_id", &text(t, "team_id"))])) } { (text(t, "team_id")) } }
                         td { (text(t, "team_alias")) }
                         td.num { (usd(t["spend"].as_f64().unwrap_or(0.0))) }
                         td.num { (t["max_budget"].as_f64().map(usd).unwrap_or_default()) }
@@ -118,7 +120,7 @@ pub(super) async fn users(state: &AppState, viewer: &Viewer) -> Result<Markup, A
             tbody {
                 @for u in users {
                     tr {
-                        td { (text(u, "user_id")) }
+                        td { a href={ "/ui/users/edit?" (query(&[("user_id", &text(u, "user_id"))])) } { (text(u, "user_id")) } }
                         td { (text(u, "user_email")) }
                         td { (text(u, "user_role")) }
                         td { (text(u, "team_id")) }
@@ -150,4 +152,195 @@ pub(super) async fn users(state: &AppState, viewer: &Viewer) -> Result<Markup, A
             }
         }
     })
+}
+
+/// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
+fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
+    match form.filled(field) {
+        None => Ok(Value::Null),
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .and_then(|n| {
+                if field == "max_budget" {
+                    serde_json::Number::from_f64(n).map(Value::Number)
+                } else {
+                    Some(Value::from(n as u64))
+                }
+            })
+            .ok_or_else(|| ApiError::InvalidParam {
+                param: field,
+                message: format!("`{v}` is not a number, 0 or more"),
+            }),
+    }
+}
+
+/// `GET /ui/teams/edit?team_id=`: the team's fields to change, and its deletion.
+pub(super) async fn team_edit(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let id = q
+        .filled("team_id")
+        .ok_or(ApiError::MissingParam("team_id"))?;
+    let info = admin(
+        state,
+        Method::GET,
+        "/team/info",
+        &query(&[("team_id", id)]),
+        &Value::Null,
+    )
+    .await?;
+    let t = &info["team_info"];
+    let keys = info["keys"].as_array().map_or(0, Vec::len);
+    Ok(html! {
+        p { "Spend " (usd(t["spend"].as_f64().unwrap_or(0.0))) " · " (keys) " keys" }
+        @if viewer.session.role.may_change() {
+            form.stack method="post" action="/ui/teams/update" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="team_id" value=(id);
+                label for="team_alias" { "Alias" }
+                input #team_alias name="team_alias" value=(text(t, "team_alias"));
+                label for="max_budget" { "Budget (USD)" }
+                input #max_budget name="max_budget" value=(text(t, "max_budget")) placeholder="no budget";
+                label for="rpm_limit" { "Requests per minute" }
+                input #rpm_limit name="rpm_limit" value=(text(t, "rpm_limit")) placeholder="no limit";
+                label for="tpm_limit" { "Tokens per minute" }
+                input #tpm_limit name="tpm_limit" value=(text(t, "tpm_limit")) placeholder="no limit";
+                label for="blocked" { "Status" }
+                select #blocked name="blocked" {
+                    option value="false" selected[t["blocked"] != true] { "active" }
+                    option value="true" selected[t["blocked"] == true] { "blocked (its keys are refused)" }
+                }
+                button type="submit" { "Save team" }
+            }
+            h2 { "Delete" }
+            form method="post" action="/ui/teams/delete" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="team_id" value=(id);
+                button.danger #delete-team type="submit" { "Delete team " (id) }
+            }
+        }
+    })
+}
+
+/// `GET /ui/users/edit?user_id=`: the user's fields to change (a new console password too),
+/// and their deletion.
+pub(super) async fn user_edit(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let id = q
+        .filled("user_id")
+        .ok_or(ApiError::MissingParam("user_id"))?;
+    let info = admin(
+        state,
+        Method::GET,
+        "/user/info",
+        &query(&[("user_id", id)]),
+        &Value::Null,
+    )
+    .await?;
+    let u = &info["user_info"];
+    let role = text(u, "user_role");
+    Ok(html! {
+        p { "Spend " (usd(u["spend"].as_f64().unwrap_or(0.0))) }
+        @if viewer.session.role.may_change() {
+            form.stack method="post" action="/ui/users/update" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="user_id" value=(id);
+                label for="user_email" { "Email" }
+                input #user_email name="user_email" type="email" value=(text(u, "user_email"));
+                label for="user_role" { "Role" }
+                select #user_role name="user_role" {
+                    @for r in ROLES { option value=(r.name()) selected[r.name() == role] { (r.name()) } }
+                }
+                label for="team_id" { "Team" }
+                input #team_id name="team_id" value=(text(u, "team_id")) placeholder="none";
+                label for="max_budget" { "Budget (USD)" }
+                input #max_budget name="max_budget" value=(text(u, "max_budget")) placeholder="no budget";
+                label for="password" { "New console password" }
+                input #password name="password" type="password" autocomplete="new-password" placeholder="empty: unchanged";
+                label { input name="no_password" type="checkbox" value="1"; " Remove the console password" }
+                button type="submit" { "Save user" }
+            }
+            h2 { "Delete" }
+            form method="post" action="/ui/users/delete" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="user_id" value=(id);
+                button.danger #delete-user type="submit" { "Delete user " (id) }
+            }
+        }
+    })
+}
+
+/// `POST /ui/teams/update|delete` and `/ui/users/update|delete`: the form as the management
+/// API's body; then back to the list.
+pub(super) async fn change(
+    state: &AppState,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let mut body = Map::new();
+    let (path, back): (&str, &'static str) = match sub {
+        "/teams/update" => {
+            let id = form
+                .filled("team_id")
+                .ok_or(ApiError::MissingParam("team_id"))?;
+            body.insert("team_id".into(), id.into());
+            body.insert(
+                "team_alias".into(),
+                form.filled("team_alias").map_or(Value::Null, Into::into),
+            );
+            for f in ["max_budget", "rpm_limit", "tpm_limit"] {
+                body.insert(f.into(), number(form, f)?);
+            }
+            body.insert(
+                "blocked".into(),
+                (form.get("blocked") == Some("true")).into(),
+            );
+            ("/team/update", "/ui/teams")
+        }
+        "/teams/delete" => {
+            let id = form
+                .filled("team_id")
+                .ok_or(ApiError::MissingParam("team_id"))?;
+            body.insert("team_ids".into(), vec![Value::from(id)].into());
+            ("/team/delete", "/ui/teams")
+        }
+        "/users/update" => {
+            let id = form
+                .filled("user_id")
+                .ok_or(ApiError::MissingParam("user_id"))?;
+            body.insert("user_id".into(), id.into());
+            for f in ["user_email", "user_role", "team_id"] {
+                body.insert(f.into(), form.filled(f).map_or(Value::Null, Into::into));
+            }
+            body.insert("max_budget".into(), number(form, "max_budget")?);
+            if form.get("no_password") == Some("1") {
+                body.insert("password".into(), Value::Null);
+            } else if let Some(p) = form.get("password").filter(|p| !p.is_empty()) {
+                body.insert("password".into(), p.into());
+            }
+            ("/user/update", "/ui/users")
+        }
+        "/users/delete" => {
+            let id = form
+                .filled("user_id")
+                .ok_or(ApiError::MissingParam("user_id"))?;
+            body.insert("user_ids".into(), vec![Value::from(id)].into());
+            ("/user/delete", "/ui/users")
+        }
+        _ => {
+            return Err(ApiError::RouteNotFound {
+                method: "POST".into(),
+                path: format!("/ui{sub}"),
+            })
+        }
+    };
+    admin(state, Method::POST, path, "", &Value::Object(body)).await?;
+    Ok(redirect(back))
 }
