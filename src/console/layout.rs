@@ -112,12 +112,26 @@ pub(super) fn redirect(to: &'static str) -> Response<ResponseBody> {
     resp
 }
 
+/// An HTML answer whose body is written as it comes (the playground's stream), with the same
+/// security headers.
+pub(super) fn respond_streamed(status: StatusCode, body: ResponseBody) -> Response<ResponseBody> {
+    headed(status, "text/html; charset=utf-8", body)
+}
+
 fn with_headers(
     status: StatusCode,
     content_type: &'static str,
     body: Bytes,
 ) -> Response<ResponseBody> {
-    let mut resp = Response::new(ResponseBody::full(body));
+    headed(status, content_type, ResponseBody::full(body))
+}
+
+fn headed(
+    status: StatusCode,
+    content_type: &'static str,
+    body: ResponseBody,
+) -> Response<ResponseBody> {
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -705,6 +705,34 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
         html.contains("hello &lt;there&gt;"),
         "the prompt is kept, escaped"
     );
+    let answer_of = |html: &str| {
+        let at = html.find(r#"id="answer">"#).unwrap() + r#"id="answer">"#.len();
+        html[at..at + html[at..].find("</pre>").unwrap()].to_owned()
+    };
+    let whole = answer_of(&html);
+    assert!(!whole.is_empty());
+    // Streamed: the same answer written into the page as it comes, then the usage and the rest.
+    let streamed = b
+        .post(
+            &gw,
+            "/ui/playground",
+            &[
+                ("csrf", &csrf),
+                ("key", &key),
+                ("model", "cheap"),
+                ("prompt", "hello <there>"),
+                ("stream", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(streamed.status, 200, "{}", streamed.text());
+    assert!(streamed
+        .header("content-security-policy")
+        .is_some_and(|c| c.contains("script-src 'none'")));
+    let page = streamed.text();
+    assert_eq!(answer_of(&page), whole, "{page}");
+    assert!(page.contains(" tokens in, "), "{page}");
+    assert!(page.trim_end().ends_with("</html>"), "{page}");
     // Charged to the key like any request: its spend moves once the batch lands.
     let mut spent = 0.0;
     for _ in 0..50 {
