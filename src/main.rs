@@ -214,7 +214,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
     else {
         return ExitCode::FAILURE;
     };
-    let reloader = tokio::spawn(reload_on_sighup(state.clone(), path));
+    state.set_config_path(path);
+    let reloader = tokio::spawn(reload_on_sighup(state.clone()));
     let models = state.snapshot().router.models.names().len();
     tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
@@ -430,7 +431,7 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// SIGHUP re-reads the config; a bad one is logged and the running one keeps serving.
-async fn reload_on_sighup(state: std::sync::Arc<AppState>, path: std::path::PathBuf) {
+async fn reload_on_sighup(state: std::sync::Arc<AppState>) {
     #[cfg(unix)]
     {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -438,15 +439,12 @@ async fn reload_on_sighup(state: std::sync::Arc<AppState>, path: std::path::Path
             return;
         };
         while hup.recv().await.is_some() {
-            match config::load_file(&path, &ProcessEnv) {
-                Ok(loaded) => {
-                    for w in &loaded.warnings {
+            match state.reload_from_file() {
+                Ok(warnings) => {
+                    for w in &warnings {
                         tracing::warn!("config: {w}");
                     }
-                    match state.reload(&loaded.config) {
-                        Ok(()) => tracing::info!("config reloaded"),
-                        Err(e) => tracing::error!("config reload rejected: {e}"),
-                    }
+                    tracing::info!("config reloaded");
                 }
                 Err(e) => tracing::error!("config reload rejected: {e}"),
             }
@@ -454,6 +452,6 @@ async fn reload_on_sighup(state: std::sync::Arc<AppState>, path: std::path::Path
     }
     #[cfg(not(unix))]
     {
-        let _ = (state, path);
+        let _ = state;
     }
 }

@@ -32,6 +32,7 @@ const NAV: &[(&str, &str, bool)] = &[
     ("/ui/playground", "Playground", false),
     ("/ui/teams", "Teams", true),
     ("/ui/users", "Users", true),
+    ("/ui/config", "Config", true),
 ];
 
 /// A whole page: `title`, then `body` under the navigation.

@@ -14,7 +14,9 @@ pub(crate) mod upload;
 
 pub use body::ResponseBody;
 pub use relay::{RelayError, StreamRelay};
-pub use state::{AppState, ServiceError, ServiceOptions, Services, Snapshot, StoreServices};
+pub use state::{
+    AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, StoreServices,
+};
 
 use std::future::Future;
 use std::pin::Pin;

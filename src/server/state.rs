@@ -65,6 +65,22 @@ pub struct Snapshot {
     /// What honours a request's own `api_base` and key; `None` (they are refused) unless
     /// `allow_client_side_credentials`.
     pub client_side: Option<super::client_side::ClientSideSettings>,
+    /// The config as `sluice check-config` shows it (secrets masked), for the console.
+    pub described: Arc<str>,
+}
+
+/// Why a reload from the file did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The state was not loaded from a file.
+    #[error("this gateway was not started from a config file")]
+    NoFile,
+    /// The file does not load (each problem by path).
+    #[error(transparent)]
+    Config(#[from] sluice_config::ConfigError),
+    /// It loads, but cannot be put in service.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
 }
 
 /// Why a config could not be put in service.
@@ -155,6 +171,7 @@ impl Snapshot {
             },
             // Set by `AppState` (started once, or carried over a reload).
             mcp: None,
+            described: sluice_config::describe(config).into(),
         })
     }
 }
@@ -246,6 +263,9 @@ pub struct AppState {
     overload: Arc<super::overload::Overload>,
     /// The connection limits the server starts with (`general_settings`).
     connections: sluice_net::server::ConnLimits,
+    /// The config file served, for reloads (SIGHUP, the console); unset in tests that build
+    /// the state from a string.
+    config_path: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 /// What lives beside the config and survives its reloads: the key directory, the store and
@@ -402,6 +422,7 @@ impl AppState {
                 workers,
             ),
             connections: config.general.connections.clone(),
+            config_path: std::sync::OnceLock::new(),
         });
         if let Some(fleet) = &state.services.fleet {
             state.health.announce_cooldowns(fleet.announce_cooldowns());
@@ -463,6 +484,26 @@ impl AppState {
     /// Where finished requests are recorded.
     pub fn recorder(&self) -> &Recorder {
         &self.recorder
+    }
+
+    /// Name the config file this state serves, so that it can be read again.
+    pub fn set_config_path(&self, path: std::path::PathBuf) {
+        let _ = self.config_path.set(path);
+    }
+
+    /// The config file this state serves, when it was loaded from one.
+    pub fn config_path(&self) -> Option<&std::path::Path> {
+        self.config_path.get().map(std::path::PathBuf::as_path)
+    }
+
+    /// Read the config file again and serve it: its warnings, or why it was not taken (every
+    /// problem by path; the running config keeps serving). What SIGHUP and the console's
+    /// reload do.
+    pub fn reload_from_file(&self) -> Result<Vec<String>, ReloadError> {
+        let path = self.config_path().ok_or(ReloadError::NoFile)?;
+        let loaded = sluice_config::load_file(path, &sluice_config::ProcessEnv)?;
+        self.reload(&loaded.config)?;
+        Ok(loaded.warnings.iter().map(ToString::to_string).collect())
     }
 
     /// Replace the snapshot with one built from `config`; on error the old one keeps serving.

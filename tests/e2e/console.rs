@@ -1002,3 +1002,81 @@ async fn teams_and_users_are_edited_and_deleted_from_their_pages() {
         404
     );
 }
+
+/// The config page shows the running deployments with secrets masked, and reloads the file:
+/// a good one is served at once, a bad one is refused with every problem by path while the
+/// running config keeps serving.
+#[tokio::test]
+async fn the_config_page_shows_the_config_and_reloads_the_file() {
+    // A second deployment with an upstream key, to see it masked.
+    let yaml = config("").replacen(
+        "general_settings:",
+        "  - model_name: secretive\n    litellm_params:\n      model: openai/gpt-4o\n      api_base: http://127.0.0.1:9/v1\n      api_key: sk-upstream-hidden-123\ngeneral_settings:",
+        1,
+    );
+    let gw = gateway(&yaml).await;
+    let file = temp_dir().join("config.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    gw.state.set_config_path(file.clone());
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let page = b.get(&gw, "/ui/config").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(
+        html.contains("secretive") && html.contains("cheap"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("sk-upstream-hidden-123"),
+        "the key is masked"
+    );
+    let csrf = csrf_of(&html);
+
+    // A good file: served at once.
+    std::fs::write(
+        &file,
+        yaml.replacen("model_name: cheap", "model_name: cheaper", 1),
+    )
+    .unwrap();
+    let done = b.post(&gw, "/ui/config/reload", &[("csrf", &csrf)]).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(done.text().contains(r#"id="reloaded""#));
+    let models = send(
+        "GET",
+        &gw.url("/v1/models"),
+        "",
+        &[("authorization", &format!("Bearer {MASTER}"))],
+    )
+    .await
+    .text();
+    assert!(models.contains("\"cheaper\""), "{models}");
+
+    // A bad file: every problem by path, and the running config keeps serving.
+    std::fs::write(
+        &file,
+        yaml.replacen("model: mock/cheap", "model: nowhere/cheap", 1)
+            .replacen("proxy_batch_write_at: 0.2", "proxy_batch_write_at: soon", 1),
+    )
+    .unwrap();
+    let refused = b.post(&gw, "/ui/config/reload", &[("csrf", &csrf)]).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    let text = refused.text();
+    assert!(
+        text.contains("model_list[0].litellm_params.model"),
+        "{text}"
+    );
+    assert!(
+        text.contains("general_settings.proxy_batch_write_at"),
+        "{text}"
+    );
+    let models = send(
+        "GET",
+        &gw.url("/v1/models"),
+        "",
+        &[("authorization", &format!("Bearer {MASTER}"))],
+    )
+    .await
+    .text();
+    assert!(models.contains("\"cheaper\""), "still served: {models}");
+}

@@ -2,6 +2,7 @@
 //! through `crate::admin::call` (the management API's own handlers) or the live routing and
 //! metrics state; none keeps data of its own.
 
+mod config;
 mod keys;
 mod logs;
 mod models;
@@ -39,6 +40,9 @@ pub(super) async fn get(
         "/users" if viewer.session.role.sees_all() => {
             ("Users", people::users(state, viewer).await?)
         }
+        "/config" if viewer.session.role.sees_all() => {
+            ("Config", config::page(state, snap, viewer))
+        }
         "/teams/edit" if viewer.session.role.sees_all() => {
             ("Team", people::team_edit(state, viewer, query).await?)
         }
@@ -60,6 +64,15 @@ pub(super) async fn post(
 ) -> Result<Response<ResponseBody>, ApiError> {
     if sub == "/playground" {
         return playground::send(state, snap, viewer, form).await;
+    }
+    if sub == "/config/reload" && viewer.session.role.sees_all() {
+        let (ok, body) = config::reload(state);
+        let status = if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return Ok(respond(status, page("Config", Some(viewer), body)));
     }
     if matches!(sub, "/teams/new" | "/users/new") {
         // Teams and users are the admins'.

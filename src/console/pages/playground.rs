@@ -172,7 +172,6 @@ fn stream_page(
     )
 }
 
-
 /// Reads the gateway's SSE answer and writes the page's next bytes.
 struct Reader {
     body: ResponseBody,
