@@ -8,6 +8,7 @@
 //! `max_budjet` must not silently create a key without a budget), a missing required one a 400
 //! too. Database errors never reach the client as text.
 
+mod audit;
 mod customers;
 mod fields;
 mod keys;
@@ -125,6 +126,7 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::GET, "/spend/daily", |s, r| {
         Box::pin(spend::daily(s, r))
     }),
+    (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
 ];
 
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
@@ -173,17 +175,26 @@ pub async fn handle(
 /// master key, the console behind its session), then brings the key directory up to date after
 /// a change, on this instance at once and on the fleet's others through Redis, so a key made,
 /// blocked or deleted works (or stops working) everywhere without waiting for the poll.
+/// A change is written to the audit log as `by`'s (`audit`).
 pub async fn call(
     state: &AppState,
     method: &Method,
     path: &str,
     query: &str,
     body: &[u8],
+    by: &str,
 ) -> AdminResult {
     let Some(services) = state.store() else {
         return Err(ApiError::StoreUnavailable);
     };
     let before = OffsetDateTime::now_utc();
+    let audited = (method == Method::POST)
+        .then(|| audit::change_of(&normalised(path)))
+        .flatten();
+    let before_values = match &audited {
+        Some(c) => audit::read_before(&services.store, c, &normalised(path), body).await,
+        None => Vec::new(),
+    };
     let answer = handle(&services.store, method, path, query, body)
         .await
         .unwrap_or_else(|| {
@@ -192,6 +203,18 @@ pub async fn call(
                 path: path.chars().take(200).collect(),
             })
         })?;
+    if let Some(c) = &audited {
+        let objects = if before_values.is_empty() {
+            let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            c.objects(&normalised(path), &parsed, Some(&answer))
+                .into_iter()
+                .map(|id| (id, None))
+                .collect()
+        } else {
+            before_values
+        };
+        audit::record(&services.store, by, c, objects, &answer).await;
+    }
     if method == Method::POST {
         match services.sync.refresh(before).await {
             Ok(changed) => {
@@ -207,6 +230,15 @@ pub async fn call(
         }
     }
     Ok(answer)
+}
+
+/// `path` as the routes name it: no `/v1`, `/customer/` for LiteLLM's `/end_user/`.
+fn normalised(path: &str) -> String {
+    let path = path.strip_prefix("/v1").unwrap_or(path);
+    match path.strip_prefix("/end_user/") {
+        Some(rest) => format!("/customer/{rest}"),
+        None => path.to_owned(),
+    }
 }
 
 /// The body as a JSON object, every field checked against `allowed`.

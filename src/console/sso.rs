@@ -401,7 +401,7 @@ async fn keep_user(state: &AppState, who: &Claimed) -> Result<(), SsoError> {
     if let Some(t) = &who.team {
         let mut with_team = body.clone();
         with_team["team_id"] = t.as_str().into();
-        if super::pages::admin(state, Method::POST, path, "", &with_team)
+        if super::pages::change(state, SSO_STAMP, path, &with_team)
             .await
             .is_ok()
         {
@@ -410,7 +410,7 @@ async fn keep_user(state: &AppState, who: &Claimed) -> Result<(), SsoError> {
         // A team the store does not have: the user signs in without one.
         tracing::warn!(team = %t, "single sign-on: the claimed team does not exist");
     }
-    super::pages::admin(state, Method::POST, path, "", &body)
+    super::pages::change(state, SSO_STAMP, path, &body)
         .await
         .map(|_| ())
         .map_err(|e| SsoError::Store(e.to_string()))

@@ -747,7 +747,15 @@ where
     let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     let path = parts.uri.path();
     let query = parts.uri.query().unwrap_or("");
-    let answer = crate::admin::call(state, &parts.method, path, query, &body).await?;
+    // LiteLLM's header naming who makes a change, for the audit log; else the master key's.
+    let by = parts
+        .headers
+        .get("litellm-changed-by")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().chars().take(128).collect::<String>())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "admin".to_owned());
+    let answer = crate::admin::call(state, &parts.method, path, query, &body, &by).await?;
     let bytes = serde_json::to_vec(&answer).map_err(|_| ApiError::Internal("admin answer"))?;
     Ok(json(StatusCode::OK, Bytes::from(bytes)))
 }

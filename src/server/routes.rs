@@ -115,6 +115,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     ]
     .iter()
     .any(|p| bare.starts_with(p))
+        || bare == "/audit"
     {
         return Route::Admin;
     }
@@ -195,6 +196,7 @@ mod tests {
         assert_eq!(match_route(&get, "/ui"), Route::Console);
         assert_eq!(match_route(&post, "/ui/keys/new"), Route::Console);
         assert_eq!(match_route(&get, "/uix"), Route::NotFound);
+        assert_eq!(match_route(&get, "/audit"), Route::Admin);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }
 }

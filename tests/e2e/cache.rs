@@ -475,12 +475,14 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     );
     let first = chat(&a, CHAT, &[]).await;
     assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
-    // Written to Redis off the request path: b finds it once it is there.
+    // Written to Redis off the request path: b finds it once it is there. b's own misses are
+    // not stored (`no-store`), so a hit can only be a's answer from Redis.
     let b_chat = b.url("/v1/chat/completions");
+    let again = CHAT_AGAIN.replacen('{', r#"{"cache":{"no-store":true},"#, 1);
     let mut from_b = None;
     for _ in 0..50 {
         let h = [MASTER, ("content-type", "application/json")];
-        let r = send("POST", &b_chat, CHAT_AGAIN, &h).await;
+        let r = send("POST", &b_chat, again.clone(), &h).await;
         if r.header("x-sluice-cache-hit") == Some("true") {
             from_b = Some(r);
             break;

@@ -1080,3 +1080,97 @@ async fn the_config_page_shows_the_config_and_reloads_the_file() {
     .text();
     assert!(models.contains("\"cheaper\""), "still served: {models}");
 }
+
+/// Every change through the management API or the console is in the audit log, with who made
+/// it and the object's value before and after; no key's plaintext is ever stored.
+#[tokio::test]
+async fn changes_are_in_the_audit_log_with_secrets_masked() {
+    let gw = gateway(&config("")).await;
+    let by_bot = |path: &'static str, body: Value| {
+        let url = gw.url(path);
+        async move {
+            send(
+                "POST",
+                &url,
+                body.to_string(),
+                &[
+                    ("authorization", &format!("Bearer {MASTER}")),
+                    ("content-type", "application/json"),
+                    ("litellm-changed-by", "ci-bot"),
+                ],
+            )
+            .await
+        }
+    };
+    let made = by_bot(
+        "/key/generate",
+        json!({"key_alias": "audited", "max_budget": 1}),
+    )
+    .await
+    .json();
+    let (key, token) = (
+        made["key"].as_str().unwrap().to_owned(),
+        made["token"].as_str().unwrap().to_owned(),
+    );
+    by_bot("/key/update", json!({"key": key, "max_budget": 2})).await;
+    assert_eq!(
+        admin(&gw, "POST", "/team/new", json!({"team_id": "t-aud"}))
+            .await
+            .status,
+        200
+    );
+    admin(&gw, "POST", "/team/delete", json!({"team_ids": ["t-aud"]})).await;
+    // From the console, as the signed-in user.
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let keys = b.get(&gw, "/ui/keys").await.text();
+    let made_in_ui = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[("csrf", &csrf_of(&keys)), ("key_alias", "from-ui")],
+        )
+        .await;
+    assert_eq!(made_in_ui.status, 200, "{}", made_in_ui.text());
+
+    let log = admin(&gw, "GET", "/audit?table_name=keys", Value::Null)
+        .await
+        .json();
+    let rows = log["audit_logs"].as_array().unwrap();
+    let text = log.to_string();
+    assert!(
+        !text.contains(&key),
+        "the plaintext key is never stored: {text}"
+    );
+    let of = |action: &str, by: &str| {
+        rows.iter()
+            .find(|r| r["action"] == action && r["changed_by"] == by)
+            .unwrap_or_else(|| panic!("no {action} by {by}: {text}"))
+    };
+    let created = of("created", "ci-bot");
+    assert_eq!(created["object_id"], token.as_str());
+    assert!(created["before_value"].is_null());
+    let updated = of("updated", "ci-bot");
+    assert_eq!(updated["object_id"], token.as_str());
+    assert_eq!(updated["before_value"]["info"]["max_budget"], 1.0);
+    assert_eq!(updated["updated_values"]["max_budget"], 2.0);
+    let from_ui = of("created", "admin");
+    assert_eq!(from_ui["updated_values"]["key_alias"], "from-ui");
+    let teams = admin(&gw, "GET", "/audit?object_id=t-aud", Value::Null)
+        .await
+        .json();
+    let actions: Vec<&str> = teams["audit_logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["deleted", "created"], "newest first");
+    let deleted = &teams["audit_logs"][0];
+    assert_eq!(deleted["before_value"]["team_id"], "t-aud");
+    assert!(deleted["updated_values"].is_null());
+    // The console's page shows them.
+    let page = b.get(&gw, "/ui/audit?table_name=teams").await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("t-aud"));
+}

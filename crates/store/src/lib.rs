@@ -7,6 +7,7 @@
 //! Nothing here runs on the request path: auth reads a cache the lead fills from here, and
 //! spend arrives in batches from [`writer`].
 
+pub mod audit;
 pub mod budget;
 mod changes;
 pub mod end_users;
@@ -32,6 +33,7 @@ use time::OffsetDateTime;
 
 use sluice_core::Secret;
 
+pub use audit::{AuditEntry, AuditFilter};
 pub use budget::BudgetDuration;
 pub use changes::Changes;
 pub use end_users::EndUserRow;

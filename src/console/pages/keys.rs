@@ -5,7 +5,7 @@ use http::{Method, Response, StatusCode};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
-use super::{admin, query, short, team_of, text, usd};
+use super::{admin, change, query, short, team_of, text, usd};
 use crate::console::layout::{self, csrf_field, redirect, respond};
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -151,24 +151,22 @@ pub(super) async fn act(
             } else {
                 "/key/unblock"
             };
-            admin(state, Method::POST, path, "", &json!({ "key": key })).await?;
+            change(state, &viewer.session.user, path, &json!({ "key": key })).await?;
         }
         "delete" => {
-            admin(
+            change(
                 state,
-                Method::POST,
+                &viewer.session.user,
                 "/key/delete",
-                "",
                 &json!({ "keys": [key] }),
             )
             .await?;
         }
         "regenerate" => {
-            let made = admin(
+            let made = change(
                 state,
-                Method::POST,
+                &viewer.session.user,
                 "/key/regenerate",
-                "",
                 &json!({ "key": key }),
             )
             .await?;
@@ -254,11 +252,10 @@ async fn create(
             body.insert(field.into(), n.into());
         }
     }
-    let made = admin(
+    let made = change(
         state,
-        Method::POST,
+        &viewer.session.user,
         "/key/generate",
-        "",
         &Value::Object(body),
     )
     .await?;

@@ -2,6 +2,7 @@
 //! through `crate::admin::call` (the management API's own handlers) or the live routing and
 //! metrics state; none keeps data of its own.
 
+mod audit;
 mod config;
 mod keys;
 mod logs;
@@ -39,6 +40,9 @@ pub(super) async fn get(
         }
         "/users" if viewer.session.role.sees_all() => {
             ("Users", people::users(state, viewer).await?)
+        }
+        "/audit" if viewer.session.role.sees_all() => {
+            ("Audit log", audit::page(state, query).await?)
         }
         "/config" if viewer.session.role.sees_all() => {
             ("Config", config::page(state, snap, viewer))
@@ -79,7 +83,7 @@ pub(super) async fn post(
         if !viewer.session.role.sees_all() {
             return Err(not_found("POST", sub));
         }
-        return people::create(state, sub, form).await;
+        return people::create(state, viewer, sub, form).await;
     }
     if matches!(
         sub,
@@ -88,7 +92,7 @@ pub(super) async fn post(
         if !viewer.session.role.sees_all() {
             return Err(not_found("POST", sub));
         }
-        return people::change(state, sub, form).await;
+        return people::edit(state, viewer, sub, form).await;
     }
     match sub.strip_prefix("/keys/") {
         Some(action) => keys::act(state, viewer, action, form).await,
@@ -103,7 +107,7 @@ fn not_found(method: &str, sub: &str) -> ApiError {
     }
 }
 
-/// A management API call made for the console (GET with a query, POST with a JSON body).
+/// A management API read made for the console.
 pub(super) async fn admin(
     state: &AppState,
     method: Method,
@@ -111,12 +115,35 @@ pub(super) async fn admin(
     query: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
+    debug_assert!(method == Method::GET, "changes go through `change`");
+    call(state, method, path, query, body, "console").await
+}
+
+/// A management API change made from the console by `by` (the signed-in user): audited as
+/// theirs.
+pub(super) async fn change(
+    state: &AppState,
+    by: &str,
+    path: &str,
+    body: &Value,
+) -> Result<Value, ApiError> {
+    call(state, Method::POST, path, "", body, by).await
+}
+
+async fn call(
+    state: &AppState,
+    method: Method,
+    path: &str,
+    query: &str,
+    body: &Value,
+    by: &str,
+) -> Result<Value, ApiError> {
     let bytes = if body.is_null() {
         Vec::new()
     } else {
         serde_json::to_vec(body).map_err(|_| ApiError::Internal("console request"))?
     };
-    crate::admin::call(state, &method, path, query, &bytes).await
+    crate::admin::call(state, &method, path, query, &bytes, by).await
 }
 
 /// A query string from pairs, each value encoded.

@@ -7,7 +7,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, query, text, usd};
+use super::{admin, change, query, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -25,6 +25,7 @@ const ROLES: [Role; 4] = [
 /// body (the budget as a number); then back to the list.
 pub(super) async fn create(
     state: &AppState,
+    viewer: &Viewer,
     sub: &str,
     form: &Form,
 ) -> Result<Response<ResponseBody>, ApiError> {
@@ -53,7 +54,7 @@ pub(super) async fn create(
     if path == "/user/new" {
         body.insert("auto_create_key".into(), false.into());
     }
-    admin(state, Method::POST, path, "", &Value::Object(body)).await?;
+    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
     Ok(redirect(back))
 }
 
@@ -279,8 +280,9 @@ pub(super) async fn user_edit(
 
 /// `POST /ui/teams/update|delete` and `/ui/users/update|delete`: the form as the management
 /// API's body; then back to the list.
-pub(super) async fn change(
+pub(super) async fn edit(
     state: &AppState,
+    viewer: &Viewer,
     sub: &str,
     form: &Form,
 ) -> Result<Response<ResponseBody>, ApiError> {
@@ -341,6 +343,6 @@ pub(super) async fn change(
             })
         }
     };
-    admin(state, Method::POST, path, "", &Value::Object(body)).await?;
+    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
     Ok(redirect(back))
 }
