@@ -9,9 +9,11 @@
 //!
 //! With `type: redis` (`shared.rs`) this instance's memory stands in front of a store the
 //! fleet shares: a leader looks there before calling upstream, and answers are written to
-//! both. `manage.rs` serves `/cache/*` and the cache's metrics.
+//! both. `manage.rs` serves `/cache/*` and the cache's metrics. With a semantic cache
+//! (`semantic.rs`) a leader that misses also looks for the answer to a close prompt.
 
 mod manage;
+mod semantic;
 mod shared;
 
 pub use manage::CacheOp;
@@ -54,6 +56,7 @@ pub struct ResponseCache {
     /// Settings, in-process store, flights, counters.
     pub core: Cache,
     shared: Option<SharedStore>,
+    semantic: Option<semantic::Semantic>,
 }
 
 impl ResponseCache {
@@ -72,7 +75,16 @@ impl ResponseCache {
                 Arc::clone(&core.stats),
             )?),
         };
-        let cache = Arc::new(Self { core, shared });
+        let semantic = core
+            .settings
+            .semantic
+            .as_ref()
+            .and_then(|s| semantic::Semantic::new(s, shared.as_ref(), Arc::clone(&core.stats)));
+        let cache = Arc::new(Self {
+            core,
+            shared,
+            semantic,
+        });
         if let Some(s) = &cache.shared {
             s.hear_invalidations(Arc::downgrade(&cache));
         }
@@ -102,12 +114,17 @@ pub(crate) struct Pending {
     key: CacheKey,
     control: CacheControl,
     leader: Leader,
+    /// The prompt's vector and context, to index the answer by (semantic caches).
+    probe: Option<semantic::Probe>,
 }
 
 /// Ask the cache about a request to `endpoint` for `group` with `body`; `from_body` is the
-/// body's `cache` object, `headers` the client's (`Cache-Control`).
+/// body's `cache` object, `headers` the client's (`Cache-Control`); `router` embeds the
+/// prompt for a semantic cache.
+#[allow(clippy::too_many_arguments)] // the pipeline's facts, passed through as they are
 pub(crate) async fn lookup(
     cache: &Arc<ResponseCache>,
+    router: &sluice_routing::Router,
     endpoint: Endpoint,
     group: &str,
     body: &[u8],
@@ -147,21 +164,24 @@ pub(crate) async fn lookup(
         match join {
             Join::Lead(leader) => {
                 if let Some(e) = shared_hit(cache, key, &control).await {
-                    // Followers get it too, as if it had come from upstream.
-                    leader.head(Head {
-                        status: e.status,
-                        content_type: e.content_type.clone(),
-                        stream: e.stream,
-                    });
-                    leader.push(e.body.clone());
-                    leader.finish();
+                    publish(leader, &e);
                     return Lookup::Answered(hit(&e, key, record));
+                }
+                let at = (group, namespace);
+                let probe = semantic::probe(cache, router, endpoint, at, body, &control).await;
+                if let Some((e, similarity)) = semantic::hit(cache, probe.as_ref(), &control).await
+                {
+                    publish(leader, &e);
+                    let mut resp = hit(&e, key, record);
+                    semantic::mark(resp.headers_mut(), similarity);
+                    return Lookup::Answered(resp);
                 }
                 return Lookup::Call(Some(Pending {
                     cache: Arc::clone(cache),
                     key,
                     control,
                     leader,
+                    probe,
                 }));
             }
             Join::Follow(f) => {
@@ -173,6 +193,17 @@ pub(crate) async fn lookup(
             }
         }
     }
+}
+
+/// Give a stored answer to the followers too, as if it had come from upstream.
+fn publish(leader: Leader, e: &Entry) {
+    leader.head(Head {
+        status: e.status,
+        content_type: e.content_type.clone(),
+        stream: e.stream,
+    });
+    leader.push(e.body.clone());
+    leader.finish();
 }
 
 /// An answer from the shared store, kept in this instance's memory from now on and counted
@@ -370,6 +401,9 @@ impl Pending {
         }
         if let Some(shared) = &self.cache.shared {
             shared.put(self.key, &entry);
+        }
+        if let Some(probe) = &self.probe {
+            semantic::index(&self.cache, probe, self.key, &entry);
         }
         if let Some(store) = &self.cache.core.store {
             store.put(self.key, entry);

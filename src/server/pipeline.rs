@@ -388,6 +388,7 @@ where
         let group = &resolved.group.name;
         match Box::pin(crate::cache::lookup(
             cache,
+            &snap.router,
             endpoint,
             group,
             &body,
