@@ -126,14 +126,15 @@ pub(crate) async fn probe(
     }
     let text = prompt_text(endpoint, body)?;
     let context = CacheKey::context_of(cache.core.seed, namespace, endpoint, group, body)?;
-    let vector = embed(router, &s.settings, text).await;
-    if vector.is_none() {
+    let Some(vector) = embed(router, &s.settings, text).await else {
         CacheStats::count(&cache.core.stats.embedding_errors, 1);
-    }
-    Some(Probe {
-        context,
-        vector: vector?,
-    })
+        return None;
+    };
+    // A zero vector (no words a model knows) has no direction: it is close to nothing.
+    vector
+        .iter()
+        .any(|x| *x != 0.0)
+        .then_some(Probe { context, vector })
 }
 
 /// The embedding of `text` by the configured model group; `None` when it fails or is late.
@@ -160,8 +161,7 @@ async fn embed(router: &Router, s: &SemanticSettings, text: String) -> Option<Ve
         .map_err(|e| tracing::debug!(reason = %e, "semantic cache: no embedding"))
         .ok()?;
     let answer: Answer = serde_json::from_slice(&answer).ok()?;
-    let v = answer.data.into_iter().next()?.embedding;
-    (!v.is_empty()).then_some(v)
+    Some(answer.data.into_iter().next()?.embedding)
 }
 
 /// The stored answer to the prompt closest to the probe's, if close enough, counted as a

@@ -92,6 +92,12 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// Whether a vector can be compared: not empty, not zero (cosine distance would call a zero
+/// vector equal to anything).
+fn has_direction(v: &[f32]) -> bool {
+    v.iter().any(|x| *x != 0.0)
+}
+
 /// One graph and what each of its vectors points at (by insertion order).
 struct Generation {
     graph: Hnsw<'static, f32, DistCosine>,
@@ -179,7 +185,7 @@ impl SemanticIndex {
 
     /// Index the prompt `vector` of the answer stored under `key`, in `context`.
     pub fn insert(&self, context: CacheKey, key: CacheKey, vector: &[f32]) {
-        if vector.is_empty() {
+        if !has_direction(vector) {
             return;
         }
         let mut g = self.lock();
@@ -207,6 +213,9 @@ impl SemanticIndex {
         threshold: f32,
         max_age: Option<Duration>,
     ) -> Option<Near> {
+        if !has_direction(vector) {
+            return None;
+        }
         let mut near = {
             let g = self.lock();
             if g.dims != vector.len() {
@@ -331,6 +340,11 @@ mod tests {
         // max-age: too old.
         assert!(index
             .find(&store, ctx, &[0.0, 1.0, 0.0], 0.5, Some(Duration::ZERO))
+            .is_none());
+        // A zero vector is neither indexed nor close to anything.
+        index.insert(ctx, CacheKey(11), &[0.0, 0.0, 0.0]);
+        assert!(index
+            .find(&store, ctx, &[0.0, 0.0, 0.0], 0.0, None)
             .is_none());
         // A vector of another length (another model) finds nothing, and resets the index.
         assert!(index.find(&store, ctx, &[1.0, 0.0], 0.0, None).is_none());
