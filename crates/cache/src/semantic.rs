@@ -190,8 +190,10 @@ impl SemanticIndex {
         }
         let mut g = self.lock();
         if g.dims != vector.len() {
-            g.previous = None;
-            g.current = Generation::new(self.half);
+            if g.dims != 0 {
+                g.previous = None;
+                g.current = Generation::new(self.half);
+            }
             g.dims = vector.len();
         }
         if g.current.points.len() >= self.half {

@@ -11,7 +11,9 @@
 //! headers or a `mock_fault` body object.
 //!
 //! Embeddings are deterministic unit vectors of the input text. A model whose name contains
-//! `bag-of-words` (e.g. `openai/text-bag-of-words` at `sluice mock`) embeds a bag of words
+//! `bag-of-words` embeds a bag of words (the name the mock receives: the deployment's model,
+//! e.g. `openai/text-bag-of-words` at `sluice mock`; for an in-process `mock/` deployment,
+//! the model group's name)
 //! instead: lower-cased words hashed into 256 dimensions (or the request's `dimensions`),
 //! normalised, so that paraphrases sharing their words are close; the semantic cache's tests
 //! use it.
