@@ -10,10 +10,11 @@
 #                             a second PostgreSQL that outage tests may stop and start
 #                             (`$SLUICE_TEST_POSTGRES_RESTART_CTL stop|start`); the shared one
 #                             above stays up for every other test
-# and installs a trap that stops both when the calling shell exits. Missing servers are
+# and installs a trap that stops them all when the calling shell exits. Missing servers are
 # installed from Debian packages (postgresql, redis-server; and nginx-light, the benchmark's
 # floor) with apt-get, through sudo when not root. PostgreSQL refuses to run as root, so as root
 # it runs as the `postgres` user (created by the package) or `nobody`.
+# Redis Stack comes from PyPI instead (services_redis_stack_dir), cached outside the repo.
 
 services_need() {
   local missing=()
