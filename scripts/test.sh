@@ -77,7 +77,7 @@ step "waiting for the background jobs (release build, virtualenv)"
 bg_wait "release build" "$release_pid" "$bg_logs/release.log"
 bg_wait "virtualenv" "$venv_pid" "$bg_logs/venv.log"
 
-step "test services (PostgreSQL, Redis on loopback; stopped on exit)"
+step "test services (PostgreSQL, Redis, Redis Stack on loopback; stopped on exit)"
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
 services_start

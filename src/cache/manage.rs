@@ -40,6 +40,16 @@ pub(crate) fn metrics(cache: &ResponseCache, out: &mut String) {
         s.evictions.load(Relaxed),
         s.saved_nanos.load(Relaxed) as f64 / 1e9,
     );
+    // Exported (as 0) without a semantic cache too, as every counter above.
+    let _ = write!(
+            out,
+            "# HELP sluice_cache_semantic_hits Hits answered with a close prompt's answer (counted in sluice_cache_hits_total too).\n\
+             # TYPE sluice_cache_semantic_hits counter\nsluice_cache_semantic_hits_total {}\n\
+             # HELP sluice_cache_embedding_errors Prompt embeddings for the semantic cache that failed or timed out.\n\
+             # TYPE sluice_cache_embedding_errors counter\nsluice_cache_embedding_errors_total {}\n",
+            s.semantic_hits.load(Relaxed),
+            s.embedding_errors.load(Relaxed),
+        );
     if let Some(shared) = &cache.shared {
         let _ = write!(
             out,
@@ -145,9 +155,11 @@ pub(crate) async fn manage(
             };
             serde_json::json!({
                 "status": "healthy",
-                "cache_type": match core.settings.kind {
-                    CacheType::Local => "local",
-                    CacheType::Redis(_) => "redis",
+                "cache_type": match (&core.settings.kind, cache.semantic.is_some()) {
+                    (CacheType::Local, false) => "local",
+                    (CacheType::Redis(_), false) => "redis",
+                    (CacheType::Local, true) => "local-semantic",
+                    (CacheType::Redis(_), true) => "redis-semantic",
                 },
                 "ping_response": redis.map(|()| true),
                 "store": core.store.is_some(),
@@ -189,6 +201,9 @@ pub(crate) async fn manage(
         }
         CacheOp::FlushAll => {
             if let Some(s) = &cache.core.store {
+                s.clear();
+            }
+            if let Some(s) = &cache.semantic {
                 s.clear();
             }
             let removed = match &cache.shared {

@@ -9,10 +9,12 @@
 //!
 //! With `type: redis` (`shared.rs`) this instance's memory stands in front of a store the
 //! fleet shares: a leader looks there before calling upstream, and answers are written to
-//! both. `manage.rs` serves `/cache/*` and the cache's metrics.
+//! both. `manage.rs` serves `/cache/*` and the cache's metrics. With a semantic cache
+//! (`semantic.rs`) a leader that misses also looks for the answer to a close prompt.
 
 pub(crate) mod embeddings;
 mod manage;
+mod semantic;
 mod shared;
 
 pub use manage::CacheOp;
@@ -55,6 +57,7 @@ pub struct ResponseCache {
     /// Settings, in-process store, flights, counters.
     pub core: Cache,
     shared: Option<SharedStore>,
+    semantic: Option<semantic::Semantic>,
 }
 
 impl ResponseCache {
@@ -73,7 +76,16 @@ impl ResponseCache {
                 Arc::clone(&core.stats),
             )?),
         };
-        let cache = Arc::new(Self { core, shared });
+        let semantic = core
+            .settings
+            .semantic
+            .as_ref()
+            .and_then(|s| semantic::Semantic::new(s, shared.as_ref(), Arc::clone(&core.stats)));
+        let cache = Arc::new(Self {
+            core,
+            shared,
+            semantic,
+        });
         if let Some(s) = &cache.shared {
             s.hear_invalidations(Arc::downgrade(&cache));
         }
@@ -104,14 +116,17 @@ pub(crate) struct Pending {
     shape: Shape,
     control: CacheControl,
     leader: Leader,
+    /// The prompt's vector and context, to index the answer by (semantic caches).
+    probe: Option<semantic::Probe>,
 }
 
 /// Ask the cache about a request to `endpoint` for `group` with `body`, wanting its answer in
 /// `shape`; `from_body` is the body's `cache` object, `headers` the client's
-/// (`Cache-Control`).
-#[allow(clippy::too_many_arguments)] // the request's parts the cache reads, each once
+/// (`Cache-Control`); `router` embeds the prompt for a semantic cache.
+#[allow(clippy::too_many_arguments)] // the pipeline's facts, passed through as they are
 pub(crate) async fn lookup(
     cache: &Arc<ResponseCache>,
+    router: &sluice_routing::Router,
     endpoint: Endpoint,
     group: &str,
     body: &[u8],
@@ -153,16 +168,20 @@ pub(crate) async fn lookup(
         match join {
             Join::Lead(leader) => {
                 if let Some(e) = shared_hit(cache, key, &control, endpoint, shape).await {
-                    // Followers get it too, as if it had come from upstream.
-                    leader.head(Head {
-                        status: e.status,
-                        content_type: e.content_type.clone(),
-                        stream: e.shape.is_stream(),
-                        cost: e.cost,
-                    });
-                    leader.push(e.body.clone());
-                    leader.finish();
+                    publish(leader, &e);
                     return Lookup::Answered(hit(&e, key, record));
+                }
+                let at = (group, namespace);
+                let probe = semantic::probe(cache, router, endpoint, at, body, &control).await;
+                // A close prompt's answer, in this request's shape.
+                if let Some((e, similarity)) = semantic::hit(cache, probe.as_ref(), &control)
+                    .await
+                    .and_then(|(e, sim)| Some((in_shape(endpoint, &e, shape)?, sim)))
+                {
+                    publish(leader, &e);
+                    let mut resp = hit(&e, key, record);
+                    semantic::mark(resp.headers_mut(), similarity);
+                    return Lookup::Answered(resp);
                 }
                 return Lookup::Call(Some(Pending {
                     cache: Arc::clone(cache),
@@ -170,6 +189,7 @@ pub(crate) async fn lookup(
                     shape,
                     control,
                     leader,
+                    probe,
                 }));
             }
             Join::Follow(f) => {
@@ -191,6 +211,18 @@ pub(crate) fn controls(from_body: Option<&CacheControl>, headers: &HeaderMap) ->
         control.add_header(h);
     }
     control
+}
+
+/// Give a stored answer to the followers too, as if it had come from upstream.
+fn publish(leader: Leader, e: &Entry) {
+    leader.head(Head {
+        status: e.status,
+        content_type: e.content_type.clone(),
+        stream: e.shape.is_stream(),
+        cost: e.cost,
+    });
+    leader.push(e.body.clone());
+    leader.finish();
 }
 
 /// An answer from the shared store, kept in this instance's memory from now on and counted
@@ -429,6 +461,9 @@ impl Pending {
         }
         if let Some(shared) = &self.cache.shared {
             shared.put(self.key, &entry);
+        }
+        if let Some(probe) = &self.probe {
+            semantic::index(&self.cache, probe, self.key, &entry);
         }
         if let Some(store) = &self.cache.core.store {
             store.put(self.key, entry);

@@ -101,6 +101,12 @@ impl SharedStore {
         self.link.is_up()
     }
 
+    /// The Redis link, the key prefix and the lookup timeout, for the semantic index kept in
+    /// the same Redis.
+    pub(super) fn parts(&self) -> (Arc<RedisLink>, &str, std::time::Duration) {
+        (Arc::clone(&self.link), &self.prefix, self.settings.timeout)
+    }
+
     fn name(&self, key: CacheKey) -> String {
         format!("{}{}", self.prefix, key.hex())
     }
@@ -197,13 +203,19 @@ impl SharedStore {
         let mut con = self.link.connection().ok_or(SharedError::Unreachable)?;
         let names: Vec<String> = keys.iter().map(|k| self.name(*k)).collect();
         let deleted: u64 = self.call(con.del(names)).await?;
+        // The answers' semantic entries (`redis-semantic`), if any.
+        let semantic: Vec<String> = keys
+            .iter()
+            .map(|k| format!("{}sem:{}", self.prefix, k.hex()))
+            .collect();
+        let _: u64 = self.call(con.del(semantic)).await?;
         for k in keys {
             self.tell(&k.hex()).await?;
         }
         Ok(deleted)
     }
 
-    /// Remove every answer under this cache's prefix, from Redis and from every instance's
+    /// Remove every answer under this cache's prefix (semantic entries included), from Redis and from every instance's
     /// memory; how many Redis held. Other data in the same Redis is left alone.
     pub(crate) async fn flush(&self) -> Result<u64, SharedError> {
         let mut con = self.link.connection().ok_or(SharedError::Unreachable)?;

@@ -427,6 +427,7 @@ where
         if let Some(shape) = shape {
             match Box::pin(crate::cache::lookup(
                 cache,
+                &snap.router,
                 endpoint,
                 group,
                 &body,

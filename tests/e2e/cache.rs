@@ -424,14 +424,14 @@ async fn default_off_mode_and_the_management_routes() {
 async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
     let yaml = config(
         "http://127.0.0.1:9/v1",
-        "  cache_params:\n    type: redis-semantic\n",
+        "  cache_params:\n    type: qdrant-semantic\n",
     );
     let env = std::collections::HashMap::<String, String>::new();
     let err = sluice_config::load_str(&yaml, &env)
         .unwrap_err()
         .to_string();
     assert!(err.contains("litellm_settings.cache_params.type"), "{err}");
-    assert!(err.contains("redis-semantic"), "{err}");
+    assert!(err.contains("qdrant-semantic"), "{err}");
 }
 
 /// `type: redis` at `url`, keys under a namespace of this test alone.

@@ -26,5 +26,6 @@ mod proxy;
 mod realtime;
 mod routing;
 mod security;
+mod semantic_cache;
 mod translate;
 mod uploads;

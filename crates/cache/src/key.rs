@@ -30,6 +30,9 @@ const NOT_IN_KEY: [&str; 12] = [
     "stream_options",
 ];
 
+/// The members that hold a prompt's text: left out of a semantic cache's context.
+pub const PROMPT: [&str; 5] = ["messages", "prompt", "input", "instructions", "system"];
+
 /// A request's cache key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CacheKey(pub u128);
@@ -44,8 +47,35 @@ impl CacheKey {
         group: &str,
         body: &[u8],
     ) -> Option<Self> {
+        Self::hash(seed, namespace, endpoint, group, body, &[])
+    }
+
+    /// The semantic cache's context of a request: the same hash as [`CacheKey::of`] but
+    /// without the prompt (`messages`, `prompt`, `input`, `instructions`, `system`), so that
+    /// two requests with the same context differ only in their prompt text and a close prompt
+    /// may answer for the other. Marked so that it never equals an exact key.
+    pub fn context_of(
+        seed: u64,
+        namespace: Option<&str>,
+        endpoint: Endpoint,
+        group: &str,
+        body: &[u8],
+    ) -> Option<Self> {
+        Self::hash(seed, namespace, endpoint, group, body, &PROMPT)
+    }
+
+    fn hash(
+        seed: u64,
+        namespace: Option<&str>,
+        endpoint: Endpoint,
+        group: &str,
+        body: &[u8],
+        skip: &[&str],
+    ) -> Option<Self> {
         let members: BTreeMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
-        Some(Self::of_members(seed, namespace, endpoint, group, &members))
+        Some(Self::of_members(
+            seed, namespace, endpoint, group, &members, skip,
+        ))
     }
 
     /// The key of each item of an embeddings batch: the request with `input` set to that item
@@ -72,30 +102,35 @@ impl CacheKey {
         for item in items {
             members.insert("input".to_owned(), item);
             keys.push((
-                Self::of_members(seed, namespace, Endpoint::Embeddings, group, &members),
+                Self::of_members(seed, namespace, Endpoint::Embeddings, group, &members, &[]),
                 item,
             ));
         }
         Some(keys)
     }
 
+    /// The hash of `members` but those in `skip` (a context, marked apart from exact keys).
     fn of_members(
         seed: u64,
         namespace: Option<&str>,
         endpoint: Endpoint,
         group: &str,
         members: &BTreeMap<String, &RawValue>,
+        skip: &[&str],
     ) -> Self {
         let mut h = Xxh3::with_seed(seed);
         let mut field = |bytes: &[u8]| {
             h.update(&(bytes.len() as u64).to_le_bytes());
             h.update(bytes);
         };
+        if !skip.is_empty() {
+            field(b"\0context");
+        }
         field(namespace.unwrap_or("").as_bytes());
         field(endpoint.path().as_bytes());
         field(group.as_bytes());
         for (name, value) in members {
-            if !NOT_IN_KEY.contains(&name.as_str()) {
+            if !NOT_IN_KEY.contains(&name.as_str()) && !skip.contains(&name.as_str()) {
                 field(name.as_bytes());
                 field(value.get().as_bytes());
             }
@@ -212,5 +247,57 @@ mod tests {
         assert!(CacheKey::of_inputs(7, None, "e", br#"{"input":[]}"#).is_none());
         // Found by fuzzing (cache_wire): a leading `+` read as a key.
         assert_eq!(CacheKey::from_hex(&format!("+{}", "0".repeat(31))), None);
+    }
+
+    #[test]
+    fn a_context_is_the_key_without_the_prompt() {
+        let ctx = |ns: Option<&str>, endpoint: Endpoint, group: &str, body: &str| {
+            CacheKey::context_of(7, ns, endpoint, group, body.as_bytes()).unwrap()
+        };
+        let a = ctx(
+            None,
+            CHAT,
+            "gpt",
+            r#"{"model":"gpt","messages":[{"role":"user","content":"What is the capital of France?"}],"temperature":0}"#,
+        );
+        // Another prompt, the same model, temperature and stream: the same context.
+        let b = ctx(
+            None,
+            CHAT,
+            "gpt",
+            r#"{"temperature":0,"model":"gpt","user":"u","messages":[{"role":"user","content":"capital of france"}]}"#,
+        );
+        assert_eq!(a, b);
+        let body = r#"{"model":"gpt","messages":[{"role":"user","content":"x"}],"temperature":0}"#;
+        assert_eq!(a, ctx(None, CHAT, "gpt", body));
+        assert_ne!(
+            Some(a),
+            CacheKey::of(7, None, CHAT, "gpt", body.as_bytes()),
+            "never an exact key"
+        );
+        // Everything else that determines the answer still does.
+        let other_temperature = r#"{"model":"gpt","messages":[],"temperature":1}"#;
+        assert_ne!(a, ctx(None, CHAT, "gpt", other_temperature));
+        assert_ne!(a, ctx(None, CHAT, "other", body));
+        assert_ne!(a, ctx(None, Endpoint::Completions, "gpt", body));
+        assert_ne!(a, ctx(Some("team-a"), CHAT, "gpt", body));
+        // `stream` is how the answer is told, in neither key (`shape`).
+        let stream = r#"{"model":"gpt","messages":[],"temperature":0,"stream":true}"#;
+        assert_eq!(a, ctx(None, CHAT, "gpt", stream));
+        // The prompt members of the other endpoints are left out too.
+        let r = |body: &str| ctx(None, Endpoint::Responses, "gpt", body);
+        assert_eq!(
+            r(r#"{"model":"gpt","input":"a","instructions":"b"}"#),
+            r(r#"{"model":"gpt","input":"c"}"#)
+        );
+        let m = |body: &str| ctx(None, Endpoint::Messages, "gpt", body);
+        assert_eq!(
+            m(r#"{"model":"gpt","max_tokens":5,"system":"s","messages":[]}"#),
+            m(r#"{"model":"gpt","max_tokens":5,"messages":[1]}"#)
+        );
+        assert_ne!(
+            m(r#"{"model":"gpt","max_tokens":5}"#),
+            m(r#"{"model":"gpt","max_tokens":6}"#)
+        );
     }
 }

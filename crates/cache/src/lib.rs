@@ -6,6 +6,7 @@
 //! - [`store`]: the in-process store, bounded in bytes, entries expiring by their TTL;
 //! - [`flight`]: in-flight de-duplication, with streams fanned out as chunks arrive;
 //! - [`settings`]: what `litellm_settings.cache_params` configures;
+//! - [`semantic`]: the prompt text a semantic cache compares, and its in-process index;
 //! - [`wire`]: an answer as bytes, for a store shared by a fleet (Redis).
 
 pub mod flight;
@@ -14,6 +15,7 @@ pub mod flight;
 #[allow(clippy::expect_used)] // a broken promise must crash the fuzz target
 pub mod fuzz;
 pub mod key;
+pub mod semantic;
 pub mod settings;
 pub mod shape;
 pub mod store;
@@ -87,6 +89,10 @@ pub struct CacheStats {
     pub coalesced: AtomicU64,
     /// Hits that came from the shared store (Redis), counted in `hits` too.
     pub shared_hits: AtomicU64,
+    /// Hits of the semantic cache (a close prompt's answer), counted in `hits` too.
+    pub semantic_hits: AtomicU64,
+    /// Embeddings for the semantic cache that failed or timed out (plain misses).
+    pub embedding_errors: AtomicU64,
     /// Calls to the shared store that failed or timed out.
     pub shared_errors: AtomicU64,
     /// Entries dropped to stay within the byte bound.

@@ -53,7 +53,48 @@ pub struct CacheSettings {
     pub max_bytes: u64,
     /// Collapse identical requests in flight into one upstream call.
     pub dedupe: bool,
+    /// A semantic cache (`type: redis-semantic`, `local-semantic`): a prompt close enough
+    /// to a stored one is answered with that one's answer.
+    pub semantic: Option<SemanticSettings>,
 }
+
+/// What a semantic cache compares and where its index lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SemanticSettings {
+    /// The least cosine similarity of a hit (`similarity_threshold`, 0..=1).
+    pub threshold: f32,
+    /// The model group of this config that embeds prompts
+    /// (`redis_semantic_cache_embedding_model`, `semantic_cache_embedding_model`).
+    pub embedding_model: String,
+    /// The `cache_params` key `embedding_model` was read from, for the config's errors.
+    pub embedding_model_key: &'static str,
+    /// Longest an embedding call may take; past it the request is a plain miss.
+    pub embedding_timeout: Duration,
+    /// Where the vectors are kept.
+    pub index: SemanticIndexKind,
+}
+
+/// Where a semantic cache keeps its vectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SemanticIndexKind {
+    /// sluice's `local-semantic`: an in-process index of at most this many prompts.
+    Local {
+        /// The index's bound (`max_entries`).
+        max_entries: usize,
+    },
+    /// LiteLLM's `redis-semantic`: a RediSearch vector index in the cache's Redis.
+    Redis {
+        /// The index's name (`redis_semantic_cache_index_name`).
+        index_name: String,
+    },
+}
+
+/// How many prompts an in-process semantic index holds unless `max_entries` says otherwise.
+pub const DEFAULT_SEMANTIC_ENTRIES: usize = 10_000;
+/// LiteLLM's default name of the Redis vector index.
+pub const DEFAULT_SEMANTIC_INDEX: &str = "litellm_semantic_cache_index";
+/// How long an embedding for a lookup may take: past it a hit would not save much time.
+pub const DEFAULT_EMBEDDING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// LiteLLM's default TTL for its in-memory cache.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);

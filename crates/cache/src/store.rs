@@ -128,10 +128,11 @@ impl LocalCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn entry(body: &'static [u8], ttl: Duration) -> Entry {
+    /// A 200 JSON answer with `body`, stored now for `ttl`.
+    pub(crate) fn entry(body: &'static [u8], ttl: Duration) -> Entry {
         Entry {
             status: 200,
             content_type: HeaderValue::from_static("application/json"),

@@ -316,6 +316,10 @@ pub(super) struct RawCacheParams {
     pub socket_timeout: Option<Scalar>,
     pub default_in_memory_ttl: Option<Scalar>,
     pub default_in_redis_ttl: Option<Scalar>,
+    pub redis_semantic_cache_embedding_model: Option<Scalar>,
+    pub semantic_cache_embedding_model: Option<Scalar>,
+    pub redis_semantic_cache_index_name: Option<Scalar>,
+    pub max_entries: Option<Scalar>,
 }
 
 /// Keys of `litellm_settings.cache_params` sluice reads.
@@ -336,6 +340,10 @@ pub(super) const CACHE_PARAMS_KEYS: &[&str] = &[
     "socket_timeout",
     "default_in_memory_ttl",
     "default_in_redis_ttl",
+    "redis_semantic_cache_embedding_model",
+    "semantic_cache_embedding_model",
+    "redis_semantic_cache_index_name",
+    "max_entries",
 ];
 
 /// `callback_settings.<name>` (and `litellm_settings.s3_callback_params`): one struct for

@@ -1206,3 +1206,140 @@ fn hostile_client_and_overload_limits_are_read_and_bad_ones_named() {
         );
     }
 }
+
+#[test]
+fn semantic_caches_read_litellms_keys_and_name_what_is_wrong() {
+    use sluice_cache::settings::SemanticIndexKind;
+    let yaml = |params: &str| {
+        format!(
+            "model_list:\n  - model_name: embed\n    litellm_params: {{model: mock/embed}}\n\
+             litellm_settings:\n  cache: true\n  cache_params:\n{params}"
+        )
+    };
+    let semantic = |c: &Config| c.litellm.cache.as_ref().unwrap().semantic.clone().unwrap();
+    // LiteLLM's redis-semantic: its Redis found as type: redis finds it.
+    let loaded = load_str(
+        &yaml(
+            "    type: redis-semantic\n    url: redis://cache.local:6380\n    similarity_threshold: 0.8\n    redis_semantic_cache_embedding_model: embed\n    redis_semantic_cache_index_name: idx\n",
+        ),
+        &env(&[]),
+    )
+    .unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let s = semantic(&loaded.config);
+    assert_eq!(s.threshold, 0.8);
+    assert_eq!(s.embedding_model, "embed");
+    assert_eq!(
+        s.index,
+        SemanticIndexKind::Redis {
+            index_name: "idx".into()
+        }
+    );
+    match &loaded.config.litellm.cache.as_ref().unwrap().kind {
+        sluice_cache::CacheType::Redis(r) => {
+            assert_eq!(r.url.expose(), "redis://cache.local:6380");
+        }
+        other => panic!("not redis: {other:?}"),
+    }
+    // sluice's local-semantic, with either name of the model key and the default bound.
+    for key in [
+        "semantic_cache_embedding_model",
+        "redis_semantic_cache_embedding_model",
+    ] {
+        let loaded = load_str(
+            &yaml(&format!(
+                "    type: local-semantic\n    similarity_threshold: 1\n    {key}: embed\n"
+            )),
+            &env(&[]),
+        )
+        .unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let s = semantic(&loaded.config);
+        assert_eq!(s.embedding_model_key, key);
+        assert_eq!(
+            s.index,
+            SemanticIndexKind::Local {
+                max_entries: 10_000
+            }
+        );
+    }
+    let bounded = load_str(
+        &yaml("    type: local-semantic\n    similarity_threshold: 0.9\n    semantic_cache_embedding_model: embed\n    max_entries: 50\n"),
+        &env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        semantic(&bounded.config).index,
+        SemanticIndexKind::Local { max_entries: 50 }
+    );
+    let fails = |params: &str| errors(load_str(&yaml(params), &env(&[])).unwrap_err());
+    let has = |errs: &[String], start: &str| {
+        assert!(
+            errs.iter().any(|e| e.starts_with(start)),
+            "{start}: {errs:?}"
+        );
+    };
+    // The threshold is required, and from 0 to 1.
+    let errs = fails("    type: local-semantic\n    semantic_cache_embedding_model: embed\n");
+    has(
+        &errs,
+        "litellm_settings.cache_params.similarity_threshold: type \"local-semantic\" needs",
+    );
+    for bad in ["1.5", "-0.2", "high"] {
+        let errs = fails(&format!(
+            "    type: local-semantic\n    similarity_threshold: {bad}\n    semantic_cache_embedding_model: embed\n"
+        ));
+        has(
+            &errs,
+            "litellm_settings.cache_params.similarity_threshold: expected",
+        );
+    }
+    // The embedding model: required, and a group of this config.
+    let errs = fails("    type: local-semantic\n    similarity_threshold: 0.9\n");
+    has(&errs, "litellm_settings.cache_params.redis_semantic_cache_embedding_model: type \"local-semantic\" needs the model group");
+    let errs = fails(
+        "    type: redis-semantic\n    url: redis://r:6379\n    similarity_threshold: 0.9\n    redis_semantic_cache_embedding_model: embedd\n",
+    );
+    has(&errs, "litellm_settings.cache_params.redis_semantic_cache_embedding_model: unknown model \"embedd\"");
+    let errs = fails(
+        "    type: local-semantic\n    similarity_threshold: 0.9\n    semantic_cache_embedding_model: nope\n",
+    );
+    has(
+        &errs,
+        "litellm_settings.cache_params.semantic_cache_embedding_model: unknown model \"nope\"",
+    );
+    // redis-semantic needs a Redis as redis does.
+    let errs = fails(
+        "    type: redis-semantic\n    similarity_threshold: 0.9\n    redis_semantic_cache_embedding_model: embed\n",
+    );
+    has(
+        &errs,
+        "litellm_settings.cache_params.host: type \"redis-semantic\" needs a Redis",
+    );
+    // Qdrant: an error that says why.
+    let errs = fails("    type: qdrant-semantic\n    similarity_threshold: 0.9\n");
+    has(
+        &errs,
+        "litellm_settings.cache_params.type: cache type \"qdrant-semantic\" is not available",
+    );
+    assert!(
+        errs.iter().any(|e| e.contains("no Qdrant server")),
+        "{errs:?}"
+    );
+    // Semantic keys on an exact cache are warned about.
+    let loaded = load_str(
+        &yaml("    type: local\n    similarity_threshold: 0.9\n    max_entries: 5\n"),
+        &env(&[]),
+    )
+    .unwrap();
+    assert!(loaded
+        .config
+        .litellm
+        .cache
+        .as_ref()
+        .unwrap()
+        .semantic
+        .is_none());
+    let warned: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warned.len(), 2, "{warned:?}");
+}

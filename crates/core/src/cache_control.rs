@@ -1,6 +1,6 @@
 //! What one request asks of the response cache: LiteLLM's `cache` object in the body
 //! (`{"no-cache": true, "no-store": true, "ttl": 600, "s-maxage": 60, "namespace": "…",
-//! "use-cache": true}`) and the HTTP `Cache-Control` header (`no-cache`, `no-store`,
+//! "use-cache": true, "similarity_threshold": 0.9}`) and the HTTP `Cache-Control` header (`no-cache`, `no-store`,
 //! `max-age=60`). Read by the envelope and the pipeline, obeyed by the cache.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// One request's cache controls; the default asks nothing special.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CacheControl {
     /// Do not answer from the cache (the answer may still be stored).
     pub no_cache: bool,
@@ -22,6 +22,9 @@ pub struct CacheControl {
     pub namespace: Option<String>,
     /// Use the cache for this request when the cache is `mode: default_off`.
     pub use_cache: bool,
+    /// A semantic cache's least similarity for this request, instead of the configured one
+    /// (0..=1).
+    pub similarity_threshold: Option<f32>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +42,8 @@ struct RawControl {
     namespace: Option<String>,
     #[serde(default, rename = "use-cache")]
     use_cache: Option<bool>,
+    #[serde(default)]
+    similarity_threshold: Option<f64>,
 }
 
 /// Seconds as a duration; `None` for a negative or non-finite number.
@@ -51,7 +56,7 @@ impl CacheControl {
     pub fn from_body(json: &str) -> Result<Self, String> {
         let raw: RawControl = serde_json::from_str(json).map_err(|e| {
             format!(
-                "expected an object of no-cache, no-store, ttl, s-maxage, namespace, use-cache: {e}"
+                "expected an object of no-cache, no-store, ttl, s-maxage, namespace, use-cache, similarity_threshold: {e}"
             )
         })?;
         let time = |name: &str, v: Option<f64>| match v {
@@ -67,6 +72,11 @@ impl CacheControl {
             max_age: time("s-maxage", raw.s_maxage)?,
             namespace: raw.namespace.filter(|n| !n.is_empty()),
             use_cache: raw.use_cache.unwrap_or(false),
+            similarity_threshold: match raw.similarity_threshold {
+                None => None,
+                Some(t) if (0.0..=1.0).contains(&t) => Some(t as f32),
+                Some(_) => return Err("similarity_threshold: expected a number from 0 to 1".into()),
+            },
         })
     }
 
@@ -143,6 +153,21 @@ mod tests {
         assert!(CacheControl::from_body(r#"{"ttl":-1}"#)
             .unwrap_err()
             .contains("ttl"));
+        let t = CacheControl::from_body(r#"{"similarity_threshold":0.999}"#).unwrap();
+        assert_eq!(t.similarity_threshold, Some(0.999));
+        for bad in [
+            r#"{"similarity_threshold":1.5}"#,
+            r#"{"similarity_threshold":-0.1}"#,
+        ] {
+            assert!(CacheControl::from_body(bad)
+                .unwrap_err()
+                .contains("similarity_threshold"));
+        }
+        assert!(
+            CacheControl::from_body(r#"{"similarity_threshold":"high"}"#)
+                .unwrap_err()
+                .contains("similarity_threshold")
+        );
         let mut h = CacheControl::default();
         h.add_header("No-Store, max-age=30, private");
         assert!(h.no_store && !h.no_cache);

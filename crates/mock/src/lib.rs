@@ -9,6 +9,14 @@
 //! Per-request overrides, as headers: `x-mock-latency-ms`, `x-mock-chunk-interval-ms`,
 //! `x-mock-chunks`, `x-mock-response-tokens`; faults (`faults.rs`) from settings, `x-mock-*`
 //! headers or a `mock_fault` body object.
+//!
+//! Embeddings are deterministic unit vectors of the input text. A model whose name contains
+//! `bag-of-words` embeds a bag of words (the name the mock receives: the deployment's model,
+//! e.g. `openai/text-bag-of-words` at `sluice mock`; for an in-process `mock/` deployment,
+//! the model group's name)
+//! instead: lower-cased words hashed into 256 dimensions (or the request's `dimensions`),
+//! normalised, so that paraphrases sharing their words are close; the semantic cache's tests
+//! use it.
 
 mod anthropic;
 mod bedrock;
@@ -618,7 +626,14 @@ fn embeddings(
     let plan = EmbeddingPlan {
         model: model.to_owned(),
         inputs,
-        dims: req.dimensions.unwrap_or(s.embedding_dims).max(1),
+        dims: req
+            .dimensions
+            .unwrap_or(if openai::is_bag_of_words(model) {
+                openai::BAG_OF_WORDS_DIMS
+            } else {
+                s.embedding_dims
+            })
+            .max(1),
         base64: req.encoding_format.as_deref() == Some("base64"),
         prompt_tokens,
     };

@@ -428,14 +428,20 @@ pub(super) struct EmbeddingPlan {
 }
 
 impl EmbeddingPlan {
-    /// `POST /v1/embeddings`: a deterministic unit vector per input (same text, same vector).
+    /// `POST /v1/embeddings`: a deterministic unit vector per input (same text, same vector);
+    /// a bag of words for a model whose name says so ([`bag_of_words`]), so that paraphrases
+    /// are close (what a semantic cache needs to be tested).
     pub fn answer(&self) -> Bytes {
         let data: Vec<Value> = self
             .inputs
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                let v = vector(text, self.dims);
+                let v = if is_bag_of_words(&self.model) {
+                    bag_of_words(text, self.dims)
+                } else {
+                    vector(text, self.dims)
+                };
                 let embedding = if self.base64 {
                     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
                     json!(base64::engine::general_purpose::STANDARD.encode(bytes))
@@ -452,6 +458,40 @@ impl EmbeddingPlan {
             "usage": {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens}
         }))
     }
+}
+
+/// Whether a model's embeddings are bags of words: its name contains `bag-of-words`.
+pub(super) fn is_bag_of_words(model: &str) -> bool {
+    model.contains("bag-of-words")
+}
+
+/// The vector length of a bag-of-words model unless the request asks for `dimensions`: wide
+/// enough that a few dozen words rarely share a dimension.
+pub(super) const BAG_OF_WORDS_DIMS: u32 = 256;
+
+/// A bag of words as a unit vector: the text lower-cased and cut into words (runs of letters
+/// and digits), each word hashed (FNV-1a) into one of `dims` dimensions and counted there.
+/// Texts with the same words in any order, case or punctuation get the same vector; texts
+/// sharing most of their words are close (cosine). No words: the zero vector.
+pub(super) fn bag_of_words(text: &str, dims: u32) -> Vec<f32> {
+    let mut v = vec![0f32; dims.max(1) as usize];
+    let lower = text.to_lowercase();
+    for word in lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let h = word.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        v[(h % u64::from(dims.max(1))) as usize] += 1.0;
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in &mut v {
+            *x /= norm;
+        }
+    }
+    v
 }
 
 /// A unit vector derived from the text (FNV-1a seed, then a sine walk).
@@ -610,6 +650,21 @@ mod tests {
         assert!(std::str::from_utf8(&frames[0])
             .unwrap()
             .starts_with("event: response.created\n"));
+    }
+
+    #[test]
+    fn bag_of_words_vectors_make_paraphrases_close() {
+        let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        let a = bag_of_words("What is the capital of France?", BAG_OF_WORDS_DIMS);
+        let b = bag_of_words("what is the capital of france", BAG_OF_WORDS_DIMS);
+        let c = bag_of_words("How do I bake sourdough bread?", BAG_OF_WORDS_DIMS);
+        let d = bag_of_words("What is the capital city of France?", BAG_OF_WORDS_DIMS);
+        assert!((cos(&a, &b) - 1.0).abs() < 1e-5, "same words");
+        assert!(cos(&a, &d) > 0.9 && cos(&a, &d) < 0.99, "{}", cos(&a, &d));
+        assert!(cos(&a, &c) < 0.5, "{}", cos(&a, &c));
+        assert!((cos(&a, &a) - 1.0).abs() < 1e-5, "a unit vector");
+        assert!(bag_of_words("?!", 8).iter().all(|x| *x == 0.0));
+        assert!(is_bag_of_words("text-bag-of-words-1") && !is_bag_of_words("text-embedding-3"));
     }
 
     #[test]

@@ -602,6 +602,12 @@ pub fn redis_server() -> Option<String> {
     postgres_server("SLUICE_TEST_REDIS_URL")
 }
 
+/// The test Redis Stack, with the search module (`SLUICE_TEST_REDIS_STACK_URL`), or `None`
+/// after saying why (a failure under CI).
+pub fn redis_stack_server() -> Option<String> {
+    postgres_server("SLUICE_TEST_REDIS_STACK_URL")
+}
+
 /// `sluice serve` as a process (the real binary) on a free loopback port.
 pub struct Served {
     pub child: std::process::Child,

@@ -5,9 +5,12 @@
 use std::time::Duration;
 
 use sluice_cache::settings::{
-    call_type, RedisCache, CACHEABLE, DEFAULT_MAX_BYTES, DEFAULT_REDIS_TIMEOUT, DEFAULT_TTL,
+    call_type, RedisCache, SemanticIndexKind, SemanticSettings, CACHEABLE,
+    DEFAULT_EMBEDDING_TIMEOUT, DEFAULT_MAX_BYTES, DEFAULT_REDIS_TIMEOUT, DEFAULT_SEMANTIC_ENTRIES,
+    DEFAULT_SEMANTIC_INDEX, DEFAULT_TTL,
 };
 use sluice_cache::{CacheSettings, CacheType};
+use sluice_core::settings::read::number;
 use sluice_core::settings::read::{boolean, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Env, Problems, Scalar};
 use sluice_core::Secret;
@@ -17,16 +20,11 @@ use crate::raw::{OneOrMany, RawCacheParams};
 
 const PARAMS: &str = "litellm_settings.cache_params";
 
+/// The cache types sluice has: LiteLLM's, and its own in-process semantic cache.
+const TYPES: [&str; 4] = ["local", "redis", "redis-semantic", "local-semantic"];
+
 /// LiteLLM's cache types that sluice does not have yet.
-const NOT_YET: [&str; 7] = [
-    "redis-semantic",
-    "qdrant-semantic",
-    "s3",
-    "gcs",
-    "azure-blob",
-    "disk",
-    "redis-cluster",
-];
+const NOT_YET: [&str; 5] = ["s3", "gcs", "azure-blob", "disk", "redis-cluster"];
 
 /// The cache's settings, or `None` when neither caching nor de-duplication is on. A Redis
 /// cache's address comes from `cache_params` (`url`, or `host`/`port`/`username`/`password`),
@@ -46,21 +44,53 @@ pub(super) fn cache(
     if !store && dedupe != Some(true) {
         return None;
     }
+    let mut semantic_settings = None;
     let kind = match text(params.kind.take()).as_deref().map(str::trim) {
         None | Some("local") => {
             local_only(&params, p);
             CacheType::Local
         }
-        Some("redis") => redis(&mut params, fleet_redis, env, p),
+        Some(t @ ("redis" | "redis-semantic")) => {
+            let kind = redis(t, &mut params, fleet_redis, env, p);
+            if t == "redis-semantic" {
+                let index_name = text(params.redis_semantic_cache_index_name.take())
+                    .unwrap_or_else(|| DEFAULT_SEMANTIC_INDEX.to_owned());
+                let index = SemanticIndexKind::Redis { index_name };
+                semantic_settings = semantic(t, &mut params, index, p);
+            }
+            kind
+        }
+        Some(t @ "local-semantic") => {
+            local_only(&params, p);
+            let max_entries = whole(
+                &format!("{PARAMS}.max_entries"),
+                params.max_entries.take(),
+                p,
+            )
+            .filter(|n: &usize| *n > 0)
+            .unwrap_or(DEFAULT_SEMANTIC_ENTRIES);
+            let index = SemanticIndexKind::Local { max_entries };
+            semantic_settings = semantic(t, &mut params, index, p);
+            CacheType::Local
+        }
+        Some("qdrant-semantic") => {
+            p.error(
+                format!("{PARAMS}.type"),
+                "cache type \"qdrant-semantic\" is not available in sluice: it has no Qdrant \
+                 client, since no Qdrant server can be run in its tests; use \"redis-semantic\" \
+                 (Redis Stack) or \"local-semantic\" (this instance's memory)",
+            );
+            CacheType::Local
+        }
         Some(t) if NOT_YET.contains(&t) => {
             p.error(
                 format!("{PARAMS}.type"),
-                format!("cache type \"{t}\" is not available in sluice yet; use \"local\" (this instance's memory) or \"redis\" (shared by a fleet)"),
+                format!("cache type \"{t}\" is not available in sluice yet; use \"local\" (this instance's memory) or \"redis\" (shared by a fleet), or a semantic cache (\"local-semantic\", \"redis-semantic\")"),
             );
             CacheType::Local
         }
         Some(t) => {
-            let known = ["local", "redis"].into_iter().chain(NOT_YET);
+            let known = TYPES.into_iter().chain(NOT_YET).chain(["qdrant-semantic"]);
             p.error(
                 format!("{PARAMS}.type"),
                 format!("unknown cache type \"{t}\"{}", did_you_mean(t, known)),
@@ -68,11 +98,28 @@ pub(super) fn cache(
             CacheType::Local
         }
     };
-    if params.similarity_threshold.is_some() {
-        p.warn(
-            format!("{PARAMS}.similarity_threshold"),
-            "only semantic caches use it; ignored",
-        );
+    for (key, v) in [
+        ("similarity_threshold", &params.similarity_threshold),
+        (
+            "redis_semantic_cache_embedding_model",
+            &params.redis_semantic_cache_embedding_model,
+        ),
+        (
+            "semantic_cache_embedding_model",
+            &params.semantic_cache_embedding_model,
+        ),
+        (
+            "redis_semantic_cache_index_name",
+            &params.redis_semantic_cache_index_name,
+        ),
+        ("max_entries", &params.max_entries),
+    ] {
+        if v.is_some() {
+            p.warn(
+                format!("{PARAMS}.{key}"),
+                "only the semantic cache types use it; ignored",
+            );
+        }
     }
     let ttl = seconds(&format!("{PARAMS}.ttl"), params.ttl, p);
     let redis_ttl = seconds(
@@ -106,6 +153,7 @@ pub(super) fn cache(
             .unwrap_or(DEFAULT_MAX_BYTES),
         dedupe: dedupe.unwrap_or(true),
         kind,
+        semantic: semantic_settings,
     })
 }
 
@@ -131,8 +179,68 @@ fn local_only(params: &RawCacheParams, p: &mut Problems) {
     }
 }
 
-/// `type: redis`: where the Redis is, and how long to wait for it.
+/// A semantic cache's threshold and embedding model (taken from `params`, so that what is
+/// left is warned about as unused). The model is checked against the config's groups later.
+fn semantic(
+    kind: &str,
+    params: &mut RawCacheParams,
+    index: SemanticIndexKind,
+    p: &mut Problems,
+) -> Option<SemanticSettings> {
+    let path = format!("{PARAMS}.similarity_threshold");
+    let threshold = match params.similarity_threshold.take() {
+        None => {
+            p.error(
+                &path,
+                format!("type \"{kind}\" needs a similarity_threshold from 0 to 1 (e.g. 0.9)"),
+            );
+            None
+        }
+        Some(v) => match number(&path, Some(v), false, p) {
+            Some(t) if t <= 1.0 => Some(t as f32),
+            Some(t) => {
+                p.error(&path, format!("expected a number from 0 to 1, got {t}"));
+                None
+            }
+            None => None,
+        },
+    };
+    // LiteLLM's key; sluice's own cache takes a name without "redis" in it as well.
+    let redis_key = "redis_semantic_cache_embedding_model";
+    let (key, model) = match (
+        text(params.redis_semantic_cache_embedding_model.take()),
+        text(params.semantic_cache_embedding_model.take()),
+    ) {
+        (Some(m), None) => (redis_key, Some(m)),
+        (None, Some(m)) if kind == "local-semantic" => ("semantic_cache_embedding_model", Some(m)),
+        (Some(_), Some(_)) if kind == "local-semantic" => {
+            p.error(
+                format!("{PARAMS}.semantic_cache_embedding_model"),
+                "given twice: also as redis_semantic_cache_embedding_model; keep one",
+            );
+            (redis_key, None)
+        }
+        (m, _) => (redis_key, m),
+    };
+    let Some(model) = model else {
+        p.error(
+            format!("{PARAMS}.{key}"),
+            format!("type \"{kind}\" needs the model group that embeds prompts (an embedding model of model_list)"),
+        );
+        return None;
+    };
+    Some(SemanticSettings {
+        threshold: threshold?,
+        embedding_model: model,
+        embedding_model_key: key,
+        embedding_timeout: DEFAULT_EMBEDDING_TIMEOUT,
+        index,
+    })
+}
+
+/// `type: redis` (and `redis-semantic`): where the Redis is, and how long to wait for it.
 fn redis(
+    kind: &str,
     params: &mut RawCacheParams,
     fleet: &RedisAddress,
     env: &dyn Env,
@@ -165,8 +273,10 @@ fn redis(
     let Some(url) = url else {
         p.error(
             format!("{PARAMS}.host"),
-            "type \"redis\" needs a Redis: cache_params.host (with port, password) or url, \
-             REDIS_HOST or REDIS_URL in the environment, or router_settings.redis_host",
+            format!(
+                "type \"{kind}\" needs a Redis: cache_params.host (with port, password) or url, \
+                 REDIS_HOST or REDIS_URL in the environment, or router_settings.redis_host"
+            ),
         );
         return CacheType::Local;
     };

@@ -80,6 +80,15 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
             p,
         );
     }
+    // A semantic cache's embedding model is a group of this config.
+    if let Some(s) = litellm.cache.as_ref().and_then(|c| c.semantic.as_ref()) {
+        litellm::check_model(
+            format!("litellm_settings.cache_params.{}", s.embedding_model_key),
+            &s.embedding_model,
+            &names,
+            p,
+        );
+    }
     for (group, _) in &router.hedge_after {
         if !names.contains(&group.as_str()) {
             p.error(
