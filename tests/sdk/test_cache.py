@@ -1,7 +1,8 @@
 """The response cache with the official openai and anthropic SDKs: a gateway of its own with
 `litellm_settings.cache: true` in front of the shared `sluice mock`. A repeated request is a
-hit (same answer and usage, free, marked), streamed or not; Messages and embeddings are cached
-too; concurrent identical requests reach the upstream once."""
+hit (same answer and usage, free, marked), streamed or not, and an answer stored in one shape
+serves the other; chat, completions, Responses, Messages, embeddings, moderations and rerank
+are cached; concurrent identical requests reach the upstream once."""
 
 import concurrent.futures
 import json
@@ -29,6 +30,10 @@ model_list:
     litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "{root}", api_key: sk-up}}
   - model_name: embed
     litellm_params: {{model: openai/text-embedding-3-small, api_base: "{mock_upstream}"}}
+  - model_name: moderation
+    litellm_params: {{model: openai/omni-moderation-latest, api_base: "{mock_upstream}"}}
+  - model_name: rerank
+    litellm_params: {{model: cohere/rerank-v3.5, api_base: "{mock_upstream}", api_key: co-up}}
 litellm_settings:
   cache: true
 general_settings:
@@ -117,3 +122,32 @@ def test_concurrent_identical_requests_reach_the_upstream_once(cached_gateway, m
     assert len({a.choices[0].message.content for a in answers}) == 1
     # Requests that arrived after the first answer was stored are plain hits: still one call.
     assert _mock_requests(mock_upstream) - before == 1
+
+
+def test_completions_moderations_and_rerank_hit(cached_gateway, mock_upstream):
+    client = openai.OpenAI(base_url=cached_gateway + "/v1", api_key=MASTER_KEY, max_retries=0)
+    before = _mock_requests(mock_upstream)
+    # Legacy completions: whole, then the same prompt streamed from the stored answer.
+    c1 = client.completions.create(model="gpt-4o-mini", prompt="complete me, cached")
+    text = "".join(
+        ch.choices[0].text
+        for ch in client.completions.create(model="gpt-4o-mini", prompt="complete me, cached", stream=True)
+        if ch.choices
+    )
+    assert text == c1.choices[0].text
+    # Moderations.
+    m1 = client.moderations.create(model="moderation", input="is this fine?")
+    m2 = client.moderations.with_raw_response.create(model="moderation", input="is this fine?")
+    assert m2.headers["x-sluice-cache-hit"] == "true"
+    assert m2.parse().results[0].flagged == m1.results[0].flagged
+    # Rerank (no official SDK speaks it: Cohere's shape over HTTP).
+    body = json.dumps({"model": "rerank", "query": "red fox", "documents": ["blue sky", "a red fox"]}).encode()
+    def rerank():
+        req = urllib.request.Request(cached_gateway + "/v1/rerank", data=body, method="POST")
+        req.add_header("authorization", f"Bearer {MASTER_KEY}")
+        req.add_header("content-type", "application/json")
+        with urllib.request.urlopen(req) as r:
+            return r.headers["x-sluice-cache-hit"], json.loads(r.read())
+    (h1, r1), (h2, r2) = rerank(), rerank()
+    assert (h1, h2) == ("false", "true") and r1 == r2
+    assert _mock_requests(mock_upstream) - before == 3, "one call each"
