@@ -165,17 +165,9 @@ async fn an_answer_stored_in_one_shape_serves_the_other() {
     })
     .await;
     let gw = gateway(&config(&mock.base(), "")).await;
-    let send_to = |path: &'static str, body: String| {
+    let send_to = |path: &str, body: String| {
         let url = gw.url(path);
-        async move {
-            send(
-                "POST",
-                &url,
-                body,
-                &[MASTER, ("content-type", "application/json")],
-            )
-            .await
-        }
+        async move { post(&url, &body).await }
     };
     // Chat: whole first, then a stream without and one with the usage chunk.
     let ask = r#""messages":[{"role":"user","content":"shapes"}]"#;
@@ -723,15 +715,7 @@ async fn embeddings_are_cached_per_input() {
     let embed = |input: &str| {
         let url = url.clone();
         let body = format!(r#"{{"model":"embed","input":{input}}}"#);
-        async move {
-            send(
-                "POST",
-                &url,
-                body,
-                &[MASTER, ("content-type", "application/json")],
-            )
-            .await
-        }
+        async move { post(&url, &body).await }
     };
     let vector = |a: &Answer, i: usize| a.json()["data"][i]["embedding"].clone();
     let first = embed(r#"["alpha","beta"]"#).await;

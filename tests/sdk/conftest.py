@@ -174,7 +174,7 @@ general_settings:
 """
     )
     proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], workdir)
-    yield {"base_url": f"http://{addr}/v1", "root": f"http://{addr}", "log": log, "proc": proc}
+    yield {"base_url": f"http://{addr}/v1", "root": f"http://{addr}", "log": log, "proc": proc, "workdir": workdir}
     assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"
     text = open(log).read()
     assert "sk-upstream-never-shown" not in text, "an upstream key reached the logs"

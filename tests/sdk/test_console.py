@@ -3,6 +3,8 @@ chromium-driver, against the real sluice binary. Sign in with the master key, ma
 the form, see it listed, and check that the page raised no errors in the browser's console
 (a script, inline style or resource the Content-Security-Policy refuses would)."""
 
+import os
+import pathlib
 import shutil
 
 import pytest
@@ -100,9 +102,21 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     )
     assert answer.choices[0].message.content
 
-    for page in ("/ui/", "/ui/models", "/ui/spend", "/ui/logs", "/ui/teams", "/ui/users", "/ui/playground"):
+    # Every page, with a screenshot of each (SLUICE_SCREENSHOTS names where; README's come
+    # from `SLUICE_SCREENSHOTS=docs/screenshots` on this test).
+    shots = pathlib.Path(os.environ.get("SLUICE_SCREENSHOTS") or gateway["workdir"]) / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    browser.set_window_size(1280, 900)
+    pages = {
+        "overview": "/ui/", "keys": "/ui/keys", "models": "/ui/models", "spend": "/ui/spend",
+        "logs": "/ui/logs", "teams": "/ui/teams", "users": "/ui/users", "audit": "/ui/audit",
+        "config": "/ui/config", "playground": "/ui/playground",
+    }
+    for name, page in pages.items():
         browser.get(f"{root}{page}")
         assert browser.find_element(By.TAG_NAME, "h1").text
+        assert browser.save_screenshot(str(shots / f"{name}.png"))
+        assert (shots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _errors(browser) == [], _errors(browser)
 
     # Signing out ends the session.

@@ -5,6 +5,7 @@
 //! their fields differently share entries. The hash (XXH3) is seeded with a secret of the
 //! process, so that nobody can craft a request whose key collides with another's.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -72,9 +73,10 @@ impl CacheKey {
         body: &[u8],
         skip: &[&str],
     ) -> Option<Self> {
-        let members: BTreeMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
-        Some(Self::of_members(
-            seed, namespace, endpoint, group, &members, skip,
+        let members = sorted_members(body)?;
+        let members = members.iter().map(|(k, v)| (k.as_ref(), *v));
+        Some(Self::digest(
+            seed, namespace, endpoint, group, members, skip,
         ))
     }
 
@@ -101,21 +103,25 @@ impl CacheKey {
         let mut keys = Vec::with_capacity(items.len());
         for item in items {
             members.insert("input".to_owned(), item);
+            let sorted = members
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.get().as_bytes()));
             keys.push((
-                Self::of_members(seed, namespace, Endpoint::Embeddings, group, &members, &[]),
+                Self::digest(seed, namespace, Endpoint::Embeddings, group, sorted, &[]),
                 item,
             ));
         }
         Some(keys)
     }
 
-    /// The hash of `members` but those in `skip` (a context, marked apart from exact keys).
-    fn of_members(
+    /// The hash of `members` (in name order, each name once) but those in `skip` (a context,
+    /// marked apart from exact keys).
+    fn digest<'m>(
         seed: u64,
         namespace: Option<&str>,
         endpoint: Endpoint,
         group: &str,
-        members: &BTreeMap<String, &RawValue>,
+        members: impl Iterator<Item = (&'m str, &'m [u8])>,
         skip: &[&str],
     ) -> Self {
         let mut h = Xxh3::with_seed(seed);
@@ -130,9 +136,9 @@ impl CacheKey {
         field(endpoint.path().as_bytes());
         field(group.as_bytes());
         for (name, value) in members {
-            if !NOT_IN_KEY.contains(&name.as_str()) && !skip.contains(&name.as_str()) {
+            if !NOT_IN_KEY.contains(&name) && !skip.contains(&name) {
                 field(name.as_bytes());
-                field(value.get().as_bytes());
+                field(value);
             }
         }
         Self(h.digest128())
@@ -149,6 +155,38 @@ impl CacheKey {
         (s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| u128::from_str_radix(s, 16).ok().map(Self))?
     }
+}
+
+/// The body's top-level members in name order, a name given twice keeping its last value (as
+/// serde's map does), each value's bytes as the client wrote them: read by
+/// `sluice_core::scan` without building the values (the pipeline's envelope has checked the
+/// body is JSON). `None` when it is not an object.
+fn sorted_members(body: &[u8]) -> Option<Vec<(Cow<'_, str>, &[u8])>> {
+    let mut scan = sluice_core::scan::members(body)?;
+    let mut out: Vec<(Cow<'_, str>, &[u8])> = Vec::with_capacity(8);
+    for (key, range) in scan.by_ref() {
+        let name = if memchr::memchr(b'\\', key).is_none() {
+            Cow::Borrowed(std::str::from_utf8(key).ok()?)
+        } else {
+            // An escaped name means what it decodes to (`"\u006dodel"` is `model`).
+            let quoted = [b"\"", key, b"\""].concat();
+            Cow::Owned(serde_json::from_slice::<String>(&quoted).ok()?)
+        };
+        out.push((name, body.get(range)?));
+    }
+    if scan.failed() || !scan.complete {
+        return None;
+    }
+    // Stable: of a name given twice, the later stays after the earlier, and wins.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut kept: Vec<(Cow<'_, str>, &[u8])> = Vec::with_capacity(out.len());
+    for m in out {
+        match kept.last_mut() {
+            Some(last) if last.0 == m.0 => *last = m,
+            _ => kept.push(m),
+        }
+    }
+    Some(kept)
 }
 
 impl fmt::Display for CacheKey {
@@ -224,6 +262,18 @@ mod tests {
         );
         assert_eq!(CacheKey::from_hex(&a.hex()), Some(a));
         assert_eq!(CacheKey::from_hex("xyz"), None);
+        // Read by the scanner as serde reads a map: an escaped name is its decoded name, a name
+        // given twice keeps its last value; a body that is not a whole object is not keyed.
+        let k = |body: &str| CacheKey::of(7, None, CHAT, "gpt", body.as_bytes());
+        assert_eq!(
+            k(r#"{"\u006dodel":"gpt","messages":[]}"#),
+            k(r#"{"model":"gpt","messages":[]}"#)
+        );
+        assert_eq!(
+            k(r#"{"temperature":1,"messages":[],"temperature":0}"#),
+            k(r#"{"messages":[],"temperature":0}"#)
+        );
+        assert_eq!(k(r#"{"messages":[]"#), None);
         // An embeddings batch: each item keyed as if asked alone.
         let batch = br#"{"model":"e","input":["a", [1,2]],"dimensions":8}"#;
         let items = CacheKey::of_inputs(7, None, "e", batch).unwrap();
