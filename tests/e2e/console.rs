@@ -839,6 +839,24 @@ async fn the_overview_shows_the_cache_hit_rate() {
     let page = b.get(&gw, "/ui/").await.text();
     assert!(page.contains(r#"id="cache-hit-rate">50.0 %<"#), "{page}");
     assert!(page.contains("1 hits · 0 coalesced"), "{page}");
+    // The live figures, from the same exposition /metrics serves, once the recorder counted
+    // both requests: no errors, latency and overhead quantiles, the tokens of the one call.
+    let mut page = String::new();
+    for _ in 0..50 {
+        page = b.get(&gw, "/ui/").await.text();
+        if page.contains(r#"id="requests">2<"#) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(page.contains(r#"id="error-rate">0.0 %<"#), "{page}");
+    for id in ["latency", "overhead"] {
+        let at = page.find(&format!(r#"id="{id}">"#)).unwrap();
+        assert!(page[at..at + 60].contains(" ms / "), "{id}: {page}");
+    }
+    let at = page.find(r#"id="tokens">"#).unwrap() + r#"id="tokens">"#.len();
+    let input: u64 = page[at..].split(' ').next().unwrap().parse().unwrap();
+    assert!(input > 0, "{page}");
 }
 
 /// Five wrong passwords for one name lock that name's password sign-in for a quarter hour (429

@@ -166,6 +166,8 @@ fn text(v: &Value, field: &str) -> String {
 
 /// USD as the console shows it.
 fn usd(v: f64) -> String {
+    // A sum of nothing is -0.0, which would print as "$-0.00".
+    let v = v + 0.0;
     if v != 0.0 && v.abs() < 0.01 {
         format!("${v:.6}")
     } else {

@@ -60,6 +60,83 @@ pub(super) fn counts(exposition: &str) -> Counts {
     c
 }
 
+/// A histogram family summed over its label sets: `(upper bound, cumulative count)` per
+/// bucket, in bound order (`+Inf` last).
+fn buckets(exposition: &str, family: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{family}_bucket{{");
+    let mut by_bound: Vec<(f64, f64)> = Vec::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix(prefix.as_str()) else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Some(le) = label(labels, "le") else {
+            continue;
+        };
+        let bound = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::INFINITY)
+        };
+        let n: f64 = value.trim().parse().unwrap_or(0.0);
+        match by_bound.iter_mut().find(|(b, _)| *b == bound) {
+            Some(slot) => slot.1 += n,
+            None => by_bound.push((bound, n)),
+        }
+    }
+    by_bound.sort_by(|a, b| a.0.total_cmp(&b.0));
+    by_bound
+}
+
+/// The `q` quantile of cumulative `buckets`, interpolated within its bucket as Prometheus's
+/// `histogram_quantile` does; `None` with no observations (or past the last finite bound).
+fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(bound, count) in buckets {
+        if count >= rank {
+            if !bound.is_finite() {
+                return Some(lower);
+            }
+            let within = count - below;
+            let frac = if within > 0.0 {
+                (rank - below) / within
+            } else {
+                1.0
+            };
+            return Some(lower + (bound - lower) * frac);
+        }
+        (lower, below) = (bound, count);
+    }
+    None
+}
+
+/// A counter family summed over the label sets whose `kind` is `kind`.
+fn tokens(exposition: &str, kind: &str) -> u64 {
+    exposition
+        .lines()
+        .filter_map(|l| l.strip_prefix("sluice_tokens_total{"))
+        .filter_map(|rest| rest.rsplit_once("} "))
+        .filter(|(labels, _)| label(labels, "kind").as_deref() == Some(kind))
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
+        .sum()
+}
+
+/// Milliseconds as the overview shows them.
+fn ms(seconds: Option<f64>) -> String {
+    match seconds {
+        Some(s) if s < 0.01 => format!("{:.2} ms", s * 1000.0),
+        Some(s) => format!("{:.1} ms", s * 1000.0),
+        None => "—".to_owned(),
+    }
+}
+
 /// One label's value in `a="x",b="y\"z"` (escapes undone).
 fn label(labels: &str, name: &str) -> Option<String> {
     let mut rest = labels;
@@ -155,7 +232,14 @@ pub(super) async fn page(
     let deps = deployments(&snap.router);
     let healthy = deps.iter().filter(|d| d.state == "healthy").count();
     let sees_all = viewer.session.role.sees_all();
-    let counts = sees_all.then(|| counts(&state.recorder().metrics().requests_text()));
+    // The whole exposition, as a /metrics scrape renders it (not on the request path).
+    let recorder = state.recorder();
+    let exposition = sees_all.then(|| {
+        recorder
+            .metrics()
+            .render(&snap.router, recorder.queue_depth(), |_| {})
+    });
+    let counts = exposition.as_deref().map(counts);
     let cache = snap
         .cache
         .as_ref()
@@ -181,6 +265,18 @@ pub(super) async fn page(
                     div.value #cache-hit-rate { (format!("{:.1} %", c.hit_rate)) }
                     div.muted { (c.hits) " hits · " (c.coalesced) " coalesced · " (usd(c.saved)) " saved" }
                 }
+            }
+        }
+        @if let (Some(c), Some(x)) = (&counts, exposition.as_deref()) {
+            @let duration = buckets(x, "sluice_request_duration_seconds");
+            @let overhead = buckets(x, "sluice_overhead_seconds");
+            div.cards {
+                div.card { div.label { "Error rate" } div.value #error-rate {
+                    @if c.total > 0 { (format!("{:.1} %", 100.0 * c.errors as f64 / c.total as f64)) } @else { "—" }
+                } }
+                div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
+                div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
+                div.card { div.label { "Tokens in / out" } div.value #tokens { (tokens(x, "input")) " / " (tokens(x, "output")) } }
             }
         }
         @if let Some(c) = &counts {
@@ -226,6 +322,27 @@ sluice_requests_created{route=\"x\"} 12.5\n";
         assert_eq!(c.refused, 4);
         assert_eq!(c.by_model.get("a"), Some(&(5, 2)));
         assert_eq!(c.by_model.len(), 1);
+    }
+
+    #[test]
+    fn quantiles_come_from_the_summed_buckets() {
+        let text = "sluice_overhead_seconds_bucket{model=\"a\",le=\"0.001\"} 5\n\
+sluice_overhead_seconds_bucket{model=\"a\",le=\"0.002\"} 10\n\
+sluice_overhead_seconds_bucket{model=\"a\",le=\"+Inf\"} 10\n\
+sluice_overhead_seconds_bucket{model=\"b\",le=\"0.001\"} 0\n\
+sluice_overhead_seconds_bucket{model=\"b\",le=\"0.002\"} 10\n\
+sluice_overhead_seconds_bucket{model=\"b\",le=\"+Inf\"} 10\n\
+sluice_tokens_total{model=\"a\",deployment=\"d\",kind=\"input\"} 7\n\
+sluice_tokens_total{model=\"b\",deployment=\"d\",kind=\"input\"} 3\n\
+sluice_tokens_total{model=\"b\",deployment=\"d\",kind=\"output\"} 4\n";
+        let b = buckets(text, "sluice_overhead_seconds");
+        assert_eq!(b, vec![(0.001, 5.0), (0.002, 20.0), (f64::INFINITY, 20.0)]);
+        // The 10th of 20: halfway through the second bucket's 15.
+        let p50 = quantile(&b, 0.5).unwrap();
+        assert!((p50 - (0.001 + 0.001 * 5.0 / 15.0)).abs() < 1e-12, "{p50}");
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(tokens(text, "input"), 10);
+        assert_eq!(tokens(text, "output"), 4);
     }
 
     #[test]
