@@ -114,6 +114,25 @@ pub(super) fn redirect(to: &'static str) -> Response<ResponseBody> {
     resp
 }
 
+/// A download (the spend CSV): `content_type`, with `disposition` (`attachment;
+/// filename=...`), and the same headers.
+pub(super) fn respond_text(
+    content_type: &'static str,
+    disposition: &'static str,
+    body: String,
+) -> Response<ResponseBody> {
+    let mut resp = headed(
+        StatusCode::OK,
+        content_type,
+        ResponseBody::full(Bytes::from(body)),
+    );
+    resp.headers_mut().insert(
+        http::header::CONTENT_DISPOSITION,
+        HeaderValue::from_static(disposition),
+    );
+    resp
+}
+
 /// An HTML answer whose body is written as it comes (the playground's stream), with the same
 /// security headers.
 pub(super) fn respond_streamed(status: StatusCode, body: ResponseBody) -> Response<ResponseBody> {

@@ -1192,3 +1192,55 @@ async fn changes_are_in_the_audit_log_with_secrets_masked() {
     assert_eq!(page.status, 200);
     assert!(page.text().contains("t-aud"));
 }
+
+/// The spend page's rows download as CSV: one line per day, team, key and model group.
+#[tokio::test]
+async fn spend_downloads_as_csv() {
+    let gw = gateway(&config("")).await;
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"cheap","messages":[{"role":"user","content":"spend me"}]}"#,
+        &[
+            ("authorization", &format!("Bearer {MASTER}")),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    assert!(b
+        .get(&gw, "/ui/spend?days=1")
+        .await
+        .text()
+        .contains(r#"href="/ui/spend.csv?days=1""#));
+    let mut csv = String::new();
+    for _ in 0..50 {
+        let got = b.get(&gw, "/ui/spend.csv?days=1").await;
+        assert_eq!(got.status, 200);
+        assert!(got.header("content-type").unwrap().starts_with("text/csv"));
+        assert!(got
+            .header("content-disposition")
+            .unwrap()
+            .contains("sluice-spend.csv"));
+        csv = got.text();
+        if csv.lines().count() > 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("day,team_id,api_key,model_group,requests,failed_requests,prompt_tokens,completion_tokens,spend")
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .expect("a row once the batch landed")
+        .split(',')
+        .collect();
+    assert_eq!(row[3], "cheap");
+    assert_eq!(row[4], "1");
+    assert!(row[8].parse::<f64>().unwrap() > 0.0, "{csv}");
+}

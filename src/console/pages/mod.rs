@@ -28,6 +28,14 @@ pub(super) async fn get(
     sub: &str,
     query: &Form,
 ) -> Result<Response<ResponseBody>, ApiError> {
+    if sub == "/spend.csv" {
+        let text = spend::csv(state, viewer, query).await?;
+        return Ok(super::layout::respond_text(
+            "text/csv; charset=utf-8",
+            "attachment; filename=\"sluice-spend.csv\"",
+            text,
+        ));
+    }
     let (title, body) = match sub {
         "/" => ("Overview", overview::page(state, snap, viewer).await?),
         "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),

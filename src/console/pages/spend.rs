@@ -29,15 +29,24 @@ struct Sum {
     spend: f64,
 }
 
-/// `GET /ui/spend?days=`.
-pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
+/// The period a query asks for (`days`, 1 to 366, default 7): its first and last day (UTC).
+fn period(q: &Form) -> (i64, time::Date, time::Date) {
     let days: i64 = q
         .filled("days")
         .and_then(|d| d.parse().ok())
         .filter(|d| (1..=366).contains(d))
         .unwrap_or(7);
     let end = time::OffsetDateTime::now_utc().date();
-    let start = end - time::Duration::days(days - 1);
+    (days, end - time::Duration::days(days - 1), end)
+}
+
+/// The daily rollup rows of `start..=end` the viewer may see.
+async fn rows(
+    state: &AppState,
+    viewer: &Viewer,
+    start: time::Date,
+    end: time::Date,
+) -> Result<Vec<Value>, ApiError> {
     let rows = admin(
         state,
         Method::GET,
@@ -49,11 +58,68 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
         &Value::Null,
     )
     .await?;
-    let rows = rows.as_array().map(Vec::as_slice).unwrap_or_default();
     let scope = Scope::of(state, viewer).await?;
+    Ok(match rows {
+        Value::Array(rows) => rows.into_iter().filter(|r| scope.includes(r)).collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// Columns of the CSV export, as `/spend/daily` names them.
+const CSV_COLUMNS: [&str; 9] = [
+    "day",
+    "team_id",
+    "api_key",
+    "model_group",
+    "requests",
+    "failed_requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "spend",
+];
+
+/// `GET /ui/spend.csv?days=`: the rows the page sums, one per day, team, key and model group.
+pub(super) async fn csv(state: &AppState, viewer: &Viewer, q: &Form) -> Result<String, ApiError> {
+    let (_, start, end) = period(q);
+    let mut out = CSV_COLUMNS.join(",");
+    out.push('\n');
+    for r in rows(state, viewer, start, end).await? {
+        let cells: Vec<String> = CSV_COLUMNS
+            .iter()
+            .map(|c| match &r[*c] {
+                Value::Null => String::new(),
+                Value::String(s) => csv_cell(s),
+                other => other.to_string(),
+            })
+            .collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// A text cell: quoted when it holds a comma, quote or line break (RFC 4180), and a leading
+/// `=`, `+`, `-` or `@` escaped so that a spreadsheet does not run it as a formula.
+fn csv_cell(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+/// `GET /ui/spend?days=`.
+pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
+    let (days, start, end) = period(q);
+    let rows = rows(state, viewer, start, end).await?;
     let mut by: [BTreeMap<String, Sum>; 3] = Default::default();
     let mut total = Sum::default();
-    for r in rows.iter().filter(|r| scope.includes(r)) {
+    for r in &rows {
         let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
         for (map, name) in
             by.iter_mut()
@@ -73,7 +139,7 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
                 }
             }
             button.quiet type="submit" { "Show" }
-            span.muted { (start.to_string()) " to " (end.to_string()) " (UTC) · " (usd(total.spend)) " · " (total.requests) " requests" }
+            span.muted { (start.to_string()) " to " (end.to_string()) " (UTC) · " (usd(total.spend)) " · " (total.requests) " requests · " a #csv href={ "/ui/spend.csv?days=" (days) } { "CSV" } }
         }
         h2 { "By team" } (table("Team", teams, |t| if t.is_empty() { "(no team)".into() } else { t.to_owned() }))
         h2 { "By model group" } (table("Model group", models, str::to_owned))
@@ -145,5 +211,19 @@ impl Scope {
             Self::Team(t) => r["team_id"].as_str() == Some(t.as_str()),
             Self::Keys(keys) => r["api_key"].as_str().is_some_and(|k| keys.contains(k)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_cells_are_quoted_and_never_formulas() {
+        assert_eq!(csv_cell("team-a"), "team-a");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_cell("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+        assert_eq!(csv_cell("-1,2"), "\"'-1,2\"");
     }
 }
