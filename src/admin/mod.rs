@@ -188,11 +188,12 @@ pub async fn call(
         return Err(ApiError::StoreUnavailable);
     };
     let before = OffsetDateTime::now_utc();
+    let route = normalised(path);
     let audited = (method == Method::POST)
-        .then(|| audit::change_of(&normalised(path)))
+        .then(|| audit::change_of(&route))
         .flatten();
     let before_values = match &audited {
-        Some(c) => audit::read_before(&services.store, c, &normalised(path), body).await,
+        Some(c) => audit::read_before(&services.store, c, &route, body).await,
         None => Vec::new(),
     };
     let answer = handle(&services.store, method, path, query, body)
@@ -206,7 +207,7 @@ pub async fn call(
     if let Some(c) = &audited {
         let objects = if before_values.is_empty() {
             let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-            c.objects(&normalised(path), &parsed, Some(&answer))
+            c.objects(&route, &parsed, Some(&answer))
                 .into_iter()
                 .map(|id| (id, None))
                 .collect()

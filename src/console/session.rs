@@ -206,24 +206,32 @@ pub(super) fn over_tls(headers: &HeaderMap, extensions: &http::Extensions) -> bo
 /// A `Set-Cookie` value: `HttpOnly`, `SameSite=Strict`, scoped to `/ui`, `Secure` over TLS;
 /// `max_age` 0 removes the cookie.
 pub(super) fn set_cookie(name: &str, value: &str, max_age: u64, tls: bool) -> Option<HeaderValue> {
-    let secure = if tls { "; Secure" } else { "" };
-    HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/ui; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
-    ))
-    .ok()
+    cookie_with(name, value, max_age, tls, "/ui", "Strict")
 }
 
-/// A `Set-Cookie` value like [`set_cookie`]'s but `SameSite=Lax`: single sign-on's flight
-/// cookie must come back with the provider's redirect, a navigation from another site.
+/// A `Set-Cookie` value like [`set_cookie`]'s but `SameSite=Lax`, scoped to `/ui/sso`: single
+/// sign-on's flight cookie must come back with the provider's redirect, a navigation from
+/// another site.
 pub(super) fn set_cookie_lax(
     name: &str,
     value: &str,
     max_age: u64,
     tls: bool,
 ) -> Option<HeaderValue> {
+    cookie_with(name, value, max_age, tls, "/ui/sso", "Lax")
+}
+
+fn cookie_with(
+    name: &str,
+    value: &str,
+    max_age: u64,
+    tls: bool,
+    path: &str,
+    same_site: &str,
+) -> Option<HeaderValue> {
     let secure = if tls { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/ui/sso; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}"
+        "{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite={same_site}{secure}"
     ))
     .ok()
 }
