@@ -17,6 +17,7 @@ pub mod fuzz;
 pub mod guardrails;
 pub mod healthcheck;
 pub mod mcp;
+pub mod models;
 pub mod passthrough;
 pub mod realtime;
 pub mod server;

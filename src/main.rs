@@ -193,11 +193,26 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let source = match config::Source::from_file(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let store = services.store.as_ref().map(|s| &s.store);
+    let (served, runtime) = match sluice::models::prepare(loaded.config, store, source).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("stored deployments: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let writer_task = services.writer_task.take();
     let mut sinks: Vec<Box<dyn RecordSink>> = vec![Box::new(LogSink)];
     sinks.extend(services.sinks());
     let (recorder, recorder_task) = Recorder::start_with(sinks, options.callbacks());
-    let state = match AppState::with_services(&loaded.config, recorder, services, workers) {
+    let state = match AppState::with_services(&served, recorder, services, workers) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("{e}");
@@ -215,6 +230,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     state.set_config_path(path);
+    if let Some(rt) = runtime {
+        sluice::models::serve(&state, rt);
+    }
     let reloader = tokio::spawn(reload_on_sighup(state.clone()));
     let models = state.snapshot().router.models.names().len();
     tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
@@ -439,7 +457,7 @@ async fn reload_on_sighup(state: std::sync::Arc<AppState>) {
             return;
         };
         while hup.recv().await.is_some() {
-            match state.reload_from_file() {
+            match state.reload_from_file().await {
                 Ok(warnings) => {
                     for w in &warnings {
                         tracing::warn!("config: {w}");

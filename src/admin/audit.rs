@@ -18,6 +18,13 @@ pub(super) struct Change {
     action: &'static str,
 }
 
+impl Change {
+    /// A change of `table` by a route that names its object itself (the model API).
+    pub(super) fn new(table: &'static str, action: &'static str) -> Self {
+        Self { table, action }
+    }
+}
+
 /// The change a `POST` to `path` (already normalised: no `/v1`, `/customer/` for end users)
 /// makes; `None` for routes that change nothing audited.
 pub(super) fn change_of(path: &str) -> Option<Change> {

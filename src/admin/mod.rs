@@ -12,6 +12,7 @@ mod audit;
 mod customers;
 mod fields;
 mod keys;
+mod models;
 mod spend;
 mod teams;
 mod users;
@@ -189,6 +190,9 @@ pub async fn call(
     };
     let before = OffsetDateTime::now_utc();
     let route = normalised(path);
+    if let Some(answer) = models::handle(state, method, &route, query, body, by).await {
+        return answer;
+    }
     let audited = (method == Method::POST)
         .then(|| audit::change_of(&route))
         .flatten();

@@ -15,6 +15,10 @@ pub const CHANNEL: &str = "sluice:key-changes";
 /// The cooldown channel: `instance|deployment id|milliseconds`.
 const COOLDOWNS: &str = "sluice:cooldowns";
 
+/// The stored deployments changed (`/model/new`, ...): `instance`. Each other instance reads
+/// them again (`models::RuntimeModels::catch_up`).
+const MODELS: &str = "sluice:model-changes";
+
 /// Which key changed (its digest in hex; never the key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyChange {
@@ -56,6 +60,34 @@ impl Fleet {
                 }
                 true
             });
+    }
+
+    /// Tell the other instances that the stored deployments changed.
+    pub async fn announce_models(&self) -> bool {
+        let Some(mut con) = self.connection() else {
+            return false;
+        };
+        let sent: redis::RedisResult<i64> = redis::cmd("PUBLISH")
+            .arg(MODELS)
+            .arg(self.instance)
+            .query_async(&mut con)
+            .await;
+        self.mark(sent.is_ok());
+        sent.is_ok()
+    }
+
+    /// Call `on` whenever another instance says the stored deployments changed.
+    pub fn on_models<F>(self: &Arc<Self>, on: F)
+    where
+        F: Fn() + Send + Sync + 'static,
+    {
+        let me = self.instance;
+        self.link.listen(&[MODELS], move |_, payload| {
+            if payload.parse::<u64>().ok() != Some(me) {
+                on();
+            }
+            true
+        });
     }
 
     /// Tell the other instances about this instance's cooldowns as they happen.

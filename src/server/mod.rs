@@ -15,7 +15,8 @@ pub(crate) mod upload;
 pub use body::ResponseBody;
 pub use relay::{RelayError, StreamRelay};
 pub use state::{
-    AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, StoreServices,
+    AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, SnapshotError,
+    StoreServices,
 };
 
 use std::future::Future;

@@ -112,6 +112,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/customer/",
         "/end_user/",
         "/spend/",
+        "/model/",
     ]
     .iter()
     .any(|p| bare.starts_with(p))
@@ -197,6 +198,8 @@ mod tests {
         assert_eq!(match_route(&post, "/ui/keys/new"), Route::Console);
         assert_eq!(match_route(&get, "/uix"), Route::NotFound);
         assert_eq!(match_route(&get, "/audit"), Route::Admin);
+        assert_eq!(match_route(&get, "/v1/model/info"), Route::Admin);
+        assert_eq!(match_route(&post, "/model/new"), Route::Admin);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }
 }

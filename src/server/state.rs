@@ -67,6 +67,8 @@ pub struct Snapshot {
     pub client_side: Option<super::client_side::ClientSideSettings>,
     /// The config as `sluice check-config` shows it (secrets masked), for the console.
     pub described: Arc<str>,
+    /// Every deployment as `/model/info` lists it (keys masked), in config order.
+    pub deployments: Vec<serde_json::Value>,
 }
 
 /// Why a reload from the file did not happen.
@@ -81,6 +83,9 @@ pub enum ReloadError {
     /// It loads, but cannot be put in service.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// The stored deployments (`store_model_in_db`) could not be read or merged with it.
+    #[error(transparent)]
+    Models(#[from] crate::models::ModelsError),
 }
 
 /// Why a config could not be put in service.
@@ -172,6 +177,11 @@ impl Snapshot {
             // Set by `AppState` (started once, or carried over a reload).
             mcp: None,
             described: sluice_config::describe(config).into(),
+            deployments: config
+                .deployments
+                .iter()
+                .map(sluice_config::deployment_info)
+                .collect(),
         })
     }
 }
@@ -266,6 +276,8 @@ pub struct AppState {
     /// The config file served, for reloads (SIGHUP, the console); unset in tests that build
     /// the state from a string.
     config_path: std::sync::OnceLock<std::path::PathBuf>,
+    /// Deployments managed at run time (`store_model_in_db` with a database), set at start.
+    runtime: std::sync::OnceLock<Arc<crate::models::RuntimeModels>>,
 }
 
 /// What lives beside the config and survives its reloads: the key directory, the store and
@@ -423,6 +435,7 @@ impl AppState {
             ),
             connections: config.general.connections.clone(),
             config_path: std::sync::OnceLock::new(),
+            runtime: std::sync::OnceLock::new(),
         });
         if let Some(fleet) = &state.services.fleet {
             state.health.announce_cooldowns(fleet.announce_cooldowns());
@@ -496,14 +509,33 @@ impl AppState {
         self.config_path.get().map(std::path::PathBuf::as_path)
     }
 
-    /// Read the config file again and serve it: its warnings, or why it was not taken (every
-    /// problem by path; the running config keeps serving). What SIGHUP and the console's
-    /// reload do.
-    pub fn reload_from_file(&self) -> Result<Vec<String>, ReloadError> {
+    /// Serve deployments managed at run time from here on.
+    pub fn set_runtime(&self, runtime: Arc<crate::models::RuntimeModels>) {
+        let _ = self.runtime.set(runtime);
+    }
+
+    /// The deployments managed at run time, when `store_model_in_db` is on with a database.
+    pub fn runtime(&self) -> Option<&Arc<crate::models::RuntimeModels>> {
+        self.runtime.get()
+    }
+
+    /// Read the config file again and serve it (with the stored deployments, when there are
+    /// any): its warnings, or why it was not taken (every problem by path; the running config
+    /// keeps serving). What SIGHUP and the console's reload do.
+    pub async fn reload_from_file(&self) -> Result<Vec<String>, ReloadError> {
         let path = self.config_path().ok_or(ReloadError::NoFile)?;
-        let loaded = sluice_config::load_file(path, &sluice_config::ProcessEnv)?;
-        self.reload(&loaded.config)?;
-        Ok(loaded.warnings.iter().map(ToString::to_string).collect())
+        let Some(runtime) = self.runtime() else {
+            let loaded = sluice_config::load_file(path, &sluice_config::ProcessEnv)?;
+            self.reload(&loaded.config)?;
+            return Ok(loaded.warnings.iter().map(ToString::to_string).collect());
+        };
+        let source = sluice_config::Source::from_file(path)?;
+        // Checked alone first, so that a broken file is refused before it replaces the one
+        // the stored deployments are merged into.
+        let alone = source.load(&[], &sluice_config::ProcessEnv)?;
+        runtime.set_source(source);
+        runtime.apply(self).await?;
+        Ok(alone.warnings.iter().map(ToString::to_string).collect())
     }
 
     /// Replace the snapshot with one built from `config`; on error the old one keeps serving.

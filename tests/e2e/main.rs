@@ -20,6 +20,7 @@ mod guardrails_vendors;
 mod hardening;
 mod keys;
 mod mcp;
+mod models;
 mod passthrough;
 mod providers;
 mod proxy;

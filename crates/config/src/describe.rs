@@ -256,6 +256,47 @@ fn pass_through(out: &mut String, config: &Config) {
     }
 }
 
+/// One deployment as LiteLLM's `/model/info` lists it: `model_name`, `litellm_params` with
+/// every key masked (an operator reads which key is in use, never the key), and `model_info`
+/// with its id, origin and the per-token prices sluice charges.
+pub fn deployment_info(d: &Deployment) -> serde_json::Value {
+    let mut params = serde_json::Map::new();
+    params.insert(
+        "model".into(),
+        format!("{}/{}", d.provider().name(), d.upstream.model).into(),
+    );
+    if let Some(base) = &d.upstream.api_base {
+        params.insert("api_base".into(), base.as_str().into());
+    }
+    if let Some(k) = d.upstream.api_keys.first() {
+        params.insert("api_key".into(), k.key.masked().into());
+    }
+    for (name, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
+        if let Some(v) = v {
+            params.insert(name.into(), v.into());
+        }
+    }
+    if let Some(w) = d.weight {
+        params.insert("weight".into(), w.into());
+    }
+    if let Some(t) = d.timeout {
+        params.insert("timeout".into(), t.as_secs_f64().into());
+    }
+    serde_json::json!({
+        "model_name": d.model_name,
+        "litellm_params": params,
+        "model_info": {
+            "id": d.id,
+            "db_model": d.model_info.db_model,
+            "mode": d.model_info.mode,
+            "base_model": d.model_info.base_model,
+            "litellm_provider": d.provider().name(),
+            "input_cost_per_token": d.price.input,
+            "output_cost_per_token": d.price.output,
+        },
+    })
+}
+
 fn deployment(out: &mut String, d: &Deployment) {
     let _ = writeln!(
         out,

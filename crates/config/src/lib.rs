@@ -14,8 +14,8 @@ mod problems;
 mod raw;
 mod validate;
 
-pub use describe::describe;
-pub use load::{load_file, load_str, Loaded};
+pub use describe::{deployment_info, describe};
+pub use load::{load_file, load_str, Loaded, Source};
 pub use model::*;
 pub use prices::{PriceError, PriceSource, PriceTable, COST_MAP_ENV};
 pub use problems::ConfigError;

@@ -29,23 +29,94 @@ pub struct Loaded {
 
 /// Load a config from YAML text (no `include:`; paths in it would have nothing to be relative to).
 pub fn load_str(yaml: &str, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let mut root = parse(yaml, None)?;
-    let mut problems = Problems::default();
-    if take(&mut root, "include").is_some() {
-        problems.error(
-            "include",
-            "only a config loaded from a file can include others",
-        );
-    }
-    finish(root, env, problems)
+    Source::from_yaml(yaml)?.load(&[], env)
 }
 
 /// Load a config file, with the files it `include:`s (relative to its folder).
 pub fn load_file(path: &Path, env: &dyn Env) -> Result<Loaded, ConfigError> {
-    let mut root = parse(&read(path)?, Some(path))?;
-    let mut problems = Problems::default();
-    merge_includes(&mut root, path, &mut problems)?;
-    finish(root, env, problems)
+    Source::from_file(path)?.load(&[], env)
+}
+
+/// A config as read (its `include:`s merged) but not yet resolved or typed: kept by a gateway
+/// whose deployments also live in the database (`store_model_in_db`), so that each change to
+/// them loads the file's config again with them appended, through the same validation.
+#[derive(Debug, Clone)]
+pub struct Source {
+    root: Value,
+    /// Problems found while merging includes, reported with the rest by [`Source::load`].
+    problems: Vec<sluice_core::settings::Invalid>,
+}
+
+impl Source {
+    /// Read YAML text (no `include:`).
+    pub fn from_yaml(yaml: &str) -> Result<Self, ConfigError> {
+        let mut root = parse(yaml, None)?;
+        let mut problems = Problems::default();
+        if take(&mut root, "include").is_some() {
+            problems.error(
+                "include",
+                "only a config loaded from a file can include others",
+            );
+        }
+        Ok(Self {
+            root,
+            problems: problems.errors,
+        })
+    }
+
+    /// Read a config file and the files it `include:`s (relative to its folder).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let mut root = parse(&read(path)?, Some(path))?;
+        let mut problems = Problems::default();
+        merge_includes(&mut root, path, &mut problems)?;
+        Ok(Self {
+            root,
+            problems: problems.errors,
+        })
+    }
+
+    /// How many `model_list` entries the file itself has: `extra` entries of [`Source::load`]
+    /// are numbered from here in its problems' paths.
+    pub fn file_models(&self) -> usize {
+        match self.root.get("model_list") {
+            Some(Value::Sequence(s)) => s.len(),
+            _ => 0,
+        }
+    }
+
+    /// Resolve, type and validate the config with `extra` entries (each a `model_list` entry:
+    /// `model_name`, `litellm_params`, `model_info`) appended to its `model_list`.
+    pub fn load(&self, extra: &[serde_json::Value], env: &dyn Env) -> Result<Loaded, ConfigError> {
+        let mut root = self.root.clone();
+        let mut problems = Problems {
+            errors: self.problems.clone(),
+            ..Problems::default()
+        };
+        if !extra.is_empty() {
+            let mut entries = Vec::with_capacity(extra.len());
+            for (i, e) in extra.iter().enumerate() {
+                match serde_yaml_ng::to_value(e) {
+                    Ok(v) => entries.push(v),
+                    Err(err) => problems.error(
+                        format!("model_list[{}]", self.file_models() + i),
+                        err.to_string(),
+                    ),
+                }
+            }
+            if let Value::Mapping(map) = &mut root {
+                let slot = map
+                    .entry(Value::String("model_list".into()))
+                    .or_insert_with(|| Value::Sequence(Vec::new()));
+                match slot {
+                    Value::Sequence(s) => s.extend(entries),
+                    Value::Null => *slot = Value::Sequence(entries),
+                    // A file whose model_list is not a list fails on its own below.
+                    _ => {}
+                }
+            }
+        }
+        finish(root, env, problems)
+    }
 }
 
 fn read(path: &Path) -> Result<String, ConfigError> {

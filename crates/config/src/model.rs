@@ -285,6 +285,9 @@ pub struct ModelInfo {
     pub mode: Option<String>,
     /// `model_info.base_model`, used for pricing when the upstream name is an alias.
     pub base_model: Option<String>,
+    /// `model_info.db_model`: it came from the database (`/model/new`), not the file; set by
+    /// sluice on the entries it appends, as LiteLLM marks them.
+    pub db_model: bool,
 }
 
 /// Default `max_url_length`: twice nginx's default header buffer; an API URL is far shorter.
@@ -308,6 +311,10 @@ pub struct GeneralSettings {
     /// `disable_admin_ui` (or LiteLLM's `DISABLE_ADMIN_UI` environment variable): no console at
     /// `/ui`, every path under it a 404.
     pub disable_admin_ui: bool,
+    /// `store_model_in_db` (or LiteLLM's `STORE_MODEL_IN_DB` environment variable): deployments
+    /// added with `/model/new` (or the console) are kept in the database and served beside
+    /// the file's, on every instance, without a restart.
+    pub store_model_in_db: bool,
     /// LiteLLM's `UI_USERNAME` (default `admin`) and `UI_PASSWORD` environment variables: the
     /// console's admin sign-in. Without a password, the master key is the admin's password.
     pub ui_username: String,
@@ -352,6 +359,7 @@ impl Default for GeneralSettings {
             max_request_body_bytes: 32 * 1024 * 1024,
             proxy_batch_write_at: None,
             disable_admin_ui: false,
+            store_model_in_db: false,
             ui_username: "admin".to_owned(),
             ui_password: None,
             sso: None,

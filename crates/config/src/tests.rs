@@ -1056,6 +1056,39 @@ fn the_admin_ui_is_turned_off_by_litellms_setting_or_environment_variable() {
 }
 
 #[test]
+fn stored_deployments_are_appended_and_validated_like_the_files() {
+    let yaml = "model_list:\n  - model_name: a\n    litellm_params:\n      model: mock/a\ngeneral_settings:\n  store_model_in_db: true\n";
+    let source = crate::Source::from_yaml(yaml).unwrap();
+    assert_eq!(source.file_models(), 1);
+    let alone = source.load(&[], &env(&[])).unwrap();
+    assert!(alone.config.general.store_model_in_db);
+    let by_env = load_str("model_list: []\n", &env(&[("STORE_MODEL_IN_DB", "True")])).unwrap();
+    assert!(by_env.config.general.store_model_in_db);
+    let stored = serde_json::json!({
+        "model_name": "b",
+        "litellm_params": {"model": "mock/b"},
+        "model_info": {"id": "db-1", "db_model": true}
+    });
+    let both = source.load(&[stored], &env(&[])).unwrap();
+    let ids: Vec<&str> = both
+        .config
+        .deployments
+        .iter()
+        .map(|d| d.id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[1], "db-1");
+    assert!(both.config.deployments[1].model_info.db_model);
+    assert!(!both.config.deployments[0].model_info.db_model);
+    // A stored entry's problem is reported at its place after the file's entries.
+    let bad = serde_json::json!({"model_name": "c", "litellm_params": {"model": "mock/c", "rpm": "lots"}});
+    let err = source.load(&[bad], &env(&[])).unwrap_err();
+    assert!(errors(err)
+        .iter()
+        .any(|e| e.contains("model_list[1].litellm_params.rpm")));
+}
+
+#[test]
 fn single_sign_on_from_litellms_generic_variables() {
     let yaml = "model_list: []\n";
     assert!(load_str(yaml, &env(&[]))

@@ -258,6 +258,11 @@ pub enum ApiError {
     /// A request named a guardrail the config does not define.
     #[error("Unknown guardrail '{0}': no guardrail of that name is configured.")]
     UnknownGuardrail(String),
+    /// A deployment sent to `/model/new` or `/model/update` that cannot be served, or a change
+    /// the model API cannot make (a file's deployment, `store_model_in_db` off); the text names
+    /// each problem by its path in the body.
+    #[error("{0}")]
+    InvalidDeployment(String),
     /// A provider pass-through route (`/bedrock/*`, ...) has no upstream settings or
     /// credentials; the reason names what to set, never a value.
     #[error("The {route} pass-through route is not configured: {why}")]
@@ -283,7 +288,8 @@ impl ApiError {
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }
             | Self::TooDeep { .. }
-            | Self::UnknownGuardrail(_) => StatusCode::BAD_REQUEST,
+            | Self::UnknownGuardrail(_)
+            | Self::InvalidDeployment(_) => StatusCode::BAD_REQUEST,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -345,7 +351,8 @@ impl ApiError {
             | Self::BodyTimeout(_)
             | Self::UriTooLong { .. }
             | Self::TooDeep { .. }
-            | Self::UnknownGuardrail(_) => "invalid_request_error",
+            | Self::UnknownGuardrail(_)
+            | Self::InvalidDeployment(_) => "invalid_request_error",
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
@@ -414,6 +421,7 @@ impl ApiError {
             Self::GuardrailBlocked { .. } | Self::ToolNotAllowed { .. } => "guardrail_blocked",
             Self::GuardrailUnavailable { .. } => "guardrail_unavailable",
             Self::UnknownGuardrail(_) => "unknown_guardrail",
+            Self::InvalidDeployment(_) => "invalid_deployment",
         }
     }
 
@@ -429,6 +437,7 @@ impl ApiError {
             Self::StreamNotSupported => Some("stream"),
             Self::UnknownGuardrail(_) => Some("guardrails"),
             Self::InvalidJson(_)
+            | Self::InvalidDeployment(_)
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }
             | Self::GuardrailUnavailable { .. }

@@ -29,8 +29,8 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
 }
 
 /// `POST /ui/config/reload`: what reloading the file did.
-pub(super) fn reload(state: &AppState) -> (bool, Markup) {
-    match state.reload_from_file() {
+pub(super) async fn reload(state: &AppState) -> (bool, Markup) {
+    match state.reload_from_file().await {
         Ok(warnings) => (
             true,
             html! {

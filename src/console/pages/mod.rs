@@ -78,7 +78,7 @@ pub(super) async fn post(
         return playground::send(state, snap, viewer, form).await;
     }
     if sub == "/config/reload" && viewer.session.role.sees_all() {
-        let (ok, body) = config::reload(state);
+        let (ok, body) = config::reload(state).await;
         let status = if ok {
             StatusCode::OK
         } else {

@@ -89,8 +89,16 @@ pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
     let mut sinks: Vec<Box<dyn sluice_core::record::RecordSink>> = vec![Box::new(tx)];
     sinks.extend(services.sinks());
     let (recorder, _task) = Recorder::start_with(sinks, options.callbacks());
-    let state =
-        AppState::with_services(&loaded.config, recorder, services, 0).expect("state builds");
+    // As `sluice serve` does: the stored deployments with the file's (`store_model_in_db`).
+    let source = sluice_config::Source::from_yaml(yaml).expect("config reads");
+    let store = services.store.as_ref().map(|s| s.store.clone());
+    let (config, runtime) = sluice::models::prepare(loaded.config, store.as_ref(), source)
+        .await
+        .expect("stored deployments load");
+    let state = AppState::with_services(&config, recorder, services, 0).expect("state builds");
+    if let Some(rt) = runtime {
+        sluice::models::serve(&state, rt);
+    }
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

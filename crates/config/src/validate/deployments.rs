@@ -222,6 +222,7 @@ fn model_info(at: &str, raw: BTreeMap<String, Value>, p: &mut Problems) -> Model
         id: field("id", p),
         mode: field("mode", p),
         base_model: field("base_model", p),
+        db_model: matches!(raw.get("db_model"), Some(Value::Bool(true))),
     }
 }
 

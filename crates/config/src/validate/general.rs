@@ -28,6 +28,15 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
                 env.var("DISABLE_ADMIN_UI")
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
             }),
+        store_model_in_db: boolean(
+            "general_settings.store_model_in_db",
+            raw.store_model_in_db,
+            p,
+        )
+        .unwrap_or_else(|| {
+            env.var("STORE_MODEL_IN_DB")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        }),
         ui_username: env
             .var("UI_USERNAME")
             .map(|u| u.trim().to_owned())

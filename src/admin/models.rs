@@ -1,0 +1,458 @@
+//! LiteLLM's model management API: `GET /model/info` (and `/v1/model/info`) lists every
+//! deployment served, the file's and the stored ones; with `store_model_in_db`,
+//! `POST /model/new`, `POST /model/update` (or `PATCH /model/{id}/update`) and
+//! `POST /model/delete` change the stored ones. A change is checked by loading the whole
+//! config with it (the same validation as the file's), written, served on this instance
+//! before the answer, and announced to the fleet; every change goes to the audit log with
+//! its keys masked.
+
+use http::Method;
+use serde_json::{json, Map, Value};
+use time::OffsetDateTime;
+
+use sluice_core::error::ApiError;
+use sluice_store::ModelRow;
+
+use super::{
+    audit, body_object, iso, query_pairs, query_value, store_error, AdminRequest, AdminResult,
+};
+use crate::models::RuntimeModels;
+use crate::server::AppState;
+
+/// Fields of `/model/new` and `/model/update` bodies.
+const FIELDS: &[&str] = &["model_name", "litellm_params", "model_info"];
+
+/// `litellm_params` names whose values are credentials (a `*_key` or `*_token` name is too).
+const SECRET_PARAMS: &[&str] = &[
+    "aws_secret_access_key",
+    "vertex_credentials",
+    "client_secret",
+    "password",
+];
+
+/// Serves a model route (`path` normalised: no `/v1`), or `None` for any other path.
+pub(super) async fn handle(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+    by: &str,
+) -> Option<AdminResult> {
+    let req = AdminRequest { query, body };
+    let patched = path
+        .strip_prefix("/model/")
+        .and_then(|rest| rest.strip_suffix("/update"))
+        .filter(|id| !id.is_empty() && !id.contains('/'));
+    if let Some(id) = patched {
+        return Some(if *method == Method::PATCH {
+            update(state, req, Some(id), by).await
+        } else {
+            Err(ApiError::MethodNotAllowed(method.to_string()))
+        });
+    }
+    let want = match path {
+        "/model/info" => Method::GET,
+        "/model/new" | "/model/update" | "/model/delete" => Method::POST,
+        _ => return None,
+    };
+    if *method != want {
+        return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
+    }
+    Some(match path {
+        "/model/info" => info(state, req).await,
+        "/model/new" => new(state, req, by).await,
+        "/model/update" => update(state, req, None, by).await,
+        _ => delete(state, req, by).await,
+    })
+}
+
+/// The run-time deployments, or why there are none.
+fn runtime(state: &AppState) -> Result<&RuntimeModels, ApiError> {
+    state.runtime().map(|r| &**r).ok_or_else(|| {
+        ApiError::InvalidDeployment(
+            "deployments are changed at run time only with general_settings.store_model_in_db: \
+             true (or STORE_MODEL_IN_DB=True); without it, change the config file and reload"
+                .into(),
+        )
+    })
+}
+
+/// `GET /model/info?litellm_model_id=`: `{"data": [...]}`, one object per deployment, keys
+/// masked; stored ones carry who made and last changed them.
+async fn info(state: &AppState, req: AdminRequest<'_>) -> AdminResult {
+    let q = query_pairs(&req, &["litellm_model_id"])?;
+    let only = query_value(&q, "litellm_model_id");
+    let stored: Vec<ModelRow> = match state.runtime() {
+        Some(rt) => rt.store().models().await.map_err(store_error)?,
+        None => Vec::new(),
+    };
+    let snap = state.snapshot();
+    let data: Vec<Value> = snap
+        .deployments
+        .iter()
+        .filter(|d| only.is_none_or(|id| d["model_info"]["id"] == id))
+        .map(|d| {
+            let mut d = d.clone();
+            let id = d["model_info"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if let (Some(row), Some(info)) = (
+                stored.iter().find(|r| r.model_id == id),
+                d["model_info"].as_object_mut(),
+            ) {
+                info.insert("created_at".into(), iso(row.created_at));
+                info.insert("created_by".into(), row.created_by.clone().into());
+                info.insert("updated_at".into(), iso(row.updated_at));
+                info.insert("updated_by".into(), row.updated_by.clone().into());
+            }
+            d
+        })
+        .collect();
+    Ok(json!({ "data": data }))
+}
+
+/// A `model_list` entry from a body: `model_name`, `litellm_params` (an object with `model`),
+/// `model_info` (an object).
+struct Body {
+    model_name: Option<String>,
+    params: Option<Map<String, Value>>,
+    info: Map<String, Value>,
+}
+
+fn read_body(req: &AdminRequest<'_>) -> Result<Body, ApiError> {
+    let mut map = body_object(req, &[FIELDS])?;
+    let model_name = match map.remove("model_name") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        Some(_) => {
+            return Err(ApiError::InvalidParam {
+                param: "model_name",
+                message: "expected the model group's name".into(),
+            })
+        }
+    };
+    let object = |v: Option<Value>, param: &'static str| match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(ApiError::InvalidParam {
+            param,
+            message: "expected an object".into(),
+        }),
+    };
+    Ok(Body {
+        model_name,
+        params: object(map.remove("litellm_params"), "litellm_params")?,
+        info: object(map.remove("model_info"), "model_info")?.unwrap_or_default(),
+    })
+}
+
+/// `POST /model/new`: store a deployment and serve it. Its id is `model_info.id` when given
+/// (a file's deployment's id is refused), else a new UUID.
+async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
+    let rt = runtime(state)?;
+    let mut body = read_body(&req)?;
+    let model_name = body
+        .model_name
+        .ok_or(ApiError::MissingParam("model_name"))?;
+    let params = body
+        .params
+        .filter(|p| p.contains_key("model"))
+        .ok_or(ApiError::MissingParam("litellm_params.model"))?;
+    let id = match body.info.remove("id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
+        Some(_) => {
+            return Err(ApiError::InvalidParam {
+                param: "model_info",
+                message: "model_info.id must be a string".into(),
+            })
+        }
+    };
+    body.info.remove("db_model");
+    if state
+        .snapshot()
+        .deployments
+        .iter()
+        .any(|d| d["model_info"]["id"] == id.as_str())
+    {
+        return Err(ApiError::Conflict(format!("deployment {id}")));
+    }
+    let now = OffsetDateTime::now_utc();
+    let row = ModelRow {
+        model_id: id.clone(),
+        model_name,
+        litellm_params: String::new(),
+        model_info: Value::Object(body.info),
+        etag: uuid::Uuid::new_v4().to_string(),
+        created_at: now,
+        created_by: by.to_owned(),
+        updated_at: now,
+        updated_by: by.to_owned(),
+    };
+    let row = checked(rt, row, params, None).await?;
+    rt.store().insert_model(&row).await.map_err(store_error)?;
+    let answer = answer(&row, &params_of(rt, &row));
+    applied(state, rt, "created", &id, None, &answer, by).await;
+    Ok(answer)
+}
+
+/// `POST /model/update` (`model_info.id` names it) or `PATCH /model/{id}/update`: change a
+/// stored deployment. `litellm_params` and `model_info` are merged key by key into the stored
+/// ones (a `null` removes a key); `model_name` replaces.
+async fn update(
+    state: &AppState,
+    req: AdminRequest<'_>,
+    path_id: Option<&str>,
+    by: &str,
+) -> AdminResult {
+    let rt = runtime(state)?;
+    let mut body = read_body(&req)?;
+    let id = match (path_id, body.info.remove("id")) {
+        (Some(id), _) => id.to_owned(),
+        (None, Some(Value::String(s))) if !s.trim().is_empty() => s.trim().to_owned(),
+        _ => return Err(ApiError::MissingParam("model_info.id")),
+    };
+    body.info.remove("db_model");
+    let Some(old) = rt.store().model(&id).await.map_err(store_error)? else {
+        return Err(not_stored(state, &id));
+    };
+    let before = answer(&old, &params_of(rt, &old));
+    let mut params = rt.params(&old).map_err(|why| {
+        ApiError::InvalidDeployment(format!(
+            "deployment {id}'s stored litellm_params cannot be read ({why}); delete it and add \
+             it again"
+        ))
+    })?;
+    merge(&mut params, body.params.unwrap_or_default());
+    let mut info = old.model_info.as_object().cloned().unwrap_or_default();
+    merge(&mut info, body.info);
+    let row = ModelRow {
+        model_name: body.model_name.unwrap_or_else(|| old.model_name.clone()),
+        model_info: Value::Object(info),
+        etag: uuid::Uuid::new_v4().to_string(),
+        updated_at: OffsetDateTime::now_utc(),
+        updated_by: by.to_owned(),
+        ..old
+    };
+    if !params.contains_key("model") {
+        return Err(ApiError::MissingParam("litellm_params.model"));
+    }
+    let row = checked(rt, row, params, Some(&id)).await?;
+    rt.store().update_model(&row).await.map_err(store_error)?;
+    let answer = answer(&row, &params_of(rt, &row));
+    applied(state, rt, "updated", &id, Some(before), &answer, by).await;
+    Ok(answer)
+}
+
+/// `POST /model/delete` (`{"id": ...}`): stop serving a stored deployment and remove it.
+async fn delete(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
+    let rt = runtime(state)?;
+    let map = body_object(&req, &[&["id"]])?;
+    let id = match map.get("id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
+        _ => return Err(ApiError::MissingParam("id")),
+    };
+    let Some(old) = rt.store().model(&id).await.map_err(store_error)? else {
+        return Err(not_stored(state, &id));
+    };
+    let before = answer(&old, &params_of(rt, &old));
+    rt.store().delete_model(&id).await.map_err(store_error)?;
+    let answer = json!({ "message": format!("Model: {id} deleted successfully") });
+    applied(state, rt, "deleted", &id, Some(before), &answer, by).await;
+    Ok(answer)
+}
+
+/// Why `id` cannot be changed: a file's deployment is changed in the file; anything else does
+/// not exist.
+fn not_stored(state: &AppState, id: &str) -> ApiError {
+    let in_file = state
+        .snapshot()
+        .deployments
+        .iter()
+        .any(|d| d["model_info"]["id"] == id);
+    if in_file {
+        ApiError::InvalidDeployment(format!(
+            "deployment {id} comes from the config file: change it there and reload"
+        ))
+    } else {
+        ApiError::NotFound {
+            what: "model",
+            id: id.chars().take(128).collect(),
+        }
+    }
+}
+
+/// `row` with `params` sealed, after checking that the config loads with it in place of the
+/// stored deployment `replacing` (or added): its problems, by their path in the body, are the
+/// caller's 400.
+async fn checked(
+    rt: &RuntimeModels,
+    mut row: ModelRow,
+    params: Map<String, Value>,
+    replacing: Option<&str>,
+) -> Result<ModelRow, ApiError> {
+    let mut entries: Vec<(String, Value)> = rt
+        .stored()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .filter(|s| Some(s.row.model_id.as_str()) != replacing)
+        .map(|s| (s.row.model_id, s.entry))
+        .collect();
+    let candidate = crate::models::entry(
+        &row.model_id,
+        &row.model_name,
+        params.clone(),
+        &row.model_info,
+    );
+    entries.push((row.model_id.clone(), candidate));
+    let merged = rt.load(&entries).map_err(|e| {
+        tracing::warn!(error = %e, "the config file no longer loads");
+        ApiError::InvalidDeployment(format!("the config file no longer loads: {e}"))
+    })?;
+    if let Some((_, problems)) = merged.left_out.iter().find(|(id, _)| *id == row.model_id) {
+        let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(ApiError::InvalidDeployment(format!(
+            "Invalid deployment: {}",
+            list.join("; ")
+        )));
+    }
+    row.litellm_params = rt
+        .seal(&params)
+        .map_err(|_| ApiError::Internal("sealing the deployment's parameters"))?;
+    Ok(row)
+}
+
+/// Serve the change on this instance, tell the fleet, and write the audit log. The change is
+/// stored whatever happens here: a failure to serve it is logged and the poll tries again.
+async fn applied(
+    state: &AppState,
+    rt: &RuntimeModels,
+    action: &'static str,
+    id: &str,
+    before: Option<Value>,
+    answer: &Value,
+    by: &str,
+) {
+    if let Err(e) = rt.apply(state).await {
+        tracing::warn!(error = %e, "stored deployments could not be applied; the poll will try again");
+    }
+    if let Some(fleet) = state.fleet() {
+        fleet.announce_models().await;
+    }
+    let change = audit::Change::new("models", action);
+    audit::record(
+        rt.store(),
+        by,
+        &change,
+        vec![(id.to_owned(), before)],
+        answer,
+    )
+    .await;
+}
+
+/// A stored deployment's `litellm_params`, opened (empty when unreadable).
+fn params_of(rt: &RuntimeModels, row: &ModelRow) -> Map<String, Value> {
+    rt.params(row).unwrap_or_default()
+}
+
+/// What the API answers for a stored deployment (LiteLLM's `LiteLLM_ProxyModelTable` row).
+fn answer(row: &ModelRow, params: &Map<String, Value>) -> Value {
+    let mut info = row.model_info.as_object().cloned().unwrap_or_default();
+    info.insert("id".into(), row.model_id.clone().into());
+    info.insert("db_model".into(), true.into());
+    json!({
+        "model_id": row.model_id,
+        "model_name": row.model_name,
+        "litellm_params": masked(params),
+        "model_info": info,
+        "created_at": iso(row.created_at),
+        "created_by": row.created_by,
+        "updated_at": iso(row.updated_at),
+        "updated_by": row.updated_by,
+    })
+}
+
+/// `params` with every credential masked; `os.environ/` references are names, not secrets,
+/// and stay.
+pub(crate) fn masked(params: &Map<String, Value>) -> Value {
+    let mut out = params.clone();
+    for (k, v) in out.iter_mut() {
+        let secret = k.ends_with("_key")
+            || k.ends_with("_token")
+            || SECRET_PARAMS.contains(&k.as_str())
+            || k == "extra_headers";
+        if !secret {
+            continue;
+        }
+        mask_value(v);
+    }
+    Value::Object(out)
+}
+
+fn mask_value(v: &mut Value) {
+    match v {
+        Value::String(s) if s.starts_with("os.environ/") => {}
+        Value::String(s) => *s = sluice_core::Secret::new(s.as_str()).masked(),
+        Value::Object(m) => m.values_mut().for_each(mask_value),
+        Value::Array(items) => items.iter_mut().for_each(mask_value),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// `patch` merged into `into`: a `null` removes the key.
+fn merge(into: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (k, v) in patch {
+        if v.is_null() {
+            into.remove(&k);
+        } else {
+            into.insert(k, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_masked_and_references_kept() {
+        let params: Map<String, Value> = serde_json::from_value(json!({
+            "model": "openai/gpt-4o",
+            "api_key": "sk-provider-secret-123456",
+            "aws_secret_access_key": "abcdefghijklmnop",
+            "aws_session_token": "short",
+            "vertex_credentials": "os.environ/VERTEX_CREDS",
+            "extra_headers": {"x-api-key": "hdr-secret-12345678"},
+            "max_tokens": 100,
+            "api_base": "http://127.0.0.1:1",
+        }))
+        .unwrap();
+        let m = masked(&params);
+        let text = m.to_string();
+        for secret in [
+            "sk-provider-secret-123456",
+            "abcdefghijklmnop",
+            "short",
+            "hdr-secret-12345678",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+        assert_eq!(m["vertex_credentials"], "os.environ/VERTEX_CREDS");
+        assert_eq!(m["max_tokens"], 100);
+        assert_eq!(m["api_base"], "http://127.0.0.1:1");
+        assert_eq!(m["model"], "openai/gpt-4o");
+    }
+
+    #[test]
+    fn a_patch_sets_and_removes_keys() {
+        let mut into: Map<String, Value> =
+            serde_json::from_value(json!({"model": "a", "rpm": 5, "tpm": 9})).unwrap();
+        let patch: Map<String, Value> =
+            serde_json::from_value(json!({"model": "b", "rpm": null})).unwrap();
+        merge(&mut into, patch);
+        assert_eq!(Value::Object(into), json!({"model": "b", "tpm": 9}));
+    }
+}
