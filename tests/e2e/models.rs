@@ -348,3 +348,104 @@ async fn a_fleet_serves_a_deployment_added_on_either_within_a_second() {
         "A stops serving the deployment B removed within a second"
     );
 }
+
+/// The console's models page: an admin adds a deployment from the form, it is served, then
+/// edits and removes it; a file's deployment has no edit link; a bad value is a 400.
+#[tokio::test]
+async fn the_console_adds_edits_and_removes_a_deployment() {
+    let gw = gateway(&config("", "")).await;
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let page = b.get(&gw, "/ui/models").await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(html.contains(r#"action="/ui/models/new""#), "{html}");
+    assert!(
+        !html.contains("/ui/models/edit?id=file-cheap"),
+        "the file's is not editable"
+    );
+    let csrf = csrf_of(&html);
+    let form = |name: &'static str, rpm: &'static str| {
+        vec![
+            ("model_name", name),
+            ("model", "mock/console"),
+            ("api_key", "sk-console-upstream-987654321"),
+            ("rpm", rpm),
+            ("mode", "chat"),
+        ]
+    };
+    let mut bad = form("from-console", "many");
+    bad.push(("csrf", &csrf));
+    assert_eq!(b.post(&gw, "/ui/models/new", &bad).await.status, 400);
+    let mut good = form("from-console", "60");
+    good.push(("csrf", &csrf));
+    let made = b.post(&gw, "/ui/models/new", &good).await;
+    assert_eq!(made.status, 303, "{}", made.text());
+    assert_eq!(chat(&gw, "from-console").await.status, 200);
+
+    let info = admin(&gw, "GET", "/model/info", Value::Null).await.json();
+    let stored = info["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["model_name"] == "from-console")
+        .unwrap()
+        .clone();
+    let id = stored["model_info"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(stored["litellm_params"]["rpm"], 60);
+    assert_eq!(stored["model_info"]["created_by"], "admin");
+    let list = b.get(&gw, "/ui/models").await.text();
+    assert!(list.contains(&format!("/ui/models/edit?id={id}")), "{list}");
+    let edit = b.get(&gw, &format!("/ui/models/edit?id={id}")).await;
+    assert_eq!(edit.status, 200, "{}", edit.text());
+    assert!(
+        !edit.text().contains("sk-console-upstream-987654321"),
+        "the key is never shown"
+    );
+    let saved = b
+        .post(
+            &gw,
+            "/ui/models/update",
+            &[
+                ("csrf", &csrf),
+                ("id", &id),
+                ("model_name", "renamed-in-console"),
+                ("model", "mock/console"),
+                ("api_key", ""),
+                ("rpm", ""),
+                ("mode", "chat"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    assert_eq!(chat(&gw, "renamed-in-console").await.status, 200);
+    assert_eq!(chat(&gw, "from-console").await.status, 404);
+    let after = admin(
+        &gw,
+        "GET",
+        &format!("/model/info?litellm_model_id={id}"),
+        Value::Null,
+    )
+    .await
+    .json();
+    assert!(
+        after["data"][0]["litellm_params"].get("rpm").is_none(),
+        "blank removes the limit"
+    );
+    let rt = gw.state.runtime().unwrap();
+    let row = rt.store().model(&id).await.unwrap().unwrap();
+    assert_eq!(
+        rt.params(&row).unwrap()["api_key"],
+        "sk-console-upstream-987654321",
+        "blank keeps the key"
+    );
+    let removed = b
+        .post(&gw, "/ui/models/delete", &[("csrf", &csrf), ("id", &id)])
+        .await;
+    assert_eq!(removed.status, 303, "{}", removed.text());
+    assert_eq!(chat(&gw, "renamed-in-console").await.status, 404);
+    // Without the session's token nothing changes.
+    let forged = b.post(&gw, "/ui/models/new", &form("forged", "1")).await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(chat(&gw, "forged").await.status, 404);
+}

@@ -171,6 +171,7 @@ model_list:
       api_key: sk-upstream-never-shown
 general_settings:
   master_key: {MASTER_KEY}
+  store_model_in_db: true
 """
     )
     proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], workdir)

@@ -39,7 +39,10 @@ pub(super) async fn get(
     let (title, body) = match sub {
         "/" => ("Overview", overview::page(state, snap, viewer).await?),
         "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
-        "/models" => ("Models and deployments", models::page(snap)),
+        "/models" => ("Models and deployments", models::page(state, snap, viewer)),
+        "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
+            ("Deployment", models::edit_page(state, viewer, query).await?)
+        }
         "/spend" => ("Spend", spend::page(state, viewer, query).await?),
         "/logs" => ("Request logs", logs::page(state, viewer, query).await?),
         "/playground" => ("Playground", playground::page_get(snap, viewer)),
@@ -101,6 +104,12 @@ pub(super) async fn post(
             return Err(not_found("POST", sub));
         }
         return people::edit(state, viewer, sub, form).await;
+    }
+    if matches!(sub, "/models/new" | "/models/update" | "/models/delete") {
+        if !viewer.session.role.sees_all() {
+            return Err(not_found("POST", sub));
+        }
+        return models::act(state, viewer, sub, form).await;
     }
     match sub.strip_prefix("/keys/") {
         Some(action) => keys::act(state, viewer, action, form).await,

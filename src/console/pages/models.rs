@@ -1,19 +1,50 @@
 //! Models and deployments with their live state: the same routing atomics `/health` and the
-//! routing itself read (cooling down, in flight, latency, this minute's use), read now.
+//! routing itself read (cooling down, in flight, latency, this minute's use), read now. With
+//! `store_model_in_db`, admins add a deployment here and change or remove the stored ones,
+//! through the model API (`/model/new`, `/model/update`, `/model/delete`): the same checks,
+//! the same fleet-wide effect, the same audit log.
 
+use http::{Method, Response};
 use maud::{html, Markup};
+use serde_json::{Map, Value};
 
+use super::people::number;
+use super::{admin, change, query, text};
+use crate::console::layout::{csrf_field, redirect};
+use crate::console::{Form, Viewer};
 use crate::server::health::deployments;
-use crate::server::Snapshot;
+use crate::server::{AppState, ResponseBody, Snapshot};
+use sluice_core::error::ApiError;
+
+/// `model_info.mode` values offered (LiteLLM's).
+const MODES: &[&str] = &[
+    "chat",
+    "completion",
+    "responses",
+    "embedding",
+    "image_generation",
+    "audio_transcription",
+    "audio_speech",
+    "moderation",
+    "rerank",
+];
 
 /// `GET /ui/models`.
-pub(super) fn page(snap: &Snapshot) -> Markup {
+pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup {
     let list = deployments(&snap.router);
+    let stored = |id: &str| {
+        snap.deployments
+            .iter()
+            .any(|d| d["model_info"]["id"] == id && d["model_info"]["db_model"] == true)
+    };
+    // Deployments are the proxy admins' (an internal user may change their own keys only).
+    let admin = viewer.session.role.sees_all() && viewer.session.role.may_change();
+    let editable = admin && state.runtime().is_some();
     html! {
         p.muted { "Routing strategy: " (snap.router.policy.strategy.name()) ". Read from the live routing state when this page was drawn." }
         table #deployments {
             thead { tr {
-                th { "Model group" } th { "Deployment" } th { "Provider" } th { "State" }
+                th { "Model group" } th { "Deployment" } th { "Provider" } th { "Origin" } th { "State" }
                 th.num { "In flight" } th.num { "Latency" } th.num { "Requests / min" }
                 th.num { "Tokens / min" } th.num { "Successes" } th.num { "Failures" } th { "Last failure" }
             } }
@@ -21,8 +52,15 @@ pub(super) fn page(snap: &Snapshot) -> Markup {
                 @for d in &list {
                     tr {
                         td { (d.model_name) }
-                        td.mono { (d.model_id) }
+                        td.mono {
+                            @if editable && stored(&d.model_id) {
+                                a href={ "/ui/models/edit?" (query(&[("id", &d.model_id)])) } { (d.model_id) }
+                            } @else {
+                                (d.model_id)
+                            }
+                        }
                         td { (d.provider) }
+                        td { @if stored(&d.model_id) { "database" } @else { "config file" } }
                         td class={ "state-" (d.state) } {
                             (d.state)
                             @if let Some(s) = d.cooldown_remaining_s.filter(|s| *s > 0.0) {
@@ -40,5 +78,190 @@ pub(super) fn page(snap: &Snapshot) -> Markup {
                 }
             }
         }
+        @if editable {
+            h2 { "Add a deployment" }
+            form.stack method="post" action="/ui/models/new" {
+                (csrf_field(&viewer.csrf))
+                label for="model_name" { "Model group (the name clients ask for)" }
+                input #model_name name="model_name" required placeholder="gpt-4o";
+                (fields(None))
+                button type="submit" { "Add deployment" }
+            }
+        } @else if admin {
+            p.muted { "Deployments come from the config file. With general_settings.store_model_in_db: true they can be added, changed and removed here, on every instance, without a restart." }
+        }
+    }
+}
+
+/// The `litellm_params` and `model_info` fields of the add and edit forms, filled from `d`
+/// (a `/model/info` entry) when editing.
+fn fields(d: Option<&Value>) -> Markup {
+    let params = d.map_or(&Value::Null, |d| &d["litellm_params"]);
+    let info = d.map_or(&Value::Null, |d| &d["model_info"]);
+    let mode = text(info, "mode");
+    html! {
+        label for="model" { "Provider/model" }
+        input #model name="model" required value=(text(params, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-4-5, mock/any";
+        label for="api_base" { "API base" }
+        input #api_base name="api_base" value=(text(params, "api_base")) placeholder="the provider's default";
+        label for="api_key" { "API key" }
+        input #api_key name="api_key" type="password" autocomplete="off"
+            placeholder=(if d.is_some() { "empty: unchanged" } else { "or os.environ/VARIABLE; empty: the provider's variable" });
+        label for="rpm" { "Requests per minute" }
+        input #rpm name="rpm" value=(text(params, "rpm")) placeholder="no limit";
+        label for="tpm" { "Tokens per minute" }
+        input #tpm name="tpm" value=(text(params, "tpm")) placeholder="no limit";
+        label for="input_cost_per_token" { "Input cost per token (USD)" }
+        input #input_cost_per_token name="input_cost_per_token" value=(text(params, "input_cost_per_token")) placeholder="from the price map";
+        label for="output_cost_per_token" { "Output cost per token (USD)" }
+        input #output_cost_per_token name="output_cost_per_token" value=(text(params, "output_cost_per_token")) placeholder="from the price map";
+        label for="mode" { "Mode" }
+        select #mode name="mode" {
+            option value="" { "not set" }
+            @for m in MODES { option value=(m) selected[*m == mode] { (m) } }
+        }
+    }
+}
+
+/// `GET /ui/models/edit?id=`: a stored deployment's fields to change, and its removal.
+pub(super) async fn edit_page(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let id = q.filled("id").ok_or(ApiError::MissingParam("id"))?;
+    let info = admin(
+        state,
+        Method::GET,
+        "/model/info",
+        &query(&[("litellm_model_id", id)]),
+        &Value::Null,
+    )
+    .await?;
+    let d = info["data"]
+        .as_array()
+        .and_then(|l| l.first())
+        .filter(|d| d["model_info"]["db_model"] == true)
+        .ok_or_else(|| ApiError::NotFound {
+            what: "stored deployment",
+            id: id.chars().take(128).collect(),
+        })?;
+    Ok(html! {
+        p.muted { "Added by " (text(&d["model_info"], "created_by")) " at " (text(&d["model_info"], "created_at"))
+            "; last changed by " (text(&d["model_info"], "updated_by")) " at " (text(&d["model_info"], "updated_at")) "." }
+        form.stack method="post" action="/ui/models/update" {
+            (csrf_field(&viewer.csrf))
+            input type="hidden" name="id" value=(id);
+            label for="model_name" { "Model group" }
+            input #model_name name="model_name" required value=(text(d, "model_name"));
+            (fields(Some(d)))
+            button type="submit" { "Save deployment" }
+        }
+        h2 { "Remove" }
+        form method="post" action="/ui/models/delete" {
+            (csrf_field(&viewer.csrf))
+            input type="hidden" name="id" value=(id);
+            button.danger #delete-model type="submit" { "Remove deployment " (id) }
+        }
+    })
+}
+
+/// `POST /ui/models/new|update|delete`: the form as the model API's body; then back to the
+/// list. Blank fields are left out when adding and removed when editing (the API key: kept).
+pub(super) async fn act(
+    state: &AppState,
+    viewer: &Viewer,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let editing = sub == "/models/update";
+    let mut body = Map::new();
+    let path = match sub {
+        "/models/delete" => {
+            let id = form.filled("id").ok_or(ApiError::MissingParam("id"))?;
+            body.insert("id".into(), id.into());
+            "/model/delete"
+        }
+        "/models/new" | "/models/update" => {
+            let mut params = Map::new();
+            for f in ["model", "api_base"] {
+                match form.filled(f) {
+                    Some(v) => {
+                        params.insert(f.into(), v.into());
+                    }
+                    None if editing => {
+                        params.insert(f.into(), Value::Null);
+                    }
+                    None => {}
+                }
+            }
+            if let Some(k) = form.filled("api_key") {
+                params.insert("api_key".into(), k.into());
+            }
+            for f in [
+                "rpm",
+                "tpm",
+                "input_cost_per_token",
+                "output_cost_per_token",
+            ] {
+                let v = if f.starts_with("input") || f.starts_with("output") {
+                    cost(form, f)?
+                } else {
+                    number(form, f)?
+                };
+                if editing || !v.is_null() {
+                    params.insert(f.into(), v);
+                }
+            }
+            let mut info = Map::new();
+            match form.filled("mode") {
+                Some(m) => {
+                    info.insert("mode".into(), m.into());
+                }
+                None if editing => {
+                    info.insert("mode".into(), Value::Null);
+                }
+                None => {}
+            }
+            if editing {
+                let id = form.filled("id").ok_or(ApiError::MissingParam("id"))?;
+                info.insert("id".into(), id.into());
+            }
+            if let Some(name) = form.filled("model_name") {
+                body.insert("model_name".into(), name.into());
+            }
+            body.insert("litellm_params".into(), params.into());
+            body.insert("model_info".into(), info.into());
+            if editing {
+                "/model/update"
+            } else {
+                "/model/new"
+            }
+        }
+        _ => {
+            return Err(ApiError::RouteNotFound {
+                method: "POST".into(),
+                path: format!("/ui{sub}"),
+            })
+        }
+    };
+    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
+    Ok(redirect("/ui/models"))
+}
+
+/// A price field: blank is `null`, else a number of 0 or more.
+fn cost(form: &Form, field: &'static str) -> Result<Value, ApiError> {
+    match form.filled(field) {
+        None => Ok(Value::Null),
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| ApiError::InvalidParam {
+                param: field,
+                message: format!("`{v}` is not a price, 0 or more"),
+            }),
     }
 }

@@ -156,7 +156,7 @@ pub(super) async fn users(state: &AppState, viewer: &Viewer) -> Result<Markup, A
 }
 
 /// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
-fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
+pub(super) fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
     match form.filled(field) {
         None => Ok(Value::Null),
         Some(v) => v

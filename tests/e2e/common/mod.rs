@@ -19,6 +19,9 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
+mod browser;
+pub use browser::{csrf_of, Browser};
+
 use sluice::server::{AppState, ServiceOptions, Services};
 use sluice_core::record::RequestRecord;
 use sluice_mock::MockSettings;
