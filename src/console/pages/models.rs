@@ -53,14 +53,14 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
                     tr {
                         td { (d.model_name) }
                         td.mono {
-                            @if editable && stored(&d.model_id) {
-                                a href={ "/ui/models/edit?" (query(&[("id", &d.model_id)])) } { (d.model_id) }
+                            @if editable && stored(d.model_id) {
+                                a href={ "/ui/models/edit?" (query(&[("id", d.model_id)])) } { (d.model_id) }
                             } @else {
                                 (d.model_id)
                             }
                         }
                         td { (d.provider) }
-                        td { @if stored(&d.model_id) { "database" } @else { "config file" } }
+                        td { @if stored(d.model_id) { "database" } @else { "config file" } }
                         td class={ "state-" (d.state) } {
                             (d.state)
                             @if let Some(s) = d.cooldown_remaining_s.filter(|s| *s > 0.0) {
