@@ -230,7 +230,15 @@ pub(super) async fn detail(
         ("Provider", text(l, "custom_llm_provider")),
         ("Time to first byte", millis(&l["ttfb_ms"])),
         ("sluice's overhead", millis(&l["overhead_ms"])),
-        ("Cache hit", text(l, "cache_hit")),
+        (
+            "Cache hit",
+            if l["cache_hit"] == "True" {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_owned(),
+        ),
     ];
     Ok(html! {
         p { a href="/ui/logs" { "← all requests" } }
@@ -244,7 +252,7 @@ pub(super) async fn detail(
             div.card { div.label { "Spend" } div.value #spend { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
                 @if l["saved_spend"].as_f64().unwrap_or(0.0) > 0.0 { div.muted { (usd(l["saved_spend"].as_f64().unwrap_or(0.0))) " saved by the cache" } } }
         }
-        table #facts {
+        table.facts #facts {
             tbody {
                 @for (name, value) in &facts {
                     tr { th { (name) } td.mono { (value) } }
