@@ -1,5 +1,7 @@
 //! `GET /spend/logs`: the spend log, filtered as LiteLLM filters it (`api_key`, `user_id`,
-//! `request_id`, `start_date`/`end_date` as `YYYY-MM-DD`, both days included), newest first.
+//! `request_id`, `start_date`/`end_date` as `YYYY-MM-DD`, both days included, or to the minute
+//! as `YYYY-MM-DDTHH:MM`, UTC) and by `key_alias`, `team_id`, `model_group`, `status` and `id`,
+//! newest first. Prompt and answer only when one request is asked for (`id`, `request_id`).
 //! `GET /spend/daily`: the daily rollups per key, team and model group, for dashboards.
 
 use serde_json::{json, Value};
@@ -13,6 +15,26 @@ use sluice_store::{KeyHash, Page, SpendLog, SpendLogFilter, SpendStatus, Store};
 /// Rows one call returns at most (`limit` may ask for fewer).
 const MAX_ROWS: u64 = 10_000;
 
+/// A `start_date` / `end_date`: a day (`end` then means the end of that day) or a UTC moment
+/// to the minute or second, as a `datetime-local` input sends it.
+fn moment(value: &str, param: &'static str, end: bool) -> Result<OffsetDateTime, ApiError> {
+    if value.len() == 10 {
+        let d = day(value, param)?;
+        return Ok(if end { d + time::Duration::days(1) } else { d });
+    }
+    let value = value.trim_end_matches('Z');
+    let minutes = format_description!("[year]-[month]-[day]T[hour]:[minute]");
+    let seconds = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+    let normal = value.replacen(' ', "T", 1);
+    time::PrimitiveDateTime::parse(&normal, seconds)
+        .or_else(|_| time::PrimitiveDateTime::parse(&normal, minutes))
+        .map(time::PrimitiveDateTime::assume_utc)
+        .map_err(|_| ApiError::InvalidParam {
+            param,
+            message: format!("`{value}` is not a date like 2026-03-01 or 2026-03-01T14:30"),
+        })
+}
+
 fn day(value: &str, param: &'static str) -> Result<OffsetDateTime, ApiError> {
     Date::parse(value, format_description!("[year]-[month]-[day]"))
         .map(|d| d.midnight().assume_utc())
@@ -22,11 +44,18 @@ fn day(value: &str, param: &'static str) -> Result<OffsetDateTime, ApiError> {
         })
 }
 
-/// One record with LiteLLM's spend-log names (`startTime`, `model_group`, `api_key`, ...) plus
-/// sluice's token breakdown.
+/// One record with LiteLLM's spend-log names (`startTime`, `model_group`, `api_key`,
+/// `messages`, `response`, ...) plus sluice's token breakdown, its own time and the attempts.
 fn log_json(l: &SpendLog) -> Value {
     let u = &l.usage;
+    // Stored as JSON text; one cut at the size cap is no longer JSON and stays text.
+    let content = |t: &Option<String>| {
+        t.as_deref().map(|t| {
+            serde_json::from_str::<Value>(t).unwrap_or_else(|_| Value::String(t.to_owned()))
+        })
+    };
     json!({
+        "id": l.id,
         "request_id": l.request_id,
         "api_key": l.api_key.as_ref().map(KeyHash::as_str),
         "team_id": l.team_id,
@@ -42,12 +71,28 @@ fn log_json(l: &SpendLog) -> Value {
         "cached_tokens": u.cached_tokens,
         "cache_creation_tokens": u.cache_creation_tokens,
         "reasoning_tokens": u.reasoning_tokens,
-        "status": match l.status { SpendStatus::Success => "success", SpendStatus::Failure => "failure" },
+        "status": l.status.as_str(),
         "startTime": iso(l.start_time),
         "endTime": iso(l.end_time),
         "ttfb_ms": l.ttfb_ms,
         "cache_hit": if l.cache_hit { "True" } else { "False" },
         "saved_spend": l.saved_spend,
+        "requested_model": l.requested_model.as_deref().unwrap_or(&l.model_group),
+        "overhead_ms": l.overhead_us.map(|us| us as f64 / 1000.0),
+        "retries": l.retries,
+        "fallbacks": l.fallbacks,
+        "hedges": l.hedges,
+        "attempts": l.attempts.iter().map(|a| json!({
+            "model_id": a.deployment,
+            "model_group": a.model_group,
+            "custom_llm_provider": a.provider,
+            "hedge": a.hedge,
+            "start_ms": a.start_us as f64 / 1000.0,
+            "duration_ms": a.duration_us.map(|us| us as f64 / 1000.0),
+            "result": a.result,
+        })).collect::<Vec<_>>(),
+        "messages": content(&l.messages),
+        "response": content(&l.response),
     })
 }
 
@@ -56,8 +101,13 @@ pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(
         &req,
         &[
+            "id",
             "api_key",
+            "key_alias",
             "user_id",
+            "team_id",
+            "model_group",
+            "status",
             "request_id",
             "start_date",
             "end_date",
@@ -72,18 +122,33 @@ pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         }
     });
     let start = query_value(&q, "start_date")
-        .map(|d| day(d, "start_date"))
+        .map(|d| moment(d, "start_date", false))
         .transpose()?;
     let end = query_value(&q, "end_date")
-        .map(|d| day(d, "end_date").map(|t| t + time::Duration::days(1)))
+        .map(|d| moment(d, "end_date", true))
         .transpose()?;
+    let status = query_value(&q, "status")
+        .map(|s| {
+            SpendStatus::parse(s).ok_or(ApiError::InvalidParam {
+                param: "status",
+                message: "`status` is success or failure".to_owned(),
+            })
+        })
+        .transpose()?;
+    let text = |name: &str| query_value(&q, name).map(str::to_owned);
     let limit = super::query_number(&q, "limit", MAX_ROWS)?.clamp(1, MAX_ROWS);
     let filter = SpendLogFilter {
+        id: text("id"),
         api_key,
-        user_id: query_value(&q, "user_id").map(str::to_owned),
-        request_id: query_value(&q, "request_id").map(str::to_owned),
+        key_alias: text("key_alias"),
+        user_id: text("user_id"),
+        team_id: text("team_id"),
+        model_group: text("model_group"),
+        status,
+        request_id: text("request_id"),
         start,
         end,
+        content: query_value(&q, "id").is_some() || query_value(&q, "request_id").is_some(),
         page: Page { offset: 0, limit },
     };
     let logs = store.spend_logs(&filter).await.map_err(store_error)?;
@@ -128,4 +193,31 @@ pub(super) async fn daily(store: &Store, req: AdminRequest<'_>) -> AdminResult {
             })
             .collect(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_whole_days_or_moments() {
+        let at = |v: &str, end: bool| moment(v, "start_date", end).map(|t| t.to_string());
+        assert_eq!(
+            at("2026-03-01", false).unwrap(),
+            "2026-03-01 0:00:00.0 +00:00:00"
+        );
+        assert_eq!(
+            at("2026-03-01", true).unwrap(),
+            "2026-03-02 0:00:00.0 +00:00:00"
+        );
+        assert_eq!(
+            at("2026-03-01T14:30", true).unwrap(),
+            "2026-03-01 14:30:00.0 +00:00:00"
+        );
+        assert_eq!(
+            at("2026-03-01 14:30:05", false).unwrap(),
+            "2026-03-01 14:30:05.0 +00:00:00"
+        );
+        assert!(at("yesterday", false).is_err());
+    }
 }

@@ -43,6 +43,8 @@ pub struct Settings {
     sso: Option<sluice_config::Sso>,
     /// Wrong passwords per user name.
     limiter: limit::SignInLimiter,
+    /// Samples of the request counter for the overview's requests per second.
+    rate: pages::RequestRate,
 }
 
 impl Settings {
@@ -56,6 +58,7 @@ impl Settings {
                 .map(crate::auth::MasterKey::new),
             sso: general.sso.clone(),
             limiter: limit::SignInLimiter::default(),
+            rate: pages::RequestRate::default(),
         })
     }
 

@@ -303,6 +303,8 @@ pub struct StoreServices {
     pub sync: Arc<Sync>,
     /// Hands spend logs to the writer task (batches, spool while the database is away).
     pub writer: SpendSender,
+    /// `store_prompts_in_spend_logs` as the running config says (the spend sink reads it).
+    pub prompts: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Where the embedded store and the spend spool live, unless the config says otherwise.
@@ -380,6 +382,9 @@ impl Services {
                 store,
                 sync,
                 writer,
+                prompts: Arc::new(std::sync::atomic::AtomicBool::new(
+                    config.callbacks.spend_log_content,
+                )),
             })
         } else {
             None
@@ -397,7 +402,9 @@ impl Services {
     pub fn sinks(&self) -> Vec<Box<dyn RecordSink>> {
         self.store
             .iter()
-            .map(|s| Box::new(SpendSink::new(s.writer.clone())) as Box<dyn RecordSink>)
+            .map(|s| {
+                Box::new(SpendSink::new(s.writer.clone(), s.prompts.clone())) as Box<dyn RecordSink>
+            })
             .collect()
     }
 }
@@ -554,6 +561,12 @@ impl AppState {
         };
         self.snapshot.store(Arc::new(snap));
         self.recorder.configure(&config.callbacks);
+        if let Some(s) = &self.services.store {
+            s.prompts.store(
+                config.callbacks.spend_log_content,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
         Ok(())
     }
 }

@@ -337,7 +337,7 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
             .get(&gw, &format!("/ui/logs?request_id={request_id}"))
             .await
             .text();
-        if logs.contains(&request_id) && logs.contains("success") {
+        if listed(&logs) == [request_id.as_str()] && logs.contains(r#"class="state-success""#) {
             found = true;
             break;
         }
@@ -1164,7 +1164,338 @@ async fn spend_downloads_as_csv() {
         .expect("a row once the batch landed")
         .split(',')
         .collect();
+    assert_eq!(row[0], time::OffsetDateTime::now_utc().date().to_string());
     assert_eq!(row[3], "cheap");
     assert_eq!(row[4], "1");
     assert!(row[8].parse::<f64>().unwrap() > 0.0, "{csv}");
+}
+
+/// The request ids a logs page lists, in order (each row links its id).
+fn listed(html: &str) -> Vec<&str> {
+    html.split(r#"href="/ui/logs?request_id="#)
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .collect()
+}
+
+/// A chat request to `model` with `key` (and `extra` headers); the prompt names
+/// `secret-prompt-words`, to be found in spend logs only when prompts are stored.
+async fn chat(gw: &Gateway, key: &str, model: &str, extra: &[(&str, &str)]) -> Answer {
+    let auth = format!("Bearer {key}");
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    headers.extend_from_slice(extra);
+    let body = format!(
+        r#"{{"model":"{model}","messages":[{{"role":"user","content":"say hi secret-prompt-words"}}]}}"#
+    );
+    send("POST", &gw.url("/v1/chat/completions"), body, &headers).await
+}
+
+/// The spend log of the request `answer` answered, once the writer's batch has landed.
+async fn logged(gw: &Gateway, answer: &Answer) -> Value {
+    let id = answer.header("x-request-id").unwrap().to_owned();
+    for _ in 0..100 {
+        let a = admin(
+            gw,
+            "GET",
+            &format!("/spend/logs?request_id={id}"),
+            Value::Null,
+        )
+        .await;
+        if let Some(row) = a.json().as_array().and_then(|r| r.first()).cloned() {
+            return row;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("request {id} never reached the spend log");
+}
+
+fn models_config(models: &str, general: &str) -> String {
+    format!(
+        "model_list:\n{models}general_settings:\n  master_key: {MASTER}\n  proxy_batch_write_at: 0.1\n{general}"
+    )
+}
+
+fn mock_group(group: &str) -> String {
+    format!(
+        "  - model_name: {group}\n    litellm_params:\n      model: mock/{group}\n      input_cost_per_token: 0.000001\n    model_info:\n      id: {group}-1\n"
+    )
+}
+
+#[tokio::test]
+async fn log_filters_narrow_the_list() {
+    let models = ["cheap", "other", "flaky"].map(mock_group).concat();
+    let gw = gateway(&models_config(&models, "")).await;
+    admin(&gw, "POST", "/team/new", json!({"team_id": "search"})).await;
+    let key = admin(
+        &gw,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "app-a", "team_id": "search"}),
+    )
+    .await
+    .json()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let a = chat(&gw, &key, "cheap", &[]).await;
+    let b = chat(&gw, MASTER, "other", &[]).await;
+    let c = chat(&gw, MASTER, "flaky", &[("x-mock-status", "500")]).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(b.status, 200, "{}", b.text());
+    assert!(c.status.is_server_error(), "{}", c.text());
+    let (la, _, _) = (
+        logged(&gw, &a).await,
+        logged(&gw, &b).await,
+        logged(&gw, &c).await,
+    );
+    let id = |x: &Answer| x.header("x-request-id").unwrap().to_owned();
+    let (ia, ib, ic) = (id(&a), id(&b), id(&c));
+
+    let mut br = Browser::default();
+    br.sign_in(&gw, "admin", MASTER).await;
+    let tomorrow = (time::OffsetDateTime::now_utc() + time::Duration::days(1)).date();
+    let hash = la["api_key"].as_str().unwrap().to_owned();
+    for (query, want) in [
+        ("key=app-a".to_owned(), vec![&ia]),
+        (format!("key={hash}"), vec![&ia]),
+        ("team=search".to_owned(), vec![&ia]),
+        ("model=other".to_owned(), vec![&ib]),
+        ("status=failure".to_owned(), vec![&ic]),
+        ("status=success&model=cheap".to_owned(), vec![&ia]),
+        ("start=2099-01-01T00:00".to_owned(), vec![]),
+        (format!("end={tomorrow}T00:00&model=flaky"), vec![&ic]),
+        (format!("end={tomorrow}T00:00"), vec![&ic, &ib, &ia]),
+    ] {
+        let page = br.get(&gw, &format!("/ui/logs?{query}")).await;
+        assert_eq!(page.status, 200, "{query}: {}", page.text());
+        let html = page.text();
+        let want: Vec<&str> = want.iter().map(|s| s.as_str()).collect();
+        assert_eq!(listed(&html), want, "{query}");
+    }
+    // The same filters on the management API, and a wrong value named.
+    let api = admin(
+        &gw,
+        "GET",
+        "/spend/logs?key_alias=app-a&status=success",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(api.json().as_array().unwrap().len(), 1, "{}", api.text());
+    let bad = admin(&gw, "GET", "/spend/logs?status=maybe", Value::Null).await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+}
+
+#[tokio::test]
+async fn the_detail_shows_the_attempts_of_a_request_that_fell_back() {
+    let bad = mock_server(sluice_mock::MockSettings {
+        faults: sluice_mock::Faults {
+            status: Some(500),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let models = format!(
+        "  - model_name: m\n    litellm_params:\n      model: openai/up\n      api_base: {}\n      api_key: sk-up\n    model_info:\n      id: bad\n{}",
+        bad.base(),
+        mock_group("backup")
+    );
+    let yaml = format!(
+        "{}router_settings:\n  retry_backoff_ms: 1\n  fallbacks:\n    - m: [backup]\n",
+        models_config(&models, "")
+    );
+    let gw = gateway(&yaml).await;
+    let a = chat(&gw, MASTER, "m", &[]).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let retries = a
+        .header("x-sluice-attempted-retries")
+        .unwrap_or("0")
+        .to_owned();
+    let fallbacks = a.header("x-sluice-attempted-fallbacks").unwrap().to_owned();
+    assert_eq!(fallbacks, "1");
+    let row = logged(&gw, &a).await;
+    assert_eq!(row["requested_model"], "m", "{row}");
+    assert_eq!(row["model_group"], "backup", "{row}");
+    let attempts = row["attempts"].as_array().unwrap();
+    assert!(attempts.len() >= 2, "{row}");
+    assert_eq!(attempts[0]["model_id"], "bad");
+    assert_eq!(attempts.last().unwrap()["model_id"], "backup-1");
+    assert_eq!(attempts.last().unwrap()["result"], "ok");
+    assert!(row["overhead_ms"].as_f64().unwrap() > 0.0, "{row}");
+    // Prompts are not kept without store_prompts_in_spend_logs.
+    assert!(row["messages"].is_null(), "{row}");
+
+    let mut br = Browser::default();
+    br.sign_in(&gw, "admin", MASTER).await;
+    let list = br.get(&gw, "/ui/logs").await.text();
+    let link = format!("/ui/logs/detail?id={}", row["id"].as_str().unwrap());
+    assert!(list.contains(&link), "{list}");
+    let page = br.get(&gw, &link).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let html = page.text();
+    assert!(html.contains(r#"id="requested">m<"#), "{html}");
+    assert!(html.contains(r#"id="served">backup<"#), "{html}");
+    assert!(
+        html.contains(&format!(r#"id="routing">{retries} / {fallbacks} / 0<"#)),
+        "{html}"
+    );
+    let table = &html[html.find(r#"id="attempts""#).expect("an attempts table")..];
+    assert!(
+        table.contains(">bad<") && table.contains(">backup-1<"),
+        "{table}"
+    );
+    assert!(
+        table.contains(r#"class="state-failure">server<"#),
+        "{table}"
+    );
+    assert!(table.contains(r#"class="state-success">ok<"#), "{table}");
+    assert!(html.contains(r#"id="no-content""#) && !html.contains("secret-prompt-words"));
+    // An id that is not one: 404.
+    assert_eq!(br.get(&gw, "/ui/logs/detail?id=nope").await.status, 404);
+}
+
+#[tokio::test]
+async fn prompts_show_in_the_detail_only_with_store_prompts_in_spend_logs() {
+    let gw = gateway(&models_config(
+        &mock_group("cheap"),
+        "  store_prompts_in_spend_logs: true\n",
+    ))
+    .await;
+    let a = chat(&gw, MASTER, "cheap", &[]).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let row = logged(&gw, &a).await;
+    assert_eq!(
+        row["messages"][0]["content"], "say hi secret-prompt-words",
+        "{row}"
+    );
+    assert!(row["response"]["choices"].is_array(), "{row}");
+    // Lists leave them out.
+    let list = admin(&gw, "GET", "/spend/logs", Value::Null).await.json();
+    assert!(list[0]["messages"].is_null(), "{list}");
+    let mut br = Browser::default();
+    br.sign_in(&gw, "admin", MASTER).await;
+    let html = br
+        .get(
+            &gw,
+            &format!("/ui/logs/detail?id={}", row["id"].as_str().unwrap()),
+        )
+        .await
+        .text();
+    let prompt = &html[html.find(r#"id="messages""#).expect("the prompt")..];
+    assert!(prompt.contains("secret-prompt-words"), "{html}");
+    assert!(html.contains(r#"id="response""#), "{html}");
+}
+
+#[tokio::test]
+async fn an_internal_user_opens_only_their_own_requests() {
+    let gw = gateway(&models_config(&mock_group("cheap"), "")).await;
+    admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "ana", "user_role": "internal_user",
+               "password": "ana's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    let token = |a: Answer| a.json()["key"].as_str().unwrap().to_owned();
+    let anas = token(
+        admin(
+            &gw,
+            "POST",
+            "/key/generate",
+            json!({"key_alias": "anas", "user_id": "ana"}),
+        )
+        .await,
+    );
+    let zeds = token(
+        admin(
+            &gw,
+            "POST",
+            "/key/generate",
+            json!({"key_alias": "zeds", "user_id": "zed"}),
+        )
+        .await,
+    );
+    let mine = logged(&gw, &chat(&gw, &anas, "cheap", &[]).await).await;
+    let theirs = logged(&gw, &chat(&gw, &zeds, "cheap", &[]).await).await;
+    let admins = logged(&gw, &chat(&gw, MASTER, "cheap", &[]).await).await;
+    let mut br = Browser::default();
+    assert_eq!(
+        br.sign_in(&gw, "ana", "ana's long passphrase").await.status,
+        303
+    );
+    let detail = |row: &Value| format!("/ui/logs/detail?id={}", row["id"].as_str().unwrap());
+    assert_eq!(br.get(&gw, &detail(&mine)).await.status, 200);
+    for other in [&theirs, &admins] {
+        let page = br.get(&gw, &detail(other)).await;
+        assert_eq!(page.status, 404, "{}", page.text());
+    }
+    // Whatever the filters say, her own requests only.
+    let mine_id = mine["request_id"].as_str().unwrap();
+    for query in ["", "?model=cheap", "?key=zeds", "?status=success"] {
+        let html = br.get(&gw, &format!("/ui/logs{query}")).await.text();
+        let want: Vec<&str> = if query == "?key=zeds" {
+            vec![]
+        } else {
+            vec![mine_id]
+        };
+        assert_eq!(listed(&html), want, "{query}");
+    }
+    let theirs_id = theirs["request_id"].as_str().unwrap();
+    let looked_up = br
+        .get(&gw, &format!("/ui/logs?request_id={theirs_id}"))
+        .await
+        .text();
+    assert!(listed(&looked_up).is_empty());
+}
+
+#[tokio::test]
+async fn the_spend_page_draws_daily_charts_and_the_overview_tops_and_rate() {
+    let gw = gateway(&models_config(&mock_group("cheap"), "")).await;
+    let a = chat(&gw, MASTER, "cheap", &[]).await;
+    logged(&gw, &a).await;
+    let mut br = Browser::default();
+    br.sign_in(&gw, "admin", MASTER).await;
+    // The rollup lands with the same batch as the log.
+    let spend = br.get(&gw, "/ui/spend?days=7").await.text();
+    let charts = &spend[spend.find(r#"id="charts""#).expect("charts")..];
+    assert_eq!(
+        charts.matches("<svg").count() - charts.matches(r#"aria-hidden="true""#).count(),
+        4
+    );
+    for title in ["by team", "by model group", "by key", "by provider"] {
+        assert!(
+            charts.contains(&format!("<title>Daily spend {title}</title>")),
+            "{title}"
+        );
+    }
+    let today = time::OffsetDateTime::now_utc().date();
+    assert!(
+        charts.contains(&format!("<title>{today} · cheap: $")),
+        "{charts}"
+    );
+    assert!(
+        charts.contains(&format!("<title>{today} · mock: $")),
+        "provider from the config"
+    );
+    let overview = br.get(&gw, "/ui/").await.text();
+    assert!(
+        overview.contains(r#"id="top-models""#)
+            && overview.contains(r#"href="/ui/logs?model=cheap""#),
+        "{overview}"
+    );
+    assert!(overview.contains(r#"id="top-keys""#), "{overview}");
+    assert!(overview.contains(r#"id="rps""#), "{overview}");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let again = br.get(&gw, "/ui/").await.text();
+    let rps = &again[again.find(r#"id="rps""#).unwrap()..];
+    let rps = &rps[rps.find('>').unwrap() + 1..];
+    let rps: f64 = rps[..rps.find('<').unwrap()]
+        .trim()
+        .parse()
+        .expect("a rate after a second");
+    assert!(rps >= 0.0);
 }

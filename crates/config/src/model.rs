@@ -54,6 +54,9 @@ pub struct PassThroughSettings {
 pub struct CallbackSettings {
     /// The sinks, one per distinct callback name.
     pub sinks: Vec<SinkSettings>,
+    /// `general_settings.store_prompts_in_spend_logs` (and `turn_off_message_logging` not
+    /// set): requests keep their bodies for the spend log too.
+    pub spend_log_content: bool,
 }
 
 impl CallbackSettings {
@@ -66,7 +69,7 @@ impl CallbackSettings {
 
     /// Whether any sink wants prompt/completion content.
     pub fn content(&self) -> bool {
-        self.sinks.iter().any(|s| s.message_logging)
+        self.spend_log_content || self.sinks.iter().any(|s| s.message_logging)
     }
 }
 
@@ -349,6 +352,10 @@ pub struct GeneralSettings {
     pub max_in_flight_requests: Option<usize>,
     /// `max_memory_mb`: resident memory past which requests are shed with 503. Off by default.
     pub max_memory_bytes: Option<u64>,
+    /// `store_prompts_in_spend_logs` (LiteLLM's key): each spend log keeps the request's
+    /// messages and the answer (64 KB of each at most), for the console's request detail.
+    /// Off by default: prompts are the users' data. `turn_off_message_logging` wins.
+    pub store_prompts_in_spend_logs: bool,
 }
 
 impl Default for GeneralSettings {
@@ -372,6 +379,7 @@ impl Default for GeneralSettings {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_in_flight_requests: None,
             max_memory_bytes: None,
+            store_prompts_in_spend_logs: false,
         }
     }
 }

@@ -185,6 +185,7 @@ pub(super) struct RawGeneral {
     pub max_connection_rate_per_ip: Option<Scalar>,
     pub max_in_flight_requests: Option<Scalar>,
     pub max_memory_mb: Option<Scalar>,
+    pub store_prompts_in_spend_logs: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -209,6 +210,7 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_connection_rate_per_ip",
     "max_in_flight_requests",
     "max_memory_mb",
+    "store_prompts_in_spend_logs",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

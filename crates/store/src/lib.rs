@@ -44,7 +44,9 @@ pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use models::ModelRow;
 pub use sink::{spend_log, SpendSink};
-pub use spend_logs::{BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus};
+pub use spend_logs::{
+    AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, MAX_CONTENT,
+};
 pub use spool::{Spool, SpoolError};
 pub use teams::TeamRow;
 pub use users::UserRow;

@@ -1,23 +1,31 @@
 //! Finished inference requests become spend-log records for the writer. Runs on the recorder
 //! task, never on a request.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
+use super::spend_logs::{AttemptLog, MAX_CONTENT};
 use super::writer::SpendSender;
 use super::{KeyHash, SpendLog, SpendStatus};
 use sluice_core::limits::dollars;
-use sluice_core::record::{Outcome, RecordSink, RequestRecord};
+use sluice_core::record::{AttemptEnd, Content, Outcome, RecordSink, RequestRecord};
 
 /// Feeds the spend-log writer.
 #[derive(Debug)]
 pub struct SpendSink {
     sender: SpendSender,
+    /// `store_prompts_in_spend_logs`, shared with the state so that a reload can turn it.
+    prompts: Arc<AtomicBool>,
 }
 
 impl SpendSink {
-    /// A sink feeding `sender`.
-    pub fn new(sender: SpendSender) -> Self {
-        Self { sender }
+    /// A sink feeding `sender`; prompts and answers are kept while `prompts` is set.
+    pub fn new(sender: SpendSender, prompts: Arc<AtomicBool>) -> Self {
+        Self { sender, prompts }
     }
 }
 
@@ -52,13 +60,115 @@ pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
     l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
     l.cache_hit = r.cache_hit;
     l.saved_spend = r.saved.map_or(0.0, dollars);
+    l.requested_model = r
+        .requested_model
+        .as_deref()
+        .filter(|m| *m != model)
+        .map(str::to_owned);
+    l.overhead_us = Some(u64::try_from(r.overhead.as_micros()).unwrap_or(u64::MAX));
+    l.retries = r.retries;
+    l.fallbacks = r.fallbacks;
+    l.hedges = r.hedges;
+    l.attempts = r
+        .attempts
+        .iter()
+        .map(|a| AttemptLog {
+            deployment: a.target.id.to_string(),
+            model_group: a.target.model_name.to_string(),
+            provider: a.target.provider.to_owned(),
+            hedge: a.hedge,
+            start_us: micros(a.start.saturating_duration_since(r.start)),
+            duration_us: a.end.map(|e| micros(e.saturating_duration_since(a.start))),
+            result: match a.result {
+                AttemptEnd::Open => "open",
+                AttemptEnd::Ok => "ok",
+                AttemptEnd::Failed(kind) => kind,
+                AttemptEnd::Cancelled => "cancelled",
+            }
+            .to_owned(),
+        })
+        .collect();
     Some(l)
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The members of a request body that hold its prompt (read borrowed: nothing else is built).
+#[derive(Deserialize)]
+struct Prompt<'a> {
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow)]
+    prompt: Option<&'a RawValue>,
+}
+
+/// The prompt (`messages`, else `input`, else `prompt`, as the client sent it) and the answer
+/// (a stream's frames put back together), each cut to [`MAX_CONTENT`] bytes.
+pub fn content_texts(c: &Content) -> (Option<String>, Option<String>) {
+    let prompt = serde_json::from_slice::<Prompt<'_>>(&c.request)
+        .ok()
+        .and_then(|p| p.messages.or(p.input).or(p.prompt))
+        .map(|v| capped(v.get()));
+    let answer = match &c.response {
+        Some(b) => Some(capped(&String::from_utf8_lossy(b))),
+        None => sluice_translate::assemble::stream_answer(&c.stream.frames)
+            .map(|v| capped(&v.to_string())),
+    };
+    (prompt, answer)
+}
+
+/// `text` cut at a character boundary at most [`MAX_CONTENT`] bytes in, marked when cut.
+fn capped(text: &str) -> String {
+    if text.len() <= MAX_CONTENT {
+        return text.to_owned();
+    }
+    let mut end = MAX_CONTENT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut at {} KB)", &text[..end], MAX_CONTENT / 1024)
 }
 
 impl RecordSink for SpendSink {
     fn accept(&self, record: &RequestRecord) {
-        if let Some(l) = spend_log(record, OffsetDateTime::now_utc()) {
+        if let Some(mut l) = spend_log(record, OffsetDateTime::now_utc()) {
+            if let Some(c) = record.content.as_deref() {
+                if self.prompts.load(Ordering::Relaxed) {
+                    (l.messages, l.response) = content_texts(c);
+                }
+            }
             self.sender.send(l);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn content_is_the_prompt_and_answer_cut_to_the_cap() {
+        let c = Content {
+            request: Bytes::from_static(
+                br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            response: Some(Bytes::from_static(br#"{"choices":[]}"#)),
+            ..Content::default()
+        };
+        let (p, a) = content_texts(&c);
+        assert_eq!(p.as_deref(), Some(r#"[{"role":"user","content":"hi"}]"#));
+        assert_eq!(a.as_deref(), Some(r#"{"choices":[]}"#));
+        let long = "é".repeat(MAX_CONTENT);
+        let cut = capped(&long);
+        assert!(
+            cut.len() < MAX_CONTENT + 32 && cut.ends_with("(cut at 64 KB)"),
+            "{}",
+            cut.len()
+        );
     }
 }

@@ -24,10 +24,20 @@ pub enum SpendStatus {
 }
 
 impl SpendStatus {
-    fn as_str(self) -> &'static str {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Success => "success",
             Self::Failure => "failure",
+        }
+    }
+
+    /// `success` or `failure`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "success" => Some(Self::Success),
+            "failure" => Some(Self::Failure),
+            _ => None,
         }
     }
 }
@@ -73,6 +83,55 @@ pub struct SpendLog {
     /// every other request). Spool files written before it existed read as 0.
     #[serde(default)]
     pub saved_spend: f64,
+    /// The model group the client asked for, when a fallback served another (`model_group`).
+    /// Spool files written before the request detail existed read every field below as empty.
+    #[serde(default)]
+    pub requested_model: Option<String>,
+    /// sluice's own time in the request, in microseconds (`x-sluice-overhead-duration-ms`).
+    #[serde(default)]
+    pub overhead_us: Option<u64>,
+    /// Attempts retried on another deployment.
+    #[serde(default)]
+    pub retries: u32,
+    /// Fallback groups moved to.
+    #[serde(default)]
+    pub fallbacks: u32,
+    /// Hedged second attempts.
+    #[serde(default)]
+    pub hedges: u32,
+    /// Every upstream attempt, in start order.
+    #[serde(default)]
+    pub attempts: Vec<AttemptLog>,
+    /// The request's `messages` (or `input` / `prompt`) as JSON text, at most
+    /// [`MAX_CONTENT`] bytes; only with `store_prompts_in_spend_logs`.
+    #[serde(default)]
+    pub messages: Option<String>,
+    /// The answer as JSON text (a stream's put back together), at most [`MAX_CONTENT`] bytes.
+    #[serde(default)]
+    pub response: Option<String>,
+}
+
+/// Most bytes of prompt or answer one spend log keeps: enough to read a request, bounded so
+/// a 10 MB prompt does not become a 10 MB row.
+pub const MAX_CONTENT: usize = 64 * 1024;
+
+/// One upstream attempt as the spend log keeps it (the `attempts` column holds a JSON list).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptLog {
+    /// The deployment called.
+    pub deployment: String,
+    /// Its model group (a fallback's differs from the request's).
+    pub model_group: String,
+    /// Its provider prefix.
+    pub provider: String,
+    /// Started as a hedge of a slow first attempt.
+    pub hedge: bool,
+    /// When it started, in microseconds after the request arrived.
+    pub start_us: u64,
+    /// How long it ran, in microseconds (`None`: still open when recorded).
+    pub duration_us: Option<u64>,
+    /// `ok`, `cancelled`, `open`, or the failure kind (`timeout`, `rate_limited`, ...).
+    pub result: String,
 }
 
 impl SpendLog {
@@ -96,6 +155,14 @@ impl SpendLog {
             ttfb_ms: None,
             cache_hit: false,
             saved_spend: 0.0,
+            requested_model: None,
+            overhead_us: None,
+            retries: 0,
+            fallbacks: 0,
+            hedges: 0,
+            attempts: Vec::new(),
+            messages: None,
+            response: None,
         }
     }
 
@@ -137,8 +204,24 @@ impl SpendLog {
             ttfb_ms: col::<Option<i64>>(row, "ttfb_ms")?.map(|n| u64::try_from(n).unwrap_or(0)),
             cache_hit: col::<i64>(row, "cache_hit")? != 0,
             saved_spend: col(row, "saved_spend")?,
+            requested_model: col(row, "requested_model")?,
+            overhead_us: col::<Option<i64>>(row, "overhead_us")?
+                .map(|n| u64::try_from(n).unwrap_or(0)),
+            retries: small(count("retries")?),
+            fallbacks: small(count("fallbacks")?),
+            hedges: small(count("hedges")?),
+            // A list this writer wrote; one that does not read is shown as no attempts.
+            attempts: col::<Option<String>>(row, "attempts")?
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
+            messages: col(row, "messages")?,
+            response: col(row, "response")?,
         })
     }
+}
+
+fn small(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Spool files keep times as Unix milliseconds, like the database.
@@ -183,21 +266,85 @@ pub struct DailySpend {
     pub spend: f64,
 }
 
-/// Which spend logs `GET /spend/logs` wants; unset fields do not filter.
+/// Which spend logs `GET /spend/logs` wants; unset fields do not filter. Every filter is a
+/// condition in the SQL, so a narrow filter reads only the rows it returns.
 #[derive(Debug, Clone, Default)]
 pub struct SpendLogFilter {
+    /// One record, by its own id ([`SpendLog::id`]).
+    pub id: Option<String>,
     /// One key's records.
     pub api_key: Option<KeyHash>,
+    /// The records of the key with this alias.
+    pub key_alias: Option<String>,
     /// One user's records.
     pub user_id: Option<String>,
+    /// One team's records.
+    pub team_id: Option<String>,
+    /// One model group's records (the group that served).
+    pub model_group: Option<String>,
+    /// Only successes or only failures.
+    pub status: Option<SpendStatus>,
     /// One request's records.
     pub request_id: Option<String>,
     /// Requests that started at or after this time.
     pub start: Option<OffsetDateTime>,
     /// Requests that started before this time.
     pub end: Option<OffsetDateTime>,
+    /// Also read the prompt and answer (heavy: asked for one request's detail, not lists).
+    pub content: bool,
     /// Which slice.
     pub page: Page,
+}
+
+/// A value bound into a filter's SQL.
+#[derive(Debug, Clone, PartialEq)]
+enum Arg {
+    Text(String),
+    Int(i64),
+}
+
+impl SpendLogFilter {
+    /// `WHERE …` (or nothing) and its values, numbered from `$3` (`$1`, `$2`: limit, offset).
+    fn conditions(&self) -> (String, Vec<Arg>) {
+        let mut conds: Vec<String> = Vec::new();
+        let mut args: Vec<Arg> = Vec::new();
+        let mut push = |cond: &str, arg: Arg| {
+            args.push(arg);
+            conds.push(cond.replace('?', &format!("${}", args.len() + 2)));
+        };
+        for (cond, value) in [
+            ("id = ?", self.id.as_deref()),
+            ("api_key = ?", self.api_key.as_ref().map(KeyHash::as_str)),
+            // Aliases live on the keys; a deleted key's logs keep only its hash.
+            (
+                "api_key IN (SELECT token FROM keys WHERE key_alias = ?)",
+                self.key_alias.as_deref(),
+            ),
+            ("user_id = ?", self.user_id.as_deref()),
+            ("team_id = ?", self.team_id.as_deref()),
+            ("model_group = ?", self.model_group.as_deref()),
+            ("status = ?", self.status.map(SpendStatus::as_str)),
+            ("request_id = ?", self.request_id.as_deref()),
+        ] {
+            if let Some(v) = value {
+                push(cond, Arg::Text(v.to_owned()));
+            }
+        }
+        for (cond, value) in [
+            ("start_time >= ?", self.start),
+            ("start_time < ?", self.end),
+        ] {
+            if let Some(t) = value {
+                push(cond, Arg::Int(to_ms(t)));
+            }
+        }
+        let sql = if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        };
+        (sql, args)
+    }
 }
 
 /// What one batch write did.
@@ -209,7 +356,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 21] = [
+const LOG_COLUMNS: [&str; 29] = [
     "id",
     "request_id",
     "api_key",
@@ -231,10 +378,18 @@ const LOG_COLUMNS: [&str; 21] = [
     "ttfb_ms",
     "cache_hit",
     "saved_spend",
+    "requested_model",
+    "overhead_us",
+    "retries",
+    "fallbacks",
+    "hedges",
+    "attempts",
+    "messages",
+    "response",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (21 × 200 parameters
-/// stays far below its limit).
+/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (29 × 200 parameters
+/// stays far below its limit of 65,535).
 const ROWS_PER_STATEMENT: usize = 200;
 
 /// On SQLite (in process, no round trips) one row per statement is cheapest: the statement is
@@ -242,6 +397,27 @@ const ROWS_PER_STATEMENT: usize = 200;
 /// and SQLite looks each of its 4,000 `$n` parameters up by name, a scan over all of them
 /// (callgrind: 80 % of a request's instructions went there).
 const ROWS_PER_STATEMENT_SQLITE: usize = 1;
+
+/// The columns a read returns: every one, with the prompt and answer read only when asked for
+/// (NULL otherwise, so a list of 200 rows does not carry 200 prompts).
+fn select_list(content: bool) -> String {
+    LOG_COLUMNS
+        .iter()
+        .map(|&c| match c {
+            "messages" | "response" if !content => format!("CAST(NULL AS TEXT) AS {c}"),
+            c => c.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `attempts` column: a JSON list, NULL for none (a cache hit, a refusal).
+fn attempts_json(attempts: &[AttemptLog]) -> Option<String> {
+    if attempts.is_empty() {
+        return None;
+    }
+    serde_json::to_string(attempts).ok()
+}
 
 /// `INSERT … VALUES ($1, …), (…) …` for `rows` rows.
 fn insert_sql(rows: usize) -> String {
@@ -300,7 +476,15 @@ impl Store {
                     .bind(to_ms(l.end_time))
                     .bind(l.ttfb_ms.map(to_i64))
                     .bind(i64::from(l.cache_hit))
-                    .bind(l.saved_spend);
+                    .bind(l.saved_spend)
+                    .bind(l.requested_model.clone())
+                    .bind(l.overhead_us.map(to_i64))
+                    .bind(i64::from(l.retries))
+                    .bind(i64::from(l.fallbacks))
+                    .bind(i64::from(l.hedges))
+                    .bind(attempts_json(&l.attempts))
+                    .bind(l.messages.clone())
+                    .bind(l.response.clone());
             }
             for row in q.fetch_all(&mut *tx).await? {
                 inserted.insert(col(&row, "id")?);
@@ -376,44 +560,19 @@ impl Store {
 
     /// Spend logs matching every filter set, newest first (`GET /spend/logs`).
     pub async fn spend_logs(&self, filter: &SpendLogFilter) -> Result<Vec<SpendLog>, StoreError> {
-        let mut conds: Vec<String> = Vec::new();
-        let mut texts: Vec<String> = Vec::new();
-        for (column, value) in [
-            ("api_key", filter.api_key.as_ref().map(KeyHash::as_str)),
-            ("user_id", filter.user_id.as_deref()),
-            ("request_id", filter.request_id.as_deref()),
-        ] {
-            if let Some(v) = value {
-                texts.push(v.to_owned());
-                conds.push(format!("{column} = ${}", texts.len() + 2));
-            }
-        }
-        let mut times: Vec<i64> = Vec::new();
-        for (op, value) in [(">=", filter.start), ("<", filter.end)] {
-            if let Some(t) = value {
-                times.push(to_ms(t));
-                conds.push(format!(
-                    "start_time {op} ${}",
-                    texts.len() + times.len() + 2
-                ));
-            }
-        }
-        let cond = if conds.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", conds.join(" AND "))
-        };
+        let (cond, args) = filter.conditions();
         let sql = format!(
-            "SELECT * FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2"
+            "SELECT {} FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2",
+            select_list(filter.content)
         );
         let mut q = sqlx::query(&sql)
             .bind(to_i64(filter.page.limit))
             .bind(to_i64(filter.page.offset));
-        for v in texts {
-            q = q.bind(v);
-        }
-        for t in times {
-            q = q.bind(t);
+        for a in args {
+            q = match a {
+                Arg::Text(v) => q.bind(v),
+                Arg::Int(n) => q.bind(n),
+            };
         }
         q.fetch_all(self.pool())
             .await?
@@ -509,5 +668,50 @@ impl<'a> Totals<'a> {
             d.spend += l.spend;
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn filters_become_numbered_sql_conditions() {
+        assert_eq!(
+            SpendLogFilter::default().conditions(),
+            (String::new(), vec![])
+        );
+        let at = time::macros::datetime!(2026-03-01 10:00 UTC);
+        let f = SpendLogFilter {
+            key_alias: Some("app".into()),
+            team_id: Some("t1".into()),
+            status: Some(SpendStatus::Failure),
+            start: Some(at),
+            ..Default::default()
+        };
+        let (sql, args) = f.conditions();
+        assert_eq!(
+            sql,
+            "WHERE api_key IN (SELECT token FROM keys WHERE key_alias = $3) AND team_id = $4 \
+             AND status = $5 AND start_time >= $6"
+        );
+        assert_eq!(
+            args,
+            [
+                Arg::Text("app".into()),
+                Arg::Text("t1".into()),
+                Arg::Text("failure".into()),
+                Arg::Int(to_ms(at)),
+            ]
+        );
+    }
+
+    #[test]
+    fn lists_leave_prompts_out() {
+        let list = select_list(false);
+        assert!(list.contains("CAST(NULL AS TEXT) AS messages"), "{list}");
+        assert!(list.contains("CAST(NULL AS TEXT) AS response"), "{list}");
+        assert!(select_list(true).ends_with("attempts, messages, response"));
+        assert_eq!(attempts_json(&[]), None);
     }
 }

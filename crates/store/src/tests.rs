@@ -447,6 +447,113 @@ async fn spend_log_filters() {
     }
 }
 
+#[tokio::test]
+async fn spend_logs_filter_by_team_model_status_and_alias_in_sql() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let mut k1 = KeyRow::new("sk-g1", T0);
+        k1.key_alias = Some("app-one".into());
+        k1.team_id = Some("search".into());
+        s.create_key(&k1).await.unwrap();
+        let k2 = KeyRow::new("sk-g2", T0);
+        let mut logs = Vec::new();
+        for i in 0..6 {
+            let key = if i % 2 == 0 { &k1 } else { &k2 };
+            let mut l = log(key, 0.01, T0 + time::Duration::hours(i));
+            l.request_id = format!("req-{i}");
+            if i >= 3 {
+                l.model_group = "claude".into();
+            }
+            if i == 4 {
+                l.status = SpendStatus::Failure;
+            }
+            logs.push(l);
+        }
+        s.write_spend_batch(&logs).await.unwrap();
+        let ids = |v: Vec<SpendLog>| v.into_iter().map(|l| l.request_id).collect::<Vec<_>>();
+        let f = |f: SpendLogFilter| async move { ids(s.spend_logs(&f).await.unwrap()) };
+        let alias = SpendLogFilter {
+            key_alias: Some("app-one".into()),
+            ..Default::default()
+        };
+        assert_eq!(f(alias).await, ["req-4", "req-2", "req-0"]);
+        let team_model = SpendLogFilter {
+            team_id: Some("search".into()),
+            model_group: Some("claude".into()),
+            ..Default::default()
+        };
+        assert_eq!(f(team_model).await, ["req-4"]);
+        let failed = SpendLogFilter {
+            status: Some(SpendStatus::Failure),
+            ..Default::default()
+        };
+        assert_eq!(f(failed).await, ["req-4"]);
+        let ok_claude = SpendLogFilter {
+            status: Some(SpendStatus::Success),
+            model_group: Some("claude".into()),
+            ..Default::default()
+        };
+        assert_eq!(f(ok_claude).await, ["req-5", "req-3"]);
+        let none = SpendLogFilter {
+            key_alias: Some("no-such-alias".into()),
+            ..Default::default()
+        };
+        assert!(f(none).await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn request_detail_round_trips_and_lists_leave_content_out() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let key = KeyRow::new("sk-d1", T0);
+        let mut l = log(&key, 0.02, T0);
+        l.requested_model = Some("gpt-4o".into());
+        l.model_group = "gpt-4o-mini".into();
+        l.overhead_us = Some(412);
+        l.retries = 1;
+        l.fallbacks = 1;
+        l.hedges = 0;
+        l.attempts = vec![
+            AttemptLog {
+                deployment: "d-1".into(),
+                model_group: "gpt-4o".into(),
+                provider: "openai".into(),
+                hedge: false,
+                start_us: 300,
+                duration_us: Some(12_000),
+                result: "timeout".into(),
+            },
+            AttemptLog {
+                deployment: "d-2".into(),
+                model_group: "gpt-4o-mini".into(),
+                provider: "openai".into(),
+                hedge: false,
+                start_us: 12_500,
+                duration_us: None,
+                result: "ok".into(),
+            },
+        ];
+        l.messages = Some(r#"[{"role":"user","content":"hi"}]"#.into());
+        l.response = Some(r#"{"choices":[]}"#.into());
+        s.write_spend_batch(std::slice::from_ref(&l)).await.unwrap();
+        let one = s
+            .spend_logs(&SpendLogFilter {
+                id: Some(l.id.clone()),
+                content: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(one, [l.clone()], "{:?}", s.backend());
+        let listed = s.spend_logs(&SpendLogFilter::default()).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].messages, None);
+        assert_eq!(listed[0].response, None);
+        assert_eq!(listed[0].attempts, l.attempts);
+    }
+}
+
 #[test]
 fn location_from_settings() {
     let default = std::path::Path::new("sluice.db");

@@ -1,6 +1,8 @@
-//! Request logs from the spend log (`/spend/logs`), newest first: look one up by request id
-//! (the `x-request-id` a client saw), or show only the failed ones. An internal user sees
-//! the requests made with their keys.
+//! Request logs from the spend log (`/spend/logs`), newest first, narrowed by request id, key
+//! (hash or alias), team, model group, status and time (the store's SQL does the filtering),
+//! and one request's detail: routing, attempts, timings, tokens, cost, and the prompt and answer
+//! when `store_prompts_in_spend_logs` keeps them. An internal user sees only the requests made
+//! with their keys, whatever the filters say.
 
 use http::Method;
 use maud::{html, Markup};
@@ -8,44 +10,130 @@ use serde_json::Value;
 
 use super::{admin, query, short, text, usd};
 use crate::console::{Form, Viewer};
-use crate::server::AppState;
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// Rows read per page.
 const ROWS: &str = "200";
 
-/// `GET /ui/logs?request_id=&failed=1`.
-pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
-    let request_id = q.filled("request_id");
-    let failed = q.filled("failed").is_some();
-    let mut pairs = vec![("limit", ROWS)];
-    if let Some(id) = request_id {
-        pairs.push(("request_id", id));
+/// The filters a `/ui/logs` query names, as the form shows them back.
+#[derive(Debug, Default, PartialEq)]
+struct Filters<'q> {
+    request_id: Option<&'q str>,
+    key: Option<&'q str>,
+    team: Option<&'q str>,
+    model: Option<&'q str>,
+    status: Option<&'static str>,
+    start: Option<&'q str>,
+    end: Option<&'q str>,
+}
+
+impl<'q> Filters<'q> {
+    fn of(q: &'q Form) -> Self {
+        let status = match q.filled("status") {
+            Some("success") => Some("success"),
+            Some("failure") => Some("failure"),
+            // The older link for failed requests.
+            _ => q.filled("failed").map(|_| "failure"),
+        };
+        Self {
+            request_id: q.filled("request_id"),
+            key: q.filled("key"),
+            team: q.filled("team"),
+            model: q.filled("model"),
+            status,
+            start: q.filled("start"),
+            end: q.filled("end"),
+        }
     }
-    if !viewer.session.role.sees_all() {
-        pairs.push(("user_id", viewer.session.user.as_str()));
+
+    /// `/spend/logs` parameters: a key given as a hash (64 hex digits) or as `sk-…` is the
+    /// key itself, anything else its alias. `user` scopes an internal user to their own.
+    fn pairs(&self, user: Option<&'q str>) -> Vec<(&'static str, &'q str)> {
+        let mut pairs = vec![("limit", ROWS)];
+        if let Some(k) = self.key {
+            let is_key =
+                k.starts_with("sk-") || (k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()));
+            pairs.push((if is_key { "api_key" } else { "key_alias" }, k));
+        }
+        for (name, value) in [
+            ("request_id", self.request_id),
+            ("team_id", self.team),
+            ("model_group", self.model),
+            ("status", self.status),
+            ("start_date", self.start),
+            ("end_date", self.end),
+            ("user_id", user),
+        ] {
+            if let Some(v) = value {
+                pairs.push((name, v));
+            }
+        }
+        pairs
     }
+}
+
+/// The model groups the config serves, for the filter's choices.
+fn groups(snap: &Snapshot) -> Vec<String> {
+    let mut names: Vec<String> = crate::server::health::deployments(&snap.router)
+        .into_iter()
+        .map(|d| d.model_name.to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// `GET /ui/logs?request_id=&key=&team=&model=&status=&start=&end=`.
+pub(super) async fn page(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let f = Filters::of(q);
+    let user = (!viewer.session.role.sees_all()).then_some(viewer.session.user.as_str());
     let logs = admin(
         state,
         Method::GET,
         "/spend/logs",
-        &query(&pairs),
+        &query(&f.pairs(user)),
         &Value::Null,
     )
     .await?;
-    let logs: Vec<&Value> = logs
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter(|l| !failed || l["status"] != "success")
-        .collect();
+    let logs: &[Value] = logs.as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut models = groups(snap);
+    if let Some(m) = f.model.filter(|m| !models.iter().any(|g| g == m)) {
+        models.push(m.to_owned());
+    }
     Ok(html! {
         form.filters method="get" action="/ui/logs" {
             label for="request_id" { "Request id" }
-            input #request_id name="request_id" value=(request_id.unwrap_or_default()) size="40";
-            label { input type="checkbox" name="failed" value="1" checked[failed]; " failed only" }
-            button.quiet type="submit" { "Look up" }
+            input #request_id name="request_id" value=(f.request_id.unwrap_or_default()) size="30";
+            label for="key" { "Key" }
+            input #key name="key" value=(f.key.unwrap_or_default()) placeholder="alias or hash" size="16";
+            label for="team" { "Team" }
+            input #team name="team" value=(f.team.unwrap_or_default()) size="10";
+            label for="model" { "Model group" }
+            select #model name="model" {
+                option value="" { "any" }
+                @for m in &models {
+                    option value=(m) selected[f.model == Some(m.as_str())] { (m) }
+                }
+            }
+            label for="status" { "Status" }
+            select #status name="status" {
+                option value="" { "any" }
+                @for s in ["success", "failure"] {
+                    option value=(s) selected[f.status == Some(s)] { (s) }
+                }
+            }
+            label for="start" { "From (UTC)" }
+            input #start type="datetime-local" name="start" value=(f.start.unwrap_or_default());
+            label for="end" { "to" }
+            input #end type="datetime-local" name="end" value=(f.end.unwrap_or_default());
+            button.quiet type="submit" { "Filter" }
+            a href="/ui/logs" { "clear" }
         }
         @if logs.is_empty() {
             p.muted { "No requests match." }
@@ -53,10 +141,10 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
             table #logs {
                 thead { tr {
                     th { "Started" } th { "Request id" } th { "Status" } th { "Model group" } th { "Deployment" }
-                    th { "Key" } th { "Team" } th.num { "Tokens in / out" } th.num { "Spend" } th.num { "TTFB" }
+                    th { "Key" } th { "Team" } th.num { "Tokens in / out" } th.num { "Spend" } th.num { "TTFB" } th { "" }
                 } }
                 tbody {
-                    @for l in &logs {
+                    @for l in logs {
                         @let status = text(l, "status");
                         tr {
                             td { (text(l, "startTime")) }
@@ -69,11 +157,176 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
                             td.num { (text(l, "prompt_tokens")) " / " (text(l, "completion_tokens")) }
                             td.num { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
                             td.num { @if let Some(t) = l["ttfb_ms"].as_u64() { (t) " ms" } }
+                            td { a.detail href={ "/ui/logs/detail?id=" (text(l, "id")) } { "detail" } }
                         }
                     }
                 }
             }
         }
-        p.muted { "From the spend log: requests reach it when the spend writer's batch lands (proxy_batch_write_at)." }
+        p.muted { "From the spend log: requests reach it when the spend writer's batch lands (proxy_batch_write_at). Times are UTC." }
     })
+}
+
+/// Milliseconds as the detail shows them.
+fn millis(v: &Value) -> String {
+    match v.as_f64() {
+        Some(ms) if ms < 10.0 => format!("{ms:.2} ms"),
+        Some(ms) => format!("{ms:.1} ms"),
+        None => "—".to_owned(),
+    }
+}
+
+/// Prompt or answer JSON, indented for reading.
+fn pretty(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// `GET /ui/logs/detail?id=`: one spend log (an internal user's own only; another's is "not
+/// found", as if it did not exist).
+pub(super) async fn detail(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let id = q.filled("id").unwrap_or_default();
+    let not_found = || ApiError::NotFound {
+        what: "request",
+        id: id.chars().take(80).collect(),
+    };
+    if id.is_empty() {
+        return Err(not_found());
+    }
+    let mut pairs = vec![("id", id), ("limit", "1")];
+    if !viewer.session.role.sees_all() {
+        pairs.push(("user_id", viewer.session.user.as_str()));
+    }
+    let found = admin(
+        state,
+        Method::GET,
+        "/spend/logs",
+        &query(&pairs),
+        &Value::Null,
+    )
+    .await?;
+    let l = found.get(0).ok_or_else(not_found)?;
+    let status = text(l, "status");
+    let requested = text(l, "requested_model");
+    let served = text(l, "model_group");
+    let attempts: &[Value] = l["attempts"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let facts: Vec<(&str, String)> = vec![
+        ("Started", text(l, "startTime")),
+        ("Ended", text(l, "endTime")),
+        ("Key", text(l, "api_key")),
+        ("Team", text(l, "team_id")),
+        ("User", text(l, "user")),
+        ("End user", text(l, "end_user")),
+        ("Deployment", text(l, "model_id")),
+        ("Provider", text(l, "custom_llm_provider")),
+        ("Time to first byte", millis(&l["ttfb_ms"])),
+        ("sluice's overhead", millis(&l["overhead_ms"])),
+        (
+            "Cache hit",
+            if l["cache_hit"] == "True" {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_owned(),
+        ),
+    ];
+    Ok(html! {
+        p { a href="/ui/logs" { "← all requests" } }
+        h2 { "Request " span.mono #request-id { (text(l, "request_id")) } " · " span #status class={ "state-" (status) } { (status) } }
+        div.cards {
+            div.card { div.label { "Model group asked for" } div.value #requested { (requested) } }
+            div.card { div.label { "Served by" } div.value #served { (served) }
+                @if requested != served { div.muted { "fallback" } } }
+            div.card { div.label { "Retries / fallbacks / hedges" } div.value #routing {
+                (text(l, "retries")) " / " (text(l, "fallbacks")) " / " (text(l, "hedges")) } }
+            div.card { div.label { "Spend" } div.value #spend { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
+                @if l["saved_spend"].as_f64().unwrap_or(0.0) > 0.0 { div.muted { (usd(l["saved_spend"].as_f64().unwrap_or(0.0))) " saved by the cache" } } }
+        }
+        table.facts #facts {
+            tbody {
+                @for (name, value) in &facts {
+                    tr { th { (name) } td.mono { (value) } }
+                }
+                tr { th { "Tokens" } td #tokens {
+                    (text(l, "prompt_tokens")) " in (" (text(l, "cached_tokens")) " cached) · "
+                    (text(l, "completion_tokens")) " out (" (text(l, "reasoning_tokens")) " reasoning)"
+                } }
+            }
+        }
+        h2 { "Attempts" }
+        @if attempts.is_empty() {
+            p.muted { "No upstream call (answered from the cache, or refused before one)." }
+        } @else {
+            table #attempts {
+                thead { tr { th { "#" } th { "Deployment" } th { "Model group" } th { "Provider" } th { "Kind" } th.num { "Started after" } th.num { "Took" } th { "Ended" } } }
+                tbody {
+                    @for (i, a) in attempts.iter().enumerate() {
+                        @let result = text(a, "result");
+                        tr {
+                            td.num { (i + 1) }
+                            td.mono { (text(a, "model_id")) }
+                            td { (text(a, "model_group")) }
+                            td { (text(a, "custom_llm_provider")) }
+                            td { @if a["hedge"].as_bool().unwrap_or(false) { "hedge" } @else { "attempt" } }
+                            td.num { (millis(&a["start_ms"])) }
+                            td.num { (millis(&a["duration_ms"])) }
+                            td class={ "state-" (if result == "ok" { "success" } else { "failure" }) } { (result) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Prompt" }
+        @if l["messages"].is_null() {
+            p.muted #no-content { "Not kept: prompts and answers are stored only with general_settings.store_prompts_in_spend_logs." }
+        } @else {
+            pre.answer #messages { (pretty(&l["messages"])) }
+            h2 { "Answer" }
+            pre.answer #response { (pretty(&l["response"])) }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_name_a_key_by_hash_or_alias_and_keep_the_user() {
+        let q = Form::parse(b"key=app-one&team=t1&status=failure&start=2026-03-01T10:00&model=");
+        let f = Filters::of(&q);
+        assert_eq!(
+            f.pairs(Some("ana")),
+            [
+                ("limit", ROWS),
+                ("key_alias", "app-one"),
+                ("team_id", "t1"),
+                ("status", "failure"),
+                ("start_date", "2026-03-01T10:00"),
+                ("user_id", "ana"),
+            ]
+        );
+        let hash = "ab".repeat(32);
+        let raw = format!("key={hash}&failed=1");
+        let q = Form::parse(raw.as_bytes());
+        let f = Filters::of(&q);
+        assert_eq!(
+            f.pairs(None),
+            [
+                ("limit", ROWS),
+                ("api_key", hash.as_str()),
+                ("status", "failure")
+            ]
+        );
+    }
 }

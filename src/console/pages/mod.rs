@@ -3,6 +3,7 @@
 //! metrics state; none keeps data of its own.
 
 mod audit;
+mod chart;
 mod config;
 mod keys;
 mod logs;
@@ -11,6 +12,8 @@ mod overview;
 mod people;
 mod playground;
 mod spend;
+
+pub(super) use overview::RequestRate;
 
 use http::{Method, Response, StatusCode};
 use serde_json::Value;
@@ -43,8 +46,12 @@ pub(super) async fn get(
         "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
             ("Deployment", models::edit_page(state, viewer, query).await?)
         }
-        "/spend" => ("Spend", spend::page(state, viewer, query).await?),
-        "/logs" => ("Request logs", logs::page(state, viewer, query).await?),
+        "/spend" => ("Spend", spend::page(state, snap, viewer, query).await?),
+        "/logs" => (
+            "Request logs",
+            logs::page(state, snap, viewer, query).await?,
+        ),
+        "/logs/detail" => ("Request", logs::detail(state, viewer, query).await?),
         "/playground" => ("Playground", playground::page_get(snap, viewer)),
         "/teams" if viewer.session.role.sees_all() => {
             ("Teams", people::teams(state, viewer).await?)

@@ -1,8 +1,12 @@
 //! The overview: requests and errors from the Prometheus counter `/metrics` serves (the page
-//! encodes the same counter family and sums it, so the two cannot disagree), the deployments' live
-//! health, and today's spend from the store's daily rollups (what `/spend/daily` reads).
+//! encodes the same counter family and sums it, so the two cannot disagree), requests per
+//! second from samples of that counter the page keeps as it is viewed (nothing on the request
+//! path), the deployments' live health, and today's spend, top keys and top model groups from
+//! the store's daily rollups (what `/spend/daily` reads).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use http::Method;
 use maud::{html, Markup};
@@ -13,6 +17,39 @@ use crate::console::Viewer;
 use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
+
+/// The stretch requests per second are averaged over, at least.
+const RATE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Samples kept at most (a page viewed every second keeps a little over a minute).
+const RATE_SAMPLES: usize = 128;
+
+/// Samples of the request counter, taken when the overview is drawn: the rate is the counter's
+/// rise since the newest sample at least [`RATE_WINDOW`] old (or the oldest there is). Kept by
+/// the console (per snapshot: a reload starts afresh), so counting costs requests nothing.
+#[derive(Debug, Default)]
+pub(in crate::console) struct RequestRate {
+    samples: Mutex<VecDeque<(Instant, u64)>>,
+}
+
+impl RequestRate {
+    /// Note `total` at `now`; requests per second and the stretch it covers, `None` until the
+    /// samples span a second.
+    pub(super) fn sample(&self, now: Instant, total: u64) -> Option<(f64, Duration)> {
+        // A panic elsewhere while holding it leaves plain numbers: still good to read.
+        let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        s.push_back((now, total));
+        while s.len() > RATE_SAMPLES
+            || (s.len() > 2 && now.saturating_duration_since(s[1].0) >= RATE_WINDOW)
+        {
+            s.pop_front();
+        }
+        let &(at, then) = s.front()?;
+        let span = now.saturating_duration_since(at);
+        (span >= Duration::from_secs(1))
+            .then(|| (total.saturating_sub(then) as f64 / span.as_secs_f64(), span))
+    }
+}
 
 /// Requests summed from `sluice_requests_total`.
 #[derive(Debug, Default, PartialEq)]
@@ -166,8 +203,12 @@ fn label(labels: &str, name: &str) -> Option<String> {
     }
 }
 
-/// Today's spend (UTC) a viewer may see: everyone's for admins, their team's for others.
-async fn today_spend(state: &AppState, viewer: &Viewer, today: &str) -> Result<f64, ApiError> {
+/// Today's rollup rows (UTC) a viewer may see: everyone's for admins, their team's for others.
+async fn today_rows(
+    state: &AppState,
+    viewer: &Viewer,
+    today: &str,
+) -> Result<Vec<Value>, ApiError> {
     let sees_all = viewer.session.role.sees_all();
     let daily = admin(
         state,
@@ -182,14 +223,30 @@ async fn today_spend(state: &AppState, viewer: &Viewer, today: &str) -> Result<f
     } else {
         super::team_of(state, &viewer.session.user).await?
     };
-    Ok(daily
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
-        .filter_map(|r| r["spend"].as_f64())
-        .sum())
+    Ok(match daily {
+        Value::Array(rows) => rows
+            .into_iter()
+            .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// The `n` largest spenders among `rows` by the member `by`: (name, spend, requests).
+fn top(rows: &[Value], by: &str, n: usize) -> Vec<(String, f64, u64)> {
+    let mut sums: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
+    for r in rows {
+        let s = sums.entry(r[by].as_str().unwrap_or_default()).or_default();
+        s.0 += r["spend"].as_f64().unwrap_or(0.0);
+        s.1 += r["requests"].as_u64().unwrap_or(0);
+    }
+    let mut list: Vec<(String, f64, u64)> = sums
+        .into_iter()
+        .map(|(k, (spend, requests))| (k.to_owned(), spend, requests))
+        .collect();
+    list.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.cmp(&a.2)));
+    list.truncate(n);
+    list
 }
 
 /// The response cache's figures since start, from the counters `/metrics` exports.
@@ -245,13 +302,29 @@ pub(super) async fn page(
         .as_ref()
         .filter(|_| sees_all)
         .map(|c| CacheFigures::of(&c.core.stats));
+    let rate = counts.as_ref().and_then(|c| {
+        snap.console
+            .as_ref()
+            .and_then(|s| s.rate.sample(Instant::now(), c.total))
+    });
     let today = time::OffsetDateTime::now_utc().date().to_string();
     // The store may be down; the live figures above do not need it, so the page still shows.
-    let spend = today_spend(state, viewer, &today).await.ok();
+    let rows = today_rows(state, viewer, &today).await.ok();
+    let spend = rows
+        .as_deref()
+        .map(|r| r.iter().filter_map(|r| r["spend"].as_f64()).sum::<f64>());
+    let (top_keys, top_models) = rows
+        .as_deref()
+        .map(|r| (top(r, "api_key", 5), top(r, "model_group", 5)))
+        .unwrap_or_default();
     Ok(html! {
         div.cards {
             @if let Some(c) = &counts {
                 div.card { div.label { "Model requests (since start)" } div.value #requests { (c.total) } }
+                div.card { div.label { "Requests per second" } div.value #rps {
+                    @if let Some((r, _)) = rate { (format!("{r:.2}")) } @else { "—" } }
+                    div.muted { @if let Some((_, over)) = rate { "over the last " (over.as_secs()) " s" } @else { "open the page again in a second" } }
+                }
                 div.card { div.label { "Failed" } div.value #errors { (c.errors) } }
                 div.card { div.label { "Refused before a model" } div.value #refused { (c.refused) } }
             }
@@ -277,6 +350,30 @@ pub(super) async fn page(
                 div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
                 div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
                 div.card { div.label { "Tokens in / out" } div.value #tokens { (tokens(x, "input")) " / " (tokens(x, "output")) } }
+            }
+        }
+        @if !top_keys.is_empty() {
+            div.tops {
+                div {
+                    h2 { "Top keys today" }
+                    table #top-keys {
+                        thead { tr { th { "Key (hash)" } th.num { "Spend" } th.num { "Requests" } } }
+                        tbody { @for (k, spend, n) in &top_keys { tr {
+                            td.mono { @if k.is_empty() { "(master key)" } @else { a href={ "/ui/logs?key=" (k) } { (super::short(k)) "…" } } }
+                            td.num { (usd(*spend)) } td.num { (n) }
+                        } } }
+                    }
+                }
+                div {
+                    h2 { "Top model groups today" }
+                    table #top-models {
+                        thead { tr { th { "Model group" } th.num { "Spend" } th.num { "Requests" } } }
+                        tbody { @for (m, spend, n) in &top_models { tr {
+                            td { a href={ "/ui/logs?model=" (m) } { (m) } }
+                            td.num { (usd(*spend)) } td.num { (n) }
+                        } } }
+                    }
+                }
             }
         }
         @if let Some(c) = &counts {
@@ -343,6 +440,37 @@ sluice_tokens_total{model=\"b\",deployment=\"d\",kind=\"output\"} 4\n";
         assert_eq!(quantile(&[], 0.5), None);
         assert_eq!(tokens(text, "input"), 10);
         assert_eq!(tokens(text, "output"), 4);
+    }
+
+    #[test]
+    fn requests_per_second_span_at_least_a_minute() {
+        let r = RequestRate::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        assert_eq!(r.sample(t0, 0), None, "one sample is no rate");
+        assert_eq!(r.sample(at(0), 5), None, "nor less than a second");
+        assert_eq!(r.sample(at(10), 20), Some((2.0, Duration::from_secs(10))));
+        // 70 s in: the newest sample a minute old is the one at 10 s.
+        assert_eq!(r.sample(at(70), 140), Some((2.0, Duration::from_secs(60))));
+        assert_eq!(
+            r.sample(at(75), 140),
+            Some((120.0 / 65.0, Duration::from_secs(65)))
+        );
+        let kept = r.samples.lock().unwrap().len();
+        assert!(kept <= 3, "{kept}");
+    }
+
+    #[test]
+    fn top_spenders_sum_their_rows() {
+        let rows: Vec<Value> = serde_json::from_str(
+            r#"[{"api_key":"a","spend":1.0,"requests":2},{"api_key":"b","spend":3.0,"requests":1},
+                {"api_key":"a","spend":2.5,"requests":4},{"api_key":"c","spend":0.1,"requests":9}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            top(&rows, "api_key", 2),
+            [("a".to_owned(), 3.5, 6), ("b".to_owned(), 3.0, 1)]
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Spend by team, model group and key over a period, summed from the daily rollups the spend
-//! writer keeps (what `/spend/daily` answers): the same rows the spend log adds up to. An
-//! internal user sees their team's rows (their own keys' when they have no team).
+//! writer keeps (what `/spend/daily` answers): the same rows the spend log adds up to, drawn
+//! per day as charts (by team, model group, key, and provider: the rollups have no provider,
+//! so a group's spend goes to the providers of its deployments in the running config) and
+//! summed in tables. An internal user sees their team's rows (their own keys' when they have
+//! no team).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -8,9 +11,10 @@ use http::Method;
 use maud::{html, Markup};
 use serde_json::Value;
 
+use super::chart::{daily_bars, Daily};
 use super::{admin, query, short, team_of, usd};
 use crate::console::{Form, Viewer};
-use crate::server::AppState;
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// The periods offered, in days.
@@ -86,7 +90,8 @@ pub(super) async fn csv(state: &AppState, viewer: &Viewer, q: &Form) -> Result<S
     for r in rows(state, viewer, start, end).await? {
         let cells: Vec<String> = CSV_COLUMNS
             .iter()
-            .map(|c| match &r[*c] {
+            // `/spend/daily` names the day `date`.
+            .map(|c| match &r[if *c == "day" { "date" } else { *c }] {
                 Value::Null => String::new(),
                 Value::String(s) => csv_cell(s),
                 other => other.to_string(),
@@ -113,10 +118,74 @@ fn csv_cell(s: &str) -> String {
     }
 }
 
+/// Each model group's provider(s) in the running config (`openai`, `azure + openai` for a
+/// group over both); a group no longer configured is "(not configured)".
+fn providers(snap: &Snapshot) -> BTreeMap<String, String> {
+    let mut by: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for d in crate::server::health::deployments(&snap.router) {
+        let list = by.entry(d.model_name.to_owned()).or_default();
+        if !list.contains(&d.provider) {
+            list.push(d.provider);
+        }
+    }
+    by.into_iter()
+        .map(|(group, mut list)| {
+            list.sort_unstable();
+            (group, list.join(" + "))
+        })
+        .collect()
+}
+
+/// The rows' spend per day, broken down four ways: team, model group, key, provider.
+fn daily(rows: &[Value], providers: &BTreeMap<String, String>) -> [Daily; 4] {
+    let mut by: [Daily; 4] = Default::default();
+    for r in rows {
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        let (team, model, key) = (s(&r["team_id"]), s(&r["model_group"]), s(&r["api_key"]));
+        let provider = providers
+            .get(&model)
+            .cloned()
+            .unwrap_or_else(|| "(not configured)".to_owned());
+        let names = [team_name(&team), model, key_name(&key), provider];
+        for (map, name) in by.iter_mut().zip(names) {
+            *map.entry(name)
+                .or_default()
+                .entry(s(&r["date"]))
+                .or_default() += r["spend"].as_f64().unwrap_or(0.0);
+        }
+    }
+    by
+}
+
+fn team_name(t: &str) -> String {
+    if t.is_empty() {
+        "(no team)".into()
+    } else {
+        t.to_owned()
+    }
+}
+
+fn key_name(k: &str) -> String {
+    if k.is_empty() {
+        "(master key)".into()
+    } else {
+        format!("{}…", short(k))
+    }
+}
+
 /// `GET /ui/spend?days=`.
-pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
+pub(super) async fn page(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
     let (days, start, end) = period(q);
     let rows = rows(state, viewer, start, end).await?;
+    let dates: Vec<String> = (0..days)
+        .map(|i| (start + time::Duration::days(i)).to_string())
+        .collect();
+    let [by_team, by_model, by_key, by_provider] = daily(&rows, &providers(snap));
     let mut by: [BTreeMap<String, Sum>; 3] = Default::default();
     let mut total = Sum::default();
     for r in &rows {
@@ -141,9 +210,15 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
             button.quiet type="submit" { "Show" }
             span.muted { (start.to_string()) " to " (end.to_string()) " (UTC) · " (usd(total.spend)) " · " (total.requests) " requests · " a #csv href={ "/ui/spend.csv?days=" (days) } { "CSV" } }
         }
-        h2 { "By team" } (table("Team", teams, |t| if t.is_empty() { "(no team)".into() } else { t.to_owned() }))
+        div.charts #charts {
+            div { h2 { "Daily spend by team" } (daily_bars("Daily spend by team", &dates, &by_team)) }
+            div { h2 { "Daily spend by model group" } (daily_bars("Daily spend by model group", &dates, &by_model)) }
+            div { h2 { "Daily spend by key" } (daily_bars("Daily spend by key", &dates, &by_key)) }
+            div { h2 { "Daily spend by provider" } (daily_bars("Daily spend by provider", &dates, &by_provider)) }
+        }
+        h2 { "By team" } (table("Team", teams, team_name))
         h2 { "By model group" } (table("Model group", models, str::to_owned))
-        h2 { "By key" } (table("Key (hash)", keys, |k| if k.is_empty() { "(master key)".into() } else { format!("{}…", short(k)) }))
+        h2 { "By key" } (table("Key (hash)", keys, key_name))
     })
 }
 

@@ -117,7 +117,10 @@ pub(super) fn callbacks(
              success_callback / failure_callback; ignored",
         );
     }
-    CallbackSettings { sinks }
+    CallbackSettings {
+        sinks,
+        spend_log_content: false,
+    }
 }
 
 fn sink(
@@ -551,6 +554,20 @@ callback_settings:
         let cfg = load_str(yaml, &env(&[])).unwrap().config.callbacks;
         assert!(matches!(cfg.sinks[0].kind, SinkKind::Webhook { .. }));
         assert!(!cfg.sinks[0].message_logging);
+    }
+
+    #[test]
+    fn store_prompts_in_spend_logs_keeps_bodies_unless_message_logging_is_off() {
+        let on = "general_settings: {store_prompts_in_spend_logs: true}";
+        let cfg = load_str(on, &env(&[])).unwrap().config;
+        assert!(cfg.general.store_prompts_in_spend_logs);
+        assert!(cfg.callbacks.spend_log_content && cfg.callbacks.content());
+        let off = "general_settings: {store_prompts_in_spend_logs: true}
+litellm_settings: {turn_off_message_logging: true}";
+        let cfg = load_str(off, &env(&[])).unwrap().config.callbacks;
+        assert!(!cfg.content());
+        let default = load_str("general_settings: {}", &env(&[])).unwrap().config;
+        assert!(!default.general.store_prompts_in_spend_logs && !default.callbacks.content());
     }
 
     #[test]

@@ -57,6 +57,12 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
     ) {
         g.max_request_body_bytes = (mb * 1024.0 * 1024.0) as usize;
     }
+    g.store_prompts_in_spend_logs = boolean(
+        "general_settings.store_prompts_in_spend_logs",
+        raw.store_prompts_in_spend_logs,
+        p,
+    )
+    .unwrap_or(false);
     g.allow_client_side_credentials = boolean(
         "general_settings.allow_client_side_credentials",
         raw.allow_client_side_credentials,

@@ -39,7 +39,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     );
     let mut router = router::router(raw.router_settings.unwrap_or_default(), p);
     let litellm = litellm::litellm(litellm_raw, &mut router, env, p);
-    let callbacks = callbacks::callbacks(
+    let mut callbacks = callbacks::callbacks(
         &litellm,
         raw.callback_settings.unwrap_or_default(),
         s3_params,
@@ -47,6 +47,8 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         env,
         p,
     );
+    callbacks.spend_log_content =
+        general.store_prompts_in_spend_logs && !litellm.turn_off_message_logging;
     let defaults = deployments::Defaults {
         total: router.timeout.or(litellm.request_timeout),
         first_chunk: router.stream_timeout,
