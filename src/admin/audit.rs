@@ -38,7 +38,7 @@ pub(super) fn change_of(path: &str) -> Option<Change> {
     };
     let action = match verb {
         "generate" | "new" => "created",
-        "update" => "updated",
+        "update" | "member_add" | "member_update" | "member_delete" => "updated",
         "delete" => "deleted",
         "block" => "blocked",
         "unblock" => "unblocked",

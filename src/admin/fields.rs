@@ -13,7 +13,9 @@ use sluice_store::{BudgetDuration, Limits};
 
 /// Every field a request struct requires, so serde's "missing field" becomes a
 /// `MissingParam` with a static name.
-pub(super) const REQUIRED: &[&str] = &["key", "keys", "team_id", "user_id", "user_ids", "team_ids"];
+pub(super) const REQUIRED: &[&str] = &[
+    "key", "keys", "team_id", "user_id", "user_ids", "team_ids", "member", "role",
+];
 
 /// Every field name any admin body takes, so a type error can name its field statically.
 pub(super) const ALL: &[&str] = &[
@@ -28,6 +30,8 @@ pub(super) const ALL: &[&str] = &[
     "team_id",
     "team_ids",
     "team_alias",
+    "member",
+    "role",
     "blocked",
     "alias",
     "user_alias",

@@ -87,6 +87,15 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::GET, "/team/list", |s, r| {
         Box::pin(teams::list(s, r))
     }),
+    (Method::POST, "/team/member_add", |s, r| {
+        Box::pin(teams::member_add(s, r))
+    }),
+    (Method::POST, "/team/member_update", |s, r| {
+        Box::pin(teams::member_update(s, r))
+    }),
+    (Method::POST, "/team/member_delete", |s, r| {
+        Box::pin(teams::member_delete(s, r))
+    }),
     (Method::POST, "/user/new", |s, r| Box::pin(users::new(s, r))),
     (Method::POST, "/user/update", |s, r| {
         Box::pin(users::update(s, r))

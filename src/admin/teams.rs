@@ -1,4 +1,6 @@
-//! `/team/*`: teams, whose budget and limits every key of the team shares.
+//! `/team/*`: teams, whose budget and limits every key of the team shares, and their members
+//! with roles (LiteLLM's `members_with_roles`, `/team/member_add|update|delete`): a team
+//! `admin` manages the team's keys and members in the console.
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -10,15 +12,23 @@ use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
 use sluice_core::error::ApiError;
-use sluice_store::{KeyFilter, Store, TeamRow};
+use sluice_store::{KeyFilter, Store, TeamMember, TeamRole, TeamRow, UserRow};
 
 const OWN_FIELDS: &[&str] = &["team_id", "team_alias", "blocked"];
 
-fn team_json(t: &TeamRow) -> Value {
+fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
     let mut out = Map::new();
     out.insert("team_id".into(), t.team_id.clone().into());
     out.insert("team_alias".into(), t.team_alias.clone().into());
     out.insert("blocked".into(), t.blocked.into());
+    out.insert(
+        "members_with_roles".into(),
+        members
+            .iter()
+            .filter(|m| m.team_id == t.team_id)
+            .map(|m| json!({ "user_id": m.user_id, "role": m.role.name() }))
+            .collect(),
+    );
     limits_json(&t.limits, &mut out);
     accounting_json(&t.accounting, &mut out);
     Value::Object(out)
@@ -60,7 +70,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         }
         other => store_error(other),
     })?;
-    Ok(team_json(&team))
+    Ok(team_json(&team, &[]))
 }
 
 #[derive(Deserialize)]
@@ -85,7 +95,11 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     limits.apply(&mut team.limits, now)?;
     team.accounting.updated_at = now;
     store.update_team(&team).await.map_err(store_error)?;
-    Ok(team_json(&team))
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    Ok(team_json(&team, &members))
 }
 
 #[derive(Deserialize)]
@@ -111,10 +125,11 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(&req, &["team_id"])?;
     let id = query_value(&q, "team_id").ok_or(ApiError::MissingParam("team_id"))?;
     let team = existing(store, id).await?;
+    let members = store.team_members(id).await.map_err(store_error)?;
     let keys = keys_json(store, KeyFilter::Team(id)).await?;
     Ok(json!({
         "team_id": id,
-        "team_info": team_json(&team),
+        "team_info": team_json(&team, &members),
         "keys": keys,
     }))
 }
@@ -124,5 +139,154 @@ pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(&req, &["page", "page_size"])?;
     let (_, page) = page(&q, "page_size")?;
     let teams = store.list_teams(page).await.map_err(store_error)?;
-    Ok(Value::Array(teams.iter().map(team_json).collect()))
+    let members = store.all_team_members().await.map_err(store_error)?;
+    Ok(Value::Array(
+        teams.iter().map(|t| team_json(t, &members)).collect(),
+    ))
+}
+
+/// One member as LiteLLM's bodies name it: `user_id` (required here) and `role`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Member {
+    user_id: Option<String>,
+    #[serde(default)]
+    user_email: Option<String>,
+    #[serde(default = "user_role")]
+    role: String,
+}
+
+fn user_role() -> String {
+    "user".into()
+}
+
+/// `member`: one or a list, as LiteLLM takes it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Members {
+    One(Member),
+    Many(Vec<Member>),
+}
+
+#[derive(Deserialize)]
+struct MemberAdd {
+    team_id: String,
+    member: Members,
+}
+
+fn team_role(role: &str) -> Result<TeamRole, ApiError> {
+    role.parse().map_err(|()| ApiError::InvalidParam {
+        param: "role",
+        message: format!("`{role}` is not a team role: `admin` or `user`"),
+    })
+}
+
+/// `POST /team/member_add`: `{"team_id", "member": {"user_id", "role"} | [...]}`. A user who
+/// does not exist yet is made (an `internal_user`, as LiteLLM does); one without a team gets
+/// this one as theirs, so the console shows them its usage.
+pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let m: MemberAdd = body(&req, &[&["team_id", "member"]])?;
+    let team = existing(store, &m.team_id).await?;
+    let list = match m.member {
+        Members::One(one) => vec![one],
+        Members::Many(many) => many,
+    };
+    let now = OffsetDateTime::now_utc();
+    let mut checked = Vec::with_capacity(list.len());
+    for member in list {
+        let user = member
+            .user_id
+            .filter(|u| !u.trim().is_empty())
+            .ok_or(ApiError::MissingParam("user_id"))?;
+        checked.push((user, member.user_email, team_role(&member.role)?));
+    }
+    for (user, email, role) in checked {
+        match store.user(&user).await.map_err(store_error)? {
+            Some(mut row) if row.team_id.is_none() => {
+                row.team_id = Some(team.team_id.clone());
+                row.accounting.updated_at = now;
+                store.update_user(&row).await.map_err(store_error)?;
+            }
+            Some(_) => {}
+            None => {
+                let mut row = UserRow::new(user.clone(), now);
+                row.user_role = Some("internal_user".into());
+                row.user_email = email;
+                row.team_id = Some(team.team_id.clone());
+                store.create_user(&row).await.map_err(store_error)?;
+            }
+        }
+        store
+            .set_team_member(&team.team_id, &user, role, now)
+            .await
+            .map_err(store_error)?;
+    }
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    Ok(team_json(&team, &members))
+}
+
+#[derive(Deserialize)]
+struct MemberUpdate {
+    team_id: String,
+    user_id: String,
+    role: String,
+}
+
+/// `POST /team/member_update`: `{"team_id", "user_id", "role"}` for an existing member.
+pub(super) async fn member_update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let m: MemberUpdate = body(&req, &[&["team_id", "user_id", "role"]])?;
+    let team = existing(store, &m.team_id).await?;
+    let role = team_role(&m.role)?;
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    if !members.iter().any(|x| x.user_id == m.user_id) {
+        return Err(ApiError::NotFound {
+            what: "team member",
+            id: m.user_id,
+        });
+    }
+    let now = OffsetDateTime::now_utc();
+    store
+        .set_team_member(&team.team_id, &m.user_id, role, now)
+        .await
+        .map_err(store_error)?;
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    Ok(team_json(&team, &members))
+}
+
+#[derive(Deserialize)]
+struct MemberDelete {
+    team_id: String,
+    user_id: String,
+}
+
+/// `POST /team/member_delete`: `{"team_id", "user_id"}`. A user whose team this was is left
+/// without one.
+pub(super) async fn member_delete(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let m: MemberDelete = body(&req, &[&["team_id", "user_id"]])?;
+    let team = existing(store, &m.team_id).await?;
+    store
+        .remove_team_member(&team.team_id, &m.user_id)
+        .await
+        .map_err(store_error)?;
+    if let Some(mut row) = store.user(&m.user_id).await.map_err(store_error)? {
+        if row.team_id.as_deref() == Some(team.team_id.as_str()) {
+            row.team_id = None;
+            row.accounting.updated_at = OffsetDateTime::now_utc();
+            store.update_user(&row).await.map_err(store_error)?;
+        }
+    }
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    Ok(team_json(&team, &members))
 }

@@ -58,6 +58,9 @@ pub(super) fn page(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup
                                     a href=(href) { (label) }
                                 }
                             }
+                            @if let Some(team) = &v.team_admin {
+                                a href={ "/ui/teams/edit?" (form_urlencoded::Serializer::new(String::new()).append_pair("team_id", team).finish()) } { "Your team" }
+                            }
                         }
                         span.who { (v.session.user) " · " (v.session.role.name()) }
                         form.inline method="post" action="/ui/logout" {
@@ -106,11 +109,12 @@ pub(super) fn asset(sub: &str) -> Option<Response<ResponseBody>> {
     ))
 }
 
-/// `303 See Other` to `to` (after a form post, so a reload does not post again).
-pub(super) fn redirect(to: &'static str) -> Response<ResponseBody> {
+/// `303 See Other` to `to` (after a form post, so a reload does not post again); a `to` that
+/// cannot be a header (it never comes from a client unencoded) goes to the overview.
+pub(super) fn redirect(to: &str) -> Response<ResponseBody> {
     let mut resp = with_headers(StatusCode::SEE_OTHER, "text/plain", Bytes::new());
-    resp.headers_mut()
-        .insert(LOCATION, HeaderValue::from_static(to));
+    let to = HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/ui/"));
+    resp.headers_mut().insert(LOCATION, to);
     resp
 }
 

@@ -145,9 +145,15 @@ where
         Some(s) if s.stamp.is_none() || users::still_signed_in(state, &s).await => s,
         _ => return Ok(to_sign_in(tls, !token.is_empty())),
     };
+    let team_admin = if session.role.sees_all() {
+        None
+    } else {
+        users::team_admin_of(state, &session.user).await
+    };
     let viewer = Viewer {
         csrf: keys.csrf(token),
         session,
+        team_admin,
     };
     let method = req.method().clone();
     let answer = if method == Method::POST {

@@ -103,6 +103,48 @@ pub struct Viewer {
     pub session: Session,
     /// The token bound to their session.
     pub csrf: String,
+    /// The team this internal user administers (an `admin` in its `members_with_roles`),
+    /// read from the store on each page, so a role taken away holds at once.
+    pub team_admin: Option<String>,
+}
+
+/// Whose keys, logs and members a viewer sees and manages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'a> {
+    /// Everything (proxy admins and their viewers).
+    All,
+    /// One team's (a team admin).
+    Team(&'a str),
+    /// Their own (an internal user).
+    Own(&'a str),
+}
+
+impl Viewer {
+    /// What this viewer's lists are narrowed to.
+    pub fn scope(&self) -> Scope<'_> {
+        if self.session.role.sees_all() {
+            Scope::All
+        } else if let Some(team) = &self.team_admin {
+            Scope::Team(team)
+        } else {
+            Scope::Own(&self.session.user)
+        }
+    }
+
+    /// The management API's query pair that narrows a list to [`Viewer::scope`].
+    pub fn scope_pair(&self) -> Option<(&'static str, &str)> {
+        match self.scope() {
+            Scope::All => None,
+            Scope::Team(t) => Some(("team_id", t)),
+            Scope::Own(u) => Some(("user_id", u)),
+        }
+    }
+
+    /// Whether this viewer manages `team`'s members and keys.
+    pub fn manages_team(&self, team: &str) -> bool {
+        (self.session.role.sees_all() && self.session.role.may_change())
+            || self.team_admin.as_deref() == Some(team)
+    }
 }
 
 /// The signing keys, derived from the master key per request (two HMACs: cheaper than a

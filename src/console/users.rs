@@ -68,3 +68,30 @@ pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
         }
     }
 }
+
+/// The team `user` administers: the first team whose members list them as `admin`, their own
+/// team first. `None` on any store error (the page then shows only their own).
+pub(super) async fn team_admin_of(state: &AppState, user: &str) -> Option<String> {
+    let store = &state.store()?.store;
+    let mut teams: Vec<String> = store
+        .memberships(user)
+        .await
+        .map_err(|e| tracing::warn!(error = %e, "console: team memberships unreadable"))
+        .ok()?
+        .into_iter()
+        .filter(|m| m.role == sluice_store::TeamRole::Admin)
+        .map(|m| m.team_id)
+        .collect();
+    if teams.len() > 1 {
+        let own = store
+            .user(user)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|u| u.team_id);
+        if let Some(i) = own.and_then(|own| teams.iter().position(|t| *t == own)) {
+            return Some(teams.swap_remove(i));
+        }
+    }
+    teams.into_iter().next()
+}

@@ -28,5 +28,6 @@ mod realtime;
 mod routing;
 mod security;
 mod semantic_cache;
+mod team_admin;
 mod translate;
 mod uploads;

@@ -48,7 +48,7 @@ pub use spend_logs::{
     AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, MAX_CONTENT,
 };
 pub use spool::{Spool, SpoolError};
-pub use teams::TeamRow;
+pub use teams::{TeamMember, TeamRole, TeamRow};
 pub use users::UserRow;
 pub use writer::{SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};
 

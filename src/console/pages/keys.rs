@@ -1,5 +1,6 @@
-//! Virtual keys: the list (an internal user's own only), a form to make one, and block,
-//! unblock, regenerate and delete, each through the management API's own `/key/*` handler.
+//! Virtual keys: the list (an internal user's own only, a team admin's team's), a form to make
+//! one, and block, unblock, regenerate and delete, each through the management API's own
+//! `/key/*` handler.
 
 use http::{Method, Response, StatusCode};
 use maud::{html, Markup};
@@ -23,8 +24,8 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
         ("size", PAGE_SIZE),
         ("page", page_no),
     ];
-    if !s.role.sees_all() {
-        pairs.push(("user_id", s.user.as_str()));
+    if let Some(p) = viewer.scope_pair() {
+        pairs.push(p);
     }
     let list = admin(
         state,
@@ -86,6 +87,9 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
                     @if s.role.sees_all() || !matches!(*name, "team_id" | "user_id") {
                         label for=(name) { (label) }
                         input id=(name) name=(name) placeholder=(hint);
+                    } @else if *name == "user_id" && viewer.team_admin.is_some() {
+                        label for=(name) { "For member" }
+                        input id=(name) name=(name) placeholder="a member of your team; empty: you";
                     }
                 }
                 button type="submit" { "Create key" }
@@ -182,7 +186,7 @@ pub(super) async fn act(
     Ok(redirect("/ui/keys"))
 }
 
-/// An internal user may act only on their own keys.
+/// An internal user may act only on their own keys, a team admin on their team's.
 async fn own_key(state: &AppState, viewer: &Viewer, key: &str) -> Result<(), ApiError> {
     let info = admin(
         state,
@@ -192,7 +196,12 @@ async fn own_key(state: &AppState, viewer: &Viewer, key: &str) -> Result<(), Api
         &Value::Null,
     )
     .await?;
-    if info["info"]["user_id"].as_str() == Some(viewer.session.user.as_str()) {
+    let info = &info["info"];
+    let team_admin = viewer
+        .team_admin
+        .as_deref()
+        .is_some_and(|t| info["team_id"].as_str() == Some(t));
+    if team_admin || info["user_id"].as_str() == Some(viewer.session.user.as_str()) {
         Ok(())
     } else {
         Err(ApiError::NotFound {
@@ -203,7 +212,7 @@ async fn own_key(state: &AppState, viewer: &Viewer, key: &str) -> Result<(), Api
 }
 
 /// Makes a key from the form through `/key/generate`; an internal user's key is theirs and
-/// their team's, whatever the form says.
+/// their team's, whatever the form says; a team admin's is their team's, for a member of it.
 async fn create(
     state: &AppState,
     viewer: &Viewer,
@@ -221,6 +230,23 @@ async fn create(
                 body.insert(field.into(), v.into());
             }
         }
+    } else if let Some(team) = &viewer.team_admin {
+        let member = form.filled("user_id").unwrap_or(&viewer.session.user);
+        let members = state
+            .store()
+            .ok_or(ApiError::StoreUnavailable)?
+            .store
+            .team_members(team)
+            .await
+            .map_err(|_| ApiError::StoreUnavailable)?;
+        if member != viewer.session.user && !members.iter().any(|m| m.user_id == member) {
+            return Err(ApiError::InvalidParam {
+                param: "user_id",
+                message: format!("`{member}` is not a member of team {team}"),
+            });
+        }
+        body.insert("user_id".into(), member.into());
+        body.insert("team_id".into(), team.clone().into());
     } else {
         body.insert("user_id".into(), viewer.session.user.clone().into());
         if let Some(team) = team_of(state, &viewer.session.user).await? {

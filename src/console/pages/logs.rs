@@ -48,8 +48,9 @@ impl<'q> Filters<'q> {
     }
 
     /// `/spend/logs` parameters: a key given as a hash (64 hex digits) or as `sk-…` is the
-    /// key itself, anything else its alias. `user` scopes an internal user to their own.
-    fn pairs(&self, user: Option<&'q str>) -> Vec<(&'static str, &'q str)> {
+    /// key itself, anything else its alias. `scope` narrows an internal user to their own
+    /// requests and a team admin to their team's (whatever team the form names).
+    fn pairs(&self, scope: Option<(&'static str, &'q str)>) -> Vec<(&'static str, &'q str)> {
         let mut pairs = vec![("limit", ROWS)];
         if let Some(k) = self.key {
             let is_key =
@@ -58,17 +59,21 @@ impl<'q> Filters<'q> {
         }
         for (name, value) in [
             ("request_id", self.request_id),
-            ("team_id", self.team),
+            (
+                "team_id",
+                self.team
+                    .filter(|_| scope.is_none_or(|(n, _)| n != "team_id")),
+            ),
             ("model_group", self.model),
             ("status", self.status),
             ("start_date", self.start),
             ("end_date", self.end),
-            ("user_id", user),
         ] {
             if let Some(v) = value {
                 pairs.push((name, v));
             }
         }
+        pairs.extend(scope);
         pairs
     }
 }
@@ -92,12 +97,11 @@ pub(super) async fn page(
     q: &Form,
 ) -> Result<Markup, ApiError> {
     let f = Filters::of(q);
-    let user = (!viewer.session.role.sees_all()).then_some(viewer.session.user.as_str());
     let logs = admin(
         state,
         Method::GET,
         "/spend/logs",
-        &query(&f.pairs(user)),
+        &query(&f.pairs(viewer.scope_pair())),
         &Value::Null,
     )
     .await?;
@@ -200,8 +204,8 @@ pub(super) async fn detail(
         return Err(not_found());
     }
     let mut pairs = vec![("id", id), ("limit", "1")];
-    if !viewer.session.role.sees_all() {
-        pairs.push(("user_id", viewer.session.user.as_str()));
+    if let Some(p) = viewer.scope_pair() {
+        pairs.push(p);
     }
     let found = admin(
         state,
@@ -306,7 +310,7 @@ mod tests {
         let q = Form::parse(b"key=app-one&team=t1&status=failure&start=2026-03-01T10:00&model=");
         let f = Filters::of(&q);
         assert_eq!(
-            f.pairs(Some("ana")),
+            f.pairs(Some(("user_id", "ana"))),
             [
                 ("limit", ROWS),
                 ("key_alias", "app-one"),
@@ -315,6 +319,14 @@ mod tests {
                 ("start_date", "2026-03-01T10:00"),
                 ("user_id", "ana"),
             ]
+        );
+        // A team admin's own team, whatever the form names.
+        assert_eq!(
+            f.pairs(Some(("team_id", "t2")))
+                .iter()
+                .filter(|(n, _)| *n == "team_id")
+                .collect::<Vec<_>>(),
+            [&("team_id", "t2")]
         );
         let hash = "ab".repeat(32);
         let raw = format!("key={hash}&failed=1");

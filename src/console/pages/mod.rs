@@ -65,7 +65,10 @@ pub(super) async fn get(
         "/config" if viewer.session.role.sees_all() => {
             ("Config", config::page(state, snap, viewer))
         }
-        "/teams/edit" if viewer.session.role.sees_all() => {
+        "/teams/edit"
+            if viewer.session.role.sees_all()
+                || query.filled("team_id") == viewer.team_admin.as_deref() =>
+        {
             ("Team", people::team_edit(state, viewer, query).await?)
         }
         "/users/edit" if viewer.session.role.sees_all() => {
@@ -102,6 +105,13 @@ pub(super) async fn post(
             return Err(not_found("POST", sub));
         }
         return people::create(state, viewer, sub, form).await;
+    }
+    if matches!(
+        sub,
+        "/teams/members/add" | "/teams/members/remove" | "/teams/members/role"
+    ) {
+        // The team's admin or a proxy admin (`members` checks which team).
+        return people::members(state, viewer, sub, form).await;
     }
     if matches!(
         sub,

@@ -196,9 +196,60 @@ pub(super) async fn team_edit(
     .await?;
     let t = &info["team_info"];
     let keys = info["keys"].as_array().map_or(0, Vec::len);
+    let members = t["members_with_roles"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let manages = viewer.manages_team(id) && viewer.session.role.may_change();
     Ok(html! {
         p { "Spend " (usd(t["spend"].as_f64().unwrap_or(0.0))) " · " (keys) " keys" }
-        @if viewer.session.role.may_change() {
+        h2 { "Members" }
+        table #members {
+            thead { tr { th { "User" } th { "Role in the team" } @if manages { th { "" } } } }
+            tbody {
+                @for m in members {
+                    @let user = text(m, "user_id");
+                    @let role = text(m, "role");
+                    tr {
+                        td { (user) }
+                        td { (role) }
+                        @if manages {
+                            td {
+                                form.inline method="post" action="/ui/teams/members/role" {
+                                    (csrf_field(&viewer.csrf))
+                                    input type="hidden" name="team_id" value=(id);
+                                    input type="hidden" name="user_id" value=(user);
+                                    input type="hidden" name="role" value=(if role == "admin" { "user" } else { "admin" });
+                                    button.quiet type="submit" { @if role == "admin" { "make member" } @else { "make admin" } }
+                                }
+                                form.inline method="post" action="/ui/teams/members/remove" {
+                                    (csrf_field(&viewer.csrf))
+                                    input type="hidden" name="team_id" value=(id);
+                                    input type="hidden" name="user_id" value=(user);
+                                    button.danger type="submit" { "remove" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if manages {
+            form.stack method="post" action="/ui/teams/members/add" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="team_id" value=(id);
+                label for="member_user_id" { "Add a member (user id; a new one is made)" }
+                input #member_user_id name="user_id" required;
+                label for="member_role" { "Role in the team" }
+                select #member_role name="role" {
+                    option value="user" { "user: their own keys, the team's usage" }
+                    option value="admin" { "admin: the team's keys and members" }
+                }
+                button type="submit" { "Add member" }
+            }
+        }
+        @if viewer.session.role.sees_all() && viewer.session.role.may_change() {
+            h2 { "Settings" }
             form.stack method="post" action="/ui/teams/update" {
                 (csrf_field(&viewer.csrf))
                 input type="hidden" name="team_id" value=(id);
@@ -276,6 +327,46 @@ pub(super) async fn user_edit(
             }
         }
     })
+}
+
+/// `POST /ui/teams/members/add|remove|role`, for a proxy admin or the team's admin: through
+/// `/team/member_add`, `/team/member_delete`, `/team/member_update`; then back to the team.
+pub(super) async fn members(
+    state: &AppState,
+    viewer: &Viewer,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let team = form
+        .filled("team_id")
+        .ok_or(ApiError::MissingParam("team_id"))?;
+    if !viewer.manages_team(team) {
+        return Err(ApiError::NotFound {
+            what: "team",
+            id: team.chars().take(128).collect(),
+        });
+    }
+    let user = form
+        .filled("user_id")
+        .ok_or(ApiError::MissingParam("user_id"))?;
+    let role = form.filled("role").unwrap_or("user");
+    let (path, body) = match sub {
+        "/teams/members/add" => (
+            "/team/member_add",
+            serde_json::json!({"team_id": team, "member": {"user_id": user, "role": role}}),
+        ),
+        "/teams/members/role" => (
+            "/team/member_update",
+            serde_json::json!({"team_id": team, "user_id": user, "role": role}),
+        ),
+        _ => (
+            "/team/member_delete",
+            serde_json::json!({"team_id": team, "user_id": user}),
+        ),
+    };
+    change(state, &viewer.session.user, path, &body).await?;
+    let back = format!("/ui/teams/edit?{}", query(&[("team_id", team)]));
+    Ok(redirect(&back))
 }
 
 /// `POST /ui/teams/update|delete` and `/ui/users/update|delete`: the form as the management
