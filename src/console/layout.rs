@@ -32,6 +32,7 @@ const NAV: &[(&str, &str, bool)] = &[
     ("/ui/playground", "Playground", false),
     ("/ui/teams", "Teams", true),
     ("/ui/users", "Users", true),
+    ("/ui/customers", "Customers", true),
     ("/ui/audit", "Audit", true),
     ("/ui/config", "Config", true),
 ];

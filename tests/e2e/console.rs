@@ -1499,3 +1499,219 @@ async fn the_spend_page_draws_daily_charts_and_the_overview_tops_and_rate() {
         .expect("a rate after a second");
     assert!(rps >= 0.0);
 }
+
+/// End users (customers) are made, listed, edited, blocked and deleted from their pages, and
+/// the gateway enforces what the page set. A virtual key sends the requests: the master key
+/// has no limits, an end user's included.
+#[tokio::test]
+async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
+    let gw = gateway(&config("")).await;
+    let made = admin(&gw, "POST", "/key/generate", json!({})).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let auth = format!("Bearer {}", made.json()["key"].as_str().unwrap());
+    let as_customer = || async {
+        send(
+            "POST",
+            &gw.url("/v1/chat/completions"),
+            r#"{"model":"cheap","user":"cust-1","messages":[{"role":"user","content":"hi"}]}"#,
+            &[
+                ("content-type", "application/json"),
+                ("authorization", &auth),
+            ],
+        )
+        .await
+    };
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "admin", MASTER).await.status, 303);
+    let list = b.get(&gw, "/ui/customers").await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    let csrf = csrf_of(&list.text());
+
+    // Made from the form; the alias is shown as text.
+    let new = b
+        .post(
+            &gw,
+            "/ui/customers/new",
+            &[
+                ("csrf", &csrf),
+                ("user_id", "cust-1"),
+                ("alias", "Acme <b>"),
+                ("max_budget", ""),
+                ("budget_duration", "30d"),
+                ("rpm_limit", "100"),
+                ("tpm_limit", ""),
+            ],
+        )
+        .await;
+    assert_eq!(new.status, 303, "{}", new.text());
+    assert_eq!(new.header("location"), Some("/ui/customers"));
+    let c = admin(&gw, "GET", "/customer/info?end_user_id=cust-1", Value::Null)
+        .await
+        .json();
+    assert_eq!(c["alias"], "Acme <b>");
+    assert_eq!(c["litellm_budget_table"]["rpm_limit"], 100);
+    assert_eq!(c["litellm_budget_table"]["budget_duration"], "30d");
+    assert_eq!(c["litellm_budget_table"]["max_budget"], Value::Null);
+    let list = b.get(&gw, "/ui/customers").await.text();
+    assert!(
+        list.contains(r#"href="/ui/customers/edit?user_id=cust-1""#),
+        "{list}"
+    );
+    assert!(list.contains("Acme &lt;b&gt;") && !list.contains("Acme <b>"));
+    assert!(
+        list.contains(r#"href="/ui/customers">Customers</a>"#),
+        "nav"
+    );
+    let bad = b
+        .post(
+            &gw,
+            "/ui/customers/new",
+            &[
+                ("csrf", &csrf),
+                ("user_id", "cust-2"),
+                ("rpm_limit", "many"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert!(bad.text().contains("rpm_limit"), "{}", bad.text());
+    assert_eq!(
+        admin(&gw, "GET", "/customer/info?end_user_id=cust-2", Value::Null)
+            .await
+            .status,
+        404
+    );
+
+    // A request as that end user; its spend shows once the spend writer's batch lands.
+    let a = as_customer().await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let cookie = b.cookie_header();
+    let spent = eventually(std::time::Duration::from_secs(10), || async {
+        let page = send(
+            "GET",
+            &gw.url("/ui/customers/edit?user_id=cust-1"),
+            "",
+            &[("cookie", &cookie)],
+        )
+        .await
+        .text();
+        page.contains(r#"id="spend""#) && !page.contains("Spend $0.00 ")
+    })
+    .await;
+    assert!(spent, "the end user's spend never showed");
+    let page = b.get(&gw, "/ui/customers/edit?user_id=cust-1").await.text();
+    assert!(page.contains(r#"value="Acme &lt;b&gt;""#), "{page}");
+    assert!(page.contains(r#"value="30d""#), "{page}");
+    let csrf = csrf_of(&page);
+
+    // A tiny budget from the edit page: the next request is refused.
+    let form = |budget: &'static str, blocked: &'static str| {
+        [
+            ("csrf", csrf.as_str()),
+            ("user_id", "cust-1"),
+            ("alias", "Acme"),
+            ("max_budget", budget),
+            ("budget_duration", ""),
+            ("rpm_limit", ""),
+            ("tpm_limit", ""),
+            ("blocked", blocked),
+        ]
+    };
+    let saved = b
+        .post(&gw, "/ui/customers/update", &form("0.000000001", "false"))
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let c = admin(&gw, "GET", "/customer/info?end_user_id=cust-1", Value::Null)
+        .await
+        .json();
+    assert_eq!(c["alias"], "Acme");
+    assert_eq!(c["litellm_budget_table"]["max_budget"], 1e-9);
+    assert_eq!(c["litellm_budget_table"]["rpm_limit"], Value::Null);
+    assert_eq!(c["litellm_budget_table"]["budget_duration"], Value::Null);
+    let r = as_customer().await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["error"]["type"], "budget_exceeded", "{}", r.text());
+
+    // Blocked (and the budget lifted): 403.
+    let saved = b.post(&gw, "/ui/customers/update", &form("", "true")).await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let r = as_customer().await;
+    assert_eq!(r.status, 403, "{}", r.text());
+    assert_eq!(
+        r.json()["error"]["code"],
+        "end_user_blocked",
+        "{}",
+        r.text()
+    );
+    let list = b.get(&gw, "/ui/customers").await.text();
+    assert!(
+        list.contains(r#"<span class="error">blocked</span>"#),
+        "{list}"
+    );
+
+    // A post without the CSRF token changes nothing.
+    let forged = b
+        .post(&gw, "/ui/customers/delete", &[("user_id", "cust-1")])
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.text());
+    assert_eq!(
+        admin(&gw, "GET", "/customer/info?end_user_id=cust-1", Value::Null)
+            .await
+            .status,
+        200
+    );
+
+    // An internal user sees no customers and cannot change them.
+    admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "ivy", "user_role": "internal_user", "password": "ivy's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    let mut ivy = Browser::default();
+    assert_eq!(
+        ivy.sign_in(&gw, "ivy", "ivy's long passphrase")
+            .await
+            .status,
+        303
+    );
+    assert_eq!(ivy.get(&gw, "/ui/customers").await.status, 404);
+    assert_eq!(
+        ivy.get(&gw, "/ui/customers/edit?user_id=cust-1")
+            .await
+            .status,
+        404
+    );
+    let ivys = ivy.get(&gw, "/ui/keys").await.text();
+    assert!(!ivys.contains("/ui/customers"), "no nav link for her");
+    let refused = ivy
+        .post(
+            &gw,
+            "/ui/customers/delete",
+            &[("csrf", &csrf_of(&ivys)), ("user_id", "cust-1")],
+        )
+        .await;
+    assert_eq!(refused.status, 404);
+
+    // Deleted from the edit page.
+    let gone = b
+        .post(
+            &gw,
+            "/ui/customers/delete",
+            &[("csrf", &csrf), ("user_id", "cust-1")],
+        )
+        .await;
+    assert_eq!(gone.status, 303, "{}", gone.text());
+    assert_eq!(
+        admin(&gw, "GET", "/customer/info?end_user_id=cust-1", Value::Null)
+            .await
+            .status,
+        404
+    );
+    assert!(!b.get(&gw, "/ui/customers").await.text().contains("cust-1"));
+    assert_eq!(
+        b.get(&gw, "/ui/customers/edit?user_id=cust-1").await.status,
+        404
+    );
+}

@@ -111,6 +111,7 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
         "overview": "/ui/", "keys": "/ui/keys", "models": "/ui/models", "spend": "/ui/spend",
         "logs": "/ui/logs", "teams": "/ui/teams", "users": "/ui/users", "audit": "/ui/audit",
         "config": "/ui/config", "playground": "/ui/playground",
+        "customers": "/ui/customers",
     }
     for name, page in pages.items():
         browser.get(f"{root}{page}")

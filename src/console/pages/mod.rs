@@ -5,6 +5,7 @@
 mod audit;
 mod chart;
 mod config;
+mod customers;
 mod keys;
 mod logs;
 mod models;
@@ -74,6 +75,13 @@ pub(super) async fn get(
         "/users/edit" if viewer.session.role.sees_all() => {
             ("User", people::user_edit(state, viewer, query).await?)
         }
+        "/customers" if viewer.session.role.sees_all() => {
+            ("Customers", customers::list(state, viewer).await?)
+        }
+        "/customers/edit" if viewer.session.role.sees_all() => (
+            "Customer",
+            customers::edit_page(state, viewer, query).await?,
+        ),
         _ => return Err(not_found("GET", sub)),
     };
     Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
@@ -121,6 +129,16 @@ pub(super) async fn post(
             return Err(not_found("POST", sub));
         }
         return people::edit(state, viewer, sub, form).await;
+    }
+    if matches!(
+        sub,
+        "/customers/new" | "/customers/update" | "/customers/delete"
+    ) {
+        // End users are the admins'.
+        if !viewer.session.role.sees_all() {
+            return Err(not_found("POST", sub));
+        }
+        return customers::act(state, viewer, sub, form).await;
     }
     if matches!(sub, "/models/new" | "/models/update" | "/models/delete") {
         if !viewer.session.role.sees_all() {

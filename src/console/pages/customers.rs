@@ -1,0 +1,182 @@
+//! Customers, the end users a request names in its `user` field (admins only): the list from
+//! `/customer/list`, a form that makes one through `/customer/new`, and an edit page that
+//! changes (`/customer/update`) or deletes (`/customer/delete`) one. Their spend and budgets
+//! are the pipeline's to enforce; this page only reads and sets them.
+
+use http::{Method, Response};
+use maud::{html, Markup};
+use serde_json::{Map, Value};
+
+use super::people::number;
+use super::{admin, change, query, text, usd};
+use crate::console::layout::{csrf_field, redirect};
+use crate::console::{Form, Viewer};
+use crate::server::{AppState, ResponseBody};
+use sluice_core::error::ApiError;
+
+/// The limits an end user's form sets, each a number where blank is no limit.
+const NUMBERS: [&str; 3] = ["max_budget", "rpm_limit", "tpm_limit"];
+
+/// `GET /ui/customers`.
+pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
+    let list = admin(
+        state,
+        Method::GET,
+        "/customer/list",
+        "page_size=1000",
+        &Value::Null,
+    )
+    .await?;
+    let customers = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    Ok(html! {
+        table #customers {
+            thead { tr {
+                th { "End user" } th { "Alias" } th.num { "Spend" } th.num { "Budget" }
+                th { "Period" } th.num { "RPM" } th.num { "TPM" } th { "Status" }
+            } }
+            tbody {
+                @for c in customers {
+                    @let b = &c["litellm_budget_table"];
+                    tr {
+                        td { a href={ "/ui/customers/edit?" (query(&[("user_id", &text(c, "user_id"))])) } { (text(c, "user_id")) } }
+                        td { (text(c, "alias")) }
+                        td.num { (usd(c["spend"].as_f64().unwrap_or(0.0))) }
+                        td.num { (b["max_budget"].as_f64().map(usd).unwrap_or_default()) }
+                        td { (text(b, "budget_duration")) }
+                        td.num { (text(b, "rpm_limit")) }
+                        td.num { (text(b, "tpm_limit")) }
+                        td { @if c["blocked"] == true { span.error { "blocked" } } @else { "active" } }
+                    }
+                }
+            }
+        }
+        @if viewer.session.role.may_change() {
+            h2 { "New end user" }
+            form.stack method="post" action="/ui/customers/new" {
+                (csrf_field(&viewer.csrf))
+                label for="user_id" { "End user id (the request's " code { "user" } ")" }
+                input #user_id name="user_id" required;
+                label for="alias" { "Alias" }
+                input #alias name="alias";
+                (limit_fields(&Value::Null))
+                button type="submit" { "Create end user" }
+            }
+        }
+    })
+}
+
+/// The budget, period, rpm and tpm inputs, filled from `budget` (LiteLLM's
+/// `litellm_budget_table`; null for a new end user).
+fn limit_fields(budget: &Value) -> Markup {
+    html! {
+        label for="max_budget" { "Budget (USD)" }
+        input #max_budget name="max_budget" value=(text(budget, "max_budget")) placeholder="no budget";
+        label for="budget_duration" { "Budget period" }
+        input #budget_duration name="budget_duration" value=(text(budget, "budget_duration")) placeholder="none; or 1d, 30d, 1mo";
+        label for="rpm_limit" { "Requests per minute" }
+        input #rpm_limit name="rpm_limit" value=(text(budget, "rpm_limit")) placeholder="no limit";
+        label for="tpm_limit" { "Tokens per minute" }
+        input #tpm_limit name="tpm_limit" value=(text(budget, "tpm_limit")) placeholder="no limit";
+    }
+}
+
+/// `GET /ui/customers/edit?user_id=`: the end user's fields to change, and its deletion.
+pub(super) async fn edit_page(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let id = q
+        .filled("user_id")
+        .ok_or(ApiError::MissingParam("user_id"))?;
+    let c = admin(
+        state,
+        Method::GET,
+        "/customer/info",
+        &query(&[("end_user_id", id)]),
+        &Value::Null,
+    )
+    .await?;
+    let b = &c["litellm_budget_table"];
+    Ok(html! {
+        p #spend {
+            "Spend " (usd(c["spend"].as_f64().unwrap_or(0.0)))
+            " · budget " (b["max_budget"].as_f64().map(usd).unwrap_or_else(|| "none".into()))
+            @if let Some(d) = b["budget_duration"].as_str() { " per " (d) }
+            " · " @if c["blocked"] == true { span.error { "blocked" } } @else { "active" }
+        }
+        @if viewer.session.role.may_change() {
+            form.stack method="post" action="/ui/customers/update" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="user_id" value=(id);
+                label for="alias" { "Alias" }
+                input #alias name="alias" value=(text(&c, "alias"));
+                (limit_fields(b))
+                label for="blocked" { "Status" }
+                select #blocked name="blocked" {
+                    option value="false" selected[c["blocked"] != true] { "active" }
+                    option value="true" selected[c["blocked"] == true] { "blocked (its requests are refused)" }
+                }
+                button type="submit" { "Save end user" }
+            }
+            h2 { "Delete" }
+            form method="post" action="/ui/customers/delete" {
+                (csrf_field(&viewer.csrf))
+                input type="hidden" name="user_id" value=(id);
+                button.danger #delete-customer type="submit" { "Delete end user " (id) }
+            }
+        }
+    })
+}
+
+/// `POST /ui/customers/new|update|delete`: the form as the management API's body; then back
+/// to the list. A blank limit or period is none (`null`), so clearing a field removes it.
+pub(super) async fn act(
+    state: &AppState,
+    viewer: &Viewer,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let id = form
+        .filled("user_id")
+        .ok_or(ApiError::MissingParam("user_id"))?;
+    let mut body = Map::new();
+    let path = match sub {
+        "/customers/new" | "/customers/update" => {
+            body.insert("user_id".into(), id.into());
+            body.insert(
+                "alias".into(),
+                form.filled("alias").map_or(Value::Null, Into::into),
+            );
+            for f in NUMBERS {
+                body.insert(f.into(), number(form, f)?);
+            }
+            body.insert(
+                "budget_duration".into(),
+                form.filled("budget_duration")
+                    .map_or(Value::Null, Into::into),
+            );
+            if sub == "/customers/new" {
+                "/customer/new"
+            } else {
+                body.insert(
+                    "blocked".into(),
+                    (form.get("blocked") == Some("true")).into(),
+                );
+                "/customer/update"
+            }
+        }
+        "/customers/delete" => {
+            body.insert("user_ids".into(), vec![Value::from(id)].into());
+            "/customer/delete"
+        }
+        _ => {
+            return Err(ApiError::RouteNotFound {
+                method: "POST".into(),
+                path: format!("/ui{sub}"),
+            })
+        }
+    };
+    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
+    Ok(redirect("/ui/customers"))
+}
