@@ -291,6 +291,10 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
         "/ui/logs",
         "/ui/teams",
         "/ui/users",
+        "/ui/customers",
+        "/ui/audit",
+        "/ui/config",
+        "/ui/playground",
     ] {
         let p = b.get(&gw, path).await;
         assert_eq!(p.status, 200, "{path}: {}", p.text());
