@@ -360,3 +360,166 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
     assert!(!keys.contains("bo-app"), "{keys}");
     assert_eq!(ana.get(&gw, "/ui/teams/edit?team_id=t-a").await.status, 404);
 }
+
+/// A key's page: a proxy admin changes any key's alias, models, budget, limits and expiry; a
+/// team admin their team's keys; a plain member none (not even their own limits).
+#[tokio::test]
+async fn keys_are_edited_on_their_page_by_those_who_manage_them() {
+    let gw = gateway(&config()).await;
+    for t in ["t-a", "t-b"] {
+        ok(&gw, "/team/new", json!({"team_id": t})).await;
+    }
+    for (user, team) in [("ana", "t-a"), ("bo", "t-a")] {
+        ok(
+            &gw,
+            "/user/new",
+            json!({"user_id": user, "user_role": "internal_user", "team_id": team,
+                   "password": format!("{user}'s long passphrase"), "auto_create_key": false}),
+        )
+        .await;
+    }
+    ok(
+        &gw,
+        "/team/member_add",
+        json!({"team_id": "t-a", "member": {"user_id": "ana", "role": "admin"}}),
+    )
+    .await;
+    let key = |alias: &str, user: &str, team: &str| json!({"key_alias": alias, "user_id": user, "team_id": team, "rpm_limit": 5, "models": ["cheap"]});
+    let bo_key = ok(&gw, "/key/generate", key("bo-app", "bo", "t-a")).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = ok(&gw, "/key/generate", key("other-app", "zed", "t-b")).await["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let info = |hash: String| {
+        let gw = &gw;
+        async move {
+            admin(gw, "GET", &format!("/key/info?key={hash}"), Value::Null)
+                .await
+                .json()["info"]
+                .clone()
+        }
+    };
+
+    let mut root = Browser::default();
+    assert_eq!(root.sign_in(&gw, "", MASTER).await.status, 303);
+    let list = root.get(&gw, "/ui/keys").await.text();
+    assert!(
+        list.contains(&format!("/ui/keys/edit?key={other}")),
+        "{list}"
+    );
+    let page = root.get(&gw, &format!("/ui/keys/edit?key={other}")).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    let csrf = csrf_of(&page.text());
+    let saved = root
+        .post(
+            &gw,
+            "/ui/keys/update",
+            &[
+                ("csrf", &csrf),
+                ("key", &other),
+                ("key_alias", "renamed <i>"),
+                ("team_id", "t-b"),
+                ("user_id", ""),
+                ("models", ""),
+                ("max_budget", "2.5"),
+                ("budget_duration", "30d"),
+                ("rpm_limit", ""),
+                ("tpm_limit", "1000"),
+                ("duration", "7d"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let k = info(other.clone()).await;
+    assert_eq!(k["key_alias"], "renamed <i>");
+    assert!(k["user_id"].is_null());
+    assert_eq!(k["models"], json!([]));
+    assert_eq!(k["max_budget"], 2.5);
+    assert_eq!(k["budget_duration"], "30d");
+    assert!(k["rpm_limit"].is_null(), "blank is no limit");
+    assert_eq!(k["tpm_limit"], 1000);
+    assert!(k["expires"].is_string());
+    let bad = root
+        .post(
+            &gw,
+            "/ui/keys/update",
+            &[("csrf", &csrf), ("key", &other), ("rpm_limit", "fast")],
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(root
+        .get(&gw, "/ui/keys")
+        .await
+        .text()
+        .contains("renamed &lt;i&gt;"));
+
+    // The team admin: her team's key, without moving it to another team.
+    let mut ana = Browser::default();
+    assert_eq!(
+        ana.sign_in(&gw, "ana", "ana's long passphrase")
+            .await
+            .status,
+        303
+    );
+    let page = ana.get(&gw, &format!("/ui/keys/edit?key={bo_key}")).await;
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(!page.text().contains(r#"name="team_id""#));
+    let csrf = csrf_of(&page.text());
+    let saved = ana
+        .post(
+            &gw,
+            "/ui/keys/update",
+            &[
+                ("csrf", &csrf),
+                ("key", &bo_key),
+                ("key_alias", "bo-app"),
+                ("models", "cheap"),
+                ("rpm_limit", "50"),
+                ("team_id", "t-b"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let k = info(bo_key.clone()).await;
+    assert_eq!(k["rpm_limit"], 50);
+    assert_eq!(
+        k["team_id"], "t-a",
+        "a team admin cannot move a key out of her team"
+    );
+    assert_eq!(
+        ana.get(&gw, &format!("/ui/keys/edit?key={other}"))
+            .await
+            .status,
+        404
+    );
+    let theirs = ana
+        .post(
+            &gw,
+            "/ui/keys/update",
+            &[("csrf", &csrf), ("key", &other), ("rpm_limit", "1")],
+        )
+        .await;
+    assert_eq!(theirs.status, 404);
+
+    // A plain member may not lift his own key's limits.
+    let mut bo = Browser::default();
+    assert_eq!(
+        bo.sign_in(&gw, "bo", "bo's long passphrase").await.status,
+        303
+    );
+    let list = bo.get(&gw, "/ui/keys").await.text();
+    assert!(!list.contains("/ui/keys/edit"), "{list}");
+    let csrf = csrf_of(&list);
+    let lifted = bo
+        .post(
+            &gw,
+            "/ui/keys/update",
+            &[("csrf", &csrf), ("key", &bo_key), ("rpm_limit", "")],
+        )
+        .await;
+    assert_eq!(lifted.status, 404);
+    assert_eq!(info(bo_key).await["rpm_limit"], 50);
+}

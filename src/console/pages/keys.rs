@@ -1,6 +1,6 @@
 //! Virtual keys: the list (an internal user's own only, a team admin's team's), a form to make
-//! one, and block, unblock, regenerate and delete, each through the management API's own
-//! `/key/*` handler.
+//! one, an edit page (proxy admins and team admins), and block, unblock, regenerate and
+//! delete, each through the management API's own `/key/*` handler.
 
 use http::{Method, Response, StatusCode};
 use maud::{html, Markup};
@@ -70,6 +70,10 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
                         @if may_change {
                             td {
                                 @let blocked = k["blocked"] == true;
+                                @if edits(viewer, k) {
+                                    a.quiet href={ "/ui/keys/edit?" (query(&[("key", &token)])) } { "edit" }
+                                    " "
+                                }
                                 (action(viewer, if blocked { "unblock" } else { "block" }, &token, "quiet"))
                                 (action(viewer, "regenerate", &token, "quiet"))
                                 (action(viewer, "delete", &token, "danger"))
@@ -144,6 +148,9 @@ pub(super) async fn act(
     if action == "new" {
         return create(state, viewer, form).await;
     }
+    if action == "update" {
+        return update(state, viewer, form).await;
+    }
     let key = form.filled("key").ok_or(ApiError::MissingParam("key"))?;
     if !viewer.session.role.sees_all() {
         own_key(state, viewer, key).await?;
@@ -183,6 +190,130 @@ pub(super) async fn act(
             })
         }
     }
+    Ok(redirect("/ui/keys"))
+}
+
+/// Whether `viewer` may change `key`'s alias, models, budget, limits and expiry: a proxy admin
+/// any key, a team admin their team's (an internal user may not lift their own key's limits).
+fn edits(viewer: &Viewer, key: &Value) -> bool {
+    let s = &viewer.session;
+    (s.role.sees_all() && s.role.may_change())
+        || viewer
+            .team_admin
+            .as_deref()
+            .is_some_and(|t| key["team_id"].as_str() == Some(t))
+}
+
+/// A key `viewer` may edit, from `/key/info`; any other is not found.
+async fn editable(state: &AppState, viewer: &Viewer, key: &str) -> Result<Value, ApiError> {
+    let info = admin(
+        state,
+        Method::GET,
+        "/key/info",
+        &query(&[("key", key)]),
+        &Value::Null,
+    )
+    .await?;
+    let k = &info["info"];
+    if edits(viewer, k) {
+        Ok(k.clone())
+    } else {
+        Err(ApiError::NotFound {
+            what: "key",
+            id: String::new(),
+        })
+    }
+}
+
+/// `GET /ui/keys/edit?key=<hash>`: one key's alias, models, budget and period, limits and
+/// expiry to change (team and user too for proxy admins).
+pub(super) async fn edit_page(
+    state: &AppState,
+    viewer: &Viewer,
+    q: &Form,
+) -> Result<Markup, ApiError> {
+    let key = q.filled("key").ok_or(ApiError::MissingParam("key"))?;
+    let k = editable(state, viewer, key).await?;
+    let all = viewer.session.role.sees_all();
+    let expires = text(&k, "expires");
+    let named: Vec<&str> = k["models"]
+        .as_array()
+        .map(|m| m.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    Ok(html! {
+        p.muted { "Key " span.mono { (text(&k, "token")) } " · spend " (usd(k["spend"].as_f64().unwrap_or(0.0)))
+            " · " @if expires.is_empty() { "never expires" } @else { "expires " (expires) } }
+        form.stack method="post" action="/ui/keys/update" {
+            (csrf_field(&viewer.csrf))
+            input type="hidden" name="key" value=(text(&k, "token"));
+            label for="key_alias" { "Alias" }
+            input #key_alias name="key_alias" value=(text(&k, "key_alias"));
+            @if all {
+                label for="team_id" { "Team" }
+                input #team_id name="team_id" value=(text(&k, "team_id")) placeholder="none";
+                label for="user_id" { "User" }
+                input #user_id name="user_id" value=(text(&k, "user_id")) placeholder="none";
+            }
+            label for="models" { "Models" }
+            input #models name="models" value=(named.join(", ")) placeholder="comma-separated; empty for all";
+            label for="max_budget" { "Budget (USD)" }
+            input #max_budget name="max_budget" value=(text(&k, "max_budget")) placeholder="no budget";
+            label for="budget_duration" { "Budget period" }
+            input #budget_duration name="budget_duration" value=(text(&k, "budget_duration")) placeholder="none; or 1d, 30d";
+            label for="rpm_limit" { "Requests per minute" }
+            input #rpm_limit name="rpm_limit" value=(text(&k, "rpm_limit")) placeholder="no limit";
+            label for="tpm_limit" { "Tokens per minute" }
+            input #tpm_limit name="tpm_limit" value=(text(&k, "tpm_limit")) placeholder="no limit";
+            label for="duration" { "Expires after (from now)" }
+            input #duration name="duration" placeholder="empty: unchanged; or 30d, 12h";
+            label { input name="no_expiry" type="checkbox" value="1"; " Never expires" }
+            button type="submit" { "Save key" }
+        }
+    })
+}
+
+/// `POST /ui/keys/update`: the edit form through `/key/update`; blank fields clear their
+/// limit (no budget, no limit, all models).
+async fn update(
+    state: &AppState,
+    viewer: &Viewer,
+    form: &Form,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let key = form.filled("key").ok_or(ApiError::MissingParam("key"))?;
+    editable(state, viewer, key).await?;
+    let mut body = Map::new();
+    body.insert("key".into(), key.into());
+    let mut fields = vec!["key_alias", "budget_duration"];
+    if viewer.session.role.sees_all() {
+        fields.extend(["team_id", "user_id"]);
+    }
+    for f in fields {
+        body.insert(f.into(), form.filled(f).map_or(Value::Null, Into::into));
+    }
+    let models: Vec<Value> = form
+        .filled("models")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(Value::from)
+        .collect();
+    body.insert("models".into(), models.into());
+    for f in ["max_budget", "rpm_limit", "tpm_limit"] {
+        body.insert(f.into(), super::people::number(form, f)?);
+    }
+    if form.get("no_expiry") == Some("1") {
+        body.insert("duration".into(), Value::Null);
+    } else if let Some(d) = form.filled("duration") {
+        body.insert("duration".into(), d.into());
+    }
+    change(
+        state,
+        &viewer.session.user,
+        "/key/update",
+        &Value::Object(body),
+    )
+    .await?;
     Ok(redirect("/ui/keys"))
 }
 

@@ -43,6 +43,7 @@ pub(super) async fn get(
     let (title, body) = match sub {
         "/" => ("Overview", overview::page(state, snap, viewer).await?),
         "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
+        "/keys/edit" => ("Key", keys::edit_page(state, viewer, query).await?),
         "/models" => ("Models and deployments", models::page(state, snap, viewer)),
         "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
             ("Deployment", models::edit_page(state, viewer, query).await?)
