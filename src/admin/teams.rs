@@ -95,11 +95,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     limits.apply(&mut team.limits, now)?;
     team.accounting.updated_at = now;
     store.update_team(&team).await.map_err(store_error)?;
-    let members = store
-        .team_members(&team.team_id)
-        .await
-        .map_err(store_error)?;
-    Ok(team_json(&team, &members))
+    answer(store, &team).await
 }
 
 #[derive(Deserialize)]
@@ -143,6 +139,15 @@ pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     Ok(Value::Array(
         teams.iter().map(|t| team_json(t, &members)).collect(),
     ))
+}
+
+/// A team with its members, as the member routes answer.
+async fn answer(store: &Store, team: &TeamRow) -> AdminResult {
+    let members = store
+        .team_members(&team.team_id)
+        .await
+        .map_err(store_error)?;
+    Ok(team_json(team, &members))
 }
 
 /// One member as LiteLLM's bodies name it: `user_id` (required here) and `role`.
@@ -221,11 +226,7 @@ pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> AdminRes
             .await
             .map_err(store_error)?;
     }
-    let members = store
-        .team_members(&team.team_id)
-        .await
-        .map_err(store_error)?;
-    Ok(team_json(&team, &members))
+    answer(store, &team).await
 }
 
 #[derive(Deserialize)]
@@ -255,11 +256,7 @@ pub(super) async fn member_update(store: &Store, req: AdminRequest<'_>) -> Admin
         .set_team_member(&team.team_id, &m.user_id, role, now)
         .await
         .map_err(store_error)?;
-    let members = store
-        .team_members(&team.team_id)
-        .await
-        .map_err(store_error)?;
-    Ok(team_json(&team, &members))
+    answer(store, &team).await
 }
 
 #[derive(Deserialize)]
@@ -284,9 +281,5 @@ pub(super) async fn member_delete(store: &Store, req: AdminRequest<'_>) -> Admin
             store.update_user(&row).await.map_err(store_error)?;
         }
     }
-    let members = store
-        .team_members(&team.team_id)
-        .await
-        .map_err(store_error)?;
-    Ok(team_json(&team, &members))
+    answer(store, &team).await
 }

@@ -8,7 +8,7 @@ use maud::{html, Markup};
 use serde_json::{Map, Value};
 
 use super::people::number;
-use super::{admin, change, query, text, usd};
+use super::{admin, change, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -112,19 +112,10 @@ pub(super) async fn edit_page(
                 label for="alias" { "Alias" }
                 input #alias name="alias" value=(text(&c, "alias"));
                 (limit_fields(b))
-                label for="blocked" { "Status" }
-                select #blocked name="blocked" {
-                    option value="false" selected[c["blocked"] != true] { "active" }
-                    option value="true" selected[c["blocked"] == true] { "blocked (its requests are refused)" }
-                }
+                (status_select(c["blocked"] == true, "its requests are"))
                 button type="submit" { "Save end user" }
             }
-            h2 { "Delete" }
-            form method="post" action="/ui/customers/delete" {
-                (csrf_field(&viewer.csrf))
-                input type="hidden" name="user_id" value=(id);
-                button.danger #delete-customer type="submit" { "Delete end user " (id) }
-            }
+            (removal(viewer, "Delete", "/ui/customers/delete", ("user_id", id), "delete-customer", "Delete end user"))
         }
     })
 }

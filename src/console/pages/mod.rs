@@ -242,3 +242,35 @@ async fn team_of(state: &AppState, user: &str) -> Result<Option<String>, ApiErro
 fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }
+
+/// The section that deletes one thing: a heading, and a form of its own posting `field=id`
+/// with the CSRF token to `action`, its button (`#button_id`) naming what goes.
+fn removal(
+    viewer: &Viewer,
+    heading: &str,
+    action: &str,
+    (field, id): (&str, &str),
+    button_id: &str,
+    label: &str,
+) -> maud::Markup {
+    maud::html! {
+        h2 { (heading) }
+        form method="post" action=(action) {
+            (super::layout::csrf_field(&viewer.csrf))
+            input type="hidden" name=(field) value=(id);
+            button.danger id=(button_id) type="submit" { (label) " " (id) }
+        }
+    }
+}
+
+/// A blocked/active choice for an edit form (`blocked`: `true` or `false`); `refused` says what
+/// a block refuses.
+fn status_select(blocked: bool, refused: &str) -> maud::Markup {
+    maud::html! {
+        label for="blocked" { "Status" }
+        select #blocked name="blocked" {
+            option value="false" selected[!blocked] { "active" }
+            option value="true" selected[blocked] { "blocked (" (refused) " refused)" }
+        }
+    }
+}

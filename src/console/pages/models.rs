@@ -9,7 +9,7 @@ use maud::{html, Markup};
 use serde_json::{Map, Value};
 
 use super::people::number;
-use super::{admin, change, query, text};
+use super::{admin, change, query, removal, text};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::server::health::deployments;
@@ -157,12 +157,7 @@ pub(super) async fn edit_page(
             (fields(Some(d)))
             button type="submit" { "Save deployment" }
         }
-        h2 { "Remove" }
-        form method="post" action="/ui/models/delete" {
-            (csrf_field(&viewer.csrf))
-            input type="hidden" name="id" value=(id);
-            button.danger #delete-model type="submit" { "Remove deployment " (id) }
-        }
+        (removal(viewer, "Remove", "/ui/models/delete", ("id", id), "delete-model", "Remove deployment"))
     })
 }
 

@@ -7,7 +7,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, change, query, text, usd};
+use super::{admin, change, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -261,19 +261,10 @@ pub(super) async fn team_edit(
                 input #rpm_limit name="rpm_limit" value=(text(t, "rpm_limit")) placeholder="no limit";
                 label for="tpm_limit" { "Tokens per minute" }
                 input #tpm_limit name="tpm_limit" value=(text(t, "tpm_limit")) placeholder="no limit";
-                label for="blocked" { "Status" }
-                select #blocked name="blocked" {
-                    option value="false" selected[t["blocked"] != true] { "active" }
-                    option value="true" selected[t["blocked"] == true] { "blocked (its keys are refused)" }
-                }
+                (status_select(t["blocked"] == true, "its keys are"))
                 button type="submit" { "Save team" }
             }
-            h2 { "Delete" }
-            form method="post" action="/ui/teams/delete" {
-                (csrf_field(&viewer.csrf))
-                input type="hidden" name="team_id" value=(id);
-                button.danger #delete-team type="submit" { "Delete team " (id) }
-            }
+            (removal(viewer, "Delete", "/ui/teams/delete", ("team_id", id), "delete-team", "Delete team"))
         }
     })
 }
@@ -319,12 +310,7 @@ pub(super) async fn user_edit(
                 label { input name="no_password" type="checkbox" value="1"; " Remove the console password" }
                 button type="submit" { "Save user" }
             }
-            h2 { "Delete" }
-            form method="post" action="/ui/users/delete" {
-                (csrf_field(&viewer.csrf))
-                input type="hidden" name="user_id" value=(id);
-                button.danger #delete-user type="submit" { "Delete user " (id) }
-            }
+            (removal(viewer, "Delete", "/ui/users/delete", ("user_id", id), "delete-user", "Delete user"))
         }
     })
 }
