@@ -449,3 +449,58 @@ async fn the_console_adds_edits_and_removes_a_deployment() {
     assert_eq!(forged.status, 403);
     assert_eq!(chat(&gw, "forged").await.status, 404);
 }
+
+/// The real binary: stored deployments are served after a restart of the process and kept
+/// over a SIGHUP reload of the file (which brings the file's own change too).
+#[tokio::test]
+async fn the_binary_keeps_stored_deployments_over_a_reload() {
+    let file = |group: &str| {
+        format!(
+            "model_list:\n  - model_name: {group}\n    litellm_params: {{model: mock/{group}}}\ngeneral_settings:\n  master_key: {MASTER}\n  store_model_in_db: true\n"
+        )
+    };
+    let mut served = serve_binary(&file("from-file"), &[] as &[&str]).unwrap();
+    let url = |path: &str| format!("http://{}{path}", served.addr);
+    let auth = format!("Bearer {MASTER}");
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    let ask = |model: &str| {
+        let body =
+            json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+        let url = url("/v1/chat/completions");
+        async move { send("POST", &url, body, &headers).await.status }
+    };
+    let made = send(
+        "POST",
+        &url("/model/new"),
+        json!({"model_name": "stored", "litellm_params": {"model": "mock/stored"}}).to_string(),
+        &headers,
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert_eq!(ask("stored").await, 200);
+    std::fs::write(&served.cfg, file("edited-file")).unwrap();
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &served.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let start = Instant::now();
+    while ask("edited-file").await != 200 {
+        assert!(start.elapsed() < Duration::from_secs(10), "reload not seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ask("stored").await,
+        200,
+        "the stored deployment survives the reload"
+    );
+    assert_eq!(ask("from-file").await, 404);
+    let log = std::fs::read_to_string(&served.log).unwrap_or_default();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &served.child.id().to_string()])
+        .status();
+    assert_eq!(served.child.wait().unwrap().code(), Some(0), "{log}");
+}
