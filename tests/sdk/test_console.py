@@ -231,3 +231,16 @@ def test_teams_users_keys_and_models_managed_in_the_browser(gateway, browser):
     assert not browser.find_elements(By.ID, "users")
     assert [e for e in _errors(browser) if "/ui/users" not in e["message"]] == []
     _submit(browser, "form[action='/ui/logout'] button")
+
+    # The admin removes the deployment from its page (the gateway is shared with other tests):
+    # it is no longer served.
+    _sign_in(browser, root, "admin", MASTER_KEY)
+    browser.get(f"{root}/ui/models")
+    row = browser.find_element(By.XPATH, "//table[@id='deployments']//tr[contains(., 'added-in-browser')]")
+    row.find_element(By.CSS_SELECTOR, "a[href^='/ui/models/edit']").click()
+    assert browser.find_element(By.ID, "model_name").get_attribute("value") == "added-in-browser"
+    _submit(browser, "#delete-model")
+    assert "added-in-browser" not in browser.find_element(By.ID, "deployments").text
+    admin = openai.OpenAI(base_url=gateway["base_url"], api_key=MASTER_KEY)
+    assert "added-in-browser" not in [m.id for m in admin.models.list()]
+    _submit(browser, "form[action='/ui/logout'] button")
