@@ -31,7 +31,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use sluice_core::endpoint::Endpoint;
+use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_mcp::hub::{self, Listing};
 use sluice_mcp::settings::TOOL_SEPARATOR;
@@ -341,7 +341,7 @@ impl McpLoop {
         let mut usage = Value::Null;
         let (mut retries, mut fallbacks, mut hedges) = (0, 0, 0);
         let mut attempts = sluice_core::record::Attempts::new();
-        for _ in 0..MAX_ROUNDS {
+        for round in 1..=MAX_ROUNDS {
             self.request
                 .insert("input".into(), Value::Array(input.clone()));
             let body = Bytes::from(
@@ -375,7 +375,7 @@ impl McpLoop {
                     return Ok(finish(outcome, attempts));
                 }
             };
-            let Answer::Full(parts, bytes) = served.answer else {
+            let Answer::Full(mut parts, bytes) = served.answer else {
                 return Err(ApiError::UpstreamInvalid(
                     "a whole answer was asked for and a stream came".into(),
                 ));
@@ -434,10 +434,30 @@ impl McpLoop {
                 }));
             }
             if !calls.is_empty() && !asked && !other_calls {
-                // The model gets the results: its other items of this round go back with them.
-                let at = input.len() - 2 * calls.len();
-                input.splice(at..at, rest);
-                continue;
+                if round < MAX_ROUNDS {
+                    // The model gets the results: its other items of this round go back with
+                    // them.
+                    let at = input.len() - 2 * calls.len();
+                    input.splice(at..at, rest);
+                    continue;
+                }
+                // The limit: an error, which still carries (and is charged) what the rounds
+                // used.
+                let e = ApiError::from(LoopError::Rounds(MAX_ROUNDS));
+                let mut body: Value = serde_json::from_slice(&e.body_in(Dialect::OpenAi))
+                    .map_err(|_| ApiError::Internal("mcp error"))?;
+                body["usage"] = usage;
+                parts.status = e.status();
+                parts.headers.remove(CONTENT_LENGTH);
+                let bytes =
+                    serde_json::to_vec(&body).map_err(|_| ApiError::Internal("mcp error"))?;
+                outcome.result = Ok(Served {
+                    answer: Answer::Full(parts, Bytes::from(bytes)),
+                    group: served.group,
+                    member: served.member,
+                    guard: served.guard,
+                });
+                return Ok(finish(outcome, attempts));
             }
             // The final answer: the loop's items, then the model's own.
             items.extend(rest);
@@ -455,6 +475,7 @@ impl McpLoop {
             });
             return Ok(finish(outcome, attempts));
         }
+        // Every round returns or continues, and the last cannot continue.
         Err(LoopError::Rounds(MAX_ROUNDS).into())
     }
 

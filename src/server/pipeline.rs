@@ -5,9 +5,10 @@
 //! 2. route; shed when overloaded (`server::overload`), refuse an overlong URL
 //! 3. authenticate (master key, virtual keys)
 //! 4. read the body (limit); guardrails on its text (4½: mask or block)
-//! 5. read the envelope
+//! 5. read the envelope; a Responses request's `mcp` tools checked (5¾, `mcp::responses`)
 //! 6. admit (model access, rate limits, budgets)
-//! 7. select a deployment and call it (retries, fallbacks, hedges)
+//! 7. select a deployment and call it (retries, fallbacks, hedges); with `mcp` tools, the
+//!    tool loop's rounds instead
 //! 8. answer and settle (usage, cost)
 //! 9. record
 
