@@ -130,7 +130,7 @@ impl Ctx<'_> {
 
     /// `tools/call` or `prompts/get`: the name routed to its server, checked, and the call
     /// passed on with the server's own name for it.
-    async fn call_named(&self, method: &str, params: Option<&RawValue>) -> Answer {
+    pub(super) async fn call_named(&self, method: &str, params: Option<&RawValue>) -> Answer {
         let Some(mut fields) = params
             .and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p.get()).ok())
         else {
@@ -242,7 +242,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn record(
+    pub(super) fn record(
         &self,
         server: &str,
         method: &str,

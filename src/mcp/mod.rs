@@ -20,6 +20,7 @@
 //! DELETE ends the session.
 
 mod calls;
+pub(crate) mod responses;
 mod sessions;
 
 use std::borrow::Cow;

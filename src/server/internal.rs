@@ -1,7 +1,8 @@
-//! Calls sluice makes to its own model groups — a moderation guardrail's check today — through
-//! the same routing as a client's request (health, retries, fallbacks, cooldowns, hedging),
-//! but with no caller: no key, no limits, no spend record and no logging. What they cost is
-//! part of the request that caused them, not a request of their own.
+//! Calls sluice makes to its own model groups — a moderation guardrail's check, a semantic
+//! cache's embedding, a round of the MCP tool loop — through the same routing as a client's
+//! request (health, retries, fallbacks, cooldowns, hedging), but with no caller: no key, no
+//! limits, no spend record and no logging. What they cost is part of the request that caused
+//! them, not a request of their own.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use http::HeaderMap;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_providers::Call;
-use sluice_routing::{self as routing, Attempt, Requested, Router};
+use sluice_routing::{self as routing, Attempt, Outcome, Requested, Resolved, Router};
 use sluice_translate::envelope::Envelope;
 
 use super::pipeline::{attempt, Answer, Failed};
@@ -60,6 +61,38 @@ pub(crate) async fn call(
             Failed::Gateway(e) => describe(&e),
         }),
     }
+}
+
+/// One whole (non-stream) call of a client's request with a body sluice made from it (a round
+/// of the MCP tool loop, `mcp::responses`): routed to the request's own group with its
+/// retries and fallbacks, the client's headers, and the outcome as the pipeline's own
+/// dispatch returns it, so that step 8 settles the last round's answer like any other.
+pub(crate) async fn round<'a>(
+    router: &'a Router,
+    resolved: Resolved<'a>,
+    requested: &'a Requested<'a>,
+    endpoint: Endpoint,
+    headers: &HeaderMap,
+    body: &Bytes,
+    timeout: Option<Duration>,
+) -> Result<Outcome<'a, Answer, Failed>, ApiError> {
+    let envelope = Envelope::parse(body)?;
+    Ok(
+        routing::dispatch(router, resolved, requested, |a: Attempt<'_>| {
+            let call = Call {
+                endpoint,
+                client_headers: headers,
+                body,
+                upload: None,
+                envelope: &envelope,
+                capture: a.capture,
+                force_usage: false,
+                trace: None,
+            };
+            async move { attempt(&a.member.target, call, false, timeout).await }
+        })
+        .await,
+    )
 }
 
 /// An error of sluice's, as a short reason.

@@ -5,9 +5,10 @@
 //! 2. route; shed when overloaded (`server::overload`), refuse an overlong URL
 //! 3. authenticate (master key, virtual keys)
 //! 4. read the body (limit); guardrails on its text (4½: mask or block)
-//! 5. read the envelope
+//! 5. read the envelope; a Responses request's `mcp` tools checked (5¾, `mcp::responses`)
 //! 6. admit (model access, rate limits, budgets)
-//! 7. select a deployment and call it (retries, fallbacks, hedges)
+//! 7. select a deployment and call it (retries, fallbacks, hedges); with `mcp` tools, the
+//!    tool loop's rounds instead
 //! 8. answer and settle (usage, cost)
 //! 9. record
 
@@ -335,6 +336,30 @@ where
             });
         }
     }
+    // 5¾. MCP tools in a Responses request (`tools: [{type: "mcp"}]`): sluice runs the tool
+    //     loop itself against its own servers (`mcp::responses`), checked here, before
+    //     admission. Every other request pays at most one memchr search of a Responses body.
+    let mcp_loop = if crate::mcp::responses::may_name_mcp(endpoint, &body) {
+        let l = crate::mcp::responses::McpLoop::read(
+            state,
+            snap,
+            &caller,
+            &parts.headers,
+            &body,
+            &record.request_id,
+        )?;
+        if l.is_some() && client_target.is_some() {
+            return Err(ApiError::InvalidParam {
+                param: "tools",
+                message: "mcp tools run on this gateway's own deployments: send them without \
+                          client-side credentials"
+                    .into(),
+            });
+        }
+        l
+    } else {
+        None
+    };
     // Speech is audio relayed as it arrives, whatever the request says.
     let stream = envelope.stream || endpoint.answers_binary();
     let requested_units = units::request_units(endpoint, &body, form.as_deref());
@@ -391,7 +416,7 @@ where
     if let Some(cache) = snap
         .cache
         .as_ref()
-        .filter(|c| !answer_checked && c.applies(endpoint, control))
+        .filter(|c| !answer_checked && mcp_loop.is_none() && c.applies(endpoint, control))
     {
         let group = &resolved.group.name;
         if endpoint == Endpoint::Embeddings {
@@ -499,11 +524,27 @@ where
             }
         })
     };
-    // External `during_call` guardrails are asked beside the call: a refusal drops (cancels)
-    // the call, and no answer goes out before every check has passed.
-    let mut outcome = match guarded.as_mut().and_then(|g| g.take_during()) {
-        None => dispatch().await,
-        Some(during) => {
+    // A Responses request with MCP tools: rounds of whole calls and the tool calls between
+    // them, one outcome (the last round's, its answer the composed one). External
+    // `during_call` guardrails are asked beside any other call: a refusal drops (cancels) the
+    // call, and no answer goes out before every check has passed.
+    let during = guarded.as_mut().and_then(|g| g.take_during());
+    let mut outcome = match (mcp_loop, during) {
+        (Some(l), _) => {
+            let rid = record.request_id.clone();
+            Box::pin(l.run(
+                state,
+                &snap.router,
+                resolved,
+                &requested,
+                &parts.headers,
+                envelope.routing.timeout,
+                &rid,
+            ))
+            .await?
+        }
+        (None, None) => dispatch().await,
+        (None, Some(during)) => {
             let mut dispatched = Box::pin(dispatch());
             let mut check = Box::pin(during.run());
             let (outcome, mut verdict) = tokio::select! {
@@ -886,7 +927,7 @@ fn count_value(n: u32) -> HeaderValue {
 }
 
 /// What one attempt produced.
-pub(super) enum Answer {
+pub(crate) enum Answer {
     /// A non-stream answer, whole.
     Full(http::response::Parts, Bytes),
     /// A stream: its head, its first data frame, and the rest of the body.
@@ -898,7 +939,7 @@ pub(super) enum Answer {
 }
 
 /// What the client gets if no attempt succeeds.
-pub(super) enum Failed {
+pub(crate) enum Failed {
     /// The upstream's own error answer, passed through.
     Upstream(Response<Bytes>),
     /// sluice's error.
@@ -914,7 +955,7 @@ impl From<RouteError> for Failed {
 /// One call to one deployment, within its timeout (the request's `timeout` when it sets one):
 /// the whole answer for non-stream requests, the first chunk for streams. Any failure comes
 /// back classified for the router.
-pub(super) async fn attempt(
+pub(crate) async fn attempt(
     target: &DeploymentTarget,
     call: Call<'_>,
     stream: bool,

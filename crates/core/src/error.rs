@@ -244,6 +244,14 @@ pub enum ApiError {
         /// `request` or `answer`.
         place: &'static str,
     },
+    /// A Responses request's `mcp` tool names a tool server the key (or its team) may not
+    /// use (`object_permission.mcp_servers`).
+    #[error("This key may not use MCP server '{0}'.")]
+    McpNotAllowed(String),
+    /// The tool loop sluice runs for a Responses request's `mcp` tools did not end (the model
+    /// kept calling tools past the round limit); the text says how.
+    #[error("{0}")]
+    McpToolLoop(String),
     /// An external guardrail's service could not be asked (down, too slow, an answer it does
     /// not understand) and the guardrail's `on_error` is `block`. The reason names no address.
     #[error("Guardrail '{guardrail}' could not check the {place}: {why}")]
@@ -294,7 +302,9 @@ impl ApiError {
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
-            Self::ModelNotAllowed { .. } | Self::EndUserBlocked => StatusCode::FORBIDDEN,
+            Self::ModelNotAllowed { .. } | Self::EndUserBlocked | Self::McpNotAllowed(_) => {
+                StatusCode::FORBIDDEN
+            }
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -311,7 +321,9 @@ impl ApiError {
             | Self::EndpointNotSupported { .. }
             | Self::PassThroughUnavailable { .. } => StatusCode::NOT_IMPLEMENTED,
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) | Self::McpToolLoop(_) => {
+                StatusCode::BAD_GATEWAY
+            }
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -356,7 +368,9 @@ impl ApiError {
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
-            Self::ModelNotAllowed { .. } | Self::EndUserBlocked => "permission_error",
+            Self::ModelNotAllowed { .. } | Self::EndUserBlocked | Self::McpNotAllowed(_) => {
+                "permission_error"
+            }
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable
@@ -366,7 +380,9 @@ impl ApiError {
             | Self::EndpointNotSupported { .. }
             | Self::PassThroughUnavailable { .. } => "not_implemented_error",
             Self::UpstreamTimeout(_) | Self::UpstreamIdle(_) => "timeout_error",
-            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) => "upstream_error",
+            Self::UpstreamUnreachable(_) | Self::UpstreamInvalid(_) | Self::McpToolLoop(_) => {
+                "upstream_error"
+            }
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
             Self::Internal(_) => "internal_error",
@@ -422,6 +438,8 @@ impl ApiError {
             Self::GuardrailUnavailable { .. } => "guardrail_unavailable",
             Self::UnknownGuardrail(_) => "unknown_guardrail",
             Self::InvalidDeployment(_) => "invalid_deployment",
+            Self::McpNotAllowed(_) => "mcp_server_not_allowed",
+            Self::McpToolLoop(_) => "mcp_tool_loop_limit",
         }
     }
 
@@ -436,6 +454,7 @@ impl ApiError {
             Self::EndUserBlocked => Some("user"),
             Self::StreamNotSupported => Some("stream"),
             Self::UnknownGuardrail(_) => Some("guardrails"),
+            Self::McpNotAllowed(_) => Some("tools"),
             Self::InvalidJson(_)
             | Self::InvalidDeployment(_)
             | Self::GuardrailBlocked { .. }
@@ -463,7 +482,8 @@ impl ApiError {
             | Self::Conflict(_)
             | Self::StoreUnavailable
             | Self::CacheUnavailable(_)
-            | Self::PassThroughUnavailable { .. } => None,
+            | Self::PassThroughUnavailable { .. }
+            | Self::McpToolLoop(_) => None,
         }
     }
 

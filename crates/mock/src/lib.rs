@@ -196,7 +196,8 @@ async fn respond_as(
     };
     let turn = match text {
         Text::Chat | Text::Message => tools::plan(req.tools, body),
-        Text::Completion | Text::Response => None,
+        Text::Response => tools::plan_response(req.tools, body),
+        Text::Completion => None,
     };
     let include_usage = req.stream_options.is_some_and(|o| o.include_usage);
     let plan = match turn {

@@ -289,7 +289,7 @@ impl Plan {
 
     fn response_object(&self, done: bool) -> Value {
         let output = if done {
-            json!([self.message_item(true)])
+            json!([self.output_item(true)])
         } else {
             json!([])
         };
@@ -337,6 +337,21 @@ impl Plan {
         format!("msg_mock{:012x}", self.serial)
     }
 
+    /// The answer's one output item: the tool call when there is one, else the message.
+    fn output_item(&self, done: bool) -> Value {
+        match &self.tool {
+            None => self.message_item(done),
+            Some(t) => json!({
+                "type": "function_call",
+                "id": format!("fc_mock{:012x}", self.serial),
+                "call_id": self.call_id(),
+                "name": t.name,
+                "arguments": if done { t.arguments.as_str() } else { "" },
+                "status": if done { "completed" } else { "in_progress" }
+            }),
+        }
+    }
+
     fn message_item(&self, done: bool) -> Value {
         let content = if done {
             json!([{"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}])
@@ -380,8 +395,30 @@ impl Plan {
         ));
         frames.push(ev(
             "response.output_item.added",
-            json!({"output_index": 0, "item": self.message_item(false)}),
+            json!({"output_index": 0, "item": self.output_item(false)}),
         ));
+        if let Some(t) = &self.tool {
+            let fc_id = format!("fc_mock{:012x}", self.serial);
+            for p in split(&t.arguments, self.chunks) {
+                frames.push(ev(
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": fc_id, "output_index": 0, "delta": p}),
+                ));
+            }
+            frames.push(ev(
+                "response.function_call_arguments.done",
+                json!({"item_id": fc_id, "output_index": 0, "arguments": t.arguments}),
+            ));
+            frames.push(ev(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": self.output_item(true)}),
+            ));
+            frames.push(ev(
+                "response.completed",
+                json!({"response": self.response_object(true)}),
+            ));
+            return frames;
+        }
         frames.push(ev(
             "response.content_part.added",
             json!({"item_id": item_id, "output_index": 0, "content_index": 0, "part": text_part("")}),
@@ -613,6 +650,17 @@ mod tests {
                 streamed["usage"]["output_tokens"],
                 whole["usage"]["output_tokens"]
             );
+            let (whole, streamed) = (
+                json(p.response()),
+                stream_answer(&p.response_stream()).unwrap(),
+            );
+            assert_eq!(streamed["output"], whole["output"]);
+            let kind = if with_tool {
+                "function_call"
+            } else {
+                "message"
+            };
+            assert_eq!(whole["output"][0]["type"], kind);
         }
         let p = plan(3, true);
         let (whole, streamed) = (

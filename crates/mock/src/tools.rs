@@ -46,11 +46,56 @@ const SCRIPT: &str = "mock-tool:";
 /// The most characters of a tool result the echo repeats.
 const MAX_ECHO: usize = 1000;
 
+/// The Responses API's request: its `input` (a string, or items) read as the chat shape's
+/// messages, so that one rule serves both.
+#[derive(Deserialize)]
+struct ResponsesProbe {
+    #[serde(default)]
+    tools: Vec<Value>,
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    input: Value,
+}
+
 /// Decide whether to call a tool. `tools` is the request's raw `tools` value, `body` the whole
 /// request (read again only when tools are offered).
 pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<Turn> {
     tools.filter(|t| t.get() != "null" && t.get() != "[]")?;
-    let probe: Probe = serde_json::from_slice(body).ok()?;
+    turn(serde_json::from_slice(body).ok()?)
+}
+
+/// [`plan`] for a Responses API request (`POST /v1/responses`): function tools are flat
+/// (`name`, `parameters`), a `function_call_output` item is the tool result turn.
+pub(super) fn plan_response(tools: Option<&RawValue>, body: &[u8]) -> Option<Turn> {
+    tools.filter(|t| t.get() != "null" && t.get() != "[]")?;
+    let r: ResponsesProbe = serde_json::from_slice(body).ok()?;
+    let messages = match r.input {
+        Value::String(s) => vec![serde_json::json!({"role": "user", "content": s})],
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|mut i| match i["type"].as_str() {
+                Some("function_call_output") => {
+                    Some(serde_json::json!({"role": "tool", "content": i["output"].take()}))
+                }
+                Some("function_call") => Some(serde_json::json!({"role": "assistant"})),
+                Some("message") | None => Some(
+                    serde_json::json!({"role": i["role"].take(), "content": i["content"].take()}),
+                ),
+                Some(_) => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    turn(Probe {
+        tools: r.tools,
+        tool_choice: r.tool_choice,
+        messages,
+    })
+}
+
+/// The rule, over a request read into the chat shape.
+fn turn(probe: Probe) -> Option<Turn> {
     let forced = match &probe.tool_choice {
         Some(Value::String(s)) if s == "none" => return None,
         Some(c) if c["type"] == "none" => return None,
@@ -75,7 +120,10 @@ pub(super) fn plan(tools: Option<&RawValue>, body: &[u8]) -> Option<Turn> {
         .tools
         .iter()
         .filter_map(|t| {
-            let schema = t.get("input_schema").or(t.pointer("/function/parameters"));
+            let schema = t
+                .get("input_schema")
+                .or(t.pointer("/function/parameters"))
+                .or(t.get("parameters"));
             Some((name_of(t)?, schema))
         })
         .collect();
@@ -96,7 +144,12 @@ fn text_of(content: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
-            .filter(|p| p["type"] == "text")
+            .filter(|p| {
+                matches!(
+                    p["type"].as_str(),
+                    Some("text" | "input_text" | "output_text")
+                )
+            })
             .filter_map(|p| p["text"].as_str())
             .collect::<Vec<_>>()
             .join("\n"),
@@ -272,6 +325,29 @@ mod tests {
         assert_eq!(
             plan(Some(&raw("[1]")), body.as_bytes()),
             Some(Turn::Say("mock tool result: 42".into()))
+        );
+        // The Responses API's shape: flat function tools, a function_call_output item.
+        let ask = r#"{"role":"user","content":[{"type":"input_text","text":"mock-tool: fs-add {\"a\": 2}"}]}"#;
+        let tools = r#"[{"type":"function","name":"fs-add","parameters":{}}]"#;
+        let body = format!(r#"{{"tools":{tools},"input":[{ask}]}}"#);
+        assert_eq!(
+            plan_response(Some(&raw("[1]")), body.as_bytes()),
+            Some(Turn::Call(ToolPlan {
+                name: "fs-add".into(),
+                arguments: r#"{"a":2}"#.into()
+            }))
+        );
+        let body = format!(
+            r#"{{"tools":{tools},"input":[{ask},{{"type":"function_call","call_id":"c","name":"fs-add","arguments":"{{}}"}},
+            {{"type":"function_call_output","call_id":"c","output":"2"}}]}}"#
+        );
+        assert_eq!(
+            plan_response(Some(&raw("[1]")), body.as_bytes()),
+            Some(Turn::Say("mock tool result: 2".into()))
+        );
+        let body = r#"{"tools":[{"type":"function","name":"t","parameters":{"properties":{"q":{"type":"string"}}}}],"input":"hi"}"#;
+        assert!(
+            matches!(plan_response(Some(&raw("[1]")), body.as_bytes()), Some(Turn::Call(p)) if p.arguments == r#"{"q":"mock q"}"#)
         );
         // A tool that is not offered: the usual rule (the first tool).
         let body = format!(r#"{{"tools":[{{"name":"Read"}}],"messages":[{ask}]}}"#);
