@@ -49,7 +49,10 @@ def mcp_gateway(workdir, http_tools):
     d.mkdir(exist_ok=True)
     config = d / "config.yaml"
     config.write_text(f"""
-model_list: []
+model_list:
+  - model_name: tool-model
+    litellm_params:
+      model: mock/tool-model
 general_settings:
   master_key: {MASTER_KEY}
 mcp_servers:
@@ -154,3 +157,38 @@ def test_a_bad_key_never_reaches_a_tool(mcp_gateway):
 
     with pytest.raises(Exception):
         asyncio.run(run())
+
+
+def test_openai_sdk_responses_run_an_mcp_tool_inside_the_model_call(mcp_gateway):
+    """The official openai SDK's Responses API with an `mcp` tool naming sluice's own server:
+    sluice lists its tools to the model, runs the call the model makes (the mock model calls
+    the tool a `mock-tool:` line names) and answers with the result, whole and streamed."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{mcp_gateway}/v1", api_key=MASTER_KEY)
+    tools = [{"type": "mcp", "server_label": "sdk", "require_approval": "never"}]
+    ask = 'Multiply, please.\nmock-tool: sdk-multiply {"a": 6, "b": 7}'
+    r = client.responses.create(model="tool-model", input=ask, tools=tools)
+    kinds = [item.type for item in r.output]
+    assert kinds[0] == "mcp_list_tools" and "mcp_call" in kinds and kinds[-1] == "message", kinds
+    listed = {t.name for t in r.output[0].tools}
+    assert "multiply" in listed, listed
+    call = next(item for item in r.output if item.type == "mcp_call")
+    assert call.server_label == "sdk" and call.name == "multiply" and call.output == "42", call
+    assert "42" in r.output_text
+    assert r.usage.input_tokens > 0
+
+    events = list(client.responses.create(model="tool-model", input=ask, tools=tools, stream=True))
+    done = events[-1]
+    assert done.type == "response.completed", done.type
+    streamed = [item.type for item in done.response.output]
+    assert streamed == kinds, streamed
+    assert "42" in done.response.output_text
+
+    # Approval asked for: the call does not run until the client approves it.
+    asked = client.responses.create(
+        model="tool-model", input=ask, tools=[{"type": "mcp", "server_label": "sdk"}]
+    )
+    request = next(item for item in asked.output if item.type == "mcp_approval_request")
+    assert request.name == "multiply"
+    assert not any(item.type == "mcp_call" for item in asked.output)
