@@ -166,3 +166,97 @@ def _request_lines(log, start, want=2, wait=5.0):
         if len(lines) >= want or time.time() > deadline:
             return lines
         time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def mcp_claude_gateway(workdir, mock_upstream):
+    """A gateway with Claude Code's models (translated to the mock) and one MCP server, the MCP
+    SDK's stdio server (tests/sdk/mcp/sdk_server.py)."""
+    import sys
+
+    from conftest import _start, _stop
+
+    d = pathlib.Path(workdir) / "claude-mcp"
+    d.mkdir(exist_ok=True)
+    config = d / "config.yaml"
+    models = "".join(
+        f"""
+  - model_name: {name}
+    litellm_params:
+      model: openai/{upstream}
+      api_base: {mock_upstream}
+      api_key: sk-upstream-never-shown"""
+        for name, upstream in ((MAIN_MODEL, "gpt-4.1"), (FAST_MODEL, "gpt-4.1-mini"))
+    )
+    server = pathlib.Path(__file__).resolve().parent / "mcp" / "sdk_server.py"
+    config.write_text(f"""
+model_list:{models}
+general_settings:
+  master_key: {MASTER_KEY}
+mcp_servers:
+  sdk:
+    command: {sys.executable}
+    args: ["{server}"]
+""")
+    proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], str(d))
+    yield {"root": f"http://{addr}", "log": log}
+    assert _stop(proc) == 0
+
+
+def test_claude_code_calls_a_tool_through_sluices_mcp_endpoint(claude, mcp_claude_gateway, tmp_path):
+    """Claude Code with `--mcp-config` pointing at sluice's /mcp and a virtual key: it lists the
+    tools sluice aggregates, the (mock) model calls `sdk-multiply`, Claude Code calls it through
+    sluice, and the result comes back into the answer."""
+    import urllib.request
+
+    gw = mcp_claude_gateway
+    req = urllib.request.Request(
+        gw["root"] + "/key/generate",
+        data=json.dumps({"key_alias": "claude-code-mcp"}).encode(),
+        headers={"Authorization": f"Bearer {MASTER_KEY}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req) as r:
+        key = json.loads(r.read())["key"]
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    tool = "mcp__sluice__sdk-multiply"
+    mcp_config = json.dumps({"mcpServers": {"sluice": {
+        "type": "http", "url": gw["root"] + "/mcp", "headers": {"Authorization": f"Bearer {key}"},
+    }}})
+    prompt = "Multiply.\nmock-tool: " + tool + " " + json.dumps({"a": 6, "b": 7})
+    env = _env({"root": gw["root"]}, home)
+    env["ANTHROPIC_API_KEY"] = key
+    # MCP tools in the request itself (not deferred behind Claude Code's tool search), so the
+    # mock model sees the one the prompt names.
+    env["ENABLE_TOOL_SEARCH"] = "false"
+    try:
+        done = subprocess.run(
+            [str(claude), "-p", prompt, "--mcp-config", mcp_config, "--strict-mcp-config",
+             "--allowedTools", tool, "--output-format", "json", "--no-session-persistence"],
+            cwd=work, env=env, capture_output=True, text=True,
+            timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"Claude Code did not finish in {RUN_TIMEOUT} s: {e.stdout!r} {e.stderr!r}")
+    assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
+    out = json.loads(done.stdout)
+    assert out["is_error"] is False, out
+    # The tool's result (6 × 7, as the SDK server computes it; Claude Code passes on its
+    # structured content) reached the model in the next turn, which echoed it back.
+    assert re.search(r"mock tool result: .*\b42\b", out["result"]), out["result"]
+    # The call went through sluice's MCP gateway, recorded as the key's.
+    deadline = time.time() + 5
+    while True:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", open(gw["log"], errors="replace").read())
+        calls = [
+            l for l in text.splitlines()
+            if "mcp call" in l and 'tool="multiply"' in l and 'status="ok"' in l
+            and 'key_alias="claude-code-mcp"' in l
+        ]
+        if calls or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert calls, text[-2000:]
+    assert "upstream-never-shown" not in text and key not in text
