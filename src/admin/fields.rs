@@ -46,6 +46,7 @@ pub(super) const ALL: &[&str] = &[
     "tpm_limit",
     "max_parallel_requests",
     "metadata",
+    "object_permission",
 ];
 
 /// The shared fields' names, for the unknown-field check.
@@ -57,6 +58,7 @@ pub(super) const LIMIT_FIELDS: &[&str] = &[
     "tpm_limit",
     "max_parallel_requests",
     "metadata",
+    "object_permission",
 ];
 
 /// `Some(None)` for an explicit `null`, `None` (via `default`) when absent.
@@ -83,6 +85,10 @@ pub(super) struct LimitsPatch {
     max_parallel_requests: Option<Option<u64>>,
     #[serde(default, deserialize_with = "set")]
     metadata: Option<Option<Map<String, Value>>>,
+    /// LiteLLM's `object_permission` (`mcp_servers`, `mcp_tool_permissions`, ...), kept in
+    /// `metadata.object_permission`, where the MCP gateway reads it.
+    #[serde(default, deserialize_with = "set")]
+    object_permission: Option<Option<Map<String, Value>>>,
 }
 
 impl LimitsPatch {
@@ -133,9 +139,47 @@ impl LimitsPatch {
             }
             limits.metadata = m.unwrap_or_default();
         }
+        match self.object_permission {
+            Some(Some(op)) => {
+                check_object_permission(&op)?;
+                limits
+                    .metadata
+                    .insert("object_permission".into(), Value::Object(op));
+            }
+            Some(None) => {
+                limits.metadata.remove("object_permission");
+            }
+            None => {}
+        }
         limits.schedule(now);
         Ok(())
     }
+}
+
+/// `object_permission`'s MCP members in the shapes the gateway reads: `mcp_servers` a list of
+/// names, `mcp_tool_permissions` server → list of tools. A wrong shape is a 400, not a
+/// permission silently ignored.
+fn check_object_permission(op: &Map<String, Value>) -> Result<(), ApiError> {
+    let names = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+    let bad = |message: &str| ApiError::InvalidParam {
+        param: "object_permission",
+        message: message.to_owned(),
+    };
+    if op
+        .get("mcp_servers")
+        .is_some_and(|v| !v.is_null() && !names(v))
+    {
+        return Err(bad("mcp_servers must be a list of MCP server names"));
+    }
+    if let Some(tools) = op.get("mcp_tool_permissions").filter(|v| !v.is_null()) {
+        let ok = tools.as_object().is_some_and(|m| m.values().all(names));
+        if !ok {
+            return Err(bad(
+                "mcp_tool_permissions must map each MCP server name to a list of tool names",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The shared fields as LiteLLM names them in responses.
@@ -154,6 +198,14 @@ pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
         limits.max_parallel_requests.into(),
     );
     out.insert("metadata".into(), Value::Object(limits.metadata.clone()));
+    out.insert(
+        "object_permission".into(),
+        limits
+            .metadata
+            .get("object_permission")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
 }
 
 /// `spend`, `created_at`, `updated_at`.

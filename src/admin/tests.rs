@@ -509,3 +509,64 @@ async fn spend_logs_are_filtered_like_litellm() {
         assert_eq!(info["info"]["spend"], 1.5);
     }
 }
+
+#[tokio::test]
+async fn object_permission_is_litellms_top_level_field() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let op = json!({"mcp_servers": ["github"], "mcp_tool_permissions": {"github": ["create_issue"]}});
+        let made = call(
+            s,
+            Method::POST,
+            "/key/generate",
+            "",
+            json!({"key_alias": "agent", "object_permission": op, "metadata": {"team": "x"}}),
+        )
+        .await;
+        assert_eq!(made["object_permission"], op);
+        assert_eq!(
+            made["metadata"]["object_permission"], op,
+            "where the MCP gateway reads it"
+        );
+        assert_eq!(made["metadata"]["team"], "x");
+        let key = made["key"].as_str().unwrap().to_owned();
+        let info = call(
+            s,
+            Method::GET,
+            "/key/info",
+            &format!("key={key}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(info["info"]["object_permission"], op);
+        let cleared = call(
+            s,
+            Method::POST,
+            "/key/update",
+            "",
+            json!({"key": key, "object_permission": null}),
+        )
+        .await;
+        assert!(cleared["object_permission"].is_null());
+        assert_eq!(cleared["metadata"]["team"], "x");
+        let team = call(
+            s,
+            Method::POST,
+            "/team/new",
+            "",
+            json!({"team_id": "agents", "object_permission": {"mcp_servers": ["github"]}}),
+        )
+        .await;
+        assert_eq!(team["object_permission"]["mcp_servers"], json!(["github"]));
+        for bad in [
+            r#"{"object_permission": {"mcp_servers": "github"}}"#,
+            r#"{"object_permission": {"mcp_tool_permissions": {"github": "create_issue"}}}"#,
+            r#"{"object_permission": ["github"]}"#,
+        ] {
+            match fails(s, Method::POST, "/key/generate", "", bad).await {
+                ApiError::InvalidParam { param, .. } => assert_eq!(param, "object_permission"),
+                other => panic!("{bad}: {other}"),
+            }
+        }
+    }
+}

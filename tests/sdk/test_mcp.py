@@ -142,6 +142,17 @@ def test_key_permissions_narrow_and_refuse(mcp_gateway):
                     await c.call_tool(name, {})
 
     asyncio.run(run())
+    # LiteLLM's own form: object_permission at the top level of /key/generate.
+    litellm_key = _admin(mcp_gateway, "/key/generate", {
+        "object_permission": {"mcp_servers": ["remote"]},
+    })["key"]
+
+    async def only_remote():
+        async with Client(_transport(mcp_gateway, litellm_key)) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert names and all(n.startswith("remote-") for n in names), names
+
+    asyncio.run(only_remote())
     with urllib.request.urlopen(urllib.request.Request(
         mcp_gateway + "/metrics", headers={"Authorization": f"Bearer {MASTER_KEY}"}
     )) as r:
