@@ -75,6 +75,8 @@ fn log_json(l: &SpendLog) -> Value {
         "startTime": iso(l.start_time),
         "endTime": iso(l.end_time),
         "ttfb_ms": l.ttfb_ms,
+        // LiteLLM's field: the whole request, start to end.
+        "request_duration_ms": (l.end_time - l.start_time).whole_microseconds() as f64 / 1000.0,
         "cache_hit": if l.cache_hit { "True" } else { "False" },
         "saved_spend": l.saved_spend,
         "requested_model": l.requested_model.as_deref().unwrap_or(&l.model_group),

@@ -69,25 +69,33 @@ pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
     l.retries = r.retries;
     l.fallbacks = r.fallbacks;
     l.hedges = r.hedges;
-    l.attempts = r
-        .attempts
-        .iter()
-        .map(|a| AttemptLog {
-            deployment: a.target.id.to_string(),
-            model_group: a.target.model_name.to_string(),
-            provider: a.target.provider.to_owned(),
-            hedge: a.hedge,
-            start_us: micros(a.start.saturating_duration_since(r.start)),
-            duration_us: a.end.map(|e| micros(e.saturating_duration_since(a.start))),
-            result: match a.result {
-                AttemptEnd::Open => "open",
-                AttemptEnd::Ok => "ok",
-                AttemptEnd::Failed(kind) => kind,
-                AttemptEnd::Cancelled => "cancelled",
-            }
-            .to_owned(),
-        })
-        .collect();
+    // The usual request, one attempt that answered, keeps no list: the detail shows it from
+    // `deployment_id` and the timings (see `SpendLog::attempts`).
+    let plain = r.retries == 0
+        && r.fallbacks == 0
+        && r.hedges == 0
+        && matches!(r.attempts.as_slice(), [a] if a.result == AttemptEnd::Ok && !a.hedge);
+    if !plain {
+        l.attempts = r
+            .attempts
+            .iter()
+            .map(|a| AttemptLog {
+                deployment: a.target.id.to_string(),
+                model_group: a.target.model_name.to_string(),
+                provider: a.target.provider.to_owned(),
+                hedge: a.hedge,
+                start_us: micros(a.start.saturating_duration_since(r.start)),
+                duration_us: a.end.map(|e| micros(e.saturating_duration_since(a.start))),
+                result: match a.result {
+                    AttemptEnd::Open => "open",
+                    AttemptEnd::Ok => "ok",
+                    AttemptEnd::Failed(kind) => kind,
+                    AttemptEnd::Cancelled => "cancelled",
+                }
+                .to_owned(),
+            })
+            .collect();
+    }
     Some(l)
 }
 

@@ -85,30 +85,38 @@ pub struct SpendLog {
     pub saved_spend: f64,
     /// The model group the client asked for, when a fallback served another (`model_group`).
     /// Spool files written before the request detail existed read every field below as empty.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_model: Option<String>,
     /// sluice's own time in the request, in microseconds (`x-sluice-overhead-duration-ms`).
     #[serde(default)]
     pub overhead_us: Option<u64>,
     /// Attempts retried on another deployment.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
     /// Fallback groups moved to.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub fallbacks: u32,
     /// Hedged second attempts.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub hedges: u32,
-    /// Every upstream attempt, in start order.
-    #[serde(default)]
+    /// Every upstream attempt, in start order; empty for none (a cache hit, a refusal) and
+    /// for the common single attempt that answered with no retry, fallback or hedge (its
+    /// deployment is `deployment_id`, its time the request's less sluice's overhead), so the
+    /// usual record carries no list to serialise twice (spool and row).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<AttemptLog>,
     /// The request's `messages` (or `input` / `prompt`) as JSON text, at most
     /// [`MAX_CONTENT`] bytes; only with `store_prompts_in_spend_logs`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<String>,
     /// The answer as JSON text (a stream's put back together), at most [`MAX_CONTENT`] bytes.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+}
+
+/// For serde's `skip_serializing_if`: counts that are zero are left out of spool lines.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Most bytes of prompt or answer one spend log keeps: enough to read a request, bounded so

@@ -268,7 +268,21 @@ pub(super) async fn detail(
             }
         }
         h2 { "Attempts" }
-        @if attempts.is_empty() {
+        @if attempts.is_empty() && !text(l, "model_id").is_empty() && l["cache_hit"] != "True" {
+            // The usual request: one attempt that answered (the spend log keeps no list).
+            table #attempts {
+                thead { tr { th { "#" } th { "Deployment" } th { "Model group" } th { "Provider" } th { "Kind" } th.num { "Took (less sluice's overhead)" } th { "Ended" } } }
+                tbody { tr {
+                    td.num { "1" }
+                    td.mono { (text(l, "model_id")) }
+                    td { (served) }
+                    td { (text(l, "custom_llm_provider")) }
+                    td { "attempt" }
+                    td.num { (upstream_time(l)) }
+                    td.state-success { "ok" }
+                } }
+            }
+        } @else if attempts.is_empty() {
             p.muted { "No upstream call (answered from the cache, or refused before one)." }
         } @else {
             table #attempts {
@@ -299,6 +313,17 @@ pub(super) async fn detail(
             pre.answer #response { (pretty(&l["response"])) }
         }
     })
+}
+
+/// The upstream's share of a request: its duration less sluice's overhead, as the detail shows
+/// for the one attempt of a plain request.
+fn upstream_time(l: &Value) -> String {
+    let (Some(total), Some(overhead)) =
+        (l["request_duration_ms"].as_f64(), l["overhead_ms"].as_f64())
+    else {
+        return String::new();
+    };
+    format!("{:.1} ms", (total - overhead).max(0.0))
 }
 
 #[cfg(test)]
