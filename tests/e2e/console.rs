@@ -1698,7 +1698,17 @@ async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
         .await;
     assert_eq!(refused.status, 404);
 
-    // Deleted from the edit page.
+    // Deleted from the edit page, once the spend logs of its three requests have landed (a
+    // request's log names its end user, and writing it makes the end user again).
+    let landed = eventually(std::time::Duration::from_secs(10), || async {
+        let logs = admin(&gw, "GET", "/spend/logs?limit=100", Value::Null)
+            .await
+            .json();
+        logs.as_array()
+            .is_some_and(|l| l.iter().filter(|x| x["end_user"] == "cust-1").count() >= 3)
+    })
+    .await;
+    assert!(landed, "the end user's spend logs never landed");
     let gone = b
         .post(
             &gw,
