@@ -331,6 +331,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_plain_requests_attempt_took_its_time_less_the_overhead() {
+        let l = serde_json::json!({"request_duration_ms": 12.5, "overhead_ms": 0.25});
+        assert_eq!(upstream_time(&l), "12.2 ms");
+        assert_eq!(upstream_time(&serde_json::json!({"overhead_ms": 1.0})), "");
+    }
+
+    #[test]
     fn filters_name_a_key_by_hash_or_alias_and_keep_the_user() {
         let q = Form::parse(b"key=app-one&team=t1&status=failure&start=2026-03-01T10:00&model=");
         let f = Filters::of(&q);
