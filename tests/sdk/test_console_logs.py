@@ -5,45 +5,14 @@ with nothing refused by the Content-Security-Policy along the way."""
 
 import os
 import pathlib
-import shutil
 import time
 
 import pytest
 
 from conftest import MASTER_KEY
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
-    driver = shutil.which("chromedriver")
-    if binary is None or driver is None:
-        pytest.skip("chromium and chromium-driver are not installed (apt install chromium chromium-driver)")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    b = webdriver.Chrome(service=Service(driver), options=options)
-    yield b
-    b.quit()
-
-
-def _submit(b, selector):
-    """Click and wait for the next page to load."""
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    old = b.find_element(By.TAG_NAME, "html")
-    b.find_element(By.CSS_SELECTOR, selector).click()
-    WebDriverWait(b, 10, ignored_exceptions=(WebDriverException,)).until(EC.staleness_of(old))
+pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from test_console import _submit, browser  # noqa: E402,F401  (the chromium fixture)
 
 
 def test_a_request_shows_in_the_logs_its_detail_and_the_spend_charts(gateway, browser):

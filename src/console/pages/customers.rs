@@ -7,8 +7,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::people::number;
-use super::{admin, change, query, removal, status_select, text, usd};
+use super::{admin, change, number, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, ResponseBody};

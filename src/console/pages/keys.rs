@@ -300,7 +300,7 @@ async fn update(
         .collect();
     body.insert("models".into(), models.into());
     for f in ["max_budget", "rpm_limit", "tpm_limit"] {
-        body.insert(f.into(), super::people::number(form, f)?);
+        body.insert(f.into(), super::number(form, f)?);
     }
     if form.get("no_expiry") == Some("1") {
         body.insert("duration".into(), Value::Null);

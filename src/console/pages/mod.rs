@@ -217,6 +217,28 @@ fn text(v: &Value, field: &str) -> String {
     }
 }
 
+/// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
+fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
+    match form.filled(field) {
+        None => Ok(Value::Null),
+        Some(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .and_then(|n| {
+                if field == "max_budget" {
+                    serde_json::Number::from_f64(n).map(Value::Number)
+                } else {
+                    Some(Value::from(n as u64))
+                }
+            })
+            .ok_or_else(|| ApiError::InvalidParam {
+                param: field,
+                message: format!("`{v}` is not a number, 0 or more"),
+            }),
+    }
+}
+
 /// USD as the console shows it.
 fn usd(v: f64) -> String {
     // A sum of nothing is -0.0, which would print as "$-0.00".

@@ -8,8 +8,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::people::number;
-use super::{admin, change, query, removal, text};
+use super::{admin, change, number, query, removal, text};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::server::health::deployments;

@@ -7,7 +7,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, change, query, removal, status_select, text, usd};
+use super::{admin, change, number, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
 use crate::server::{AppState, ResponseBody};
@@ -153,28 +153,6 @@ pub(super) async fn users(state: &AppState, viewer: &Viewer) -> Result<Markup, A
             }
         }
     })
-}
-
-/// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
-pub(super) fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
-    match form.filled(field) {
-        None => Ok(Value::Null),
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .and_then(|n| {
-                if field == "max_budget" {
-                    serde_json::Number::from_f64(n).map(Value::Number)
-                } else {
-                    Some(Value::from(n as u64))
-                }
-            })
-            .ok_or_else(|| ApiError::InvalidParam {
-                param: field,
-                message: format!("`{v}` is not a number, 0 or more"),
-            }),
-    }
 }
 
 /// `GET /ui/teams/edit?team_id=`: the team's fields to change, and its deletion.
