@@ -95,6 +95,9 @@ fn log_json(l: &SpendLog) -> Value {
         })).collect::<Vec<_>>(),
         "messages": content(&l.messages),
         "response": content(&l.response),
+        // LiteLLM's field; a model request's is its route's operation, unknown to the row.
+        "call_type": l.call_type,
+        "error": l.error,
     })
 }
 

@@ -372,6 +372,32 @@ impl Directory {
         self.map(kind).pin().get(id).cloned()
     }
 
+    /// The subjects a key's priced calls that are not model requests (MCP tools) are charged
+    /// to: the key, its team and its user, those with a limit. The caller has checked that
+    /// none of them is blocked.
+    pub fn spend_subjects(&self, key: &KeyEntry) -> Subjects {
+        let mut out = Subjects::default();
+        if key.subject.limits.any() {
+            out.push(key.subject.clone());
+        }
+        let team = key
+            .info
+            .team_id
+            .as_deref()
+            .and_then(|t| self.holder(SubjectKind::Team, t));
+        let user = key
+            .info
+            .user_id
+            .as_deref()
+            .and_then(|u| self.holder(SubjectKind::User, u));
+        for h in team.iter().chain(user.iter()) {
+            if h.subject.limits.any() {
+                out.push(h.subject.clone());
+            }
+        }
+        out
+    }
+
     /// Check that `key` may call `group` now, and collect the subjects to admit the request
     /// against: the key, its team, its user and the request's end user (those that exist here).
     pub fn subjects(

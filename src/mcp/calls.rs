@@ -10,13 +10,19 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use bytes::Bytes;
+use http::HeaderValue;
+use sluice_core::limits::{self, Nanos};
+use sluice_core::record::{Content, RequestRecord};
+use sluice_core::trace_context::{new_span_id, TraceContext};
 use sluice_mcp::hub::{self, Listing};
 use sluice_mcp::jsonrpc::code;
 use sluice_mcp::upstream::{Reply, Server, UpstreamError};
-use sluice_mcp::{CallStatus, McpCall};
+use sluice_mcp::{CallStatus, ToolCall};
 use tokio_util::sync::CancellationToken;
 
 use super::{McpGateway, Who, FORBIDDEN};
+use crate::fleet::Settlement;
 use crate::server::AppState;
 
 /// What a request comes to.
@@ -35,9 +41,59 @@ pub(super) struct Ctx<'a> {
     pub(super) gw: &'a McpGateway,
     pub(super) who: &'a Who,
     pub(super) server: Option<&'a str>,
-    pub(super) request_id: Arc<str>,
+    /// The HTTP request carrying the calls, and its route: what their records name.
+    pub(super) request_id: HeaderValue,
+    pub(super) route: &'static str,
+    /// Where the calls' spans hang, when tracing is on.
+    pub(super) trace: Option<SpanParent>,
     /// Fires when the client cancels this request (`notifications/cancelled`, or `DELETE`).
     pub(super) cancelled: CancellationToken,
+}
+
+/// Where a call's span hangs.
+pub(super) enum SpanParent {
+    /// A call on `/mcp`: its span stands for the request, under the client's span if it sent
+    /// one (the context read from its `traceparent`).
+    Client(Box<TraceContext>),
+    /// A call the tool loop of a model request made: a child of that request's span.
+    Request(Box<TraceContext>),
+}
+
+impl SpanParent {
+    /// The context of one call's span.
+    fn span(&self) -> TraceContext {
+        match self {
+            Self::Client(t) => TraceContext {
+                span_id: new_span_id(),
+                ..(**t).clone()
+            },
+            Self::Request(t) => TraceContext {
+                parent: Some(t.span_id),
+                span_id: new_span_id(),
+                ..(**t).clone()
+            },
+        }
+    }
+}
+
+/// How an exchange ended, for its record.
+pub(super) struct Ended<'r> {
+    pub(super) status: CallStatus,
+    pub(super) error: Option<String>,
+    /// The params sent and the result received, kept only with content logging on.
+    pub(super) params: Option<&'r RawValue>,
+    pub(super) result: Option<&'r RawValue>,
+}
+
+impl Ended<'_> {
+    fn bare(status: CallStatus, error: Option<String>) -> Self {
+        Self {
+            status,
+            error,
+            params: None,
+            result: None,
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -174,6 +230,19 @@ impl Ctx<'_> {
             );
             return Answer::Error(FORBIDDEN, why);
         }
+        if method == "tools/call" && server.settings.cost.of(own).is_some_and(|c| c > 0) {
+            if let Err(why) = self.budget_left() {
+                self.record(
+                    server.name(),
+                    method,
+                    Some(own),
+                    Instant::now(),
+                    CallStatus::Refused,
+                    Some(why.clone()),
+                );
+                return Answer::Error(FORBIDDEN, why);
+            }
+        }
         fields.insert("name".into(), Value::String(own.to_owned()));
         let own = own.to_owned();
         let params = Value::Object(fields).to_string();
@@ -219,7 +288,17 @@ impl Ctx<'_> {
                     ),
                     Reply::Result(_) => (CallStatus::Ok, None),
                 };
-                self.record(server.name(), method, name.as_deref(), start, status, error);
+                let result = match &reply {
+                    Reply::Result(r) => Some(&**r),
+                    Reply::Error(_) => None,
+                };
+                let ended = Ended {
+                    status,
+                    error,
+                    params,
+                    result,
+                };
+                self.finish(server, method, name.as_deref(), start, ended);
                 Answer::Raw(reply)
             }
             Err(e) => {
@@ -242,6 +321,7 @@ impl Ctx<'_> {
         }
     }
 
+    /// Record an exchange that carried nothing worth keeping (refused, failed, cancelled).
     pub(super) fn record(
         &self,
         server: &str,
@@ -251,20 +331,99 @@ impl Ctx<'_> {
         status: CallStatus,
         error: Option<String>,
     ) {
-        let key = self.who.key.as_ref();
-        let call = McpCall {
-            request_id: Arc::clone(&self.request_id),
-            key_hash: key.map(|k| k.info.hash.clone()),
-            key_alias: key.and_then(|k| k.info.alias.clone()),
-            team_id: key.and_then(|k| k.info.team_id.clone()),
+        self.write(
+            server,
+            method,
+            tool,
+            start,
+            Ended::bare(status, error),
+            None,
+        );
+    }
+
+    /// Record an exchange `server` answered, charging its price when it is a priced tool
+    /// that ran.
+    fn finish(
+        &self,
+        server: &Server,
+        method: &str,
+        tool: Option<&str>,
+        start: Instant,
+        ended: Ended<'_>,
+    ) {
+        let cost = (method == "tools/call" && ended.status.names_a_tool())
+            .then(|| tool.and_then(|t| server.settings.cost.of(t)))
+            .flatten();
+        if let Some(cost) = cost.filter(|c| *c > 0) {
+            self.charge(cost);
+        }
+        self.write(server.name(), method, tool, start, ended, cost);
+    }
+
+    fn write(
+        &self,
+        server: &str,
+        method: &str,
+        tool: Option<&str>,
+        start: Instant,
+        ended: Ended<'_>,
+        cost: Option<Nanos>,
+    ) {
+        let call = ToolCall {
             server: server.into(),
             method: method_label(method),
-            tool: tool.map(Into::into),
-            duration: start.elapsed(),
-            status,
-            error,
+            name: tool.map(Into::into),
+            status: ended.status,
+            error: ended.error,
         };
-        self.state.recorder().record_mcp(&call);
+        let mut r = RequestRecord::tool_call(self.request_id.clone(), self.route, start, call);
+        r.key = self.who.key.as_ref().map(|k| k.info.clone());
+        r.cost = cost;
+        r.trace = self.trace.as_ref().map(|t| Box::new(t.span()));
+        if self.state.recorder().callbacks().content() {
+            if let Some(params) = ended.params {
+                r.content = Some(Box::new(Content {
+                    request: Bytes::copy_from_slice(params.get().as_bytes()),
+                    response: ended
+                        .result
+                        .map(|res| Bytes::copy_from_slice(res.get().as_bytes())),
+                    ..Content::default()
+                }));
+            }
+        }
+        self.state.recorder().record_tool(r);
+    }
+
+    /// Whether the caller's key, team and user have budget left for a priced tool.
+    fn budget_left(&self) -> Result<(), String> {
+        let Some(key) = self.who.key.as_deref() else {
+            return Ok(());
+        };
+        let subjects = self.state.gate().directory().spend_subjects(key);
+        limits::budget_left(&subjects, limits::wall_ms()).map_err(|e| e.to_string())
+    }
+
+    /// Charge a priced tool's cost to the caller's key, team and user: here at once, in the
+    /// fleet's shared counters, and (through the record's spend log) in the database.
+    fn charge(&self, cost: Nanos) {
+        let Some(key) = self.who.key.as_deref() else {
+            return;
+        };
+        let subjects = self.state.gate().directory().spend_subjects(key);
+        if subjects.is_empty() {
+            return;
+        }
+        limits::charge_all(&subjects, cost);
+        if let Some(fleet) = self.state.fleet() {
+            fleet.settle(Settlement {
+                // No request of this id holds a parallel slot: settling frees nothing else.
+                request_id: format!("mcp-{}", self.request_id.to_str().unwrap_or("-")).into(),
+                subjects: subjects.iter().cloned().collect(),
+                tokens: 0,
+                cost,
+                at_ms: limits::wall_ms(),
+            });
+        }
     }
 }
 

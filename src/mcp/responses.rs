@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
+use sluice_core::trace_context::TraceContext;
 use sluice_mcp::hub::{self, Listing};
 use sluice_mcp::settings::TOOL_SEPARATOR;
 use sluice_mcp::upstream::Reply;
@@ -40,7 +41,7 @@ use sluice_mcp::CallStatus;
 use sluice_providers::UpstreamBody;
 use sluice_routing::{Outcome, Requested, Resolved, Router, Served};
 
-use super::calls::{Answer as McpAnswer, Ctx};
+use super::calls::{Answer as McpAnswer, Ctx, SpanParent};
 use super::{McpGateway, Who};
 use crate::auth::Caller;
 use crate::server::pipeline::{Answer, Failed};
@@ -178,6 +179,8 @@ pub(crate) struct McpLoop {
     gw: Arc<McpGateway>,
     /// The client asked for a stream (the rounds are whole; the answer is told as one).
     stream: bool,
+    /// The request's trace, when tracing is on: each tool call's span is its child.
+    pub(crate) trace: Option<Box<TraceContext>>,
 }
 
 impl McpLoop {
@@ -233,7 +236,7 @@ impl McpLoop {
         let who = super::who(state, caller.clone(), sluice_core::limits::wall_ms())?;
         for w in &wanted {
             if !who.allows_server(&w.label) {
-                let ctx = ctx(state, &gw, &who, &w.label, request_id);
+                let ctx = ctx(state, &gw, &who, &w.label, request_id, None);
                 let why = format!("this key may not use MCP server \"{}\"", w.label);
                 ctx.record(
                     &w.label,
@@ -253,6 +256,7 @@ impl McpLoop {
             who,
             gw,
             stream,
+            trace: None,
         })))
     }
 
@@ -588,7 +592,14 @@ impl McpLoop {
         let Ok(params) = RawValue::from_string(params) else {
             return (None, Some("the arguments could not be sent".into()));
         };
-        let ctx = ctx(state, &self.gw, &self.who, &w.label, request_id);
+        let ctx = ctx(
+            state,
+            &self.gw,
+            &self.who,
+            &w.label,
+            request_id,
+            self.trace.as_deref(),
+        );
         match ctx.call_named("tools/call", Some(&params)).await {
             McpAnswer::Raw(Reply::Result(r)) => {
                 let (text, is_error) = result_text(&r);
@@ -639,13 +650,16 @@ fn ctx<'a>(
     who: &'a Who,
     server: &'a str,
     request_id: &HeaderValue,
+    trace: Option<&TraceContext>,
 ) -> Ctx<'a> {
     Ctx {
         state,
         gw,
         who,
         server: Some(server),
-        request_id: request_id.to_str().unwrap_or("-").into(),
+        request_id: request_id.clone(),
+        route: "/v1/responses",
+        trace: trace.map(|t| SpanParent::Request(Box::new(t.clone()))),
         cancelled: CancellationToken::new(),
     }
 }

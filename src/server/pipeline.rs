@@ -530,8 +530,9 @@ where
     // call, and no answer goes out before every check has passed.
     let during = guarded.as_mut().and_then(|g| g.take_during());
     let mut outcome = match (mcp_loop, during) {
-        (Some(l), _) => {
+        (Some(mut l), _) => {
             let rid = record.request_id.clone();
+            l.trace.clone_from(&record.trace);
             Box::pin(l.run(
                 state,
                 &snap.router,

@@ -67,7 +67,7 @@ async fn responses(gw: &Gateway, key: &str, body: &Value) -> Answer {
 async fn responses_record(gw: &mut Gateway) -> sluice_core::record::RequestRecord {
     loop {
         let r = gw.next_record().await;
-        if r.route == "/v1/responses" {
+        if r.route == "/v1/responses" && r.tool.is_none() {
             return r;
         }
     }

@@ -475,6 +475,21 @@ pub(super) struct RawMcpServer {
     pub disallowed_tools: Option<OneOrMany>,
     pub timeout: Option<Scalar>,
     pub max_response_bytes: Option<Scalar>,
+    pub mcp_info: Option<RawMcpInfo>,
+}
+
+/// `mcp_servers.<name>.mcp_info`: LiteLLM keeps a server's display facts here too
+/// (`server_name`, `description`, `logo_url`: not read); sluice reads its prices.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawMcpInfo {
+    pub mcp_server_cost_info: Option<RawMcpCost>,
+}
+
+/// `mcp_info.mcp_server_cost_info`.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawMcpCost {
+    pub default_cost_per_query: Option<Scalar>,
+    pub tool_name_to_cost_per_query: Option<BTreeMap<String, Scalar>>,
 }
 
 /// Keys of an `mcp_servers` entry sluice reads.
@@ -492,6 +507,7 @@ pub(super) const MCP_SERVER_KEYS: &[&str] = &[
     "disallowed_tools",
     "timeout",
     "max_response_bytes",
+    "mcp_info",
 ];
 /// `guardrails[i]`.
 #[derive(Debug, Default, Deserialize)]

@@ -212,6 +212,105 @@ pub struct RequestRecord {
     pub saved: Option<Nanos>,
     /// Each guardrail that ran, with its verdict (boxed: most requests run none).
     pub guardrails: Option<Box<Vec<GuardrailRun>>>,
+    /// Set when this record is an MCP tool call rather than a request: one per call, made
+    /// where the call ended (`/mcp` or a model call's tool loop), so the call goes to the same
+    /// sinks as requests (spend log, callbacks, traces) with its key, time, cost and (with
+    /// content logging) its arguments and result in `content`.
+    pub tool: Option<Box<ToolCall>>,
+}
+
+/// How an MCP exchange ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallStatus {
+    /// The server answered with a result.
+    Ok,
+    /// The tool ran and reported a failure (a result marked `isError`).
+    ToolError,
+    /// The server answered with a JSON-RPC error (an unknown tool, bad arguments, ...).
+    RpcError,
+    /// The caller may not use this server or tool: refused before reaching it.
+    Refused,
+    /// The server could not be reached, timed out, or answered nonsense.
+    Failed,
+    /// The client cancelled it (or left) before the answer; the server was told.
+    Cancelled,
+}
+
+impl CallStatus {
+    /// Whether the server answered with a result, so the name the call used is one of its
+    /// tools: only then is the name a metric label (else a client could grow the series), and
+    /// only then is a priced tool charged.
+    pub fn names_a_tool(self) -> bool {
+        matches!(self, Self::Ok | Self::ToolError)
+    }
+
+    /// Its label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::ToolError => "tool_error",
+            Self::RpcError => "rpc_error",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The HTTP status its record carries, so that every sink splits successes from
+    /// failures as for requests: only a tool that ran and answered is a success.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::Ok => 200,
+            Self::ToolError | Self::RpcError => 422,
+            Self::Refused => 403,
+            Self::Failed => 502,
+            Self::Cancelled => 499,
+        }
+    }
+}
+
+/// One MCP exchange that named a tool server: which server, method and tool, and how it
+/// ended. Boxed in its [`RequestRecord`], which holds what a call shares with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The server's name (a configured one, or what the caller named when refused).
+    pub server: Arc<str>,
+    /// The MCP method (`tools/call`, `resources/read`, ...).
+    pub method: &'static str,
+    /// The tool (or resource, or prompt) the call named, as the server knows it.
+    pub name: Option<String>,
+    /// How it ended.
+    pub status: CallStatus,
+    /// Why it failed or was refused (never a credential).
+    pub error: Option<String>,
+}
+
+impl ToolCall {
+    /// The name clients see on the aggregated `/mcp` (`<server>-<tool>`): what the spend log
+    /// and callbacks show where a request shows its model group.
+    pub fn qualified_name(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{}-{n}", self.server),
+            None => self.server.to_string(),
+        }
+    }
+
+    /// What the spend log and callbacks call it: LiteLLM's `call_mcp_tool` for a tool call,
+    /// `mcp_<method>` for another exchange (`mcp_resources_read`).
+    pub fn call_type(&self) -> String {
+        match self.method {
+            "tools/call" => "call_mcp_tool".to_owned(),
+            m => format!("mcp_{}", m.replace('/', "_")),
+        }
+    }
+
+    /// How it failed, for a record: the status, and why when known; `None` for success.
+    pub fn failure(&self) -> Option<String> {
+        (self.status != CallStatus::Ok).then(|| match &self.error {
+            Some(e) => format!("{}: {e}", self.status.label()),
+            None => self.status.label().to_owned(),
+        })
+    }
 }
 
 /// Where a guardrail ran.
@@ -327,7 +426,28 @@ impl RequestRecord {
             cache_hit: false,
             saved: None,
             guardrails: None,
+            tool: None,
         }
+    }
+
+    /// The record of an MCP exchange that began at `start` and has just ended, carried by the
+    /// request `request_id` on `route`.
+    pub fn tool_call(
+        request_id: HeaderValue,
+        route: &'static str,
+        start: Instant,
+        call: ToolCall,
+    ) -> Self {
+        let started_at = SystemTime::now()
+            .checked_sub(start.elapsed())
+            .unwrap_or_else(SystemTime::now);
+        let mut r = Self::at(request_id, Method::POST, route, start, started_at);
+        r.status = call.status.http_status();
+        if call.status != CallStatus::Ok {
+            r.error = Some(call.status.label());
+        }
+        r.tool = Some(Box::new(call));
+        r
     }
 
     /// An empty record with the same id, left behind when a record is moved out of a struct
@@ -360,8 +480,11 @@ impl RequestRecord {
         self.started_at + at.saturating_duration_since(self.start)
     }
 
-    /// Write the request's log line (no bodies, no keys).
+    /// Write the request's (or tool call's) log line (no bodies, no keys).
     pub fn emit(&self) {
+        if let Some(t) = &self.tool {
+            return self.emit_tool(t);
+        }
         let usage = self.usage.unwrap_or_default();
         tracing::info!(
             request_id = self.request_id.to_str().unwrap_or("-"),
@@ -383,6 +506,28 @@ impl RequestRecord {
             completion_tokens = usage.completion_tokens,
             cached_tokens = usage.cached_tokens,
             "request"
+        );
+    }
+}
+
+impl RequestRecord {
+    /// A tool call's log line (target `sluice::mcp`), with the key and team.
+    fn emit_tool(&self, t: &ToolCall) {
+        let key = self.key.as_deref();
+        tracing::info!(
+            target: "sluice::mcp",
+            request_id = self.request_id.to_str().unwrap_or("-"),
+            key_hash = key.map_or("", |k| &*k.hash),
+            key_alias = key.and_then(|k| k.alias.as_deref()).unwrap_or(""),
+            team_id = key.and_then(|k| k.team_id.as_deref()).unwrap_or(""),
+            server = %t.server,
+            method = t.method,
+            tool = t.name.as_deref().unwrap_or(""),
+            duration_ms = self.duration.map(ms),
+            status = t.status.label(),
+            cost = self.cost.map(crate::limits::dollars),
+            error = t.error.as_deref().unwrap_or(""),
+            "mcp call"
         );
     }
 }

@@ -184,6 +184,7 @@ mod tests {
             tools: ToolFilter::default(),
             timeout: Duration::from_secs(1),
             max_response_bytes: 1024,
+            cost: Default::default(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! sluice's MCP gateway below HTTP serving: what `mcp_servers:` validates into (`settings`),
 //! JSON-RPC read borrowed (`jsonrpc`), sluice as the client of each tool server over streamable
 //! HTTP or a supervised child process (`upstream`), the aggregated view of all of them
-//! (`hub`), who may use which (`access`) and the record of each call (`record`).
+//! (`hub`) and who may use which (`access`). A call's record is
+//! `sluice_core::record::ToolCall`, carried by a `RequestRecord` to every sink.
 //!
 //! A small JSON-RPC layer of its own rather than the official `rmcp` SDK: the gateway relays
 //! messages and reads only their envelope (id, method, a tool's name), so typed models would
@@ -11,11 +12,10 @@
 pub mod access;
 pub mod hub;
 pub mod jsonrpc;
-pub mod record;
 pub mod settings;
 pub mod upstream;
 
 pub use access::Access;
 pub use hub::Hub;
-pub use record::{CallStatus, McpCall};
 pub use settings::McpSettings;
+pub use sluice_core::record::{CallStatus, ToolCall};

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
+use sluice_core::limits::Nanos;
 use sluice_core::Secret;
 
 /// How long one upstream exchange may take unless the server sets `timeout`.
@@ -48,6 +49,25 @@ pub struct ServerSettings {
     pub timeout: Duration,
     /// The largest answer it may send.
     pub max_response_bytes: usize,
+    /// What its tools cost per call (`mcp_info.mcp_server_cost_info`).
+    pub cost: ToolCost,
+}
+
+/// LiteLLM's `mcp_info.mcp_server_cost_info`: a price per call of each tool, charged to the
+/// caller's key, team and user budgets like a model's tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCost {
+    /// `default_cost_per_query`: every tool without a price of its own.
+    pub default: Option<Nanos>,
+    /// `tool_name_to_cost_per_query`, by the server's own tool names.
+    pub tools: BTreeMap<String, Nanos>,
+}
+
+impl ToolCost {
+    /// What one call of `tool` costs; `None` when the server's tools are free.
+    pub fn of(&self, tool: &str) -> Option<Nanos> {
+        self.tools.get(tool).copied().or(self.default)
+    }
 }
 
 /// How sluice reaches a tool server.
@@ -159,6 +179,16 @@ impl AuthType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_costs_its_own_price_else_the_default() {
+        let mut c = ToolCost::default();
+        assert_eq!(c.of("x"), None);
+        c.default = Some(10);
+        c.tools.insert("send".into(), 50);
+        assert_eq!(c.of("send"), Some(50));
+        assert_eq!(c.of("x"), Some(10));
+    }
 
     #[test]
     fn filter_allows_by_both_lists() {

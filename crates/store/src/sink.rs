@@ -12,7 +12,9 @@ use super::spend_logs::{AttemptLog, MAX_CONTENT};
 use super::writer::SpendSender;
 use super::{KeyHash, SpendLog, SpendStatus};
 use sluice_core::limits::dollars;
-use sluice_core::record::{AttemptEnd, Content, Outcome, RecordSink, RequestRecord};
+use sluice_core::record::{
+    AttemptEnd, CallStatus, Content, Outcome, RecordSink, RequestRecord, ToolCall,
+};
 
 /// Feeds the spend-log writer.
 #[derive(Debug)]
@@ -32,6 +34,9 @@ impl SpendSink {
 /// The spend log of a finished request; `None` for requests that never named a model group
 /// (health checks, unknown routes, refused credentials).
 pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
+    if let Some(t) = &r.tool {
+        return Some(tool_log(r, t, now));
+    }
     let model = r.model.as_deref()?;
     let start = now - r.start.elapsed();
     let mut l = SpendLog::new(
@@ -99,6 +104,34 @@ pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
     Some(l)
 }
 
+/// An MCP exchange's row: the tool's qualified name where a request has its model group,
+/// the server as its deployment, `mcp` as its provider, the configured price as its spend.
+fn tool_log(r: &RequestRecord, t: &ToolCall, now: OffsetDateTime) -> SpendLog {
+    let start = now - r.duration.unwrap_or_else(|| r.start.elapsed());
+    let mut l = SpendLog::new(
+        r.request_id.to_str().unwrap_or("-").to_owned(),
+        t.qualified_name(),
+        start,
+    );
+    if let Some(k) = &r.key {
+        l.api_key = KeyHash::from_hex(&k.hash);
+        l.team_id = k.team_id.as_deref().map(str::to_owned);
+        l.user_id = k.user_id.as_deref().map(str::to_owned);
+    }
+    l.deployment_id = Some(t.server.to_string());
+    l.provider = Some("mcp".to_owned());
+    l.spend = r.cost.map_or(0.0, dollars);
+    l.status = if t.status == CallStatus::Ok {
+        SpendStatus::Success
+    } else {
+        SpendStatus::Failure
+    };
+    l.end_time = now;
+    l.call_type = Some(t.call_type());
+    l.error = t.failure();
+    l
+}
+
 fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -121,6 +154,16 @@ pub fn content_texts(c: &Content) -> (Option<String>, Option<String>) {
         .ok()
         .and_then(|p| p.messages.or(p.input).or(p.prompt))
         .map(|v| capped(v.get()));
+    texts(prompt, c)
+}
+
+/// A tool call's arguments and result, as the call carried them, each cut to the cap.
+pub fn tool_texts(c: &Content) -> (Option<String>, Option<String>) {
+    let arguments = (!c.request.is_empty()).then(|| capped(&String::from_utf8_lossy(&c.request)));
+    texts(arguments, c)
+}
+
+fn texts(prompt: Option<String>, c: &Content) -> (Option<String>, Option<String>) {
     let answer = match &c.response {
         Some(b) => Some(capped(&String::from_utf8_lossy(b))),
         None => sluice_translate::assemble::stream_answer(&c.stream.frames)
@@ -146,7 +189,11 @@ impl RecordSink for SpendSink {
         if let Some(mut l) = spend_log(record, OffsetDateTime::now_utc()) {
             if let Some(c) = record.content.as_deref() {
                 if self.prompts.load(Ordering::Relaxed) {
-                    (l.messages, l.response) = content_texts(c);
+                    (l.messages, l.response) = if record.tool.is_some() {
+                        tool_texts(c)
+                    } else {
+                        content_texts(c)
+                    };
                 }
             }
             self.sender.send(l);

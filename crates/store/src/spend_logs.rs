@@ -112,6 +112,13 @@ pub struct SpendLog {
     /// The answer as JSON text (a stream's put back together), at most [`MAX_CONTENT`] bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// What the row records when it is not a model request: `call_mcp_tool` (LiteLLM's name)
+    /// for an MCP tool call, `mcp_<method>` for another MCP exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_type: Option<String>,
+    /// Why it failed or was refused, when sluice knows more than the status (tool calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// For serde's `skip_serializing_if`: counts that are zero are left out of spool lines.
@@ -171,6 +178,8 @@ impl SpendLog {
             attempts: Vec::new(),
             messages: None,
             response: None,
+            call_type: None,
+            error: None,
         }
     }
 
@@ -224,6 +233,8 @@ impl SpendLog {
                 .unwrap_or_default(),
             messages: col(row, "messages")?,
             response: col(row, "response")?,
+            call_type: col(row, "call_type")?,
+            error: col(row, "error")?,
         })
     }
 }
@@ -364,7 +375,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 29] = [
+const LOG_COLUMNS: [&str; 31] = [
     "id",
     "request_id",
     "api_key",
@@ -394,9 +405,11 @@ const LOG_COLUMNS: [&str; 29] = [
     "attempts",
     "messages",
     "response",
+    "call_type",
+    "error",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (29 × 200 parameters
+/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (31 × 200 parameters
 /// stays far below its limit of 65,535).
 const ROWS_PER_STATEMENT: usize = 200;
 
@@ -492,7 +505,9 @@ impl Store {
                     .bind(i64::from(l.hedges))
                     .bind(attempts_json(&l.attempts))
                     .bind(l.messages.clone())
-                    .bind(l.response.clone());
+                    .bind(l.response.clone())
+                    .bind(l.call_type.clone())
+                    .bind(l.error.clone());
             }
             for row in q.fetch_all(&mut *tx).await? {
                 inserted.insert(col(&row, "id")?);
@@ -719,7 +734,7 @@ mod unit {
         let list = select_list(false);
         assert!(list.contains("CAST(NULL AS TEXT) AS messages"), "{list}");
         assert!(list.contains("CAST(NULL AS TEXT) AS response"), "{list}");
-        assert!(select_list(true).ends_with("attempts, messages, response"));
+        assert!(select_list(true).ends_with("attempts, messages, response, call_type, error"));
         assert_eq!(attempts_json(&[]), None);
     }
 }

@@ -1,15 +1,16 @@
 //! MCP tool calls as metrics (`sluice_mcp_*`, labelled by server, method, tool and status:
 //! all bounded by the config and the servers' own tools, a name being a label only once the
-//! server answered it with a result; never keys) and as one log
-//! line each (`sluice::mcp` target, with the key and team). A tool call is not on the model
-//! request path: its record is handled where it finishes, no queue in between.
+//! server answered it with a result; never keys). A call's log line, spend log, callbacks and
+//! span come from its `RequestRecord` like a request's (see `Recorder::record_tool`).
+
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use sluice_mcp::McpCall;
+use sluice_core::record::ToolCall;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -35,6 +36,7 @@ fn call_histogram() -> Histogram {
 pub struct McpMetrics {
     calls: Family<CallLabels, Counter>,
     duration: Family<ServerLabels, Histogram, fn() -> Histogram>,
+    cost: Family<ServerLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl McpMetrics {
@@ -43,10 +45,11 @@ impl McpMetrics {
         let m = Self {
             calls: Family::default(),
             duration: Family::new_with_constructor(call_histogram as fn() -> Histogram),
+            cost: Family::default(),
         };
         registry.register(
             "sluice_mcp_calls",
-            "MCP calls through the gateway, by server, method, tool and status (ok, tool_error, refused, failed)",
+            "MCP calls through the gateway, by server, method, tool and status (ok, tool_error, rpc_error, refused, failed, cancelled)",
             m.calls.clone(),
         );
         registry.register(
@@ -54,15 +57,20 @@ impl McpMetrics {
             "Time an MCP call took, by server and method",
             m.duration.clone(),
         );
+        registry.register(
+            "sluice_mcp_spend_usd",
+            "What priced MCP tool calls cost (mcp_info.mcp_server_cost_info), by server and method",
+            m.cost.clone(),
+        );
         m
     }
 
-    /// Count one call.
-    pub fn observe(&self, c: &McpCall) {
+    /// Count one call that took `duration` and cost `cost` dollars.
+    pub fn observe(&self, c: &ToolCall, duration: Duration, cost: Option<f64>) {
         // Only a name the server answered with a result is surely one of its tools: any
         // other (refused, unknown, failed) stays out of the labels, which stay bounded.
         let tool = if c.status.names_a_tool() {
-            c.tool.clone().unwrap_or_default()
+            c.name.clone().unwrap_or_default()
         } else {
             String::new()
         };
@@ -74,58 +82,40 @@ impl McpMetrics {
                 status: c.status.label(),
             })
             .inc();
+        let labels = ServerLabels {
+            server: c.server.to_string(),
+            method: c.method,
+        };
         self.duration
-            .get_or_create(&ServerLabels {
-                server: c.server.to_string(),
-                method: c.method,
-            })
-            .observe(c.duration.as_secs_f64());
+            .get_or_create(&labels)
+            .observe(duration.as_secs_f64());
+        if let Some(usd) = cost.filter(|c| *c > 0.0) {
+            self.cost.get_or_create(&labels).inc_by(usd);
+        }
     }
-}
-
-/// The call's log line.
-pub fn emit(c: &McpCall) {
-    tracing::info!(
-        target: "sluice::mcp",
-        request_id = %c.request_id,
-        key_hash = c.key_hash.as_deref().unwrap_or(""),
-        key_alias = c.key_alias.as_deref().unwrap_or(""),
-        team_id = c.team_id.as_deref().unwrap_or(""),
-        server = %c.server,
-        method = c.method,
-        tool = c.tool.as_deref().unwrap_or(""),
-        duration_ms = u64::try_from(c.duration.as_millis()).unwrap_or(u64::MAX),
-        status = c.status.label(),
-        error = c.error.as_deref().unwrap_or(""),
-        "mcp call"
-    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use sluice_core::record::CallStatus;
 
     #[test]
     fn calls_become_series() {
         let mut registry = Registry::default();
         let m = McpMetrics::register(&mut registry);
-        let call = |status, tool: &str| McpCall {
-            request_id: "r".into(),
-            key_hash: Some("h".into()),
-            key_alias: None,
-            team_id: None,
+        let call = |status, tool: &str| ToolCall {
             server: "gh".into(),
             method: "tools/call",
-            tool: Some(tool.into()),
-            duration: Duration::from_millis(12),
+            name: Some(tool.into()),
             status,
             error: None,
         };
-        m.observe(&call(sluice_mcp::CallStatus::Ok, "create_issue"));
-        m.observe(&call(sluice_mcp::CallStatus::Refused, "made_up_name"));
-        m.observe(&call(sluice_mcp::CallStatus::RpcError, "made_up_too"));
-        m.observe(&call(sluice_mcp::CallStatus::Failed, "made_up_three"));
+        let d = Duration::from_millis(12);
+        m.observe(&call(CallStatus::Ok, "create_issue"), d, Some(0.25));
+        m.observe(&call(CallStatus::Refused, "made_up_name"), d, None);
+        m.observe(&call(CallStatus::RpcError, "made_up_too"), d, None);
+        m.observe(&call(CallStatus::Failed, "made_up_three"), d, None);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(out.contains(
@@ -135,6 +125,9 @@ mod tests {
         assert!(out.contains(
             r#"sluice_mcp_call_duration_seconds_count{server="gh",method="tools/call"} 4"#
         ));
-        assert!(!out.contains("\"h\""), "no key in a label");
+        assert!(
+            out.contains(r#"sluice_mcp_spend_usd_total{server="gh",method="tools/call"} 0.25"#),
+            "{out}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, Uri};
 
 use super::callbacks::deliver::{ok_status, send, DeliverError, Http};
-use super::callbacks::payload::{AttemptRecord, CallbackRecord};
+use super::callbacks::payload::{AttemptRecord, CallbackRecord, McpRecord};
 use super::trace_context::unhex;
 
 /// gRPC method path of the OTLP trace service.
@@ -137,6 +137,9 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
     let (Some(trace_id), Some(span_id)) = (id::<16>(&t.trace_id), id::<8>(&t.span_id)) else {
         return;
     };
+    if let Some(m) = &r.mcp {
+        return tool_span(out, r, m, &trace_id, &span_id, t.parent_span_id.as_deref());
+    }
     let op = operation(r.call_type.as_deref());
     let requested = r.requested_model.as_deref().unwrap_or("");
     nested(out, 2, |a| {
@@ -227,6 +230,55 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
     for (n, at) in r.attempts.iter().enumerate() {
         attempt_span(out, r, at, n, &trace_id, &span_id, op);
     }
+}
+
+/// An MCP exchange's span (GenAI's `execute_tool`, MCP's `mcp.method.name`): a child of the
+/// model request whose tool loop made it, or of the client's span for a call on `/mcp`.
+fn tool_span(
+    out: &mut BytesMut,
+    r: &CallbackRecord,
+    m: &McpRecord,
+    trace_id: &[u8],
+    span_id: &[u8],
+    parent: Option<&str>,
+) {
+    let tool = m.tool.as_deref().unwrap_or("");
+    nested(out, 2, |a| {
+        bytes_field(a, 1, trace_id);
+        bytes_field(a, 2, span_id);
+        if let Some(p) = parent.and_then(id::<8>) {
+            bytes_field(a, 4, &p);
+        }
+        name(a, 5, "execute_tool", tool);
+        varint_field(a, 6, 3); // SPAN_KIND_CLIENT: sluice calls the tool server
+        fixed64(a, 7, r.start_unix_nano);
+        fixed64(a, 8, r.end_unix_nano);
+        attr(a, 9, "gen_ai.operation.name", Val::Str("execute_tool"));
+        if !tool.is_empty() {
+            attr(a, 9, "gen_ai.tool.name", Val::Str(tool));
+        }
+        attr(a, 9, "mcp.method.name", Val::Str(&m.method));
+        attr(a, 9, "sluice.mcp.server", Val::Str(&m.server));
+        attr(a, 9, "sluice.mcp.status", Val::Str(&m.status));
+        attr(a, 9, "sluice.request_id", Val::Str(&r.request_id));
+        if let Some(usd) = r.cost {
+            attr(a, 9, "sluice.cost_usd", Val::F64(usd));
+        }
+        if let Some(k) = &r.key_alias {
+            attr(a, 9, "sluice.key_alias", Val::Str(k));
+        }
+        if let Some(k) = &r.key_hash {
+            attr(a, 9, "sluice.key_hash", Val::Str(k));
+        }
+        if let Some(t) = &r.team_id {
+            attr(a, 9, "sluice.team_id", Val::Str(t));
+        }
+        let ok = m.status == "ok";
+        if !ok {
+            attr(a, 9, "error.type", Val::Str(&m.status));
+        }
+        status(a, ok, m.error.as_deref().or(Some(&m.status)));
+    });
 }
 
 fn attempt_span(

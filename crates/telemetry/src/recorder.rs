@@ -171,11 +171,17 @@ impl Recorder {
                 .sum::<usize>()
     }
 
-    /// A finished MCP call: counted and logged at once (tool calls are not on the model
-    /// request path, and their records go to no spend log or callback yet).
-    pub fn record_mcp(&self, call: &sluice_mcp::McpCall) {
-        self.metrics.mcp().observe(call);
-        super::mcp::emit(call);
+    /// A finished MCP call (a record with `tool` set): counted in `sluice_mcp_*` at once, then
+    /// queued like a request's record for its log line, spend log, callbacks and span.
+    pub fn record_tool(&self, mut record: RequestRecord) {
+        record.duration = Some(record.start.elapsed());
+        if let Some(t) = &record.tool {
+            let cost = record.cost.map(sluice_core::limits::dollars);
+            self.metrics
+                .mcp()
+                .observe(t, record.duration.unwrap_or_default(), cost);
+        }
+        self.record(record);
     }
 
     /// Hand a finished request's record over.

@@ -6,15 +6,16 @@
 use std::collections::BTreeMap;
 
 use http::{HeaderName, HeaderValue};
-use sluice_core::settings::read::{seconds, text, whole};
+use sluice_core::limits::nanos;
+use sluice_core::settings::read::{number, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Problems, Scalar};
 use sluice_core::Secret;
 use sluice_mcp::settings::{
-    AuthType, HttpServer, McpSettings, SecretHeader, ServerSettings, StdioServer, ToolFilter,
-    Transport, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT,
+    AuthType, HttpServer, McpSettings, SecretHeader, ServerSettings, StdioServer, ToolCost,
+    ToolFilter, Transport, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT,
 };
 
-use crate::raw::{OneOrMany, RawMcpServer};
+use crate::raw::{OneOrMany, RawMcpInfo, RawMcpServer};
 
 /// Transports sluice serves, with LiteLLM's spellings of streamable HTTP.
 const TRANSPORTS: [&str; 5] = ["http", "streamable_http", "streamable-http", "stdio", "sse"];
@@ -136,7 +137,31 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
         },
         timeout,
         max_response_bytes,
+        cost: cost(&at, raw.mcp_info, p),
     })
+}
+
+/// `mcp_info.mcp_server_cost_info`: USD per call, each a number ≥ 0.
+fn cost(at: &str, raw: Option<RawMcpInfo>, p: &mut Problems) -> ToolCost {
+    let Some(c) = raw.and_then(|i| i.mcp_server_cost_info) else {
+        return ToolCost::default();
+    };
+    let at = format!("{at}.mcp_info.mcp_server_cost_info");
+    let price = |path: String, v, p: &mut Problems| number(&path, Some(v), false, p).map(nanos);
+    ToolCost {
+        default: c
+            .default_cost_per_query
+            .and_then(|v| price(format!("{at}.default_cost_per_query"), v, p)),
+        tools: c
+            .tool_name_to_cost_per_query
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(tool, v)| {
+                let path = format!("{at}.tool_name_to_cost_per_query.{tool}");
+                price(path, v, p).map(|n| (tool, n))
+            })
+            .collect(),
+    }
 }
 
 enum Kind {
@@ -318,6 +343,49 @@ mod tests {
             Err(ConfigError::Invalid(v)) => v.into_iter().map(|e| (e.path, e.message)).collect(),
             other => panic!("expected problems, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn tool_prices() {
+        let loaded = load(
+            r#"
+mcp_servers:
+  zapier:
+    url: https://api.example.com/mcp
+    mcp_info:
+      server_name: Zapier
+      mcp_server_cost_info:
+        default_cost_per_query: 0.01
+        tool_name_to_cost_per_query: {send_email: 0.05, free: 0}
+"#,
+        )
+        .unwrap();
+        let cost = &loaded.config.mcp.servers[0].cost;
+        assert_eq!(
+            cost.of("send_email"),
+            Some(sluice_core::limits::nanos(0.05))
+        );
+        assert_eq!(cost.of("free"), Some(0));
+        assert_eq!(cost.of("other"), Some(sluice_core::limits::nanos(0.01)));
+        let e = errors(
+            r#"
+mcp_servers:
+  z:
+    url: https://api.example.com/mcp
+    mcp_info: {mcp_server_cost_info: {default_cost_per_query: -1, tool_name_to_cost_per_query: {t: cheap}}}
+"#,
+        );
+        assert!(
+            e.iter().any(|(p, m)| p
+                == "mcp_servers.z.mcp_info.mcp_server_cost_info.default_cost_per_query"
+                && m.contains("≥ 0")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter().any(|(p, _)| p
+                == "mcp_servers.z.mcp_info.mcp_server_cost_info.tool_name_to_cost_per_query.t"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -421,6 +421,41 @@ pub fn admit(subjects: Subjects, now_ms: u64) -> Result<Permit, Rejected> {
     Ok(permit)
 }
 
+/// Whether `s` has budget left (spend and reservations below `max_budget`).
+fn check_budget(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
+    let Some(max) = s.limits.max_budget else {
+        return Ok(());
+    };
+    let c = &s.counters;
+    let spent = c.spent(now_ms).saturating_add(c.reserved());
+    if spent < max {
+        return Ok(());
+    }
+    let retry_after = c.window_end().map_or(Duration::ZERO, |end| {
+        Duration::from_millis(end.saturating_sub(now_ms))
+    });
+    Err(Rejected {
+        subject: s.kind,
+        exceeded: Exceeded::Budget,
+        limit: max,
+        retry_after,
+        spent,
+    })
+}
+
+/// Check only the budgets of `subjects`: what a priced call that is not a model request (an
+/// MCP tool's) must pass. It takes no request or parallel slot.
+pub fn budget_left(subjects: &Subjects, now_ms: u64) -> Result<(), Rejected> {
+    subjects.iter().try_for_each(|s| check_budget(s, now_ms))
+}
+
+/// Charge a finished priced call's cost to every subject, without a permit.
+pub fn charge_all(subjects: &Subjects, cost: Nanos) {
+    for s in subjects.iter() {
+        s.counters.charge(cost);
+    }
+}
+
 /// Count a request the fleet has already admitted in this instance's counters too, without
 /// checking them: they stay current for when Redis is unreachable and this instance limits
 /// on its own.
@@ -448,18 +483,7 @@ fn check(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
         spent: 0,
     };
     let c = &s.counters;
-    if let Some(max) = s.limits.max_budget {
-        let spent = c.spent(now_ms).saturating_add(c.reserved());
-        if spent >= max {
-            let retry_after = c.window_end().map_or(Duration::ZERO, |end| {
-                Duration::from_millis(end.saturating_sub(now_ms))
-            });
-            return Err(Rejected {
-                spent,
-                ..reject(Exceeded::Budget, max, retry_after)
-            });
-        }
-    }
+    check_budget(s, now_ms)?;
     if let Some(tpm) = s.limits.tpm {
         if c.tokens.estimate(now_ms) >= tpm {
             let wait = c.tokens.wait_for_room(now_ms, 1, tpm);

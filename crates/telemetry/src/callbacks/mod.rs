@@ -178,10 +178,14 @@ impl Hub {
     /// Hand a finished request to the fan-out task; if its queue is full, fan it out here
     /// (on the recorder task) rather than lose it.
     fn offer(&self, record: RequestRecord) {
-        // Inference requests only: health checks and scrapes are not LLM calls to log.
-        let (Some(intake), Some(_)) = (&self.intake, record.endpoint) else {
+        // Inference requests and MCP tool calls only: health checks and scrapes are not calls
+        // to log.
+        let Some(intake) = &self.intake else {
             return;
         };
+        if record.endpoint.is_none() && record.tool.is_none() {
+            return;
+        }
         if let Err(mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r)) =
             intake.try_send(record)
         {

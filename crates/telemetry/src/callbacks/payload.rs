@@ -89,6 +89,10 @@ pub struct CallbackRecord {
     /// The answer's `choices` (or `content` / `output`), only with `message_logging`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<serde_json::Value>,
+    /// The MCP exchange this record is, when it is one (`call_type` `call_mcp_tool`):
+    /// `messages` then holds the call's arguments and `response` its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpRecord>,
     /// The stream was longer than content logging keeps: `response` is its beginning.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub response_truncated: bool,
@@ -203,6 +207,21 @@ pub struct AttemptRecord {
     pub result: String,
 }
 
+/// An MCP exchange's own facts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpRecord {
+    /// The tool server.
+    pub server: String,
+    /// The MCP method.
+    pub method: String,
+    /// The tool (prompt, resource) as the server knows it.
+    pub tool: Option<String>,
+    /// `ok`, `tool_error`, `rpc_error`, `refused`, `failed` or `cancelled`.
+    pub status: String,
+    /// Why it failed or was refused.
+    pub error: Option<String>,
+}
+
 impl CallbackRecord {
     /// [`RequestRecord::sample`] as the callbacks send it, for tests.
     #[cfg(test)]
@@ -220,6 +239,14 @@ impl CallbackRecord {
         let last = r.attempts.last();
         let key = r.key.as_deref();
         let (messages, response, response_truncated) = match (&r.content, content) {
+            // A tool call's arguments and result, as they are.
+            (Some(c), true) if r.tool.is_some() => (
+                serde_json::from_slice(&c.request).ok(),
+                c.response
+                    .as_ref()
+                    .and_then(|b| serde_json::from_slice(b).ok()),
+                false,
+            ),
             (Some(c), true) => {
                 // A whole answer's body, or a stream's frames put back together.
                 let answer = match &c.response {
@@ -242,12 +269,24 @@ impl CallbackRecord {
             end_time: rfc3339(end_wall),
             start_unix_nano: unix_nanos(start_wall),
             end_unix_nano: unix_nanos(end_wall),
-            call_type: r.endpoint.map(|e| e.name().to_owned()),
+            call_type: match &r.tool {
+                Some(t) => Some(t.call_type()),
+                None => r.endpoint.map(|e| e.name().to_owned()),
+            },
             route: r.route.to_owned(),
-            model_group: r.model.as_deref().map(str::to_owned),
+            model_group: match &r.tool {
+                Some(t) => Some(t.qualified_name()),
+                None => r.model.as_deref().map(str::to_owned),
+            },
             requested_model: r.requested_model.as_deref().map(str::to_owned),
-            deployment: r.deployment.as_deref().map(str::to_owned),
-            provider: r.provider.map(str::to_owned),
+            deployment: match &r.tool {
+                Some(t) => Some(t.server.to_string()),
+                None => r.deployment.as_deref().map(str::to_owned),
+            },
+            provider: match &r.tool {
+                Some(_) => Some("mcp".to_owned()),
+                None => r.provider.map(str::to_owned),
+            },
             upstream_model: last.map(|a| a.target.upstream_model.to_string()),
             key_alias: key.and_then(|k| k.alias.as_deref()).map(str::to_owned),
             key_hash: key.map(|k| k.hash.to_string()),
@@ -308,6 +347,13 @@ impl CallbackRecord {
                 .collect(),
             messages,
             response,
+            mcp: r.tool.as_deref().map(|t| McpRecord {
+                server: t.server.to_string(),
+                method: t.method.to_owned(),
+                tool: t.name.clone(),
+                status: t.status.label().to_owned(),
+                error: t.error.clone(),
+            }),
             response_truncated,
             encoded: Encoded::default(),
         }

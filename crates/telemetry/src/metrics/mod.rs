@@ -474,6 +474,11 @@ impl Metrics {
 /// The recorder's handle on the metrics.
 impl RecordSink for Metrics {
     fn accept(&self, record: &RequestRecord) {
+        // A tool call was counted in `sluice_mcp_*` when it ended (`Recorder::record_tool`);
+        // the HTTP request that carried it is a request of its own.
+        if record.tool.is_some() {
+            return;
+        }
         self.observe(record);
     }
 }
@@ -635,18 +640,14 @@ mod tests {
         };
         // Callback families have samples once a sink exists; MCP's once a call was made.
         let _sink = m.callback_stats("webhook");
-        m.mcp().observe(&sluice_mcp::McpCall {
-            request_id: "r".into(),
-            key_hash: None,
-            key_alias: None,
-            team_id: None,
+        let call = sluice_core::record::ToolCall {
             server: "s".into(),
             method: "tools/call",
-            tool: Some("t".into()),
-            duration: Duration::from_millis(1),
-            status: sluice_mcp::CallStatus::Ok,
+            name: Some("t".into()),
+            status: sluice_core::record::CallStatus::Ok,
             error: None,
-        });
+        };
+        m.mcp().observe(&call, Duration::from_millis(1), Some(0.01));
         let text = m.render(&router, 0, |_| {});
         let declared: Vec<&str> = text
             .lines()
