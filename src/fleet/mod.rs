@@ -1,12 +1,14 @@
 //! What instances of sluice share through Redis (`router_settings.redis_host/port/password` or
 //! `redis_url`): rate-limit and budget counters (`counters.rs`), and the news that a key
 //! changed (`broadcast.rs`), so that a revocation on one instance holds on every other within
-//! a second. If Redis cannot be reached, each instance goes on with its own counters, says so
-//! in `/health/readiness` and the log, and returns to the shared ones when Redis is back.
+//! a second, and MCP client sessions (`sessions.rs`). If Redis cannot be reached, each
+//! instance goes on with its own counters, says so in `/health/readiness` and the log, and
+//! returns to the shared ones when Redis is back.
 
 mod broadcast;
 mod counters;
 mod link;
+mod sessions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -170,17 +172,7 @@ mod tests {
     use super::*;
     use sluice_core::limits::{nanos, Counters, Exceeded, Limits, Subject, SubjectKind};
 
-    async fn up(url: &str) -> Arc<Fleet> {
-        let f = Fleet::start(&Secret::new(url)).unwrap();
-        for _ in 0..200 {
-            if f.is_up() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(f.is_up(), "redis reachable");
-        f
-    }
+    use testing::up;
 
     /// The same key as two instances see it: same id and limits, separate local counters.
     fn key(id: &str, limits: Limits) -> Subject {

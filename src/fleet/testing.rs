@@ -71,3 +71,16 @@ pub fn redis() -> Option<TestRedis> {
         }
     }
 }
+
+/// A fleet on `url`, once it is connected.
+pub async fn up(url: &str) -> std::sync::Arc<super::Fleet> {
+    let f = super::Fleet::start(&sluice_core::Secret::new(url)).unwrap();
+    for _ in 0..200 {
+        if f.is_up() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(f.is_up(), "redis reachable");
+    f
+}

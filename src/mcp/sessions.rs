@@ -1,6 +1,7 @@
 //! Client sessions on `/mcp` (`Mcp-Session-Id`): who opened each (a session is only ever
 //! used by the key that opened it), which view it has (all servers or one), and its calls in
 //! flight, so that a client's `notifications/cancelled` reaches the tool server working on it.
+//! With a fleet, `shared.rs` lets every instance hold a session any of them opened.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,21 @@ pub struct Session {
 }
 
 impl Session {
+    fn new(owner: Owner, scope: Option<String>, now_ms: u64) -> Self {
+        Self {
+            owner,
+            scope,
+            in_flight: Mutex::default(),
+            last_used_ms: AtomicU64::new(now_ms),
+        }
+    }
+
+    /// Cancel every call in flight: the session is over.
+    fn end(&self) {
+        for (_, t) in lock(&self.in_flight).drain() {
+            t.cancel();
+        }
+    }
     /// Register the client's request `id` as in flight until the returned guard drops
     /// (answered, or the client left); its token fires on cancellation.
     pub fn begin<'a>(&'a self, id: &'a str) -> InFlight<'a> {
@@ -86,14 +102,15 @@ impl Sessions {
     /// Open a session; returns its id.
     pub fn open(&self, owner: Owner, scope: Option<String>, now_ms: u64) -> String {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let session = Arc::new(Session {
-            owner,
-            scope,
-            in_flight: Mutex::default(),
-            last_used_ms: AtomicU64::new(now_ms),
-        });
+        self.insert(&id, Session::new(owner, scope, now_ms));
+        id
+    }
+
+    /// Keep `session` as `id` (the one already there, if any, stays), forgetting the longest
+    /// idle session when full.
+    fn insert(&self, id: &str, session: Session) -> Arc<Session> {
         let mut map = lock(&self.map);
-        if map.len() >= MAX_SESSIONS {
+        if map.len() >= MAX_SESSIONS && !map.contains_key(id) {
             let idle = map
                 .iter()
                 .min_by_key(|(_, s)| s.last_used_ms.load(Ordering::Relaxed))
@@ -102,8 +119,10 @@ impl Sessions {
                 map.remove(&k);
             }
         }
-        map.insert(id.clone(), session);
-        id
+        Arc::clone(
+            map.entry(id.to_owned())
+                .or_insert_with(|| Arc::new(session)),
+        )
     }
 
     /// The session `id` when `owner` opened it for `scope`.
@@ -122,14 +141,26 @@ impl Sessions {
         Some(Arc::clone(s))
     }
 
+    /// Hold a session another instance of the fleet opened (`shared::adopt` checked that
+    /// `owner` opened it for `scope`).
+    pub fn adopt(&self, id: &str, owner: Owner, scope: Option<&str>, now_ms: u64) -> Arc<Session> {
+        self.insert(id, Session::new(owner, scope.map(str::to_owned), now_ms))
+    }
+
+    /// Drop session `id` whoever opened it (another instance ended it); cancels its calls.
+    pub fn forget(&self, id: &str) {
+        let gone = lock(&self.map).remove(id);
+        if let Some(s) = gone {
+            s.end();
+        }
+    }
+
     /// End the session `id` (`DELETE`), when `owner` opened it; cancels its calls.
     pub fn close(&self, id: &str, owner: &Owner) -> bool {
         let mut map = lock(&self.map);
         if map.get(id).is_some_and(|s| s.owner == *owner) {
             if let Some(s) = map.remove(id) {
-                for (_, t) in lock(&s.in_flight).drain() {
-                    t.cancel();
-                }
+                s.end();
             }
             return true;
         }

@@ -462,6 +462,12 @@ impl AppState {
                     }
                 },
             );
+            let weak = Arc::downgrade(&state);
+            fleet.on_session_end(move |id| {
+                if let Some(s) = weak.upgrade() {
+                    crate::mcp::shared::ended_elsewhere(&s, id);
+                }
+            });
         }
         Ok(state)
     }
