@@ -1,27 +1,32 @@
 //! The MCP gateway's endpoint: `/mcp` (every tool server the caller may use, tool names
 //! prefixed by server) and `/mcp/{server}` (one server alone, names as it gives them), MCP's
-//! streamable HTTP transport, handshake revision (`initialize`, `Mcp-Session-Id`).
+//! streamable HTTP transport, in the handshake revisions (`initialize`, `Mcp-Session-Id`) and
+//! the stateless one (`modern.rs`).
 //!
 //! A POST carries one JSON-RPC message:
 //! 3. authenticate: the virtual or master key (`Authorization: Bearer`, `x-api-key`) through
 //!    the same `auth::Gate` as model traffic; upstream tool credentials never come from here;
-//! 4. read the body (the same size limit);
+//! 4. read the body (the same size limit); a stateless-revision message goes to `modern.rs`;
 //! 5. the session: `initialize` opens one (its id in `Mcp-Session-Id`), every other request
-//!    must name one the same key opened on the same route;
+//!    must name one the same key opened on the same route (or, in a fleet, another instance
+//!    opened: `shared.rs`);
 //! 6. permissions: the key's and its team's `object_permission` (`sluice_mcp::Access`) and the
 //!    server's tool lists decide what `tools/list` shows and what `tools/call` may reach; a
 //!    call outside them is refused and recorded;
 //! 7. one exchange with the tool server (bounded in time and size; a client's
 //!    `notifications/cancelled`, or its leaving, is passed on as the server's own
 //!    cancellation);
-//! 9. a record per call that named a server (`sluice_mcp::McpCall`: metrics and a log line).
+//! 9. a record per call that named a server (a `RequestRecord` with `tool` set: metrics, log
+//!    line, spend log, callbacks, span).
 //!
 //! GET (a server-initiated event stream) is not offered: 405, as the transport allows.
 //! DELETE ends the session.
 
 mod calls;
+mod modern;
 pub(crate) mod responses;
 mod sessions;
+pub(crate) mod shared;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -37,6 +42,7 @@ use serde_json::Value;
 use sluice_core::error::{ApiError, KeyRefusal};
 use sluice_core::limits::{self, SubjectKind};
 use sluice_core::record::RequestRecord;
+use sluice_core::trace_context::TraceContext;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::upstream::Reply;
 use sluice_mcp::{Access, Hub, McpSettings};
@@ -45,15 +51,14 @@ use sluice_net::ClientRegistry;
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, ResponseBody, Snapshot};
-use calls::{Answer, Ctx};
+use calls::{Answer, Ctx, SpanParent};
 
 pub use sessions::{Owner, Sessions};
 
 static SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// The protocol revisions of the handshake era sluice answers in, newest first. A client
-/// asking for another gets the newest (the SDKs' probe of the stateless 2026 revision,
-/// `server/discover`, is answered "method not found", and they fall back to `initialize`).
+/// asking for another gets the newest. The stateless revision is `modern.rs`'s.
 const VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// JSON-RPC error code of a call the caller's permissions refuse (implementation-defined
@@ -146,7 +151,10 @@ where
     match *req.method() {
         Method::POST => {}
         Method::DELETE => {
-            let closed = session_id.is_some_and(|id| gw.sessions.close(&id, &who.owner));
+            let closed = match &session_id {
+                Some(id) => shared::close(state, gw, id, &who.owner).await,
+                None => false,
+            };
             let status = if closed {
                 StatusCode::OK
             } else {
@@ -173,6 +181,25 @@ where
         );
         return Ok(json(StatusCode::BAD_REQUEST, text));
     };
+    // The stateless revision: no session; its own envelope (`modern.rs`).
+    if modern::is_modern(&parts.headers, &msg) {
+        let out = modern::serve(
+            state,
+            gw,
+            &who,
+            server,
+            &parts.headers,
+            &msg,
+            &record.request_id,
+            record.route,
+        )
+        .await;
+        record.status = out.status.as_u16();
+        return Ok(match out.body {
+            Some(text) => json(out.status, text),
+            None => empty(out.status),
+        });
+    }
     // 5. The session.
     let method = msg.method.unwrap_or_default();
     let id = msg.id.map_or("null", RawValue::get);
@@ -181,16 +208,13 @@ where
         let sid = gw
             .sessions
             .open(who.owner.clone(), server.map(Into::into), wall);
+        shared::opened(state, &sid, &who.owner, server).await;
         let result = initialize_result(gw, server, version);
         let mut resp = json(StatusCode::OK, jsonrpc::result(id, &result));
         if let Ok(v) = HeaderValue::from_str(&sid) {
             resp.headers_mut().insert(SESSION.clone(), v);
         }
         return Ok(resp);
-    }
-    if msg.kind() == Kind::Request && method == "server/discover" {
-        let text = jsonrpc::error(id, code::METHOD_NOT_FOUND, "use initialize");
-        return Ok(json(StatusCode::OK, text));
     }
     let Some(sid) = session_id else {
         let text = jsonrpc::error(
@@ -200,7 +224,11 @@ where
         );
         return Ok(json(StatusCode::BAD_REQUEST, text));
     };
-    let Some(session) = gw.sessions.get(&sid, &who.owner, server, wall) else {
+    let session = match gw.sessions.get(&sid, &who.owner, server, wall) {
+        Some(s) => Some(s),
+        None => shared::adopt(state, gw, &sid, &who.owner, server, wall).await,
+    };
+    let Some(session) = session else {
         let text = jsonrpc::error(id, code::INVALID_REQUEST, "unknown or ended session");
         return Ok(json(StatusCode::NOT_FOUND, text));
     };
@@ -229,7 +257,11 @@ where
                 gw,
                 who: &who,
                 server,
-                request_id: record.request_id.to_str().unwrap_or("-").into(),
+                request_id: record.request_id.clone(),
+                route: record.route,
+                trace: state.recorder().callbacks().tracing().then(|| {
+                    SpanParent::Client(Box::new(TraceContext::from_headers(&parts.headers)))
+                }),
                 cancelled: call.token(),
             };
             let text = match ctx.request(method, msg.params).await {
@@ -307,13 +339,18 @@ fn who(state: &AppState, caller: Caller, wall: u64) -> Result<Who, ApiError> {
     })
 }
 
-fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> String {
-    let instructions = match server.and_then(|s| gw.hub.server(s)) {
+/// What `initialize` and `server/discover` tell the model about the route.
+fn instructions(gw: &McpGateway, server: Option<&str>) -> Option<String> {
+    match server.and_then(|s| gw.hub.server(s)) {
         Some(s) => s.settings.description.clone(),
         None => Some(
             "sluice MCP gateway: tools of every server you may use, named <server>-<tool>".into(),
         ),
-    };
+    }
+}
+
+fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> String {
+    let instructions = instructions(gw, server);
     let mut v = serde_json::json!({
         "protocolVersion": version,
         "capabilities": {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use serde_json::{json, Value};
 
-fn script() -> PathBuf {
+pub(crate) fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/tool_server.py")
 }
 
@@ -74,16 +74,16 @@ mcp_servers:
 }
 
 /// An MCP client session over plain HTTP.
-struct Client<'a> {
+pub(crate) struct Client<'a> {
     gw: &'a Gateway,
     path: String,
     key: String,
-    session: Option<String>,
+    pub(crate) session: Option<String>,
     next: u64,
 }
 
 impl<'a> Client<'a> {
-    fn new(gw: &'a Gateway, path: &str, key: &str) -> Self {
+    pub(crate) fn new(gw: &'a Gateway, path: &str, key: &str) -> Self {
         Self {
             gw,
             path: path.into(),
@@ -93,7 +93,7 @@ impl<'a> Client<'a> {
         }
     }
 
-    async fn post(&self, body: Value, extra: &[(&str, &str)]) -> Answer {
+    pub(crate) async fn post(&self, body: Value, extra: &[(&str, &str)]) -> Answer {
         let auth = format!("Bearer {}", self.key);
         let mut headers = vec![
             ("authorization", auth.as_str()),
@@ -107,7 +107,7 @@ impl<'a> Client<'a> {
         send("POST", &self.gw.url(&self.path), body.to_string(), &headers).await
     }
 
-    async fn initialize(&mut self) -> Value {
+    pub(crate) async fn initialize(&mut self) -> Value {
         let a = self
             .post(
                 json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -129,7 +129,7 @@ impl<'a> Client<'a> {
     }
 
     /// A request's whole JSON-RPC response.
-    async fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let a = self
             .post(
@@ -143,7 +143,7 @@ impl<'a> Client<'a> {
         v
     }
 
-    async fn tool(&mut self, name: &str, args: Value) -> Value {
+    pub(crate) async fn tool(&mut self, name: &str, args: Value) -> Value {
         self.request("tools/call", json!({"name": name, "arguments": args}))
             .await
     }
@@ -161,7 +161,7 @@ impl<'a> Client<'a> {
     }
 }
 
-fn text_of(v: &Value) -> &str {
+pub(crate) fn text_of(v: &Value) -> &str {
     v["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

@@ -31,6 +31,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def http_tools(workdir):
     portfile = pathlib.Path(workdir) / "mcp-http-port"
+    # Another module that takes these fixtures (test_mcp_modern.py) left its server's port.
+    portfile.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests/fixtures/mcp/tool_server.py"), "http", str(portfile)]
     )
