@@ -14,10 +14,10 @@ use sluice_mcp::hub::{self, Listing};
 use sluice_mcp::jsonrpc::code;
 use sluice_mcp::upstream::{Reply, Server, UpstreamError};
 use sluice_mcp::{CallStatus, McpCall};
+use sluice_telemetry::Recorder;
 use tokio_util::sync::CancellationToken;
 
 use super::{McpGateway, Who, FORBIDDEN};
-use crate::server::AppState;
 
 /// What a request comes to.
 pub(super) enum Answer {
@@ -31,7 +31,9 @@ pub(super) enum Answer {
 
 /// One request's surroundings.
 pub(super) struct Ctx<'a> {
-    pub(super) state: &'a AppState,
+    /// Where the call's record goes (owned by a task on the SSE transport, which outlives
+    /// the request that started it).
+    pub(super) recorder: &'a Recorder,
     pub(super) gw: &'a McpGateway,
     pub(super) who: &'a Who,
     pub(super) server: Option<&'a str>,
@@ -264,7 +266,7 @@ impl Ctx<'_> {
             status,
             error,
         };
-        self.state.recorder().record_mcp(&call);
+        self.recorder.record_mcp(&call);
     }
 }
 

@@ -641,7 +641,7 @@ fn ctx<'a>(
     request_id: &HeaderValue,
 ) -> Ctx<'a> {
     Ctx {
-        state,
+        recorder: state.recorder(),
         gw,
         who,
         server: Some(server),

@@ -1,11 +1,14 @@
-//! Client sessions on `/mcp` (`Mcp-Session-Id`): who opened each (a session is only ever
-//! used by the key that opened it), which view it has (all servers or one), and its calls in
-//! flight, so that a client's `notifications/cancelled` reaches the tool server working on it.
+//! Client sessions on `/mcp` (`Mcp-Session-Id`, or the SSE transport's `session_id`): who
+//! opened each (a session is only ever used by the key that opened it), which view it has (all
+//! servers or one), and its calls in flight, so that a client's `notifications/cancelled`
+//! reaches the tool server working on it. A session on an event stream also holds the one
+//! sender every message to its client goes through.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Most sessions kept; opening one more forgets the longest idle.
@@ -32,6 +35,10 @@ pub struct Session {
     /// Calls in flight, by the client's JSON-RPC id (raw JSON text).
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     last_used_ms: AtomicU64,
+    /// Into the client's event stream (SSE transport): JSON-RPC messages, in order.
+    outbox: Option<mpsc::Sender<String>>,
+    /// Fires when the session ends (closed, or forgotten to make room).
+    ended: CancellationToken,
 }
 
 impl Session {
@@ -50,6 +57,24 @@ impl Session {
     /// The client cancelled request `id`.
     pub fn cancel(&self, id: &str) {
         if let Some(t) = lock(&self.in_flight).remove(id) {
+            t.cancel();
+        }
+    }
+
+    /// The sender into the client's event stream, when the session has one.
+    pub fn outbox(&self) -> Option<&mpsc::Sender<String>> {
+        self.outbox.as_ref()
+    }
+
+    /// Fires when the session ends.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// End it: its calls in flight are cancelled.
+    fn end(&self) {
+        self.ended.cancel();
+        for (_, t) in lock(&self.in_flight).drain() {
             t.cancel();
         }
     }
@@ -85,12 +110,26 @@ pub struct Sessions {
 impl Sessions {
     /// Open a session; returns its id.
     pub fn open(&self, owner: Owner, scope: Option<String>, now_ms: u64) -> String {
+        self.open_with(owner, scope, now_ms, None).0
+    }
+
+    /// Open a session whose messages to the client go through `outbox` (an event stream);
+    /// returns its id and the session.
+    pub fn open_with(
+        &self,
+        owner: Owner,
+        scope: Option<String>,
+        now_ms: u64,
+        outbox: Option<mpsc::Sender<String>>,
+    ) -> (String, Arc<Session>) {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let session = Arc::new(Session {
             owner,
             scope,
             in_flight: Mutex::default(),
             last_used_ms: AtomicU64::new(now_ms),
+            outbox,
+            ended: CancellationToken::new(),
         });
         let mut map = lock(&self.map);
         if map.len() >= MAX_SESSIONS {
@@ -98,12 +137,12 @@ impl Sessions {
                 .iter()
                 .min_by_key(|(_, s)| s.last_used_ms.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
-            if let Some(k) = idle {
-                map.remove(&k);
+            if let Some(s) = idle.and_then(|k| map.remove(&k)) {
+                s.end();
             }
         }
-        map.insert(id.clone(), session);
-        id
+        map.insert(id.clone(), Arc::clone(&session));
+        (id, session)
     }
 
     /// The session `id` when `owner` opened it for `scope`.
@@ -127,9 +166,7 @@ impl Sessions {
         let mut map = lock(&self.map);
         if map.get(id).is_some_and(|s| s.owner == *owner) {
             if let Some(s) = map.remove(id) {
-                for (_, t) in lock(&s.in_flight).drain() {
-                    t.cancel();
-                }
+                s.end();
             }
             return true;
         }

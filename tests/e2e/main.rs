@@ -21,6 +21,7 @@ mod hardening;
 mod keys;
 mod mcp;
 mod mcp_responses;
+mod mcp_sse;
 mod models;
 mod passthrough;
 mod providers;
