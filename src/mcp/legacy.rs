@@ -71,7 +71,11 @@ where
         (Part::Messages, &Method::POST) => {
             let (parts, body) = req.into_parts();
             let Some(sid) = session_id(parts.uri.query()) else {
-                let text = jsonrpc::error("null", code::INVALID_REQUEST, "no session_id: open the event stream first");
+                let text = jsonrpc::error(
+                    "null",
+                    code::INVALID_REQUEST,
+                    "no session_id: open the event stream first",
+                );
                 return Ok(super::json(StatusCode::BAD_REQUEST, text));
             };
             let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
@@ -279,7 +283,10 @@ mod tests {
     #[test]
     fn session_ids_and_events() {
         assert_eq!(session_id(Some("session_id=ab12")).as_deref(), Some("ab12"));
-        assert_eq!(session_id(Some("x=1&session_id=c%2Bd")).as_deref(), Some("c+d"));
+        assert_eq!(
+            session_id(Some("x=1&session_id=c%2Bd")).as_deref(),
+            Some("c+d")
+        );
         assert_eq!(session_id(Some("session_id=")), None);
         assert_eq!(session_id(None), None);
         assert_eq!(

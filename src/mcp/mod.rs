@@ -238,7 +238,12 @@ where
 }
 
 /// The answer to `initialize` (request `id`), in the client's revision when sluice speaks it.
-fn initialize(gw: &McpGateway, server: Option<&str>, id: &str, params: Option<&RawValue>) -> String {
+fn initialize(
+    gw: &McpGateway,
+    server: Option<&str>,
+    id: &str,
+    params: Option<&RawValue>,
+) -> String {
     let version = requested_version(params);
     jsonrpc::result(id, &initialize_result(gw, server, version))
 }

@@ -221,7 +221,10 @@ mod tests {
         assert_eq!(match_route(&post, "/mcp/a/b"), Route::NotFound);
         {
             use crate::mcp::legacy::Part;
-            assert_eq!(match_route(&get, "/mcp/sse"), Route::McpSse(None, Part::Stream));
+            assert_eq!(
+                match_route(&get, "/mcp/sse"),
+                Route::McpSse(None, Part::Stream)
+            );
             assert_eq!(
                 match_route(&post, "/v1/mcp/sse/messages"),
                 Route::McpSse(None, Part::Messages)

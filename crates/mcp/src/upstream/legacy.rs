@@ -332,7 +332,9 @@ impl Reader {
                             Some(tx) => {
                                 let _ = tx.send(at);
                             }
-                            None => tracing::debug!(server = %self.name, "a second endpoint event ignored"),
+                            None => {
+                                tracing::debug!(server = %self.name, "a second endpoint event ignored")
+                            }
                         }
                     }
                     "message" => self.message(e.data.as_bytes(), posts_to.as_ref()),
@@ -446,7 +448,11 @@ mod tests {
             r("http://127.0.0.1:8000/m?s=1").unwrap(),
             "http://127.0.0.1:8000/m?s=1"
         );
-        for elsewhere in ["http://127.0.0.2:8000/m", "https://127.0.0.1:8000/m", "//evil/m"] {
+        for elsewhere in [
+            "http://127.0.0.2:8000/m",
+            "https://127.0.0.1:8000/m",
+            "//evil/m",
+        ] {
             assert!(
                 matches!(resolve(&base, elsewhere), Err(UpstreamError::Protocol(m)) if m.contains("origin")),
                 "{elsewhere}"
@@ -464,7 +470,11 @@ mod tests {
         let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#;
         assert!(deliver(progress, &waiters).is_none());
         assert!(deliver(b"not json", &waiters).is_none());
-        assert!(deliver(br#"{"jsonrpc":"2.0","id":4,"error":{"code":1,"message":"m"}}"#, &waiters).is_none());
+        assert!(deliver(
+            br#"{"jsonrpc":"2.0","id":4,"error":{"code":1,"message":"m"}}"#,
+            &waiters
+        )
+        .is_none());
         assert!(matches!(rx4.try_recv(), Ok(Ok(Reply::Error(_)))));
         assert!(rx3.try_recv().is_err(), "3 still waits");
         assert!(deliver(br#"{"jsonrpc":"2.0","id":9,"result":{}}"#, &waiters).is_none());
@@ -473,9 +483,11 @@ mod tests {
             panic!("3 answered")
         };
         assert_eq!(r.get(), r#"{"x":1}"#);
-        let refusal =
-            deliver(br#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}"#, &waiters)
-                .unwrap();
+        let refusal = deliver(
+            br#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}"#,
+            &waiters,
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_str(&refusal).unwrap();
         assert_eq!(v["id"], "s1");
         assert_eq!(v["error"]["code"], jsonrpc::code::METHOD_NOT_FOUND);

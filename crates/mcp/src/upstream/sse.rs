@@ -118,7 +118,10 @@ mod tests {
         assert_eq!(e.pending(), 9);
         let got = e.feed_events(b"\nevent:message\ndata:{\"id\":1}\r\n\r\n");
         assert_eq!(got.len(), 2);
-        assert_eq!((got[0].name.as_str(), got[0].data.as_str()), ("message", "{}"));
+        assert_eq!(
+            (got[0].name.as_str(), got[0].data.as_str()),
+            ("message", "{}")
+        );
         assert_eq!(
             (got[1].name.as_str(), got[1].data.as_str()),
             ("message", "{\"id\":1}")
