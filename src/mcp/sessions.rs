@@ -203,6 +203,20 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_session_keeps_its_sender_and_ends_once() {
+        let s = Sessions::default();
+        let (tx, mut rx) = mpsc::channel(1);
+        let (id, session) = s.open_with(Owner::Open, None, 1, Some(tx));
+        let ended = session.ended();
+        session.outbox().unwrap().try_send("m".into()).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), "m");
+        assert!(!ended.is_cancelled());
+        assert!(s.close(&id, &Owner::Open));
+        assert!(ended.is_cancelled(), "closing ends the stream");
+        assert!(!s.close(&id, &Owner::Open));
+    }
+
+    #[test]
     fn cancel_fires_the_calls_token() {
         let s = Sessions::default();
         let id = s.open(Owner::Open, None, 1);
