@@ -19,10 +19,12 @@ use sluice_mcp::hub::{self, Listing};
 use sluice_mcp::jsonrpc::code;
 use sluice_mcp::upstream::{Reply, Server, UpstreamError};
 use sluice_mcp::{CallStatus, ToolCall};
+use sluice_telemetry::Recorder;
 use tokio_util::sync::CancellationToken;
 
 use super::{McpGateway, Who, FORBIDDEN};
-use crate::fleet::Settlement;
+use crate::auth::Directory;
+use crate::fleet::{Fleet, Settlement};
 use crate::server::AppState;
 
 /// What a request comes to.
@@ -35,9 +37,31 @@ pub(super) enum Answer {
     Error(i64, String),
 }
 
+/// What a request's work needs of the gateway's state, owned: a request may run as a task of
+/// its own (the SSE transport's), which outlives the HTTP request that started it.
+#[derive(Clone)]
+pub(super) struct Env {
+    /// Where the calls' records go.
+    pub(super) recorder: Recorder,
+    /// The keys, teams and users whose budgets a priced tool checks and charges.
+    pub(super) directory: Arc<Directory>,
+    /// The fleet's shared counters, when there is a fleet.
+    pub(super) fleet: Option<Arc<Fleet>>,
+}
+
+impl Env {
+    pub(super) fn of(state: &AppState) -> Self {
+        Self {
+            recorder: state.recorder().clone(),
+            directory: Arc::clone(state.gate().directory()),
+            fleet: state.fleet().cloned(),
+        }
+    }
+}
+
 /// One request's surroundings.
 pub(super) struct Ctx<'a> {
-    pub(super) state: &'a AppState,
+    pub(super) env: &'a Env,
     pub(super) gw: &'a McpGateway,
     pub(super) who: &'a Who,
     pub(super) server: Option<&'a str>,
@@ -380,7 +404,7 @@ impl Ctx<'_> {
         r.key = self.who.key.as_ref().map(|k| k.info.clone());
         r.cost = cost;
         r.trace = self.trace.as_ref().map(|t| Box::new(t.span()));
-        if self.state.recorder().callbacks().content() {
+        if self.env.recorder.callbacks().content() {
             if let Some(params) = ended.params {
                 r.content = Some(Box::new(Content {
                     request: Bytes::copy_from_slice(params.get().as_bytes()),
@@ -391,7 +415,7 @@ impl Ctx<'_> {
                 }));
             }
         }
-        self.state.recorder().record_tool(r);
+        self.env.recorder.record_tool(r);
     }
 
     /// Whether the caller's key, team and user have budget left for a priced tool.
@@ -399,7 +423,7 @@ impl Ctx<'_> {
         let Some(key) = self.who.key.as_deref() else {
             return Ok(());
         };
-        let subjects = self.state.gate().directory().spend_subjects(key);
+        let subjects = self.env.directory.spend_subjects(key);
         limits::budget_left(&subjects, limits::wall_ms()).map_err(|e| e.to_string())
     }
 
@@ -409,12 +433,12 @@ impl Ctx<'_> {
         let Some(key) = self.who.key.as_deref() else {
             return;
         };
-        let subjects = self.state.gate().directory().spend_subjects(key);
+        let subjects = self.env.directory.spend_subjects(key);
         if subjects.is_empty() {
             return;
         }
         limits::charge_all(&subjects, cost);
-        if let Some(fleet) = self.state.fleet() {
+        if let Some(fleet) = &self.env.fleet {
             fleet.settle(Settlement {
                 // No request of this id holds a parallel slot: settling frees nothing else.
                 request_id: format!("mcp-{}", self.request_id.to_str().unwrap_or("-")).into(),

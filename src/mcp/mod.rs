@@ -23,6 +23,7 @@
 //! DELETE ends the session.
 
 mod calls;
+pub mod legacy;
 mod modern;
 pub(crate) mod responses;
 mod sessions;
@@ -51,7 +52,7 @@ use sluice_net::ClientRegistry;
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, ResponseBody, Snapshot};
-use calls::{Answer, Ctx, SpanParent};
+use calls::{Answer, Ctx, Env, SpanParent};
 
 pub use sessions::{Owner, Sessions};
 
@@ -108,26 +109,27 @@ impl Who {
     }
 }
 
-/// Answer a request on `/mcp` (`server: None`) or `/mcp/{server}`.
-pub async fn handle<B>(
+/// The first steps of every MCP route, either transport: the gateway (404 without one), the
+/// caller authenticated (3.) and the route's server known.
+struct Entry<'s> {
+    gw: &'s Arc<McpGateway>,
+    who: Who,
+    wall: u64,
+}
+
+async fn enter<'s, B>(
     state: &AppState,
-    snap: &Snapshot,
+    snap: &'s Snapshot,
     server: Option<&str>,
-    req: Request<B>,
+    req: &Request<B>,
     record: &mut RequestRecord,
-) -> Result<Response<ResponseBody>, ApiError>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    let not_found = || ApiError::RouteNotFound {
-        method: req.method().to_string(),
-        path: req.uri().path().chars().take(200).collect(),
-    };
+) -> Result<Entry<'s>, ApiError> {
     let Some(gw) = snap.mcp.as_ref() else {
-        return Err(not_found());
+        return Err(ApiError::RouteNotFound {
+            method: req.method().to_string(),
+            path: req.uri().path().chars().take(200).collect(),
+        });
     };
-    // 3. Authenticate.
     let wall = limits::wall_ms();
     let caller = state
         .gate()
@@ -143,6 +145,22 @@ where
             });
         }
     }
+    Ok(Entry { gw, who, wall })
+}
+
+/// Answer a request on `/mcp` (`server: None`) or `/mcp/{server}`.
+pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    server: Option<&str>,
+    req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let Entry { gw, who, wall } = enter(state, snap, server, &req, record).await?;
     let session_id = req
         .headers()
         .get(&SESSION)
@@ -174,12 +192,7 @@ where
     let (parts, body) = req.into_parts();
     let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     let Some(msg) = Message::parse(&body) else {
-        let text = jsonrpc::error(
-            "null",
-            code::INVALID_REQUEST,
-            "expected one JSON-RPC message (batches are not part of this protocol revision)",
-        );
-        return Ok(json(StatusCode::BAD_REQUEST, text));
+        return Ok(json(StatusCode::BAD_REQUEST, not_one_message()));
     };
     // The stateless revision: no session; its own envelope (`modern.rs`).
     if modern::is_modern(&parts.headers, &msg) {
@@ -204,13 +217,11 @@ where
     let method = msg.method.unwrap_or_default();
     let id = msg.id.map_or("null", RawValue::get);
     if msg.kind() == Kind::Request && method == "initialize" {
-        let version = requested_version(msg.params);
         let sid = gw
             .sessions
             .open(who.owner.clone(), server.map(Into::into), wall);
         shared::opened(state, &sid, &who.owner, server).await;
-        let result = initialize_result(gw, server, version);
-        let mut resp = json(StatusCode::OK, jsonrpc::result(id, &result));
+        let mut resp = json(StatusCode::OK, initialize(gw, server, id, msg.params));
         if let Ok(v) = HeaderValue::from_str(&sid) {
             resp.headers_mut().insert(SESSION.clone(), v);
         }
@@ -234,26 +245,16 @@ where
     };
     match msg.kind() {
         Kind::Notification => {
-            if method == "notifications/cancelled" {
-                if let Some(rid) = cancelled_id(msg.params) {
-                    session.cancel(&rid);
-                }
-            }
+            notified(&session, method, msg.params);
             Ok(empty(StatusCode::ACCEPTED))
         }
         Kind::Response => Ok(empty(StatusCode::ACCEPTED)),
-        Kind::Invalid => {
-            let text = jsonrpc::error(
-                id,
-                code::INVALID_REQUEST,
-                "neither a request nor a notification",
-            );
-            Ok(json(StatusCode::BAD_REQUEST, text))
-        }
+        Kind::Invalid => Ok(json(StatusCode::BAD_REQUEST, invalid(id))),
         Kind::Request => {
             let call = session.begin(id);
+            let env = Env::of(state);
             let ctx = Ctx {
-                state,
+                env: &env,
                 gw,
                 who: &who,
                 server,
@@ -264,14 +265,62 @@ where
                 }),
                 cancelled: call.token(),
             };
-            let text = match ctx.request(method, msg.params).await {
-                Answer::Result(r) => jsonrpc::result(id, &r),
-                Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
-                Answer::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
-                Answer::Error(c, m) => jsonrpc::error(id, c, &m),
-            };
-            Ok(json(StatusCode::OK, text))
+            let answer = ctx.request(method, msg.params).await;
+            Ok(json(StatusCode::OK, reply(id, answer)))
         }
+    }
+}
+
+/// The answer to `initialize` (request `id`), in the client's revision when sluice speaks it.
+fn initialize(
+    gw: &McpGateway,
+    server: Option<&str>,
+    id: &str,
+    params: Option<&RawValue>,
+) -> String {
+    let version = requested_version(params);
+    jsonrpc::result(id, &initialize_result(gw, server, version))
+}
+
+/// The answer to the stateless revision's probe on the SSE transport, which is of the handshake
+/// era: the SDKs then fall back to `initialize`. (Streamable HTTP serves it: `modern.rs`.)
+fn discover(id: &str) -> String {
+    jsonrpc::error(id, code::METHOD_NOT_FOUND, "use initialize")
+}
+
+/// A body that is not one JSON-RPC message.
+fn not_one_message() -> String {
+    jsonrpc::error(
+        "null",
+        code::INVALID_REQUEST,
+        "expected one JSON-RPC message (batches are not part of this protocol revision)",
+    )
+}
+
+fn invalid(id: &str) -> String {
+    jsonrpc::error(
+        id,
+        code::INVALID_REQUEST,
+        "neither a request nor a notification",
+    )
+}
+
+/// A client's notification on its session: a cancellation reaches the call it names.
+fn notified(session: &sessions::Session, method: &str, params: Option<&RawValue>) {
+    if method == "notifications/cancelled" {
+        if let Some(rid) = cancelled_id(params) {
+            session.cancel(&rid);
+        }
+    }
+}
+
+/// The JSON-RPC response to request `id` that a request's work came to.
+fn reply(id: &str, answer: Answer) -> String {
+    match answer {
+        Answer::Result(r) => jsonrpc::result(id, &r),
+        Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
+        Answer::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
+        Answer::Error(c, m) => jsonrpc::error(id, c, &m),
     }
 }
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::upstream::Reply;
 
-use super::calls::{Answer, Ctx, SpanParent};
+use super::calls::{Answer, Ctx, Env, SpanParent};
 use super::{McpGateway, Who, VERSIONS};
 use crate::server::AppState;
 
@@ -112,8 +112,9 @@ pub(super) async fn serve(
             );
         }
         _ => {
+            let env = Env::of(state);
             let ctx = Ctx {
-                state,
+                env: &env,
                 gw,
                 who,
                 server,

@@ -41,7 +41,7 @@ use sluice_mcp::CallStatus;
 use sluice_providers::UpstreamBody;
 use sluice_routing::{Outcome, Requested, Resolved, Router, Served};
 
-use super::calls::{Answer as McpAnswer, Ctx, SpanParent};
+use super::calls::{Answer as McpAnswer, Ctx, Env, SpanParent};
 use super::{McpGateway, Who};
 use crate::auth::Caller;
 use crate::server::pipeline::{Answer, Failed};
@@ -236,7 +236,8 @@ impl McpLoop {
         let who = super::who(state, caller.clone(), sluice_core::limits::wall_ms())?;
         for w in &wanted {
             if !who.allows_server(&w.label) {
-                let ctx = ctx(state, &gw, &who, &w.label, request_id, None);
+                let env = Env::of(state);
+                let ctx = ctx(&env, &gw, &who, &w.label, request_id, None);
                 let why = format!("this key may not use MCP server \"{}\"", w.label);
                 ctx.record(
                     &w.label,
@@ -592,8 +593,9 @@ impl McpLoop {
         let Ok(params) = RawValue::from_string(params) else {
             return (None, Some("the arguments could not be sent".into()));
         };
+        let env = Env::of(state);
         let ctx = ctx(
-            state,
+            &env,
             &self.gw,
             &self.who,
             &w.label,
@@ -645,7 +647,7 @@ impl McpLoop {
 }
 
 fn ctx<'a>(
-    state: &'a AppState,
+    env: &'a Env,
     gw: &'a McpGateway,
     who: &'a Who,
     server: &'a str,
@@ -653,7 +655,7 @@ fn ctx<'a>(
     trace: Option<&TraceContext>,
 ) -> Ctx<'a> {
     Ctx {
-        state,
+        env,
         gw,
         who,
         server: Some(server),

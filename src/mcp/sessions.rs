@@ -1,12 +1,15 @@
-//! Client sessions on `/mcp` (`Mcp-Session-Id`): who opened each (a session is only ever
-//! used by the key that opened it), which view it has (all servers or one), and its calls in
-//! flight, so that a client's `notifications/cancelled` reaches the tool server working on it.
-//! With a fleet, `shared.rs` lets every instance hold a session any of them opened.
+//! Client sessions on `/mcp` (`Mcp-Session-Id`, or the SSE transport's `session_id`): who
+//! opened each (a session is only ever used by the key that opened it), which view it has (all
+//! servers or one), and its calls in flight, so that a client's `notifications/cancelled`
+//! reaches the tool server working on it. A session on an event stream also holds the one
+//! sender every message to its client goes through. With a fleet, `shared.rs` lets every
+//! instance hold a streamable-HTTP session any of them opened.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Most sessions kept; opening one more forgets the longest idle.
@@ -33,24 +36,29 @@ pub struct Session {
     /// Calls in flight, by the client's JSON-RPC id (raw JSON text).
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     last_used_ms: AtomicU64,
+    /// Into the client's event stream (SSE transport): JSON-RPC messages, in order.
+    outbox: Option<mpsc::Sender<String>>,
+    /// Fires when the session ends (closed, or forgotten to make room).
+    ended: CancellationToken,
 }
 
 impl Session {
-    fn new(owner: Owner, scope: Option<String>, now_ms: u64) -> Self {
+    fn new(
+        owner: Owner,
+        scope: Option<String>,
+        now_ms: u64,
+        outbox: Option<mpsc::Sender<String>>,
+    ) -> Self {
         Self {
             owner,
             scope,
             in_flight: Mutex::default(),
             last_used_ms: AtomicU64::new(now_ms),
+            outbox,
+            ended: CancellationToken::new(),
         }
     }
 
-    /// Cancel every call in flight: the session is over.
-    fn end(&self) {
-        for (_, t) in lock(&self.in_flight).drain() {
-            t.cancel();
-        }
-    }
     /// Register the client's request `id` as in flight until the returned guard drops
     /// (answered, or the client left); its token fires on cancellation.
     pub fn begin<'a>(&'a self, id: &'a str) -> InFlight<'a> {
@@ -66,6 +74,24 @@ impl Session {
     /// The client cancelled request `id`.
     pub fn cancel(&self, id: &str) {
         if let Some(t) = lock(&self.in_flight).remove(id) {
+            t.cancel();
+        }
+    }
+
+    /// The sender into the client's event stream, when the session has one.
+    pub fn outbox(&self) -> Option<&mpsc::Sender<String>> {
+        self.outbox.as_ref()
+    }
+
+    /// Fires when the session ends.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
+    /// End it: its calls in flight are cancelled.
+    fn end(&self) {
+        self.ended.cancel();
+        for (_, t) in lock(&self.in_flight).drain() {
             t.cancel();
         }
     }
@@ -101,13 +127,25 @@ pub struct Sessions {
 impl Sessions {
     /// Open a session; returns its id.
     pub fn open(&self, owner: Owner, scope: Option<String>, now_ms: u64) -> String {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        self.insert(&id, Session::new(owner, scope, now_ms));
-        id
+        self.open_with(owner, scope, now_ms, None).0
     }
 
-    /// Keep `session` as `id` (the one already there, if any, stays), forgetting the longest
-    /// idle session when full.
+    /// Open a session whose messages to the client go through `outbox` (an event stream);
+    /// returns its id and the session.
+    pub fn open_with(
+        &self,
+        owner: Owner,
+        scope: Option<String>,
+        now_ms: u64,
+        outbox: Option<mpsc::Sender<String>>,
+    ) -> (String, Arc<Session>) {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let session = self.insert(&id, Session::new(owner, scope, now_ms, outbox));
+        (id, session)
+    }
+
+    /// Keep `session` as `id` (the one already there, if any, stays), forgetting (and ending)
+    /// the longest idle session when full.
     fn insert(&self, id: &str, session: Session) -> Arc<Session> {
         let mut map = lock(&self.map);
         if map.len() >= MAX_SESSIONS && !map.contains_key(id) {
@@ -115,14 +153,31 @@ impl Sessions {
                 .iter()
                 .min_by_key(|(_, s)| s.last_used_ms.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
-            if let Some(k) = idle {
-                map.remove(&k);
+            if let Some(s) = idle.and_then(|k| map.remove(&k)) {
+                s.end();
             }
         }
         Arc::clone(
             map.entry(id.to_owned())
                 .or_insert_with(|| Arc::new(session)),
         )
+    }
+
+    /// Hold a session another instance of the fleet opened (`shared::adopt` checked that
+    /// `owner` opened it for `scope`).
+    pub fn adopt(&self, id: &str, owner: Owner, scope: Option<&str>, now_ms: u64) -> Arc<Session> {
+        self.insert(
+            id,
+            Session::new(owner, scope.map(str::to_owned), now_ms, None),
+        )
+    }
+
+    /// Drop session `id` whoever opened it (another instance ended it); cancels its calls.
+    pub fn forget(&self, id: &str) {
+        let gone = lock(&self.map).remove(id);
+        if let Some(s) = gone {
+            s.end();
+        }
     }
 
     /// The session `id` when `owner` opened it for `scope`.
@@ -139,20 +194,6 @@ impl Sessions {
             .filter(|s| s.owner == *owner && s.scope.as_deref() == scope)?;
         s.last_used_ms.store(now_ms, Ordering::Relaxed);
         Some(Arc::clone(s))
-    }
-
-    /// Hold a session another instance of the fleet opened (`shared::adopt` checked that
-    /// `owner` opened it for `scope`).
-    pub fn adopt(&self, id: &str, owner: Owner, scope: Option<&str>, now_ms: u64) -> Arc<Session> {
-        self.insert(id, Session::new(owner, scope.map(str::to_owned), now_ms))
-    }
-
-    /// Drop session `id` whoever opened it (another instance ended it); cancels its calls.
-    pub fn forget(&self, id: &str) {
-        let gone = lock(&self.map).remove(id);
-        if let Some(s) = gone {
-            s.end();
-        }
     }
 
     /// End the session `id` (`DELETE`), when `owner` opened it; cancels its calls.
@@ -194,6 +235,20 @@ mod tests {
         assert!(s.close(&id, &key));
         assert!(t.is_cancelled(), "closing cancels calls in flight");
         assert!(s.get(&id, &key, None, 4).is_none());
+    }
+
+    #[test]
+    fn a_stream_session_keeps_its_sender_and_ends_once() {
+        let s = Sessions::default();
+        let (tx, mut rx) = mpsc::channel(1);
+        let (id, session) = s.open_with(Owner::Open, None, 1, Some(tx));
+        let ended = session.ended();
+        session.outbox().unwrap().try_send("m".into()).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), "m");
+        assert!(!ended.is_cancelled());
+        assert!(s.close(&id, &Owner::Open));
+        assert!(ended.is_cancelled(), "closing ends the stream");
+        assert!(!s.close(&id, &Owner::Open));
     }
 
     #[test]

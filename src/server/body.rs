@@ -23,7 +23,8 @@ pub enum ResponseBody {
     Stream(Box<StreamRelay>),
     /// A pass-through answer relayed as it arrives (`crate::passthrough`).
     Pass(Box<PassRelay>),
-    /// An answer another request is receiving, read as it arrives (`crate::cache`).
+    /// An answer another request is receiving, read as it arrives (`crate::cache`); also an
+    /// MCP client's SSE event stream (`crate::mcp::legacy`).
     Shared(UnsyncBoxBody<Bytes, RelayError>),
     /// A relayed stream checked by `post_call` guardrails as it passes (`crate::guardrails`).
     Guarded(Box<GuardedStream<StreamRelay>>),

@@ -160,6 +160,18 @@ where
             ))
             .await
         }
+        Route::McpSse(server, part) => {
+            let server = server.map(str::to_owned);
+            Box::pin(crate::mcp::legacy::handle(
+                state,
+                &snap,
+                server.as_deref(),
+                part,
+                req,
+                record,
+            ))
+            .await
+        }
         Route::Console => Box::pin(crate::console::handle(state, &snap, req)).await,
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {

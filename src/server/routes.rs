@@ -36,6 +36,10 @@ pub enum Route<'a> {
     /// The MCP gateway: `/mcp` (`None`) or `/mcp/{server}` (`crate::mcp`, which decides the
     /// method).
     Mcp(Option<&'a str>),
+    /// MCP's older SSE transport: `/mcp/sse` and `/mcp/sse/messages` (`None`, as LiteLLM
+    /// serves them), `/mcp/{server}/sse` and `/mcp/{server}/sse/messages`
+    /// (`crate::mcp::legacy`).
+    McpSse(Option<&'a str>, crate::mcp::legacy::Part),
     /// The admin console (`/ui` and below): `crate::console`, which routes within.
     Console,
     /// A known path with the wrong method.
@@ -75,6 +79,15 @@ impl Route<'_> {
             Self::Cache(op) => op.label(),
             Self::Mcp(None) => "/mcp",
             Self::Mcp(Some(_)) => "/mcp/{server}",
+            Self::McpSse(server, part) => {
+                use crate::mcp::legacy::Part;
+                match (server, part) {
+                    (None, Part::Stream) => "/mcp/sse",
+                    (None, Part::Messages) => "/mcp/sse/messages",
+                    (Some(_), Part::Stream) => "/mcp/{server}/sse",
+                    (Some(_), Part::Messages) => "/mcp/{server}/sse/messages",
+                }
+            }
             Self::Console => "/ui",
             Self::WrongMethod | Self::NotFound => "other",
         }
@@ -121,13 +134,26 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         return Route::Admin;
     }
     if let Some(rest) = bare.strip_prefix("/mcp") {
-        match rest.trim_end_matches('/') {
-            "" => return Route::Mcp(None),
-            s => {
-                if let Some(name) = s.strip_prefix('/').filter(|n| !n.contains('/')) {
-                    return Route::Mcp(Some(name));
-                }
-            }
+        use crate::mcp::legacy::Part;
+        let rest = rest.trim_end_matches('/');
+        let (rest, sse) = if let Some(r) = rest.strip_suffix("/sse/messages") {
+            (r, Some(Part::Messages))
+        } else if let Some(r) = rest.strip_suffix("/sse") {
+            (r, Some(Part::Stream))
+        } else {
+            (rest, None)
+        };
+        let server = match rest {
+            "" => Some(None),
+            s => s
+                .strip_prefix('/')
+                .filter(|n| !n.is_empty() && !n.contains('/'))
+                .map(Some),
+        };
+        match (server, sse) {
+            (Some(server), None) => return Route::Mcp(server),
+            (Some(server), Some(part)) => return Route::McpSse(server, part),
+            (None, _) => {}
         }
     }
     if let Some(op) = crate::cache::CacheOp::of(bare) {
@@ -193,6 +219,27 @@ mod tests {
         assert_eq!(match_route(&post, "/mcp/"), Route::Mcp(None));
         assert_eq!(match_route(&get, "/mcp/github"), Route::Mcp(Some("github")));
         assert_eq!(match_route(&post, "/mcp/a/b"), Route::NotFound);
+        {
+            use crate::mcp::legacy::Part;
+            assert_eq!(
+                match_route(&get, "/mcp/sse"),
+                Route::McpSse(None, Part::Stream)
+            );
+            assert_eq!(
+                match_route(&post, "/v1/mcp/sse/messages"),
+                Route::McpSse(None, Part::Messages)
+            );
+            assert_eq!(
+                match_route(&get, "/mcp/github/sse/"),
+                Route::McpSse(Some("github"), Part::Stream)
+            );
+            assert_eq!(
+                match_route(&post, "/mcp/github/sse/messages"),
+                Route::McpSse(Some("github"), Part::Messages)
+            );
+            assert_eq!(match_route(&get, "/mcp/a/b/sse"), Route::NotFound);
+            assert_eq!(match_route(&get, "/mcp//sse"), Route::NotFound);
+        }
         assert_eq!(match_route(&post, "/mcpx"), Route::NotFound);
         assert_eq!(match_route(&get, "/ui"), Route::Console);
         assert_eq!(match_route(&post, "/ui/keys/new"), Route::Console);

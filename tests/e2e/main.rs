@@ -23,6 +23,7 @@ mod mcp;
 mod mcp_fleet;
 mod mcp_responses;
 mod mcp_spend;
+mod mcp_sse;
 mod models;
 mod passthrough;
 mod providers;

@@ -233,7 +233,11 @@ async fn priced_calls_are_spend_logs_charged_to_the_budget() {
         }
     })
     .await;
-    assert!(ok, "tool calls reach the webhook: {:?}", hooked.lock().unwrap().len());
+    assert!(
+        ok,
+        "tool calls reach the webhook: {:?}",
+        hooked.lock().unwrap().len()
+    );
     let metrics = send("GET", &gw.url("/metrics"), "", &[MASTER]).await.text();
     assert!(
         metrics.contains(r#"sluice_mcp_spend_usd_total{server="local",method="tools/call"} 0.5"#),

@@ -88,7 +88,12 @@ mcp_servers (POST /mcp)"
     );
     for s in &config.mcp.servers {
         let reach = match &s.transport {
-            Transport::Http(h) => {
+            Transport::Http(h) | Transport::Sse(h) => {
+                let kind = if matches!(s.transport, Transport::Sse(_)) {
+                    "sse"
+                } else {
+                    "http"
+                };
                 let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
                 // Scheme and host only: some servers' URLs carry a token in the path.
                 let origin = format!(
@@ -97,9 +102,9 @@ mcp_servers (POST /mcp)"
                     h.url.authority().map_or("", |a| a.as_str()),
                 );
                 if names.is_empty() {
-                    format!("http {origin}")
+                    format!("{kind} {origin}")
                 } else {
-                    format!("http {origin}  (headers: {})", names.join(", "))
+                    format!("{kind} {origin}  (headers: {})", names.join(", "))
                 }
             }
             Transport::Stdio(st) => {

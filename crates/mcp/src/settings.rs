@@ -77,12 +77,15 @@ pub enum Transport {
     Http(HttpServer),
     /// A child process sluice starts, speaking JSON-RPC lines on stdin/stdout.
     Stdio(StdioServer),
+    /// MCP's older HTTP+SSE transport (`transport: sse`, revision 2024-11-05): an event stream
+    /// opened with a GET to `url`, messages POSTed to the endpoint it names.
+    Sse(HttpServer),
 }
 
-/// A streamable HTTP tool server.
+/// A tool server reached over HTTP (streamable HTTP, or the SSE transport).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpServer {
-    /// `url`: the server's MCP endpoint.
+    /// `url`: the server's MCP endpoint (for SSE, the event stream's).
     pub url: http::Uri,
     /// Headers sent with every request: the credential (`auth_type` + `auth_value`) and
     /// `static_headers`. Client headers never reach the server.

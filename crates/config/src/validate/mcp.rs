@@ -1,7 +1,7 @@
 //! `mcp_servers:` → the MCP gateway's settings. Each server is reachable one way (a URL over
-//! streamable HTTP, or a command sluice starts), sends only credentials it can put in a header,
-//! and gets a bounded time and answer size; every bad value is a problem at its path, and
-//! credentials never appear in one.
+//! streamable HTTP or the older SSE transport, or a command sluice starts), sends only
+//! credentials it can put in a header, and gets a bounded time and answer size; every bad
+//! value is a problem at its path, and credentials never appear in one.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +19,9 @@ use crate::raw::{OneOrMany, RawMcpInfo, RawMcpServer};
 
 /// Transports sluice serves, with LiteLLM's spellings of streamable HTTP.
 const TRANSPORTS: [&str; 5] = ["http", "streamable_http", "streamable-http", "stdio", "sse"];
+
+/// The server name `/mcp/sse` would shadow.
+const RESERVED_NAME: &str = "sse";
 
 /// Headers sluice sets itself on every upstream request: a `static_headers` entry may not
 /// replace them.
@@ -51,6 +54,13 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    // `/mcp/sse` is the aggregated SSE stream (as LiteLLM serves it), not a server's route.
+    if name == RESERVED_NAME {
+        p.error(
+            &at,
+            "the server name \"sse\" is reserved: /mcp/sse is the gateway's SSE transport (rename the server)",
+        );
+    }
     if !good_name {
         p.error(
             &at,
@@ -65,7 +75,7 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
         p,
     );
     let transport = match transport? {
-        Kind::Http => {
+        kind @ (Kind::Http | Kind::Sse) => {
             for (key, set) in [
                 ("command", raw.command.is_some()),
                 ("args", raw.args.is_some()),
@@ -78,7 +88,11 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
             let url = url(&at, raw.url, p);
             let mut headers = auth(&at, raw.auth_type, raw.auth_value, p);
             headers.extend(static_headers(&at, raw.static_headers, p));
-            Transport::Http(HttpServer { url: url?, headers })
+            let server = HttpServer { url: url?, headers };
+            match kind {
+                Kind::Sse => Transport::Sse(server),
+                _ => Transport::Http(server),
+            }
         }
         Kind::Stdio => {
             for (key, set) in [
@@ -127,7 +141,7 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
         Some(n) => n,
         None => DEFAULT_MAX_RESPONSE_BYTES,
     };
-    good_name.then_some(ServerSettings {
+    (good_name && name != RESERVED_NAME).then_some(ServerSettings {
         name,
         description: text(raw.description),
         transport,
@@ -166,6 +180,7 @@ fn cost(at: &str, raw: Option<RawMcpInfo>, p: &mut Problems) -> ToolCost {
 
 enum Kind {
     Http,
+    Sse,
     Stdio,
 }
 
@@ -190,13 +205,7 @@ fn transport(
         }
         Some("http" | "streamable_http" | "streamable-http") => Some(Kind::Http),
         Some("stdio") => Some(Kind::Stdio),
-        Some("sse") => {
-            p.error(
-                path,
-                "the SSE transport (MCP's 2024-11-05 revision) is not available in sluice yet; use a server's streamable HTTP endpoint (transport: http)",
-            );
-            None
-        }
+        Some("sse") => Some(Kind::Sse),
         Some(t) => {
             p.error(
                 path,
@@ -213,7 +222,7 @@ fn transport(
 fn url(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<http::Uri> {
     let path = format!("{at}.url");
     let Some(raw) = text(v) else {
-        p.error(path, "a streamable HTTP server needs its `url`");
+        p.error(path, "an HTTP or SSE server needs its `url`");
         return None;
     };
     match raw.trim().parse::<http::Uri>() {
@@ -456,7 +465,10 @@ mcp_servers:
     transport: http
   badurl:
     url: ftp://x
-  old:
+  oldnourl:
+    transport: sse
+    auth_type: bearer_token
+  sse:
     url: http://x/sse
     transport: sse
   typo:
@@ -490,7 +502,9 @@ mcp_servers:
         has("mcp_servers.bad name!", "server name");
         has("mcp_servers.nourl.url", "url");
         has("mcp_servers.badurl.url", "http://");
-        has("mcp_servers.old.transport", "SSE");
+        has("mcp_servers.oldnourl.url", "url");
+        has("mcp_servers.oldnourl.auth_value", "auth_value");
+        has("mcp_servers.sse", "reserved");
         has("mcp_servers.typo.transport", "did you mean");
         has("mcp_servers.noval.auth_value", "auth_value");
         has("mcp_servers.badauth.auth_type", "kerberos");
@@ -499,6 +513,36 @@ mcp_servers:
         has("mcp_servers.nothing", "url");
         has("mcp_servers.t.timeout", "> 0");
         has("mcp_servers.t.max_response_bytes", "> 0");
+    }
+
+    #[test]
+    fn sse_servers_take_the_http_settings() {
+        let loaded = load(
+            r#"
+mcp_servers:
+  legacy:
+    url: http://127.0.0.1:9/sse
+    transport: sse
+    auth_type: api_key
+    auth_value: os.environ/GH_TOKEN
+    static_headers: {X-Org: acme}
+"#,
+        )
+        .unwrap();
+        let s = &loaded.config.mcp.servers[0];
+        let Transport::Sse(h) = &s.transport else {
+            panic!("legacy is sse: {:?}", s.transport)
+        };
+        assert_eq!(h.url, "http://127.0.0.1:9/sse");
+        assert_eq!(h.headers[0].0, "x-api-key");
+        assert_eq!(h.headers[0].1 .0, "ghp-secret");
+        assert_eq!(h.headers[1].0, "x-org");
+        let described = crate::describe(&loaded.config);
+        assert!(
+            described.contains("legacy  → sse http://127.0.0.1:9  (headers: x-api-key, x-org)"),
+            "{described}"
+        );
+        assert!(!described.contains("ghp-secret"));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! matched to it; its time and answer size are bounded by the server's settings.
 
 mod http;
+mod legacy;
 mod sse;
 mod stdio;
 
@@ -88,10 +89,11 @@ pub struct Server {
 enum Link {
     Http(Box<http::HttpLink>),
     Stdio(stdio::StdioLink),
+    Sse(Box<legacy::LegacyLink>),
 }
 
 impl Server {
-    /// Link to a server: an HTTP server is contacted on first use; a stdio server's process
+    /// Link to a server: an HTTP or SSE server is contacted on first use; a stdio server's process
     /// is started now by a supervisor task on the current runtime, restarted with backoff when
     /// it exits, and stopped when this `Server` is dropped.
     pub fn start(settings: ServerSettings, client: UpstreamClient) -> Self {
@@ -100,6 +102,13 @@ impl Server {
                 h,
                 client,
                 settings.max_response_bytes,
+            ))),
+            Transport::Sse(h) => Link::Sse(Box::new(legacy::LegacyLink::new(
+                &settings.name,
+                h,
+                client,
+                settings.max_response_bytes,
+                settings.timeout,
             ))),
             Transport::Stdio(s) => Link::Stdio(stdio::StdioLink::start(
                 &settings.name,
@@ -139,6 +148,7 @@ impl Server {
             match &self.link {
                 Link::Http(h) => h.request(id, body).await,
                 Link::Stdio(s) => s.request(id, body).await,
+                Link::Sse(l) => l.request(id, body).await,
             }
         };
         tokio::time::timeout(timeout, call)
@@ -155,6 +165,7 @@ impl Server {
             match &self.link {
                 Link::Http(h) => h.notify(body).await,
                 Link::Stdio(s) => s.notify(body).await,
+                Link::Sse(l) => l.notify(body).await,
             }
         };
         if let Ok(Err(e)) = tokio::time::timeout(self.settings.timeout, send).await {
