@@ -20,6 +20,7 @@
 //! DELETE ends the session.
 
 mod calls;
+mod relay;
 pub(crate) mod responses;
 mod sessions;
 
@@ -38,14 +39,13 @@ use sluice_core::error::{ApiError, KeyRefusal};
 use sluice_core::limits::{self, SubjectKind};
 use sluice_core::record::RequestRecord;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
-use sluice_mcp::upstream::Reply;
 use sluice_mcp::{Access, Hub, McpSettings};
 use sluice_net::ClientRegistry;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, ResponseBody, Snapshot};
-use calls::{Answer, Ctx};
+use calls::Ctx;
 
 pub use sessions::{Owner, Sessions};
 
@@ -223,21 +223,32 @@ where
             Ok(json(StatusCode::BAD_REQUEST, text))
         }
         Kind::Request => {
+            let request_id: Arc<str> = record.request_id.to_str().unwrap_or("-").into();
+            if let Some(token) = relay::wanted(&parts.headers, msg.params) {
+                return Ok(relay::answer(relay::Call {
+                    recorder: state.recorder().clone(),
+                    gw: Arc::clone(gw),
+                    who,
+                    server: server.map(str::to_owned),
+                    request_id,
+                    session,
+                    id: id.to_owned(),
+                    method: method.to_owned(),
+                    params: msg.params.map(ToOwned::to_owned),
+                    token,
+                }));
+            }
             let call = session.begin(id);
             let ctx = Ctx {
-                state,
+                recorder: state.recorder(),
                 gw,
                 who: &who,
                 server,
-                request_id: record.request_id.to_str().unwrap_or("-").into(),
+                request_id,
                 cancelled: call.token(),
+                notes: None,
             };
-            let text = match ctx.request(method, msg.params).await {
-                Answer::Result(r) => jsonrpc::result(id, &r),
-                Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
-                Answer::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
-                Answer::Error(c, m) => jsonrpc::error(id, c, &m),
-            };
+            let text = ctx.request(method, msg.params).await.into_text(id);
             Ok(json(StatusCode::OK, text))
         }
     }
@@ -311,7 +322,7 @@ fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> St
     let instructions = match server.and_then(|s| gw.hub.server(s)) {
         Some(s) => s.settings.description.clone(),
         None => Some(
-            "sluice MCP gateway: tools of every server you may use, named <server>-<tool>".into(),
+            "sluice MCP gateway: tools, prompts and resources of every server you may use, named <server>-<name>".into(),
         ),
     };
     let mut v = serde_json::json!({
@@ -319,12 +330,10 @@ fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> St
         "capabilities": {
             "tools": { "listChanged": false },
             "prompts": { "listChanged": false },
+            "resources": {},
         },
         "serverInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
     });
-    if server.is_some() {
-        v["capabilities"]["resources"] = serde_json::json!({});
-    }
     if let Some(i) = instructions {
         v["instructions"] = Value::String(i);
     }

@@ -641,12 +641,13 @@ fn ctx<'a>(
     request_id: &HeaderValue,
 ) -> Ctx<'a> {
     Ctx {
-        state,
+        recorder: state.recorder(),
         gw,
         who,
         server: Some(server),
         request_id: request_id.to_str().unwrap_or("-").into(),
         cancelled: CancellationToken::new(),
+        notes: None,
     }
 }
 

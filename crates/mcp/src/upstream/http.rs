@@ -76,7 +76,10 @@ impl HttpLink {
     ) -> Result<Reply, UpstreamError> {
         let body = Bytes::from(body);
         let session = self.session().await?;
-        match self.post(body.clone(), Some(&session), Some(id), notes).await {
+        match self
+            .post(body.clone(), Some(&session), Some(id), notes)
+            .await
+        {
             Err(UpstreamError::Status(404)) if session.id.is_some() => {
                 self.forget(&session).await;
                 let session = self.session().await?;
@@ -90,7 +93,8 @@ impl HttpLink {
     /// Send a notification.
     pub(super) async fn notify(&self, body: String) -> Result<(), UpstreamError> {
         let session = self.session().await?;
-        self.post(Bytes::from(body), Some(&session), None, None).await?;
+        self.post(Bytes::from(body), Some(&session), None, None)
+            .await?;
         Ok(())
     }
 
@@ -116,7 +120,8 @@ impl HttpLink {
             .map_err(|_| UpstreamError::Protocol("bad protocolVersion".into()))?;
         let session = Arc::new(Session { id, version });
         let done = jsonrpc::notification("notifications/initialized", None);
-        self.post(Bytes::from(done), Some(&session), None, None).await?;
+        self.post(Bytes::from(done), Some(&session), None, None)
+            .await?;
         *slot = Some(Arc::clone(&session));
         Ok(session)
     }

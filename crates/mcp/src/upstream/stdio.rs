@@ -366,7 +366,9 @@ done
         assert!(note.contains(r#""progressToken":4"#), "{note}");
         assert!(rx.recv().await.is_none());
         // It dies: the waiter hears at once, and the supervisor starts it again.
-        let died = link.request(2, jsonrpc::request(2, "die", None), None).await;
+        let died = link
+            .request(2, jsonrpc::request(2, "die", None), None)
+            .await;
         assert!(
             matches!(died, Err(UpstreamError::Unavailable(_))),
             "{died:?}"
