@@ -774,3 +774,64 @@ async fn resources_are_aggregated_and_read_by_uri() {
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn progress_streams_as_it_comes_and_leaving_cancels_the_call() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    let session = c.session.clone().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "local-steps", "arguments": {"n": 1, "delay": 1.5},
+        "_meta": {"progressToken": "t"}}})
+    .to_string();
+    let mut sock = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-master\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    // The progress arrives while the tool still works (its result is 1.5 s away).
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+            .await
+            .expect("progress in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.contains("text/event-stream"), "{text}");
+    assert!(!text.contains("stepped"), "{text}");
+    // The client leaves: the call is cancelled at the server and recorded so.
+    drop(sock);
+    let heard = eventually(Duration::from_secs(3), || {
+        let mut one = Client::new(&gw, "/mcp/local", "sk-master");
+        async move {
+            one.initialize().await;
+            let v = one.request("test/cancelled", json!({})).await;
+            v["result"]["cancelled"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        }
+    })
+    .await;
+    assert!(heard, "the server was not told");
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="cancelled"} 1"#),
+        "{m}"
+    );
+}
