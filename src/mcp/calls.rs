@@ -16,8 +16,9 @@ use sluice_core::limits::{self, Nanos};
 use sluice_core::record::{Content, RequestRecord};
 use sluice_core::trace_context::{new_span_id, TraceContext};
 use sluice_mcp::hub::{self, Listing};
+use sluice_mcp::jsonrpc;
 use sluice_mcp::jsonrpc::code;
-use sluice_mcp::upstream::{Reply, Server, UpstreamError};
+use sluice_mcp::upstream::{Notes, Reply, Server, UpstreamError};
 use sluice_mcp::{CallStatus, ToolCall};
 use sluice_telemetry::Recorder;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,9 @@ use super::{McpGateway, Who, FORBIDDEN};
 use crate::auth::Directory;
 use crate::fleet::{Fleet, Settlement};
 use crate::server::AppState;
+
+/// JSON-RPC error code MCP gives a resource that does not exist.
+const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// What a request comes to.
 pub(super) enum Answer {
@@ -59,6 +63,18 @@ impl Env {
     }
 }
 
+impl Answer {
+    /// The JSON-RPC response to the client's request `id` (raw JSON).
+    pub(super) fn into_text(self, id: &str) -> String {
+        match self {
+            Self::Result(r) => jsonrpc::result(id, &r),
+            Self::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
+            Self::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
+            Self::Error(c, m) => jsonrpc::error(id, c, &m),
+        }
+    }
+}
+
 /// One request's surroundings.
 pub(super) struct Ctx<'a> {
     pub(super) env: &'a Env,
@@ -72,6 +88,9 @@ pub(super) struct Ctx<'a> {
     pub(super) trace: Option<SpanParent>,
     /// Fires when the client cancels this request (`notifications/cancelled`, or `DELETE`).
     pub(super) cancelled: CancellationToken,
+    /// Where the tool server's notifications about this request go, when the client takes
+    /// them (it gave a progress token and reads an event stream: `super::relay`).
+    pub(super) notes: Option<Notes>,
 }
 
 /// Where a call's span hangs.
@@ -126,6 +145,11 @@ impl Ctx<'_> {
             "ping" => Answer::Result("{}".into()),
             "tools/list" => self.list(Listing::Tools).await,
             "prompts/list" => self.list(Listing::Prompts).await,
+            "resources/list" if self.server.is_none() => self.list(Listing::Resources).await,
+            "resources/templates/list" if self.server.is_none() => {
+                self.list(Listing::ResourceTemplates).await
+            }
+            "resources/read" if self.server.is_none() => self.read_resource(params).await,
             "tools/call" | "prompts/get" => self.call_named(method, params).await,
             _ => match self.server {
                 // One server alone: everything else passes through to it.
@@ -151,7 +175,7 @@ impl Ctx<'_> {
                 None => Answer::Error(
                     code::METHOD_NOT_FOUND,
                     format!(
-                        "{method} is served per server on /mcp/{{server}}; /mcp aggregates tools and prompts"
+                        "{method} is served per server on /mcp/{{server}}; /mcp aggregates tools, prompts and resources"
                     ),
                 ),
             },
@@ -188,7 +212,7 @@ impl Ctx<'_> {
             async move {
                 let keep = |name: &str| match listing {
                     Listing::Tools => hub::tool_allowed(s, name, rules),
-                    Listing::Prompts => true,
+                    Listing::Prompts | Listing::Resources | Listing::ResourceTemplates => true,
                 };
                 (s, hub::list(s, listing, prefix, keep).await)
             }
@@ -197,7 +221,10 @@ impl Ctx<'_> {
         let mut items = Vec::new();
         for (s, list) in lists {
             match list {
-                Ok(mut l) => items.append(&mut l),
+                Ok(mut l) => {
+                    self.remember_owners(s, listing, &l);
+                    items.append(&mut l);
+                }
                 Err(e) => {
                     tracing::warn!(server = %s.name(), method = listing.method(), error = ?e, "MCP server left out of a list");
                 }
@@ -206,6 +233,62 @@ impl Ctx<'_> {
         let mut result = serde_json::Map::new();
         result.insert(listing.member().into(), Value::Array(items));
         Answer::Result(Value::Object(result).to_string())
+    }
+
+    /// Note which server listed each resource (or template) of an aggregated listing, for
+    /// `resources/read`.
+    fn remember_owners(&self, server: &Server, listing: Listing, items: &[Value]) {
+        let (member, template) = match listing {
+            Listing::Resources => ("uri", false),
+            Listing::ResourceTemplates => ("uriTemplate", true),
+            Listing::Tools | Listing::Prompts => return,
+        };
+        let hub = &self.gw.hub;
+        for uri in items.iter().filter_map(|i| i.get(member)?.as_str()) {
+            if template {
+                hub.remember_template(server.name(), uri);
+            } else {
+                hub.remember_uri(server.name(), uri);
+            }
+        }
+    }
+
+    /// `resources/read` on the aggregate: the URI (passed unchanged) goes to the server that
+    /// listed it, or whose template it fits; one not seen yet is looked for by listing what
+    /// the caller may see. A server the caller may not use is refused and recorded.
+    async fn read_resource(&self, params: Option<&RawValue>) -> Answer {
+        #[derive(Deserialize)]
+        struct P {
+            uri: String,
+        }
+        let Some(P { uri }) = params.and_then(|p| serde_json::from_str(p.get()).ok()) else {
+            return Answer::Error(code::INVALID_PARAMS, "params.uri is required".into());
+        };
+        let shown: String = uri.chars().take(200).collect();
+        let hub = &self.gw.hub;
+        if hub.owner_of(&uri).is_none() {
+            self.list(Listing::Resources).await;
+            self.list(Listing::ResourceTemplates).await;
+        }
+        let Some(server) = hub.owner_of(&uri) else {
+            return Answer::Error(
+                RESOURCE_NOT_FOUND,
+                format!("no MCP server this key may use lists resource \"{shown}\""),
+            );
+        };
+        if !self.who.allows_server(server.name()) {
+            let why = format!("this key may not read resource \"{shown}\"");
+            self.record(
+                server.name(),
+                "resources/read",
+                Some(&shown),
+                Instant::now(),
+                CallStatus::Refused,
+                Some(why.clone()),
+            );
+            return Answer::Error(FORBIDDEN, why);
+        }
+        self.forward(server, "resources/read", params, None).await
     }
 
     /// `tools/call` or `prompts/get`: the name routed to its server, checked, and the call
@@ -293,8 +376,15 @@ impl Ctx<'_> {
             armed: true,
         };
         let name = name.or_else(|| params.and_then(subject_of));
+        // The client's progress token never reaches the server (sluice's one session there
+        // is shared by every caller): sluice's own id for the call stands in for it when the
+        // client takes notifications, else it is left out.
+        let own_token =
+            params.and_then(|p| with_progress_token(p, upstream_id, self.notes.is_some()));
+        let params = own_token.as_deref().or(params);
+        let notes = self.notes.as_ref().filter(|_| own_token.is_some());
         let reply = tokio::select! {
-            r = server.request(upstream_id, method, params) => r,
+            r = server.request_noting(upstream_id, method, params, notes) => r,
             () = self.cancelled.cancelled() => {
                 // The guard tells the server as it drops.
                 self.record(server.name(), method, name.as_deref(), start, CallStatus::Cancelled, None);
@@ -468,6 +558,20 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// `params` with `_meta.progressToken` set to sluice's `token` (`keep`) or removed, when
+/// the client gave one; `None` when it gave none (the common case costs one substring
+/// search).
+fn with_progress_token(params: &RawValue, token: u64, keep: bool) -> Option<Box<RawValue>> {
+    memchr::memmem::find(params.get().as_bytes(), b"\"progressToken\"")?;
+    let mut fields: serde_json::Map<String, Value> = serde_json::from_str(params.get()).ok()?;
+    let meta = fields.get_mut("_meta")?.as_object_mut()?;
+    meta.remove("progressToken")?;
+    if keep {
+        meta.insert("progressToken".into(), Value::from(token));
+    }
+    RawValue::from_string(Value::Object(fields).to_string()).ok()
+}
+
 /// What a passed-through call names: a resource's `uri` or a `name`.
 fn subject_of(params: &RawValue) -> Option<String> {
     #[derive(Deserialize)]
@@ -549,5 +653,19 @@ mod tests {
         );
         assert_eq!(method_label("tools/call"), "tools/call");
         assert_eq!(method_label("x/y"), "other");
+    }
+
+    #[test]
+    fn the_client_progress_token_is_replaced_or_left_out() {
+        let p = raw(r#"{"name":"t","_meta":{"progressToken":"abc","other":1}}"#);
+        let ours: Value =
+            serde_json::from_str(with_progress_token(&p, 7, true).unwrap().get()).unwrap();
+        assert_eq!(ours["_meta"]["progressToken"], 7);
+        assert_eq!(ours["_meta"]["other"], 1);
+        let none: Value =
+            serde_json::from_str(with_progress_token(&p, 7, false).unwrap().get()).unwrap();
+        assert!(none["_meta"].get("progressToken").is_none());
+        assert!(with_progress_token(&raw(r#"{"name":"t"}"#), 7, true).is_none());
+        assert!(with_progress_token(&raw(r#"{"name":"progressToken"}"#), 7, true).is_none());
     }
 }

@@ -230,12 +230,13 @@ impl Call {
                 .clone()
                 .map(|t| SpanParent::Client(Box::new(t))),
             cancelled: cancelled.clone(),
+            notes: None,
         };
         let answer = ctx.request(&self.method, self.params.as_deref()).await;
         drop(call);
         // A cancelled request is not answered (the client said it no longer wants it).
         if !cancelled.is_cancelled() {
-            let _ = outbox.send(super::reply(&self.id, answer)).await;
+            let _ = outbox.send(answer.into_text(&self.id)).await;
         }
     }
 }

@@ -25,6 +25,7 @@
 mod calls;
 pub mod legacy;
 mod modern;
+mod relay;
 pub(crate) mod responses;
 mod sessions;
 pub(crate) mod shared;
@@ -45,14 +46,13 @@ use sluice_core::limits::{self, SubjectKind};
 use sluice_core::record::RequestRecord;
 use sluice_core::trace_context::TraceContext;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
-use sluice_mcp::upstream::Reply;
 use sluice_mcp::{Access, Hub, McpSettings};
 use sluice_net::ClientRegistry;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, ResponseBody, Snapshot};
-use calls::{Answer, Ctx, Env, SpanParent};
+use calls::{Ctx, Env, SpanParent};
 
 pub use sessions::{Owner, Sessions};
 
@@ -251,6 +251,26 @@ where
         Kind::Response => Ok(empty(StatusCode::ACCEPTED)),
         Kind::Invalid => Ok(json(StatusCode::BAD_REQUEST, invalid(id))),
         Kind::Request => {
+            let trace =
+                state.recorder().callbacks().tracing().then(|| {
+                    SpanParent::Client(Box::new(TraceContext::from_headers(&parts.headers)))
+                });
+            if let Some(token) = relay::wanted(&parts.headers, msg.params) {
+                return Ok(relay::answer(relay::Call {
+                    env: Env::of(state),
+                    gw: Arc::clone(gw),
+                    who,
+                    server: server.map(str::to_owned),
+                    request_id: record.request_id.clone(),
+                    route: record.route,
+                    trace,
+                    session,
+                    id: id.to_owned(),
+                    method: method.to_owned(),
+                    params: msg.params.map(ToOwned::to_owned),
+                    token,
+                }));
+            }
             let call = session.begin(id);
             let env = Env::of(state);
             let ctx = Ctx {
@@ -260,13 +280,12 @@ where
                 server,
                 request_id: record.request_id.clone(),
                 route: record.route,
-                trace: state.recorder().callbacks().tracing().then(|| {
-                    SpanParent::Client(Box::new(TraceContext::from_headers(&parts.headers)))
-                }),
+                trace,
                 cancelled: call.token(),
+                notes: None,
             };
-            let answer = ctx.request(method, msg.params).await;
-            Ok(json(StatusCode::OK, reply(id, answer)))
+            let text = ctx.request(method, msg.params).await.into_text(id);
+            Ok(json(StatusCode::OK, text))
         }
     }
 }
@@ -311,16 +330,6 @@ fn notified(session: &sessions::Session, method: &str, params: Option<&RawValue>
         if let Some(rid) = cancelled_id(params) {
             session.cancel(&rid);
         }
-    }
-}
-
-/// The JSON-RPC response to request `id` that a request's work came to.
-fn reply(id: &str, answer: Answer) -> String {
-    match answer {
-        Answer::Result(r) => jsonrpc::result(id, &r),
-        Answer::Raw(Reply::Result(r)) => jsonrpc::result(id, r.get()),
-        Answer::Raw(Reply::Error(e)) => jsonrpc::error_object(id, e.get()),
-        Answer::Error(c, m) => jsonrpc::error(id, c, &m),
     }
 }
 
@@ -393,7 +402,7 @@ fn instructions(gw: &McpGateway, server: Option<&str>) -> Option<String> {
     match server.and_then(|s| gw.hub.server(s)) {
         Some(s) => s.settings.description.clone(),
         None => Some(
-            "sluice MCP gateway: tools of every server you may use, named <server>-<tool>".into(),
+            "sluice MCP gateway: tools, prompts and resources of every server you may use, named <server>-<name>".into(),
         ),
     }
 }
@@ -405,12 +414,10 @@ fn initialize_result(gw: &McpGateway, server: Option<&str>, version: &str) -> St
         "capabilities": {
             "tools": { "listChanged": false },
             "prompts": { "listChanged": false },
+            "resources": {},
         },
         "serverInfo": { "name": "sluice", "version": env!("CARGO_PKG_VERSION") },
     });
-    if server.is_some() {
-        v["capabilities"]["resources"] = serde_json::json!({});
-    }
     if let Some(i) = instructions {
         v["instructions"] = Value::String(i);
     }

@@ -128,6 +128,7 @@ pub(super) async fn serve(
                 // No session to cancel through: the client closes the response instead, which
                 // drops this future.
                 cancelled: CancellationToken::new(),
+                notes: None,
             };
             let params = msg.params.map(handshake_params);
             ctx.request(method, params.as_deref()).await

@@ -663,6 +663,7 @@ fn ctx<'a>(
         route: "/v1/responses",
         trace: trace.map(|t| SpanParent::Request(Box::new(t.clone()))),
         cancelled: CancellationToken::new(),
+        notes: None,
     }
 }
 

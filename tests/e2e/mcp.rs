@@ -628,3 +628,210 @@ async fn time_size_and_cancellation_are_bounded() {
         "{m}"
     );
 }
+
+/// The JSON-RPC messages of an SSE answer, in order.
+fn sse_messages(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .collect();
+            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn progress_and_logs_are_relayed_as_an_event_stream() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    // A stdio server's progress (by token; its log lines concern no request in particular),
+    // and an HTTP server's progress and log messages from the call's answer stream (not the
+    // progress it sends for another token).
+    for (tool, logs) in [("local-steps", 0), ("remote-steps", 1)] {
+        c.next += 1;
+        let call = json!({"jsonrpc": "2.0", "id": c.next, "method": "tools/call", "params": {
+            "name": tool, "arguments": {"n": 3}, "_meta": {"progressToken": "tok-1"}}});
+        let a = c.post(call, &[]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert!(
+            a.header("content-type")
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "{tool}"
+        );
+        let msgs = sse_messages(&a.text());
+        let progress: Vec<&Value> = msgs
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .collect();
+        let steps: Vec<i64> = progress
+            .iter()
+            .map(|p| p["params"]["progress"].as_i64().unwrap())
+            .collect();
+        assert_eq!(steps, [1, 2, 3], "{tool}: {msgs:?}");
+        assert!(
+            progress
+                .iter()
+                .all(|p| p["params"]["progressToken"] == "tok-1"),
+            "{msgs:?}"
+        );
+        let logged = msgs
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count();
+        assert_eq!(logged, logs, "{tool}: {msgs:?}");
+        let last = msgs.last().unwrap();
+        assert_eq!(last["id"], c.next);
+        assert_eq!(last["result"]["content"][0]["text"], "stepped");
+    }
+    // A client that takes only JSON gets the one JSON answer.
+    let session = c.session.clone().unwrap();
+    let a = send(
+        "POST",
+        &gw.url("/mcp"),
+        json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {
+            "name": "local-steps", "arguments": {"n": 2}, "_meta": {"progressToken": 5}}})
+        .to_string(),
+        &[
+            MASTER,
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+            ("mcp-session-id", session.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.header("content-type"), Some("application/json"));
+    assert_eq!(text_of(&a.json()), "stepped");
+}
+
+#[tokio::test]
+async fn resources_are_aggregated_and_read_by_uri() {
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    let init = c.initialize().await;
+    assert!(init["capabilities"]["resources"].is_object(), "{init}");
+    let list = c.request("resources/list", json!({})).await;
+    let listed: Vec<(&str, &str)> = list["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["uri"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("local-note", "mem://note"),
+            ("remote-note", "mem://remote-note")
+        ]
+    );
+    let t = c.request("resources/templates/list", json!({})).await;
+    assert_eq!(
+        t["result"]["resourceTemplates"],
+        json!([{"name": "remote-remote", "uriTemplate": "mem://remote/{id}"}])
+    );
+    for uri in ["mem://note", "mem://remote-note", "mem://remote/7"] {
+        let r = c.request("resources/read", json!({"uri": uri})).await;
+        assert_eq!(r["result"]["contents"][0]["uri"], uri, "{r}");
+        assert_eq!(r["result"]["contents"][0]["text"], "a note", "{r}");
+    }
+    let none = c
+        .request("resources/read", json!({"uri": "mem://nothing"}))
+        .await;
+    assert_eq!(none["error"]["code"], -32002, "{none}");
+
+    // A key limited to one server neither lists nor reads the other's.
+    let key = new_key(
+        &gw,
+        json!({"metadata": {"object_permission": {"mcp_servers": ["local"]}}}),
+    )
+    .await;
+    let mut k = Client::new(&gw, "/mcp", &key);
+    k.initialize().await;
+    let list = k.request("resources/list", json!({})).await;
+    assert_eq!(
+        list["result"]["resources"],
+        json!([{"name": "local-note", "uri": "mem://note"}])
+    );
+    let t = k.request("resources/templates/list", json!({})).await;
+    assert_eq!(t["result"]["resourceTemplates"], json!([]));
+    for uri in ["mem://remote-note", "mem://remote/7"] {
+        let r = k.request("resources/read", json!({"uri": uri})).await;
+        assert_eq!(r["error"]["code"], -32003, "{r}");
+    }
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(r#"sluice_mcp_calls_total{server="remote",method="resources/read",tool="",status="refused"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"sluice_mcp_calls_total{server="remote",method="resources/read",tool="mem://remote-note",status="ok"} 1"#),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn progress_streams_as_it_comes_and_leaving_cancels_the_call() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tools = http_tools().await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    let session = c.session.clone().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "local-steps", "arguments": {"n": 1, "delay": 1.5},
+        "_meta": {"progressToken": "t"}}})
+    .to_string();
+    let mut sock = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-master\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-session-id: {session}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    // The progress arrives while the tool still works (its result is 1.5 s away).
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+            .await
+            .expect("progress in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.contains("text/event-stream"), "{text}");
+    assert!(!text.contains("stepped"), "{text}");
+    // The client leaves: the call is cancelled at the server and recorded so.
+    drop(sock);
+    let heard = eventually(Duration::from_secs(3), || {
+        let mut one = Client::new(&gw, "/mcp/local", "sk-master");
+        async move {
+            one.initialize().await;
+            let v = one.request("test/cancelled", json!({})).await;
+            v["result"]["cancelled"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        }
+    })
+    .await;
+    assert!(heard, "the server was not told");
+    let m = metrics(&gw).await;
+    assert!(
+        m.contains(r#"server="local",method="tools/call",tool="",status="cancelled"} 1"#),
+        "{m}"
+    );
+}

@@ -117,13 +117,75 @@ def test_sdk_handshake_on_one_server_alone(mcp_gateway):
                 init = await s.initialize()
                 assert init.instructions == "tools written with the MCP SDK"
                 names = {t.name for t in (await s.list_tools()).tools}
-                assert names == {"multiply", "shout", "secret_tool"}
+                assert names == {"multiply", "shout", "secret_tool", "count"}
                 r = await s.read_resource("notes://today")
                 assert r.contents[0].text == "ship the MCP gateway"
                 r = await s.call_tool("shout", {"text": "quiet"})
                 assert r.content[0].text == "QUIET"
 
     asyncio.run(run())
+
+
+def test_progress_and_logs_reach_the_sdk_client_through_sluice(mcp_gateway):
+    """A call with a progress callback: sluice answers it as an event stream carrying the tool
+    server's progress (under the client's own token) and log messages, from the SDK's stdio
+    server (ctx.report_progress) and from the streamable HTTP server."""
+
+    async def run():
+        seen, logs = [], []
+
+        async def on_progress(progress, total, message):
+            seen.append((progress, total))
+
+        async def on_log(params):
+            logs.append(params.data)
+
+        async with Client(_transport(mcp_gateway, MASTER_KEY), logging_callback=on_log) as c:
+            r = await c.call_tool("sdk-count", {"n": 3}, progress_callback=on_progress)
+            assert r.content[0].text == "counted 3"
+            assert seen == [(1, 3), (2, 3), (3, 3)], seen
+            seen.clear()
+            r = await c.call_tool("remote-steps", {"n": 2}, progress_callback=on_progress)
+            assert r.content[0].text == "stepped"
+            assert seen == [(1, 2), (2, 2)], seen
+            assert "stepping 2" in logs, logs
+            # Without a callback the answer is the plain JSON one, and still right.
+            r = await c.call_tool("sdk-count", {"n": 2})
+            assert r.content[0].text == "counted 2"
+
+    asyncio.run(run())
+
+
+def test_resources_of_every_server_on_the_aggregate(mcp_gateway):
+    """resources/list and resources/templates/list on /mcp gather every server's (names
+    prefixed, URIs unchanged), and resources/read reaches the server that listed the URI; a
+    key limited to one server neither sees nor reads the other's."""
+
+    async def run(key):
+        async with Client(_transport(mcp_gateway, key)) as c:
+            listed = {r.name: str(r.uri) for r in (await c.list_resources()).resources}
+            templates = {t.name: t.uri_template for t in (await c.list_resource_templates()).resource_templates}
+            reads = {}
+            for uri in listed.values():
+                reads[uri] = (await c.read_resource(uri)).contents[0].text
+            refused = None
+            try:
+                await c.read_resource("mem://remote-note")
+            except MCPError as e:
+                refused = str(e)
+            return listed, templates, reads, refused
+
+    listed, templates, reads, refused = asyncio.run(run(MASTER_KEY))
+    assert listed == {"sdk-today": "notes://today", "remote-note": "mem://remote-note"}, listed
+    assert templates == {"remote-remote": "mem://remote/{id}"}, templates
+    assert reads == {"notes://today": "ship the MCP gateway", "mem://remote-note": "a note"}, reads
+    assert refused is None
+
+    key = _admin(mcp_gateway, "/key/generate", {"object_permission": {"mcp_servers": ["sdk"]}})["key"]
+    listed, templates, reads, refused = asyncio.run(run(key))
+    assert listed == {"sdk-today": "notes://today"}, listed
+    assert templates == {}, templates
+    assert refused and "may not read" in refused, refused
 
 
 def test_key_permissions_narrow_and_refuse(mcp_gateway):

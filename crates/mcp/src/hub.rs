@@ -2,7 +2,8 @@
 //! by their server (`github-create_issue`), filtered by the server's tool lists and the
 //! caller's permissions, and a prefixed name routed back to its server.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -19,12 +20,26 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// that never stops paging).
 const MAX_PAGES: usize = 20;
 
+/// Resource URIs remembered with the server that listed them (a bound: past it the memory
+/// starts again, and the next read of an unknown URI lists again).
+const MAX_OWNED_URIS: usize = 100_000;
+
 /// The tool servers, started from one config.
 #[derive(Debug)]
 pub struct Hub {
     /// By name, in name order.
     servers: Vec<Arc<Server>>,
     settings: McpSettings,
+    /// Which server listed each resource URI, and the fixed start of each resource template
+    /// (before its first `{`), so that a `resources/read` on the aggregate reaches the
+    /// server that owns the URI (URIs pass unchanged: clients show and keep them as given).
+    owners: Mutex<Owners>,
+}
+
+#[derive(Debug, Default)]
+struct Owners {
+    uris: HashMap<String, usize>,
+    templates: Vec<(String, usize)>,
 }
 
 impl Hub {
@@ -40,7 +55,53 @@ impl Hub {
         Self {
             servers,
             settings: settings.clone(),
+            owners: Mutex::default(),
         }
+    }
+
+    /// Remember that `server` listed resource `uri`.
+    pub fn remember_uri(&self, server: &str, uri: &str) {
+        let Some(i) = self.index(server) else { return };
+        let mut owners = lock(&self.owners);
+        if owners.uris.len() >= MAX_OWNED_URIS {
+            owners.uris.clear();
+        }
+        owners.uris.entry(uri.to_owned()).or_insert(i);
+    }
+
+    /// Remember that `server` listed resource template `template` (RFC 6570).
+    pub fn remember_template(&self, server: &str, template: &str) {
+        let Some(i) = self.index(server) else { return };
+        let start = template.split('{').next().unwrap_or_default();
+        if start.is_empty() {
+            return;
+        }
+        let mut owners = lock(&self.owners);
+        if owners.templates.len() >= MAX_OWNED_URIS {
+            owners.templates.clear();
+        }
+        if !owners.templates.iter().any(|(t, _)| t == start) {
+            owners.templates.push((start.to_owned(), i));
+        }
+    }
+
+    /// The server that listed `uri`, else the one whose template's fixed start is the
+    /// longest that `uri` begins with.
+    pub fn owner_of(&self, uri: &str) -> Option<&Arc<Server>> {
+        let owners = lock(&self.owners);
+        let i = owners.uris.get(uri).copied().or_else(|| {
+            owners
+                .templates
+                .iter()
+                .filter(|(start, _)| uri.starts_with(start.as_str()))
+                .max_by_key(|(start, _)| start.len())
+                .map(|(_, i)| *i)
+        })?;
+        self.servers.get(i)
+    }
+
+    fn index(&self, name: &str) -> Option<usize> {
+        self.servers.binary_search_by(|s| s.name().cmp(name)).ok()
     }
 
     /// The settings it was started from (a reload that leaves them keeps the running hub).
@@ -81,6 +142,10 @@ pub enum Listing {
     Tools,
     /// `prompts/list` → `prompts[].name`.
     Prompts,
+    /// `resources/list` → `resources[].name` (each with its `uri`).
+    Resources,
+    /// `resources/templates/list` → `resourceTemplates[].name` (each with its `uriTemplate`).
+    ResourceTemplates,
 }
 
 impl Listing {
@@ -89,6 +154,8 @@ impl Listing {
         match self {
             Self::Tools => "tools/list",
             Self::Prompts => "prompts/list",
+            Self::Resources => "resources/list",
+            Self::ResourceTemplates => "resources/templates/list",
         }
     }
 
@@ -97,6 +164,8 @@ impl Listing {
         match self {
             Self::Tools => "tools",
             Self::Prompts => "prompts",
+            Self::Resources => "resources",
+            Self::ResourceTemplates => "resourceTemplates",
         }
     }
 }
@@ -166,6 +235,13 @@ pub fn tool_allowed(server: &Server, tool: &str, access: &[&Access]) -> bool {
     server.settings.tools.allows(tool) && access.iter().all(|a| a.allows_tool(server.name(), tool))
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +277,23 @@ mod tests {
         assert!(hub.route("slack-post").is_none());
         assert!(hub.route("fs").is_none());
         assert_eq!(hub.server("fs").unwrap().name(), "fs");
+    }
+
+    #[tokio::test]
+    async fn a_resource_uri_routes_to_the_server_that_listed_it() {
+        let settings = McpSettings {
+            servers: vec![stdio("gh"), stdio("fs")],
+        };
+        let hub = Hub::start(&settings, &ClientRegistry::new(1));
+        hub.remember_uri("fs", "file:///a");
+        hub.remember_uri("gh", "file:///a");
+        hub.remember_template("gh", "repo://{owner}/{name}");
+        hub.remember_template("fs", "repo://local/{name}");
+        hub.remember_uri("nobody", "x://y");
+        assert_eq!(hub.owner_of("file:///a").unwrap().name(), "fs");
+        assert_eq!(hub.owner_of("repo://me/x").unwrap().name(), "gh");
+        assert_eq!(hub.owner_of("repo://local/x").unwrap().name(), "fs");
+        assert!(hub.owner_of("file:///b").is_none());
+        assert!(hub.owner_of("x://y").is_none());
     }
 }

@@ -1,7 +1,7 @@
 """A stdio tool server written with the official MCP SDK (MCPServer, FastMCP's successor),
 started and supervised by sluice in test_mcp.py."""
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("sdk-tools")
 
@@ -22,6 +22,15 @@ def shout(text: str) -> str:
 def secret_tool() -> str:
     """a tool keys are not given"""
     return "classified"
+
+
+@server.tool()
+async def count(n: int, ctx: Context) -> str:
+    """count to n, reporting each step as progress and logging the end"""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+    await ctx.info(f"counted to {n}")
+    return f"counted {n}"
 
 
 @server.prompt()

@@ -15,6 +15,7 @@ use sluice_net::client::UpstreamClient;
 use sluice_net::SegmentsBody;
 use tokio::sync::Mutex;
 
+use super::notes::{self, Notes};
 use super::sse::Events;
 use super::{initialize_params, negotiated_version, Reply, UpstreamError};
 use crate::jsonrpc::{self, Message};
@@ -65,15 +66,24 @@ impl HttpLink {
         }
     }
 
-    /// Send request `id` and read its answer; a forgotten session is opened again once.
-    pub(super) async fn request(&self, id: u64, body: String) -> Result<Reply, UpstreamError> {
+    /// Send request `id` and read its answer (its notifications to `notes`); a forgotten
+    /// session is opened again once.
+    pub(super) async fn request(
+        &self,
+        id: u64,
+        body: String,
+        notes: Option<&Notes>,
+    ) -> Result<Reply, UpstreamError> {
         let body = Bytes::from(body);
         let session = self.session().await?;
-        match self.post(body.clone(), Some(&session), Some(id)).await {
+        match self
+            .post(body.clone(), Some(&session), Some(id), notes)
+            .await
+        {
             Err(UpstreamError::Status(404)) if session.id.is_some() => {
                 self.forget(&session).await;
                 let session = self.session().await?;
-                self.post(body, Some(&session), Some(id)).await?.1
+                self.post(body, Some(&session), Some(id), notes).await?.1
             }
             other => other?.1,
         }
@@ -83,7 +93,8 @@ impl HttpLink {
     /// Send a notification.
     pub(super) async fn notify(&self, body: String) -> Result<(), UpstreamError> {
         let session = self.session().await?;
-        self.post(Bytes::from(body), Some(&session), None).await?;
+        self.post(Bytes::from(body), Some(&session), None, None)
+            .await?;
         Ok(())
     }
 
@@ -94,7 +105,7 @@ impl HttpLink {
             return Ok(Arc::clone(s));
         }
         let body = jsonrpc::request(0, "initialize", Some(&initialize_params()));
-        let (id, reply) = self.post(Bytes::from(body), None, Some(0)).await?;
+        let (id, reply) = self.post(Bytes::from(body), None, Some(0), None).await?;
         let version = match reply {
             Some(Reply::Result(r)) => negotiated_version(&r)?,
             Some(Reply::Error(e)) => {
@@ -109,7 +120,8 @@ impl HttpLink {
             .map_err(|_| UpstreamError::Protocol("bad protocolVersion".into()))?;
         let session = Arc::new(Session { id, version });
         let done = jsonrpc::notification("notifications/initialized", None);
-        self.post(Bytes::from(done), Some(&session), None).await?;
+        self.post(Bytes::from(done), Some(&session), None, None)
+            .await?;
         *slot = Some(Arc::clone(&session));
         Ok(session)
     }
@@ -122,13 +134,15 @@ impl HttpLink {
         }
     }
 
-    /// POST one message; with `want` set, read the answer until the response with that id.
-    /// Returns the session id the server named, if any.
+    /// POST one message; with `want` set, read the answer until the response with that id
+    /// (the notifications before it about that request go to `notes`). Returns the session
+    /// id the server named, if any.
     async fn post(
         &self,
         body: Bytes,
         session: Option<&Session>,
         want: Option<u64>,
+        notes: Option<&Notes>,
     ) -> Result<(Option<HeaderValue>, Option<Reply>), UpstreamError> {
         let mut req = Request::builder()
             .method(Method::POST)
@@ -181,7 +195,7 @@ impl HttpLink {
                 continue;
             }
             for event in events.feed(&data) {
-                if let Some(reply) = response_to(event.as_bytes(), want)? {
+                if let Some(reply) = response_to(event.as_bytes(), want, notes)? {
                     return Ok((id, Some(reply)));
                 }
             }
@@ -191,7 +205,7 @@ impl HttpLink {
                 "the event stream ended without the response".into(),
             ));
         }
-        match response_to(&whole, want)? {
+        match response_to(&whole, want, None)? {
             Some(reply) => Ok((id, Some(reply))),
             None => Err(UpstreamError::Protocol(
                 "the answer is not the response to the request".into(),
@@ -200,18 +214,27 @@ impl HttpLink {
     }
 }
 
-/// The reply in `text` when it is the response to request `want` (other messages on a
-/// stream, such as progress notifications, are passed over).
-fn response_to(text: &[u8], want: u64) -> Result<Option<Reply>, UpstreamError> {
+/// The reply in `text` when it is the response to request `want`; a notification about
+/// that request (its progress, a log message) goes to `notes`, other messages on a stream
+/// are passed over.
+fn response_to(
+    text: &[u8],
+    want: u64,
+    notes: Option<&Notes>,
+) -> Result<Option<Reply>, UpstreamError> {
     let Some(m) = Message::parse(text) else {
         return Err(UpstreamError::Protocol("not a JSON-RPC message".into()));
     };
     let ours = m.method.is_none() && m.id.is_some_and(|id| id.get() == want.to_string());
     if ours {
-        Reply::of(&m).map(Some)
-    } else {
-        Ok(None)
+        return Reply::of(&m).map(Some);
     }
+    if let Some(notes) = notes {
+        if m.id.is_none() && notes::for_request(&m, want) {
+            notes.offer(text);
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -221,14 +244,29 @@ mod tests {
     #[test]
     fn only_our_response_is_taken() {
         let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#;
-        assert!(response_to(progress, 3).unwrap().is_none());
+        assert!(response_to(progress, 3, None).unwrap().is_none());
         let other = br#"{"jsonrpc":"2.0","id":4,"result":{}}"#;
-        assert!(response_to(other, 3).unwrap().is_none());
+        assert!(response_to(other, 3, None).unwrap().is_none());
         let ours = br#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"m"}}"#;
         assert!(matches!(
-            response_to(ours, 3).unwrap(),
+            response_to(ours, 3, None).unwrap(),
             Some(Reply::Error(_))
         ));
-        assert!(response_to(b"nope", 3).is_err());
+        assert!(response_to(b"nope", 3, None).is_err());
+    }
+
+    #[tokio::test]
+    async fn notes_about_the_request_are_handed_over() {
+        let (notes, mut rx) = Notes::channel(4);
+        let mine = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#;
+        let theirs = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":9,"progress":1}}"#;
+        let log = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}"#;
+        for text in [&mine[..], &theirs[..], &log[..]] {
+            assert!(response_to(text, 3, Some(&notes)).unwrap().is_none());
+        }
+        drop(notes);
+        assert_eq!(rx.recv().await.unwrap().as_bytes(), mine);
+        assert_eq!(rx.recv().await.unwrap().as_bytes(), log);
+        assert!(rx.recv().await.is_none());
     }
 }

@@ -5,6 +5,7 @@
 
 mod http;
 mod legacy;
+pub mod notes;
 mod sse;
 mod stdio;
 
@@ -16,6 +17,7 @@ use sluice_net::client::UpstreamClient;
 
 use crate::jsonrpc;
 use crate::settings::{ServerSettings, Transport};
+pub use notes::Notes;
 
 /// The protocol revision sluice asks tool servers for (the last with the `initialize`
 /// handshake; servers answer with the one they speak).
@@ -142,12 +144,25 @@ impl Server {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<Reply, UpstreamError> {
+        self.request_noting(id, method, params, None).await
+    }
+
+    /// [`Server::request`], handing the server's notifications about it to `notes` as they
+    /// arrive: its progress (when `params` name `id` as the progress token) and its log
+    /// messages (on an HTTP answer stream; a stdio server's are not tied to a request).
+    pub async fn request_noting(
+        &self,
+        id: u64,
+        method: &str,
+        params: Option<&RawValue>,
+        notes: Option<&Notes>,
+    ) -> Result<Reply, UpstreamError> {
         let body = jsonrpc::request(id, method, params.map(RawValue::get));
         let timeout = self.settings.timeout;
         let call = async {
             match &self.link {
-                Link::Http(h) => h.request(id, body).await,
-                Link::Stdio(s) => s.request(id, body).await,
+                Link::Http(h) => h.request(id, body, notes).await,
+                Link::Stdio(s) => s.request(id, body, notes).await,
                 Link::Sse(l) => l.request(id, body).await,
             }
         };

@@ -14,6 +14,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::notes::{self, Notes};
 use super::{initialize_params, negotiated_version, Reply, UpstreamError};
 use crate::jsonrpc::{self, Message};
 use crate::settings::StdioServer;
@@ -26,12 +27,15 @@ const HEALTHY_RUN: Duration = Duration::from_secs(60);
 const WRITE_QUEUE: usize = 64;
 
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Reply, UpstreamError>>>>>;
+/// Where the progress of each request that asked for it goes, by its id (its token).
+type Listeners = Arc<Mutex<HashMap<u64, Notes>>>;
 
 /// One running child: where to write, and who waits for which id.
 #[derive(Debug)]
 struct Conn {
     tx: mpsc::Sender<String>,
     waiters: Waiters,
+    listeners: Listeners,
 }
 
 /// sluice's link to one stdio server.
@@ -76,15 +80,21 @@ impl StdioLink {
             .ok_or_else(|| UpstreamError::Unavailable("not running".into()))
     }
 
-    pub(super) async fn request(&self, id: u64, body: String) -> Result<Reply, UpstreamError> {
+    /// Send request `id` and wait for its answer; its progress (by token) goes to `notes`.
+    pub(super) async fn request(
+        &self,
+        id: u64,
+        body: String,
+        notes: Option<&Notes>,
+    ) -> Result<Reply, UpstreamError> {
         let conn = self.conn().await?;
         let (tx, rx) = oneshot::channel();
         lock(&conn.waiters).insert(id, tx);
-        // The waiter leaves the map however this ends (answered, timed out, dropped).
-        let _forget = Forget {
-            waiters: &conn.waiters,
-            id,
-        };
+        if let Some(n) = notes {
+            lock(&conn.listeners).insert(id, n.clone());
+        }
+        // The waiter leaves the maps however this ends (answered, timed out, dropped).
+        let _forget = Forget { conn: &conn, id };
         conn.tx
             .send(body)
             .await
@@ -103,13 +113,14 @@ impl StdioLink {
 }
 
 struct Forget<'a> {
-    waiters: &'a Waiters,
+    conn: &'a Conn,
     id: u64,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        lock(self.waiters).remove(&self.id);
+        lock(&self.conn.waiters).remove(&self.id);
+        lock(&self.conn.listeners).remove(&self.id);
     }
 }
 
@@ -163,9 +174,11 @@ impl Supervisor {
         };
         let waiters = Waiters::default();
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let listeners = Listeners::default();
         let conn = Arc::new(Conn {
             tx,
             waiters: Arc::clone(&waiters),
+            listeners: Arc::clone(&listeners),
         });
         let ended = tokio::select! {
             status = child.wait() => match status {
@@ -173,7 +186,7 @@ impl Supervisor {
                 Err(e) => format!("wait failed: {e}"),
             },
             why = write_lines(stdin, rx) => why,
-            why = read_lines(stdout, &waiters, &conn.tx, self.max_bytes) => why,
+            why = read_lines(stdout, &waiters, &listeners, &conn.tx, self.max_bytes) => why,
             why = self.open(&conn) => why,
         };
         // Whoever still waits learns now, not at their timeout.
@@ -239,11 +252,14 @@ async fn write_lines(mut stdin: ChildStdin, mut rx: mpsc::Receiver<String>) -> S
 }
 
 /// Read the child's messages: responses go to their waiters; requests from the server (it
-/// may ask its client for sampling or roots) are refused; notifications are dropped (they
-/// concern sluice's own session upstream). A line longer than the bound ends the run.
+/// may ask its client for sampling or roots) are refused; progress goes to the request whose
+/// id is its token, when that request listens; other notifications are dropped (they concern
+/// sluice's own session upstream, or no request in particular). A line longer than the
+/// bound ends the run.
 async fn read_lines(
     stdout: ChildStdout,
     waiters: &Waiters,
+    listeners: &Listeners,
     tx: &mpsc::Sender<String>,
     max_bytes: usize,
 ) -> String {
@@ -289,6 +305,13 @@ async fn read_lines(
                 );
                 let _ = tx.try_send(refusal);
             }
+            jsonrpc::Kind::Notification if m.method == Some(notes::PROGRESS) => {
+                let listener = notes::progress_token(&m)
+                    .and_then(|token| lock(listeners).get(&token).cloned());
+                if let Some(n) = listener {
+                    n.offer(text);
+                }
+            }
             jsonrpc::Kind::Notification | jsonrpc::Kind::Invalid => {}
         }
     }
@@ -309,6 +332,7 @@ while IFS= read -r line; do
   case "$line" in
     *'"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}\n' "$id" ;;
     *'"die"'*) exit 3 ;;
+    *'"work"'*) printf '{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}\n{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":999,"progress":1}}\n{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" "$id" ;;
     *) printf '{"jsonrpc":"2.0","id":%s,"result":{"env":"%s"}}\n' "$id" "$(env | grep -c .)" ;;
   esac
 done
@@ -324,20 +348,32 @@ done
     async fn serves_restarts_and_keeps_the_environment_minimal() {
         let link = StdioLink::start("t", echo_server(), 1 << 20, Duration::from_secs(5));
         let body = |id| jsonrpc::request(id, "tools/list", None);
-        let Reply::Result(r) = link.request(1, body(1)).await.unwrap() else {
+        let Reply::Result(r) = link.request(1, body(1), None).await.unwrap() else {
             panic!("an error");
         };
         // `ONLY` and the few variables sh sets itself (PWD, SHLVL, _), nothing of ours.
         let env: serde_json::Value = serde_json::from_str(r.get()).unwrap();
         let n: u32 = env["env"].as_str().unwrap().parse().unwrap();
         assert!(n <= 4, "the child saw {n} variables");
+        // Progress with the request's id as its token reaches the request; other tokens not.
+        let (notes, mut rx) = Notes::channel(4);
+        let worked = link
+            .request(4, jsonrpc::request(4, "work", None), Some(&notes))
+            .await;
+        assert!(matches!(worked, Ok(Reply::Result(_))), "{worked:?}");
+        drop(notes);
+        let note = rx.recv().await.unwrap();
+        assert!(note.contains(r#""progressToken":4"#), "{note}");
+        assert!(rx.recv().await.is_none());
         // It dies: the waiter hears at once, and the supervisor starts it again.
-        let died = link.request(2, jsonrpc::request(2, "die", None)).await;
+        let died = link
+            .request(2, jsonrpc::request(2, "die", None), None)
+            .await;
         assert!(
             matches!(died, Err(UpstreamError::Unavailable(_))),
             "{died:?}"
         );
-        let again = tokio::time::timeout(Duration::from_secs(5), link.request(3, body(3)))
+        let again = tokio::time::timeout(Duration::from_secs(5), link.request(3, body(3), None))
             .await
             .unwrap();
         assert!(matches!(again, Ok(Reply::Result(_))), "{again:?}");
@@ -357,7 +393,7 @@ done
         );
         let r = tokio::time::timeout(
             Duration::from_millis(600),
-            link.request(1, jsonrpc::request(1, "tools/list", None)),
+            link.request(1, jsonrpc::request(1, "tools/list", None), None),
         )
         .await;
         assert!(
