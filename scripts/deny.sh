@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-deny >/dev/null || cargo install --locked cargo-deny
+# `--offline` reads the metadata of every package in Cargo.lock, those of other platforms too
+# (wasm, Windows), which a build on this one never downloads: fetch them (the registry is
+# reachable; a fresh machine has only what its builds needed).
+cargo fetch --locked >/dev/null
 cargo deny --offline check --hide-inclusion-graph licenses bans sources
 
 db_root="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
