@@ -196,10 +196,10 @@ where
     };
     // The stateless revision: no session; its own envelope (`modern.rs`).
     if modern::is_modern(&parts.headers, &msg) {
-        let out = modern::serve(
+        let resp = modern::serve(
             state,
             gw,
-            &who,
+            who,
             server,
             &parts.headers,
             &msg,
@@ -207,11 +207,8 @@ where
             record.route,
         )
         .await;
-        record.status = out.status.as_u16();
-        return Ok(match out.body {
-            Some(text) => json(out.status, text),
-            None => empty(out.status),
-        });
+        record.status = resp.status().as_u16();
+        return Ok(resp);
     }
     // 5. The session.
     let method = msg.method.unwrap_or_default();
@@ -264,7 +261,8 @@ where
                     request_id: record.request_id.clone(),
                     route: record.route,
                     trace,
-                    session,
+                    session: Some(session),
+                    era: relay::Era::Handshake,
                     id: id.to_owned(),
                     method: method.to_owned(),
                     params: msg.params.map(ToOwned::to_owned),

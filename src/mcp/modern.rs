@@ -12,8 +12,10 @@
 //! envelope and cancellation differ. A modern client cancels by closing the response, which
 //! drops the call's future and tells the tool server (`calls::CancelOnDrop`).
 
+use std::sync::Arc;
+
 use base64::Engine as _;
-use http::{HeaderMap, HeaderName, StatusCode};
+use http::{HeaderMap, HeaderName, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -23,8 +25,8 @@ use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::upstream::Reply;
 
 use super::calls::{Answer, Ctx, Env, SpanParent};
-use super::{McpGateway, Who, VERSIONS};
-use crate::server::AppState;
+use super::{relay, McpGateway, Who, VERSIONS};
+use crate::server::{AppState, ResponseBody};
 
 /// The modern revisions sluice serves.
 pub(super) const MODERN: [&str; 1] = ["2026-07-28"];
@@ -66,6 +68,20 @@ pub(super) struct Outgoing {
     pub(super) body: Option<String>,
 }
 
+impl Outgoing {
+    /// The JSON-RPC text alone (an event of a relayed call's stream, whose status is sent).
+    pub(super) fn text(self) -> String {
+        self.body.unwrap_or_default()
+    }
+
+    fn into_response(self) -> Response<ResponseBody> {
+        match self.body {
+            Some(text) => super::json(self.status, text),
+            None => super::empty(self.status),
+        }
+    }
+}
+
 /// Answer one modern message.
 #[expect(
     clippy::too_many_arguments,
@@ -73,67 +89,109 @@ pub(super) struct Outgoing {
 )]
 pub(super) async fn serve(
     state: &AppState,
-    gw: &McpGateway,
-    who: &Who,
+    gw: &Arc<McpGateway>,
+    who: Who,
     server: Option<&str>,
     headers: &HeaderMap,
     msg: &Message<'_>,
     request_id: &http::HeaderValue,
     route: &'static str,
-) -> Outgoing {
+) -> Response<ResponseBody> {
+    answer(state, gw, who, server, headers, msg, request_id, route)
+        .await
+        .unwrap_or_else(Outgoing::into_response)
+}
+
+/// The response, or what to answer with when there is no call to run (`Err`).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the request's pieces, as the handshake path has them"
+)]
+async fn answer(
+    state: &AppState,
+    gw: &Arc<McpGateway>,
+    who: Who,
+    server: Option<&str>,
+    headers: &HeaderMap,
+    msg: &Message<'_>,
+    request_id: &http::HeaderValue,
+    route: &'static str,
+) -> Result<Response<ResponseBody>, Outgoing> {
     let id = msg.id.map_or("null", RawValue::get);
     let method = msg.method.unwrap_or_default();
     match msg.kind() {
         // The revision defines no client notification over HTTP (a client cancels by closing
         // the stream); one sent anyway is acknowledged and dropped, as the SDKs do.
         Kind::Notification => {
-            return Outgoing {
+            return Err(Outgoing {
                 status: StatusCode::ACCEPTED,
                 body: None,
-            }
+            })
         }
         Kind::Request => {}
         Kind::Response | Kind::Invalid => {
-            return error(id, code::INVALID_REQUEST, "expected a request", None);
+            return Err(error(id, code::INVALID_REQUEST, "expected a request", None));
         }
     }
-    if let Err(e) = check(headers, msg, method) {
-        return e.reply(id);
-    }
+    check(headers, msg, method).map_err(|e| e.reply(id))?;
     let answer = match method {
         "server/discover" => Answer::Result(discover(gw, server)),
         // Removed by the revision (and the handshake with it).
         "initialize" | "ping" | "logging/setLevel" | "subscriptions/listen" => {
-            return error(
+            return Err(error(
                 id,
                 code::METHOD_NOT_FOUND,
                 &format!("{method} is not served at this protocol revision"),
                 None,
-            );
+            ));
         }
         _ => {
             let env = Env::of(state);
+            let trace = state.recorder().callbacks().tracing().then(|| {
+                SpanParent::Client(Box::new(
+                    sluice_core::trace_context::TraceContext::from_headers(headers),
+                ))
+            });
+            let params = msg.params.map(handshake_params);
+            // A call that asks for progress, from a client that reads event streams: relayed.
+            if let Some(token) = relay::wanted(headers, params.as_deref()) {
+                return Ok(relay::answer(relay::Call {
+                    env,
+                    gw: Arc::clone(gw),
+                    who,
+                    server: server.map(str::to_owned),
+                    request_id: request_id.clone(),
+                    route,
+                    trace,
+                    session: None,
+                    era: relay::Era::Stateless,
+                    id: id.to_owned(),
+                    method: method.to_owned(),
+                    params,
+                    token,
+                }));
+            }
             let ctx = Ctx {
                 env: &env,
                 gw,
-                who,
+                who: &who,
                 server,
                 request_id: request_id.clone(),
                 route,
-                trace: state.recorder().callbacks().tracing().then(|| {
-                    SpanParent::Client(Box::new(
-                        sluice_core::trace_context::TraceContext::from_headers(headers),
-                    ))
-                }),
+                trace,
                 // No session to cancel through: the client closes the response instead, which
                 // drops this future.
                 cancelled: CancellationToken::new(),
                 notes: None,
             };
-            let params = msg.params.map(handshake_params);
             ctx.request(method, params.as_deref()).await
         }
     };
+    Err(answered(id, method, answer))
+}
+
+/// The response a request's work came to, in the revision's envelope.
+pub(super) fn answered(id: &str, method: &str, answer: Answer) -> Outgoing {
     match answer {
         Answer::Result(r) => complete(id, method, &r),
         Answer::Raw(Reply::Result(r)) => complete(id, method, r.get()),

@@ -23,6 +23,7 @@ use serde_json::Value;
 use sluice_mcp::upstream::notes::PROGRESS;
 use sluice_mcp::upstream::Notes;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::calls::{Ctx, Env, SpanParent};
 use super::sessions::Session;
@@ -71,13 +72,26 @@ pub(super) struct Call {
     pub(super) request_id: HeaderValue,
     pub(super) route: &'static str,
     pub(super) trace: Option<SpanParent>,
-    pub(super) session: Arc<Session>,
+    /// The handshake era's session (its cancellations reach the call); none in the stateless
+    /// revision, where the client cancels by closing the stream.
+    pub(super) session: Option<Arc<Session>>,
+    /// Which revision's envelope the response takes.
+    pub(super) era: Era,
     /// The client's JSON-RPC id (raw JSON).
     pub(super) id: String,
     pub(super) method: String,
     pub(super) params: Option<Box<RawValue>>,
     /// The client's progress token (raw JSON).
     pub(super) token: Box<RawValue>,
+}
+
+/// The protocol era a relayed call answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Era {
+    /// `initialize` and sessions: the response as the work came to it.
+    Handshake,
+    /// `2026-07-28`: the response in the stateless revision's envelope (`modern.rs`).
+    Stateless,
 }
 
 /// Start the call and answer with its event stream.
@@ -96,8 +110,11 @@ pub(super) fn answer(call: Call) -> Response<ResponseBody> {
 
 async fn run(mut call: Call, out: mpsc::Sender<Bytes>) {
     let (notes, mut heard) = Notes::channel(NOTES_QUEUE);
-    let in_flight = call.session.begin(&call.id);
-    let cancel = in_flight.token();
+    let session = call.session.take();
+    let in_flight = session.as_ref().map(|s| s.begin(&call.id));
+    let cancel = in_flight
+        .as_ref()
+        .map_or_else(CancellationToken::new, |f| f.token());
     let ctx = Ctx {
         env: &call.env,
         gw: &call.gw,
@@ -106,7 +123,7 @@ async fn run(mut call: Call, out: mpsc::Sender<Bytes>) {
         request_id: call.request_id.clone(),
         route: call.route,
         trace: call.trace.take(),
-        cancelled: in_flight.token(),
+        cancelled: cancel.clone(),
         notes: Some(notes),
     };
     let answer = ctx.request(&call.method, call.params.as_deref());
@@ -129,7 +146,11 @@ async fn run(mut call: Call, out: mpsc::Sender<Bytes>) {
     while let Ok(note) = heard.try_recv() {
         let _ = out.try_send(event(&for_client(&note, &call.token)));
     }
-    let _ = out.send(event(&answer.into_text(&call.id))).await;
+    let text = match call.era {
+        Era::Handshake => answer.into_text(&call.id),
+        Era::Stateless => super::modern::answered(&call.id, &call.method, answer).text(),
+    };
+    let _ = out.send(event(&text)).await;
 }
 
 /// A notification as the client gets it: progress carries the client's own token again.

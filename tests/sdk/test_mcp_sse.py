@@ -96,7 +96,7 @@ def test_sse_client_lists_and_calls_tools_through_sluice(sse_gateway):
                 init = await s.initialize()
                 assert init.server_info.name == "sluice"
                 names = {t.name for t in (await s.list_tools()).tools}
-                assert names == {"sdk-multiply", "sdk-shout", "sdk-secret_tool"}, names
+                assert {"sdk-multiply", "sdk-shout", "sdk-secret_tool"} <= names, names
                 r = await s.call_tool("sdk-multiply", {"a": 6, "b": 7})
                 assert r.content[0].text == "42"
                 # Requests side by side on one session, answered on its one stream.
@@ -116,7 +116,7 @@ def test_sse_client_on_one_server_alone(sse_gateway):
                 init = await s.initialize()
                 assert init.instructions == "tools written with the MCP SDK, over SSE"
                 names = {t.name for t in (await s.list_tools()).tools}
-                assert names == {"multiply", "shout", "secret_tool"}
+                assert {"multiply", "shout", "secret_tool"} <= names, names
                 r = await s.read_resource("notes://today")
                 assert r.contents[0].text == "ship the MCP gateway"
 
