@@ -20,6 +20,7 @@ mod guardrails_vendors;
 mod hardening;
 mod keys;
 mod mcp;
+mod mcp_oauth;
 mod mcp_responses;
 mod models;
 mod passthrough;

@@ -89,17 +89,34 @@ mcp_servers (POST /mcp)"
     for s in &config.mcp.servers {
         let reach = match &s.transport {
             Transport::Http(h) => {
-                let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
+                use sluice_mcp::settings::Credential;
                 // Scheme and host only: some servers' URLs carry a token in the path.
-                let origin = format!(
-                    "{}://{}",
-                    h.url.scheme_str().unwrap_or("http"),
-                    h.url.authority().map_or("", |a| a.as_str()),
-                );
-                if names.is_empty() {
-                    format!("http {origin}")
+                let origin = |u: &http::Uri| {
+                    format!(
+                        "{}://{}",
+                        u.scheme_str().unwrap_or("http"),
+                        u.authority().map_or("", |a| a.as_str()),
+                    )
+                };
+                let mut names: Vec<&str> = Vec::new();
+                if let Some(Credential::Header(n, _)) = &h.credential {
+                    names.push(n.as_str());
+                }
+                names.extend(h.headers.iter().map(|(n, _)| n.as_str()));
+                let mut notes = Vec::new();
+                if !names.is_empty() {
+                    notes.push(format!("headers: {}", names.join(", ")));
+                }
+                if let Some(Credential::OAuth(c)) = &h.credential {
+                    notes.push(format!(
+                        "oauth2 client_credentials at {}",
+                        origin(&c.token_url)
+                    ));
+                }
+                if notes.is_empty() {
+                    format!("http {}", origin(&h.url))
                 } else {
-                    format!("http {origin}  (headers: {})", names.join(", "))
+                    format!("http {}  ({})", origin(&h.url), notes.join("; "))
                 }
             }
             Transport::Stdio(st) => {

@@ -4,6 +4,7 @@
 //! matched to it; its time and answer size are bounded by the server's settings.
 
 mod http;
+mod oauth;
 mod sse;
 mod stdio;
 
