@@ -79,21 +79,12 @@ impl TokenSource {
 
     async fn exchange(&self) -> Result<Fresh, UpstreamError> {
         let c = &self.client;
-        let mut form = form_urlencoded::Serializer::new(String::new());
-        form.append_pair("grant_type", "client_credentials");
-        if !c.scopes.is_empty() {
-            form.append_pair("scope", &c.scopes.join(" "));
-        }
-        if c.client_auth == ClientAuth::Post {
-            form.append_pair("client_id", &c.client_id);
-            form.append_pair("client_secret", c.client_secret.expose());
-        }
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(c.token_url.clone())
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
-            .body(SegmentsBody::new(vec![Bytes::from(form.finish())]))
+            .body(SegmentsBody::new(vec![Bytes::from(form(c))]))
             .map_err(|_| unavailable("the token request could not be built"))?;
         if c.client_auth == ClientAuth::Basic {
             req.headers_mut().insert(
@@ -125,6 +116,20 @@ impl TokenSource {
         }
         Fresh::parse(&answer, Instant::now())
     }
+}
+
+/// The token request's form body (RFC 6749 §4.4.2).
+fn form(c: &OAuthClient) -> String {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", "client_credentials");
+    if !c.scopes.is_empty() {
+        form.append_pair("scope", &c.scopes.join(" "));
+    }
+    if c.client_auth == ClientAuth::Post {
+        form.append_pair("client_id", &c.client_id);
+        form.append_pair("client_secret", c.client_secret.expose());
+    }
+    form.finish()
 }
 
 fn unavailable(why: &str) -> UpstreamError {
