@@ -77,7 +77,7 @@ pub enum Credential {
     /// `auth_type` + `auth_value`: the same header on every request.
     Header(HeaderName, SecretHeader),
     /// `auth_type: oauth2`: a bearer token from the OAuth 2 `client_credentials` grant.
-    OAuth(OAuthClient),
+    OAuth(Box<OAuthClient>),
 }
 
 /// An OAuth 2 client (RFC 6749 §4.4): sluice trades its id and secret at `token_url` for a

@@ -234,7 +234,7 @@ fn credential(at: &str, raw: &mut RawMcpServer, p: &mut Problems) -> Option<Cred
                     "auth_type oauth2 obtains its token itself (client_id, client_secret, token_url); remove auth_value",
                 );
             }
-            return oauth(at, raw, p).map(Credential::OAuth);
+            return oauth(at, raw, p).map(|c| Credential::OAuth(Box::new(c)));
         }
         Some(k) => match AuthType::parse(k) {
             Ok(k) => k,

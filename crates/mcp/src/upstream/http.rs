@@ -59,7 +59,7 @@ impl HttpLink {
                 headers.insert(name.clone(), value.0.clone());
                 None
             }
-            Some(Credential::OAuth(c)) => Some(TokenSource::new(c.clone(), client.clone())),
+            Some(Credential::OAuth(c)) => Some(TokenSource::new((**c).clone(), client.clone())),
             None => None,
         };
         headers.insert(

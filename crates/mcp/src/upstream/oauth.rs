@@ -283,15 +283,10 @@ mod tests {
     }
 
     /// A fetch that counts its calls and takes a while, as a real endpoint does.
-    fn counting(
-        calls: &AtomicUsize,
-        life: u64,
-    ) -> impl std::future::Future<Output = Result<Fresh, UpstreamError>> + '_ {
-        async move {
-            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Ok(token(n, life))
-        }
+    async fn counting(calls: &AtomicUsize, life: u64) -> Result<Fresh, UpstreamError> {
+        let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(token(n, life))
     }
 
     #[test]
