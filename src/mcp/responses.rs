@@ -432,10 +432,15 @@ impl McpLoop {
                     "type": "function_call_output", "call_id": call_id,
                     "output": output.as_deref().or(error.as_deref()).unwrap_or("")
                 }));
+                let status = if error.is_some() {
+                    "failed"
+                } else {
+                    "completed"
+                };
                 items.push(json!({
                     "id": new_id("mcp"), "type": "mcp_call", "server_label": w.label,
                     "name": own, "arguments": arguments, "output": output, "error": error,
-                    "approval_request_id": null
+                    "approval_request_id": null, "status": status
                 }));
             }
             if !calls.is_empty() && !asked && !other_calls {
@@ -558,10 +563,15 @@ impl McpLoop {
                         let w = &self.wanted[*wi];
                         let (output, error) =
                             self.call(state, request_id, w, name, arguments).await;
+                        let status = if error.is_some() {
+                            "failed"
+                        } else {
+                            "completed"
+                        };
                         items.push(json!({
                             "id": new_id("mcp"), "type": "mcp_call", "server_label": server,
                             "name": name, "arguments": arguments, "output": output,
-                            "error": error, "approval_request_id": id
+                            "error": error, "approval_request_id": id, "status": status
                         }));
                         output.or(error).unwrap_or_default()
                     } else {

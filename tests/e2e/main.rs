@@ -21,6 +21,7 @@ mod hardening;
 mod keys;
 mod mcp;
 mod mcp_fleet;
+mod mcp_oauth;
 mod mcp_responses;
 mod mcp_spend;
 mod mcp_sse;

@@ -284,3 +284,30 @@ async fn a_call_that_needs_approval_asks_then_runs_once_approved() {
     let a = responses(&gw, "sk-master", &lost).await;
     assert_eq!(a.status, 400, "{}", a.text());
 }
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_stops_at_the_round_limit() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.addr.to_string())).await;
+    let mut body = request("local", "never", false);
+    body["input"][0]["content"][0]["text"] =
+        json!("Add forever.\nmock-tool-loop: local-add {\"a\": 1, \"b\": 1}");
+    let a = responses(&gw, "sk-master", &body).await;
+    assert_eq!(a.status, 502, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["error"]["code"], "mcp_tool_loop_limit", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("8 rounds"),
+        "{v}"
+    );
+    // What the eight rounds used is still told and charged.
+    let input = v["usage"]["input_tokens"].as_u64().expect("usage");
+    let r = responses_record(&mut gw).await;
+    assert_eq!(r.status, 502);
+    assert_eq!(r.usage.expect("usage recorded").prompt_tokens, input);
+    // Each of the eight rounds ran the tool it asked for.
+    let m = send("GET", &gw.url("/metrics"), "", &[MASTER]).await.text();
+    let line =
+        r#"sluice_mcp_calls_total{server="local",method="tools/call",tool="add",status="ok"} 8"#;
+    assert!(m.contains(line), "missing {line} in\n{m}");
+}

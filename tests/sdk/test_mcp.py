@@ -259,6 +259,30 @@ def test_openai_sdk_responses_run_an_mcp_tool_inside_the_model_call(mcp_gateway)
     streamed = [item.type for item in done.response.output]
     assert streamed == kinds, streamed
     assert "42" in done.response.output_text
+    # Every event is one the SDK knows: parsed into the class whose `type` is the event's own
+    # (an unknown type would land in some other class of the union), numbered in order, and
+    # each MCP item is told with OpenAI's own MCP events.
+    from typing import get_args
+
+    for e in events:
+        assert get_args(type(e).model_fields["type"].annotation) == (e.type,), (e.type, type(e))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    types = [e.type for e in events]
+    assert types[0] == "response.created", types
+    mcp = [t for t in types if t.startswith("response.mcp")]
+    assert mcp == [
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.in_progress",
+        "response.mcp_call.completed",
+    ], types
+    # The list before the call, the call before the model's message.
+    assert types.index("response.mcp_list_tools.completed") < types.index("response.mcp_call.in_progress")
+    assert types.index("response.mcp_call.completed") < types.index("response.output_text.delta")
+    args = next(e for e in events if e.type == "response.mcp_call_arguments.done")
+    assert '"a": 6' in args.arguments or '"a":6' in args.arguments, args
 
     # Approval asked for: the call does not run until the client approves it.
     asked = client.responses.create(

@@ -89,22 +89,39 @@ mcp_servers (POST /mcp)"
     for s in &config.mcp.servers {
         let reach = match &s.transport {
             Transport::Http(h) | Transport::Sse(h) => {
+                use sluice_mcp::settings::Credential;
                 let kind = if matches!(s.transport, Transport::Sse(_)) {
                     "sse"
                 } else {
                     "http"
                 };
-                let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_str()).collect();
                 // Scheme and host only: some servers' URLs carry a token in the path.
-                let origin = format!(
-                    "{}://{}",
-                    h.url.scheme_str().unwrap_or("http"),
-                    h.url.authority().map_or("", |a| a.as_str()),
-                );
-                if names.is_empty() {
-                    format!("{kind} {origin}")
+                let origin = |u: &http::Uri| {
+                    format!(
+                        "{}://{}",
+                        u.scheme_str().unwrap_or("http"),
+                        u.authority().map_or("", |a| a.as_str()),
+                    )
+                };
+                let mut names: Vec<&str> = Vec::new();
+                if let Some(Credential::Header(n, _)) = &h.credential {
+                    names.push(n.as_str());
+                }
+                names.extend(h.headers.iter().map(|(n, _)| n.as_str()));
+                let mut notes = Vec::new();
+                if !names.is_empty() {
+                    notes.push(format!("headers: {}", names.join(", ")));
+                }
+                if let Some(Credential::OAuth(c)) = &h.credential {
+                    notes.push(format!(
+                        "oauth2 client_credentials at {}",
+                        origin(&c.token_url)
+                    ));
+                }
+                if notes.is_empty() {
+                    format!("{kind} {}", origin(&h.url))
                 } else {
-                    format!("{kind} {origin}  (headers: {})", names.join(", "))
+                    format!("{kind} {}  ({})", origin(&h.url), notes.join("; "))
                 }
             }
             Transport::Stdio(st) => {

@@ -87,9 +87,61 @@ pub enum Transport {
 pub struct HttpServer {
     /// `url`: the server's MCP endpoint (for SSE, the event stream's).
     pub url: http::Uri,
-    /// Headers sent with every request: the credential (`auth_type` + `auth_value`) and
-    /// `static_headers`. Client headers never reach the server.
+    /// `static_headers`, sent with every request. Client headers never reach the server.
     pub headers: Vec<(HeaderName, SecretHeader)>,
+    /// How sluice proves itself to the server (`auth_type`); `None`: it does not.
+    pub credential: Option<Credential>,
+}
+
+/// sluice's credential at a tool server: one static header, or a token sluice obtains
+/// itself; never both.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Credential {
+    /// `auth_type` + `auth_value`: the same header on every request.
+    Header(HeaderName, SecretHeader),
+    /// `auth_type: oauth2`: a bearer token from the OAuth 2 `client_credentials` grant.
+    OAuth(Box<OAuthClient>),
+}
+
+/// An OAuth 2 client (RFC 6749 §4.4): sluice trades its id and secret at `token_url` for a
+/// bearer token, as LiteLLM's `oauth2_flow: client_credentials` does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthClient {
+    /// `token_url`: the authorization server's token endpoint.
+    pub token_url: http::Uri,
+    /// `client_id`.
+    pub client_id: String,
+    /// `client_secret`.
+    pub client_secret: Secret,
+    /// `scopes`, sent space-separated as `scope` (left out when empty).
+    pub scopes: Vec<String>,
+    /// `token_endpoint_auth_method`: where the id and secret go.
+    pub client_auth: ClientAuth,
+}
+
+/// How the client authenticates at the token endpoint (RFC 6749 §2.3.1; the names are
+/// RFC 7591's `token_endpoint_auth_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// `client_secret_post`: `client_id` and `client_secret` in the form body (LiteLLM's way).
+    #[default]
+    Post,
+    /// `client_secret_basic`: HTTP Basic with the form-encoded id and secret.
+    Basic,
+}
+
+impl ClientAuth {
+    /// Every `token_endpoint_auth_method` sluice accepts.
+    pub const NAMES: [&'static str; 2] = ["client_secret_post", "client_secret_basic"];
+
+    /// From its config name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "client_secret_post" => Some(Self::Post),
+            "client_secret_basic" => Some(Self::Basic),
+            _ => None,
+        }
+    }
 }
 
 /// A header value that may be a credential: never printed.
@@ -152,9 +204,16 @@ pub enum AuthType {
 }
 
 impl AuthType {
-    /// Every `auth_type` sluice accepts (`none` is accepted too and sends nothing).
-    pub const NAMES: [&'static str; 5] =
-        ["none", "api_key", "bearer_token", "basic", "authorization"];
+    /// Every `auth_type` sluice accepts (`none` sends nothing; `oauth2` is an
+    /// [`OAuthClient`], read from its own keys).
+    pub const NAMES: [&'static str; 6] = [
+        "none",
+        "api_key",
+        "bearer_token",
+        "basic",
+        "authorization",
+        "oauth2",
+    ];
 
     /// From its config name; `Ok(None)` for `none`.
     pub fn parse(name: &str) -> Result<Option<Self>, UnknownAuthType> {
@@ -214,6 +273,11 @@ mod tests {
         assert_eq!((n.as_str(), v.as_str()), ("x-api-key", "k"));
         assert_eq!(AuthType::parse("none"), Ok(None));
         assert!(AuthType::parse("oauth2").is_err());
+        assert_eq!(
+            ClientAuth::parse("client_secret_basic"),
+            Some(ClientAuth::Basic)
+        );
+        assert_eq!(ClientAuth::parse("private_key_jwt"), None);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! and Anthropic's shapes: a user text line `mock-tool: <name> <JSON arguments>` makes the
 //! mock call that tool (when offered) with exactly those arguments, and once a tool result
 //! follows that turn, answer `mock tool result: <the result's text>`, so the test sees the
-//! tool's real output come back through the gateway.
+//! tool's real output come back through the gateway. A `mock-tool-loop: <name> <JSON
+//! arguments>` line makes it call that tool on every turn, results or not: a model that never
+//! stops calling tools, for a tool loop's limit.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -43,6 +45,8 @@ pub(super) enum Turn {
 
 /// The prefix of the user text line that scripts a tool call.
 const SCRIPT: &str = "mock-tool:";
+/// The prefix of the line that scripts the same call on every turn.
+const SCRIPT_LOOP: &str = "mock-tool-loop:";
 /// The most characters of a tool result the echo repeats.
 const MAX_ECHO: usize = 1000;
 
@@ -176,9 +180,10 @@ fn result_after(messages: &[Value], from: usize) -> Option<String> {
 }
 
 /// The scripted turn: the latest `mock-tool:` line in a user turn's text, the tool it names
-/// (if offered) called with its arguments, or, once a tool result follows, that result echoed.
+/// (if offered) called with its arguments, or, once a tool result follows, that result echoed
+/// (never for a `mock-tool-loop:` line).
 fn scripted(probe: &Probe) -> Option<Turn> {
-    let (at, name, arguments) = probe
+    let (at, name, arguments, looping) = probe
         .messages
         .iter()
         .enumerate()
@@ -186,15 +191,17 @@ fn scripted(probe: &Probe) -> Option<Turn> {
         .filter(|(_, m)| m["role"] == "user")
         .find_map(|(i, m)| {
             let text = text_of(&m["content"]);
-            let line = text
-                .lines()
-                .rev()
-                .find_map(|l| l.trim().strip_prefix(SCRIPT))?;
+            let (line, looping) = text.lines().rev().find_map(|l| {
+                let l = l.trim();
+                l.strip_prefix(SCRIPT)
+                    .map(|r| (r, false))
+                    .or_else(|| l.strip_prefix(SCRIPT_LOOP).map(|r| (r, true)))
+            })?;
             let (name, args) = line.trim().split_once(char::is_whitespace)?;
             let args: Value = serde_json::from_str(args.trim()).ok()?;
-            Some((i, name.to_owned(), args))
+            Some((i, name.to_owned(), args, looping))
         })?;
-    if let Some(result) = result_after(&probe.messages, at) {
+    if let Some(result) = result_after(&probe.messages, at).filter(|_| !looping) {
         let echoed: String = result.chars().take(MAX_ECHO).collect();
         return Some(Turn::Say(format!("mock tool result: {echoed}")));
     }
@@ -344,6 +351,15 @@ mod tests {
         assert_eq!(
             plan_response(Some(&raw("[1]")), body.as_bytes()),
             Some(Turn::Say("mock tool result: 2".into()))
+        );
+        // A looping script calls again after the result.
+        let looping = ask.replace("mock-tool:", "mock-tool-loop:");
+        let body = format!(
+            r#"{{"tools":{tools},"input":[{looping},{{"type":"function_call","call_id":"c","name":"fs-add","arguments":"{{}}"}},
+            {{"type":"function_call_output","call_id":"c","output":"2"}}]}}"#
+        );
+        assert!(
+            matches!(plan_response(Some(&raw("[1]")), body.as_bytes()), Some(Turn::Call(p)) if p.name == "fs-add")
         );
         let body = r#"{"tools":[{"type":"function","name":"t","parameters":{"properties":{"q":{"type":"string"}}}}],"input":"hi"}"#;
         assert!(

@@ -11,7 +11,8 @@
 //!   `finish_reason`; the usage chunk when the client asked for it (`include_usage`); `[DONE]`.
 //! - Completions: one chunk per choice, the usage chunk when asked, `[DONE]`.
 //! - Responses: `response.created`, `.in_progress`, each output item added, its text or
-//!   arguments as one delta and done, then the final event of the response's status.
+//!   arguments as one delta and done (an `mcp_list_tools` or `mcp_call` item with its own
+//!   `response.mcp_*` events), then the final event of the response's status.
 //! - Messages: `message_start`, each content block started, given as one delta and stopped,
 //!   `message_delta` with the stop reason and usage, `message_stop`.
 
@@ -249,6 +250,8 @@ fn responses(answer: Map<String, Value>, out: &mut Vec<u8>) -> Option<()> {
                     json!({"item_id": id, "output_index": oi, "arguments": args}),
                 );
             }
+            Some("mcp_list_tools") => mcp_list_tools(item, oi, &mut ev),
+            Some("mcp_call") => mcp_call(item, oi, &mut ev),
             _ => ev.send(
                 "response.output_item.added",
                 json!({"output_index": oi, "item": item}),
@@ -266,6 +269,59 @@ fn responses(answer: Map<String, Value>, out: &mut Vec<u8>) -> Option<()> {
     };
     ev.send(last, json!({ "response": Value::Object(answer) }));
     Some(())
+}
+
+/// An `mcp_list_tools` item as OpenAI streams it: added without its tools, in progress, then
+/// completed (or failed, when it carries an error).
+fn mcp_list_tools(item: &Value, oi: usize, ev: &mut Events<'_>) {
+    let mut added = item.clone();
+    added["tools"] = json!([]);
+    ev.send(
+        "response.output_item.added",
+        json!({"output_index": oi, "item": added}),
+    );
+    let at = json!({"item_id": item.get("id").cloned().unwrap_or(Value::Null), "output_index": oi});
+    ev.send("response.mcp_list_tools.in_progress", at.clone());
+    let failed = item.get("error").is_some_and(|e| !e.is_null());
+    let last = if failed {
+        "response.mcp_list_tools.failed"
+    } else {
+        "response.mcp_list_tools.completed"
+    };
+    ev.send(last, at);
+}
+
+/// An `mcp_call` item as OpenAI streams it: added in progress, its arguments as one delta and
+/// done, the call in progress, then completed (or failed, when it carries an error).
+fn mcp_call(item: &Value, oi: usize, ev: &mut Events<'_>) {
+    let mut added = item.clone();
+    added["arguments"] = json!("");
+    added["output"] = Value::Null;
+    added["error"] = Value::Null;
+    added["status"] = json!("in_progress");
+    ev.send(
+        "response.output_item.added",
+        json!({"output_index": oi, "item": added}),
+    );
+    let id = item.get("id").cloned().unwrap_or(Value::Null);
+    let args = item.get("arguments").cloned().unwrap_or(json!(""));
+    ev.send(
+        "response.mcp_call_arguments.delta",
+        json!({"item_id": id, "output_index": oi, "delta": args}),
+    );
+    ev.send(
+        "response.mcp_call_arguments.done",
+        json!({"item_id": id, "output_index": oi, "arguments": args}),
+    );
+    let at = json!({"item_id": id, "output_index": oi});
+    ev.send("response.mcp_call.in_progress", at.clone());
+    let failed = item.get("error").is_some_and(|e| !e.is_null());
+    let last = if failed {
+        "response.mcp_call.failed"
+    } else {
+        "response.mcp_call.completed"
+    };
+    ev.send(last, at);
 }
 
 fn kind_field(kind: &str) -> &'static str {
@@ -417,6 +473,63 @@ mod tests {
         let back: Value = serde_json::from_slice(&back).unwrap();
         assert_eq!(back["usage"]["completion_tokens"], 2);
         assert_eq!(back["choices"][0]["message"]["content"], "x");
+    }
+
+    #[test]
+    fn mcp_items_are_told_with_their_own_events() {
+        let whole = json!({"id": "resp_1", "object": "response", "created_at": 3,
+            "status": "completed", "model": "m", "output": [
+                {"type": "mcp_list_tools", "id": "mcpl_1", "server_label": "s",
+                 "tools": [{"name": "add", "input_schema": {}}], "error": null},
+                {"type": "mcp_call", "id": "mcp_1", "server_label": "s", "name": "add",
+                 "arguments": "{\"a\":1}", "output": "1", "error": null, "status": "completed"},
+                {"type": "mcp_call", "id": "mcp_2", "server_label": "s", "name": "add",
+                 "arguments": "{}", "output": null, "error": "no", "status": "failed"}],
+            "usage": {"input_tokens": 2, "output_tokens": 1, "total_tokens": 3}});
+        round_trip(Endpoint::Responses, whole.clone(), false);
+        let stream = stream_of(
+            Endpoint::Responses,
+            &serde_json::to_vec(&whole).unwrap(),
+            false,
+        )
+        .unwrap();
+        let events: Vec<Value> = String::from_utf8(stream)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.mcp_list_tools.in_progress",
+                "response.mcp_list_tools.completed",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.mcp_call_arguments.delta",
+                "response.mcp_call_arguments.done",
+                "response.mcp_call.in_progress",
+                "response.mcp_call.completed",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.mcp_call_arguments.delta",
+                "response.mcp_call_arguments.done",
+                "response.mcp_call.in_progress",
+                "response.mcp_call.failed",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        assert_eq!(events[7]["delta"], "{\"a\":1}");
+        assert_eq!(events[7]["item_id"], "mcp_1");
+        assert_eq!(events[10]["output_index"], 1);
+        for (n, e) in events.iter().enumerate() {
+            assert_eq!(e["sequence_number"], n);
+        }
     }
 
     #[test]

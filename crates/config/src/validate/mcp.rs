@@ -11,8 +11,9 @@ use sluice_core::settings::read::{number, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Problems, Scalar};
 use sluice_core::Secret;
 use sluice_mcp::settings::{
-    AuthType, HttpServer, McpSettings, SecretHeader, ServerSettings, StdioServer, ToolCost,
-    ToolFilter, Transport, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT,
+    AuthType, ClientAuth, Credential, HttpServer, McpSettings, OAuthClient, SecretHeader,
+    ServerSettings, StdioServer, ToolCost, ToolFilter, Transport, DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT,
 };
 
 use crate::raw::{OneOrMany, RawMcpInfo, RawMcpServer};
@@ -47,7 +48,7 @@ pub(super) fn mcp_servers(
     McpSettings { servers }
 }
 
-fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSettings> {
+fn server(name: String, mut raw: RawMcpServer, p: &mut Problems) -> Option<ServerSettings> {
     let at = format!("mcp_servers.{name}");
     let good_name = !name.is_empty()
         && name.len() <= 64
@@ -69,7 +70,7 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
     }
     let transport = transport(
         &at,
-        raw.transport,
+        raw.transport.take(),
         raw.url.is_some(),
         raw.command.is_some(),
         p,
@@ -85,10 +86,21 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
                     p.warn(format!("{at}.{key}"), "only stdio servers use it; ignored");
                 }
             }
-            let url = url(&at, raw.url, p);
-            let mut headers = auth(&at, raw.auth_type, raw.auth_value, p);
-            headers.extend(static_headers(&at, raw.static_headers, p));
-            let server = HttpServer { url: url?, headers };
+            let url = url(&at, raw.url.take(), p);
+            let credential = credential(&at, &mut raw, p);
+            if matches!(kind, Kind::Sse) && matches!(credential, Some(Credential::OAuth(_))) {
+                p.error(
+                    format!("{at}.auth_type"),
+                    "oauth2 is served for streamable HTTP servers (transport: http); an SSE server takes a static credential",
+                );
+            }
+            let taken = credential.as_ref().map(credential_header);
+            let headers = static_headers(&at, raw.static_headers.take(), taken.as_ref(), p);
+            let server = HttpServer {
+                url: url?,
+                headers,
+                credential,
+            };
             match kind {
                 Kind::Sse => Transport::Sse(server),
                 _ => Transport::Http(server),
@@ -100,6 +112,10 @@ fn server(name: String, raw: RawMcpServer, p: &mut Problems) -> Option<ServerSet
                 ("auth_type", raw.auth_type.is_some()),
                 ("auth_value", raw.auth_value.is_some()),
                 ("static_headers", raw.static_headers.is_some()),
+                ("client_id", raw.client_id.is_some()),
+                ("client_secret", raw.client_secret.is_some()),
+                ("token_url", raw.token_url.is_some()),
+                ("scopes", raw.scopes.is_some()),
             ] {
                 if set {
                     p.warn(
@@ -236,25 +252,32 @@ fn url(at: &str, v: Option<Scalar>, p: &mut Problems) -> Option<http::Uri> {
     }
 }
 
-/// The credential header from `auth_type` and `auth_value`.
-fn auth(
-    at: &str,
-    kind: Option<Scalar>,
-    value: Option<Scalar>,
-    p: &mut Problems,
-) -> Vec<(HeaderName, SecretHeader)> {
-    let value = text(value);
-    let kind = match text(kind).as_deref().map(str::trim) {
+/// The header a credential travels in.
+fn credential_header(c: &Credential) -> HeaderName {
+    match c {
+        Credential::Header(name, _) => name.clone(),
+        Credential::OAuth(_) => http::header::AUTHORIZATION,
+    }
+}
+
+/// The credential: a header from `auth_type` and `auth_value`, or an OAuth client
+/// (`auth_type: oauth2` with its own keys).
+fn credential(at: &str, raw: &mut RawMcpServer, p: &mut Problems) -> Option<Credential> {
+    let value = text(raw.auth_value.take());
+    let kind = text(raw.auth_type.take());
+    let kind = match kind.as_deref().map(str::trim) {
         None => None,
+        Some("oauth2") => {
+            if value.is_some() {
+                p.error(
+                    format!("{at}.auth_value"),
+                    "auth_type oauth2 obtains its token itself (client_id, client_secret, token_url); remove auth_value",
+                );
+            }
+            return oauth(at, raw, p).map(|c| Credential::OAuth(Box::new(c)));
+        }
         Some(k) => match AuthType::parse(k) {
             Ok(k) => k,
-            Err(_) if k == "oauth2" => {
-                p.error(
-                    format!("{at}.auth_type"),
-                    "OAuth for tool servers is not available in sluice yet; use a token with bearer_token",
-                );
-                return Vec::new();
-            }
             Err(_) => {
                 p.error(
                     format!("{at}.auth_type"),
@@ -263,48 +286,168 @@ fn auth(
                         did_you_mean(k, AuthType::NAMES.iter().copied())
                     ),
                 );
-                return Vec::new();
+                return None;
             }
         },
     };
+    for (key, set) in [
+        ("oauth2_flow", raw.oauth2_flow.is_some()),
+        ("client_id", raw.client_id.is_some()),
+        ("client_secret", raw.client_secret.is_some()),
+        ("token_url", raw.token_url.is_some()),
+        ("scopes", raw.scopes.is_some()),
+        (
+            "token_endpoint_auth_method",
+            raw.token_endpoint_auth_method.is_some(),
+        ),
+    ] {
+        if set {
+            p.warn(
+                format!("{at}.{key}"),
+                "only auth_type: oauth2 uses it; ignored",
+            );
+        }
+    }
     match (kind, value) {
-        (None, None) => Vec::new(),
+        (None, None) => None,
         (None, Some(_)) => {
             p.error(
                 format!("{at}.auth_value"),
                 "set auth_type (api_key, bearer_token, basic or authorization) to say which header carries it",
             );
-            Vec::new()
+            None
         }
         (Some(_), None) => {
             p.error(
                 format!("{at}.auth_value"),
                 "this auth_type needs the credential in auth_value (e.g. os.environ/GITHUB_TOKEN)",
             );
-            Vec::new()
+            None
         }
         (Some(k), Some(v)) => {
             let (name, value) = k.header(v.trim());
             match HeaderValue::from_str(&value) {
                 Ok(mut hv) => {
                     hv.set_sensitive(true);
-                    vec![(name, SecretHeader(hv))]
+                    Some(Credential::Header(name, SecretHeader(hv)))
                 }
                 Err(_) => {
                     p.error(
                         format!("{at}.auth_value"),
                         "not a valid HTTP header value (control characters or non-ASCII)",
                     );
-                    Vec::new()
+                    None
                 }
             }
         }
     }
 }
 
+/// `auth_type: oauth2`: the `client_credentials` client, every missing or bad key named.
+fn oauth(at: &str, raw: &mut RawMcpServer, p: &mut Problems) -> Option<OAuthClient> {
+    let mut ok = true;
+    match text(raw.oauth2_flow.take()).as_deref().map(str::trim) {
+        None | Some("client_credentials") => {}
+        Some("authorization_code") => {
+            ok = false;
+            p.error(
+                format!("{at}.oauth2_flow"),
+                "interactive OAuth (authorization_code, a user signing in) is not available in sluice; a tool server's OAuth client uses client_credentials",
+            );
+        }
+        Some(f) => {
+            ok = false;
+            p.error(
+                format!("{at}.oauth2_flow"),
+                format!(
+                    "unknown oauth2_flow \"{f}\"{}",
+                    did_you_mean(f, ["client_credentials", "authorization_code"].into_iter())
+                ),
+            );
+        }
+    }
+    let token_url = match text(raw.token_url.take()) {
+        None => {
+            p.error(
+                format!("{at}.token_url"),
+                "auth_type oauth2 needs the authorization server's token endpoint in token_url",
+            );
+            None
+        }
+        Some(u) => match u.trim().parse::<http::Uri>() {
+            Ok(u)
+                if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() =>
+            {
+                Some(u)
+            }
+            _ => {
+                p.error(
+                    format!("{at}.token_url"),
+                    "expected an http:// or https:// URL",
+                );
+                None
+            }
+        },
+    };
+    let client_id = text(raw.client_id.take()).map(|s| s.trim().to_owned());
+    if client_id.is_none() {
+        p.error(
+            format!("{at}.client_id"),
+            "auth_type oauth2 needs the OAuth client's id in client_id",
+        );
+    }
+    let client_secret = text(raw.client_secret.take()).map(|s| Secret::new(s.trim()));
+    if client_secret.is_none() {
+        p.error(
+            format!("{at}.client_secret"),
+            "auth_type oauth2 needs the OAuth client's secret in client_secret (e.g. os.environ/MCP_CLIENT_SECRET)",
+        );
+    }
+    let client_auth = match text(raw.token_endpoint_auth_method.take()) {
+        None => ClientAuth::default(),
+        Some(m) => match ClientAuth::parse(m.trim()) {
+            Some(a) => a,
+            None => {
+                ok = false;
+                p.error(
+                    format!("{at}.token_endpoint_auth_method"),
+                    format!(
+                        "unknown token_endpoint_auth_method \"{}\": sluice sends the client's secret as {}",
+                        m.trim(),
+                        ClientAuth::NAMES.join(" (the default) or ")
+                    ),
+                );
+                ClientAuth::default()
+            }
+        },
+    };
+    let scopes = raw
+        .scopes
+        .take()
+        .map(|s| s.texts())
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|s| s.split_whitespace())
+        .map(str::to_owned)
+        .collect();
+    match (ok, token_url, client_id, client_secret) {
+        (true, Some(token_url), Some(client_id), Some(client_secret)) => Some(OAuthClient {
+            token_url,
+            client_id,
+            client_secret,
+            scopes,
+            client_auth,
+        }),
+        _ => None,
+    }
+}
+
+/// `static_headers`; none may be one sluice sets itself, nor the one the credential (`taken`)
+/// travels in.
 fn static_headers(
     at: &str,
     raw: Option<BTreeMap<String, Scalar>>,
+    taken: Option<&HeaderName>,
     p: &mut Problems,
 ) -> Vec<(HeaderName, SecretHeader)> {
     let mut out = Vec::new();
@@ -316,6 +459,13 @@ fn static_headers(
         };
         if RESERVED.contains(&name.as_str()) {
             p.error(path, "sluice sets this header itself");
+            continue;
+        }
+        if taken == Some(&name) {
+            p.error(
+                path,
+                "the credential (auth_type) sets this header; give it in one place",
+            );
             continue;
         }
         match HeaderValue::from_str(v.text().trim()) {
@@ -336,11 +486,14 @@ fn list(v: Option<OneOrMany>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use crate::{load_str, ConfigError};
-    use sluice_mcp::settings::Transport;
+    use sluice_mcp::settings::{ClientAuth, Credential, Transport};
     use std::collections::HashMap;
 
     fn env() -> HashMap<String, String> {
-        HashMap::from([("GH_TOKEN".to_owned(), "ghp-secret".to_owned())])
+        HashMap::from([
+            ("GH_TOKEN".to_owned(), "ghp-secret".to_owned()),
+            ("MCP_SECRET".to_owned(), "cs-secret".to_owned()),
+        ])
     }
 
     fn load(yaml: &str) -> Result<crate::Loaded, ConfigError> {
@@ -433,9 +586,12 @@ mcp_servers:
         let Transport::Http(h) = &gh.transport else {
             panic!("github is http")
         };
-        assert_eq!(h.headers[0].0, "authorization");
-        assert_eq!(h.headers[0].1 .0, "Bearer ghp-secret");
-        assert_eq!(h.headers[1].0, "x-org");
+        let Some(Credential::Header(name, value)) = &h.credential else {
+            panic!("github has a header credential")
+        };
+        assert_eq!(name, "authorization");
+        assert_eq!(value.0, "Bearer ghp-secret");
+        assert_eq!(h.headers[0].0, "x-org");
         assert!(gh.tools.allows("create_issue"));
         assert!(!gh.tools.allows("list_issues"));
         assert_eq!(gh.timeout, std::time::Duration::from_secs(5));
@@ -534,15 +690,156 @@ mcp_servers:
             panic!("legacy is sse: {:?}", s.transport)
         };
         assert_eq!(h.url, "http://127.0.0.1:9/sse");
-        assert_eq!(h.headers[0].0, "x-api-key");
-        assert_eq!(h.headers[0].1 .0, "ghp-secret");
-        assert_eq!(h.headers[1].0, "x-org");
+        let Some(Credential::Header(name, value)) = &h.credential else {
+            panic!("a header credential: {:?}", h.credential)
+        };
+        assert_eq!(
+            (name.as_str(), value.0.to_str().unwrap()),
+            ("x-api-key", "ghp-secret")
+        );
+        assert_eq!(h.headers[0].0, "x-org");
         let described = crate::describe(&loaded.config);
         assert!(
             described.contains("legacy  → sse http://127.0.0.1:9  (headers: x-api-key, x-org)"),
             "{described}"
         );
         assert!(!described.contains("ghp-secret"));
+    }
+
+    #[test]
+    fn an_oauth2_client() {
+        let loaded = load(
+            r#"
+mcp_servers:
+  crm:
+    url: https://crm.example/mcp
+    auth_type: oauth2
+    oauth2_flow: client_credentials
+    client_id: sluice
+    client_secret: os.environ/MCP_SECRET
+    token_url: https://auth.example/oauth/token
+    scopes: [tools.read, "tools.call admin"]
+    token_endpoint_auth_method: client_secret_basic
+    static_headers: {X-Org: acme}
+"#,
+        )
+        .unwrap();
+        let s = &loaded.config.mcp.servers[0];
+        let Transport::Http(h) = &s.transport else {
+            panic!("crm is http")
+        };
+        let Some(Credential::OAuth(c)) = &h.credential else {
+            panic!("crm has an OAuth client")
+        };
+        assert_eq!(c.client_id, "sluice");
+        assert_eq!(c.client_secret.expose(), "cs-secret");
+        assert_eq!(c.token_url, "https://auth.example/oauth/token");
+        assert_eq!(c.scopes, ["tools.read", "tools.call", "admin"]);
+        assert_eq!(c.client_auth, ClientAuth::Basic);
+        assert_eq!(h.headers.len(), 1);
+        assert!(!format!("{:?}", loaded.config.mcp).contains("cs-secret"));
+        let described = crate::describe(&loaded.config);
+        assert!(
+            described.contains("crm  → http https://crm.example  (headers: x-org; oauth2 client_credentials at https://auth.example)"),
+            "{described}"
+        );
+        assert!(!described.contains("cs-secret"));
+        // The body is the default place for the client's credentials, as in LiteLLM.
+        let loaded = load(
+            r#"
+mcp_servers:
+  crm:
+    url: https://crm.example/mcp
+    auth_type: oauth2
+    client_id: sluice
+    client_secret: s
+    token_url: http://127.0.0.1:9/token
+"#,
+        )
+        .unwrap();
+        let Transport::Http(h) = &loaded.config.mcp.servers[0].transport else {
+            panic!("crm is http")
+        };
+        assert!(matches!(
+            &h.credential,
+            Some(Credential::OAuth(c)) if c.client_auth == ClientAuth::Post && c.scopes.is_empty()
+        ));
+    }
+
+    #[test]
+    fn every_bad_oauth2_value_names_its_path() {
+        let errs = errors(
+            r#"
+mcp_servers:
+  nothing:
+    url: http://x
+    auth_type: oauth2
+  badurl:
+    url: http://x
+    auth_type: oauth2
+    client_id: a
+    client_secret: os.environ/MCP_SECRET
+    token_url: ftp://auth/token
+  interactive:
+    url: http://x
+    auth_type: oauth2
+    oauth2_flow: authorization_code
+    client_id: a
+    client_secret: b
+    token_url: http://auth/token
+  typo:
+    url: http://x
+    auth_type: oauth2
+    oauth2_flow: client_credential
+    client_id: a
+    client_secret: b
+    token_url: http://auth/token
+    token_endpoint_auth_method: basic
+  both:
+    url: http://x
+    auth_type: oauth2
+    auth_value: os.environ/GH_TOKEN
+    client_id: a
+    client_secret: b
+    token_url: http://auth/token
+    static_headers: {Authorization: Bearer x}
+"#,
+        );
+        let has = |path: &str, word: &str| {
+            assert!(
+                errs.iter().any(|(p, m)| p == path && m.contains(word)),
+                "no problem at {path} saying {word}: {errs:?}"
+            );
+        };
+        has("mcp_servers.nothing.token_url", "token endpoint");
+        has("mcp_servers.nothing.client_id", "client_id");
+        has("mcp_servers.nothing.client_secret", "client_secret");
+        has("mcp_servers.badurl.token_url", "http://");
+        has("mcp_servers.interactive.oauth2_flow", "client_credentials");
+        has("mcp_servers.typo.oauth2_flow", "did you mean");
+        has(
+            "mcp_servers.typo.token_endpoint_auth_method",
+            "client_secret_basic",
+        );
+        has("mcp_servers.both.auth_value", "remove auth_value");
+        has("mcp_servers.both.static_headers.Authorization", "one place");
+        for (_, m) in &errs {
+            assert!(!m.contains("cs-secret") && !m.contains("ghp-secret"), "{m}");
+        }
+        // OAuth keys without auth_type oauth2 are named, not silently used.
+        let loaded = load(
+            r#"
+mcp_servers:
+  s:
+    url: http://x
+    client_id: a
+"#,
+        )
+        .unwrap();
+        assert!(loaded
+            .warnings
+            .iter()
+            .any(|w| w.path == "mcp_servers.s.client_id" && w.message.contains("oauth2")));
     }
 
     #[test]

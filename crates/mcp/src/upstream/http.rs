@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use sluice_net::client::error_chain;
@@ -16,10 +16,11 @@ use sluice_net::SegmentsBody;
 use tokio::sync::Mutex;
 
 use super::notes::{self, Notes};
+use super::oauth::TokenSource;
 use super::sse::Events;
 use super::{initialize_params, negotiated_version, Reply, UpstreamError};
 use crate::jsonrpc::{self, Message};
-use crate::settings::HttpServer;
+use crate::settings::{Credential, HttpServer};
 
 const SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 const VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -36,6 +37,8 @@ pub(super) struct HttpLink {
     url: http::Uri,
     headers: HeaderMap,
     client: UpstreamClient,
+    /// The token source when the credential is `auth_type: oauth2`.
+    oauth: Option<TokenSource>,
     max_bytes: usize,
     session: Mutex<Option<Arc<Session>>>,
 }
@@ -52,6 +55,14 @@ impl HttpLink {
         for (name, value) in &s.headers {
             headers.insert(name.clone(), value.0.clone());
         }
+        let oauth = match &s.credential {
+            Some(Credential::Header(name, value)) => {
+                headers.insert(name.clone(), value.0.clone());
+                None
+            }
+            Some(Credential::OAuth(c)) => Some(TokenSource::new((**c).clone(), client.clone())),
+            None => None,
+        };
         headers.insert(
             ACCEPT,
             HeaderValue::from_static("application/json, text/event-stream"),
@@ -61,6 +72,7 @@ impl HttpLink {
             url: s.url.clone(),
             headers,
             client,
+            oauth,
             max_bytes,
             session: Mutex::new(None),
         }
@@ -144,22 +156,7 @@ impl HttpLink {
         want: Option<u64>,
         notes: Option<&Notes>,
     ) -> Result<(Option<HeaderValue>, Option<Reply>), UpstreamError> {
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .body(SegmentsBody::new(vec![body]))
-            .map_err(|e| UpstreamError::Unavailable(e.to_string()))?;
-        *req.headers_mut() = self.headers.clone();
-        if let Some(s) = session {
-            if let Some(id) = &s.id {
-                req.headers_mut().insert(SESSION, id.clone());
-            }
-            req.headers_mut().insert(VERSION, s.version.clone());
-        }
-        let resp =
-            self.client.request(req).await.map_err(|e| {
-                UpstreamError::Unavailable(error_chain("connection failed".into(), &e))
-            })?;
+        let resp = self.send(body, session).await?;
         let status = resp.status();
         if !status.is_success() {
             return Err(UpstreamError::Status(status.as_u16()));
@@ -211,6 +208,55 @@ impl HttpLink {
                 "the answer is not the response to the request".into(),
             )),
         }
+    }
+}
+
+impl HttpLink {
+    /// Send one message with sluice's credential; a token the server refuses (401) is
+    /// replaced and the message sent once more.
+    async fn send(
+        &self,
+        body: Bytes,
+        session: Option<&Session>,
+    ) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
+        let Some(oauth) = &self.oauth else {
+            return self.send_once(body, session, None).await;
+        };
+        let token = oauth.header().await?;
+        let resp = self.send_once(body.clone(), session, Some(&token)).await?;
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        drop(resp);
+        let fresh = oauth.renew(&token).await?;
+        self.send_once(body, session, Some(&fresh)).await
+    }
+
+    async fn send_once(
+        &self,
+        body: Bytes,
+        session: Option<&Session>,
+        token: Option<&HeaderValue>,
+    ) -> Result<http::Response<hyper::body::Incoming>, UpstreamError> {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone())
+            .body(SegmentsBody::new(vec![body]))
+            .map_err(|e| UpstreamError::Unavailable(e.to_string()))?;
+        *req.headers_mut() = self.headers.clone();
+        if let Some(t) = token {
+            req.headers_mut().insert(AUTHORIZATION, t.clone());
+        }
+        if let Some(s) = session {
+            if let Some(id) = &s.id {
+                req.headers_mut().insert(SESSION, id.clone());
+            }
+            req.headers_mut().insert(VERSION, s.version.clone());
+        }
+        self.client
+            .request(req)
+            .await
+            .map_err(|e| UpstreamError::Unavailable(error_chain("connection failed".into(), &e)))
     }
 }
 

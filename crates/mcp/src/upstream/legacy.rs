@@ -23,7 +23,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::sse::Events;
 use super::{initialize_params, negotiated_version, Reply, UpstreamError};
 use crate::jsonrpc::{self, Kind, Message};
-use crate::settings::HttpServer;
+use crate::settings::{Credential, HttpServer};
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -90,6 +90,10 @@ impl LegacyLink {
         timeout: Duration,
     ) -> Self {
         let mut headers = HeaderMap::new();
+        // The static credential (validation refuses oauth2 for an SSE server) and the rest.
+        if let Some(Credential::Header(name, value)) = &s.credential {
+            headers.insert(name.clone(), value.0.clone());
+        }
         for (name, value) in &s.headers {
             headers.insert(name.clone(), value.0.clone());
         }

@@ -6,6 +6,7 @@
 mod http;
 mod legacy;
 pub mod notes;
+mod oauth;
 mod sse;
 mod stdio;
 
