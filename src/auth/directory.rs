@@ -376,10 +376,12 @@ impl Directory {
     /// to: the key, its team and its user, those with a limit. The caller has checked that
     /// none of them is blocked.
     pub fn spend_subjects(&self, key: &KeyEntry) -> Subjects {
-        let mut out = Subjects::default();
-        if key.subject.limits.any() {
-            out.push(key.subject.clone());
-        }
+        let (team, user) = self.team_and_user(key);
+        limited(key, team.as_deref(), user.as_deref())
+    }
+
+    /// The key's team and user, those this instance knows.
+    fn team_and_user(&self, key: &KeyEntry) -> (Option<Arc<Holder>>, Option<Arc<Holder>>) {
         let team = key
             .info
             .team_id
@@ -390,12 +392,7 @@ impl Directory {
             .user_id
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u));
-        for h in team.iter().chain(user.iter()) {
-            if h.subject.limits.any() {
-                out.push(h.subject.clone());
-            }
-        }
-        out
+        (team, user)
     }
 
     /// Check that `key` may call `group` now, and collect the subjects to admit the request
@@ -413,16 +410,7 @@ impl Directory {
         if key.expires_ms.is_some_and(|t| wall_ms >= t) {
             return Err(ApiError::KeyRefused(KeyRefusal::Expired));
         }
-        let team = key
-            .info
-            .team_id
-            .as_deref()
-            .and_then(|t| self.holder(SubjectKind::Team, t));
-        let user = key
-            .info
-            .user_id
-            .as_deref()
-            .and_then(|u| self.holder(SubjectKind::User, u));
+        let (team, user) = self.team_and_user(key);
         if team.as_ref().is_some_and(|t| t.blocked) {
             return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
         }
@@ -441,15 +429,7 @@ impl Directory {
                 return Err(not_allowed(SubjectKind::Team));
             }
         }
-        let mut out = Subjects::default();
-        if key.subject.limits.any() {
-            out.push(key.subject.clone());
-        }
-        for h in team.iter().chain(user.iter()) {
-            if h.subject.limits.any() {
-                out.push(h.subject.clone());
-            }
-        }
+        let mut out = limited(key, team.as_deref(), user.as_deref());
         if let Some(h) = end_user.and_then(|e| self.holder(SubjectKind::EndUser, e)) {
             if h.blocked {
                 return Err(ApiError::EndUserBlocked);
@@ -460,6 +440,20 @@ impl Directory {
         }
         Ok(out)
     }
+}
+
+/// The key, its team and its user, those with a limit to count against.
+fn limited(key: &KeyEntry, team: Option<&Holder>, user: Option<&Holder>) -> Subjects {
+    let mut out = Subjects::default();
+    if key.subject.limits.any() {
+        out.push(key.subject.clone());
+    }
+    for h in team.into_iter().chain(user) {
+        if h.subject.limits.any() {
+            out.push(h.subject.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

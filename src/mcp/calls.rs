@@ -322,11 +322,17 @@ impl Ctx<'_> {
             "tools/call" => hub::tool_allowed(server, own, &self.who.rules()),
             _ => self.who.allows_server(server.name()),
         };
-        if !allowed {
-            let why = format!(
+        let refusal = if !allowed {
+            Some(format!(
                 "this key may not use \"{own}\" of MCP server \"{}\"",
                 server.name()
-            );
+            ))
+        } else if method == "tools/call" && server.settings.cost.of(own).is_some_and(|c| c > 0) {
+            self.budget_left().err()
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
             self.record(
                 server.name(),
                 method,
@@ -336,19 +342,6 @@ impl Ctx<'_> {
                 Some(why.clone()),
             );
             return Answer::Error(FORBIDDEN, why);
-        }
-        if method == "tools/call" && server.settings.cost.of(own).is_some_and(|c| c > 0) {
-            if let Err(why) = self.budget_left() {
-                self.record(
-                    server.name(),
-                    method,
-                    Some(own),
-                    Instant::now(),
-                    CallStatus::Refused,
-                    Some(why.clone()),
-                );
-                return Answer::Error(FORBIDDEN, why);
-            }
         }
         fields.insert("name".into(), Value::String(own.to_owned()));
         let own = own.to_owned();

@@ -206,7 +206,8 @@ where
             &record.request_id,
             record.route,
         )
-        .await;
+        .await
+        .unwrap_or_else(modern::Outgoing::into_response);
         record.status = resp.status().as_u16();
         return Ok(resp);
     }

@@ -74,7 +74,8 @@ impl Outgoing {
         self.body.unwrap_or_default()
     }
 
-    fn into_response(self) -> Response<ResponseBody> {
+    /// As an HTTP response.
+    pub(super) fn into_response(self) -> Response<ResponseBody> {
         match self.body {
             Some(text) => super::json(self.status, text),
             None => super::empty(self.status),
@@ -82,32 +83,13 @@ impl Outgoing {
     }
 }
 
-/// Answer one modern message.
+/// Answer one modern message: the response of the call it runs, or (`Err`) what to answer
+/// when there is none to run (a refusal, a notification, discovery).
 #[expect(
     clippy::too_many_arguments,
     reason = "the request's pieces, as the handshake path has them"
 )]
 pub(super) async fn serve(
-    state: &AppState,
-    gw: &Arc<McpGateway>,
-    who: Who,
-    server: Option<&str>,
-    headers: &HeaderMap,
-    msg: &Message<'_>,
-    request_id: &http::HeaderValue,
-    route: &'static str,
-) -> Response<ResponseBody> {
-    answer(state, gw, who, server, headers, msg, request_id, route)
-        .await
-        .unwrap_or_else(Outgoing::into_response)
-}
-
-/// The response, or what to answer with when there is no call to run (`Err`).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the request's pieces, as the handshake path has them"
-)]
-async fn answer(
     state: &AppState,
     gw: &Arc<McpGateway>,
     who: Who,

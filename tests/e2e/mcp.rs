@@ -16,10 +16,10 @@ pub(crate) fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/tool_server.py")
 }
 
-/// The HTTP tool server, stopped when dropped.
-struct HttpTools {
+/// A tool server of the fixture's, stopped when dropped.
+pub(crate) struct HttpTools {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for HttpTools {
@@ -29,12 +29,14 @@ impl Drop for HttpTools {
     }
 }
 
-async fn http_tools() -> HttpTools {
+/// `tool_server.py <mode> PORTFILE` with `env` added, once it listens.
+pub(crate) async fn tool_server(mode: &str, env: &[(&str, &str)]) -> HttpTools {
     let portfile = temp_dir().join("port");
     let child = Command::new("python3")
         .arg(script())
-        .arg("http")
+        .arg(mode)
         .arg(&portfile)
+        .envs(env.iter().copied())
         .spawn()
         .expect("python3 runs");
     let mut tools = HttpTools { child, port: 0 };
@@ -43,9 +45,13 @@ async fn http_tools() -> HttpTools {
         async move { p.is_some() }
     })
     .await;
-    assert!(up, "the HTTP tool server did not start");
+    assert!(up, "the {mode} tool server did not start");
     tools.port = std::fs::read_to_string(&portfile).unwrap().parse().unwrap();
     tools
+}
+
+async fn http_tools() -> HttpTools {
+    tool_server("http", &[]).await
 }
 
 fn config(port: u16, extra: &str) -> String {

@@ -3,48 +3,18 @@
 //! (`client_credentials`, the client's id and secret in the form body or HTTP Basic). sluice
 //! obtains one token for many calls, sends it upstream, replaces it when the server refuses
 //! it, and reports a wrong secret as a clear error that never shows the secret.
-use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::Duration;
 
 use crate::common::*;
+use crate::mcp::{tool_server, HttpTools};
 use serde_json::{json, Value};
 
 const SECRET: &str = "client-secret-42";
 const WRONG: &str = "wrong-secret-9f3c";
 
-/// The fixture in `oauth` mode, stopped when dropped.
-struct Tools {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Tools {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Tools = HttpTools;
 
 async fn tools() -> Tools {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/tool_server.py");
-    let portfile = temp_dir().join("port");
-    let child = Command::new("python3")
-        .arg(script)
-        .arg("oauth")
-        .arg(&portfile)
-        .spawn()
-        .expect("python3 runs");
-    let mut tools = Tools { child, port: 0 };
-    let up = eventually(Duration::from_secs(10), || {
-        let p = std::fs::read_to_string(&portfile).ok();
-        async move { p.is_some() }
-    })
-    .await;
-    assert!(up, "the OAuth tool server did not start");
-    tools.port = std::fs::read_to_string(&portfile).unwrap().parse().unwrap();
-    tools
+    tool_server("oauth", &[]).await
 }
 
 impl Tools {

@@ -5,8 +5,6 @@
 //! sluice's, a dropped upstream stream fails its call at once and the next call opens a new
 //! one, the server's own requests are refused, a session is its key's, and a client leaving
 //! its stream cancels its calls at the tool server.
-use std::path::PathBuf;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,41 +16,11 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::common::*;
+use crate::mcp::{tool_server, HttpTools};
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/tool_server.py")
-}
-
-/// The SSE tool server, stopped when dropped.
-struct SseTools {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for SseTools {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn sse_tools(endpoint: Option<&str>) -> SseTools {
-    let portfile = temp_dir().join("port");
-    let mut cmd = Command::new("python3");
-    cmd.arg(script()).arg("sse").arg(&portfile);
-    if let Some(e) = endpoint {
-        cmd.env("SSE_ENDPOINT", e);
-    }
-    let child = cmd.spawn().expect("python3 runs");
-    let mut tools = SseTools { child, port: 0 };
-    let up = eventually(Duration::from_secs(10), || {
-        let p = std::fs::read_to_string(&portfile).ok();
-        async move { p.is_some() }
-    })
-    .await;
-    assert!(up, "the SSE tool server did not start");
-    tools.port = std::fs::read_to_string(&portfile).unwrap().parse().unwrap();
-    tools
+async fn sse_tools(endpoint: Option<&str>) -> HttpTools {
+    let env: Vec<(&str, &str)> = endpoint.map(|e| ("SSE_ENDPOINT", e)).into_iter().collect();
+    tool_server("sse", &env).await
 }
 
 fn config(port: u16, extra: &str) -> String {

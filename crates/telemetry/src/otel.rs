@@ -204,18 +204,7 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
                 attr(a, 9, "sluice.cache.saved_usd", Val::F64(usd));
             }
         }
-        if let Some(k) = &r.key_alias {
-            attr(a, 9, "sluice.key_alias", Val::Str(k));
-        }
-        if let Some(k) = &r.key_hash {
-            attr(a, 9, "sluice.key_hash", Val::Str(k));
-        }
-        if let Some(t) = &r.team_id {
-            attr(a, 9, "sluice.team_id", Val::Str(t));
-        }
-        if let Some(u) = &r.user_id {
-            attr(a, 9, "sluice.user_id", Val::Str(u));
-        }
+        caller(a, r);
         if let Some(e) = &r.error {
             attr(a, 9, "error.type", Val::Str(e));
         }
@@ -229,6 +218,22 @@ fn request_spans(out: &mut BytesMut, r: &CallbackRecord) {
     });
     for (n, at) in r.attempts.iter().enumerate() {
         attempt_span(out, r, at, n, &trace_id, &span_id, op);
+    }
+}
+
+/// Who made the call: the key (alias and hash, never the key), its team and user.
+fn caller(a: &mut BytesMut, r: &CallbackRecord) {
+    if let Some(k) = &r.key_alias {
+        attr(a, 9, "sluice.key_alias", Val::Str(k));
+    }
+    if let Some(k) = &r.key_hash {
+        attr(a, 9, "sluice.key_hash", Val::Str(k));
+    }
+    if let Some(t) = &r.team_id {
+        attr(a, 9, "sluice.team_id", Val::Str(t));
+    }
+    if let Some(u) = &r.user_id {
+        attr(a, 9, "sluice.user_id", Val::Str(u));
     }
 }
 
@@ -264,15 +269,7 @@ fn tool_span(
         if let Some(usd) = r.cost {
             attr(a, 9, "sluice.cost_usd", Val::F64(usd));
         }
-        if let Some(k) = &r.key_alias {
-            attr(a, 9, "sluice.key_alias", Val::Str(k));
-        }
-        if let Some(k) = &r.key_hash {
-            attr(a, 9, "sluice.key_hash", Val::Str(k));
-        }
-        if let Some(t) = &r.team_id {
-            attr(a, 9, "sluice.team_id", Val::Str(t));
-        }
+        caller(a, r);
         let ok = m.status == "ok";
         if !ok {
             attr(a, 9, "error.type", Val::Str(&m.status));
