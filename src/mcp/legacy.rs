@@ -31,11 +31,13 @@ use sluice_core::record::RequestRecord;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 
 use super::calls::{Ctx, Env, SpanParent};
+use super::relay;
 use super::sessions::Owner;
 use super::{enter, Entry, McpGateway};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, RelayError, ResponseBody, Snapshot};
 use sluice_core::trace_context::TraceContext;
+use sluice_mcp::upstream::Notes;
 
 /// Messages waiting to go into one client's stream.
 const OUTBOX: usize = 64;
@@ -217,6 +219,14 @@ impl Call {
     async fn run(self, session: Arc<super::sessions::Session>, outbox: mpsc::Sender<String>) {
         let call = session.begin(&self.id);
         let cancelled = call.token();
+        let token = relay::token(self.params.as_deref());
+        let (notes, heard) = match token {
+            Some(_) => {
+                let (notes, heard) = Notes::channel(relay::NOTES_QUEUE);
+                (Some(notes), Some(heard))
+            }
+            None => (None, None),
+        };
         let ctx = Ctx {
             env: &self.env,
             gw: &self.gw,
@@ -230,9 +240,30 @@ impl Call {
                 .clone()
                 .map(|t| SpanParent::Client(Box::new(t))),
             cancelled: cancelled.clone(),
-            notes: None,
+            notes,
         };
-        let answer = ctx.request(&self.method, self.params.as_deref()).await;
+        let answer = ctx.request(&self.method, self.params.as_deref());
+        // The server's notifications about the call (a progress token was given) go into the
+        // stream as they come, before the response; a client behind on reading loses them.
+        let answer = match (heard, &token) {
+            (Some(mut heard), Some(token)) => {
+                tokio::pin!(answer);
+                let a = loop {
+                    tokio::select! {
+                        biased;
+                        Some(note) = heard.recv() => {
+                            let _ = outbox.try_send(relay::for_client(&note, token));
+                        }
+                        a = &mut answer => break a,
+                    }
+                };
+                while let Ok(note) = heard.try_recv() {
+                    let _ = outbox.try_send(relay::for_client(&note, token));
+                }
+                a
+            }
+            _ => answer.await,
+        };
         drop(call);
         // A cancelled request is not answered (the client said it no longer wants it).
         if !cancelled.is_cancelled() {

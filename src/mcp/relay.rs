@@ -31,13 +31,27 @@ use super::{McpGateway, Who};
 use crate::server::{RelayError, ResponseBody};
 
 /// Notifications from the tool server not yet turned into events.
-const NOTES_QUEUE: usize = 32;
+pub(super) const NOTES_QUEUE: usize = 32;
 /// Events not yet read by the client.
 const EVENTS_QUEUE: usize = 32;
 
 /// The client's progress token (raw JSON) when it gave one and reads event streams: the
 /// request is then answered by [`answer`].
 pub(super) fn wanted(headers: &HeaderMap, params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    let streams = headers
+        .get_all(http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"));
+    if !streams {
+        return None;
+    }
+    token(params)
+}
+
+/// The progress token (raw JSON) the client's params carry, if any (one substring search
+/// for the calls that carry none).
+pub(super) fn token(params: Option<&RawValue>) -> Option<Box<RawValue>> {
     #[derive(Deserialize)]
     struct Meta<'a> {
         #[serde(rename = "progressToken", borrow)]
@@ -50,14 +64,6 @@ pub(super) fn wanted(headers: &HeaderMap, params: Option<&RawValue>) -> Option<B
     }
     let params = params?;
     memchr::memmem::find(params.get().as_bytes(), b"\"progressToken\"")?;
-    let streams = headers
-        .get_all(http::header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("text/event-stream"));
-    if !streams {
-        return None;
-    }
     let p: P<'_> = serde_json::from_str(params.get()).ok()?;
     p.meta?.token.map(ToOwned::to_owned)
 }
@@ -154,7 +160,7 @@ async fn run(mut call: Call, out: mpsc::Sender<Bytes>) {
 }
 
 /// A notification as the client gets it: progress carries the client's own token again.
-fn for_client(note: &str, token: &RawValue) -> String {
+pub(super) fn for_client(note: &str, token: &RawValue) -> String {
     #[derive(Deserialize)]
     struct N {
         method: String,

@@ -362,3 +362,45 @@ async fn an_endpoint_on_another_origin_is_refused() {
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("origin"), "{v}");
 }
+
+#[tokio::test]
+async fn progress_reaches_an_sse_client_before_the_response() {
+    let tools = sse_tools(None).await;
+    let script = crate::mcp::script();
+    let local = format!(
+        "  local:\n    command: python3\n    args: [\"{}\", stdio]\n",
+        script.display()
+    );
+    let gw = gateway(&config(tools.port, &local)).await;
+    let mut c = connect(&gw, "/mcp/sse", "sk-master").await.unwrap();
+    c.initialize().await;
+    let status = c
+        .post_as(
+            "sk-master",
+            json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {
+                "name": "local-steps", "arguments": {"n": 3},
+                "_meta": {"progressToken": "tok-1"}}}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let mut progress = Vec::new();
+    loop {
+        let (_, data) = tokio::time::timeout(Duration::from_secs(15), c.events.recv())
+            .await
+            .expect("an event in time")
+            .expect("the stream is open");
+        let v: Value = serde_json::from_str(&data).unwrap();
+        if v["id"] == 77 {
+            assert!(v["result"].is_object(), "{v}");
+            break;
+        }
+        if v["method"] == "notifications/progress" {
+            assert_eq!(
+                v["params"]["progressToken"], "tok-1",
+                "the client's own token"
+            );
+            progress.push(v["params"]["progress"].as_f64().unwrap());
+        }
+    }
+    assert_eq!(progress, [1.0, 2.0, 3.0], "every step, before the response");
+}
