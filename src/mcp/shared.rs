@@ -8,14 +8,18 @@ use super::sessions::{Owner, Session};
 use super::McpGateway;
 use crate::server::AppState;
 
-/// How Redis holds who opened a session and for which view: `<owner>|<server or empty>`.
-fn holder(owner: &Owner, scope: Option<&str>) -> String {
-    let who = match owner {
+/// How Redis names who opened a session.
+fn owner_text(owner: &Owner) -> String {
+    match owner {
         Owner::Open => "open".to_owned(),
         Owner::Master => "master".to_owned(),
         Owner::Key(hash) => format!("key:{hash}"),
-    };
-    format!("{who}|{}", scope.unwrap_or(""))
+    }
+}
+
+/// How Redis holds who opened a session and for which view: `<owner>|<server or empty>`.
+fn holder(owner: &Owner, scope: Option<&str>) -> String {
+    format!("{}|{}", owner_text(owner), scope.unwrap_or(""))
 }
 
 /// Tell the fleet about a session just opened here.
@@ -47,12 +51,11 @@ pub(super) async fn close(state: &AppState, gw: &McpGateway, id: &str, owner: &O
     let Some(fleet) = state.fleet() else {
         return here;
     };
-    let mine = holder(owner, None);
-    let owner_of = |h: &str| h.split_once('|').map(|(o, _)| o.to_owned());
+    let mine = owner_text(owner);
     let shared = fleet
         .shared_session(id)
         .await
-        .is_some_and(|h| owner_of(&h) == owner_of(&mine));
+        .is_some_and(|h| h.split_once('|').is_some_and(|(o, _)| o == mine));
     if here || shared {
         fleet.end_session(id).await;
     }

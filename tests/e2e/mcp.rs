@@ -155,16 +155,20 @@ impl<'a> Client<'a> {
     }
 
     async fn tool_names(&mut self) -> Vec<String> {
-        let v = self.request("tools/list", json!({})).await;
-        let mut names: Vec<String> = v["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
+        tool_names(&self.request("tools/list", json!({})).await)
     }
+}
+
+/// The tools a `tools/list` response names, sorted.
+pub(crate) fn tool_names(v: &Value) -> Vec<String> {
+    let mut names: Vec<String> = v["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 pub(crate) fn text_of(v: &Value) -> &str {

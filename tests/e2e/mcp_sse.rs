@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::common::*;
-use crate::mcp::{tool_server, HttpTools};
+use crate::mcp::{text_of, tool_names, tool_server, HttpTools};
 
 async fn sse_tools(endpoint: Option<&str>) -> HttpTools {
     let env: Vec<(&str, &str)> = endpoint.map(|e| ("SSE_ENDPOINT", e)).into_iter().collect();
@@ -179,22 +179,8 @@ impl SseClient {
     }
 
     async fn tool_names(&mut self) -> Vec<String> {
-        let v = self.request("tools/list", json!({})).await;
-        let mut names: Vec<String> = v["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect();
-        names.sort();
-        names
+        tool_names(&self.request("tools/list", json!({})).await)
     }
-}
-
-fn text_of(v: &Value) -> &str {
-    v["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
 }
 
 #[tokio::test]

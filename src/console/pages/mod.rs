@@ -219,24 +219,29 @@ fn text(v: &Value, field: &str) -> String {
 
 /// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
 fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
-    match form.filled(field) {
-        None => Ok(Value::Null),
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .and_then(|n| {
-                if field == "max_budget" {
-                    serde_json::Number::from_f64(n).map(Value::Number)
-                } else {
-                    Some(Value::from(n as u64))
-                }
-            })
-            .ok_or_else(|| ApiError::InvalidParam {
-                param: field,
-                message: format!("`{v}` is not a number, 0 or more"),
-            }),
-    }
+    amount(form, field, field != "max_budget", "number")
+}
+
+/// A number of 0 or more from `field` (blank: `null`): whole (a count) or not (USD); `noun`
+/// names what it should have been in the error.
+fn amount(form: &Form, field: &'static str, whole: bool, noun: &str) -> Result<Value, ApiError> {
+    let Some(v) = form.filled(field) else {
+        return Ok(Value::Null);
+    };
+    v.parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)
+        .and_then(|n| {
+            if whole {
+                Some(Value::from(n as u64))
+            } else {
+                serde_json::Number::from_f64(n).map(Value::Number)
+            }
+        })
+        .ok_or_else(|| ApiError::InvalidParam {
+            param: field,
+            message: format!("`{v}` is not a {noun}, 0 or more"),
+        })
 }
 
 /// USD as the console shows it.

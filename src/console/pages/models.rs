@@ -8,7 +8,7 @@ use http::{Method, Response};
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, change, number, query, removal, text};
+use super::{admin, amount, change, number, query, removal, text};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::server::health::deployments;
@@ -199,7 +199,7 @@ pub(super) async fn act(
                 "output_cost_per_token",
             ] {
                 let v = if f.starts_with("input") || f.starts_with("output") {
-                    cost(form, f)?
+                    amount(form, f, false, "price")?
                 } else {
                     number(form, f)?
                 };
@@ -241,21 +241,4 @@ pub(super) async fn act(
     };
     change(state, &viewer.session.user, path, &Value::Object(body)).await?;
     Ok(redirect("/ui/models"))
-}
-
-/// A price field: blank is `null`, else a number of 0 or more.
-fn cost(form: &Form, field: &'static str) -> Result<Value, ApiError> {
-    match form.filled(field) {
-        None => Ok(Value::Null),
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .and_then(serde_json::Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(|| ApiError::InvalidParam {
-                param: field,
-                message: format!("`{v}` is not a price, 0 or more"),
-            }),
-    }
 }
