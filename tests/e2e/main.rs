@@ -27,6 +27,7 @@ mod mcp_spend;
 mod mcp_sse;
 mod models;
 mod passthrough;
+mod portable;
 mod providers;
 mod proxy;
 mod realtime;
