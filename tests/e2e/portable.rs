@@ -56,14 +56,17 @@ fn machine_paths(text: &str, in_tests: bool) -> Vec<(usize, String)> {
     let mut hits = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let fixed = always.iter().any(|p| line.contains(p.as_str()));
-        // `/tmp/<name>`: a fixed file or folder under /tmp, not `${TMPDIR:-/tmp}` or `/tmp`
-        // alone.
+        // `/tmp/<name>`: a fixed file or folder under the root's /tmp, not `${TMPDIR:-/tmp}`,
+        // `/tmp` alone, a placeholder (`/tmp/...`) or a relative path (`target/tmp/e2e`).
+        let path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
         let temp = !in_tests
             && line.match_indices(tmp.as_str()).any(|(i, _)| {
-                line[i + tmp.len()..]
+                let rooted = !line[..i].chars().next_back().is_some_and(path_char);
+                let named = line[i + tmp.len()..]
                     .chars()
                     .next()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+                rooted && named
             });
         if fixed || temp {
             hits.push((n + 1, line.trim().to_owned()));
@@ -115,7 +118,9 @@ fn the_rule_catches_each_kind_of_path() {
     let work = ["/", "work/.mirror/db"].concat();
     let home = ["/", "home/dev/.cargo"].concat();
     let tmp = ["x=\"", "/", "tmp/sluice-db\""].concat();
-    let text = format!("ok line\n{work}\n{home}\n{tmp}\n${{TMPDIR:-/tmp}}/x.XXXX\n");
+    // A relative path ending in tmp and a placeholder are not a path of one machine.
+    let relative = ["target", "/", "tmp/e2e and `", "/", "tmp/...`"].concat();
+    let text = format!("ok line\n{work}\n{home}\n{tmp}\n${{TMPDIR:-/tmp}}/x.XXXX\n{relative}\n");
     let hits: Vec<usize> = machine_paths(&text, false)
         .into_iter()
         .map(|h| h.0)
