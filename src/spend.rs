@@ -9,9 +9,38 @@ use std::sync::Arc;
 use sluice_core::limits::{nanos, wall_ms, Nanos, Permit, Remaining};
 use sluice_core::price::Price;
 use sluice_core::record::RequestRecord;
-use sluice_routing::InFlight;
+use sluice_routing::{Group, InFlight};
 
 use crate::fleet::{Fleet, Settlement};
+
+/// Output tokens a request without a `max_tokens` is assumed to ask for when its budget
+/// reservation is estimated (a caller with no cost history yet). Generous on purpose: the
+/// reservation only holds budget back while the request is in flight, and a fresh key's first
+/// burst is what it bounds.
+pub const DEFAULT_RESERVED_OUTPUT_TOKENS: u64 = 1024;
+
+/// Bytes of a request body per prompt token, for the estimate: about four characters a token
+/// in English, and a JSON body's syntax makes the count generous.
+const BYTES_PER_TOKEN: usize = 4;
+
+/// What a request may cost, before it is sent: the dearest deployment of its group priced for
+/// the body as prompt and `max_tokens` (or [`DEFAULT_RESERVED_OUTPUT_TOKENS`]) as output.
+/// Reserved against the budgets of callers with no cost history, so that a burst on a fresh
+/// key stays within its budget (`limits::admit_reserving`).
+pub fn estimate(group: &Group, body_len: usize, max_tokens: Option<u64>) -> Nanos {
+    let prompt = (body_len / BYTES_PER_TOKEN) as f64;
+    let output = max_tokens.unwrap_or(DEFAULT_RESERVED_OUTPUT_TOKENS) as f64;
+    let usd = group
+        .members()
+        .iter()
+        .map(|m| {
+            let p = m.target.price;
+            p.input * prompt + p.output * output
+        })
+        .filter(|c| c.is_finite())
+        .fold(0.0, f64::max);
+    nanos(usd)
+}
 
 /// Who a request's usage and cost are charged to.
 #[derive(Debug, Default)]

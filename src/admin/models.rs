@@ -191,6 +191,7 @@ async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
         updated_at: now,
         updated_by: by.to_owned(),
     };
+    upstream_allowed(state, &params).await?;
     let row = checked(rt, row, params, None).await?;
     rt.store().insert_model(&row).await.map_err(store_error)?;
     let answer = answer(&row, &params_of(rt, &row));
@@ -239,6 +240,7 @@ async fn update(
     if !params.contains_key("model") {
         return Err(ApiError::MissingParam("litellm_params.model"));
     }
+    upstream_allowed(state, &params).await?;
     let row = checked(rt, row, params, Some(&id)).await?;
     rt.store().update_model(&row).await.map_err(store_error)?;
     let answer = answer(&row, &params_of(rt, &row));
@@ -323,6 +325,46 @@ async fn checked(
         .seal(&params)
         .map_err(|_| ApiError::Internal("sealing the deployment's parameters"))?;
     Ok(row)
+}
+
+/// A deployment added or changed at run time may not point back into the gateway's machine or
+/// at the cloud's metadata service (loopback, link-local, unspecified addresses, and names
+/// that resolve to them), unless `client_side_api_base_allowlist` lets the host through:
+/// otherwise whoever may add a deployment could make sluice, with its credentials and network
+/// position, call its own admin port or the instance's credentials endpoint (a confused
+/// deputy). Private networks stay allowed: self-hosted model servers live there.
+async fn upstream_allowed(state: &AppState, params: &Map<String, Value>) -> Result<(), ApiError> {
+    for field in ["api_base", "base_url"] {
+        let Some(Value::String(base)) = params.get(field) else {
+            continue;
+        };
+        let refused = |message: String| ApiError::InvalidParam {
+            param: "litellm_params.api_base",
+            message,
+        };
+        let uri: http::Uri = base
+            .trim()
+            .parse()
+            .map_err(|_| refused(format!("litellm_params.{field}: not a URL")))?;
+        let Some(host) = uri.host() else {
+            return Err(refused(format!(
+                "litellm_params.{field}: the URL has no host"
+            )));
+        };
+        let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+            Some("https") | Some("wss") => 443,
+            _ => 80,
+        });
+        let allow = state.snapshot().upstream_allowlist.clone();
+        sluice_net::ssrf::check_host_in(sluice_net::ssrf::Scope::Deployment, host, port, &allow)
+            .await
+            .map_err(|e| {
+                refused(format!(
+                    "litellm_params.{field}: {e} (general_settings.client_side_api_base_allowlist                      lets an operator allow it)"
+                ))
+            })?;
+    }
+    Ok(())
 }
 
 /// Serve the change on this instance, tell the fleet, and write the audit log. The change is

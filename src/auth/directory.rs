@@ -14,47 +14,14 @@ use sluice_core::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subject
 use sluice_core::record::KeyInfo;
 use sluice_core::trace_context::hex;
 
+use super::access::{ModelAccess, Wanted};
+
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
 
 /// Digest a presented key.
 pub fn digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()
-}
-
-/// Which model groups a holder may call (LiteLLM's `models` list).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ModelAccess {
-    /// Every group (`[]`, `["*"]` or `["all-proxy-models"]`).
-    All,
-    /// Whatever the key's team allows (`["all-team-models"]`); a key without a team: all.
-    Team,
-    /// These names; an entry ending in `*` matches by prefix (`"openai/*"`).
-    Only(Box<[Box<str>]>),
-}
-
-impl ModelAccess {
-    /// From LiteLLM's `models` list.
-    pub fn from_list(models: &[String]) -> Self {
-        if models.is_empty() || models.iter().any(|m| m == "*" || m == "all-proxy-models") {
-            Self::All
-        } else if models.iter().any(|m| m == "all-team-models") {
-            Self::Team
-        } else {
-            Self::Only(models.iter().map(|m| m.as_str().into()).collect())
-        }
-    }
-
-    /// Whether `group` is allowed (`Team` answers true: the team's own access decides).
-    pub fn allows(&self, group: &str) -> bool {
-        match self {
-            Self::All | Self::Team => true,
-            Self::Only(names) => names.iter().any(|n| match n.strip_suffix('*') {
-                Some(prefix) => group.starts_with(prefix),
-                None => **n == *group,
-            }),
-        }
-    }
 }
 
 /// A team, a user or an end user: who may be refused, what they may call, and their limits.
@@ -140,12 +107,18 @@ impl Caller {
             .collect()
     }
 
-    /// The cache controls its team's and then its key's `metadata.cache` put over what the
-    /// request asked (`asked`), when either has some; `None` leaves the request's own.
+    /// The cache controls a request is held to, and the cache namespace it may reach. A
+    /// virtual key's requests are scoped to its team (or, without one, to the key itself):
+    /// whatever namespace the request names, or the config's (`default_namespace`), lives
+    /// inside that scope, so that no caller is served another team's stored answers. An
+    /// admin shares a namespace on purpose by setting it in the key's or team's
+    /// `metadata.cache`: then it is used as set. `None` for the master key and an open gateway
+    /// (the request's own controls apply, unscoped).
     pub fn cache_policy(
         &self,
         dir: &Directory,
         asked: Option<&CacheControl>,
+        default_namespace: Option<&str>,
     ) -> Option<CacheControl> {
         let Self::Key(k) = self else {
             return None;
@@ -156,12 +129,21 @@ impl Caller {
             .as_deref()
             .and_then(|t| dir.holder(SubjectKind::Team, t));
         let team = team.as_ref().and_then(|t| t.cache.as_deref());
-        if team.is_none() && k.cache.is_none() {
-            return None;
-        }
         let mut c = asked.cloned().unwrap_or_default();
+        let mut shared = false;
         for policy in team.into_iter().chain(k.cache.as_deref()) {
             c.apply(policy);
+            shared |= policy.namespace.is_some();
+        }
+        if !shared {
+            let named = c.namespace.as_deref().or(default_namespace);
+            let scope = match (&k.info.team_id, named) {
+                (Some(t), Some(n)) => format!("team:{t}/{n}"),
+                (Some(t), None) => format!("team:{t}"),
+                (None, Some(n)) => format!("key:{}/{n}", k.info.hash),
+                (None, None) => format!("key:{}", k.info.hash),
+            };
+            c.namespace = Some(scope);
         }
         Some(c)
     }
@@ -395,15 +377,22 @@ impl Directory {
         (team, user)
     }
 
-    /// Check that `key` may call `group` now, and collect the subjects to admit the request
-    /// against: the key, its team, its user and the request's end user (those that exist here).
-    pub fn subjects(
+    /// Whether `key` may use `wanted` by the model access of the key, its team and its user
+    /// (the one rule, `auth::access`); `Err` names who refuses. Asked for the group a request
+    /// names and again for each fallback it would move to.
+    pub fn may_use(&self, key: &KeyEntry, wanted: &Wanted<'_>) -> Result<(), SubjectKind> {
+        let (team, user) = self.team_and_user(key);
+        may_use(key, team.as_deref(), user.as_deref(), wanted)
+    }
+
+    /// Whether `key` may be used at all now (not blocked or expired, nor its team or user
+    /// blocked); its team and user, those this instance knows.
+    #[allow(clippy::type_complexity)] // the pair `team_and_user` returns
+    pub fn usable(
         &self,
         key: &KeyEntry,
-        end_user: Option<&str>,
-        group: &str,
         wall_ms: u64,
-    ) -> Result<Subjects, ApiError> {
+    ) -> Result<(Option<Arc<Holder>>, Option<Arc<Holder>>), ApiError> {
         if key.blocked {
             return Err(ApiError::KeyRefused(KeyRefusal::Blocked));
         }
@@ -417,18 +406,25 @@ impl Directory {
         if user.as_ref().is_some_and(|u| u.blocked) {
             return Err(ApiError::KeyRefused(KeyRefusal::UserBlocked));
         }
-        let not_allowed = |by| ApiError::ModelNotAllowed {
-            model: group.chars().take(256).collect(),
-            by,
-        };
-        if !key.models.allows(group) {
-            return Err(not_allowed(SubjectKind::Key));
-        }
-        if let Some(t) = &team {
-            if !t.models.allows(group) {
-                return Err(not_allowed(SubjectKind::Team));
+        Ok((team, user))
+    }
+
+    /// Check that `key` may call `wanted` now, and collect the subjects to admit the request
+    /// against: the key, its team, its user and the request's end user (those that exist here).
+    pub fn subjects(
+        &self,
+        key: &KeyEntry,
+        end_user: Option<&str>,
+        wanted: &Wanted<'_>,
+        wall_ms: u64,
+    ) -> Result<Subjects, ApiError> {
+        let (team, user) = self.usable(key, wall_ms)?;
+        may_use(key, team.as_deref(), user.as_deref(), wanted).map_err(|by| {
+            ApiError::ModelNotAllowed {
+                model: wanted.requested.chars().take(256).collect(),
+                by,
             }
-        }
+        })?;
         let mut out = limited(key, team.as_deref(), user.as_deref());
         if let Some(h) = end_user.and_then(|e| self.holder(SubjectKind::EndUser, e)) {
             if h.blocked {
@@ -440,6 +436,26 @@ impl Directory {
         }
         Ok(out)
     }
+}
+
+/// The access rule over a key's holders: the key's list, then its team's, then its user's
+/// (LiteLLM keeps `models` on all three; each must allow).
+fn may_use(
+    key: &KeyEntry,
+    team: Option<&Holder>,
+    user: Option<&Holder>,
+    wanted: &Wanted<'_>,
+) -> Result<(), SubjectKind> {
+    if !key.models.allows(wanted) {
+        return Err(SubjectKind::Key);
+    }
+    if team.is_some_and(|t| !t.models.allows(wanted)) {
+        return Err(SubjectKind::Team);
+    }
+    if user.is_some_and(|u| !u.models.allows(wanted)) {
+        return Err(SubjectKind::User);
+    }
+    Ok(())
 }
 
 /// The key, its team and its user, those with a limit to count against.
@@ -497,19 +513,6 @@ mod tests {
     }
 
     #[test]
-    fn model_access_lists() {
-        assert!(ModelAccess::from_list(&[]).allows("x"));
-        let only = ModelAccess::from_list(&["gpt-4o".into(), "openai/*".into()]);
-        assert!(only.allows("gpt-4o"));
-        assert!(only.allows("openai/gpt-5"));
-        assert!(!only.allows("claude"));
-        assert_eq!(
-            ModelAccess::from_list(&["all-team-models".into()]),
-            ModelAccess::Team
-        );
-    }
-
-    #[test]
     fn team_and_key_both_decide_model_access() {
         let dir = Directory::default();
         dir.put_holder(
@@ -527,8 +530,10 @@ mod tests {
             &Stored::default(),
         );
         let k = dir.key(&digest("sk-1")).unwrap();
-        assert!(dir.subjects(&k, None, "gpt-4o", 0).is_ok());
-        let e = dir.subjects(&k, None, "claude", 0).unwrap_err();
+        assert!(dir.subjects(&k, None, &Wanted::name("gpt-4o"), 0).is_ok());
+        let e = dir
+            .subjects(&k, None, &Wanted::name("claude"), 0)
+            .unwrap_err();
         assert!(matches!(
             e,
             ApiError::ModelNotAllowed {
@@ -539,15 +544,58 @@ mod tests {
     }
 
     #[test]
+    fn a_users_models_bind_its_keys() {
+        let dir = Directory::default();
+        dir.put_holder(
+            SubjectKind::User,
+            "u1",
+            false,
+            ModelAccess::from_list(&["cheap".into()]),
+            &Stored::default(),
+        );
+        dir.put_key(
+            digest("sk-u"),
+            None,
+            None,
+            false,
+            ModelAccess::All,
+            None,
+            Some("u1"),
+            &Stored::default(),
+        );
+        let k = dir.key(&digest("sk-u")).unwrap();
+        assert!(dir.subjects(&k, None, &Wanted::name("cheap"), 0).is_ok());
+        assert!(matches!(
+            dir.subjects(&k, None, &Wanted::name("expensive"), 0),
+            Err(ApiError::ModelNotAllowed {
+                by: SubjectKind::User,
+                ..
+            })
+        ));
+        assert_eq!(
+            dir.may_use(&k, &Wanted::name("expensive")),
+            Err(SubjectKind::User)
+        );
+    }
+
+    #[test]
     fn an_update_keeps_live_counters() {
         let dir = Directory::default();
         put(&dir, "sk-1", None, &[], &limits(1));
         let k = dir.key(&digest("sk-1")).unwrap();
-        let _p = admit(dir.subjects(&k, None, "m", 0).unwrap(), 1_000).unwrap();
+        let _p = admit(
+            dir.subjects(&k, None, &Wanted::name("m"), 0).unwrap(),
+            1_000,
+        )
+        .unwrap();
         // The store sends a new version (alias renamed): the minute's count stays.
         put(&dir, "sk-1", None, &[], &limits(1));
         let k = dir.key(&digest("sk-1")).unwrap();
-        assert!(admit(dir.subjects(&k, None, "m", 0).unwrap(), 1_001).is_err());
+        assert!(admit(
+            dir.subjects(&k, None, &Wanted::name("m"), 0).unwrap(),
+            1_001
+        )
+        .is_err());
     }
 
     #[test]
@@ -605,12 +653,12 @@ mod tests {
         let b = dir.key(&digest("sk-b")).unwrap();
         let e = dir.key(&digest("sk-e")).unwrap();
         assert!(matches!(
-            dir.subjects(&b, None, "m", 0),
+            dir.subjects(&b, None, &Wanted::name("m"), 0),
             Err(ApiError::KeyRefused(KeyRefusal::Blocked))
         ));
-        assert!(dir.subjects(&e, None, "m", 99).is_ok());
+        assert!(dir.subjects(&e, None, &Wanted::name("m"), 99).is_ok());
         assert!(matches!(
-            dir.subjects(&e, None, "m", 100),
+            dir.subjects(&e, None, &Wanted::name("m"), 100),
             Err(ApiError::KeyRefused(KeyRefusal::Expired))
         ));
         dir.mark_unknown(digest("sk-x"), 50);

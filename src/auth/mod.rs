@@ -2,12 +2,14 @@
 //! constant time) and virtual keys, looked up in the in-memory [`Directory`] that the sync
 //! task keeps in step with the store.
 
+mod access;
 mod directory;
 mod gate;
 pub mod password;
 mod sync;
 
-pub use directory::{digest, Caller, Directory, Holder, KeyDigest, KeyEntry, ModelAccess, Stored};
+pub use access::{ModelAccess, Wanted};
+pub use directory::{digest, Caller, Directory, Holder, KeyDigest, KeyEntry, Stored};
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 pub use sluice_core::error::KeyRefusal;
 pub use sync::{Sync, POLL_EVERY};

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::directory::{Directory, KeyDigest, ModelAccess, Stored};
+use super::access::ModelAccess;
+use super::directory::{Directory, KeyDigest, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
 use sluice_core::cache_control::CacheControl;
 use sluice_core::limits::{self, nanos, SubjectKind};

@@ -92,6 +92,12 @@ impl ResponseCache {
         Ok(cache)
     }
 
+    /// The config's namespace (`cache_params.namespace`): what a virtual key's scope wraps
+    /// when its request names none.
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        self.core.settings.namespace.as_deref()
+    }
+
     /// Whether a request to `endpoint` with the body's `cache` object uses the cache at all:
     /// the pipeline asks before it builds a lookup (`mode: default_off` leaves requests that
     /// do not ask as if there were no cache).

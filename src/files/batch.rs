@@ -103,7 +103,7 @@ pub(super) async fn charge_once(
     let permit = key.as_ref().and_then(|k| {
         record.key = Some(k.info.clone());
         directory
-            .subjects(k, None, &target.info.model_name, wall)
+            .subjects(k, None, &(*target.info.model_name).into(), wall)
             .ok()
             .map(|s| limits::admit_counted(s, wall))
     });

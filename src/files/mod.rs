@@ -211,7 +211,7 @@ where
         Caller::Key(k) => state
             .gate()
             .directory()
-            .subjects(k, None, group, wall)
+            .subjects(k, None, &group.into(), wall)
             .is_ok(),
         Caller::Open | Caller::Master => true,
     };

@@ -9,17 +9,22 @@ use redis::Script;
 
 use sluice_core::limits::{Exceeded, Nanos, Rejected, Remaining, Subject, SubjectKind, Subjects};
 
-/// Admit: KEYS per subject (6): requests now, requests last minute, tokens now, tokens last
-/// minute, in-flight set, spend. ARGV: now, request id, slot ttl, n, then per subject (6): rpm,
-/// tpm, parallel, budget (-1: none), spend seed, spend ttl (0: none).
+/// Admit: KEYS per subject (8): requests now, requests last minute, tokens now, tokens last
+/// minute, in-flight set, spend, held budget (request ids by expiry), held amounts (request id
+/// → nanos). ARGV: now, request id, slot ttl, n, then per subject (7): rpm, tpm, parallel,
+/// budget (-1: none), spend seed, spend ttl (0: none), reservation (nanos; 0: none).
+///
+/// A budget admits while spend plus what the fleet's requests in flight hold is under it, so
+/// that a burst spread over instances is bounded as one instance bounds it; a held amount
+/// whose instance died goes when its slot time ends.
 const ADMIT: &str = r"
 local now = tonumber(ARGV[1])
 local into = (now % 60000) / 60000
 local n = tonumber(ARGV[4])
 local out = {-1}
 for i = 0, n - 1 do
-  local k = i * 6
-  local a = 4 + i * 6
+  local k = i * 8
+  local a = 4 + i * 7
   local rpm = tonumber(ARGV[a + 1])
   local tpm = tonumber(ARGV[a + 2])
   local par = tonumber(ARGV[a + 3])
@@ -37,7 +42,14 @@ for i = 0, n - 1 do
         redis.call('SET', KEYS[k + 6], spent, 'NX')
       end
     end
-    if tonumber(spent) >= budget then return {i, 4, spent} end
+    local held = 0
+    if redis.call('EXISTS', KEYS[k + 8]) == 1 then
+      local gone = redis.call('ZRANGEBYSCORE', KEYS[k + 7], '-inf', now)
+      for _, id in ipairs(gone) do redis.call('HDEL', KEYS[k + 8], id) end
+      if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[k + 7], '-inf', now) end
+      for _, v in ipairs(redis.call('HVALS', KEYS[k + 8])) do held = held + tonumber(v) end
+    end
+    if tonumber(spent) + held >= budget then return {i, 4, spent} end
   end
   if tpm >= 0 then
     t = math.ceil(tonumber(redis.call('GET', KEYS[k + 4]) or '0') * (1 - into)
@@ -57,8 +69,15 @@ for i = 0, n - 1 do
   out[#out + 1] = t
 end
 for i = 0, n - 1 do
-  local k = i * 6
-  local a = 4 + i * 6
+  local k = i * 8
+  local a = 4 + i * 7
+  local est = tonumber(ARGV[a + 7])
+  if tonumber(ARGV[a + 4]) >= 0 and est > 0 then
+    redis.call('ZADD', KEYS[k + 7], now + tonumber(ARGV[3]), ARGV[2])
+    redis.call('PEXPIRE', KEYS[k + 7], tonumber(ARGV[3]))
+    redis.call('HSET', KEYS[k + 8], ARGV[2], est)
+    redis.call('PEXPIRE', KEYS[k + 8], tonumber(ARGV[3]))
+  end
   if tonumber(ARGV[a + 1]) >= 0 then
     redis.call('INCR', KEYS[k + 1])
     redis.call('PEXPIRE', KEYS[k + 1], 120000)
@@ -71,19 +90,23 @@ end
 return out
 ";
 
-/// Settle: KEYS per subject (3): tokens now, in-flight set, spend. ARGV: request id, tokens,
-/// cost, n, then per subject (5): count tokens, release slot, charge budget (1/0), spend seed,
-/// spend ttl.
+/// Settle: KEYS per subject (5): tokens now, in-flight set, spend, held budget, held amounts.
+/// ARGV: request id, tokens, cost, n, then per subject (5): count tokens, release slot, charge
+/// budget (1/0; also lets go of what the request held), spend seed, spend ttl.
 const SETTLE: &str = r"
 local n = tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local k = i * 3
+  local k = i * 5
   local a = 4 + i * 5
   if ARGV[a + 1] == '1' and tonumber(ARGV[2]) > 0 then
     redis.call('INCRBY', KEYS[k + 1], ARGV[2])
     redis.call('PEXPIRE', KEYS[k + 1], 120000)
   end
   if ARGV[a + 2] == '1' then redis.call('ZREM', KEYS[k + 2], ARGV[1]) end
+  if ARGV[a + 3] == '1' then
+    redis.call('ZREM', KEYS[k + 4], ARGV[1])
+    redis.call('HDEL', KEYS[k + 5], ARGV[1])
+  end
   if ARGV[a + 3] == '1' and tonumber(ARGV[3]) > 0 then
     if redis.call('EXISTS', KEYS[k + 3]) == 0 then
       local ttl = tonumber(ARGV[a + 5])
@@ -160,13 +183,15 @@ pub enum Verdict {
 }
 
 impl Scripts {
-    /// Admit a request against the fleet's counters.
+    /// Admit a request against the fleet's counters; `estimate` is what it may cost, held
+    /// against the budget of each subject with no cost history here (else its average).
     pub async fn admit<C: redis::aio::ConnectionLike + Send>(
         &self,
         con: &mut C,
         subjects: &Subjects,
         request_id: &str,
         now_ms: u64,
+        estimate: Nanos,
     ) -> redis::RedisResult<Verdict> {
         let mut inv = self.admit.prepare_invoke();
         let list: Vec<&Subject> = subjects.iter().collect();
@@ -182,14 +207,17 @@ impl Scripts {
                 .key(format!("{p}:t:{minute}"))
                 .key(format!("{p}:t:{}", minute.saturating_sub(1)))
                 .key(format!("{p}:p"))
-                .key(spend_key(&p, s));
+                .key(spend_key(&p, s))
+                .key(format!("{p}:h"))
+                .key(format!("{p}:hv"));
             let l = &s.limits;
             inv.arg(limit(l.rpm))
                 .arg(limit(l.tpm))
                 .arg(limit(l.max_parallel.map(u64::from)))
                 .arg(limit(l.max_budget))
                 .arg(s.counters.spent(now_ms))
-                .arg(spend_ttl(s, now_ms));
+                .arg(spend_ttl(s, now_ms))
+                .arg(s.counters.reservation(estimate));
         }
         let out: Vec<i64> = inv.invoke_async(con).await?;
         Ok(verdict(&list, &out, now_ms))
@@ -211,7 +239,9 @@ impl Scripts {
             let p = prefix(s);
             inv.key(format!("{p}:t:{minute}"))
                 .key(format!("{p}:p"))
-                .key(spend_key(&p, s));
+                .key(spend_key(&p, s))
+                .key(format!("{p}:h"))
+                .key(format!("{p}:hv"));
             let l = &s.limits;
             let flag = |b: bool| if b { "1" } else { "0" };
             inv.arg(flag(l.tpm.is_some()))

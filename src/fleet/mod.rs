@@ -98,12 +98,15 @@ impl Fleet {
         subjects: &Subjects,
         request_id: &str,
         now_ms: u64,
+        estimate: sluice_core::limits::Nanos,
     ) -> Option<Verdict> {
         if !self.may_call(now_ms) {
             return None;
         }
         let mut con = self.connection()?;
-        let call = self.scripts.admit(&mut con, subjects, request_id, now_ms);
+        let call = self
+            .scripts
+            .admit(&mut con, subjects, request_id, now_ms, estimate);
         match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(v)) => {
                 self.mark(true);
@@ -199,7 +202,10 @@ mod tests {
     }
 
     async fn admitted(f: &Fleet, s: &Subject, id: &str) -> bool {
-        match f.admit(&one(s), id, sluice_core::limits::wall_ms()).await {
+        match f
+            .admit(&one(s), id, sluice_core::limits::wall_ms(), 0)
+            .await
+        {
             Some(Verdict::Admitted(_)) => true,
             Some(Verdict::Refused(_)) => false,
             None => panic!("redis did not answer"),
@@ -226,7 +232,7 @@ mod tests {
         }
         assert_eq!(n, 5, "five of eight admitted across two instances");
         match b
-            .admit(&one(&kb), "x", sluice_core::limits::wall_ms())
+            .admit(&one(&kb), "x", sluice_core::limits::wall_ms(), 0)
             .await
         {
             Some(Verdict::Refused(r)) => {
@@ -267,7 +273,7 @@ mod tests {
         let mut refused = None;
         for _ in 0..100 {
             if let Some(Verdict::Refused(r)) = b
-                .admit(&one(&bb), "s2", sluice_core::limits::wall_ms())
+                .admit(&one(&bb), "s2", sluice_core::limits::wall_ms(), 0)
                 .await
             {
                 refused = Some(r);
@@ -278,6 +284,56 @@ mod tests {
         let r = refused.expect("budget refused on the other instance");
         assert_eq!(r.exceeded, Exceeded::Budget);
         assert_eq!(r.spent, nanos(1.0));
+    }
+
+    /// 50 requests on a fresh key spread over two instances, none charged before all are
+    /// admitted, against a budget with room for 10.5: each holds its estimate fleet-wide, so
+    /// 11 are admitted (without held amounts, all 50 were). Settling lets go of the holds.
+    #[tokio::test]
+    async fn a_burst_over_two_instances_holds_the_budget_from_the_first_request() {
+        let Some(redis) = testing::redis() else {
+            return;
+        };
+        let (a, b) = (up(&redis.url).await, up(&redis.url).await);
+        let id = format!("{}-burst", sluice_core::limits::wall_ms());
+        let budget = Limits {
+            max_budget: Some(nanos(0.0105)),
+            ..Limits::default()
+        };
+        let (ka, kb) = (key(&id, budget), key(&id, budget));
+        let cost = nanos(0.001);
+        let mut admitted = Vec::new();
+        for i in 0..50 {
+            let (f, k) = if i % 2 == 0 { (&a, &ka) } else { (&b, &kb) };
+            let rid = format!("q{i}");
+            match f
+                .admit(&one(k), &rid, sluice_core::limits::wall_ms(), cost)
+                .await
+            {
+                Some(Verdict::Admitted(_)) => admitted.push((i, rid)),
+                Some(Verdict::Refused(r)) => assert_eq!(r.exceeded, Exceeded::Budget),
+                None => panic!("redis did not answer"),
+            }
+        }
+        assert_eq!(admitted.len(), 11, "room for 10.5 requests fleet-wide");
+        // Failed requests (cost 0) give their holds back: room again.
+        for (i, rid) in &admitted {
+            let (f, k) = if i % 2 == 0 { (&a, &ka) } else { (&b, &kb) };
+            settle(f, k, rid, 0, 0);
+        }
+        let mut again = false;
+        for _ in 0..100 {
+            if matches!(
+                a.admit(&one(&ka), "after", sluice_core::limits::wall_ms(), cost)
+                    .await,
+                Some(Verdict::Admitted(_))
+            ) {
+                again = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(again, "settled requests no longer hold the budget");
     }
 
     #[tokio::test]
@@ -319,7 +375,7 @@ mod tests {
         let port = testing_free_port();
         let f = Fleet::start(&Secret::new(format!("redis://127.0.0.1:{port}"))).unwrap();
         let s = key("k", Limits::default());
-        assert!(f.admit(&one(&s), "r", 0).await.is_none());
+        assert!(f.admit(&one(&s), "r", 0, 0).await.is_none());
         assert!(!f.is_up());
         // While it is away, one request per probe interval tries it; the rest do not wait.
         assert!(f.may_call(1_000));

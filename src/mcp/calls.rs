@@ -318,6 +318,29 @@ impl Ctx<'_> {
             };
             return Answer::Error(code::INVALID_PARAMS, format!("unknown {what} \"{name}\""));
         };
+        // A tool call must name one of the tools the server itself lists, exactly, before any
+        // allow or deny list is asked (`Hub::listed_tool`). A server that cannot list is
+        // called as before: the call then fails the same way, with its own error.
+        if method == "tools/call" {
+            match self.gw.hub.listed_tool(server, own).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let why = format!("unknown tool \"{name}\"");
+                    self.record(
+                        server.name(),
+                        method,
+                        Some(own),
+                        Instant::now(),
+                        CallStatus::RpcError,
+                        Some(why.clone()),
+                    );
+                    return Answer::Error(code::INVALID_PARAMS, why);
+                }
+                Err(e) => {
+                    tracing::debug!(server = %server.name(), error = ?e, "MCP server's tools could not be listed to check a call");
+                }
+            }
+        }
         let allowed = match method {
             "tools/call" => hub::tool_allowed(server, own, &self.who.rules()),
             _ => self.who.allows_server(server.name()),

@@ -46,7 +46,7 @@ use sluice_providers::passthrough::{
 use sluice_routing::{retry_after, FailureKind, Group};
 use sluice_translate::envelope::{splice, Envelope};
 
-use crate::auth;
+use crate::auth::{self, Wanted};
 use crate::server::pipeline::{
     admit, collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
@@ -194,15 +194,19 @@ where
     }
     // 6. Admit: access to the group, else to `<provider>/<model>`; the caller's limits and
     //    budgets.
-    let access: Cow<'_, str> = match via {
-        Via::Group(g) => Cow::Borrowed(&g.name),
-        Via::Route(_) => Cow::Owned(format!("{}/{}", route.name(), model.unwrap_or("*"))),
+    let route_model;
+    let wanted = match via {
+        Via::Group(g) => Wanted::of(&g.name, g),
+        Via::Route(_) => {
+            route_model = format!("{}/{}", route.name(), model.unwrap_or("*"));
+            Wanted::name(&route_model)
+        }
     };
     let (permit, fleet) = admit(
         state,
         &caller,
         facts.user.as_deref(),
-        &access,
+        wanted,
         &record.request_id,
         wall,
     )

@@ -36,7 +36,7 @@ use sluice_core::record::RequestRecord;
 use sluice_providers::realtime::{self, RealtimeUpstream};
 use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
-use crate::auth;
+use crate::auth::{self, Wanted};
 use crate::server::pipeline::admit;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
@@ -82,8 +82,15 @@ pub async fn handle<B>(
     record.model = Some(group.name.clone());
     record.requested_model = record.model.clone();
     // 6. Admit.
-    let (permit, fleet) =
-        admit(state, &caller, None, &group.name, &record.request_id, wall).await?;
+    let (permit, fleet) = admit(
+        state,
+        &caller,
+        None,
+        Wanted::of(&model, group),
+        &record.request_id,
+        wall,
+    )
+    .await?;
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     // 7. A deployment with a Realtime API, and its upstream session.

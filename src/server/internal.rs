@@ -35,6 +35,7 @@ pub(crate) async fn call(
         num_retries: None,
         fallbacks: None,
         one_shot: false,
+        may_use: None,
     };
     let headers = HeaderMap::new();
     let outcome = routing::dispatch(router, resolved, &requested, |a: Attempt<'_>| {

@@ -12,6 +12,7 @@
 //! 8. answer and settle (usage, cost)
 //! 9. record
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -31,7 +32,8 @@ use sluice_core::usage::{usage_of, Usage};
 use sluice_providers::exchange::DroppedParams;
 use sluice_providers::{Call, DeploymentTarget, UpstreamBody};
 use sluice_routing::{
-    self as routing, Attempt, Failure, FailureKind, OnDisconnect, Requested, RouteError, Served,
+    self as routing, Attempt, Failure, FailureKind, MayUse, OnDisconnect, Requested, RouteError,
+    Served,
 };
 use sluice_telemetry::Recorder;
 use sluice_translate::envelope::Envelope;
@@ -41,7 +43,7 @@ use super::body::ResponseBody;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
-use crate::auth::{self, Caller, KeyEntry};
+use crate::auth::{self, Caller, KeyEntry, Wanted};
 use crate::cache::embeddings::BatchLookup;
 use crate::fleet::Verdict;
 use crate::spend::{Charges, FleetShare};
@@ -60,6 +62,7 @@ static X_DURATION: HeaderName = HeaderName::from_static("x-sluice-response-durat
 static X_ACCEL: HeaderName = HeaderName::from_static("x-accel-buffering");
 static X_RETRIES: HeaderName = HeaderName::from_static("x-sluice-attempted-retries");
 static X_FALLBACKS: HeaderName = HeaderName::from_static("x-sluice-attempted-fallbacks");
+static X_FALLBACKS_REFUSED: HeaderName = HeaderName::from_static("x-sluice-fallbacks-refused");
 static X_HEDGES: HeaderName = HeaderName::from_static("x-sluice-hedged-requests");
 pub(crate) static X_RESPONSE_COST: HeaderName = HeaderName::from_static("x-sluice-response-cost");
 static X_KEY_SPEND: HeaderName = HeaderName::from_static("x-sluice-key-spend");
@@ -128,11 +131,8 @@ where
     // makes every request's future that large, copied whole each time it moves.
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
-        Route::ListModels => auth::authorize(snap.master.as_ref(), req.headers())
-            .map(|()| json(StatusCode::OK, snap.models_json.clone())),
-        Route::GetModel(id) => {
-            auth::authorize(snap.master.as_ref(), req.headers()).and_then(|()| get_model(&snap, id))
-        }
+        Route::ListModels => Box::pin(models(state, &snap, req.headers(), None)).await,
+        Route::GetModel(id) => Box::pin(models(state, &snap, req.headers(), Some(id))).await,
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
         Route::Readiness => Ok(readiness(state)),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
@@ -402,18 +402,27 @@ where
     record.requested_model = record.model.clone();
     record.end_user = envelope.user.as_deref().map(Into::into);
     // 6. Admit: the caller's model access, rate limits and budgets.
-    let (permit, fleet) = admit(
+    let estimate = match &caller {
+        Caller::Key(_) => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
+        Caller::Open | Caller::Master => 0,
+    };
+    let (permit, fleet) = admit_estimated(
         state,
         &caller,
         envelope.user.as_deref(),
-        &resolved.group.name,
+        Wanted::of(&envelope.model, resolved.group),
+        estimate,
         &record.request_id,
         wall,
     )
     .await?;
     // The key's and its team's `metadata.cache` over the request's own controls.
-    let policy = snap.cache.as_ref().and_then(|_| {
-        caller.cache_policy(state.gate().directory(), envelope.routing.cache.as_ref())
+    let policy = snap.cache.as_ref().and_then(|c| {
+        caller.cache_policy(
+            state.gate().directory(),
+            envelope.routing.cache.as_ref(),
+            c.namespace(),
+        )
     });
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
@@ -485,10 +494,21 @@ where
     let force_usage = envelope.stream
         && matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.client_wants_usage;
+    // Each fallback is held to the same access rule as the group the request named.
+    let may_use = |name: &str, group: &routing::Group| {
+        key.as_deref().is_none_or(|k| {
+            state
+                .gate()
+                .directory()
+                .may_use(k, &Wanted::of(name, group))
+                .is_ok()
+        })
+    };
     let requested = Requested {
         num_retries: envelope.routing.num_retries,
         fallbacks: envelope.routing.fallbacks.as_deref(),
         one_shot: upload.is_some(),
+        may_use: key.is_some().then_some(MayUse(&may_use)),
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;
@@ -757,6 +777,9 @@ where
         h.insert(X_MODEL_ID.clone(), m.target.id_header.clone());
     }
     attempts.write(h);
+    if let Some(refused) = &outcome.refused {
+        refused_header(refused, h);
+    }
     if let Some(v) = guarded.as_ref().and_then(|g| g.applied()) {
         h.insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
     }
@@ -819,11 +842,25 @@ where
 /// budgets of its key, team, user and end user. The master key and an open gateway have none.
 /// With a fleet, the shared counters in Redis decide (this instance's counters follow along);
 /// if Redis does not answer in time, this instance's counters decide alone.
-pub(crate) async fn admit(
+pub(crate) async fn admit<'w>(
     state: &AppState,
     caller: &Caller,
     end_user: Option<&str>,
-    group: &str,
+    wanted: impl Into<Wanted<'w>>,
+    request_id: &HeaderValue,
+    wall: u64,
+) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
+    admit_estimated(state, caller, end_user, wanted, 0, request_id, wall).await
+}
+
+/// [`admit`], with what the request may cost (`spend::estimate`) reserved against the budget
+/// of each caller that has no cost history yet.
+pub(crate) async fn admit_estimated<'w>(
+    state: &AppState,
+    caller: &Caller,
+    end_user: Option<&str>,
+    wanted: impl Into<Wanted<'w>>,
+    estimate: limits::Nanos,
     request_id: &HeaderValue,
     wall: u64,
 ) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
@@ -833,13 +870,13 @@ pub(crate) async fn admit(
     let subjects = state
         .gate()
         .directory()
-        .subjects(key, end_user, group, wall)?;
+        .subjects(key, end_user, &wanted.into(), wall)?;
     if subjects.is_empty() {
         return Ok((None, None));
     }
     if let Some(fleet) = state.fleet() {
         let id = request_id.to_str().unwrap_or("-");
-        match fleet.admit(&subjects, id, wall).await {
+        match fleet.admit(&subjects, id, wall, estimate).await {
             Some(Verdict::Refused(r)) => return Err(ApiError::Limited(r)),
             Some(Verdict::Admitted(remaining)) => {
                 let share = FleetShare::new(fleet.clone(), id.into(), remaining);
@@ -848,7 +885,7 @@ pub(crate) async fn admit(
             None => {}
         }
     }
-    limits::admit(subjects, wall)
+    limits::admit_reserving(subjects, wall, estimate)
         .map(|p| (Some(p), None))
         .map_err(ApiError::Limited)
 }
@@ -902,6 +939,15 @@ pub(crate) fn usd_value(n: limits::Nanos) -> HeaderValue {
         }
     }
     HeaderValue::from_bytes(&buf[..len]).unwrap_or(HeaderValue::from_static("0"))
+}
+
+/// `x-sluice-fallbacks-refused`: the fallback groups skipped because the caller may not use
+/// them, so that a client sees why its fallback was not tried.
+pub(crate) fn refused_header(refused: &[Arc<str>], h: &mut HeaderMap) {
+    let list = refused.iter().map(|n| &**n).collect::<Vec<_>>().join(", ");
+    if let Ok(v) = HeaderValue::from_str(&list) {
+        h.insert(X_FALLBACKS_REFUSED.clone(), v);
+    }
 }
 
 /// Response headers that tell the client how hard routing had to work.
@@ -1204,13 +1250,57 @@ where
     Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
-fn get_model(snap: &Snapshot, id: &str) -> Result<Response<ResponseBody>, ApiError> {
-    let group = snap
-        .router
-        .models
-        .group(id)
-        .ok_or_else(|| ApiError::ModelNotFound(id.chars().take(256).collect()))?;
-    let body = model_object(group, snap.created).to_string();
+/// `GET /v1/models` (`one: None`) and `GET /v1/models/{id}`: for the master key (or an open
+/// gateway) every model group, prebuilt; for a virtual key the groups the access rule lets it
+/// use (a blocked or expired key is refused as on any inference route), so that front-ends
+/// that list models first work with the keys they are given and show only what will answer.
+async fn models(
+    state: &AppState,
+    snap: &Snapshot,
+    headers: &HeaderMap,
+    one: Option<&str>,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), headers, wall)
+        .await?;
+    let table = &snap.router.models;
+    let key = match &caller {
+        Caller::Key(k) => {
+            state.gate().directory().usable(k, wall)?;
+            Some(k)
+        }
+        Caller::Open | Caller::Master => None,
+    };
+    let directory = state.gate().directory();
+    let may_use = |group: &routing::Group| {
+        key.is_none_or(|k| {
+            directory
+                .may_use(k, &Wanted::of(&group.name, group))
+                .is_ok()
+        })
+    };
+    if let Some(id) = one {
+        let not_found = || ApiError::ModelNotFound(id.chars().take(256).collect());
+        let group = table
+            .group(id)
+            .filter(|g| may_use(g))
+            .ok_or_else(not_found)?;
+        let body = model_object(group, snap.created).to_string();
+        return Ok(json(StatusCode::OK, Bytes::from(body)));
+    }
+    if key.is_none() {
+        return Ok(json(StatusCode::OK, snap.models_json.clone()));
+    }
+    let data: Vec<_> = table
+        .names()
+        .iter()
+        .filter_map(|n| table.group(n))
+        .filter(|g| may_use(g))
+        .map(|g| model_object(g, snap.created))
+        .collect();
+    let body = serde_json::json!({ "object": "list", "data": data }).to_string();
     Ok(json(StatusCode::OK, Bytes::from(body)))
 }
 

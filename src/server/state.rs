@@ -65,6 +65,10 @@ pub struct Snapshot {
     /// What honours a request's own `api_base` and key; `None` (they are refused) unless
     /// `allow_client_side_credentials`.
     pub client_side: Option<super::client_side::ClientSideSettings>,
+    /// Internal hosts an operator lets upstreams reach although the SSRF rule refuses them
+    /// (`general_settings.client_side_api_base_allowlist`): for a request body's `api_base`
+    /// and for deployments added at run time alike.
+    pub upstream_allowlist: Arc<sluice_net::ssrf::Allowlist>,
     /// The config as `sluice check-config` shows it (secrets masked), for the console.
     pub described: Arc<str>,
     /// Every deployment as `/model/info` lists it (keys masked), in config order.
@@ -130,6 +134,7 @@ impl Snapshot {
                     (None, None) => f64::INFINITY,
                     (i, o) => i.unwrap_or(0.0) + o.unwrap_or(0.0),
                 },
+                access_groups: d.model_info.access_groups.iter().cloned().collect(),
             });
         }
         let hedges = &config.router.hedge_after;
@@ -162,6 +167,7 @@ impl Snapshot {
             created,
             console: crate::console::Settings::of(&config.general),
             client_side: super::client_side::ClientSideSettings::of(config),
+            upstream_allowlist: Arc::new(config.general.client_side_api_base_allowlist.clone()),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
             guardrails: crate::guardrails::Guardrails::new(&config.guardrails, clients)
                 .map_err(SnapshotError::Guardrail)?,

@@ -35,5 +35,6 @@ mod routing;
 mod security;
 mod semantic_cache;
 mod team_admin;
+mod tenancy;
 mod translate;
 mod uploads;

@@ -246,7 +246,8 @@ async fn tools_are_aggregated_routed_and_measured() {
     assert_eq!(failed["result"]["isError"], true);
     let unknown = c.tool("nowhere-add", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32602);
-    // A name the server does not know is its JSON-RPC error, passed on, and no metric label.
+    // A name the server did not list is refused before it reaches the server (so that no
+    // variant of a denied name can run): the client's error, recorded with no metric label.
     let made_up = c.tool("local-made_up_tool", json!({})).await;
     assert_eq!(made_up["error"]["code"], -32602, "{made_up}");
 

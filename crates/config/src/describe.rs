@@ -312,6 +312,7 @@ pub fn deployment_info(d: &Deployment) -> serde_json::Value {
             "db_model": d.model_info.db_model,
             "mode": d.model_info.mode,
             "base_model": d.model_info.base_model,
+            "access_groups": d.model_info.access_groups.iter().map(|g| &**g).collect::<Vec<&str>>(),
             "litellm_provider": d.provider().name(),
             "input_cost_per_token": d.price.input,
             "output_cost_per_token": d.price.output,

@@ -3,6 +3,7 @@
 //! been checked (a deployment always has a provider it can call, a base URL that parses, ...).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
@@ -291,6 +292,10 @@ pub struct ModelInfo {
     /// `model_info.db_model`: it came from the database (`/model/new`), not the file; set by
     /// sluice on the entries it appends, as LiteLLM marks them.
     pub db_model: bool,
+    /// `model_info.access_groups`: names a key's, team's or user's `models` list may give
+    /// instead of the group's own name (LiteLLM's model access groups), so that granting a
+    /// family of models is one entry that follows the config.
+    pub access_groups: Vec<Arc<str>>,
 }
 
 /// Default `max_url_length`: twice nginx's default header buffer; an API URL is far shorter.

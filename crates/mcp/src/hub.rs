@@ -24,6 +24,10 @@ const MAX_PAGES: usize = 20;
 /// starts again, and the next read of an unknown URI lists again).
 const MAX_OWNED_URIS: usize = 100_000;
 
+/// How long a server's own tool list is trusted before a call naming a tool not in it lists
+/// again (a server may add tools while it runs).
+const TOOLS_FRESH: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The tool servers, started from one config.
 #[derive(Debug)]
 pub struct Hub {
@@ -34,6 +38,9 @@ pub struct Hub {
     /// (before its first `{`), so that a `resources/read` on the aggregate reaches the
     /// server that owns the URI (URIs pass unchanged: clients show and keep them as given).
     owners: Mutex<Owners>,
+    /// Each server's own tool names as it last listed them, and when: a `tools/call` must name
+    /// one of them exactly before any allow or deny list is asked (`listed_tool`).
+    tools: Mutex<HashMap<String, (std::time::Instant, std::collections::HashSet<String>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -56,7 +63,35 @@ impl Hub {
             servers,
             settings: settings.clone(),
             owners: Mutex::default(),
+            tools: Mutex::default(),
         }
+    }
+
+    /// Whether `tool` is one of the tools `server` itself lists, by exact name. A tool call is
+    /// matched against this before the allow and deny lists: those lists name tools exactly,
+    /// and a server that also answers to a variant of a denied name (another case, a prefix,
+    /// an alias) would otherwise run it for a caller the list meant to refuse. A name not in
+    /// the remembered list (or a list older than a minute) lists the server again once.
+    pub async fn listed_tool(&self, server: &Server, tool: &str) -> Result<bool, ListError> {
+        {
+            let tools = lock(&self.tools);
+            if let Some((at, names)) = tools.get(server.name()) {
+                if names.contains(tool) {
+                    return Ok(true);
+                }
+                if at.elapsed() < TOOLS_FRESH {
+                    return Ok(false);
+                }
+            }
+        }
+        let listed = list(server, Listing::Tools, false, |_| true).await?;
+        let names: std::collections::HashSet<String> = listed
+            .iter()
+            .filter_map(|t| t.get("name")?.as_str().map(str::to_owned))
+            .collect();
+        let known = names.contains(tool);
+        lock(&self.tools).insert(server.name().to_owned(), (std::time::Instant::now(), names));
+        Ok(known)
     }
 
     /// Remember that `server` listed resource `uri`.

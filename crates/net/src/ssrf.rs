@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The address itself (or one the name resolves to) is internal.
-    #[error("{host} is {kind} address{via}; not allowed as an upstream from a request body")]
+    #[error("{host} is {kind} address{via}; not allowed as an upstream {of}")]
     Internal {
         /// The host as the client wrote it.
         host: String,
@@ -25,6 +25,8 @@ pub enum Refusal {
         kind: &'static str,
         /// `" (it resolves to …)"` for names, empty for addresses.
         via: String,
+        /// Whose upstream it would be (`from a request body`, ...).
+        of: &'static str,
     },
     /// The name does not resolve, so sluice cannot tell where it leads.
     #[error("{host} does not resolve")]
@@ -157,10 +159,66 @@ fn in_block(ip: IpAddr, net: IpAddr, len: u8) -> bool {
     }
 }
 
+/// Which addresses a check refuses, and whose upstream it guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// An upstream a request body names (`api_base` with client-side credentials): any
+    /// internal address ([`internal_kind`]).
+    RequestBody,
+    /// A deployment added at run time (`/model/new`, the console): the addresses that lead
+    /// back into the gateway's own machine or its cloud's control plane ([`local_kind`]).
+    /// Private networks stay allowed: self-hosted model servers live there.
+    Deployment,
+}
+
+impl Scope {
+    fn kind(self, ip: IpAddr) -> Option<&'static str> {
+        match self {
+            Self::RequestBody => internal_kind(ip),
+            Self::Deployment => local_kind(ip),
+        }
+    }
+
+    fn of(self) -> &'static str {
+        match self {
+            Self::RequestBody => "from a request body",
+            Self::Deployment => "of a deployment added at run time",
+        }
+    }
+}
+
+/// AWS's IPv6 instance metadata address (`fd00:ec2::254`).
+const AWS_METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
+
+/// Why `ip` leads back into this machine or the cloud's metadata service (`None`: it does
+/// not): loopback, unspecified, link-local (the metadata address among them), and AWS's IPv6
+/// metadata address, also when wrapped in IPv6.
+pub fn local_kind(ip: IpAddr) -> Option<&'static str> {
+    if ip == IpAddr::V6(AWS_METADATA_V6) {
+        return Some("the cloud metadata");
+    }
+    internal_kind(ip).filter(|k| {
+        matches!(
+            *k,
+            "a loopback" | "an unspecified" | "a link-local" | "the cloud metadata"
+        )
+    })
+}
+
 /// Check the addresses `host` stands for: `Ok` when the allow-list names it, or when every
 /// address is public or in an allowed block. `resolved` are the name's addresses (ignored for
 /// an IP literal); a name without addresses is refused.
 pub fn check_resolved(host: &str, resolved: &[IpAddr], allow: &Allowlist) -> Result<(), Refusal> {
+    check_resolved_in(Scope::RequestBody, host, resolved, allow)
+}
+
+/// [`check_resolved`] for the addresses `scope` refuses.
+pub fn check_resolved_in(
+    scope: Scope,
+    host: &str,
+    resolved: &[IpAddr],
+    allow: &Allowlist,
+) -> Result<(), Refusal> {
     if allow.allows_host(host) {
         return Ok(());
     }
@@ -178,10 +236,11 @@ pub fn check_resolved(host: &str, resolved: &[IpAddr], allow: &Allowlist) -> Res
         if allow.allows_ip(*ip) {
             continue;
         }
-        if let Some(kind) = internal_kind(*ip) {
+        if let Some(kind) = scope.kind(*ip) {
             return Err(Refusal::Internal {
                 host: host.to_owned(),
                 kind,
+                of: scope.of(),
                 via: if literal.is_some() {
                     String::new()
                 } else {
@@ -196,15 +255,25 @@ pub fn check_resolved(host: &str, resolved: &[IpAddr], allow: &Allowlist) -> Res
 /// Resolve `host` (as a URL names it) and check every address it stands for: see
 /// [`check_resolved`]. Called only for a request that names its own upstream.
 pub async fn check_host(host: &str, port: u16, allow: &Allowlist) -> Result<(), Refusal> {
+    check_host_in(Scope::RequestBody, host, port, allow).await
+}
+
+/// [`check_host`] for the addresses `scope` refuses.
+pub async fn check_host_in(
+    scope: Scope,
+    host: &str,
+    port: u16,
+    allow: &Allowlist,
+) -> Result<(), Refusal> {
     let bare = host.trim_matches(['[', ']']);
     if allow.allows_host(host) || bare.parse::<IpAddr>().is_ok() {
-        return check_resolved(host, &[], allow);
+        return check_resolved_in(scope, host, &[], allow);
     }
     let resolved: Vec<IpAddr> = match tokio::net::lookup_host((bare, port)).await {
         Ok(addrs) => addrs.map(|a| a.ip()).collect(),
         Err(_) => Vec::new(),
     };
-    check_resolved(host, &resolved, allow)
+    check_resolved_in(scope, host, &resolved, allow)
 }
 
 #[cfg(test)]
@@ -292,6 +361,34 @@ mod tests {
             check_resolved("nowhere.example", &[], &none),
             Err(Refusal::Unresolved { .. })
         ));
+        // A deployment may live on a private network, never on loopback or the metadata service.
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(
+            check_resolved_in(Scope::Deployment, "vllm.internal", &[private], &none),
+            Ok(())
+        );
+        let e = check_resolved_in(Scope::Deployment, "me.example", &[local], &none).unwrap_err();
+        assert!(
+            e.to_string().ends_with("of a deployment added at run time"),
+            "{e}"
+        );
+        for refused in [
+            "169.254.169.254",
+            "::1",
+            "0.0.0.0",
+            "fd00:ec2::254",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(
+                check_resolved_in(Scope::Deployment, refused, &[], &none).is_err(),
+                "{refused}"
+            );
+        }
+        let allow = Allowlist::parse(&["127.0.0.1"]).unwrap();
+        assert_eq!(
+            check_resolved_in(Scope::Deployment, "127.0.0.1", &[], &allow),
+            Ok(())
+        );
         // A literal is judged by itself, whatever a resolver said.
         assert!(check_resolved("[::1]", &[public], &none).is_err());
     }

@@ -60,6 +60,21 @@ pub struct Requested<'a> {
     /// The body can be sent only once (an upload relayed as it arrives): no hedged second
     /// attempt, and a failure after sending ends the request.
     pub one_shot: bool,
+    /// Whether the caller may use a fallback group (by the name it was listed under); `None`
+    /// for callers with no access list (the master key, sluice's own calls). A fallback the
+    /// caller may not use is skipped and named in [`Outcome::refused`]: without this, a key
+    /// allowed one group could name any other as its fallback.
+    pub may_use: Option<MayUse<'a>>,
+}
+
+/// The caller's model access, as dispatch asks it of each fallback group: `(name, group)`.
+#[derive(Clone, Copy)]
+pub struct MayUse<'a>(pub &'a (dyn Fn(&str, &Group) -> bool + Send + Sync));
+
+impl std::fmt::Debug for MayUse<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MayUse(..)")
+    }
 }
 
 /// A successful attempt.
@@ -90,6 +105,10 @@ pub struct Outcome<'a, A, E> {
     pub hedges: u32,
     /// Every attempt made, with its timing and result (for the trace).
     pub attempts: Attempts,
+    /// Fallback groups skipped because the caller may not use them; `None` (and no
+    /// allocation, and one word in every request's future) unless one was.
+    #[allow(clippy::box_collection)] // one word, not a Vec's three, in every request's future
+    pub refused: Option<Box<Vec<Arc<str>>>>,
 }
 
 struct Run<'a> {
@@ -99,6 +118,8 @@ struct Run<'a> {
     retries: u32,
     hedges: u32,
     trail: Attempts,
+    #[allow(clippy::box_collection)] // see `Outcome::refused`
+    refused: Option<Box<Vec<Arc<str>>>>,
 }
 
 /// Serve one request: the group `first`, then its fallbacks. `attempt` makes one upstream
@@ -121,6 +142,7 @@ where
         retries: 0,
         hedges: 0,
         trail: Attempts::new(),
+        refused: None,
     };
     let mut current = first;
     let mut fallbacks: u32 = 0;
@@ -149,10 +171,15 @@ where
             let name = &list[*next];
             *next += 1;
             if let Some(r) = router.models.resolve(name) {
-                if !std::ptr::eq(r.group, current.group) {
-                    found = Some(r);
-                    break;
+                if std::ptr::eq(r.group, current.group) {
+                    continue;
                 }
+                if requested.may_use.is_some_and(|m| !(m.0)(name, r.group)) {
+                    run.refused.get_or_insert_default().push(name.clone());
+                    continue;
+                }
+                found = Some(r);
+                break;
             }
         }
         match found {
@@ -178,6 +205,7 @@ impl<'a> Run<'a> {
             fallbacks,
             hedges: self.hedges,
             attempts: self.trail,
+            refused: self.refused,
         }
     }
 

@@ -69,6 +69,8 @@ pub struct Member {
     pub tpm: Option<u64>,
     /// USD per input + output token, for cost-based routing (infinite when unknown).
     pub cost: f64,
+    /// Its `model_info.access_groups`: names an access list may grant the group by.
+    pub access_groups: Arc<[Arc<str>]>,
 }
 
 /// The deployments one request has already tried in a group: a bit per member.
@@ -179,6 +181,14 @@ impl Group {
     /// The members, in config order.
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// Whether one of its deployments is in the access group `name` (`model_info.access_groups`),
+    /// so that a `models` list naming that access group grants this group.
+    pub fn in_access_group(&self, name: &str) -> bool {
+        self.members
+            .iter()
+            .any(|m| m.access_groups.iter().any(|g| **g == *name))
     }
 
     /// The deployments, in config order.
@@ -374,6 +384,7 @@ mod tests {
             rpm: None,
             tpm: None,
             cost: f64::INFINITY,
+            access_groups: Arc::new([]),
         }
     }
 

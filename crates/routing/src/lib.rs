@@ -11,7 +11,7 @@ mod health;
 mod hedge;
 mod policy;
 
-pub use dispatch::{dispatch, Attempt, Failure, Outcome, Requested, Served};
+pub use dispatch::{dispatch, Attempt, Failure, MayUse, Outcome, Requested, Served};
 pub use failure::{retry_after, FailureKind};
 pub use group::{Group, Member, Pick, Serving, Strategy, Tried};
 pub use health::{
@@ -151,6 +151,7 @@ mod tests {
             rpm: None,
             tpm: None,
             cost: f64::INFINITY,
+            access_groups: Arc::new([]),
         }
     }
 

@@ -28,6 +28,14 @@ struct RawEnvelope<'a> {
     stream_options: Option<&'a RawValue>,
     #[serde(borrow, default)]
     fallbacks: Option<&'a RawValue>,
+    // The output cap, under each API's name (Chat's old and new, Responses'), read only for
+    // the budget reservation of a caller with no cost history.
+    #[serde(borrow, default)]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    max_completion_tokens: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    max_output_tokens: Option<&'a RawValue>,
     #[serde(borrow, default)]
     num_retries: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -260,6 +268,18 @@ pub struct Envelope<'a> {
     pub client_side: Option<Box<ClientSide<'a>>>,
     /// How many entries `messages` has, when the body has that list.
     pub messages: Option<usize>,
+    /// The output cap the body gives (`max_tokens`, `max_completion_tokens` or
+    /// `max_output_tokens`), when it is a whole number: what a budget reservation prices.
+    pub max_tokens: Option<u64>,
+}
+
+/// The first of these that is a whole number: read without failing the request (the upstream
+/// judges the field; sluice only estimates with it).
+fn whole_number(values: [Option<&RawValue>; 3]) -> Option<u64> {
+    values
+        .into_iter()
+        .flatten()
+        .find_map(|v| serde_json::from_str::<u64>(v.get()).ok())
 }
 
 fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
@@ -392,6 +412,11 @@ impl<'a> Envelope<'a> {
             format: BodyFormat::Json,
             client_side,
             messages: raw.messages.map(|m| m.0),
+            max_tokens: whole_number([
+                raw.max_tokens,
+                raw.max_completion_tokens,
+                raw.max_output_tokens,
+            ]),
         })
     }
 
@@ -448,6 +473,7 @@ impl<'a> Envelope<'a> {
             format: BodyFormat::Multipart,
             client_side,
             messages: None,
+            max_tokens: None,
         })
     }
 }

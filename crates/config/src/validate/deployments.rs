@@ -4,6 +4,7 @@
 //! is priced once.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
@@ -223,6 +224,25 @@ fn model_info(at: &str, raw: BTreeMap<String, Value>, p: &mut Problems) -> Model
         mode: field("mode", p),
         base_model: field("base_model", p),
         db_model: matches!(raw.get("db_model"), Some(Value::Bool(true))),
+        access_groups: access_groups(at, raw.get("access_groups"), p),
+    }
+}
+
+/// `model_info.access_groups`: a list of non-empty names (one name alone is taken as a list of
+/// one, as YAML authors write it).
+fn access_groups(at: &str, raw: Option<&Value>, p: &mut Problems) -> Vec<Arc<str>> {
+    let path = format!("{at}.model_info.access_groups");
+    let one = |v: &Value, p: &mut Problems| match v {
+        Value::String(s) if !s.trim().is_empty() => Some(Arc::from(s.trim())),
+        _ => {
+            p.error(path.clone(), "expected a list of non-empty names");
+            None
+        }
+    };
+    match raw {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Sequence(items)) => items.iter().filter_map(|v| one(v, p)).collect(),
+        Some(v) => one(v, p).into_iter().collect(),
     }
 }
 

@@ -7,8 +7,11 @@
 //! then). To keep a burst of concurrent requests from all passing the check before any is
 //! charged, each admitted request holds a reservation of the subject's recent average cost
 //! until it is charged: a request is admitted only while spend plus reservations is under the
-//! budget. The overspend is then bounded by the requests in flight when the budget ran out,
-//! and in practice by about one request's cost (docs/keys.md).
+//! budget. A subject with no history yet (a fresh key) reserves the request's own estimate
+//! instead (the model's price for its prompt and its `max_tokens`, or a default), so that a
+//! burst on a new key is bounded from the first request. The overspend is then bounded by the
+//! requests in flight when the budget ran out, and in practice by about one request's cost
+//! (docs/keys.md, docs/reliability.md).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -147,13 +150,23 @@ impl Counters {
         self.spent.fetch_add(cost, Relaxed);
     }
 
-    /// Hold the expected cost of a request just admitted; returns what was held.
-    fn reserve(&self) -> Nanos {
-        let est = self.avg_cost.load(Relaxed);
+    /// Hold the expected cost of a request just admitted: the subject's average once it has
+    /// one, else the request's own `estimate`. Returns what was held.
+    fn reserve(&self, estimate: Nanos) -> Nanos {
+        let est = self.reservation(estimate);
         if est > 0 {
             self.reserved.fetch_add(est, Relaxed);
         }
         est
+    }
+
+    /// What a request admitted now would hold against the budget: the subject's average cost
+    /// once it has one, else `estimate` (the fleet's shared reservations use the same rule).
+    pub fn reservation(&self, estimate: Nanos) -> Nanos {
+        match self.avg_cost.load(Relaxed) {
+            0 => estimate,
+            avg => avg,
+        }
     }
 
     /// Let go of a reservation.
@@ -398,8 +411,19 @@ impl<const N: usize> From<[Subject; N]> for Subjects {
     }
 }
 
-/// Admit a request against every subject's limits, or say which one refuses it.
+/// Admit a request against every subject's limits, or say which one refuses it. A subject
+/// with a budget and no cost history reserves nothing: see [`admit_reserving`].
 pub fn admit(subjects: Subjects, now_ms: u64) -> Result<Permit, Rejected> {
+    admit_reserving(subjects, now_ms, 0)
+}
+
+/// [`admit`], with `estimate` (what this request may cost) as the reservation of every
+/// budgeted subject that has no average cost yet.
+pub fn admit_reserving(
+    subjects: Subjects,
+    now_ms: u64,
+    estimate: Nanos,
+) -> Result<Permit, Rejected> {
     let mut permit = Permit::default();
     for (i, s) in subjects.items.into_iter().enumerate() {
         let Some(s) = s else { break };
@@ -414,7 +438,7 @@ pub fn admit(subjects: Subjects, now_ms: u64) -> Result<Permit, Rejected> {
             return Err(e);
         }
         if s.limits.max_budget.is_some() {
-            permit.reserved[i] = s.counters.reserve();
+            permit.reserved[i] = s.counters.reserve(estimate);
         }
         permit.held[i] = Some(s);
     }
@@ -714,6 +738,37 @@ mod tests {
         );
         assert_eq!(key.counters.reserved(), 0, "every reservation released");
         assert!(admit(Subjects::from([key]), 0).is_err(), "spent");
+    }
+
+    /// A fresh key (no cost history) with room for 10.5 requests, 50 at once: the request's
+    /// own estimate is reserved, so no more than 11 are admitted (1.05x the budget at most).
+    #[test]
+    fn a_fresh_keys_burst_is_bounded_by_the_estimate() {
+        let cost = nanos(0.001);
+        let key = budget(0.0105, 0.0, None);
+        let barrier = std::sync::Barrier::new(50);
+        let admitted = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..50 {
+                scope.spawn(|| {
+                    let permit = admit_reserving(Subjects::from([key.clone()]), 0, cost);
+                    barrier.wait();
+                    if let Ok(mut p) = permit {
+                        admitted.fetch_add(1, Relaxed);
+                        p.charge(cost);
+                    }
+                });
+            }
+        });
+        let admitted = admitted.load(Relaxed);
+        assert_eq!(admitted, 11, "room for 10.5 requests at 0.001 USD each");
+        assert!(key.counters.spent(0) as f64 <= 1.1 * nanos(0.0105) as f64);
+        assert_eq!(key.counters.reserved(), 0, "every reservation released");
+        // Without an estimate a fresh key reserves nothing (the old behaviour).
+        let bare = budget(0.0105, 0.0, None);
+        let p = admit(Subjects::from([bare.clone()]), 0).unwrap();
+        assert_eq!(bare.counters.reserved(), 0);
+        drop(p);
     }
 
     #[test]

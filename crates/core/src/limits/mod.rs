@@ -6,8 +6,8 @@ mod limiter;
 mod window;
 
 pub use limiter::{
-    admit, admit_counted, budget_left, charge_all, dollars, nanos, Counters, Exceeded, Limits,
-    Nanos, Permit, Rejected, Remaining, Subject, SubjectKind, Subjects,
+    admit, admit_counted, admit_reserving, budget_left, charge_all, dollars, nanos, Counters,
+    Exceeded, Limits, Nanos, Permit, Rejected, Remaining, Subject, SubjectKind, Subjects,
 };
 pub use window::Window;
 

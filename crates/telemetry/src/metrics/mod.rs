@@ -632,6 +632,7 @@ mod tests {
             rpm: None,
             tpm: None,
             cost: f64::INFINITY,
+            access_groups: std::sync::Arc::new([]),
         };
         member.health.begin(false).succeed(Duration::from_millis(1));
         let router = Router {
