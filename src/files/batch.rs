@@ -1,58 +1,48 @@
 //! A batch's usage, charged once: when a retrieve shows the batch `completed` with `usage`,
-//! its tokens are charged to the key that created it (its hash is in the batch id), at batch
-//! prices, under a spend row whose request id is the batch's own id (without its creator, so
-//! every id of one upstream batch is the same row).
+//! its tokens are charged to the key that created it, at batch prices, under a spend row whose
+//! request id is the batch's own id without a creator (so every id of one upstream batch is the
+//! same row).
 //!
 //! Batch prices: LiteLLM prices batches with `input_cost_per_token_batches` /
 //! `output_cost_per_token_batches`, else half the model's price (OpenAI's batch discount).
 //! sluice's price table does not read the `_batches` keys yet, so a batch costs half of its
 //! deployment's token prices.
 //!
-//! "Once": a set of charged batches in this process, and, with a database, a look for a spend
-//! row with that request id before charging. Limits: two instances of a fleet that see the
-//! same batch complete before either's spend row is written (the writer flushes every few
-//! seconds) both charge it; without a database, a restarted instance charges it again.
+//! "Once", and "its creator": the store's `owned_objects` row of the batch is flipped to
+//! `charged` by one conditional UPDATE ([`sluice_store::Store::claim_batch_charge`]); only the
+//! retrieve that flips it charges, and it charges the owner the row names, whichever id (the
+//! creator's, the master key's) retrieved it and on whichever instance of a fleet. A batch
+//! with no row (created before owners were kept) is charged to the creator its signed id
+//! names, and its row is written then. A store that cannot be reached charges nothing; a later
+//! retrieve charges. Without a store there are no virtual keys, and nothing to charge.
 
-use std::collections::HashSet;
-use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
-use bytes::Bytes;
 use http::header::HeaderValue;
 use http::Method;
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use sluice_core::limits;
 use sluice_core::price::Price;
 use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
 use sluice_providers::DeploymentTarget;
-use sluice_store::SpendLogFilter;
+use sluice_store::OwnedObject;
 
-use super::ids::{self, Kind};
+use super::ids::{self, IdKey, Kind};
 use crate::server::AppState;
 use crate::spend::Charges;
 
-/// Batches this process has charged (bounded: forgotten all at once when full, the store
-/// still remembers them).
-static CHARGED: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
-/// Most batch ids [`CHARGED`] keeps.
-const MAX_REMEMBERED: usize = 100_000;
-
-/// Charge a retrieved batch's usage to its creator, if it is completed, has usage, and was
-/// not charged before.
+/// Charge a retrieved batch's usage to its owner, if it is completed, has usage, and was not
+/// charged before. `creator` is the creator the retrieving id named (checked by its MAC).
 pub(super) async fn charge_once(
     state: &AppState,
+    keys: &IdKey,
     target: &DeploymentTarget,
     creator: Option<&str>,
-    answer: &Bytes,
+    batch: &Value,
 ) {
-    let Some(creator) = creator else {
-        return;
-    };
-    let Ok(batch) = serde_json::from_slice::<Value>(answer) else {
-        return;
-    };
     let usage = &batch["usage"];
     let (Some("completed"), Some(id), Some(input), Some(output)) = (
         batch["status"].as_str(),
@@ -62,27 +52,30 @@ pub(super) async fn charge_once(
     ) else {
         return;
     };
-    let row = ids::encode(Kind::Batch, &target.info.id, None, id);
-    {
-        let mut charged = CHARGED.lock().unwrap_or_else(|p| p.into_inner());
-        if charged.len() >= MAX_REMEMBERED {
-            charged.clear();
-        }
-        if !charged.insert(row.clone()) {
+    let Some(services) = state.store() else {
+        return;
+    };
+    let deployment = &*target.info.id;
+    let row = ids::encode(keys, Kind::Batch, deployment, None, id);
+    let unknown = OwnedObject {
+        kind: Kind::Batch.stored(),
+        deployment: deployment.to_owned(),
+        upstream_id: id.to_owned(),
+        sluice_id: ids::encode(keys, Kind::Batch, deployment, creator, id),
+        owner_key: creator.map(str::to_owned),
+        team_id: None,
+        created_at: OffsetDateTime::now_utc(),
+        charged: true,
+    };
+    let owner = match services.store.claim_batch_charge(&unknown).await {
+        // The master key's batch (or an open gateway's): nobody to charge.
+        Ok(Some(None)) | Ok(None) => return,
+        Ok(Some(Some(owner))) => owner,
+        Err(e) => {
+            tracing::warn!(error = %e, batch = %row, "batch charge could not be claimed; a later retrieve charges it");
             return;
         }
-    }
-    if let Some(services) = state.store() {
-        let filter = SpendLogFilter {
-            request_id: Some(row.clone()),
-            ..SpendLogFilter::default()
-        };
-        match services.store.spend_logs(&filter).await {
-            Ok(rows) if !rows.is_empty() => return,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, batch = %row, "spend log lookup failed; charging"),
-        }
-    }
+    };
     let Ok(request_id) = HeaderValue::from_str(&row) else {
         return;
     };
@@ -99,7 +92,7 @@ pub(super) async fn charge_once(
     });
     let wall = limits::wall_ms();
     let directory = state.gate().directory();
-    let key = hex32(creator).and_then(|d| directory.key(&d));
+    let key = hex32(&owner).and_then(|d| directory.key(&d));
     let permit = key.as_ref().and_then(|k| {
         record.key = Some(k.info.clone());
         directory

@@ -1,11 +1,25 @@
 //! The ids sluice hands out for files and batches: the upstream's id with the deployment that
-//! holds it (and, for a batch, the key that created it) encoded in, so that any instance of a
-//! fleet, before or after a restart, sends later calls to the same upstream without a table.
+//! holds it and the key that created it encoded in, and a MAC over all three, so that any
+//! instance of a fleet, before or after a restart, sends later calls to the same upstream
+//! without a table, and knows whose object it is without trusting the client.
 //! `file-sluice-<base64url>` and `batch_sluice-<base64url>`, like LiteLLM's managed ids: opaque
-//! to clients, not secret (a key's hash is what spend logs show already).
+//! to clients, readable (not secret: only the owner and the master key are shown them) but not
+//! forgeable. The base64 holds `deployment \n creator \n upstream` followed by the first 16
+//! bytes of HMAC-SHA256 over the kind's prefix and that text, keyed by [`IdKey`] (derived from
+//! the master key). An id whose MAC does not match, or that was altered in any byte, decodes to
+//! nothing, and the caller answers 404.
+//!
+//! With no master key the gateway is open and has no tenants: ids are signed with a fixed,
+//! public key, so anyone could mint one, which grants nothing an open gateway does not already
+//! grant. Setting (or changing) the master key retires every id signed before, as it retires
+//! the console's sessions.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use ring::hmac;
+use subtle::ConstantTimeEq as _;
+
+use crate::auth::MasterKey;
 
 /// Prefix of a file id sluice issued.
 const FILE: &str = "file-sluice-";
@@ -13,13 +27,47 @@ const FILE: &str = "file-sluice-";
 const BATCH: &str = "batch_sluice-";
 /// Longest id sluice decodes (deployment ids and upstream ids are short).
 const MAX_ID: usize = 2048;
+/// Bytes of the MAC kept in an id (128 bits: forging one is a 2^-128 guess per request).
+const TAG: usize = 16;
+/// What the id key is derived for (`MasterKey::derive`).
+const LABEL: &[u8] = b"sluice files and batches ids v1";
+
+/// The key ids are signed with: derived from the master key, so every instance of a fleet
+/// signs and checks alike.
+#[derive(Clone)]
+pub struct IdKey(hmac::Key);
+
+impl std::fmt::Debug for IdKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdKey(*****)")
+    }
+}
+
+impl IdKey {
+    /// The key for a gateway with this master key; with none (an open gateway), a fixed key.
+    pub fn new(master: Option<&MasterKey>) -> Self {
+        let secret = master.map_or([0u8; 32], |m| m.derive(LABEL));
+        Self(hmac::Key::new(hmac::HMAC_SHA256, &secret))
+    }
+
+    fn tag(&self, kind: Kind, text: &[u8]) -> [u8; TAG] {
+        let mut ctx = hmac::Context::with_key(&self.0);
+        ctx.update(kind.prefix().as_bytes());
+        ctx.update(text);
+        let full = ctx.sign();
+        let mut out = [0u8; TAG];
+        // HMAC-SHA256 gives 32 bytes; the first 16 are kept.
+        out.copy_from_slice(&full.as_ref()[..TAG]);
+        out
+    }
+}
 
 /// What a sluice id stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
     /// The deployment that holds the object.
     pub deployment: String,
-    /// The hex hash of the key that created it (batches made with a virtual key).
+    /// The hex hash of the key that created it (`None`: the master key or an open gateway).
     pub creator: Option<String>,
     /// The upstream's own id.
     pub upstream: String,
@@ -49,23 +97,45 @@ impl Kind {
             Self::Batch => "batch",
         }
     }
+
+    /// The store's name for the same kind.
+    pub fn stored(self) -> sluice_store::ObjectKind {
+        match self {
+            Self::File => sluice_store::ObjectKind::File,
+            Self::Batch => sluice_store::ObjectKind::Batch,
+        }
+    }
 }
 
-/// The id sluice shows for an upstream object held by `deployment`.
-pub fn encode(kind: Kind, deployment: &str, creator: Option<&str>, upstream: &str) -> String {
-    let raw = format!("{deployment}\n{}\n{upstream}", creator.unwrap_or_default());
+/// The id sluice shows for an upstream object held by `deployment`, created by `creator`.
+pub fn encode(
+    key: &IdKey,
+    kind: Kind,
+    deployment: &str,
+    creator: Option<&str>,
+    upstream: &str,
+) -> String {
+    let mut raw = format!("{deployment}\n{}\n{upstream}", creator.unwrap_or_default()).into_bytes();
+    let tag = key.tag(kind, &raw);
+    raw.extend_from_slice(&tag);
     format!("{}{}", kind.prefix(), URL_SAFE_NO_PAD.encode(raw))
 }
 
-/// Read an id sluice issued; `None` for anything else (the caller answers 404).
-pub fn decode(kind: Kind, id: &str) -> Option<Decoded> {
+/// Read an id sluice issued and check its MAC; `None` for anything else (the caller answers
+/// 404).
+pub fn decode(key: &IdKey, kind: Kind, id: &str) -> Option<Decoded> {
     if id.len() > MAX_ID {
         return None;
     }
     let raw = URL_SAFE_NO_PAD
         .decode(id.strip_prefix(kind.prefix())?)
         .ok()?;
-    let text = String::from_utf8(raw).ok()?;
+    let split = raw.len().checked_sub(TAG)?;
+    let (text, tag) = raw.split_at(split);
+    if !bool::from(key.tag(kind, text).ct_eq(tag)) {
+        return None;
+    }
+    let text = std::str::from_utf8(text).ok()?;
     let mut fields = text.splitn(3, '\n');
     let (deployment, creator, upstream) = (fields.next()?, fields.next()?, fields.next()?);
     if deployment.is_empty() || upstream.is_empty() {
@@ -81,24 +151,71 @@ pub fn decode(kind: Kind, id: &str) -> Option<Decoded> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::Secret;
+
+    fn key(master: &str) -> IdKey {
+        IdKey::new(Some(&MasterKey::new(&Secret::new(master.to_owned()))))
+    }
 
     #[test]
     fn ids_round_trip_and_refuse_strangers() {
-        let id = encode(Kind::Batch, "dep-1", Some("ab12"), "batch_abc");
+        let k = key("sk-master");
+        let id = encode(&k, Kind::Batch, "dep-1", Some("ab12"), "batch_abc");
         assert!(id.starts_with("batch_sluice-"));
         assert_eq!(
-            decode(Kind::Batch, &id),
+            decode(&k, Kind::Batch, &id),
             Some(Decoded {
                 deployment: "dep-1".into(),
                 creator: Some("ab12".into()),
                 upstream: "batch_abc".into(),
             })
         );
-        let f = encode(Kind::File, "d", None, "file-x");
-        assert_eq!(decode(Kind::File, &f).unwrap().creator, None);
-        assert_eq!(decode(Kind::Batch, &f), None, "a file id is no batch id");
-        assert_eq!(decode(Kind::File, "file-abc"), None);
-        assert_eq!(decode(Kind::File, "file-sluice-!!"), None);
-        assert_eq!(decode(Kind::File, &encode(Kind::File, "", None, "x")), None);
+        let f = encode(&k, Kind::File, "d", None, "file-x");
+        assert_eq!(decode(&k, Kind::File, &f).unwrap().creator, None);
+        assert_eq!(
+            decode(&k, Kind::Batch, &f),
+            None,
+            "a file id is no batch id"
+        );
+        assert_eq!(decode(&k, Kind::File, "file-abc"), None);
+        assert_eq!(decode(&k, Kind::File, "file-sluice-!!"), None);
+        assert_eq!(decode(&k, Kind::File, "file-sluice-"), None);
+        assert_eq!(
+            decode(&k, Kind::File, &encode(&k, Kind::File, "", None, "x")),
+            None
+        );
+    }
+
+    #[test]
+    fn forged_and_altered_ids_are_refused() {
+        let k = key("sk-master");
+        let id = encode(&k, Kind::Batch, "dep-1", Some("aa"), "batch_abc");
+        // Signed with another master key (or none): not ours.
+        assert_eq!(decode(&key("sk-other"), Kind::Batch, &id), None);
+        assert_eq!(decode(&IdKey::new(None), Kind::Batch, &id), None);
+        // The old unsigned form, with another creator or none.
+        for text in ["dep-1\nbb\nbatch_abc", "dep-1\n\nbatch_abc"] {
+            let unsigned = format!("{BATCH}{}", URL_SAFE_NO_PAD.encode(text));
+            assert_eq!(decode(&k, Kind::Batch, &unsigned), None, "{text}");
+        }
+        // Every byte altered, one at a time.
+        let raw = URL_SAFE_NO_PAD
+            .decode(id.strip_prefix(BATCH).unwrap())
+            .unwrap();
+        for i in 0..raw.len() {
+            let mut bad = raw.clone();
+            bad[i] ^= 1;
+            let forged = format!("{BATCH}{}", URL_SAFE_NO_PAD.encode(&bad));
+            assert_eq!(decode(&k, Kind::Batch, &forged), None, "byte {i}");
+        }
+        // The same text with the tag of another text.
+        let other = encode(&k, Kind::Batch, "dep-1", Some("bb"), "batch_abc");
+        let other_raw = URL_SAFE_NO_PAD
+            .decode(other.strip_prefix(BATCH).unwrap())
+            .unwrap();
+        let mut spliced = raw[..raw.len() - TAG].to_vec();
+        spliced.extend_from_slice(&other_raw[other_raw.len() - TAG..]);
+        let spliced = format!("{BATCH}{}", URL_SAFE_NO_PAD.encode(spliced));
+        assert_eq!(decode(&k, Kind::Batch, &spliced), None);
     }
 }

@@ -7,16 +7,20 @@
 //!    `target_model_names` form field (LiteLLM's managed files; its first name), the `model`
 //!    field, the `target_model_names` query parameter or the `x-litellm-model` header, else to
 //!    the first deployment of the config that has the Files API; a call on an id goes where
-//!    the id says ([`ids`]); a batch goes where its input file is;
+//!    the id says ([`ids`]: signed, so a forged id is a 404) and only when the caller owns the
+//!    object ([`owners`]: another key's object is a 404 too); a batch goes where its input file
+//!    is;
 //! 6. admit: the key's access to that deployment's group, its limits and budgets;
-//! 7. one call to that deployment, no routing (the object lives there);
-//! 8. answer: ids in the answer rewritten to sluice's, file content relayed as it arrives; a
-//!    retrieved batch that is `completed` is charged once to the key that created it
-//!    ([`batch`]);
+//! 7. one call to that deployment, no routing (the object lives there); a list made by a
+//!    virtual key may take a few, to find its own objects among the account's;
+//! 8. answer: ids in the answer rewritten to sluice's, new objects' owners recorded, file
+//!    content relayed as it arrives; a retrieved batch that is `completed` is charged once to
+//!    the key that created it ([`batch`]);
 //! 9. record: like every request.
 
 mod batch;
 pub mod ids;
+mod owners;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,7 +47,8 @@ use crate::server::pipeline::{
 use crate::server::upload::read_head;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
-use ids::Kind;
+use ids::{IdKey, Kind};
+use owners::Viewer;
 
 /// The form fields and query parameters that name a model group.
 const GROUP_FIELDS: [&str; 2] = ["target_model_names", "model"];
@@ -149,8 +154,9 @@ struct Plan {
     /// The upstream path (`/files/{upstream id}`).
     path: String,
     body: Vec<Bytes>,
-    /// The key hash that created the batch this call is about (or creates now).
-    creator: Option<String>,
+    /// The key hash that owns the object this call is about (or creates now): the creator of
+    /// the ids in the answer. `None`: the master key's.
+    owner: Option<String>,
 }
 
 /// Serve one Files or Batches request. Errors become the pipeline's OpenAI-shaped answers.
@@ -170,10 +176,8 @@ where
         .gate()
         .authenticate(snap.master.as_ref(), req.headers(), wall)
         .await?;
-    let creator = match &caller {
-        Caller::Key(k) => Some(k.info.hash.to_string()),
-        Caller::Open | Caller::Master => None,
-    };
+    let viewer = Viewer::of(&caller);
+    let ids = IdKey::new(snap.master.as_ref());
     // 4. Read the body.
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
@@ -215,7 +219,15 @@ where
             .is_ok(),
         Caller::Open | Caller::Master => true,
     };
-    let plan = plan(snap, op, &body, content_type, named, creator, &may_use)?;
+    let plan = plan(
+        snap,
+        op,
+        &body,
+        content_type,
+        named,
+        (&ids, &viewer),
+        &may_use,
+    )?;
     let target = plan.target.clone();
     record.model = Some(target.info.model_name.clone());
     record.requested_model = record.model.clone();
@@ -241,6 +253,23 @@ where
     };
     // 7. One call, to the deployment that holds the object.
     let before_send = record.start.elapsed();
+    if let Op::ListFiles | Op::ListBatches = op {
+        // The caller's own objects (the master key's: all), from one or a few upstream pages.
+        let kind = match op {
+            Op::ListBatches => Kind::Batch,
+            _ => Kind::File,
+        };
+        let query = parts.uri.query();
+        let listed = owners::list(state, &target, &ids, kind, &viewer, query).await?;
+        record.status = listed.status.as_u16();
+        let mut out = Response::new(ResponseBody::full(listed.body));
+        *out.status_mut() = listed.status;
+        out.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        record.overhead = before_send;
+        return Ok(out);
+    }
     let query = upstream_query(parts.uri.query());
     let call = FilesCall {
         method: &parts.method,
@@ -287,13 +316,18 @@ where
     let bytes = tokio::time::timeout(limit, collect_upstream(upstream))
         .await
         .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
-    let bytes = if head.status.is_success() {
-        if let Op::GetBatch(_) = op {
-            batch::charge_once(state, &target, plan.creator.as_deref(), &bytes).await;
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(mut v) if head.status.is_success() => {
+            let owner = plan.owner.as_deref();
+            if let Op::GetBatch(_) = op {
+                batch::charge_once(state, &ids, &target, owner, &v).await;
+            }
+            let created = matches!(op, Op::Upload | Op::CreateBatch);
+            owners::note(state, &ids, &target.info.id, &v, owner, &viewer, created).await;
+            owners::rewrite_object(&mut v, &ids, &target.info.id, owner);
+            serde_json::to_vec(&v).map_or(bytes, Bytes::from)
         }
-        rewrite(&bytes, &target.info.id, plan.creator.as_deref())
-    } else {
-        bytes
+        _ => bytes,
     };
     if !out.headers().contains_key(CONTENT_TYPE) {
         out.headers_mut()
@@ -311,23 +345,29 @@ fn plan(
     body: &Bytes,
     content_type: Option<&HeaderValue>,
     named: Option<&str>,
-    creator: Option<String>,
+    (keys, viewer): (&IdKey, &Viewer),
     may_use: &dyn Fn(&str) -> bool,
 ) -> Result<Plan, ApiError> {
+    // An id sluice signed, of an object the caller owns, on a deployment of this config; else
+    // the same 404 whatever the reason, so that another key's objects cannot be told apart
+    // from ones that do not exist.
     let by_id = |kind: Kind, id: &str| {
         let not_found = || ApiError::NotFound {
             what: kind.noun(),
             id: id.chars().take(256).collect(),
         };
-        let d = ids::decode(kind, id).ok_or_else(not_found)?;
+        let d = ids::decode(keys, kind, id)
+            .filter(|d| viewer.may_see(d.creator.as_deref()))
+            .ok_or_else(not_found)?;
         let target = deployment(snap, &d.deployment).ok_or_else(not_found)?;
         Ok::<_, ApiError>((target, d))
     };
-    let whole = |target, path: String, creator| Plan {
+    let creator = viewer.creator().map(str::to_owned);
+    let whole = |target, path: String, owner| Plan {
         target,
         path,
         body: vec![body.clone()],
-        creator,
+        owner,
     };
     Ok(match op {
         Op::Upload => {
@@ -357,18 +397,18 @@ fn plan(
                 target,
                 path: "/files".into(),
                 body: without_fields(body, boundary, &strip),
-                creator: None,
+                owner: creator,
             }
         }
         Op::ListFiles => whole(chosen(snap, named, may_use)?, "/files".into(), None),
         Op::ListBatches => whole(chosen(snap, named, may_use)?, "/batches".into(), None),
         Op::GetFile(id) | Op::DeleteFile(id) => {
             let (t, d) = by_id(Kind::File, id)?;
-            whole(t, format!("/files/{}", d.upstream), None)
+            whole(t, format!("/files/{}", d.upstream), d.creator)
         }
         Op::FileContent(id) => {
             let (t, d) = by_id(Kind::File, id)?;
-            whole(t, format!("/files/{}/content", d.upstream), None)
+            whole(t, format!("/files/{}/content", d.upstream), d.creator)
         }
         Op::GetBatch(id) => {
             let (t, d) = by_id(Kind::Batch, id)?;
@@ -395,7 +435,7 @@ fn plan(
                 target: t,
                 path: "/batches".into(),
                 body: vec![Bytes::from(sent)],
-                creator,
+                owner: creator,
             }
         }
     })
@@ -504,60 +544,6 @@ fn without_fields(body: &Bytes, boundary: &str, values: &[std::ops::Range<usize>
     out
 }
 
-/// An upstream answer with its ids made sluice's: file and batch objects, lists of them, and
-/// a batch's file ids. An answer that is not JSON is passed on as it is.
-fn rewrite(bytes: &Bytes, deployment: &str, creator: Option<&str>) -> Bytes {
-    let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
-        return bytes.clone();
-    };
-    rewrite_value(&mut v, deployment, creator);
-    serde_json::to_vec(&v).map_or_else(|_| bytes.clone(), Bytes::from)
-}
-
-fn rewrite_value(v: &mut Value, deployment: &str, creator: Option<&str>) {
-    let set = |v: &mut Value, field: &str, kind: Kind, creator: Option<&str>| {
-        if let Some(slot) = v.get_mut(field) {
-            if let Some(id) = slot.as_str().filter(|s| !s.is_empty()) {
-                *slot = Value::String(ids::encode(kind, deployment, creator, id));
-            }
-        }
-    };
-    match v.get("object").and_then(Value::as_str) {
-        Some("file") => set(v, "id", Kind::File, None),
-        Some("batch") => {
-            set(v, "id", Kind::Batch, creator);
-            for f in ["input_file_id", "output_file_id", "error_file_id"] {
-                set(v, f, Kind::File, None);
-            }
-        }
-        Some("list") => {
-            let kind = v
-                .get("data")
-                .and_then(|d| d.get(0))
-                .and_then(|o| o.get("object"))
-                .and_then(Value::as_str)
-                .map(|o| {
-                    if o == "batch" {
-                        Kind::Batch
-                    } else {
-                        Kind::File
-                    }
-                });
-            if let Some(data) = v.get_mut("data").and_then(Value::as_array_mut) {
-                for item in data {
-                    // A listed batch's creator is not known: its id carries none.
-                    rewrite_value(item, deployment, None);
-                }
-            }
-            if let Some(kind) = kind {
-                set(v, "first_id", kind, None);
-                set(v, "last_id", kind, None);
-            }
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,20 +591,22 @@ mod tests {
 
     #[test]
     fn answers_get_sluice_ids() {
-        let batch = Bytes::from_static(
-            br#"{"object":"batch","id":"b1","input_file_id":"f1","output_file_id":null}"#,
-        );
-        let v: Value = serde_json::from_slice(&rewrite(&batch, "d", Some("h"))).unwrap();
-        let id = ids::decode(Kind::Batch, v["id"].as_str().unwrap()).unwrap();
+        let k = IdKey::new(None);
+        let mut v: Value = serde_json::from_str(
+            r#"{"object":"batch","id":"b1","input_file_id":"f1","output_file_id":null}"#,
+        )
+        .unwrap();
+        owners::rewrite_object(&mut v, &k, "d", Some("h"));
+        let id = ids::decode(&k, Kind::Batch, v["id"].as_str().unwrap()).unwrap();
         assert_eq!(
             (id.upstream.as_str(), id.creator.as_deref()),
             ("b1", Some("h"))
         );
+        let input = ids::decode(&k, Kind::File, v["input_file_id"].as_str().unwrap()).unwrap();
         assert_eq!(
-            ids::decode(Kind::File, v["input_file_id"].as_str().unwrap())
-                .unwrap()
-                .upstream,
-            "f1"
+            (input.upstream.as_str(), input.creator.as_deref()),
+            ("f1", Some("h")),
+            "a batch's files are its creator's"
         );
         assert!(v["output_file_id"].is_null());
         assert_eq!(

@@ -6,10 +6,17 @@ use crate::common::*;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use sluice::files::ids::{self, Kind};
+use sluice::auth::MasterKey;
+use sluice::files::ids::{self, IdKey, Kind};
+use sluice_core::Secret;
 use sluice_mock::MockSettings;
 
-fn config(mock_base: &str) -> String {
+/// The key the gateway signs ids with (its master key is `sk-master`).
+pub(crate) fn id_key() -> IdKey {
+    IdKey::new(Some(&MasterKey::new(&Secret::new("sk-master".to_owned()))))
+}
+
+pub(crate) fn config(mock_base: &str) -> String {
     format!(
         r#"
 model_list:
@@ -56,7 +63,12 @@ fn form(fields: &[(&str, &str)], file: &[u8]) -> Vec<u8> {
     out
 }
 
-async fn upload(gw: &Gateway, auth: &str, fields: &[(&str, &str)], file: &[u8]) -> Answer {
+pub(crate) async fn upload(
+    gw: &Gateway,
+    auth: &str,
+    fields: &[(&str, &str)],
+    file: &[u8],
+) -> Answer {
     let ct = format!("multipart/form-data; boundary={BOUNDARY}");
     send(
         "POST",
@@ -91,7 +103,7 @@ async fn files_upload_list_retrieve_content_delete() {
     assert_eq!(r.route, "/v1/files");
     assert_eq!(r.model.as_deref(), Some("gpt-batch"));
     assert_eq!(r.status, 200);
-    let held = ids::decode(Kind::File, &id).unwrap();
+    let held = ids::decode(&id_key(), Kind::File, &id).unwrap();
     assert_eq!(Some(&*held.deployment), r.deployment.as_deref());
 
     let auth = [MASTER];
@@ -143,7 +155,7 @@ async fn files_upload_list_retrieve_content_delete() {
     assert_eq!(again.status, 404);
 
     // Ids sluice did not issue, or that name a deployment it does not have: OpenAI's 404.
-    let stranger = ids::encode(Kind::File, "no-such-deployment", None, "file-x");
+    let stranger = ids::encode(&id_key(), Kind::File, "no-such-deployment", None, "file-x");
     for bad in ["file-abc", "file-sluice-%21%21", stranger.as_str()] {
         let a = send("GET", &gw.url(&format!("/v1/files/{bad}")), "", &auth).await;
         assert_eq!(a.status, 404, "{bad}: {}", a.text());
@@ -257,8 +269,14 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
     );
     assert_eq!(spend(&second), spend(&third), "charged once");
     // One spend row for the batch, under the batch's id (without its creator), on the key.
-    let held = ids::decode(Kind::Batch, &id).unwrap();
-    let row_id = ids::encode(Kind::Batch, &held.deployment, None, &held.upstream);
+    let held = ids::decode(&id_key(), Kind::Batch, &id).unwrap();
+    let row_id = ids::encode(
+        &id_key(),
+        Kind::Batch,
+        &held.deployment,
+        None,
+        &held.upstream,
+    );
     let url = gw.url(&format!("/spend/logs?request_id={row_id}"));
     let rows = || async {
         send("GET", &url, "", &[MASTER])
@@ -302,7 +320,7 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
     .await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text());
 
-    // A key that may not use the group is refused, on uploads and on ids alike.
+    // A key that may not use the group is refused on uploads; another key's ids are not found.
     let other = new_key(&gw, json!({"models": ["other"]})).await;
     let other_bearer = format!("Bearer {other}");
     let refused = upload(
@@ -320,7 +338,7 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
         &[("authorization", other_bearer.as_str())],
     )
     .await;
-    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(refused.status, 404, "{}", refused.text());
     // Naming no group, its upload lands on the first deployment it may use (`other`).
     let own = upload(&gw, &other_bearer, &[("purpose", "batch")], b"{}").await;
     assert_eq!(own.status, 200, "{}", own.text());
@@ -372,7 +390,10 @@ general_settings:
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
     let id = a.json()["id"].as_str().unwrap().to_owned();
-    assert_eq!(ids::decode(Kind::File, &id).unwrap().upstream, "file-az1");
+    assert_eq!(
+        ids::decode(&id_key(), Kind::File, &id).unwrap().upstream,
+        "file-az1"
+    );
     let got = send(
         "GET",
         &gw.url(&format!("/v1/files/{id}?x=1")),
@@ -440,7 +461,7 @@ async fn large_uploads_are_relayed_to_the_group_their_form_names() {
         let r = gw.next_record().await;
         assert_eq!(r.model.as_deref(), Some("other"));
         assert_eq!(
-            Some(&*ids::decode(Kind::File, &id).unwrap().deployment),
+            Some(&*ids::decode(&id_key(), Kind::File, &id).unwrap().deployment),
             r.deployment.as_deref()
         );
         let got = send(

@@ -15,6 +15,7 @@ mod cli;
 mod console;
 mod endpoints;
 mod files;
+mod files_owners;
 mod guardrails;
 mod guardrails_vendors;
 mod hardening;

@@ -1,6 +1,7 @@
 """The Files and Batches APIs through sluice with the official `openai` SDK, to `sluice mock`:
 upload, list, retrieve, content and delete; a batch created, completed on retrieve and its
-output read; cancel and list; sluice's ids opaque; a key without access refused."""
+output read; cancel and list; sluice's ids opaque; another key's file not found, a key without
+access refused."""
 
 import json
 
@@ -84,8 +85,11 @@ def test_batches_create_retrieve_cancel_list(client):
 def test_a_key_without_access_is_refused(gateway, keys, client):
     f = client.files.create(file=("x.jsonl", _jsonl(1)), purpose="batch")
     other = openai.OpenAI(base_url=gateway["base_url"], api_key=keys["other"], max_retries=0)
-    with pytest.raises(openai.PermissionDeniedError):
+    # Another key's file does not exist for it.
+    with pytest.raises(openai.NotFoundError):
         other.files.retrieve(f.id)
+    with pytest.raises(openai.NotFoundError):
+        other.files.content(f.id)
     with pytest.raises(openai.PermissionDeniedError):
         other.files.create(file=("y.jsonl", b"{}\n"), purpose="batch",
                            extra_body={"target_model_names": "gpt-4o-mini"})

@@ -1,5 +1,6 @@
 //! OpenAI's Files and Batches APIs, mocked: an in-memory store per mock process (bounded: the
-//! oldest files go first), file objects, content and delete; batches that are `validating`
+//! oldest files go first), file objects, content and delete, lists newest first in pages
+//! (`limit`, `after`); batches that are `validating`
 //! when created and `completed` on the next retrieve, with an output file of JSONL answers
 //! made by the mock's own chat endpoint and the batch's summed `usage`; cancel.
 //! Azure's spelling (`/openai/files?api-version=...`) is served too.
@@ -98,11 +99,12 @@ pub fn route(path: &str) -> Option<&str> {
     .then_some(bare)
 }
 
-/// Answer a Files or Batches call (`path` as [`route`] returns it). Never fails: unknown ids
-/// get OpenAI's 404.
+/// Answer a Files or Batches call (`path` as [`route`] returns it; `query` pages the lists:
+/// `limit`, `after`). Never fails: unknown ids get OpenAI's 404.
 pub async fn respond(
     method: &Method,
     path: &str,
+    query: Option<&str>,
     headers: &HeaderMap,
     body: &Bytes,
     settings: &MockSettings,
@@ -112,13 +114,15 @@ pub async fn respond(
         (&Method::POST, ["files"]) => upload(headers, body),
         (&Method::GET, ["files"]) => {
             let s = store();
+            // Newest first, as OpenAI lists them.
             let data: Vec<&Value> = s
                 .order
                 .iter()
+                .rev()
                 .filter_map(|id| s.files.get(id))
                 .map(|f| &f.0)
                 .collect();
-            ok(&json!({"object": "list", "data": data, "has_more": false}))
+            ok(&page(&data, query))
         }
         (&Method::GET, ["files", id]) => match store().files.get(*id) {
             Some((object, _)) => ok(object),
@@ -155,8 +159,7 @@ pub async fn respond(
                 .rev()
                 .filter_map(|id| s.batches.get(id))
                 .collect();
-            ok(&json!({"object": "list", "data": data, "has_more": false,
-                "first_id": data.first().map(|b| &b["id"]), "last_id": data.last().map(|b| &b["id"])}))
+            ok(&page(&data, query))
         }
         (&Method::GET, ["batches", id]) => retrieve_batch(id, settings).await,
         (&Method::POST, ["batches", id, "cancel"]) => {
@@ -179,6 +182,27 @@ pub async fn respond(
             "unknown_url",
         ),
     }
+}
+
+/// One page of a list, as OpenAI pages: at most `limit` objects after the one whose id is
+/// `after`, `has_more` when some are left.
+fn page(all: &[&Value], query: Option<&str>) -> Value {
+    let (mut limit, mut after) = (None, None);
+    for pair in query.unwrap_or_default().split('&') {
+        match pair.split_once('=') {
+            Some(("limit", v)) => limit = v.parse::<usize>().ok(),
+            Some(("after", v)) => after = Some(v),
+            _ => {}
+        }
+    }
+    let start = after
+        .and_then(|a| all.iter().position(|o| o["id"] == a))
+        .map_or(0, |i| i + 1);
+    let rest = all.get(start..).unwrap_or_default();
+    let n = limit.unwrap_or(rest.len()).min(rest.len());
+    let data = rest.get(..n).unwrap_or_default();
+    json!({"object": "list", "data": data, "has_more": rest.len() > n,
+        "first_id": data.first().map(|b| &b["id"]), "last_id": data.last().map(|b| &b["id"])})
 }
 
 fn ok(v: &Value) -> Response<MockBody> {

@@ -167,8 +167,15 @@ async fn handle(
             Ok(b) => b,
             Err(refused) => return refused,
         };
-        return crate::files::respond(&parts.method, &files_path, &parts.headers, &body, settings)
-            .await;
+        return crate::files::respond(
+            &parts.method,
+            &files_path,
+            parts.uri.query(),
+            &parts.headers,
+            &body,
+            settings,
+        )
+        .await;
     }
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::GET, None) if bare == "/models" => json(

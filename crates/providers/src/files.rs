@@ -70,6 +70,7 @@ impl DeploymentTarget {
                 let resp = sluice_mock::files::respond(
                     call.method,
                     call.path,
+                    call.query,
                     &headers,
                     &body,
                     &t.settings,

@@ -15,6 +15,7 @@ mod entity;
 mod error;
 pub mod keys;
 pub mod models;
+pub mod objects;
 mod sink;
 pub mod spend_logs;
 pub mod spool;
@@ -43,6 +44,7 @@ pub use entity::{Limits, Page};
 pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use models::ModelRow;
+pub use objects::{ObjectKind, OwnedObject};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
     AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, MAX_CONTENT,
