@@ -368,9 +368,14 @@ mod tests {
         if let Some(ct) = ct {
             h.insert(CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
         }
+        let (path, query) = match path.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (path, None),
+        };
         let resp = respond(
             &method,
             path,
+            query,
             &h,
             &Bytes::from(body.to_owned()),
             &MockSettings::default(),
