@@ -32,23 +32,9 @@ async fn team_key(gw: &Gateway, team: &str) -> (String, String) {
     (key, hash)
 }
 
+/// A call with `key` as the bearer key (the management API's helper, any key).
 async fn call(gw: &Gateway, method: &str, path: &str, key: &str, body: Value) -> Answer {
-    let auth = format!("Bearer {key}");
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    send(
-        method,
-        &gw.url(path),
-        body,
-        &[
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-        ],
-    )
-    .await
+    admin_as(gw, key, method, path, body).await
 }
 
 async fn upload_as(gw: &Gateway, key: &str, content: &[u8]) -> String {

@@ -100,11 +100,12 @@ async fn a_fallback_the_key_may_not_use_is_skipped_and_named() {
     assert_eq!(a.header("x-sluice-fallbacks-refused"), Some("expensive"));
     assert_eq!(expensive.requests().await, served_before);
     // A team that does not allow the fallback refuses it too, whatever the key says.
-    let team = send(
+    let team = admin_as(
+        &gw,
+        "sk-master",
         "POST",
-        &gw.url("/team/new"),
-        json!({"team_id": "t-cheap", "models": ["cheap"]}).to_string(),
-        &[MASTER, ("content-type", "application/json")],
+        "/team/new",
+        json!({"team_id": "t-cheap", "models": ["cheap"]}),
     )
     .await;
     assert_eq!(team.status, 200, "{}", team.text());
@@ -125,11 +126,12 @@ async fn a_users_models_bind_the_users_keys() {
         "",
     ))
     .await;
-    let user = send(
+    let user = admin_as(
+        &gw,
+        "sk-master",
         "POST",
-        &gw.url("/user/new"),
-        json!({"user_id": "u-cheap", "models": ["cheap"]}).to_string(),
-        &[MASTER, ("content-type", "application/json")],
+        "/user/new",
+        json!({"user_id": "u-cheap", "models": ["cheap"]}),
     )
     .await;
     assert_eq!(user.status, 200, "{}", user.text());
@@ -268,13 +270,7 @@ async fn a_deployment_added_at_run_time_may_not_point_at_the_gateways_machine() 
         "http://[::1]:9/v1",
         "http://0.0.0.0:4000",
     ] {
-        let a = send(
-            "POST",
-            &gw.url("/model/new"),
-            json!({"model_name": "sneaky", "litellm_params": {"model": "openai/x", "api_base": base, "api_key": "sk-x"}}).to_string(),
-            &[MASTER, ("content-type", "application/json")],
-        )
-        .await;
+        let a = admin_as(&gw, "sk-master", "POST", "/model/new", json!({"model_name": "sneaky", "litellm_params": {"model": "openai/x", "api_base": base, "api_key": "sk-x"}})).await;
         assert_eq!(a.status, 400, "{base}: {}", a.text());
         assert!(
             a.text().contains("litellm_params.api_base"),
@@ -283,13 +279,7 @@ async fn a_deployment_added_at_run_time_may_not_point_at_the_gateways_machine() 
         );
     }
     // A private network is where self-hosted model servers live: allowed.
-    let a = send(
-        "POST",
-        &gw.url("/model/new"),
-        json!({"model_name": "vllm", "litellm_params": {"model": "openai/x", "api_base": "http://10.1.2.3:8000/v1", "api_key": "sk-x"}}).to_string(),
-        &[MASTER, ("content-type", "application/json")],
-    )
-    .await;
+    let a = admin_as(&gw, "sk-master", "POST", "/model/new", json!({"model_name": "vllm", "litellm_params": {"model": "openai/x", "api_base": "http://10.1.2.3:8000/v1", "api_key": "sk-x"}})).await;
     assert_eq!(a.status, 200, "{}", a.text());
     // The allow-list lets an operator through.
     let dir = temp_dir();
@@ -298,13 +288,7 @@ async fn a_deployment_added_at_run_time_may_not_point_at_the_gateways_machine() 
         &dir,
     )
     .await;
-    let a = send(
-        "POST",
-        &gw.url("/model/new"),
-        json!({"model_name": "local", "litellm_params": {"model": "openai/x", "api_base": "http://127.0.0.1:9/v1", "api_key": "sk-x"}}).to_string(),
-        &[MASTER, ("content-type", "application/json")],
-    )
-    .await;
+    let a = admin_as(&gw, "sk-master", "POST", "/model/new", json!({"model_name": "local", "litellm_params": {"model": "openai/x", "api_base": "http://127.0.0.1:9/v1", "api_key": "sk-x"}})).await;
     assert_eq!(a.status, 200, "{}", a.text());
 }
 
@@ -317,11 +301,12 @@ async fn a_cached_answer_is_served_only_within_its_team() {
     );
     let gw = gateway(&yaml).await;
     for team in ["t-a", "t-b"] {
-        let t = send(
+        let t = admin_as(
+            &gw,
+            "sk-master",
             "POST",
-            &gw.url("/team/new"),
-            json!({"team_id": team}).to_string(),
-            &[MASTER, ("content-type", "application/json")],
+            "/team/new",
+            json!({"team_id": team}),
         )
         .await;
         assert_eq!(t.status, 200, "{}", t.text());
@@ -435,13 +420,7 @@ async fn a_virtual_key_lists_the_models_it_may_use() {
     .await;
     assert_eq!(stranger.status, 401);
     // A blocked key lists nothing.
-    let blocked = send(
-        "POST",
-        &gw.url("/key/block"),
-        json!({"key": key}).to_string(),
-        &[MASTER, ("content-type", "application/json")],
-    )
-    .await;
+    let blocked = admin_as(&gw, "sk-master", "POST", "/key/block", json!({"key": key})).await;
     assert_eq!(blocked.status, 200, "{}", blocked.text());
     assert!(
         eventually(Duration::from_secs(5), || async {
