@@ -18,6 +18,7 @@ mod files;
 mod guardrails;
 mod guardrails_vendors;
 mod hardening;
+mod hostile_upstream;
 mod keys;
 mod mcp;
 mod mcp_fleet;
