@@ -185,10 +185,14 @@ impl<B: NotesGuardrails> GuardedStream<B> {
 
     /// Split `data` into events, note their text, and check the window.
     fn feed(&mut self, data: &[u8]) -> Result<(), String> {
+        // What is held holds no event's end: only from its last byte on can one appear, so a
+        // long event arriving in many frames is searched once (the relay bounds its length).
+        let mut from = self.partial.len().saturating_sub(1);
         self.partial.extend_from_slice(data);
-        while let Some(end) = memchr::memmem::find(&self.partial, b"\n\n") {
-            let event = self.partial.split_to(end + 2).freeze();
+        while let Some(at) = memchr::memmem::find(&self.partial[from..], b"\n\n") {
+            let event = self.partial.split_to(from + at + 2).freeze();
             self.take_event(event);
+            from = 0;
         }
         self.judge_calls(false)?;
         // The text is checked only when an event could go out: a short answer is scanned

@@ -363,7 +363,8 @@ where
             record.clone(),
             state.recorder().clone(),
             charges,
-        );
+        )
+        .idle_timeout(target.timeouts.idle);
         let on_stream = match (guarded.as_mut(), checked) {
             (Some(g), Some(endpoint)) => g.on_stream().map(|s| (s, endpoint)),
             _ => None,

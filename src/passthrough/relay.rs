@@ -3,20 +3,38 @@
 //! the frames as they pass; nothing is buffered, reframed or made up. A body the upstream
 //! breaks is cut for the client too (the provider's own SDK sees what it would have seen);
 //! the request is charged and recorded when the relay is dropped, however the stream ended.
+//!
+//! Two ends are sluice's own, each told with an error in the stream's framing
+//! (`Tap::error_event`) before the body is cut, and the upstream dropped at once: an event,
+//! line or frame that outgrows the tap's bound, and the idle timeout, which counts units the
+//! tap saw complete rather than bytes, so an upstream trickling bytes cannot hold the stream.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
+use tokio::time::{Instant, Sleep};
 
 use sluice_core::record::{Outcome, RequestRecord};
 use sluice_providers::passthrough::Tap;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 
-use crate::server::RelayError;
+use crate::server::{idle_message, RelayError, FLUSH_GRACE};
 use crate::spend::Charges;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Relaying,
+    /// sluice's error event sent; let it flush.
+    Failing,
+    /// Error event flushed; abort the body.
+    Aborting,
+    Ended,
+}
 
 /// A pass-through answer in flight; owns the request's record and charges.
 #[derive(Debug)]
@@ -26,7 +44,13 @@ pub struct PassRelay {
     record: RequestRecord,
     recorder: Recorder,
     charges: Charges,
-    ended: bool,
+    state: State,
+    /// Why sluice ended the stream, for the aborted body.
+    failure: Option<String>,
+    /// Longest wait for the tap to see a unit of the stream complete, with its timer.
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// After sluice's error event: the wait before the body fails.
+    grace: Option<Pin<Box<Sleep>>>,
 }
 
 impl PassRelay {
@@ -44,8 +68,47 @@ impl PassRelay {
             record,
             recorder,
             charges,
-            ended: false,
+            state: State::Relaying,
+            failure: None,
+            idle: None,
+            grace: None,
         }
+    }
+
+    /// End the stream when the upstream completes no event, line or frame for `idle`
+    /// (`stream_idle_timeout`); bytes that complete none do not count.
+    pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
+        self.idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        self
+    }
+
+    /// Restart the idle timer when the tap saw progress; the idle message when the window
+    /// passed without any while bytes kept coming.
+    fn count_progress(&mut self) -> Result<(), String> {
+        let progressed = self.tap.take_progress();
+        if let Some((d, sleep)) = &mut self.idle {
+            let now = Instant::now();
+            if progressed {
+                sleep.as_mut().reset(now + *d);
+            } else if sleep.deadline() <= now {
+                return Err(idle_message(*d));
+            }
+        }
+        Ok(())
+    }
+
+    /// sluice ends the stream: its error event (when the framing has one) goes first, the
+    /// body fails after; the upstream is read no more.
+    fn fail(&mut self, msg: String) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        self.record.outcome = Outcome::StreamCut;
+        let event = self.tap.error_event(&msg);
+        if event.is_empty() {
+            self.state = State::Ended;
+            return Poll::Ready(Some(Err(RelayError(msg))));
+        }
+        self.failure = Some(msg);
+        self.state = State::Failing;
+        Poll::Ready(Some(Ok(Frame::data(event))))
     }
 }
 
@@ -65,10 +128,37 @@ impl Body for PassRelay {
     ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let this = self.get_mut();
         loop {
-            if this.ended {
-                return Poll::Ready(None);
+            match this.state {
+                State::Ended => return Poll::Ready(None),
+                State::Failing => {
+                    // hyper drops bytes it still buffers when a body fails: give it time to
+                    // write the error event first (as the inference relay does).
+                    let grace = this
+                        .grace
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_GRACE)));
+                    ready!(grace.as_mut().poll(cx));
+                    this.state = State::Aborting;
+                    continue;
+                }
+                State::Aborting => {
+                    this.state = State::Ended;
+                    let why = this.failure.take().unwrap_or_default();
+                    return Poll::Ready(Some(Err(RelayError(why))));
+                }
+                State::Relaying => {}
             }
-            match ready!(Pin::new(&mut this.upstream).poll_frame(cx)) {
+            let polled = match Pin::new(&mut this.upstream).poll_frame(cx) {
+                Poll::Ready(polled) => polled,
+                Poll::Pending => {
+                    let Some((d, sleep)) = &mut this.idle else {
+                        return Poll::Pending;
+                    };
+                    let d = *d;
+                    ready!(sleep.as_mut().poll(cx));
+                    return this.fail(idle_message(d));
+                }
+            };
+            match polled {
                 Some(Ok(frame)) => {
                     let Ok(data) = frame.into_data() else {
                         continue; // trailers carry nothing for the client
@@ -76,18 +166,24 @@ impl Body for PassRelay {
                     if let Some(c) = this.record.content.as_deref_mut() {
                         c.keep(&data);
                     }
-                    let out = this.tap.feed(data);
+                    let out = match this.tap.feed(data) {
+                        Ok(out) => out,
+                        Err(e) => return this.fail(e.to_string()),
+                    };
+                    if let Err(msg) = this.count_progress() {
+                        return this.fail(msg);
+                    }
                     if !out.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(out))));
                     }
                 }
                 Some(Err(e)) => {
-                    this.ended = true;
+                    this.state = State::Ended;
                     this.record.outcome = Outcome::StreamCut;
                     return Poll::Ready(Some(Err(RelayError(e.to_string()))));
                 }
                 None => {
-                    this.ended = true;
+                    this.state = State::Ended;
                     this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
                     if !rest.is_empty() {
@@ -103,7 +199,7 @@ impl Drop for PassRelay {
     fn drop(&mut self) {
         let shell = self.record.clone_shell();
         let mut record = std::mem::replace(&mut self.record, shell);
-        if !self.ended {
+        if self.state == State::Relaying {
             record.outcome = Outcome::ClientGone;
         }
         record.usage = self.tap.usage();

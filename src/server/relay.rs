@@ -10,6 +10,11 @@
 //! (and a client wake-up) per SSE frame. After a frame the relay asks for the next and gives
 //! the upstream connection's task up to two scheduler turns to hand it over; when they bring
 //! nothing, what is held goes out at once (a frame waits for other ready tasks, never for time).
+//!
+//! An upstream cannot hold a worker: an event that grows past the tap's bound
+//! (`sluice_translate::sse::MAX_EVENT`) ends the stream with an error event, and the idle
+//! timeout counts completed events, not bytes, so bytes trickled without ever ending an event
+//! time out too. Either way the upstream is dropped at once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -58,7 +63,7 @@ pub struct StreamRelay {
     failure: Option<String>,
     record: RequestRecord,
     recorder: Recorder,
-    /// Longest wait for the next upstream frame, with its timer.
+    /// Longest wait for the next complete upstream event, with its timer.
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     /// The deployment's and the caller's slots and counters, settled when the stream ends.
     charges: Charges,
@@ -68,6 +73,8 @@ pub struct StreamRelay {
     held: Held,
     /// Told the settled usage and cost when the stream ends (the cache stores them).
     report: Option<tokio::sync::oneshot::Sender<Settled>>,
+    /// After the error event: the wait before the body fails ([`FLUSH_GRACE`]).
+    grace: Option<Pin<Box<Sleep>>>,
 }
 
 impl crate::guardrails::NotesGuardrails for StreamRelay {
@@ -81,6 +88,11 @@ pub(crate) type Settled = (
     Option<sluice_core::usage::Usage>,
     Option<sluice_core::limits::Nanos>,
 );
+
+/// How long a broken stream's error event has to reach the client before the body fails
+/// (hyper drops what it still buffers then). The event is the last frame; hyper writes it
+/// while the body is pending, so a client that reads gets it well within this.
+pub(crate) const FLUSH_GRACE: Duration = Duration::from_millis(50);
 
 /// Most bytes held back for one write: past this the relay sends at once.
 const MAX_HELD: usize = 32 * 1024;
@@ -154,10 +166,12 @@ impl StreamRelay {
             finish_on_disconnect: false,
             report: None,
             held: Held::default(),
+            grace: None,
         }
     }
 
-    /// Fail the stream when the upstream sends nothing for `idle`.
+    /// Fail the stream when the upstream completes no event for `idle` (bytes that do not
+    /// end one do not count).
     pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
         self.idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
         self
@@ -198,27 +212,60 @@ impl StreamRelay {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, String>>> {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                if let Some((d, sleep)) = &mut self.idle {
-                    sleep.as_mut().reset(Instant::now() + *d);
-                }
-                Poll::Ready(frame.map(|f| f.map_err(|e| e.to_string())))
-            }
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(|e| e.to_string()))),
             Poll::Pending => match &mut self.idle {
                 Some((d, sleep)) => {
                     ready!(sleep.as_mut().poll(cx));
-                    Poll::Ready(Some(Err(format!(
-                        "no data from the upstream for {}s",
-                        d.as_secs_f64()
-                    ))))
+                    Poll::Ready(Some(Err(idle_message(*d))))
                 }
                 None => Poll::Pending,
             },
         }
     }
 
-    /// The SSE event that tells the client the stream broke, in the endpoint's own format.
+    /// Feed one upstream frame to the tap and hold what goes on; restart the idle timer when
+    /// an event completed. Why the stream must end instead: an event past its bound, or no
+    /// event completed within the idle timeout while bytes kept coming.
+    fn take_in(&mut self, data: Bytes) -> Result<(), String> {
+        let out = self.tap.feed(data).map_err(|e| e.to_string())?;
+        self.held.push(out);
+        let progressed = self.tap.take_progress();
+        if let Some((d, sleep)) = &mut self.idle {
+            let now = Instant::now();
+            if progressed {
+                sleep.as_mut().reset(now + *d);
+            } else if sleep.deadline() <= now {
+                return Err(idle_message(*d));
+            }
+        }
+        Ok(())
+    }
+
+    /// End the stream with an error event (sent with whatever is held); the body fails after
+    /// [`FLUSH_GRACE`], and the upstream is read no more.
+    fn fail(&mut self, msg: String) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        let event = self.error_event(&msg);
+        self.held.push(event);
+        self.failure = Some(msg);
+        self.state = State::Failing;
+        self.record.outcome = Outcome::StreamCut;
+        Poll::Ready(self.held.take().map(|d| Ok(Frame::data(d))))
+    }
+
+    /// The SSE event that tells the client the stream broke, in the endpoint's own format;
+    /// after a blank line when the client was sent part of an event that will not end.
     fn error_event(&self, message: &str) -> Bytes {
+        let event = self.error_event_alone(message);
+        if event.is_empty() || !self.tap.mid_event() {
+            return event;
+        }
+        let mut out = BytesMut::with_capacity(event.len() + 2);
+        out.extend_from_slice(b"\n\n");
+        out.extend_from_slice(&event);
+        out.freeze()
+    }
+
+    fn error_event_alone(&self, message: &str) -> Bytes {
         let message = format!("upstream stream interrupted: {message}");
         match self.endpoint {
             Endpoint::Responses => {
@@ -275,20 +322,26 @@ impl Body for StreamRelay {
             if let Some(c) = this.record.content.as_deref_mut() {
                 c.keep(&first);
             }
-            let out = this.tap.feed(first);
-            if !out.is_empty() {
-                return Poll::Ready(Some(Ok(Frame::data(out))));
+            if let Err(msg) = this.take_in(first) {
+                return this.fail(msg);
+            }
+            if this.held.len() > 0 {
+                return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
             }
         }
         loop {
             match this.state {
                 State::Ended => return Poll::Ready(None),
                 State::Failing => {
-                    // Give the HTTP layer one turn to flush the error event: hyper drops
-                    // buffered bytes when a body fails, so fail only on the next poll.
+                    // Give the HTTP layer time to flush the error event: hyper drops bytes it
+                    // still buffers when a body fails, and writes them while the body is
+                    // pending (one turn was not enough behind a client slow to read).
+                    let grace = this
+                        .grace
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_GRACE)));
+                    ready!(grace.as_mut().poll(cx));
                     this.state = State::Aborting;
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
+                    continue;
                 }
                 State::Aborting => {
                     this.state = State::Ended;
@@ -320,19 +373,14 @@ impl Body for StreamRelay {
                     if let Some(c) = this.record.content.as_deref_mut() {
                         c.keep(&data);
                     }
-                    this.held.push(this.tap.feed(data));
+                    if let Err(msg) = this.take_in(data) {
+                        return this.fail(msg);
+                    }
                     if this.held.len() >= MAX_HELD {
                         return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
                     }
                 }
-                Some(Err(msg)) => {
-                    let event = this.error_event(&msg);
-                    this.held.push(event);
-                    this.failure = Some(msg);
-                    this.state = State::Failing;
-                    this.record.outcome = Outcome::StreamCut;
-                    return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
-                }
+                Some(Err(msg)) => return this.fail(msg),
                 None if this.tap.finished() => {
                     this.state = State::Ended;
                     this.record.outcome = Outcome::StreamComplete;
@@ -345,13 +393,7 @@ impl Body for StreamRelay {
                     // event): the answer is incomplete, and the client must not take it whole.
                     let rest = this.tap.finish();
                     this.held.push(rest);
-                    let msg = "the upstream closed the stream before its end".to_owned();
-                    let event = this.error_event(&msg);
-                    this.held.push(event);
-                    this.failure = Some(msg);
-                    this.state = State::Failing;
-                    this.record.outcome = Outcome::StreamCut;
-                    return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
+                    return this.fail("the upstream closed the stream before its end".to_owned());
                 }
             }
         }
@@ -370,7 +412,9 @@ impl Drop for StreamRelay {
                     let upstream =
                         std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
-                    rt.spawn(drain(upstream, tap, record, self.recorder.clone(), charges));
+                    let idle = self.idle.as_ref().map(|(d, _)| *d);
+                    let recorder = self.recorder.clone();
+                    rt.spawn(drain(upstream, tap, idle, record, recorder, charges));
                     return;
                 }
             }
@@ -384,25 +428,54 @@ impl Drop for StreamRelay {
     }
 }
 
-/// Read what is left of an abandoned stream, only to learn its usage, then record it.
+/// Read what is left of an abandoned stream, only to learn its usage, then record it. The
+/// same bounds hold as while relaying: an event past its bound, or no event completed within
+/// the idle timeout, stops the reading.
 async fn drain(
     mut upstream: UpstreamBody,
     mut tap: SseTap,
+    idle: Option<Duration>,
     mut record: RequestRecord,
     recorder: Recorder,
     mut charges: Charges,
 ) {
-    while let Some(Ok(frame)) = upstream.frame().await {
+    let mut deadline = idle.map(|d| Instant::now() + d);
+    loop {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, upstream.frame()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => upstream.frame().await,
+        };
+        let Some(Ok(frame)) = next else {
+            break;
+        };
         if let Ok(data) = frame.into_data() {
             if let Some(c) = record.content.as_deref_mut() {
                 c.keep(&data);
             }
-            tap.feed(data);
+            if tap.feed(data).is_err() {
+                break;
+            }
+            if tap.take_progress() {
+                deadline = idle.map(|d| Instant::now() + d);
+            } else if deadline.is_some_and(|at| at <= Instant::now()) {
+                break;
+            }
         }
     }
     record.usage = merged(record.usage, tap.usage());
     charges.settle(&mut record);
     recorder.record(record);
+}
+
+/// Why a stream ended that completed no event within its idle timeout.
+pub(crate) fn idle_message(idle: Duration) -> String {
+    format!(
+        "no complete event from the upstream for {}s",
+        idle.as_secs_f64()
+    )
 }
 
 /// The usage the request stated (speech's characters) with what the stream reported.
@@ -487,5 +560,55 @@ mod tests {
         let out = frames(relay(&STREAM, Duration::from_millis(20))).await;
         assert_eq!(out.len(), 1 + STREAM.len(), "{out:?}");
         assert_eq!(out[1..].concat(), STREAM.concat().as_bytes());
+    }
+
+    /// An upstream that trickles bytes of an event that never ends: the idle timeout counts
+    /// completed events, so it fires while the bytes still come, and the error event follows
+    /// the unfinished one as an event of its own.
+    #[tokio::test(start_paused = true)]
+    async fn bytes_that_complete_no_event_do_not_hold_off_the_idle_timeout() {
+        let mut trickle = vec!["data: {\"par"];
+        trickle.extend(std::iter::repeat_n("x", 200));
+        let mut r = relay(&trickle, Duration::from_millis(20))
+            .idle_timeout(Some(Duration::from_millis(100)));
+        let start = Instant::now();
+        let mut out = Vec::new();
+        let failed = loop {
+            match r.frame().await {
+                Some(Ok(f)) => out.push(f.into_data().unwrap()),
+                Some(Err(e)) => break e,
+                None => panic!("the stream ended cleanly"),
+            }
+        };
+        assert!(r.frame().await.is_none(), "nothing after the failure");
+        assert!(
+            start.elapsed() < Duration::from_millis(100) + FLUSH_GRACE + Duration::from_millis(40),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(failed.0.contains("no complete event"), "{failed}");
+        let last = String::from_utf8(out.last().unwrap().to_vec()).unwrap();
+        assert!(
+            last.contains("\n\ndata: {\"error\""),
+            "an event of its own: {last}"
+        );
+        assert!(
+            last.contains("no complete event from the upstream for 0.1s"),
+            "{last}"
+        );
+        // A steady stream of whole events never meets it.
+        let steady = ["data: {\"n\":1}\n\n"; 20].to_vec();
+        let mut r = relay(&steady, Duration::from_millis(60))
+            .idle_timeout(Some(Duration::from_millis(100)));
+        let mut n = 0;
+        while let Some(f) = r.frame().await {
+            n += 1;
+            assert!(n < 100, "the relay ends");
+            match f {
+                Ok(_) => {}
+                // The stream has no `[DONE]`: cut at its end, not by the timer.
+                Err(e) => assert!(e.0.contains("before its end"), "{e}"),
+            }
+        }
     }
 }

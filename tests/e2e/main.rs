@@ -19,6 +19,7 @@ mod files_owners;
 mod guardrails;
 mod guardrails_vendors;
 mod hardening;
+mod hostile_upstream;
 mod keys;
 mod mcp;
 mod mcp_fleet;

@@ -332,7 +332,10 @@ async fn streams_retry_before_the_first_byte_and_idle_streams_end_with_an_error(
     assert!(t.elapsed() < Duration::from_secs(1));
     assert!(a.body_error, "the stream is cut, not completed");
     let last = a.sse_data().last().cloned().unwrap();
-    assert!(last.contains("no data from the upstream"), "{last}");
+    assert!(
+        last.contains("no complete event from the upstream"),
+        "{last}"
+    );
 }
 
 #[tokio::test]

@@ -264,6 +264,14 @@ pub fn h2_only(connect_timeout: Duration) -> HttpClient {
 /// holds a task and hyper's buffers, ~26 KB).
 const MAX_IDLE_PER_HOST: usize = 1024;
 
+/// The most headers an upstream's answer may have (HTTP/1.1; hyper's own default, stated so
+/// that it is a decision): providers send 20 to 40. Past it the answer is a failed attempt.
+pub const MAX_UPSTREAM_HEADERS: usize = 100;
+
+/// The most bytes of headers an upstream's HTTP/2 answer may have, the same as an HTTP/1.1
+/// answer's header block may fill ([`crate::server::MAX_CONN_BUF`], its read buffer).
+pub const MAX_UPSTREAM_HEADER_BYTES: u32 = 64 * 1024;
+
 fn pool(
     connector: HttpsConnector<HttpConnector<Resolver>>,
     max_idle: usize,
@@ -274,6 +282,8 @@ fn pool(
         .pool_idle_timeout(Duration::from_secs(90))
         .pool_max_idle_per_host(max_idle)
         .http1_max_buf_size(crate::server::MAX_CONN_BUF)
+        .http1_max_headers(MAX_UPSTREAM_HEADERS)
+        .http2_max_header_list_size(MAX_UPSTREAM_HEADER_BYTES)
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new());
     match http {

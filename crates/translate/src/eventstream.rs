@@ -18,8 +18,10 @@ use serde::Deserialize;
 const PRELUDE: usize = 12;
 /// Prelude plus the trailing message CRC.
 const OVERHEAD: usize = PRELUDE + 4;
-/// Largest message accepted (AWS's limit is 16 MiB of payload plus 128 KiB of headers).
-const MAX_MESSAGE: usize = 16 * 1024 * 1024 + 128 * 1024 + OVERHEAD;
+/// Largest message accepted (AWS's limit is 16 MiB of payload plus 128 KiB of headers): a
+/// prelude announcing more is refused before any of the message is waited for, so a decoder
+/// holds at most this plus one frame.
+pub const MAX_MESSAGE: usize = 16 * 1024 * 1024 + 128 * 1024 + OVERHEAD;
 
 /// Why a frame was rejected. Any of these ends the stream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,15 +59,20 @@ impl Message {
 }
 
 /// Splits a byte stream into verified messages; bytes of an incomplete message wait for more.
+/// After an error it holds nothing and gives that error again: a stream that broke once is
+/// not buffered on, whoever keeps pushing into it.
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: BytesMut,
+    failed: Option<FrameError>,
 }
 
 impl Decoder {
-    /// Add bytes as they arrive.
+    /// Add bytes as they arrive (dropped once the stream failed).
     pub fn push(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(bytes);
+        }
     }
 
     /// Whether bytes of an incomplete message are waiting.
@@ -75,6 +82,18 @@ impl Decoder {
 
     /// The next complete message, `None` until one is complete.
     pub fn next_message(&mut self) -> Result<Option<Message>, FrameError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let next = self.read_message();
+        if let Err(e) = &next {
+            self.failed = Some(e.clone());
+            self.buf = BytesMut::new();
+        }
+        next
+    }
+
+    fn read_message(&mut self) -> Result<Option<Message>, FrameError> {
         if self.buf.len() < PRELUDE {
             return Ok(None);
         }
@@ -313,5 +332,30 @@ mod tests {
         assert_eq!(a.header(":event-type"), Some("messageStart"));
         assert_eq!(b.header(":event-type"), Some("messageStop"));
         assert_eq!(d.next_message().unwrap(), None);
+    }
+
+    #[test]
+    fn a_frame_past_the_limit_is_refused_at_its_prelude_and_nothing_is_held() {
+        let mut p = Vec::new();
+        p.extend_from_slice(&((MAX_MESSAGE + 1) as u32).to_be_bytes());
+        p.extend_from_slice(&0u32.to_be_bytes());
+        let crc = crc32fast::hash(&p);
+        p.extend_from_slice(&crc.to_be_bytes());
+        let mut d = Decoder::default();
+        d.push(&p);
+        assert_eq!(d.next_message(), Err(FrameError::Length));
+        // Whoever keeps pushing, nothing more is held and the error stays.
+        d.push(&vec![0u8; 1 << 20]);
+        assert!(!d.has_partial());
+        assert_eq!(d.next_message(), Err(FrameError::Length));
+        // The largest frame allowed still waits for its bytes.
+        let mut p = Vec::new();
+        p.extend_from_slice(&(MAX_MESSAGE as u32).to_be_bytes());
+        p.extend_from_slice(&0u32.to_be_bytes());
+        let crc = crc32fast::hash(&p);
+        p.extend_from_slice(&crc.to_be_bytes());
+        let mut d = Decoder::default();
+        d.push(&p);
+        assert_eq!(d.next_message(), Ok(None));
     }
 }

@@ -2,47 +2,43 @@
 //! chat stream is one JSON document a line; SSE `data:` lines read the same way) and one array
 //! sent element by element (Gemini's `streamGenerateContent` without `alt=sse`). Each byte is
 //! looked at once; only the part of a document that straddles two frames is copied, and a
-//! document longer than [`MAX_HELD`] is skipped rather than held.
+//! document that grows past [`MAX_HELD`] without ending is an error ([`TooLong`]): the stream
+//! is not read on.
 
 use bytes::BytesMut;
 use memchr::{memchr, memchr2, memrchr};
 
-/// Longest line or array element held while its end is awaited; a longer one is not read.
-pub const MAX_HELD: usize = 16 * 1024 * 1024;
+use crate::sse::TooLong;
+
+/// Longest line or array element held while its end is awaited (16 MiB, the bound of one SSE
+/// event, [`crate::sse::MAX_EVENT`], for the same reasons).
+pub const MAX_HELD: usize = crate::sse::MAX_EVENT;
 
 /// Bytes of one document begun in an earlier frame.
 #[derive(Debug, Default)]
 struct Held {
     buf: BytesMut,
-    /// The document outgrew [`MAX_HELD`]: its bytes are dropped until it ends.
-    skipping: bool,
 }
 
 impl Held {
-    fn push(&mut self, part: &[u8]) {
-        if self.skipping {
-            return;
-        }
+    fn push(&mut self, part: &[u8]) -> Result<(), TooLong> {
         if self.buf.len() + part.len() > MAX_HELD {
-            self.buf.clear();
-            self.skipping = true;
-        } else {
-            self.buf.extend_from_slice(part);
+            self.buf = BytesMut::new();
+            return Err(TooLong { limit: MAX_HELD });
         }
+        self.buf.extend_from_slice(part);
+        Ok(())
     }
 
-    /// The held document completed by `last`, if it was kept; then empty again.
+    /// The held document completed by `last`; then empty again.
     fn complete(&mut self, last: &[u8], each: &mut impl FnMut(&[u8])) {
-        if !self.skipping {
-            self.buf.extend_from_slice(last);
-            each(&self.buf);
-        }
+        self.buf.extend_from_slice(last);
+        each(&self.buf);
         self.buf.clear();
-        self.skipping = false;
     }
 
     fn pending(&self) -> bool {
-        self.skipping || !self.buf.is_empty()
+        !self.buf.is_empty()
     }
 }
 
@@ -57,13 +53,13 @@ pub struct Lines {
 }
 
 impl Lines {
-    /// Read one frame; `each` gets every line the frame completes.
-    pub fn feed(&mut self, frame: &[u8], mut each: impl FnMut(&[u8])) {
+    /// Read one frame; `each` gets every line the frame completes. A line unfinished past
+    /// [`MAX_HELD`] bytes is an error.
+    pub fn feed(&mut self, frame: &[u8], mut each: impl FnMut(&[u8])) -> Result<(), TooLong> {
         let mut rest = frame;
         if self.held.pending() {
             let Some(nl) = memchr(b'\n', rest) else {
-                self.held.push(rest);
-                return;
+                return self.held.push(rest);
             };
             let mut whole = |line: &[u8]| each(trim_cr(line));
             self.held.complete(&rest[..nl], &mut whole);
@@ -76,8 +72,14 @@ impl Lines {
             rest = &rest[last + 1..];
         }
         if !rest.is_empty() {
-            self.held.push(rest);
+            self.held.push(rest)?;
         }
+        Ok(())
+    }
+
+    /// Whether the start of a line is held (its end not yet seen).
+    pub fn pending(&self) -> bool {
+        self.held.pending()
     }
 
     /// At the end of the body: the last line, when it had no newline.
@@ -103,8 +105,8 @@ pub struct ArrayElements {
 
 impl ArrayElements {
     /// Read one frame; `each` gets every element (object or array) of the top-level array the
-    /// frame completes.
-    pub fn feed(&mut self, frame: &[u8], mut each: impl FnMut(&[u8])) {
+    /// frame completes. An element unfinished past [`MAX_HELD`] bytes is an error.
+    pub fn feed(&mut self, frame: &[u8], mut each: impl FnMut(&[u8])) -> Result<(), TooLong> {
         // Where the element in progress began, when it began in this frame.
         let mut start = None;
         let mut i = 0;
@@ -151,10 +153,11 @@ impl ArrayElements {
         }
         if self.depth >= 2 {
             match start {
-                Some(s) => self.held.push(&frame[s..]),
-                None => self.held.push(frame),
+                Some(s) => self.held.push(&frame[s..])?,
+                None => self.held.push(frame)?,
             }
         }
+        Ok(())
     }
 }
 
@@ -168,7 +171,8 @@ mod tests {
         for f in frames {
             l.feed(f, |line| {
                 out.push(String::from_utf8_lossy(line).into_owned())
-            });
+            })
+            .unwrap();
         }
         l.finish(|line| out.push(String::from_utf8_lossy(line).into_owned()));
         out
@@ -178,7 +182,8 @@ mod tests {
         let mut out = Vec::new();
         let mut a = ArrayElements::default();
         for f in frames {
-            a.feed(f, |e| out.push(String::from_utf8_lossy(e).into_owned()));
+            a.feed(f, |e| out.push(String::from_utf8_lossy(e).into_owned()))
+                .unwrap();
         }
         out
     }
@@ -225,20 +230,47 @@ mod tests {
     }
 
     #[test]
-    fn oversized_documents_are_skipped_not_held() {
-        let big = vec![b'x'; MAX_HELD + 1];
+    fn a_document_that_never_ends_is_refused_and_nothing_is_held() {
+        let big = vec![b'x'; 64 * 1024];
         let mut l = Lines::default();
         let mut out = Vec::new();
-        l.feed(b"{\"a\":", |line| out.push(line.to_vec()));
-        l.feed(&big, |line| out.push(line.to_vec()));
-        assert!(l.held.buf.is_empty(), "nothing held past the limit");
-        l.feed(b"}\n{\"b\":1}\n", |line| out.push(line.to_vec()));
-        assert_eq!(out, vec![b"{\"b\":1}".to_vec()]);
+        l.feed(b"{\"a\":1}\n{\"a\":", |line| out.push(line.to_vec()))
+            .unwrap();
+        let mut fed = 0;
+        let refused = loop {
+            fed += big.len();
+            assert!(fed <= MAX_HELD + big.len(), "held past the bound");
+            if let Err(e) = l.feed(&big, |line| out.push(line.to_vec())) {
+                break e;
+            }
+        };
+        assert_eq!(refused, TooLong { limit: MAX_HELD });
+        assert!(fed > MAX_HELD - big.len());
+        assert!(l.held.buf.capacity() == 0, "the held bytes are let go");
+        assert_eq!(out, vec![b"{\"a\":1}".to_vec()]);
+
         let mut a = ArrayElements::default();
-        let mut out = Vec::new();
-        a.feed(b"[{\"s\":\"", |e| out.push(e.to_vec()));
-        a.feed(&big, |e| out.push(e.to_vec()));
-        a.feed(b"\"},{\"n\":1}]", |e| out.push(e.to_vec()));
-        assert_eq!(out, vec![b"{\"n\":1}".to_vec()]);
+        a.feed(b"[{\"n\":1},{\"s\":\"", |e| out.push(e.to_vec()))
+            .unwrap();
+        let mut fed = 0;
+        while a.feed(&big, |e| out.push(e.to_vec())).is_ok() {
+            fed += big.len();
+            assert!(fed <= MAX_HELD, "held past the bound");
+        }
+        assert_eq!(out.last().unwrap(), b"{\"n\":1}");
+    }
+
+    #[test]
+    fn a_long_document_under_the_bound_is_read() {
+        let mut line = b"{\"s\":\"".to_vec();
+        line.resize(1024 * 1024, b'x');
+        line.extend_from_slice(b"\"}");
+        let mut l = Lines::default();
+        let mut got = Vec::new();
+        for part in line.chunks(1000) {
+            l.feed(part, |d| got.push(d.len())).unwrap();
+        }
+        l.feed(b"\n", |d| got.push(d.len())).unwrap();
+        assert_eq!(got, vec![line.len()]);
     }
 }

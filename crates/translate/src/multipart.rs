@@ -13,6 +13,12 @@ use sluice_core::error::ApiError;
 /// The most part headers one part may have (a browser sends two or three).
 const MAX_PART_HEADERS: usize = 16;
 
+/// The most parts a form may have. OpenAI's largest forms (an image edit with its 16 images
+/// and a dozen fields, a transcription with repeated `timestamp_granularities[]`) have a few
+/// dozen; a form of 200,000 one-byte fields would cost a worker a quarter of a second to read
+/// and is refused at its 1,001st part instead.
+pub const MAX_PARTS: usize = 1000;
+
 /// One part of a form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part<'a> {
@@ -155,6 +161,15 @@ impl Scanner {
                     let Some(rest) = rest.strip_prefix(b"\r\n") else {
                         return Err(bad("a boundary is not followed by a line break"));
                     };
+                    if self.found.len() >= MAX_PARTS {
+                        return Err(ApiError::InvalidParam {
+                            param: "body",
+                            message: format!(
+                                "the multipart/form-data body has more than {MAX_PARTS} parts, \
+                                 the most sluice reads"
+                            ),
+                        });
+                    }
                     let at = self.pos + 2;
                     let mut headers = [httparse::EMPTY_HEADER; MAX_PART_HEADERS];
                     let (used, headers) = match httparse::parse_headers(rest, &mut headers) {
@@ -387,5 +402,33 @@ Content-Disposition: form-data; name=response_format\r\n\r\nverbose_json\r\n--Xy
         assert_eq!(s.advance(late).unwrap(), Progress::Done);
         assert!(s.has_field(late, "model") && !s.has_field(late, "file"));
         assert_eq!(s.parts(late)[1].name, "model");
+    }
+
+    fn fields(n: usize) -> Vec<u8> {
+        let mut body = Vec::new();
+        for _ in 0..n {
+            body.extend_from_slice(
+                b"--B\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n",
+            );
+        }
+        body.extend_from_slice(b"--B--\r\n");
+        body
+    }
+
+    #[test]
+    fn a_form_past_the_part_limit_is_refused_at_its_first_part_too_many() {
+        assert_eq!(parts(&fields(MAX_PARTS), "B").unwrap().len(), MAX_PARTS);
+        let body = fields(200_000);
+        let refused = parts(&body, "B").unwrap_err();
+        assert_eq!(refused.status(), http::StatusCode::BAD_REQUEST);
+        assert!(
+            refused.to_string().contains("more than 1000 parts"),
+            "{refused}"
+        );
+        // Read as it arrives, the scanner stops there: the rest is never looked at.
+        let mut s = Scanner::new("B");
+        let one = fields(1).len() - b"--B--\r\n".len();
+        assert!(s.advance(&body[..one * MAX_PARTS + 10]).is_err());
+        assert!(head(&body, "B").is_err());
     }
 }

@@ -1,6 +1,10 @@
 //! A server-sent-event tap: frames pass through untouched while the tap reads usage from data
 //! lines, notices the stream's proper end, and (when sluice asked for usage on the client's
 //! behalf) removes the usage-only chunk the client did not ask for.
+//!
+//! What an upstream controls is bounded: the bytes of one unfinished event (and so of one
+//! unfinished line) are at most [`MAX_EVENT`], past which the tap refuses the stream
+//! ([`TooLong`]), and each byte is searched for an event's end once, however the event is split.
 
 use std::sync::LazyLock;
 
@@ -10,11 +14,27 @@ use memchr::{memchr, memchr_iter, memmem, memrchr_iter};
 use sluice_core::usage::Usage;
 use sluice_core::usage::UsageProbe;
 
+/// The longest event (and so the longest line) sluice holds while waiting for its end: 16 MiB.
+/// The largest events real providers send are streamed images (a partial or final image as
+/// base64 in one `data:` line, a few MiB at most); the rest are a few KiB. An upstream whose
+/// event outgrows this is not a model answering but a stream that never ends an event, and
+/// holding it would cost memory without bound and leave the client waiting.
+pub const MAX_EVENT: usize = 16 * 1024 * 1024;
+
+/// An upstream stream's unfinished event (or line, or document) outgrew its bound: the stream
+/// ends with an error instead of being held without limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the upstream sent more than {limit} bytes without ending an event")]
+pub struct TooLong {
+    /// The bound, in bytes.
+    pub limit: usize,
+}
+
 /// Scanner state for one stream.
 #[derive(Debug, Default)]
 pub struct SseTap {
-    /// Bytes after the last complete event. Forwarding mode: a copy kept only for scanning.
-    /// Stripping mode: held back until the event completes.
+    /// Bytes after the last complete event (at most [`MAX_EVENT`]). Forwarding mode: a copy
+    /// kept only for scanning. Stripping mode: held back until the event completes.
     carry: BytesMut,
     strip_usage_chunk: bool,
     usage: Option<Usage>,
@@ -22,6 +42,11 @@ pub struct SseTap {
     /// Not an event stream (speech audio): frames pass untouched, and the upstream's clean end
     /// is the stream's end.
     raw: bool,
+    /// A non-blank event completed (raw: bytes came) since [`SseTap::take_progress`] asked.
+    progress: bool,
+    /// The client was sent the start of an event that will not end: the tail
+    /// [`SseTap::finish`] gave back, or (forwarding) the start of an event past its bound.
+    sent_unfinished: bool,
 }
 
 /// Whether the `\n` at `p` closes a blank line, i.e. ends an event (`\n\n` or `\n\r\n`).
@@ -36,7 +61,16 @@ fn closes_event(buf: &[u8], p: usize) -> bool {
 /// End of the last complete event (`\n\n` or `\r\n\r\n`) in `buf`, if any. Searches back
 /// from the end, so a frame that ends on an event boundary (the usual case) costs a few bytes.
 pub fn last_event_end(buf: &[u8]) -> Option<usize> {
-    memrchr_iter(b'\n', buf)
+    last_event_end_after(buf, 0)
+}
+
+/// [`last_event_end`] for a buffer whose first `from` bytes are known to end no event (an
+/// event's start, to which new bytes were appended): only the `\n`s from `from` on are looked
+/// at, so an event arriving in many frames is searched once, not once per frame.
+pub fn last_event_end_after(buf: &[u8], from: usize) -> Option<usize> {
+    let from = from.min(buf.len());
+    memrchr_iter(b'\n', &buf[from..])
+        .map(|p| p + from)
         .find(|&p| closes_event(buf, p))
         .map(|p| p + 1)
 }
@@ -104,16 +138,38 @@ impl SseTap {
         self.finished || self.raw
     }
 
-    /// Feed one upstream frame; returns what to send on (may be empty).
-    pub fn feed(&mut self, frame: Bytes) -> Bytes {
-        if self.raw {
+    /// Whether the stream made progress since the last call: an event completed (blank lines
+    /// alone are none; a comment such as `: ping` is one; for raw bytes, any frame). Idle
+    /// timeouts count this, not bytes, so an upstream that trickles bytes without ever ending
+    /// an event still times out.
+    pub fn take_progress(&mut self) -> bool {
+        std::mem::take(&mut self.progress)
+    }
+
+    /// Whether the client has been sent the start of an event that has not ended (forwarding
+    /// mode, or the tail [`SseTap::finish`] gave back): an event sluice adds must first end it.
+    pub fn mid_event(&self) -> bool {
+        !self.raw && ((!self.strip_usage_chunk && !self.carry.is_empty()) || self.sent_unfinished)
+    }
+
+    /// Feed one upstream frame; returns what to send on (may be empty). An event still
+    /// unfinished past [`MAX_EVENT`] bytes is an error: the stream is not to be read on.
+    pub fn feed(&mut self, frame: Bytes) -> Result<Bytes, TooLong> {
+        let out = if self.raw {
+            self.progress |= !frame.is_empty();
             frame
         } else if self.strip_usage_chunk {
             self.feed_stripping(frame)
         } else {
             self.feed_forwarding(&frame);
             frame
+        };
+        if self.carry.len() > MAX_EVENT {
+            self.carry = BytesMut::new();
+            self.sent_unfinished |= !self.strip_usage_chunk;
+            return Err(TooLong { limit: MAX_EVENT });
         }
+        Ok(out)
     }
 
     /// At the end of the upstream body: whatever was held back.
@@ -121,6 +177,7 @@ impl SseTap {
         if self.strip_usage_chunk && !self.carry.is_empty() {
             let rest = self.carry.split().freeze();
             self.scan_event(&rest);
+            self.sent_unfinished = true;
             rest
         } else {
             Bytes::new()
@@ -133,8 +190,9 @@ impl SseTap {
             self.scan_region(&frame[..end]);
             self.carry.extend_from_slice(&frame[end..]);
         } else {
+            let from = self.carry.len();
             self.carry.extend_from_slice(frame);
-            if let Some(end) = last_event_end(&self.carry) {
+            if let Some(end) = last_event_end_after(&self.carry, from) {
                 let done = self.carry.split_to(end);
                 self.scan_region(&done);
             }
@@ -142,20 +200,26 @@ impl SseTap {
     }
 
     fn feed_stripping(&mut self, frame: Bytes) -> Bytes {
-        let buf = if self.carry.is_empty() {
-            frame
+        let complete = if self.carry.is_empty() {
+            let end = last_event_end(&frame).unwrap_or(0);
+            if end < frame.len() {
+                self.carry.extend_from_slice(&frame[end..]);
+            }
+            frame.slice(..end)
         } else {
+            // An event begun earlier: only the new bytes can end it, and nothing is copied
+            // back while it stays unfinished.
+            let from = self.carry.len();
             self.carry.extend_from_slice(&frame);
-            self.carry.split().freeze()
+            match last_event_end_after(&self.carry, from) {
+                Some(end) => self.carry.split_to(end).freeze(),
+                None => return Bytes::new(),
+            }
         };
-        let end = last_event_end(&buf).unwrap_or(0);
-        if end < buf.len() {
-            self.carry.extend_from_slice(&buf[end..]);
-        }
-        let complete = buf.slice(..end);
         // Usually none, else one: the usage chunk the client did not ask for.
         let mut dropped: Vec<(usize, usize)> = Vec::new();
         for (s, e) in events(&complete) {
+            self.progress = true;
             if self.scan_event(&complete[s..e]) {
                 dropped.push((s, e));
             }
@@ -175,6 +239,7 @@ impl SseTap {
 
     fn scan_region(&mut self, region: &[u8]) {
         for (s, e) in events(region) {
+            self.progress = true;
             self.scan_event(&region[s..e]);
         }
     }
@@ -262,7 +327,7 @@ mod tests {
     fn run(tap: &mut SseTap, frames: &[&str]) -> String {
         let mut out = Vec::new();
         for f in frames {
-            out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(f.as_bytes())));
+            out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(f.as_bytes())).unwrap());
         }
         out.extend_from_slice(&tap.finish());
         String::from_utf8(out).unwrap()
@@ -391,6 +456,98 @@ mod tests {
             proptest::prop_assert_eq!(got, reference_events(&bytes));
             let joined: Vec<u8> = lines(&bytes).collect::<Vec<_>>().join(&b'\n');
             proptest::prop_assert_eq!(joined, bytes.clone());
+        }
+
+        /// Searching only the bytes appended to an event's start finds what a search of the
+        /// whole buffer finds.
+        #[test]
+        fn searching_after_an_events_start_agrees(
+            head in proptest::collection::vec(proptest::sample::select(b"a:\r\n".to_vec()), 0..20),
+            tail in proptest::collection::vec(proptest::sample::select(b"a:\r\n".to_vec()), 0..20),
+        ) {
+            let start = &head[last_event_end(&head).unwrap_or(0)..];
+            let buf = [start, &tail[..]].concat();
+            proptest::prop_assert_eq!(
+                last_event_end_after(&buf, start.len()),
+                last_event_end(&buf)
+            );
+        }
+    }
+
+    /// An upstream that sends bytes and never ends an event: past MAX_EVENT the tap refuses
+    /// the stream, holding no more than one frame beyond the bound, in both modes.
+    #[test]
+    fn an_event_that_never_ends_is_refused_past_the_bound() {
+        let junk = Bytes::from(vec![b'x'; 64 * 1024]);
+        for strip in [false, true] {
+            let mut tap = SseTap::new(strip);
+            tap.feed(Bytes::from_static(CHUNK.as_bytes())).unwrap();
+            assert!(tap.take_progress());
+            let mut fed = 0;
+            let refused = loop {
+                fed += junk.len();
+                assert!(fed <= MAX_EVENT + 2 * junk.len(), "strip={strip}: no bound");
+                match tap.feed(junk.clone()) {
+                    Ok(out) => {
+                        assert!(!tap.take_progress(), "no event completed");
+                        assert_eq!(out.len(), if strip { 0 } else { junk.len() });
+                    }
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(refused, TooLong { limit: MAX_EVENT });
+            assert!(fed > MAX_EVENT, "strip={strip}: refused early, at {fed}");
+            assert_eq!(
+                tap.mid_event(),
+                !strip,
+                "forwarded bytes left an event open"
+            );
+            assert_eq!(tap.carry.capacity(), 0, "the held bytes are let go");
+        }
+    }
+
+    #[test]
+    fn progress_is_a_completed_event_not_bytes() {
+        let mut tap = SseTap::new(false);
+        let parts: Vec<&[u8]> = CHUNK.as_bytes().chunks(7).collect();
+        for (i, b) in parts.iter().enumerate() {
+            let last = i == parts.len() - 1;
+            tap.feed(Bytes::copy_from_slice(b)).unwrap();
+            assert_eq!(tap.take_progress(), last);
+            assert_eq!(tap.mid_event(), !last);
+        }
+        let mut tap = SseTap::new(true);
+        tap.feed(Bytes::from_static(b"data: {\"par")).unwrap();
+        assert!(!tap.take_progress());
+        assert!(!tap.mid_event(), "held back, not sent");
+        assert_eq!(tap.finish(), "data: {\"par");
+        assert!(tap.mid_event(), "the tail went out unfinished");
+        tap.feed(Bytes::from_static(b"\n\n\r\n")).unwrap();
+        assert!(!tap.take_progress(), "blank lines are not an event");
+        tap.feed(Bytes::from_static(b": ping\n\n")).unwrap();
+        assert!(tap.take_progress(), "a keep-alive comment is");
+        let mut raw = SseTap::raw();
+        raw.feed(Bytes::from_static(b"\xff\xfb")).unwrap();
+        assert!(raw.take_progress());
+        assert!(!raw.take_progress());
+        assert!(!raw.mid_event());
+    }
+
+    /// An event trickled a byte at a time reads as it would whole (each byte is searched
+    /// once: the carry is not searched again from its start for every frame).
+    #[test]
+    fn a_trickled_event_reads_whole() {
+        let mut event = b"data: ".to_vec();
+        event.resize(64 * 1024, b'a');
+        event.extend_from_slice(b"\n\n");
+        for strip in [false, true] {
+            let mut tap = SseTap::new(strip);
+            let mut out = Vec::new();
+            for b in event.chunks(1) {
+                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(b)).unwrap());
+            }
+            assert_eq!(out, event, "strip={strip}");
+            assert!(tap.take_progress());
         }
     }
 

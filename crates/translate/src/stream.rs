@@ -1,8 +1,9 @@
 //! A translated stream: upstream frames are split into complete events (SSE, or AWS's binary
 //! event stream), each event is read into internal events by the upstream format's
 //! [`StreamRead`] and written in the client's dialect, and the result goes on as soon as it is
-//! ready. Nothing is buffered beyond one incomplete event. A binary frame that fails its
-//! checksum ends the stream with an error event; nothing after it is read.
+//! ready. Nothing is buffered beyond one incomplete event, itself bounded ([`MAX_EVENT`]; a
+//! binary frame by its own limit). A binary frame that fails its checksum, or an event that
+//! outgrows its bound, ends the stream with an error event; nothing after it is read.
 
 use std::borrow::Cow;
 use std::pin::Pin;
@@ -15,7 +16,7 @@ use crate::anthropic::EventWriter;
 use crate::eventstream::Decoder;
 use crate::ir::StreamEvent;
 use crate::openai::ChunkWriter;
-use crate::sse::{events, last_event_end};
+use crate::sse::{events, last_event_end_after, TooLong, MAX_EVENT};
 use sluice_core::endpoint::Dialect;
 
 /// How an upstream frames its stream.
@@ -92,7 +93,8 @@ pub struct Translator<R> {
     decoder: Option<Decoder>,
     carry: BytesMut,
     events: Vec<StreamEvent>,
-    /// A frame failed its checksum: the stream has ended with an error.
+    /// A frame failed its checksum, or an event outgrew its bound: the stream has ended with
+    /// an error.
     broken: bool,
     /// The stream's end was written: nothing more goes to the client.
     done: bool,
@@ -115,7 +117,7 @@ impl<R: StreamRead> Translator<R> {
         }
     }
 
-    /// Whether a corrupt frame has ended the stream.
+    /// Whether a corrupt frame, or an event past its bound, has ended the stream.
     pub fn broken(&self) -> bool {
         self.broken
     }
@@ -147,23 +149,41 @@ impl<R: StreamRead> Translator<R> {
                     }
                     Ok(None) => break,
                     Err(e) => {
-                        self.broken = true;
-                        self.events.push(StreamEvent::Error {
-                            kind: "api_error".into(),
-                            message: format!("the upstream stream is corrupt: {e}"),
-                        });
+                        self.fail(format!("the upstream stream is corrupt: {e}"));
                         break;
                     }
                 }
             }
             return self.write_events();
         }
+        // The carry holds no event's end: only the new bytes can bring one.
+        let from = self.carry.len();
         self.carry.extend_from_slice(frame);
-        let Some(end) = last_event_end(&self.carry) else {
+        let Some(end) = last_event_end_after(&self.carry, from) else {
+            if self.carry.len() > MAX_EVENT {
+                self.carry = BytesMut::new();
+                self.fail(TooLong { limit: MAX_EVENT }.to_string());
+                return self.write_events();
+            }
             return Vec::new();
         };
         let done = self.carry.split_to(end);
-        self.translate(&done)
+        let mut out = self.translate(&done);
+        if self.carry.len() > MAX_EVENT {
+            self.carry = BytesMut::new();
+            self.fail(TooLong { limit: MAX_EVENT }.to_string());
+            out.extend(self.write_events());
+        }
+        out
+    }
+
+    /// End the stream with an error event: nothing more is read.
+    fn fail(&mut self, message: String) {
+        self.broken = true;
+        self.events.push(StreamEvent::Error {
+            kind: "api_error".into(),
+            message,
+        });
     }
 
     /// At the end of the upstream body: whatever the last (unterminated) event holds, then
@@ -334,5 +354,34 @@ mod tests {
         assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
         assert_eq!(out.matches("[DONE]").count(), 1, "{out}");
         assert_eq!(out.matches("\"hi\"").count(), 1, "{out}");
+    }
+
+    /// An upstream that never ends an event: past MAX_EVENT the translator ends the stream
+    /// with an error event in the client's dialect and reads nothing more.
+    #[test]
+    fn an_event_that_never_ends_ends_the_stream_with_an_error() {
+        let junk = vec![b'x'; 256 * 1024];
+        for to in [Dialect::OpenAi, Dialect::Anthropic] {
+            let mut t = Translator::new(crate::openai::ChunkReader::default(), to);
+            let mut fed = 0;
+            let out = loop {
+                let out = t.feed(&junk);
+                fed += junk.len();
+                if t.broken() {
+                    break out;
+                }
+                assert!(out.is_empty());
+                assert!(fed <= MAX_EVENT + junk.len(), "no bound");
+            };
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains("without ending an event"), "{out}");
+            assert!(out.ends_with("\n\n"), "{out}");
+            assert_eq!(t.carry.capacity(), 0, "the held bytes are let go");
+            assert!(
+                t.feed(b"data: [DONE]\n\n").is_empty(),
+                "nothing after the end"
+            );
+            assert!(t.finish().is_empty());
+        }
     }
 }

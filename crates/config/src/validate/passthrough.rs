@@ -1,7 +1,8 @@
 //! The provider pass-through routes (`/anthropic/*`, `/bedrock/*`, ...): each route's upstream
 //! is the first deployment of its provider marked `use_in_pass_through: true`, else what the
 //! provider's environment variables say (read by `sluice_providers::passthrough::upstream`);
-//! their calls take the router's timeouts and are priced from the deployments' price table.
+//! their calls take the router's timeouts (`stream_idle_timeout` included) and are priced from
+//! the deployments' price table.
 
 use sluice_core::settings::{Env, Problems};
 use sluice_providers::passthrough::{self, Route};
@@ -54,7 +55,7 @@ pub(super) fn pass_through(
         timeouts: Timeouts::new(
             router.timeout.or(litellm.request_timeout),
             router.stream_timeout,
-            None,
+            router.stream_idle_timeout,
         ),
         prices,
     }

@@ -14,10 +14,11 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use memchr::memmem::Finder;
 use serde::Deserialize;
+use sluice_core::error::anthropic_error_body;
 use sluice_core::usage::{usage_from_body, Usage};
-use sluice_translate::eventstream::{chunk_bytes, Decoder};
+use sluice_translate::eventstream::{chunk_bytes, encode, Decoder, FrameError};
 use sluice_translate::jsonstream::{ArrayElements, Lines};
-use sluice_translate::sse::SseTap;
+use sluice_translate::sse::{SseTap, TooLong};
 
 use crate::bedrock::codec::RawUsage as ConverseUsage;
 use crate::gemini::codec::RawUsage as GeminiUsage;
@@ -221,10 +222,36 @@ impl Framing {
     }
 }
 
+/// Why a pass-through stream is not read on: one of its events, lines or array elements grew
+/// past its bound without ending (`sluice_translate::sse::MAX_EVENT`), or one of its binary
+/// frames is corrupt or larger than AWS allows. The relay ends the stream with
+/// [`Tap::error_event`] and drops the upstream.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TapError {
+    /// An event, line or element past its bound.
+    #[error(transparent)]
+    TooLong(#[from] TooLong),
+    /// A binary frame that fails its checks (or announces more than AWS's limit).
+    #[error("the upstream's event stream is corrupt: {0}")]
+    Frame(#[from] FrameError),
+}
+
 /// Reads usage from a stream as its frames pass, handing each frame on unchanged (but for the
-/// usage-only chunk sluice asked for itself, which the client did not).
+/// usage-only chunk sluice asked for itself, which the client did not). What it holds of an
+/// unfinished event, line, element or frame is bounded ([`TapError`]), and it says when one
+/// completed ([`Tap::take_progress`]) for the idle timeout.
 #[derive(Debug)]
-pub enum Tap {
+pub struct Tap {
+    read: Read,
+    /// The framing, for the error event that ends a stream sluice stops reading.
+    framing: Framing,
+    /// A unit of the stream completed since [`Tap::take_progress`] last asked.
+    progress: bool,
+}
+
+/// How a [`Tap`] reads its stream.
+#[derive(Debug)]
+enum Read {
     /// OpenAI and Anthropic SSE: the gateway's SSE tap.
     Sse(SseTap),
     /// One document a line: Gemini's and Cohere's SSE `data:` lines, Cohere's v1 JSON lines.
@@ -277,76 +304,100 @@ impl Tap {
     /// A tap for a stream of this shape and framing; `strip_usage_chunk` when sluice asked an
     /// OpenAI-shaped upstream for the usage chunk on the client's behalf.
     pub fn new(shape: Shape, framing: Framing, strip_usage_chunk: bool) -> Self {
-        match (framing, shape) {
-            (Framing::Sse, Shape::Common) => Self::Sse(SseTap::new(strip_usage_chunk)),
+        let read = match (framing, shape) {
+            (Framing::Sse, Shape::Common) => Read::Sse(SseTap::new(strip_usage_chunk)),
             (Framing::Sse, Shape::Gemini)
-            | (Framing::Sse | Framing::JsonLines | Framing::Json, Shape::Cohere) => Self::Lines {
+            | (Framing::Sse | Framing::JsonLines | Framing::Json, Shape::Cohere) => Read::Lines {
                 shape,
                 lines: Lines::default(),
                 usage: None,
             },
-            (Framing::Json, Shape::Gemini) => Self::Array {
+            (Framing::Json, Shape::Gemini) => Read::Array {
                 elements: ArrayElements::default(),
                 usage: None,
             },
-            (Framing::EventStream, Shape::Converse) => Self::Converse {
+            (Framing::EventStream, Shape::Converse) => Read::Converse {
                 decoder: Decoder::default(),
                 usage: None,
             },
-            (Framing::EventStream, Shape::Invoke) => Self::Invoke {
+            (Framing::EventStream, Shape::Invoke) => Read::Invoke {
                 decoder: Decoder::default(),
                 scratch: Vec::new(),
                 usage: None,
             },
-            _ => Self::Blind,
+            _ => Read::Blind,
+        };
+        Self {
+            read,
+            framing,
+            progress: false,
         }
     }
 
-    /// Read one frame; returns what to send on.
-    pub fn feed(&mut self, frame: Bytes) -> Bytes {
-        match self {
-            Self::Sse(tap) => return tap.feed(frame),
-            Self::Lines {
+    /// Read one frame; returns what to send on. An error means the stream is not to be read
+    /// on (nothing of it is held any more).
+    pub fn feed(&mut self, frame: Bytes) -> Result<Bytes, TapError> {
+        let progress = &mut self.progress;
+        match &mut self.read {
+            Read::Sse(tap) => {
+                let out = tap.feed(frame)?;
+                *progress |= tap.take_progress();
+                return Ok(out);
+            }
+            Read::Lines {
                 shape,
                 lines,
                 usage,
-            } => lines.feed(&frame, |line| fold(usage, line_usage(*shape, line))),
-            Self::Array { elements, usage } => elements.feed(&frame, |e| {
+            } => lines.feed(&frame, |line| {
+                *progress |= !line.is_empty();
+                fold(usage, line_usage(*shape, line));
+            })?,
+            Read::Array { elements, usage } => elements.feed(&frame, |e| {
+                *progress = true;
                 if has(&USAGE_METADATA, e) {
                     fold(usage, whole(Shape::Gemini, e));
                 }
-            }),
-            Self::Converse { decoder, usage } => {
+            })?,
+            Read::Converse { decoder, usage } => {
                 decoder.push(&frame);
-                while let Ok(Some(m)) = decoder.next_message() {
+                while let Some(m) = decoder.next_message()? {
+                    *progress = true;
                     if m.header(":event-type") == Some("metadata") {
                         fold(usage, whole(Shape::Converse, &m.payload));
                     }
                 }
             }
-            Self::Invoke {
+            Read::Invoke {
                 decoder,
                 scratch,
                 usage,
             } => {
                 decoder.push(&frame);
-                while let Ok(Some(m)) = decoder.next_message() {
+                while let Some(m) = decoder.next_message()? {
+                    *progress = true;
                     if m.header(":event-type") == Some("chunk") && chunk_bytes(&m.payload, scratch)
                     {
                         fold(usage, whole(Shape::Invoke, scratch));
                     }
                 }
             }
-            Self::Blind => {}
+            Read::Blind => *progress |= !frame.is_empty(),
         }
-        frame
+        Ok(frame)
+    }
+
+    /// Whether the stream made progress since the last call: an event, line, element or
+    /// frame completed (for a stream sluice does not read, any bytes). The idle timeout
+    /// counts this, so bytes trickled without ever completing one do not keep a stream open.
+    pub fn take_progress(&mut self) -> bool {
+        std::mem::take(&mut self.progress)
     }
 
     /// At the end of the upstream body: whatever was held back.
     pub fn finish(&mut self) -> Bytes {
-        match self {
-            Self::Sse(tap) => tap.finish(),
-            Self::Lines {
+        match &mut self.read {
+            Read::Sse(tap) => tap.finish(),
+            Read::Lines {
                 shape,
                 lines,
                 usage,
@@ -354,7 +405,7 @@ impl Tap {
                 lines.finish(|line| fold(usage, line_usage(*shape, line)));
                 Bytes::new()
             }
-            Self::Array { .. } | Self::Converse { .. } | Self::Invoke { .. } | Self::Blind => {
+            Read::Array { .. } | Read::Converse { .. } | Read::Invoke { .. } | Read::Blind => {
                 Bytes::new()
             }
         }
@@ -362,13 +413,43 @@ impl Tap {
 
     /// Usage seen so far.
     pub fn usage(&self) -> Option<Usage> {
-        match self {
-            Self::Sse(tap) => tap.usage(),
-            Self::Lines { usage, .. }
-            | Self::Array { usage, .. }
-            | Self::Converse { usage, .. }
-            | Self::Invoke { usage, .. } => *usage,
-            Self::Blind => None,
+        match &self.read {
+            Read::Sse(tap) => tap.usage(),
+            Read::Lines { usage, .. }
+            | Read::Array { usage, .. }
+            | Read::Converse { usage, .. }
+            | Read::Invoke { usage, .. } => *usage,
+            Read::Blind => None,
+        }
+    }
+
+    /// What tells the client that sluice ended the stream, in the stream's own framing: an
+    /// SSE `error` event (Anthropic's shape, which OpenAI's SDKs raise on too; after a blank
+    /// line, so that it is an event of its own), or an event-stream exception message that
+    /// AWS's SDKs raise. Other framings have no place for one: the aborted body tells.
+    pub fn error_event(&self, message: &str) -> Bytes {
+        let message = format!("sluice ended the stream: {message}");
+        match self.framing {
+            Framing::Sse => {
+                let body = anthropic_error_body("api_error", &message);
+                let mut out = Vec::with_capacity(body.len() + 24);
+                out.extend_from_slice(b"\n\nevent: error\ndata: ");
+                out.extend_from_slice(&body);
+                out.extend_from_slice(b"\n\n");
+                Bytes::from(out)
+            }
+            Framing::EventStream => {
+                let payload = serde_json::json!({ "message": message }).to_string();
+                Bytes::from(encode(
+                    &[
+                        (":message-type", "exception"),
+                        (":exception-type", "internalServerException"),
+                        (":content-type", "application/json"),
+                    ],
+                    payload.as_bytes(),
+                ))
+            }
+            Framing::Json | Framing::JsonLines | Framing::Opaque => Bytes::new(),
         }
     }
 }
@@ -395,6 +476,7 @@ fn line_usage(shape: Shape, line: &[u8]) -> Option<Usage> {
 mod tests {
     use super::*;
     use sluice_translate::eventstream;
+    use sluice_translate::sse::MAX_EVENT;
 
     #[test]
     fn whole_answers_in_each_shape() {
@@ -430,7 +512,7 @@ mod tests {
             let mut tap = Tap::new(Shape::Gemini, Framing::Sse, false);
             let mut out = Vec::new();
             for part in [&stream[..cut], &stream[cut..]] {
-                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(part.as_bytes())));
+                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(part.as_bytes())).unwrap());
             }
             assert_eq!(out, stream.as_bytes(), "frames pass unchanged");
             let u = tap.usage().unwrap();
@@ -447,9 +529,11 @@ mod tests {
         ));
         let mut tap = Tap::new(Shape::Converse, Framing::EventStream, false);
         let (a, b) = bytes.split_at(7);
-        tap.feed(Bytes::copy_from_slice(a));
+        tap.feed(Bytes::copy_from_slice(a)).unwrap();
         assert!(tap.usage().is_none());
-        tap.feed(Bytes::copy_from_slice(b));
+        assert!(!tap.take_progress(), "no frame complete yet");
+        tap.feed(Bytes::copy_from_slice(b)).unwrap();
+        assert!(tap.take_progress());
         let u = tap.usage().unwrap();
         assert_eq!((u.prompt_tokens, u.completion_tokens), (11, 22));
         assert_eq!(
@@ -476,7 +560,7 @@ mod tests {
             let mut tap = Tap::new(shape, framing, false);
             let mut out = Vec::new();
             for part in [&stream[..cut], &stream[cut..]] {
-                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(part)));
+                out.extend_from_slice(&tap.feed(Bytes::copy_from_slice(part)).unwrap());
             }
             out.extend_from_slice(&tap.finish());
             assert_eq!(out, stream, "frames pass unchanged");
@@ -552,7 +636,83 @@ mod tests {
         tap.feed(Bytes::from(eventstream::event(
             "metadata",
             br#"{"usage":{"inputTokens":1,"outputTokens":1}}"#,
-        )));
+        )))
+        .unwrap();
         assert_eq!(tap.usage(), None);
+    }
+
+    /// Each reading tap refuses a unit that never ends once it passes its bound, holding no
+    /// more than a frame beyond it, and gives the client an error in the stream's framing.
+    #[test]
+    fn units_that_never_end_are_refused_past_their_bound() {
+        let junk = Bytes::from(vec![b'x'; 256 * 1024]);
+        let cases: [(Shape, Framing, &[u8]); 4] = [
+            (Shape::Common, Framing::Sse, b"data: {\"a\":"),
+            (Shape::Gemini, Framing::Sse, b"data: {\"a\":"),
+            (Shape::Cohere, Framing::JsonLines, b"{\"a\":"),
+            (Shape::Gemini, Framing::Json, b"[{\"a\":\""),
+        ];
+        for (shape, framing, start) in cases {
+            let mut tap = Tap::new(shape, framing, false);
+            tap.feed(Bytes::from_static(start)).unwrap();
+            let mut fed = 0;
+            let refused = loop {
+                fed += junk.len();
+                assert!(
+                    fed <= MAX_EVENT + junk.len(),
+                    "{shape:?} {framing:?}: no bound"
+                );
+                match tap.feed(junk.clone()) {
+                    Ok(out) => {
+                        assert_eq!(out, junk, "forwarded as it came");
+                        assert!(!tap.take_progress(), "nothing completed");
+                    }
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(refused, TapError::TooLong(TooLong { limit: MAX_EVENT }));
+        }
+        let sse = Tap::new(Shape::Common, Framing::Sse, false).error_event("why");
+        let sse = std::str::from_utf8(&sse).unwrap();
+        assert!(sse.starts_with("\n\nevent: error\ndata: {"), "{sse}");
+        assert!(sse.contains("sluice ended the stream: why"), "{sse}");
+        assert!(Tap::new(Shape::Cohere, Framing::JsonLines, false)
+            .error_event("why")
+            .is_empty());
+    }
+
+    /// A corrupt Bedrock frame ends the reading (the decoder's size bound is tested beside it),
+    /// and the exception message sluice sends instead decodes as one.
+    #[test]
+    fn a_corrupt_binary_frame_is_refused_with_an_exception_message() {
+        let mut frame = eventstream::event("messageStart", br#"{"role":"assistant"}"#);
+        frame[2] ^= 0x40;
+        let mut tap = Tap::new(Shape::Converse, Framing::EventStream, false);
+        assert_eq!(
+            tap.feed(Bytes::from(frame)),
+            Err(TapError::Frame(FrameError::PreludeCrc))
+        );
+        let mut d = Decoder::default();
+        d.push(&tap.error_event("too big"));
+        let m = d.next_message().unwrap().unwrap();
+        assert_eq!(m.header(":message-type"), Some("exception"));
+        assert!(std::str::from_utf8(&m.payload).unwrap().contains("too big"));
+    }
+
+    #[test]
+    fn progress_counts_completed_units_not_bytes() {
+        let mut tap = Tap::new(Shape::Cohere, Framing::JsonLines, false);
+        tap.feed(Bytes::from_static(b"{\"a\"")).unwrap();
+        assert!(!tap.take_progress());
+        tap.feed(Bytes::from_static(b":1}\n\n")).unwrap();
+        assert!(tap.take_progress());
+        tap.feed(Bytes::from_static(b"\n\n")).unwrap();
+        assert!(!tap.take_progress(), "empty lines are no progress");
+        let mut blind = Tap::new(Shape::Unknown, Framing::Opaque, false);
+        blind.feed(Bytes::from_static(b"%PDF")).unwrap();
+        assert!(
+            blind.take_progress(),
+            "a stream sluice does not read: bytes are progress"
+        );
     }
 }
