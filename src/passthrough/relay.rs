@@ -27,6 +27,8 @@ pub struct PassRelay {
     recorder: Recorder,
     charges: Charges,
     ended: bool,
+    /// Usage and cost settled and the record journaled (`settle`).
+    settled: bool,
 }
 
 impl PassRelay {
@@ -45,7 +47,20 @@ impl PassRelay {
             recorder,
             charges,
             ended: false,
+            settled: false,
         }
+    }
+
+    /// Settle the answer's usage and cost (once) and journal its record: when the upstream
+    /// body ends, before the end of the body is released to the client, else when the relay
+    /// is dropped. The record itself is handed over when the relay is dropped.
+    fn settle(&mut self) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        self.record.usage = self.tap.usage();
+        self.charges.settle(&mut self.record);
+        self.recorder.journal(&mut self.record);
     }
 }
 
@@ -84,12 +99,14 @@ impl Body for PassRelay {
                 Some(Err(e)) => {
                     this.ended = true;
                     this.record.outcome = Outcome::StreamCut;
+                    this.settle();
                     return Poll::Ready(Some(Err(RelayError(e.to_string()))));
                 }
                 None => {
                     this.ended = true;
                     this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
+                    this.settle();
                     if !rest.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(rest))));
                     }
@@ -101,13 +118,12 @@ impl Body for PassRelay {
 
 impl Drop for PassRelay {
     fn drop(&mut self) {
-        let shell = self.record.clone_shell();
-        let mut record = std::mem::replace(&mut self.record, shell);
         if !self.ended {
-            record.outcome = Outcome::ClientGone;
+            self.record.outcome = Outcome::ClientGone;
         }
-        record.usage = self.tap.usage();
-        self.charges.settle(&mut record);
+        self.settle();
+        let shell = self.record.clone_shell();
+        let record = std::mem::replace(&mut self.record, shell);
         self.recorder.record(record);
     }
 }

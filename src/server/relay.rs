@@ -68,6 +68,8 @@ pub struct StreamRelay {
     held: Held,
     /// Told the settled usage and cost when the stream ends (the cache stores them).
     report: Option<tokio::sync::oneshot::Sender<Settled>>,
+    /// Usage and cost settled and the record journaled (`settle`).
+    settled: bool,
 }
 
 impl crate::guardrails::NotesGuardrails for StreamRelay {
@@ -154,6 +156,7 @@ impl StreamRelay {
             finish_on_disconnect: false,
             report: None,
             held: Held::default(),
+            settled: false,
         }
     }
 
@@ -215,6 +218,21 @@ impl StreamRelay {
                 None => Poll::Pending,
             },
         }
+    }
+
+    /// Settle the stream's usage and cost (once) and journal its record: when the stream
+    /// ends, before its last frame is released, else when the relay is dropped. The record
+    /// itself is handed over when the relay is dropped (a guardrail may still note on it).
+    fn settle(&mut self) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        self.record.usage = merged(self.record.usage, self.tap.usage());
+        self.charges.settle(&mut self.record);
+        if let Some(tx) = self.report.take() {
+            let _ = tx.send((self.record.usage, self.record.cost));
+        }
+        self.recorder.journal(&mut self.record);
     }
 
     /// The SSE event that tells the client the stream broke, in the endpoint's own format.
@@ -331,6 +349,7 @@ impl Body for StreamRelay {
                     this.failure = Some(msg);
                     this.state = State::Failing;
                     this.record.outcome = Outcome::StreamCut;
+                    this.settle();
                     return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
                 }
                 None if this.tap.finished() => {
@@ -338,6 +357,7 @@ impl Body for StreamRelay {
                     this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
                     this.held.push(rest);
+                    this.settle();
                     return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
                 }
                 None => {
@@ -351,6 +371,7 @@ impl Body for StreamRelay {
                     this.failure = Some(msg);
                     this.state = State::Failing;
                     this.record.outcome = Outcome::StreamCut;
+                    this.settle();
                     return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
                 }
             }
@@ -360,13 +381,13 @@ impl Body for StreamRelay {
 
 impl Drop for StreamRelay {
     fn drop(&mut self) {
-        let shell = self.record.clone_shell();
-        let mut record = std::mem::replace(&mut self.record, shell);
-        let mut charges = std::mem::take(&mut self.charges);
         if self.state == State::Relaying {
-            record.outcome = Outcome::ClientGone;
+            self.record.outcome = Outcome::ClientGone;
             if self.finish_on_disconnect {
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let shell = self.record.clone_shell();
+                    let record = std::mem::replace(&mut self.record, shell);
+                    let charges = std::mem::take(&mut self.charges);
                     let upstream =
                         std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
@@ -375,11 +396,9 @@ impl Drop for StreamRelay {
                 }
             }
         }
-        record.usage = merged(record.usage, self.tap.usage());
-        charges.settle(&mut record);
-        if let Some(tx) = self.report.take() {
-            let _ = tx.send((record.usage, record.cost));
-        }
+        self.settle();
+        let shell = self.record.clone_shell();
+        let record = std::mem::replace(&mut self.record, shell);
         self.recorder.record(record);
     }
 }
