@@ -2,7 +2,8 @@
 //! Bedrock's binary event-stream, or any other body (a file download). The usage tap reads
 //! the frames as they pass; nothing is buffered, reframed or made up. A body the upstream
 //! breaks is cut for the client too (the provider's own SDK sees what it would have seen);
-//! the request is charged and recorded when the relay is dropped, however the stream ended.
+//! the request is settled and its record journaled when the stream ends (before its last
+//! byte leaves), and recorded when the relay is dropped, however the stream ended.
 //!
 //! Two ends are sluice's own, each told with an error in the stream's framing
 //! (`Tap::error_event`) before the body is cut, and the upstream dropped at once: an event,
@@ -51,6 +52,8 @@ pub struct PassRelay {
     idle: Option<(Duration, Pin<Box<Sleep>>)>,
     /// After sluice's error event: the wait before the body fails.
     grace: Option<Pin<Box<Sleep>>>,
+    /// Usage and cost settled and the record journaled (`settle`).
+    settled: bool,
 }
 
 impl PassRelay {
@@ -72,7 +75,21 @@ impl PassRelay {
             failure: None,
             idle: None,
             grace: None,
+            settled: false,
         }
+    }
+
+    /// Settle the answer's usage and cost (once) and journal its record: when the upstream
+    /// body ends or sluice ends it, before the end of the body is released to the client,
+    /// else when the relay is dropped. The record itself is handed over when the relay is
+    /// dropped.
+    fn settle(&mut self) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        self.record.usage = self.tap.usage();
+        self.charges.settle(&mut self.record);
+        self.recorder.journal(&mut self.record);
     }
 
     /// End the stream when the upstream completes no event, line or frame for `idle`
@@ -101,6 +118,7 @@ impl PassRelay {
     /// body fails after; the upstream is read no more.
     fn fail(&mut self, msg: String) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         self.record.outcome = Outcome::StreamCut;
+        self.settle();
         let event = self.tap.error_event(&msg);
         if event.is_empty() {
             self.state = State::Ended;
@@ -180,12 +198,14 @@ impl Body for PassRelay {
                 Some(Err(e)) => {
                     this.state = State::Ended;
                     this.record.outcome = Outcome::StreamCut;
+                    this.settle();
                     return Poll::Ready(Some(Err(RelayError(e.to_string()))));
                 }
                 None => {
                     this.state = State::Ended;
                     this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
+                    this.settle();
                     if !rest.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(rest))));
                     }
@@ -197,13 +217,12 @@ impl Body for PassRelay {
 
 impl Drop for PassRelay {
     fn drop(&mut self) {
-        let shell = self.record.clone_shell();
-        let mut record = std::mem::replace(&mut self.record, shell);
         if self.state == State::Relaying {
-            record.outcome = Outcome::ClientGone;
+            self.record.outcome = Outcome::ClientGone;
         }
-        record.usage = self.tap.usage();
-        self.charges.settle(&mut record);
+        self.settle();
+        let shell = self.record.clone_shell();
+        let record = std::mem::replace(&mut self.record, shell);
         self.recorder.record(record);
     }
 }

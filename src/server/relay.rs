@@ -75,6 +75,8 @@ pub struct StreamRelay {
     report: Option<tokio::sync::oneshot::Sender<Settled>>,
     /// After the error event: the wait before the body fails ([`FLUSH_GRACE`]).
     grace: Option<Pin<Box<Sleep>>>,
+    /// Usage and cost settled and the record journaled (`settle`).
+    settled: bool,
 }
 
 impl crate::guardrails::NotesGuardrails for StreamRelay {
@@ -167,6 +169,7 @@ impl StreamRelay {
             report: None,
             held: Held::default(),
             grace: None,
+            settled: false,
         }
     }
 
@@ -249,7 +252,23 @@ impl StreamRelay {
         self.failure = Some(msg);
         self.state = State::Failing;
         self.record.outcome = Outcome::StreamCut;
+        self.settle();
         Poll::Ready(self.held.take().map(|d| Ok(Frame::data(d))))
+    }
+
+    /// Settle the stream's usage and cost (once) and journal its record: when the stream
+    /// ends, before its last frame is released, else when the relay is dropped. The record
+    /// itself is handed over when the relay is dropped (a guardrail may still note on it).
+    fn settle(&mut self) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        self.record.usage = merged(self.record.usage, self.tap.usage());
+        self.charges.settle(&mut self.record);
+        if let Some(tx) = self.report.take() {
+            let _ = tx.send((self.record.usage, self.record.cost));
+        }
+        self.recorder.journal(&mut self.record);
     }
 
     /// The SSE event that tells the client the stream broke, in the endpoint's own format;
@@ -386,6 +405,7 @@ impl Body for StreamRelay {
                     this.record.outcome = Outcome::StreamComplete;
                     let rest = this.tap.finish();
                     this.held.push(rest);
+                    this.settle();
                     return Poll::Ready(this.held.take().map(|d| Ok(Frame::data(d))));
                 }
                 None => {
@@ -402,13 +422,13 @@ impl Body for StreamRelay {
 
 impl Drop for StreamRelay {
     fn drop(&mut self) {
-        let shell = self.record.clone_shell();
-        let mut record = std::mem::replace(&mut self.record, shell);
-        let mut charges = std::mem::take(&mut self.charges);
         if self.state == State::Relaying {
-            record.outcome = Outcome::ClientGone;
+            self.record.outcome = Outcome::ClientGone;
             if self.finish_on_disconnect {
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let shell = self.record.clone_shell();
+                    let record = std::mem::replace(&mut self.record, shell);
+                    let charges = std::mem::take(&mut self.charges);
                     let upstream =
                         std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
@@ -419,11 +439,9 @@ impl Drop for StreamRelay {
                 }
             }
         }
-        record.usage = merged(record.usage, self.tap.usage());
-        charges.settle(&mut record);
-        if let Some(tx) = self.report.take() {
-            let _ = tx.send((record.usage, record.cost));
-        }
+        self.settle();
+        let shell = self.record.clone_shell();
+        let record = std::mem::replace(&mut self.record, shell);
         self.recorder.record(record);
     }
 }

@@ -398,20 +398,127 @@ async fn wait_for_records(url: &str, n: usize, within: Duration) -> Option<Durat
 
 // ---------------------------------------------------------------------------------------------
 
-/// SIGKILL under load, restart on the same store and spool: no record is counted twice, key and
-/// team spend equal the sum of their records, and every answer older than a few writer polls
-/// is in the store (the journal: without it, the whole batch window was lost). Records
-/// answered in the last milliseconds before the kill may not have reached the writer yet: that
-/// figure is printed.
+/// Restarts sluice on `dir` after a kill: the first request is answered, the spool drains
+/// (the journals of the killed run replayed into the store) and the new run records spend.
+/// Returns the store's ledger once the server is stopped.
+async fn restart_and_read(config: &str, dir: &Path, key: &str, team_id: &str, s: &str) -> Ledger {
+    let restarted = Instant::now();
+    let b = serve(config, dir, "restarted");
+    let first = try_post(&http_client(), &b.url("/v1/chat/completions"), CHAT, key).await;
+    let to_first = restarted.elapsed();
+    assert_eq!(
+        first.as_ref().map(|o| o.status),
+        Some(200),
+        "answers after the restart"
+    );
+    figure(s, "restart to first 200", format!("{to_first:?}"));
+    let drained = eventually(Duration::from_secs(10), || async {
+        let r = readiness(&b.url("")).await;
+        r["db"]["spooled_bytes"] == 0 && r["db"]["state"] == "connected"
+    })
+    .await;
+    assert!(drained, "the spool drains after the restart");
+    figure(
+        s,
+        "restart to spool drained",
+        format!("{:?}", restarted.elapsed()),
+    );
+    // The first request after the restart is in the store within a batch or two.
+    let id_after = first.and_then(|o| o.request_id).unwrap();
+    let db = sqlite_url(dir);
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            Ledger::read(&db, team_id)
+                .await
+                .request_ids
+                .contains(&id_after)
+        })
+        .await,
+        "the restarted server records spend"
+    );
+    drop(b);
+    Ledger::read(&db, team_id).await
+}
+
+/// The per-request journal's segment files in `dir` (sluice's data dir).
+fn journal_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("sluice-spool/spend_logs.jsonl.journal.d")).map_or(0, |d| d.count())
+}
+
+/// SIGKILL under full load, several times, each run restarted on the same store and spool, with
+/// the default `spend_journal: per_request`: every answered request's record was journaled
+/// before its answer ended, so none is lost, none is counted twice, and key and team spend
+/// equal the sum of their records. Batches every 5 s: at each kill the last seconds' records
+/// are only in memory and in the journal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_then_restart() {
     const S: &str = "kill -9";
+    const RUNS: usize = 3;
+    let dir = temp_dir();
+    let config = store_config("  proxy_batch_write_at: 5\n");
+    let mut served = serve(&config, &dir, "run0");
+    let (key, team_id) = team_key(&served.url("")).await;
+    let mut answered = Vec::new();
+    let mut failed = 0;
+    for run in 0..RUNS {
+        if run > 0 {
+            // The previous run's journal is replayed at this start, and this run is killed
+            // in turn, perhaps before that replay is written: nothing may be lost either way.
+            served = serve(&config, &dir, &format!("run{run}"));
+        }
+        let url = Arc::new(Mutex::new(served.url("/v1/chat/completions")));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (load, tasks) = Load::start(url, key.clone(), 8, Duration::ZERO, stop.clone());
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        served.kill9();
+        stop_load(&stop, tasks).await;
+        let ids = load.answered_ids();
+        assert!(ids.len() > 100, "run {run}: the load ran: {}", ids.len());
+        assert_eq!(
+            load.non_200(),
+            0,
+            "run {run}: no error answers before the kill"
+        );
+        failed += load.errors.load(Ordering::Relaxed);
+        answered.extend(ids);
+        figure(
+            S,
+            &format!("run {run}: journal files left by the kill"),
+            journal_files(&dir),
+        );
+    }
+    figure(S, "kills", RUNS);
+    figure(S, "requests answered before the kills", answered.len());
+    figure(S, "requests failed by the kills (cut or refused)", failed);
+
+    let ledger = restart_and_read(&config, &dir, &key, &team_id, S).await;
+    let lost = ledger.lost(&answered);
+    figure(S, "records lost (answered, not in the store)", lost.len());
+    figure(S, "duplicate records", ledger.duplicates());
+    assert_eq!(ledger.duplicates(), 0, "a request charged twice");
+    ledger.assert_balanced(S);
+    assert!(
+        lost.is_empty(),
+        "{} answered requests have no spend record, e.g. {:?}",
+        lost.len(),
+        lost.iter().take(5).collect::<Vec<_>>()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The same kill with `spend_journal: batched` (the writer journals what it takes from its
+/// queue every 5 ms, off the request path): no record counted twice, spend balanced, every
+/// answer older than a few writer polls stored; the records of the last poll may be lost,
+/// and that figure is printed. No per-request journal file is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_the_batched_journal() {
+    const S: &str = "kill -9, spend_journal: batched";
     let dir = temp_dir();
     // Batches every 5 s, and the load (8 connections pausing 25 ms: a few hundred requests a
     // second) does not fill a batch (1,000) before the kill: without the journal every record
     // would still be in memory then. (Measured without it at full speed instead: 1,141 of 8,141
     // answers lost, the oldest 325 ms before the kill — the time a batch took to fill.)
-    let config = store_config("  proxy_batch_write_at: 5\n");
+    let config = store_config("  proxy_batch_write_at: 5\n  spend_journal: batched\n");
     let mut a = serve(&config, &dir, "a");
     let (key, team_id) = team_key(&a.url("")).await;
 
@@ -425,6 +532,7 @@ async fn kill_9_under_load_then_restart() {
         stop.clone(),
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(journal_files(&dir), 0, "batched: no per-request journal");
     a.kill9();
     let killed_at = Instant::now();
     stop_load(&stop, tasks).await;
@@ -438,43 +546,7 @@ async fn kill_9_under_load_then_restart() {
     assert!(answered.len() > 100, "the load ran: {}", answered.len());
     assert_eq!(load.non_200(), 0, "no error answers before the kill");
 
-    let restarted = Instant::now();
-    let b = serve(&config, &dir, "b");
-    let first = try_post(&http_client(), &b.url("/v1/chat/completions"), CHAT, &key).await;
-    let to_first = restarted.elapsed();
-    assert_eq!(
-        first.as_ref().map(|o| o.status),
-        Some(200),
-        "answers after the restart"
-    );
-    figure(S, "restart to first 200", format!("{to_first:?}"));
-    let drained = eventually(Duration::from_secs(10), || async {
-        let r = readiness(&b.url("")).await;
-        r["db"]["spooled_bytes"] == 0 && r["db"]["state"] == "connected"
-    })
-    .await;
-    assert!(drained, "the spool drains after the restart");
-    figure(
-        S,
-        "restart to spool drained",
-        format!("{:?}", restarted.elapsed()),
-    );
-    // The first request after the restart is in the store within a batch or two.
-    let id_after = first.and_then(|o| o.request_id).unwrap();
-    let db = sqlite_url(&dir);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            Ledger::read(&db, &team_id)
-                .await
-                .request_ids
-                .contains(&id_after)
-        })
-        .await,
-        "the restarted server records spend"
-    );
-    drop(b);
-
-    let ledger = Ledger::read(&db, &team_id).await;
+    let ledger = restart_and_read(&config, &dir, &key, &team_id, S).await;
     let lost = ledger.lost(&answered);
     figure(S, "records lost (answered, not in the store)", lost.len());
     figure(S, "duplicate records", ledger.duplicates());

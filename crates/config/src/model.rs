@@ -361,6 +361,23 @@ pub struct GeneralSettings {
     /// messages and the answer (64 KB of each at most), for the console's request detail.
     /// Off by default: prompts are the users' data. `turn_off_message_logging` wins.
     pub store_prompts_in_spend_logs: bool,
+    /// `spend_journal` (sluice's own key): when a request's spend record reaches the crash
+    /// journal (docs/reliability.md).
+    pub spend_journal: SpendJournalMode,
+}
+
+/// `general_settings.spend_journal`: how close to the answer a request's spend record is made
+/// safe from the process being killed (`kill -9`, the OOM killer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SpendJournalMode {
+    /// `per_request` (the default): the worker that answers appends the record's line to
+    /// its journal file before the answer's last byte leaves (one `write`, no `fsync`), so a
+    /// kill loses no answered request's record.
+    #[default]
+    PerRequest,
+    /// `batched`: the spend writer journals what it takes from its queue every few
+    /// milliseconds, off the request path; a kill can lose the records of the last poll.
+    Batched,
 }
 
 impl Default for GeneralSettings {
@@ -383,6 +400,7 @@ impl Default for GeneralSettings {
             max_messages: None,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_in_flight_requests: None,
+            spend_journal: SpendJournalMode::PerRequest,
             max_memory_bytes: None,
             store_prompts_in_spend_logs: false,
         }

@@ -186,6 +186,7 @@ pub(super) struct RawGeneral {
     pub max_in_flight_requests: Option<Scalar>,
     pub max_memory_mb: Option<Scalar>,
     pub store_prompts_in_spend_logs: Option<Scalar>,
+    pub spend_journal: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -211,6 +212,7 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_in_flight_requests",
     "max_memory_mb",
     "store_prompts_in_spend_logs",
+    "spend_journal",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

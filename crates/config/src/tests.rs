@@ -1376,3 +1376,35 @@ fn semantic_caches_read_litellms_keys_and_name_what_is_wrong() {
     let warned: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(warned.len(), 2, "{warned:?}");
 }
+
+#[test]
+fn the_spend_journal_is_per_request_unless_batched_and_a_bad_value_is_named() {
+    let yaml =
+        |extra: &str| format!("model_list: []\ngeneral_settings:\n  master_key: sk-m\n{extra}");
+    let mode = |extra: &str| {
+        load_str(&yaml(extra), &env(&[]))
+            .unwrap()
+            .config
+            .general
+            .spend_journal
+    };
+    assert_eq!(mode(""), SpendJournalMode::PerRequest, "the default");
+    assert_eq!(
+        mode("  spend_journal: per_request\n"),
+        SpendJournalMode::PerRequest
+    );
+    assert_eq!(
+        mode("  spend_journal: batched\n"),
+        SpendJournalMode::Batched
+    );
+    let bad = load_str(&yaml("  spend_journal: sometimes\n"), &env(&[])).unwrap_err();
+    let errs = errors(bad);
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("general_settings.spend_journal: ")
+                && e.contains("\"per_request\"")
+                && e.contains("\"batched\"")
+                && e.contains("\"sometimes\"")),
+        "{errs:?}"
+    );
+}

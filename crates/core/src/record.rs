@@ -217,6 +217,56 @@ pub struct RequestRecord {
     /// sinks as requests (spend log, callbacks, traces) with its key, time, cost and (with
     /// content logging) its arguments and result in `content`.
     pub tool: Option<Box<ToolCall>>,
+    /// Set once the record's spend line is in the per-request journal (`RecordJournal`): the
+    /// stored row keeps the line's id, so a replay after a crash counts it once, and the
+    /// journal file is kept until the row is written. Boxed: one word, not three, in every
+    /// request's future (which holds its record).
+    pub journaled: Option<Box<Journaled>>,
+}
+
+/// A record's line in the spend journal: its id and a hold on the file that has it.
+#[derive(Debug, Clone)]
+pub struct Journaled {
+    /// The spend log's id (a UUID's two halves), the same in the journal and the store.
+    pub id: [u64; 2],
+    /// Keeps the journal file until every record in it is stored.
+    pub hold: JournalHold,
+}
+
+/// A reference on one journal file: the file may be removed once no hold on it is left, so a
+/// record carries one until its row is written (or spooled). Cloning it is a refcount bump.
+#[derive(Debug, Clone)]
+pub struct JournalHold {
+    /// Only counted (by the watch), never read.
+    _file: Arc<()>,
+}
+
+impl JournalHold {
+    /// A new file's hold, with the watch that tells when every clone of it is gone.
+    pub fn new() -> (Self, JournalWatch) {
+        let hold = Arc::new(());
+        let watch = JournalWatch(Arc::downgrade(&hold));
+        (Self { _file: hold }, watch)
+    }
+}
+
+/// Holds compare equal: they carry no data, only keep a file (records compare by content).
+impl PartialEq for JournalHold {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// Watches the holds of one journal file, without being one.
+#[derive(Debug)]
+pub struct JournalWatch(std::sync::Weak<()>);
+
+impl JournalWatch {
+    /// True once no hold is left: the file's records are all stored, and no new hold can be
+    /// made.
+    pub fn released(&self) -> bool {
+        self.0.strong_count() == 0
+    }
 }
 
 /// How an MCP exchange ended.
@@ -427,6 +477,7 @@ impl RequestRecord {
             saved: None,
             guardrails: None,
             tool: None,
+            journaled: None,
         }
     }
 
@@ -541,6 +592,12 @@ pub fn ms(d: Duration) -> f64 {
 pub trait RecordSink: Send + Sync + 'static {
     /// Take one record. Runs on a recorder task (any worker's), never on a request.
     fn accept(&self, record: &RequestRecord);
+
+    /// The journal this sink wants records written to on the request's own thread, before
+    /// they are queued (the spend writer's per-request journal); the recorder asks once.
+    fn journal(&self) -> Option<Arc<dyn RecordJournal>> {
+        None
+    }
 }
 
 /// A shared sink is a sink (the metrics registry is fed by every recorder task).
@@ -548,6 +605,17 @@ impl<T: RecordSink + ?Sized> RecordSink for std::sync::Arc<T> {
     fn accept(&self, record: &RequestRecord) {
         (**self).accept(record);
     }
+
+    fn journal(&self) -> Option<Arc<dyn RecordJournal>> {
+        (**self).journal()
+    }
+}
+
+/// Writes what must survive the process being killed, on the request's thread, when its
+/// record is handed over (before the last byte of its answer leaves): one append, no `fsync`.
+pub trait RecordJournal: Send + Sync + std::fmt::Debug + 'static {
+    /// Journal `record` (setting [`RequestRecord::journaled`]) if it has anything to keep.
+    fn journal(&self, record: &mut RequestRecord);
 }
 
 /// Forwards records to a channel (for tests and embedders that want to see every record).

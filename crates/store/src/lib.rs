@@ -52,7 +52,7 @@ pub use spend_logs::{
 pub use spool::{Spool, SpoolError};
 pub use teams::{TeamMember, TeamRole, TeamRow};
 pub use users::UserRow;
-pub use writer::{SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};
+pub use writer::{SpendJournal, SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};
 
 /// The SQLite file used when no `database_url` is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "sluice.db";

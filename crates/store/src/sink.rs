@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde::Deserialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
@@ -13,8 +15,9 @@ use super::writer::SpendSender;
 use super::{KeyHash, SpendLog, SpendStatus};
 use sluice_core::limits::dollars;
 use sluice_core::record::{
-    AttemptEnd, CallStatus, Content, Outcome, RecordSink, RequestRecord, ToolCall,
+    AttemptEnd, CallStatus, Content, Outcome, RecordJournal, RecordSink, RequestRecord,
 };
+use sluice_core::usage::Usage;
 
 /// Feeds the spend-log writer.
 #[derive(Debug)]
@@ -25,111 +28,228 @@ pub struct SpendSink {
 }
 
 impl SpendSink {
-    /// A sink feeding `sender`; prompts and answers are kept while `prompts` is set.
+    /// A sink feeding `sender`; prompts and answers are kept while `prompts` is set. With
+    /// `spend_journal: per_request` the sender carries the journal the recorder writes each
+    /// record to on the request's thread.
     pub fn new(sender: SpendSender, prompts: Arc<AtomicBool>) -> Self {
         Self { sender, prompts }
     }
 }
 
 /// The spend log of a finished request; `None` for requests that never named a model group
-/// (health checks, unknown routes, refused credentials).
+/// (health checks, unknown routes, refused credentials). Its id is the journal line's when the
+/// record was journaled, so the row and the line are one record.
 pub fn spend_log(r: &RequestRecord, now: OffsetDateTime) -> Option<SpendLog> {
-    if let Some(t) = &r.tool {
-        return Some(tool_log(r, t, now));
-    }
-    let model = r.model.as_deref()?;
-    let start = now - r.start.elapsed();
-    let mut l = SpendLog::new(
-        r.request_id.to_str().unwrap_or("-").to_owned(),
-        model.to_owned(),
-        start,
-    );
-    if let Some(k) = &r.key {
-        l.api_key = KeyHash::from_hex(&k.hash);
-        l.team_id = k.team_id.as_deref().map(str::to_owned);
-        l.user_id = k.user_id.as_deref().map(str::to_owned);
-    }
-    l.end_user = r.end_user.as_deref().map(str::to_owned);
-    l.deployment_id = r.deployment.as_deref().map(str::to_owned);
-    l.provider = r.provider.map(str::to_owned);
-    l.usage = r.usage.unwrap_or_default();
-    l.spend = r.cost.map_or(0.0, dollars);
-    l.status = if (200..300).contains(&r.status)
-        && matches!(r.outcome, Outcome::Done | Outcome::StreamComplete)
-    {
-        SpendStatus::Success
-    } else {
-        SpendStatus::Failure
-    };
-    l.end_time = now;
-    l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
-    l.cache_hit = r.cache_hit;
-    l.saved_spend = r.saved.map_or(0.0, dollars);
-    l.requested_model = r
-        .requested_model
-        .as_deref()
-        .filter(|m| *m != model)
-        .map(str::to_owned);
-    l.overhead_us = Some(u64::try_from(r.overhead.as_micros()).unwrap_or(u64::MAX));
-    l.retries = r.retries;
-    l.fallbacks = r.fallbacks;
-    l.hedges = r.hedges;
-    // The usual request, one attempt that answered, keeps no list: the detail shows it from
-    // `deployment_id` and the timings (see `SpendLog::attempts`).
-    let plain = r.retries == 0
-        && r.fallbacks == 0
-        && r.hedges == 0
-        && matches!(r.attempts.as_slice(), [a] if a.result == AttemptEnd::Ok && !a.hedge);
-    if !plain {
-        l.attempts = r
-            .attempts
-            .iter()
-            .map(|a| AttemptLog {
-                deployment: a.target.id.to_string(),
-                model_group: a.target.model_name.to_string(),
-                provider: a.target.provider.to_owned(),
-                hedge: a.hedge,
-                start_us: micros(a.start.saturating_duration_since(r.start)),
-                duration_us: a.end.map(|e| micros(e.saturating_duration_since(a.start))),
-                result: match a.result {
-                    AttemptEnd::Open => "open",
-                    AttemptEnd::Ok => "ok",
-                    AttemptEnd::Failed(kind) => kind,
-                    AttemptEnd::Cancelled => "cancelled",
-                }
-                .to_owned(),
-            })
-            .collect();
-    }
-    Some(l)
+    Line::of(r, now).map(Line::into_log)
 }
 
-/// An MCP exchange's row: the tool's qualified name where a request has its model group,
-/// the server as its deployment, `mcp` as its provider, the configured price as its spend.
-fn tool_log(r: &RequestRecord, t: &ToolCall, now: OffsetDateTime) -> SpendLog {
-    let start = now - r.duration.unwrap_or_else(|| r.start.elapsed());
-    let mut l = SpendLog::new(
-        r.request_id.to_str().unwrap_or("-").to_owned(),
-        t.qualified_name(),
-        start,
-    );
-    if let Some(k) = &r.key {
-        l.api_key = KeyHash::from_hex(&k.hash);
-        l.team_id = k.team_id.as_deref().map(str::to_owned);
-        l.user_id = k.user_id.as_deref().map(str::to_owned);
+/// A finished request's spend log, borrowed from its record: what the per-request journal
+/// writes (the same members as [`SpendLog`]'s serialisation, which reads it back), and what
+/// [`spend_log`] turns into an owned log. Journaling the usual request allocates nothing. The
+/// prompt and answer are not in it (the recorder task adds them to the stored row).
+#[derive(Debug, Serialize)]
+pub(crate) struct Line<'a> {
+    #[serde(serialize_with = "uuid_text")]
+    id: uuid::Uuid,
+    request_id: &'a str,
+    api_key: Option<Cow<'a, str>>,
+    team_id: Option<&'a str>,
+    user_id: Option<&'a str>,
+    end_user: Option<&'a str>,
+    model_group: Cow<'a, str>,
+    deployment_id: Option<Cow<'a, str>>,
+    provider: Option<&'a str>,
+    usage: Usage,
+    spend: f64,
+    status: SpendStatus,
+    #[serde(serialize_with = "millis")]
+    start_time: OffsetDateTime,
+    #[serde(serialize_with = "millis")]
+    end_time: OffsetDateTime,
+    ttfb_ms: Option<u64>,
+    cache_hit: bool,
+    saved_spend: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requested_model: Option<&'a str>,
+    overhead_us: Option<u64>,
+    #[serde(skip_serializing_if = "is_zero")]
+    retries: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    fallbacks: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    hedges: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    attempts: Vec<AttemptLog>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn uuid_text<S: serde::Serializer>(id: &uuid::Uuid, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&id.hyphenated())
+}
+
+fn millis<S: serde::Serializer>(t: &OffsetDateTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_i64(super::to_ms(*t))
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl<'a> Line<'a> {
+    /// `r`'s line as of `now`; `None` when it names no model group (and is no tool call).
+    pub(crate) fn of(r: &'a RequestRecord, now: OffsetDateTime) -> Option<Self> {
+        let id = r.journaled.as_ref().map_or_else(uuid::Uuid::new_v4, |j| {
+            uuid::Uuid::from_u64_pair(j.id[0], j.id[1])
+        });
+        let (model_group, start) = match &r.tool {
+            Some(t) => (
+                Cow::Owned(t.qualified_name()),
+                now - r.duration.unwrap_or_else(|| r.start.elapsed()),
+            ),
+            None => (Cow::Borrowed(r.model.as_deref()?), now - r.start.elapsed()),
+        };
+        let key = r.key.as_deref();
+        let mut l = Line {
+            id,
+            request_id: r.request_id.to_str().unwrap_or("-"),
+            api_key: key.and_then(|k| key_hash(&k.hash)),
+            team_id: key.and_then(|k| k.team_id.as_deref()),
+            user_id: key.and_then(|k| k.user_id.as_deref()),
+            end_user: None,
+            model_group,
+            deployment_id: None,
+            provider: None,
+            usage: Usage::default(),
+            spend: r.cost.map_or(0.0, dollars),
+            status: SpendStatus::Failure,
+            start_time: start,
+            end_time: now,
+            ttfb_ms: None,
+            cache_hit: false,
+            saved_spend: 0.0,
+            requested_model: None,
+            overhead_us: None,
+            retries: 0,
+            fallbacks: 0,
+            hedges: 0,
+            attempts: Vec::new(),
+            call_type: None,
+            error: None,
+        };
+        if let Some(t) = &r.tool {
+            // An MCP exchange's row: the tool's qualified name where a request has its model
+            // group, the server as its deployment, `mcp` as its provider, the configured
+            // price as its spend.
+            l.deployment_id = Some(Cow::Owned(t.server.to_string()));
+            l.provider = Some("mcp");
+            if t.status == CallStatus::Ok {
+                l.status = SpendStatus::Success;
+            }
+            l.call_type = Some(t.call_type());
+            l.error = t.failure();
+            return Some(l);
+        }
+        l.end_user = r.end_user.as_deref();
+        l.deployment_id = r.deployment.as_deref().map(Cow::Borrowed);
+        l.provider = r.provider;
+        l.usage = r.usage.unwrap_or_default();
+        if (200..300).contains(&r.status)
+            && matches!(r.outcome, Outcome::Done | Outcome::StreamComplete)
+        {
+            l.status = SpendStatus::Success;
+        }
+        l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
+        l.cache_hit = r.cache_hit;
+        l.saved_spend = r.saved.map_or(0.0, dollars);
+        l.requested_model = r
+            .requested_model
+            .as_deref()
+            .filter(|m| Some(*m) != r.model.as_deref());
+        l.overhead_us = Some(u64::try_from(r.overhead.as_micros()).unwrap_or(u64::MAX));
+        l.retries = r.retries;
+        l.fallbacks = r.fallbacks;
+        l.hedges = r.hedges;
+        // The usual request, one attempt that answered, keeps no list: the detail shows it
+        // from `deployment_id` and the timings (see `SpendLog::attempts`).
+        let plain = r.retries == 0
+            && r.fallbacks == 0
+            && r.hedges == 0
+            && matches!(r.attempts.as_slice(), [a] if a.result == AttemptEnd::Ok && !a.hedge);
+        if !plain {
+            l.attempts = r
+                .attempts
+                .iter()
+                .map(|a| AttemptLog {
+                    deployment: a.target.id.to_string(),
+                    model_group: a.target.model_name.to_string(),
+                    provider: a.target.provider.to_owned(),
+                    hedge: a.hedge,
+                    start_us: micros(a.start.saturating_duration_since(r.start)),
+                    duration_us: a.end.map(|e| micros(e.saturating_duration_since(a.start))),
+                    result: match a.result {
+                        AttemptEnd::Open => "open",
+                        AttemptEnd::Ok => "ok",
+                        AttemptEnd::Failed(kind) => kind,
+                        AttemptEnd::Cancelled => "cancelled",
+                    }
+                    .to_owned(),
+                })
+                .collect();
+        }
+        Some(l)
     }
-    l.deployment_id = Some(t.server.to_string());
-    l.provider = Some("mcp".to_owned());
-    l.spend = r.cost.map_or(0.0, dollars);
-    l.status = if t.status == CallStatus::Ok {
-        SpendStatus::Success
+
+    /// The line's id, for the record that was journaled with it.
+    pub(crate) fn id(&self) -> uuid::Uuid {
+        self.id
+    }
+
+    /// The owned spend log this line stands for (no prompt or answer yet).
+    pub(crate) fn into_log(self) -> SpendLog {
+        let mut l = SpendLog::new(
+            self.request_id.to_owned(),
+            self.model_group.into_owned(),
+            self.start_time,
+        );
+        l.id = self.id.hyphenated().to_string();
+        l.api_key = self.api_key.as_deref().and_then(KeyHash::from_hex);
+        l.team_id = self.team_id.map(str::to_owned);
+        l.user_id = self.user_id.map(str::to_owned);
+        l.end_user = self.end_user.map(str::to_owned);
+        l.deployment_id = self.deployment_id.map(Cow::into_owned);
+        l.provider = self.provider.map(str::to_owned);
+        l.usage = self.usage;
+        l.spend = self.spend;
+        l.status = self.status;
+        l.end_time = self.end_time;
+        l.ttfb_ms = self.ttfb_ms;
+        l.cache_hit = self.cache_hit;
+        l.saved_spend = self.saved_spend;
+        l.requested_model = self.requested_model.map(str::to_owned);
+        l.overhead_us = self.overhead_us;
+        l.retries = self.retries;
+        l.fallbacks = self.fallbacks;
+        l.hedges = self.hedges;
+        l.attempts = self.attempts;
+        l.call_type = self.call_type;
+        l.error = self.error;
+        l
+    }
+}
+
+/// A key's hash as the store keeps it (lowercase hex), borrowed when it already is.
+fn key_hash(hex: &str) -> Option<Cow<'_, str>> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(if hex.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(hex.to_ascii_lowercase())
     } else {
-        SpendStatus::Failure
-    };
-    l.end_time = now;
-    l.call_type = Some(t.call_type());
-    l.error = t.failure();
-    l
+        Cow::Borrowed(hex)
+    })
 }
 
 fn micros(d: std::time::Duration) -> u64 {
@@ -185,8 +305,15 @@ fn capped(text: &str) -> String {
 }
 
 impl RecordSink for SpendSink {
+    fn journal(&self) -> Option<Arc<dyn RecordJournal>> {
+        self.sender
+            .journal()
+            .map(|j| Arc::new(j) as Arc<dyn RecordJournal>)
+    }
+
     fn accept(&self, record: &RequestRecord) {
         if let Some(mut l) = spend_log(record, OffsetDateTime::now_utc()) {
+            l.journal = record.journaled.as_ref().map(|j| j.hold.clone());
             if let Some(c) = record.content.as_deref() {
                 if self.prompts.load(Ordering::Relaxed) {
                     (l.messages, l.response) = if record.tool.is_some() {
@@ -205,6 +332,120 @@ impl RecordSink for SpendSink {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use sluice_core::record::{
+        AttemptSpan, DeploymentInfo, JournalHold, Journaled, KeyInfo, ToolCall,
+    };
+    use std::time::{Duration, Instant};
+
+    /// Records of every shape a spend log takes: a keyed answer, a retried stream cut short
+    /// with a fallback group and an uppercase key hash, a tool call, an unkeyed failure.
+    fn shapes() -> Vec<RequestRecord> {
+        let mut plain = RequestRecord::sample("plain");
+        plain.model = Some(Arc::from("gpt-4o"));
+        plain.deployment = Some(Arc::from("d-1"));
+        plain.provider = Some("openai");
+        plain.status = 200;
+        plain.usage = Some(Usage {
+            prompt_tokens: 7,
+            completion_tokens: 3,
+            cached_tokens: 2,
+            ..Usage::default()
+        });
+        plain.cost = Some(sluice_core::limits::nanos(0.0123));
+        plain.ttfb = Some(Duration::from_millis(12));
+        plain.overhead = Duration::from_micros(42);
+        plain.end_user = Some(Arc::from("end-user"));
+        plain.key = Some(Arc::new(KeyInfo {
+            hash: Arc::from("ab".repeat(32).as_str()),
+            alias: None,
+            team_id: Some(Arc::from("t")),
+            user_id: Some(Arc::from("u")),
+        }));
+
+        let mut retried = plain.clone();
+        retried.request_id = RequestRecord::sample("retried").request_id;
+        retried.outcome = Outcome::StreamCut;
+        retried.requested_model = Some(Arc::from("big"));
+        retried.retries = 1;
+        retried.fallbacks = 1;
+        retried.key = Some(Arc::new(KeyInfo {
+            hash: Arc::from("AB".repeat(32).as_str()),
+            alias: None,
+            team_id: None,
+            user_id: None,
+        }));
+        let target = Arc::new(DeploymentInfo {
+            id: Arc::from("d-0"),
+            model_name: Arc::from("big"),
+            upstream_model: Arc::from("big-1"),
+            provider: "anthropic",
+        });
+        let start = retried.start;
+        retried.attempts.push(AttemptSpan {
+            span_id: [1; 8],
+            target: target.clone(),
+            hedge: false,
+            start,
+            end: Some(start + Duration::from_millis(3)),
+            result: AttemptEnd::Failed("timeout"),
+        });
+        retried.attempts.push(AttemptSpan {
+            span_id: [2; 8],
+            target,
+            hedge: true,
+            start: start + Duration::from_millis(4),
+            end: None,
+            result: AttemptEnd::Open,
+        });
+
+        let mut tool = RequestRecord::tool_call(
+            RequestRecord::sample("tool").request_id,
+            "/mcp",
+            Instant::now(),
+            ToolCall {
+                server: Arc::from("github"),
+                method: "tools/call",
+                name: Some("search".into()),
+                status: CallStatus::Ok,
+                error: None,
+            },
+        );
+        tool.cost = Some(sluice_core::limits::nanos(0.5));
+        tool.duration = Some(Duration::from_millis(9));
+
+        let mut failed = RequestRecord::sample("failed");
+        failed.model = Some(Arc::from("gpt-4o"));
+        failed.status = 502;
+        vec![plain, retried, tool, failed]
+    }
+
+    #[test]
+    fn the_journal_line_serialises_as_the_log_it_stands_for() {
+        for mut r in shapes() {
+            r.journaled = Some(Box::new(Journaled {
+                id: [7, 9],
+                hold: JournalHold::new().0,
+            }));
+            let now = OffsetDateTime::now_utc();
+            let line = serde_json::to_value(Line::of(&r, now).unwrap()).unwrap();
+            let log = spend_log(&r, now).unwrap();
+            assert_eq!(line, serde_json::to_value(&log).unwrap(), "{r:?}");
+            assert_eq!(log.id, uuid::Uuid::from_u64_pair(7, 9).to_string());
+            // And the store reads it back as that log (times to the millisecond).
+            let back: SpendLog = serde_json::from_value(line).unwrap();
+            assert_eq!(
+                serde_json::to_value(&back).unwrap(),
+                serde_json::to_value(&log).unwrap()
+            );
+        }
+        let plain = &shapes()[0];
+        let a = spend_log(plain, OffsetDateTime::now_utc()).unwrap();
+        let b = spend_log(plain, OffsetDateTime::now_utc()).unwrap();
+        assert_ne!(
+            a.id, b.id,
+            "an unjournaled record gets a fresh id each time"
+        );
+    }
 
     #[test]
     fn content_is_the_prompt_and_answer_cut_to_the_cap() {

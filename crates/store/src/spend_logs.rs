@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 
 use super::entity::to_i64;
 use super::{col, from_ms, to_ms, KeyHash, Page, Store, StoreError};
+use sluice_core::record::JournalHold;
 use sluice_core::usage::Usage;
 
 /// How the request ended, as the spend log shows it.
@@ -119,6 +120,10 @@ pub struct SpendLog {
     /// Why it failed or was refused, when sluice knows more than the status (tool calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The per-request journal's hold on the file that has this record's line: dropped once
+    /// the row is written or spooled, which lets the file go. Not part of the record.
+    #[serde(skip)]
+    pub journal: Option<JournalHold>,
 }
 
 /// For serde's `skip_serializing_if`: counts that are zero are left out of spool lines.
@@ -180,6 +185,7 @@ impl SpendLog {
             response: None,
             call_type: None,
             error: None,
+            journal: None,
         }
     }
 
@@ -235,6 +241,7 @@ impl SpendLog {
             response: col(row, "response")?,
             call_type: col(row, "call_type")?,
             error: col(row, "error")?,
+            journal: None,
         })
     }
 }

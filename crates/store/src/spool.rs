@@ -130,7 +130,13 @@ impl<T: Serialize + DeserializeOwned> Spool<T> {
     /// Appends every record without `fsync`: they survive the process being killed (they are
     /// in the kernel's page cache) but not the machine losing power. For a journal that is
     /// emptied every batch, where an `fsync` per append would cost more than it protects.
-    pub fn append_volatile(&mut self, records: &[T]) -> Result<(), SpoolError> {
+    pub fn append_volatile<'r>(
+        &mut self,
+        records: impl IntoIterator<Item = &'r T>,
+    ) -> Result<(), SpoolError>
+    where
+        T: 'r,
+    {
         self.write(records, false)
     }
 
@@ -144,24 +150,33 @@ impl<T: Serialize + DeserializeOwned> Spool<T> {
         self.confirm(&all)
     }
 
-    fn write(&mut self, records: &[T], sync: bool) -> Result<(), SpoolError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut buf = Vec::with_capacity(records.len() * 256);
+    fn write<'r>(
+        &mut self,
+        records: impl IntoIterator<Item = &'r T>,
+        sync: bool,
+    ) -> Result<(), SpoolError>
+    where
+        T: 'r,
+    {
+        let mut buf = Vec::new();
+        let mut count = 0usize;
         for r in records {
+            count += 1;
             // A record that does not serialise is a bug in `T`; it is skipped rather than
             // poisoning the file.
             if serde_json::to_writer(&mut buf, r).is_ok() {
                 buf.push(b'\n');
             }
         }
+        if count == 0 {
+            return Ok(());
+        }
         let size = u64::try_from(buf.len()).unwrap_or(u64::MAX);
         if self.len.saturating_add(size) > self.max_bytes {
             return Err(SpoolError::Full {
                 path: self.path.clone(),
                 max_bytes: self.max_bytes,
-                records: records.len(),
+                records: count,
             });
         }
         let io = |source| SpoolError::Io {

@@ -14,16 +14,22 @@
 //! the writer is already behind). Only a full spool loses records; each loss is counted and
 //! logged.
 //!
-//! A process killed outright (`kill -9`, the OOM killer) loses what is only in memory. So each
-//! record the task takes from its channel (every 5 ms) is first appended to a journal beside
-//! the spool (`<spool>.journal`: one `write`, no `fsync`, off the request path), and the
-//! journal is emptied once its batch is written or spooled. The task keeps taking and
-//! journaling while a batch is being written (into a second file, `<spool>.journal-2`; the two
-//! swap at each batch), so a slow write does not widen the window. At start, journals left by
-//! a killed run are moved into the spool and replayed like the rest; a batch that did commit
-//! before the kill counts once (unique ids). What a kill can still lose is what had not yet
-//! reached the journal: the records of the last poll (at most 5 ms old), and those that
-//! arrived while a full batch waited for the write before it.
+//! A process killed outright (`kill -9`, the OOM killer) loses what is only in memory. With
+//! `spend_journal: per_request` (the default) each record is journaled before it is queued, by
+//! the thread that answered the request, before the answer's last byte leaves ([`journal`]:
+//! one `write` per record into that thread's own segment file, no `fsync`); the writer drops
+//! each record's hold on its segment once the record is written or spooled, and removes the
+//! segments nothing holds. With `spend_journal: batched`, and for any record the per-request
+//! journal could not take, the task appends each record it takes from its channel (every 5 ms)
+//! to a journal beside the spool (`<spool>.journal`: one `write`, no `fsync`, off the request
+//! path), emptied once its batch is written or spooled. The task keeps taking and journaling
+//! while a batch is being written (into a second file, `<spool>.journal-2`; the two swap at
+//! each batch), so a slow write does not widen the window. At start, journals left by a killed
+//! run (both kinds) are moved into the spool and replayed like the rest; a record whose row was
+//! written before the kill counts once (its journal line has the row's id, and ids are
+//! unique). What a kill can lose in batched mode is what had not yet reached the journal: the
+//! records of the last poll (at most 5 ms old), and those that arrived while a full batch
+//! waited for the write before it.
 //!
 //! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
 
@@ -40,7 +46,12 @@ use tokio::time::{interval, timeout, MissedTickBehavior};
 
 use super::spool::{Spool, SpoolError};
 use super::{SpendLog, Store};
+use sluice_config::SpendJournalMode;
 use sluice_core::poll::Poller;
+
+pub mod journal;
+
+pub use journal::SpendJournal;
 
 /// How the writer batches, spools and resets. Defaults are in [`WriterOptions::new`].
 #[derive(Debug, Clone)]
@@ -59,6 +70,11 @@ pub struct WriterOptions {
     pub spool_path: PathBuf,
     /// The spool's size bound in bytes.
     pub spool_max_bytes: u64,
+    /// `general_settings.spend_journal`: each record journaled by the thread that answers its
+    /// request (per request), or by this task as it takes records (batched).
+    pub journal: SpendJournalMode,
+    /// Size past which a thread's per-request journal file is left for a new one.
+    pub journal_segment_bytes: u64,
 }
 
 /// sluice's default for `proxy_batch_write_at`. LiteLLM's is 10 s; sluice writes more often
@@ -75,7 +91,8 @@ pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
 
 impl WriterOptions {
     /// Defaults: 1 s batches of at most 1,000 records, a 16,384-record channel, 5 s write
-    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB.
+    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB, records
+    /// journaled per request in 256 KiB segments.
     pub fn new(spool_path: PathBuf) -> Self {
         Self {
             batch_interval: DEFAULT_BATCH_INTERVAL,
@@ -85,14 +102,17 @@ impl WriterOptions {
             budget_reset_every: Duration::from_secs(10),
             spool_path,
             spool_max_bytes: DEFAULT_SPOOL_MAX_BYTES,
+            journal: SpendJournalMode::PerRequest,
+            journal_segment_bytes: journal::DEFAULT_SEGMENT_BYTES,
         }
     }
 }
 
 impl WriterOptions {
-    /// Defaults with `general_settings.proxy_batch_write_at` applied.
+    /// Defaults with `general_settings.proxy_batch_write_at` and `spend_journal` applied.
     pub fn from_settings(general: &sluice_config::GeneralSettings, spool_path: PathBuf) -> Self {
         let mut o = Self::new(spool_path);
+        o.journal = general.spend_journal;
         if let Some(every) = general.proxy_batch_write_at.filter(|d| !d.is_zero()) {
             o.batch_interval = every;
         }
@@ -145,9 +165,17 @@ impl Shared {
 pub struct SpendSender {
     tx: mpsc::Sender<SpendLog>,
     shared: Arc<Shared>,
+    /// The per-request journal (`spend_journal: per_request`).
+    journal: Option<SpendJournal>,
 }
 
 impl SpendSender {
+    /// The per-request journal the recorder writes each record to before queueing it; `None`
+    /// with `spend_journal: batched`.
+    pub fn journal(&self) -> Option<SpendJournal> {
+        self.journal.clone()
+    }
+
     /// Hands one request's record to the writer. If the writer is behind (channel full) the
     /// record is appended to the spool right here instead of being dropped.
     pub fn send(&self, log: SpendLog) {
@@ -187,6 +215,16 @@ pub fn start(
         Ok(j)
     };
     let files = [journal("journal")?, journal("journal-2")?];
+    // The per-request journal's segments, whatever the mode now (a run in the other mode may
+    // have left them).
+    let dir = journal::journal_dir(&options.spool_path);
+    lost += journal::recover(&dir, &mut spool, options.max_batch.max(1))?;
+    let requests = match options.journal {
+        SpendJournalMode::PerRequest => {
+            Some(SpendJournal::open(&dir, options.journal_segment_bytes)?)
+        }
+        SpendJournalMode::Batched => None,
+    };
     if !spool.is_empty() {
         tracing::info!(
             path = %spool.path().display(),
@@ -216,10 +254,18 @@ pub fn start(
             live: 0,
             ok: true,
         },
+        requests: requests.clone(),
         max_batch,
     };
     let task = tokio::spawn(writer.run(rx, timers));
-    Ok((SpendSender { tx, shared }, task))
+    Ok((
+        SpendSender {
+            tx,
+            shared,
+            journal: requests,
+        },
+        task,
+    ))
 }
 
 /// A journal beside the spool at `spool`: `spend_logs.jsonl` → `spend_logs.jsonl.journal`
@@ -277,14 +323,14 @@ struct Journal {
 }
 
 impl Journal {
-    /// Appends records just taken from the channel to the live file. A failure costs only
-    /// their safety against a kill before their batch is written; logged once until writes
-    /// work again.
+    /// Appends records just taken from the channel to the live file, but for those the
+    /// per-request journal already holds. A failure costs only their safety against a kill
+    /// before their batch is written; logged once until writes work again.
     fn append(&mut self, fresh: &[SpendLog]) {
-        if fresh.is_empty() {
+        if fresh.iter().all(|l| l.journal.is_some()) {
             return;
         }
-        match self.files[self.live].append_volatile(fresh) {
+        match self.files[self.live].append_volatile(fresh.iter().filter(|l| l.journal.is_none())) {
             Ok(()) => self.ok = true,
             Err(e) => {
                 if std::mem::replace(&mut self.ok, false) {
@@ -324,6 +370,8 @@ struct Writer {
     /// The last written batch's buffer, reused for the next one.
     spare: Vec<SpendLog>,
     journal: Journal,
+    /// The per-request journal, whose finished segments are removed after each batch.
+    requests: Option<SpendJournal>,
     max_batch: usize,
 }
 
@@ -368,6 +416,9 @@ impl Writer {
         if let Some(last) = self.begin(false) {
             self.finish(last.await);
         }
+        if let Some(j) = &self.requests {
+            j.close();
+        }
     }
 
     /// Starts writing the current batch (`None` if a write is already running).
@@ -381,8 +432,12 @@ impl Writer {
     fn finish(&mut self, (sink, mut written): (Sink, Vec<SpendLog>)) {
         self.sink = Some(sink);
         self.journal.release();
+        // Dropping the records drops their holds on the per-request journal's segments.
         written.clear();
         self.spare = written;
+        if let Some(j) = &self.requests {
+            j.sweep();
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::callbacks::Callbacks;
 use super::metrics::Metrics;
-use sluice_core::record::{RecordSink, RequestRecord};
+use sluice_core::record::{RecordJournal, RecordSink, RequestRecord};
 
 /// Records waiting in one queue before requests start handling them inline.
 pub const QUEUE_CAPACITY: usize = 16 * 1024;
@@ -44,10 +44,13 @@ struct Fanout {
 }
 
 impl Fanout {
-    fn take(&self, record: RequestRecord) {
+    fn take(&self, mut record: RequestRecord) {
         for sink in &self.sinks {
             sink.accept(&record);
         }
+        // The spend log has its own hold on the journal file now; a record the callbacks keep
+        // a while must not keep the file too.
+        record.journaled = None;
         self.callbacks.offer(record);
     }
 }
@@ -94,6 +97,9 @@ pub struct Recorder {
     metrics: Arc<Metrics>,
     /// Every worker queue, for the queue depth.
     locals: Arc<Mutex<Vec<mpsc::WeakSender<RequestRecord>>>>,
+    /// A sink's per-request journal (the spend writer's): written on the request's thread
+    /// before the record is queued.
+    journal: Option<Arc<dyn RecordJournal>>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -117,6 +123,7 @@ impl Recorder {
         callbacks: Callbacks,
     ) -> (Self, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<RequestRecord>(QUEUE_CAPACITY);
+        let journal = sinks.iter().find_map(|s| s.journal());
         let metrics = Arc::new(Metrics::default());
         sinks.insert(0, Box::new(metrics.clone()));
         let fanout = Arc::new(Fanout {
@@ -136,6 +143,7 @@ impl Recorder {
                 fanout,
                 metrics,
                 locals: Arc::default(),
+                journal,
             },
             task,
         )
@@ -184,9 +192,21 @@ impl Recorder {
         self.record(record);
     }
 
-    /// Hand a finished request's record over.
+    /// Journal `record` now, when it is handed over only later (a stream's record, when its
+    /// relay is dropped) but its answer's last byte is about to leave. Nothing without a
+    /// per-request spend journal, or when the record is journaled already.
+    pub fn journal(&self, record: &mut RequestRecord) {
+        if let Some(j) = &self.journal {
+            j.journal(record);
+        }
+    }
+
+    /// Hand a finished request's record over. With a per-request spend journal, the record's
+    /// line is appended to it here, on the caller's thread, before the record is queued:
+    /// callers hand the record over before the last byte of the answer leaves.
     pub fn record(&self, mut record: RequestRecord) {
         record.duration = Some(record.start.elapsed());
+        self.journal(&mut record);
         let Some(record) = self.send_local(record) else {
             return;
         };

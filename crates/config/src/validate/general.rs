@@ -6,7 +6,7 @@ use sluice_core::Secret;
 
 use sluice_net::ssrf::Allowlist;
 
-use crate::model::GeneralSettings;
+use crate::model::{GeneralSettings, SpendJournalMode};
 use crate::raw::RawGeneral;
 
 /// Validate `general_settings`.
@@ -63,6 +63,21 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
         p,
     )
     .unwrap_or(false);
+    g.spend_journal = match text(raw.spend_journal.take()).as_deref().map(str::trim) {
+        None | Some("per_request") => SpendJournalMode::PerRequest,
+        Some("batched") => SpendJournalMode::Batched,
+        Some(other) => {
+            p.error(
+                "general_settings.spend_journal",
+                format!(
+                    "expected \"per_request\" (each answered request's record journaled before \
+                     its answer ends) or \"batched\" (journaled by the spend writer every few \
+                     milliseconds), got {other:?}"
+                ),
+            );
+            SpendJournalMode::PerRequest
+        }
+    };
     g.allow_client_side_credentials = boolean(
         "general_settings.allow_client_side_credentials",
         raw.allow_client_side_credentials,

@@ -6,9 +6,13 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
+use std::sync::atomic::AtomicBool;
+
 use super::*;
 use crate::testing::{every_backend, postgres_database, sqlite, temp_dir};
+use crate::SpendSink;
 use crate::{KeyRow, Location, Page, SpendLogFilter, StoreOptions};
+use sluice_core::record::{RecordJournal, RecordSink, RequestRecord};
 use sluice_core::usage::Usage;
 
 fn options(dir: &std::path::Path) -> WriterOptions {
@@ -434,4 +438,98 @@ async fn two_writers_on_one_database_count_exactly() {
         let customer = store.end_user("shared-customer").await.unwrap().unwrap();
         assert!((customer.accounting.spend - 1.2).abs() < 1e-9);
     }
+}
+
+/// `spend_journal: per_request`: records journaled on the request's thread, the first ones
+/// stored, the last ones still on their way (in a recorder queue) when the process dies — the
+/// writer task is aborted, nothing swept or closed. The next run (here in batched mode: a
+/// change of mode recovers too) replays the journal: every record is stored once, the key's
+/// spend counts each once, and the journal folder is left empty.
+#[tokio::test]
+async fn a_kill_loses_no_journaled_record_and_counts_none_twice() {
+    for db in every_backend().await {
+        let dir = temp_dir();
+        let store = db.store.clone();
+        let key = KeyRow::new("sk-kill", OffsetDateTime::now_utc());
+        store.create_key(&key).await.unwrap();
+        let (sender, task) = start(store.clone(), options(&dir)).unwrap();
+        let journal = sender.journal().expect("per-request journal by default");
+        let sink = SpendSink::new(sender.clone(), Arc::new(AtomicBool::new(false)));
+        let mut records: Vec<RequestRecord> = (0..40)
+            .map(|i| {
+                let mut r = journal::tests::answered(&format!("kill-{i}"), key.token.as_str());
+                journal.journal(&mut r);
+                r
+            })
+            .collect();
+        assert!(records.iter().all(|r| r.journaled.is_some()));
+        // The first 30 reach the writer (the recorder hands the spend log its hold and drops
+        // the record's) and are stored.
+        for r in records.drain(..30) {
+            sink.accept(&r);
+        }
+        eventually("the first records stored", || async {
+            all_logs(&store).await.len() == 30
+        })
+        .await;
+        let segments = journal::journal_dir(&options(&dir).spool_path);
+        assert!(
+            std::fs::read_dir(&segments).unwrap().count() >= 1,
+            "the unstored records' segment is kept"
+        );
+        task.abort();
+        let _ = task.await;
+        drop((sink, sender, journal, records));
+
+        let mut again = options(&dir);
+        again.journal = SpendJournalMode::Batched;
+        let (sender, task) = start(store.clone(), again).unwrap();
+        assert!(
+            sender.journal().is_none(),
+            "batched: no per-request journal"
+        );
+        drop(sender);
+        task.await.unwrap();
+        let stored = all_logs(&store).await;
+        let mut ids: Vec<&str> = stored.iter().map(|l| l.request_id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(stored.len(), 40, "every record once");
+        assert_eq!(ids.len(), 40);
+        let spend = store
+            .key(&key.token)
+            .await
+            .unwrap()
+            .unwrap()
+            .accounting
+            .spend;
+        assert!((spend - 0.04).abs() < 1e-9, "spend counted once: {spend}");
+        assert_eq!(std::fs::read_dir(&segments).unwrap().count(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// A writer that ends normally removes its journal segments: every record is stored.
+#[tokio::test]
+async fn a_clean_end_leaves_no_journal() {
+    let db = sqlite().await;
+    let dir = temp_dir();
+    let key = KeyRow::new("sk-clean", OffsetDateTime::now_utc());
+    db.store.create_key(&key).await.unwrap();
+    let (sender, task) = start(db.store.clone(), options(&dir)).unwrap();
+    let journal = sender.journal().unwrap();
+    let sink = SpendSink::new(sender.clone(), Arc::new(AtomicBool::new(false)));
+    for i in 0..25 {
+        let mut r = journal::tests::answered(&format!("clean-{i}"), key.token.as_str());
+        journal.journal(&mut r);
+        assert!(r.journaled.is_some());
+        sink.accept(&r);
+    }
+    drop((sink, sender));
+    task.await.unwrap();
+    assert_eq!(all_logs(&db.store).await.len(), 25);
+    assert_eq!(journal.segments(), 0);
+    let segments = journal::journal_dir(&options(&dir).spool_path);
+    assert_eq!(std::fs::read_dir(&segments).unwrap().count(), 0);
+    std::fs::remove_dir_all(dir).unwrap();
 }
