@@ -371,6 +371,7 @@ mod tests {
         let resp = respond(
             &method,
             path,
+            None,
             &h,
             &Bytes::from(body.to_owned()),
             &MockSettings::default(),
