@@ -10,7 +10,9 @@
 //!    the id says ([`ids`]: signed, so a forged id is a 404) and only when the caller owns the
 //!    object ([`owners`]: another key's object is a 404 too); a batch goes where its input file
 //!    is;
-//! 6. admit: the key's access to that deployment's group, its limits and budgets;
+//! 6. admit: the key's access to that deployment's group, its limits and budgets; then a
+//!    `purpose=batch` upload's lines are bound to that deployment's model ([`lines`]: a
+//!    virtual key's lines naming another model are refused by line);
 //! 7. one call to that deployment, no routing (the object lives there); a list made by a
 //!    virtual key may take a few, to find its own objects among the account's;
 //! 8. answer: ids in the answer rewritten to sluice's, new objects' owners recorded, file
@@ -20,6 +22,7 @@
 
 mod batch;
 pub mod ids;
+mod lines;
 mod owners;
 
 use std::sync::Arc;
@@ -41,13 +44,15 @@ use sluice_translate::multipart;
 
 use crate::auth::Caller;
 use crate::passthrough::PassRelay;
+use crate::server::pipeline::declared_length;
 use crate::server::pipeline::{
     admit, collect_upstream, read_body, spend_headers, MIN_UPLOAD_LIMIT,
 };
-use crate::server::upload::read_head;
+use crate::server::upload::read_head_until;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
 use ids::{IdKey, Kind};
+use lines::{Form, Rule};
 use owners::Viewer;
 
 /// The form fields and query parameters that name a model group.
@@ -154,6 +159,8 @@ struct Plan {
     /// The upstream path (`/files/{upstream id}`).
     path: String,
     body: Vec<Bytes>,
+    /// An upload's form (its `body` is made from it after admission).
+    form: Option<Form>,
     /// The key hash that owns the object this call is about (or creates now): the creator of
     /// the ids in the answer. `None`: the master key's.
     owner: Option<String>,
@@ -199,10 +206,15 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(multipart::boundary)
         .filter(|_| matches!(op, Op::Upload));
-    let (body, upload) = match boundary {
+    let (body, client_upload) = match boundary {
         Some(b) => {
-            let routes_by: &[&str] = if named.is_some() { &[] } else { &GROUP_FIELDS };
-            read_head(body, &parts.headers, body_limit, b, routes_by).await?
+            // The group, and `purpose` (a batch file's lines are read): fields before the
+            // file, or the whole form when they follow it.
+            let ready = |scanner: &multipart::Scanner, head: &[u8]| {
+                scanner.has_field(head, "purpose")
+                    && (named.is_some() || GROUP_FIELDS.iter().any(|f| scanner.has_field(head, f)))
+            };
+            read_head_until(body, &parts.headers, body_limit, b, &ready).await?
         }
         None => (
             read_body(body, &parts.headers, body_limit, snap.body_timeout).await?,
@@ -243,6 +255,23 @@ where
         wall,
     )
     .await?;
+    // An upload's form as it goes on: sluice's fields out, a batch file's lines bound to the
+    // deployment's model (a virtual key's checked).
+    let strict = matches!(caller, Caller::Key(_));
+    let mut refused = None;
+    let (sent, upload) = match &plan.form {
+        Some(form) => {
+            let rule = match form.batch {
+                true => Rule::of(&target, strict)?,
+                false => None,
+            };
+            let declared = declared_length(&parts.headers, body_limit)?;
+            let sent = form.send(&body, client_upload.as_ref(), rule, declared)?;
+            refused = Some(sent.refused);
+            (sent.body, sent.upload)
+        }
+        None => (plan.body, client_upload.clone()),
+    };
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
     let charges = Charges {
@@ -276,7 +305,7 @@ where
         path: &plan.path,
         query: query.as_deref(),
         content_type,
-        body: plan.body,
+        body: sent,
         upload: upload.as_ref(),
         api: op.api(),
     };
@@ -284,9 +313,13 @@ where
     let resp = tokio::time::timeout(limit, target.files(call))
         .await
         .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
+    // A refused batch line broke the upload off: the line is the answer.
+    if let Some(e) = refused.as_ref().and_then(|r| r.get()) {
+        return Err(e.clone().into());
+    }
     // An upload the client broke off, or that passed the limit while relayed, is the client's
     // error, whatever the upstream made of the cut body.
-    if let Some(e) = upload.as_ref().and_then(|u| u.client_error()) {
+    if let Some(e) = client_upload.as_ref().and_then(|u| u.client_error()) {
         return Err(e.into());
     }
     let resp = resp?;
@@ -367,6 +400,7 @@ fn plan(
         target,
         path,
         body: vec![body.clone()],
+        form: None,
         owner,
     };
     Ok(match op {
@@ -393,10 +427,30 @@ fn plan(
                 .filter(|p| OWN_FIELDS.contains(&p.name))
                 .map(|p| p.value.clone())
                 .collect();
+            // One `purpose`, so that sluice and the upstream read the same one.
+            let mut purposes = parts.iter().filter(|p| p.name == "purpose");
+            let purpose = purposes.next().and_then(|p| multipart::text(body, p));
+            if purposes.next().is_some() {
+                return Err(ApiError::InvalidParam {
+                    param: "purpose",
+                    message: "`purpose` is given more than once".into(),
+                });
+            }
+            let files = parts
+                .iter()
+                .filter(|p| p.filename.is_some() || p.name == "file")
+                .map(|p| p.value.clone())
+                .collect();
             Plan {
                 target,
                 path: "/files".into(),
-                body: without_fields(body, boundary, &strip),
+                body: Vec::new(),
+                form: Some(Form {
+                    boundary: boundary.to_owned(),
+                    strip,
+                    batch: purpose.is_some_and(|p| p.trim().eq_ignore_ascii_case("batch")),
+                    files,
+                }),
                 owner: creator,
             }
         }
@@ -435,6 +489,7 @@ fn plan(
                 target: t,
                 path: "/batches".into(),
                 body: vec![Bytes::from(sent)],
+                form: None,
                 owner: creator,
             }
         }

@@ -25,11 +25,31 @@ pub(crate) const READ_WHOLE: usize = 256 * 1024;
 /// The head of an upload, and the rest of it when the head is not the whole body. The head
 /// is enough once one of the fields in `routes_by` is read (with none, at the first file).
 pub(crate) async fn read_head<B>(
-    mut body: B,
+    body: B,
     headers: &HeaderMap,
     limit: usize,
     boundary: &str,
     routes_by: &[&str],
+) -> Result<(Bytes, Option<Arc<Upload>>), ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let ready = |scanner: &Scanner, head: &[u8]| {
+        routes_by.is_empty() || routes_by.iter().any(|f| scanner.has_field(head, f))
+    };
+    read_head_until(body, headers, limit, boundary, &ready).await
+}
+
+/// [`read_head`] with its own test of when the fields read are enough (`ready`, given the
+/// scanner and the head so far, asked once the head is inside a file): the Files API waits for
+/// `purpose` as well as the group, since a batch file's lines are checked.
+pub(crate) async fn read_head_until<B>(
+    mut body: B,
+    headers: &HeaderMap,
+    limit: usize,
+    boundary: &str,
+    ready: &(dyn Fn(&Scanner, &[u8]) -> bool + Sync),
 ) -> Result<(Bytes, Option<Arc<Upload>>), ApiError>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -53,10 +73,7 @@ where
         let everything = declared == Some(head.len()) || body.is_end_stream();
         match scanner.advance(&head)? {
             Progress::InFile
-                if !everything
-                    && head.len() >= READ_WHOLE
-                    && (routes_by.is_empty()
-                        || routes_by.iter().any(|f| scanner.has_field(&head, f))) =>
+                if !everything && head.len() >= READ_WHOLE && ready(&scanner, &head) =>
             {
                 break
             }

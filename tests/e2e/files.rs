@@ -339,8 +339,17 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
     )
     .await;
     assert_eq!(refused.status, 404, "{}", refused.text());
-    // Naming no group, its upload lands on the first deployment it may use (`other`).
-    let own = upload(&gw, &other_bearer, &[("purpose", "batch")], b"{}").await;
+    // Naming no group, its upload lands on the first deployment it may use (`other`), whose
+    // group its lines name.
+    let line = json!({"custom_id": "o", "method": "POST", "url": "/v1/chat/completions",
+                      "body": {"model": "other", "messages": []}});
+    let own = upload(
+        &gw,
+        &other_bearer,
+        &[("purpose", "batch")],
+        line.to_string().as_bytes(),
+    )
+    .await;
     assert_eq!(own.status, 200, "{}", own.text());
     let own_id = own.json()["id"].as_str().unwrap().to_owned();
     let mine = send(
@@ -475,4 +484,212 @@ async fn large_uploads_are_relayed_to_the_group_their_form_names() {
         assert!(got.body[..] == content[..], "content byte for byte");
         gw.next_record().await;
     }
+}
+
+/// Batch input lines: `models[i]` in line `i + 1`, each with `pad` bytes of prompt.
+fn lines_naming(models: &[&str], url: &str, pad: usize) -> String {
+    models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            format!(
+                "{}\n",
+                json!({"custom_id": format!("r{i}"), "method": "POST", "url": url,
+                       "body": {"model": m, "messages": [{"role": "user", "content": "x".repeat(pad)}]}})
+            )
+        })
+        .collect()
+}
+
+/// The models the lines of a stored file name, read back through the gateway.
+async fn stored_models(gw: &Gateway, auth: &str, id: &str) -> Vec<String> {
+    let got = send(
+        "GET",
+        &gw.url(&format!("/v1/files/{id}/content")),
+        "",
+        &[("authorization", auth)],
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    got.text()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["body"]["model"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_batch_file_runs_only_the_model_its_key_may_use() {
+    let mock = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&mock.base())).await;
+    let key = new_key(&gw, json!({"models": ["gpt-batch"]})).await;
+    let bearer = format!("Bearer {key}");
+    let fields = [("purpose", "batch"), ("target_model_names", "gpt-batch")];
+
+    // A line naming another model (here `other`'s upstream model) is refused by its number,
+    // in a small form read whole and in a large one relayed as it arrives.
+    let bad = ["gpt-batch", "gpt-4o-mini", "gpt-4o"];
+    for (pad, line) in [(10, 3), (2000, 300)] {
+        let mut models = vec!["gpt-batch"; line - 1];
+        models.push(bad[2]);
+        models.extend(["gpt-batch"; 50]);
+        let file = lines_naming(&models, "/v1/chat/completions", pad);
+        let a = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+        assert_eq!(a.status, 400, "{}", a.text());
+        let error = &a.json()["error"];
+        assert_eq!(error["type"], "invalid_request_error");
+        assert_eq!(error["param"], "file");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                r#"line {line}: body.model "gpt-4o" is not the model group "gpt-batch""#
+            )),
+            "{message}"
+        );
+    }
+    // An endpoint batches do not serve, and a line without a model, are refused too.
+    let file = lines_naming(&bad[..2], "/v1/images/generations", 10);
+    let a = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(a.text().contains("line 1: url"), "{}", a.text());
+    let no_model =
+        r#"{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"input":"x"}}"#;
+    let a = upload(&gw, &bearer, &fields, no_model.as_bytes()).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(a.text().contains("line 1: body.model"), "{}", a.text());
+
+    // Lines naming the group (or its model) pass, and the upstream stores the deployment's
+    // model in each: small and large, the large one relayed as it arrives.
+    for (pad, n) in [(10, 4), (2000, 400)] {
+        let models: Vec<&str> = (0..n).map(|i| bad[i % 2]).collect();
+        let file = lines_naming(&models, "/v1/chat/completions", pad);
+        let up = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+        assert_eq!(up.status, 200, "{}", up.text());
+        let up = up.json();
+        let id = up["id"].as_str().unwrap();
+        let stored = stored_models(&gw, &bearer, id).await;
+        assert_eq!(stored, vec!["gpt-4o-mini"; n]);
+        let delta = "gpt-4o-mini".len() - "gpt-batch".len();
+        assert_eq!(
+            up["bytes"].as_u64().unwrap() as usize,
+            file.len() + delta * n.div_ceil(2),
+            "the rewritten file, whole"
+        );
+    }
+    // A batch of such a file runs on the deployment's model.
+    let file = lines_naming(&["gpt-batch"], "/v1/chat/completions", 10);
+    let up = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+    let input = up.json()["id"].as_str().unwrap().to_owned();
+    let made = send(
+        "POST",
+        &gw.url("/v1/batches"),
+        json!({"input_file_id": input, "endpoint": "/v1/chat/completions", "completion_window": "24h"})
+            .to_string(),
+        &[("authorization", bearer.as_str()), ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+
+    // The master key may name any model; its lines naming the group are rewritten still.
+    let file = lines_naming(&["o1-pro", "gpt-batch"], "/v1/chat/completions", 10);
+    let up = upload(&gw, "Bearer sk-master", &fields, file.as_bytes()).await;
+    assert_eq!(up.status, 200, "{}", up.text());
+    let id = up.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        stored_models(&gw, "Bearer sk-master", &id).await,
+        ["o1-pro", "gpt-4o-mini"]
+    );
+
+    // A second `purpose` after the file cannot turn another upload into an unchecked batch.
+    let file = lines_naming(&["gpt-4o"], "/v1/chat/completions", 3000);
+    let mut body = form(
+        &[
+            ("purpose", "user_data"),
+            ("target_model_names", "gpt-batch"),
+        ],
+        file.repeat(100).as_bytes(),
+    );
+    let closing = format!("--{BOUNDARY}--\r\n");
+    body.truncate(body.len() - closing.len());
+    body.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n{closing}"
+        )
+        .as_bytes(),
+    );
+    let ct = format!("multipart/form-data; boundary={BOUNDARY}");
+    let a = send(
+        "POST",
+        &gw.url("/v1/files"),
+        body,
+        &[("authorization", bearer.as_str()), ("content-type", &ct)],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(a.text().contains("purpose"), "{}", a.text());
+}
+
+#[tokio::test]
+async fn a_refused_line_never_reaches_the_upstream_and_passed_lines_arrive_rewritten() {
+    let up = recording(Reply::Json(
+        200,
+        r#"{"object":"file","id":"file-r1","bytes":1,"filename":"input.jsonl","purpose":"batch"}"#,
+    ))
+    .await;
+    let yaml = format!(
+        r#"
+model_list:
+  - model_name: cheap
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {}
+      api_key: sk-upstream
+general_settings:
+  master_key: sk-master
+"#,
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    let key = new_key(&gw, json!({"models": ["cheap"]})).await;
+    let bearer = format!("Bearer {key}");
+    let fields = [("purpose", "batch"), ("target_model_names", "cheap")];
+    // Large enough to be relayed as it arrives; the bad line far past the head.
+    let mut models = vec!["cheap"; 400];
+    models[350] = "o1-pro";
+    let file = lines_naming(&models, "/v1/chat/completions", 2000);
+    let a = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert!(
+        a.text()
+            .contains(r#"line 351: body.model \"o1-pro\" is not the model group \"cheap\""#),
+        "{}",
+        a.text()
+    );
+    assert!(
+        up.requests().is_empty(),
+        "the upstream got no complete upload"
+    );
+
+    models[350] = "gpt-4o-mini";
+    let file = lines_naming(&models, "/v1/chat/completions", 2000);
+    let a = upload(&gw, &bearer, &fields, file.as_bytes()).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1);
+    let sent = &seen[0];
+    assert!(
+        sent.headers.get("content-length").is_none(),
+        "a rewritten file goes chunked"
+    );
+    let expected = form(
+        &[("purpose", "batch")],
+        file.replace(r#""model":"cheap""#, r#""model":"gpt-4o-mini""#)
+            .as_bytes(),
+    );
+    assert!(
+        sent.body[..] == expected[..],
+        "the form with every line rewritten"
+    );
 }

@@ -137,7 +137,7 @@ async fn a_key_sees_only_its_own_files_and_batches() {
     let file = upload_as(&gw, &a, batch_lines(2).as_bytes()).await;
     let held = ids::decode(&id_key(), Kind::File, &file).unwrap();
     assert_eq!(held.creator.as_deref(), Some(a_hash.as_str()));
-    let b_file = upload_as(&gw, &b, b"{}").await;
+    let b_file = upload_as(&gw, &b, batch_lines(1).as_bytes()).await;
 
     // B: every call on A's file is a 404, like a file that does not exist.
     let not_found = |a: &Answer, what: &str| {
@@ -313,8 +313,8 @@ async fn lists_page_through_a_keys_own_files() {
     let (b, _) = team_key(&gw, "pages-team-b").await;
     let mut mine = Vec::new();
     for i in 0..4 {
-        mine.push(upload_as(&gw, &a, format!("a{i}").as_bytes()).await);
-        upload_as(&gw, &b, format!("b{i}").as_bytes()).await;
+        mine.push(upload_as(&gw, &a, batch_lines(i + 1).as_bytes()).await);
+        upload_as(&gw, &b, batch_lines(i + 1).as_bytes()).await;
     }
     // Newest first, two at a time, each page only A's, `after` the last one shown.
     let first = call(

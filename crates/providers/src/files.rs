@@ -51,6 +51,21 @@ impl DeploymentTarget {
         }
     }
 
+    /// The model name this deployment splices into the requests it sends, encoded as a JSON
+    /// string: what a batch input file's lines are rewritten to, so that the upstream runs
+    /// the model the caller was admitted for. `None` for a wildcard deployment (its model
+    /// comes from each request) and for providers without the Files API.
+    pub fn batch_model(&self) -> Option<Bytes> {
+        match &self.upstream {
+            UpstreamTarget::OpenAiCompatible(t) | UpstreamTarget::Azure(t) => {
+                t.http.wildcard.is_none().then(|| t.http.model_json.clone())
+            }
+            #[cfg(feature = "mock")]
+            UpstreamTarget::Mock(_) => Some(crate::http::encode_model(&self.info.upstream_model)),
+            _ => None,
+        }
+    }
+
     /// Send a Files or Batches call to this deployment's upstream; resolves with the answer's
     /// head, its body still streaming.
     pub async fn files(&self, call: FilesCall<'_>) -> Result<Response<UpstreamBody>, ApiError> {
