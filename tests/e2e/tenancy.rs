@@ -437,3 +437,96 @@ async fn a_virtual_key_lists_the_models_it_may_use() {
         .await
     );
 }
+
+/// The same burst spread over a fleet: two instances on one PostgreSQL and one Redis, the
+/// requests alternating between them. Each instance alone would admit its own 11; the held
+/// amounts in Redis keep the pair to the budget.
+#[tokio::test]
+async fn a_fresh_keys_burst_over_a_fleet_stays_within_its_budget() {
+    let (Some(server), Some(redis)) = (postgres_server("SLUICE_TEST_POSTGRES_URL"), redis_server())
+    else {
+        return;
+    };
+    let slow = mock_server(MockSettings {
+        latency: Duration::from_millis(400),
+        response_tokens: 100,
+        ..MockSettings::default()
+    })
+    .await;
+    let db = postgres_database(&server).await;
+    let priced = "      input_cost_per_token: 0\n      output_cost_per_token: 0.00001\n";
+    let yaml = config(&[deployment("cheap", "cheap-1", &slow.base(), priced)], "")
+        .replace(
+            "general_settings:\n",
+            &format!("general_settings:\n  database_url: {db}\n"),
+        )
+        .replace(
+            "router_settings:\n",
+            &format!("router_settings:\n  redis_url: {redis}\n"),
+        );
+    let a = gateway(&yaml).await;
+    let b = gateway(&yaml).await;
+    for gw in [&a, &b] {
+        let up = eventually(Duration::from_secs(5), || async {
+            get(&gw.url("/health/readiness")).await.json()["redis"] == "connected"
+        })
+        .await;
+        assert!(up, "the fleet's redis is up");
+    }
+    let budget = 0.0105;
+    let key = new_key(&a, json!({"max_budget": budget})).await;
+    // Both instances know the key before the burst (the second reads it from the store).
+    let warm = send(
+        "GET",
+        &b.url("/v1/models"),
+        "",
+        &[("authorization", &format!("Bearer {key}"))],
+    )
+    .await;
+    assert_eq!(warm.status, 200, "{}", warm.text());
+    let body = format!(r#"{CHAT},"max_tokens":100}}"#);
+    let mut calls = Vec::new();
+    for i in 0..50 {
+        let url = if i % 2 == 0 {
+            a.url("/v1/chat/completions")
+        } else {
+            b.url("/v1/chat/completions")
+        };
+        let (key, body) = (key.clone(), body.clone());
+        calls.push(tokio::spawn(async move {
+            let auth = format!("Bearer {key}");
+            send(
+                "POST",
+                &url,
+                body,
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+            )
+            .await
+        }));
+    }
+    let (mut admitted, mut cost) = (0u32, 0.0f64);
+    for c in calls {
+        let a = c.await.unwrap();
+        match a.status.as_u16() {
+            200 => {
+                admitted += 1;
+                cost += a
+                    .header("x-sluice-response-cost")
+                    .and_then(|c| c.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+            }
+            400 => assert_eq!(error_code(&a), "budget_exceeded", "{}", a.text()),
+            other => panic!("unexpected {other}: {}", a.text()),
+        }
+    }
+    let ratio = cost / budget;
+    eprintln!(
+        "tenancy figure: burst of 50 on a fresh key over two instances: {admitted} admitted, \
+         spend {cost:.4} USD = {ratio:.3}x its budget"
+    );
+    assert!(admitted >= 1);
+    assert!(ratio <= 1.1, "overshoot {ratio:.3}x (admitted {admitted})");
+}
