@@ -846,3 +846,32 @@ async fn progress_streams_as_it_comes_and_leaving_cancels_the_call() {
         "{m}"
     );
 }
+
+/// A tool server that answers to a tool's name in any case, and a deny list naming the tool:
+/// before a call was matched against the server's own list, `remote-BIG` ran the denied
+/// `big` (the list names tools exactly). Now a name the server did not list is refused
+/// before it reaches the server.
+#[tokio::test]
+async fn a_variant_of_a_denied_tool_name_does_not_reach_the_server() {
+    let tools = tool_server("http", &[("TOOL_NAMES_ANY_CASE", "1")]).await;
+    let gw = gateway(&config(tools.port, "")).await;
+    let mut c = Client::new(&gw, "/mcp", "sk-master");
+    c.initialize().await;
+    let denied = c.tool("remote-big", json!({"n": 10})).await;
+    assert!(denied["error"].is_object(), "{denied}");
+    for variant in ["remote-BIG", "remote-Big"] {
+        let v = c.tool(variant, json!({"n": 10})).await;
+        assert_eq!(v["error"]["code"], -32602, "{variant}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown tool")),
+            "{variant}: {v}"
+        );
+    }
+    // The listed name still runs.
+    assert_eq!(
+        text_of(&c.tool("remote-add", json!({"a": 1, "b": 2})).await),
+        "3"
+    );
+}
