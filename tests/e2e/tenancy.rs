@@ -192,6 +192,44 @@ async fn access_groups_grant_the_groups_in_them() {
     assert_eq!(a.status, 403, "{}", a.text());
 }
 
+/// 50 concurrent chat requests with `key`, spread over `urls` in turn: how many were admitted
+/// and what they cost (`x-sluice-response-cost`); every refusal must be the budget's.
+async fn burst(urls: &[String], key: &str, body: &str) -> (u32, f64) {
+    let mut calls = Vec::new();
+    for i in 0..50 {
+        let url = urls[i % urls.len()].clone();
+        let (auth, body) = (format!("Bearer {key}"), body.to_owned());
+        calls.push(tokio::spawn(async move {
+            send(
+                "POST",
+                &url,
+                body,
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+            )
+            .await
+        }));
+    }
+    let (mut admitted, mut cost) = (0u32, 0.0f64);
+    for c in calls {
+        let a = c.await.unwrap();
+        match a.status.as_u16() {
+            200 => {
+                admitted += 1;
+                cost += a
+                    .header("x-sluice-response-cost")
+                    .and_then(|c| c.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+            }
+            400 => assert_eq!(error_code(&a), "budget_exceeded", "{}", a.text()),
+            other => panic!("unexpected {other}: {}", a.text()),
+        }
+    }
+    (admitted, cost)
+}
+
 /// 50 concurrent requests on a key that has never made one, whose budget holds 10.5 of them:
 /// before the request's own estimate was reserved, every one was admitted (4.8x the budget).
 #[tokio::test]
@@ -213,39 +251,7 @@ async fn a_fresh_keys_burst_stays_within_its_budget() {
     let budget = 0.0105;
     let key = new_key(&gw, json!({"max_budget": budget})).await;
     let body = format!(r#"{CHAT},"max_tokens":100}}"#);
-    let mut calls = Vec::new();
-    for _ in 0..50 {
-        let (gw_url, key, body) = (gw.url("/v1/chat/completions"), key.clone(), body.clone());
-        calls.push(tokio::spawn(async move {
-            let auth = format!("Bearer {key}");
-            send(
-                "POST",
-                &gw_url,
-                body,
-                &[
-                    ("content-type", "application/json"),
-                    ("authorization", &auth),
-                ],
-            )
-            .await
-        }));
-    }
-    let mut admitted = 0u32;
-    let mut cost = 0.0f64;
-    for c in calls {
-        let a = c.await.unwrap();
-        match a.status.as_u16() {
-            200 => {
-                admitted += 1;
-                cost += a
-                    .header("x-sluice-response-cost")
-                    .and_then(|c| c.parse::<f64>().ok())
-                    .unwrap_or(0.0);
-            }
-            400 => assert_eq!(error_code(&a), "budget_exceeded", "{}", a.text()),
-            other => panic!("unexpected {other}: {}", a.text()),
-        }
-    }
+    let (admitted, cost) = burst(&[gw.url("/v1/chat/completions")], &key, &body).await;
     let ratio = cost / budget;
     eprintln!(
         "tenancy figure: burst of 50 on a fresh key: {admitted} admitted, spend {cost:.4} USD = \
@@ -485,43 +491,8 @@ async fn a_fresh_keys_burst_over_a_fleet_stays_within_its_budget() {
     .await;
     assert_eq!(warm.status, 200, "{}", warm.text());
     let body = format!(r#"{CHAT},"max_tokens":100}}"#);
-    let mut calls = Vec::new();
-    for i in 0..50 {
-        let url = if i % 2 == 0 {
-            a.url("/v1/chat/completions")
-        } else {
-            b.url("/v1/chat/completions")
-        };
-        let (key, body) = (key.clone(), body.clone());
-        calls.push(tokio::spawn(async move {
-            let auth = format!("Bearer {key}");
-            send(
-                "POST",
-                &url,
-                body,
-                &[
-                    ("content-type", "application/json"),
-                    ("authorization", &auth),
-                ],
-            )
-            .await
-        }));
-    }
-    let (mut admitted, mut cost) = (0u32, 0.0f64);
-    for c in calls {
-        let a = c.await.unwrap();
-        match a.status.as_u16() {
-            200 => {
-                admitted += 1;
-                cost += a
-                    .header("x-sluice-response-cost")
-                    .and_then(|c| c.parse::<f64>().ok())
-                    .unwrap_or(0.0);
-            }
-            400 => assert_eq!(error_code(&a), "budget_exceeded", "{}", a.text()),
-            other => panic!("unexpected {other}: {}", a.text()),
-        }
-    }
+    let urls = [a.url("/v1/chat/completions"), b.url("/v1/chat/completions")];
+    let (admitted, cost) = burst(&urls, &key, &body).await;
     let ratio = cost / budget;
     eprintln!(
         "tenancy figure: burst of 50 on a fresh key over two instances: {admitted} admitted, \
