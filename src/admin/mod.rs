@@ -9,10 +9,12 @@
 //! too. Database errors never reach the client as text.
 
 mod audit;
+pub(crate) use own::own_query;
 mod customers;
 mod fields;
 mod keys;
 mod models;
+mod own;
 mod spend;
 mod teams;
 mod users;

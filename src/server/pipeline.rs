@@ -820,11 +820,27 @@ where
             "the management API needs general_settings.master_key",
         ));
     }
-    auth::authorize(snap.master.as_ref(), req.headers())?;
+    // The master key, or a virtual key reading its own records (`admin::own_query`): 401 for
+    // a key that is not valid, 403 for a valid key asking for more.
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .await?;
     let (parts, body) = req.into_parts();
-    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
     let path = parts.uri.path();
-    let query = parts.uri.query().unwrap_or("");
+    let own = match &caller {
+        Caller::Key(k) => {
+            state.gate().directory().usable(k, wall)?;
+            let q = parts.uri.query().unwrap_or("");
+            Some(crate::admin::own_query(&parts.method, path, q, k)?)
+        }
+        Caller::Master | Caller::Open => None,
+    };
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    let query = own
+        .as_deref()
+        .unwrap_or_else(|| parts.uri.query().unwrap_or(""));
     // LiteLLM's header naming who makes a change, for the audit log; else the master key's.
     let by = parts
         .headers

@@ -115,7 +115,8 @@ async fn key_lifecycle(gw: &Gateway) {
         chat(gw, &key).await.json()["error"]["code"],
         "invalid_api_key"
     );
-    // Only the master key may manage keys.
+    // Only the master key may manage keys: a valid virtual key is refused with 403 naming
+    // the permission (401 stays for a key that is not valid).
     let other = admin(gw, "POST", "/key/generate", json!({})).await;
     let k2 = other.json()["key"].as_str().unwrap().to_owned();
     let auth = format!("Bearer {k2}");
@@ -126,7 +127,8 @@ async fn key_lifecycle(gw: &Gateway) {
         &[("authorization", &auth)],
     )
     .await;
-    assert_eq!(denied.status, 401);
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    assert_eq!(denied.json()["error"]["code"], "not_permitted");
 }
 
 #[tokio::test]

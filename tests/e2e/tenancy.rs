@@ -501,3 +501,76 @@ async fn a_fresh_keys_burst_over_a_fleet_stays_within_its_budget() {
     assert!(admitted >= 1);
     assert!(ratio <= 1.1, "overshoot {ratio:.3}x (admitted {admitted})");
 }
+
+#[tokio::test]
+async fn a_virtual_key_reads_its_own_records_and_nothing_else() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(
+        &[deployment("cheap", "cheap-1", &up.base(), "")],
+        "",
+    ))
+    .await;
+    for (team, user) in [("t-a", "u-a"), ("t-b", "u-b")] {
+        let t = admin_as(
+            &gw,
+            "sk-master",
+            "POST",
+            "/team/new",
+            json!({"team_id": team}),
+        )
+        .await;
+        assert_eq!(t.status, 200, "{}", t.text());
+        let u = admin_as(
+            &gw,
+            "sk-master",
+            "POST",
+            "/user/new",
+            json!({"user_id": user}),
+        )
+        .await;
+        assert_eq!(u.status, 200, "{}", u.text());
+    }
+    let a = new_key(
+        &gw,
+        json!({"team_id": "t-a", "user_id": "u-a", "key_alias": "mine"}),
+    )
+    .await;
+    let b = new_key(&gw, json!({"team_id": "t-b", "user_id": "u-b"})).await;
+    let read = |path: &str| {
+        let path = path.to_owned();
+        let (gw, a) = (&gw, &a);
+        async move { admin_as(gw, a, "GET", &path, serde_json::Value::Null).await }
+    };
+    let own = read("/key/info").await;
+    assert_eq!(own.status, 200, "{}", own.text());
+    assert_eq!(own.json()["info"]["key_alias"], "mine", "{}", own.text());
+    assert_eq!(read(&format!("/key/info?key={a}")).await.status, 200);
+    assert_eq!(read("/user/info").await.status, 200);
+    assert_eq!(read("/user/info?user_id=u-a").await.status, 200);
+    let team = read("/team/info").await;
+    assert_eq!(team.status, 200, "{}", team.text());
+    assert!(team.text().contains("t-a"), "{}", team.text());
+    for path in [
+        format!("/key/info?key={b}"),
+        "/user/info?user_id=u-b".to_owned(),
+        "/team/info?team_id=t-b".to_owned(),
+        "/key/list".to_owned(),
+        "/spend/logs".to_owned(),
+    ] {
+        let refused = read(&path).await;
+        assert_eq!(refused.status, 403, "{path}: {}", refused.text());
+        assert_eq!(error_code(&refused), "not_permitted", "{path}");
+    }
+    let change = admin_as(&gw, &a, "POST", "/key/generate", json!({})).await;
+    assert_eq!(change.status, 403, "{}", change.text());
+    // A key that is not valid is still 401.
+    let stranger = admin_as(
+        &gw,
+        "sk-nobody-000000",
+        "GET",
+        "/key/info",
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(stranger.status, 401, "{}", stranger.text());
+}

@@ -248,6 +248,10 @@ pub enum ApiError {
     /// use (`object_permission.mcp_servers`).
     #[error("This key may not use MCP server '{0}'.")]
     McpNotAllowed(String),
+    /// A valid virtual key asked for something only another role may do (a management route
+    /// that needs the master key, another key's or team's record); the text names what.
+    #[error("{0}")]
+    NotPermitted(&'static str),
     /// The tool loop sluice runs for a Responses request's `mcp` tools did not end (the model
     /// kept calling tools past the round limit); the text says how.
     #[error("{0}")]
@@ -302,9 +306,10 @@ impl ApiError {
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
-            Self::ModelNotAllowed { .. } | Self::EndUserBlocked | Self::McpNotAllowed(_) => {
-                StatusCode::FORBIDDEN
-            }
+            Self::ModelNotAllowed { .. }
+            | Self::EndUserBlocked
+            | Self::McpNotAllowed(_)
+            | Self::NotPermitted(_) => StatusCode::FORBIDDEN,
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -368,9 +373,10 @@ impl ApiError {
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
-            Self::ModelNotAllowed { .. } | Self::EndUserBlocked | Self::McpNotAllowed(_) => {
-                "permission_error"
-            }
+            Self::ModelNotAllowed { .. }
+            | Self::EndUserBlocked
+            | Self::McpNotAllowed(_)
+            | Self::NotPermitted(_) => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable
@@ -439,6 +445,7 @@ impl ApiError {
             Self::UnknownGuardrail(_) => "unknown_guardrail",
             Self::InvalidDeployment(_) => "invalid_deployment",
             Self::McpNotAllowed(_) => "mcp_server_not_allowed",
+            Self::NotPermitted(_) => "not_permitted",
             Self::McpToolLoop(_) => "mcp_tool_loop_limit",
         }
     }
@@ -456,6 +463,7 @@ impl ApiError {
             Self::UnknownGuardrail(_) => Some("guardrails"),
             Self::McpNotAllowed(_) => Some("tools"),
             Self::InvalidJson(_)
+            | Self::NotPermitted(_)
             | Self::InvalidDeployment(_)
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }
