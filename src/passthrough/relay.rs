@@ -10,30 +10,26 @@
 //! line or frame that outgrows the tap's bound, and the idle timeout, which counts units the
 //! tap saw complete rather than bytes, so an upstream trickling bytes cannot hold the stream.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
-use tokio::time::{Instant, Sleep};
 
 use sluice_core::record::{Outcome, RequestRecord};
 use sluice_providers::passthrough::Tap;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 
-use crate::server::{idle_message, RelayError, FLUSH_GRACE};
+use crate::server::{Abort, IdleTimer, RelayError};
 use crate::spend::Charges;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Relaying,
-    /// sluice's error event sent; let it flush.
+    /// sluice's error event sent; the body fails once it had time to flush ([`Abort`]).
     Failing,
-    /// Error event flushed; abort the body.
-    Aborting,
     Ended,
 }
 
@@ -46,12 +42,10 @@ pub struct PassRelay {
     recorder: Recorder,
     charges: Charges,
     state: State,
-    /// Why sluice ended the stream, for the aborted body.
-    failure: Option<String>,
-    /// Longest wait for the tap to see a unit of the stream complete, with its timer.
-    idle: Option<(Duration, Pin<Box<Sleep>>)>,
-    /// After sluice's error event: the wait before the body fails.
-    grace: Option<Pin<Box<Sleep>>>,
+    /// Why sluice ended the stream, until the body fails.
+    abort: Abort,
+    /// Longest wait for the tap to see a unit of the stream complete.
+    idle: Option<IdleTimer>,
     /// Usage and cost settled and the record journaled (`settle`).
     settled: bool,
 }
@@ -72,9 +66,8 @@ impl PassRelay {
             recorder,
             charges,
             state: State::Relaying,
-            failure: None,
+            abort: Abort::default(),
             idle: None,
-            grace: None,
             settled: false,
         }
     }
@@ -95,7 +88,7 @@ impl PassRelay {
     /// End the stream when the upstream completes no event, line or frame for `idle`
     /// (`stream_idle_timeout`); bytes that complete none do not count.
     pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
-        self.idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        self.idle = idle.map(IdleTimer::new);
         self
     }
 
@@ -103,15 +96,10 @@ impl PassRelay {
     /// passed without any while bytes kept coming.
     fn count_progress(&mut self) -> Result<(), String> {
         let progressed = self.tap.take_progress();
-        if let Some((d, sleep)) = &mut self.idle {
-            let now = Instant::now();
-            if progressed {
-                sleep.as_mut().reset(now + *d);
-            } else if sleep.deadline() <= now {
-                return Err(idle_message(*d));
-            }
+        match &mut self.idle {
+            Some(idle) => idle.after_frame(progressed),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// sluice ends the stream: its error event (when the framing has one) goes first, the
@@ -124,7 +112,7 @@ impl PassRelay {
             self.state = State::Ended;
             return Poll::Ready(Some(Err(RelayError(msg))));
         }
-        self.failure = Some(msg);
+        self.abort.begin(msg);
         self.state = State::Failing;
         Poll::Ready(Some(Ok(Frame::data(event))))
     }
@@ -149,31 +137,20 @@ impl Body for PassRelay {
             match this.state {
                 State::Ended => return Poll::Ready(None),
                 State::Failing => {
-                    // hyper drops bytes it still buffers when a body fails: give it time to
-                    // write the error event first (as the inference relay does).
-                    let grace = this
-                        .grace
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_GRACE)));
-                    ready!(grace.as_mut().poll(cx));
-                    this.state = State::Aborting;
-                    continue;
-                }
-                State::Aborting => {
+                    let e = ready!(this.abort.poll_error(cx));
                     this.state = State::Ended;
-                    let why = this.failure.take().unwrap_or_default();
-                    return Poll::Ready(Some(Err(RelayError(why))));
+                    return Poll::Ready(Some(Err(e)));
                 }
                 State::Relaying => {}
             }
             let polled = match Pin::new(&mut this.upstream).poll_frame(cx) {
                 Poll::Ready(polled) => polled,
                 Poll::Pending => {
-                    let Some((d, sleep)) = &mut this.idle else {
+                    let Some(idle) = &mut this.idle else {
                         return Poll::Pending;
                     };
-                    let d = *d;
-                    ready!(sleep.as_mut().poll(cx));
-                    return this.fail(idle_message(d));
+                    let why = ready!(idle.poll_expired(cx));
+                    return this.fail(why);
                 }
             };
             match polled {

@@ -13,7 +13,7 @@ mod state;
 pub(crate) mod upload;
 
 pub use body::ResponseBody;
-pub(crate) use relay::{idle_message, FLUSH_GRACE};
+pub(crate) use relay::{Abort, IdleTimer};
 pub use relay::{RelayError, StreamRelay};
 pub use state::{
     AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, SnapshotError,

@@ -45,11 +45,78 @@ pub struct RelayError(pub(crate) String);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Relaying,
-    /// Error event sent; let it flush.
+    /// Error event sent; the body fails once it had time to flush ([`Abort`]).
     Failing,
-    /// Error event flushed; abort the body.
-    Aborting,
     Ended,
+}
+
+/// A relayed stream's idle timeout: how long the upstream may go without completing a unit
+/// of the stream (an event, a line, a frame, as its tap counts them), with its timer. Bytes
+/// that complete nothing do not restart it, so an upstream trickling bytes cannot hold a
+/// stream open. The inference relay and the pass-through relay share it.
+#[derive(Debug)]
+pub(crate) struct IdleTimer {
+    limit: Duration,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl IdleTimer {
+    /// A timer of `limit`, running from now.
+    pub(crate) fn new(limit: Duration) -> Self {
+        Self {
+            limit,
+            timer: Box::pin(tokio::time::sleep(limit)),
+        }
+    }
+
+    /// The configured limit.
+    pub(crate) fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// After a frame was fed to the tap: restart on `progressed`, else the reason to end the
+    /// stream when the window passed (checked on every frame, not only while the upstream is
+    /// quiet).
+    pub(crate) fn after_frame(&mut self, progressed: bool) -> Result<(), String> {
+        let now = Instant::now();
+        if progressed {
+            self.timer.as_mut().reset(now + self.limit);
+        } else if self.timer.deadline() <= now {
+            return Err(idle_message(self.limit));
+        }
+        Ok(())
+    }
+
+    /// While the upstream is pending: ready with the reason to end when the window passes.
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<String> {
+        ready!(self.timer.as_mut().poll(cx));
+        Poll::Ready(idle_message(self.limit))
+    }
+}
+
+/// How sluice fails a stream it ends itself: the reason, kept while the error event it sent
+/// flushes, then the body's error after [`FLUSH_GRACE`] (hyper drops what it still buffers
+/// when a body fails). The inference relay and the pass-through relay share it.
+#[derive(Debug, Default)]
+pub(crate) struct Abort {
+    why: Option<String>,
+    grace: Option<Pin<Box<Sleep>>>,
+}
+
+impl Abort {
+    /// The stream is ending for `why`; its error event has just been handed to the client.
+    pub(crate) fn begin(&mut self, why: String) {
+        self.why = Some(why);
+    }
+
+    /// Ready with the body's error once the grace has passed.
+    pub(crate) fn poll_error(&mut self, cx: &mut Context<'_>) -> Poll<RelayError> {
+        let grace = self
+            .grace
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_GRACE)));
+        ready!(grace.as_mut().poll(cx));
+        Poll::Ready(RelayError(self.why.take().unwrap_or_default()))
+    }
 }
 
 /// A stream in flight.
@@ -60,11 +127,10 @@ pub struct StreamRelay {
     tap: SseTap,
     endpoint: Endpoint,
     state: State,
-    failure: Option<String>,
     record: RequestRecord,
     recorder: Recorder,
-    /// Longest wait for the next complete upstream event, with its timer.
-    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// Longest wait for the next complete upstream event.
+    idle: Option<IdleTimer>,
     /// The deployment's and the caller's slots and counters, settled when the stream ends.
     charges: Charges,
     /// Keep reading the upstream after the client leaves, to account its full usage.
@@ -73,8 +139,8 @@ pub struct StreamRelay {
     held: Held,
     /// Told the settled usage and cost when the stream ends (the cache stores them).
     report: Option<tokio::sync::oneshot::Sender<Settled>>,
-    /// After the error event: the wait before the body fails ([`FLUSH_GRACE`]).
-    grace: Option<Pin<Box<Sleep>>>,
+    /// Why sluice ended the stream, until the body fails.
+    abort: Abort,
     /// Usage and cost settled and the record journaled (`settle`).
     settled: bool,
 }
@@ -160,7 +226,6 @@ impl StreamRelay {
             tap: SseTap::new(strip_usage_chunk),
             endpoint,
             state: State::Relaying,
-            failure: None,
             record,
             recorder,
             idle: None,
@@ -168,7 +233,7 @@ impl StreamRelay {
             finish_on_disconnect: false,
             report: None,
             held: Held::default(),
-            grace: None,
+            abort: Abort::default(),
             settled: false,
         }
     }
@@ -176,7 +241,7 @@ impl StreamRelay {
     /// Fail the stream when the upstream completes no event for `idle` (bytes that do not
     /// end one do not count).
     pub fn idle_timeout(mut self, idle: Option<Duration>) -> Self {
-        self.idle = idle.map(|d| (d, Box::pin(tokio::time::sleep(d))));
+        self.idle = idle.map(IdleTimer::new);
         self
     }
 
@@ -217,10 +282,7 @@ impl StreamRelay {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(|e| e.to_string()))),
             Poll::Pending => match &mut self.idle {
-                Some((d, sleep)) => {
-                    ready!(sleep.as_mut().poll(cx));
-                    Poll::Ready(Some(Err(idle_message(*d))))
-                }
+                Some(idle) => idle.poll_expired(cx).map(|why| Some(Err(why))),
                 None => Poll::Pending,
             },
         }
@@ -233,15 +295,10 @@ impl StreamRelay {
         let out = self.tap.feed(data).map_err(|e| e.to_string())?;
         self.held.push(out);
         let progressed = self.tap.take_progress();
-        if let Some((d, sleep)) = &mut self.idle {
-            let now = Instant::now();
-            if progressed {
-                sleep.as_mut().reset(now + *d);
-            } else if sleep.deadline() <= now {
-                return Err(idle_message(*d));
-            }
+        match &mut self.idle {
+            Some(idle) => idle.after_frame(progressed),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// End the stream with an error event (sent with whatever is held); the body fails after
@@ -249,7 +306,7 @@ impl StreamRelay {
     fn fail(&mut self, msg: String) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
         let event = self.error_event(&msg);
         self.held.push(event);
-        self.failure = Some(msg);
+        self.abort.begin(msg);
         self.state = State::Failing;
         self.record.outcome = Outcome::StreamCut;
         self.settle();
@@ -352,20 +409,11 @@ impl Body for StreamRelay {
             match this.state {
                 State::Ended => return Poll::Ready(None),
                 State::Failing => {
-                    // Give the HTTP layer time to flush the error event: hyper drops bytes it
-                    // still buffers when a body fails, and writes them while the body is
-                    // pending (one turn was not enough behind a client slow to read).
-                    let grace = this
-                        .grace
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(FLUSH_GRACE)));
-                    ready!(grace.as_mut().poll(cx));
-                    this.state = State::Aborting;
-                    continue;
-                }
-                State::Aborting => {
+                    // The HTTP layer writes the error event while the body is pending (one
+                    // turn was not enough behind a client slow to read).
+                    let e = ready!(this.abort.poll_error(cx));
                     this.state = State::Ended;
-                    let why = this.failure.take().unwrap_or_default();
-                    return Poll::Ready(Some(Err(RelayError(why))));
+                    return Poll::Ready(Some(Err(e)));
                 }
                 State::Relaying => {}
             }
@@ -432,7 +480,7 @@ impl Drop for StreamRelay {
                     let upstream =
                         std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
                     let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
-                    let idle = self.idle.as_ref().map(|(d, _)| *d);
+                    let idle = self.idle.as_ref().map(IdleTimer::limit);
                     let recorder = self.recorder.clone();
                     rt.spawn(drain(upstream, tap, idle, record, recorder, charges));
                     return;
@@ -489,7 +537,7 @@ async fn drain(
 }
 
 /// Why a stream ended that completed no event within its idle timeout.
-pub(crate) fn idle_message(idle: Duration) -> String {
+fn idle_message(idle: Duration) -> String {
     format!(
         "no complete event from the upstream for {}s",
         idle.as_secs_f64()
