@@ -5,14 +5,14 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch};
+use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_CUSTOMER};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
 use sluice_core::error::ApiError;
 use sluice_store::{EndUserRow, Store};
 
-const OWN_FIELDS: &[&str] = &["user_id", "alias", "blocked"];
+const OWN_FIELDS: &[&str] = &["user_id", "alias", "blocked", "spend"];
 
 fn end_user_json(e: &EndUserRow) -> Value {
     let mut budget = Map::new();
@@ -24,6 +24,11 @@ fn end_user_json(e: &EndUserRow) -> Value {
     out.insert("alias".into(), e.alias.clone().into());
     out.insert("blocked".into(), e.blocked.into());
     out.insert("models".into(), models);
+    // LiteLLM's own columns for these; sluice keeps them in `metadata`.
+    for name in ["allowed_model_region", "default_model", "budget_id"] {
+        let v = metadata.get(name).cloned().unwrap_or(Value::Null);
+        out.insert(name.into(), v);
+    }
     out.insert("metadata".into(), metadata);
     out.insert("litellm_budget_table".into(), Value::Object(budget));
     accounting_json(&e.accounting, &mut out);
@@ -47,13 +52,15 @@ struct New {
     alias: Option<String>,
     #[serde(default)]
     blocked: bool,
+    spend: Option<f64>,
 }
 
 /// `POST /customer/new`.
 pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_CUSTOMER)?;
     let now = OffsetDateTime::now_utc();
     let mut end_user = EndUserRow::new(n.user_id, now);
+    end_user.accounting.spend = super::keys::checked_spend(n.spend)?.unwrap_or(0.0);
     end_user.alias = n.alias;
     end_user.blocked = n.blocked;
     limits.apply(&mut end_user.limits, now)?;
@@ -79,7 +86,8 @@ struct Update {
 
 /// `POST /customer/update`: only the fields sent change.
 pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let fields = &OWN_FIELDS[..3];
+    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, fields, KEPT_CUSTOMER)?;
     let now = OffsetDateTime::now_utc();
     let mut end_user = existing(store, &u.user_id).await?;
     if let Some(a) = u.alias {

@@ -49,6 +49,97 @@ pub(super) const ALL: &[&str] = &[
     "object_permission",
 ];
 
+/// LiteLLM's key fields (`GenerateKeyRequest`, `UpdateKeyRequest`) that sluice keeps in the
+/// key's `metadata` under their own name, where LiteLLM itself keeps several of them
+/// (`tags`, `guardrails`, `model_rpm_limit`, ...). Of these, `guardrails` and `aliases` are
+/// acted on (the gateway reads them from there); the rest are stored and shown, not acted on
+/// yet (docs/litellm-compat.md lists them). A name in none of these lists is still a 400.
+pub(super) const KEPT_KEY: &[&str] = &[
+    "aliases",
+    "guardrails",
+    "tags",
+    "allowed_cache_controls",
+    "config",
+    "permissions",
+    "model_max_budget",
+    "model_rpm_limit",
+    "model_tpm_limit",
+    "prompts",
+    "enforced_params",
+    "allowed_routes",
+    "allowed_passthrough_routes",
+    "rpm_limit_type",
+    "tpm_limit_type",
+    "soft_budget",
+    "send_invite_email",
+    "key_type",
+    "auto_rotate",
+    "rotation_interval",
+    "temp_budget_increase",
+    "temp_budget_expiry",
+    "budget_id",
+    "organization_id",
+];
+
+/// LiteLLM's team fields (`NewTeamRequest`, `UpdateTeamRequest`) kept in the team's
+/// `metadata`; `model_aliases` and `guardrails` are acted on.
+pub(super) const KEPT_TEAM: &[&str] = &[
+    "model_aliases",
+    "guardrails",
+    "tags",
+    "team_member_permissions",
+    "prompts",
+    "allowed_passthrough_routes",
+    "model_rpm_limit",
+    "model_tpm_limit",
+    "rpm_limit_type",
+    "tpm_limit_type",
+    "team_member_budget",
+    "team_member_rpm_limit",
+    "team_member_tpm_limit",
+    "team_member_key_duration",
+    "budget_id",
+    "organization_id",
+];
+
+/// LiteLLM's user fields (`NewUserRequest`, `UpdateUserRequest`) kept in the user's
+/// `metadata`; `aliases` is acted on (it also goes to the key `/user/new` issues).
+pub(super) const KEPT_USER: &[&str] = &[
+    "aliases",
+    "guardrails",
+    "allowed_cache_controls",
+    "config",
+    "permissions",
+    "model_max_budget",
+    "model_rpm_limit",
+    "model_tpm_limit",
+    "prompts",
+    "blocked",
+    "sso_user_id",
+    "organizations",
+    "send_invite_email",
+];
+
+/// LiteLLM's end-user fields (`NewCustomerRequest`, `UpdateCustomerRequest`) kept in the end
+/// user's `metadata`.
+pub(super) const KEPT_CUSTOMER: &[&str] = &[
+    "budget_id",
+    "soft_budget",
+    "model_max_budget",
+    "budget_reset_at",
+    "allowed_model_region",
+    "default_model",
+];
+
+/// Every name kept in `metadata` by any of the lists above, plus `object_permission`: a
+/// `metadata` replaced wholesale keeps these unless it names them itself.
+fn reserved(name: &str) -> bool {
+    name == "object_permission"
+        || [KEPT_KEY, KEPT_TEAM, KEPT_USER, KEPT_CUSTOMER]
+            .iter()
+            .any(|list| list.contains(&name))
+}
+
 /// The shared fields' names, for the unknown-field check.
 pub(super) const LIMIT_FIELDS: &[&str] = &[
     "models",
@@ -89,6 +180,9 @@ pub(super) struct LimitsPatch {
     /// `metadata.object_permission`, where the MCP gateway reads it.
     #[serde(default, deserialize_with = "set")]
     object_permission: Option<Option<Map<String, Value>>>,
+    /// The request's kept fields (`KEPT_*`), moved here before the typed read.
+    #[serde(skip)]
+    pub(super) kept: Map<String, Value>,
 }
 
 impl LimitsPatch {
@@ -137,7 +231,21 @@ impl LimitsPatch {
                     message,
                 })?;
             }
-            limits.metadata = m.unwrap_or_default();
+            let mut new = m.unwrap_or_default();
+            for (name, value) in &limits.metadata {
+                if reserved(name) && !new.contains_key(name) {
+                    new.insert(name.clone(), value.clone());
+                }
+            }
+            limits.metadata = new;
+        }
+        for (name, value) in self.kept {
+            check_kept(&name, &value)?;
+            if value.is_null() {
+                limits.metadata.remove(&name);
+            } else {
+                limits.metadata.insert(name, value);
+            }
         }
         match self.object_permission {
             Some(Some(op)) => {
@@ -153,6 +261,47 @@ impl LimitsPatch {
         }
         limits.schedule(now);
         Ok(())
+    }
+}
+
+/// The kept fields the gateway acts on, in the shape it reads: `aliases` and `model_aliases`
+/// map a name a request may use to a model group, `guardrails` and `tags` are lists of names.
+/// A wrong shape is a 400 naming the field, not an alias silently ignored.
+fn check_kept(name: &str, value: &Value) -> Result<(), ApiError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let (param, ok, message): (&'static str, bool, &str) = match name {
+        "aliases" => (
+            "aliases",
+            value
+                .as_object()
+                .is_some_and(|m| m.values().all(Value::is_string)),
+            "must map each alias to the model group it names",
+        ),
+        "model_aliases" => (
+            "model_aliases",
+            value
+                .as_object()
+                .is_some_and(|m| m.values().all(Value::is_string)),
+            "must map each alias to the model group it names",
+        ),
+        "guardrails" | "tags" => (
+            if name == "tags" { "tags" } else { "guardrails" },
+            value
+                .as_array()
+                .is_some_and(|a| a.iter().all(Value::is_string)),
+            "must be a list of names",
+        ),
+        _ => return Ok(()),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::InvalidParam {
+            param,
+            message: message.to_owned(),
+        })
     }
 }
 

@@ -7,12 +7,13 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch};
+use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_KEY};
 use super::{
     body, body_object, body_with_limits, from_map, iso_opt, page, query_pairs, query_value,
     store_error, total_pages, AdminRequest, AdminResult,
 };
 use sluice_core::error::ApiError;
+use sluice_core::limits::SubjectKind;
 use sluice_store::{BudgetDuration, KeyFilter, KeyHash, KeyRow, Page, Store};
 
 /// Random bytes per key: 256 bits, beyond guessing.
@@ -58,7 +59,7 @@ fn printable(given: &str) -> String {
 }
 
 /// `duration` ("30d", "1h", ...) from now, or no expiry for `null`.
-fn expires(
+pub(super) fn expires(
     duration: Option<&str>,
     now: OffsetDateTime,
 ) -> Result<Option<OffsetDateTime>, ApiError> {
@@ -126,7 +127,19 @@ const OWN_FIELDS: &[&str] = &[
     "user_id",
     "team_id",
     "blocked",
+    "spend",
 ];
+
+/// A `spend` as LiteLLM's clients send it: USD, 0 or more.
+pub(super) fn checked_spend(spend: Option<f64>) -> Result<Option<f64>, ApiError> {
+    match spend {
+        Some(s) if !s.is_finite() || s < 0.0 => Err(ApiError::InvalidParam {
+            param: "spend",
+            message: "must be a number of USD, 0 or more".into(),
+        }),
+        other => Ok(other),
+    }
+}
 
 #[derive(Deserialize)]
 struct Generate {
@@ -137,11 +150,12 @@ struct Generate {
     team_id: Option<String>,
     #[serde(default)]
     blocked: bool,
+    spend: Option<f64>,
 }
 
 /// `POST /key/generate`.
 pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (g, limits): (Generate, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (g, limits): (Generate, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_KEY)?;
     let now = OffsetDateTime::now_utc();
     let plaintext = match g.key {
         Some(k) if k.starts_with("sk-") && k.len() >= 8 => k,
@@ -160,6 +174,7 @@ pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResul
     key.user_id = g.user_id;
     key.team_id = g.team_id;
     key.blocked = g.blocked;
+    key.accounting.spend = checked_spend(g.spend)?.unwrap_or(0.0);
     limits.apply(&mut key.limits, now)?;
     store.create_key(&key).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
@@ -182,12 +197,14 @@ struct Update {
     #[serde(default, deserialize_with = "set")]
     team_id: Option<Option<String>>,
     blocked: Option<bool>,
+    spend: Option<f64>,
 }
 
 /// `POST /key/update`: only the fields sent change.
 pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_KEY)?;
     let now = OffsetDateTime::now_utc();
+    let spend = checked_spend(u.spend)?;
     let mut key = existing(store, &u.key).await?;
     if let Some(alias) = u.key_alias {
         key.key_alias = alias;
@@ -208,6 +225,13 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     limits.apply(&mut key.limits, now)?;
     key.accounting.updated_at = now;
     save(store, &key).await?;
+    if let Some(spend) = spend {
+        store
+            .set_spend(SubjectKind::Key, key.token.as_str(), spend, now)
+            .await
+            .map_err(store_error)?;
+        key.accounting.spend = spend;
+    }
     Ok(key_json(&key))
 }
 

@@ -285,12 +285,22 @@ fn body<T: DeserializeOwned>(req: &AdminRequest<'_>, allowed: &[&[&str]]) -> Res
 
 /// The body as `T` plus the shared budget and limit fields, each read from the same checked
 /// object (not through `#[serde(flatten)]`, which would lose the name of a mistyped field).
+/// `kept` names LiteLLM's fields that are stored in `metadata` (`fields::KEPT_*`): they are
+/// taken out of the object before either typed read.
 fn body_with_limits<T: DeserializeOwned>(
     req: &AdminRequest<'_>,
     own: &[&str],
+    kept: &[&str],
 ) -> Result<(T, fields::LimitsPatch), ApiError> {
-    let map = body_object(req, &[own, fields::LIMIT_FIELDS])?;
-    let limits = from_map(map.clone())?;
+    let mut map = body_object(req, &[own, fields::LIMIT_FIELDS, kept])?;
+    let mut taken = Map::new();
+    for name in kept {
+        if let Some((k, v)) = map.remove_entry(*name) {
+            taken.insert(k, v);
+        }
+    }
+    let mut limits: fields::LimitsPatch = from_map(map.clone())?;
+    limits.kept = taken;
     Ok((from_map(map)?, limits))
 }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch};
+use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_TEAM};
 use super::keys::keys_json;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
@@ -14,7 +14,14 @@ use super::{
 use sluice_core::error::ApiError;
 use sluice_store::{KeyFilter, Store, TeamMember, TeamRole, TeamRow, UserRow};
 
-const OWN_FIELDS: &[&str] = &["team_id", "team_alias", "blocked"];
+const OWN_FIELDS: &[&str] = &[
+    "team_id",
+    "team_alias",
+    "blocked",
+    "members_with_roles",
+    "admins",
+    "members",
+];
 
 fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
     let mut out = Map::new();
@@ -51,11 +58,44 @@ struct New {
     team_alias: Option<String>,
     #[serde(default)]
     blocked: bool,
+    #[serde(flatten)]
+    roster: Roster,
+}
+
+/// The members a team is made or updated with, in LiteLLM's three spellings:
+/// `members_with_roles` (`[{"user_id" | "user_email", "role"}]`), and the older `admins` and
+/// `members` (lists of user ids).
+#[derive(Deserialize, Default)]
+struct Roster {
+    #[serde(default)]
+    members_with_roles: Option<Vec<Member>>,
+    #[serde(default)]
+    admins: Option<Vec<String>>,
+    #[serde(default)]
+    members: Option<Vec<String>>,
+}
+
+impl Roster {
+    fn into_members(self) -> Vec<Member> {
+        let named = |ids: Option<Vec<String>>, role: &'static str| {
+            ids.unwrap_or_default().into_iter().map(move |id| Member {
+                user_id: Some(id),
+                user_email: None,
+                role: role.to_owned(),
+            })
+        };
+        let mut all = self.members_with_roles.unwrap_or_default();
+        all.extend(named(self.admins, "admin"));
+        all.extend(named(self.members, "user"));
+        all
+    }
 }
 
 /// `POST /team/new`: `team_id` is generated (a UUID) when not given.
 pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_TEAM)?;
+    let roster = n.roster.into_members();
+    let checked = checked_members(roster)?;
     let now = OffsetDateTime::now_utc();
     let id = n
         .team_id
@@ -70,7 +110,8 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         }
         other => store_error(other),
     })?;
-    Ok(team_json(&team, &[]))
+    add_members(store, &team, checked).await?;
+    answer(store, &team).await
 }
 
 #[derive(Deserialize)]
@@ -79,12 +120,16 @@ struct Update {
     #[serde(default, deserialize_with = "set")]
     team_alias: Option<Option<String>>,
     blocked: Option<bool>,
+    #[serde(flatten)]
+    roster: Roster,
 }
 
-/// `POST /team/update`: only the fields sent change.
+/// `POST /team/update`: only the fields sent change; members named are added (or their role
+/// changed), none removed (that is `/team/member_delete`). LiteLLM answers `{"data": team}`.
 pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_TEAM)?;
     let now = OffsetDateTime::now_utc();
+    let checked = checked_members(u.roster.into_members())?;
     let mut team = existing(store, &u.team_id).await?;
     if let Some(alias) = u.team_alias {
         team.team_alias = alias;
@@ -95,7 +140,9 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     limits.apply(&mut team.limits, now)?;
     team.accounting.updated_at = now;
     store.update_team(&team).await.map_err(store_error)?;
-    answer(store, &team).await
+    add_members(store, &team, checked).await?;
+    let team = answer(store, &team).await?;
+    Ok(json!({ "team_id": u.team_id, "data": team }))
 }
 
 #[derive(Deserialize)]
@@ -150,7 +197,7 @@ async fn answer(store: &Store, team: &TeamRow) -> AdminResult {
     Ok(team_json(team, &members))
 }
 
-/// One member as LiteLLM's bodies name it: `user_id` (required here) and `role`.
+/// One member as LiteLLM's bodies name it: `user_id` or `user_email`, and `role`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Member {
@@ -177,6 +224,9 @@ enum Members {
 struct MemberAdd {
     team_id: String,
     member: Members,
+    /// LiteLLM's per-member budget in the team: kept in the team's
+    /// `metadata.max_budget_in_team` (user id → USD), not acted on yet.
+    max_budget_in_team: Option<f64>,
 }
 
 fn team_role(role: &str) -> Result<TeamRole, ApiError> {
@@ -186,95 +236,222 @@ fn team_role(role: &str) -> Result<TeamRole, ApiError> {
     })
 }
 
-/// `POST /team/member_add`: `{"team_id", "member": {"user_id", "role"} | [...]}`. A user who
-/// does not exist yet is made (an `internal_user`, as LiteLLM does); one without a team gets
+/// A member to add: who (an id, an email or both) and the role.
+struct Checked {
+    user_id: Option<String>,
+    user_email: Option<String>,
+    role: TeamRole,
+}
+
+/// Every member named by an id or an email, with a known role: all checked before any is
+/// added, so a bad one changes nothing.
+fn checked_members(list: Vec<Member>) -> Result<Vec<Checked>, ApiError> {
+    list.into_iter()
+        .map(|m| {
+            let user_id = m.user_id.filter(|u| !u.trim().is_empty());
+            let user_email = m.user_email.filter(|e| !e.trim().is_empty());
+            if user_id.is_none() && user_email.is_none() {
+                return Err(ApiError::MissingParam("user_id"));
+            }
+            Ok(Checked {
+                user_id,
+                user_email,
+                role: team_role(&m.role)?,
+            })
+        })
+        .collect()
+}
+
+/// The user a member names: by id (made when missing, an `internal_user` as LiteLLM does),
+/// or by email (the user with it, or a new one with a fresh id). One without a team gets
 /// this one as theirs, so the console shows them its usage.
-pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let m: MemberAdd = body(&req, &[&["team_id", "member"]])?;
-    let team = existing(store, &m.team_id).await?;
-    let list = match m.member {
-        Members::One(one) => vec![one],
-        Members::Many(many) => many,
+async fn member_user(
+    store: &Store,
+    team: &TeamRow,
+    m: &Checked,
+    now: OffsetDateTime,
+) -> Result<String, ApiError> {
+    let found = match (&m.user_id, &m.user_email) {
+        (Some(id), _) => store.user(id).await.map_err(store_error)?,
+        (None, Some(email)) => store.user_by_email(email).await.map_err(store_error)?,
+        (None, None) => None,
     };
-    let now = OffsetDateTime::now_utc();
-    let mut checked = Vec::with_capacity(list.len());
-    for member in list {
-        let user = member
-            .user_id
-            .filter(|u| !u.trim().is_empty())
-            .ok_or(ApiError::MissingParam("user_id"))?;
-        checked.push((user, member.user_email, team_role(&member.role)?));
-    }
-    for (user, email, role) in checked {
-        match store.user(&user).await.map_err(store_error)? {
-            Some(mut row) if row.team_id.is_none() => {
+    match found {
+        Some(mut row) => {
+            if row.team_id.is_none() {
                 row.team_id = Some(team.team_id.clone());
                 row.accounting.updated_at = now;
                 store.update_user(&row).await.map_err(store_error)?;
             }
-            Some(_) => {}
-            None => {
-                let mut row = UserRow::new(user.clone(), now);
-                row.user_role = Some("internal_user".into());
-                row.user_email = email;
-                row.team_id = Some(team.team_id.clone());
-                store.create_user(&row).await.map_err(store_error)?;
-            }
+            Ok(row.user_id)
         }
+        None => {
+            let id = m
+                .user_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let mut row = UserRow::new(id, now);
+            row.user_role = Some("internal_user".into());
+            row.user_email = m.user_email.clone();
+            row.team_id = Some(team.team_id.clone());
+            store.create_user(&row).await.map_err(store_error)?;
+            Ok(row.user_id)
+        }
+    }
+}
+
+/// Adds (or re-roles) each member; returns their user ids.
+async fn add_members(
+    store: &Store,
+    team: &TeamRow,
+    members: Vec<Checked>,
+) -> Result<Vec<String>, ApiError> {
+    let now = OffsetDateTime::now_utc();
+    let mut ids = Vec::with_capacity(members.len());
+    for m in &members {
+        let user = member_user(store, team, m, now).await?;
         store
-            .set_team_member(&team.team_id, &user, role, now)
+            .set_team_member(&team.team_id, &user, m.role, now)
             .await
             .map_err(store_error)?;
+        ids.push(user);
     }
+    Ok(ids)
+}
+
+/// Records `max_budget_in_team` for these members in the team's metadata.
+async fn member_budgets(
+    store: &Store,
+    team: &mut TeamRow,
+    users: &[String],
+    budget: Option<f64>,
+) -> Result<(), ApiError> {
+    let Some(budget) = budget else { return Ok(()) };
+    let budgets = team
+        .limits
+        .metadata
+        .entry("max_budget_in_team")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !budgets.is_object() {
+        *budgets = Value::Object(Map::new());
+    }
+    if let Value::Object(b) = budgets {
+        for u in users {
+            b.insert(u.clone(), budget.into());
+        }
+    }
+    team.accounting.updated_at = OffsetDateTime::now_utc();
+    store.update_team(team).await.map_err(store_error)
+}
+
+/// `POST /team/member_add`: `{"team_id", "member": {"user_id" | "user_email", "role"} | [...],
+/// "max_budget_in_team"}`.
+pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let m: MemberAdd = body(&req, &[&["team_id", "member", "max_budget_in_team"]])?;
+    let mut team = existing(store, &m.team_id).await?;
+    let list = match m.member {
+        Members::One(one) => vec![one],
+        Members::Many(many) => many,
+    };
+    let users = add_members(store, &team, checked_members(list)?).await?;
+    member_budgets(store, &mut team, &users, m.max_budget_in_team).await?;
     answer(store, &team).await
 }
 
 #[derive(Deserialize)]
 struct MemberUpdate {
     team_id: String,
-    user_id: String,
-    role: String,
+    user_id: Option<String>,
+    user_email: Option<String>,
+    role: Option<String>,
+    max_budget_in_team: Option<f64>,
+    /// LiteLLM's per-member limits: accepted, not acted on yet.
+    #[allow(dead_code)]
+    tpm_limit: Option<u64>,
+    #[allow(dead_code)]
+    rpm_limit: Option<u64>,
 }
 
-/// `POST /team/member_update`: `{"team_id", "user_id", "role"}` for an existing member.
-pub(super) async fn member_update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let m: MemberUpdate = body(&req, &[&["team_id", "user_id", "role"]])?;
-    let team = existing(store, &m.team_id).await?;
-    let role = team_role(&m.role)?;
+/// The member a member call names by `user_id` or `user_email`, or a 404.
+async fn named_member(
+    store: &Store,
+    team: &TeamRow,
+    user_id: Option<String>,
+    user_email: Option<&str>,
+) -> Result<String, ApiError> {
+    let user = match (user_id, user_email) {
+        (Some(id), _) => id,
+        (None, Some(email)) => store
+            .user_by_email(email)
+            .await
+            .map_err(store_error)?
+            .map(|u| u.user_id)
+            .ok_or_else(|| ApiError::NotFound {
+                what: "team member",
+                id: email.to_owned(),
+            })?,
+        (None, None) => return Err(ApiError::MissingParam("user_id")),
+    };
     let members = store
         .team_members(&team.team_id)
         .await
         .map_err(store_error)?;
-    if !members.iter().any(|x| x.user_id == m.user_id) {
-        return Err(ApiError::NotFound {
+    match members.into_iter().find(|x| x.user_id == user) {
+        Some(_) => Ok(user),
+        None => Err(ApiError::NotFound {
             what: "team member",
-            id: m.user_id,
-        });
+            id: user,
+        }),
     }
-    let now = OffsetDateTime::now_utc();
-    store
-        .set_team_member(&team.team_id, &m.user_id, role, now)
-        .await
-        .map_err(store_error)?;
+}
+
+/// `POST /team/member_update`: `{"team_id", "user_id" | "user_email", "role",
+/// "max_budget_in_team"}` for an existing member.
+pub(super) async fn member_update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let m: MemberUpdate = body(
+        &req,
+        &[&[
+            "team_id",
+            "user_id",
+            "user_email",
+            "role",
+            "max_budget_in_team",
+            "tpm_limit",
+            "rpm_limit",
+        ]],
+    )?;
+    let mut team = existing(store, &m.team_id).await?;
+    let role = m.role.as_deref().map(team_role).transpose()?;
+    let user = named_member(store, &team, m.user_id, m.user_email.as_deref()).await?;
+    if let Some(role) = role {
+        let now = OffsetDateTime::now_utc();
+        store
+            .set_team_member(&team.team_id, &user, role, now)
+            .await
+            .map_err(store_error)?;
+    }
+    member_budgets(store, &mut team, &[user], m.max_budget_in_team).await?;
     answer(store, &team).await
 }
 
 #[derive(Deserialize)]
 struct MemberDelete {
     team_id: String,
-    user_id: String,
+    user_id: Option<String>,
+    user_email: Option<String>,
 }
 
-/// `POST /team/member_delete`: `{"team_id", "user_id"}`. A user whose team this was is left
-/// without one.
+/// `POST /team/member_delete`: `{"team_id", "user_id" | "user_email"}`. A user whose team this
+/// was is left without one.
 pub(super) async fn member_delete(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let m: MemberDelete = body(&req, &[&["team_id", "user_id"]])?;
+    let m: MemberDelete = body(&req, &[&["team_id", "user_id", "user_email"]])?;
     let team = existing(store, &m.team_id).await?;
+    let user = named_member(store, &team, m.user_id, m.user_email.as_deref()).await?;
     store
-        .remove_team_member(&team.team_id, &m.user_id)
+        .remove_team_member(&team.team_id, &user)
         .await
         .map_err(store_error)?;
-    if let Some(mut row) = store.user(&m.user_id).await.map_err(store_error)? {
+    if let Some(mut row) = store.user(&user).await.map_err(store_error)? {
         if row.team_id.as_deref() == Some(team.team_id.as_str()) {
             row.team_id = None;
             row.accounting.updated_at = OffsetDateTime::now_utc();

@@ -288,8 +288,12 @@ async fn teams_users_and_customers() {
             json!({"team_id": team_id, "blocked": true}),
         )
         .await;
+        // LiteLLM's answer: `{"team_id", "data": team}`.
         assert_eq!(
-            (upd["blocked"].clone(), upd["tpm_limit"].clone()),
+            (
+                upd["data"]["blocked"].clone(),
+                upd["data"]["tpm_limit"].clone()
+            ),
             (json!(true), json!(5000))
         );
         let teams = call(s, Method::GET, "/team/list", "", Value::Null).await;

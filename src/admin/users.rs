@@ -5,14 +5,15 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch};
+use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_USER};
 use super::keys::{keys_json, new_key};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
 };
 use sluice_core::error::ApiError;
-use sluice_store::{KeyFilter, KeyRow, Store, UserRow};
+use sluice_core::limits::SubjectKind;
+use sluice_store::{KeyFilter, KeyRow, Store, TeamRole, UserRow};
 
 const OWN_FIELDS: &[&str] = &[
     "user_id",
@@ -22,7 +23,27 @@ const OWN_FIELDS: &[&str] = &[
     "team_id",
     "password",
     "auto_create_key",
+    "key_alias",
+    "duration",
+    "teams",
+    "spend",
 ];
+
+/// `teams` on `/user/new`: team ids, or LiteLLM's `{"team_id", "max_budget_in_team",
+/// "user_role"}` objects.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TeamRef {
+    Id(String),
+    Object {
+        team_id: String,
+        #[serde(default)]
+        user_role: Option<String>,
+        #[serde(default)]
+        #[allow(dead_code)]
+        max_budget_in_team: Option<f64>,
+    },
+}
 
 /// LiteLLM's roles; anything else is refused rather than stored and misread later.
 const ROLES: &[&str] = &[
@@ -91,13 +112,43 @@ struct New {
     team_id: Option<String>,
     password: Option<String>,
     auto_create_key: Option<bool>,
+    /// The issued key's alias and lifetime (LiteLLM passes them on to that key).
+    key_alias: Option<String>,
+    duration: Option<String>,
+    #[serde(default)]
+    teams: Option<Vec<TeamRef>>,
+    spend: Option<f64>,
 }
 
 /// `POST /user/new`: the user, plus a new key for them (`key`) unless `auto_create_key: false`.
 pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
-    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS)?;
+    let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_USER)?;
     check_role(n.user_role.as_deref())?;
     let now = OffsetDateTime::now_utc();
+    let aliases = limits.kept.get("aliases").filter(|v| !v.is_null()).cloned();
+    let expires = super::keys::expires(n.duration.as_deref(), now)?;
+    let spend = super::keys::checked_spend(n.spend)?;
+    let teams = n.teams.unwrap_or_default();
+    for t in &teams {
+        let (id, role) = match t {
+            TeamRef::Id(id) => (id, None),
+            TeamRef::Object {
+                team_id, user_role, ..
+            } => (team_id, user_role.as_deref()),
+        };
+        if let Some(r) = role {
+            r.parse::<TeamRole>().map_err(|()| ApiError::InvalidParam {
+                param: "teams",
+                message: format!("`{r}` is not a team role: `admin` or `user`"),
+            })?;
+        }
+        if store.team(id).await.map_err(store_error)?.is_none() {
+            return Err(ApiError::InvalidParam {
+                param: "teams",
+                message: format!("no team `{id}`"),
+            });
+        }
+    }
     let id = n
         .user_id
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
@@ -107,6 +158,12 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     user.user_role = n.user_role;
     user.team_id = n.team_id;
     user.password_hash = n.password.as_deref().map(password_hash).transpose()?;
+    user.accounting.spend = spend.unwrap_or(0.0);
+    if user.team_id.is_none() {
+        user.team_id = teams.first().map(|t| match t {
+            TeamRef::Id(id) | TeamRef::Object { team_id: id, .. } => id.clone(),
+        });
+    }
     limits.apply(&mut user.limits, now)?;
     store.create_user(&user).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
@@ -114,12 +171,35 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         }
         other => store_error(other),
     })?;
+    for t in &teams {
+        let (id, role) = match t {
+            TeamRef::Id(id) => (id, TeamRole::User),
+            TeamRef::Object {
+                team_id, user_role, ..
+            } => (
+                team_id,
+                user_role
+                    .as_deref()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(TeamRole::User),
+            ),
+        };
+        store
+            .set_team_member(id, &user.user_id, role, now)
+            .await
+            .map_err(store_error)?;
+    }
     let mut out = user_json(&user);
     if n.auto_create_key != Some(false) {
         let plaintext = new_key()?;
         let mut key = KeyRow::new(&plaintext, now);
         key.user_id = Some(user.user_id.clone());
         key.team_id = user.team_id.clone();
+        key.key_alias = n.key_alias;
+        key.expires = expires;
+        if let Some(a) = aliases {
+            key.limits.metadata.insert("aliases".into(), a);
+        }
         store.create_key(&key).await.map_err(store_error)?;
         if let Value::Object(m) = &mut out {
             m.insert("key".into(), plaintext.into());
@@ -142,18 +222,28 @@ struct Update {
     team_id: Option<Option<String>>,
     #[serde(default, deserialize_with = "set")]
     password: Option<Option<String>>,
+    spend: Option<f64>,
 }
 
-/// `POST /user/update`: only the fields sent change.
+/// `POST /user/update`: only the fields sent change. A user that does not exist is made, as
+/// LiteLLM's update does (its clients reset `litellm-proxy-budget`'s spend this way).
 pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let fields: Vec<&str> = OWN_FIELDS
         .iter()
         .copied()
-        .filter(|f| *f != "auto_create_key")
+        .filter(|f| !matches!(*f, "auto_create_key" | "teams"))
         .collect();
-    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, &fields)?;
+    let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, &fields, KEPT_USER)?;
     let now = OffsetDateTime::now_utc();
-    let mut user = existing(store, &u.user_id).await?;
+    let spend = super::keys::checked_spend(u.spend)?;
+    let mut user = match store.user(&u.user_id).await.map_err(store_error)? {
+        Some(user) => user,
+        None => {
+            let user = UserRow::new(u.user_id.clone(), now);
+            store.create_user(&user).await.map_err(store_error)?;
+            user
+        }
+    };
     if let Some(v) = u.user_alias {
         user.user_alias = v;
     }
@@ -173,6 +263,13 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     limits.apply(&mut user.limits, now)?;
     user.accounting.updated_at = now;
     store.update_user(&user).await.map_err(store_error)?;
+    if let Some(spend) = spend {
+        store
+            .set_spend(SubjectKind::User, &user.user_id, spend, now)
+            .await
+            .map_err(store_error)?;
+        user.accounting.spend = spend;
+    }
     Ok(user_json(&user))
 }
 

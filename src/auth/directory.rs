@@ -4,6 +4,7 @@
 //! it current; requests only read it. Counters (rate windows, spend) belong to the holder, not
 //! to one version of its record, so an update from the store never resets them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest as _, Sha256};
@@ -15,6 +16,7 @@ use sluice_core::record::KeyInfo;
 use sluice_core::trace_context::hex;
 
 use super::access::{ModelAccess, Wanted};
+use super::aliases::Aliases;
 
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
@@ -39,6 +41,8 @@ pub struct Holder {
     pub guardrails: Arc<[Arc<str>]>,
     /// Cache controls its keys' requests are held to (a team's `metadata.cache`).
     pub cache: Option<Arc<CacheControl>>,
+    /// Its names for model groups (a team's `model_aliases`).
+    pub aliases: Option<Arc<Aliases>>,
 }
 
 /// One virtual key as the request path needs it.
@@ -59,6 +63,8 @@ pub struct KeyEntry {
     /// Cache controls its requests are held to (`metadata.cache`, LiteLLM's key-level
     /// cache settings).
     pub cache: Option<Arc<CacheControl>>,
+    /// Its names for model groups (`aliases`).
+    pub aliases: Option<Arc<Aliases>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -75,6 +81,8 @@ pub struct Stored {
     pub guardrails: Arc<[Arc<str>]>,
     /// Cache controls its requests are held to (`metadata.cache`).
     pub cache: Option<Arc<CacheControl>>,
+    /// Its names for model groups (`metadata.aliases`, or a team's `metadata.model_aliases`).
+    pub aliases: Option<Arc<Aliases>>,
 }
 
 /// Who is calling.
@@ -148,6 +156,23 @@ impl Caller {
         Some(c)
     }
 
+    /// The model group `model` stands for in the caller's own aliases: the key's `aliases`
+    /// first, then its team's `model_aliases`. `None` when it is no alias of theirs (and
+    /// always for the master key and an open gateway).
+    pub fn alias(&self, dir: &Directory, model: &str) -> Option<Arc<str>> {
+        let Self::Key(k) = self else {
+            return None;
+        };
+        if let Some(g) = k.aliases.as_ref().and_then(|a| a.get(model)) {
+            return Some(g.clone());
+        }
+        if !dir.team_aliases.load(Ordering::Relaxed) {
+            return None;
+        }
+        let team = dir.holder(SubjectKind::Team, k.info.team_id.as_deref()?)?;
+        team.aliases.as_ref()?.get(model).cloned()
+    }
+
     /// The virtual key, when the caller has one: what records, spend headers and budgets
     /// name.
     pub fn into_key(self) -> Option<Arc<KeyEntry>> {
@@ -165,6 +190,9 @@ pub struct Directory {
     teams: papaya::HashMap<Arc<str>, Arc<Holder>>,
     users: papaya::HashMap<Arc<str>, Arc<Holder>>,
     end_users: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    /// Whether any team has ever had `model_aliases`: until one does, a request's alias
+    /// lookup costs no team lookup.
+    team_aliases: AtomicBool,
     /// Digests recently looked up in the store and not found, with when to ask again: a
     /// client retrying a bad key does not become a query per request.
     unknown: papaya::HashMap<KeyDigest, u64>,
@@ -265,6 +293,7 @@ impl Directory {
             },
             guardrails: stored.guardrails.clone(),
             cache: stored.cache.clone(),
+            aliases: stored.aliases.clone(),
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -337,8 +366,12 @@ impl Directory {
                 },
                 guardrails: stored.guardrails.clone(),
                 cache: stored.cache.clone(),
+                aliases: stored.aliases.clone(),
             }),
         );
+        if kind == SubjectKind::Team && stored.aliases.is_some() {
+            self.team_aliases.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Forget a team, user or end user.
@@ -604,6 +637,7 @@ mod tests {
         let stored = |spend: f64, end| Stored {
             guardrails: Arc::default(),
             cache: None,
+            aliases: None,
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

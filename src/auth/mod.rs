@@ -3,12 +3,14 @@
 //! task keeps in step with the store.
 
 mod access;
+mod aliases;
 mod directory;
 mod gate;
 pub mod password;
 mod sync;
 
 pub use access::{ModelAccess, Wanted};
+pub use aliases::Aliases;
 pub use directory::{digest, Caller, Directory, Holder, KeyDigest, KeyEntry, Stored};
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 pub use sluice_core::error::KeyRefusal;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::access::ModelAccess;
+use super::aliases::Aliases;
 use super::directory::{Directory, KeyDigest, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
 use sluice_core::cache_control::CacheControl;
@@ -66,6 +67,9 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
             .get("cache")
             .and_then(|c| CacheControl::from_metadata(c).ok())
             .map(Arc::new),
+        // A key's or user's `aliases`, a team's `model_aliases`.
+        aliases: Aliases::from_metadata(&l.metadata, "aliases")
+            .or_else(|| Aliases::from_metadata(&l.metadata, "model_aliases")),
     }
 }
 

@@ -393,11 +393,19 @@ where
         }
         record.content = Some(Box::new(content));
     }
-    let resolved = snap
-        .router
-        .models
-        .resolve(&envelope.model)
-        .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
+    // The caller's own aliases (a key's `aliases`, its team's `model_aliases`) name a group
+    // before the config's names do; access is judged on the name asked for and the group.
+    // An alias names a model group (`model_name`), so the group is found by name and no
+    // copy of the alias outlives this statement.
+    let resolved = match caller.alias(state.gate().directory(), &envelope.model) {
+        Some(group) => snap
+            .router
+            .models
+            .group(&group)
+            .map(routing::Resolved::whole),
+        None => snap.router.models.resolve(&envelope.model),
+    }
+    .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
     record.requested_model = record.model.clone();
     record.end_user = envelope.user.as_deref().map(Into::into);

@@ -53,6 +53,16 @@ pub struct Resolved<'a> {
     pub capture: Option<&'a str>,
 }
 
+impl<'a> Resolved<'a> {
+    /// A group reached by its own name (an alias's target), nothing captured.
+    pub fn whole(group: &'a Group) -> Self {
+        Self {
+            group,
+            capture: None,
+        }
+    }
+}
+
 /// All model groups of one config snapshot.
 #[derive(Debug, Default)]
 pub struct ModelTable {

@@ -297,6 +297,50 @@ impl Store {
     /// if its window is still the one read, so two instances running this at once reset it
     /// once. `updated_at` moves too, so the auth cache sees the fresh window. Returns how many
     /// rows were reset.
+    /// Sets one holder's recorded spend, moving `updated_at` so the key directory reloads it.
+    /// `NotFound` when there is no such row.
+    async fn set_spend_of<E: Entity>(
+        &self,
+        id: &str,
+        spend: f64,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "UPDATE {} SET spend = $1, updated_at = $2 WHERE {} = $3",
+            E::TABLE,
+            E::ID
+        );
+        let done = sqlx::query(&sql)
+            .bind(spend)
+            .bind(to_ms(now))
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(E::WHAT));
+        }
+        Ok(())
+    }
+
+    /// Sets a key's, team's, user's or end user's recorded spend: LiteLLM's `spend` on
+    /// `/key/update` and `/user/update`, which its clients use to start a budget over. A key
+    /// is named by its hash.
+    pub async fn set_spend(
+        &self,
+        kind: sluice_core::limits::SubjectKind,
+        id: &str,
+        spend: f64,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        use sluice_core::limits::SubjectKind as K;
+        match kind {
+            K::Key => self.set_spend_of::<super::KeyRow>(id, spend, now).await,
+            K::Team => self.set_spend_of::<super::TeamRow>(id, spend, now).await,
+            K::User => self.set_spend_of::<super::UserRow>(id, spend, now).await,
+            K::EndUser => self.set_spend_of::<super::EndUserRow>(id, spend, now).await,
+        }
+    }
+
     pub(crate) async fn reset_due<E: Entity>(
         &self,
         now: OffsetDateTime,

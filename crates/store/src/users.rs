@@ -96,6 +96,16 @@ impl Store {
         self.get(user_id).await
     }
 
+    /// The first user (in id order) with this email: LiteLLM's members may be named by
+    /// `user_email` alone.
+    pub async fn user_by_email(&self, email: &str) -> Result<Option<UserRow>, StoreError> {
+        let row = sqlx::query("SELECT * FROM users WHERE user_email = $1 ORDER BY user_id LIMIT 1")
+            .bind(email.to_owned())
+            .fetch_optional(self.pool())
+            .await?;
+        row.as_ref().map(super::entity::decode).transpose()
+    }
+
     /// Saves an edited user (everything but their spend and creation time).
     pub async fn update_user(&self, user: &UserRow) -> Result<(), StoreError> {
         self.update(user).await
