@@ -9,6 +9,7 @@
 //! too. Database errors never reach the client as text.
 
 mod audit;
+pub(crate) use models::key_read;
 pub(crate) use own::own_query;
 mod customers;
 mod fields;

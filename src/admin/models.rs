@@ -16,6 +16,7 @@ use sluice_store::ModelRow;
 use super::{
     audit, body_object, iso, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
+use crate::auth::{KeyEntry, Wanted};
 use crate::models::RuntimeModels;
 use crate::server::AppState;
 
@@ -52,7 +53,7 @@ pub(super) async fn handle(
         });
     }
     let want = match path {
-        "/model/info" => Method::GET,
+        "/model/info" | "/v2/model/info" | "/model_group/info" => Method::GET,
         "/model/new" | "/model/update" | "/model/delete" => Method::POST,
         _ => return None,
     };
@@ -61,6 +62,8 @@ pub(super) async fn handle(
     }
     Some(match path {
         "/model/info" => info(state, req).await,
+        "/v2/model/info" => info_v2(state, req, None),
+        "/model_group/info" => group_info(state, req, None),
         "/model/new" => new(state, req, by).await,
         "/model/update" => update(state, req, None, by).await,
         _ => delete(state, req, by).await,
@@ -108,6 +111,144 @@ async fn info(state: &AppState, req: AdminRequest<'_>) -> AdminResult {
                 info.insert("updated_by".into(), row.updated_by.clone().into());
             }
             d
+        })
+        .collect();
+    Ok(json!({ "data": data }))
+}
+
+/// The model reads a virtual key may make (LiteLLM's self-service): `GET /model/info`,
+/// `/v2/model/info` and `/model_group/info`, showing only the groups the key may use and no
+/// provider key, masked or not. `None` for any other route.
+pub fn key_read(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    query: &str,
+    key: &KeyEntry,
+) -> Option<AdminResult> {
+    let route = path.strip_prefix("/v1").unwrap_or(path);
+    if !matches!(
+        route,
+        "/model/info" | "/v2/model/info" | "/model_group/info"
+    ) {
+        return None;
+    }
+    if *method != Method::GET {
+        return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
+    }
+    let req = AdminRequest { query, body: &[] };
+    Some(match route {
+        "/model_group/info" => group_info(state, req, Some(key)),
+        _ => info_v2(state, req, Some(key)),
+    })
+}
+
+/// Whether `viewer` (none: the master key) may see the group named `name`.
+fn visible(state: &AppState, viewer: Option<&KeyEntry>, name: &str) -> bool {
+    let Some(key) = viewer else { return true };
+    let snap = state.snapshot();
+    let Some(resolved) = snap.router.models.resolve(name) else {
+        return false;
+    };
+    state
+        .gate()
+        .directory()
+        .may_use(key, &Wanted::of(name, resolved.group))
+        .is_ok()
+}
+
+/// The deployments `viewer` may see, as `/model/info` shows them; a key's view without
+/// provider keys.
+fn deployments_for(state: &AppState, viewer: Option<&KeyEntry>, model: Option<&str>) -> Vec<Value> {
+    let snap = state.snapshot();
+    snap.deployments
+        .iter()
+        .filter(|d| {
+            let name = d["model_name"].as_str().unwrap_or_default();
+            model.is_none_or(|m| m == name) && visible(state, viewer, name)
+        })
+        .map(|d| {
+            let mut d = d.clone();
+            if viewer.is_some() {
+                if let Some(p) = d["litellm_params"].as_object_mut() {
+                    p.retain(|k, _| !is_secret(k));
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+/// `GET /v2/model/info`: `/model/info`'s deployments, for the master key every one (no
+/// store details), for a key those of its groups; `model` narrows it to one group.
+fn info_v2(state: &AppState, req: AdminRequest<'_>, viewer: Option<&KeyEntry>) -> AdminResult {
+    let q = query_pairs(
+        &req,
+        &[
+            "model",
+            "litellm_model_id",
+            "user_models_only",
+            "include_team_models",
+            "debug",
+            "page",
+            "size",
+            "search",
+        ],
+    )?;
+    let mut data = deployments_for(state, viewer, query_value(&q, "model"));
+    if let Some(id) = query_value(&q, "litellm_model_id") {
+        data.retain(|d| d["model_info"]["id"] == id);
+    }
+    let total = data.len();
+    Ok(json!({ "data": data, "total_count": total }))
+}
+
+/// `GET /model_group/info`: one entry per model group (LiteLLM's `ModelGroupInfo`): its
+/// providers, mode, prices and limits summed over its deployments; `model_group` narrows it.
+fn group_info(state: &AppState, req: AdminRequest<'_>, viewer: Option<&KeyEntry>) -> AdminResult {
+    let q = query_pairs(&req, &["model_group"])?;
+    let only = query_value(&q, "model_group");
+    let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
+    for d in deployments_for(state, viewer, only) {
+        let name = d["model_name"].as_str().unwrap_or_default().to_owned();
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, list)) => list.push(d),
+            None => groups.push((name, vec![d])),
+        }
+    }
+    let data: Vec<Value> = groups
+        .into_iter()
+        .map(|(name, list)| {
+            let mut providers: Vec<&str> = Vec::new();
+            let (mut tpm, mut rpm) = (None::<u64>, None::<u64>);
+            for d in &list {
+                if let Some(p) = d["model_info"]["litellm_provider"].as_str() {
+                    if !providers.contains(&p) {
+                        providers.push(p);
+                    }
+                }
+                let sum = |acc: Option<u64>, v: &Value| match (acc, v.as_u64()) {
+                    (a, None) => a,
+                    (None, Some(v)) => Some(v),
+                    (Some(a), Some(v)) => Some(a.saturating_add(v)),
+                };
+                tpm = sum(tpm, &d["litellm_params"]["tpm"]);
+                rpm = sum(rpm, &d["litellm_params"]["rpm"]);
+            }
+            let first = &list[0]["model_info"];
+            json!({
+                "model_group": name,
+                "providers": providers,
+                "mode": first["mode"].as_str().unwrap_or("chat"),
+                "input_cost_per_token": first["input_cost_per_token"],
+                "output_cost_per_token": first["output_cost_per_token"],
+                "max_input_tokens": first["max_input_tokens"],
+                "max_output_tokens": first["max_output_tokens"],
+                "tpm": tpm,
+                "rpm": rpm,
+                "access_groups": first["access_groups"],
+                "is_public_model_group": false,
+            })
         })
         .collect();
     Ok(json!({ "data": data }))
@@ -422,16 +563,19 @@ fn answer(row: &ModelRow, params: &Map<String, Value>) -> Value {
 pub(crate) fn masked(params: &Map<String, Value>) -> Value {
     let mut out = params.clone();
     for (k, v) in out.iter_mut() {
-        let secret = k.ends_with("_key")
-            || k.ends_with("_token")
-            || SECRET_PARAMS.contains(&k.as_str())
-            || k == "extra_headers";
-        if !secret {
-            continue;
+        if is_secret(k) {
+            mask_value(v);
         }
-        mask_value(v);
     }
     Value::Object(out)
+}
+
+/// Whether a `litellm_params` name holds a credential.
+fn is_secret(k: &str) -> bool {
+    k.ends_with("_key")
+        || k.ends_with("_token")
+        || SECRET_PARAMS.contains(&k)
+        || k == "extra_headers"
 }
 
 fn mask_value(v: &mut Value) {

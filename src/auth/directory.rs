@@ -43,6 +43,8 @@ pub struct Holder {
     pub cache: Option<Arc<CacheControl>>,
     /// Its names for model groups (a team's `model_aliases`).
     pub aliases: Option<Arc<Aliases>>,
+    /// A user whose `user_role` is `proxy_admin` (LiteLLM's rule: their keys are admins).
+    pub proxy_admin: bool,
 }
 
 /// One virtual key as the request path needs it.
@@ -83,6 +85,8 @@ pub struct Stored {
     pub cache: Option<Arc<CacheControl>>,
     /// Its names for model groups (`metadata.aliases`, or a team's `metadata.model_aliases`).
     pub aliases: Option<Arc<Aliases>>,
+    /// A user whose `user_role` is `proxy_admin`: their keys are admins.
+    pub proxy_admin: bool,
 }
 
 /// Who is calling.
@@ -367,6 +371,7 @@ impl Directory {
                 guardrails: stored.guardrails.clone(),
                 cache: stored.cache.clone(),
                 aliases: stored.aliases.clone(),
+                proxy_admin: stored.proxy_admin,
             }),
         );
         if kind == SubjectKind::Team && stored.aliases.is_some() {
@@ -380,6 +385,16 @@ impl Directory {
         if kind == SubjectKind::Team {
             self.mcp_teams.pin().remove(id);
         }
+    }
+
+    /// Whether `key` belongs to a `proxy_admin` user, whose keys may do what the master key
+    /// does on the management API (LiteLLM's roles).
+    pub fn is_proxy_admin(&self, key: &KeyEntry) -> bool {
+        key.info
+            .user_id
+            .as_deref()
+            .and_then(|u| self.holder(SubjectKind::User, u))
+            .is_some_and(|u| u.proxy_admin)
     }
 
     /// A team, user or end user.
@@ -638,6 +653,7 @@ mod tests {
             guardrails: Arc::default(),
             cache: None,
             aliases: None,
+            proxy_admin: false,
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

@@ -70,6 +70,7 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         // A key's or user's `aliases`, a team's `model_aliases`.
         aliases: Aliases::from_metadata(&l.metadata, "aliases")
             .or_else(|| Aliases::from_metadata(&l.metadata, "model_aliases")),
+        proxy_admin: false,
     }
 }
 
@@ -120,13 +121,11 @@ impl Sync {
             );
         }
         for u in &c.users {
-            holder(
-                SubjectKind::User,
-                &u.user_id,
-                false,
-                &u.limits,
-                u.accounting.spend,
-            );
+            let mut s = stored(&u.limits, u.accounting.spend);
+            s.proxy_admin = u.user_role.as_deref() == Some("proxy_admin");
+            let access = ModelAccess::from_list(&u.limits.models);
+            self.directory
+                .put_holder(SubjectKind::User, &u.user_id, false, access, &s);
         }
         for e in &c.end_users {
             holder(

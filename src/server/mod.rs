@@ -5,10 +5,13 @@ mod body;
 pub mod client_side;
 pub(crate) mod health;
 pub(crate) mod internal;
+mod litellm_headers;
+mod named_model;
 pub mod overload;
 pub mod pipeline;
 mod relay;
 pub mod routes;
+mod several;
 mod state;
 pub(crate) mod upload;
 

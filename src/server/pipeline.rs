@@ -40,6 +40,7 @@ use sluice_translate::envelope::Envelope;
 use sluice_translate::{multipart, units};
 
 use super::body::ResponseBody;
+use super::litellm_headers;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
@@ -144,6 +145,11 @@ where
         Route::PassThrough(r) => {
             Box::pin(crate::passthrough::handle(state, &snap, r, req, record)).await
         }
+        Route::AzureDeployment(endpoint, deployment, r) => {
+            // The name borrows the path; the handler takes the request.
+            let deployment = deployment.to_owned();
+            Box::pin(azure(state, &snap, endpoint, &deployment, r, req, record)).await
+        }
         Route::Files(_) => Box::pin(crate::files::handle(state, &snap, req, record)).await,
         Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
         Route::Admin => Box::pin(admin(state, &snap, req)).await,
@@ -186,6 +192,7 @@ where
     let headers = resp.headers_mut();
     headers.insert(X_REQUEST_ID.clone(), request_id);
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
+    litellm_headers::mirror(headers);
     // 9. Record. A relayed stream (and a realtime session) owns its record and emits it when
     //    it ends.
     pending.armed = false;
@@ -287,6 +294,14 @@ where
             .await?
         }
     };
+    // A `/moderations` body without a model goes to OpenAI's default one, as in LiteLLM.
+    if endpoint == Endpoint::Moderations && boundary.is_none() {
+        if let Some(b) =
+            super::named_model::with_model(&body, super::named_model::MODERATION_DEFAULT)
+        {
+            body = b;
+        }
+    }
     // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
     let mut guarded = match snap.guardrails.as_deref() {
         Some(set) => {
@@ -315,10 +330,21 @@ where
         None => None,
         Some(b) => Some(multipart::head(&body, b)?),
     };
-    let envelope = match &form {
+    let mut envelope = match &form {
         None => Envelope::parse(&body)?,
         Some(parts) => Envelope::parse_multipart(&body, parts)?,
     };
+    super::litellm_headers::read(&parts.headers, &mut envelope.routing)?;
+    // LiteLLM's several-models request (`"model": "a,b"`): each model asked on its own.
+    if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
+        && !envelope.stream
+        && snap.router.models.resolve(&envelope.model).is_none()
+    {
+        if let Some(models) = super::several::models(&envelope.model) {
+            let range = envelope.model_range.clone();
+            return super::several::answer(state, &parts, &body, range, &models).await;
+        }
+    }
     // A body naming its own upstream or credentials: refused unless allowed (SSRF).
     let client_target = match envelope.client_side.as_deref() {
         None => None,
@@ -792,7 +818,62 @@ where
         h.insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
     }
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
+    // LiteLLM's facts without a sluice header of their own.
+    if let Some(g) = outcome.last.and_then(|m| m.target.group_header.as_ref()) {
+        h.insert(litellm_headers::MODEL_GROUP.clone(), g.clone());
+    }
+    let retries = requested
+        .num_retries
+        .unwrap_or(snap.router.policy.num_retries);
+    h.insert(
+        litellm_headers::MAX_RETRIES.clone(),
+        litellm_headers::count(retries),
+    );
+    let timeout = match (envelope.routing.timeout, outcome.last) {
+        (Some(t), _) => Some(sluice_providers::seconds_header(t)),
+        (None, Some(m)) => Some(m.target.timeout_header.clone()),
+        (None, None) => None,
+    };
+    if let Some(t) = timeout {
+        h.insert(litellm_headers::TIMEOUT.clone(), t);
+    }
     Ok(resp)
+}
+
+/// An Azure client's `/openai/deployments/{deployment}/{endpoint}`: sluice's own endpoint
+/// when `{deployment}` is a model group here (the body's model, or else the deployment,
+/// names it), and the `/openai/*` pass-through otherwise, as before.
+async fn azure<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    endpoint: Endpoint,
+    deployment: &str,
+    pass: Option<sluice_providers::passthrough::Route>,
+    req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let served = snap.router.models.resolve(deployment).is_some();
+    if !served || endpoint.body_format() != BodyFormat::Json {
+        return match pass {
+            Some(r) => crate::passthrough::handle(state, snap, r, req, record).await,
+            None => Err(ApiError::ModelNotFound(
+                deployment.chars().take(256).collect(),
+            )),
+        };
+    }
+    if req.method() != http::Method::POST {
+        return Err(ApiError::MethodNotAllowed(req.method().to_string()));
+    }
+    record.route = Route::Inference(endpoint).label();
+    let (parts, body) = req.into_parts();
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    let body = super::named_model::with_model(&body, deployment).unwrap_or(body);
+    let req = Request::from_parts(parts, http_body_util::Full::new(body));
+    inference(state, snap, endpoint, req, record).await
 }
 
 /// The cache's management routes, behind the master key.
@@ -838,9 +919,19 @@ where
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
     let own = match &caller {
+        // A proxy_admin user's key is an admin, as in LiteLLM.
+        Caller::Key(k) if state.gate().directory().is_proxy_admin(k) => {
+            state.gate().directory().usable(k, wall)?;
+            None
+        }
         Caller::Key(k) => {
             state.gate().directory().usable(k, wall)?;
             let q = parts.uri.query().unwrap_or("");
+            if let Some(answer) = crate::admin::key_read(state, &parts.method, path, q, k) {
+                let bytes =
+                    serde_json::to_vec(&answer?).map_err(|_| ApiError::Internal("admin answer"))?;
+                return Ok(json(StatusCode::OK, Bytes::from(bytes)));
+            }
             Some(crate::admin::own_query(&parts.method, path, q, k)?)
         }
         Caller::Master | Caller::Open => None,

@@ -28,6 +28,9 @@ pub enum Route<'a> {
     PassThrough(PassRoute),
     /// The Files and Batches APIs (`crate::files`, which reads the path again), by label.
     Files(&'static str),
+    /// An Azure client's `/openai/deployments/{deployment}/{endpoint}`: sluice's endpoint
+    /// when the deployment is a model group, else the pass-through route (if any) it was.
+    AzureDeployment(Endpoint, &'a str, Option<PassRoute>),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
@@ -74,6 +77,7 @@ impl Route<'_> {
             Self::Metrics => "/metrics",
             Self::Realtime => "/v1/realtime",
             Self::PassThrough(r) => r.label(),
+            Self::AzureDeployment(..) => "/openai/deployments/{deployment}",
             Self::Files(label) => label,
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
@@ -103,6 +107,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
             Route::WrongMethod
         };
     }
+    if let Some((endpoint, deployment)) = super::named_model::azure_deployment(path) {
+        return Route::AzureDeployment(endpoint, deployment, PassRoute::of(path).map(|(r, _)| r));
+    }
     if let Some((route, _)) = PassRoute::of(path) {
         let allowed = passthrough::allows(method);
         return if allowed {
@@ -126,6 +133,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/end_user/",
         "/spend/",
         "/model/",
+        "/v2/model/",
+        "/model_group/",
     ]
     .iter()
     .any(|p| bare.starts_with(p))
@@ -246,6 +255,8 @@ mod tests {
         assert_eq!(match_route(&get, "/uix"), Route::NotFound);
         assert_eq!(match_route(&get, "/audit"), Route::Admin);
         assert_eq!(match_route(&get, "/v1/model/info"), Route::Admin);
+        assert_eq!(match_route(&get, "/v2/model/info"), Route::Admin);
+        assert_eq!(match_route(&get, "/model_group/info"), Route::Admin);
         assert_eq!(match_route(&post, "/model/new"), Route::Admin);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
     }

@@ -39,7 +39,7 @@ pub use body::{UpstreamBody, UpstreamBodyError};
 pub use call::Call;
 pub use registry::{provider_keys, Provider, ProviderSpec};
 pub use settings::{ApiKey, Given, UpstreamConfig};
-pub use target::{DeploymentSpec, DeploymentTarget, TargetError, Timeouts};
+pub use target::{seconds_header, DeploymentSpec, DeploymentTarget, TargetError, Timeouts};
 
 // The providers: one module each, one line each.
 families! {

@@ -162,6 +162,11 @@ pub struct DeploymentTarget {
     pub info: Arc<DeploymentInfo>,
     /// `x-sluice-model-id` header value, prebuilt.
     pub id_header: HeaderValue,
+    /// Its group's name as a header value (`x-litellm-model-group`), prebuilt; `None` for a
+    /// name a header cannot carry.
+    pub group_header: Option<HeaderValue>,
+    /// Its whole-call timeout in seconds as a header value (`x-litellm-timeout`), prebuilt.
+    pub timeout_header: HeaderValue,
     /// The provider.
     pub provider: Provider,
     /// How to reach it.
@@ -198,6 +203,8 @@ impl DeploymentTarget {
         let id_header =
             HeaderValue::from_str(d.id).map_err(|_| prepared.bad_header("x-sluice-model-id"))?;
         Ok(Self {
+            group_header: HeaderValue::from_str(d.model_name).ok(),
+            timeout_header: seconds_header(d.timeouts.total),
             info,
             id_header,
             provider: d.upstream.provider,
@@ -216,6 +223,15 @@ impl DeploymentTarget {
     }
 }
 
+/// Seconds as a header value: `600`, or `2.5` for a fraction.
+pub fn seconds_header(d: std::time::Duration) -> HeaderValue {
+    if d.subsec_nanos() == 0 {
+        HeaderValue::from(d.as_secs())
+    } else {
+        HeaderValue::from_str(&d.as_secs_f64().to_string()).unwrap_or(HeaderValue::from_static("0"))
+    }
+}
+
 /// Test deployments, for the crates that route over them.
 #[cfg(feature = "mock")]
 impl DeploymentTarget {
@@ -229,6 +245,8 @@ impl DeploymentTarget {
                 provider: "mock",
             }),
             id_header: HeaderValue::from_static("x"),
+            group_header: HeaderValue::from_str(group).ok(),
+            timeout_header: HeaderValue::from_static("600"),
             provider: Provider::new(&crate::mock::SPECS[0]),
             upstream: UpstreamTarget::Mock(crate::mock::Target::default()),
             timeouts: Timeouts::default(),

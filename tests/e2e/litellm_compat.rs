@@ -1,0 +1,288 @@
+//! LiteLLM's clients, unchanged (issue 36): the management API with the fields LiteLLM's own
+//! clients send, a key's and a team's aliases, self-service reads, LiteLLM's headers both
+//! ways, the Azure deployment route, several models in one request and the moderations
+//! default model, each driven over HTTP as those clients do.
+
+use crate::common::*;
+use serde_json::{json, Value};
+use sluice_mock::MockSettings;
+
+fn config(base: &str) -> String {
+    let group = |name: &str, id: &str| {
+        format!(
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}-up\n      api_base: {base}\n      api_key: sk-up\n    model_info:\n      id: {id}\n"
+        )
+    };
+    format!(
+        "model_list:\n{}{}{}general_settings:\n  master_key: sk-master\n",
+        group("gpt-4", "g4"),
+        group("gpt-3.5-turbo", "g35"),
+        group("omni-moderation-latest", "mod"),
+    )
+}
+
+async fn call(gw: &Gateway, key: &str, method: &str, path: &str, body: Value) -> Answer {
+    admin_as(gw, key, method, path, body).await
+}
+
+fn chat(model: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+}
+
+#[tokio::test]
+async fn management_calls_take_litellms_fields() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    // /key/generate as LiteLLM's tests send it.
+    let k = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/key/generate",
+        json!({
+            "models": ["gpt-4", "mistral-7b"], "aliases": {"mistral-7b": "gpt-3.5-turbo"},
+            "duration": null,
+            "max_budget": null, "budget_duration": null, "tags": ["t1"], "soft_budget": 5,
+            "model_rpm_limit": {"gpt-4": 10}, "key_type": "llm_api"
+        }),
+    )
+    .await;
+    assert_eq!(k.status, 200, "{}", k.text());
+    let key = k.json()["key"].as_str().unwrap().to_owned();
+    assert_eq!(k.json()["metadata"]["tags"], json!(["t1"]));
+    // A typo still fails, naming the field.
+    let typo = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/key/generate",
+        json!({"max_budjet": 1}),
+    )
+    .await;
+    assert_eq!(typo.status, 400);
+    assert!(typo.text().contains("max_budjet"), "{}", typo.text());
+    // A wrong shape for an acted-on field is a 400 naming it.
+    let bad = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/key/generate",
+        json!({"aliases": ["x"]}),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("aliases"), "{}", bad.text());
+    // The alias reaches its group: the key lists the alias, not the group.
+    let a = call(
+        &gw,
+        &key,
+        "POST",
+        "/v1/chat/completions",
+        chat("mistral-7b"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-litellm-model-group"), Some("gpt-3.5-turbo"));
+    assert_eq!(a.header("x-sluice-model-id"), Some("g35"));
+    // Team: members_with_roles and model_aliases on /team/new, by id and by email.
+    let t = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/new",
+        json!({
+            "team_alias": "my-new-team",
+            "members_with_roles": [{"role": "admin", "user_id": "u-admin"},
+                                   {"role": "user", "user_email": "x@example.com"}],
+            "model_aliases": {"team-model": "gpt-4"}
+        }),
+    )
+    .await;
+    assert_eq!(t.status, 200, "{}", t.text());
+    let team = t.json()["team_id"].as_str().unwrap().to_owned();
+    assert_eq!(t.json()["members_with_roles"].as_array().unwrap().len(), 2);
+    let tk = new_key(&gw, json!({"team_id": team})).await;
+    let a = call(&gw, &tk, "POST", "/v1/chat/completions", chat("team-model")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-litellm-model-group"), Some("gpt-4"));
+    // Members by email; max_budget_in_team kept.
+    let m = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/member_update",
+        json!({"team_id": team, "user_email": "x@example.com", "max_budget_in_team": 2.5}),
+    )
+    .await;
+    assert_eq!(m.status, 200, "{}", m.text());
+    let d = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/member_delete",
+        json!({"team_id": team, "user_email": "x@example.com"}),
+    )
+    .await;
+    assert_eq!(d.json()["members_with_roles"].as_array().unwrap().len(), 1);
+    // /team/update answers LiteLLM's {"data": ...}.
+    let u = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/update",
+        json!({"team_id": team, "team_alias": "renamed"}),
+    )
+    .await;
+    assert_eq!(u.json()["data"]["team_alias"], "renamed");
+    // /user/update makes a missing user and sets spend; /user/new takes aliases and teams.
+    let s = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/user/update",
+        json!({"user_id": "litellm-proxy-budget", "spend": 0}),
+    )
+    .await;
+    assert_eq!(s.status, 200, "{}", s.text());
+    let nu = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/user/new",
+        json!({"user_id": "u2", "aliases": {"m": "gpt-4"}, "duration": null,
+               "teams": [team], "key_alias": "u2-key"}),
+    )
+    .await;
+    assert_eq!(nu.status, 200, "{}", nu.text());
+    let ukey = nu.json()["key"].as_str().unwrap().to_owned();
+    let a = call(&gw, &ukey, "POST", "/v1/chat/completions", chat("m")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // End user: LiteLLM's fields.
+    let e = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/end_user/new",
+        json!({"user_id": "e1", "budget_id": null, "default_model": "gpt-4",
+               "allowed_model_region": "eu"}),
+    )
+    .await;
+    assert_eq!(e.status, 200, "{}", e.text());
+    assert_eq!(e.json()["allowed_model_region"], "eu");
+}
+
+#[tokio::test]
+async fn a_key_reads_its_models_and_litellm_headers_come_back() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    let key = new_key(&gw, json!({"models": ["gpt-4"]})).await;
+    for path in ["/model/info", "/v2/model/info", "/model_group/info"] {
+        let a = call(&gw, &key, "GET", path, Value::Null).await;
+        assert_eq!(a.status, 200, "{path}: {}", a.text());
+        let data = a.json()["data"].as_array().unwrap().clone();
+        assert_eq!(data.len(), 1, "{path}: only gpt-4: {data:?}");
+        assert!(!a.text().contains("sk-up"), "no provider key");
+        assert!(!a.text().contains("api_key"), "no provider key field");
+    }
+    let admin = call(&gw, "sk-master", "GET", "/model_group/info", Value::Null).await;
+    assert_eq!(admin.json()["data"].as_array().unwrap().len(), 3);
+    // The request headers LiteLLM reads, and its answer headers.
+    let a = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        chat("gpt-4").to_string(),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {key}")),
+            ("x-litellm-timeout", "7"),
+            ("x-litellm-num-retries", "2"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-litellm-timeout"), Some("7"));
+    assert_eq!(a.header("x-litellm-max-retries"), Some("2"));
+    assert_eq!(a.header("x-litellm-model-id"), Some("g4"));
+    assert_eq!(a.header("x-litellm-attempted-retries"), Some("0"));
+    assert!(a.header("x-litellm-call-id").is_some());
+    assert!(a.header("x-litellm-response-cost").is_some());
+    let bad = send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        chat("gpt-4").to_string(),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &format!("Bearer {key}")),
+            ("x-litellm-timeout", "soon"),
+        ],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("x-litellm-timeout"), "{}", bad.text());
+}
+
+#[tokio::test]
+async fn azure_paths_several_models_and_moderations() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    // An Azure client: the deployment in the path, `api-key`, no model in the body.
+    let a = send(
+        "POST",
+        &gw.url("/openai/deployments/gpt-4/chat/completions?api-version=2024-06-01"),
+        json!({"messages": [{"role": "user", "content": "hi"}]}).to_string(),
+        &[
+            ("content-type", "application/json"),
+            ("api-key", "sk-master"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-model-id"), Some("g4"));
+    // A key held to gpt-3.5-turbo may not use the path to reach gpt-4.
+    let only = new_key(&gw, json!({"models": ["gpt-3.5-turbo"]})).await;
+    let refused = send(
+        "POST",
+        &gw.url("/openai/deployments/gpt-4/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "hi"}]}).to_string(),
+        &[("content-type", "application/json"), ("api-key", &only)],
+    )
+    .await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    // Several models: a list of answers, one per model, each its own request.
+    let both = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/chat/completions",
+        chat("gpt-4,gpt-3.5-turbo"),
+    )
+    .await;
+    assert_eq!(both.status, 200, "{}", both.text());
+    let list = both.json();
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    assert!(list.iter().all(|r| r["choices"].is_array()), "{list:?}");
+    // A model the key may not use is refused in its place, the other answered.
+    let mixed = call(
+        &gw,
+        &only,
+        "POST",
+        "/v1/chat/completions",
+        chat("gpt-4,gpt-3.5-turbo"),
+    )
+    .await;
+    let mixed = mixed.json();
+    assert!(mixed[0]["error"].is_object(), "{mixed}");
+    assert!(mixed[1]["choices"].is_array(), "{mixed}");
+    // Moderations with no model: OpenAI's default model group.
+    let m = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/moderations",
+        json!({"input": "hello"}),
+    )
+    .await;
+    assert_eq!(m.status, 200, "{}", m.text());
+    assert_eq!(m.header("x-sluice-model-id"), Some("mod"));
+}
