@@ -21,6 +21,7 @@ mod guardrails_vendors;
 mod hardening;
 mod hostile_upstream;
 mod keys;
+mod litellm_config;
 mod mcp;
 mod mcp_fleet;
 mod mcp_oauth;
