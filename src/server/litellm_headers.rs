@@ -48,6 +48,8 @@ const MIRRORED: [(HeaderName, HeaderName); 8] = [
 
 /// The model group that served the request (LiteLLM's name only: sluice had none).
 pub static MODEL_GROUP: HeaderName = HeaderName::from_static("x-litellm-model-group");
+/// The serving deployment's `region_name`.
+pub static MODEL_REGION: HeaderName = HeaderName::from_static("x-litellm-model-region");
 /// How many retries the request was allowed.
 pub static MAX_RETRIES: HeaderName = HeaderName::from_static("x-litellm-max-retries");
 /// The per-attempt timeout the request ran under, in seconds.

@@ -822,6 +822,13 @@ where
     if let Some(g) = outcome.last.and_then(|m| m.target.group_header.as_ref()) {
         h.insert(litellm_headers::MODEL_GROUP.clone(), g.clone());
     }
+    if let Some(r) = outcome
+        .last
+        .and_then(|m| m.target.info.region.as_deref())
+        .and_then(|r| HeaderValue::from_str(r).ok())
+    {
+        h.insert(litellm_headers::MODEL_REGION.clone(), r);
+    }
     let retries = requested
         .num_retries
         .unwrap_or(snap.router.policy.num_retries);
@@ -1389,31 +1396,26 @@ async fn models(
         Caller::Open | Caller::Master => None,
     };
     let directory = state.gate().directory();
-    let may_use = |group: &routing::Group| {
-        key.is_none_or(|k| {
-            directory
-                .may_use(k, &Wanted::of(&group.name, group))
-                .is_ok()
-        })
+    // Asked by the name listed (a group's, or an alias's), as a request by that name is.
+    let may_use = |name: &str, group: &routing::Group| {
+        key.is_none_or(|k| directory.may_use(k, &Wanted::of(name, group)).is_ok())
     };
     if let Some(id) = one {
         let not_found = || ApiError::ModelNotFound(id.chars().take(256).collect());
         let group = table
-            .group(id)
-            .filter(|g| may_use(g))
+            .named(id)
+            .filter(|g| may_use(id, g))
             .ok_or_else(not_found)?;
-        let body = model_object(group, snap.created).to_string();
+        let body = model_object(id, group, snap.created).to_string();
         return Ok(json(StatusCode::OK, Bytes::from(body)));
     }
     if key.is_none() {
         return Ok(json(StatusCode::OK, snap.models_json.clone()));
     }
     let data: Vec<_> = table
-        .names()
-        .iter()
-        .filter_map(|n| table.group(n))
-        .filter(|g| may_use(g))
-        .map(|g| model_object(g, snap.created))
+        .listed()
+        .filter(|(name, g)| may_use(name, g))
+        .map(|(name, g)| model_object(name, g, snap.created))
         .collect();
     let body = serde_json::json!({ "object": "list", "data": data }).to_string();
     Ok(json(StatusCode::OK, Bytes::from(body)))

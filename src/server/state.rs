@@ -140,15 +140,20 @@ impl Snapshot {
         let hedges = &config.router.hedge_after;
         let models = ModelTable::new(members, |name| {
             hedges.iter().find(|(g, _)| g == name).map(|(_, h)| *h)
-        });
+        })
+        .with_aliases(config.router.model_group_alias.iter().map(|a| {
+            sluice_routing::Alias {
+                name: a.alias.as_str().into(),
+                group: a.group.as_str().into(),
+                hidden: a.hidden,
+            }
+        }));
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let data: Vec<_> = models
-            .names()
-            .iter()
-            .filter_map(|n| models.group(n))
-            .map(|g| model_object(g, created))
+            .listed()
+            .map(|(name, g)| model_object(name, g, created))
             .collect();
         let list = serde_json::json!({ "object": "list", "data": data });
         Ok(Self {
@@ -253,14 +258,14 @@ fn fallbacks(r: &RouterSettings, litellm: &[(String, Vec<String>)]) -> Fallbacks
     }
 }
 
-/// The OpenAI model object for one group.
-pub fn model_object(group: &sluice_routing::Group, created: u64) -> serde_json::Value {
+/// The OpenAI model object for one group, listed as `name` (its own, or an alias's).
+pub fn model_object(name: &str, group: &sluice_routing::Group, created: u64) -> serde_json::Value {
     let owned_by = group
         .deployments()
         .next()
         .map_or("sluice", |d| d.provider.name());
     serde_json::json!({
-        "id": &*group.name,
+        "id": name,
         "object": "model",
         "created": created,
         "owned_by": owned_by,

@@ -22,6 +22,7 @@ mod hardening;
 mod hostile_upstream;
 mod keys;
 mod litellm_compat;
+mod litellm_config;
 mod mcp;
 mod mcp_fleet;
 mod mcp_oauth;

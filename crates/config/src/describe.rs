@@ -30,6 +30,13 @@ pub fn describe(config: &Config) -> String {
             deployment(&mut out, d);
         }
     }
+    if !config.router.model_group_alias.is_empty() {
+        let _ = writeln!(out, "\nmodel_group_alias");
+        for a in &config.router.model_group_alias {
+            let hidden = if a.hidden { " (hidden)" } else { "" };
+            let _ = writeln!(out, "  {} → {}{hidden}", a.alias, a.group);
+        }
+    }
     let g = &config.general;
     let _ = writeln!(out, "\ngeneral_settings");
     let _ = writeln!(out, "  master_key: {}", masked(g.master_key.as_ref()));
@@ -312,6 +319,7 @@ pub fn deployment_info(d: &Deployment) -> serde_json::Value {
             "db_model": d.model_info.db_model,
             "mode": d.model_info.mode,
             "base_model": d.model_info.base_model,
+            "region_name": d.upstream.region_name,
             "access_groups": d.model_info.access_groups.iter().map(|g| &**g).collect::<Vec<&str>>(),
             "litellm_provider": d.provider().name(),
             "input_cost_per_token": d.price.input,
@@ -350,6 +358,9 @@ fn deployment(out: &mut String, d: &Deployment) {
                 }
             }
         }
+        None if matches!(d.upstream.specific, ProviderConfig::Unserved(_)) => {
+            let _ = writeln!(out, "      not served by sluice: requests answer 501");
+        }
         None => {
             let _ = writeln!(out, "      answered in process");
         }
@@ -365,6 +376,12 @@ fn deployment(out: &mut String, d: &Deployment) {
     }
     if let Some(w) = d.weight {
         let _ = writeln!(out, "      weight: {w}");
+    }
+    if let Some(n) = d.num_retries {
+        let _ = writeln!(out, "      num_retries: {n}");
+    }
+    if let Some(r) = &d.upstream.region_name {
+        let _ = writeln!(out, "      region_name: {r}");
     }
     for (name, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
         if let Some(v) = v {

@@ -24,4 +24,6 @@ pub use sluice_core::Secret;
 pub use validate::ROUTING_STRATEGIES;
 
 #[cfg(test)]
+mod litellm_shapes;
+#[cfg(test)]
 mod tests;

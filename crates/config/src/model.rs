@@ -236,6 +236,9 @@ pub struct Deployment {
     pub stream_idle_timeout: Option<Duration>,
     /// `max_retries`.
     pub max_retries: Option<u32>,
+    /// `num_retries`: retries after this deployment fails, in place of the router's
+    /// `num_retries` (a request's own `num_retries` still wins), as LiteLLM reads it.
+    pub num_retries: Option<u32>,
     /// `input_cost_per_token` override, in USD.
     pub input_cost_per_token: Option<f64>,
     /// `output_cost_per_token` override, in USD.
@@ -276,6 +279,7 @@ impl Deployment {
             timeouts: self.timeouts(),
             price: self.price,
             image_prices: &self.image_prices,
+            num_retries: self.num_retries,
         }
     }
 }
@@ -494,6 +498,20 @@ pub struct RouterSettings {
     pub content_policy_fallbacks: Vec<(String, Vec<String>)>,
     /// `default_fallbacks`.
     pub default_fallbacks: Vec<String>,
+    /// `model_group_alias` (here or in `litellm_settings`; the router's entry wins): other
+    /// names a group answers to, each checked to name a served model.
+    pub model_group_alias: Vec<GroupAlias>,
+}
+
+/// One `model_group_alias` entry: requests for `alias` are served by `group`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupAlias {
+    /// The name clients may ask for.
+    pub alias: String,
+    /// The model group (or a name a wildcard group serves) it stands for.
+    pub group: String,
+    /// `hidden: true`: served, but left out of `/v1/models`.
+    pub hidden: bool,
 }
 
 /// Where a Redis is, as LiteLLM's keys give it: a whole `redis://` URL, or a host with its

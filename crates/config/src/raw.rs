@@ -124,6 +124,8 @@ pub(super) struct RawParams {
     pub input_cost_per_character: Option<Scalar>,
     pub input_cost_per_query: Option<Scalar>,
     pub use_in_pass_through: Option<Scalar>,
+    pub num_retries: Option<Scalar>,
+    pub region_name: Option<Scalar>,
     /// Every other key: the ones a provider reads (`aws_region_name`, `vertex_project`,
     /// `mock_chunks`, ...), handed to its module, and unknown ones (a warning).
     #[serde(flatten)]
@@ -159,6 +161,8 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "input_cost_per_character",
     "input_cost_per_query",
     "use_in_pass_through",
+    "num_retries",
+    "region_name",
 ];
 
 /// `general_settings`.
@@ -187,6 +191,8 @@ pub(super) struct RawGeneral {
     pub max_memory_mb: Option<Scalar>,
     pub store_prompts_in_spend_logs: Option<Scalar>,
     pub spend_journal: Option<Scalar>,
+    /// LiteLLM's config-declared pass-through routes; read only to say they are not served.
+    pub pass_through_endpoints: Option<Value>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -213,6 +219,7 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_memory_mb",
     "store_prompts_in_spend_logs",
     "spend_journal",
+    "pass_through_endpoints",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.
@@ -244,6 +251,25 @@ pub(super) struct RawRouter {
     pub context_window_fallbacks: Option<RawFallbacks>,
     pub content_policy_fallbacks: Option<RawFallbacks>,
     pub default_fallbacks: Option<OneOrMany>,
+    pub model_group_alias: Option<RawAliases>,
+}
+
+/// `model_group_alias`: `{alias: group}` or `{alias: {model: group, hidden: true}}`.
+pub(super) type RawAliases = BTreeMap<String, RawAlias>;
+
+/// One `model_group_alias` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, expecting = "a model group's name, or {model, hidden}")]
+pub(super) enum RawAlias {
+    /// `alias: group`.
+    Group(Scalar),
+    /// `alias: {model: group, hidden: true}`.
+    Item {
+        /// The group.
+        model: Option<Scalar>,
+        /// Left out of `/v1/models`.
+        hidden: Option<Scalar>,
+    },
 }
 
 /// Keys of `router_settings` sluice reads.
@@ -271,6 +297,7 @@ pub(super) const ROUTER_KEYS: &[&str] = &[
     "context_window_fallbacks",
     "content_policy_fallbacks",
     "default_fallbacks",
+    "model_group_alias",
 ];
 
 /// `litellm_settings`.
@@ -300,6 +327,7 @@ pub(super) struct RawLitellm {
     pub ssl_verify: Option<Scalar>,
     pub ssl_certificate: Option<Scalar>,
     pub ssl_certificate_key: Option<Scalar>,
+    pub model_group_alias: Option<RawAliases>,
 }
 
 /// `litellm_settings.cache_params`.
@@ -430,6 +458,7 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "callbacks",
     "turn_off_message_logging",
     "require_auth_for_metrics_endpoint",
+    "model_group_alias",
     "fallbacks",
     "context_window_fallbacks",
     "default_fallbacks",

@@ -26,6 +26,9 @@ pub struct DeploymentInfo {
     pub upstream_model: Arc<str>,
     /// The provider's LiteLLM prefix (`openai`, `bedrock`, ...).
     pub provider: &'static str,
+    /// `litellm_params.region_name` (`eu`, ...): where the deployment runs, for answers that
+    /// name the serving region (`x-litellm-model-region`) and for records.
+    pub region: Option<Arc<str>>,
 }
 
 /// Which virtual key made a request, for spend logs and callbacks: the parts of a key that a

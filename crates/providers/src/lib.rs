@@ -15,6 +15,7 @@
 //! | `gemini` | Google AI Studio's Gemini API |
 //! | `bedrock` | Amazon Bedrock's Converse API |
 //! | `vertex` | Vertex AI (Gemini and Claude models) |
+//! | `unserved` | LiteLLM providers sluice has no module for: loaded with a warning, 501 |
 //! | `mock` | the built-in mock provider, in process (feature `mock`) |
 
 #[macro_use]
@@ -49,6 +50,7 @@ families! {
     Gemini => gemini::Gemini,
     Bedrock => bedrock::Bedrock,
     Vertex => vertex::Vertex,
+    Unserved => unserved::Unserved,
     #[cfg(feature = "mock")]
     Mock => mock::Mock,
 }

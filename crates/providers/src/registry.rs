@@ -195,7 +195,7 @@ impl Provider {
 
     /// Guess the provider of a bare model name the way LiteLLM does for the well-known families.
     pub fn infer_from_model(model: &str) -> Option<Self> {
-        const OPENAI_FAMILIES: [&str; 10] = [
+        const OPENAI_FAMILIES: [&str; 14] = [
             "gpt-",
             "o1",
             "o3",
@@ -206,6 +206,10 @@ impl Provider {
             "babbage",
             "omni-moderation",
             "gpt4",
+            "dall-e-",
+            "gpt-image-",
+            "tts-",
+            "whisper-",
         ];
         if OPENAI_FAMILIES.iter().any(|f| model.starts_with(f)) {
             Some(Self(&crate::openai_compatible::OPENAI))
@@ -371,6 +375,10 @@ mod tests {
         assert_eq!(
             Provider::infer_from_model("claude-3-5-sonnet").map(Provider::name),
             Some("anthropic")
+        );
+        assert_eq!(
+            Provider::infer_from_model("dall-e-3").map(Provider::name),
+            Some("openai")
         );
         assert_eq!(Provider::infer_from_model("llama3"), None);
     }

@@ -42,6 +42,9 @@ pub struct UpstreamConfig {
     pub connect: Connect,
     /// What only its provider reads.
     pub specific: ProviderConfig,
+    /// `region_name` (LiteLLM's label of where a deployment runs, e.g. `eu`): shown in
+    /// `/model/info` and carried on the deployment's record info, so answers can name it.
+    pub region_name: Option<String>,
 }
 
 /// The common upstream keys of one `litellm_params`, as the configuration typed them.
@@ -61,6 +64,8 @@ pub struct Given {
     pub http2_prior_knowledge: Option<bool>,
     /// `ssl_verify` / `ssl_certificate` (or `litellm_settings`'), loaded; `None`: defaults.
     pub tls: Option<Arc<UpstreamTls>>,
+    /// `region_name`: where the deployment runs, as the operator labels it.
+    pub region_name: Option<String>,
 }
 
 /// What a provider module reads its config from.
@@ -87,7 +92,7 @@ pub fn read(
     p: &mut Problems,
 ) -> Option<UpstreamConfig> {
     let lp = params.at();
-    let (mut provider, model) = which(lp, &given, p)?;
+    let (mut provider, model) = which(lp, model_name, &given, p)?;
     let extra_headers = headers(lp, given.extra_headers, p);
     if let Some(mock) = instead_of(provider, params, p) {
         provider = mock;
@@ -115,6 +120,7 @@ pub fn read(
             guard: None,
         },
         specific,
+        region_name: given.region_name,
     };
     if !provider.family().http() {
         return Some(upstream);
@@ -188,8 +194,15 @@ pub fn read(
     Some(upstream)
 }
 
-/// Which provider serves `litellm_params.model`, and the model name it knows.
-fn which(lp: &str, given: &Given, p: &mut Problems) -> Option<(Provider, String)> {
+/// Which provider serves `litellm_params.model`, and the model name it knows. An Azure
+/// deployment written `azure/` (its name elsewhere, as LiteLLM's image examples do) is the
+/// model group's name, the name LiteLLM then sends.
+fn which(
+    lp: &str,
+    model_name: &str,
+    given: &Given,
+    p: &mut Problems,
+) -> Option<(Provider, String)> {
     let Some(model) = given.model.clone() else {
         p.error(
             format!("{lp}.model"),
@@ -246,6 +259,10 @@ fn which(lp: &str, given: &Given, p: &mut Problems) -> Option<(Provider, String)
             }
         },
     };
+    if rest.trim().is_empty() && provider.family() == crate::Family::Azure && !model_name.is_empty()
+    {
+        return Some((provider, model_name.to_owned()));
+    }
     if rest.trim().is_empty() {
         p.error(
             format!("{lp}.model"),

@@ -107,6 +107,8 @@ pub struct DeploymentSpec<'a> {
     pub price: Price,
     /// Its image prices by quality and size.
     pub image_prices: &'a ImagePrices,
+    /// `num_retries` of the deployment, over the router's.
+    pub num_retries: Option<u32>,
 }
 
 /// What a provider module builds its target from.
@@ -177,6 +179,9 @@ pub struct DeploymentTarget {
     pub price: Price,
     /// Its image prices by quality and size (a request's `quality` and `size` pick one).
     pub image_prices: ImagePrices,
+    /// `litellm_params.num_retries`: retries a failure of this deployment gets, in place of
+    /// the router's `num_retries` (LiteLLM's per-deployment setting; a request's own wins).
+    pub num_retries: Option<u32>,
 }
 
 impl DeploymentTarget {
@@ -191,6 +196,7 @@ impl DeploymentTarget {
             model_name: Arc::from(d.model_name),
             upstream_model: Arc::from(d.upstream.model.as_str()),
             provider: d.upstream.provider.name(),
+            region: d.upstream.region_name.as_deref().map(Arc::from),
         });
         let prepared = Prepared {
             info: &info,
@@ -212,6 +218,7 @@ impl DeploymentTarget {
             timeouts: d.timeouts,
             price: d.price,
             image_prices: d.image_prices.clone(),
+            num_retries: d.num_retries,
         })
     }
 
@@ -243,6 +250,7 @@ impl DeploymentTarget {
                 model_name: Arc::from(group),
                 upstream_model: Arc::from(group),
                 provider: "mock",
+                region: None,
             }),
             id_header: HeaderValue::from_static("x"),
             group_header: HeaderValue::from_str(group).ok(),
@@ -252,6 +260,7 @@ impl DeploymentTarget {
             timeouts: Timeouts::default(),
             price: Price::default(),
             image_prices: ImagePrices::default(),
+            num_retries: None,
         }
     }
 }

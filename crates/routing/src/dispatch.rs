@@ -277,11 +277,14 @@ impl<'a> Run<'a> {
                         capture: at.capture,
                         span_id: new_span_id(),
                     };
+                    // The request's own `num_retries`, else the failed deployment's, else the
+                    // router's (LiteLLM reads the deployment's from the failure it raised).
+                    let wanted = self.requested.num_retries.or(member.target.num_retries);
                     match self.one(call, index, guard, tried, first, attempt).await {
                         Ok(served) => return Ok(served),
                         Err(f) => {
                             tried.insert(index);
-                            let allowed = policy.retries(f.kind, self.requested.num_retries);
+                            let allowed = policy.retries(f.kind, wanted);
                             let give_up = attempts > allowed || f.terminal;
                             last = Some(f);
                             if give_up {

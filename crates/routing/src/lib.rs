@@ -63,6 +63,17 @@ impl<'a> Resolved<'a> {
     }
 }
 
+/// Another name a group answers to (`model_group_alias`), as the config validated it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alias {
+    /// The name clients may ask for.
+    pub name: Arc<str>,
+    /// The group's name (or a name a wildcard group serves).
+    pub group: Arc<str>,
+    /// Left out of `/v1/models` (`hidden: true`), still served.
+    pub hidden: bool,
+}
+
 /// All model groups of one config snapshot.
 #[derive(Debug, Default)]
 pub struct ModelTable {
@@ -70,6 +81,8 @@ pub struct ModelTable {
     wildcards: Vec<Wildcard>,
     /// Public names in config order, for `/v1/models`.
     names: Vec<Arc<str>>,
+    /// `model_group_alias`, in config order (a handful: a scan beats a second map).
+    aliases: Vec<Alias>,
 }
 
 impl ModelTable {
@@ -111,7 +124,18 @@ impl ModelTable {
         table
     }
 
-    /// Find the group serving `model`: an exact name first, then wildcard patterns.
+    /// The same table with `model_group_alias` entries. An alias that is a group's own name
+    /// is left out (the group wins, as the config warned).
+    pub fn with_aliases(mut self, aliases: impl IntoIterator<Item = Alias>) -> Self {
+        self.aliases = aliases
+            .into_iter()
+            .filter(|a| !self.groups.contains_key(&a.name))
+            .collect();
+        self
+    }
+
+    /// Find the group serving `model`: an exact name first, then an alias (the group it
+    /// names), then wildcard patterns.
     pub fn resolve<'a>(&'a self, model: &'a str) -> Option<Resolved<'a>> {
         if let Some(group) = self.groups.get(model) {
             return Some(Resolved {
@@ -119,6 +143,25 @@ impl ModelTable {
                 capture: None,
             });
         }
+        if let Some(a) = self.aliases.iter().find(|a| &*a.name == model) {
+            return self.resolve_name(&a.group);
+        }
+        self.wildcard(model)
+    }
+
+    /// An exact group, else the wildcard pattern `model` matches.
+    fn resolve_name<'a>(&'a self, model: &'a str) -> Option<Resolved<'a>> {
+        match self.groups.get(model) {
+            Some(group) => Some(Resolved {
+                group,
+                capture: None,
+            }),
+            None => self.wildcard(model),
+        }
+    }
+
+    /// The most specific wildcard pattern `model` matches.
+    fn wildcard<'a>(&'a self, model: &'a str) -> Option<Resolved<'a>> {
         self.wildcards.iter().find_map(|w| {
             let rest = model.strip_prefix(&*w.prefix)?;
             let capture = rest.strip_suffix(&*w.suffix)?;
@@ -137,6 +180,29 @@ impl ModelTable {
     /// The group with this exact name.
     pub fn group(&self, name: &str) -> Option<&Group> {
         self.groups.get(name)
+    }
+
+    /// The group a listed model name stands for: a group's own name, or an alias of one.
+    pub fn named(&self, name: &str) -> Option<&Group> {
+        self.groups.get(name).or_else(|| {
+            let a = self.aliases.iter().find(|a| &*a.name == name)?;
+            self.resolve_name(&a.group).map(|r| r.group)
+        })
+    }
+
+    /// What `/v1/models` lists, in config order: each group by its name, then each alias
+    /// not marked hidden, with the group it stands for.
+    pub fn listed(&self) -> impl Iterator<Item = (&str, &Group)> {
+        let groups = self
+            .names
+            .iter()
+            .filter_map(|n| Some((&**n, self.groups.get(n)?)));
+        let aliases = self
+            .aliases
+            .iter()
+            .filter(|a| !a.hidden)
+            .filter_map(|a| Some((&*a.name, self.resolve_name(&a.group)?.group)));
+        groups.chain(aliases)
     }
 
     /// Every group, wildcard ones included.
@@ -201,5 +267,58 @@ mod tests {
         assert_eq!(r.capture, Some("claude-x"));
         assert_eq!(table.names(), [Arc::<str>::from("openai/gpt-4o")]);
         assert!(ModelTable::new(vec![], |_| None).resolve("x").is_none());
+    }
+
+    fn alias(name: &str, group: &str, hidden: bool) -> Alias {
+        Alias {
+            name: name.into(),
+            group: group.into(),
+            hidden,
+        }
+    }
+
+    #[test]
+    fn aliases_resolve_after_exact_names_and_before_wildcards() {
+        let table = ModelTable::new(
+            vec![
+                member("big", "b"),
+                member("small", "s"),
+                member("anthropic/*", "wild"),
+            ],
+            |_| None,
+        )
+        .with_aliases([
+            alias("gpt-4", "big", false),
+            alias("secret", "small", true),
+            // A group's own name stays the group's.
+            alias("small", "big", false),
+            // An alias may name a model a wildcard group serves.
+            alias("anthropic/claude-x", "big", false),
+            alias("claude", "anthropic/claude-3", false),
+        ]);
+        let r = table.resolve("gpt-4").unwrap();
+        assert_eq!(first_id(r), "b");
+        assert_eq!(first_id(table.resolve("secret").unwrap()), "s");
+        assert_eq!(first_id(table.resolve("small").unwrap()), "s");
+        assert_eq!(first_id(table.resolve("anthropic/claude-x").unwrap()), "b");
+        let r = table.resolve("claude").unwrap();
+        assert_eq!(
+            (first_id(r).as_str(), r.capture),
+            ("wild", Some("claude-3"))
+        );
+        assert!(table.resolve("nothing").is_none());
+        assert_eq!(table.named("gpt-4").map(|g| &*g.name), Some("big"));
+        assert_eq!(table.named("secret").map(|g| &*g.name), Some("small"));
+        let listed: Vec<(&str, &str)> = table.listed().map(|(n, g)| (n, &*g.name)).collect();
+        assert_eq!(
+            listed,
+            [
+                ("big", "big"),
+                ("small", "small"),
+                ("gpt-4", "big"),
+                ("anthropic/claude-x", "big"),
+                ("claude", "anthropic/*"),
+            ]
+        );
     }
 }

@@ -379,6 +379,7 @@ mod tests {
             model_name: Arc::from("big"),
             upstream_model: Arc::from("big-1"),
             provider: "anthropic",
+            region: None,
         });
         let start = retried.start;
         retried.attempts.push(AttemptSpan {

@@ -74,7 +74,7 @@ fn deployment(
         return None;
     };
     let lp = format!("{at}.litellm_params");
-    let model_info = model_info(&at, raw.model_info.unwrap_or_default(), p);
+    let mut model_info = model_info(&at, raw.model_info.unwrap_or_default(), p);
     let model = params.model.as_ref().map(Scalar::text).unwrap_or_default();
     let at_key = |key: &str| format!("{lp}.{key}");
     let rpm = whole(&at_key("rpm"), params.rpm, p);
@@ -90,6 +90,7 @@ fn deployment(
     )
     .or(defaults.idle);
     let max_retries = whole(&at_key("max_retries"), params.max_retries, p);
+    let num_retries = whole(&at_key("num_retries"), params.num_retries, p);
     let input_cost_per_token = number(
         &at_key("input_cost_per_token"),
         params.input_cost_per_token,
@@ -151,10 +152,15 @@ fn deployment(
         )
         .over(&defaults.tls)
         .load(p),
+        region_name: text(params.region_name).filter(|r| !r.trim().is_empty()),
     };
     let provider_params = provider_params(&lp, params.rest, p);
     let model_name = model_name.unwrap_or_default();
     let upstream = settings::read(&model_name, given, &provider_params, env, p)?;
+    // LiteLLM's `/health` takes a text-completion model for one without being told.
+    if model_info.mode.is_none() && upstream.provider.name() == "text-completion-openai" {
+        model_info.mode = Some("completion".to_owned());
+    }
     let mut d = Deployment {
         id: String::new(),
         upstream,
@@ -165,6 +171,7 @@ fn deployment(
         stream_timeout,
         stream_idle_timeout,
         max_retries,
+        num_retries,
         input_cost_per_token,
         output_cost_per_token,
         unit_costs,

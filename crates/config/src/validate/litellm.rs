@@ -92,7 +92,7 @@ pub(super) fn check_model(path: String, name: &str, names: &[&str], p: &mut Prob
 }
 
 /// Whether a model name is served: a group of that name, or a wildcard group matching it.
-fn model_exists(name: &str, names: &[&str]) -> bool {
+pub(super) fn model_exists(name: &str, names: &[&str]) -> bool {
     names.iter().any(|n| match n.split_once('*') {
         None => *n == name,
         Some((pre, suf)) => {

@@ -37,7 +37,12 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         litellm_raw.ssl_certificate_key.take(),
         env,
     );
-    let mut router = router::router(raw.router_settings.unwrap_or_default(), p);
+    let mut router_raw = raw.router_settings.unwrap_or_default();
+    let alias_sections = [
+        ("router_settings", router_raw.model_group_alias.take()),
+        ("litellm_settings", litellm_raw.model_group_alias.take()),
+    ];
+    let mut router = router::router(router_raw, p);
     let litellm = litellm::litellm(litellm_raw, &mut router, env, p);
     let mut callbacks = callbacks::callbacks(
         &litellm,
@@ -74,6 +79,12 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     ] {
         litellm::check_fallbacks(section, list, &names, p);
     }
+    router.model_group_alias = router::aliases(
+        alias_sections,
+        &names,
+        |name| litellm::model_exists(name, &names),
+        p,
+    );
     for (j, to) in router.default_fallbacks.iter().enumerate() {
         litellm::check_model(
             format!("router_settings.default_fallbacks[{j}]"),

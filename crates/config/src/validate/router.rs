@@ -10,8 +10,8 @@ use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
 
 use super::litellm::fallbacks;
 use super::texts;
-use crate::model::{RedisAddress, RouterSettings};
-use crate::raw::RawRouter;
+use crate::model::{GroupAlias, RedisAddress, RouterSettings};
+use crate::raw::{RawAlias, RawAliases, RawRouter};
 
 /// LiteLLM's routing strategies.
 pub const ROUTING_STRATEGIES: [&str; 6] = [
@@ -93,7 +93,67 @@ pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
         context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
         content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
         default_fallbacks: texts(raw.default_fallbacks),
+        // Filled by `aliases` once the model groups are known.
+        model_group_alias: Vec::new(),
     }
+}
+
+/// `model_group_alias` of `router_settings` and `litellm_settings` (`sections`, in order:
+/// an alias the first declares is not taken again from the second). Each must name a served
+/// model (`served`); an alias that is itself a group's name is that group, and says so.
+pub(super) fn aliases(
+    sections: [(&str, Option<RawAliases>); 2],
+    names: &[&str],
+    served: impl Fn(&str) -> bool,
+    p: &mut Problems,
+) -> Vec<GroupAlias> {
+    let mut out: Vec<GroupAlias> = Vec::new();
+    for (section, raw) in sections {
+        for (alias, value) in raw.unwrap_or_default() {
+            let path = format!("{section}.model_group_alias.{alias}");
+            let (group, hidden) = match value {
+                RawAlias::Group(g) => (text(Some(g)), false),
+                RawAlias::Item { model, hidden } => (
+                    text(model),
+                    boolean(&format!("{path}.hidden"), hidden, p).unwrap_or(false),
+                ),
+            };
+            let Some(group) = group.filter(|g| !g.trim().is_empty()) else {
+                p.error(
+                    path,
+                    "expected a model group's name, or {model: <group>, hidden: <bool>}",
+                );
+                continue;
+            };
+            if !served(&group) {
+                p.error(
+                    path,
+                    format!(
+                        "no model group is named \"{group}\"{}",
+                        did_you_mean(&group, names.iter().copied())
+                    ),
+                );
+                continue;
+            }
+            if names.contains(&alias.as_str()) {
+                p.warn(
+                    path,
+                    format!("\"{alias}\" is a model group's own name, which wins; ignored"),
+                );
+                continue;
+            }
+            if out.iter().any(|a| a.alias == alias) {
+                p.warn(path, "also set in router_settings, which wins; ignored");
+                continue;
+            }
+            out.push(GroupAlias {
+                alias,
+                group,
+                hidden,
+            });
+        }
+    }
+    out
 }
 
 /// LiteLLM's per-kind maps: `retry_policy: {RateLimitErrorRetries: 3}`,

@@ -34,6 +34,14 @@ pub const OPENAI: ProviderSpec = ProviderSpec {
     )
 };
 
+/// `text-completion-openai/`: OpenAI's completions models (`gpt-3.5-turbo-instruct`), at
+/// OpenAI's URL with OpenAI's key; its own prefix so that `model_info.mode` defaults to
+/// `completion`, as LiteLLM's `/health` infers.
+pub const TEXT_COMPLETION_OPENAI: ProviderSpec = ProviderSpec {
+    prefix: "text-completion-openai",
+    ..OPENAI
+};
+
 /// `custom_openai/` (and `openai_compatible/`, `openai_like/`): any OpenAI-compatible server at
 /// `api_base`; also a bare model name with an `api_base`.
 pub const CUSTOM_OPENAI: ProviderSpec = ProviderSpec {
@@ -52,6 +60,7 @@ const fn compatible(
 /// Every OpenAI-compatible provider, by its LiteLLM prefix.
 pub const SPECS: &[ProviderSpec] = &[
     OPENAI,
+    TEXT_COMPLETION_OPENAI,
     compatible(
         "groq",
         Some("https://api.groq.com/openai/v1"),

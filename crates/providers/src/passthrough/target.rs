@@ -100,6 +100,7 @@ impl Target {
             model_name: Arc::from(route.label()),
             upstream_model: Arc::from("*"),
             provider: route.name(),
+            region: u.region_name.as_deref().map(Arc::from),
         };
         let d = Prepared {
             info: &info,
