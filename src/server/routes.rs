@@ -29,6 +29,7 @@ pub enum Route<'a> {
     /// The Files and Batches APIs (`crate::files`, which reads the path again), by label.
     Files(&'static str),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
+    /// `/organization/*`, `/budget/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
     /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
@@ -126,6 +127,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/end_user/",
         "/spend/",
         "/model/",
+        "/organization/",
+        "/budget/",
     ]
     .iter()
     .any(|p| bare.starts_with(p))
