@@ -42,6 +42,20 @@ const ADMIN_ROUTES: &[(Method, &str)] = &[
     (Method::GET, "/customer/list"),
     (Method::GET, "/spend/logs"),
     (Method::GET, "/spend/daily"),
+    (Method::POST, "/budget/new"),
+    (Method::POST, "/budget/update"),
+    (Method::POST, "/budget/info"),
+    (Method::POST, "/budget/delete"),
+    (Method::GET, "/budget/list"),
+    (Method::POST, "/organization/new"),
+    (Method::PATCH, "/organization/update"),
+    (Method::DELETE, "/organization/delete"),
+    (Method::GET, "/organization/info"),
+    (Method::POST, "/organization/info"),
+    (Method::GET, "/organization/list"),
+    (Method::POST, "/organization/member_add"),
+    (Method::PATCH, "/organization/member_update"),
+    (Method::DELETE, "/organization/member_delete"),
 ];
 
 /// The admin target's store folder: in /dev/shm (memory) when there is one, one per process.

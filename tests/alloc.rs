@@ -245,8 +245,10 @@ fn report(path: &str, added: f64, direct: f64, target: f64) {
 /// Targets: the counts measured when each was set (2026-11-26: 37.0, 41.2–41.3, 83.9–95.5),
 /// rounded up. The keyed path varies by a few allocations per request from run to run: the
 /// spend writer allocates per batch of records, and where batches fall moves with timing.
-const CHAT_TARGET: f64 = 38.0;
-const STREAM_TARGET: f64 = 42.0;
+/// 2026-11-29: chat 39.0–39.1, chat-stream 44.9 with LiteLLM's `x-litellm-*` headers beside sluice's (issue 36):
+/// their values are shared or static, the one new allocation is the header map's growth.
+const CHAT_TARGET: f64 = 40.0;
+const STREAM_TARGET: f64 = 46.0;
 const VIRTUAL_KEY_TARGET: f64 = 110.0;
 
 /// One test, the paths one after another: the counter is the whole process's, so nothing else

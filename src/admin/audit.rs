@@ -1,6 +1,6 @@
 //! The audit log of the management API (LiteLLM's audit logs): every change to a key, team,
-//! user or end user, made through `/key/*`, `/team/*`, `/user/*`, `/customer/*` or the
-//! console, is stored with who made it, the action, the object and its value before and after
+//! user, end user, organization or budget, made through `/key/*`, `/team/*`, `/user/*`,
+//! `/customer/*`, `/organization/*`, `/budget/*` or the console, is stored with who made it, the action, the object and its value before and after
 //! — secrets masked before anything is written: a key's plaintext is never stored, only its
 //! hash and `sk-…` with its last four characters. `GET /audit` reads it back.
 
@@ -34,6 +34,8 @@ pub(super) fn change_of(path: &str) -> Option<Change> {
         "team" => "teams",
         "user" => "users",
         "customer" => "end_users",
+        "organization" => "organizations",
+        "budget" => "budgets",
         _ => return None,
     };
     let action = match verb {
@@ -65,6 +67,10 @@ impl Change {
         let (one, many) = match self.table {
             "keys" => ("key", "keys"),
             "teams" => ("team_id", "team_ids"),
+            "organizations" => ("organization_id", "organization_ids"),
+            // `/budget/delete` names its budget as `id`.
+            "budgets" if body.get("id").is_some() => ("id", "budgets"),
+            "budgets" => ("budget_id", "budgets"),
             _ => ("user_id", "user_ids"),
         };
         if let Some(named) = path
@@ -94,7 +100,11 @@ impl Change {
             .collect();
         if ids.is_empty() {
             if let Some(a) = answer {
-                let field = if self.table == "keys" { "token" } else { one };
+                let field = match self.table {
+                    "keys" => "token",
+                    "budgets" => "budget_id",
+                    _ => one,
+                };
                 ids.extend(a.get(field).and_then(Value::as_str).map(str::to_owned));
             }
         }
@@ -107,6 +117,7 @@ impl Change {
             "keys" => ("/key/info", "key"),
             "teams" => ("/team/info", "team_id"),
             "users" => ("/user/info", "user_id"),
+            "organizations" => ("/organization/info", "organization_id"),
             _ => ("/customer/info", "end_user_id"),
         };
         let q = form_urlencoded::Serializer::new(String::new())
@@ -117,7 +128,8 @@ impl Change {
 
     /// Whether the object's value before the change is worth reading (it exists).
     pub(super) fn has_before(&self) -> bool {
-        self.action != "created"
+        // A budget has no GET info route to read it by.
+        self.action != "created" && self.table != "budgets"
     }
 
     /// The rows to write for one call.
@@ -301,6 +313,29 @@ mod tests {
         assert_eq!(c.action, "regenerated");
         assert!(change_of("/key/info").is_none());
         assert!(change_of("/spend/logs").is_none());
+        let c = change_of("/organization/delete").unwrap();
+        assert_eq!((c.table, c.action), ("organizations", "deleted"));
+        assert_eq!(
+            c.objects(
+                "/organization/delete",
+                &json!({"organization_ids": ["o"]}),
+                None
+            ),
+            ["o"]
+        );
+        let c = change_of("/budget/delete").unwrap();
+        assert_eq!(
+            c.objects("/budget/delete", &json!({"id": "b"}), None),
+            ["b"]
+        );
+        assert!(!c.has_before());
+        let c = change_of("/budget/new").unwrap();
+        let answer = json!({"budget_id": "made"});
+        assert_eq!(
+            c.objects("/budget/new", &json!({}), Some(&answer)),
+            ["made"]
+        );
+        assert!(change_of("/organization/info").is_none());
     }
 
     #[test]

@@ -23,9 +23,10 @@ fn end_user_json(e: &EndUserRow) -> Value {
     out.insert("user_id".into(), e.user_id.clone().into());
     out.insert("alias".into(), e.alias.clone().into());
     out.insert("blocked".into(), e.blocked.into());
+    out.insert("budget_id".into(), e.limits.budget_id.clone().into());
     out.insert("models".into(), models);
     // LiteLLM's own columns for these; sluice keeps them in `metadata`.
-    for name in ["allowed_model_region", "default_model", "budget_id"] {
+    for name in ["allowed_model_region", "default_model"] {
         let v = metadata.get(name).cloned().unwrap_or(Value::Null);
         out.insert(name.into(), v);
     }
@@ -64,6 +65,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     end_user.alias = n.alias;
     end_user.blocked = n.blocked;
     limits.apply(&mut end_user.limits, now)?;
+    super::budgets::follow(store, &mut end_user.limits, now).await?;
     store
         .create_end_user(&end_user)
         .await
@@ -97,6 +99,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
         end_user.blocked = b;
     }
     limits.apply(&mut end_user.limits, now)?;
+    super::budgets::follow(store, &mut end_user.limits, now).await?;
     end_user.accounting.updated_at = now;
     store
         .update_end_user(&end_user)

@@ -14,7 +14,22 @@ use sluice_store::{BudgetDuration, Limits};
 /// Every field a request struct requires, so serde's "missing field" becomes a
 /// `MissingParam` with a static name.
 pub(super) const REQUIRED: &[&str] = &[
-    "key", "keys", "team_id", "user_id", "user_ids", "team_ids", "member", "role",
+    "key",
+    "keys",
+    "team_id",
+    "user_id",
+    "user_ids",
+    "team_ids",
+    "member",
+    "role",
+    // Organizations and budgets (admin/organizations.rs, admin/budgets.rs).
+    "organization_id",
+    "organization_ids",
+    "organizations",
+    "organization_alias",
+    "budgets",
+    "budget_id",
+    "id",
 ];
 
 /// Every field name any admin body takes, so a type error can name its field statically.
@@ -47,6 +62,20 @@ pub(super) const ALL: &[&str] = &[
     "max_parallel_requests",
     "metadata",
     "object_permission",
+    // Organizations and budgets (admin/organizations.rs, admin/budgets.rs).
+    "budget_id",
+    "budgets",
+    "id",
+    "organization_id",
+    "organization_ids",
+    "organizations",
+    "organization_alias",
+    "soft_budget",
+    "model_max_budget",
+    "model_rpm_limit",
+    "model_tpm_limit",
+    "max_budget_in_organization",
+    "budget_reset_at",
 ];
 
 /// LiteLLM's key fields (`GenerateKeyRequest`, `UpdateKeyRequest`) that sluice keeps in the
@@ -77,8 +106,6 @@ pub(super) const KEPT_KEY: &[&str] = &[
     "rotation_interval",
     "temp_budget_increase",
     "temp_budget_expiry",
-    "budget_id",
-    "organization_id",
 ];
 
 /// LiteLLM's team fields (`NewTeamRequest`, `UpdateTeamRequest`) kept in the team's
@@ -98,8 +125,6 @@ pub(super) const KEPT_TEAM: &[&str] = &[
     "team_member_rpm_limit",
     "team_member_tpm_limit",
     "team_member_key_duration",
-    "budget_id",
-    "organization_id",
 ];
 
 /// LiteLLM's user fields (`NewUserRequest`, `UpdateUserRequest`) kept in the user's
@@ -123,7 +148,6 @@ pub(super) const KEPT_USER: &[&str] = &[
 /// LiteLLM's end-user fields (`NewCustomerRequest`, `UpdateCustomerRequest`) kept in the end
 /// user's `metadata`.
 pub(super) const KEPT_CUSTOMER: &[&str] = &[
-    "budget_id",
     "soft_budget",
     "model_max_budget",
     "budget_reset_at",
@@ -150,6 +174,7 @@ pub(super) const LIMIT_FIELDS: &[&str] = &[
     "max_parallel_requests",
     "metadata",
     "object_permission",
+    "budget_id",
 ];
 
 /// `Some(None)` for an explicit `null`, `None` (via `default`) when absent.
@@ -183,12 +208,37 @@ pub(super) struct LimitsPatch {
     /// The request's kept fields (`KEPT_*`), moved here before the typed read.
     #[serde(skip)]
     pub(super) kept: Map<String, Value>,
+    /// A budget object (`/budget/new`) whose limits the holder takes (`budgets::follow`).
+    #[serde(default, deserialize_with = "set")]
+    budget_id: Option<Option<String>>,
 }
 
 impl LimitsPatch {
+    /// Whether the request sets a limit a budget object would set.
+    fn sets_budget_limits(&self) -> bool {
+        self.max_budget.is_some()
+            || self.budget_duration.is_some()
+            || self.rpm_limit.is_some()
+            || self.tpm_limit.is_some()
+            || self.max_parallel_requests.is_some()
+    }
+
     /// Applies the fields present; a new or removed `budget_duration` starts (or ends) the
     /// budget window at `now`.
     pub(super) fn apply(self, limits: &mut Limits, now: OffsetDateTime) -> Result<(), ApiError> {
+        // A holder that names a budget takes its limits from it (`budgets::follow`).
+        if let Some(b) = self.budget_id.clone() {
+            limits.budget_id = b;
+        }
+        if limits.budget_id.is_some() && self.sets_budget_limits() {
+            return Err(ApiError::InvalidParam {
+                param: "budget_id",
+                message: "set either budget_id or the limits (max_budget, budget_duration, \
+                          rpm_limit, tpm_limit, max_parallel_requests), not both; change a \
+                          budget with /budget/update"
+                    .into(),
+            });
+        }
         if let Some(models) = self.models {
             limits.models = models.unwrap_or_default();
         }
@@ -308,7 +358,7 @@ fn check_kept(name: &str, value: &Value) -> Result<(), ApiError> {
 /// `object_permission`'s MCP members in the shapes the gateway reads: `mcp_servers` a list of
 /// names, `mcp_tool_permissions` server → list of tools. A wrong shape is a 400, not a
 /// permission silently ignored.
-fn check_object_permission(op: &Map<String, Value>) -> Result<(), ApiError> {
+pub(super) fn check_object_permission(op: &Map<String, Value>) -> Result<(), ApiError> {
     let names = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
     let bad = |message: &str| ApiError::InvalidParam {
         param: "object_permission",
@@ -347,6 +397,7 @@ pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
         limits.max_parallel_requests.into(),
     );
     out.insert("metadata".into(), Value::Object(limits.metadata.clone()));
+    out.insert("budget_id".into(), limits.budget_id.clone().into());
     out.insert(
         "object_permission".into(),
         limits

@@ -104,6 +104,7 @@ pub(super) fn key_json(k: &KeyRow) -> Value {
     out.insert("expires".into(), iso_opt(k.expires));
     out.insert("user_id".into(), k.user_id.clone().into());
     out.insert("team_id".into(), k.team_id.clone().into());
+    out.insert("organization_id".into(), k.organization_id.clone().into());
     out.insert("blocked".into(), k.blocked.into());
     limits_json(&k.limits, &mut out);
     accounting_json(&k.accounting, &mut out);
@@ -128,6 +129,7 @@ const OWN_FIELDS: &[&str] = &[
     "team_id",
     "blocked",
     "spend",
+    "organization_id",
 ];
 
 /// A `spend` as LiteLLM's clients send it: USD, 0 or more.
@@ -148,6 +150,7 @@ struct Generate {
     duration: Option<String>,
     user_id: Option<String>,
     team_id: Option<String>,
+    organization_id: Option<String>,
     #[serde(default)]
     blocked: bool,
     spend: Option<f64>,
@@ -173,9 +176,11 @@ pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResul
     key.expires = expires(g.duration.as_deref(), now)?;
     key.user_id = g.user_id;
     key.team_id = g.team_id;
+    key.organization_id = super::organizations::placed(store, g.organization_id).await?;
     key.blocked = g.blocked;
     key.accounting.spend = checked_spend(g.spend)?.unwrap_or(0.0);
     limits.apply(&mut key.limits, now)?;
+    super::budgets::follow(store, &mut key.limits, now).await?;
     store.create_key(&key).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict("a key with this key_alias (or value)".into())
@@ -196,6 +201,8 @@ struct Update {
     user_id: Option<Option<String>>,
     #[serde(default, deserialize_with = "set")]
     team_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    organization_id: Option<Option<String>>,
     blocked: Option<bool>,
     spend: Option<f64>,
 }
@@ -219,10 +226,14 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
         check_team(store, team.as_deref()).await?;
         key.team_id = team;
     }
+    if let Some(org) = u.organization_id {
+        key.organization_id = super::organizations::placed(store, org).await?;
+    }
     if let Some(b) = u.blocked {
         key.blocked = b;
     }
     limits.apply(&mut key.limits, now)?;
+    super::budgets::follow(store, &mut key.limits, now).await?;
     key.accounting.updated_at = now;
     save(store, &key).await?;
     if let Some(spend) = spend {

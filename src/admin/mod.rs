@@ -1,6 +1,7 @@
 //! The management API, LiteLLM-compatible: virtual keys (`/key/*`), teams (`/team/*`), users
-//! (`/user/*`), end users (`/customer/*`, also as `/end_user/*`) and spend logs
-//! (`GET /spend/logs`), with LiteLLM's request and response field names.
+//! (`/user/*`), end users (`/customer/*`, also as `/end_user/*`), organizations
+//! (`/organization/*`), budgets (`/budget/*`) and spend logs (`GET /spend/logs`), with
+//! LiteLLM's request and response field names.
 //!
 //! The pipeline calls [`handle`] behind the master key; nothing here is on the inference path.
 //! Every handler is `async fn(&Store, AdminRequest) -> Result<Value, ApiError>`. Bodies and
@@ -11,10 +12,12 @@
 mod audit;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
+mod budgets;
 mod customers;
 mod fields;
 mod keys;
 mod models;
+mod organizations;
 mod own;
 mod spend;
 mod teams;
@@ -140,6 +143,64 @@ const ROUTES: &[(Method, &str, Handler)] = &[
         Box::pin(spend::daily(s, r))
     }),
     (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
+    (Method::POST, "/budget/new", |s, r| {
+        Box::pin(budgets::new(s, r))
+    }),
+    (Method::POST, "/budget/update", |s, r| {
+        Box::pin(budgets::update(s, r))
+    }),
+    (Method::POST, "/budget/info", |s, r| {
+        Box::pin(budgets::info(s, r))
+    }),
+    (Method::GET, "/budget/list", |s, r| {
+        Box::pin(budgets::list(s, r))
+    }),
+    (Method::POST, "/budget/delete", |s, r| {
+        Box::pin(budgets::delete(s, r))
+    }),
+    (Method::POST, "/organization/new", |s, r| {
+        Box::pin(organizations::new(s, r))
+    }),
+    // LiteLLM's methods are PATCH and DELETE; older clients POST.
+    (Method::PATCH, "/organization/update", |s, r| {
+        Box::pin(organizations::update(s, r))
+    }),
+    (Method::POST, "/organization/update", |s, r| {
+        Box::pin(organizations::update(s, r))
+    }),
+    (Method::DELETE, "/organization/delete", |s, r| {
+        Box::pin(organizations::delete(s, r))
+    }),
+    (Method::POST, "/organization/delete", |s, r| {
+        Box::pin(organizations::delete(s, r))
+    }),
+    (Method::GET, "/organization/info", |s, r| {
+        Box::pin(organizations::info(s, r))
+    }),
+    (Method::POST, "/organization/info", |s, r| {
+        Box::pin(organizations::info_many(s, r))
+    }),
+    (Method::GET, "/organization/list", |s, r| {
+        Box::pin(organizations::list(s, r))
+    }),
+    (Method::POST, "/organization/list", |s, r| {
+        Box::pin(organizations::list(s, r))
+    }),
+    (Method::POST, "/organization/member_add", |s, r| {
+        Box::pin(organizations::member_add(s, r))
+    }),
+    (Method::PATCH, "/organization/member_update", |s, r| {
+        Box::pin(organizations::member_update(s, r))
+    }),
+    (Method::POST, "/organization/member_update", |s, r| {
+        Box::pin(organizations::member_update(s, r))
+    }),
+    (Method::DELETE, "/organization/member_delete", |s, r| {
+        Box::pin(organizations::member_delete(s, r))
+    }),
+    (Method::POST, "/organization/member_delete", |s, r| {
+        Box::pin(organizations::member_delete(s, r))
+    }),
 ];
 
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
@@ -205,9 +266,8 @@ pub async fn call(
     if let Some(answer) = models::handle(state, method, &route, query, body, by).await {
         return answer;
     }
-    let audited = (method == Method::POST)
-        .then(|| audit::change_of(&route))
-        .flatten();
+    let changes = method != Method::GET;
+    let audited = changes.then(|| audit::change_of(&route)).flatten();
     let before_values = match &audited {
         Some(c) => audit::read_before(&services.store, c, &route, body).await,
         None => Vec::new(),
@@ -232,7 +292,7 @@ pub async fn call(
         };
         audit::record(&services.store, by, c, objects, &answer).await;
     }
-    if method == Method::POST {
+    if changes {
         match services.sync.refresh(before).await {
             Ok(changed) => {
                 if let Some(fleet) = state.fleet() {

@@ -21,6 +21,7 @@ const OWN_FIELDS: &[&str] = &[
     "members_with_roles",
     "admins",
     "members",
+    "organization_id",
 ];
 
 fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
@@ -28,6 +29,7 @@ fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
     out.insert("team_id".into(), t.team_id.clone().into());
     out.insert("team_alias".into(), t.team_alias.clone().into());
     out.insert("blocked".into(), t.blocked.into());
+    out.insert("organization_id".into(), t.organization_id.clone().into());
     out.insert(
         "members_with_roles".into(),
         members
@@ -56,6 +58,7 @@ async fn existing(store: &Store, id: &str) -> Result<TeamRow, ApiError> {
 struct New {
     team_id: Option<String>,
     team_alias: Option<String>,
+    organization_id: Option<String>,
     #[serde(default)]
     blocked: bool,
     #[serde(flatten)]
@@ -103,7 +106,9 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let mut team = TeamRow::new(id, now);
     team.team_alias = n.team_alias;
     team.blocked = n.blocked;
+    team.organization_id = super::organizations::placed(store, n.organization_id).await?;
     limits.apply(&mut team.limits, now)?;
+    super::budgets::follow(store, &mut team.limits, now).await?;
     store.create_team(&team).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict(format!("team `{}`", team.team_id))
@@ -119,6 +124,8 @@ struct Update {
     team_id: String,
     #[serde(default, deserialize_with = "set")]
     team_alias: Option<Option<String>>,
+    #[serde(default, deserialize_with = "set")]
+    organization_id: Option<Option<String>>,
     blocked: Option<bool>,
     #[serde(flatten)]
     roster: Roster,
@@ -137,7 +144,11 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     if let Some(b) = u.blocked {
         team.blocked = b;
     }
+    if let Some(org) = u.organization_id {
+        team.organization_id = super::organizations::placed(store, org).await?;
+    }
     limits.apply(&mut team.limits, now)?;
+    super::budgets::follow(store, &mut team.limits, now).await?;
     team.accounting.updated_at = now;
     store.update_team(&team).await.map_err(store_error)?;
     add_members(store, &team, checked).await?;

@@ -165,6 +165,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         });
     }
     limits.apply(&mut user.limits, now)?;
+    super::budgets::follow(store, &mut user.limits, now).await?;
     store.create_user(&user).await.map_err(|e| match e {
         sluice_store::StoreError::Conflict(_) => {
             ApiError::Conflict(format!("user `{}`", user.user_id))
@@ -261,6 +262,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
         user.password_hash = v.as_deref().map(password_hash).transpose()?;
     }
     limits.apply(&mut user.limits, now)?;
+    super::budgets::follow(store, &mut user.limits, now).await?;
     user.accounting.updated_at = now;
     store.update_user(&user).await.map_err(store_error)?;
     if let Some(spend) = spend {

@@ -1,4 +1,4 @@
-//! The in-memory directory of virtual keys, teams, users and end users. Every request is
+//! The in-memory directory of virtual keys, teams, users, end users and organizations. Every request is
 //! authenticated and admitted from here without I/O: a SHA-256 of the presented key, one
 //! lock-free map read per holder. The sync task (`auth::sync`) fills it from the store and keeps
 //! it current; requests only read it. Counters (rate windows, spend) belong to the holder, not
@@ -26,7 +26,8 @@ pub fn digest(key: &str) -> KeyDigest {
     Sha256::digest(key.as_bytes()).into()
 }
 
-/// A team, a user or an end user: who may be refused, what they may call, and their limits.
+/// A team, a user, an end user or an organization: who may be refused, what they may call,
+/// and their limits.
 #[derive(Debug)]
 pub struct Holder {
     /// Its id.
@@ -45,6 +46,8 @@ pub struct Holder {
     pub aliases: Option<Arc<Aliases>>,
     /// A user whose `user_role` is `proxy_admin` (LiteLLM's rule: their keys are admins).
     pub proxy_admin: bool,
+    /// The organization a team is under: its keys answer to it too.
+    pub organization: Option<Arc<str>>,
 }
 
 /// One virtual key as the request path needs it.
@@ -67,6 +70,8 @@ pub struct KeyEntry {
     pub cache: Option<Arc<CacheControl>>,
     /// Its names for model groups (`aliases`).
     pub aliases: Option<Arc<Aliases>>,
+    /// The organization it is under by its own `organization_id` (else its team's counts).
+    pub organization: Option<Arc<str>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -87,6 +92,20 @@ pub struct Stored {
     pub aliases: Option<Arc<Aliases>>,
     /// A user whose `user_role` is `proxy_admin`: their keys are admins.
     pub proxy_admin: bool,
+    /// The organization a key or team is under (`organization_id`).
+    pub organization: Option<Arc<str>>,
+}
+
+/// The holders above a key that this instance knows: its team, its user and the organization
+/// it (or else its team) is under. Found with one lock-free read each, no allocation.
+#[derive(Debug, Default)]
+pub struct Above {
+    /// The key's team.
+    pub team: Option<Arc<Holder>>,
+    /// The key's user.
+    pub user: Option<Arc<Holder>>,
+    /// The key's organization, or its team's.
+    pub organization: Option<Arc<Holder>>,
 }
 
 /// Who is calling.
@@ -187,7 +206,7 @@ impl Caller {
     }
 }
 
-/// Keys, teams, users and end users, each in a lock-free map.
+/// Keys, teams, users, end users and organizations, each in a lock-free map.
 #[derive(Default)]
 pub struct Directory {
     keys: papaya::HashMap<KeyDigest, Arc<KeyEntry>>,
@@ -197,6 +216,7 @@ pub struct Directory {
     /// Whether any team has ever had `model_aliases`: until one does, a request's alias
     /// lookup costs no team lookup.
     team_aliases: AtomicBool,
+    organizations: papaya::HashMap<Arc<str>, Arc<Holder>>,
     /// Digests recently looked up in the store and not found, with when to ask again: a
     /// client retrying a bad key does not become a query per request.
     unknown: papaya::HashMap<KeyDigest, u64>,
@@ -213,6 +233,7 @@ impl std::fmt::Debug for Directory {
             .field("teams", &self.teams.len())
             .field("users", &self.users.len())
             .field("end_users", &self.end_users.len())
+            .field("organizations", &self.organizations.len())
             .finish()
     }
 }
@@ -292,12 +313,13 @@ impl Directory {
             subject: Subject {
                 kind: SubjectKind::Key,
                 id: hash,
-                limits: stored.limits,
+                limits: Arc::new(stored.limits),
                 counters: carry(old.map(|o| &o.subject), stored),
             },
             guardrails: stored.guardrails.clone(),
             cache: stored.cache.clone(),
             aliases: stored.aliases.clone(),
+            organization: stored.organization.clone(),
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -339,11 +361,12 @@ impl Directory {
         match kind {
             SubjectKind::Team => &self.teams,
             SubjectKind::User => &self.users,
+            SubjectKind::Organization => &self.organizations,
             SubjectKind::EndUser | SubjectKind::Key => &self.end_users,
         }
     }
 
-    /// Add or replace a team, user or end user, keeping its live counters.
+    /// Add or replace a team, user, end user or organization, keeping its live counters.
     pub fn put_holder(
         &self,
         kind: SubjectKind,
@@ -365,13 +388,14 @@ impl Directory {
                 subject: Subject {
                     kind,
                     id,
-                    limits: stored.limits,
+                    limits: Arc::new(stored.limits),
                     counters,
                 },
                 guardrails: stored.guardrails.clone(),
                 cache: stored.cache.clone(),
                 aliases: stored.aliases.clone(),
                 proxy_admin: stored.proxy_admin,
+                organization: stored.organization.clone(),
             }),
         );
         if kind == SubjectKind::Team && stored.aliases.is_some() {
@@ -379,7 +403,7 @@ impl Directory {
         }
     }
 
-    /// Forget a team, user or end user.
+    /// Forget a team, user, end user or organization.
     pub fn remove_holder(&self, kind: SubjectKind, id: &str) {
         self.map(kind).pin().remove(id);
         if kind == SubjectKind::Team {
@@ -397,21 +421,21 @@ impl Directory {
             .is_some_and(|u| u.proxy_admin)
     }
 
-    /// A team, user or end user.
+    /// A team, user, end user or organization.
     pub fn holder(&self, kind: SubjectKind, id: &str) -> Option<Arc<Holder>> {
         self.map(kind).pin().get(id).cloned()
     }
 
     /// The subjects a key's priced calls that are not model requests (MCP tools) are charged
-    /// to: the key, its team and its user, those with a limit. The caller has checked that
-    /// none of them is blocked.
+    /// to: the key, its team, its user and its organization, those with a limit. The caller
+    /// has checked that none of them is blocked.
     pub fn spend_subjects(&self, key: &KeyEntry) -> Subjects {
-        let (team, user) = self.team_and_user(key);
-        limited(key, team.as_deref(), user.as_deref())
+        limited(key, &self.above(key))
     }
 
-    /// The key's team and user, those this instance knows.
-    fn team_and_user(&self, key: &KeyEntry) -> (Option<Arc<Holder>>, Option<Arc<Holder>>) {
+    /// The key's team, user and organization, those this instance knows. The organization is
+    /// the key's own, else its team's; without either, no lookup is made.
+    pub fn above(&self, key: &KeyEntry) -> Above {
         let team = key
             .info
             .team_id
@@ -422,43 +446,47 @@ impl Directory {
             .user_id
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u));
-        (team, user)
+        let organization = key
+            .organization
+            .as_deref()
+            .or_else(|| team.as_ref().and_then(|t| t.organization.as_deref()))
+            .and_then(|o| self.holder(SubjectKind::Organization, o));
+        Above {
+            team,
+            user,
+            organization,
+        }
     }
 
-    /// Whether `key` may use `wanted` by the model access of the key, its team and its user
-    /// (the one rule, `auth::access`); `Err` names who refuses. Asked for the group a request
-    /// names and again for each fallback it would move to.
+    /// Whether `key` may use `wanted` by the model access of the key, its team, its user and
+    /// its organization (the one rule, `auth::access`); `Err` names who refuses. Asked for the
+    /// group a request names and again for each fallback it would move to.
     pub fn may_use(&self, key: &KeyEntry, wanted: &Wanted<'_>) -> Result<(), SubjectKind> {
-        let (team, user) = self.team_and_user(key);
-        may_use(key, team.as_deref(), user.as_deref(), wanted)
+        may_use(key, &self.above(key), wanted)
     }
 
     /// Whether `key` may be used at all now (not blocked or expired, nor its team or user
-    /// blocked); its team and user, those this instance knows.
-    #[allow(clippy::type_complexity)] // the pair `team_and_user` returns
-    pub fn usable(
-        &self,
-        key: &KeyEntry,
-        wall_ms: u64,
-    ) -> Result<(Option<Arc<Holder>>, Option<Arc<Holder>>), ApiError> {
+    /// blocked); the holders above it, those this instance knows.
+    pub fn usable(&self, key: &KeyEntry, wall_ms: u64) -> Result<Above, ApiError> {
         if key.blocked {
             return Err(ApiError::KeyRefused(KeyRefusal::Blocked));
         }
         if key.expires_ms.is_some_and(|t| wall_ms >= t) {
             return Err(ApiError::KeyRefused(KeyRefusal::Expired));
         }
-        let (team, user) = self.team_and_user(key);
-        if team.as_ref().is_some_and(|t| t.blocked) {
+        let above = self.above(key);
+        if above.team.as_ref().is_some_and(|t| t.blocked) {
             return Err(ApiError::KeyRefused(KeyRefusal::TeamBlocked));
         }
-        if user.as_ref().is_some_and(|u| u.blocked) {
+        if above.user.as_ref().is_some_and(|u| u.blocked) {
             return Err(ApiError::KeyRefused(KeyRefusal::UserBlocked));
         }
-        Ok((team, user))
+        Ok(above)
     }
 
     /// Check that `key` may call `wanted` now, and collect the subjects to admit the request
-    /// against: the key, its team, its user and the request's end user (those that exist here).
+    /// against: the key, its team, its user, its organization and the request's end user
+    /// (those that exist here).
     pub fn subjects(
         &self,
         key: &KeyEntry,
@@ -466,14 +494,12 @@ impl Directory {
         wanted: &Wanted<'_>,
         wall_ms: u64,
     ) -> Result<Subjects, ApiError> {
-        let (team, user) = self.usable(key, wall_ms)?;
-        may_use(key, team.as_deref(), user.as_deref(), wanted).map_err(|by| {
-            ApiError::ModelNotAllowed {
-                model: wanted.requested.chars().take(256).collect(),
-                by,
-            }
+        let above = self.usable(key, wall_ms)?;
+        may_use(key, &above, wanted).map_err(|by| ApiError::ModelNotAllowed {
+            model: wanted.requested.chars().take(256).collect(),
+            by,
         })?;
-        let mut out = limited(key, team.as_deref(), user.as_deref());
+        let mut out = limited(key, &above);
         if let Some(h) = end_user.and_then(|e| self.holder(SubjectKind::EndUser, e)) {
             if h.blocked {
                 return Err(ApiError::EndUserBlocked);
@@ -486,33 +512,35 @@ impl Directory {
     }
 }
 
-/// The access rule over a key's holders: the key's list, then its team's, then its user's
-/// (LiteLLM keeps `models` on all three; each must allow).
-fn may_use(
-    key: &KeyEntry,
-    team: Option<&Holder>,
-    user: Option<&Holder>,
-    wanted: &Wanted<'_>,
-) -> Result<(), SubjectKind> {
+/// The access rule over a key's holders: the key's list, then its team's, its user's and its
+/// organization's (LiteLLM keeps `models` on all four; each must allow).
+fn may_use(key: &KeyEntry, above: &Above, wanted: &Wanted<'_>) -> Result<(), SubjectKind> {
     if !key.models.allows(wanted) {
         return Err(SubjectKind::Key);
     }
-    if team.is_some_and(|t| !t.models.allows(wanted)) {
+    let refuses = |h: &Option<Arc<Holder>>| h.as_ref().is_some_and(|h| !h.models.allows(wanted));
+    if refuses(&above.team) {
         return Err(SubjectKind::Team);
     }
-    if user.is_some_and(|u| !u.models.allows(wanted)) {
+    if refuses(&above.user) {
         return Err(SubjectKind::User);
+    }
+    if refuses(&above.organization) {
+        return Err(SubjectKind::Organization);
     }
     Ok(())
 }
 
-/// The key, its team and its user, those with a limit to count against.
-fn limited(key: &KeyEntry, team: Option<&Holder>, user: Option<&Holder>) -> Subjects {
+/// The key, its team, its user and its organization, those with a limit to count against.
+fn limited(key: &KeyEntry, above: &Above) -> Subjects {
     let mut out = Subjects::default();
     if key.subject.limits.any() {
         out.push(key.subject.clone());
     }
-    for h in team.into_iter().chain(user) {
+    for h in [&above.team, &above.user, &above.organization]
+        .into_iter()
+        .flatten()
+    {
         if h.subject.limits.any() {
             out.push(h.subject.clone());
         }
@@ -592,6 +620,65 @@ mod tests {
     }
 
     #[test]
+    fn an_organization_binds_the_keys_of_its_teams_and_its_own() {
+        let dir = Directory::default();
+        let org = Stored {
+            limits: Limits {
+                max_budget: Some(nanos(1.0)),
+                ..Limits::default()
+            },
+            ..Stored::default()
+        };
+        dir.put_holder(
+            SubjectKind::Organization,
+            "o1",
+            false,
+            ModelAccess::from_list(&["cheap".into()]),
+            &org,
+        );
+        let under = Stored {
+            organization: Some("o1".into()),
+            ..Stored::default()
+        };
+        dir.put_holder(SubjectKind::Team, "t1", false, ModelAccess::All, &under);
+        put(&dir, "sk-t", Some("t1"), &[], &Stored::default());
+        put(&dir, "sk-o", None, &[], &under);
+        put(&dir, "sk-free", None, &[], &Stored::default());
+        for key in ["sk-t", "sk-o"] {
+            let k = dir.key(&digest(key)).unwrap();
+            let s = dir.subjects(&k, None, &Wanted::name("cheap"), 0).unwrap();
+            assert_eq!(
+                s.iter().map(|s| s.kind).collect::<Vec<_>>(),
+                [SubjectKind::Organization],
+                "{key}: the organization's budget counts"
+            );
+            assert!(matches!(
+                dir.subjects(&k, None, &Wanted::name("dear"), 0),
+                Err(ApiError::ModelNotAllowed {
+                    by: SubjectKind::Organization,
+                    ..
+                })
+            ));
+        }
+        let k = dir.key(&digest("sk-free")).unwrap();
+        assert!(dir.subjects(&k, None, &Wanted::name("dear"), 0).is_ok());
+        // Every key under the organization shares its counters.
+        let a = dir.key(&digest("sk-t")).unwrap();
+        let b = dir.key(&digest("sk-o")).unwrap();
+        dir.above(&a)
+            .organization
+            .unwrap()
+            .subject
+            .counters
+            .charge(nanos(1.0));
+        assert!(admit(
+            dir.subjects(&b, None, &Wanted::name("cheap"), 0).unwrap(),
+            0
+        )
+        .is_err());
+    }
+
+    #[test]
     fn a_users_models_bind_its_keys() {
         let dir = Directory::default();
         dir.put_holder(
@@ -660,6 +747,7 @@ mod tests {
             },
             spend: nanos(spend),
             window_end_ms: end,
+            organization: None,
         };
         put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
         let k = dir.key(&digest("sk-1")).unwrap();

@@ -71,6 +71,15 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         aliases: Aliases::from_metadata(&l.metadata, "aliases")
             .or_else(|| Aliases::from_metadata(&l.metadata, "model_aliases")),
         proxy_admin: false,
+        organization: None,
+    }
+}
+
+/// [`stored`], for a key or team under an organization.
+fn stored_under(l: &store::Limits, spend: f64, organization: Option<&str>) -> Stored {
+    Stored {
+        organization: organization.map(Arc::from),
+        ..stored(l, spend)
     }
 }
 
@@ -96,7 +105,7 @@ impl Sync {
             ModelAccess::from_list(&k.limits.models),
             k.team_id.as_deref(),
             k.user_id.as_deref(),
-            &stored(&k.limits, k.accounting.spend),
+            &stored_under(&k.limits, k.accounting.spend, k.organization_id.as_deref()),
         );
         let mcp = sluice_mcp::Access::from_metadata(&k.limits.metadata);
         self.directory.set_mcp_access(false, k.token.as_str(), mcp);
@@ -109,16 +118,22 @@ impl Sync {
             self.directory
                 .put_holder(kind, id, blocked, access, &stored(limits, spend));
         };
+        for o in &c.organizations {
+            holder(
+                SubjectKind::Organization,
+                &o.organization_id,
+                false,
+                &o.limits,
+                o.accounting.spend,
+            );
+        }
         for t in &c.teams {
             let mcp = sluice_mcp::Access::from_metadata(&t.limits.metadata);
             self.directory.set_mcp_access(true, &t.team_id, mcp);
-            holder(
-                SubjectKind::Team,
-                &t.team_id,
-                t.blocked,
-                &t.limits,
-                t.accounting.spend,
-            );
+            let access = ModelAccess::from_list(&t.limits.models);
+            let s = stored_under(&t.limits, t.accounting.spend, t.organization_id.as_deref());
+            self.directory
+                .put_holder(SubjectKind::Team, &t.team_id, t.blocked, access, &s);
         }
         for u in &c.users {
             let mut s = stored(&u.limits, u.accounting.spend);
@@ -153,7 +168,7 @@ impl Sync {
         Ok(all.watermark)
     }
 
-    /// Reload one key (and its team and user) from the store; a key the store no longer has
+    /// Reload one key (and its team, user and organization) from the store; a key the store no longer has
     /// leaves the directory.
     pub async fn reload_key(&self, hash: &str) -> Result<Loaded, StoreError> {
         let Some(h) = KeyHash::from_hex(hash) else {
@@ -172,10 +187,18 @@ impl Sync {
             teams: Vec::new(),
             users: Vec::new(),
             end_users: Vec::new(),
+            organizations: Vec::new(),
             watermark: OffsetDateTime::UNIX_EPOCH,
         };
         if let Some(t) = &k.team_id {
             c.teams.extend(self.store.team(t).await?);
+        }
+        let org = k
+            .organization_id
+            .as_deref()
+            .or_else(|| c.teams.first().and_then(|t| t.organization_id.as_deref()));
+        if let Some(o) = org {
+            c.organizations.extend(self.store.organization(o).await?);
         }
         if let Some(u) = &k.user_id {
             c.users.extend(self.store.user(u).await?);

@@ -151,6 +151,7 @@ fn letter(kind: SubjectKind) -> char {
         SubjectKind::Team => 't',
         SubjectKind::User => 'u',
         SubjectKind::EndUser => 'e',
+        SubjectKind::Organization => 'o',
     }
 }
 
@@ -281,7 +282,7 @@ fn verdict(list: &[&Subject], out: &[i64], now_ms: u64) -> Verdict {
             3 => Exceeded::Parallel,
             _ => Exceeded::Budget,
         };
-        let limits = s.map(|s| s.limits).unwrap_or_default();
+        let limits = s.map(|s| *s.limits).unwrap_or_default();
         let next_minute = MINUTE_MS - now_ms % MINUTE_MS;
         let (limit, retry_ms, spent) = match exceeded {
             Exceeded::Requests => (limits.rpm.unwrap_or(0), next_minute, 0),

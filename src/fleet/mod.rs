@@ -182,7 +182,7 @@ mod tests {
         Subject {
             kind: SubjectKind::Key,
             id: id.into(),
-            limits,
+            limits: Arc::new(limits),
             counters: Arc::new(Counters::default()),
         }
     }

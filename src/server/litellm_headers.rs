@@ -55,8 +55,9 @@ pub static MAX_RETRIES: HeaderName = HeaderName::from_static("x-litellm-max-retr
 /// The per-attempt timeout the request ran under, in seconds.
 pub static TIMEOUT: HeaderName = HeaderName::from_static("x-litellm-timeout");
 
-/// Adds LiteLLM's name for each sluice header the answer carries.
+/// Adds LiteLLM's name for each sluice header the answer carries, growing the map once.
 pub fn mirror(headers: &mut HeaderMap) {
+    headers.reserve(MIRRORED.len());
     for (ours, theirs) in &MIRRORED {
         if let Some(v) = headers.get(ours) {
             let v = v.clone();
@@ -65,9 +66,13 @@ pub fn mirror(headers: &mut HeaderMap) {
     }
 }
 
-/// A count as a header value, without formatting through a `String`.
+/// A retry count as a header value: the usual ones are static (no allocation per request).
 pub fn count(n: u32) -> HeaderValue {
-    HeaderValue::from(n)
+    const SMALL: [&str; 11] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"];
+    match SMALL.get(n as usize) {
+        Some(s) => HeaderValue::from_static(s),
+        None => HeaderValue::from(n),
+    }
 }
 
 /// LiteLLM's request headers: `x-litellm-timeout` (seconds) and `x-litellm-num-retries`

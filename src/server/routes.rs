@@ -32,6 +32,7 @@ pub enum Route<'a> {
     /// when the deployment is a model group, else the pass-through route (if any) it was.
     AzureDeployment(Endpoint, &'a str, Option<PassRoute>),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
+    /// `/organization/*`, `/budget/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
     /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
@@ -135,6 +136,8 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/model/",
         "/v2/model/",
         "/model_group/",
+        "/organization/",
+        "/budget/",
     ]
     .iter()
     .any(|p| bare.starts_with(p))

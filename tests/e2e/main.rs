@@ -30,6 +30,7 @@ mod mcp_responses;
 mod mcp_spend;
 mod mcp_sse;
 mod models;
+mod organizations;
 mod passthrough;
 mod portable;
 mod providers;

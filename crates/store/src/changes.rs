@@ -8,6 +8,7 @@
 use time::OffsetDateTime;
 
 use super::entity::Entity;
+use super::OrganizationRow;
 use super::UserRow;
 use super::{col, from_ms, to_ms, EndUserRow, KeyHash, KeyRow, Store, StoreError, TeamRow};
 
@@ -24,6 +25,8 @@ pub struct Changes {
     pub users: Vec<UserRow>,
     /// End users created or edited.
     pub end_users: Vec<EndUserRow>,
+    /// Organizations created or edited.
+    pub organizations: Vec<OrganizationRow>,
     /// The latest change time seen (or the `since` asked for when nothing changed): the next
     /// poll's starting point, minus the caller's overlap.
     pub watermark: OffsetDateTime,
@@ -37,6 +40,7 @@ impl Changes {
             && self.teams.is_empty()
             && self.users.is_empty()
             && self.end_users.is_empty()
+            && self.organizations.is_empty()
     }
 }
 
@@ -48,12 +52,14 @@ impl Store {
         let teams: Vec<TeamRow> = self.updated_after(since).await?;
         let users: Vec<UserRow> = self.updated_after(since).await?;
         let end_users: Vec<EndUserRow> = self.updated_after(since).await?;
+        let organizations: Vec<OrganizationRow> = self.updated_after(since).await?;
         for t in keys
             .iter()
             .map(|k| k.accounting.updated_at)
             .chain(teams.iter().map(|t| t.accounting.updated_at))
             .chain(users.iter().map(|u| u.accounting.updated_at))
             .chain(end_users.iter().map(|e| e.accounting.updated_at))
+            .chain(organizations.iter().map(|o| o.accounting.updated_at))
         {
             watermark = watermark.max(t);
         }
@@ -76,6 +82,7 @@ impl Store {
             teams,
             users,
             end_users,
+            organizations,
             watermark,
         })
     }

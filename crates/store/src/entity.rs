@@ -30,6 +30,9 @@ pub struct Limits {
     pub max_parallel_requests: Option<u64>,
     /// Free-form JSON object the caller attached.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The budget object (`/budget/new`) these limits are a copy of: `/budget/update`
+    /// rewrites them for every holder that names it.
+    pub budget_id: Option<String>,
 }
 
 impl Limits {
@@ -45,7 +48,7 @@ impl Limits {
         }
     }
 
-    const COLUMNS: [&'static str; 8] = [
+    const COLUMNS: [&'static str; 9] = [
         "models",
         "max_budget",
         "budget_duration",
@@ -54,6 +57,7 @@ impl Limits {
         "tpm_limit",
         "max_parallel_requests",
         "metadata",
+        "budget_id",
     ];
 
     fn bind<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
@@ -65,6 +69,7 @@ impl Limits {
             .bind(self.tpm_limit.map(to_i64))
             .bind(self.max_parallel_requests.map(to_i64))
             .bind(to_json(&self.metadata))
+            .bind(self.budget_id.clone())
     }
 
     pub(crate) fn decode(row: &AnyRow) -> Result<Self, StoreError> {
@@ -83,6 +88,7 @@ impl Limits {
             tpm_limit: opt_u64(row, "tpm_limit")?,
             max_parallel_requests: opt_u64(row, "max_parallel_requests")?,
             metadata: json_col(row, "metadata")?,
+            budget_id: col(row, "budget_id")?,
         })
     }
 }
@@ -338,6 +344,10 @@ impl Store {
             K::Team => self.set_spend_of::<super::TeamRow>(id, spend, now).await,
             K::User => self.set_spend_of::<super::UserRow>(id, spend, now).await,
             K::EndUser => self.set_spend_of::<super::EndUserRow>(id, spend, now).await,
+            K::Organization => {
+                self.set_spend_of::<super::OrganizationRow>(id, spend, now)
+                    .await
+            }
         }
     }
 

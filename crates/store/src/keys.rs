@@ -57,6 +57,8 @@ pub struct KeyRow {
     pub user_id: Option<String>,
     /// Owning team.
     pub team_id: Option<String>,
+    /// The organization it belongs to (else its team's, if any).
+    pub organization_id: Option<String>,
     /// A blocked key is refused but kept (and its spend with it).
     pub blocked: bool,
     /// Budget and limits.
@@ -75,6 +77,7 @@ impl KeyRow {
             expires: None,
             user_id: None,
             team_id: None,
+            organization_id: None,
             blocked: false,
             limits: Limits::default(),
             accounting: Accounting::new(now),
@@ -106,6 +109,7 @@ impl Entity for KeyRow {
         "user_id",
         "team_id",
         "blocked",
+        "organization_id",
     ];
 
     fn id(&self) -> &str {
@@ -124,6 +128,7 @@ impl Entity for KeyRow {
             .bind(self.user_id.clone())
             .bind(self.team_id.clone())
             .bind(i64::from(self.blocked))
+            .bind(self.organization_id.clone())
     }
     fn decode(row: &AnyRow, limits: Limits, accounting: Accounting) -> Result<Self, StoreError> {
         Ok(Self {
@@ -134,6 +139,7 @@ impl Entity for KeyRow {
             user_id: col(row, "user_id")?,
             team_id: col(row, "team_id")?,
             blocked: col::<i64>(row, "blocked")? != 0,
+            organization_id: col(row, "organization_id")?,
             limits,
             accounting,
         })
@@ -150,6 +156,8 @@ pub enum KeyFilter<'a> {
     Team(&'a str),
     /// Keys of one user.
     User(&'a str),
+    /// Keys that name one organization themselves.
+    Organization(&'a str),
 }
 
 impl<'a> KeyFilter<'a> {
@@ -158,6 +166,7 @@ impl<'a> KeyFilter<'a> {
             Self::All => None,
             Self::Team(t) => Some(("team_id", t)),
             Self::User(u) => Some(("user_id", u)),
+            Self::Organization(o) => Some(("organization_id", o)),
         }
     }
 }
@@ -248,7 +257,8 @@ impl Store {
         Ok(self.reset_due::<KeyRow>(now).await?
             + self.reset_due::<super::TeamRow>(now).await?
             + self.reset_due::<super::UserRow>(now).await?
-            + self.reset_due::<super::EndUserRow>(now).await?)
+            + self.reset_due::<super::EndUserRow>(now).await?
+            + self.reset_due::<super::OrganizationRow>(now).await?)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Durable state: virtual keys, teams, users, end users, spend logs and daily rollups, behind one
+//! Durable state: virtual keys, teams, users, end users, organizations, budgets, spend logs and daily rollups, behind one
 //! interface over SQLite (a file next to the binary, zero setup) or PostgreSQL (a fleet).
 //!
 //! Both backends go through sqlx's `Any` driver with the same SQL: parameters are `$n`, upserts
@@ -9,6 +9,7 @@
 
 pub mod audit;
 pub mod budget;
+pub mod budget_objects;
 mod changes;
 pub mod end_users;
 mod entity;
@@ -16,6 +17,7 @@ mod error;
 pub mod keys;
 pub mod models;
 pub mod objects;
+pub mod organizations;
 mod sink;
 pub mod spend_logs;
 pub mod spool;
@@ -37,6 +39,7 @@ use sluice_core::Secret;
 
 pub use audit::{AuditEntry, AuditFilter};
 pub use budget::BudgetDuration;
+pub use budget_objects::BudgetRow;
 pub use changes::Changes;
 pub use end_users::EndUserRow;
 pub use entity::Accounting;
@@ -45,6 +48,7 @@ pub use error::StoreError;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use models::ModelRow;
 pub use objects::{ObjectKind, OwnedObject};
+pub use organizations::{OrgMember, OrgRole, OrganizationRow};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
     AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, MAX_CONTENT,

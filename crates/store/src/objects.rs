@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::{col, from_ms, to_ms, Store, StoreError};
 
 /// Most upstream ids one `IN (...)` query names (far below both databases' parameter limits).
-const IDS_PER_QUERY: usize = 500;
+pub(crate) const IDS_PER_QUERY: usize = 500;
 
 /// What an owned object is: the two kinds of OpenAI's object the gateway rewrites ids of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -536,6 +536,7 @@ impl Store {
                     .await?;
             }
         }
+        self.add_organization_spend(&mut tx, &totals.keys).await?;
         // End users need no admin call to exist: the first request naming one creates its row.
         let now = to_ms(OffsetDateTime::now_utc());
         for (id, spend) in &totals.end_users {
@@ -586,6 +587,46 @@ impl Store {
             inserted: n,
             duplicates: logs.len() as u64 - n,
         })
+    }
+
+    /// Adds the batch's spend per key to the organization each key is under (its own, else its
+    /// team's): one lookup per 500 keys, then one update per organization, in id order (the
+    /// same lock order on every instance).
+    async fn add_organization_spend(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        keys: &BTreeMap<&str, f64>,
+    ) -> Result<(), StoreError> {
+        let mut orgs: BTreeMap<String, f64> = BTreeMap::new();
+        let ids: Vec<(&str, f64)> = keys.iter().map(|(k, v)| (*k, *v)).collect();
+        for chunk in ids.chunks(super::objects::IDS_PER_QUERY) {
+            let params: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT k.token AS token, COALESCE(k.organization_id, t.organization_id) AS org \
+                 FROM keys k LEFT JOIN teams t ON t.team_id = k.team_id \
+                 WHERE k.token IN ({}) \
+                 AND COALESCE(k.organization_id, t.organization_id) IS NOT NULL",
+                params.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (k, _) in chunk {
+                q = q.bind((*k).to_owned());
+            }
+            for row in q.fetch_all(&mut **tx).await? {
+                let token: String = col(&row, "token")?;
+                let org: String = col(&row, "org")?;
+                let spend = keys.get(token.as_str()).copied().unwrap_or(0.0);
+                *orgs.entry(org).or_default() += spend;
+            }
+        }
+        for (org, spend) in &orgs {
+            sqlx::query("UPDATE organizations SET spend = spend + $1 WHERE organization_id = $2")
+                .bind(*spend)
+                .bind(org.clone())
+                .execute(&mut **tx)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Spend logs matching every filter set, newest first (`GET /spend/logs`).

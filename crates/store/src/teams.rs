@@ -15,6 +15,9 @@ pub struct TeamRow {
     pub team_alias: Option<String>,
     /// A blocked team's keys are all refused.
     pub blocked: bool,
+    /// The organization it belongs to: its keys are held to the organization's models and
+    /// budget too.
+    pub organization_id: Option<String>,
     /// Budget and limits.
     pub limits: Limits,
     /// Spend and timestamps.
@@ -28,6 +31,7 @@ impl TeamRow {
             team_id,
             team_alias: None,
             blocked: false,
+            organization_id: None,
             limits: Limits::default(),
             accounting: Accounting::new(now),
         }
@@ -79,7 +83,7 @@ impl Entity for TeamRow {
     const TABLE: &'static str = "teams";
     const ID: &'static str = "team_id";
     const WHAT: &'static str = "team";
-    const OWN: &'static [&'static str] = &["team_alias", "blocked"];
+    const OWN: &'static [&'static str] = &["team_alias", "blocked", "organization_id"];
 
     fn id(&self) -> &str {
         &self.team_id
@@ -93,12 +97,14 @@ impl Entity for TeamRow {
     fn bind_own<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
         q.bind(self.team_alias.clone())
             .bind(i64::from(self.blocked))
+            .bind(self.organization_id.clone())
     }
     fn decode(row: &AnyRow, limits: Limits, accounting: Accounting) -> Result<Self, StoreError> {
         Ok(Self {
             team_id: col(row, "team_id")?,
             team_alias: col(row, "team_alias")?,
             blocked: col::<i64>(row, "blocked")? != 0,
+            organization_id: col(row, "organization_id")?,
             limits,
             accounting,
         })
@@ -213,6 +219,16 @@ impl Store {
     /// Teams, in id order.
     pub async fn list_teams(&self, page: Page) -> Result<Vec<TeamRow>, StoreError> {
         self.list(None, page).await
+    }
+
+    /// The teams of an organization, in id order.
+    pub async fn organization_teams(
+        &self,
+        organization_id: &str,
+        page: Page,
+    ) -> Result<Vec<TeamRow>, StoreError> {
+        self.list(Some(("organization_id", organization_id)), page)
+            .await
     }
 
     /// How many teams there are.

@@ -51,7 +51,9 @@ async fn key_crud_round_trips_every_field() {
                 .as_object()
                 .cloned()
                 .unwrap(),
+            budget_id: Some("b1".into()),
         };
+        key.organization_id = Some("o1".into());
         key.limits.schedule(T0);
         assert_eq!(
             key.limits.budget_reset_at,

@@ -1,5 +1,5 @@
 //! Admission against requests-per-minute, tokens-per-minute, parallel-request and budget limits
-//! of every subject a request belongs to (its key, team, user, end user). All subjects must
+//! of every subject a request belongs to (its key, team, user, end user, organization). All subjects must
 //! admit it; a refusal rolls back what the others already counted. The counters live in memory,
 //! next to the subject's cached record, so a check costs a few atomics and no lookup.
 //!
@@ -32,6 +32,8 @@ pub enum SubjectKind {
     User,
     /// The end user named in the request's `user` field.
     EndUser,
+    /// The organization the key (or its team) is under.
+    Organization,
 }
 
 impl SubjectKind {
@@ -42,6 +44,7 @@ impl SubjectKind {
             Self::Team => "team",
             Self::User => "user",
             Self::EndUser => "end user",
+            Self::Organization => "organization",
         }
     }
 }
@@ -226,8 +229,9 @@ pub struct Subject {
     /// Its id (a key's hash, a team, user or end-user id): names its shared counters in a
     /// fleet.
     pub id: Arc<str>,
-    /// Its limits.
-    pub limits: Limits,
+    /// Its limits, shared with its holder's record: behind an `Arc` a subject is 40 bytes, and
+    /// a request's future holds five of them (its `Permit`).
+    pub limits: Arc<Limits>,
     /// Its counters (shared by all requests of the subject).
     pub counters: Arc<Counters>,
 }
@@ -292,8 +296,8 @@ impl Rejected {
     }
 }
 
-/// Most subjects a request has (key, team, user, end user).
-const MAX_SUBJECTS: usize = 4;
+/// Most subjects a request has (key, team, user, end user, organization).
+const MAX_SUBJECTS: usize = 5;
 
 /// What an admitted request holds: its parallel slots (released on drop) and the subjects to
 /// charge its tokens to.
@@ -375,15 +379,15 @@ impl Drop for Permit {
     }
 }
 
-/// The subjects one request is admitted against, in order (key, team, user, end user): a
-/// fixed array, so collecting them allocates nothing.
+/// The subjects one request is admitted against, in order (key, team, user, organization,
+/// end user): a fixed array, so collecting them allocates nothing.
 #[derive(Debug, Default)]
 pub struct Subjects {
     items: [Option<Subject>; MAX_SUBJECTS],
 }
 
 impl Subjects {
-    /// Add one. A request has at most four subjects; a fifth is a bug and is ignored.
+    /// Add one. A request has at most five subjects; a sixth is a bug and is ignored.
     pub fn push(&mut self, s: Subject) {
         if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
             *slot = Some(s);
@@ -543,7 +547,7 @@ mod tests {
         Subject {
             kind,
             id: "s".into(),
-            limits,
+            limits: Arc::new(limits),
             counters: Arc::new(Counters::default()),
         }
     }
@@ -661,10 +665,10 @@ mod tests {
         Subject {
             kind: SubjectKind::Key,
             id: "k".into(),
-            limits: Limits {
+            limits: Arc::new(Limits {
                 max_budget: Some(nanos(max_usd)),
                 ..Limits::default()
-            },
+            }),
             counters: Arc::new(Counters::with_spend(nanos(spent_usd), window_end_ms)),
         }
     }

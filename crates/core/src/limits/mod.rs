@@ -1,5 +1,5 @@
 //! Rate limits and budgets: requests per minute, tokens per minute, parallel requests and
-//! spend, per key, team, user and end user. In memory and lock-free on one instance (sliding windows over atomics);
+//! spend, per key, team, user, end user and organization. In memory and lock-free on one instance (sliding windows over atomics);
 //! the fleet version shares the same counters through Redis (keys and limits work).
 
 mod limiter;
