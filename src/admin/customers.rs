@@ -25,9 +25,9 @@ fn end_user_json(e: &EndUserRow) -> Value {
     out.insert("blocked".into(), e.blocked.into());
     out.insert("budget_id".into(), e.limits.budget_id.clone().into());
     out.insert("models".into(), models);
-    // LiteLLM's own columns for these; sluice keeps them in `metadata`.
+    // LiteLLM's own columns for these (kept in `metadata`, shown beside it).
     for name in ["allowed_model_region", "default_model"] {
-        let v = metadata.get(name).cloned().unwrap_or(Value::Null);
+        let v = budget.remove(name).unwrap_or(Value::Null);
         out.insert(name.into(), v);
     }
     out.insert("metadata".into(), metadata);

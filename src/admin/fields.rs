@@ -164,6 +164,26 @@ fn reserved(name: &str) -> bool {
             .any(|list| list.contains(&name))
 }
 
+/// The kept fields LiteLLM itself keeps in `metadata` (its `LiteLLM_ManagementEndpoint_
+/// MetadataFields`, and the premium ones): shown there. Every other kept field is one of
+/// LiteLLM's columns, so it is shown beside `metadata`, not in it, and a client that reads
+/// back the `metadata` it sent finds exactly that.
+const LITELLM_METADATA: &[&str] = &[
+    "model_rpm_limit",
+    "model_tpm_limit",
+    "rpm_limit_type",
+    "tpm_limit_type",
+    "guardrails",
+    "tags",
+    "enforced_params",
+    "temp_budget_increase",
+    "temp_budget_expiry",
+    "team_member_key_duration",
+    "prompts",
+    "logging",
+    "allowed_passthrough_routes",
+];
+
 /// The shared fields' names, for the unknown-field check.
 pub(super) const LIMIT_FIELDS: &[&str] = &[
     "models",
@@ -396,7 +416,17 @@ pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
         "max_parallel_requests".into(),
         limits.max_parallel_requests.into(),
     );
-    out.insert("metadata".into(), Value::Object(limits.metadata.clone()));
+    let mut shown = limits.metadata.clone();
+    shown.retain(|name, value| {
+        if !reserved(name) || LITELLM_METADATA.contains(&name.as_str()) {
+            return true;
+        }
+        if !out.contains_key(name) {
+            out.insert(name.clone(), value.clone());
+        }
+        false
+    });
+    out.insert("metadata".into(), Value::Object(shown));
     out.insert("budget_id".into(), limits.budget_id.clone().into());
     out.insert(
         "object_permission".into(),

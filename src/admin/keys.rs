@@ -30,7 +30,7 @@ pub(super) fn new_key() -> Result<String, ApiError> {
 }
 
 /// A key as the admin API names it: the plaintext `sk-…` or its hash (`token`).
-fn key_ref(given: &str) -> KeyHash {
+pub(super) fn key_ref(given: &str) -> KeyHash {
     if given.starts_with("sk-") {
         KeyHash::of(given)
     } else {

@@ -12,6 +12,7 @@
 mod audit;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
+pub(crate) use user_keys::{route as user_keys_route, serve as user_keys};
 mod budgets;
 mod customers;
 mod fields;
@@ -21,6 +22,7 @@ mod organizations;
 mod own;
 mod spend;
 mod teams;
+mod user_keys;
 mod users;
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use http::Method;
 use sluice_core::error::ApiError;
 use sluice_core::trace_context::hex;
 
-use crate::auth::KeyEntry;
+use crate::auth::{Directory, KeyEntry};
 
 /// The query a virtual key's request is answered with, naming only what the key owns: its
 /// own key (by hash), user or team, whatever the request named. `Err` when it names another
@@ -18,6 +18,7 @@ pub fn own_query(
     path: &str,
     query: &str,
     key: &KeyEntry,
+    dir: &Directory,
 ) -> Result<String, ApiError> {
     let route = path.strip_prefix("/v1").unwrap_or(path);
     if method != Method::GET {
@@ -46,6 +47,19 @@ pub fn own_query(
                 Some(k) => k.eq_ignore_ascii_case(&info.hash),
             };
             if !own {
+                // LiteLLM's answers: 404 for a key that does not exist, 403 for another's.
+                let named = named("key").unwrap_or_default();
+                let digest = if named.starts_with("sk-") {
+                    Some(crate::auth::digest(&named))
+                } else {
+                    sluice_core::trace_context::unhex::<32>(named.as_bytes())
+                };
+                if digest.and_then(|d| dir.key(&d)).is_none() {
+                    return Err(ApiError::NotFound {
+                        what: "key",
+                        id: String::new(),
+                    });
+                }
                 return Err(ApiError::NotPermitted(
                     "a virtual key may read only its own key's info",
                 ));
@@ -83,10 +97,12 @@ pub fn own_query(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{digest, Directory, ModelAccess, Stored};
+    use crate::auth::{digest, ModelAccess, Stored};
+
+    static DIR: std::sync::LazyLock<Directory> = std::sync::LazyLock::new(Directory::default);
 
     fn key(team: Option<&str>, user: Option<&str>) -> std::sync::Arc<KeyEntry> {
-        Directory::default().put_key(
+        DIR.put_key(
             digest("sk-own"),
             None,
             None,
@@ -104,28 +120,31 @@ mod tests {
         let hash = hex(&digest("sk-own"));
         let get = Method::GET;
         assert_eq!(
-            own_query(&get, "/key/info", "", &k).unwrap(),
+            own_query(&get, "/key/info", "", &k, &DIR).unwrap(),
             format!("key={hash}")
         );
-        assert!(own_query(&get, "/key/info", "key=sk-own", &k).is_ok());
-        assert!(own_query(&get, "/key/info", &format!("key={hash}"), &k).is_ok());
-        assert!(own_query(&get, "/key/info", "key=sk-other", &k).is_err());
-        assert_eq!(own_query(&get, "/user/info", "", &k).unwrap(), "user_id=u1");
-        assert!(own_query(&get, "/user/info", "user_id=u2", &k).is_err());
+        assert!(own_query(&get, "/key/info", "key=sk-own", &k, &DIR).is_ok());
+        assert!(own_query(&get, "/key/info", &format!("key={hash}"), &k, &DIR).is_ok());
+        assert!(own_query(&get, "/key/info", "key=sk-other", &k, &DIR).is_err());
         assert_eq!(
-            own_query(&get, "/team/info", "team_id=t1", &k).unwrap(),
+            own_query(&get, "/user/info", "", &k, &DIR).unwrap(),
+            "user_id=u1"
+        );
+        assert!(own_query(&get, "/user/info", "user_id=u2", &k, &DIR).is_err());
+        assert_eq!(
+            own_query(&get, "/team/info", "team_id=t1", &k, &DIR).unwrap(),
             "team_id=t1"
         );
-        assert!(own_query(&get, "/team/info", "team_id=t2", &k).is_err());
+        assert!(own_query(&get, "/team/info", "team_id=t2", &k, &DIR).is_err());
         for (m, p) in [
             (Method::GET, "/key/list"),
             (Method::POST, "/key/generate"),
             (Method::GET, "/spend/logs"),
         ] {
-            let e = own_query(&m, p, "", &k).unwrap_err();
+            let e = own_query(&m, p, "", &k, &DIR).unwrap_err();
             assert_eq!(e.status(), http::StatusCode::FORBIDDEN, "{p}");
         }
         let loner = key(None, None);
-        assert!(own_query(&get, "/team/info", "", &loner).is_err());
+        assert!(own_query(&get, "/team/info", "", &loner, &DIR).is_err());
     }
 }

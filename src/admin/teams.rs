@@ -24,7 +24,26 @@ const OWN_FIELDS: &[&str] = &[
     "organization_id",
 ];
 
-fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
+/// Members' emails by user id, for the answers that show one team.
+type Emails = std::collections::HashMap<String, String>;
+
+/// The emails of these members, from their user records.
+async fn emails(store: &Store, members: &[TeamMember]) -> Result<Emails, ApiError> {
+    let mut out = Emails::new();
+    for m in members {
+        if let Some(email) = store
+            .user(&m.user_id)
+            .await
+            .map_err(store_error)?
+            .and_then(|u| u.user_email)
+        {
+            out.insert(m.user_id.clone(), email);
+        }
+    }
+    Ok(out)
+}
+
+fn team_json(t: &TeamRow, members: &[TeamMember], emails: &Emails) -> Value {
     let mut out = Map::new();
     out.insert("team_id".into(), t.team_id.clone().into());
     out.insert("team_alias".into(), t.team_alias.clone().into());
@@ -35,12 +54,27 @@ fn team_json(t: &TeamRow, members: &[TeamMember]) -> Value {
         members
             .iter()
             .filter(|m| m.team_id == t.team_id)
-            .map(|m| json!({ "user_id": m.user_id, "role": m.role.name() }))
+            .map(|m| {
+                json!({
+                    "user_id": m.user_id,
+                    "user_email": emails.get(&m.user_id),
+                    "role": m.role.name(),
+                })
+            })
             .collect(),
     );
     limits_json(&t.limits, &mut out);
     accounting_json(&t.accounting, &mut out);
     Value::Object(out)
+}
+
+/// A team's own fields without its members (for `/user/info`'s `teams`).
+pub(super) fn team_row_json(t: &TeamRow) -> Value {
+    let mut v = team_json(t, &[], &Emails::new());
+    if let Value::Object(o) = &mut v {
+        o.remove("members_with_roles");
+    }
+    v
 }
 
 async fn existing(store: &Store, id: &str) -> Result<TeamRow, ApiError> {
@@ -183,7 +217,7 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let keys = keys_json(store, KeyFilter::Team(id)).await?;
     Ok(json!({
         "team_id": id,
-        "team_info": team_json(&team, &members),
+        "team_info": team_json(&team, &members, &emails(store, &members).await?),
         "keys": keys,
     }))
 }
@@ -195,7 +229,10 @@ pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let teams = store.list_teams(page).await.map_err(store_error)?;
     let members = store.all_team_members().await.map_err(store_error)?;
     Ok(Value::Array(
-        teams.iter().map(|t| team_json(t, &members)).collect(),
+        teams
+            .iter()
+            .map(|t| team_json(t, &members, &Emails::new()))
+            .collect(),
     ))
 }
 
@@ -205,7 +242,7 @@ async fn answer(store: &Store, team: &TeamRow) -> AdminResult {
         .team_members(&team.team_id)
         .await
         .map_err(store_error)?;
-    Ok(team_json(team, &members))
+    Ok(team_json(team, &members, &emails(store, &members).await?))
 }
 
 /// One member as LiteLLM's bodies name it: `user_id` or `user_email`, and `role`.
@@ -305,8 +342,11 @@ async fn member_user(
             row.user_role = Some("internal_user".into());
             row.user_email = m.user_email.clone();
             row.team_id = Some(team.team_id.clone());
-            store.create_user(&row).await.map_err(store_error)?;
-            Ok(row.user_id)
+            match store.create_user(&row).await {
+                // Made meanwhile by a concurrent call naming the same member: theirs stands.
+                Ok(()) | Err(sluice_store::StoreError::Conflict(_)) => Ok(row.user_id),
+                Err(e) => Err(store_error(e)),
+            }
         }
     }
 }
@@ -407,11 +447,12 @@ async fn named_member(
         .team_members(&team.team_id)
         .await
         .map_err(store_error)?;
+    // LiteLLM answers 400 for a user who is not a member.
     match members.into_iter().find(|x| x.user_id == user) {
         Some(_) => Ok(user),
-        None => Err(ApiError::NotFound {
-            what: "team member",
-            id: user,
+        None => Err(ApiError::InvalidParam {
+            param: "user_id",
+            message: format!("`{user}` is not a member of team `{}`", team.team_id),
         }),
     }
 }

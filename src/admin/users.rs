@@ -45,6 +45,15 @@ enum TeamRef {
     },
 }
 
+impl TeamRef {
+    /// The team it names.
+    fn id(&self) -> &str {
+        match self {
+            Self::Id(id) | Self::Object { team_id: id, .. } => id,
+        }
+    }
+}
+
 /// LiteLLM's roles; anything else is refused rather than stored and misread later.
 const ROLES: &[&str] = &[
     "proxy_admin",
@@ -156,7 +165,15 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     user.user_alias = n.user_alias;
     user.user_email = n.user_email;
     user.user_role = n.user_role;
-    user.team_id = n.team_id;
+    if let Some(t) = &n.team_id {
+        if store.team(t).await.map_err(store_error)?.is_none() {
+            return Err(ApiError::InvalidParam {
+                param: "team_id",
+                message: format!("no team `{t}`"),
+            });
+        }
+    }
+    user.team_id = n.team_id.clone();
     user.password_hash = n.password.as_deref().map(password_hash).transpose()?;
     user.accounting.spend = spend.unwrap_or(0.0);
     if user.team_id.is_none() {
@@ -172,6 +189,17 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         }
         other => store_error(other),
     })?;
+    // `team_id` makes the user a member too, as in LiteLLM.
+    let own_team = n
+        .team_id
+        .as_ref()
+        .filter(|t| !teams.iter().any(|r| r.id() == t.as_str()));
+    if let Some(t) = own_team {
+        store
+            .set_team_member(t, &user.user_id, TeamRole::User, now)
+            .await
+            .map_err(store_error)?;
+    }
     for t in &teams {
         let (id, role) = match t {
             TeamRef::Id(id) => (id, TeamRole::User),
@@ -298,10 +326,32 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let id = query_value(&q, "user_id").ok_or(ApiError::MissingParam("user_id"))?;
     let user = existing(store, id).await?;
     let keys = keys_json(store, KeyFilter::User(id)).await?;
+    // The teams the user is a member of, with the membership (LiteLLM's `teams`).
+    let memberships: Vec<_> = store
+        .all_team_members()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .filter(|m| m.user_id == id)
+        .collect();
+    let mut teams = Vec::with_capacity(memberships.len());
+    for m in &memberships {
+        if let Some(t) = store.team(&m.team_id).await.map_err(store_error)? {
+            let mut v = super::teams::team_row_json(&t);
+            if let Value::Object(o) = &mut v {
+                o.insert(
+                    "team_memberships".into(),
+                    json!([{ "user_id": id, "team_id": t.team_id, "role": m.role.name() }]),
+                );
+            }
+            teams.push(v);
+        }
+    }
     Ok(json!({
         "user_id": id,
         "user_info": user_json(&user),
         "keys": keys,
+        "teams": teams,
     }))
 }
 

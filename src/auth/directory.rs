@@ -46,6 +46,9 @@ pub struct Holder {
     pub aliases: Option<Arc<Aliases>>,
     /// A user whose `user_role` is `proxy_admin` (LiteLLM's rule: their keys are admins).
     pub proxy_admin: bool,
+    /// A user whose role lets their keys make, change and delete the user's own keys
+    /// (`internal_user`, or no role: LiteLLM's default).
+    pub own_keys: bool,
     /// The organization a team is under: its keys answer to it too.
     pub organization: Option<Arc<str>>,
 }
@@ -92,6 +95,8 @@ pub struct Stored {
     pub aliases: Option<Arc<Aliases>>,
     /// A user whose `user_role` is `proxy_admin`: their keys are admins.
     pub proxy_admin: bool,
+    /// A user whose keys may manage the user's own keys (`internal_user` or no role).
+    pub own_keys: bool,
     /// The organization a key or team is under (`organization_id`).
     pub organization: Option<Arc<str>>,
 }
@@ -395,6 +400,7 @@ impl Directory {
                 cache: stored.cache.clone(),
                 aliases: stored.aliases.clone(),
                 proxy_admin: stored.proxy_admin,
+                own_keys: stored.own_keys,
                 organization: stored.organization.clone(),
             }),
         );
@@ -409,6 +415,13 @@ impl Directory {
         if kind == SubjectKind::Team {
             self.mcp_teams.pin().remove(id);
         }
+    }
+
+    /// The user whose own keys `key` may manage (LiteLLM's internal users), if any.
+    pub fn key_manager(&self, key: &KeyEntry) -> Option<Arc<str>> {
+        let user = key.info.user_id.as_deref()?;
+        let holder = self.holder(SubjectKind::User, user)?;
+        holder.own_keys.then(|| holder.id.clone())
     }
 
     /// Whether `key` belongs to a `proxy_admin` user, whose keys may do what the master key
@@ -501,6 +514,23 @@ impl Directory {
         })?;
         let mut out = limited(key, &above);
         if let Some(h) = end_user.and_then(|e| self.holder(SubjectKind::EndUser, e)) {
+            if h.blocked {
+                return Err(ApiError::EndUserBlocked);
+            }
+            if h.subject.limits.any() {
+                out.push(h.subject.clone());
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Directory {
+    /// The end user's own limits, for a request without a virtual key (the master key's, or
+    /// an open gateway's): refused when the end user is blocked, empty when it has none.
+    pub fn end_user_subjects(&self, end_user: &str) -> Result<Subjects, ApiError> {
+        let mut out = Subjects::default();
+        if let Some(h) = self.holder(SubjectKind::EndUser, end_user) {
             if h.blocked {
                 return Err(ApiError::EndUserBlocked);
             }
@@ -741,6 +771,7 @@ mod tests {
             cache: None,
             aliases: None,
             proxy_admin: false,
+            own_keys: false,
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

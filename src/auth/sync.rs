@@ -71,6 +71,7 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         aliases: Aliases::from_metadata(&l.metadata, "aliases")
             .or_else(|| Aliases::from_metadata(&l.metadata, "model_aliases")),
         proxy_admin: false,
+        own_keys: false,
         organization: None,
     }
 }
@@ -138,6 +139,7 @@ impl Sync {
         for u in &c.users {
             let mut s = stored(&u.limits, u.accounting.spend);
             s.proxy_admin = u.user_role.as_deref() == Some("proxy_admin");
+            s.own_keys = matches!(u.user_role.as_deref(), None | Some("internal_user"));
             let access = ModelAccess::from_list(&u.limits.models);
             self.directory
                 .put_holder(SubjectKind::User, &u.user_id, false, access, &s);

@@ -132,8 +132,14 @@ where
     // makes every request's future that large, copied whole each time it moves.
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
-        Route::ListModels => Box::pin(models(state, &snap, req.headers(), None)).await,
-        Route::GetModel(id) => Box::pin(models(state, &snap, req.headers(), Some(id))).await,
+        Route::ListModels => {
+            let groups_only = req.uri().query().is_some_and(|q| {
+                form_urlencoded::parse(q.as_bytes())
+                    .any(|(k, v)| k == "only_model_access_groups" && v.eq_ignore_ascii_case("true"))
+            });
+            Box::pin(models(state, &snap, req.headers(), None, groups_only)).await
+        }
+        Route::GetModel(id) => Box::pin(models(state, &snap, req.headers(), Some(id), false)).await,
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
         Route::Readiness => Ok(readiness(state)),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
@@ -179,6 +185,8 @@ where
             .await
         }
         Route::Console => Box::pin(crate::console::handle(state, &snap, req)).await,
+        Route::Routes => Ok(json(StatusCode::OK, super::routes::listing())),
+        Route::Login => Ok(see_other("/ui/login")),
         Route::WrongMethod => Err(ApiError::MethodNotAllowed(req.method().to_string())),
         Route::NotFound => Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
@@ -338,7 +346,7 @@ where
     // LiteLLM's several-models request (`"model": "a,b"`): each model asked on its own.
     if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.stream
-        && snap.router.models.resolve(&envelope.model).is_none()
+        && snap.router.models.named(&envelope.model).is_none()
     {
         if let Some(models) = super::several::models(&envelope.model) {
             let range = envelope.model_range.clone();
@@ -936,12 +944,30 @@ where
         Caller::Key(k) => {
             state.gate().directory().usable(k, wall)?;
             let q = parts.uri.query().unwrap_or("");
+            // An internal user's key making or changing its own user's keys.
+            if let Some(user) = state.gate().directory().key_manager(k) {
+                if crate::admin::user_keys_route(&parts.method, path) {
+                    let body =
+                        read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+                    let answer =
+                        crate::admin::user_keys(state, &parts.method, path, &body, &user).await?;
+                    let bytes = serde_json::to_vec(&answer)
+                        .map_err(|_| ApiError::Internal("admin answer"))?;
+                    return Ok(json(StatusCode::OK, Bytes::from(bytes)));
+                }
+            }
             if let Some(answer) = crate::admin::key_read(state, &parts.method, path, q, k) {
                 let bytes =
                     serde_json::to_vec(&answer?).map_err(|_| ApiError::Internal("admin answer"))?;
                 return Ok(json(StatusCode::OK, Bytes::from(bytes)));
             }
-            Some(crate::admin::own_query(&parts.method, path, q, k)?)
+            Some(crate::admin::own_query(
+                &parts.method,
+                path,
+                q,
+                k,
+                state.gate().directory(),
+            )?)
         }
         Caller::Master | Caller::Open => None,
     };
@@ -988,13 +1014,14 @@ pub(crate) async fn admit_estimated<'w>(
     request_id: &HeaderValue,
     wall: u64,
 ) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
-    let Caller::Key(key) = caller else {
-        return Ok((None, None));
+    let directory = state.gate().directory();
+    let subjects = match (caller, end_user) {
+        (Caller::Key(key), _) => directory.subjects(key, end_user, &wanted.into(), wall)?,
+        // The end user's own limits bind whoever sends for them, the master key too (as in
+        // LiteLLM, where a customer's budget holds for every caller).
+        (Caller::Master | Caller::Open, Some(e)) => directory.end_user_subjects(e)?,
+        (Caller::Master | Caller::Open, None) => return Ok((None, None)),
     };
-    let subjects = state
-        .gate()
-        .directory()
-        .subjects(key, end_user, &wanted.into(), wall)?;
     if subjects.is_empty() {
         return Ok((None, None));
     }
@@ -1383,6 +1410,7 @@ async fn models(
     snap: &Snapshot,
     headers: &HeaderMap,
     one: Option<&str>,
+    groups_only: bool,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let wall = limits::wall_ms();
     let caller = state
@@ -1409,6 +1437,26 @@ async fn models(
             .filter(|g| may_use(id, g))
             .ok_or_else(not_found)?;
         let body = model_object(id, group, snap.created).to_string();
+        return Ok(json(StatusCode::OK, Bytes::from(body)));
+    }
+    if groups_only {
+        // LiteLLM's `?only_model_access_groups=True`: the access groups (`model_info.
+        // access_groups`) of the groups the caller may use, as model objects.
+        let mut names: Vec<&str> = Vec::new();
+        for (_, g) in table.listed().filter(|(name, g)| may_use(name, g)) {
+            for m in g.members() {
+                for a in m.access_groups.iter() {
+                    if !names.contains(&&**a) {
+                        names.push(a);
+                    }
+                }
+            }
+        }
+        let data: Vec<_> = names
+            .iter()
+            .map(|n| serde_json::json!({"id": n, "object": "model", "created": snap.created, "owned_by": "sluice"}))
+            .collect();
+        let body = serde_json::json!({ "object": "list", "data": data }).to_string();
         return Ok(json(StatusCode::OK, Bytes::from(body)));
     }
     if key.is_none() {
@@ -1491,8 +1539,19 @@ fn readiness_body(state: &AppState, shedding: Option<&'static str>) -> Bytes {
         "cache": crate::cache::readiness(state.snapshot().cache.as_deref()),
         "sluice_version": env!("CARGO_PKG_VERSION"),
         "sluice_commit": env!("SLUICE_GIT_COMMIT"),
+        // LiteLLM's field, for dashboards that read it: the version of what answers.
+        "litellm_version": concat!("sluice-", env!("CARGO_PKG_VERSION")),
     });
     Bytes::from(body.to_string())
+}
+
+/// A `303 See Other` to `location` (LiteLLM's `/login` goes to the console's sign-in page).
+fn see_other(location: &'static str) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::full(Bytes::new()));
+    *resp.status_mut() = StatusCode::SEE_OTHER;
+    resp.headers_mut()
+        .insert(http::header::LOCATION, HeaderValue::from_static(location));
+    resp
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<ResponseBody> {

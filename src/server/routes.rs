@@ -46,6 +46,10 @@ pub enum Route<'a> {
     McpSse(Option<&'a str>, crate::mcp::legacy::Part),
     /// The admin console (`/ui` and below): `crate::console`, which routes within.
     Console,
+    /// `GET /routes`: the routes served (LiteLLM's route list).
+    Routes,
+    /// `/login` (LiteLLM's UI sign-in): the console's sign-in page.
+    Login,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -94,9 +98,65 @@ impl Route<'_> {
                 }
             }
             Self::Console => "/ui",
+            Self::Routes => "/routes",
+            Self::Login => "/login",
             Self::WrongMethod | Self::NotFound => "other",
         }
     }
+}
+
+/// Every route family served, as `GET /routes` lists it (LiteLLM's route list): path
+/// patterns and methods, nothing about the deployments behind them.
+const LISTED: &[(&str, &[&str])] = &[
+    ("/v1/chat/completions", &["POST"]),
+    ("/v1/completions", &["POST"]),
+    ("/v1/embeddings", &["POST"]),
+    ("/v1/responses", &["POST"]),
+    ("/v1/messages", &["POST"]),
+    ("/v1/messages/count_tokens", &["POST"]),
+    ("/v1/images/generations", &["POST"]),
+    ("/v1/images/edits", &["POST"]),
+    ("/v1/images/variations", &["POST"]),
+    ("/v1/audio/transcriptions", &["POST"]),
+    ("/v1/audio/translations", &["POST"]),
+    ("/v1/audio/speech", &["POST"]),
+    ("/v1/moderations", &["POST"]),
+    ("/v1/rerank", &["POST"]),
+    ("/v1/models", &["GET"]),
+    ("/v1/models/{model}", &["GET"]),
+    ("/v1/files", &["GET", "POST"]),
+    ("/v1/batches", &["GET", "POST"]),
+    ("/v1/realtime", &["GET"]),
+    ("/openai/deployments/{deployment}/{endpoint}", &["POST"]),
+    ("/health", &["GET"]),
+    ("/health/liveliness", &["GET"]),
+    ("/health/readiness", &["GET"]),
+    ("/metrics", &["GET"]),
+    ("/key/{action}", &["GET", "POST"]),
+    ("/team/{action}", &["GET", "POST"]),
+    ("/user/{action}", &["GET", "POST"]),
+    ("/customer/{action}", &["GET", "POST"]),
+    (
+        "/organization/{action}",
+        &["GET", "POST", "PATCH", "DELETE"],
+    ),
+    ("/budget/{action}", &["GET", "POST"]),
+    ("/model/{action}", &["GET", "POST"]),
+    ("/model_group/info", &["GET"]),
+    ("/v2/model/info", &["GET"]),
+    ("/spend/logs", &["GET"]),
+    ("/mcp", &["GET", "POST", "DELETE"]),
+    ("/ui", &["GET", "POST"]),
+    ("/routes", &["GET"]),
+];
+
+/// The `GET /routes` answer: `{"routes": [{"path", "methods"}]}`.
+pub fn listing() -> bytes::Bytes {
+    let routes: Vec<serde_json::Value> = LISTED
+        .iter()
+        .map(|(path, methods)| serde_json::json!({ "path": path, "methods": methods }))
+        .collect();
+    bytes::Bytes::from(serde_json::json!({ "routes": routes }).to_string())
 }
 
 /// Match a request.
@@ -175,10 +235,14 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
             Route::WrongMethod
         };
     }
+    if bare == "/login" {
+        return Route::Login;
+    }
     let route = match bare {
         "/models" => Route::ListModels,
         "/health/liveliness" | "/health/liveness" => Route::Liveness,
-        "/health/readiness" => Route::Readiness,
+        "/health/readiness" | "/health/readiness/details" => Route::Readiness,
+        "/routes" => Route::Routes,
         "/health" => Route::Health,
         "/metrics" => Route::Metrics,
         "/realtime" => Route::Realtime,

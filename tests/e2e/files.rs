@@ -330,7 +330,7 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
         b"{}",
     )
     .await;
-    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(refused.status, 401, "{}", refused.text());
     let refused = send(
         "GET",
         &gw.url(&format!("/v1/files/{input}")),

@@ -120,7 +120,7 @@ async fn unknown_blocked_expired_and_model_access() {
     assert_eq!(chat(&gw, "sk-only-cheap", "cheap", "").await.status, 200);
     assert_eq!(chat(&gw, MASTER, "other", "").await.status, 200);
     let denied = chat(&gw, "sk-only-cheap", "other", "").await;
-    assert_eq!(denied.status, 403);
+    assert_eq!(denied.status, 401);
     assert_eq!(denied.json()["error"]["code"], "model_not_allowed");
     assert_eq!(denied.json()["error"]["param"], "model");
     for (key, code) in [

@@ -247,7 +247,7 @@ async fn azure_paths_several_models_and_moderations() {
         &[("content-type", "application/json"), ("api-key", &only)],
     )
     .await;
-    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(refused.status, 401, "{}", refused.text());
     // Several models: a list of answers, one per model, each its own request.
     let both = call(
         &gw,

@@ -96,11 +96,11 @@ async fn an_alias_reaches_its_group_under_the_callers_model_access() {
     assert_eq!(a.header("x-sluice-model-id"), Some("big-1"));
     assert_eq!(listed(&gw, &alias_key).await, ["gpt-4"]);
     let a = call(&gw, &alias_key, &chat("big")).await;
-    assert_eq!(a.status, 403, "{}", a.text());
+    assert_eq!(a.status, 401, "{}", a.text());
 
     let other_key = new_key(&gw, serde_json::json!({"models": ["small"]})).await;
     let a = call(&gw, &other_key, &chat("gpt-4")).await;
-    assert_eq!(a.status, 403, "{}", a.text());
+    assert_eq!(a.status, 401, "{}", a.text());
 }
 
 fn upstream(group: &str, base: &str, extra: &str) -> String {

@@ -141,11 +141,13 @@ async fn organizations_and_budgets(gw: &Gateway) {
     // A model outside the organization's list: refused as the key's own list refuses it.
     let by_key = chat(gw, &narrow_key, "dear").await;
     let by_org = chat(gw, &team_key, "dear").await;
-    assert_eq!(by_key.status, 403, "{}", by_key.text());
+    assert_eq!(by_key.status, 401, "{}", by_key.text());
     assert_eq!(by_org.status, by_key.status, "{}", by_org.text());
+    // LiteLLM's types name whose list refused it.
+    assert_eq!(by_key.json()["error"]["type"], "key_model_access_denied");
     assert_eq!(
         by_org.json()["error"]["type"],
-        by_key.json()["error"]["type"]
+        "organization_model_access_denied"
     );
     assert_eq!(
         by_org.json()["error"]["code"],
@@ -156,7 +158,7 @@ async fn organizations_and_budgets(gw: &Gateway) {
         "{}",
         by_org.text()
     );
-    assert_eq!(chat(gw, &org_key, "dear").await.status, 403);
+    assert_eq!(chat(gw, &org_key, "dear").await.status, 401);
 
     // The organization's budget runs out for all its keys together.
     let mut refused = None;

@@ -636,7 +636,7 @@ async fn virtual_key_budgets_limits_and_model_access_apply() {
         &[("authorization", format!("Bearer {key}"))],
     )
     .await;
-    assert_eq!(denied.status, 403);
+    assert_eq!(denied.status, 401);
     assert_eq!(denied.json()["error"]["code"], "model_not_allowed");
     // No key, a wrong key: refused before anything reaches the provider.
     let before = mock.requests().await;
@@ -998,7 +998,7 @@ async fn group_names_are_balanced_charged_and_checked_for_access() {
         ),
     ] {
         let a = call(&gw, &path, body, &headers).await;
-        assert_eq!(a.status, 403, "{path}: {}", a.text());
+        assert_eq!(a.status, 401, "{path}: {}", a.text());
         assert_eq!(a.json()["error"]["code"], "model_not_allowed", "{path}");
         record(&mut gw).await;
     }

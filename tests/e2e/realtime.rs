@@ -236,7 +236,7 @@ async fn refusals_come_before_the_upgrade() {
     )
     .await
     .expect_err("refused");
-    assert_eq!(status, 403, "{body}");
+    assert_eq!(status, 401, "{body}");
     gw.next_record().await;
     let master = format!("Bearer {MASTER}");
     let (status, _) = open(

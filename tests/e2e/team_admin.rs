@@ -120,7 +120,7 @@ async fn team_members_have_roles_through_the_api() {
         json!({"team_id": "t-a", "user_id": "bo"}),
     )
     .await;
-    assert_eq!(again.status, 404);
+    assert_eq!(again.status, 400);
     // Audited as changes of the team.
     let audit = admin(
         &gw,

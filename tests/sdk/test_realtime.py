@@ -74,6 +74,6 @@ def test_a_key_without_access_is_refused_before_the_upgrade(gateway):
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
         with client.realtime.connect(model="gpt-realtime") as conn:
             conn.recv()
-    assert refused.value.response.status_code == 403
+    assert refused.value.response.status_code == 401
     body = json.loads(refused.value.response.body)
     assert body["error"]["type"] in ("permission_error", "key_model_access_denied"), body

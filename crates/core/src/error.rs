@@ -187,8 +187,10 @@ pub enum ApiError {
     /// A virtual key that is unknown, blocked, expired, or whose team or user is blocked.
     #[error("Authentication error: {0}")]
     KeyRefused(KeyRefusal),
-    /// The key (or its team) may not call this model group.
-    #[error("This {} is not allowed to access model `{model}`.", .by.name())]
+    /// The key (or its team) may not call this model group. LiteLLM's wording and status
+    /// (401, its `*_model_access_denied` type): clients written against LiteLLM catch it as an
+    /// authentication error and match on "not allowed to access model".
+    #[error("{} not allowed to access model. This {} may not call `{model}`.", .by.name(), .by.name())]
     ModelNotAllowed {
         /// The model group asked for.
         model: String,
@@ -305,11 +307,12 @@ impl ApiError {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Unauthorized(_) | Self::KeyRefused(_) => StatusCode::UNAUTHORIZED,
-            Self::ModelNotAllowed { .. }
-            | Self::EndUserBlocked
-            | Self::McpNotAllowed(_)
-            | Self::NotPermitted(_) => StatusCode::FORBIDDEN,
+            Self::Unauthorized(_) | Self::KeyRefused(_) | Self::ModelNotAllowed { .. } => {
+                StatusCode::UNAUTHORIZED
+            }
+            Self::EndUserBlocked | Self::McpNotAllowed(_) | Self::NotPermitted(_) => {
+                StatusCode::FORBIDDEN
+            }
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -373,10 +376,16 @@ impl ApiError {
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
             Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
-            Self::ModelNotAllowed { .. }
-            | Self::EndUserBlocked
-            | Self::McpNotAllowed(_)
-            | Self::NotPermitted(_) => "permission_error",
+            Self::ModelNotAllowed { by, .. } => match by {
+                SubjectKind::Key => "key_model_access_denied",
+                SubjectKind::Team => "team_model_access_denied",
+                SubjectKind::User => "user_model_access_denied",
+                SubjectKind::EndUser => "end_user_model_access_denied",
+                SubjectKind::Organization => "organization_model_access_denied",
+            },
+            Self::EndUserBlocked | Self::McpNotAllowed(_) | Self::NotPermitted(_) => {
+                "permission_error"
+            }
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable

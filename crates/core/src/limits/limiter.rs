@@ -280,8 +280,10 @@ pub struct Rejected {
 impl Rejected {
     fn describe(&self) -> String {
         match self.exceeded {
+            // LiteLLM's words first: its clients match on "Budget has been exceeded!".
             Exceeded::Budget => format!(
-                "{} budget exceeded: spend {:.6} USD (with requests in flight), max_budget {:.6} USD",
+                "Budget has been exceeded! {} budget exceeded: Current cost: {} USD (with requests \
+                 in flight), Max budget: {} USD",
                 self.subject.name(),
                 dollars(self.spent),
                 dollars(self.limit)
@@ -685,7 +687,8 @@ mod tests {
         assert_eq!(e.retry_after, Duration::from_secs(9));
         assert_eq!(
             e.to_string(),
-            "key budget exceeded: spend 1.000000 USD (with requests in flight), max_budget 1.000000 USD"
+            "Budget has been exceeded! key budget exceeded: Current cost: 1 USD (with requests in \
+             flight), Max budget: 1 USD"
         );
         // The window ends: one request renews it, spend starts from zero.
         assert!(admit(Subjects::from(subjects.clone()), 10_000).is_ok());
