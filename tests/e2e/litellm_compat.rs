@@ -10,7 +10,7 @@ use sluice_mock::MockSettings;
 fn config(base: &str) -> String {
     let group = |name: &str, id: &str| {
         format!(
-            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}-up\n      api_base: {base}\n      api_key: sk-up\n    model_info:\n      id: {id}\n"
+            "  - model_name: {name}\n    litellm_params:\n      model: openai/{name}-up\n      api_base: {base}\n      api_key: sk-up\n      input_cost_per_token: 0.001\n      output_cost_per_token: 0.001\n    model_info:\n      id: {id}\n"
         )
     };
     format!(
@@ -285,4 +285,223 @@ async fn azure_paths_several_models_and_moderations() {
     .await;
     assert_eq!(m.status, 200, "{}", m.text());
     assert_eq!(m.header("x-sluice-model-id"), Some("mod"));
+}
+
+#[tokio::test]
+async fn internal_users_manage_their_own_keys_only() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    let made = |id: &str| {
+        let gw = &gw;
+        let body = json!({"user_id": id, "models": ["gpt-4"]});
+        async move {
+            let a = call(gw, "sk-master", "POST", "/user/new", body).await;
+            assert_eq!(a.status, 200, "{}", a.text());
+            a.json()["key"].as_str().unwrap().to_owned()
+        }
+    };
+    let (one, two) = (made("u-one").await, made("u-two").await);
+    // A key for itself: made, and its user is the caller's.
+    let mine = call(
+        &gw,
+        &one,
+        "POST",
+        "/key/generate",
+        json!({"key_alias": "extra"}),
+    )
+    .await;
+    assert_eq!(mine.status, 200, "{}", mine.text());
+    assert_eq!(mine.json()["user_id"], "u-one");
+    let extra = mine.json()["key"].as_str().unwrap().to_owned();
+    // Not for another user, not another user's key, not the admin's settings.
+    for (path, body) in [
+        ("/key/generate", json!({"user_id": "u-two"})),
+        ("/key/update", json!({"key": extra, "user_id": "u-two"})),
+        (
+            "/key/generate",
+            json!({"metadata": {"cache": {"namespace": "shared"}}}),
+        ),
+        (
+            "/key/generate",
+            json!({"object_permission": {"mcp_servers": ["x"]}}),
+        ),
+    ] {
+        let a = call(&gw, &one, "POST", path, body).await;
+        assert_eq!(a.status, 403, "{path}: {}", a.text());
+    }
+    let theirs = call(&gw, &two, "POST", "/key/delete", json!({"keys": [extra]})).await;
+    assert_eq!(theirs.status, 403, "{}", theirs.text());
+    let update = call(
+        &gw,
+        &one,
+        "POST",
+        "/key/update",
+        json!({"key": extra, "max_budget": 1}),
+    )
+    .await;
+    assert_eq!(update.status, 200, "{}", update.text());
+    let delete = call(&gw, &one, "POST", "/key/delete", json!({"keys": [extra]})).await;
+    assert_eq!(delete.status, 200, "{}", delete.text());
+    // A key without a user still reads only its own records.
+    let loner = new_key(&gw, json!({})).await;
+    let refused = call(&gw, &loner, "POST", "/key/generate", json!({})).await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    // Another key's info: 403; a key that does not exist: 404, as LiteLLM answers.
+    let other = call(
+        &gw,
+        &one,
+        "GET",
+        &format!("/key/info?key={two}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(other.status, 403, "{}", other.text());
+    let none = call(
+        &gw,
+        &one,
+        "GET",
+        "/key/info?key=sk-none-00000000",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(none.status, 404, "{}", none.text());
+}
+
+#[tokio::test]
+async fn litellms_answers_routes_and_records() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    // A model refusal: LiteLLM's 401 and words.
+    let key = new_key(&gw, json!({"models": ["gpt-4"]})).await;
+    let refused = call(
+        &gw,
+        &key,
+        "POST",
+        "/v1/chat/completions",
+        chat("gpt-3.5-turbo"),
+    )
+    .await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert!(
+        refused.text().contains("not allowed to access model"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(refused.json()["error"]["type"], "key_model_access_denied");
+    // A spent budget: LiteLLM's words.
+    let poor = new_key(&gw, json!({"max_budget": 0.0000001})).await;
+    let _ = call(&gw, &poor, "POST", "/v1/chat/completions", chat("gpt-4")).await;
+    let spent = eventually(std::time::Duration::from_secs(5), || {
+        let (gw, poor) = (&gw, &poor);
+        async move {
+            let a = call(gw, poor, "POST", "/v1/chat/completions", chat("gpt-4")).await;
+            a.status == 400 && a.text().contains("Budget has been exceeded!")
+        }
+    })
+    .await;
+    assert!(spent, "the budget refusal carries LiteLLM's words");
+    // Routes LiteLLM serves.
+    let routes = send("GET", &gw.url("/routes"), "", &[]).await;
+    assert_eq!(routes.status, 200);
+    assert!(routes.json()["routes"].as_array().unwrap().len() > 10);
+    let login = send("POST", &gw.url("/login"), "username=admin", &[]).await;
+    assert_eq!(login.status, 303);
+    assert_eq!(login.header("location"), Some("/ui/login"));
+    let details = call(
+        &gw,
+        "sk-master",
+        "GET",
+        "/health/readiness/details",
+        Value::Null,
+    )
+    .await;
+    assert!(
+        details.json()["litellm_version"].is_string(),
+        "{}",
+        details.text()
+    );
+    // Records as LiteLLM shows them: kept columns beside `metadata`, teams on /user/info.
+    let k = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/key/generate",
+        json!({"metadata": {"test": "new"}, "aliases": {"a": "gpt-4"}, "tags": ["t"]}),
+    )
+    .await;
+    assert_eq!(k.json()["metadata"], json!({"test": "new", "tags": ["t"]}));
+    assert_eq!(k.json()["aliases"], json!({"a": "gpt-4"}));
+    let t = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/new",
+        json!({"team_alias": "x"}),
+    )
+    .await;
+    let team = t.json()["team_id"].as_str().unwrap().to_owned();
+    let u = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/user/new",
+        json!({"user_id": "u9", "team_id": team}),
+    )
+    .await;
+    assert_eq!(u.status, 200, "{}", u.text());
+    let info = call(
+        &gw,
+        "sk-master",
+        "GET",
+        "/user/info?user_id=u9",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(info.json()["teams"][0]["team_id"], team, "{}", info.text());
+    let nobody = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/team/member_delete",
+        json!({"team_id": team, "user_id": "not-a-member"}),
+    )
+    .await;
+    assert_eq!(nobody.status, 400, "{}", nobody.text());
+}
+
+#[tokio::test]
+async fn an_end_users_limits_bind_the_master_key_too() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    let e = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/end_user/new",
+        json!({"user_id": "cust", "rpm_limit": 1}),
+    )
+    .await;
+    assert_eq!(e.status, 200, "{}", e.text());
+    let mut body = chat("gpt-4");
+    body["user"] = json!("cust");
+    let first = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/chat/completions",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    let second = call(&gw, "sk-master", "POST", "/v1/chat/completions", body).await;
+    assert_eq!(second.status, 429, "{}", second.text());
+    // Another end user is not held to it.
+    let mut other = chat("gpt-4");
+    other["user"] = json!("someone-else");
+    assert_eq!(
+        call(&gw, "sk-master", "POST", "/v1/chat/completions", other)
+            .await
+            .status,
+        200
+    );
 }
