@@ -839,8 +839,10 @@ where
     {
         h.insert(litellm_headers::MODEL_REGION.clone(), r);
     }
+    // The request's own, else the serving deployment's, else the router's (as dispatch does).
     let retries = requested
         .num_retries
+        .or(outcome.last.and_then(|m| m.target.num_retries))
         .unwrap_or(snap.router.policy.num_retries);
     h.insert(
         litellm_headers::MAX_RETRIES.clone(),
