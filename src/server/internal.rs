@@ -36,6 +36,7 @@ pub(crate) async fn call(
         fallbacks: None,
         one_shot: false,
         may_use: None,
+        mock: None,
     };
     let headers = HeaderMap::new();
     let outcome = routing::dispatch(router, resolved, &requested, |a: Attempt<'_>| {

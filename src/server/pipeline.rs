@@ -551,6 +551,7 @@ where
         fallbacks: envelope.routing.fallbacks.as_deref(),
         one_shot: upload.is_some(),
         may_use: key.is_some().then_some(MayUse(&may_use)),
+        mock: envelope.routing.mock,
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;

@@ -505,3 +505,52 @@ async fn an_end_users_limits_bind_the_master_key_too() {
         200
     );
 }
+
+#[tokio::test]
+async fn litellms_mock_testing_switches_try_fallbacks_and_retries() {
+    let up = mock_server(MockSettings::default()).await;
+    let gw = gateway(&config(&up.base())).await;
+    let before = up.requests().await;
+    // The group asked for fails before any call; the request's fallback serves it.
+    let mut body = chat("gpt-4");
+    body["mock_testing_fallbacks"] = json!(true);
+    body["fallbacks"] = json!(["gpt-3.5-turbo"]);
+    let a = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/chat/completions",
+        body.clone(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-sluice-model-id"), Some("g35"));
+    assert_eq!(a.header("x-litellm-attempted-fallbacks"), Some("1"));
+    assert_eq!(
+        up.requests().await,
+        before + 1,
+        "only the fallback was called"
+    );
+    // A fallback the key may not use: the mock failure is the answer, as in LiteLLM.
+    let only = new_key(&gw, json!({"models": ["gpt-4"]})).await;
+    let refused = call(&gw, &only, "POST", "/v1/chat/completions", body).await;
+    assert_eq!(refused.status, 500, "{}", refused.text());
+    assert!(
+        refused.text().contains("mock exception"),
+        "{}",
+        refused.text()
+    );
+    // A rate limit on the first attempt: one retry serves it.
+    let mut body = chat("gpt-4");
+    body["mock_testing_rate_limit_error"] = json!(true);
+    body["num_retries"] = json!(2);
+    let a = call(&gw, "sk-master", "POST", "/v1/chat/completions", body).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.header("x-litellm-attempted-retries"), Some("1"));
+    // A switch that is not a boolean is a 400 naming it.
+    let mut bad = chat("gpt-4");
+    bad["mock_testing_fallbacks"] = json!("yes");
+    let a = call(&gw, "sk-master", "POST", "/v1/chat/completions", bad).await;
+    assert_eq!(a.status, 400);
+    assert!(a.text().contains("mock_testing_fallbacks"), "{}", a.text());
+}

@@ -48,6 +48,17 @@ pub enum RouteError {
         /// When the first one is back.
         retry_in: Duration,
     },
+    /// The request asked the group to fail (`MockFailure`).
+    #[error("This is a mock exception for model={group}, to trigger {}.", match .what {
+        MockFailure::RateLimit => "a rate limit error",
+        _ => "a fallback",
+    })]
+    Mocked {
+        /// The group.
+        group: Arc<str>,
+        /// How.
+        what: MockFailure,
+    },
     /// Every deployment of the group is at its rpm/tpm limit this minute.
     #[error("every deployment of model group `{group}` is at its rpm/tpm limit; retry in {}s", .retry_in.as_secs_f64().ceil())]
     AtLimit {
@@ -63,6 +74,36 @@ impl RouteError {
     pub fn retry_in(&self) -> Duration {
         match self {
             Self::Cooling { retry_in, .. } | Self::AtLimit { retry_in, .. } => *retry_in,
+            Self::Mocked { .. } => Duration::ZERO,
+        }
+    }
+}
+
+/// LiteLLM's switches for trying a config's fallbacks and retries without a failing provider
+/// (`mock_testing_fallbacks`, `mock_testing_context_fallbacks`,
+/// `mock_testing_content_policy_fallbacks`, `mock_testing_rate_limit_error` in a request
+/// body): the group asked for fails that way before any deployment is called, so neither an
+/// upstream nor a deployment's health is touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MockFailure {
+    /// The group fails as a server error: the general fallbacks are tried, no retry.
+    Fallbacks,
+    /// The group fails as a context-window overflow: `context_window_fallbacks`.
+    ContextWindow,
+    /// The group fails as a content-policy refusal: `content_policy_fallbacks`.
+    ContentPolicy,
+    /// The first attempt fails as a rate limit: the usual retries follow.
+    RateLimit,
+}
+
+impl MockFailure {
+    /// The body field that asks for it.
+    pub const fn field(self) -> &'static str {
+        match self {
+            Self::Fallbacks => "mock_testing_fallbacks",
+            Self::ContextWindow => "mock_testing_context_fallbacks",
+            Self::ContentPolicy => "mock_testing_content_policy_fallbacks",
+            Self::RateLimit => "mock_testing_rate_limit_error",
         }
     }
 }
@@ -334,6 +375,11 @@ impl ApiError {
             }
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::NoDeployment(RouteError::Mocked { what, .. }) => match what {
+                MockFailure::RateLimit => StatusCode::TOO_MANY_REQUESTS,
+                MockFailure::ContextWindow | MockFailure::ContentPolicy => StatusCode::BAD_REQUEST,
+                MockFailure::Fallbacks => StatusCode::INTERNAL_SERVER_ERROR,
+            },
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -400,6 +446,7 @@ impl ApiError {
             }
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
+            Self::NoDeployment(RouteError::Mocked { .. }) => "mock_testing_error",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -442,6 +489,7 @@ impl ApiError {
             Self::UpstreamIdle(_) => "upstream_idle_timeout",
             Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
+            Self::NoDeployment(RouteError::Mocked { what, .. }) => what.field(),
             Self::Internal(_) => "internal_error",
             Self::UnknownParam(_) => "unknown_parameter",
             Self::NotFound { .. } => "not_found",

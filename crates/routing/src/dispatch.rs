@@ -19,7 +19,7 @@ use super::failure::FailureKind;
 use super::group::{Group, Member, Pick, Tried};
 use super::health::{now_ms, InFlight};
 use super::{Resolved, Router};
-use sluice_core::error::RouteError;
+use sluice_core::error::{MockFailure, RouteError};
 use sluice_core::record::{AttemptEnd, AttemptSpan, Attempts};
 use sluice_core::trace_context::{new_span_id, SpanId};
 
@@ -65,6 +65,9 @@ pub struct Requested<'a> {
     /// caller may not use is skipped and named in [`Outcome::refused`]: without this, a key
     /// allowed one group could name any other as its fallback.
     pub may_use: Option<MayUse<'a>>,
+    /// LiteLLM's `mock_testing_*` switches: the group asked for fails this way before any
+    /// of its deployments is called (no upstream call, no health change).
+    pub mock: Option<MockFailure>,
 }
 
 /// The caller's model access, as dispatch asks it of each fallback group: `(name, group)`.
@@ -154,9 +157,29 @@ where
                 .fallbacks
                 .any_for(&first.group.name, requested.fallbacks.is_some()),
         } && (fallbacks as usize) < router.policy.max_fallbacks;
-        let failure = match run.group(current, can_fall_back, &mut attempt).await {
-            Ok(served) => return run.finish(Ok(served), fallbacks),
-            Err(f) => f,
+        let mocked = requested.mock.filter(|_| fallbacks == 0);
+        let failure = match mocked {
+            // The first attempt fails as a rate limit; the group's retries follow as usual.
+            Some(MockFailure::RateLimit) => {
+                let deployment = current.group.members().first();
+                let wanted = requested
+                    .num_retries
+                    .or(deployment.and_then(|m| m.target.num_retries));
+                if router.policy.retries(FailureKind::RateLimit, wanted) == 0 {
+                    mock_failure(current.group, MockFailure::RateLimit)
+                } else {
+                    run.retries += 1;
+                    match run.group(current, can_fall_back, &mut attempt).await {
+                        Ok(served) => return run.finish(Ok(served), fallbacks),
+                        Err(f) => f,
+                    }
+                }
+            }
+            Some(what) => mock_failure(current.group, what),
+            None => match run.group(current, can_fall_back, &mut attempt).await {
+                Ok(served) => return run.finish(Ok(served), fallbacks),
+                Err(f) => f,
+            },
         };
         let (list, next) = chain.get_or_insert_with(|| {
             (
@@ -469,11 +492,31 @@ fn settle_failure<E>(
     f
 }
 
+/// The failure a `mock_testing_*` switch asks of `group`, of the kind whose fallbacks it
+/// tries.
+fn mock_failure<E: From<RouteError>>(group: &Group, what: MockFailure) -> Failure<E> {
+    Failure {
+        kind: match what {
+            MockFailure::Fallbacks => FailureKind::Server,
+            MockFailure::ContextWindow => FailureKind::ContextWindowExceeded,
+            MockFailure::ContentPolicy => FailureKind::ContentPolicy,
+            MockFailure::RateLimit => FailureKind::RateLimit,
+        },
+        retry_after: None,
+        error: E::from(RouteError::Mocked {
+            group: group.name.clone(),
+            what,
+        }),
+        terminal: false,
+    }
+}
+
 fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
     Failure {
         kind: match e {
             RouteError::Cooling { .. } => FailureKind::Server,
             RouteError::AtLimit { .. } => FailureKind::RateLimit,
+            RouteError::Mocked { .. } => FailureKind::Server,
         },
         retry_after: Some(e.retry_in()),
         error: E::from(e),

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use sluice_core::cache_control::CacheControl;
 use sluice_core::endpoint::BodyFormat;
-use sluice_core::error::ApiError;
+use sluice_core::error::{ApiError, MockFailure};
 
 use crate::multipart;
 
@@ -40,6 +40,15 @@ struct RawEnvelope<'a> {
     num_retries: Option<&'a RawValue>,
     #[serde(borrow, default)]
     timeout: Option<&'a RawValue>,
+    // LiteLLM's switches for trying fallbacks and retries (`MockFailure`).
+    #[serde(borrow, default)]
+    mock_testing_fallbacks: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    mock_testing_context_fallbacks: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    mock_testing_content_policy_fallbacks: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    mock_testing_rate_limit_error: Option<&'a RawValue>,
     #[serde(borrow, default)]
     user: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -232,6 +241,8 @@ pub struct RequestRouting {
     pub timeout: Option<Duration>,
     /// `cache`: LiteLLM's per-request cache controls.
     pub cache: Option<CacheControl>,
+    /// LiteLLM's `mock_testing_*` switches: the group asked for fails that way, unasked.
+    pub mock: Option<sluice_core::error::MockFailure>,
 }
 
 #[derive(Deserialize)]
@@ -367,6 +378,28 @@ impl<'a> Envelope<'a> {
                     message: "expected a number of seconds > 0".into(),
                 })?;
             routing.timeout = Some(Duration::from_secs_f64(secs.min(86_400.0)));
+            values.push(range_in(body, v)?);
+        }
+        for (v, what) in [
+            (raw.mock_testing_fallbacks, MockFailure::Fallbacks),
+            (
+                raw.mock_testing_context_fallbacks,
+                MockFailure::ContextWindow,
+            ),
+            (
+                raw.mock_testing_content_policy_fallbacks,
+                MockFailure::ContentPolicy,
+            ),
+            (raw.mock_testing_rate_limit_error, MockFailure::RateLimit),
+        ] {
+            let Some(v) = v else { continue };
+            let on: bool = serde_json::from_str(v.get()).map_err(|_| ApiError::InvalidParam {
+                param: what.field(),
+                message: "expected true or false".into(),
+            })?;
+            if on {
+                routing.mock.get_or_insert(what);
+            }
             values.push(range_in(body, v)?);
         }
         if let Some(v) = raw.cache.filter(|v| v.get() != "null") {
@@ -811,6 +844,17 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["x"][0], 1);
         assert!(v.get("timeout").is_none());
+        // LiteLLM's mock-testing switches are read and never sent upstream.
+        let body = Bytes::from_static(
+            br#"{"model":"m","mock_testing_fallbacks":true,"mock_testing_rate_limit_error":false}"#,
+        );
+        let env = Envelope::parse(&body).unwrap();
+        assert_eq!(env.routing.mock, Some(MockFailure::Fallbacks));
+        let out = join(&splice(&body, &env, None, true).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["model"], "m");
+        assert!(v.get("mock_testing_fallbacks").is_none(), "{out}");
+        assert!(v.get("mock_testing_rate_limit_error").is_none(), "{out}");
         assert!(matches!(
             Envelope::parse(br#"{"model":"m","timeout":-1}"#),
             Err(ApiError::InvalidParam {
