@@ -146,7 +146,8 @@ pub(super) const KEPT_USER: &[&str] = &[
 ];
 
 /// LiteLLM's end-user fields (`NewCustomerRequest`, `UpdateCustomerRequest`) kept in the end
-/// user's `metadata`.
+/// user's `metadata`; `allowed_model_region` is acted on (only deployments whose
+/// `region_name` it is serve the end user).
 pub(super) const KEPT_CUSTOMER: &[&str] = &[
     "soft_budget",
     "model_max_budget",

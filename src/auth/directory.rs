@@ -49,6 +49,8 @@ pub struct Holder {
     /// A user whose role lets their keys make, change and delete the user's own keys
     /// (`internal_user`, or no role: LiteLLM's default).
     pub own_keys: bool,
+    /// An end user's `allowed_model_region`.
+    pub region: Option<Arc<str>>,
     /// The organization a team is under: its keys answer to it too.
     pub organization: Option<Arc<str>>,
 }
@@ -97,6 +99,8 @@ pub struct Stored {
     pub proxy_admin: bool,
     /// A user whose keys may manage the user's own keys (`internal_user` or no role).
     pub own_keys: bool,
+    /// An end user's `allowed_model_region`.
+    pub region: Option<Arc<str>>,
     /// The organization a key or team is under (`organization_id`).
     pub organization: Option<Arc<str>>,
 }
@@ -401,6 +405,7 @@ impl Directory {
                 aliases: stored.aliases.clone(),
                 proxy_admin: stored.proxy_admin,
                 own_keys: stored.own_keys,
+                region: stored.region.clone(),
                 organization: stored.organization.clone(),
             }),
         );
@@ -415,6 +420,11 @@ impl Directory {
         if kind == SubjectKind::Team {
             self.mcp_teams.pin().remove(id);
         }
+    }
+
+    /// The region an end user is held to (`allowed_model_region`), if any.
+    pub fn end_user_region(&self, end_user: &str) -> Option<Arc<str>> {
+        self.holder(SubjectKind::EndUser, end_user)?.region.clone()
     }
 
     /// The user whose own keys `key` may manage (LiteLLM's internal users), if any.
@@ -772,6 +782,7 @@ mod tests {
             aliases: None,
             proxy_admin: false,
             own_keys: false,
+            region: None,
             limits: Limits {
                 max_budget: Some(nanos(10.0)),
                 ..Limits::default()

@@ -72,6 +72,12 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
             .or_else(|| Aliases::from_metadata(&l.metadata, "model_aliases")),
         proxy_admin: false,
         own_keys: false,
+        // An end user's region (LiteLLM's `allowed_model_region`, kept in its metadata).
+        region: l
+            .metadata
+            .get("allowed_model_region")
+            .and_then(serde_json::Value::as_str)
+            .map(Arc::from),
         organization: None,
     }
 }

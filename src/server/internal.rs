@@ -37,6 +37,7 @@ pub(crate) async fn call(
         one_shot: false,
         may_use: None,
         mock: None,
+        region: None,
     };
     let headers = HeaderMap::new();
     let outcome = routing::dispatch(router, resolved, &requested, |a: Attempt<'_>| {

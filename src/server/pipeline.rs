@@ -546,12 +546,18 @@ where
                 .is_ok()
         })
     };
+    // An end user held to one region (`allowed_model_region`) is served only there.
+    let region = envelope
+        .user
+        .as_deref()
+        .and_then(|u| state.gate().directory().end_user_region(u));
     let requested = Requested {
         num_retries: envelope.routing.num_retries,
         fallbacks: envelope.routing.fallbacks.as_deref(),
         one_shot: upload.is_some(),
         may_use: key.is_some().then_some(MayUse(&may_use)),
         mock: envelope.routing.mock,
+        region: region.as_deref(),
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;

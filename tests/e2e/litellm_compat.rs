@@ -554,3 +554,51 @@ async fn litellms_mock_testing_switches_try_fallbacks_and_retries() {
     assert_eq!(a.status, 400);
     assert!(a.text().contains("mock_testing_fallbacks"), "{}", a.text());
 }
+
+#[tokio::test]
+async fn an_end_users_region_picks_the_deployments_there() {
+    let up = mock_server(MockSettings::default()).await;
+    let base = up.base();
+    let yaml = format!(
+        "model_list:\n  - model_name: regional\n    litellm_params:\n      model: openai/r\n      api_base: {base}\n      api_key: k\n      region_name: eu\n    model_info:\n      id: in-eu\n  - model_name: regional\n    litellm_params:\n      model: openai/r\n      api_base: {base}\n      api_key: k\n      region_name: us\n    model_info:\n      id: in-us\ngeneral_settings:\n  master_key: sk-master\n"
+    );
+    let gw = gateway(&yaml).await;
+    let e = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/end_user/new",
+        json!({"user_id": "eu-customer", "allowed_model_region": "eu"}),
+    )
+    .await;
+    assert_eq!(e.status, 200, "{}", e.text());
+    let mut body = chat("regional");
+    body["user"] = json!("eu-customer");
+    for _ in 0..6 {
+        let a = call(
+            &gw,
+            "sk-master",
+            "POST",
+            "/v1/chat/completions",
+            body.clone(),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.header("x-sluice-model-id"), Some("in-eu"));
+        assert_eq!(a.header("x-litellm-model-region"), Some("eu"));
+    }
+    // Without a region, both serve.
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..12 {
+        let a = call(
+            &gw,
+            "sk-master",
+            "POST",
+            "/v1/chat/completions",
+            chat("regional"),
+        )
+        .await;
+        seen.insert(a.header("x-sluice-model-id").unwrap_or_default().to_owned());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}

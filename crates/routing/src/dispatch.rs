@@ -68,6 +68,9 @@ pub struct Requested<'a> {
     /// LiteLLM's `mock_testing_*` switches: the group asked for fails this way before any
     /// of its deployments is called (no upstream call, no health change).
     pub mock: Option<MockFailure>,
+    /// The only region whose deployments may serve it (an end user's
+    /// `allowed_model_region`): the others count as tried from the start.
+    pub region: Option<&'a str>,
 }
 
 /// The caller's model access, as dispatch asks it of each fallback group: `(name, group)`.
@@ -263,6 +266,19 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The members of `group` outside the request's region, if it has one.
+    fn outside_region(&self, group: &Group) -> Tried {
+        let mut outside = Tried::default();
+        if let Some(region) = self.requested.region {
+            for (i, m) in group.members().iter().enumerate() {
+                if m.target.info.region.as_deref() != Some(region) {
+                    outside.insert(i);
+                }
+            }
+        }
+        outside
+    }
+
     /// Attempts within one group, by the rules in the module comment.
     async fn group<A, E, F, Fut>(
         &mut self,
@@ -277,7 +293,8 @@ impl<'a> Run<'a> {
     {
         let policy = &self.router.policy;
         let group = at.group;
-        let mut tried = Tried::default();
+        let outside = self.outside_region(group);
+        let mut tried = outside;
         let mut attempts: u32 = 0;
         let mut same_again: u32 = 0;
         let mut last: Option<Failure<E>> = None;
@@ -342,7 +359,7 @@ impl<'a> Run<'a> {
                     };
                     same_again += 1;
                     tokio::time::sleep(policy.backoff(same_again, f.retry_after)).await;
-                    tried = Tried::default();
+                    tried = outside;
                 }
             }
         }
