@@ -64,6 +64,12 @@ pub struct PassThrough {
 }
 
 impl PassThrough {
+    /// The price table the config loaded (LiteLLM's map and the operator's file): what
+    /// prices a model found only at request time.
+    pub fn prices(&self) -> &PriceTable {
+        &self.prices
+    }
+
     /// Make every route's upstream, and every deployment of a route's provider, ready from
     /// the validated config.
     pub fn build(config: &Config, clients: &ClientRegistry) -> Self {

@@ -700,12 +700,13 @@ where
             record.model = Some(group.name.clone());
             let h = member.target.id_header.clone();
             charges.deployment = Some(guard);
-            charges.price = Some(
-                member
+            charges.price = Some(match wildcard_price(snap, resolved, group, member) {
+                Some((price, images)) => images.price(price, &requested_units),
+                None => member
                     .target
                     .image_prices
                     .price(member.target.price, &requested_units),
-            );
+            });
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage_of(endpoint, &bytes, requested_units);
@@ -864,6 +865,28 @@ where
         h.insert(litellm_headers::TIMEOUT.clone(), t);
     }
     Ok(resp)
+}
+
+/// The price of the model a wildcard deployment served (`openai/*` asked for `dall-e-3`),
+/// when the deployment has none of its own: found in the price table by the model asked for,
+/// so that its answers are not free.
+fn wildcard_price(
+    snap: &Snapshot,
+    resolved: routing::Resolved<'_>,
+    group: &routing::Group,
+    member: &routing::Member,
+) -> Option<(sluice_core::price::Price, sluice_core::price::ImagePrices)> {
+    let target = &member.target;
+    if target.price != sluice_core::price::Price::default() || !target.image_prices.is_empty() {
+        return None;
+    }
+    let capture = resolved
+        .capture
+        .filter(|_| std::ptr::eq(resolved.group, group))?;
+    let model = target.info.upstream_model.replacen('*', capture, 1);
+    snap.pass_through
+        .prices()
+        .for_model(target.info.provider, &model)
 }
 
 /// An Azure client's `/openai/deployments/{deployment}/{endpoint}`: sluice's own endpoint

@@ -602,3 +602,47 @@ async fn an_end_users_region_picks_the_deployments_there() {
     }
     assert_eq!(seen.len(), 2, "{seen:?}");
 }
+
+#[tokio::test]
+async fn a_wildcard_deployment_charges_the_model_asked_for() {
+    let up = mock_server(MockSettings::default()).await;
+    let base = up.base();
+    let yaml = format!(
+        "model_list:\n  - model_name: \"*\"\n    litellm_params:\n      model: openai/*\n      api_base: {base}\n      api_key: k\ngeneral_settings:\n  master_key: sk-master\n"
+    );
+    let gw = gateway(&yaml).await;
+    let cost = |a: &Answer| {
+        a.header("x-litellm-response-cost")
+            .and_then(|c| c.parse::<f64>().ok())
+            .unwrap_or_default()
+    };
+    let a = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/chat/completions",
+        chat("gpt-4o"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(
+        cost(&a) > 0.0,
+        "gpt-4o is priced: {:?}",
+        a.header("x-litellm-response-cost")
+    );
+    let image = json!({"model": "dall-e-3", "prompt": "an otter"});
+    let a = call(&gw, "sk-master", "POST", "/v1/images/generations", image).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(cost(&a) > 0.0, "dall-e-3 is priced per image");
+    // A model the table does not know stays at 0, as before.
+    let a = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/v1/chat/completions",
+        chat("no-such-model-x"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(cost(&a), 0.0);
+}

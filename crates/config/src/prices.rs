@@ -257,6 +257,21 @@ impl PriceTable {
         self.lookup(prefix, &[model]).map(|(_, price)| price)
     }
 
+    /// The price of a model a wildcard deployment serves, found when it is asked for
+    /// (`openai/*` asked for `dall-e-3`): the table's entry for the model, and its image
+    /// entries by quality and size; `None` when the table prices it neither way. Without this
+    /// a wildcard deployment's every answer would cost 0.
+    pub fn for_model(&self, prefix: &str, model: &str) -> Option<(Price, ImagePrices)> {
+        let names = [model];
+        let sized = self.sized(prefix, &names);
+        let images = ImagePrices::new(sized.iter().map(|(_, e)| *e).collect());
+        let price = match self.lookup(prefix, &names) {
+            Some((_, price)) => price,
+            None => images.pick(None, Some((1024, 1024)))?.price,
+        };
+        Some((price, images))
+    }
+
     /// A deployment's sized image entries (for its provider, or naming none), from the first
     /// of `names` that has any, each tried as `provider/name`, as given and without its own
     /// first `prefix/`; with the keys they came from.
