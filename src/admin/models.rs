@@ -209,12 +209,20 @@ fn group_info(state: &AppState, req: AdminRequest<'_>, viewer: Option<&KeyEntry>
     let q = query_pairs(&req, &["model_group"])?;
     let only = query_value(&q, "model_group");
     let mut groups: Vec<(String, Vec<Value>)> = Vec::new();
-    for d in deployments_for(state, viewer, only) {
+    // Every deployment, then the caller's view: a wildcard group by each model it serves.
+    for d in deployments_for(state, None, None) {
         let name = d["model_name"].as_str().unwrap_or_default().to_owned();
+        if !name.contains('*') && !visible(state, viewer, &name) {
+            continue;
+        }
         match groups.iter_mut().find(|(n, _)| *n == name) {
             Some((_, list)) => list.push(d),
             None => groups.push((name, vec![d])),
         }
+    }
+    let mut groups = expand_wildcards(state, viewer, groups);
+    if let Some(only) = only {
+        groups.retain(|(name, _)| name == only);
     }
     let data: Vec<Value> = groups
         .into_iter()
@@ -252,6 +260,70 @@ fn group_info(state: &AppState, req: AdminRequest<'_>, viewer: Option<&KeyEntry>
         })
         .collect();
     Ok(json!({ "data": data }))
+}
+
+/// Each wildcard group (`anthropic/*`) as the models it serves, as LiteLLM lists them: every
+/// model the price table knows for the group's provider that its upstream pattern matches,
+/// under the name a client asks for (`anthropic/claude-…`), those `viewer` may use.
+fn expand_wildcards(
+    state: &AppState,
+    viewer: Option<&KeyEntry>,
+    groups: Vec<(String, Vec<Value>)>,
+) -> Vec<(String, Vec<Value>)> {
+    let snap = state.snapshot();
+    let prices = snap.pass_through.prices();
+    let mut out = Vec::with_capacity(groups.len());
+    for (name, list) in groups {
+        let Some((prefix, suffix)) = name.split_once('*') else {
+            out.push((name, list));
+            continue;
+        };
+        let first = &list[0];
+        let provider = first["model_info"]["litellm_provider"]
+            .as_str()
+            .unwrap_or_default();
+        let upstream = first["litellm_params"]["model"]
+            .as_str()
+            .unwrap_or_default();
+        let pattern = upstream
+            .strip_prefix(provider)
+            .and_then(|p| p.strip_prefix('/'))
+            .unwrap_or(upstream);
+        let (up_prefix, up_suffix) = pattern.split_once('*').unwrap_or((pattern, ""));
+        for model in prices.models_of(provider) {
+            let Some(capture) = model
+                .strip_prefix(up_prefix)
+                .and_then(|m| m.strip_suffix(up_suffix))
+                .filter(|c| !c.is_empty())
+            else {
+                continue;
+            };
+            let public = format!("{prefix}{capture}{suffix}");
+            // A name another group serves first is that group's, listed as itself.
+            let served_here = snap
+                .router
+                .models
+                .resolve(&public)
+                .is_some_and(|r| *r.group.name == *name);
+            if !served_here || !visible(state, viewer, &public) {
+                continue;
+            }
+            let price = prices.get(model);
+            let entries = list
+                .iter()
+                .map(|d| {
+                    let mut d = d.clone();
+                    if let (Some(p), Some(info)) = (price, d["model_info"].as_object_mut()) {
+                        info.insert("input_cost_per_token".into(), p.input.into());
+                        info.insert("output_cost_per_token".into(), p.output.into());
+                    }
+                    d
+                })
+                .collect();
+            out.push((public, entries));
+        }
+    }
+    out
 }
 
 /// A `model_list` entry from a body: `model_name`, `litellm_params` (an object with `model`),

@@ -634,6 +634,21 @@ async fn a_wildcard_deployment_charges_the_model_asked_for() {
     let a = call(&gw, "sk-master", "POST", "/v1/images/generations", image).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert!(cost(&a) > 0.0, "dall-e-3 is priced per image");
+    // /model_group/info lists the models the wildcard serves, not the pattern.
+    let info = call(&gw, "sk-master", "GET", "/model_group/info", Value::Null).await;
+    let names: Vec<String> = info.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["model_group"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "gpt-4o"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "*"), "{names:?}");
+    let key = new_key(&gw, json!({"models": ["gpt-4o"]})).await;
+    let mine = call(&gw, &key, "GET", "/model_group/info", Value::Null).await;
+    let mine = mine.json();
+    assert_eq!(mine["data"].as_array().unwrap().len(), 1, "{mine}");
+    assert_eq!(mine["data"][0]["model_group"], "gpt-4o");
     // A model the table does not know stays at 0, as before.
     let a = call(
         &gw,

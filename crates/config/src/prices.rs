@@ -63,6 +63,8 @@ pub enum PriceError {
 #[derive(Debug, Clone)]
 pub struct PriceTable {
     prices: Arc<HashMap<String, Price>>,
+    /// Each priced model's `litellm_provider`.
+    providers: Arc<HashMap<String, String>>,
     /// The entries keyed by image size, by the model their key ends in.
     images: Arc<HashMap<String, Vec<SizedEntry>>>,
 }
@@ -159,27 +161,53 @@ pub struct Resolved {
 
 static EMBEDDED: LazyLock<PriceTable> = LazyLock::new(|| {
     // The embedded file is checked by a unit test; a broken one would only price nothing.
-    PriceTable::new(parse(include_str!("prices.json")).unwrap_or_default())
+    let (prices, providers) = parse(include_str!("prices.json")).unwrap_or_default();
+    PriceTable::new(prices, providers)
 });
 
-/// Entries of a price map that sluice can use.
-fn parse(text: &str) -> Result<HashMap<String, Price>, String> {
+/// A parsed price map: model → price, and model → `litellm_provider`.
+type Parsed = (HashMap<String, Price>, HashMap<String, String>);
+
+/// Entries of a price map that sluice can use, and each one's `litellm_provider`.
+fn parse(text: &str) -> Result<Parsed, String> {
     let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    Ok(map
-        .iter()
-        .filter_map(|(name, entry)| {
-            let price = Price::from_entry(entry.as_object()?)?;
-            Some((name.clone(), price))
-        })
-        .collect())
+    let mut prices = HashMap::new();
+    let mut providers = HashMap::new();
+    for (name, entry) in &map {
+        let Some(entry) = entry.as_object() else {
+            continue;
+        };
+        let Some(price) = Price::from_entry(entry) else {
+            continue;
+        };
+        prices.insert(name.clone(), price);
+        if let Some(p) = entry.get("litellm_provider").and_then(Value::as_str) {
+            providers.insert(name.clone(), p.to_owned());
+        }
+    }
+    Ok((prices, providers))
 }
 
 impl PriceTable {
-    fn new(prices: HashMap<String, Price>) -> Self {
+    fn new(prices: HashMap<String, Price>, providers: HashMap<String, String>) -> Self {
         Self {
             images: Arc::new(index(&prices)),
             prices: Arc::new(prices),
+            providers: Arc::new(providers),
         }
+    }
+
+    /// The models the table knows for one provider (its `litellm_provider`), in name order:
+    /// what a wildcard group (`anthropic/*`) serves, as `/model_group/info` lists it.
+    pub fn models_of(&self, provider: &str) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .providers
+            .iter()
+            .filter(|(_, p)| *p == provider)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
     }
 
     /// The table built into the binary.
@@ -194,13 +222,15 @@ impl PriceTable {
             path: path.to_owned(),
             source,
         })?;
-        let file = parse(&text).map_err(|why| PriceError::Parse {
+        let (file, file_providers) = parse(&text).map_err(|why| PriceError::Parse {
             path: path.to_owned(),
             why,
         })?;
         let mut prices = (*EMBEDDED.prices).clone();
         prices.extend(file);
-        Ok(Self::new(prices))
+        let mut providers = (*EMBEDDED.providers).clone();
+        providers.extend(file_providers);
+        Ok(Self::new(prices, providers))
     }
 
     /// The table for a `LITELLM_MODEL_COST_MAP_URL` value: unset or empty means the embedded
