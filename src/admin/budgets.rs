@@ -11,7 +11,7 @@ use super::fields::set;
 use super::{body, body_object, from_map, iso, iso_opt, query_pairs, store_error};
 use super::{AdminRequest, AdminResult};
 use sluice_core::error::ApiError;
-use sluice_store::{BudgetDuration, BudgetRow, Limits, Page, Store, StoreError};
+use sluice_store::{BudgetRow, Limits, Page, Store, StoreError};
 
 /// A budget's own fields (`budget_id` apart), as LiteLLM's `BudgetNewRequest` names them.
 pub(super) const BUDGET_FIELDS: &[&str] = &[
@@ -91,17 +91,7 @@ impl BudgetPatch {
             b.model_max_budget = v;
         }
         if let Some(d) = self.budget_duration {
-            let parsed = d
-                .map(|d| d.parse::<BudgetDuration>())
-                .transpose()
-                .map_err(|e| ApiError::InvalidParam {
-                    param: "budget_duration",
-                    message: e.to_string(),
-                })?;
-            if parsed != b.budget_duration {
-                b.budget_duration = parsed;
-                b.budget_reset_at = None;
-            }
+            super::fields::set_duration(d, &mut b.budget_duration, &mut b.budget_reset_at)?;
         }
         if let Some(at) = self.budget_reset_at {
             b.budget_reset_at = at

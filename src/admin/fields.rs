@@ -273,17 +273,11 @@ impl LimitsPatch {
             limits.max_budget = budget;
         }
         if let Some(duration) = self.budget_duration {
-            let parsed = duration
-                .map(|d| d.parse::<BudgetDuration>())
-                .transpose()
-                .map_err(|e| ApiError::InvalidParam {
-                    param: "budget_duration",
-                    message: e.to_string(),
-                })?;
-            if parsed != limits.budget_duration {
-                limits.budget_duration = parsed;
-                limits.budget_reset_at = None;
-            }
+            set_duration(
+                duration,
+                &mut limits.budget_duration,
+                &mut limits.budget_reset_at,
+            )?;
         }
         if let Some(v) = self.rpm_limit {
             limits.rpm_limit = v;
@@ -332,6 +326,50 @@ impl LimitsPatch {
         }
         limits.schedule(now);
         Ok(())
+    }
+}
+
+/// A `budget_duration` as sent (`"30d"`, or `null` for none): a new or removed one starts (or
+/// ends) the budget window, so the next reset is scheduled afresh.
+pub(super) fn set_duration(
+    sent: Option<String>,
+    duration: &mut Option<BudgetDuration>,
+    reset_at: &mut Option<OffsetDateTime>,
+) -> Result<(), ApiError> {
+    let parsed = sent
+        .map(|d| d.parse::<BudgetDuration>())
+        .transpose()
+        .map_err(|e| ApiError::InvalidParam {
+            param: "budget_duration",
+            message: e.to_string(),
+        })?;
+    if parsed != *duration {
+        *duration = parsed;
+        *reset_at = None;
+    }
+    Ok(())
+}
+
+/// The user a call names by `user_id` or, failing that, `user_email` (LiteLLM takes either);
+/// 404 naming `what` when no user has the email.
+pub(super) async fn user_named(
+    store: &sluice_store::Store,
+    user_id: Option<String>,
+    user_email: Option<&str>,
+    what: &'static str,
+) -> Result<String, ApiError> {
+    match (user_id, user_email) {
+        (Some(id), _) => Ok(id),
+        (None, Some(email)) => store
+            .user_by_email(email)
+            .await
+            .map_err(super::store_error)?
+            .map(|u| u.user_id)
+            .ok_or_else(|| ApiError::NotFound {
+                what,
+                id: email.to_owned(),
+            }),
+        (None, None) => Err(ApiError::MissingParam("user_id")),
     }
 }
 

@@ -480,19 +480,9 @@ struct MemberChange {
 /// The membership a change names, by user id or email; 404 when there is none.
 async fn membership(store: &Store, c: &MemberChange) -> Result<OrgMember, ApiError> {
     existing(store, &c.organization_id).await?;
-    let user_id = match (&c.user_id, &c.user_email) {
-        (Some(id), _) => id.clone(),
-        (None, Some(email)) => store
-            .user_by_email(email)
-            .await
-            .map_err(store_error)?
-            .map(|u| u.user_id)
-            .ok_or_else(|| ApiError::NotFound {
-                what: "user",
-                id: email.clone(),
-            })?,
-        (None, None) => return Err(ApiError::MissingParam("user_id")),
-    };
+    let user_id =
+        super::fields::user_named(store, c.user_id.clone(), c.user_email.as_deref(), "user")
+            .await?;
     store
         .organization_members(&c.organization_id)
         .await

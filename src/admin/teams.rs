@@ -430,19 +430,7 @@ async fn named_member(
     user_id: Option<String>,
     user_email: Option<&str>,
 ) -> Result<String, ApiError> {
-    let user = match (user_id, user_email) {
-        (Some(id), _) => id,
-        (None, Some(email)) => store
-            .user_by_email(email)
-            .await
-            .map_err(store_error)?
-            .map(|u| u.user_id)
-            .ok_or_else(|| ApiError::NotFound {
-                what: "team member",
-                id: email.to_owned(),
-            })?,
-        (None, None) => return Err(ApiError::MissingParam("user_id")),
-    };
+    let user = super::fields::user_named(store, user_id, user_email, "team member").await?;
     let members = store
         .team_members(&team.team_id)
         .await

@@ -25,6 +25,11 @@ async fn call(gw: &Gateway, key: &str, method: &str, path: &str, body: Value) ->
     admin_as(gw, key, method, path, body).await
 }
 
+/// A chat completion as `key`.
+async fn ask(gw: &Gateway, key: &str, body: Value) -> Answer {
+    call(gw, key, "POST", "/v1/chat/completions", body).await
+}
+
 fn chat(model: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
 }
@@ -73,14 +78,7 @@ async fn management_calls_take_litellms_fields() {
     assert_eq!(bad.status, 400);
     assert!(bad.text().contains("aliases"), "{}", bad.text());
     // The alias reaches its group: the key lists the alias, not the group.
-    let a = call(
-        &gw,
-        &key,
-        "POST",
-        "/v1/chat/completions",
-        chat("mistral-7b"),
-    )
-    .await;
+    let a = ask(&gw, &key, chat("mistral-7b")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-litellm-model-group"), Some("gpt-3.5-turbo"));
     assert_eq!(a.header("x-sluice-model-id"), Some("g35"));
@@ -102,7 +100,7 @@ async fn management_calls_take_litellms_fields() {
     let team = t.json()["team_id"].as_str().unwrap().to_owned();
     assert_eq!(t.json()["members_with_roles"].as_array().unwrap().len(), 2);
     let tk = new_key(&gw, json!({"team_id": team})).await;
-    let a = call(&gw, &tk, "POST", "/v1/chat/completions", chat("team-model")).await;
+    let a = ask(&gw, &tk, chat("team-model")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-litellm-model-group"), Some("gpt-4"));
     // Members by email; max_budget_in_team kept.
@@ -155,7 +153,7 @@ async fn management_calls_take_litellms_fields() {
     .await;
     assert_eq!(nu.status, 200, "{}", nu.text());
     let ukey = nu.json()["key"].as_str().unwrap().to_owned();
-    let a = call(&gw, &ukey, "POST", "/v1/chat/completions", chat("m")).await;
+    let a = ask(&gw, &ukey, chat("m")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     // End user: LiteLLM's fields.
     let e = call(
@@ -249,28 +247,14 @@ async fn azure_paths_several_models_and_moderations() {
     .await;
     assert_eq!(refused.status, 401, "{}", refused.text());
     // Several models: a list of answers, one per model, each its own request.
-    let both = call(
-        &gw,
-        "sk-master",
-        "POST",
-        "/v1/chat/completions",
-        chat("gpt-4,gpt-3.5-turbo"),
-    )
-    .await;
+    let both = ask(&gw, "sk-master", chat("gpt-4,gpt-3.5-turbo")).await;
     assert_eq!(both.status, 200, "{}", both.text());
     let list = both.json();
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 2);
     assert!(list.iter().all(|r| r["choices"].is_array()), "{list:?}");
     // A model the key may not use is refused in its place, the other answered.
-    let mixed = call(
-        &gw,
-        &only,
-        "POST",
-        "/v1/chat/completions",
-        chat("gpt-4,gpt-3.5-turbo"),
-    )
-    .await;
+    let mixed = ask(&gw, &only, chat("gpt-4,gpt-3.5-turbo")).await;
     let mixed = mixed.json();
     assert!(mixed[0]["error"].is_object(), "{mixed}");
     assert!(mixed[1]["choices"].is_array(), "{mixed}");
@@ -373,14 +357,7 @@ async fn litellms_answers_routes_and_records() {
     let gw = gateway(&config(&up.base())).await;
     // A model refusal: LiteLLM's 401 and words.
     let key = new_key(&gw, json!({"models": ["gpt-4"]})).await;
-    let refused = call(
-        &gw,
-        &key,
-        "POST",
-        "/v1/chat/completions",
-        chat("gpt-3.5-turbo"),
-    )
-    .await;
+    let refused = ask(&gw, &key, chat("gpt-3.5-turbo")).await;
     assert_eq!(refused.status, 401, "{}", refused.text());
     assert!(
         refused.text().contains("not allowed to access model"),
@@ -390,7 +367,7 @@ async fn litellms_answers_routes_and_records() {
     assert_eq!(refused.json()["error"]["type"], "key_model_access_denied");
     // A spent budget: LiteLLM's words.
     let poor = new_key(&gw, json!({"max_budget": 0.0000001})).await;
-    let _ = call(&gw, &poor, "POST", "/v1/chat/completions", chat("gpt-4")).await;
+    let _ = ask(&gw, &poor, chat("gpt-4")).await;
     let spent = eventually(std::time::Duration::from_secs(5), || {
         let (gw, poor) = (&gw, &poor);
         async move {
@@ -484,26 +461,14 @@ async fn an_end_users_limits_bind_the_master_key_too() {
     assert_eq!(e.status, 200, "{}", e.text());
     let mut body = chat("gpt-4");
     body["user"] = json!("cust");
-    let first = call(
-        &gw,
-        "sk-master",
-        "POST",
-        "/v1/chat/completions",
-        body.clone(),
-    )
-    .await;
+    let first = ask(&gw, "sk-master", body.clone()).await;
     assert_eq!(first.status, 200, "{}", first.text());
-    let second = call(&gw, "sk-master", "POST", "/v1/chat/completions", body).await;
+    let second = ask(&gw, "sk-master", body).await;
     assert_eq!(second.status, 429, "{}", second.text());
     // Another end user is not held to it.
     let mut other = chat("gpt-4");
     other["user"] = json!("someone-else");
-    assert_eq!(
-        call(&gw, "sk-master", "POST", "/v1/chat/completions", other)
-            .await
-            .status,
-        200
-    );
+    assert_eq!(ask(&gw, "sk-master", other).await.status, 200);
 }
 
 #[tokio::test]
@@ -515,14 +480,7 @@ async fn litellms_mock_testing_switches_try_fallbacks_and_retries() {
     let mut body = chat("gpt-4");
     body["mock_testing_fallbacks"] = json!(true);
     body["fallbacks"] = json!(["gpt-3.5-turbo"]);
-    let a = call(
-        &gw,
-        "sk-master",
-        "POST",
-        "/v1/chat/completions",
-        body.clone(),
-    )
-    .await;
+    let a = ask(&gw, "sk-master", body.clone()).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-sluice-model-id"), Some("g35"));
     assert_eq!(a.header("x-litellm-attempted-fallbacks"), Some("1"));
@@ -533,7 +491,7 @@ async fn litellms_mock_testing_switches_try_fallbacks_and_retries() {
     );
     // A fallback the key may not use: the mock failure is the answer, as in LiteLLM.
     let only = new_key(&gw, json!({"models": ["gpt-4"]})).await;
-    let refused = call(&gw, &only, "POST", "/v1/chat/completions", body).await;
+    let refused = ask(&gw, &only, body).await;
     assert_eq!(refused.status, 500, "{}", refused.text());
     assert!(
         refused.text().contains("mock exception"),
@@ -544,13 +502,13 @@ async fn litellms_mock_testing_switches_try_fallbacks_and_retries() {
     let mut body = chat("gpt-4");
     body["mock_testing_rate_limit_error"] = json!(true);
     body["num_retries"] = json!(2);
-    let a = call(&gw, "sk-master", "POST", "/v1/chat/completions", body).await;
+    let a = ask(&gw, "sk-master", body).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-litellm-attempted-retries"), Some("1"));
     // A switch that is not a boolean is a 400 naming it.
     let mut bad = chat("gpt-4");
     bad["mock_testing_fallbacks"] = json!("yes");
-    let a = call(&gw, "sk-master", "POST", "/v1/chat/completions", bad).await;
+    let a = ask(&gw, "sk-master", bad).await;
     assert_eq!(a.status, 400);
     assert!(a.text().contains("mock_testing_fallbacks"), "{}", a.text());
 }
@@ -575,14 +533,7 @@ async fn an_end_users_region_picks_the_deployments_there() {
     let mut body = chat("regional");
     body["user"] = json!("eu-customer");
     for _ in 0..6 {
-        let a = call(
-            &gw,
-            "sk-master",
-            "POST",
-            "/v1/chat/completions",
-            body.clone(),
-        )
-        .await;
+        let a = ask(&gw, "sk-master", body.clone()).await;
         assert_eq!(a.status, 200, "{}", a.text());
         assert_eq!(a.header("x-sluice-model-id"), Some("in-eu"));
         assert_eq!(a.header("x-litellm-model-region"), Some("eu"));
@@ -590,14 +541,7 @@ async fn an_end_users_region_picks_the_deployments_there() {
     // Without a region, both serve.
     let mut seen = std::collections::HashSet::new();
     for _ in 0..12 {
-        let a = call(
-            &gw,
-            "sk-master",
-            "POST",
-            "/v1/chat/completions",
-            chat("regional"),
-        )
-        .await;
+        let a = ask(&gw, "sk-master", chat("regional")).await;
         seen.insert(a.header("x-sluice-model-id").unwrap_or_default().to_owned());
     }
     assert_eq!(seen.len(), 2, "{seen:?}");
@@ -616,14 +560,7 @@ async fn a_wildcard_deployment_charges_the_model_asked_for() {
             .and_then(|c| c.parse::<f64>().ok())
             .unwrap_or_default()
     };
-    let a = call(
-        &gw,
-        "sk-master",
-        "POST",
-        "/v1/chat/completions",
-        chat("gpt-4o"),
-    )
-    .await;
+    let a = ask(&gw, "sk-master", chat("gpt-4o")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert!(
         cost(&a) > 0.0,
@@ -650,14 +587,7 @@ async fn a_wildcard_deployment_charges_the_model_asked_for() {
     assert_eq!(mine["data"].as_array().unwrap().len(), 1, "{mine}");
     assert_eq!(mine["data"][0]["model_group"], "gpt-4o");
     // A model the table does not know stays at 0, as before.
-    let a = call(
-        &gw,
-        "sk-master",
-        "POST",
-        "/v1/chat/completions",
-        chat("no-such-model-x"),
-    )
-    .await;
+    let a = ask(&gw, "sk-master", chat("no-such-model-x")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(cost(&a), 0.0);
 }
