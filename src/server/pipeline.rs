@@ -200,7 +200,9 @@ where
     let headers = resp.headers_mut();
     headers.insert(X_REQUEST_ID.clone(), request_id);
     headers.insert(X_DURATION.clone(), duration_value(start.elapsed()));
-    litellm_headers::mirror(headers);
+    if snap.litellm_headers {
+        litellm_headers::mirror(headers);
+    }
     // 9. Record. A relayed stream (and a realtime session) owns its record and emits it when
     //    it ends.
     pending.armed = false;
@@ -834,14 +836,27 @@ where
         h.insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
     }
     h.insert(X_OVERHEAD.clone(), duration_value(record.overhead));
-    // LiteLLM's facts without a sluice header of their own (room made once for them and
-    // the mirrored ones, rather than the map growing a step at a time).
+    if snap.litellm_headers {
+        litellm_facts(h, snap, &requested, &envelope.routing, outcome.last);
+    }
+    Ok(resp)
+}
+
+/// LiteLLM's facts without a sluice header of their own: the group, region, retries allowed
+/// and timeout of the deployment that answered (or the last one tried).
+fn litellm_facts(
+    h: &mut HeaderMap,
+    snap: &Snapshot,
+    requested: &Requested<'_>,
+    routing: &sluice_translate::envelope::RequestRouting,
+    last: Option<&routing::Member>,
+) {
+    // Room made once for these and the mirrored ones, rather than a step at a time.
     h.reserve(16);
-    if let Some(g) = outcome.last.and_then(|m| m.target.group_header.as_ref()) {
+    if let Some(g) = last.and_then(|m| m.target.group_header.as_ref()) {
         h.insert(litellm_headers::MODEL_GROUP.clone(), g.clone());
     }
-    if let Some(r) = outcome
-        .last
+    if let Some(r) = last
         .and_then(|m| m.target.info.region.as_deref())
         .and_then(|r| HeaderValue::from_str(r).ok())
     {
@@ -850,13 +865,13 @@ where
     // The request's own, else the serving deployment's, else the router's (as dispatch does).
     let retries = requested
         .num_retries
-        .or(outcome.last.and_then(|m| m.target.num_retries))
+        .or(last.and_then(|m| m.target.num_retries))
         .unwrap_or(snap.router.policy.num_retries);
     h.insert(
         litellm_headers::MAX_RETRIES.clone(),
         litellm_headers::count(retries),
     );
-    let timeout = match (envelope.routing.timeout, outcome.last) {
+    let timeout = match (routing.timeout, last) {
         (Some(t), _) => Some(sluice_providers::seconds_header(t)),
         (None, Some(m)) => Some(m.target.timeout_header.clone()),
         (None, None) => None,
@@ -864,7 +879,6 @@ where
     if let Some(t) = timeout {
         h.insert(litellm_headers::TIMEOUT.clone(), t);
     }
-    Ok(resp)
 }
 
 /// The price of the model a wildcard deployment served (`openai/*` asked for `dall-e-3`),

@@ -62,6 +62,8 @@ pub struct Snapshot {
     pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
     /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
     pub console: Option<crate::console::Settings>,
+    /// `general_settings.litellm_headers`: LiteLLM's `x-litellm-*` answer headers.
+    pub litellm_headers: bool,
     /// What honours a request's own `api_base` and key; `None` (they are refused) unless
     /// `allow_client_side_credentials`.
     pub client_side: Option<super::client_side::ClientSideSettings>,
@@ -171,6 +173,7 @@ impl Snapshot {
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
             console: crate::console::Settings::of(&config.general),
+            litellm_headers: config.general.litellm_headers,
             client_side: super::client_side::ClientSideSettings::of(config),
             upstream_allowlist: Arc::new(config.general.client_side_api_base_allowlist.clone()),
             pass_through: crate::passthrough::PassThrough::build(config, clients),

@@ -591,3 +591,23 @@ async fn a_wildcard_deployment_charges_the_model_asked_for() {
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(cost(&a), 0.0);
 }
+
+#[tokio::test]
+async fn litellms_headers_can_be_turned_off() {
+    let up = mock_server(MockSettings::default()).await;
+    let yaml = config(&up.base()).replace(
+        "general_settings:\n",
+        "general_settings:\n  litellm_headers: false\n",
+    );
+    let gw = gateway(&yaml).await;
+    let a = ask(&gw, "sk-master", chat("gpt-4")).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(a.header("x-sluice-model-id").is_some());
+    assert!(
+        a.headers
+            .keys()
+            .all(|k| !k.as_str().starts_with("x-litellm-")),
+        "{:?}",
+        a.headers
+    );
+}

@@ -320,6 +320,10 @@ pub struct GeneralSettings {
     pub max_request_body_bytes: usize,
     /// `proxy_batch_write_at`: seconds between spend-log batch writes.
     pub proxy_batch_write_at: Option<Duration>,
+    /// `litellm_headers` (sluice's, default true): answers carry LiteLLM's `x-litellm-*`
+    /// headers beside sluice's own; off saves their cost (docs/benchmarks.md) where no client
+    /// reads them.
+    pub litellm_headers: bool,
     /// `disable_admin_ui` (or LiteLLM's `DISABLE_ADMIN_UI` environment variable): no console at
     /// `/ui`, every path under it a 404.
     pub disable_admin_ui: bool,
@@ -391,6 +395,7 @@ impl Default for GeneralSettings {
             database_url: None,
             max_request_body_bytes: 32 * 1024 * 1024,
             proxy_batch_write_at: None,
+            litellm_headers: true,
             disable_admin_ui: false,
             store_model_in_db: false,
             ui_username: "admin".to_owned(),

@@ -24,6 +24,8 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
             raw.proxy_batch_write_at,
             p,
         ),
+        litellm_headers: boolean("general_settings.litellm_headers", raw.litellm_headers, p)
+            .unwrap_or(true),
         disable_admin_ui: boolean("general_settings.disable_admin_ui", raw.disable_admin_ui, p)
             .unwrap_or_else(|| {
                 env.var("DISABLE_ADMIN_UI")
