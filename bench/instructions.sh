@@ -9,6 +9,8 @@
 #   VIRTUAL_KEY=1 bash bench/instructions.sh   # requests carry a virtual key with rpm, tpm,
 #                                              # parallel and budget limits (auth + limits +
 #                                              # cost + spend log on the path)
+#   NO_LITELLM_HEADERS=1 bash bench/instructions.sh  # `general_settings.litellm_headers: false`
+#                                                    # (without LiteLLM's x-litellm-* headers)
 #   WORKLOAD=chat-stream bash bench/instructions.sh   # any `sluice bench --workloads` name
 #                                                     # (chat-pii, chat-stream-pii: the PII
 #                                                     # guardrail on)
@@ -119,8 +121,18 @@ YAML
     mode="$mode, PII guardrail masking three values"
     ;;
 esac
+general=""
+if [ -n "${NO_LITELLM_HEADERS:-}" ]; then
+  general="$general  litellm_headers: false\n"
+  mode="$mode, no x-litellm-* headers"
+fi
 if [ -n "${VIRTUAL_KEY:-}" ]; then
-  printf 'general_settings:\n  master_key: sk-bench-master\n' >>"$work/sluice.yaml"
+  general="$general  master_key: sk-bench-master\n"
+fi
+if [ -n "$general" ]; then
+  printf "general_settings:\n$general" >>"$work/sluice.yaml"
+fi
+if [ -n "${VIRTUAL_KEY:-}" ]; then
   mode="$mode, virtual key with limits and budget"
 fi
 
