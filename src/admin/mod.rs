@@ -9,6 +9,7 @@
 //! `max_budjet` must not silently create a key without a budget), a missing required one a 400
 //! too. Database errors never reach the client as text.
 
+mod access_groups;
 mod audit;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
@@ -266,6 +267,9 @@ pub async fn call(
     let before = OffsetDateTime::now_utc();
     let route = normalised(path);
     if let Some(answer) = models::handle(state, method, &route, query, body, by).await {
+        return answer;
+    }
+    if let Some(answer) = access_groups::handle(state, method, &route, body, by).await {
         return answer;
     }
     let changes = method != Method::GET;

@@ -71,7 +71,7 @@ pub(super) async fn handle(
 }
 
 /// The run-time deployments, or why there are none.
-fn runtime(state: &AppState) -> Result<&RuntimeModels, ApiError> {
+pub(super) fn runtime(state: &AppState) -> Result<&RuntimeModels, ApiError> {
     state.runtime().map(|r| &**r).ok_or_else(|| {
         ApiError::InvalidDeployment(
             "deployments are changed at run time only with general_settings.store_model_in_db: \
@@ -415,7 +415,7 @@ async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
 /// `POST /model/update` (`model_info.id` names it) or `PATCH /model/{id}/update`: change a
 /// stored deployment. `litellm_params` and `model_info` are merged key by key into the stored
 /// ones (a `null` removes a key); `model_name` replaces.
-async fn update(
+pub(super) async fn update(
     state: &AppState,
     req: AdminRequest<'_>,
     path_id: Option<&str>,

@@ -143,6 +143,7 @@ const LISTED: &[(&str, &[&str])] = &[
     ("/budget/{action}", &["GET", "POST"]),
     ("/model/{action}", &["GET", "POST"]),
     ("/model_group/info", &["GET"]),
+    ("/access_group/{action}", &["GET", "POST", "PUT", "DELETE"]),
     ("/v2/model/info", &["GET"]),
     ("/spend/logs", &["GET"]),
     ("/mcp", &["GET", "POST", "DELETE"]),
@@ -196,6 +197,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/model/",
         "/v2/model/",
         "/model_group/",
+        "/access_group/",
         "/organization/",
         "/budget/",
     ]

@@ -504,3 +504,95 @@ async fn the_binary_keeps_stored_deployments_over_a_reload() {
         .status();
     assert_eq!(served.child.wait().unwrap().code(), Some(0), "{log}");
 }
+
+/// LiteLLM's `/access_group/*`: a named set of stored deployments' groups that a key's
+/// `models` may name; made, listed, changed and deleted through the API, each change served
+/// at once.
+#[tokio::test]
+async fn access_groups_are_made_changed_and_deleted() {
+    let gw = gateway(&config("", "")).await;
+    for (name, id) in [("alpha", "a-1"), ("beta", "b-1")] {
+        let added = admin(
+            &gw,
+            "POST",
+            "/model/new",
+            json!({"model_name": name, "litellm_params": {"model": "mock/x"}, "model_info": {"id": id}}),
+        )
+        .await;
+        assert_eq!(added.status, 200, "{}", added.text());
+    }
+    let made = admin(
+        &gw,
+        "POST",
+        "/access_group/new",
+        json!({"access_group": "prod", "model_names": ["alpha"]}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert_eq!(made.json()["models_updated"], 1);
+    let again = admin(
+        &gw,
+        "POST",
+        "/access_group/new",
+        json!({"access_group": "prod", "model_names": ["beta"]}),
+    )
+    .await;
+    assert_eq!(again.status, 409, "{}", again.text());
+    // A group of the file (not stored) cannot be put in one: 400 naming it.
+    let file = admin(
+        &gw,
+        "POST",
+        "/access_group/new",
+        json!({"access_group": "x", "model_names": ["cheap"]}),
+    )
+    .await;
+    assert_eq!(file.status, 400, "{}", file.text());
+    // A key allowed the access group reaches its groups, and only those.
+    let made_key = admin(&gw, "POST", "/key/generate", json!({"models": ["prod"]})).await;
+    let key = made_key.json()["key"].as_str().unwrap().to_owned();
+    let call = |model: &'static str| {
+        let (gw, key) = (&gw, key.clone());
+        async move {
+            let auth = format!("Bearer {key}");
+            send(
+                "POST",
+                &gw.url("/v1/chat/completions"),
+                json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+                    .to_string(),
+                &[
+                    ("content-type", "application/json"),
+                    ("authorization", &auth),
+                ],
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!(call("alpha").await, 200);
+    assert_eq!(call("beta").await, 401);
+    let info = admin(&gw, "GET", "/access_group/prod/info", Value::Null).await;
+    assert_eq!(
+        info.json()["model_names"],
+        json!(["alpha"]),
+        "{}",
+        info.text()
+    );
+    // Moved to beta: alpha refused, beta served.
+    let moved = admin(
+        &gw,
+        "PUT",
+        "/access_group/prod/update",
+        json!({"model_names": ["beta"]}),
+    )
+    .await;
+    assert_eq!(moved.status, 200, "{}", moved.text());
+    assert_eq!(call("alpha").await, 401);
+    assert_eq!(call("beta").await, 200);
+    let list = admin(&gw, "GET", "/access_group/list", Value::Null).await;
+    assert_eq!(list.json()["access_groups"][0]["deployment_count"], 1);
+    let gone = admin(&gw, "DELETE", "/access_group/prod/delete", Value::Null).await;
+    assert_eq!(gone.status, 200, "{}", gone.text());
+    assert_eq!(call("beta").await, 401);
+    let missing = admin(&gw, "GET", "/access_group/prod/info", Value::Null).await;
+    assert_eq!(missing.status, 404);
+}
