@@ -11,6 +11,7 @@
 
 mod access_groups;
 mod audit;
+mod bounds;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
 pub(crate) use user_keys::{route as user_keys_route, serve as user_keys};
@@ -278,6 +279,13 @@ pub async fn call(
         Some(c) => audit::read_before(&services.store, c, &route, body).await,
         None => Vec::new(),
     };
+    // LiteLLM's `upperbound_key_generate_params` on every key made.
+    let bounded = if route == "/key/generate" && method == Method::POST {
+        bounds::apply(body, &state.snapshot().key_bounds)?
+    } else {
+        None
+    };
+    let body = bounded.as_deref().unwrap_or(body);
     let answer = handle(&services.store, method, path, query, body)
         .await
         .unwrap_or_else(|| {

@@ -64,6 +64,8 @@ pub struct Snapshot {
     pub console: Option<crate::console::Settings>,
     /// `general_settings.litellm_headers`: LiteLLM's `x-litellm-*` answer headers.
     pub litellm_headers: bool,
+    /// `litellm_settings.upperbound_key_generate_params`: the most a key made may have.
+    pub key_bounds: sluice_config::KeyBounds,
     /// What honours a request's own `api_base` and key; `None` (they are refused) unless
     /// `allow_client_side_credentials`.
     pub client_side: Option<super::client_side::ClientSideSettings>,
@@ -174,6 +176,7 @@ impl Snapshot {
             created,
             console: crate::console::Settings::of(&config.general),
             litellm_headers: config.general.litellm_headers,
+            key_bounds: config.litellm.key_bounds.clone(),
             client_side: super::client_side::ClientSideSettings::of(config),
             upstream_allowlist: Arc::new(config.general.client_side_api_base_allowlist.clone()),
             pass_through: crate::passthrough::PassThrough::build(config, clients),

@@ -611,3 +611,58 @@ async fn litellms_headers_can_be_turned_off() {
         a.headers
     );
 }
+
+#[tokio::test]
+async fn keys_are_made_within_the_configs_upper_bounds() {
+    let up = mock_server(MockSettings::default()).await;
+    let yaml = format!(
+        "{}litellm_settings:\n  upperbound_key_generate_params: {{max_budget: 10, rpm_limit: 100, duration: 30d}}\n",
+        config(&up.base())
+    );
+    let gw = gateway(&yaml).await;
+    let user = call(
+        &gw,
+        "sk-master",
+        "POST",
+        "/user/new",
+        json!({"user_id": "bounded"}),
+    )
+    .await;
+    let user_key = user.json()["key"].as_str().unwrap().to_owned();
+    // Left out: the bound. Over it: 400 naming the field, for the admin and a user alike.
+    let k = call(
+        &gw,
+        &user_key,
+        "POST",
+        "/key/generate",
+        json!({"max_budget": 5}),
+    )
+    .await;
+    assert_eq!(k.status, 200, "{}", k.text());
+    assert_eq!(
+        (
+            k.json()["max_budget"].clone(),
+            k.json()["rpm_limit"].clone()
+        ),
+        (json!(5.0), json!(100))
+    );
+    assert!(k.json()["expires"].is_string(), "{}", k.text());
+    for who in [user_key.as_str(), "sk-master"] {
+        let over = call(&gw, who, "POST", "/key/generate", json!({"max_budget": 50})).await;
+        assert_eq!(over.status, 400, "{}", over.text());
+        assert!(
+            over.text().contains("max_budget is over max limit"),
+            "{}",
+            over.text()
+        );
+        let long = call(
+            &gw,
+            who,
+            "POST",
+            "/key/generate",
+            json!({"duration": "60d"}),
+        )
+        .await;
+        assert_eq!(long.status, 400, "{}", long.text());
+    }
+}

@@ -586,6 +586,27 @@ pub struct LitellmSettings {
     pub require_auth_for_metrics_endpoint: bool,
     /// `fallbacks` (LiteLLM also accepts router fallbacks here).
     pub fallbacks: Vec<(String, Vec<String>)>,
+    /// `upperbound_key_generate_params`: the most a key made by a user's own key may have.
+    pub key_bounds: KeyBounds,
+}
+
+/// The most a key that a user's own key makes may have (LiteLLM's
+/// `upperbound_key_generate_params`); each absent value is unbounded. The durations are kept
+/// as written (`"30d"`) and compared where keys are made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyBounds {
+    /// `max_budget`, USD.
+    pub max_budget: Option<f64>,
+    /// `budget_duration`: the longest budget window.
+    pub budget_duration: Option<String>,
+    /// `duration`: the longest key lifetime.
+    pub duration: Option<String>,
+    /// `max_parallel_requests`.
+    pub max_parallel_requests: Option<u64>,
+    /// `tpm_limit`.
+    pub tpm_limit: Option<u64>,
+    /// `rpm_limit`.
+    pub rpm_limit: Option<u64>,
 }
 
 /// A deployment's own per-unit prices, over the price table's (LiteLLM's `litellm_params`

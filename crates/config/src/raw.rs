@@ -330,6 +330,19 @@ pub(super) struct RawLitellm {
     pub ssl_certificate: Option<Scalar>,
     pub ssl_certificate_key: Option<Scalar>,
     pub model_group_alias: Option<RawAliases>,
+    pub upperbound_key_generate_params: Option<RawKeyBounds>,
+}
+
+/// `litellm_settings.upperbound_key_generate_params`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawKeyBounds {
+    pub max_budget: Option<Scalar>,
+    pub budget_duration: Option<Scalar>,
+    pub duration: Option<Scalar>,
+    pub max_parallel_requests: Option<Scalar>,
+    pub tpm_limit: Option<Scalar>,
+    pub rpm_limit: Option<Scalar>,
 }
 
 /// `litellm_settings.cache_params`.
@@ -473,6 +486,7 @@ pub(super) const LITELLM_KEYS: &[&str] = &[
     "ssl_verify",
     "ssl_certificate",
     "ssl_certificate_key",
+    "upperbound_key_generate_params",
 ];
 
 #[cfg(test)]

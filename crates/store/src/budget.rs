@@ -63,6 +63,15 @@ impl fmt::Display for BudgetDuration {
 }
 
 impl BudgetDuration {
+    /// Its length in seconds, a month counted as 30 days: for comparing two durations
+    /// (`upperbound_key_generate_params`), not for scheduling.
+    pub fn approx_seconds(self) -> i64 {
+        match self {
+            Self::Seconds(s) => s,
+            Self::Months(m) => i64::from(m).saturating_mul(30 * 86_400),
+        }
+    }
+
     /// `from` plus `k` windows.
     fn add(self, from: OffsetDateTime, k: i64) -> Option<OffsetDateTime> {
         match self {

@@ -1,12 +1,12 @@
 //! `litellm_settings` (its fallbacks may also stand in the router's section), and the checks
 //! that every model a fallback names is served.
 
-use sluice_core::settings::read::{boolean, seconds, whole};
+use sluice_core::settings::read::{boolean, number, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Env, Problems};
 
 use super::texts;
-use crate::model::{LitellmSettings, RouterSettings};
-use crate::raw::{RawFallbacks, RawLitellm};
+use crate::model::{KeyBounds, LitellmSettings, RouterSettings};
+use crate::raw::{RawFallbacks, RawKeyBounds, RawLitellm};
 
 /// Validate `litellm_settings`.
 pub(super) fn litellm(
@@ -52,6 +52,27 @@ pub(super) fn litellm(
         )
         .unwrap_or(false),
         fallbacks: fallbacks(raw.fallbacks),
+        key_bounds: key_bounds(raw.upperbound_key_generate_params, p),
+    }
+}
+
+/// `upperbound_key_generate_params`, each value checked as its key field is.
+fn key_bounds(raw: Option<RawKeyBounds>, p: &mut Problems) -> KeyBounds {
+    let Some(raw) = raw else {
+        return KeyBounds::default();
+    };
+    const AT: &str = "litellm_settings.upperbound_key_generate_params";
+    KeyBounds {
+        max_budget: number(&format!("{AT}.max_budget"), raw.max_budget, false, p),
+        budget_duration: text(raw.budget_duration),
+        duration: text(raw.duration),
+        max_parallel_requests: whole(
+            &format!("{AT}.max_parallel_requests"),
+            raw.max_parallel_requests,
+            p,
+        ),
+        tpm_limit: whole(&format!("{AT}.tpm_limit"), raw.tpm_limit, p),
+        rpm_limit: whole(&format!("{AT}.rpm_limit"), raw.rpm_limit, p),
     }
 }
 
