@@ -117,6 +117,28 @@ pub struct Above {
     pub organization: Option<Arc<Holder>>,
 }
 
+/// A group a caller reached by one of its own names, and whose name it was. A key's own
+/// alias grants nothing: the key, its team, user and organization must allow the group
+/// itself (a user who makes their own keys could otherwise name an allowed model as an alias
+/// of a forbidden one). A team's `model_aliases` are the admin's, so a team list naming the
+/// alias allows it.
+#[derive(Debug, Clone)]
+pub enum Alias {
+    /// From the key's `aliases`.
+    Key(Arc<str>),
+    /// From its team's `model_aliases`.
+    Team(Arc<str>),
+}
+
+impl Alias {
+    /// The group's name.
+    pub fn group(&self) -> &str {
+        match self {
+            Self::Key(g) | Self::Team(g) => g,
+        }
+    }
+}
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub enum Caller {
@@ -191,18 +213,18 @@ impl Caller {
     /// The model group `model` stands for in the caller's own aliases: the key's `aliases`
     /// first, then its team's `model_aliases`. `None` when it is no alias of theirs (and
     /// always for the master key and an open gateway).
-    pub fn alias(&self, dir: &Directory, model: &str) -> Option<Arc<str>> {
+    pub fn alias(&self, dir: &Directory, model: &str) -> Option<Alias> {
         let Self::Key(k) = self else {
             return None;
         };
         if let Some(g) = k.aliases.as_ref().and_then(|a| a.get(model)) {
-            return Some(g.clone());
+            return Some(Alias::Key(g.clone()));
         }
         if !dir.team_aliases.load(Ordering::Relaxed) {
             return None;
         }
         let team = dir.holder(SubjectKind::Team, k.info.team_id.as_deref()?)?;
-        team.aliases.as_ref()?.get(model).cloned()
+        team.aliases.as_ref()?.get(model).cloned().map(Alias::Team)
     }
 
     /// The virtual key, when the caller has one: what records, spend headers and budgets

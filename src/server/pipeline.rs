@@ -430,18 +430,22 @@ where
         record.content = Some(Box::new(content));
     }
     // The caller's own aliases (a key's `aliases`, its team's `model_aliases`) name a group
-    // before the config's names do; access is judged on the name asked for and the group.
-    // An alias names a model group (`model_name`), so the group is found by name and no
-    // copy of the alias outlives this statement.
-    let resolved = match caller.alias(state.gate().directory(), &envelope.model) {
-        Some(group) => snap
-            .router
-            .models
-            .group(&group)
-            .map(routing::Resolved::whole),
-        None => snap.router.models.resolve(&envelope.model),
-    }
-    .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
+    // before the config's names do. An alias names a model group (`model_name`, or a
+    // `model_group_alias`), so the group is found by name and no copy of the alias outlives
+    // this statement. Access is judged on the name asked for and the group, except for the
+    // key's own alias, which grants nothing (`auth::Alias`).
+    let (resolved, by_group) = match caller.alias(state.gate().directory(), &envelope.model) {
+        Some(alias) => (
+            snap.router
+                .models
+                .named(alias.group())
+                .map(routing::Resolved::whole),
+            matches!(alias, crate::auth::Alias::Key(_)),
+        ),
+        None => (snap.router.models.resolve(&envelope.model), false),
+    };
+    let resolved = resolved
+        .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
     record.requested_model = record.model.clone();
     record.end_user = envelope.user.as_deref().map(Into::into);
@@ -454,7 +458,14 @@ where
         state,
         &caller,
         envelope.user.as_deref(),
-        Wanted::of(&envelope.model, resolved.group),
+        Wanted::of(
+            if by_group {
+                &resolved.group.name
+            } else {
+                &envelope.model
+            },
+            resolved.group,
+        ),
         estimate,
         &record.request_id,
         wall,

@@ -45,7 +45,7 @@ async fn management_calls_take_litellms_fields() {
         "POST",
         "/key/generate",
         json!({
-            "models": ["gpt-4", "mistral-7b"], "aliases": {"mistral-7b": "gpt-3.5-turbo"},
+            "models": ["gpt-4", "gpt-3.5-turbo"], "aliases": {"mistral-7b": "gpt-3.5-turbo"},
             "duration": null,
             "max_budget": null, "budget_duration": null, "tags": ["t1"], "soft_budget": 5,
             "model_rpm_limit": {"gpt-4": 10}, "key_type": "llm_api"
@@ -77,11 +77,20 @@ async fn management_calls_take_litellms_fields() {
     .await;
     assert_eq!(bad.status, 400);
     assert!(bad.text().contains("aliases"), "{}", bad.text());
-    // The alias reaches its group: the key lists the alias, not the group.
+    // The alias reaches its group.
     let a = ask(&gw, &key, chat("mistral-7b")).await;
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-litellm-model-group"), Some("gpt-3.5-turbo"));
     assert_eq!(a.header("x-sluice-model-id"), Some("g35"));
+    // A key's own alias grants nothing: naming an allowed model as an alias of another does
+    // not reach the other (a user who makes their own keys could otherwise escape its lists).
+    let sneaky = new_key(
+        &gw,
+        json!({"models": ["gpt-4"], "aliases": {"gpt-4": "gpt-3.5-turbo"}}),
+    )
+    .await;
+    let a = ask(&gw, &sneaky, chat("gpt-4")).await;
+    assert_eq!(a.status, 401, "{}", a.text());
     // Team: members_with_roles and model_aliases on /team/new, by id and by email.
     let t = call(
         &gw,
