@@ -416,11 +416,8 @@ struct MemberUpdate {
     user_email: Option<String>,
     role: Option<String>,
     max_budget_in_team: Option<f64>,
-    /// LiteLLM's per-member limits: accepted, not acted on yet.
-    #[allow(dead_code)]
-    tpm_limit: Option<u64>,
-    #[allow(dead_code)]
-    rpm_limit: Option<u64>,
+    // LiteLLM's per-member `tpm_limit` and `rpm_limit` are accepted (the allowed names below)
+    // and not acted on yet.
 }
 
 /// The member a member call names by `user_id` or `user_email`, or a 404.

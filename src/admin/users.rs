@@ -39,9 +39,7 @@ enum TeamRef {
         team_id: String,
         #[serde(default)]
         user_role: Option<String>,
-        #[serde(default)]
-        #[allow(dead_code)]
-        max_budget_in_team: Option<f64>,
+        // LiteLLM's `max_budget_in_team` is accepted here and not acted on yet.
     },
 }
 

@@ -346,7 +346,9 @@ where
     };
     super::litellm_headers::read(&parts.headers, &mut envelope.routing)?;
     // LiteLLM's several-models request (`"model": "a,b"`): each model asked on its own.
-    if matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
+    // (The comma is looked for first: most requests end the test there, before a lookup.)
+    if envelope.model.contains(',')
+        && matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.stream
         && snap.router.models.named(&envelope.model).is_none()
     {
@@ -867,11 +869,8 @@ fn litellm_facts(
     if let Some(g) = last.and_then(|m| m.target.group_header.as_ref()) {
         h.insert(litellm_headers::MODEL_GROUP.clone(), g.clone());
     }
-    if let Some(r) = last
-        .and_then(|m| m.target.info.region.as_deref())
-        .and_then(|r| HeaderValue::from_str(r).ok())
-    {
-        h.insert(litellm_headers::MODEL_REGION.clone(), r);
+    if let Some(r) = last.and_then(|m| m.target.region_header.as_ref()) {
+        h.insert(litellm_headers::MODEL_REGION.clone(), r.clone());
     }
     // The request's own, else the serving deployment's, else the router's (as dispatch does).
     let retries = requested
@@ -901,13 +900,14 @@ fn wildcard_price(
     group: &routing::Group,
     member: &routing::Member,
 ) -> Option<(sluice_core::price::Price, sluice_core::price::ImagePrices)> {
+    // A wildcard's capture first: most requests have none and stop here.
+    let capture = resolved
+        .capture
+        .filter(|_| std::ptr::eq(resolved.group, group))?;
     let target = &member.target;
     if target.price != sluice_core::price::Price::default() || !target.image_prices.is_empty() {
         return None;
     }
-    let capture = resolved
-        .capture
-        .filter(|_| std::ptr::eq(resolved.group, group))?;
     let model = target.info.upstream_model.replacen('*', capture, 1);
     snap.pass_through
         .prices()

@@ -167,6 +167,8 @@ pub struct DeploymentTarget {
     /// Its group's name as a header value (`x-litellm-model-group`), prebuilt; `None` for a
     /// name a header cannot carry.
     pub group_header: Option<HeaderValue>,
+    /// Its `region_name` as a header value (`x-litellm-model-region`), prebuilt.
+    pub region_header: Option<HeaderValue>,
     /// Its whole-call timeout in seconds as a header value (`x-litellm-timeout`), prebuilt.
     pub timeout_header: HeaderValue,
     /// The provider.
@@ -210,6 +212,10 @@ impl DeploymentTarget {
             HeaderValue::from_str(d.id).map_err(|_| prepared.bad_header("x-sluice-model-id"))?;
         Ok(Self {
             group_header: HeaderValue::from_str(d.model_name).ok(),
+            region_header: info
+                .region
+                .as_deref()
+                .and_then(|r| HeaderValue::from_str(r).ok()),
             timeout_header: seconds_header(d.timeouts.total),
             info,
             id_header,
@@ -254,6 +260,7 @@ impl DeploymentTarget {
             }),
             id_header: HeaderValue::from_static("x"),
             group_header: HeaderValue::from_str(group).ok(),
+            region_header: None,
             timeout_header: HeaderValue::from_static("600"),
             provider: Provider::new(&crate::mock::SPECS[0]),
             upstream: UpstreamTarget::Mock(crate::mock::Target::default()),
