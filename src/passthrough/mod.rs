@@ -465,7 +465,7 @@ fn outgoing_body(
             env.strip.clear();
             let ask = completion && !env.client_wants_usage;
             if ask || new_model.is_some() {
-                if let Ok(segments) = splice(body, &env, new_model, ask) {
+                if let Ok(segments) = splice(body, &env, new_model, ask, None) {
                     return (segments, ask);
                 }
             }

@@ -615,6 +615,7 @@ where
                         retry_after: None,
                         error: Failed::Gateway(e),
                         terminal: true,
+                        scoped: false,
                     }),
                 }
             }
@@ -1278,6 +1279,7 @@ pub(crate) async fn attempt(
         Ok(Err(resp)) => Err(Failure {
             kind: FailureKind::from_response(resp.status(), resp.body()),
             retry_after: routing::retry_after(resp.headers()),
+            scoped: endpoint_scoped(call.endpoint, resp.status()),
             error: Failed::Upstream(resp),
             terminal: spent,
         }),
@@ -1286,8 +1288,23 @@ pub(crate) async fn attempt(
             retry_after: None,
             error: Failed::Gateway(e),
             terminal: spent,
+            scoped: false,
         }),
     }
+}
+
+/// A 404 for an endpoint other than a deployment's main ones (`count_tokens`, moderations,
+/// audio, …) says the upstream does not serve that endpoint, nothing about its health: chat and
+/// Messages calls keep going to it.
+fn endpoint_scoped(endpoint: Endpoint, status: StatusCode) -> bool {
+    status == StatusCode::NOT_FOUND
+        && !matches!(
+            endpoint,
+            Endpoint::ChatCompletions
+                | Endpoint::Messages
+                | Endpoint::Responses
+                | Endpoint::Embeddings
+        )
 }
 
 /// How the router should treat one of sluice's own errors from an attempt.

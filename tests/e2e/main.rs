@@ -29,6 +29,7 @@ mod mcp_oauth;
 mod mcp_responses;
 mod mcp_spend;
 mod mcp_sse;
+mod model_rules;
 mod models;
 mod organizations;
 mod passthrough;

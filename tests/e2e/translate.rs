@@ -236,8 +236,6 @@ async fn hints_are_dropped_and_listed_meaning_is_refused_by_name() {
                 "anthropic-beta",
                 "cache_control",
                 "context_management",
-                "output_config.effort",
-                "thinking",
                 "tools.defer_loading"
             ],
             "stream {stream}"

@@ -12,6 +12,7 @@ mod model;
 mod prices;
 mod problems;
 mod raw;
+pub mod rules;
 mod validate;
 
 pub use describe::{deployment_info, describe};

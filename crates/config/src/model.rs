@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
+use sluice_core::rules::ModelRules;
 use sluice_core::Secret;
 use sluice_net::server::ConnLimits;
 use sluice_providers::passthrough::{Route, Unavailable};
@@ -254,6 +255,9 @@ pub struct Deployment {
     /// Its image prices by quality and size (LiteLLM's `hd/1024-x-1792/dall-e-3` entries),
     /// one of which a request picks; empty for most models.
     pub image_prices: ImagePrices,
+    /// What its upstream model accepts, resolved at load from the registry and sluice's
+    /// own rule table (`rules`).
+    pub rules: ModelRules,
     /// `use_in_pass_through`: its upstream and credentials serve its provider's pass-through
     /// route (the first such deployment of a provider does).
     pub use_in_pass_through: bool,
@@ -280,6 +284,7 @@ impl Deployment {
             price: self.price,
             image_prices: &self.image_prices,
             num_retries: self.num_retries,
+            rules: self.rules,
         }
     }
 }

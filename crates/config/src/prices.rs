@@ -1,13 +1,16 @@
-//! Prices per token and per unit (image, pixel, audio second, character, rerank query), in
-//! LiteLLM's `model_prices_and_context_window.json` format: an embedded table of the common
-//! models (a curated subset of LiteLLM's file), optionally overlaid by a whole file of that
-//! format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://` URL; sluice never
-//! fetches prices over the network at startup).
+//! The model registry: prices per token and per unit (image, pixel, audio second, character,
+//! rerank query) and the capability flags translations read, in LiteLLM's
+//! `model_prices_and_context_window.json` format. Built in: LiteLLM's whole file (`data/`, from
+//! the `litellm` package; docs/store.md says which release and how to update it), plus the
+//! entries of models it has since dropped (`data/retired_prices.json`), optionally overlaid by a
+//! whole file of that format named by `LITELLM_MODEL_COST_MAP_URL` (a local path or `file://`
+//! URL; sluice never fetches prices over the network at startup).
 //!
-//! A deployment's [`Price`] is resolved once, at config load; the per-request cost is then
-//! five multiplications ([`Price::cost`]). The map's entries for an image model by quality and
-//! size (`hd/1024-x-1792/dall-e-3`, `1024-x-1024/dall-e-2`) are gathered for it at load too
-//! ([`ImagePrices`]); each request picks one by its `quality` and `size`.
+//! A deployment's [`Price`] and [`ModelRules`] are resolved once, at config load; the
+//! per-request cost is then a few multiplications ([`Price::cost`]). The map's entries for an
+//! image model by quality and size (`hd/1024-x-1792/dall-e-3`, `1024-x-1024/dall-e-2`) are
+//! gathered for it at load too ([`ImagePrices`]); each request picks one by its `quality` and
+//! `size`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,9 @@ use std::sync::{Arc, LazyLock};
 use serde_json::{Map, Value};
 
 use crate::model::Deployment;
+use crate::rules::{self, Capabilities};
 use sluice_core::price::{ImagePrice, ImagePrices, ImageQuality, Price};
+use sluice_core::rules::ModelRules;
 
 /// The environment variable LiteLLM reads for its price map's location.
 pub const COST_MAP_ENV: &str = "LITELLM_MODEL_COST_MAP_URL";
@@ -65,6 +70,8 @@ pub struct PriceTable {
     prices: Arc<HashMap<String, Price>>,
     /// Each priced model's `litellm_provider`.
     providers: Arc<HashMap<String, String>>,
+    /// What each entry says of its model's capabilities.
+    caps: Arc<HashMap<String, Capabilities>>,
     /// The entries keyed by image size, by the model their key ends in.
     images: Arc<HashMap<String, Vec<SizedEntry>>>,
 }
@@ -157,44 +164,115 @@ pub struct Resolved {
     pub images: ImagePrices,
     /// Where the price came from.
     pub source: PriceSource,
+    /// What its upstream model accepts.
+    pub rules: ModelRules,
 }
 
+/// LiteLLM's registry as built in.
+const REGISTRY: &str = include_str!("../data/model_prices_and_context_window.json");
+/// Entries of models LiteLLM's registry has dropped (retired by their providers, still served
+/// by some deployments).
+const RETIRED: &str = include_str!("../data/retired_prices.json");
+
 static EMBEDDED: LazyLock<PriceTable> = LazyLock::new(|| {
-    // The embedded file is checked by a unit test; a broken one would only price nothing.
-    let (prices, providers) = parse(include_str!("prices.json")).unwrap_or_default();
-    PriceTable::new(prices, providers)
+    // The embedded files are checked by a unit test; a broken one would only price nothing.
+    let mut parsed = parse(REGISTRY).unwrap_or_default();
+    if let Ok(retired) = parse(RETIRED) {
+        parsed.add_missing(retired);
+    }
+    PriceTable::new(parsed)
 });
 
-/// A parsed price map: model → price, and model → `litellm_provider`.
-type Parsed = (HashMap<String, Price>, HashMap<String, String>);
+/// A parsed registry: model → price, model → `litellm_provider`, model → capabilities.
+#[derive(Debug, Default)]
+struct Parsed {
+    prices: HashMap<String, Price>,
+    providers: HashMap<String, String>,
+    caps: HashMap<String, Capabilities>,
+}
 
-/// Entries of a price map that sluice can use, and each one's `litellm_provider`.
+impl Parsed {
+    /// `other`'s entries laid over these (`other` wins for models in both).
+    fn overlay(&mut self, other: Parsed) {
+        self.prices.extend(other.prices);
+        self.providers.extend(other.providers);
+        self.caps.extend(other.caps);
+    }
+
+    /// `other`'s entries for models these lack.
+    fn add_missing(&mut self, other: Parsed) {
+        for (k, v) in other.prices {
+            self.prices.entry(k).or_insert(v);
+        }
+        for (k, v) in other.providers {
+            self.providers.entry(k).or_insert(v);
+        }
+        for (k, v) in other.caps {
+            self.caps.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// Entries of a registry that sluice can use: each one's price, `litellm_provider` and
+/// capabilities.
 fn parse(text: &str) -> Result<Parsed, String> {
     let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    let mut prices = HashMap::new();
-    let mut providers = HashMap::new();
+    let mut out = Parsed::default();
     for (name, entry) in &map {
         let Some(entry) = entry.as_object() else {
             continue;
         };
+        if let Some(c) = Capabilities::from_entry(entry) {
+            out.caps.insert(name.clone(), c);
+        }
         let Some(price) = Price::from_entry(entry) else {
             continue;
         };
-        prices.insert(name.clone(), price);
+        out.prices.insert(name.clone(), price);
         if let Some(p) = entry.get("litellm_provider").and_then(Value::as_str) {
-            providers.insert(name.clone(), p.to_owned());
+            out.providers.insert(name.clone(), p.to_owned());
         }
     }
-    Ok((prices, providers))
+    Ok(out)
+}
+
+/// The first of `names` found in `map`, each tried as `provider/name` (LiteLLM's key for most
+/// non-OpenAI providers), as given, and without its own first `prefix/`.
+fn lookup_in<T: Copy>(
+    map: &HashMap<String, T>,
+    prefix: &str,
+    names: &[&str],
+) -> Option<(String, T)> {
+    for name in names {
+        let prefixed = format!("{prefix}/{name}");
+        let bare = name.split_once('/').map(|(_, rest)| rest);
+        for candidate in [Some(prefixed.as_str()), Some(*name), bare]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(found) = map.get(candidate) {
+                return Some((candidate.to_owned(), *found));
+            }
+        }
+    }
+    None
 }
 
 impl PriceTable {
-    fn new(prices: HashMap<String, Price>, providers: HashMap<String, String>) -> Self {
+    fn new(parsed: Parsed) -> Self {
         Self {
-            images: Arc::new(index(&prices)),
-            prices: Arc::new(prices),
-            providers: Arc::new(providers),
+            images: Arc::new(index(&parsed.prices)),
+            prices: Arc::new(parsed.prices),
+            providers: Arc::new(parsed.providers),
+            caps: Arc::new(parsed.caps),
         }
+    }
+
+    /// The rules of a model a deployment with provider `prefix` calls (a wildcard deployment's
+    /// model is known only per request).
+    pub fn rules_for(&self, prefix: &str, model: &str) -> ModelRules {
+        let caps = lookup_in(&self.caps, prefix, &[model]).map(|(_, c)| c);
+        rules::resolve(prefix, model, caps.as_ref())
     }
 
     /// The models the table knows for one provider (its `litellm_provider`), in name order:
@@ -222,15 +300,17 @@ impl PriceTable {
             path: path.to_owned(),
             source,
         })?;
-        let (file, file_providers) = parse(&text).map_err(|why| PriceError::Parse {
+        let file = parse(&text).map_err(|why| PriceError::Parse {
             path: path.to_owned(),
             why,
         })?;
-        let mut prices = (*EMBEDDED.prices).clone();
-        prices.extend(file);
-        let mut providers = (*EMBEDDED.providers).clone();
-        providers.extend(file_providers);
-        Ok(Self::new(prices, providers))
+        let mut parsed = Parsed {
+            prices: (*EMBEDDED.prices).clone(),
+            providers: (*EMBEDDED.providers).clone(),
+            caps: (*EMBEDDED.caps).clone(),
+        };
+        parsed.overlay(file);
+        Ok(Self::new(parsed))
     }
 
     /// The table for a `LITELLM_MODEL_COST_MAP_URL` value: unset or empty means the embedded
@@ -265,19 +345,7 @@ impl PriceTable {
     /// as `provider/name` (LiteLLM's key for most non-OpenAI providers), as given, and without
     /// its own first `prefix/`.
     fn lookup(&self, prefix: &str, names: &[&str]) -> Option<(String, Price)> {
-        for name in names {
-            let prefixed = format!("{prefix}/{name}");
-            let bare = name.split_once('/').map(|(_, rest)| rest);
-            for candidate in [Some(prefixed.as_str()), Some(*name), bare]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(price) = self.get(candidate) {
-                    return Some((candidate.to_owned(), price));
-                }
-            }
-        }
-        None
+        lookup_in(&self.prices, prefix, names)
     }
 
     /// The price of a model a request names (the pass-through routes, where no deployment
@@ -391,7 +459,9 @@ impl PriceTable {
         }
         let own_image_price = u.per_image.is_some() || u.per_pixel.is_some();
         let token_priced = price.input > 0.0 || price.output > 0.0;
+        let caps = lookup_in(&self.caps, prefix, &names).map(|(_, c)| c);
         Resolved {
+            rules: rules::resolve(prefix, &d.upstream.model, caps.as_ref()),
             price,
             images: if own_image_price || token_priced {
                 ImagePrices::default()
@@ -422,11 +492,23 @@ mod tests {
     #[test]
     fn embedded_table_parses_and_covers_every_provider_family() {
         let t = PriceTable::embedded();
-        let raw: Map<String, Value> = serde_json::from_str(include_str!("prices.json")).unwrap();
-        assert_eq!(
-            t.len(),
-            raw.len(),
-            "every embedded entry has an input price"
+        let raw: Map<String, Value> = serde_json::from_str(REGISTRY).unwrap();
+        let retired: Map<String, Value> = serde_json::from_str(RETIRED).unwrap();
+        assert!(
+            retired.keys().all(|k| !raw.contains_key(k)),
+            "retired entries are only those LiteLLM dropped"
+        );
+        // Every entry with a price is read (the rest are tools and search APIs priced per call).
+        let priced = raw
+            .values()
+            .filter_map(Value::as_object)
+            .filter(|e| Price::from_entry(e).is_some())
+            .count();
+        assert_eq!(t.len(), priced + retired.len());
+        assert!(t.len() > 4000, "LiteLLM's whole registry: {}", t.len());
+        assert!(
+            t.get("dall-e-3").is_some(),
+            "a retired model is still priced"
         );
         for name in [
             "gpt-4o",
@@ -674,6 +756,45 @@ mod tests {
     }
 
     #[test]
+    fn the_registry_prices_long_prompts_hour_long_cache_writes_and_image_tokens() {
+        let t = PriceTable::embedded();
+        let opus = t.get("claude-opus-4-7").unwrap();
+        assert!(opus.cache_write_1h > opus.cache_write, "{opus:?}");
+        let gemini = t.get("vertex_ai/gemini-3-pro-preview").unwrap();
+        let tier = gemini.tiers[0].unwrap();
+        assert_eq!(tier.above, 200_000);
+        assert!(tier.input > gemini.input);
+        let gpt_image = t.get("gpt-image-1").unwrap();
+        assert!(gpt_image.output > 0.0, "image output tokens are priced");
+        let whisper = t.get("whisper-1").unwrap();
+        assert_eq!(whisper.per_second, 0.0001, "one rate per second, not two");
+    }
+
+    #[test]
+    fn the_registry_gives_each_claude_and_openai_model_its_rules() {
+        use sluice_core::rules::{OutputCap, Sampling, ThinkingStyle};
+        let t = PriceTable::embedded();
+        let opus47 = t.rules_for("anthropic", "claude-opus-4-7");
+        assert_eq!(opus47.thinking, ThinkingStyle::Adaptive);
+        assert_eq!(opus47.sampling, Sampling::Refused);
+        let sonnet46 = t.rules_for("anthropic", "claude-sonnet-4-6");
+        assert_eq!(sonnet46.thinking, ThinkingStyle::Either);
+        let haiku45 = t.rules_for("anthropic", "claude-haiku-4-5");
+        assert_eq!(haiku45.thinking, ThinkingStyle::Budget);
+        assert_eq!(haiku45.sampling, Sampling::OneOf);
+        let bedrock = t.rules_for("bedrock", "us.anthropic.claude-opus-4-8");
+        assert_eq!(bedrock.thinking, ThinkingStyle::Adaptive);
+        let o3 = t.rules_for("openai", "o3");
+        assert_eq!(o3.output_cap, OutputCap::MaxCompletionTokens);
+        let gpt = t.rules_for("azure", "gpt-5.2");
+        assert_eq!(gpt.output_cap, OutputCap::MaxCompletionTokens);
+        assert_eq!(
+            t.rules_for("openai", "gpt-4o").output_cap,
+            OutputCap::MaxTokens
+        );
+    }
+
+    #[test]
     fn a_litellm_format_file_overlays_the_embedded_table() {
         let dir = std::env::temp_dir().join(format!("sluice-prices-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -699,7 +820,8 @@ mod tests {
             t.get("claude-sonnet-4-5").is_some(),
             "embedded entries stay"
         );
-        assert_eq!(t.len(), PriceTable::embedded().len() + 2);
+        // `house-model` is new; the rest replace embedded entries.
+        assert_eq!(t.len(), PriceTable::embedded().len() + 1);
 
         assert!(matches!(
             PriceTable::from_location(Some("https://example.com/prices.json")),

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod poll;
 pub mod price;
 pub mod record;
+pub mod rules;
 pub mod scan;
 pub mod secret;
 pub mod settings;

@@ -34,7 +34,32 @@ pub struct Price {
     pub per_character: f64,
     /// Each rerank search unit (`input_cost_per_query`).
     pub per_query: f64,
+    /// Input tokens written to the cache for an hour
+    /// (`cache_creation_input_token_cost_above_1hr`; the 5-minute price when not given).
+    pub cache_write_1h: f64,
+    /// Dearer rates for a long prompt (`input_cost_per_token_above_200k_tokens`, …), highest
+    /// threshold first: a request whose prompt is longer than a tier's threshold is priced at
+    /// that tier's rates throughout, as the providers bill it.
+    pub tiers: [Option<Tier>; 2],
 }
+
+/// The rates of one long-prompt tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tier {
+    /// Prompt tokens above which the tier applies.
+    pub above: u64,
+    /// Plain input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Input tokens read from the cache.
+    pub cache_read: f64,
+    /// Input tokens written to the cache.
+    pub cache_write: f64,
+}
+
+/// The long-prompt thresholds LiteLLM's map prices, in thousands of tokens, highest first.
+const TIER_THRESHOLDS: [u64; 7] = [512, 272, 256, 200, 128, 100, 32];
 
 impl Price {
     /// Cost in USD of one request. `prompt_tokens` includes cached and cache-write tokens and
@@ -46,18 +71,79 @@ impl Price {
         let written = usage
             .cache_creation_tokens
             .min(usage.prompt_tokens.saturating_sub(read));
+        let written_1h = usage.cache_creation_1h_tokens.min(written);
         let reasoning = usage.reasoning_tokens.min(usage.completion_tokens);
         let output = usage.completion_tokens - reasoning;
-        tokens(uncached) * self.input
-            + tokens(read) * self.cache_read
-            + tokens(written) * self.cache_write
-            + tokens(output) * self.output
-            + tokens(reasoning) * self.reasoning
+        let (input, out, cache_read, cache_write, cache_write_1h, reasoning_rate) =
+            match self.tier_for(usage.prompt_tokens) {
+                // A tier's output rate prices reasoning too (the map gives no tiered reasoning
+                // rate); an hour's cache write keeps its premium over the 5-minute one.
+                Some(t) => (
+                    t.input,
+                    t.output,
+                    t.cache_read,
+                    t.cache_write,
+                    t.cache_write + (self.cache_write_1h - self.cache_write).max(0.0),
+                    t.output,
+                ),
+                None => (
+                    self.input,
+                    self.output,
+                    self.cache_read,
+                    self.cache_write,
+                    self.cache_write_1h,
+                    self.reasoning,
+                ),
+            };
+        tokens(uncached) * input
+            + tokens(read) * cache_read
+            + tokens(written - written_1h) * cache_write
+            + tokens(written_1h) * cache_write_1h
+            + tokens(output) * out
+            + tokens(reasoning) * reasoning_rate
             + tokens(usage.images) * self.per_image
             + tokens(usage.pixels) * self.per_pixel
             + tokens(usage.audio_ms) / 1000.0 * self.per_second
             + tokens(usage.characters) * self.per_character
             + tokens(usage.search_units) * self.per_query
+    }
+
+    /// The long-prompt tier a prompt of this many tokens is priced at, if any.
+    fn tier_for(&self, prompt_tokens: u64) -> Option<&Tier> {
+        self.tiers
+            .iter()
+            .flatten()
+            .find(|t| prompt_tokens > t.above)
+    }
+
+    /// Every rate times `factor` (a regional endpoint's uplift).
+    pub fn scaled(mut self, factor: f64) -> Self {
+        for rate in [
+            &mut self.input,
+            &mut self.output,
+            &mut self.cache_read,
+            &mut self.cache_write,
+            &mut self.reasoning,
+            &mut self.per_image,
+            &mut self.per_pixel,
+            &mut self.per_second,
+            &mut self.per_character,
+            &mut self.per_query,
+            &mut self.cache_write_1h,
+        ] {
+            *rate *= factor;
+        }
+        for t in self.tiers.iter_mut().flatten() {
+            for rate in [
+                &mut t.input,
+                &mut t.output,
+                &mut t.cache_read,
+                &mut t.cache_write,
+            ] {
+                *rate *= factor;
+            }
+        }
+        self
     }
 
     /// A price from one entry of a LiteLLM price map; `None` when the entry prices nothing
@@ -78,18 +164,49 @@ impl Price {
             return None;
         }
         let input = input.unwrap_or(0.0);
-        let output = unit("output_cost_per_token");
+        // An image model's output tokens are image tokens (`gpt-image-*`).
+        let output = get("output_cost_per_token")
+            .or_else(|| get("output_cost_per_image_token"))
+            .unwrap_or(0.0);
+        let cache_read = get("cache_read_input_token_cost").unwrap_or(input);
+        let cache_write = get("cache_creation_input_token_cost").unwrap_or(input);
+        let mut tiers = [None; 2];
+        let mut found = TIER_THRESHOLDS.iter().filter_map(|k| {
+            let rate = |name: &str| get(&format!("{name}_above_{k}k_tokens"));
+            let tier_input = rate("input_cost_per_token")?;
+            Some(Tier {
+                above: k * 1000,
+                input: tier_input,
+                output: rate("output_cost_per_token").unwrap_or(output),
+                cache_read: get(&format!("cache_read_input_token_cost_above_{k}k_tokens"))
+                    .unwrap_or(cache_read),
+                cache_write: get(&format!(
+                    "cache_creation_input_token_cost_above_{k}k_tokens"
+                ))
+                .unwrap_or(cache_write),
+            })
+        });
+        for slot in &mut tiers {
+            *slot = found.next();
+        }
+        // Seconds of audio: LiteLLM charges the output rate when there is one, else the input
+        // rate (never both: Whisper's entry carries the same rate under each name).
+        let per_second = get("output_cost_per_second")
+            .filter(|v| *v > 0.0)
+            .unwrap_or_else(|| unit("input_cost_per_second"));
         Some(Self {
             input,
             output,
-            cache_read: get("cache_read_input_token_cost").unwrap_or(input),
-            cache_write: get("cache_creation_input_token_cost").unwrap_or(input),
+            cache_read,
+            cache_write,
             reasoning: get("output_cost_per_reasoning_token").unwrap_or(output),
             per_image: unit("output_cost_per_image"),
             per_pixel: unit("input_cost_per_pixel"),
-            per_second: unit("input_cost_per_second") + unit("output_cost_per_second"),
+            per_second,
             per_character: unit("input_cost_per_character"),
             per_query: unit("input_cost_per_query"),
+            cache_write_1h: get("cache_creation_input_token_cost_above_1hr").unwrap_or(cache_write),
+            tiers,
         })
     }
 }

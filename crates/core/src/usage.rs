@@ -21,6 +21,10 @@ pub struct Usage {
     pub cached_tokens: u64,
     /// Input tokens written to the provider's prompt cache (Anthropic bills them apart).
     pub cache_creation_tokens: u64,
+    /// Of those, the ones written for an hour (Anthropic's
+    /// `cache_creation.ephemeral_1h_input_tokens`), dearer than the 5-minute ones.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_1h_tokens: u64,
     /// Output tokens spent on hidden reasoning.
     pub reasoning_tokens: u64,
     /// Images generated (image endpoints; priced per image).
@@ -75,6 +79,9 @@ impl Usage {
             completion_tokens: self.completion_tokens.max(later.completion_tokens),
             cached_tokens: self.cached_tokens.max(later.cached_tokens),
             cache_creation_tokens: self.cache_creation_tokens.max(later.cache_creation_tokens),
+            cache_creation_1h_tokens: self
+                .cache_creation_1h_tokens
+                .max(later.cache_creation_1h_tokens),
             reasoning_tokens: self.reasoning_tokens.max(later.reasoning_tokens),
             images: self.images.max(later.images),
             pixels: self.pixels.max(later.pixels),
@@ -110,6 +117,8 @@ impl std::ops::Add for Usage {
             completion_tokens: self.completion_tokens + other.completion_tokens,
             cached_tokens: self.cached_tokens + other.cached_tokens,
             cache_creation_tokens: self.cache_creation_tokens + other.cache_creation_tokens,
+            cache_creation_1h_tokens: self.cache_creation_1h_tokens
+                + other.cache_creation_1h_tokens,
             reasoning_tokens: self.reasoning_tokens + other.reasoning_tokens,
             images: self.images + other.images,
             pixels: self.pixels + other.pixels,
@@ -117,6 +126,39 @@ impl std::ops::Add for Usage {
             characters: self.characters + other.characters,
             search_units: self.search_units + other.search_units,
         }
+    }
+}
+
+/// Anthropic's cache writes by lifetime.
+#[derive(Deserialize)]
+struct CacheWrites {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<u64>,
+}
+
+impl CacheWrites {
+    /// Read as [`RawUsage::scan`] reads usage: `Some(None)` for `null`.
+    fn scan(value: &[u8]) -> Option<Option<Self>> {
+        if value == b"null" {
+            return Some(None);
+        }
+        let mut w = CacheWrites {
+            ephemeral_1h_input_tokens: None,
+        };
+        let mut members = crate::scan::members(value)?;
+        for (key, range) in members.by_ref() {
+            match key {
+                b"ephemeral_1h_input_tokens" => {
+                    if w.ephemeral_1h_input_tokens.is_some() {
+                        return None;
+                    }
+                    w.ephemeral_1h_input_tokens = count(&value[range])?;
+                }
+                k if k.contains(&b'\\') => return None,
+                _ => {}
+            }
+        }
+        members.complete.then_some(Some(w))
     }
 }
 
@@ -138,6 +180,9 @@ struct RawUsage {
     /// Anthropic: input tokens written to the cache (not in `input_tokens`).
     #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
+    /// Anthropic: the cache writes by lifetime.
+    #[serde(default)]
+    cache_creation: Option<CacheWrites>,
     /// OpenAI chat: cached tokens included.
     #[serde(default)]
     prompt_tokens: Option<u64>,
@@ -183,6 +228,11 @@ impl From<RawUsage> for Usage {
             completion_tokens: raw.completion_tokens.unwrap_or(0),
             cached_tokens: detailed.unwrap_or(read),
             cache_creation_tokens: written,
+            cache_creation_1h_tokens: raw
+                .cache_creation
+                .and_then(|c| c.ephemeral_1h_input_tokens)
+                .unwrap_or(0)
+                .min(written),
             reasoning_tokens: raw
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens)
@@ -202,6 +252,7 @@ impl RawUsage {
         let mut raw = RawUsage {
             cache_read_input_tokens: None,
             cache_creation_input_tokens: None,
+            cache_creation: None,
             prompt_tokens: None,
             input_tokens: None,
             completion_tokens: None,
@@ -234,6 +285,13 @@ impl RawUsage {
                         return None;
                     }
                     raw.completion_tokens_details = Details::scan(value)?;
+                    continue;
+                }
+                b"cache_creation" => {
+                    if raw.cache_creation.is_some() {
+                        return None;
+                    }
+                    raw.cache_creation = CacheWrites::scan(value)?;
                     continue;
                 }
                 b"seconds" => {

@@ -13,6 +13,7 @@ use http::{Extensions, HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
+use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
 use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
@@ -49,7 +50,8 @@ impl DroppedParams {
     }
 }
 
-/// One translated chat call. `model` is the upstream model name; `send` delivers the body
+/// One translated chat call. `model` is the upstream model name; `drop_params` and the
+/// model's rules decide what the request keeps and how it is shaped; `send` delivers the body
 /// written in `codec`'s format, given whether the request streams and its model, and returns
 /// the upstream's answer. What the translation dropped is logged (debug) and listed on the
 /// answer ([`DroppedParams`]).
@@ -58,7 +60,7 @@ pub async fn chat<C, F, Fut>(
     codec: &C,
     call: &Call<'_>,
     model: String,
-    drop: bool,
+    (drop, rules): (bool, ModelRules),
     send: F,
 ) -> Result<Response<UpstreamBody>, ApiError>
 where
@@ -68,9 +70,10 @@ where
 {
     let fail = |e: TranslateError| e.into_api(provider);
     let client = call.endpoint.dialect();
-    let mut params = Params::new(drop, client);
+    let mut params = Params::new(drop, client).with_rules(rules);
     let mut req = parse_request(client, call.body, &mut params).map_err(fail)?;
     req.model = model;
+    sluice_translate::fit::fit(&mut req, &mut params);
     let body = Bytes::from(codec.write_request(&req, &mut params).map_err(fail)?);
     let beta = call.client_headers.get(ANTHROPIC_BETA);
     if let (Dialect::Anthropic, Some(features)) = (client, beta) {

@@ -11,13 +11,16 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AG
 use http::{HeaderMap, Request, Response, Uri};
 use sluice_core::endpoint::{BodyFormat, Endpoint};
 use sluice_core::error::ApiError;
+use sluice_core::rules::ModelRules;
 use sluice_core::Secret;
 use sluice_net::client::error_chain;
 use sluice_net::{SegmentsBody, UpstreamClient};
 use sluice_translate::envelope::splice;
+use sluice_translate::fit;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
+use crate::exchange::DroppedParams;
 use crate::target::{Prepared, TargetError, MAX_CONNECT_TIMEOUT};
 
 /// How an upstream expects its API key.
@@ -42,6 +45,8 @@ pub struct HttpTarget {
     pub client: UpstreamClient,
     /// `drop_params`: parameters the provider cannot take are dropped, not refused.
     pub drop_params: bool,
+    /// What the upstream model accepts (resolved at config load).
+    pub rules: ModelRules,
     /// Headers sent on every request (auth, extra headers), one set per key.
     pub headers: KeyRing,
     /// The upstream model name encoded as a JSON string, spliced into the body.
@@ -77,6 +82,7 @@ impl HttpTarget {
             provider: d.info.provider,
             client,
             drop_params: d.drop_params,
+            rules: d.rules,
             headers,
             model_json: encode_model(&u.model),
             tls: u.connect.tls.clone(),
@@ -138,11 +144,21 @@ impl HttpTarget {
             self.model_json(call)
         };
         let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model[..]);
+        let fitted = match call.endpoint {
+            Endpoint::ChatCompletions | Endpoint::Messages => fit::pass_through(
+                call.body,
+                &call.envelope.tunables,
+                call.endpoint.dialect(),
+                &self.rules,
+            )?,
+            _ => None,
+        };
         let segments = splice(
             call.body,
             call.envelope,
             (!unchanged).then_some(&model),
             call.force_usage,
+            fitted.as_ref().map(|(edits, _)| edits),
         )?;
         let body = match call.upload {
             Some(upload) => SegmentsBody::with_upload(segments, upload),
@@ -164,7 +180,13 @@ impl HttpTarget {
             }
         }
         let resp = self.client.request(req).await.map_err(client_error)?;
-        Ok(resp.map(UpstreamBody::Http))
+        let mut resp = resp.map(UpstreamBody::Http);
+        if let Some((_, dropped)) = fitted.filter(|(_, d)| !d.is_empty()) {
+            if let Ok(names) = HeaderValue::from_str(&dropped.join(",")) {
+                resp.extensions_mut().insert(DroppedParams(names));
+            }
+        }
+        Ok(resp)
     }
 
     /// POST a body sluice wrote, with `headers` (the provider has added its credentials).

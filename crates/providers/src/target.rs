@@ -9,6 +9,7 @@ use http::Response;
 use sluice_core::error::ApiError;
 use sluice_core::price::{ImagePrices, Price};
 use sluice_core::record::DeploymentInfo;
+use sluice_core::rules::ModelRules;
 use sluice_net::ClientRegistry;
 
 use crate::body::UpstreamBody;
@@ -109,6 +110,8 @@ pub struct DeploymentSpec<'a> {
     pub image_prices: &'a ImagePrices,
     /// `num_retries` of the deployment, over the router's.
     pub num_retries: Option<u32>,
+    /// What its upstream model accepts.
+    pub rules: ModelRules,
 }
 
 /// What a provider module builds its target from.
@@ -124,6 +127,8 @@ pub struct Prepared<'a> {
     pub timeouts: Timeouts,
     /// `litellm_settings.drop_params`: parameters the provider cannot take are dropped.
     pub drop_params: bool,
+    /// What the upstream model accepts.
+    pub rules: ModelRules,
 }
 
 impl Prepared<'_> {
@@ -206,6 +211,7 @@ impl DeploymentTarget {
             clients,
             timeouts: d.timeouts,
             drop_params,
+            rules: d.rules,
         };
         let upstream = d.upstream.specific.target(&prepared)?;
         let id_header =

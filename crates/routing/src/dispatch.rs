@@ -48,6 +48,10 @@ pub struct Failure<E> {
     /// Nothing may be tried after this failure: the request's upload was spent on it (an
     /// upload is relayed once, never held whole to send again).
     pub terminal: bool,
+    /// The failure concerns this endpoint only (a 404 for `count_tokens` from an upstream
+    /// that does not serve it): another deployment is tried, but this one is not cooled, since
+    /// its other endpoints are as healthy as before.
+    pub scoped: bool,
 }
 
 /// The request's own routing settings (from its body).
@@ -502,6 +506,11 @@ fn settle_failure<E>(
     f: Failure<E>,
     breaker: &super::health::Breaker,
 ) -> Failure<E> {
+    if f.scoped {
+        // Dropping the guard ends the attempt (and frees a probe slot) without a verdict.
+        drop(guard);
+        return f;
+    }
     let cooled = guard.fail(f.kind, f.retry_after, breaker);
     if cooled {
         tracing::debug!(kind = f.kind.name(), "deployment cooling down");
@@ -525,6 +534,7 @@ fn mock_failure<E: From<RouteError>>(group: &Group, what: MockFailure) -> Failur
             what,
         }),
         terminal: false,
+        scoped: false,
     }
 }
 
@@ -538,5 +548,6 @@ fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
         retry_after: Some(e.retry_in()),
         error: E::from(e),
         terminal: false,
+        scoped: false,
     }
 }

@@ -13,6 +13,7 @@ use super::params::{anthropic_key, asks_nothing, unknown_block_types, Setting};
 use super::{now, to_json, tool_input, Params, TranslateError};
 use crate::stream::SseRead;
 use sluice_core::endpoint::Dialect;
+use sluice_core::rules::ModelRules;
 use sluice_core::usage::{usage_from_value, Usage};
 
 /// `max_tokens` sent when an OpenAI client leaves it out (Anthropic requires it).
@@ -200,7 +201,10 @@ struct RawThinking {
 struct RawOutputConfig {
     #[serde(default)]
     format: Option<RawJsonFormat>,
-    /// `effort`, `task_budget`, …: hints, noted as `output_config.<key>`.
+    /// How hard the model thinks, with adaptive thinking.
+    #[serde(default)]
+    effort: Option<String>,
+    /// `task_budget`, …: hints, noted as `output_config.<key>`.
     #[serde(flatten)]
     rest: Map<String, Value>,
 }
@@ -310,19 +314,6 @@ pub fn parse_request(body: &[u8], params: &mut Params) -> Result<ChatRequest, Tr
             params.meaning(kind)?;
         }
     }
-    let thinking = match raw.thinking {
-        Some(t) if t.kind == "enabled" => Some(Thinking::Budget(
-            t.budget_tokens.unwrap_or(Effort::Medium.budget()),
-        )),
-        None => None,
-        Some(t) if t.kind == "disabled" => None,
-        // Adaptive thinking leaves the depth to the model: a target without it uses its own
-        // default.
-        Some(_) => {
-            params.hint("thinking");
-            None
-        }
-    };
     let user = match raw.metadata {
         None => None,
         Some(m) => {
@@ -332,15 +323,37 @@ pub fn parse_request(body: &[u8], params: &mut Params) -> Result<ChatRequest, Tr
             m.user_id
         }
     };
-    let format = match raw.output_config {
-        None => None,
+    let (format, effort) = match raw.output_config {
+        None => (None, None),
         Some(c) => {
             for (key, value) in &c.rest {
                 if !asks_nothing(value) {
                     params.hint(format!("output_config.{key}"));
                 }
             }
-            c.format
+            let effort = c.effort.as_deref().and_then(|e| {
+                let level = Effort::parse(e);
+                if level.is_none() {
+                    params.hint("output_config.effort");
+                }
+                level
+            });
+            (c.format, effort)
+        }
+    };
+    let thinking = match raw.thinking.as_ref().map(|t| t.kind.as_str()) {
+        Some("enabled") => Some(Thinking::Budget(
+            raw.thinking
+                .and_then(|t| t.budget_tokens)
+                .unwrap_or(Effort::Medium.budget()),
+        )),
+        Some("adaptive") => Some(Thinking::Adaptive(effort)),
+        Some("disabled") => Some(Thinking::Effort(Effort::None)),
+        // Effort alone guides a model that thinks adaptively by default.
+        None => effort.map(|e| Thinking::Adaptive(Some(e))),
+        Some(_) => {
+            params.hint("thinking");
+            None
         }
     };
     Ok(ChatRequest {
@@ -490,15 +503,26 @@ fn request_body(
         params.meaning_setting(Setting::ResponseFormat)?;
     }
     let mut body = Map::new();
-    let budget = match req.thinking {
-        Some(Thinking::Budget(b)) => Some(b),
-        Some(Thinking::Effort(e)) => Some(e.budget()),
-        None => None,
-    };
+    let rules = *params.rules();
+    let mut thinking = req.thinking.map_or(Shape::Omit, |t| Shape::of(t, &rules));
     // Anthropic requires max_tokens, and more of them than the thinking budget.
-    let max = req
-        .max_tokens
-        .unwrap_or(DEFAULT_MAX_TOKENS + budget.unwrap_or(0));
+    let max = req.max_tokens.unwrap_or_else(|| {
+        let wanted = DEFAULT_MAX_TOKENS + thinking.budget().unwrap_or(0);
+        rules
+            .max_output_tokens
+            .map_or(wanted, |cap| wanted.min(u64::from(cap)))
+    });
+    if let Shape::Budget(b) = thinking {
+        if max <= b {
+            thinking = match max.checked_sub(1).filter(|b| *b >= MIN_THINKING_BUDGET) {
+                Some(fits) => Shape::Budget(fits),
+                None => {
+                    params.hint("thinking");
+                    Shape::Omit
+                }
+            };
+        }
+    }
     body.insert("max_tokens".into(), max.into());
     let mut messages: Vec<Value> = Vec::with_capacity(req.messages.len());
     let mut last_role = None;
@@ -571,13 +595,74 @@ fn request_body(
     if let Some(u) = &req.user {
         body.insert("metadata".into(), json!({ "user_id": u }));
     }
-    if let Some(b) = budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": b}),
-        );
-    }
+    thinking.write(&mut body);
     Ok(body)
+}
+
+/// The smallest thinking budget Anthropic takes.
+const MIN_THINKING_BUDGET: u64 = 1024;
+
+/// Thinking as a Claude model takes it, from what the client asked and the model's rules
+/// (Anthropic's API, and Claude on Bedrock's `additionalModelRequestFields`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Nothing sent: the model's default.
+    Omit,
+    /// `{type: disabled}`: off, for a model that thinks by default.
+    Disabled,
+    /// `{type: enabled, budget_tokens}`.
+    Budget(u64),
+    /// `{type: adaptive}`, with `output_config.effort` when a level is known.
+    Adaptive(Option<Effort>),
+}
+
+impl Shape {
+    /// What to send for `asked` to a model with these rules.
+    pub fn of(asked: Thinking, rules: &ModelRules) -> Self {
+        let style = rules.thinking;
+        match asked {
+            Thinking::Effort(Effort::None) if rules.thinks_by_default => Self::Disabled,
+            Thinking::Effort(Effort::None) => Self::Omit,
+            Thinking::Budget(b) if style.budget() => Self::Budget(b),
+            Thinking::Budget(b) => Self::Adaptive(Some(rules.efforts.fit(Effort::from_budget(b)))),
+            Thinking::Effort(e) | Thinking::Adaptive(Some(e)) if style.adaptive() => {
+                Self::Adaptive(Some(rules.efforts.fit(e)))
+            }
+            Thinking::Adaptive(None) if style.adaptive() => Self::Adaptive(None),
+            other => Self::Budget(other.budget().unwrap_or(MIN_THINKING_BUDGET)),
+        }
+    }
+
+    /// The budget it sends, if any.
+    pub fn budget(self) -> Option<u64> {
+        match self {
+            Self::Budget(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// `thinking` (and `output_config.effort`) written into a request body.
+    pub fn write(self, body: &mut Map<String, Value>) {
+        let thinking = match self {
+            Self::Omit => return,
+            Self::Disabled => json!({"type": "disabled"}),
+            Self::Budget(b) => json!({"type": "enabled", "budget_tokens": b}),
+            Self::Adaptive(effort) => {
+                if let Some(e) = effort {
+                    // Anthropic's lowest level is `low`.
+                    let e = e.max(Effort::Low);
+                    let config = body
+                        .entry("output_config")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Some(c) = config.as_object_mut() {
+                        c.insert("effort".into(), e.name().into());
+                    }
+                }
+                json!({"type": "adaptive"})
+            }
+        };
+        body.insert("thinking".into(), thinking);
+    }
 }
 
 fn text_block(t: &Text) -> Value {

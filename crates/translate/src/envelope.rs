@@ -36,6 +36,17 @@ struct RawEnvelope<'a> {
     max_completion_tokens: Option<&'a RawValue>,
     #[serde(borrow, default)]
     max_output_tokens: Option<&'a RawValue>,
+    // The fields a same-dialect call is fitted to its model by (`Tunables`).
+    #[serde(borrow, default)]
+    temperature: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    top_p: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    top_k: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    output_config: Option<&'a RawValue>,
     #[serde(borrow, default)]
     num_retries: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -268,7 +279,7 @@ pub struct Envelope<'a> {
     pub object_start: usize,
     /// The body's routing settings.
     pub routing: RequestRouting,
-    /// Byte ranges of members to remove before sending upstream (commas included).
+    /// Value ranges of members to remove before sending upstream (sluice's own fields).
     pub strip: Vec<Range<usize>>,
     /// OpenAI's `user`: the end user, whose budget and limits apply too. Passed upstream.
     pub user: Option<Cow<'a, str>>,
@@ -282,6 +293,133 @@ pub struct Envelope<'a> {
     /// The output cap the body gives (`max_tokens`, `max_completion_tokens` or
     /// `max_output_tokens`), when it is a whole number: what a budget reservation prices.
     pub max_tokens: Option<u64>,
+    /// Where the fields a same-dialect call is fitted to its model by sit.
+    pub tunables: Tunables,
+}
+
+/// A value's byte range in the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    start: usize,
+    end: usize,
+}
+
+impl Span {
+    /// Where it starts.
+    pub fn start(self) -> usize {
+        self.start
+    }
+
+    /// As a range of the body.
+    pub fn range(self) -> Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// A top-level field whose meaning depends on the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tunable {
+    /// `max_tokens`.
+    MaxTokens,
+    /// `temperature`.
+    Temperature,
+    /// `top_p`.
+    TopP,
+    /// `top_k`.
+    TopK,
+    /// `thinking`.
+    Thinking,
+    /// `output_config`.
+    OutputConfig,
+    /// `user`.
+    User,
+}
+
+/// Where the top-level fields whose meaning depends on the model start: a same-dialect call
+/// keeps the client's buffer, so fitting it to the model (`crate::fit`) splices these instead
+/// of rewriting the body. Only starts are kept (the request's future holds the envelope, and
+/// stays small); a value's end is found when a fit needs it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tunables {
+    /// Offsets of each [`Tunable`]'s value; 0 for absent (a value never starts at the body's
+    /// first byte, its `{`).
+    starts: [u32; 7],
+    /// `max_completion_tokens` is present.
+    pub max_completion_tokens: bool,
+}
+
+impl Tunables {
+    /// Where `which`'s value is in `body` (the body the envelope was read from).
+    pub fn span(&self, body: &[u8], which: Tunable) -> Option<Span> {
+        let start = *self.starts.get(which as usize)? as usize;
+        if start == 0 {
+            return None;
+        }
+        let mut values =
+            serde_json::Deserializer::from_slice(body.get(start..)?).into_iter::<&RawValue>();
+        let len = values.next()?.ok()?.get().len();
+        Some(Span {
+            start,
+            end: start + len,
+        })
+    }
+
+    fn set(&mut self, body: &[u8], which: Tunable, raw: Option<&RawValue>) -> Result<(), ApiError> {
+        if let Some(v) = raw {
+            let start = range_in(body, v)?.start;
+            self.starts[which as usize] =
+                u32::try_from(start).map_err(|_| ApiError::InvalidJson("body too large".into()))?;
+        }
+        Ok(())
+    }
+}
+
+/// What fitting a same-dialect call to its model changes in the client's body: members removed
+/// (by their value ranges), values replaced, members added at the object's start.
+#[derive(Debug, Default)]
+pub struct Edits {
+    /// Value ranges of members to remove.
+    pub remove: Vec<Range<usize>>,
+    /// Ranges replaced by new text (a value, or a key's quoted name).
+    pub replace: Vec<(Range<usize>, Bytes)>,
+    /// Members (`"key":value,`) added first in the object.
+    pub insert: Vec<Bytes>,
+}
+
+impl Edits {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.remove.is_empty() && self.replace.is_empty() && self.insert.is_empty()
+    }
+}
+
+/// The range of the quoted key of the member whose value starts at `value_start`.
+pub fn key_range(body: &[u8], value_start: usize) -> Result<Range<usize>, ApiError> {
+    let broken = || ApiError::InvalidJson("internal: member boundaries".into());
+    let colon = skip_ws_back(body, value_start);
+    if colon == 0 || body[colon - 1] != b':' {
+        return Err(broken());
+    }
+    let close = skip_ws_back(body, colon - 1);
+    if close == 0 || body[close - 1] != b'"' {
+        return Err(broken());
+    }
+    let mut open = close - 1;
+    loop {
+        open = body[..open]
+            .iter()
+            .rposition(|b| *b == b'"')
+            .ok_or_else(broken)?;
+        let escapes = body[..open]
+            .iter()
+            .rev()
+            .take_while(|b| **b == b'\\')
+            .count();
+        if escapes % 2 == 0 {
+            break;
+        }
+    }
+    Ok(open..close)
 }
 
 /// The first of these that is a whole number: read without failing the request (the upstream
@@ -427,11 +565,21 @@ impl<'a> Envelope<'a> {
                 _ => None,
             }
             .filter(|u: &Cow<'a, str>| !u.is_empty());
-        let strip = if values.is_empty() {
-            Vec::new()
-        } else {
-            member_spans(body, values)?
+        let mut tunables = Tunables {
+            max_completion_tokens: raw.max_completion_tokens.is_some(),
+            ..Tunables::default()
         };
+        for (which, value) in [
+            (Tunable::MaxTokens, raw.max_tokens),
+            (Tunable::Temperature, raw.temperature),
+            (Tunable::TopP, raw.top_p),
+            (Tunable::TopK, raw.top_k),
+            (Tunable::Thinking, raw.thinking),
+            (Tunable::OutputConfig, raw.output_config),
+            (Tunable::User, raw.user.filter(|u| u.get() != "null")),
+        ] {
+            tunables.set(body, which, value)?;
+        }
         Ok(Self {
             model,
             model_range,
@@ -440,7 +588,7 @@ impl<'a> Envelope<'a> {
             stream_options_range,
             object_start,
             routing,
-            strip,
+            strip: values,
             user,
             format: BodyFormat::Json,
             client_side,
@@ -450,6 +598,7 @@ impl<'a> Envelope<'a> {
                 raw.max_completion_tokens,
                 raw.max_output_tokens,
             ]),
+            tunables,
         })
     }
 
@@ -507,6 +656,7 @@ impl<'a> Envelope<'a> {
             client_side,
             messages: None,
             max_tokens: None,
+            tunables: Tunables::default(),
         })
     }
 }
@@ -531,33 +681,9 @@ fn skip_ws(body: &[u8], mut i: usize) -> usize {
 /// Turn the value ranges of top-level members into the ranges that remove those members whole
 /// (key, colon, value and one comma), so that the rest stays valid JSON.
 fn member_spans(body: &[u8], values: Vec<Range<usize>>) -> Result<Vec<Range<usize>>, ApiError> {
-    let broken = || ApiError::InvalidJson("internal: member boundaries".into());
     let mut spans: Vec<Range<usize>> = Vec::with_capacity(values.len());
     for v in values {
-        // Back over `"key" :` to the key's opening quote.
-        let colon = skip_ws_back(body, v.start);
-        if colon == 0 || body[colon - 1] != b':' {
-            return Err(broken());
-        }
-        let close = skip_ws_back(body, colon - 1);
-        if close == 0 || body[close - 1] != b'"' {
-            return Err(broken());
-        }
-        let mut open = close - 1;
-        loop {
-            open = body[..open]
-                .iter()
-                .rposition(|b| *b == b'"')
-                .ok_or_else(broken)?;
-            let escapes = body[..open]
-                .iter()
-                .rev()
-                .take_while(|b| **b == b'\\')
-                .count();
-            if escapes % 2 == 0 {
-                break;
-            }
-        }
+        let open = key_range(body, v.start)?.start;
         spans.push(open..v.end);
     }
     spans.sort_by_key(|r| r.start);
@@ -599,10 +725,23 @@ pub fn splice(
     env: &Envelope<'_>,
     new_model_json: Option<&Bytes>,
     force_usage: bool,
+    fit: Option<&Edits>,
 ) -> Result<Segments, ApiError> {
-    let mut edits: Vec<(Range<usize>, Bytes)> = Vec::with_capacity(2 + env.strip.len());
-    for range in &env.strip {
-        edits.push((range.clone(), Bytes::new()));
+    let extra = fit.map_or(0, |f| f.replace.len() + f.insert.len());
+    let mut edits: Vec<(Range<usize>, Bytes)> = Vec::with_capacity(2 + env.strip.len() + extra);
+    let removed = match fit.filter(|f| !f.remove.is_empty()) {
+        None if env.strip.is_empty() => Vec::new(),
+        None => member_spans(body, env.strip.clone())?,
+        Some(f) => member_spans(body, env.strip.iter().chain(&f.remove).cloned().collect())?,
+    };
+    for range in removed {
+        edits.push((range, Bytes::new()));
+    }
+    if let Some(f) = fit {
+        edits.extend(f.replace.iter().cloned());
+        for member in &f.insert {
+            edits.push((env.object_start..env.object_start, member.clone()));
+        }
     }
     if let Some(m) = new_model_json {
         edits.push((env.model_range.clone(), m.clone()));
@@ -706,6 +845,7 @@ mod tests {
             &env,
             Some(&Bytes::from_static(br#""gpt-4o-mini""#)),
             false,
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -725,7 +865,7 @@ mod tests {
     fn injects_stream_options_when_absent() {
         let body = Bytes::from_static(br#"  {"model":"m","stream":true}"#);
         let env = Envelope::parse(&body).unwrap();
-        let segs = splice(&body, &env, None, true).unwrap();
+        let segs = splice(&body, &env, None, true, None).unwrap();
         let out = join(&segs);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);
@@ -739,7 +879,14 @@ mod tests {
         );
         let env = Envelope::parse(&body).unwrap();
         assert!(!env.client_wants_usage);
-        let segs = splice(&body, &env, Some(&Bytes::from_static(br#""n""#)), true).unwrap();
+        let segs = splice(
+            &body,
+            &env,
+            Some(&Bytes::from_static(br#""n""#)),
+            true,
+            None,
+        )
+        .unwrap();
         let v: serde_json::Value = serde_json::from_str(&join(&segs)).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["other"], 1);
@@ -753,11 +900,11 @@ mod tests {
         let body = Bytes::from_static(br#"{"model":"m","stream":true,"stream_options":null}"#);
         let env = Envelope::parse(&body).unwrap();
         assert!(!env.client_wants_usage);
-        let out = join(&splice(&body, &env, None, true).unwrap());
+        let out = join(&splice(&body, &env, None, true, None).unwrap());
         assert_eq!(out.matches("stream_options").count(), 1, "{out}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["stream_options"]["include_usage"], true);
-        let out = join(&splice(&body, &env, None, false).unwrap());
+        let out = join(&splice(&body, &env, None, false, None).unwrap());
         assert_eq!(out, std::str::from_utf8(&body).unwrap());
     }
 
@@ -805,7 +952,7 @@ mod tests {
         assert_eq!(side.api_base.map(|(_, v)| v.get()), Some(r#""http://h""#));
         assert_eq!(side.api_key.map(|v| v.get()), Some(r#""k""#));
         assert_eq!(side.unsupported, Some("api_version"));
-        let out = join(&splice(&body, &env, None, false).unwrap());
+        let out = join(&splice(&body, &env, None, false, None).unwrap());
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v, serde_json::json!({"model": "m", "x": 1}));
         let only = Envelope::parse(br#"{"model":"m","aws_sts_endpoint":"http://169.254.169.254"}"#)
@@ -832,15 +979,23 @@ mod tests {
             assert_eq!(names, ["a", "b"], "{case}");
             assert_eq!(r.num_retries, Some(1));
             assert_eq!(r.timeout, Some(Duration::from_millis(2500)));
-            let out =
-                join(&splice(&body, &env, Some(&Bytes::from_static(br#""n""#)), false).unwrap());
+            let out = join(
+                &splice(
+                    &body,
+                    &env,
+                    Some(&Bytes::from_static(br#""n""#)),
+                    false,
+                    None,
+                )
+                .unwrap(),
+            );
             let v: serde_json::Value =
                 serde_json::from_str(&out).unwrap_or_else(|e| panic!("{case} -> {out}: {e}"));
             assert_eq!(v, serde_json::json!({"model": "n"}), "{case}");
         }
         let body = Bytes::from_static(br#"{"model":"m","timeout":1,"x":[1]}"#);
         let env = Envelope::parse(&body).unwrap();
-        let out = join(&splice(&body, &env, None, true).unwrap());
+        let out = join(&splice(&body, &env, None, true, None).unwrap());
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["x"][0], 1);
         assert!(v.get("timeout").is_none());
@@ -850,7 +1005,7 @@ mod tests {
         );
         let env = Envelope::parse(&body).unwrap();
         assert_eq!(env.routing.mock, Some(MockFailure::Fallbacks));
-        let out = join(&splice(&body, &env, None, true).unwrap());
+        let out = join(&splice(&body, &env, None, true, None).unwrap());
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["model"], "m");
         assert!(v.get("mock_testing_fallbacks").is_none(), "{out}");
@@ -874,7 +1029,7 @@ mod tests {
         let env = Envelope::parse(&body).unwrap();
         let c = env.routing.cache.as_ref().unwrap();
         assert!(c.no_store && c.ttl == Some(Duration::from_secs(5)));
-        let out = join(&splice(&body, &env, None, false).unwrap());
+        let out = join(&splice(&body, &env, None, false, None).unwrap());
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v, serde_json::json!({"model": "m", "x": 1}));
         assert!(matches!(
@@ -890,7 +1045,14 @@ mod tests {
             r#"{{"model":"m","messages":[{{"content":"{prompt}"}}]}}"#
         ));
         let env = Envelope::parse(&body).unwrap();
-        let segs = splice(&body, &env, Some(&Bytes::from_static(br#""other""#)), false).unwrap();
+        let segs = splice(
+            &body,
+            &env,
+            Some(&Bytes::from_static(br#""other""#)),
+            false,
+            None,
+        )
+        .unwrap();
         // The big tail is a view into the original allocation, not a copy.
         let tail = segs.last().unwrap();
         assert!(tail.len() > 500_000);

@@ -37,7 +37,7 @@ pub fn envelope_splice(data: &[u8]) {
     for new_model in NEW_MODELS {
         let new = Bytes::from(serde_json::to_vec(new_model).expect("a string encodes"));
         for force_usage in [false, true] {
-            let Ok(segments) = splice(&body, &env, Some(&new), force_usage) else {
+            let Ok(segments) = splice(&body, &env, Some(&new), force_usage, None) else {
                 continue;
             };
             let out: Vec<u8> = segments.concat();

@@ -245,56 +245,43 @@ pub enum ToolChoice {
     Tool(String),
 }
 
-/// Extended thinking as the client asked for it.
+/// Extended thinking as the client asked for it; [`crate::fit`] then makes it what the
+/// target model takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Thinking {
-    /// Anthropic's `thinking: {type: enabled, budget_tokens}`.
+    /// A budget of thinking tokens (Anthropic's `thinking: {type: enabled, budget_tokens}`).
     Budget(u64),
-    /// OpenAI's `reasoning_effort`.
+    /// A level of effort (OpenAI's `reasoning_effort`); [`Effort::None`] turns thinking off
+    /// (Anthropic's `thinking: {type: disabled}` too).
     Effort(Effort),
+    /// Anthropic's adaptive thinking (`thinking: {type: adaptive}`): the model decides how
+    /// much, guided by `output_config.effort` when given.
+    Adaptive(Option<Effort>),
 }
 
-/// OpenAI's `reasoning_effort` levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effort {
-    /// `minimal`/`low`.
-    Low,
-    /// `medium`.
-    Medium,
-    /// `high`.
-    High,
-}
-
-impl Effort {
-    /// The thinking budget LiteLLM uses for each effort level.
-    pub const fn budget(self) -> u64 {
+impl Thinking {
+    /// The level of effort it stands for, where a target takes a level (`None`: adaptive
+    /// with no level given, the model's own default).
+    pub const fn effort(self) -> Option<Effort> {
         match self {
-            Self::Low => 1024,
-            Self::Medium => 2048,
-            Self::High => 4096,
+            Self::Budget(b) => Some(Effort::from_budget(b)),
+            Self::Effort(e) => Some(e),
+            Self::Adaptive(e) => e,
         }
     }
 
-    /// The effort closest to a thinking budget.
-    pub const fn from_budget(budget: u64) -> Self {
-        if budget <= 1024 {
-            Self::Low
-        } else if budget <= 2048 {
-            Self::Medium
-        } else {
-            Self::High
-        }
-    }
-
-    /// OpenAI's spelling.
-    pub const fn name(self) -> &'static str {
+    /// The budget it stands for, where a target takes a budget (`None`: thinking off).
+    pub const fn budget(self) -> Option<u64> {
         match self {
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High => "high",
+            Self::Budget(b) => Some(b),
+            Self::Effort(Effort::None) => None,
+            Self::Effort(e) | Self::Adaptive(Some(e)) => Some(e.budget()),
+            Self::Adaptive(None) => Some(Effort::Medium.budget()),
         }
     }
 }
+
+pub use sluice_core::rules::Effort;
 
 /// Why the model stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

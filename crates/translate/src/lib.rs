@@ -24,6 +24,7 @@ pub mod embeddings;
 pub mod envelope;
 pub mod errors;
 pub mod eventstream;
+pub mod fit;
 /// The fuzz targets over this crate's parsers (fuzz/README.md); not an API.
 #[doc(hidden)]
 #[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target

@@ -11,6 +11,7 @@ use super::ir::{
 use super::params::{openai_key, unknown_block_types, Setting};
 use super::{now, to_json, Params, TranslateError};
 use crate::stream::SseRead;
+use sluice_core::rules::OutputCap;
 use sluice_core::usage::Usage;
 
 // ---------------------------------------------------------------------------------------------
@@ -185,14 +186,14 @@ pub fn parse_request(body: &[u8], params: &mut Params) -> Result<ChatRequest, Tr
         params.meaning("n")?;
     }
     let thinking = match raw.reasoning_effort.as_deref() {
-        None | Some("none") => None,
-        Some("minimal" | "low") => Some(Thinking::Effort(Effort::Low)),
-        Some("medium") => Some(Thinking::Effort(Effort::Medium)),
-        Some("high" | "xhigh") => Some(Thinking::Effort(Effort::High)),
-        Some(_) => {
-            params.hint("reasoning_effort");
-            None
-        }
+        None => None,
+        Some(e) => match Effort::parse(e) {
+            Some(e) => Some(Thinking::Effort(e)),
+            None => {
+                params.hint("reasoning_effort");
+                None
+            }
+        },
     };
     let mut tools = Vec::with_capacity(raw.tools.len());
     for t in raw.tools {
@@ -411,7 +412,11 @@ pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, 
     }
     body.insert("messages".into(), Value::Array(messages));
     if let Some(n) = req.max_tokens {
-        body.insert("max_tokens".into(), n.into());
+        let field = match params.rules().output_cap {
+            OutputCap::MaxTokens => "max_tokens",
+            OutputCap::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), n.into());
     }
     super::insert_sampling(req, &mut body);
     if req.top_k.is_some() {
@@ -453,11 +458,8 @@ pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, 
     if let Some(u) = &req.user {
         body.insert("user".into(), u.clone().into());
     }
-    if let Some(t) = req.thinking {
-        let effort = match t {
-            Thinking::Effort(e) => e,
-            Thinking::Budget(b) => Effort::from_budget(b),
-        };
+    if let Some(effort) = req.thinking.and_then(Thinking::effort) {
+        let effort = params.rules().efforts.fit(effort);
         body.insert("reasoning_effort".into(), effort.name().into());
     }
     if let Some(f) = &req.response_format {

@@ -20,6 +20,7 @@ use http::HeaderValue;
 use serde::Deserialize;
 use serde_json::Value;
 use sluice_core::endpoint::Dialect;
+use sluice_core::rules::ModelRules;
 
 use crate::TranslateError;
 
@@ -35,6 +36,7 @@ const MAX_NAME: usize = 64;
 pub struct Params {
     drop: bool,
     client: Dialect,
+    rules: ModelRules,
     dropped: Vec<Cow<'static, str>>,
 }
 
@@ -44,8 +46,21 @@ impl Params {
         Self {
             drop,
             client,
+            rules: ModelRules::default(),
             dropped: Vec::new(),
         }
+    }
+
+    /// The same policy for a call to a model with these rules (what the writers shape the
+    /// thinking, output-cap and sampling fields by).
+    pub fn with_rules(mut self, rules: ModelRules) -> Self {
+        self.rules = rules;
+        self
+    }
+
+    /// The target model's rules.
+    pub fn rules(&self) -> &ModelRules {
+        &self.rules
     }
 
     /// `drop_params` is on: parameters the answer depends on are dropped, not refused.

@@ -281,13 +281,7 @@ fn claude_code_request_to_openai_drops_only_hints() {
     let dropped = dropped_names(&p);
     assert_eq!(
         dropped,
-        [
-            "cache_control",
-            "context_management",
-            "output_config.effort",
-            "thinking",
-            "tools.defer_loading"
-        ]
+        ["cache_control", "context_management", "tools.defer_loading"]
     );
     // The mid-conversation system turn joins the system prompt; the conversation is intact.
     let msgs = v["messages"].as_array().unwrap();
@@ -305,10 +299,7 @@ fn claude_code_request_to_openai_drops_only_hints() {
     assert_eq!(msgs[3]["content"], "hi");
     assert_eq!(v["tools"].as_array().unwrap().len(), 3);
     assert_eq!(v["user"], req.user.clone().unwrap());
-    assert!(
-        v.get("reasoning_effort").is_none(),
-        "adaptive thinking: the model's default"
-    );
+    assert_eq!(v["reasoning_effort"], "high", "output_config.effort");
     assert_eq!(v["max_tokens"], 32000);
     assert_eq!(v["stream"], true);
 }

@@ -177,6 +177,7 @@ fn deployment(
         unit_costs,
         price: sluice_core::price::Price::default(),
         image_prices: sluice_core::price::ImagePrices::default(),
+        rules: sluice_core::rules::ModelRules::default(),
         model_info,
         model_name,
         use_in_pass_through,
@@ -291,6 +292,7 @@ fn price_all(deployments: &mut [(usize, Deployment)], env: &dyn Env, p: &mut Pro
         let resolved = table.resolve(d);
         d.price = resolved.price;
         d.image_prices = resolved.images;
+        d.rules = resolved.rules;
         if resolved.source == PriceSource::Unknown && d.provider().priced() {
             p.warn(
                 format!("model_list[{i}].litellm_params.model"),

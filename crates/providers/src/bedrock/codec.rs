@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use sluice_core::usage::Usage;
 use sluice_translate::ir::{
-    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, Text, Thinking,
+    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, Text,
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::{Event, Framing, StreamRead};
@@ -125,14 +125,7 @@ pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, 
         extra.insert("top_k".into(), k.into());
     }
     if let Some(t) = req.thinking {
-        let budget = match t {
-            Thinking::Budget(b) => b,
-            Thinking::Effort(e) => e.budget(),
-        };
-        extra.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
+        sluice_translate::anthropic::Shape::of(t, params.rules()).write(&mut extra);
     }
     if !extra.is_empty() {
         body.insert("additionalModelRequestFields".into(), Value::Object(extra));

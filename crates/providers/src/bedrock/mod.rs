@@ -152,7 +152,7 @@ impl Upstream for Bedrock {
                     &Converse,
                     call,
                     http.model(call)?,
-                    http.drop_params,
+                    (http.drop_params, http.rules),
                     |stream, model, body| post(Op::chat(stream), model, body),
                 )
                 .await

@@ -31,11 +31,11 @@ fn claude_code_request_to_bedrock_drops_hints_and_refuses_meaning() {
         [
             "context_management",
             "metadata.user_id",
-            "output_config.effort",
-            "thinking",
-            "tools.defer_loading"
+                                    "tools.defer_loading"
         ]
     );
+    // Claude Code's adaptive thinking and effort become a budget for a model with no rules.
+    assert_eq!(v["additionalModelRequestFields"]["thinking"]["type"], "enabled");
     assert_eq!(v["system"][2], json!({"cachePoint": {"type": "default"}}));
     // Structured output is something Converse cannot honour: named as the client spelt it.
     for (client, body, name) in [

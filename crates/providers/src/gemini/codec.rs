@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use sluice_core::usage::Usage;
 use sluice_translate::ir::{
-    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, Thinking,
+    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent,
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::SseRead;
@@ -142,14 +142,12 @@ pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, 
         }
     }
     if let Some(t) = req.thinking {
-        let budget = match t {
-            Thinking::Budget(b) => b,
-            Thinking::Effort(e) => e.budget(),
+        // Effort `none` is a budget of 0 (thinking off where the model allows it).
+        let config_value = match t.budget() {
+            Some(budget) => json!({"thinkingBudget": budget, "includeThoughts": true}),
+            None => json!({"thinkingBudget": 0}),
         };
-        config.insert(
-            "thinkingConfig".into(),
-            json!({"thinkingBudget": budget, "includeThoughts": true}),
-        );
+        config.insert("thinkingConfig".into(), config_value);
     }
     if !config.is_empty() {
         body.insert("generationConfig".into(), Value::Object(config));
@@ -219,7 +217,13 @@ fn write_part(
             }
         },
         Part::ToolCall(c) => {
-            json!({"functionCall": {"name": c.name, "args": tool_input(&c.arguments)}})
+            let mut part =
+                json!({"functionCall": {"name": c.name, "args": tool_input(&c.arguments)}});
+            // Gemini 3 refuses a function call of its own sent back without its signature.
+            if let Some(signature) = signature_of(&c.id) {
+                part["thoughtSignature"] = signature.into();
+            }
+            part
         }
         Part::ToolResult {
             id,
@@ -230,18 +234,57 @@ fn write_part(
             let name = name_for_call(names, id, parse_call_id);
             json!({"functionResponse": {"name": name, "response": tool_response(content, *is_error)}})
         }
-        // Gemini's thoughts cannot be sent back; its thought signatures are not modelled.
+        // Gemini's thoughts cannot be sent back (its function calls' signatures are, above).
         Part::Thinking { .. } | Part::RedactedThinking(_) => return Ok(None),
     }))
 }
 
-/// The stable id of the `n`-th function call of an answer.
-fn call_id(n: usize, name: &str) -> String {
-    format!("call_{n}_{name}")
+/// What separates a call id from the thought signature it carries (LiteLLM's spelling, so a
+/// client that moves between the two gateways keeps its history).
+const SIGNATURE: &str = "__thought__";
+
+/// The stable id of the `n`-th function call of an answer, carrying Gemini's thought signature
+/// when it has one: every client format keeps tool-call ids in its history, so the signature
+/// comes back on the next turn without a field of its own. Base64's `+`, `/` and `=` are made
+/// `-`, `_` and nothing, so the id stays within the characters Anthropic allows in ids.
+fn call_id(n: usize, name: &str, signature: Option<&str>) -> String {
+    match signature {
+        None => format!("call_{n}_{name}"),
+        Some(s) => {
+            let safe: String = s
+                .chars()
+                .filter(|c| *c != '=')
+                .map(|c| match c {
+                    '+' => '-',
+                    '/' => '_',
+                    c => c,
+                })
+                .collect();
+            format!("call_{n}_{name}{SIGNATURE}{safe}")
+        }
+    }
+}
+
+/// The thought signature an id carries, as Gemini wrote it.
+fn signature_of(id: &str) -> Option<String> {
+    let (_, safe) = id.split_once(SIGNATURE)?;
+    let mut s: String = safe
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while s.len() % 4 != 0 {
+        s.push('=');
+    }
+    (!s.is_empty()).then_some(s)
 }
 
 /// The function name inside a synthesised id.
 fn parse_call_id(id: &str) -> Option<&str> {
+    let id = id.split_once(SIGNATURE).map_or(id, |(id, _)| id);
     let rest = id.strip_prefix("call_")?;
     let (n, name) = rest.split_once('_')?;
     n.parse::<usize>().ok().map(|_| name)
@@ -300,6 +343,9 @@ struct RawPart {
     thought: bool,
     #[serde(default)]
     function_call: Option<RawCall>,
+    /// Gemini 3's signature of the reasoning behind a part (sent back with a function call).
+    #[serde(default)]
+    thought_signature: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -355,14 +401,14 @@ fn stop_reason(s: &str) -> StopReason {
     }
 }
 
-fn read_call(n: usize, c: RawCall) -> ToolCall {
+fn read_call(n: usize, c: RawCall, signature: Option<&str>) -> ToolCall {
     let arguments = if c.args.is_null() {
         "{}".to_owned()
     } else {
         c.args.to_string()
     };
     ToolCall {
-        id: call_id(n, &c.name),
+        id: call_id(n, &c.name, signature),
         name: c.name,
         arguments,
     }
@@ -388,7 +434,8 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
         }
         for p in c.content.map(|c| c.parts).unwrap_or_default() {
             if let Some(call) = p.function_call {
-                content.push(Part::ToolCall(read_call(calls, call)));
+                let signature = p.thought_signature.as_deref();
+                content.push(Part::ToolCall(read_call(calls, call, signature)));
                 calls += 1;
             } else if let Some(text) = p.text {
                 content.push(if p.thought {
@@ -534,7 +581,7 @@ impl ChunkReader {
             self.close(out);
             let index = self.next_block;
             self.next_block += 1;
-            let call = read_call(self.calls, call);
+            let call = read_call(self.calls, call, p.thought_signature.as_deref());
             self.calls += 1;
             out.push(StreamEvent::ToolStart {
                 index,

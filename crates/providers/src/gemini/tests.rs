@@ -131,12 +131,11 @@ fn claude_code_request_to_gemini_drops_hints_and_refuses_meaning() {
             "cache_control",
             "context_management",
             "metadata.user_id",
-            "output_config.effort",
-            "thinking",
-            "tools.defer_loading"
+                                    "tools.defer_loading"
         ]
     );
-    assert!(v["generationConfig"].get("thinkingConfig").is_none());
+    // Claude Code's adaptive thinking and effort become a thinking budget.
+    assert!(v["generationConfig"]["thinkingConfig"]["thinkingBudget"].as_u64().unwrap() >= 1024);
     // One tool call per turn is something Gemini cannot promise: named as the client spelt it.
     let body = br#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"x"}],
         "tools":[{"name":"f","input_schema":{}}],
@@ -336,4 +335,60 @@ fn gemini_errors_keep_their_message() {
     );
     assert_eq!(json_of(&b)["error"]["type"], "rate_limit_error");
     assert_eq!(json_of(&b)["error"]["message"], "quota");
+}
+
+#[test]
+fn gemini_3_thought_signatures_come_back_through_openai_and_anthropic_histories() {
+    // A signature with every base64 character that is not allowed in an Anthropic id.
+    let signature = "Cr8BAe/+x9Q=";
+    let answer = json!({"candidates": [{"content": {"role": "model", "parts": [
+        {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}},
+         "thoughtSignature": signature}
+    ]}, "finishReason": "STOP"}]});
+    let parsed = gemini::parse_response(answer.to_string().as_bytes()).unwrap();
+    let Some(Part::ToolCall(call)) = parsed.content.first() else {
+        panic!("{parsed:?}")
+    };
+    assert!(
+        call.id.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b)),
+        "{}",
+        call.id
+    );
+    // The stream gives the same id.
+    let sse = format!("data: {answer}\n\n");
+    let out = run(translator(GenerateContent, Dialect::OpenAi), sse.as_bytes(), 5);
+    let (_, _, calls, _, _) = assemble_openai(&out);
+    assert_eq!(calls[0].0, call.id);
+
+    // Each client echoes the call in its history: the next request carries the signature.
+    let openai_turn = json!({"model": "m", "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": call.id, "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+    ]});
+    let anthropic_turn = json!({"model": "m", "max_tokens": 9, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": call.id,
+            "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+            "content": "sunny"}]}
+    ]});
+    for (dialect, body) in [
+        (Dialect::OpenAi, openai_turn),
+        (Dialect::Anthropic, anthropic_turn),
+    ] {
+        let mut p = Params::new(false, dialect);
+        let req = sluice_translate::parse_request(dialect, body.to_string().as_bytes(), &mut p)
+            .unwrap();
+        let v = json_of(&gemini::write_request(&req, &mut p).unwrap());
+        let model_turn = &v["contents"][1]["parts"][0];
+        assert_eq!(model_turn["thoughtSignature"], signature, "{dialect:?}: {v}");
+        assert_eq!(model_turn["functionCall"]["name"], "get_weather");
+        // The tool result still names the function.
+        assert_eq!(
+            v["contents"][2]["parts"][0]["functionResponse"]["name"],
+            "get_weather"
+        );
+    }
 }

@@ -99,13 +99,13 @@ impl Upstream for Mock {
         };
         match plays {
             Some(w @ MockWire::Gemini) => {
-                exchange::chat("mock", &GenerateContent, call, model, false, answer(w)).await
+                exchange::chat("mock", &GenerateContent, call, model, (false, Default::default()), answer(w)).await
             }
             Some(w @ MockWire::Bedrock) => {
-                exchange::chat("mock", &Converse, call, model, false, answer(w)).await
+                exchange::chat("mock", &Converse, call, model, (false, Default::default()), answer(w)).await
             }
             None => {
-                let mut segments = splice(call.body, call.envelope, None, call.force_usage)?;
+                let mut segments = splice(call.body, call.envelope, None, call.force_usage, None)?;
                 if let Some(upload) = call.upload {
                     segments.push(upload.collect().await?);
                 }

@@ -108,6 +108,7 @@ impl Target {
             clients,
             timeouts,
             drop_params: false,
+            rules: sluice_core::rules::ModelRules::default(),
         };
         let missing_key = || {
             let spec = route.spec();
