@@ -231,13 +231,20 @@ _AZURE_OPS = {
 }
 
 
-def azure_request(path: str, query: Optional[str], body: dict) -> None:
+def azure_request(path: str, query: Optional[str], body: dict) -> str:
     """Azure OpenAI's deployment paths take OpenAI's bodies, with `model` optional (the
-    deployment in the path names it) and `api-version` required in the query."""
+    deployment in the path names it) and `api-version` required in the query. Returns the
+    operation: `chat/completions`, `embeddings` or `responses`."""
     what = "azure openai request"
     problems = []
     if "api-version" not in urllib.parse.parse_qs(query or ""):
         problems.append("query: api-version is required")
+    if path == "/openai/responses":
+        # The Responses API is no deployment path: the body's `model` names the deployment.
+        if problems:
+            raise Refusal(what, problems)
+        openai_responses_request(body, what)
+        return "responses"
     _, _, rest = path.partition("/openai/deployments/")
     deployment, _, op = rest.partition("/")
     judge = _AZURE_OPS.get(op)
@@ -246,6 +253,7 @@ def azure_request(path: str, query: Optional[str], body: dict) -> None:
     if problems:
         raise Refusal(what, problems)
     judge({"model": deployment, **body}, what)  # type: ignore[misc]
+    return op
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,9 +378,10 @@ def _bedrock_model():
     return botocore.session.get_session().get_service_model("bedrock-runtime")
 
 
-def _from_wire(value: Any, shape, loc: str, problems: list[str]) -> Any:
+def _from_wire(value: Any, shape, loc: str, problems: list[str], drop_unknown: bool = False) -> Any:
     """A restJson1 wire value as botocore's serializer would take it: blobs as bytes (decoded
-    from the wire's base64), wire names mapped to member names."""
+    from the wire's base64), wire names mapped to member names. With `drop_unknown` (for
+    answers) members the model does not declare are left out, as botocore's parser does."""
     kind = shape.type_name
     if kind == "structure" and isinstance(value, dict):
         by_wire = {m.serialization.get("name", k): k for k, m in shape.members.items()}
@@ -380,12 +389,15 @@ def _from_wire(value: Any, shape, loc: str, problems: list[str]) -> Any:
         for key, v in value.items():
             name = by_wire.get(key, key)
             member = shape.members.get(name)
-            out[name] = _from_wire(v, member, f"{loc}.{key}", problems) if member is not None else v
+            if member is not None:
+                out[name] = _from_wire(v, member, f"{loc}.{key}", problems, drop_unknown)
+            elif not drop_unknown:
+                out[name] = v
         return out
     if kind == "list" and isinstance(value, list):
-        return [_from_wire(v, shape.member, f"{loc}.{i}", problems) for i, v in enumerate(value)]
+        return [_from_wire(v, shape.member, f"{loc}.{i}", problems, drop_unknown) for i, v in enumerate(value)]
     if kind == "map" and isinstance(value, dict):
-        return {k: _from_wire(v, shape.value, f"{loc}.{k}", problems) for k, v in value.items()}
+        return {k: _from_wire(v, shape.value, f"{loc}.{k}", problems, drop_unknown) for k, v in value.items()}
     if kind == "blob" and isinstance(value, str):
         try:
             return base64.b64decode(value, validate=True)
@@ -413,13 +425,15 @@ def _enums(value: Any, shape, loc: str, problems: list[str]) -> None:
             problems.append(f"{loc}: {value!r} is not one of {shape.enum}")
 
 
-def bedrock_shape_check(params: dict, shape, what: str) -> None:
+def bedrock_shape_check(params: dict, shape, what: str, answer: bool = False) -> None:
     """botocore's ParamValidator (types, required members, unknown members, unions with exactly
-    one member set, minimums) and the enum lists, on wire JSON `params`."""
+    one member set, minimums) and the enum lists, on wire JSON `params`. For an `answer`,
+    unknown members are let pass, as botocore's parser lets them (Bedrock pads stream events
+    with a `p` member that no shape declares)."""
     from botocore.validate import ParamValidator
 
     problems: list[str] = []
-    converted = _from_wire(params, shape, shape.name, problems)
+    converted = _from_wire(params, shape, shape.name, problems, drop_unknown=answer)
     report = ParamValidator().validate(converted, shape)
     if report.has_errors():
         problems += [line.strip() for line in report.generate_report().splitlines() if line.strip()]
@@ -458,9 +472,9 @@ def judge_upstream(record: dict) -> str:
     if not isinstance(body, dict):
         raise Refusal("upstream request", [f"{path}: the body is no JSON object ({record.get('body_bytes')} bytes)"])
     bare = path.removeprefix("/v1")
-    if path.startswith("/openai/deployments/"):
-        azure_request(path, query, body)
-        return "azure"
+    if path.startswith("/openai/deployments/") or path == "/openai/responses":
+        op = azure_request(path, query, body)
+        return "azure" if op == "chat/completions" else f"azure_{op}"
     if bare == "/chat/completions":
         openai_chat_request(body)
         return "openai_chat"
@@ -555,6 +569,24 @@ def openai_responses_answer(text: str) -> Any:
     return _model_check(Response, text, "openai Response")
 
 
+def openai_responses_stream(text: str, what: str = "openai ResponseStreamEvent") -> Any:
+    """Each event by `ResponseStreamEvent` (discriminated by `type`, which the SSE event name
+    must repeat); returns the `response.completed` event's Response."""
+    from openai.types.responses import ResponseStreamEvent
+
+    completed = []
+    for i, (name, data) in enumerate(sse_events(text)):
+        kind = json.loads(data).get("type")
+        if name is not None and name != kind:
+            raise Refusal(what, [f"#{i}: event name {name!r} but data type {kind!r}"])
+        event = _adapter_check(ResponseStreamEvent, data, f"{what} #{i} ({kind})")
+        if kind == "response.completed":
+            completed.append(event.response)
+    if len(completed) != 1:
+        raise Refusal(what, [f"{len(completed)} response.completed events"])
+    return completed[0]
+
+
 def anthropic_message_answer(text: str, what: str = "anthropic Message") -> Any:
     from anthropic.types import Message
 
@@ -593,7 +625,7 @@ def gemini_stream(text: str) -> list:
 
 def bedrock_converse_answer(text: str) -> None:
     shape = _bedrock_model().operation_model("Converse").output_shape
-    bedrock_shape_check(json.loads(text), shape, "bedrock ConverseResponse")
+    bedrock_shape_check(json.loads(text), shape, "bedrock ConverseResponse", answer=True)
 
 
 def bedrock_converse_stream(raw: bytes) -> list[str]:
@@ -613,11 +645,39 @@ def bedrock_converse_stream(raw: bytes) -> list[str]:
         member = stream_shape.members.get(kind)
         if member is None:
             raise Refusal("bedrock ConverseStream", [f"#{i}: unknown event type {kind!r}"])
-        bedrock_shape_check(json.loads(message.payload), member, f"bedrock ConverseStream #{i} ({kind})")
+        bedrock_shape_check(json.loads(message.payload), member, f"bedrock ConverseStream #{i} ({kind})", answer=True)
         kinds.append(kind)
     if not kinds or kinds[0] != "messageStart":
         raise Refusal("bedrock ConverseStream", [f"events: {kinds}"])
     return kinds
+
+
+def bedrock_invoke_stream(raw: bytes, what: str = "bedrock InvokeModelWithResponseStream") -> list:
+    """InvokeModelWithResponseStream on Claude: `chunk` events (botocore's
+    ResponseStream.chunk: a PayloadPart whose `bytes` are base64 on the wire), each carrying
+    one Anthropic stream event, judged by `RawMessageStreamEvent`."""
+    from anthropic.types import RawMessageStreamEvent
+    from botocore.eventstream import EventStreamBuffer
+
+    stream_shape = _bedrock_model().operation_model("InvokeModelWithResponseStream").output_shape.members["body"]
+    buf = EventStreamBuffer()
+    buf.add_data(raw)
+    events = []
+    for i, message in enumerate(buf):
+        kind = message.headers.get(":event-type")
+        if message.headers.get(":message-type") != "event" or kind not in stream_shape.members:
+            raise Refusal(what, [f"#{i}: {message.headers.get(':message-type')} {kind}: {message.payload[:200]!r}"])
+        payload = json.loads(message.payload)
+        bedrock_shape_check(payload, stream_shape.members[kind], f"{what} #{i} ({kind})", answer=True)
+        inner = base64.b64decode(payload["bytes"], validate=True).decode()
+        kind = json.loads(inner).get("type")
+        if kind == "ping":  # the Messages API's keep-alive, no RawMessageStreamEvent
+            continue
+        events.append(_adapter_check(RawMessageStreamEvent, inner, f"{what} #{i} ({kind})"))
+    kinds = [e.type for e in events]
+    if not kinds or kinds[0] != "message_start" or kinds[-1] != "message_stop":
+        raise Refusal(what, [f"the stream is not framed by message_start ... message_stop: {kinds}"])
+    return events
 
 
 # The mock's answer to each upstream path, judged by the upstream vendor's response types.
@@ -634,11 +694,12 @@ def judge_mock_answer(validator: str, streamed: bool, status: int, content: byte
         gemini_stream(text) if streamed else gemini_answer(text)
     elif validator == "bedrock_converse":
         bedrock_converse_stream(content) if streamed else bedrock_converse_answer(text)
-    elif validator == "openai_embeddings":
+    elif validator == "bedrock_anthropic_invoke":
+        bedrock_invoke_stream(content) if streamed else anthropic_message_answer(text)
+    elif validator in ("openai_embeddings", "azure_embeddings"):
         openai_embeddings_answer(text)
-    elif validator == "openai_responses":
-        if not streamed:
-            openai_responses_answer(text)
+    elif validator in ("openai_responses", "azure_responses"):
+        openai_responses_stream(text) if streamed else openai_responses_answer(text)
     else:
         raise Refusal(what, [f"no answer judge for {validator}"])
 
@@ -659,10 +720,13 @@ __all__ = [
     "bedrock_converse_request",
     "openai_chat_answer",
     "openai_chat_stream",
+    "openai_responses_answer",
+    "openai_responses_stream",
     "anthropic_message_answer",
     "anthropic_stream",
     "gemini_answer",
     "bedrock_converse_answer",
     "bedrock_converse_stream",
+    "bedrock_invoke_stream",
     "sse_events",
 ]

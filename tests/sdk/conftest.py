@@ -252,6 +252,7 @@ model_list:
     litellm_params:
       model: vertex_ai/claude-sonnet-4@20250514
       {vertex}
+      use_in_pass_through: true
   - model_name: conf-bedrock
     litellm_params:
       model: bedrock/anthropic.claude-sonnet-4-20250514-v1:0
@@ -259,6 +260,12 @@ model_list:
       aws_access_key_id: {AWS_KEY}
       aws_secret_access_key: {AWS_SECRET}
       aws_region_name: us-west-2
+      use_in_pass_through: true
+  - model_name: conf-gemini-cooldown
+    litellm_params:
+      model: gemini/gemini-2.5-flash
+      api_base: {recording_mock}
+      api_key: g-upstream-never-shown
   - model_name: conf-embedding
     litellm_params:
       model: openai/text-embedding-3-small

@@ -358,6 +358,8 @@ def _streamed(validator: str, record: dict) -> bool:
         return record["path"].endswith(":streamGenerateContent")
     if validator == "bedrock_converse":
         return record["path"].endswith("/converse-stream")
+    if validator == "bedrock_anthropic_invoke":
+        return record["path"].endswith("/invoke-with-response-stream")
     return bool(record["body"].get("stream"))
 
 
@@ -481,3 +483,85 @@ def test_recording_redacts_credentials(conformance_gateway, mock_http):
     assert all(r["headers"][k] == "<redacted>" for r in records for k in keys if k in r["headers"])
     azure = next(r for r in records if r["path"].startswith("/openai/deployments/"))
     assert urllib.parse.parse_qs(azure["query"])["api-version"] == ["2024-10-21"]
+
+
+# Anthropic's own platform clients through sluice's pass-through routes (`/bedrock/*`,
+# `/vertex_ai/*`): sluice relays the body, so what arrives must still be what the platform
+# takes, InvokeModel's and rawPredict's Anthropic envelope included.
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("platform", ["bedrock", "vertex"])
+def test_anthropic_platform_clients_through_pass_through(conformance_gateway, mock_http, vertex_token, platform, stream):
+    root, headers = conformance_gateway["root"], {"x-litellm-api-key": MASTER_KEY}
+    if platform == "bedrock":
+        client = anthropic.AnthropicBedrock(
+            aws_access_key="AKIDCLIENT", aws_secret_key="client-secret", aws_region="us-west-2",
+            base_url=f"{root}/bedrock", default_headers=headers, max_retries=0,
+        )
+        model, version, wire = "anthropic.claude-sonnet-4-20250514-v1:0", c.BEDROCK_ANTHROPIC_VERSION, "bedrock_anthropic_invoke"
+    else:
+        client = anthropic.AnthropicVertex(
+            region="us-east5", project_id="sluice-test", access_token="client-token",
+            base_url=f"{root}/vertex_ai/v1", default_headers=headers, max_retries=0,
+        )
+        model, version, wire = "claude-sonnet-4@20250514", c.VERTEX_ANTHROPIC_VERSION, "vertex_anthropic"
+    mock_http.delete("/mock/requests").raise_for_status()
+    # The platforms document one `anthropic_version` each; the SDK's clients default to its
+    # API version constant, so the documented value is set here.
+    kw = dict(model=model, max_tokens=256, system="Be brief.", messages=[{"role": "user", "content": "Weather in Paris?"}],
+              tools=[ANTHROPIC_TOOL], extra_body={"anthropic_version": version})
+    if stream:
+        with client.messages.with_streaming_response.create(stream=True, **kw) as r:
+            answer = r.read()
+        if platform == "vertex":
+            c.anthropic_stream(answer.decode(), "client RawMessageStreamEvent")
+        else:
+            # Bedrock streams Anthropic's events inside AWS event-stream frames.
+            c.bedrock_invoke_stream(answer, "client InvokeModelWithResponseStream")
+    else:
+        raw = client.messages.with_raw_response.create(**kw)
+        c.anthropic_message_answer(raw.http_response.text, "client Message")
+    records = mock_http.get("/mock/requests").json()
+    assert judge({wire}, records, mock_http, vertex_token, 1, Calls()) == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("provider", ["openai", "azure"])
+def test_openai_responses_api(conformance_gateway, mock_http, vertex_token, provider, stream):
+    """The Responses API from the openai SDK to OpenAI's and Azure's `/responses` (sluice
+    translates it for no other provider: see the cooldown test below): the upstream request
+    judged as above, the answer by the SDK's `Response` (streams: the `response.completed`
+    event's)."""
+    oai = openai.OpenAI(base_url=conformance_gateway["base_url"], api_key=MASTER_KEY, max_retries=0)
+    mock_http.delete("/mock/requests").raise_for_status()
+    kw = dict(model=CONFORMANCE_MODELS[provider], input="Weather in Paris?", instructions="Be brief.",
+              tools=[{"type": "function", "name": "get_weather", "parameters": SCHEMA, "strict": True}])
+    if stream:
+        with oai.responses.with_streaming_response.create(stream=True, **kw) as r:
+            c.openai_responses_stream(r.read().decode(), "client ResponseStreamEvent")
+    else:
+        raw = oai.responses.with_raw_response.create(**kw)
+        c.openai_responses_answer(raw.http_response.text)
+    records = mock_http.get("/mock/requests").json()
+    wire = {"openai": {"openai_responses"}, "azure": {"azure_responses"}}[provider]
+    problems = judge(wire, records, mock_http, vertex_token, 1, Calls())
+    if problems:
+        raise c.Refusal("conformance", problems)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=openai.InternalServerError,
+    reason="a 501 endpoint_not_supported that sluice answers itself, before any upstream call, "
+    "puts the deployment into cooldown: the next (supported) chat call gets 503 "
+    "no_healthy_deployment 'every deployment of model group ... is cooling down after failures'",
+)
+def test_an_endpoint_sluice_does_not_translate_does_not_cool_the_deployment_down(conformance_gateway):
+    """Not a vendor-type refusal, found while driving the Responses API at each provider: a
+    request sluice declines itself says nothing of the deployment's health."""
+    oai = openai.OpenAI(base_url=conformance_gateway["base_url"], api_key=MASTER_KEY, max_retries=0)
+    model = "conf-gemini-cooldown"  # its own group, so no other test meets the cooldown
+    with pytest.raises(openai.InternalServerError) as declined:
+        oai.responses.create(model=model, input="hi")
+    assert declined.value.status_code == 501
+    assert declined.value.body["code"] == "endpoint_not_supported"
+    oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])

@@ -134,6 +134,10 @@ def test_azure_takes_openai_bodies_with_the_deployment_for_model():
     refused(c.azure_request, "/openai/deployments/d1/chat/completions", "api-version=1",
             mutate(body, "messages.1.content.0.zzz", 1), match="messages.1.content.0.zzz")
     refused(c.azure_request, "/openai/deployments/d1/images/x", "api-version=1", body, match="no Azure OpenAI")
+    responses = {"model": "d1", "input": "hi"}
+    c.azure_request("/openai/responses", "api-version=2025-04-01-preview", responses)
+    refused(c.azure_request, "/openai/responses", "api-version=1", {"input": "hi", "zzz": 1}, match="zzz: Extra inputs")
+    refused(c.azure_request, "/openai/responses", None, responses, match="api-version is required")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,7 +446,10 @@ def test_bedrock_answers():
             "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}, "metrics": {"latencyMs": 1}}
     c.bedrock_converse_answer(json.dumps(good))
     refused(c.bedrock_converse_answer, json.dumps(mutate(good, "stopReason", "done")), match="'done' is not one of")
-    refused(c.bedrock_converse_answer, json.dumps(mutate(good, "usage.zzz", 1)), match='Unknown parameter in usage: "zzz"')
+    refused(c.bedrock_converse_answer, json.dumps(mutate(good, "usage.outputTokens", "1")), match="usage.outputTokens")
+    refused(c.bedrock_converse_answer, json.dumps(mutate(good, "usage", delete=True)), match='Missing required parameter in input: "usage"')
+    # An answer may carry members the model does not declare, as botocore's parser allows.
+    c.bedrock_converse_answer(json.dumps(mutate(good, "usage.p", "abcd")))
     frames = (_event_frame("messageStart", {"role": "assistant"})
               + _event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "hi"}})
               + _event_frame("messageStop", {"stopReason": "end_turn"}))
@@ -454,3 +461,34 @@ def test_bedrock_answers():
 
 def test_base64_of_the_fixture_png_is_valid():
     assert base64.b64decode(PNG, validate=True).startswith(b"\x89PNG")
+
+
+def test_openai_responses_and_embeddings_answers():
+    response = {
+        "id": "resp_1", "object": "response", "created_at": 1, "model": "m", "status": "completed",
+        "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": "hi", "annotations": []}]}],
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                  "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2},
+    }
+    c.openai_responses_answer(json.dumps(response))
+    refused(c.openai_responses_answer, json.dumps(mutate(response, "usage.input_tokens_details.cache_write_tokens", delete=True)),
+            match="usage.input_tokens_details.cache_write_tokens: Field required")
+
+    def sse(*events):
+        return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+    created = {"type": "response.created", "sequence_number": 0, "response": {**response, "status": "in_progress"}}
+    done = {"type": "response.function_call_arguments.done", "sequence_number": 1, "item_id": "fc_1",
+            "output_index": 0, "name": "get_weather", "arguments": "{}"}
+    completed = {"type": "response.completed", "sequence_number": 2, "response": response}
+    assert c.openai_responses_stream(sse(created, done, completed)).id == "resp_1"
+    nameless = {k: v for k, v in done.items() if k != "name"}
+    refused(c.openai_responses_stream, sse(created, nameless, completed), match="name: Field required")
+    refused(c.openai_responses_stream, sse(created, done), match="0 response.completed events")
+
+    embeddings = {"object": "list", "model": "e", "data": [{"object": "embedding", "index": 0, "embedding": [0.1, 0.2]}],
+                  "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    c.openai_embeddings_answer(json.dumps(embeddings))
+    refused(c.openai_embeddings_answer, json.dumps(mutate(embeddings, "data.0.embedding", "AAAA")), match="data.0.embedding")
