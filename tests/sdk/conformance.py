@@ -518,9 +518,14 @@ def _model_check(model: type, text: str, what: str) -> Any:
         raise Refusal(what, _summarise(e.errors())) from None
 
 
+@functools.cache
+def _answer_adapter(tp: Any) -> TypeAdapter:
+    return TypeAdapter(tp)
+
+
 def _adapter_check(tp: Any, text: str, what: str) -> Any:
     try:
-        return TypeAdapter(tp).validate_json(text, strict=True)
+        return _answer_adapter(tp).validate_json(text, strict=True)
     except ValidationError as e:
         raise Refusal(what, _summarise(e.errors())) from None
 

@@ -13,6 +13,12 @@ Bedrock Converse) x feature, through the real gateway to `sluice mock --record`,
 3. judges sluice's answer to the client by the client SDK's response models
    (`ChatCompletion`/`ChatCompletionChunk`, `Message`/`RawMessageStreamEvent`).
 
+Beside the matrix: embeddings and the Responses API (OpenAI, Azure), Anthropic's own
+`AnthropicBedrock`/`AnthropicVertex` clients through the `/bedrock/*` and `/vertex_ai/*`
+pass-through routes (InvokeModel and its event stream, rawPredict), the recorder's redaction,
+and paths sluice declines itself (UNSUPPORTED: a 400 naming the parameter, nothing upstream).
+`CONFORMANCE_DUMP=<dir>` writes each matrix test's upstream requests and client answers there.
+
 A path whose requests or answers the vendor's types refuse is a bug in sluice's translation:
 it is marked in KNOWN below, `xfail(strict=True)` with the exact refusal, so it turns into a
 failure (an unexpected pass) once fixed; a different refusal fails it outright.
