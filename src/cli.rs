@@ -183,6 +183,11 @@ pub struct MockArgs {
     /// otherwise); unset, keys are not checked.
     #[arg(long, env = "SLUICE_MOCK_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// Keep the newest 512 inference requests received (method, path, query, headers with
+    /// credentials redacted, JSON body) for `GET /mock/requests`; `DELETE /mock/requests`
+    /// clears them. Off by default, so benchmarks pay nothing for it.
+    #[arg(long)]
+    pub record: bool,
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,

@@ -321,6 +321,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         api_key: args.api_key,
         ..MockSettings::default()
     };
+    let record = args.record.then_some(sluice_mock::RECORD_LIMIT);
     let shutdown = shutdown_signal();
     let Some(listeners) = bind(
         SocketAddr::new(args.host, args.port),
@@ -332,7 +333,7 @@ async fn mock(args: MockArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     tracing::info!("sluice mock provider serving");
-    match sluice_mock::serve_workers(listeners, tls, settings, shutdown).await {
+    match sluice_mock::serve_workers(listeners, tls, settings, record, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "mock server failed");

@@ -182,3 +182,99 @@ general_settings:
     assert "g-upstream-never-shown" not in text, "an upstream key reached the logs"
     assert AWS_SECRET not in text, "the AWS secret reached the logs"
     assert MASTER_KEY not in text, "the master key reached the logs"
+
+
+# The conformance tests' own pair (test_conformance.py): a mock that records what it is sent
+# (`--record`, read at `GET /mock/requests`) and a gateway with one deployment per provider
+# wire, so that each upstream request can be judged by the vendor's own types.
+CONFORMANCE_MODELS = {
+    "openai": "conf-openai",
+    "azure": "conf-azure",
+    "anthropic": "conf-anthropic",
+    "gemini": "conf-gemini",
+    "vertex_gemini": "conf-vertex-gemini",
+    "vertex_claude": "conf-vertex-claude",
+    "bedrock": "conf-bedrock",
+}
+
+
+@pytest.fixture(scope="session")
+def recording_mock(workdir):
+    proc, addr, _ = _start(
+        ["mock", "--port", "0", "--chunks", "3", "--response-tokens", "12", "--record"],
+        workdir,
+    )
+    yield f"http://{addr}"
+    _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def conformance_gateway(workdir, recording_mock):
+    sub = pathlib.Path(workdir) / "conformance"
+    sub.mkdir(exist_ok=True)
+    key = (ROOT / "tests" / "fixtures" / "vertex" / "service_account.json").read_text()
+    key_file = sub / "vertex-sa.json"
+    key_file.write_text(key.replace("https://oauth2.googleapis.com/token", f"{recording_mock}/token"))
+    vertex = f"""api_base: {recording_mock}
+      vertex_project: sluice-test
+      vertex_location: us-east5
+      vertex_credentials: {key_file}"""
+    config = sub / "config.yaml"
+    config.write_text(
+        f"""
+model_list:
+  - model_name: conf-openai
+    litellm_params:
+      model: openai/gpt-4o-mini
+      api_base: {recording_mock}/v1
+      api_key: sk-upstream-never-shown
+  - model_name: conf-azure
+    litellm_params:
+      model: azure/conf-deployment
+      api_base: {recording_mock}
+      api_version: "2024-10-21"
+      api_key: az-upstream-never-shown
+  - model_name: conf-anthropic
+    litellm_params:
+      model: anthropic/claude-sonnet-4-5
+      api_base: {recording_mock}/v1
+      api_key: sk-upstream-never-shown
+  - model_name: conf-gemini
+    litellm_params:
+      model: gemini/gemini-2.5-flash
+      api_base: {recording_mock}
+      api_key: g-upstream-never-shown
+  - model_name: conf-vertex-gemini
+    litellm_params:
+      model: vertex_ai/gemini-2.5-flash
+      {vertex}
+  - model_name: conf-vertex-claude
+    litellm_params:
+      model: vertex_ai/claude-sonnet-4@20250514
+      {vertex}
+      use_in_pass_through: true
+  - model_name: conf-bedrock
+    litellm_params:
+      model: bedrock/anthropic.claude-sonnet-4-20250514-v1:0
+      api_base: {recording_mock}
+      aws_access_key_id: {AWS_KEY}
+      aws_secret_access_key: {AWS_SECRET}
+      aws_region_name: us-west-2
+      use_in_pass_through: true
+  - model_name: conf-gemini-cooldown
+    litellm_params:
+      model: gemini/gemini-2.5-flash
+      api_base: {recording_mock}
+      api_key: g-upstream-never-shown
+  - model_name: conf-embedding
+    litellm_params:
+      model: openai/text-embedding-3-small
+      api_base: {recording_mock}/v1
+      api_key: sk-upstream-never-shown
+general_settings:
+  master_key: {MASTER_KEY}
+"""
+    )
+    proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], str(sub))
+    yield {"base_url": f"http://{addr}/v1", "root": f"http://{addr}", "mock": recording_mock, "log": log}
+    assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"

@@ -28,6 +28,7 @@ mod gemini;
 mod media;
 mod openai;
 mod realtime;
+mod record;
 mod server;
 mod settings;
 mod tools;
@@ -38,6 +39,7 @@ pub use media::image_png;
 pub use realtime::{
     CACHED_TOKENS as REALTIME_CACHED_TOKENS, INPUT_TOKENS as REALTIME_INPUT_TOKENS,
 };
+pub use record::RECORD_LIMIT;
 pub use server::{serve, serve_workers};
 pub use settings::{MockSettings, MockWire};
 

@@ -296,7 +296,8 @@ impl Plan {
         let usage = if done {
             json!({
                 "input_tokens": self.prompt_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
+                // openai's ResponseUsage requires both details (cache writes since 2.x).
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": self.completion_tokens,
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": self.prompt_tokens + self.completion_tokens
@@ -407,7 +408,8 @@ impl Plan {
             }
             frames.push(ev(
                 "response.function_call_arguments.done",
-                json!({"item_id": fc_id, "output_index": 0, "arguments": t.arguments}),
+                // openai's ResponseFunctionCallArgumentsDoneEvent requires the name.
+                json!({"item_id": fc_id, "output_index": 0, "name": t.name, "arguments": t.arguments}),
             ));
             frames.push(ev(
                 "response.output_item.done",
@@ -618,6 +620,16 @@ mod tests {
         assert!(!without[0].contains("usage"));
     }
 
+    /// The openai SDK's `ResponseUsage` requires both token details, cache writes included.
+    #[test]
+    fn responses_usage_has_every_required_detail() {
+        let whole: Value = serde_json::from_slice(&plan(2, false).response()).unwrap();
+        let usage = &whole["usage"];
+        assert_eq!(usage["input_tokens_details"]["cached_tokens"], 0);
+        assert_eq!(usage["input_tokens_details"]["cache_write_tokens"], 0);
+        assert_eq!(usage["output_tokens_details"]["reasoning_tokens"], 0);
+    }
+
     /// Content logging puts a stream back together (`telemetry::callbacks::assemble`): for
     /// every wire the mock streams, that must be the answer the same request gets whole.
     #[test]
@@ -698,6 +710,26 @@ mod tests {
         assert!(std::str::from_utf8(&frames[0])
             .unwrap()
             .starts_with("event: response.created\n"));
+    }
+
+    /// openai's `ResponseFunctionCallArgumentsDoneEvent` requires the function's name.
+    #[test]
+    fn responses_stream_names_the_finished_call() {
+        let mut p = plan(2, false);
+        p.tool = Some(ToolPlan {
+            name: "get_weather".into(),
+            arguments: r#"{"city":"Paris"}"#.into(),
+        });
+        let events: Vec<Value> = data(&p.response_stream())
+            .iter()
+            .map(|s| serde_json::from_str(s).unwrap())
+            .collect();
+        let done = events
+            .iter()
+            .find(|e| e["type"] == "response.function_call_arguments.done")
+            .unwrap();
+        assert_eq!(done["name"], "get_weather");
+        assert_eq!(done["arguments"], r#"{"city":"Paris"}"#);
     }
 
     #[test]

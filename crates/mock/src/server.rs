@@ -4,7 +4,8 @@
 //! Azure OpenAI (`/openai/deployments/{d}/chat/completions`, ...) and Cohere (`/v2/chat`) are
 //! answered on their real paths; `GET /v1/realtime` (and Azure's `/openai/realtime`) opens a
 //! Realtime API WebSocket session (`realtime.rs`). With `--api-key`, the key is required as each provider reads
-//! it.
+//! it. With `--record`, the inference requests it is sent are kept for `GET /mock/requests`
+//! (`record.rs`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -17,6 +18,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
+use super::record::Recorder;
 use super::{
     azure_route, error, json, respond, respond_azure, respond_native, MockBody, MockSettings,
     NativeRoute,
@@ -37,7 +39,7 @@ pub async fn serve(
     settings: MockSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let shared = Arc::new((settings, Stats::default()));
+    let shared = Arc::new(Shared::new(settings, None));
     let handler = move |req| answer(shared.clone(), req);
     serve_with(listener, handler, shutdown, GRACE).await;
     Ok(())
@@ -45,14 +47,16 @@ pub async fn serve(
 
 /// Serve the mock provider thread-per-core, like the gateway (`server::serve_threads`), so
 /// that a benchmark's direct figures get the same server model as the gateway's; over TLS
-/// (and mutual TLS) when `tls` is given.
+/// (and mutual TLS) when `tls` is given. With `record`, the newest that many inference
+/// requests are kept for `GET /mock/requests`.
 pub async fn serve_workers(
     listeners: Vec<std::net::TcpListener>,
     tls: Option<sluice_net::server::Tls>,
     settings: MockSettings,
+    record: Option<usize>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let shared = Arc::new((settings, Stats::default()));
+    let shared = Arc::new(Shared::new(settings, record.map(Recorder::new)));
     let handler = move |req| answer(shared.clone(), req);
     serve_threads(
         listeners,
@@ -66,8 +70,26 @@ pub async fn serve_workers(
     .await
 }
 
-async fn answer(shared: Arc<(MockSettings, Stats)>, req: Request<Incoming>) -> Response<MockBody> {
-    handle(req, &shared.0, &shared.1).await
+/// What every connection's handler shares.
+struct Shared {
+    settings: MockSettings,
+    stats: Stats,
+    /// Set by `--record`; `None` costs the hot path nothing.
+    recorder: Option<Recorder>,
+}
+
+impl Shared {
+    fn new(settings: MockSettings, recorder: Option<Recorder>) -> Self {
+        Self {
+            settings,
+            stats: Stats::default(),
+            recorder,
+        }
+    }
+}
+
+async fn answer(shared: Arc<Shared>, req: Request<Incoming>) -> Response<MockBody> {
+    handle(req, &shared).await
 }
 
 /// What the server has seen, for tests that count attempts at the upstream
@@ -129,11 +151,8 @@ async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
     }
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    settings: &MockSettings,
-    stats: &Stats,
-) -> Response<MockBody> {
+async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
+    let (settings, stats) = (&shared.settings, &shared.stats);
     if req.method() == Method::GET && super::realtime::is_realtime(req.uri().path()) {
         return super::realtime::upgrade(req, settings);
     }
@@ -150,6 +169,13 @@ async fn handle(
             Ok(b) => b,
             Err(refused) => return refused,
         };
+        // The token exchange is no inference request: only what a model was sent is kept.
+        if let (Some(recorder), false) = (
+            &shared.recorder,
+            matches!(inference, Inference::Native(NativeRoute::Token)),
+        ) {
+            recorder.record(&parts, &body);
+        }
         let (h, s) = (&parts.headers, settings);
         let resp = match inference {
             Inference::Native(route) => respond_native(&route, &parts.uri, h, &body, s).await,
@@ -192,6 +218,9 @@ async fn handle(
             });
             json(StatusCode::OK, Bytes::from(body.to_string()))
         }
+        (&Method::GET | &Method::DELETE, None) if bare == "/mock/requests" => {
+            recorded(req.method(), shared.recorder.as_ref())
+        }
         (&Method::GET, None) if path.starts_with("/health") => {
             json(StatusCode::OK, Bytes::from_static(br#"{"status":"ok"}"#))
         }
@@ -202,4 +231,22 @@ async fn handle(
             "unknown_url",
         ),
     }
+}
+
+/// `GET /mock/requests` (the kept requests, oldest first) and `DELETE /mock/requests`
+/// (forget them); a 404 saying how to turn recording on when it is off.
+fn recorded(method: &Method, recorder: Option<&Recorder>) -> Response<MockBody> {
+    let Some(recorder) = recorder else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "the mock is not recording requests: start it with --record",
+            None,
+            "recording_off",
+        );
+    };
+    if method == Method::DELETE {
+        recorder.clear();
+        return json(StatusCode::OK, Bytes::from_static(br#"{"cleared":true}"#));
+    }
+    json(StatusCode::OK, recorder.list())
 }
