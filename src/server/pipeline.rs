@@ -1286,9 +1286,14 @@ pub(crate) async fn attempt(
         Err(e) => Err(Failure {
             kind: failure_kind(&e),
             retry_after: None,
+            // sluice declining an endpoint or provider it does not serve here says nothing
+            // of the deployment's health.
+            scoped: matches!(
+                e,
+                ApiError::ProviderNotSupported { .. } | ApiError::EndpointNotSupported { .. }
+            ),
             error: Failed::Gateway(e),
             terminal: spent,
-            scoped: false,
         }),
     }
 }

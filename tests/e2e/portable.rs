@@ -55,10 +55,14 @@ fn machine_paths(text: &str, in_tests: bool) -> Vec<(usize, String)> {
     let tmp = ["/", "tmp/"].concat();
     let mut hits = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let fixed = always.iter().any(|p| line.contains(p.as_str()));
+        let path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        // Rooted only: a path itself, not a URL's or a relative path's folder of that name.
+        let fixed = always.iter().any(|p| {
+            line.match_indices(p.as_str())
+                .any(|(i, _)| !line[..i].chars().next_back().is_some_and(path_char))
+        });
         // `/tmp/<name>`: a fixed file or folder under the root's /tmp, not `${TMPDIR:-/tmp}`,
         // `/tmp` alone, a placeholder (`/tmp/...`) or a relative path (`target/tmp/e2e`).
-        let path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
         let temp = !in_tests
             && line.match_indices(tmp.as_str()).any(|(i, _)| {
                 let rooted = !line[..i].chars().next_back().is_some_and(path_char);
@@ -120,7 +124,10 @@ fn the_rule_catches_each_kind_of_path() {
     let tmp = ["x=\"", "/", "tmp/sluice-db\""].concat();
     // A relative path ending in tmp and a placeholder are not a path of one machine.
     let relative = ["target", "/", "tmp/e2e and `", "/", "tmp/...`"].concat();
-    let text = format!("ok line\n{work}\n{home}\n{tmp}\n${{TMPDIR:-/tmp}}/x.XXXX\n{relative}\n");
+    // Nor is a URL whose path has such a folder in it.
+    let url = ["https://example.com/news", "/", "home/2025"].concat();
+    let text =
+        format!("ok line\n{work}\n{home}\n{tmp}\n${{TMPDIR:-/tmp}}/x.XXXX\n{relative}\n{url}\n");
     let hits: Vec<usize> = machine_paths(&text, false)
         .into_iter()
         .map(|h| h.0)

@@ -27,7 +27,6 @@ failure (an unexpected pass) once fixed; a different refusal fails it outright.
 import json
 import os
 import pathlib
-import typing
 import urllib.parse
 
 import anthropic
@@ -87,23 +86,14 @@ UNSUPPORTED = {
     "anthropic-gemini-no_parallel": "tool_choice.disable_parallel_tool_use",
     "anthropic-vertex_gemini-no_parallel": "tool_choice.disable_parallel_tool_use",
     "anthropic-bedrock-no_parallel": "tool_choice.disable_parallel_tool_use",
-    "anthropic-vertex_claude-json_output": "output_config.format",
     "anthropic-bedrock-json_output": "output_config.format",
 }
 
-# Refusals observed, by test id: each is a bug in sluice's translation (crates/translate,
-# crates/providers), left to be fixed there. The lines are the exact refusals.
-#
-# OpenAI's `temperature`/`top_p` are copied into Anthropic Messages bodies (direct and on
-# Vertex AI), but the anthropic SDK's MessageCreateParams (2.14) declares neither (nor
-# `top_k`: no request type of that SDK has a sampling parameter any more).
-# (An older anthropic SDK that still declares them accepts these paths: the entries follow
-# the installed SDK, so that the judge, not this table, decides.)
-_SAMPLING = ["temperature: Extra inputs are not permitted (got 0.2)", "top_p: Extra inputs are not permitted (got 0.9)"]
+# Refusals observed, by test id: each is a bug in sluice's translation, marked until it is
+# fixed there. The lines are the exact refusals. (Empty: the sampling parameters once copied
+# into Anthropic Messages bodies are now dropped by the `anthropic-messages-api-sampling` rule,
+# crates/config/data/model_rules.yaml.)
 KNOWN: dict[str, list[str]] = {}
-if "temperature" not in typing.get_type_hints(anthropic.types.message_create_params.MessageCreateParamsBase):
-    KNOWN["openai-anthropic-sampling"] = [f"anthropic messages request: {p}" for p in _SAMPLING]
-    KNOWN["openai-vertex_claude-sampling"] = [f"vertex anthropic request: {p}" for p in _SAMPLING]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,13 +544,6 @@ def test_openai_responses_api(conformance_gateway, mock_http, vertex_token, prov
         raise c.Refusal("conformance", problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=openai.InternalServerError,
-    reason="a 501 endpoint_not_supported that sluice answers itself, before any upstream call, "
-    "puts the deployment into cooldown: the next (supported) chat call gets 503 "
-    "no_healthy_deployment 'every deployment of model group ... is cooling down after failures'",
-)
 def test_an_endpoint_sluice_does_not_translate_does_not_cool_the_deployment_down(conformance_gateway):
     """Not a vendor-type refusal, found while driving the Responses API at each provider: a
     request sluice declines itself says nothing of the deployment's health."""

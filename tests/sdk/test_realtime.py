@@ -16,6 +16,8 @@ from conftest import MASTER_KEY
 # What the mock reports per response (crates/mock/src/realtime.rs) and per answer (conftest).
 INPUT_TOKENS = 12
 OUTPUT_TOKENS = 20
+# The cached input tokens of each response (crates/mock/src/realtime.rs: CACHED_TOKENS).
+CACHED_TOKENS = 4
 
 
 def _call(root, path, body, key, method="POST"):
@@ -64,7 +66,11 @@ def test_a_session_through_the_sdk_is_one_spend_row(gateway):
     row = rows[0]
     assert row["model_group"] == "gpt-realtime"
     assert row["total_tokens"] == want_tokens
-    want_cost = 2 * (INPUT_TOKENS * 0.000004 + OUTPUT_TOKENS * 0.000016)
+    # gpt-realtime in the registry: $4/M input, $0.40/M cached input, $16/M output; the mock
+    # reports CACHED_TOKENS of each response's input as read from the cache.
+    want_cost = 2 * (
+        (INPUT_TOKENS - CACHED_TOKENS) * 0.000004 + CACHED_TOKENS * 0.0000004 + OUTPUT_TOKENS * 0.000016
+    )
     assert row["spend"] == pytest.approx(want_cost, rel=1e-6)
 
 

@@ -781,7 +781,13 @@ mod tests {
         assert_eq!(sonnet46.thinking, ThinkingStyle::Either);
         let haiku45 = t.rules_for("anthropic", "claude-haiku-4-5");
         assert_eq!(haiku45.thinking, ThinkingStyle::Budget);
-        assert_eq!(haiku45.sampling, Sampling::OneOf);
+        assert_eq!(
+            haiku45.sampling,
+            Sampling::Refused,
+            "the Messages API's types"
+        );
+        let converse = t.rules_for("bedrock", "anthropic.claude-haiku-4-5-20251001-v1:0");
+        assert_eq!(converse.sampling, Sampling::OneOf);
         let bedrock = t.rules_for("bedrock", "us.anthropic.claude-opus-4-8");
         assert_eq!(bedrock.thinking, ThinkingStyle::Adaptive);
         let o3 = t.rules_for("openai", "o3");

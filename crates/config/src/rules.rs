@@ -357,6 +357,9 @@ mod tests {
         );
         let r = resolve("anthropic", "claude-sonnet-4-6", Some(&sonnet46));
         assert_eq!(r.thinking, ThinkingStyle::Either);
+        // Anthropic's Messages API takes no sampling parameters at all (its SDK's types).
+        assert_eq!(r.sampling, Sampling::Refused);
+        let r = resolve("bedrock", "anthropic.claude-sonnet-4-6", Some(&sonnet46));
         assert_eq!(r.sampling, Sampling::OneOf);
 
         let sonnet45 = caps(r#"{"supports_reasoning": true}"#);
@@ -368,8 +371,8 @@ mod tests {
         assert_eq!(r.thinking, ThinkingStyle::Budget);
         assert_eq!(r.sampling, Sampling::OneOf);
 
-        // A model the registry does not know is forwarded as the client wrote it.
-        let r = resolve("anthropic", "claude-3-5-sonnet-20241022", None);
+        // A model neither knows is forwarded as the client wrote it.
+        let r = resolve("bedrock", "anthropic.claude-3-5-sonnet-20241022-v2:0", None);
         assert_eq!(
             (r.thinking, r.sampling),
             (ThinkingStyle::Budget, Sampling::Any)

@@ -191,7 +191,12 @@ impl Plan {
     fn function_call(&self) -> Option<Value> {
         self.tool.as_ref().map(|t| {
             let args: Value = serde_json::from_str(&t.arguments).unwrap_or_else(|_| json!({}));
-            json!({"functionCall": {"name": t.name, "args": args}})
+            let mut part = json!({"functionCall": {"name": t.name, "args": args}});
+            // Gemini 3 signs the reasoning behind each call; it must come back next turn.
+            if super::rules::signs_calls(&self.model) {
+                part["thoughtSignature"] = super::rules::signature(self.serial).into();
+            }
+            part
         })
     }
 

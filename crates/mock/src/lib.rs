@@ -29,6 +29,7 @@ mod media;
 mod openai;
 mod realtime;
 mod record;
+mod rules;
 mod server;
 mod settings;
 mod tools;
@@ -177,6 +178,15 @@ async fn respond_as(
             "missing_required_parameter",
         );
     };
+    // What the real API refuses for this model, it refuses here too (`rules.rs`).
+    let refused = match endpoint {
+        Endpoint::Messages => rules::anthropic_refusal(model, body).map(|m| (m, None)),
+        Endpoint::ChatCompletions => rules::openai_refusal(model, body).map(|(m, p)| (m, Some(p))),
+        _ => None,
+    };
+    if let Some((message, param)) = refused {
+        return bad_request(dialect, &message, param, "unsupported_parameter");
+    }
     // A mock "token" is four bytes of request body: cheap, deterministic, grows with the prompt.
     let prompt_tokens = (body.len() as u64).div_ceil(4).max(1);
     let text = match endpoint {
@@ -426,6 +436,9 @@ pub(crate) async fn respond_native(
             if let Some(f) = native_fault(&s, gemini::error).await {
                 return f;
             }
+            if let Some(refusal) = rules::gemini_refusal(model, body) {
+                return gemini::bad_request(&refusal);
+            }
             let sse = gemini::asks_sse(uri.query());
             gemini::answer(model, *op, sse, body, &s, prompt_tokens)
         }
@@ -588,6 +601,15 @@ async fn vertex_anthropic(
         return bad_request(
             Dialect::Anthropic,
             "anthropic_version: vertex-2023-10-16 is required",
+            None,
+            "invalid_request",
+        );
+    }
+    // The URL names the model; rawPredict refuses one in the body.
+    if v.get("model").is_some() {
+        return bad_request(
+            Dialect::Anthropic,
+            "model: Extra inputs are not permitted",
             None,
             "invalid_request",
         );

@@ -36,6 +36,17 @@ pub enum KeyHeader {
     Signed,
 }
 
+/// Where a same-dialect call goes: the vendor's own API, or a platform that hosts it with a
+/// body of its own (Claude on Vertex AI: Anthropic's Messages body without `model`, with the
+/// platform's `anthropic_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// The vendor's API: the model is spliced in.
+    Vendor,
+    /// Vertex AI's `rawPredict` for a Claude model, with this `anthropic_version`.
+    Vertex(&'static str),
+}
+
 /// The HTTP side of a deployment: everything but its URLs and per-request credentials.
 #[derive(Debug)]
 pub struct HttpTarget {
@@ -136,6 +147,20 @@ impl HttpTarget {
         call: &Call<'_>,
         extra: &[HeaderName],
     ) -> Result<Response<UpstreamBody>, ApiError> {
+        self.relay(url, call, extra, self.request_headers(call), Host::Vendor)
+            .await
+    }
+
+    /// A same-dialect call relayed to `url` with `headers` (the provider's credentials in
+    /// them), its body reshaped for `host`.
+    pub async fn relay(
+        &self,
+        url: &Uri,
+        call: &Call<'_>,
+        extra: &[HeaderName],
+        headers: HeaderMap,
+        host: Host,
+    ) -> Result<Response<UpstreamBody>, ApiError> {
         let multipart = call.envelope.format == BodyFormat::Multipart;
         let model = if multipart {
             // A form field holds the model as plain text.
@@ -144,7 +169,7 @@ impl HttpTarget {
             self.model_json(call)
         };
         let unchanged = call.body.get(call.envelope.model_range.clone()) == Some(&model[..]);
-        let fitted = match call.endpoint {
+        let mut fitted = match call.endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => fit::pass_through(
                 call.body,
                 &call.envelope.tunables,
@@ -153,10 +178,22 @@ impl HttpTarget {
             )?,
             _ => None,
         };
+        let new_model = match host {
+            Host::Vendor => (!unchanged).then_some(&model),
+            Host::Vertex(version) => {
+                // The URL names the model; the body names the platform's API version.
+                let (edits, _) = fitted.get_or_insert_with(Default::default);
+                edits.remove.push(call.envelope.model_range.clone());
+                edits
+                    .insert
+                    .push(Bytes::from(format!("\"anthropic_version\":\"{version}\",")));
+                None
+            }
+        };
         let segments = splice(
             call.body,
             call.envelope,
-            (!unchanged).then_some(&model),
+            new_model,
             call.force_usage,
             fitted.as_ref().map(|(edits, _)| edits),
         )?;
@@ -167,7 +204,7 @@ impl HttpTarget {
         let mut req = Request::post(url.clone())
             .body(body)
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-        *req.headers_mut() = self.request_headers(call);
+        *req.headers_mut() = headers;
         if multipart {
             // The form's boundary is the client's.
             if let Some(ct) = call.client_headers.get(CONTENT_TYPE) {

@@ -1,6 +1,7 @@
 //! Vertex AI: Gemini models (Google's `generateContent`, `crate::gemini`'s codec) and Claude
 //! models (Anthropic's Messages with Vertex's `anthropic_version` and no `model` in the body:
-//! `AnthropicMessages::VERTEX`),
+//! an Anthropic client's request relayed with only those changes, an OpenAI client's written
+//! by `AnthropicMessages::VERTEX`),
 //! below a project and location, with OAuth tokens from a service account
 //! (`sluice_net::google_auth`), cached and refreshed off the request path.
 
@@ -8,12 +9,14 @@ use std::sync::Arc;
 
 use http::header::AUTHORIZATION;
 use bytes::Bytes;
-use http::{Response, Uri};
+use http::header::HeaderName;
+use http::{HeaderMap, Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::google_auth::{read_key_file, TokenSource};
 use sluice_net::sigv4::uri_encode;
+use sluice_translate::anthropic::VERTEX_VERSION;
 use sluice_translate::codec::AnthropicMessages;
 use sluice_translate::Codec;
 
@@ -21,7 +24,7 @@ use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
 use crate::gemini::{GenerateContent, Imagen};
-use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
+use crate::http::{Host, HttpTarget, KeyHeader, ModelUrls, Op};
 use crate::registry::{Base, ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -157,11 +160,19 @@ impl Upstream for Vertex {
         match call.endpoint {
             Endpoint::ChatCompletions | Endpoint::Messages => {
                 let model = http.model(call)?;
-                if is_claude(&model) {
-                    chat(t, call, &AnthropicMessages::VERTEX, &t.anthropic, model).await
-                } else {
-                    chat(t, call, &GenerateContent, &t.google, model).await
+                if !is_claude(&model) {
+                    return chat(t, call, &GenerateContent, &t.google, model).await;
                 }
+                if call.endpoint != Endpoint::Messages {
+                    return chat(t, call, &AnthropicMessages::VERTEX, &t.anthropic, model).await;
+                }
+                // An Anthropic client's body as rawPredict takes it: only the platform's
+                // changes (no `model`, Vertex's `anthropic_version`), nothing lost in between.
+                let op = Op::chat(call.envelope.stream);
+                let uri = t.anthropic.get(op, http.wildcard_model(&model))?;
+                let headers = headers(t, call).await?;
+                let host = Host::Vertex(VERTEX_VERSION);
+                http.relay(&uri, call, &CLIENT_HEADERS, headers, host).await
             }
             Endpoint::ImageGenerations => {
                 exchange::images(
@@ -215,9 +226,14 @@ async fn post(
     uri: Result<Uri, ApiError>,
     body: Bytes,
 ) -> Result<Response<UpstreamBody>, ApiError> {
-    let http = &t.http;
     let uri = uri?;
-    let mut headers = http.headers.next().clone();
+    let headers = headers(t, call).await?;
+    t.http.post(uri, headers, body).await
+}
+
+/// The headers of one request: the deployment's, its OAuth token, the call's trace context.
+async fn headers(t: &Target, call: &Call<'_>) -> Result<HeaderMap, ApiError> {
+    let mut headers = t.http.headers.next().clone();
     if let Some(tokens) = &t.tokens {
         let h = tokens
             .header()
@@ -226,8 +242,12 @@ async fn post(
         headers.insert(AUTHORIZATION, h);
     }
     call.trace_headers(&mut headers);
-    http.post(uri, headers, body).await
+    Ok(headers)
 }
+
+/// The Anthropic beta features a Claude client asks for, passed to Vertex AI as Anthropic
+/// takes them.
+static CLIENT_HEADERS: [HeaderName; 1] = [HeaderName::from_static("anthropic-beta")];
 
 /// A Claude model id (`claude-sonnet-4@20250514`), served on Vertex AI by Anthropic.
 fn is_claude(model: &str) -> bool {
