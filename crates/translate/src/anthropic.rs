@@ -189,21 +189,23 @@ struct RawMetadata {
     rest: Map<String, Value>,
 }
 
+/// Anthropic's `thinking` (read by `crate::fit` too, for a same-dialect body).
 #[derive(Deserialize)]
-struct RawThinking {
+pub(crate) struct RawThinking {
     #[serde(rename = "type")]
-    kind: String,
+    pub(crate) kind: String,
     #[serde(default)]
-    budget_tokens: Option<u64>,
+    pub(crate) budget_tokens: Option<u64>,
 }
 
+/// Anthropic's `output_config` (read by `crate::fit` too).
 #[derive(Deserialize)]
-struct RawOutputConfig {
+pub(crate) struct RawOutputConfig {
     #[serde(default)]
     format: Option<RawJsonFormat>,
     /// How hard the model thinks, with adaptive thinking.
     #[serde(default)]
-    effort: Option<String>,
+    pub(crate) effort: Option<String>,
     /// `task_budget`, …: hints, noted as `output_config.<key>`.
     #[serde(flatten)]
     rest: Map<String, Value>,

@@ -4,12 +4,11 @@
 //! field, effort levels) they read from the same [`ModelRules`] in [`Params`].
 
 use bytes::Bytes;
-use serde::Deserialize;
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
 use sluice_core::rules::{Effort, ModelRules, OutputCap, Sampling};
 
-use crate::anthropic::{self, Shape};
+use crate::anthropic::{self, RawOutputConfig, RawThinking, Shape};
 use crate::envelope::{self, Edits, Span, Tunable, Tunables};
 use crate::ir::{ChatRequest, Thinking};
 use crate::Params;
@@ -41,6 +40,145 @@ pub fn fit(req: &mut ChatRequest, params: &mut Params) {
             *user = fitted;
         }
     }
+}
+
+/// The edits that fit a same-dialect call's body to its model, and the names of what they
+/// drop (for `x-sluice-dropped-params`); `None` when the body already fits. Only chat calls
+/// (`chat/completions`, Anthropic's `messages`) are fitted.
+pub fn pass_through(
+    body: &[u8],
+    t: &Tunables,
+    dialect: Dialect,
+    rules: &ModelRules,
+) -> Result<Option<(Edits, Vec<&'static str>)>, ApiError> {
+    let mut edits = Edits::default();
+    let mut dropped: Vec<&'static str> = Vec::new();
+    let span = |which| t.span(body, which);
+    let mut remove = |which: Tunable, name: &'static str, edits: &mut Edits| {
+        if let Some(s) = span(which) {
+            edits.remove.push(s.range());
+            dropped.push(name);
+        }
+    };
+    match rules.sampling {
+        Sampling::Any => {}
+        Sampling::OneOf => {
+            if span(Tunable::Temperature).is_some() {
+                remove(Tunable::TopP, "top_p", &mut edits);
+            }
+        }
+        Sampling::Refused => {
+            remove(Tunable::Temperature, "temperature", &mut edits);
+            remove(Tunable::TopP, "top_p", &mut edits);
+            remove(Tunable::TopK, "top_k", &mut edits);
+        }
+    }
+    if let Some(user) = span(Tunable::User) {
+        if let Some(fitted) = user_value(body, user).and_then(|u| rules.user_ids.fit(&u)) {
+            edits.replace.push((user.range(), json_string(&fitted)));
+        }
+    }
+    match dialect {
+        Dialect::OpenAi => {
+            if let (OutputCap::MaxCompletionTokens, Some(span)) =
+                (rules.output_cap, span(Tunable::MaxTokens))
+            {
+                if t.max_completion_tokens {
+                    // Both given: the newer field stands.
+                    edits.remove.push(span.range());
+                } else {
+                    let key = envelope::key_range(body, span.start())?;
+                    edits
+                        .replace
+                        .push((key, Bytes::from_static(b"\"max_completion_tokens\"")));
+                }
+            }
+        }
+        Dialect::Anthropic => anthropic_thinking(body, t, rules, &mut edits, &mut dropped)?,
+    }
+    Ok((!edits.is_empty()).then_some((edits, dropped)))
+}
+
+/// An Anthropic-dialect body's thinking made the shape the model takes, and `max_tokens`
+/// given when the client left it out (Anthropic requires it).
+fn anthropic_thinking(
+    body: &[u8],
+    t: &Tunables,
+    rules: &ModelRules,
+    edits: &mut Edits,
+    dropped: &mut Vec<&'static str>,
+) -> Result<(), ApiError> {
+    let output_config = t.span(body, Tunable::OutputConfig);
+    let asked = t.span(body, Tunable::Thinking).and_then(|span| {
+        let raw: RawThinking = serde_json::from_slice(&body[span.range()]).ok()?;
+        let effort = output_config
+            .and_then(|c| serde_json::from_slice::<RawOutputConfig>(&body[c.range()]).ok())
+            .and_then(|c| c.effort)
+            .and_then(|e| Effort::parse(&e));
+        match raw.kind.as_str() {
+            "enabled" => Some((span, Thinking::Budget(raw.budget_tokens?), effort)),
+            "adaptive" => Some((span, Thinking::Adaptive(effort), effort)),
+            _ => None,
+        }
+    });
+    let max_tokens = t
+        .span(body, Tunable::MaxTokens)
+        .and_then(|s| serde_json::from_slice::<u64>(&body[s.range()]).ok());
+    let mut budget = None;
+    if let Some((span, thinking, effort)) = asked {
+        let shape = anthropic::Shape::of(thinking, rules);
+        let changed = !matches!(
+            (thinking, shape),
+            (Thinking::Budget(_), Shape::Budget(_)) | (Thinking::Adaptive(_), Shape::Adaptive(_))
+        );
+        if changed {
+            let mut written = serde_json::Map::new();
+            shape.write(&mut written);
+            if let Some(v) = written.get("thinking") {
+                edits
+                    .replace
+                    .push((span.range(), Bytes::from(v.to_string())));
+            }
+            match (shape, output_config) {
+                // Adaptive now: the effort goes in `output_config`, unless the client's has one.
+                (Shape::Adaptive(Some(e)), None) => edits.insert.push(Bytes::from(format!(
+                    "\"output_config\":{{\"effort\":\"{}\"}},",
+                    e.name()
+                ))),
+                // A budget now: an effort-only `output_config` goes with adaptive thinking.
+                (Shape::Budget(_), Some(c)) if effort.is_some() && effort_only(body, c) => {
+                    edits.remove.push(c.range());
+                }
+                _ => {}
+            }
+            dropped.push("thinking");
+        }
+        budget = shape.budget();
+    }
+    if max_tokens.is_none() {
+        let wanted = anthropic::DEFAULT_MAX_TOKENS + budget.unwrap_or(0);
+        let max = rules
+            .max_output_tokens
+            .map_or(wanted, |cap| wanted.min(u64::from(cap)));
+        edits
+            .insert
+            .push(Bytes::from(format!("\"max_tokens\":{max},")));
+    }
+    Ok(())
+}
+
+/// `output_config` holds nothing but `effort`.
+fn effort_only(body: &[u8], span: Span) -> bool {
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body[span.range()])
+        .is_ok_and(|m| m.len() == 1 && m.contains_key("effort"))
+}
+
+fn user_value(body: &[u8], span: Span) -> Option<String> {
+    serde_json::from_slice(&body[span.range()]).ok()
+}
+
+fn json_string(s: &str) -> Bytes {
+    Bytes::from(serde_json::Value::from(s).to_string())
 }
 
 #[cfg(test)]
@@ -224,157 +362,4 @@ mod tests {
         let user = v["user"].as_str().unwrap();
         assert!(user.starts_with("u-") && user.len() == 18);
     }
-}
-
-/// The edits that fit a same-dialect call's body to its model, and the names of what they
-/// drop (for `x-sluice-dropped-params`); `None` when the body already fits. Only chat calls
-/// (`chat/completions`, Anthropic's `messages`) are fitted.
-pub fn pass_through(
-    body: &[u8],
-    t: &Tunables,
-    dialect: Dialect,
-    rules: &ModelRules,
-) -> Result<Option<(Edits, Vec<&'static str>)>, ApiError> {
-    let mut edits = Edits::default();
-    let mut dropped: Vec<&'static str> = Vec::new();
-    let span = |which| t.span(body, which);
-    let mut remove = |which: Tunable, name: &'static str, edits: &mut Edits| {
-        if let Some(s) = span(which) {
-            edits.remove.push(s.range());
-            dropped.push(name);
-        }
-    };
-    match rules.sampling {
-        Sampling::Any => {}
-        Sampling::OneOf => {
-            if span(Tunable::Temperature).is_some() {
-                remove(Tunable::TopP, "top_p", &mut edits);
-            }
-        }
-        Sampling::Refused => {
-            remove(Tunable::Temperature, "temperature", &mut edits);
-            remove(Tunable::TopP, "top_p", &mut edits);
-            remove(Tunable::TopK, "top_k", &mut edits);
-        }
-    }
-    if let Some(user) = span(Tunable::User) {
-        if let Some(fitted) = user_value(body, user).and_then(|u| rules.user_ids.fit(&u)) {
-            edits.replace.push((user.range(), json_string(&fitted)));
-        }
-    }
-    match dialect {
-        Dialect::OpenAi => {
-            if let (OutputCap::MaxCompletionTokens, Some(span)) =
-                (rules.output_cap, span(Tunable::MaxTokens))
-            {
-                if t.max_completion_tokens {
-                    // Both given: the newer field stands.
-                    edits.remove.push(span.range());
-                } else {
-                    let key = envelope::key_range(body, span.start())?;
-                    edits
-                        .replace
-                        .push((key, Bytes::from_static(b"\"max_completion_tokens\"")));
-                }
-            }
-        }
-        Dialect::Anthropic => anthropic_thinking(body, t, rules, &mut edits, &mut dropped)?,
-    }
-    Ok((!edits.is_empty()).then_some((edits, dropped)))
-}
-
-/// An Anthropic-dialect body's thinking made the shape the model takes, and `max_tokens`
-/// given when the client left it out (Anthropic requires it).
-fn anthropic_thinking(
-    body: &[u8],
-    t: &Tunables,
-    rules: &ModelRules,
-    edits: &mut Edits,
-    dropped: &mut Vec<&'static str>,
-) -> Result<(), ApiError> {
-    let output_config = t.span(body, Tunable::OutputConfig);
-    let asked = t.span(body, Tunable::Thinking).and_then(|span| {
-        let raw: RawThinking = serde_json::from_slice(&body[span.range()]).ok()?;
-        let effort = output_config
-            .and_then(|c| serde_json::from_slice::<RawOutputConfig>(&body[c.range()]).ok())
-            .and_then(|c| c.effort)
-            .and_then(|e| Effort::parse(&e));
-        match raw.kind.as_str() {
-            "enabled" => Some((span, Thinking::Budget(raw.budget_tokens?), effort)),
-            "adaptive" => Some((span, Thinking::Adaptive(effort), effort)),
-            _ => None,
-        }
-    });
-    let max_tokens = t
-        .span(body, Tunable::MaxTokens)
-        .and_then(|s| serde_json::from_slice::<u64>(&body[s.range()]).ok());
-    let mut budget = None;
-    if let Some((span, thinking, effort)) = asked {
-        let shape = anthropic::Shape::of(thinking, rules);
-        let changed = !matches!(
-            (thinking, shape),
-            (Thinking::Budget(_), Shape::Budget(_)) | (Thinking::Adaptive(_), Shape::Adaptive(_))
-        );
-        if changed {
-            let mut written = serde_json::Map::new();
-            shape.write(&mut written);
-            if let Some(v) = written.get("thinking") {
-                edits
-                    .replace
-                    .push((span.range(), Bytes::from(v.to_string())));
-            }
-            match (shape, output_config) {
-                // Adaptive now: the effort goes in `output_config`, unless the client's has one.
-                (Shape::Adaptive(Some(e)), None) => edits.insert.push(Bytes::from(format!(
-                    "\"output_config\":{{\"effort\":\"{}\"}},",
-                    e.name()
-                ))),
-                // A budget now: an effort-only `output_config` goes with adaptive thinking.
-                (Shape::Budget(_), Some(c)) if effort.is_some() && effort_only(body, c) => {
-                    edits.remove.push(c.range());
-                }
-                _ => {}
-            }
-            dropped.push("thinking");
-        }
-        budget = shape.budget();
-    }
-    if max_tokens.is_none() {
-        let wanted = anthropic::DEFAULT_MAX_TOKENS + budget.unwrap_or(0);
-        let max = rules
-            .max_output_tokens
-            .map_or(wanted, |cap| wanted.min(u64::from(cap)));
-        edits
-            .insert
-            .push(Bytes::from(format!("\"max_tokens\":{max},")));
-    }
-    Ok(())
-}
-
-#[derive(Deserialize)]
-struct RawThinking {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    budget_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct RawOutputConfig {
-    #[serde(default)]
-    effort: Option<String>,
-}
-
-/// `output_config` holds nothing but `effort`.
-fn effort_only(body: &[u8], span: Span) -> bool {
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body[span.range()])
-        .is_ok_and(|m| m.len() == 1 && m.contains_key("effort"))
-}
-
-fn user_value(body: &[u8], span: Span) -> Option<String> {
-    serde_json::from_slice(&body[span.range()]).ok()
-}
-
-fn json_string(s: &str) -> Bytes {
-    Bytes::from(serde_json::Value::from(s).to_string())
 }

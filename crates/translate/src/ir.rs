@@ -296,6 +296,12 @@ pub enum StopReason {
     ToolUse,
     /// The provider refused or filtered the answer.
     ContentFilter,
+    /// The prompt and the answer filled the model's context window (Anthropic's and Bedrock's
+    /// `model_context_window_exceeded`; OpenAI's clients see `length`).
+    ContextWindow,
+    /// A long turn paused by the server, to be continued by sending the answer back
+    /// (Anthropic's `pause_turn`; OpenAI's clients see `stop`).
+    PauseTurn,
 }
 
 impl StopReason {
@@ -303,9 +309,10 @@ impl StopReason {
     pub const fn openai(self) -> &'static str {
         match self {
             Self::EndTurn | Self::StopSequence => "stop",
-            Self::MaxTokens => "length",
+            Self::MaxTokens | Self::ContextWindow => "length",
             Self::ToolUse => "tool_calls",
             Self::ContentFilter => "content_filter",
+            Self::PauseTurn => "stop",
         }
     }
 
@@ -327,16 +334,20 @@ impl StopReason {
             Self::MaxTokens => "max_tokens",
             Self::ToolUse => "tool_use",
             Self::ContentFilter => "refusal",
+            Self::ContextWindow => "model_context_window_exceeded",
+            Self::PauseTurn => "pause_turn",
         }
     }
 
-    /// Read Anthropic's `stop_reason` (`pause_turn` ends the turn for the client).
+    /// Read Anthropic's `stop_reason` (every value its SDK's `StopReason` lists).
     pub fn from_anthropic(s: &str) -> Self {
         match s {
             "stop_sequence" => Self::StopSequence,
-            "max_tokens" | "model_context_window_exceeded" => Self::MaxTokens,
+            "max_tokens" => Self::MaxTokens,
+            "model_context_window_exceeded" => Self::ContextWindow,
             "tool_use" => Self::ToolUse,
             "refusal" => Self::ContentFilter,
+            "pause_turn" => Self::PauseTurn,
             _ => Self::EndTurn,
         }
     }

@@ -779,3 +779,21 @@ mod round_trip {
         }
     }
 }
+
+#[test]
+fn every_anthropic_stop_reason_survives_and_openai_gets_its_nearest() {
+    // The anthropic SDK's `StopReason` literals (2.14).
+    for (reason, openai) in [
+        ("end_turn", "stop"),
+        ("max_tokens", "length"),
+        ("stop_sequence", "stop"),
+        ("tool_use", "tool_calls"),
+        ("pause_turn", "stop"),
+        ("refusal", "content_filter"),
+        ("model_context_window_exceeded", "length"),
+    ] {
+        let stop = StopReason::from_anthropic(reason);
+        assert_eq!(stop.anthropic(), reason);
+        assert_eq!(stop.openai(), openai, "{reason}");
+    }
+}

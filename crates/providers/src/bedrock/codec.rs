@@ -365,7 +365,8 @@ impl From<RawUsage> for Usage {
 fn stop_reason(s: &str) -> StopReason {
     match s {
         "tool_use" => StopReason::ToolUse,
-        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "max_tokens" => StopReason::MaxTokens,
+        "model_context_window_exceeded" => StopReason::ContextWindow,
         "stop_sequence" => StopReason::StopSequence,
         "guardrail_intervened" | "content_filtered" => StopReason::ContentFilter,
         _ => StopReason::EndTurn,

@@ -394,9 +394,17 @@ impl From<RawUsage> for Usage {
 fn stop_reason(s: &str) -> StopReason {
     match s {
         "MAX_TOKENS" => StopReason::MaxTokens,
-        "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => {
-            StopReason::ContentFilter
-        }
+        // Every refusal google-genai's `FinishReason` lists (Model Armor's included).
+        "SAFETY"
+        | "RECITATION"
+        | "LANGUAGE"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION"
+        | "MODEL_ARMOR" => StopReason::ContentFilter,
         _ => StopReason::EndTurn,
     }
 }
