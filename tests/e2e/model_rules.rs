@@ -242,3 +242,30 @@ async fn a_404_for_count_tokens_does_not_cool_the_deployment_for_messages() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_wildcard_deployment_looks_up_the_rules_of_the_model_asked_for() {
+    let up = recording(Reply::Json(200, ANTHROPIC_ANSWER)).await;
+    let base = up.base().trim_end_matches("/v1").to_owned();
+    let gw = gateway(&format!(
+        "model_list:\n  - model_name: \"anthropic/*\"\n    litellm_params: {{model: \"anthropic/*\", api_base: \"{base}\", api_key: k}}\nrouter_settings: {{num_retries: 0}}\ngeneral_settings: {{master_key: sk-master}}\n"
+    ))
+    .await;
+    for (model, thinking) in [
+        ("anthropic/claude-opus-4-7", json!({"type": "adaptive"})),
+        (
+            "anthropic/claude-haiku-4-5",
+            json!({"type": "enabled", "budget_tokens": 4096}),
+        ),
+    ] {
+        let a = chat(
+            &gw,
+            json!({"model": model, "reasoning_effort": "high",
+                "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{model}: {}", a.text());
+        let v = sent(&up);
+        assert_eq!(v["thinking"], thinking, "{model}: {v}");
+    }
+}

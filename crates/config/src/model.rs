@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
-use sluice_core::rules::ModelRules;
+use sluice_core::rules::{ModelRules, RuleBook};
 use sluice_core::Secret;
 use sluice_net::server::ConnLimits;
 use sluice_providers::passthrough::{Route, Unavailable};
@@ -258,6 +258,8 @@ pub struct Deployment {
     /// What its upstream model accepts, resolved at load from the registry and sluice's
     /// own rule table (`rules`).
     pub rules: ModelRules,
+    /// For a wildcard deployment (`anthropic/*`), the rules of each model it is asked for.
+    pub rule_book: Option<RuleBook>,
     /// `use_in_pass_through`: its upstream and credentials serve its provider's pass-through
     /// route (the first such deployment of a provider does).
     pub use_in_pass_through: bool,
@@ -285,6 +287,7 @@ impl Deployment {
             image_prices: &self.image_prices,
             num_retries: self.num_retries,
             rules: self.rules,
+            rule_book: self.rule_book.as_ref(),
         }
     }
 }

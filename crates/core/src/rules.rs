@@ -84,6 +84,30 @@ fn hashed_id(id: &str) -> String {
     format!("u-{h:016x}")
 }
 
+/// The rules of any model a wildcard deployment (`anthropic/*`) may be asked for: its model
+/// is known only per request, so its rules are looked up then (in the same registry and table
+/// as a named deployment's, at load). Cheap to clone.
+#[derive(Clone)]
+pub struct RuleBook(std::sync::Arc<dyn Fn(&str) -> ModelRules + Send + Sync>);
+
+impl RuleBook {
+    /// A book that looks rules up with `lookup`.
+    pub fn new(lookup: impl Fn(&str) -> ModelRules + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(lookup))
+    }
+
+    /// The rules of `model`.
+    pub fn of(&self, model: &str) -> ModelRules {
+        (self.0)(model)
+    }
+}
+
+impl std::fmt::Debug for RuleBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RuleBook")
+    }
+}
+
 /// How a model is asked to think.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ThinkingStyle {

@@ -11,7 +11,7 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AG
 use http::{HeaderMap, Request, Response, Uri};
 use sluice_core::endpoint::{BodyFormat, Endpoint};
 use sluice_core::error::ApiError;
-use sluice_core::rules::ModelRules;
+use sluice_core::rules::{ModelRules, RuleBook};
 use sluice_core::Secret;
 use sluice_net::client::error_chain;
 use sluice_net::{SegmentsBody, UpstreamClient};
@@ -58,6 +58,8 @@ pub struct HttpTarget {
     pub drop_params: bool,
     /// What the upstream model accepts (resolved at config load).
     pub rules: ModelRules,
+    /// A wildcard deployment's rules of each model it is asked for.
+    rule_book: Option<RuleBook>,
     /// Headers sent on every request (auth, extra headers), one set per key.
     pub headers: KeyRing,
     /// The upstream model name encoded as a JSON string, spliced into the body.
@@ -94,6 +96,7 @@ impl HttpTarget {
             client,
             drop_params: d.drop_params,
             rules: d.rules,
+            rule_book: d.rule_book.clone(),
             headers,
             model_json: encode_model(&u.model),
             tls: u.connect.tls.clone(),
@@ -107,6 +110,15 @@ impl HttpTarget {
         match (&self.wildcard, call.capture) {
             (Some(_), _) => encode_model(&self.model_for(call.capture, &call.envelope.model)),
             (None, _) => self.model_json.clone(),
+        }
+    }
+
+    /// The rules of the model this call goes to: the deployment's, or for a wildcard
+    /// deployment the asked model's (looked up per call).
+    pub fn rules_for(&self, call: &Call<'_>) -> ModelRules {
+        match (&self.rule_book, &self.wildcard) {
+            (Some(book), Some(_)) => book.of(&self.model_for(call.capture, &call.envelope.model)),
+            _ => self.rules,
         }
     }
 
@@ -174,7 +186,7 @@ impl HttpTarget {
                 call.body,
                 &call.envelope.tunables,
                 call.endpoint.dialect(),
-                &self.rules,
+                &self.rules_for(call),
             )?,
             _ => None,
         };

@@ -9,7 +9,7 @@ use http::Response;
 use sluice_core::error::ApiError;
 use sluice_core::price::{ImagePrices, Price};
 use sluice_core::record::DeploymentInfo;
-use sluice_core::rules::ModelRules;
+use sluice_core::rules::{ModelRules, RuleBook};
 use sluice_net::ClientRegistry;
 
 use crate::body::UpstreamBody;
@@ -112,6 +112,8 @@ pub struct DeploymentSpec<'a> {
     pub num_retries: Option<u32>,
     /// What its upstream model accepts.
     pub rules: ModelRules,
+    /// For a wildcard deployment, the rules of each model it is asked for.
+    pub rule_book: Option<&'a RuleBook>,
 }
 
 /// What a provider module builds its target from.
@@ -129,6 +131,8 @@ pub struct Prepared<'a> {
     pub drop_params: bool,
     /// What the upstream model accepts.
     pub rules: ModelRules,
+    /// For a wildcard deployment, the rules of each model it is asked for.
+    pub rule_book: Option<RuleBook>,
 }
 
 impl Prepared<'_> {
@@ -212,6 +216,7 @@ impl DeploymentTarget {
             timeouts: d.timeouts,
             drop_params,
             rules: d.rules,
+            rule_book: d.rule_book.cloned(),
         };
         let upstream = d.upstream.specific.target(&prepared)?;
         let id_header =

@@ -17,6 +17,7 @@ use sluice_providers::{provider_keys, settings, ApiKey, Given};
 use crate::model::{Deployment, ModelInfo, UnitCosts};
 use crate::prices::{PriceSource, PriceTable, COST_MAP_ENV};
 use crate::raw::{RawKey, RawKeys, RawModel, PARAM_KEYS};
+use sluice_core::rules::RuleBook;
 
 /// Router-wide timeout defaults a deployment inherits.
 pub(super) struct Defaults {
@@ -178,6 +179,7 @@ fn deployment(
         price: sluice_core::price::Price::default(),
         image_prices: sluice_core::price::ImagePrices::default(),
         rules: sluice_core::rules::ModelRules::default(),
+        rule_book: None,
         model_info,
         model_name,
         use_in_pass_through,
@@ -293,6 +295,10 @@ fn price_all(deployments: &mut [(usize, Deployment)], env: &dyn Env, p: &mut Pro
         d.price = resolved.price;
         d.image_prices = resolved.images;
         d.rules = resolved.rules;
+        if d.upstream.model.contains('*') {
+            let (table, prefix) = (table.clone(), d.provider().name());
+            d.rule_book = Some(RuleBook::new(move |model| table.rules_for(prefix, model)));
+        }
         if resolved.source == PriceSource::Unknown && d.provider().priced() {
             p.warn(
                 format!("model_list[{i}].litellm_params.model"),

@@ -88,7 +88,7 @@ impl Upstream for Anthropic {
                     &AnthropicMessages::DIRECT,
                     call,
                     http.model(call)?,
-                    (http.drop_params, http.rules),
+                    (http.drop_params, http.rules_for(call)),
                     |_, _, body| http.post(t.messages.clone(), http.request_headers(call), body),
                 )
                 .await

@@ -152,7 +152,7 @@ impl Upstream for Bedrock {
                     &Converse,
                     call,
                     http.model(call)?,
-                    (http.drop_params, http.rules),
+                    (http.drop_params, http.rules_for(call)),
                     |stream, model, body| post(Op::chat(stream), model, body),
                 )
                 .await

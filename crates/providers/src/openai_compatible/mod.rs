@@ -250,7 +250,7 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
                 &OpenAiChat,
                 call,
                 http.model(call)?,
-                (http.drop_params, http.rules),
+                (http.drop_params, http.rules_for(call)),
                 |_, _, body| http.post(url.clone(), http.request_headers(call), body),
             ))
             .await

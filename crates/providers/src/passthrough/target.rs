@@ -109,6 +109,7 @@ impl Target {
             timeouts,
             drop_params: false,
             rules: sluice_core::rules::ModelRules::default(),
+            rule_book: None,
         };
         let missing_key = || {
             let spec = route.spec();

@@ -211,7 +211,7 @@ async fn chat<C: Codec>(
     model: String,
 ) -> Result<Response<UpstreamBody>, ApiError> {
     let http = &t.http;
-    exchange::chat(http.provider, codec, call, model, (http.drop_params, http.rules), |stream, model, body| {
+    exchange::chat(http.provider, codec, call, model, (http.drop_params, http.rules_for(call)), |stream, model, body| {
         let uri = urls.get(Op::chat(stream), http.wildcard_model(model));
         post(t, call, uri, body)
     })
