@@ -74,7 +74,6 @@ WIRE = {
 # Paths sluice declines before any upstream call (a 400 `unsupported_parameter` naming the
 # parameter, as LiteLLM does without drop_params): checked as such, not judged.
 UNSUPPORTED = {
-    "openai-anthropic-structured": "response_format",
     "openai-vertex_claude-structured": "response_format",
     "openai-bedrock-structured": "response_format",
     "openai-anthropic-json_object": "response_format",

@@ -24,7 +24,8 @@ pub struct Capabilities {
     pub no_sampling: bool,
     /// `supports_output_config`.
     pub output_config: bool,
-    /// `supports_native_structured_output`.
+    /// `supports_native_structured_output` (or, on Bedrock,
+    /// `supports_bedrock_native_structured_output`).
     pub native_structured_output: bool,
     /// `thinking_on_by_default` or `thinking_always_on`.
     pub thinks_by_default: bool,
@@ -46,7 +47,8 @@ impl Capabilities {
             legacy_thinking: on("supports_legacy_thinking"),
             no_sampling: flag("supports_sampling_params") == Some(false),
             output_config: on("supports_output_config"),
-            native_structured_output: on("supports_native_structured_output"),
+            native_structured_output: on("supports_native_structured_output")
+                || on("supports_bedrock_native_structured_output"),
             thinks_by_default: on("thinking_on_by_default") || on("thinking_always_on"),
             max_output_tokens: entry
                 .get("max_output_tokens")

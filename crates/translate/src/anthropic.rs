@@ -501,11 +501,21 @@ fn request_body(
     req: &ChatRequest,
     params: &mut Params,
 ) -> Result<Map<String, Value>, TranslateError> {
-    if req.response_format.is_some() {
-        params.meaning_setting(Setting::ResponseFormat)?;
-    }
-    let mut body = Map::new();
     let rules = *params.rules();
+    let mut body = Map::new();
+    // A JSON schema goes in `output_config.format` for a model that answers in one natively
+    // (the registry's `supports_native_structured_output`); other models, and a bare
+    // `json_object` (the format needs a schema), cannot promise it.
+    match (&req.response_format, rules.native_structured_output) {
+        (None, _) => {}
+        (Some(ResponseFormat::Schema { schema, .. }), true) => {
+            body.insert(
+                "output_config".into(),
+                json!({"format": {"type": "json_schema", "schema": schema}}),
+            );
+        }
+        (Some(_), _) => params.meaning_setting(Setting::ResponseFormat)?,
+    }
     let mut thinking = req.thinking.map_or(Shape::Omit, |t| Shape::of(t, &rules));
     // Anthropic requires max_tokens, and more of them than the thinking budget.
     let max = req.max_tokens.unwrap_or_else(|| {

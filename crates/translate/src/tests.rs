@@ -797,3 +797,27 @@ fn every_anthropic_stop_reason_survives_and_openai_gets_its_nearest() {
         assert_eq!(stop.openai(), openai, "{reason}");
     }
 }
+
+#[test]
+fn a_json_schema_reaches_claude_natively_where_the_model_answers_in_one() {
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"}}}}"#;
+    let native = sluice_core::rules::ModelRules {
+        native_structured_output: true,
+        ..Default::default()
+    };
+    let mut p = Params::new(false, Dialect::OpenAi).with_rules(native);
+    let req = openai::parse_request(body, &mut p).unwrap();
+    let v = json_of(&anthropic::write_request(&req, &mut p).unwrap());
+    assert_eq!(
+        v["output_config"],
+        json!({"format": {"type": "json_schema", "schema": {"type": "object"}}})
+    );
+    // A model without it cannot promise the schema: refused by name, as before.
+    let mut p = Params::new(false, Dialect::OpenAi);
+    let req = openai::parse_request(body, &mut p).unwrap();
+    assert!(matches!(
+        anthropic::write_request(&req, &mut p),
+        Err(TranslateError::Unsupported(name)) if name == "response_format"
+    ));
+}

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use sluice_core::usage::Usage;
 use sluice_translate::ir::{
-    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, Text,
+    ChatRequest, ChatResponse, ImageSource, Part, ResponseFormat, Role, StopReason, StreamEvent, Text,
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::{Event, Framing, StreamRead};
@@ -58,10 +58,21 @@ impl Codec for Converse {
 // Requests
 
 /// Write a Converse request body (the model and the stream mode are in the URL). Converse has
-/// no end-user field (a hint) and no structured output (refused by name).
+/// no end-user field (a hint); a JSON schema goes in `outputConfig.textFormat` for a model the
+/// registry says answers in one natively, and is refused by name otherwise.
 pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
-    if req.response_format.is_some() {
-        params.meaning_setting(Setting::ResponseFormat)?;
+    let mut output = Map::new();
+    match (&req.response_format, params.rules().native_structured_output) {
+        (None, _) => {}
+        (Some(ResponseFormat::Schema { name, schema, .. }), true) => {
+            // botocore's `JsonSchemaDefinition.schema` is the schema as a string.
+            output.insert(
+                "textFormat".into(),
+                json!({"type": "json_schema", "structure": {"jsonSchema": {
+                    "schema": schema.to_string(), "name": name}}}),
+            );
+        }
+        (Some(_), _) => params.meaning_setting(Setting::ResponseFormat)?,
     }
     if req.user.is_some() {
         params.hint_setting(Setting::User);
@@ -126,6 +137,18 @@ pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, 
     }
     if let Some(t) = req.thinking {
         sluice_translate::anthropic::Shape::of(t, params.rules()).write(&mut extra);
+        // Converse carries the effort itself (`outputConfig.effort`, botocore's model).
+        if let Some(Value::Object(mut config)) = extra.remove("output_config") {
+            if let Some(effort) = config.remove("effort") {
+                output.insert("effort".into(), effort);
+            }
+            if !config.is_empty() {
+                extra.insert("output_config".into(), Value::Object(config));
+            }
+        }
+    }
+    if !output.is_empty() {
+        body.insert("outputConfig".into(), Value::Object(output));
     }
     if !extra.is_empty() {
         body.insert("additionalModelRequestFields".into(), Value::Object(extra));

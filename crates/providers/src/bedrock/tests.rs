@@ -257,3 +257,28 @@ fn bedrock_exceptions_and_errors() {
     );
     assert_eq!(json_of(&b)["error"]["code"], "context_length_exceeded");
 }
+
+#[test]
+fn converse_gets_a_native_schema_and_the_effort_in_output_config() {
+    use sluice_core::rules::{ModelRules, ThinkingStyle};
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],
+        "reasoning_effort":"high",
+        "response_format":{"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object"}}}}"#;
+    let rules = ModelRules {
+        native_structured_output: true,
+        thinking: ThinkingStyle::Adaptive,
+        ..ModelRules::default()
+    };
+    let mut p = Params::new(false, Dialect::OpenAi).with_rules(rules);
+    let req = openai::parse_request(body, &mut p).unwrap();
+    let v = json_of(&bedrock::write_request(&req, &mut p).unwrap());
+    assert_eq!(v["outputConfig"]["effort"], "high", "{v}");
+    let format = &v["outputConfig"]["textFormat"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["structure"]["jsonSchema"]["schema"], r#"{"type":"object"}"#);
+    assert_eq!(
+        v["additionalModelRequestFields"]["thinking"],
+        json!({"type": "adaptive"})
+    );
+    assert!(v["additionalModelRequestFields"].get("output_config").is_none());
+}
