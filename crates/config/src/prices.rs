@@ -72,6 +72,9 @@ pub struct PriceTable {
     providers: Arc<HashMap<String, String>>,
     /// What each entry says of its model's capabilities.
     caps: Arc<HashMap<String, Capabilities>>,
+    /// Vertex AI's premium for a regional (not global) endpoint, by entry
+    /// (`regional_endpoint_uplift_multiplier`).
+    uplifts: Arc<HashMap<String, f64>>,
     /// The entries keyed by image size, by the model their key ends in.
     images: Arc<HashMap<String, Vec<SizedEntry>>>,
 }
@@ -189,6 +192,7 @@ struct Parsed {
     prices: HashMap<String, Price>,
     providers: HashMap<String, String>,
     caps: HashMap<String, Capabilities>,
+    uplifts: HashMap<String, f64>,
 }
 
 impl Parsed {
@@ -197,6 +201,7 @@ impl Parsed {
         self.prices.extend(other.prices);
         self.providers.extend(other.providers);
         self.caps.extend(other.caps);
+        self.uplifts.extend(other.uplifts);
     }
 
     /// `other`'s entries for models these lack.
@@ -209,6 +214,9 @@ impl Parsed {
         }
         for (k, v) in other.caps {
             self.caps.entry(k).or_insert(v);
+        }
+        for (k, v) in other.uplifts {
+            self.uplifts.entry(k).or_insert(v);
         }
     }
 }
@@ -224,6 +232,13 @@ fn parse(text: &str) -> Result<Parsed, String> {
         };
         if let Some(c) = Capabilities::from_entry(entry) {
             out.caps.insert(name.clone(), c);
+        }
+        if let Some(u) = entry
+            .get("regional_endpoint_uplift_multiplier")
+            .and_then(Value::as_f64)
+            .filter(|u| u.is_finite() && *u > 0.0)
+        {
+            out.uplifts.insert(name.clone(), u);
         }
         let Some(price) = Price::from_entry(entry) else {
             continue;
@@ -265,6 +280,7 @@ impl PriceTable {
             prices: Arc::new(parsed.prices),
             providers: Arc::new(parsed.providers),
             caps: Arc::new(parsed.caps),
+            uplifts: Arc::new(parsed.uplifts),
         }
     }
 
@@ -308,6 +324,7 @@ impl PriceTable {
             prices: (*EMBEDDED.prices).clone(),
             providers: (*EMBEDDED.providers).clone(),
             caps: (*EMBEDDED.caps).clone(),
+            uplifts: (*EMBEDDED.uplifts).clone(),
         };
         parsed.overlay(file);
         Ok(Self::new(parsed))
@@ -424,7 +441,14 @@ impl PriceTable {
             .pick(None, Some((1024, 1024)))
             .and_then(|picked| sized.iter().find(|(_, e)| e == picked));
         let (mut price, mut source) = match (found, default_request) {
-            (Some((name, price)), _) => (price, PriceSource::Table(name)),
+            // Google prices a regional endpoint above the global one, by the same factor for
+            // every kind of token.
+            (Some((name, price)), _) => match (self.uplifts.get(&name), vertex_location(d)) {
+                (Some(uplift), Some(location)) if location != "global" => {
+                    (price.scaled(*uplift), PriceSource::Table(name))
+                }
+                _ => (price, PriceSource::Table(name)),
+            },
             (None, Some((key, e))) => (e.price, PriceSource::Table(key.clone())),
             (None, None) => (Price::default(), PriceSource::Unknown),
         };
@@ -470,6 +494,14 @@ impl PriceTable {
             },
             source,
         }
+    }
+}
+
+/// A Vertex AI deployment's location.
+fn vertex_location(d: &Deployment) -> Option<&str> {
+    match &d.upstream.specific {
+        sluice_providers::ProviderConfig::Vertex(c) => Some(&c.location),
+        _ => None,
     }
 }
 
@@ -768,6 +800,32 @@ mod tests {
         assert!(gpt_image.output > 0.0, "image output tokens are priced");
         let whisper = t.get("whisper-1").unwrap();
         assert_eq!(whisper.per_second, 0.0001, "one rate per second, not two");
+    }
+
+    #[test]
+    fn a_regional_vertex_endpoint_costs_the_registrys_uplift_more() {
+        let c = config(
+            "model_list:
+  - model_name: regional
+    litellm_params: {model: vertex_ai/gemini-3.5-flash, vertex_project: p, vertex_location: us-central1}
+  - model_name: global
+    litellm_params: {model: vertex_ai/gemini-3.5-flash, vertex_project: p, vertex_location: global}
+",
+        );
+        let price = |name: &str| {
+            c.deployments
+                .iter()
+                .find(|d| d.model_name == name)
+                .map(|d| d.price)
+                .unwrap()
+        };
+        let (regional, global) = (price("regional"), price("global"));
+        assert!(global.input > 0.0);
+        assert!(
+            (regional.input / global.input - 1.1).abs() < 1e-9,
+            "{regional:?} {global:?}"
+        );
+        assert!((regional.output / global.output - 1.1).abs() < 1e-9);
     }
 
     #[test]
