@@ -388,9 +388,32 @@ async fn gemini_gets_the_key_header_and_native_body() {
 
 #[tokio::test]
 async fn bedrock_requests_are_signed_on_the_encoded_path() {
+    // An OpenAI client's call goes through Converse.
     let up = recording(Reply::Json(
         200,
         r#"{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":1,"totalTokens":14,"cacheReadInputTokens":8,"cacheWriteInputTokens":2}}"#,
+    ))
+    .await;
+    let gw = gateway(&config(&up.addr.to_string())).await;
+    let a = post(
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"bed","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    // 3 plain + 8 read + 2 written.
+    assert_eq!(v["usage"]["prompt_tokens"], 13);
+    assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+    signed(
+        &up.requests()[0],
+        "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse",
+    );
+
+    // A Claude client's Messages call goes through InvokeModel, its body as it wrote it.
+    let up = recording(Reply::Json(
+        200,
+        include_str!("../fixtures/anthropic/message_tool_use.json"),
     ))
     .await;
     let gw = gateway(&config(&up.addr.to_string())).await;
@@ -400,15 +423,28 @@ async fn bedrock_requests_are_signed_on_the_encoded_path() {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
-    let v = a.json();
-    assert_eq!(v["usage"]["input_tokens"], 3);
-    assert_eq!(v["usage"]["cache_read_input_tokens"], 8);
-    assert_eq!(v["usage"]["cache_creation_input_tokens"], 2);
-    let seen = &up.requests()[0];
     assert_eq!(
-        seen.path_and_query,
-        "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
+        a.body,
+        include_str!("../fixtures/anthropic/message_tool_use.json"),
+        "Claude's answer passed through"
     );
+    let seen = &up.requests()[0];
+    signed(
+        seen,
+        "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/invoke",
+    );
+    let body: Value = serde_json::from_slice(&seen.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}]})
+    );
+}
+
+/// `seen` went to `path`, signed with the deployment's key (session token included) for
+/// Bedrock in its region.
+fn signed(seen: &Captured, path: &str) {
+    assert_eq!(seen.path_and_query, path);
     let auth = seen.headers["authorization"].to_str().unwrap();
     assert!(
         auth.starts_with(&format!("AWS4-HMAC-SHA256 Credential={AWS_KEY}/"))

@@ -70,6 +70,9 @@ WIRE = {
     "vertex_claude": {"vertex_anthropic"},
     "bedrock": {"bedrock_converse"},
 }
+# A Claude client's call to a Claude model keeps its own body where the platform takes it:
+# Bedrock's InvokeModel (OpenAI clients go through Converse).
+WIRE_FOR_CLAUDE_CLIENTS = {"bedrock": {"bedrock_anthropic_invoke"}}
 
 # Paths sluice declines before any upstream call (a 400 `unsupported_parameter` naming the
 # parameter, as LiteLLM does without drop_params): checked as such, not judged.
@@ -84,8 +87,6 @@ UNSUPPORTED = {
     "openai-bedrock-no_parallel": "parallel_tool_calls",
     "anthropic-gemini-no_parallel": "tool_choice.disable_parallel_tool_use",
     "anthropic-vertex_gemini-no_parallel": "tool_choice.disable_parallel_tool_use",
-    "anthropic-bedrock-no_parallel": "tool_choice.disable_parallel_tool_use",
-    "anthropic-bedrock-json_output": "output_config.format",
 }
 
 # Refusals observed, by test id: each is a bug in sluice's translation, marked until it is
@@ -444,7 +445,8 @@ def test_path(conformance_gateway, mock_http, vertex_token, dialect, provider, f
         out = pathlib.Path(os.environ["CONFORMANCE_DUMP"]) / f"{dialect}-{provider}-{feature}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"upstream": records, "client": calls.answers}, indent=1))
-    problems = judge(WIRE[provider], records, mock_http, vertex_token, n, calls) + client_problems
+    wire = WIRE_FOR_CLAUDE_CLIENTS.get(provider, WIRE[provider]) if dialect == "anthropic" else WIRE[provider]
+    problems = judge(wire, records, mock_http, vertex_token, n, calls) + client_problems
     if problems:
         expected = KNOWN.get(f"{dialect}-{provider}-{feature}")
         if expected is not None and sorted(problems) != sorted(expected):

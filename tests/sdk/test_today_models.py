@@ -49,6 +49,13 @@ model_list:
       vertex_project: sluice-test
       vertex_location: global
       vertex_credentials: {key_file}
+  - model_name: bedrock-opus
+    litellm_params:
+      model: bedrock/us.anthropic.claude-opus-4-7
+      api_base: {mock}
+      aws_access_key_id: AKIDTODAY
+      aws_secret_access_key: today-secret
+      aws_region_name: us-east-1
   - model_name: gemini-3
     litellm_params: {{model: gemini/gemini-3-pro-preview, api_base: "{mock}", api_key: g-up}}
   - model_name: haiku
@@ -201,3 +208,38 @@ def test_claude_code_runs_a_tool_on_todays_models(claude, today, tmp_path, deplo
             assert "max_tokens" not in body and "max_completion_tokens" in body, body.keys()
         else:
             assert "model" not in body and body["anthropic_version"] == "vertex-2023-10-16"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_an_anthropic_request_to_claude_on_bedrock_goes_through_invoke_model_whole(today, stream):
+    """A Claude client's body reaches Claude on Bedrock through InvokeModel with only Bedrock's
+    changes (no `model`, no `stream`, its `anthropic_version`, beta features as
+    `anthropic_beta`); a stream comes back as Anthropic's own events."""
+    claude_client = anthropic.Anthropic(base_url=today["root"], api_key=MASTER_KEY, max_retries=0)
+    _sent(today)
+    pdf = "JVBERi0xLjQKJcOkw7zDtsOfCjEgMCBvYmoKPDwvVHlwZS9DYXRhbG9nPj4KZW5kb2JqCnRyYWlsZXIKPDwvUm9vdCAxIDAgUj4+CiUlRU9G"
+    request = dict(
+        model="bedrock-opus", max_tokens=512,
+        thinking={"type": "adaptive"}, output_config={"effort": "low"},
+        messages=[{"role": "user", "content": [
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": pdf}},
+            {"type": "text", "text": "Summarise the document."},
+        ]}],
+        extra_headers={"anthropic-beta": "context-management-2025-06-27, files-api-2025-04-14"},
+    )
+    if stream:
+        with claude_client.messages.stream(**request) as s:
+            message = s.get_final_message()
+    else:
+        message = claude_client.messages.create(**request)
+    assert message.content and message.stop_reason == "end_turn", message
+    assert message.usage.output_tokens > 0
+    up = _sent(today)[-1]
+    op = "invoke-with-response-stream" if stream else "invoke"
+    assert up["path"] == f"/model/us.anthropic.claude-opus-4-7/{op}", up["path"]
+    body = up["body"]
+    assert "model" not in body and "stream" not in body, body.keys()
+    assert body["anthropic_version"] == "bedrock-2023-05-31"
+    assert body["anthropic_beta"] == ["context-management-2025-06-27", "files-api-2025-04-14"]
+    assert body["messages"][0]["content"][0]["type"] == "document"
+    assert body["thinking"] == {"type": "adaptive"} and body["output_config"] == {"effort": "low"}

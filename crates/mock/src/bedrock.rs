@@ -350,11 +350,31 @@ fn sdxl_image(v: &Value) -> Response<MockBody> {
 /// a `chunk`, the last carrying Bedrock's own count.
 fn invoke_claude(
     model: &str,
+    body: &[u8],
     stream: bool,
     s: &MockSettings,
     prompt_tokens: u64,
 ) -> Response<MockBody> {
-    let plan = super::plan(s, model, None, prompt_tokens, true);
+    #[derive(Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        tools: Option<&'a serde_json::value::RawValue>,
+    }
+    // Offered tools are called (or a scripted answer given) as on Anthropic's own API.
+    let turn = serde_json::from_slice::<Probe<'_>>(body)
+        .ok()
+        .and_then(|p| super::tools::plan(p.tools, body));
+    let plan = match turn {
+        Some(super::tools::Turn::Call(t)) => super::plan(s, model, Some(t), prompt_tokens, true),
+        Some(super::tools::Turn::Say(words)) => {
+            let said = MockSettings {
+                response: Some(words),
+                ..s.clone()
+            };
+            super::plan(&said, model, None, prompt_tokens, true)
+        }
+        None => super::plan(s, model, None, prompt_tokens, true),
+    };
     if !stream {
         return json(StatusCode::OK, plan.message());
     }
@@ -396,7 +416,17 @@ fn invoke(
         return error(StatusCode::BAD_REQUEST, "Malformed input request");
     };
     if is_claude_body(&v) {
-        return invoke_claude(model, stream, s, prompt_tokens);
+        // Bedrock's own rules for a Claude body: an API version, and no `model` or `stream`
+        // (the URL carries both).
+        if !v["anthropic_version"].is_string() {
+            return invalid("Malformed input request: #: required key [anthropic_version] not found or invalid, please reformat your input and try again.");
+        }
+        for key in ["model", "stream"] {
+            if v.get(key).is_some() {
+                return invalid(&format!("Malformed input request: #: extraneous key [{key}] is not permitted, please reformat your input and try again."));
+            }
+        }
+        return invoke_claude(model, body, stream, s, prompt_tokens);
     }
     if stream {
         return error(

@@ -289,6 +289,25 @@ pub fn not_served(
     })
 }
 
+/// An upstream's error answer, read in `codec`'s error shape and told in the client's dialect
+/// (a same-dialect call relayed to a platform whose errors have a shape of their own: Claude on
+/// Bedrock answers a Claude client with AWS's errors).
+pub async fn error_answer<C: Codec>(
+    codec: &C,
+    client: Dialect,
+    resp: Response<UpstreamBody>,
+) -> Result<Response<UpstreamBody>, ApiError> {
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    let bytes = collect(body).await?;
+    let (status, out) = errors::translate(codec, client, parts.status, &bytes);
+    parts.status = status;
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
+}
+
 pub(crate) async fn collect<B>(body: B) -> Result<Bytes, ApiError>
 where
     B: http_body::Body,

@@ -15,7 +15,7 @@ use sluice_core::rules::{ModelRules, RuleBook};
 use sluice_core::Secret;
 use sluice_net::client::error_chain;
 use sluice_net::{SegmentsBody, UpstreamClient};
-use sluice_translate::envelope::splice;
+use sluice_translate::envelope::{splice, Segments, Tunable};
 use sluice_translate::fit;
 
 use crate::body::UpstreamBody;
@@ -45,7 +45,13 @@ pub enum Host {
     Vendor,
     /// Vertex AI's `rawPredict` for a Claude model, with this `anthropic_version`.
     Vertex(&'static str),
+    /// Bedrock's `InvokeModel` for a Claude model, with this `anthropic_version` (no `model`
+    /// and no `stream` in the body; `anthropic-beta` as the body's `anthropic_beta`).
+    Bedrock(&'static str),
 }
+
+/// The client header naming the Anthropic beta features a request asks for.
+const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 
 /// The HTTP side of a deployment: everything but its URLs and per-request credentials.
 #[derive(Debug)]
@@ -174,6 +180,43 @@ impl HttpTarget {
         host: Host,
     ) -> Result<Response<UpstreamBody>, ApiError> {
         let multipart = call.envelope.format == BodyFormat::Multipart;
+        let (segments, dropped) = self.relayed_body(call, host)?;
+        let body = match call.upload {
+            Some(upload) => SegmentsBody::with_upload(segments, upload),
+            None => SegmentsBody::new(segments),
+        };
+        let mut req = Request::post(url.clone())
+            .body(body)
+            .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
+        *req.headers_mut() = headers;
+        if multipart {
+            // The form's boundary is the client's.
+            if let Some(ct) = call.client_headers.get(CONTENT_TYPE) {
+                req.headers_mut().insert(CONTENT_TYPE, ct.clone());
+            }
+        }
+        for name in extra {
+            if let Some(v) = call.client_headers.get(name) {
+                req.headers_mut().insert(name.clone(), v.clone());
+            }
+        }
+        let resp = self.client.request(req).await.map_err(client_error)?;
+        let mut resp = resp.map(UpstreamBody::Http);
+        if let Some(names) = dropped {
+            resp.extensions_mut().insert(names);
+        }
+        Ok(resp)
+    }
+
+    /// A same-dialect call's body as `host` takes it: the client's buffer with the upstream
+    /// model (or, on a platform, the platform's fields) spliced in, sluice's own fields taken
+    /// out and the model's rules applied; and what the rules dropped, for the answer.
+    pub fn relayed_body(
+        &self,
+        call: &Call<'_>,
+        host: Host,
+    ) -> Result<(Segments, Option<DroppedParams>), ApiError> {
+        let multipart = call.envelope.format == BodyFormat::Multipart;
         let model = if multipart {
             // A form field holds the model as plain text.
             Bytes::from(self.model(call)?)
@@ -201,6 +244,38 @@ impl HttpTarget {
                     .push(Bytes::from(format!("\"anthropic_version\":\"{version}\",")));
                 None
             }
+            Host::Bedrock(version) => {
+                // The URL names the model and the stream mode; beta features go in the body.
+                let (edits, _) = fitted.get_or_insert_with(Default::default);
+                edits.remove.push(call.envelope.model_range.clone());
+                let t = &call.envelope.tunables;
+                if let Some(stream) = t.span(call.body, Tunable::Stream) {
+                    edits.remove.push(stream.range());
+                }
+                edits
+                    .insert
+                    .push(Bytes::from(format!("\"anthropic_version\":\"{version}\",")));
+                let betas: Vec<&str> = call
+                    .client_headers
+                    .get_all(ANTHROPIC_BETA)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .flat_map(|v| v.split(','))
+                    .map(str::trim)
+                    .filter(|b| !b.is_empty())
+                    .collect();
+                if !betas.is_empty() {
+                    let list =
+                        serde_json::to_string(&betas).map_err(|e| ApiError::InvalidParam {
+                            param: "anthropic-beta",
+                            message: e.to_string(),
+                        })?;
+                    edits
+                        .insert
+                        .push(Bytes::from(format!("\"anthropic_beta\":{list},")));
+                }
+                None
+            }
         };
         let segments = splice(
             call.body,
@@ -209,33 +284,11 @@ impl HttpTarget {
             call.force_usage,
             fitted.as_ref().map(|(edits, _)| edits),
         )?;
-        let body = match call.upload {
-            Some(upload) => SegmentsBody::with_upload(segments, upload),
-            None => SegmentsBody::new(segments),
-        };
-        let mut req = Request::post(url.clone())
-            .body(body)
-            .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
-        *req.headers_mut() = headers;
-        if multipart {
-            // The form's boundary is the client's.
-            if let Some(ct) = call.client_headers.get(CONTENT_TYPE) {
-                req.headers_mut().insert(CONTENT_TYPE, ct.clone());
-            }
-        }
-        for name in extra {
-            if let Some(v) = call.client_headers.get(name) {
-                req.headers_mut().insert(name.clone(), v.clone());
-            }
-        }
-        let resp = self.client.request(req).await.map_err(client_error)?;
-        let mut resp = resp.map(UpstreamBody::Http);
-        if let Some((_, dropped)) = fitted.filter(|(_, d)| !d.is_empty()) {
-            if let Ok(names) = HeaderValue::from_str(&dropped.join(",")) {
-                resp.extensions_mut().insert(DroppedParams(names));
-            }
-        }
-        Ok(resp)
+        let dropped = fitted
+            .filter(|(_, d)| !d.is_empty())
+            .and_then(|(_, d)| HeaderValue::from_str(&d.join(",")).ok())
+            .map(DroppedParams);
+        Ok((segments, dropped))
     }
 
     /// POST a body sluice wrote, with `headers` (the provider has added its credentials).

@@ -21,8 +21,8 @@ use crate::multipart;
 struct RawEnvelope<'a> {
     #[serde(borrow, default)]
     model: Option<&'a RawValue>,
-    #[serde(default)]
-    stream: Option<bool>,
+    #[serde(borrow, default)]
+    stream: Option<&'a RawValue>,
     /// `null` too is kept (as the raw `null`): the splice must replace it, not add a second.
     #[serde(borrow, default, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
@@ -333,6 +333,8 @@ pub enum Tunable {
     OutputConfig,
     /// `user`.
     User,
+    /// `stream` (a platform that takes the stream mode in its URL refuses it in the body).
+    Stream,
 }
 
 /// Where the top-level fields whose meaning depends on the model start: a same-dialect call
@@ -343,7 +345,7 @@ pub enum Tunable {
 pub struct Tunables {
     /// Offsets of each [`Tunable`]'s value; 0 for absent (a value never starts at the body's
     /// first byte, its `{`).
-    starts: [u32; 7],
+    starts: [u32; 8],
     /// `max_completion_tokens` is present.
     pub max_completion_tokens: bool,
 }
@@ -565,6 +567,16 @@ impl<'a> Envelope<'a> {
                 _ => None,
             }
             .filter(|u: &Cow<'a, str>| !u.is_empty());
+        let stream = match raw.stream.map(RawValue::get) {
+            None | Some("false" | "null") => false,
+            Some("true") => true,
+            Some(_) => {
+                return Err(ApiError::InvalidParam {
+                    param: "stream",
+                    message: "expected true or false".into(),
+                })
+            }
+        };
         let mut tunables = Tunables {
             max_completion_tokens: raw.max_completion_tokens.is_some(),
             ..Tunables::default()
@@ -577,13 +589,14 @@ impl<'a> Envelope<'a> {
             (Tunable::Thinking, raw.thinking),
             (Tunable::OutputConfig, raw.output_config),
             (Tunable::User, raw.user.filter(|u| u.get() != "null")),
+            (Tunable::Stream, raw.stream),
         ] {
             tunables.set(body, which, value)?;
         }
         Ok(Self {
             model,
             model_range,
-            stream: raw.stream.unwrap_or(false),
+            stream,
             client_wants_usage,
             stream_options_range,
             object_start,
@@ -931,7 +944,10 @@ mod tests {
         ));
         assert!(matches!(
             Envelope::parse(br#"{"model":"m","stream":"yes"}"#),
-            Err(ApiError::InvalidJson(_))
+            Err(ApiError::InvalidParam {
+                param: "stream",
+                ..
+            })
         ));
         assert!(Envelope::parse(b"[1,2]").is_err());
     }

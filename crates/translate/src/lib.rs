@@ -30,6 +30,7 @@ pub mod fit;
 #[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target
 pub mod fuzz;
 pub mod images;
+pub mod invoke_sse;
 pub mod ir;
 pub mod jsonstream;
 pub mod multipart;

@@ -13,11 +13,13 @@ mod tests;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::Response;
-use sluice_core::endpoint::Endpoint;
+use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::sigv4::{uri_encode, Credentials, Signer};
+use sluice_translate::invoke_sse::InvokeSseBody;
 
 pub use codec::Converse;
 pub use embed::Embeddings;
@@ -26,7 +28,7 @@ pub use image::Images;
 use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
-use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
+use crate::http::{Host, HttpTarget, KeyHeader, ModelUrls, Op};
 use crate::registry::{Base, ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -66,6 +68,8 @@ pub struct Config {
 pub struct Target {
     http: HttpTarget,
     urls: ModelUrls,
+    /// The runtime's base URL (InvokeModel's URLs are built per Claude call).
+    base: Box<str>,
     signer: Option<Signer>,
 }
 
@@ -116,7 +120,8 @@ impl Upstream for Bedrock {
         let base = d.upstream.api_base.clone().unwrap_or_default();
         Ok(Target {
             http: HttpTarget::build(d, KeyHeader::Signed, &[])?,
-            urls: ModelUrls::build(d, base, url)?,
+            urls: ModelUrls::build(d, base.clone(), url)?,
+            base: base.into(),
             signer: c.aws.as_ref().map(|a| {
                 Signer::new(
                     Credentials {
@@ -146,6 +151,7 @@ impl Upstream for Bedrock {
             }
         };
         match call.endpoint {
+            Endpoint::Messages if is_claude(&http.model(call)?) => invoke(t, call).await,
             Endpoint::ChatCompletions | Endpoint::Messages => {
                 exchange::chat(
                     http.provider,
@@ -236,6 +242,57 @@ fn credentials(cx: &mut Reading<'_>, region: &str) -> Option<AwsSettings> {
         secret_access_key: Secret::new(secret),
         session_token: pick("aws_session_token", "AWS_SESSION_TOKEN").map(Secret::new),
     })
+}
+
+/// The `anthropic_version` Bedrock's InvokeModel takes for Claude.
+const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
+
+/// A Claude model id or inference profile (`anthropic.claude-…`, `us.anthropic.claude-…`).
+fn is_claude(model: &str) -> bool {
+    model.contains("anthropic.claude") || model.starts_with("claude")
+}
+
+/// A Claude client's Messages call to Claude on Bedrock: its own body through InvokeModel
+/// (`invoke`, or `invoke-with-response-stream` told back as Anthropic's SSE), with only what
+/// the platform requires changed — nothing goes through the internal representation, so
+/// documents, server tools, `output_config` and beta features all reach the model.
+async fn invoke(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    let model = http.model(call)?;
+    let stream = call.envelope.stream;
+    let op = if stream {
+        "invoke-with-response-stream"
+    } else {
+        "invoke"
+    };
+    let uri: http::Uri = format!("{}/model/{}/{op}", t.base, uri_encode(&model, false))
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| ApiError::UpstreamInvalid(e.to_string()))?;
+    let (segments, dropped) = http.relayed_body(call, Host::Bedrock(BEDROCK_VERSION))?;
+    // SigV4 signs the whole payload: the one place a relayed body is copied into one buffer.
+    let body = Bytes::from(segments.concat());
+    let mut headers = http.headers.next().clone();
+    if let Some(s) = &t.signer {
+        s.sign(&uri, &mut headers, &body, SystemTime::now());
+    }
+    call.trace_headers(&mut headers);
+    let resp = http.post(uri, headers, body).await?;
+    let mut resp = if !resp.status().is_success() {
+        exchange::error_answer(&Converse, Dialect::Anthropic, resp).await?
+    } else if stream {
+        let (mut parts, body) = resp.into_parts();
+        parts.headers.remove(CONTENT_LENGTH);
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        Response::from_parts(parts, UpstreamBody::made(InvokeSseBody::new(body)))
+    } else {
+        resp
+    };
+    if let Some(d) = dropped {
+        resp.extensions_mut().insert(d);
+    }
+    Ok(resp)
 }
 
 /// The URL of an operation on a model id (or ARN) below `base`.
