@@ -101,17 +101,11 @@ async fn answer<C: Codec>(
     req: ChatRequest,
     resp: Response<UpstreamBody>,
 ) -> Result<Response<UpstreamBody>, ApiError> {
+    if !resp.status().is_success() {
+        return error_answer(codec, client, resp).await;
+    }
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
-    if !parts.status.is_success() {
-        let bytes = collect(body).await?;
-        let (status, out) = errors::translate(codec, client, parts.status, &bytes);
-        parts.status = status;
-        parts
-            .headers
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        return Ok(Response::from_parts(parts, UpstreamBody::whole(out)));
-    }
     let id = codec
         .answer_id(&parts.headers)
         .map_or_else(|| fresh_id(client), |r| format!("{}{r}", id_prefix(client)));

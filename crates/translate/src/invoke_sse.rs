@@ -5,14 +5,11 @@
 //! mid-stream, or a frame that fails its checksum, ends the stream with Anthropic's `error`
 //! event.
 
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
-
 use bytes::{BufMut, Bytes, BytesMut};
-use http_body::{Body, Frame, SizeHint};
 use serde::Deserialize;
 
 use crate::eventstream::{chunk_bytes, Decoder};
+use crate::stream::{Rewrite, TranslatedBody};
 
 /// The `type` of an Anthropic stream event.
 #[derive(Deserialize)]
@@ -101,71 +98,19 @@ impl InvokeSse {
 }
 
 /// A body of InvokeModelWithResponseStream frames read as Anthropic's SSE.
-#[derive(Debug)]
-pub struct InvokeSseBody<B> {
-    inner: B,
-    sse: InvokeSse,
-    ended: bool,
-}
+pub type InvokeSseBody<B> = TranslatedBody<B, InvokeSse>;
 
-impl<B> InvokeSseBody<B> {
-    /// Read `inner` as SSE.
-    pub fn new(inner: B) -> Self {
-        Self {
-            inner,
-            sse: InvokeSse::default(),
-            ended: false,
-        }
-    }
-}
-
-impl<B> Body for InvokeSseBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let this = self.get_mut();
-        loop {
-            if this.ended {
-                return Poll::Ready(None);
-            }
-            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    let out = this.sse.feed(&data);
-                    if this.sse.done {
-                        this.ended = true;
-                    }
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(out))));
-                    }
-                }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => {
-                    this.ended = true;
-                    let out = this.sse.finish();
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(out))));
-                    }
-                }
-            }
-        }
+impl Rewrite for InvokeSse {
+    fn feed(&mut self, bytes: &[u8]) -> Bytes {
+        InvokeSse::feed(self, bytes)
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.ended
+    fn finish(&mut self) -> Bytes {
+        InvokeSse::finish(self)
     }
 
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
+    fn ended(&self) -> bool {
+        self.done
     }
 }
 

@@ -255,29 +255,54 @@ pub fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
     data
 }
 
-/// An upstream stream body seen through a [`Translator`].
+/// What rewrites a stream as it arrives: a [`Translator`] (another format), or a change of
+/// framing alone (`crate::invoke_sse::InvokeSse`: Bedrock's event stream told as SSE).
+pub trait Rewrite {
+    /// The client's bytes for these upstream bytes (empty until something is whole).
+    fn feed(&mut self, bytes: &[u8]) -> Bytes;
+    /// The upstream ended: what is left to say.
+    fn finish(&mut self) -> Bytes;
+    /// The stream ended early with an error event: nothing more is read.
+    fn ended(&self) -> bool;
+}
+
+impl<R: StreamRead> Rewrite for Translator<R> {
+    fn feed(&mut self, bytes: &[u8]) -> Bytes {
+        Bytes::from(Translator::feed(self, bytes))
+    }
+
+    fn finish(&mut self) -> Bytes {
+        Bytes::from(Translator::finish(self))
+    }
+
+    fn ended(&self) -> bool {
+        self.broken
+    }
+}
+
+/// An upstream stream body seen through a [`Rewrite`].
 #[derive(Debug)]
-pub struct TranslatedBody<B, R> {
+pub struct TranslatedBody<B, T> {
     inner: B,
-    translator: Translator<R>,
+    rewrite: T,
     ended: bool,
 }
 
-impl<B, R> TranslatedBody<B, R> {
-    /// Translate `inner` with `translator`.
-    pub fn new(inner: B, translator: Translator<R>) -> Self {
+impl<B, T> TranslatedBody<B, T> {
+    /// Rewrite `inner` with `rewrite`.
+    pub fn new(inner: B, rewrite: T) -> Self {
         Self {
             inner,
-            translator,
+            rewrite,
             ended: false,
         }
     }
 }
 
-impl<B, R> Body for TranslatedBody<B, R>
+impl<B, T> Body for TranslatedBody<B, T>
 where
     B: Body<Data = Bytes> + Unpin,
-    R: StreamRead + Unpin,
+    T: Rewrite + Unpin,
 {
     type Data = Bytes;
     type Error = B::Error;
@@ -296,19 +321,19 @@ where
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    let out = this.translator.feed(&data);
+                    let out = this.rewrite.feed(&data);
                     // A corrupt frame ended the stream: stop reading the upstream.
-                    this.ended |= this.translator.broken;
+                    this.ended |= this.rewrite.ended();
                     if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
                     }
                 }
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {
                     this.ended = true;
-                    let out = this.translator.finish();
+                    let out = this.rewrite.finish();
                     if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
                     }
                 }
             }

@@ -19,7 +19,7 @@ use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::sigv4::{uri_encode, Credentials, Signer};
-use sluice_translate::invoke_sse::InvokeSseBody;
+use sluice_translate::invoke_sse::{InvokeSse, InvokeSseBody};
 
 pub use codec::Converse;
 pub use embed::Embeddings;
@@ -285,7 +285,7 @@ async fn invoke(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, A
         parts
             .headers
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        Response::from_parts(parts, UpstreamBody::made(InvokeSseBody::new(body)))
+        Response::from_parts(parts, UpstreamBody::made(InvokeSseBody::new(body, InvokeSse::default())))
     } else {
         resp
     };
