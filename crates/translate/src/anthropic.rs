@@ -539,7 +539,23 @@ fn request_body(
     let mut messages: Vec<Value> = Vec::with_capacity(req.messages.len());
     let mut last_role = None;
     for m in &req.messages {
-        let blocks: Vec<Value> = m.content.iter().map(write_part).collect();
+        // Thinking without its signature (an OpenAI client's `reasoning_content`) cannot be
+        // sent back: Anthropic refuses an unsigned thinking block. It is left out, as the
+        // providers leave out each other's reasoning.
+        let blocks: Vec<Value> = m
+            .content
+            .iter()
+            .filter(|p| {
+                !matches!(
+                    p,
+                    Part::Thinking {
+                        signature: None,
+                        ..
+                    }
+                )
+            })
+            .map(write_part)
+            .collect();
         if blocks.is_empty() {
             continue;
         }

@@ -821,3 +821,27 @@ fn a_json_schema_reaches_claude_natively_where_the_model_answers_in_one() {
         Err(TranslateError::Unsupported(name)) if name == "response_format"
     ));
 }
+
+#[test]
+fn thinking_goes_back_to_claude_only_with_its_signature() {
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"q"},
+        {"role":"assistant","content":"a","reasoning_content":"unsigned thoughts",
+         "thinking_blocks":[{"type":"thinking","thinking":"signed thoughts","signature":"sig"}]},
+        {"role":"user","content":"again"}]}"#;
+    let mut p = Params::new(false, Dialect::OpenAi);
+    let req = openai::parse_request(body, &mut p).unwrap();
+    let v = json_of(&anthropic::write_request(&req, &mut p).unwrap());
+    let blocks = v["messages"][1]["content"].as_array().unwrap();
+    let thinking: Vec<&Value> = blocks.iter().filter(|b| b["type"] == "thinking").collect();
+    assert_eq!(thinking.len(), 1, "{blocks:?}");
+    assert_eq!(thinking[0]["signature"], "sig");
+
+    // Only unsigned reasoning: nothing of it is sent.
+    let body = br#"{"model":"m","messages":[{"role":"user","content":"q"},
+        {"role":"assistant","content":"a","reasoning_content":"unsigned"},
+        {"role":"user","content":"again"}]}"#;
+    let mut p = Params::new(false, Dialect::OpenAi);
+    let req = openai::parse_request(body, &mut p).unwrap();
+    let v = json_of(&anthropic::write_request(&req, &mut p).unwrap());
+    assert!(!v.to_string().contains("\"thinking\""), "{v}");
+}
