@@ -77,8 +77,6 @@ WIRE_FOR_CLAUDE_CLIENTS = {"bedrock": {"bedrock_anthropic_invoke"}}
 # Paths sluice declines before any upstream call (a 400 `unsupported_parameter` naming the
 # parameter, as LiteLLM does without drop_params): checked as such, not judged.
 UNSUPPORTED = {
-    "openai-vertex_claude-structured": "response_format",
-    "openai-bedrock-structured": "response_format",
     "openai-anthropic-json_object": "response_format",
     "openai-vertex_claude-json_object": "response_format",
     "openai-bedrock-json_object": "response_format",

@@ -15,6 +15,7 @@ use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
 use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
+use sluice_translate::fit::{self, JsonToolStream};
 use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
 use sluice_translate::stream::{TranslatedBody, Translator};
@@ -113,14 +114,23 @@ async fn answer<C: Codec>(
         parts
             .headers
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        let translator = Translator::new(codec.reader(&id, &req.model), client);
-        let stream = TranslatedBody::new(body, translator);
-        return Ok(Response::from_parts(parts, UpstreamBody::made(stream)));
+        let reader = codec.reader(&id, &req.model);
+        // A schema asked through a forced tool: its call is the answer's text.
+        let body = if fit::asks_json_tool(&req) {
+            let translator = Translator::new(JsonToolStream::new(reader), client);
+            UpstreamBody::made(TranslatedBody::new(body, translator))
+        } else {
+            UpstreamBody::made(TranslatedBody::new(body, Translator::new(reader, client)))
+        };
+        return Ok(Response::from_parts(parts, body));
     }
     let bytes = collect(body).await?;
     let mut answer = codec
         .parse_response(&bytes)
         .map_err(|e| e.into_api(provider))?;
+    if fit::asks_json_tool(&req) {
+        fit::json_tool_answer(&mut answer);
+    }
     if answer.id.is_empty() {
         answer.id = id;
     }

@@ -502,10 +502,14 @@ fn request_body(
     params: &mut Params,
 ) -> Result<Map<String, Value>, TranslateError> {
     let rules = *params.rules();
+    // A model without structured output is asked for the schema as its one tool.
+    if let Some(forced) = crate::fit::forced_json(req, &rules) {
+        return request_body(&forced, params);
+    }
     let mut body = Map::new();
     // A JSON schema goes in `output_config.format` for a model that answers in one natively
-    // (the registry's `supports_native_structured_output`); other models, and a bare
-    // `json_object` (the format needs a schema), cannot promise it.
+    // (the registry's `supports_native_structured_output`), else through the forced tool
+    // above; a bare `json_object` (no schema) cannot be promised.
     match (&req.response_format, rules.native_structured_output) {
         (None, _) => {}
         (Some(ResponseFormat::Schema { schema, .. }), true) => {

@@ -37,29 +37,31 @@ fn claude_code_request_to_bedrock_drops_hints_and_refuses_meaning() {
     // Claude Code's adaptive thinking and effort become a budget for a model with no rules.
     assert_eq!(v["additionalModelRequestFields"]["thinking"]["type"], "enabled");
     assert_eq!(v["system"][2], json!({"cachePoint": {"type": "default"}}));
-    // Structured output is something Converse cannot honour: named as the client spelt it.
-    for (client, body, name) in [
-        (
-            Dialect::Anthropic,
-            r#"{"model":"m","max_tokens":9,"messages":[],"output_config":{"format":{"type":"json_schema","schema":{}}}}"#,
-            "output_config.format",
-        ),
-        (
-            Dialect::OpenAi,
-            r#"{"model":"m","messages":[],"response_format":{"type":"json_object"}}"#,
-            "response_format",
-        ),
-    ] {
-        let mut p = Params::new(false, client);
-        let req = sluice_translate::parse_request(client, body.as_bytes(), &mut p).unwrap();
-        match bedrock::write_request(&req, &mut p) {
-            Err(TranslateError::Unsupported(n)) => assert_eq!(n, name),
-            other => panic!("{other:?}"),
-        }
-        let mut d = Params::new(true, client);
-        bedrock::write_request(&req, &mut d).unwrap();
-        assert_eq!(d.dropped(), [name]);
+    // A schema goes through the forced tool on a model without structured output ...
+    let body = r#"{"model":"m","max_tokens":9,"messages":[],"output_config":{"format":{"type":"json_schema","schema":{}}}}"#;
+    let mut p = Params::new(false, Dialect::Anthropic);
+    let req = anthropic::parse_request(body.as_bytes(), &mut p).unwrap();
+    let v = json_of(&bedrock::write_request(&req, &mut p).unwrap());
+    assert_eq!(
+        v["toolConfig"]["toolChoice"],
+        json!({"tool": {"name": sluice_translate::fit::JSON_TOOL}})
+    );
+    // ... and a bare json_object, which has no schema, is something Converse cannot honour:
+    // named as the client spelt it.
+    let (client, body, name) = (
+        Dialect::OpenAi,
+        r#"{"model":"m","messages":[],"response_format":{"type":"json_object"}}"#,
+        "response_format",
+    );
+    let mut p = Params::new(false, client);
+    let req = sluice_translate::parse_request(client, body.as_bytes(), &mut p).unwrap();
+    match bedrock::write_request(&req, &mut p) {
+        Err(TranslateError::Unsupported(n)) => assert_eq!(n, name),
+        other => panic!("{other:?}"),
     }
+    let mut d = Params::new(true, client);
+    bedrock::write_request(&req, &mut d).unwrap();
+    assert_eq!(d.dropped(), [name]);
 }
 
 #[test]
