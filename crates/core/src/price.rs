@@ -41,6 +41,12 @@ pub struct Price {
     /// threshold first: a request whose prompt is longer than a tier's threshold is priced at
     /// that tier's rates throughout, as the providers bill it.
     pub tiers: [Option<Tier>; 2],
+    /// Every token's price times this when the answer was served in fast mode
+    /// (`provider_specific_entry.fast`, Anthropic's `speed: "fast"`).
+    pub fast: Option<f64>,
+    /// Every token's price times this when the answer was computed in the US only
+    /// (`provider_specific_entry.us`, Anthropic's `inference_geo: "us"`).
+    pub us_only: Option<f64>,
 }
 
 /// The rates of one long-prompt tier.
@@ -95,12 +101,20 @@ impl Price {
                     self.reasoning,
                 ),
             };
-        tokens(uncached) * input
+        let uplift = match (usage.fast, usage.us_only) {
+            (false, false) => 1.0,
+            (fast, us) => {
+                (if fast { self.fast.unwrap_or(1.0) } else { 1.0 })
+                    * (if us { self.us_only.unwrap_or(1.0) } else { 1.0 })
+            }
+        };
+        (tokens(uncached) * input
             + tokens(read) * cache_read
             + tokens(written - written_1h) * cache_write
             + tokens(written_1h) * cache_write_1h
             + tokens(output) * out
-            + tokens(reasoning) * reasoning_rate
+            + tokens(reasoning) * reasoning_rate)
+            * uplift
             + tokens(usage.images) * self.per_image
             + tokens(usage.pixels) * self.per_pixel
             + tokens(usage.audio_ms) / 1000.0 * self.per_second
@@ -207,6 +221,8 @@ impl Price {
             per_query: unit("input_cost_per_query"),
             cache_write_1h: get("cache_creation_input_token_cost_above_1hr").unwrap_or(cache_write),
             tiers,
+            fast: multiplier(entry, "fast"),
+            us_only: multiplier(entry, "us"),
         })
     }
 }
@@ -302,6 +318,15 @@ impl ImagePrices {
     }
 }
 
+/// A multiplier of the entry's `provider_specific_entry` (`{"fast": 2.0, "us": 1.1}`).
+fn multiplier(entry: &Map<String, Value>, key: &str) -> Option<f64> {
+    entry
+        .get("provider_specific_entry")?
+        .get(key)?
+        .as_f64()
+        .filter(|m| m.is_finite() && *m > 0.0)
+}
+
 /// Token counts as `f64`: exact below 2^53, far beyond any request.
 fn tokens(n: u64) -> f64 {
     n as f64
@@ -343,6 +368,36 @@ mod tests {
         };
         assert!((p.cost(&odd) - (10.0 * 0.3 + 5.0 * 20.0)).abs() < 1e-9);
         assert_eq!(p.cost(&Usage::default()), 0.0);
+    }
+
+    #[test]
+    fn fast_mode_and_us_only_answers_cost_the_entrys_multipliers_more() {
+        let entry = serde_json::json!({"input_cost_per_token": 1.0, "output_cost_per_token": 2.0,
+            "provider_specific_entry": {"us": 1.1, "fast": 2.0}});
+        let p = Price::from_entry(entry.as_object().unwrap()).unwrap();
+        let u = Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            ..Usage::default()
+        };
+        let base = p.cost(&u);
+        assert_eq!(base, 20.0);
+        let fast = Usage { fast: true, ..u };
+        assert!((p.cost(&fast) - 40.0).abs() < 1e-9);
+        let both = Usage {
+            fast: true,
+            us_only: true,
+            ..u
+        };
+        assert!((p.cost(&both) - 44.0).abs() < 1e-9);
+        // An entry without multipliers charges the same either way.
+        let plain = Price::from_entry(
+            serde_json::json!({"input_cost_per_token": 1.0})
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(plain.cost(&both), plain.cost(&u));
     }
 
     #[test]

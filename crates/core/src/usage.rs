@@ -42,6 +42,17 @@ pub struct Usage {
     /// Rerank search units (Cohere's `billed_units.search_units`; priced per query).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub search_units: u64,
+    /// Served in fast mode (Anthropic's `speed: "fast"`), which the registry prices higher.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fast: bool,
+    /// Served in the US only (Anthropic's `inference_geo: "us"`), which the registry prices
+    /// higher.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub us_only: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -88,6 +99,8 @@ impl Usage {
             audio_ms: self.audio_ms.max(later.audio_ms),
             characters: self.characters.max(later.characters),
             search_units: self.search_units.max(later.search_units),
+            fast: self.fast || later.fast,
+            us_only: self.us_only || later.us_only,
         }
     }
 
@@ -125,6 +138,8 @@ impl std::ops::Add for Usage {
             audio_ms: self.audio_ms + other.audio_ms,
             characters: self.characters + other.characters,
             search_units: self.search_units + other.search_units,
+            fast: self.fast || other.fast,
+            us_only: self.us_only || other.us_only,
         }
     }
 }
@@ -166,7 +181,8 @@ impl CacheWrites {
 struct Details {
     #[serde(default)]
     cached_tokens: Option<u64>,
-    #[serde(default)]
+    /// Anthropic spells it `thinking_tokens` (`usage.output_tokens_details`).
+    #[serde(default, alias = "thinking_tokens")]
     reasoning_tokens: Option<u64>,
 }
 
@@ -206,6 +222,12 @@ struct RawUsage {
     /// Transcriptions billed by duration: `{"type": "duration", "seconds": 9}`.
     #[serde(default)]
     seconds: Option<f64>,
+    /// Anthropic: `fast` when served in fast mode.
+    #[serde(default)]
+    speed: Option<String>,
+    /// Anthropic: where the answer was computed (`us`, `global`).
+    #[serde(default)]
+    inference_geo: Option<String>,
 }
 
 impl From<RawUsage> for Usage {
@@ -238,6 +260,8 @@ impl From<RawUsage> for Usage {
                 .and_then(|d| d.reasoning_tokens)
                 .unwrap_or(0),
             audio_ms: raw.seconds.map_or(0, seconds_to_ms),
+            fast: raw.speed.as_deref() == Some("fast"),
+            us_only: raw.inference_geo.as_deref() == Some("us"),
             ..Usage::default()
         }
     }
@@ -260,6 +284,8 @@ impl RawUsage {
             prompt_tokens_details: None,
             completion_tokens_details: None,
             seconds: None,
+            speed: None,
+            inference_geo: None,
         };
         let mut members = crate::scan::members(obj)?;
         for (key, range) in members.by_ref() {
@@ -292,6 +318,18 @@ impl RawUsage {
                         return None;
                     }
                     raw.cache_creation = CacheWrites::scan(value)?;
+                    continue;
+                }
+                b"speed" | b"inference_geo" => {
+                    let text = match value {
+                        b"null" => None,
+                        v => Some(serde_json::from_slice::<String>(v).ok()?),
+                    };
+                    if key == b"speed" {
+                        raw.speed = text;
+                    } else {
+                        raw.inference_geo = text;
+                    }
                     continue;
                 }
                 b"seconds" => {
@@ -327,7 +365,7 @@ impl Details {
         for (key, range) in members.by_ref() {
             let slot = match key {
                 b"cached_tokens" => &mut d.cached_tokens,
-                b"reasoning_tokens" => &mut d.reasoning_tokens,
+                b"reasoning_tokens" | b"thinking_tokens" => &mut d.reasoning_tokens,
                 k if k.contains(&b'\\') => return None,
                 _ => continue,
             };
@@ -507,6 +545,23 @@ pub fn usage_from_body(body: &[u8]) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anthropic_thinking_tokens_speed_and_geo_are_read() {
+        let body = br#"{"usage":{"input_tokens":10,"output_tokens":50,"output_tokens_details":{"thinking_tokens":30},"speed":"fast","inference_geo":"us"}}"#;
+        // Both readers: the byte scan of a whole answer and serde over a parsed value.
+        let value: serde_json::Value = serde_json::from_slice(body).unwrap();
+        for u in [
+            usage_from_body(body).unwrap(),
+            usage_from_value(&value["usage"]).unwrap(),
+        ] {
+            assert_eq!(u.reasoning_tokens, 30);
+            assert!(u.fast && u.us_only, "{u:?}");
+        }
+        let plain = br#"{"usage":{"input_tokens":10,"output_tokens":50,"inference_geo":"global"}}"#;
+        let u = usage_from_body(plain).unwrap();
+        assert!(!u.fast && !u.us_only);
+    }
 
     #[test]
     fn realtime_response_done_usage() {
