@@ -15,9 +15,9 @@ use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
 use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
-use sluice_translate::fit::{self, JsonToolStream};
 use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
+use sluice_translate::json_tool::{self, JsonToolStream};
 use sluice_translate::stream::{TranslatedBody, Translator};
 use sluice_translate::{anthropic, errors, parse_request, write_response};
 use sluice_translate::{Codec, Params, TranslateError};
@@ -116,7 +116,7 @@ async fn answer<C: Codec>(
             .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         let reader = codec.reader(&id, &req.model);
         // A schema asked through a forced tool: its call is the answer's text.
-        let body = if fit::asks_json_tool(&req) {
+        let body = if json_tool::asks_json_tool(&req) {
             let translator = Translator::new(JsonToolStream::new(reader), client);
             UpstreamBody::made(TranslatedBody::new(body, translator))
         } else {
@@ -128,8 +128,8 @@ async fn answer<C: Codec>(
     let mut answer = codec
         .parse_response(&bytes)
         .map_err(|e| e.into_api(provider))?;
-    if fit::asks_json_tool(&req) {
-        fit::json_tool_answer(&mut answer);
+    if json_tool::asks_json_tool(&req) {
+        json_tool::json_tool_answer(&mut answer);
     }
     if answer.id.is_empty() {
         answer.id = id;

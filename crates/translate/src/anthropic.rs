@@ -503,7 +503,7 @@ fn request_body(
 ) -> Result<Map<String, Value>, TranslateError> {
     let rules = *params.rules();
     // A model without structured output is asked for the schema as its one tool.
-    if let Some(forced) = crate::fit::forced_json(req, &rules) {
+    if let Some(forced) = crate::json_tool::forced_json(req, &rules) {
         return request_body(&forced, params);
     }
     let mut body = Map::new();

@@ -32,6 +32,7 @@ pub mod fuzz;
 pub mod images;
 pub mod invoke_sse;
 pub mod ir;
+pub mod json_tool;
 pub mod jsonstream;
 pub mod multipart;
 pub mod openai;

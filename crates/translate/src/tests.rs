@@ -813,11 +813,11 @@ fn a_json_schema_reaches_claude_natively_where_the_model_answers_in_one() {
         v["output_config"],
         json!({"format": {"type": "json_schema", "schema": {"type": "object"}}})
     );
-    // A model without it is asked through the forced tool (crate::fit::forced_json) ...
+    // A model without it is asked through the forced tool (crate::json_tool::forced_json) ...
     let mut p = Params::new(false, Dialect::OpenAi);
     let req = openai::parse_request(body, &mut p).unwrap();
     let v = json_of(&anthropic::write_request(&req, &mut p).unwrap());
-    assert_eq!(v["tool_choice"]["name"], crate::fit::JSON_TOOL);
+    assert_eq!(v["tool_choice"]["name"], crate::json_tool::JSON_TOOL);
     // ... and a bare json_object, which has no schema, cannot be promised.
     let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],
         "response_format":{"type":"json_object"}}"#;

@@ -59,10 +59,10 @@ impl Codec for Converse {
 
 /// Write a Converse request body (the model and the stream mode are in the URL). Converse has
 /// no end-user field (a hint); a JSON schema goes in `outputConfig.textFormat` for a model the
-/// registry says answers in one natively, else through a forced tool (`fit::forced_json`).
+/// registry says answers in one natively, else through a forced tool (`json_tool::forced_json`).
 pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
     // A model without structured output is asked for the schema as its one tool.
-    if let Some(forced) = sluice_translate::fit::forced_json(req, params.rules()) {
+    if let Some(forced) = sluice_translate::json_tool::forced_json(req, params.rules()) {
         return write_request(&forced, params);
     }
     let mut output = Map::new();

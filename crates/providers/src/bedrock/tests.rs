@@ -44,7 +44,7 @@ fn claude_code_request_to_bedrock_drops_hints_and_refuses_meaning() {
     let v = json_of(&bedrock::write_request(&req, &mut p).unwrap());
     assert_eq!(
         v["toolConfig"]["toolChoice"],
-        json!({"tool": {"name": sluice_translate::fit::JSON_TOOL}})
+        json!({"tool": {"name": sluice_translate::json_tool::JSON_TOOL}})
     );
     // ... and a bare json_object, which has no schema, is something Converse cannot honour:
     // named as the client spelt it.
