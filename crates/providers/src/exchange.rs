@@ -17,8 +17,8 @@ use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
 use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
-use sluice_translate::json_tool::{self, JsonToolStream};
-use sluice_translate::stream::{TranslatedBody, Translator};
+use sluice_translate::json_tool;
+use sluice_translate::stream::{JsonToolStream, TranslatedBody, Translator};
 use sluice_translate::{anthropic, errors, parse_request, write_response};
 use sluice_translate::{Codec, Params, TranslateError};
 

@@ -2,15 +2,13 @@
 //! model must call, and the call told back as the answer's text, whole and streamed. Claude
 //! and Converse models the registry does not flag for native structured output are asked this
 //! way (the writers call [`forced_json`]; the exchange reads the answer with
-//! [`json_tool_answer`] or [`JsonToolStream`]).
+//! [`json_tool_answer`] or `stream::JsonToolStream`).
 
 use sluice_core::rules::ModelRules;
 
 use crate::ir::{
-    ChatRequest, ChatResponse, Part, ResponseFormat, StopReason, StreamEvent, Text, Tool,
-    ToolChoice,
+    ChatRequest, ChatResponse, Part, ResponseFormat, StopReason, Text, Tool, ToolChoice,
 };
-use crate::stream::{Event, Framing, StreamRead};
 
 /// The tool a JSON schema is asked through for a model without structured output of its own
 /// (LiteLLM's name, so answers read the same through either gateway).
@@ -68,66 +66,11 @@ pub fn json_tool_answer(answer: &mut ChatResponse) {
     }
 }
 
-/// A stream reader that tells a [`forced_json`] answer's tool call as text, wrapped around the
-/// upstream format's reader.
-#[derive(Debug)]
-pub struct JsonToolStream<R> {
-    inner: R,
-    /// The blocks that are the [`JSON_TOOL`] call.
-    json_blocks: Vec<usize>,
-    events: Vec<StreamEvent>,
-}
-
-impl<R> JsonToolStream<R> {
-    /// Read `inner`'s stream with the call told as text.
-    pub fn new(inner: R) -> Self {
-        Self {
-            inner,
-            json_blocks: Vec::new(),
-            events: Vec::new(),
-        }
-    }
-
-    fn rewrite(&mut self, out: &mut Vec<StreamEvent>) {
-        for event in self.events.drain(..) {
-            match event {
-                StreamEvent::ToolStart { index, name, .. } if name == JSON_TOOL => {
-                    self.json_blocks.push(index);
-                }
-                StreamEvent::ToolArgs { index, json } if self.json_blocks.contains(&index) => {
-                    out.push(StreamEvent::Text { index, text: json });
-                }
-                StreamEvent::Stop {
-                    reason: StopReason::ToolUse,
-                    stop_sequence,
-                } if !self.json_blocks.is_empty() => out.push(StreamEvent::Stop {
-                    reason: StopReason::EndTurn,
-                    stop_sequence,
-                }),
-                other => out.push(other),
-            }
-        }
-    }
-}
-
-impl<R: StreamRead> StreamRead for JsonToolStream<R> {
-    const FRAMING: Framing = R::FRAMING;
-
-    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
-        self.inner.read(event, &mut self.events);
-        self.rewrite(out);
-    }
-
-    fn end(&mut self, out: &mut Vec<StreamEvent>) {
-        self.inner.end(&mut self.events);
-        self.rewrite(out);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Effort, Thinking};
+    use crate::ir::{Effort, StreamEvent, Thinking};
+    use crate::stream::{Event, JsonToolStream, StreamRead};
     use crate::Params;
     use serde_json::{json, Value};
     use sluice_core::endpoint::Dialect;

@@ -14,7 +14,8 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::anthropic::EventWriter;
 use crate::eventstream::Decoder;
-use crate::ir::StreamEvent;
+use crate::ir::{StopReason, StreamEvent};
+use crate::json_tool::JSON_TOOL;
 use crate::openai::ChunkWriter;
 use crate::sse::{events, last_event_end_after, TooLong, MAX_EVENT};
 use sluice_core::endpoint::Dialect;
@@ -253,6 +254,62 @@ pub fn data_of(event: &[u8]) -> Option<Cow<'_, [u8]>> {
         }
     }
     data
+}
+
+/// A stream reader that tells a `json_tool::forced_json` answer's tool call as text, wrapped around the
+/// upstream format's reader.
+#[derive(Debug)]
+pub struct JsonToolStream<R> {
+    inner: R,
+    /// The blocks that are the `json_tool_call` call.
+    json_blocks: Vec<usize>,
+    events: Vec<StreamEvent>,
+}
+
+impl<R> JsonToolStream<R> {
+    /// Read `inner`'s stream with the call told as text.
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            json_blocks: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn rewrite(&mut self, out: &mut Vec<StreamEvent>) {
+        for event in self.events.drain(..) {
+            match event {
+                StreamEvent::ToolStart { index, name, .. } if name == JSON_TOOL => {
+                    self.json_blocks.push(index);
+                }
+                StreamEvent::ToolArgs { index, json } if self.json_blocks.contains(&index) => {
+                    out.push(StreamEvent::Text { index, text: json });
+                }
+                StreamEvent::Stop {
+                    reason: StopReason::ToolUse,
+                    stop_sequence,
+                } if !self.json_blocks.is_empty() => out.push(StreamEvent::Stop {
+                    reason: StopReason::EndTurn,
+                    stop_sequence,
+                }),
+                other => out.push(other),
+            }
+        }
+    }
+}
+
+impl<R: StreamRead> StreamRead for JsonToolStream<R> {
+    const FRAMING: Framing = R::FRAMING;
+
+    fn read(&mut self, event: Event<'_>, out: &mut Vec<StreamEvent>) {
+        self.inner.read(event, &mut self.events);
+        self.rewrite(out);
+    }
+
+    fn end(&mut self, out: &mut Vec<StreamEvent>) {
+        self.inner.end(&mut self.events);
+        self.rewrite(out);
+    }
 }
 
 /// What rewrites a stream as it arrives: a [`Translator`] (another format), or a change of
