@@ -171,15 +171,25 @@ pub struct Resolved {
     pub rules: ModelRules,
 }
 
-/// LiteLLM's registry as built in.
-const REGISTRY: &str = include_str!("../data/model_prices_and_context_window.json");
+/// LiteLLM's registry as built in, deflated by the build script (`build.rs`).
+const REGISTRY_DEFLATED: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/model_prices.json.deflate"));
+
+/// The built-in registry's JSON text (empty if it cannot be inflated, which a unit test rules
+/// out: the build deflated it a moment before).
+fn registry() -> String {
+    miniz_oxide::inflate::decompress_to_vec(REGISTRY_DEFLATED)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_default()
+}
 /// Entries of models LiteLLM's registry has dropped (retired by their providers, still served
 /// by some deployments).
 const RETIRED: &str = include_str!("../data/retired_prices.json");
 
 static EMBEDDED: LazyLock<PriceTable> = LazyLock::new(|| {
     // The embedded files are checked by a unit test; a broken one would only price nothing.
-    let mut parsed = parse(REGISTRY).unwrap_or_default();
+    let mut parsed = parse(&registry()).unwrap_or_default();
     if let Ok(retired) = parse(RETIRED) {
         parsed.add_missing(retired);
     }
@@ -524,7 +534,13 @@ mod tests {
     #[test]
     fn embedded_table_parses_and_covers_every_provider_family() {
         let t = PriceTable::embedded();
-        let raw: Map<String, Value> = serde_json::from_str(REGISTRY).unwrap();
+        let text = registry();
+        assert_eq!(
+            text.as_bytes(),
+            include_bytes!("../data/model_prices_and_context_window.json"),
+            "the embedded registry inflates to the file"
+        );
+        let raw: Map<String, Value> = serde_json::from_str(&text).unwrap();
         let retired: Map<String, Value> = serde_json::from_str(RETIRED).unwrap();
         assert!(
             retired.keys().all(|k| !raw.contains_key(k)),
