@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::model::Deployment;
@@ -234,12 +235,15 @@ impl Parsed {
 /// Entries of a registry that sluice can use: each one's price, `litellm_provider` and
 /// capabilities.
 fn parse(text: &str) -> Result<Parsed, String> {
-    let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    // Entries stay raw text until each is read, so only one entry is ever a tree of values (the
+    // whole 3.5 MB map as one tree would be ~20 MB at startup, kept by the allocator).
+    let map: HashMap<String, &RawValue> = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let mut out = Parsed::default();
-    for (name, entry) in &map {
-        let Some(entry) = entry.as_object() else {
+    for (name, raw) in &map {
+        let Ok(entry) = serde_json::from_str::<Map<String, Value>>(raw.get()) else {
             continue;
         };
+        let entry = &entry;
         if let Some(c) = Capabilities::from_entry(entry) {
             out.caps.insert(name.clone(), c);
         }

@@ -30,7 +30,7 @@ const MAX_TRANSLATED_BODY: usize = 64 * 1024 * 1024;
 
 /// The client header naming the Anthropic beta features a request asks for. A translated call
 /// has no Anthropic upstream to take them: a hint.
-const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+pub(crate) const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 
 /// The request parameters a translated call left out (hints, and with `drop_params` what the
 /// answer depends on), as the value of the client's `x-sluice-dropped-params` header. It rides

@@ -15,7 +15,7 @@ use sluice_core::rules::{ModelRules, RuleBook};
 use sluice_core::Secret;
 use sluice_net::client::error_chain;
 use sluice_net::{SegmentsBody, UpstreamClient};
-use sluice_translate::envelope::{splice, Segments, Tunable};
+use sluice_translate::envelope::{splice, Edits, Segments};
 use sluice_translate::fit;
 
 use crate::body::UpstreamBody;
@@ -37,21 +37,15 @@ pub enum KeyHeader {
 }
 
 /// Where a same-dialect call goes: the vendor's own API, or a platform that hosts it with a
-/// body of its own (Claude on Vertex AI: Anthropic's Messages body without `model`, with the
-/// platform's `anthropic_version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// body of its own, whose changes the provider's module gives (Claude on Vertex AI and Bedrock:
+/// `anthropic::platform_edits` and Bedrock's own).
+#[derive(Debug)]
 pub enum Host {
     /// The vendor's API: the model is spliced in.
     Vendor,
-    /// Vertex AI's `rawPredict` for a Claude model, with this `anthropic_version`.
-    Vertex(&'static str),
-    /// Bedrock's `InvokeModel` for a Claude model, with this `anthropic_version` (no `model`
-    /// and no `stream` in the body; `anthropic-beta` as the body's `anthropic_beta`).
-    Bedrock(&'static str),
+    /// A platform: the model is in its URL, and these edits make the body the platform's.
+    Platform(Edits),
 }
-
-/// The client header naming the Anthropic beta features a request asks for.
-const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
 
 /// The HTTP side of a deployment: everything but its URLs and per-request credentials.
 #[derive(Debug)]
@@ -235,45 +229,8 @@ impl HttpTarget {
         };
         let new_model = match host {
             Host::Vendor => (!unchanged).then_some(&model),
-            Host::Vertex(version) => {
-                // The URL names the model; the body names the platform's API version.
-                let (edits, _) = fitted.get_or_insert_with(Default::default);
-                edits.remove.push(call.envelope.model_range.clone());
-                edits
-                    .insert
-                    .push(Bytes::from(format!("\"anthropic_version\":\"{version}\",")));
-                None
-            }
-            Host::Bedrock(version) => {
-                // The URL names the model and the stream mode; beta features go in the body.
-                let (edits, _) = fitted.get_or_insert_with(Default::default);
-                edits.remove.push(call.envelope.model_range.clone());
-                let t = &call.envelope.tunables;
-                if let Some(stream) = t.span(call.body, Tunable::Stream) {
-                    edits.remove.push(stream.range());
-                }
-                edits
-                    .insert
-                    .push(Bytes::from(format!("\"anthropic_version\":\"{version}\",")));
-                let betas: Vec<&str> = call
-                    .client_headers
-                    .get_all(ANTHROPIC_BETA)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .flat_map(|v| v.split(','))
-                    .map(str::trim)
-                    .filter(|b| !b.is_empty())
-                    .collect();
-                if !betas.is_empty() {
-                    let list =
-                        serde_json::to_string(&betas).map_err(|e| ApiError::InvalidParam {
-                            param: "anthropic-beta",
-                            message: e.to_string(),
-                        })?;
-                    edits
-                        .insert
-                        .push(Bytes::from(format!("\"anthropic_beta\":{list},")));
-                }
+            Host::Platform(platform) => {
+                fitted.get_or_insert_with(Default::default).0.add(platform);
                 None
             }
         };

@@ -479,6 +479,22 @@ fn read_content(c: Content, cx: &mut Reading<'_>) -> Result<Vec<Part>, Translate
 /// The API version Anthropic models on Vertex AI take in the body (`anthropic_version`).
 pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
 
+/// The edits that make an Anthropic client's Messages body the one a platform hosting Claude
+/// takes (Vertex AI's `rawPredict`, Bedrock's `InvokeModel`): no `model` (the URL names it) and
+/// the platform's `anthropic_version`.
+pub fn platform_edits(
+    env: &crate::envelope::Envelope<'_>,
+    version: &str,
+) -> crate::envelope::Edits {
+    crate::envelope::Edits {
+        remove: vec![env.model_range.clone()],
+        replace: Vec::new(),
+        insert: vec![bytes::Bytes::from(format!(
+            "\"anthropic_version\":\"{version}\","
+        ))],
+    }
+}
+
 /// Write an Anthropic Messages request for an Anthropic upstream.
 pub fn write_request(req: &ChatRequest, params: &mut Params) -> Result<Vec<u8>, TranslateError> {
     let mut body = request_body(req, params)?;

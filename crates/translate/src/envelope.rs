@@ -393,6 +393,13 @@ impl Edits {
     pub fn is_empty(&self) -> bool {
         self.remove.is_empty() && self.replace.is_empty() && self.insert.is_empty()
     }
+
+    /// `other`'s edits too.
+    pub fn add(&mut self, other: Edits) {
+        self.remove.extend(other.remove);
+        self.replace.extend(other.replace);
+        self.insert.extend(other.insert);
+    }
 }
 
 /// The range of the quoted key of the member whose value starts at `value_start`.

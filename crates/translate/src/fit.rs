@@ -74,7 +74,17 @@ pub fn pass_through(
         }
     }
     if let Some(user) = span(Tunable::User) {
-        if let Some(fitted) = user_value(body, user).and_then(|u| rules.user_ids.fit(&u)) {
+        // The raw text (quotes and escapes included) is never shorter than the id: a short
+        // one is read only where contact details are refused.
+        let ids = rules.user_ids;
+        let long = ids
+            .max_len
+            .is_some_and(|max| user.range().len() > usize::from(max) + 2);
+        let fitted = (long || ids.no_contact)
+            .then(|| user_value(body, user))
+            .flatten()
+            .and_then(|u| ids.fit(&u));
+        if let Some(fitted) = fitted {
             edits.replace.push((user.range(), json_string(&fitted)));
         }
     }

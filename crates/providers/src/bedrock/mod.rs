@@ -19,6 +19,8 @@ use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::sigv4::{uri_encode, Credentials, Signer};
+use sluice_translate::anthropic::platform_edits;
+use sluice_translate::envelope::{Edits, Tunable};
 use sluice_translate::invoke_sse::{InvokeSse, InvokeSseBody};
 
 pub use codec::Converse;
@@ -268,7 +270,7 @@ async fn invoke(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, A
     let uri: http::Uri = format!("{}/model/{}/{op}", t.base, uri_encode(&model, false))
         .parse()
         .map_err(|e: http::uri::InvalidUri| ApiError::UpstreamInvalid(e.to_string()))?;
-    let (segments, dropped) = http.relayed_body(call, Host::Bedrock(BEDROCK_VERSION))?;
+    let (segments, dropped) = http.relayed_body(call, Host::Platform(invoke_edits(call)?))?;
     // SigV4 signs the whole payload: the one place a relayed body is copied into one buffer.
     let body = Bytes::from(segments.concat());
     let mut headers = http.headers.next().clone();
@@ -293,6 +295,34 @@ async fn invoke(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, A
         resp.extensions_mut().insert(d);
     }
     Ok(resp)
+}
+
+/// A Claude body as InvokeModel takes it: Anthropic's platform changes, no `stream` (the URL
+/// says it), and the `anthropic-beta` header's features as the body's `anthropic_beta`.
+fn invoke_edits(call: &Call<'_>) -> Result<Edits, ApiError> {
+    let mut edits = platform_edits(call.envelope, BEDROCK_VERSION);
+    if let Some(stream) = call.envelope.tunables.span(call.body, Tunable::Stream) {
+        edits.remove.push(stream.range());
+    }
+    let betas: Vec<&str> = call
+        .client_headers
+        .get_all(exchange::ANTHROPIC_BETA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .collect();
+    if !betas.is_empty() {
+        let list = serde_json::to_string(&betas).map_err(|e| ApiError::InvalidParam {
+            param: "anthropic-beta",
+            message: e.to_string(),
+        })?;
+        edits
+            .insert
+            .push(Bytes::from(format!("\"anthropic_beta\":{list},")));
+    }
+    Ok(edits)
 }
 
 /// The URL of an operation on a model id (or ARN) below `base`.

@@ -16,7 +16,7 @@ use sluice_core::error::ApiError;
 use sluice_core::Secret;
 use sluice_net::google_auth::{read_key_file, TokenSource};
 use sluice_net::sigv4::uri_encode;
-use sluice_translate::anthropic::VERTEX_VERSION;
+use sluice_translate::anthropic::{platform_edits, VERTEX_VERSION};
 use sluice_translate::codec::AnthropicMessages;
 use sluice_translate::Codec;
 
@@ -171,7 +171,7 @@ impl Upstream for Vertex {
                 let op = Op::chat(call.envelope.stream);
                 let uri = t.anthropic.get(op, http.wildcard_model(&model))?;
                 let headers = headers(t, call).await?;
-                let host = Host::Vertex(VERTEX_VERSION);
+                let host = Host::Platform(platform_edits(call.envelope, VERTEX_VERSION));
                 http.relay(&uri, call, &CLIENT_HEADERS, headers, host).await
             }
             Endpoint::ImageGenerations => {
