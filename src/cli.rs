@@ -1,5 +1,5 @@
 //! Command-line interface: `sluice serve`, `sluice check-config`, `sluice mock`,
-//! `sluice bench`, `sluice healthcheck`.
+//! `sluice bench`, `sluice healthcheck`, `sluice import`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -55,6 +55,88 @@ pub enum Command {
     /// Ask a running gateway whether it is alive: exit 0 on a 2xx from its liveness route,
     /// 1 otherwise. For container HEALTHCHECKs and exec probes where there is no curl.
     Healthcheck(HealthcheckArgs),
+    /// Bring another gateway's database into sluice's store (keys keep working unchanged).
+    #[command(subcommand)]
+    Import(ImportFrom),
+}
+
+/// The gateways `sluice import` reads.
+#[derive(Debug, Subcommand)]
+pub enum ImportFrom {
+    /// A LiteLLM proxy's PostgreSQL database: keys, teams, users, organizations, budgets, end
+    /// users, stored deployments, MCP servers, guardrails and spend logs. Re-runnable; with
+    /// --follow, keeps importing while both gateways serve the same keys.
+    Litellm(LitellmImportArgs),
+}
+
+/// Options of `sluice import litellm`.
+#[derive(Debug, Args)]
+pub struct LitellmImportArgs {
+    /// LiteLLM's database (postgres://...).
+    #[arg(long, env = "LITELLM_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// sluice's config: names the store written to (general_settings.database_url, else
+    /// DATABASE_URL, else sluice.db in --data-dir) and the master key.
+    #[arg(short, long, env = "SLUICE_CONFIG")]
+    pub config: PathBuf,
+    /// Where the embedded SQLite store lives when no database_url is configured (as for
+    /// `serve`).
+    #[arg(long, default_value = ".", env = "SLUICE_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// Print what would be imported and what cannot be carried over; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// After the first pass, import again every this many seconds (new keys, blocks,
+    /// deletions, spend) until SIGINT or SIGTERM: for a canary where both gateways serve.
+    #[arg(long, value_name = "SECONDS")]
+    pub follow: Option<f64>,
+    /// Which spend logs to import: `all`, `none`, or those since a date (`2026-01-31`) or
+    /// time (RFC 3339).
+    #[arg(long, default_value = "all", value_parser = SpendLogsArg::parse)]
+    pub spend_logs: SpendLogsArg,
+    /// Where to write the MCP servers and guardrails stored in LiteLLM's database, as a
+    /// config file to `include:` (default: litellm-import.yaml beside --config).
+    #[arg(long)]
+    pub config_out: Option<PathBuf>,
+    /// The key LiteLLM encrypted its stored secrets with: its LITELLM_SALT_KEY, else its
+    /// master key (default: LITELLM_SALT_KEY, else this config's master_key).
+    #[arg(long, env = "LITELLM_SALT_KEY", hide_env_values = true)]
+    pub litellm_salt_key: Option<String>,
+    /// Print each pass's report as one line of JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--spend-logs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendLogsArg {
+    /// Every spend log.
+    All,
+    /// None.
+    None,
+    /// Those that started at or after this time.
+    Since(time::OffsetDateTime),
+}
+
+impl SpendLogsArg {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(Self::All),
+            "none" => Ok(Self::None),
+            _ => {
+                use time::format_description::well_known::Rfc3339;
+                if let Ok(t) = time::OffsetDateTime::parse(s, &Rfc3339) {
+                    return Ok(Self::Since(t));
+                }
+                let day = time::macros::format_description!("[year]-[month]-[day]");
+                time::Date::parse(s, &day)
+                    .map(|d| Self::Since(d.midnight().assume_utc()))
+                    .map_err(|_| {
+                        format!("`{s}` is not all, none, a date (2026-01-31) or an RFC 3339 time")
+                    })
+            }
+        }
+    }
 }
 
 /// Options of `sluice healthcheck`. By default it asks the address `serve` would listen on,

@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod fuzz;
 pub mod guardrails;
 pub mod healthcheck;
+pub mod import;
 pub mod mcp;
 pub mod models;
 pub mod passthrough;

@@ -1,5 +1,5 @@
 //! The `sluice` binary: parse the command line and run the gateway, the config check, the
-//! mock provider, the benchmark or the health check.
+//! mock provider, the benchmark, the health check or an import.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,7 +10,7 @@ use clap::Parser;
 
 #[cfg(feature = "mock")]
 use sluice::cli::MockArgs;
-use sluice::cli::{Cli, Command, HealthcheckArgs, ServeArgs};
+use sluice::cli::{Cli, Command, HealthcheckArgs, ImportFrom, ServeArgs};
 use sluice::server::{self, AppState, ServiceOptions, Services};
 use sluice_bench::BenchArgs;
 use sluice_config::{self as config, ProcessEnv};
@@ -35,6 +35,9 @@ fn main() -> ExitCode {
             rt.block_on(bench(args))
         }),
         Some(Command::Healthcheck(args)) => healthcheck(&args),
+        Some(Command::Import(ImportFrom::Litellm(args))) => {
+            control(|rt| rt.block_on(sluice::import::run(args)))
+        }
         None => control(|rt| rt.block_on(serve(cli.serve))),
     }
 }

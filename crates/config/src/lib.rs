@@ -20,6 +20,7 @@ pub use load::{load_file, load_str, Loaded, Source};
 pub use model::*;
 pub use prices::{PriceError, PriceSource, PriceTable, COST_MAP_ENV};
 pub use problems::ConfigError;
+pub use raw::GUARDRAIL_PARAM_KEYS;
 pub use sluice_core::settings::{Env, Invalid, ProcessEnv, Warning};
 pub use sluice_core::Secret;
 pub use validate::ROUTING_STRATEGIES;

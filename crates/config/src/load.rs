@@ -197,6 +197,44 @@ fn merge_includes(
                     Value::Null => *slot = Value::Sequence(entries),
                     _ => {}
                 }
+            } else if k.as_str() == Some("guardrails") {
+                // Guardrails are a list too: an included file's come after the main file's.
+                match (root_map.get_mut(&k), v) {
+                    (Some(Value::Sequence(s)), Value::Sequence(more)) => s.extend(more),
+                    (None | Some(Value::Null), v) => {
+                        root_map.insert(k, v);
+                    }
+                    _ => problems.error(
+                        format!("include[{i}]"),
+                        format!("{name}: guardrails must be a list"),
+                    ),
+                }
+            } else if k.as_str() == Some("mcp_servers") {
+                // MCP servers are named: an included file adds servers, and may not redefine one.
+                match (root_map.get_mut(&k), v) {
+                    (Some(Value::Mapping(m)), Value::Mapping(more)) => {
+                        for (server, entry) in more {
+                            if m.contains_key(&server) {
+                                problems.error(
+                                    format!("include[{i}]"),
+                                    format!(
+                                        "{name}: mcp_servers.{} is also defined in the including file",
+                                        server.as_str().unwrap_or("?")
+                                    ),
+                                );
+                            } else {
+                                m.insert(server, entry);
+                            }
+                        }
+                    }
+                    (None | Some(Value::Null), v) => {
+                        root_map.insert(k, v);
+                    }
+                    _ => problems.error(
+                        format!("include[{i}]"),
+                        format!("{name}: mcp_servers must be a mapping of names"),
+                    ),
+                }
             } else if !root_map.contains_key(&k) {
                 root_map.insert(k, v);
             }

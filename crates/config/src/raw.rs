@@ -653,7 +653,7 @@ pub(super) const TOOL_RULE_KEYS: &[&str] =
     &["id", "tool_name", "decision", "allowed_param_patterns"];
 
 /// Keys of a guardrail's `litellm_params` sluice reads.
-pub(super) const GUARDRAIL_PARAM_KEYS: &[&str] = &[
+pub const GUARDRAIL_PARAM_KEYS: &[&str] = &[
     "guardrail",
     "mode",
     "default_on",

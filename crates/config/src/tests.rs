@@ -1408,3 +1408,46 @@ fn the_spend_journal_is_per_request_unless_batched_and_a_bad_value_is_named() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn include_adds_mcp_servers_and_guardrails_and_refuses_a_second_definition() {
+    let dir = std::env::temp_dir().join(format!("sluice-include-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("imported.yaml"),
+        "mcp_servers:\n  docs: {url: 'http://127.0.0.1:9/mcp'}\nguardrails:\n  - guardrail_name: second\n    litellm_params: {guardrail: hide-secrets, mode: pre_call}\n",
+    )
+    .unwrap();
+    let main = format!(
+        "{ONE_MODEL}include: [imported.yaml]\nmcp_servers:\n  wiki: {{url: 'http://127.0.0.1:9/wiki'}}\nguardrails:\n  - guardrail_name: first\n    litellm_params: {{guardrail: hide-secrets, mode: pre_call}}\n"
+    );
+    std::fs::write(dir.join("main.yaml"), &main).unwrap();
+    let loaded = load_file(&dir.join("main.yaml"), &env(&[])).unwrap();
+    let mut servers: Vec<&str> = loaded
+        .config
+        .mcp
+        .servers
+        .iter()
+        .map(|s| s.name.as_ref())
+        .collect();
+    servers.sort_unstable();
+    assert_eq!(servers, ["docs", "wiki"]);
+    let guardrails: Vec<&str> = loaded
+        .config
+        .guardrails
+        .iter()
+        .map(|g| g.name.as_ref())
+        .collect();
+    assert_eq!(guardrails, ["first", "second"]);
+
+    std::fs::write(
+        dir.join("main.yaml"),
+        format!("{ONE_MODEL}include: [imported.yaml]\nmcp_servers:\n  docs: {{url: 'http://127.0.0.1:9/other'}}\n"),
+    )
+    .unwrap();
+    let e = load_file(&dir.join("main.yaml"), &env(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("mcp_servers.docs is also defined"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -134,6 +134,15 @@ impl Accounting {
     }
 }
 
+/// How a holder's recorded spend changes.
+#[derive(Debug, Clone, Copy)]
+enum SpendChange {
+    /// To this figure.
+    Set(f64),
+    /// By this much (not below zero).
+    Add(f64),
+}
+
 /// Which slice of a list to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Page {
@@ -298,26 +307,25 @@ impl Store {
         Ok(u64::try_from(col::<i64>(&row, "n")?).unwrap_or(0))
     }
 
-    /// Starts a new budget window for every row whose window ended by `now`: spend back to
-    /// zero and the next reset scheduled from the old one (no drift). Each row is reset only
-    /// if its window is still the one read, so two instances running this at once reset it
-    /// once. `updated_at` moves too, so the auth cache sees the fresh window. Returns how many
-    /// rows were reset.
-    /// Sets one holder's recorded spend, moving `updated_at` so the key directory reloads it.
-    /// `NotFound` when there is no such row.
-    async fn set_spend_of<E: Entity>(
+    /// Sets or moves one holder's recorded spend (never below zero), moving `updated_at` so
+    /// every key directory reloads it. `NotFound` when there is no such row.
+    async fn change_spend_of<E: Entity>(
         &self,
         id: &str,
-        spend: f64,
+        change: SpendChange,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
+        let (set, value) = match change {
+            SpendChange::Set(v) => ("$1", v),
+            SpendChange::Add(v) => ("CASE WHEN spend + $1 < 0 THEN 0 ELSE spend + $1 END", v),
+        };
         let sql = format!(
-            "UPDATE {} SET spend = $1, updated_at = $2 WHERE {} = $3",
+            "UPDATE {} SET spend = {set}, updated_at = $2 WHERE {} = $3",
             E::TABLE,
             E::ID
         );
         let done = sqlx::query(&sql)
-            .bind(spend)
+            .bind(value)
             .bind(to_ms(now))
             .bind(id.to_owned())
             .execute(self.pool())
@@ -326,6 +334,35 @@ impl Store {
             return Err(StoreError::NotFound(E::WHAT));
         }
         Ok(())
+    }
+
+    async fn change_spend(
+        &self,
+        kind: sluice_core::limits::SubjectKind,
+        id: &str,
+        change: SpendChange,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        use sluice_core::limits::SubjectKind as K;
+        match kind {
+            K::Key => self.change_spend_of::<super::KeyRow>(id, change, now).await,
+            K::Team => {
+                self.change_spend_of::<super::TeamRow>(id, change, now)
+                    .await
+            }
+            K::User => {
+                self.change_spend_of::<super::UserRow>(id, change, now)
+                    .await
+            }
+            K::EndUser => {
+                self.change_spend_of::<super::EndUserRow>(id, change, now)
+                    .await
+            }
+            K::Organization => {
+                self.change_spend_of::<super::OrganizationRow>(id, change, now)
+                    .await
+            }
+        }
     }
 
     /// Sets a key's, team's, user's or end user's recorded spend: LiteLLM's `spend` on
@@ -338,19 +375,28 @@ impl Store {
         spend: f64,
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        use sluice_core::limits::SubjectKind as K;
-        match kind {
-            K::Key => self.set_spend_of::<super::KeyRow>(id, spend, now).await,
-            K::Team => self.set_spend_of::<super::TeamRow>(id, spend, now).await,
-            K::User => self.set_spend_of::<super::UserRow>(id, spend, now).await,
-            K::EndUser => self.set_spend_of::<super::EndUserRow>(id, spend, now).await,
-            K::Organization => {
-                self.set_spend_of::<super::OrganizationRow>(id, spend, now)
-                    .await
-            }
-        }
+        self.change_spend(kind, id, SpendChange::Set(spend), now)
+            .await
     }
 
+    /// Adds `delta` (which may be negative: an import's source restarted a budget) to a
+    /// holder's recorded spend, never below zero.
+    pub async fn add_spend(
+        &self,
+        kind: sluice_core::limits::SubjectKind,
+        id: &str,
+        delta: f64,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.change_spend(kind, id, SpendChange::Add(delta), now)
+            .await
+    }
+
+    /// Starts a new budget window for every row whose window ended by `now`: spend back to
+    /// zero and the next reset scheduled from the old one (no drift). Each row is reset only
+    /// if its window is still the one read, so two instances running this at once reset it
+    /// once. `updated_at` moves too, so the auth cache sees the fresh window. Returns how many
+    /// rows were reset.
     pub(crate) async fn reset_due<E: Entity>(
         &self,
         now: OffsetDateTime,

@@ -1,4 +1,4 @@
-//! Durable state: virtual keys, teams, users, end users, organizations, budgets, spend logs and daily rollups, behind one
+//! Durable state: virtual keys, teams, users, end users, organizations, budgets, spend logs and daily rollups (and what an import brought over), behind one
 //! interface over SQLite (a file next to the binary, zero setup) or PostgreSQL (a fleet).
 //!
 //! Both backends go through sqlx's `Any` driver with the same SQL: parameters are `$n`, upserts
@@ -14,6 +14,7 @@ mod changes;
 pub mod end_users;
 mod entity;
 mod error;
+pub mod imported;
 pub mod keys;
 pub mod models;
 pub mod objects;
@@ -45,6 +46,7 @@ pub use end_users::EndUserRow;
 pub use entity::Accounting;
 pub use entity::{Limits, Page};
 pub use error::StoreError;
+pub use imported::Imported;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use models::ModelRow;
 pub use objects::{ObjectKind, OwnedObject};

@@ -468,6 +468,22 @@ impl Store {
     /// Stores a batch of spend logs and adds their cost to keys, teams, users and the daily
     /// rollups, all in one transaction.
     pub async fn write_spend_batch(&self, logs: &[SpendLog]) -> Result<BatchOutcome, StoreError> {
+        self.write_batch(logs, Charge::Holders).await
+    }
+
+    /// Stores spend logs brought over from another gateway (`sluice import`), with their daily
+    /// rollups but without adding their cost to keys, teams, users or end users: the holders'
+    /// own spend, imported with them, already counts it. Rows already present are skipped, so
+    /// the same logs imported twice count once.
+    pub async fn import_spend_batch(&self, logs: &[SpendLog]) -> Result<BatchOutcome, StoreError> {
+        self.write_batch(logs, Charge::RollupsOnly).await
+    }
+
+    async fn write_batch(
+        &self,
+        logs: &[SpendLog],
+        charge: Charge,
+    ) -> Result<BatchOutcome, StoreError> {
         let mut tx = self.pool().begin().await?;
         let mut inserted: HashSet<String> = HashSet::with_capacity(logs.len());
         let per_statement = match self.backend() {
@@ -522,34 +538,8 @@ impl Store {
         }
         let fresh: Vec<&SpendLog> = logs.iter().filter(|l| inserted.remove(&l.id)).collect();
         let totals = Totals::of(&fresh);
-        for (table, id_col, sums) in [
-            ("keys", "token", &totals.keys),
-            ("teams", "team_id", &totals.teams),
-            ("users", "user_id", &totals.users),
-        ] {
-            let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
-            for (id, spend) in sums {
-                sqlx::query(&sql)
-                    .bind(*spend)
-                    .bind(id.to_owned())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        self.add_organization_spend(&mut tx, &totals.keys).await?;
-        // End users need no admin call to exist: the first request naming one creates its row.
-        let now = to_ms(OffsetDateTime::now_utc());
-        for (id, spend) in &totals.end_users {
-            sqlx::query(
-                "INSERT INTO end_users (user_id, spend, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $3) \
-                 ON CONFLICT (user_id) DO UPDATE SET spend = end_users.spend + excluded.spend",
-            )
-            .bind((*id).to_owned())
-            .bind(*spend)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        if charge == Charge::Holders {
+            self.charge_holders(&mut tx, &totals).await?;
         }
         for d in totals.daily.values() {
             sqlx::query(
@@ -587,6 +577,45 @@ impl Store {
             inserted: n,
             duplicates: logs.len() as u64 - n,
         })
+    }
+
+    /// Adds a batch's fresh spend to the keys, teams, users, organizations and end users it
+    /// names (end users need no admin call to exist: the first request naming one creates
+    /// its row).
+    async fn charge_holders(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        totals: &Totals<'_>,
+    ) -> Result<(), StoreError> {
+        for (table, id_col, sums) in [
+            ("keys", "token", &totals.keys),
+            ("teams", "team_id", &totals.teams),
+            ("users", "user_id", &totals.users),
+        ] {
+            let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
+            for (id, spend) in sums {
+                sqlx::query(&sql)
+                    .bind(*spend)
+                    .bind(id.to_owned())
+                    .execute(&mut **tx)
+                    .await?;
+            }
+        }
+        self.add_organization_spend(tx, &totals.keys).await?;
+        let now = to_ms(OffsetDateTime::now_utc());
+        for (id, spend) in &totals.end_users {
+            sqlx::query(
+                "INSERT INTO end_users (user_id, spend, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $3) \
+                 ON CONFLICT (user_id) DO UPDATE SET spend = end_users.spend + excluded.spend",
+            )
+            .bind((*id).to_owned())
+            .bind(*spend)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(())
     }
 
     /// Adds the batch's spend per key to the organization each key is under (its own, else its
@@ -682,6 +711,14 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// Whether a batch's spend is added to the holders it names (requests served here) or only to
+/// the daily rollups (spend logs imported with their holders' totals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Charge {
+    Holders,
+    RollupsOnly,
 }
 
 /// A batch's sums, computed once in memory so the database sees one statement per key, team,
