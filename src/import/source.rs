@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::AnyPool;
 use sqlx::Row as _;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
@@ -15,19 +16,29 @@ use sluice_store::BudgetDuration;
 use super::error::ImportError;
 use super::report::RowError;
 
-/// A connection to LiteLLM's database.
+/// A connection to LiteLLM's database, through sqlx's `Any` driver, the store's: every row is
+/// read as one text column, so no driver of its own is linked in for it.
 pub struct Source {
-    pool: PgPool,
+    pool: AnyPool,
     tables: BTreeSet<String>,
 }
 
 impl Source {
     /// Connects and lists LiteLLM's tables; a database without LiteLLM's key table is refused.
     pub async fn connect(url: &str) -> Result<Self, ImportError> {
-        let pool = PgPoolOptions::new()
+        sqlx::any::install_default_drivers();
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(ImportError::Source(sqlx::Error::Configuration(
+                "LiteLLM's database URL must start with postgres:// or postgresql://".into(),
+            )));
+        }
+        // No cached statements, as for the store: a statement first prepared with a NULL
+        // parameter keeps the type sqlx guessed for it.
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let pool = AnyPoolOptions::new()
             .max_connections(2)
             .acquire_timeout(std::time::Duration::from_secs(10))
-            .connect(url)
+            .connect(&format!("{url}{sep}statement-cache-capacity=0"))
             .await
             .map_err(ImportError::Source)?;
         let tables = sqlx::query(
@@ -178,11 +189,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn read(
-        table: &'static str,
-        id_column: &'static str,
-        r: &sqlx::postgres::PgRow,
-    ) -> Result<Self, ImportError> {
+    fn read(table: &'static str, id_column: &'static str, r: &AnyRow) -> Result<Self, ImportError> {
         let text: String = r.try_get("row").map_err(ImportError::Source)?;
         let fields: Map<String, Value> = serde_json::from_str(&text)
             .map_err(|e| ImportError::Source(sqlx::Error::Decode(Box::new(e))))?;
