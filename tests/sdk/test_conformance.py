@@ -519,17 +519,30 @@ def test_anthropic_platform_clients_through_pass_through(conformance_gateway, mo
     assert judge({wire}, records, mock_http, vertex_token, 1, Calls()) == []
 
 
+@pytest.mark.parametrize("turns", ["first", "history"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-@pytest.mark.parametrize("provider", ["openai", "azure"])
-def test_openai_responses_api(conformance_gateway, mock_http, vertex_token, provider, stream):
-    """The Responses API from the openai SDK to OpenAI's and Azure's `/responses` (sluice
-    translates it for no other provider: see the cooldown test below): the upstream request
-    judged as above, the answer by the SDK's `Response` (streams: the `response.completed`
-    event's)."""
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_openai_responses_api(conformance_gateway, mock_http, vertex_token, provider, stream, turns):
+    """The Responses API from the openai SDK to every provider: passed through to OpenAI's and
+    Azure's `/responses`, translated for the others (`sluice_translate::responses`). The
+    upstream request judged as above (by the provider's own types), the answer by the SDK's
+    `Response` (streams: every event by `ResponseStreamEvent`, and the `response.completed`
+    event's response). `history` sends a finished tool round back: the call and its output."""
     oai = openai.OpenAI(base_url=conformance_gateway["base_url"], api_key=MASTER_KEY, max_retries=0)
     mock_http.delete("/mock/requests").raise_for_status()
-    kw = dict(model=CONFORMANCE_MODELS[provider], input="Weather in Paris?", instructions="Be brief.",
-              tools=[{"type": "function", "name": "get_weather", "parameters": SCHEMA, "strict": True}])
+    tool = {"type": "function", "name": "get_weather", "description": "Weather in a city",
+            "parameters": SCHEMA, "strict": True}
+    if turns == "history":
+        given = [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+             "arguments": json.dumps({"city": "Paris", "days": 1})},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Sunny, 21 C"},
+        ]
+    else:
+        given = "Weather in Paris?"
+    kw = dict(model=CONFORMANCE_MODELS[provider], input=given, instructions="Be brief.", tools=[tool],
+              max_output_tokens=200)
     if stream:
         with oai.responses.with_streaming_response.create(stream=True, **kw) as r:
             c.openai_responses_stream(r.read().decode(), "client ResponseStreamEvent")
@@ -537,19 +550,20 @@ def test_openai_responses_api(conformance_gateway, mock_http, vertex_token, prov
         raw = oai.responses.with_raw_response.create(**kw)
         c.openai_responses_answer(raw.http_response.text)
     records = mock_http.get("/mock/requests").json()
-    wire = {"openai": {"openai_responses"}, "azure": {"azure_responses"}}[provider]
+    wire = {"openai": {"openai_responses"}, "azure": {"azure_responses"}}.get(provider, WIRE[provider])
     problems = judge(wire, records, mock_http, vertex_token, 1, Calls())
     if problems:
         raise c.Refusal("conformance", problems)
 
 
 def test_an_endpoint_sluice_does_not_translate_does_not_cool_the_deployment_down(conformance_gateway):
-    """Not a vendor-type refusal, found while driving the Responses API at each provider: a
-    request sluice declines itself says nothing of the deployment's health."""
+    """Not a vendor-type refusal, found while driving the Responses API at each provider (which
+    sluice declined then): a request sluice declines itself says nothing of the deployment's
+    health. Moderations are one Gemini does not serve."""
     oai = openai.OpenAI(base_url=conformance_gateway["base_url"], api_key=MASTER_KEY, max_retries=0)
     model = "conf-gemini-cooldown"  # its own group, so no other test meets the cooldown
     with pytest.raises(openai.InternalServerError) as declined:
-        oai.responses.create(model=model, input="hi")
+        oai.moderations.create(model=model, input="hi")
     assert declined.value.status_code == 501
     assert declined.value.body["code"] == "endpoint_not_supported"
     oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])

@@ -1,5 +1,5 @@
 //! The upstream half of a translated call, shared by every provider whose format differs from
-//! the client's: the client's request read into the internal representation and written by the
+//! the client's (OpenAI's Responses API included, for providers that do not serve it): the client's request read into the internal representation and written by the
 //! provider's [`Codec`], sent by the provider (its URL and credentials, or the in-process
 //! mock), and the answer — whole, streamed, or an error — brought back in the client's dialect,
 //! so the pipeline treats it like any other upstream answer. Generic over the codec: each
@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{Extensions, HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use sluice_core::endpoint::Dialect;
+use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_core::error::ApiError;
 use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
@@ -19,7 +19,7 @@ use sluice_translate::images::ImageRequest;
 use sluice_translate::ir::ChatRequest;
 use sluice_translate::json_tool;
 use sluice_translate::stream::{JsonToolStream, TranslatedBody, Translator};
-use sluice_translate::{anthropic, errors, parse_request, write_response};
+use sluice_translate::{anthropic, errors, parse_request, responses, write_response};
 use sluice_translate::{Codec, Params, TranslateError};
 
 use crate::body::UpstreamBody;
@@ -69,6 +69,9 @@ where
     F: FnOnce(bool, &str, Bytes) -> Fut,
     Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
 {
+    if call.endpoint == Endpoint::Responses {
+        return responses(provider, codec, call, model, (drop, rules), send).await;
+    }
     let fail = |e: TranslateError| e.into_api(provider);
     let client = call.endpoint.dialect();
     let mut params = Params::new(drop, client).with_rules(rules);
@@ -87,6 +90,83 @@ where
     }
     let resp = send(req.stream, &req.model, body).await?;
     let mut resp = answer(provider, codec, client, req, resp).await?;
+    if let Some(names) = dropped {
+        resp.extensions_mut().insert(DroppedParams(names));
+    }
+    Ok(resp)
+}
+
+/// One translated Responses call (OpenAI's Responses API to a provider that does not serve
+/// it): the request read into the internal representation, the answer told back as a Responses
+/// object or its stream of events. Stateless: `previous_response_id` and `store` are the
+/// translation's to refuse or note.
+async fn responses<C, F, Fut>(
+    provider: &'static str,
+    codec: &C,
+    call: &Call<'_>,
+    model: String,
+    (drop, rules): (bool, ModelRules),
+    send: F,
+) -> Result<Response<UpstreamBody>, ApiError>
+where
+    C: Codec,
+    F: FnOnce(bool, &str, Bytes) -> Fut,
+    Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
+{
+    let fail = |e: TranslateError| e.into_api(provider);
+    let mut params = Params::new(drop, Dialect::OpenAi).with_rules(rules);
+    let (mut req, echo) = responses::parse_request(call.body, &mut params).map_err(fail)?;
+    req.model = model;
+    sluice_translate::fit::fit(&mut req, &mut params);
+    let body = Bytes::from(codec.write_request(&req, &mut params).map_err(fail)?);
+    let dropped = params.header_value();
+    if let Some(names) = &dropped {
+        tracing::debug!(provider, dropped = ?names, "parameters the provider cannot take dropped");
+    }
+    let resp = send(req.stream, &req.model, body).await?;
+    if !resp.status().is_success() {
+        return error_answer(codec, Dialect::OpenAi, resp).await;
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts.headers.remove(CONTENT_LENGTH);
+    let id = codec
+        .answer_id(&parts.headers)
+        .map_or_else(|| fresh_id(Dialect::OpenAi), ToOwned::to_owned);
+    let mut resp = if req.stream {
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        let reader = codec.reader(&id, &req.model);
+        let body = if json_tool::asks_json_tool(&req) {
+            let translator = Translator::responses(JsonToolStream::new(reader), echo);
+            UpstreamBody::made(TranslatedBody::new(body, translator))
+        } else {
+            UpstreamBody::made(TranslatedBody::new(
+                body,
+                Translator::responses(reader, echo),
+            ))
+        };
+        Response::from_parts(parts, body)
+    } else {
+        let bytes = collect(body).await?;
+        let mut answer = codec
+            .parse_response(&bytes)
+            .map_err(|e| e.into_api(provider))?;
+        if json_tool::asks_json_tool(&req) {
+            json_tool::json_tool_answer(&mut answer);
+        }
+        if answer.id.is_empty() {
+            answer.id = id;
+        }
+        if answer.model.is_empty() {
+            answer.model = req.model;
+        }
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let out = Bytes::from(responses::write_response(&answer, &echo));
+        Response::from_parts(parts, UpstreamBody::whole(out))
+    };
     if let Some(names) = dropped {
         resp.extensions_mut().insert(DroppedParams(names));
     }

@@ -2,7 +2,8 @@
 //! internal representation (`ir`) and back. The easiest part of sluice to fuzz.
 //!
 //! - the client dialects' readers and writers: `openai` and `anthropic`; `embeddings` for
-//!   OpenAI's embeddings on the client side;
+//!   OpenAI's embeddings on the client side; `responses` for OpenAI's Responses API asked of
+//!   a deployment that does not speak it (the request read, the answer and its stream written);
 //! - [`Codec`]: an upstream chat format (the dialects implement it here, providers with a
 //!   format of their own in their module); `errors` maps an upstream's error into the
 //!   client's dialect;
@@ -39,6 +40,7 @@ pub mod openai;
 pub mod params;
 pub mod replay;
 pub mod rerank;
+pub mod responses;
 pub mod sse;
 pub mod stream;
 #[cfg(any(test, feature = "testing"))]

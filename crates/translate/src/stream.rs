@@ -17,6 +17,7 @@ use crate::eventstream::Decoder;
 use crate::ir::{StopReason, StreamEvent};
 use crate::json_tool::JSON_TOOL;
 use crate::openai::ChunkWriter;
+use crate::responses;
 use crate::sse::{events, last_event_end_after, TooLong, MAX_EVENT};
 use sluice_core::endpoint::Dialect;
 
@@ -83,6 +84,9 @@ impl<T: SseRead> StreamRead for T {
 enum Writer {
     OpenAi(ChunkWriter),
     Anthropic(EventWriter),
+    /// OpenAI's Responses API, which has no [`Dialect`] of its own: its answers repeat the
+    /// request's settings, so the writer is built from them.
+    Responses(responses::EventWriter),
 }
 
 /// Translates a stream from an upstream format to a client dialect, event by event.
@@ -104,12 +108,25 @@ pub struct Translator<R> {
 impl<R: StreamRead> Translator<R> {
     /// A translator from `reader`'s format to the client's dialect.
     pub fn new(reader: R, to: Dialect) -> Self {
-        Self {
+        Self::with_writer(
             reader,
-            writer: match to {
+            match to {
                 Dialect::OpenAi => Writer::OpenAi(ChunkWriter::default()),
                 Dialect::Anthropic => Writer::Anthropic(EventWriter::default()),
             },
+        )
+    }
+
+    /// A translator from `reader`'s format to the Responses API's events, whose response
+    /// objects repeat `echo` (what [`responses::parse_request`] read of the request).
+    pub fn responses(reader: R, echo: responses::Echo) -> Self {
+        Self::with_writer(reader, Writer::Responses(responses::EventWriter::new(echo)))
+    }
+
+    fn with_writer(reader: R, writer: Writer) -> Self {
+        Self {
+            reader,
+            writer,
             decoder: (R::FRAMING == Framing::EventStream).then(Decoder::default),
             carry: BytesMut::new(),
             events: Vec::new(),
@@ -228,6 +245,7 @@ impl<R: StreamRead> Translator<R> {
             match &mut self.writer {
                 Writer::OpenAi(w) => w.write(ev, &mut out),
                 Writer::Anthropic(w) => w.write(ev, &mut out),
+                Writer::Responses(w) => w.write(ev, &mut out),
             }
         }
         out

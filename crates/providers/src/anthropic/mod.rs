@@ -82,7 +82,7 @@ impl Upstream for Anthropic {
                 http.pass_through(&t.count_tokens, call, &CLIENT_HEADERS)
                     .await
             }
-            Endpoint::ChatCompletions => {
+            Endpoint::ChatCompletions | Endpoint::Responses => {
                 exchange::chat(
                     http.provider,
                     &AnthropicMessages::DIRECT,
@@ -93,7 +93,7 @@ impl Upstream for Anthropic {
                 )
                 .await
             }
-            Endpoint::Completions | Endpoint::Embeddings | Endpoint::Responses
+            Endpoint::Completions | Endpoint::Embeddings
             | Endpoint::ImageGenerations
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations

@@ -154,7 +154,7 @@ impl Upstream for Bedrock {
         };
         match call.endpoint {
             Endpoint::Messages if is_claude(&http.model(call)?) => invoke(t, call).await,
-            Endpoint::ChatCompletions | Endpoint::Messages => {
+            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
                 exchange::chat(
                     http.provider,
                     &Converse,
@@ -196,7 +196,7 @@ impl Upstream for Bedrock {
                 .await
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
-            Endpoint::Completions | Endpoint::Responses
+            Endpoint::Completions
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions

@@ -76,7 +76,7 @@ impl Upstream for Gemini {
             async move { http.post(uri?, http.request_headers(call), body).await }
         };
         match call.endpoint {
-            Endpoint::ChatCompletions | Endpoint::Messages => {
+            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
                 exchange::chat(
                     http.provider,
                     &GenerateContent,
@@ -110,7 +110,7 @@ impl Upstream for Gemini {
                 .await
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
-            Endpoint::Completions | Endpoint::Responses
+            Endpoint::Completions
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions

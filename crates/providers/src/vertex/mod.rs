@@ -158,7 +158,7 @@ impl Upstream for Vertex {
     async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
         let http = &t.http;
         match call.endpoint {
-            Endpoint::ChatCompletions | Endpoint::Messages => {
+            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
                 let model = http.model(call)?;
                 if !is_claude(&model) {
                     return chat(t, call, &GenerateContent, &t.google, model).await;
@@ -190,7 +190,7 @@ impl Upstream for Vertex {
             }
             Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
             // Vertex AI embeds through `:predict`, which sluice does not speak yet.
-            Endpoint::Embeddings | Endpoint::Completions | Endpoint::Responses
+            Endpoint::Embeddings | Endpoint::Completions
             | Endpoint::ImageEdits
             | Endpoint::ImageVariations
             | Endpoint::AudioTranscriptions
