@@ -16,9 +16,9 @@ use sluice_core::error::ApiError;
 use sluice_core::rules::ModelRules;
 use sluice_translate::embeddings::{self, EmbedRequest};
 use sluice_translate::images::ImageRequest;
-use sluice_translate::ir::ChatRequest;
+use sluice_translate::ir::{ChatRequest, ChatResponse};
 use sluice_translate::json_tool;
-use sluice_translate::stream::{JsonToolStream, TranslatedBody, Translator};
+use sluice_translate::stream::{JsonToolStream, StreamRead, TranslatedBody, Translator};
 use sluice_translate::{anthropic, errors, parse_request, responses, write_response};
 use sluice_translate::{Codec, Params, TranslateError};
 
@@ -51,7 +51,7 @@ impl DroppedParams {
     }
 }
 
-/// One translated chat call. `model` is the upstream model name; `drop_params` and the
+/// One translated chat call (a Responses call too: read and answered in its own format). `model` is the upstream model name; `drop_params` and the
 /// model's rules decide what the request keeps and how it is shaped; `send` delivers the body
 /// written in `codec`'s format, given whether the request streams and its model, and returns
 /// the upstream's answer. What the translation dropped is logged (debug) and listed on the
@@ -69,18 +69,21 @@ where
     F: FnOnce(bool, &str, Bytes) -> Fut,
     Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
 {
-    if call.endpoint == Endpoint::Responses {
-        return responses(provider, codec, call, model, (drop, rules), send).await;
-    }
     let fail = |e: TranslateError| e.into_api(provider);
-    let client = call.endpoint.dialect();
-    let mut params = Params::new(drop, client).with_rules(rules);
-    let mut req = parse_request(client, call.body, &mut params).map_err(fail)?;
+    let dialect = call.endpoint.dialect();
+    let mut params = Params::new(drop, dialect).with_rules(rules);
+    let (mut req, client) = if call.endpoint == Endpoint::Responses {
+        let (req, echo) = responses::parse_request(call.body, &mut params).map_err(fail)?;
+        (req, Client::Responses(Box::new(echo)))
+    } else {
+        let req = parse_request(dialect, call.body, &mut params).map_err(fail)?;
+        (req, Client::Chat(dialect))
+    };
     req.model = model;
     sluice_translate::fit::fit(&mut req, &mut params);
     let body = Bytes::from(codec.write_request(&req, &mut params).map_err(fail)?);
     let beta = call.client_headers.get(ANTHROPIC_BETA);
-    if let (Dialect::Anthropic, Some(features)) = (client, beta) {
+    if let (Dialect::Anthropic, Some(features)) = (dialect, beta) {
         params.hint("anthropic-beta");
         tracing::debug!(provider, features = ?features, "anthropic-beta features not forwarded");
     }
@@ -96,100 +99,59 @@ where
     Ok(resp)
 }
 
-/// One translated Responses call (OpenAI's Responses API to a provider that does not serve
-/// it): the request read into the internal representation, the answer told back as a Responses
-/// object or its stream of events. Stateless: `previous_response_id` and `store` are the
-/// translation's to refuse or note.
-async fn responses<C, F, Fut>(
-    provider: &'static str,
-    codec: &C,
-    call: &Call<'_>,
-    model: String,
-    (drop, rules): (bool, ModelRules),
-    send: F,
-) -> Result<Response<UpstreamBody>, ApiError>
-where
-    C: Codec,
-    F: FnOnce(bool, &str, Bytes) -> Fut,
-    Fut: Future<Output = Result<Response<UpstreamBody>, ApiError>>,
-{
-    let fail = |e: TranslateError| e.into_api(provider);
-    let mut params = Params::new(drop, Dialect::OpenAi).with_rules(rules);
-    let (mut req, echo) = responses::parse_request(call.body, &mut params).map_err(fail)?;
-    req.model = model;
-    sluice_translate::fit::fit(&mut req, &mut params);
-    let body = Bytes::from(codec.write_request(&req, &mut params).map_err(fail)?);
-    let dropped = params.header_value();
-    if let Some(names) = &dropped {
-        tracing::debug!(provider, dropped = ?names, "parameters the provider cannot take dropped");
-    }
-    let resp = send(req.stream, &req.model, body).await?;
-    if !resp.status().is_success() {
-        return error_answer(codec, Dialect::OpenAi, resp).await;
-    }
-    let (mut parts, body) = resp.into_parts();
-    parts.headers.remove(CONTENT_LENGTH);
-    let id = codec
-        .answer_id(&parts.headers)
-        .map_or_else(|| fresh_id(Dialect::OpenAi), ToOwned::to_owned);
-    let mut resp = if req.stream {
-        parts
-            .headers
-            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        let reader = codec.reader(&id, &req.model);
-        let body = if json_tool::asks_json_tool(&req) {
-            let translator = Translator::responses(JsonToolStream::new(reader), echo);
-            UpstreamBody::made(TranslatedBody::new(body, translator))
-        } else {
-            UpstreamBody::made(TranslatedBody::new(
-                body,
-                Translator::responses(reader, echo),
-            ))
-        };
-        Response::from_parts(parts, body)
-    } else {
-        let bytes = collect(body).await?;
-        let mut answer = codec
-            .parse_response(&bytes)
-            .map_err(|e| e.into_api(provider))?;
-        if json_tool::asks_json_tool(&req) {
-            json_tool::json_tool_answer(&mut answer);
-        }
-        if answer.id.is_empty() {
-            answer.id = id;
-        }
-        if answer.model.is_empty() {
-            answer.model = req.model;
-        }
-        parts
-            .headers
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let out = Bytes::from(responses::write_response(&answer, &echo));
-        Response::from_parts(parts, UpstreamBody::whole(out))
-    };
-    if let Some(names) = dropped {
-        resp.extensions_mut().insert(DroppedParams(names));
-    }
-    Ok(resp)
+/// What a translated call's client reads: a dialect's chat API, or OpenAI's Responses API
+/// (an OpenAI-dialect endpoint whose answer repeats the request's settings, [`responses::Echo`]).
+enum Client {
+    Chat(Dialect),
+    /// Boxed: the request's future holds it, and a chat call pays for one word.
+    Responses(Box<responses::Echo>),
 }
 
-/// The upstream's answer in the client's dialect: an error translated, a stream translated as
+impl Client {
+    /// The dialect of its errors and answer ids.
+    fn dialect(&self) -> Dialect {
+        match self {
+            Self::Chat(d) => *d,
+            Self::Responses(_) => Dialect::OpenAi,
+        }
+    }
+
+    /// A stream translated from `reader`'s format into the client's.
+    fn translator<R: StreamRead>(self, reader: R) -> Translator<R> {
+        match self {
+            Self::Chat(d) => Translator::new(reader, d),
+            Self::Responses(echo) => Translator::responses(reader, *echo),
+        }
+    }
+
+    /// A whole answer in the client's format.
+    fn write(&self, answer: &ChatResponse) -> Vec<u8> {
+        match self {
+            Self::Chat(d) => write_response(*d, answer),
+            Self::Responses(echo) => responses::write_response(answer, echo),
+        }
+    }
+}
+
+/// The upstream's answer in the client's format: an error translated, a stream translated as
 /// it arrives, a whole answer read and rewritten.
 async fn answer<C: Codec>(
     provider: &'static str,
     codec: &C,
-    client: Dialect,
+    client: Client,
     req: ChatRequest,
     resp: Response<UpstreamBody>,
 ) -> Result<Response<UpstreamBody>, ApiError> {
+    let dialect = client.dialect();
     if !resp.status().is_success() {
-        return error_answer(codec, client, resp).await;
+        return error_answer(codec, dialect, resp).await;
     }
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(CONTENT_LENGTH);
-    let id = codec
-        .answer_id(&parts.headers)
-        .map_or_else(|| fresh_id(client), |r| format!("{}{r}", id_prefix(client)));
+    let id = codec.answer_id(&parts.headers).map_or_else(
+        || fresh_id(dialect),
+        |r| format!("{}{r}", id_prefix(dialect)),
+    );
     if req.stream {
         parts
             .headers
@@ -197,10 +159,10 @@ async fn answer<C: Codec>(
         let reader = codec.reader(&id, &req.model);
         // A schema asked through a forced tool: its call is the answer's text.
         let body = if json_tool::asks_json_tool(&req) {
-            let translator = Translator::new(JsonToolStream::new(reader), client);
+            let translator = client.translator(JsonToolStream::new(reader));
             UpstreamBody::made(TranslatedBody::new(body, translator))
         } else {
-            UpstreamBody::made(TranslatedBody::new(body, Translator::new(reader, client)))
+            UpstreamBody::made(TranslatedBody::new(body, client.translator(reader)))
         };
         return Ok(Response::from_parts(parts, body));
     }
@@ -220,7 +182,7 @@ async fn answer<C: Codec>(
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let out = Bytes::from(write_response(client, &answer));
+    let out = Bytes::from(client.write(&answer));
     Ok(Response::from_parts(parts, UpstreamBody::whole(out)))
 }
 

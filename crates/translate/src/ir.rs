@@ -43,6 +43,19 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// Appends a turn, joining it to the last one when the same role speaks (consecutive
+    /// tool results join the user turn; a reasoning block and the calls after it, the
+    /// assistant's), as every format's reader builds the conversation.
+    pub fn push_turn(&mut self, role: Role, mut parts: Vec<Part>) {
+        match self.messages.last_mut() {
+            Some(last) if last.role == role => last.content.append(&mut parts),
+            _ => self.messages.push(Message {
+                role,
+                content: parts,
+            }),
+        }
+    }
+
     /// Whether any block or tool carries Anthropic's `cache_control`, which formats without
     /// inline cache markers drop as a hint.
     pub fn has_cache_control(&self) -> bool {

@@ -306,17 +306,6 @@ fn read_parts(content: Option<Content>, unknown: &mut bool) -> Vec<Part> {
     }
 }
 
-fn push(req: &mut ChatRequest, role: Role, mut parts: Vec<Part>) {
-    match req.messages.last_mut() {
-        // Consecutive turns of one role become one (tool results join the user turn).
-        Some(last) if last.role == role => last.content.append(&mut parts),
-        _ => req.messages.push(Message {
-            role,
-            content: parts,
-        }),
-    }
-}
-
 fn read_message(
     req: &mut ChatRequest,
     m: RawMessage,
@@ -332,7 +321,7 @@ fn read_message(
         }
         "user" => {
             let parts = read_parts(m.content, unknown);
-            push(req, Role::User, parts);
+            req.push_turn(Role::User, parts);
         }
         "assistant" => {
             let mut parts = Vec::new();
@@ -361,15 +350,14 @@ fn read_message(
                     arguments: c.function.arguments,
                 })
             }));
-            push(req, Role::Assistant, parts);
+            req.push_turn(Role::Assistant, parts);
         }
         "tool" | "function" => {
             let id = m.tool_call_id.ok_or_else(|| {
                 TranslateError::invalid("messages", "tool message without tool_call_id")
             })?;
             let content = read_parts(m.content, unknown);
-            push(
-                req,
+            req.push_turn(
                 Role::User,
                 vec![Part::ToolResult {
                     id,

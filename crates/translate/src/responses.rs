@@ -19,8 +19,8 @@
 use serde_json::{json, Map, Value};
 
 use super::ir::{
-    ChatRequest, ChatResponse, Effort, ImageSource, Message, Part, ResponseFormat, Role,
-    StopReason, StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
+    ChatRequest, ChatResponse, Effort, ImageSource, Part, ResponseFormat, Role, StopReason,
+    StreamEvent, Text, Thinking, Tool, ToolCall, ToolChoice,
 };
 use super::params::{asks_nothing, Key};
 use super::{now, to_json, Params, TranslateError};
@@ -414,18 +414,10 @@ fn tool_choice(v: &Value, params: &mut Params) -> Result<Option<ToolChoice>, Tra
     }
 }
 
-fn push(req: &mut ChatRequest, role: Role, mut parts: Vec<Part>) {
-    if parts.is_empty() {
-        return;
-    }
-    match req.messages.last_mut() {
-        // Consecutive items of one role become one turn (tool outputs join the user turn, a
-        // reasoning item and the calls after it the assistant turn).
-        Some(last) if last.role == role => last.content.append(&mut parts),
-        _ => req.messages.push(Message {
-            role,
-            content: parts,
-        }),
+/// A turn from an item; an item with no parts adds none.
+fn push(req: &mut ChatRequest, role: Role, parts: Vec<Part>) {
+    if !parts.is_empty() {
+        req.push_turn(role, parts);
     }
 }
 
@@ -1350,6 +1342,7 @@ impl EventWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::Message;
     use crate::testing::{dropped_names, dropping, json_of, strict};
 
     fn parse(body: Value, params: &mut Params) -> Result<(ChatRequest, Echo), TranslateError> {
