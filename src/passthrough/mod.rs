@@ -402,7 +402,7 @@ fn unavailable(route: Route, why: &Unavailable) -> ApiError {
 /// `x-litellm-api-key` first (the Vertex and AWS SDKs use `Authorization` for Google's and
 /// AWS's own credentials), then Google's `?key=` and `x-goog-api-key` on Google's routes, then
 /// the usual `Authorization`, `x-api-key` and `api-key`.
-fn caller_key(route: Route, headers: &HeaderMap, query: Option<&str>) -> HeaderMap {
+pub(crate) fn caller_key(route: Route, headers: &HeaderMap, query: Option<&str>) -> HeaderMap {
     let header = |name: &str| {
         headers
             .get(name)

@@ -3,6 +3,7 @@
 
 mod body;
 pub mod client_side;
+mod google;
 pub(crate) mod health;
 pub(crate) mod internal;
 mod litellm_headers;

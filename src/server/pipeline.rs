@@ -28,8 +28,10 @@ use sluice_core::error::ApiError;
 use sluice_core::limits::{self, Exceeded, Permit};
 use sluice_core::record::{Content, Outcome, RequestRecord};
 use sluice_core::trace_context::TraceContext;
-use sluice_core::usage::{usage_of, Usage};
+use sluice_core::usage::Usage;
+use sluice_net::sigv4::uri_decode;
 use sluice_providers::exchange::DroppedParams;
+use sluice_providers::passthrough::usage;
 use sluice_providers::{Call, DeploymentTarget, UpstreamBody};
 use sluice_routing::{
     self as routing, Attempt, Failure, FailureKind, MayUse, OnDisconnect, Requested, RouteError,
@@ -88,6 +90,13 @@ where
     let route = match_route(req.method(), req.uri().path());
     let dialect = match route {
         Route::Inference(endpoint) => endpoint.dialect(),
+        Route::Named(n) => n.endpoint.dialect(),
+        Route::GoogleCount(_) | Route::GoogleModels(_) => Dialect::Gemini,
+        Route::ListModels | Route::GetModel(_)
+            if super::google::is_google_client(req.headers(), req.uri().query()) =>
+        {
+            Dialect::Gemini
+        }
         _ => Dialect::OpenAi,
     };
     // 2½. Overload: past the in-flight limit or the memory watermark the newest work is shed
@@ -124,7 +133,9 @@ where
         armed: true,
     };
     let record = &mut pending.record;
-    if matches!(route, Route::Inference(_)) && state.recorder().callbacks().tracing() {
+    if matches!(route, Route::Inference(_) | Route::Named(_))
+        && state.recorder().callbacks().tracing()
+    {
         record.trace = Some(Box::new(TraceContext::from_headers(req.headers())));
     }
     // The routes other than inference are boxed: their futures (a WebSocket handshake, the
@@ -132,14 +143,53 @@ where
     // makes every request's future that large, copied whole each time it moves.
     let result = match route {
         Route::Inference(endpoint) => inference(state, &snap, endpoint, req, record).await,
+        Route::Named(n) => {
+            // The name borrows the path; the handler takes the request.
+            let named = PathNamed {
+                model: uri_decode(n.model),
+                stream: n.stream,
+            };
+            Box::pin(path_named(state, &snap, n.endpoint, named, req, record)).await
+        }
+        Route::GoogleCount(model) => {
+            let model = uri_decode(model);
+            Box::pin(super::google::count(state, &snap, &model, req)).await
+        }
+        // google-genai lists models at `/v1/models`, OpenAI's path: its headers tell.
+        Route::ListModels | Route::GetModel(_)
+            if super::google::is_google_client(req.headers(), req.uri().query()) =>
+        {
+            let one = match route {
+                Route::GetModel(id) => Some(id.strip_prefix("models/").unwrap_or(id)),
+                _ => None,
+            };
+            let mut headers = req.headers().clone();
+            super::google::key_header(&mut headers, req.uri().query());
+            let shape = ModelsShape::Google;
+            Box::pin(models(state, &snap, &headers, one, shape)).await
+        }
+        Route::GoogleModels(one) => {
+            let mut headers = req.headers().clone();
+            super::google::key_header(&mut headers, req.uri().query());
+            let shape = ModelsShape::Google;
+            Box::pin(models(state, &snap, &headers, one, shape)).await
+        }
         Route::ListModels => {
             let groups_only = req.uri().query().is_some_and(|q| {
                 form_urlencoded::parse(q.as_bytes())
                     .any(|(k, v)| k == "only_model_access_groups" && v.eq_ignore_ascii_case("true"))
             });
-            Box::pin(models(state, &snap, req.headers(), None, groups_only)).await
+            let shape = if groups_only {
+                ModelsShape::AccessGroups
+            } else {
+                ModelsShape::OpenAi
+            };
+            Box::pin(models(state, &snap, req.headers(), None, shape)).await
         }
-        Route::GetModel(id) => Box::pin(models(state, &snap, req.headers(), Some(id), false)).await,
+        Route::GetModel(id) => {
+            let shape = ModelsShape::OpenAi;
+            Box::pin(models(state, &snap, req.headers(), Some(id), shape)).await
+        }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
         Route::Readiness => Ok(readiness(state)),
         Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
@@ -252,6 +302,41 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// What a Google or Bedrock client's path says of its request: the model (decoded) and
+/// whether it streams.
+#[derive(Debug, Clone)]
+struct PathNamed {
+    model: String,
+    stream: bool,
+}
+
+/// A Google (`:generateContent`) or Bedrock (`/converse`) client's call: an inference request
+/// whose model and stream flag are in the path, with the key where Google's clients send it.
+async fn path_named<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    endpoint: Endpoint,
+    named: PathNamed,
+    mut req: Request<B>,
+    record: &mut RequestRecord,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    match endpoint {
+        Endpoint::GenerateContent => {
+            let query = req.uri().query().map(str::to_owned);
+            super::google::key_header(req.headers_mut(), query.as_deref());
+        }
+        Endpoint::Converse => super::google::sigv4_key(req.headers_mut()),
+        _ => {}
+    }
+    // Carried in the request, so that every other request's future does not grow by it.
+    req.extensions_mut().insert(named);
+    inference(state, snap, endpoint, req, record).await
+}
+
 async fn inference<B>(
     state: &AppState,
     snap: &Snapshot,
@@ -272,7 +357,7 @@ where
         .await?;
     // 4. Read the body, within the size limit: an upload only up to its first file, the rest
     //    relayed as it arrives (`upload`).
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let boundary = match endpoint.body_format() {
         BodyFormat::Json => None,
         BodyFormat::Multipart => Some(
@@ -340,9 +425,14 @@ where
         None => None,
         Some(b) => Some(multipart::head(&body, b)?),
     };
-    let mut envelope = match &form {
-        None => Envelope::parse(&body)?,
-        Some(parts) => Envelope::parse_multipart(&body, parts)?,
+    let named = match endpoint.names_model_in_path() {
+        true => parts.extensions.remove::<PathNamed>(),
+        false => None,
+    };
+    let mut envelope = match (&form, named) {
+        (_, Some(PathNamed { model, stream })) => Envelope::named(&body, model, stream)?,
+        (None, None) => Envelope::parse(&body)?,
+        (Some(parts), None) => Envelope::parse_multipart(&body, parts)?,
     };
     super::litellm_headers::read(&parts.headers, &mut envelope.routing)?;
     // LiteLLM's several-models request (`"model": "a,b"`): each model asked on its own.
@@ -725,7 +815,7 @@ where
             });
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
-                    record.usage = usage_of(endpoint, &bytes, requested_units);
+                    record.usage = usage::of_answer(endpoint, &bytes, requested_units);
                     if let Some(c) = record.content.as_mut() {
                         c.response = Some(bytes.clone());
                     }
@@ -1368,6 +1458,13 @@ fn stream_response(parts: http::response::Parts, body: ResponseBody) -> Response
 pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
     let mut resp = json(e.status(), e.body_in(dialect));
     let h = resp.headers_mut();
+    if dialect == Dialect::Converse {
+        let kind = sluice_core::error::aws_error_type(e.status());
+        h.insert(
+            sluice_core::error::AWS_ERROR_TYPE,
+            HeaderValue::from_static(kind),
+        );
+    }
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
         h.insert(RETRY_AFTER, HeaderValue::from(secs));
@@ -1484,12 +1581,23 @@ where
 /// gateway) every model group, prebuilt; for a virtual key the groups the access rule lets it
 /// use (a blocked or expired key is refused as on any inference route), so that front-ends
 /// that list models first work with the keys they are given and show only what will answer.
+/// How a model list is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ModelsShape {
+    /// OpenAI's `{"object": "list", "data": [...]}`.
+    OpenAi,
+    /// LiteLLM's `?only_model_access_groups=True`: the access groups, as OpenAI's models.
+    AccessGroups,
+    /// Google's `{"models": [...]}` (the google-genai SDK's `models.list` / `models.get`).
+    Google,
+}
+
 async fn models(
     state: &AppState,
     snap: &Snapshot,
     headers: &HeaderMap,
     one: Option<&str>,
-    groups_only: bool,
+    shape: ModelsShape,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let wall = limits::wall_ms();
     let caller = state
@@ -1515,10 +1623,24 @@ async fn models(
             .named(id)
             .filter(|g| may_use(id, g))
             .ok_or_else(not_found)?;
-        let body = model_object(id, group, snap.created).to_string();
+        let body = match shape {
+            ModelsShape::Google => super::google::model_object(id),
+            ModelsShape::OpenAi | ModelsShape::AccessGroups => {
+                model_object(id, group, snap.created)
+            }
+        };
+        return Ok(json(StatusCode::OK, Bytes::from(body.to_string())));
+    }
+    if shape == ModelsShape::Google {
+        let models: Vec<_> = table
+            .listed()
+            .filter(|(name, g)| may_use(name, g))
+            .map(|(name, _)| super::google::model_object(name))
+            .collect();
+        let body = serde_json::json!({ "models": models }).to_string();
         return Ok(json(StatusCode::OK, Bytes::from(body)));
     }
-    if groups_only {
+    if shape == ModelsShape::AccessGroups {
         // LiteLLM's `?only_model_access_groups=True`: the access groups (`model_info.
         // access_groups`) of the groups the caller may use, as model objects.
         let mut names: Vec<&str> = Vec::new();
@@ -1633,7 +1755,7 @@ fn see_other(location: &'static str) -> Response<ResponseBody> {
     resp
 }
 
-fn json(status: StatusCode, body: Bytes) -> Response<ResponseBody> {
+pub(crate) fn json(status: StatusCode, body: Bytes) -> Response<ResponseBody> {
     let mut resp = Response::new(ResponseBody::full(body));
     *resp.status_mut() = status;
     resp.headers_mut().insert(CONTENT_TYPE, JSON.clone());

@@ -27,12 +27,12 @@ use http_body_util::BodyExt;
 use tokio::time::{Instant, Sleep};
 
 use sluice_core::endpoint::Endpoint;
-use sluice_core::error::{anthropic_error_body, error_body};
+use sluice_core::error::{anthropic_error_body, error_body, google_error_body};
 use sluice_core::record::{Outcome, RequestRecord};
 use sluice_core::usage::Usage;
+use sluice_providers::passthrough::Tap;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
-use sluice_translate::sse::SseTap;
 
 use crate::spend::Charges;
 
@@ -124,7 +124,7 @@ impl Abort {
 pub struct StreamRelay {
     first: Option<Bytes>,
     upstream: UpstreamBody,
-    tap: SseTap,
+    tap: Tap,
     endpoint: Endpoint,
     state: State,
     record: RequestRecord,
@@ -223,7 +223,7 @@ impl StreamRelay {
         Self {
             first: Some(first),
             upstream,
-            tap: SseTap::new(strip_usage_chunk),
+            tap: Tap::for_endpoint(endpoint, strip_usage_chunk),
             endpoint,
             state: State::Relaying,
             record,
@@ -256,7 +256,7 @@ impl StreamRelay {
     /// untouched, and the upstream's clean end is the stream's end.
     pub fn events(mut self, events: bool) -> Self {
         if !events {
-            self.tap = SseTap::raw();
+            self.tap = Tap::raw();
         }
         self
     }
@@ -363,6 +363,19 @@ impl StreamRelay {
             }
             // Audio bytes have no place for an event: the aborted body tells the client.
             Endpoint::AudioSpeech => Bytes::new(),
+            Endpoint::GenerateContent => {
+                let body = google_error_body(http::StatusCode::BAD_GATEWAY, &message);
+                let mut out = Vec::with_capacity(body.len() + 10);
+                out.extend_from_slice(b"data: ");
+                out.extend_from_slice(&body);
+                out.extend_from_slice(b"\r\n\r\n");
+                Bytes::from(out)
+            }
+            // An exception message, which AWS's SDKs raise.
+            Endpoint::Converse => Bytes::from(sluice_translate::eventstream::exception(
+                "modelStreamErrorException",
+                &message,
+            )),
             Endpoint::ChatCompletions
             | Endpoint::Completions
             | Endpoint::Embeddings
@@ -479,7 +492,7 @@ impl Drop for StreamRelay {
                     let charges = std::mem::take(&mut self.charges);
                     let upstream =
                         std::mem::replace(&mut self.upstream, UpstreamBody::whole(Bytes::new()));
-                    let tap = std::mem::replace(&mut self.tap, SseTap::new(false));
+                    let tap = std::mem::replace(&mut self.tap, Tap::raw());
                     let idle = self.idle.as_ref().map(IdleTimer::limit);
                     let recorder = self.recorder.clone();
                     rt.spawn(drain(upstream, tap, idle, record, recorder, charges));
@@ -499,7 +512,7 @@ impl Drop for StreamRelay {
 /// the idle timeout, stops the reading.
 async fn drain(
     mut upstream: UpstreamBody,
-    mut tap: SseTap,
+    mut tap: Tap,
     idle: Option<Duration>,
     mut record: RequestRecord,
     recorder: Recorder,

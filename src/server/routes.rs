@@ -50,10 +50,106 @@ pub enum Route<'a> {
     Routes,
     /// `/login` (LiteLLM's UI sign-in): the console's sign-in page.
     Login,
+    /// A Google (`/v1beta/models/{model}:generateContent`) or Bedrock
+    /// (`/model/{modelId}/converse`) client's call: the model and whether it streams are in
+    /// the path.
+    Named(Named<'a>),
+    /// Google's `POST /v1beta/models/{model}:countTokens`: counted here, as for Anthropic's
+    /// clients of providers that count nothing.
+    GoogleCount(&'a str),
+    /// Google's `GET /v1beta/models` (`None`) and `/v1beta/models/{model}`: the model groups
+    /// in Google's shape.
+    GoogleModels(Option<&'a str>),
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
     NotFound,
+}
+
+/// A call whose path names the model (still percent-encoded) and whether it streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Named<'a> {
+    /// The operation: [`Endpoint::GenerateContent`] or [`Endpoint::Converse`].
+    pub endpoint: Endpoint,
+    /// The model segment of the path, as sent.
+    pub model: &'a str,
+    /// `:streamGenerateContent` or `/converse-stream`.
+    pub stream: bool,
+}
+
+impl Named<'_> {
+    /// Stable label for logs and metrics.
+    fn label(&self) -> &'static str {
+        match (self.endpoint, self.stream) {
+            (Endpoint::Converse, false) => "/model/{modelId}/converse",
+            (Endpoint::Converse, true) => "/model/{modelId}/converse-stream",
+            (_, false) => "/v1beta/models/{model}:generateContent",
+            (_, true) => "/v1beta/models/{model}:streamGenerateContent",
+        }
+    }
+}
+
+/// Google's Gemini API paths (`/v1beta/models/...`, `/v1/models/...` with a `:method`):
+/// what they ask for, or `None` for another path.
+fn google<'a>(method: &Method, path: &'a str) -> Option<Route<'a>> {
+    let rest = path
+        .strip_prefix("/v1beta/models")
+        .or_else(|| path.strip_prefix("/v1/models").filter(|r| r.contains(':')))?;
+    if rest.is_empty() || rest == "/" {
+        return Some(if method == Method::GET {
+            Route::GoogleModels(None)
+        } else {
+            Route::WrongMethod
+        });
+    }
+    let rest = rest.strip_prefix('/')?;
+    let Some((model, op)) = rest.rsplit_once(':') else {
+        return Some(if method == Method::GET && !rest.is_empty() {
+            Route::GoogleModels(Some(rest))
+        } else {
+            Route::NotFound
+        });
+    };
+    if model.is_empty() {
+        return Some(Route::NotFound);
+    }
+    let route = match op {
+        "generateContent" | "streamGenerateContent" => Route::Named(Named {
+            endpoint: Endpoint::GenerateContent,
+            model,
+            stream: op == "streamGenerateContent",
+        }),
+        "countTokens" => Route::GoogleCount(model),
+        _ => return Some(Route::NotFound),
+    };
+    Some(if method == Method::POST {
+        route
+    } else {
+        Route::WrongMethod
+    })
+}
+
+/// Bedrock's runtime paths a Converse client calls: `/model/{modelId}/converse` and
+/// `/converse-stream`.
+fn bedrock<'a>(method: &Method, path: &'a str) -> Option<Route<'a>> {
+    let rest = path.strip_prefix("/model/")?;
+    let (model, stream) = if let Some(m) = rest.strip_suffix("/converse") {
+        (m, false)
+    } else {
+        (rest.strip_suffix("/converse-stream")?, true)
+    };
+    if model.is_empty() || model.contains('/') {
+        return None;
+    }
+    Some(if method == Method::POST {
+        Route::Named(Named {
+            endpoint: Endpoint::Converse,
+            model,
+            stream,
+        })
+    } else {
+        Route::WrongMethod
+    })
 }
 
 impl Route<'_> {
@@ -97,6 +193,12 @@ impl Route<'_> {
                     (Some(_), Part::Messages) => "/mcp/{server}/sse/messages",
                 }
             }
+            Self::Inference(Endpoint::GenerateContent) => "/v1beta/models/{model}:generateContent",
+            Self::Inference(Endpoint::Converse) => "/model/{modelId}/converse",
+            Self::Named(n) => n.label(),
+            Self::GoogleCount(_) => "/v1beta/models/{model}:countTokens",
+            Self::GoogleModels(None) => "/v1beta/models",
+            Self::GoogleModels(Some(_)) => "/v1beta/models/{model}",
             Self::Console => "/ui",
             Self::Routes => "/routes",
             Self::Login => "/login",
@@ -128,6 +230,12 @@ const LISTED: &[(&str, &[&str])] = &[
     ("/v1/batches", &["GET", "POST"]),
     ("/v1/realtime", &["GET"]),
     ("/openai/deployments/{deployment}/{endpoint}", &["POST"]),
+    ("/v1beta/models", &["GET"]),
+    ("/v1beta/models/{model}:generateContent", &["POST"]),
+    ("/v1beta/models/{model}:streamGenerateContent", &["POST"]),
+    ("/v1beta/models/{model}:countTokens", &["POST"]),
+    ("/model/{modelId}/converse", &["POST"]),
+    ("/model/{modelId}/converse-stream", &["POST"]),
     ("/health", &["GET"]),
     ("/health/liveliness", &["GET"]),
     ("/health/readiness", &["GET"]),
@@ -168,6 +276,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         } else {
             Route::WrongMethod
         };
+    }
+    if let Some(route) = google(method, path).or_else(|| bedrock(method, path)) {
+        return route;
     }
     if let Some((endpoint, deployment)) = super::named_model::azure_deployment(path) {
         return Route::AzureDeployment(endpoint, deployment, PassRoute::of(path).map(|(r, _)| r));
@@ -328,5 +439,60 @@ mod tests {
         assert_eq!(match_route(&get, "/model_group/info"), Route::Admin);
         assert_eq!(match_route(&post, "/model/new"), Route::Admin);
         assert_eq!(match_route(&get, "/v1/models/"), Route::NotFound);
+    }
+
+    #[test]
+    fn google_and_bedrock_paths_name_the_model() {
+        let post = Method::POST;
+        let get = Method::GET;
+        let named = |endpoint, model, stream| {
+            Route::Named(Named {
+                endpoint,
+                model,
+                stream,
+            })
+        };
+        assert_eq!(
+            match_route(&post, "/v1beta/models/gemini-2.5-flash:generateContent"),
+            named(Endpoint::GenerateContent, "gemini-2.5-flash", false)
+        );
+        assert_eq!(
+            match_route(&post, "/v1beta/models/my-group:streamGenerateContent"),
+            named(Endpoint::GenerateContent, "my-group", true)
+        );
+        assert_eq!(
+            match_route(&post, "/v1/models/g:generateContent"),
+            named(Endpoint::GenerateContent, "g", false)
+        );
+        assert_eq!(
+            match_route(&post, "/v1beta/models/g:countTokens"),
+            Route::GoogleCount("g")
+        );
+        assert_eq!(
+            match_route(&get, "/v1beta/models"),
+            Route::GoogleModels(None)
+        );
+        assert_eq!(
+            match_route(&get, "/v1beta/models/g"),
+            Route::GoogleModels(Some("g"))
+        );
+        assert_eq!(
+            match_route(&get, "/v1beta/models/g:generateContent"),
+            Route::WrongMethod
+        );
+        assert_eq!(match_route(&post, "/v1beta/models/g:nope"), Route::NotFound);
+        // OpenAI's own model routes are unchanged.
+        assert_eq!(match_route(&get, "/v1/models/g"), Route::GetModel("g"));
+        assert_eq!(
+            match_route(&post, "/model/us.anthropic.claude%3A0/converse"),
+            named(Endpoint::Converse, "us.anthropic.claude%3A0", false)
+        );
+        assert_eq!(
+            match_route(&post, "/model/m/converse-stream"),
+            named(Endpoint::Converse, "m", true)
+        );
+        // LiteLLM's `/model/*` management routes stay the management API's.
+        assert_eq!(match_route(&post, "/model/new"), Route::Admin);
+        assert_eq!(match_route(&get, "/model/info"), Route::Admin);
     }
 }

@@ -947,3 +947,52 @@ guardrails:
     assert!(started.elapsed() >= std::time::Duration::from_millis(400));
     assert_eq!(seen.lock().unwrap().len(), 3);
 }
+
+#[tokio::test]
+async fn google_and_bedrock_clients_are_not_let_past_guardrails() {
+    // Guardrails do not read the Gemini and Converse formats yet: a call they apply to is
+    // refused, in the client's own error shape, and nothing goes upstream.
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let gw = gateway(&config(&up.base(), true)).await;
+    let gemini = send(
+        "POST",
+        &gw.url("/v1beta/models/gpt:generateContent"),
+        r#"{"contents":[{"role":"user","parts":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
+            .to_owned(),
+        &[
+            ("x-goog-api-key", "sk-master"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(gemini.status, 400, "{}", gemini.text());
+    assert_eq!(gemini.json()["error"]["status"], "INVALID_ARGUMENT");
+    assert!(gemini.text().contains("guardrails"), "{}", gemini.text());
+    let converse = send(
+        "POST",
+        &gw.url("/model/gpt/converse"),
+        r#"{"messages":[{"role":"user","content":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
+            .to_owned(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(converse.status, 400, "{}", converse.text());
+    assert_eq!(
+        converse.header("x-amzn-errortype"),
+        Some("ValidationException")
+    );
+    assert!(up.requests().is_empty(), "nothing went upstream");
+    // Without a guardrail that applies, the same calls are served.
+    let open = gateway(&config(&up.base(), false)).await;
+    let served = send(
+        "POST",
+        &open.url("/model/gpt/converse"),
+        r#"{"messages":[{"role":"user","content":[{"text":"hi"}]}]}"#.to_owned(),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(served.status, 200, "{}", served.text());
+    assert!(served.json()["output"]["message"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("jane@example.com") || t.contains("<EMAIL_ADDRESS_1>")));
+}

@@ -567,3 +567,188 @@ def test_an_endpoint_sluice_does_not_translate_does_not_cool_the_deployment_down
     assert declined.value.status_code == 501
     assert declined.value.body["code"] == "endpoint_not_supported"
     oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+
+
+# ---------------------------------------------------------------------------------------------
+# Google's and AWS's clients (the google-genai SDK, boto3's bedrock-runtime) with their base
+# URL at sluice: `generateContent` and Converse as client dialects, to a group of every
+# provider. Each test makes the SDK's own call (its parsing is the client's view) and the same
+# call raw, whose answer is judged strictly by the vendor's types (google-genai's pydantic
+# models with unknown fields refused; botocore's service model, each event-stream frame
+# CRC-checked), and every upstream request as in the matrix above.
+# ---------------------------------------------------------------------------------------------
+
+GEMINI_TOOL = {
+    "functionDeclarations": [{
+        "name": "get_weather",
+        "description": "Weather in a city",
+        # The SDK's OpenAPI subset, upper-case types and all.
+        "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}, "days": {"type": "INTEGER"}},
+                       "required": ["city", "days"]},
+    }]
+}
+CONVERSE_TOOL = {"toolSpec": {"name": "get_weather", "description": "Weather in a city", "inputSchema": {"json": SCHEMA}}}
+
+
+def _gemini_contents(turns: str) -> list:
+    first = [{"role": "user", "parts": [{"text": "Weather in Paris?"}]}]
+    if turns == "first":
+        return first
+    return first + [
+        {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": {"city": "Paris", "days": 1}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"result": "Sunny, 21 C"}}}]},
+    ]
+
+
+def bedrock_runtime(root: str, key: str):
+    """Unmodified boto3 at sluice: the virtual key is the access key id (botocore sends a
+    Bedrock API key, `AWS_BEARER_TOKEN_BEDROCK`, only over HTTPS)."""
+    import boto3
+    import botocore.config
+
+    return boto3.client(
+        "bedrock-runtime", endpoint_url=root, region_name="us-west-2",
+        aws_access_key_id=key, aws_secret_access_key="not-checked",
+        config=botocore.config.Config(retries={"max_attempts": 1}),
+    )
+
+
+def _converse_messages(turns: str) -> list:
+    first = [{"role": "user", "content": [{"text": "Weather in Paris?"}]}]
+    if turns == "first":
+        return first
+    return first + [
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tu_1", "name": "get_weather", "input": {"city": "Paris", "days": 1}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "tu_1", "content": [{"text": "Sunny, 21 C"}], "status": "success"}}]},
+    ]
+
+
+@pytest.mark.parametrize("turns", ["first", "history"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_google_genai_client(conformance_gateway, mock_http, vertex_token, provider, stream, turns):
+    """google-genai's `generate_content` / `generate_content_stream` at sluice's
+    `/v1beta/models/{group}:...`: translated through the internal representation to every
+    provider but Gemini's (passed to Gemini and Vertex AI's Gemini untouched)."""
+    from google import genai
+    from google.genai import types as g
+
+    model = CONFORMANCE_MODELS[provider]
+    mock_http.delete("/mock/requests").raise_for_status()
+    client = genai.Client(api_key=MASTER_KEY, http_options=g.HttpOptions(base_url=conformance_gateway["root"]))
+    body = {
+        "contents": _gemini_contents(turns),
+        "systemInstruction": {"parts": [{"text": "Be brief."}]},
+        "tools": [GEMINI_TOOL],
+        "generationConfig": {"maxOutputTokens": 200},
+    }
+    config = g.GenerateContentConfig(
+        system_instruction="Be brief.", tools=[g.Tool.model_validate(GEMINI_TOOL)], max_output_tokens=200,
+        automatic_function_calling=g.AutomaticFunctionCallingConfig(disable=True),
+    )
+    contents = [g.Content.model_validate(x) for x in body["contents"]]
+    if stream:
+        chunks = list(client.models.generate_content_stream(model=model, contents=contents, config=config))
+        assert chunks and chunks[-1].candidates[0].finish_reason is not None
+        assert chunks[-1].usage_metadata.prompt_token_count > 0
+    else:
+        answer = client.models.generate_content(model=model, contents=contents, config=config)
+        parts = answer.candidates[0].content.parts
+        assert answer.text or any(p.function_call for p in parts)
+        assert answer.usage_metadata.candidates_token_count > 0
+    # The same call raw, its answer judged strictly.
+    op = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    r = httpx.post(f"{conformance_gateway['root']}/v1beta/models/{model}:{op}", json=body,
+                   headers={"x-goog-api-key": MASTER_KEY}, timeout=30)
+    assert r.status_code == 200, r.text
+    if stream:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        c.gemini_stream(r.text)
+    else:
+        c.gemini_answer(r.text, "client GenerateContentResponse")
+    records = mock_http.get("/mock/requests").json()
+    problems = judge(WIRE[provider], records, mock_http, vertex_token, 2, Calls())
+    if problems:
+        raise c.Refusal("conformance", problems)
+
+
+@pytest.mark.parametrize("turns", ["first", "history"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_boto3_converse_client(conformance_gateway, mock_http, vertex_token, provider, stream, turns):
+    """boto3's `converse` / `converse_stream` with `endpoint_url` at sluice, signing with a
+    virtual key as its access key id: translated to every provider but Bedrock's (passed to
+    Converse untouched)."""
+    model = CONFORMANCE_MODELS[provider]
+    mock_http.delete("/mock/requests").raise_for_status()
+    client = bedrock_runtime(conformance_gateway["root"], MASTER_KEY)
+    kw = dict(
+        modelId=model, messages=_converse_messages(turns), system=[{"text": "Be brief."}],
+        toolConfig={"tools": [CONVERSE_TOOL]}, inferenceConfig={"maxTokens": 200},
+    )
+    if stream:
+        events = list(client.converse_stream(**kw)["stream"])
+        kinds = [next(iter(e)) for e in events]
+        assert kinds[0] == "messageStart" and "messageStop" in kinds and kinds[-1] == "metadata", kinds
+        assert events[-1]["metadata"]["usage"]["outputTokens"] > 0
+    else:
+        answer = client.converse(**kw)
+        assert answer["stopReason"] in ("end_turn", "tool_use", "max_tokens")
+        assert answer["output"]["message"]["content"]
+        assert answer["usage"]["outputTokens"] > 0
+    op = "converse-stream" if stream else "converse"
+    body = {k: v for k, v in kw.items() if k != "modelId"}
+    r = httpx.post(f"{conformance_gateway['root']}/model/{model}/{op}", json=body,
+                   headers={"authorization": f"Bearer {MASTER_KEY}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    if stream:
+        assert r.headers["content-type"] == "application/vnd.amazon.eventstream"
+        c.bedrock_converse_stream(r.content)
+    else:
+        c.bedrock_converse_answer(r.text)
+    records = mock_http.get("/mock/requests").json()
+    problems = judge(WIRE[provider], records, mock_http, vertex_token, 2, Calls())
+    if problems:
+        raise c.Refusal("conformance", problems)
+
+
+def test_vendor_clients_errors_models_and_counting(conformance_gateway):
+    """Google's and AWS's clients get sluice's own errors in their vendor's shape (the SDKs
+    raise their own exception types with the status), the model list in Google's shape, and
+    `countTokens` counted by sluice."""
+    from google import genai
+    from google.genai import errors as gerrors
+    from google.genai import types as g
+
+    root = conformance_gateway["root"]
+    client = genai.Client(api_key=MASTER_KEY, http_options=g.HttpOptions(base_url=root))
+    with pytest.raises(gerrors.ClientError) as missing:
+        client.models.generate_content(model="no-such-group", contents="hi")
+    assert missing.value.code == 404 and missing.value.status == "NOT_FOUND"
+    bad = genai.Client(api_key="sk-wrong", http_options=g.HttpOptions(base_url=root))
+    with pytest.raises(gerrors.ClientError) as refused:
+        bad.models.generate_content(model="conf-openai", contents="hi")
+    assert refused.value.code == 401
+    names = [m.name for m in client.models.list()]
+    assert "models/conf-openai" in names and "models/conf-bedrock" in names
+    assert client.models.get(model="conf-anthropic").name == "models/conf-anthropic"
+    counted = client.models.count_tokens(model="conf-anthropic", contents="Weather in Paris, please?")
+    assert counted.total_tokens > 0
+    # The key in the query string, as Google's REST API also takes it.
+    r = httpx.post(f"{root}/v1beta/models/conf-openai:generateContent?key={MASTER_KEY}",
+                   json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, timeout=30)
+    assert r.status_code == 200, r.text
+    wrong = bedrock_runtime(root, "sk-wrong")
+    with pytest.raises(wrong.exceptions.AccessDeniedException):
+        wrong.converse(modelId="conf-openai", messages=[{"role": "user", "content": [{"text": "hi"}]}])
+    brt = bedrock_runtime(root, MASTER_KEY)
+    with pytest.raises(brt.exceptions.ResourceNotFoundException):
+        brt.converse(modelId="no-such-group", messages=[{"role": "user", "content": [{"text": "hi"}]}])
+    with pytest.raises(brt.exceptions.ValidationException):
+        brt.converse(modelId="conf-openai", messages=[{"role": "user", "content": [{"text": "hi"}]}],
+                     guardrailConfig={"guardrailIdentifier": "g", "guardrailVersion": "1"})
+    # A Bedrock API key as a bearer token (what boto3 sends over HTTPS) is a virtual key too.
+    r = httpx.post(f"{root}/model/conf-openai/converse", headers={"authorization": f"Bearer {MASTER_KEY}"},
+                   json={"messages": [{"role": "user", "content": [{"text": "hi"}]}]}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.json()["output"]["message"]["role"] == "assistant"

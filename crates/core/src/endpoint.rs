@@ -33,6 +33,12 @@ pub enum Endpoint {
     Moderations,
     /// `POST /v1/rerank` and `/v2/rerank` (Cohere's shape, as LiteLLM serves it)
     Rerank,
+    /// `POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent` (Google's
+    /// Gemini API): the model and whether it streams are in the path.
+    GenerateContent,
+    /// `POST /model/{modelId}/converse` and `/converse-stream` (Bedrock's Converse API): the
+    /// model and whether it streams are in the path.
+    Converse,
 }
 
 /// How a request body is encoded, decided by the endpoint: sluice reads the envelope of each
@@ -53,11 +59,15 @@ pub enum Dialect {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// Google's Gemini API (`generateContent`), as the google-genai SDK and Gemini CLI speak it.
+    Gemini,
+    /// Bedrock's Converse API, as boto3 speaks it.
+    Converse,
 }
 
 impl Endpoint {
     /// Every endpoint, in declaration order (the order of [`Endpoint::index`]).
-    pub const ALL: [Endpoint; 14] = [
+    pub const ALL: [Endpoint; 16] = [
         Self::ChatCompletions,
         Self::Completions,
         Self::Embeddings,
@@ -72,6 +82,8 @@ impl Endpoint {
         Self::AudioSpeech,
         Self::Moderations,
         Self::Rerank,
+        Self::GenerateContent,
+        Self::Converse,
     ];
 
     /// Position in [`Endpoint::ALL`], for tables with one entry per endpoint.
@@ -91,6 +103,8 @@ impl Endpoint {
             Self::AudioSpeech => 11,
             Self::Moderations => 12,
             Self::Rerank => 13,
+            Self::GenerateContent => 14,
+            Self::Converse => 15,
         }
     }
 
@@ -111,6 +125,8 @@ impl Endpoint {
             Self::AudioSpeech => "/audio/speech",
             Self::Moderations => "/moderations",
             Self::Rerank => "/rerank",
+            Self::GenerateContent => "/models/{model}:generateContent",
+            Self::Converse => "/model/{modelId}/converse",
         }
     }
 
@@ -118,6 +134,8 @@ impl Endpoint {
     pub const fn dialect(self) -> Dialect {
         match self {
             Self::Messages | Self::CountTokens => Dialect::Anthropic,
+            Self::GenerateContent => Dialect::Gemini,
+            Self::Converse => Dialect::Converse,
             Self::ChatCompletions
             | Self::Completions
             | Self::Embeddings
@@ -150,6 +168,8 @@ impl Endpoint {
             Self::AudioSpeech => "audio_speech",
             Self::Moderations => "moderations",
             Self::Rerank => "rerank",
+            Self::GenerateContent => "generate_content",
+            Self::Converse => "converse",
         }
     }
 
@@ -169,7 +189,9 @@ impl Endpoint {
             | Self::ImageGenerations
             | Self::AudioSpeech
             | Self::Moderations
-            | Self::Rerank => BodyFormat::Json,
+            | Self::Rerank
+            | Self::GenerateContent
+            | Self::Converse => BodyFormat::Json,
         }
     }
 
@@ -179,9 +201,18 @@ impl Endpoint {
         matches!(self, Self::AudioSpeech)
     }
 
-    /// A chat turn in either dialect (what the translators carry).
+    /// A chat turn in any dialect (what the translators carry).
     pub const fn is_chat(self) -> bool {
-        matches!(self, Self::ChatCompletions | Self::Messages)
+        matches!(
+            self,
+            Self::ChatCompletions | Self::Messages | Self::GenerateContent | Self::Converse
+        )
+    }
+
+    /// The model and whether the request streams are in the path, not the body (Google's and
+    /// Bedrock's APIs).
+    pub const fn names_model_in_path(self) -> bool {
+        matches!(self, Self::GenerateContent | Self::Converse)
     }
 
     /// Whether a request to this endpoint may ask for a server-sent-event stream.
@@ -195,6 +226,8 @@ impl Endpoint {
                 | Self::ImageGenerations
                 | Self::ImageEdits
                 | Self::AudioTranscriptions
+                | Self::GenerateContent
+                | Self::Converse
         )
     }
 
@@ -268,7 +301,9 @@ mod tests {
             Some(BodyFormat::Multipart)
         );
         for e in Endpoint::ALL {
-            assert_eq!(Endpoint::from_path(e.path()), Some(e), "{e:?}");
+            // Google's and Bedrock's paths name the model: the route table reads them.
+            let expected = (!e.names_model_in_path()).then_some(e);
+            assert_eq!(Endpoint::from_path(e.path()), expected, "{e:?}");
         }
         for (i, e) in Endpoint::ALL.into_iter().enumerate() {
             assert_eq!(e.index(), i);

@@ -564,8 +564,63 @@ impl ApiError {
             Dialect::Anthropic => {
                 anthropic_error_body(anthropic_error_type(self.status()), &self.to_string())
             }
+            Dialect::Gemini => google_error_body(self.status(), &self.to_string()),
+            Dialect::Converse => aws_error_body(aws_error_type(self.status()), &self.to_string()),
         }
     }
+}
+
+/// Google's `error.status` for an HTTP status (google.rpc.Code names), as the Gemini API
+/// answers with them.
+pub fn google_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 | 413 | 422 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ABORTED",
+        429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        501 => "UNIMPLEMENTED",
+        503 | 529 => "UNAVAILABLE",
+        504 | 408 => "DEADLINE_EXCEEDED",
+        400..=499 => "FAILED_PRECONDITION",
+        _ => "INTERNAL",
+    }
+}
+
+/// Build a Google-shaped error body `{"error":{"code","message","status"}}`: what the
+/// google-genai SDK reads into its `APIError`.
+pub fn google_error_body(status: StatusCode, message: &str) -> Bytes {
+    let body = serde_json::json!({
+        "error": {"code": status.as_u16(), "message": message, "status": google_status(status)},
+    });
+    Bytes::from(body.to_string())
+}
+
+/// The AWS error code (`x-amzn-ErrorType`, `__type`) for an HTTP status, as Bedrock's runtime
+/// names its errors: botocore raises the exception class of that name.
+pub fn aws_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 | 403 => "AccessDeniedException",
+        404 => "ResourceNotFoundException",
+        408 | 504 => "ModelTimeoutException",
+        424 => "ModelErrorException",
+        429 => "ThrottlingException",
+        503 | 529 => "ServiceUnavailableException",
+        400..=499 => "ValidationException",
+        _ => "InternalServerException",
+    }
+}
+
+/// The header botocore reads an error's code from first.
+pub const AWS_ERROR_TYPE: http::HeaderName = http::HeaderName::from_static("x-amzn-errortype");
+
+/// Build an AWS JSON error body `{"__type", "message"}` (the type is also sent in the
+/// `x-amzn-ErrorType` header).
+pub fn aws_error_body(kind: &str, message: &str) -> Bytes {
+    let body = serde_json::json!({"__type": kind, "message": message});
+    Bytes::from(body.to_string())
 }
 
 /// Anthropic's `error.type` for a status, as its API documents them.

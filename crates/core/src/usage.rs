@@ -490,6 +490,9 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
         Endpoint::AudioSpeech => return Some(Usage::requested(requested)),
         Endpoint::ImageGenerations | Endpoint::ImageEdits | Endpoint::ImageVariations => true,
         Endpoint::AudioTranscriptions | Endpoint::AudioTranslations | Endpoint::Rerank => false,
+        // Google's and Bedrock's shapes are read where their wire types live
+        // (`sluice_providers::passthrough::usage::of_answer`).
+        Endpoint::GenerateContent | Endpoint::Converse => return None,
     };
     let probe: UnitsProbe = serde_json::from_slice(answer).ok()?;
     let mut u = probe.usage.map(Usage::from).unwrap_or_default();

@@ -54,7 +54,10 @@ use serde_json::value::RawValue;
 
 use openai::{filler, stamp, EmbeddingPlan, Plan};
 use sluice_core::endpoint::{Dialect, Endpoint};
-use sluice_core::error::{anthropic_error_body, anthropic_error_type, error_body};
+use sluice_core::error::{
+    anthropic_error_body, anthropic_error_type, aws_error_body, aws_error_type, error_body,
+    google_error_body,
+};
 
 /// The fields of a request the mock reads; everything else is skipped unparsed.
 #[derive(Deserialize)]
@@ -138,6 +141,15 @@ async fn respond_as(
         | Endpoint::AudioSpeech
         | Endpoint::Moderations
         | Endpoint::Rerank => return media::respond(endpoint, headers, body, &s).await,
+        // Google's and Bedrock's clients are answered on their own routes (`respond_wire`).
+        Endpoint::GenerateContent | Endpoint::Converse => {
+            return bad_request(
+                dialect,
+                "this operation is served on the provider's own path",
+                None,
+                "invalid_request",
+            )
+        }
         Endpoint::ChatCompletions
         | Endpoint::Completions
         | Endpoint::Embeddings
@@ -204,7 +216,9 @@ async fn respond_as(
         | Endpoint::AudioTranslations
         | Endpoint::AudioSpeech
         | Endpoint::Moderations
-        | Endpoint::Rerank => Text::Response,
+        | Endpoint::Rerank
+        | Endpoint::GenerateContent
+        | Endpoint::Converse => Text::Response,
     };
     let turn = match text {
         Text::Chat | Text::Message => tools::plan(req.tools, body),
@@ -542,6 +556,14 @@ fn key_refused(
             StatusCode::UNAUTHORIZED,
             anthropic_error_body("authentication_error", message),
         ),
+        Dialect::Gemini => json(
+            StatusCode::UNAUTHORIZED,
+            google_error_body(StatusCode::UNAUTHORIZED, message),
+        ),
+        Dialect::Converse => json(
+            StatusCode::FORBIDDEN,
+            aws_error_body("AccessDeniedException", message),
+        ),
     })
 }
 
@@ -693,6 +715,14 @@ fn bad_request(
             StatusCode::BAD_REQUEST,
             anthropic_error_body("invalid_request_error", message),
         ),
+        Dialect::Gemini => json(
+            StatusCode::BAD_REQUEST,
+            google_error_body(StatusCode::BAD_REQUEST, message),
+        ),
+        Dialect::Converse => json(
+            StatusCode::BAD_REQUEST,
+            aws_error_body("ValidationException", message),
+        ),
     }
 }
 
@@ -716,6 +746,8 @@ fn injected_error(
             error_body(&message, kind, None, code)
         }
         Dialect::Anthropic => anthropic_error_body(anthropic_error_type(status), &message),
+        Dialect::Gemini => google_error_body(status, &message),
+        Dialect::Converse => aws_error_body(aws_error_type(status), &message),
     };
     with_retry_after(json(status, body), retry_after)
 }

@@ -177,7 +177,9 @@ pub(crate) async fn respond(
         | Endpoint::Embeddings
         | Endpoint::Responses
         | Endpoint::Messages
-        | Endpoint::CountTokens => bad_request(
+        | Endpoint::CountTokens
+        | Endpoint::GenerateContent
+        | Endpoint::Converse => bad_request(
             Dialect::OpenAi,
             "not a media endpoint",
             None,

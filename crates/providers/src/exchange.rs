@@ -76,7 +76,11 @@ where
         let (req, echo) = responses::parse_request(call.body, &mut params).map_err(fail)?;
         (req, Client::Responses(Box::new(echo)))
     } else {
-        let req = parse_request(dialect, call.body, &mut params).map_err(fail)?;
+        let mut req = parse_request(dialect, call.body, &mut params).map_err(fail)?;
+        // Google's and Bedrock's clients say whether they stream in the path.
+        if call.endpoint.names_model_in_path() {
+            req.stream = call.envelope.stream;
+        }
         (req, Client::Chat(dialect))
     };
     req.model = model;
@@ -153,9 +157,13 @@ async fn answer<C: Codec>(
         |r| format!("{}{r}", id_prefix(dialect)),
     );
     if req.stream {
+        let kind = match dialect {
+            Dialect::Converse => "application/vnd.amazon.eventstream",
+            Dialect::OpenAi | Dialect::Anthropic | Dialect::Gemini => "text/event-stream",
+        };
         parts
             .headers
-            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
         let reader = codec.reader(&id, &req.model);
         // A schema asked through a forced tool: its call is the answer's text.
         let body = if json_tool::asks_json_tool(&req) {
@@ -190,6 +198,8 @@ fn id_prefix(client: Dialect) -> &'static str {
     match client {
         Dialect::OpenAi => "chatcmpl-",
         Dialect::Anthropic => "msg_",
+        // Gemini's `responseId` is bare; Converse answers carry no id.
+        Dialect::Gemini | Dialect::Converse => "",
     }
 }
 
@@ -348,6 +358,13 @@ pub async fn error_answer<C: Codec>(
     let bytes = collect(body).await?;
     let (status, out) = errors::translate(codec, client, parts.status, &bytes);
     parts.status = status;
+    if client == Dialect::Converse {
+        let kind = sluice_core::error::aws_error_type(status);
+        parts.headers.insert(
+            sluice_core::error::AWS_ERROR_TYPE,
+            HeaderValue::from_static(kind),
+        );
+    }
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

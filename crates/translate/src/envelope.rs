@@ -449,7 +449,47 @@ fn range_in(body: &[u8], raw: &RawValue) -> Result<Range<usize>, ApiError> {
 }
 
 impl<'a> Envelope<'a> {
-    /// Parse the envelope. Every byte is validated as JSON, but only these fields are built.
+    /// The envelope of a body whose model and stream flag are in the path (Google's and
+    /// Bedrock's APIs, `Endpoint::names_model_in_path`): the body must be one JSON object
+    /// within the depth bound; nothing else of it is read here (the translators and the
+    /// vendor read it whole), and it carries none of sluice's routing fields.
+    pub fn named(body: &'a [u8], model: String, stream: bool) -> Result<Self, ApiError> {
+        serde_json::from_slice::<serde::de::IgnoredAny>(body)
+            .map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        if sluice_core::scan::nests_at_least(body, MAX_JSON_DEPTH) {
+            return Err(ApiError::TooDeep {
+                limit: MAX_JSON_DEPTH,
+            });
+        }
+        let object_start = body
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .filter(|p| body[*p] == b'{')
+            .map(|p| p + 1)
+            .ok_or_else(|| ApiError::InvalidJson("expected a JSON object".into()))?;
+        if model.is_empty() {
+            return Err(ApiError::MissingParam("model"));
+        }
+        Ok(Self {
+            model: Cow::Owned(model),
+            model_range: object_start..object_start,
+            stream,
+            client_wants_usage: false,
+            stream_options_range: None,
+            object_start,
+            routing: RequestRouting::default(),
+            strip: Vec::new(),
+            user: None,
+            format: BodyFormat::Json,
+            client_side: None,
+            messages: None,
+            max_tokens: None,
+            tunables: Tunables::default(),
+        })
+    }
+
+    /// Parse the envelope of an OpenAI- or Anthropic-shaped body (the model is its `model`).
+    /// Every byte is validated as JSON, but only these fields are built.
     pub fn parse(body: &'a [u8]) -> Result<Self, ApiError> {
         let raw: RawEnvelope<'a> =
             serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;

@@ -7,7 +7,10 @@ use http::StatusCode;
 
 use crate::Codec;
 use sluice_core::endpoint::Dialect;
-use sluice_core::error::{anthropic_error_body, anthropic_error_type, error_body};
+use sluice_core::error::{
+    anthropic_error_body, anthropic_error_type, aws_error_body, aws_error_type, error_body,
+    google_error_body,
+};
 
 /// Longest upstream error message relayed when the body is not in the expected shape.
 const MAX_RAW_MESSAGE: usize = 2000;
@@ -38,6 +41,22 @@ pub fn translate<C: Codec + ?Sized>(
             status,
             anthropic_error_body(anthropic_error_type(status), &message),
         ),
+        Dialect::Gemini => {
+            let status = if status.as_u16() == 529 {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                status
+            };
+            (status, google_error_body(status, &message))
+        }
+        Dialect::Converse => {
+            let status = if status.as_u16() == 529 {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                status
+            };
+            (status, aws_error_body(aws_error_type(status), &message))
+        }
     }
 }
 

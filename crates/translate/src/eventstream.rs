@@ -194,6 +194,20 @@ pub fn encode(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An exception message ending a stream (`kind`: AWS's exception type, e.g.
+/// `throttlingException`), which AWS's SDKs raise as an error with `message`.
+pub fn exception(kind: &str, message: &str) -> Vec<u8> {
+    let payload = serde_json::json!({ "message": message }).to_string();
+    encode(
+        &[
+            (":message-type", "exception"),
+            (":exception-type", kind),
+            (":content-type", "application/json"),
+        ],
+        payload.as_bytes(),
+    )
+}
+
 /// A Bedrock stream event: `:event-type` and the JSON payload.
 pub fn event(kind: &str, payload: &[u8]) -> Vec<u8> {
     encode(

@@ -105,6 +105,8 @@ pub fn pass_through(
             }
         }
         Dialect::Anthropic => anthropic_thinking(body, t, rules, &mut edits, &mut dropped)?,
+        // Sent to their own vendor untouched: the vendor's API fits its own models.
+        Dialect::Gemini | Dialect::Converse => {}
     }
     Ok((!edits.is_empty()).then_some((edits, dropped)))
 }

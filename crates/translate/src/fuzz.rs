@@ -223,6 +223,7 @@ fn client_events(out: &[u8], to: Dialect) -> Vec<(Option<String>, Value)> {
                 value.get("type").and_then(Value::as_str),
                 "an Anthropic event is named as its type"
             ),
+            Dialect::Gemini | Dialect::Converse => {}
         }
         if let Some(o) = value.as_object_mut() {
             o.remove("created");

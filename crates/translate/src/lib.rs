@@ -21,6 +21,7 @@
 pub mod anthropic;
 pub mod assemble;
 pub mod codec;
+pub mod converse;
 pub mod embeddings;
 pub mod envelope;
 pub mod errors;
@@ -30,6 +31,7 @@ pub mod fit;
 #[doc(hidden)]
 #[allow(clippy::expect_used, clippy::panic)] // a broken promise must crash the fuzz target
 pub mod fuzz;
+pub mod gemini;
 pub mod images;
 pub mod invoke_sse;
 pub mod ir;
@@ -186,6 +188,8 @@ pub fn parse_request(
     match dialect {
         Dialect::OpenAi => openai::parse_request(body, params),
         Dialect::Anthropic => anthropic::parse_request(body, params),
+        Dialect::Gemini => gemini::parse_request(body, params),
+        Dialect::Converse => converse::parse_request(body, params),
     }
 }
 
@@ -194,6 +198,8 @@ pub fn write_response(dialect: Dialect, r: &ChatResponse) -> Vec<u8> {
     match dialect {
         Dialect::OpenAi => openai::write_response(r),
         Dialect::Anthropic => anthropic::write_response(r),
+        Dialect::Gemini => gemini::write_response(r),
+        Dialect::Converse => converse::write_response(r),
     }
 }
 

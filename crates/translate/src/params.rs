@@ -312,16 +312,25 @@ impl Setting {
         match (self, client) {
             (Self::User, Dialect::OpenAi) => "user",
             (Self::User, Dialect::Anthropic) => "metadata.user_id",
+            (Self::User, Dialect::Gemini) => "labels",
+            (Self::User, Dialect::Converse) => "requestMetadata",
+            (Self::CacheControl, Dialect::Converse) => "cachePoint",
             (Self::CacheControl, _) => "cache_control",
+            (Self::TopK, Dialect::Gemini) => "generationConfig.topK",
             (Self::TopK, _) => "top_k",
             (Self::ParallelToolCalls, Dialect::OpenAi) => "parallel_tool_calls",
             (Self::ParallelToolCalls, Dialect::Anthropic) => {
                 "tool_choice.disable_parallel_tool_use"
             }
+            (Self::ParallelToolCalls, Dialect::Gemini) => "toolConfig",
+            (Self::ParallelToolCalls, Dialect::Converse) => "toolConfig",
             (Self::ResponseFormat, Dialect::OpenAi) => "response_format",
             (Self::ResponseFormat, Dialect::Anthropic) => "output_config.format",
+            (Self::ResponseFormat, Dialect::Gemini) => "generationConfig.responseSchema",
+            (Self::ResponseFormat, Dialect::Converse) => "outputConfig",
             (Self::Image, Dialect::OpenAi) => "image_url",
-            (Self::Image, Dialect::Anthropic) => "image",
+            (Self::Image, Dialect::Anthropic | Dialect::Converse) => "image",
+            (Self::Image, Dialect::Gemini) => "inlineData",
         }
     }
 }

@@ -84,6 +84,8 @@ impl<T: SseRead> StreamRead for T {
 enum Writer {
     OpenAi(ChunkWriter),
     Anthropic(EventWriter),
+    Gemini(crate::gemini::EventWriter),
+    Converse(crate::converse::EventWriter),
     /// OpenAI's Responses API, which has no [`Dialect`] of its own: its answers repeat the
     /// request's settings, so the writer is built from them.
     Responses(responses::EventWriter),
@@ -113,6 +115,8 @@ impl<R: StreamRead> Translator<R> {
             match to {
                 Dialect::OpenAi => Writer::OpenAi(ChunkWriter::default()),
                 Dialect::Anthropic => Writer::Anthropic(EventWriter::default()),
+                Dialect::Gemini => Writer::Gemini(crate::gemini::EventWriter::default()),
+                Dialect::Converse => Writer::Converse(crate::converse::EventWriter::default()),
             },
         )
     }
@@ -245,6 +249,8 @@ impl<R: StreamRead> Translator<R> {
             match &mut self.writer {
                 Writer::OpenAi(w) => w.write(ev, &mut out),
                 Writer::Anthropic(w) => w.write(ev, &mut out),
+                Writer::Gemini(w) => w.write(ev, &mut out),
+                Writer::Converse(w) => w.write(ev, &mut out),
                 Writer::Responses(w) => w.write(ev, &mut out),
             }
         }

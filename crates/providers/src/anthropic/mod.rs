@@ -82,7 +82,10 @@ impl Upstream for Anthropic {
                 http.pass_through(&t.count_tokens, call, &CLIENT_HEADERS)
                     .await
             }
-            Endpoint::ChatCompletions | Endpoint::Responses => {
+            Endpoint::ChatCompletions
+            | Endpoint::Responses
+            | Endpoint::GenerateContent
+            | Endpoint::Converse => {
                 exchange::chat(
                     http.provider,
                     &AnthropicMessages::DIRECT,

@@ -100,7 +100,9 @@ fn url(base: &str, deployment: &str, version: &str, e: Endpoint) -> String {
         | Endpoint::AudioTranslations
         | Endpoint::AudioSpeech
         | Endpoint::Moderations
-        | Endpoint::Rerank => format!(
+        | Endpoint::Rerank
+        | Endpoint::GenerateContent
+        | Endpoint::Converse => format!(
             "{base}/openai/deployments/{deployment}{}?api-version={version}",
             e.path()
         ),

@@ -16,6 +16,7 @@ use sluice_translate::ir::{
     ToolCall, ToolChoice,
 };
 use sluice_translate::stream::{Event, Framing, StreamRead};
+use sluice_translate::converse::image_format;
 use sluice_translate::params::Setting;
 use sluice_translate::{now, to_json, tool_input, Codec, Params, TranslateError};
 
@@ -202,17 +203,6 @@ fn cache_point(cache_control: &Option<Value>, out: &mut Vec<Value>) {
 fn text_block(t: &Text, out: &mut Vec<Value>) {
     out.push(json!({"text": t.text}));
     cache_point(&t.cache_control, out);
-}
-
-/// Converse's image `format` for a media type.
-fn image_format(media_type: &str) -> Option<&'static str> {
-    match media_type {
-        "image/png" => Some("png"),
-        "image/jpeg" | "image/jpg" => Some("jpeg"),
-        "image/gif" => Some("gif"),
-        "image/webp" => Some("webp"),
-        _ => None,
-    }
 }
 
 fn image(

@@ -154,7 +154,15 @@ impl Upstream for Bedrock {
         };
         match call.endpoint {
             Endpoint::Messages if is_claude(&http.model(call)?) => invoke(t, call).await,
-            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
+            // A Converse client's body goes to Converse as it came; the model is in the URL.
+            Endpoint::Converse => {
+                let model = http.model(call)?;
+                post(Op::chat(call.envelope.stream), &model, call.body.clone()).await
+            }
+            Endpoint::ChatCompletions
+            | Endpoint::Messages
+            | Endpoint::Responses
+            | Endpoint::GenerateContent => {
                 exchange::chat(
                     http.provider,
                     &Converse,

@@ -4,6 +4,8 @@
 //! Gemini has no tool-call ids: an answer's calls get stable synthesised ids
 //! (`call_<n>_<name>`), and a tool result finds its function's name through the call it
 //! answers (by id, in the conversation), or, failing that, from a synthesised id itself.
+//! Those ids, and the thought signatures they carry, are `sluice_translate::gemini`'s, which
+//! the Gemini client dialect shares.
 //! Gemini cannot fetch arbitrary image URLs and sluice does no I/O while translating: `gs://`
 //! URIs become `fileData`, inline bytes `inlineData`, any other URL is refused (400 naming
 //! the part) or, with `drop_params`, left out.
@@ -12,12 +14,13 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use sluice_core::usage::Usage;
+use sluice_translate::gemini::{call_id, parse_call_id, signature_of};
 use sluice_translate::ir::{
-    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent,
-    ToolCall, ToolChoice,
+    ChatRequest, ChatResponse, ImageSource, Part, Role, StopReason, StreamEvent, ToolCall,
+    ToolChoice,
 };
-use sluice_translate::stream::SseRead;
 use sluice_translate::params::Setting;
+use sluice_translate::stream::SseRead;
 use sluice_translate::{
     name_for_call, now, to_json, tool_input, tool_names, Codec, Params, TranslateError,
 };
@@ -237,57 +240,6 @@ fn write_part(
         // Gemini's thoughts cannot be sent back (its function calls' signatures are, above).
         Part::Thinking { .. } | Part::RedactedThinking(_) => return Ok(None),
     }))
-}
-
-/// What separates a call id from the thought signature it carries (LiteLLM's spelling, so a
-/// client that moves between the two gateways keeps its history).
-const SIGNATURE: &str = "__thought__";
-
-/// The stable id of the `n`-th function call of an answer, carrying Gemini's thought signature
-/// when it has one: every client format keeps tool-call ids in its history, so the signature
-/// comes back on the next turn without a field of its own. Base64's `+`, `/` and `=` are made
-/// `-`, `_` and nothing, so the id stays within the characters Anthropic allows in ids.
-fn call_id(n: usize, name: &str, signature: Option<&str>) -> String {
-    match signature {
-        None => format!("call_{n}_{name}"),
-        Some(s) => {
-            let safe: String = s
-                .chars()
-                .filter(|c| *c != '=')
-                .map(|c| match c {
-                    '+' => '-',
-                    '/' => '_',
-                    c => c,
-                })
-                .collect();
-            format!("call_{n}_{name}{SIGNATURE}{safe}")
-        }
-    }
-}
-
-/// The thought signature an id carries, as Gemini wrote it.
-fn signature_of(id: &str) -> Option<String> {
-    let (_, safe) = id.split_once(SIGNATURE)?;
-    let mut s: String = safe
-        .chars()
-        .map(|c| match c {
-            '-' => '+',
-            '_' => '/',
-            c => c,
-        })
-        .collect();
-    while s.len() % 4 != 0 {
-        s.push('=');
-    }
-    (!s.is_empty()).then_some(s)
-}
-
-/// The function name inside a synthesised id.
-fn parse_call_id(id: &str) -> Option<&str> {
-    let id = id.split_once(SIGNATURE).map_or(id, |(id, _)| id);
-    let rest = id.strip_prefix("call_")?;
-    let (n, name) = rest.split_once('_')?;
-    n.parse::<usize>().ok().map(|_| name)
 }
 
 // ---------------------------------------------------------------------------------------------

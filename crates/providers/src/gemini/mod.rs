@@ -13,6 +13,7 @@ use http::Response;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_net::sigv4::uri_encode;
+use sluice_translate::envelope::Edits;
 
 pub use codec::GenerateContent;
 pub use embed::BatchEmbed;
@@ -21,7 +22,7 @@ pub use image::Imagen;
 use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
-use crate::http::{HttpTarget, KeyHeader, ModelUrls, Op};
+use crate::http::{Host, HttpTarget, KeyHeader, ModelUrls, Op};
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
 use crate::settings::Reading;
@@ -76,7 +77,13 @@ impl Upstream for Gemini {
             async move { http.post(uri?, http.request_headers(call), body).await }
         };
         match call.endpoint {
-            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
+            // A Gemini client's body goes to Gemini as it came; the model is in the URL.
+            // Boxed, as the other arms' futures would grow every call's.
+            Endpoint::GenerateContent => Box::pin(relay(t, call)).await,
+            Endpoint::ChatCompletions
+            | Endpoint::Messages
+            | Endpoint::Responses
+            | Endpoint::Converse => {
                 exchange::chat(
                     http.provider,
                     &GenerateContent,
@@ -120,6 +127,17 @@ impl Upstream for Gemini {
             | Endpoint::Rerank => exchange::not_served(http.provider, call),
         }
     }
+}
+
+/// A Gemini client's call to Gemini: its body as it came; the deployment's model in the URL.
+async fn relay(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    let model = http.model(call)?;
+    let op = Op::chat(call.envelope.stream);
+    let uri = t.urls.get(op, http.wildcard_model(&model))?;
+    let host = Host::Platform(Edits::default());
+    http.relay(&uri, call, &[], http.request_headers(call), host)
+        .await
 }
 
 /// The URL of an operation on `model` below `base`: `models/{model}` (or a full resource name

@@ -243,7 +243,7 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
         }
         // The translated branches are boxed so that the pass-through call's future stays small.
         Endpoint::Rerank => Box::pin(rerank::send(t, call)).await,
-        Endpoint::Messages => {
+        Endpoint::Messages | Endpoint::GenerateContent | Endpoint::Converse => {
             let url = t.urls.get(Endpoint::ChatCompletions);
             Box::pin(exchange::chat(
                 http.provider,

@@ -14,9 +14,10 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use memchr::memmem::Finder;
 use serde::Deserialize;
+use sluice_core::endpoint::Endpoint;
 use sluice_core::error::anthropic_error_body;
-use sluice_core::usage::{usage_from_body, Usage};
-use sluice_translate::eventstream::{chunk_bytes, encode, Decoder, FrameError};
+use sluice_core::usage::{usage_from_body, usage_of, RequestUnits, Usage};
+use sluice_translate::eventstream::{chunk_bytes, exception, Decoder, FrameError};
 use sluice_translate::jsonstream::{ArrayElements, Lines};
 use sluice_translate::sse::{SseTap, TooLong};
 
@@ -141,6 +142,16 @@ static BILLED_UNITS: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"
 static INVOCATION_METRICS: LazyLock<Finder<'static>> =
     LazyLock::new(|| Finder::new(b"\"amazon-bedrock-invocationMetrics\""));
 static USAGE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"usage\""));
+
+/// Usage of a whole answer of an inference endpoint, in the client's format (Google's and
+/// Bedrock's shapes here, the others by `sluice_core::usage::usage_of`).
+pub fn of_answer(endpoint: Endpoint, body: &[u8], requested: RequestUnits) -> Option<Usage> {
+    match endpoint {
+        Endpoint::GenerateContent => whole(Shape::Gemini, body),
+        Endpoint::Converse => whole(Shape::Converse, body),
+        _ => usage_of(endpoint, body, requested),
+    }
+}
 
 /// Usage from a whole answer of this shape; `None` when it carries none sluice can read.
 pub fn whole(shape: Shape, body: &[u8]) -> Option<Usage> {
@@ -334,6 +345,44 @@ impl Tap {
         }
     }
 
+    /// The tap of an inference endpoint's answer stream, in the client's format: OpenAI's and
+    /// Anthropic's SSE (`strip_usage_chunk` as for [`Tap::new`]), Gemini's `alt=sse` events,
+    /// Converse's event-stream frames.
+    pub fn for_endpoint(endpoint: Endpoint, strip_usage_chunk: bool) -> Self {
+        match endpoint {
+            Endpoint::GenerateContent => Self::new(Shape::Gemini, Framing::Sse, false),
+            Endpoint::Converse => Self::new(Shape::Converse, Framing::EventStream, false),
+            _ => Self::new(Shape::Common, Framing::Sse, strip_usage_chunk),
+        }
+    }
+
+    /// A tap for a body that is not an event stream (speech audio): relayed, not read.
+    pub fn raw() -> Self {
+        Self {
+            read: Read::Sse(SseTap::raw()),
+            framing: Framing::Opaque,
+            progress: false,
+        }
+    }
+
+    /// Whether the stream's end was seen: OpenAI's and Anthropic's own end markers; the
+    /// formats that end by closing (Gemini's, AWS's event stream) end with their body.
+    pub fn finished(&self) -> bool {
+        match &self.read {
+            Read::Sse(tap) => tap.finished(),
+            _ => true,
+        }
+    }
+
+    /// Whether the client was sent the start of an event that has not ended, so that an event
+    /// sluice adds must first end it (SSE; binary frames are whole).
+    pub fn mid_event(&self) -> bool {
+        match &self.read {
+            Read::Sse(tap) => tap.mid_event(),
+            _ => false,
+        }
+    }
+
     /// Read one frame; returns what to send on. An error means the stream is not to be read
     /// on (nothing of it is held any more).
     pub fn feed(&mut self, frame: Bytes) -> Result<Bytes, TapError> {
@@ -438,17 +487,7 @@ impl Tap {
                 out.extend_from_slice(b"\n\n");
                 Bytes::from(out)
             }
-            Framing::EventStream => {
-                let payload = serde_json::json!({ "message": message }).to_string();
-                Bytes::from(encode(
-                    &[
-                        (":message-type", "exception"),
-                        (":exception-type", "internalServerException"),
-                        (":content-type", "application/json"),
-                    ],
-                    payload.as_bytes(),
-                ))
-            }
+            Framing::EventStream => Bytes::from(exception("internalServerException", &message)),
             Framing::Json | Framing::JsonLines | Framing::Opaque => Bytes::new(),
         }
     }

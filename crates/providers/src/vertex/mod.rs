@@ -17,6 +17,7 @@ use sluice_core::Secret;
 use sluice_net::google_auth::{read_key_file, TokenSource};
 use sluice_net::sigv4::uri_encode;
 use sluice_translate::anthropic::{platform_edits, VERTEX_VERSION};
+use sluice_translate::envelope::Edits;
 use sluice_translate::codec::AnthropicMessages;
 use sluice_translate::Codec;
 
@@ -158,7 +159,15 @@ impl Upstream for Vertex {
     async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
         let http = &t.http;
         match call.endpoint {
-            Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::Responses => {
+            // A Gemini client's body goes to Google's models as it came (the same format).
+            Endpoint::GenerateContent if !is_claude(&http.model(call)?) => {
+                Box::pin(relay_gemini(t, call)).await
+            }
+            Endpoint::ChatCompletions
+            | Endpoint::Messages
+            | Endpoint::Responses
+            | Endpoint::GenerateContent
+            | Endpoint::Converse => {
                 let model = http.model(call)?;
                 if !is_claude(&model) {
                     return chat(t, call, &GenerateContent, &t.google, model).await;
@@ -200,6 +209,19 @@ impl Upstream for Vertex {
             | Endpoint::Rerank => exchange::not_served(http.provider, call),
         }
     }
+}
+
+/// A Gemini client's call to one of Google's models: its body as it came (the same format),
+/// the deployment's model in the URL, its token in the headers.
+async fn relay_gemini(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
+    let http = &t.http;
+    let model = http.model(call)?;
+    let uri = t
+        .google
+        .get(Op::chat(call.envelope.stream), http.wildcard_model(&model))?;
+    let headers = headers(t, call).await?;
+    let host = Host::Platform(Edits::default());
+    http.relay(&uri, call, &[], headers, host).await
 }
 
 /// A chat call in `codec`'s format to the model's URL in `urls`, with the deployment's token.

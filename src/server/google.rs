@@ -1,0 +1,164 @@
+//! What Google's clients (the google-genai SDK, the Gemini CLI) and AWS's (boto3) ask of
+//! sluice besides their chat call, which is an inference request like any other
+//! (`Endpoint::GenerateContent`, `Endpoint::Converse`): their key where their vendor takes it,
+//! Google's model list in Google's shape, and `:countTokens`, counted here.
+
+use bytes::Bytes;
+use http::header::{HeaderValue, AUTHORIZATION};
+use http::{HeaderMap, Request, StatusCode};
+use http_body::Body;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use sluice_core::endpoint::Dialect;
+use sluice_core::error::ApiError;
+use sluice_core::limits;
+use sluice_providers::passthrough::Route as PassRoute;
+use sluice_translate::{anthropic, gemini, Params};
+
+use crate::auth::{Caller, Wanted};
+use crate::server::pipeline::read_body;
+use crate::server::{AppState, Snapshot};
+
+/// Put the key a Google client presents (`x-goog-api-key`, `?key=`) where the gate reads it,
+/// unless the request carries one the usual way (LiteLLM's header first, as on the `/gemini`
+/// pass-through route).
+pub(crate) fn key_header(headers: &mut HeaderMap, query: Option<&str>) {
+    let presented = crate::passthrough::caller_key(PassRoute::Gemini, headers, query);
+    if let Some(v) = presented.get(AUTHORIZATION) {
+        headers.insert(AUTHORIZATION, v.clone());
+    }
+}
+
+/// Whether a request comes from one of Google's clients (its key in Google's header or
+/// query, or Google's client header): google-genai asks `GET /v1/models`, which is OpenAI's
+/// path too.
+pub(crate) fn is_google_client(headers: &HeaderMap, query: Option<&str>) -> bool {
+    headers.contains_key("x-goog-api-key")
+        || headers.contains_key("x-goog-api-client")
+        || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
+}
+
+/// A SigV4-signed request (boto3 with an access key pair): its access key id is the virtual
+/// key, put where the gate reads it. The signature is not checked: sluice keeps keys only as
+/// hashes, so it holds no secret to check it with, and the access key id travels in the
+/// header as a bearer key does. A request with a bearer key (boto3's
+/// `AWS_BEARER_TOKEN_BEDROCK`) or LiteLLM's header is left as it is.
+pub(crate) fn sigv4_key(headers: &mut HeaderMap) {
+    let key = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("AWS4-HMAC-SHA256 "))
+        .and_then(|v| {
+            v.split(',')
+                .find_map(|p| p.trim().strip_prefix("Credential="))
+        })
+        .and_then(|c| c.split('/').next())
+        .filter(|k| !k.is_empty())
+        .and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok());
+    if let Some(mut v) = key {
+        v.set_sensitive(true);
+        headers.insert(AUTHORIZATION, v);
+    }
+}
+
+/// A model group as Google's `models.get` describes a model: the name a client calls it by,
+/// and the methods sluice serves for it.
+pub(crate) fn model_object(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": format!("models/{name}"),
+        "baseModelId": name,
+        "version": "sluice",
+        "displayName": name,
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
+
+/// `:countTokens`'s body: the contents, or a whole `generateContentRequest`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountRequest<'a> {
+    #[serde(default, borrow)]
+    generate_content_request: Option<&'a RawValue>,
+}
+
+/// `POST /v1beta/models/{model}:countTokens`: the prompt's tokens estimated here, for any
+/// provider (as sluice counts for Anthropic's clients of providers that count nothing); the
+/// caller must hold a key that may use the model.
+pub(crate) async fn count<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    model: &str,
+    req: Request<B>,
+) -> Result<http::Response<crate::server::ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    let (mut parts, body) = req.into_parts();
+    key_header(&mut parts.headers, parts.uri.query());
+    let wall = limits::wall_ms();
+    let caller = state
+        .gate()
+        .authenticate(snap.master.as_ref(), &parts.headers, wall)
+        .await?;
+    let directory = state.gate().directory();
+    let not_found = || ApiError::ModelNotFound(model.chars().take(256).collect());
+    let group = snap
+        .router
+        .models
+        .resolve(model)
+        .ok_or_else(not_found)?
+        .group;
+    if let Caller::Key(k) = &caller {
+        directory.subjects(k, None, &Wanted::of(model, group), wall)?;
+    }
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    let wrapped: CountRequest<'_> =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let contents = wrapped
+        .generate_content_request
+        .map_or(&body[..], |r| r.get().as_bytes());
+    // Nothing is sent anywhere, so no parameter needs refusing.
+    let request = gemini::parse_request(contents, &mut Params::new(true, Dialect::Gemini))
+        .map_err(|e| e.into_api("sluice"))?;
+    let out = serde_json::json!({ "totalTokens": anthropic::estimate_tokens(&request) });
+    Ok(crate::server::pipeline::json(
+        StatusCode::OK,
+        Bytes::from(out.to_string()),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sigv4_access_key_id_is_the_virtual_key() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            AUTHORIZATION,
+            HeaderValue::from_static(
+                "AWS4-HMAC-SHA256 Credential=sk-virtual-1/20261129/us-west-2/bedrock/aws4_request, \
+                 SignedHeaders=host;x-amz-date, Signature=abc",
+            ),
+        );
+        sigv4_key(&mut h);
+        assert_eq!(h[AUTHORIZATION], "Bearer sk-virtual-1");
+        let mut bearer = HeaderMap::new();
+        bearer.insert(AUTHORIZATION, HeaderValue::from_static("Bearer sk-2"));
+        sigv4_key(&mut bearer);
+        assert_eq!(bearer[AUTHORIZATION], "Bearer sk-2");
+    }
+
+    #[test]
+    fn google_keys_go_where_the_gate_reads_them() {
+        let mut h = HeaderMap::new();
+        h.insert("x-goog-api-key", HeaderValue::from_static("sk-g"));
+        key_header(&mut h, None);
+        assert_eq!(h[AUTHORIZATION], "Bearer sk-g");
+        let mut q = HeaderMap::new();
+        key_header(&mut q, Some("alt=sse&key=sk-q"));
+        assert_eq!(q[AUTHORIZATION], "Bearer sk-q");
+    }
+}
