@@ -94,7 +94,7 @@ unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 # dev profile and workspace features; a separate `cargo build --bin sluice` would rebuild the
 # dependencies with the binary's own features, for nothing).
 
-step "Python SDK tests (official openai and anthropic clients; Claude Code from npm, cached outside the repo)"
+step "Python SDK tests (official openai, anthropic, google-genai and boto3 clients; Claude Code, Gemini CLI and Codex CLI from npm, cached outside the repo)"
 # The million-row import test runs the release build (SLUICE_RELEASE_BIN): the shipped binary's
 # figure, in a fraction of the debug build's minutes.
 SLUICE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/sluice" SLUICE_RELEASE_BIN="$optimised" "$venv/bin/python" -m pytest tests/sdk -q -rs -p no:cacheprovider

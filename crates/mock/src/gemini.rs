@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::openai::{pieces, vector, Plan};
-use super::tools::{decide, ToolPlan};
+use super::tools::{plan_gemini, Turn};
 use super::{json, MockBody, MockSettings};
 
 /// What a Gemini path asks for.
@@ -100,46 +100,6 @@ pub(super) fn check_token(headers: &http::HeaderMap) -> Option<Response<MockBody
             "Request had invalid authentication credentials. Expected OAuth 2 access token.",
         )
     })
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Probe {
-    #[serde(default)]
-    contents: Vec<Value>,
-    #[serde(default)]
-    tools: Vec<Value>,
-    #[serde(default)]
-    tool_config: Option<Value>,
-}
-
-/// The function call to answer with: offered declarations, `toolConfig` mode and allowed
-/// names, and whether the last turn is a `functionResponse`.
-fn tool_plan(body: &[u8]) -> Result<Option<ToolPlan>, String> {
-    let probe: Probe = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    let offered: Vec<(String, Option<&Value>)> = probe
-        .tools
-        .iter()
-        .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
-        .filter_map(|d| {
-            let schema = d.get("parametersJsonSchema").or(d.get("parameters"));
-            Some((d["name"].as_str()?.to_owned(), schema))
-        })
-        .collect();
-    let config = probe
-        .tool_config
-        .as_ref()
-        .and_then(|c| c.get("functionCallingConfig"));
-    if config.is_some_and(|c| c["mode"] == "NONE") {
-        return Ok(None);
-    }
-    let forced = config.and_then(|c| c.pointer("/allowedFunctionNames/0")?.as_str());
-    let answered = probe.contents.last().is_some_and(|c| {
-        c["parts"]
-            .as_array()
-            .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_some()))
-    });
-    Ok(decide(&offered, forced, answered))
 }
 
 /// A 400 in Google's shape for a body the mock cannot read.
@@ -318,11 +278,18 @@ pub(super) fn answer(
         let v = json!({ "embeddings": embeddings });
         return json(StatusCode::OK, Bytes::from(v.to_string()));
     }
-    let tool = match tool_plan(body) {
-        Ok(t) => t,
+    let plan = match plan_gemini(body) {
+        Ok(Some(Turn::Call(t))) => super::plan(s, model, Some(t), prompt_tokens, true),
+        Ok(Some(Turn::Say(words))) => {
+            let said = MockSettings {
+                response: Some(words),
+                ..s.clone()
+            };
+            super::plan(&said, model, None, prompt_tokens, true)
+        }
+        Ok(None) => super::plan(s, model, None, prompt_tokens, true),
         Err(e) => return bad_request(&format!("Invalid JSON payload received. {e}")),
     };
-    let plan = super::plan(s, model, tool, prompt_tokens, true);
     match op {
         Op::Stream if sse => super::stream(plan.generate_stream(), s, "text/event-stream"),
         Op::Stream => super::stream(plan.generate_array(), s, "application/json; charset=UTF-8"),
@@ -410,11 +377,28 @@ mod tests {
 
     #[test]
     fn function_declarations_and_answers() {
+        let call = |body: &[u8]| match plan_gemini(body).unwrap() {
+            Some(Turn::Call(t)) => Some(t),
+            Some(Turn::Say(words)) => panic!("said {words}"),
+            None => None,
+        };
         let body = br#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"tools":[{"functionDeclarations":[{"name":"a","parametersJsonSchema":{"type":"object","properties":{"n":{"type":"integer"}}}},{"name":"b"}]}],"toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["b"]}}}"#;
-        assert_eq!(tool_plan(body).unwrap().unwrap().name, "b");
+        assert_eq!(call(body).unwrap().name, "b");
         let body = br#"{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"a","response":{}}}]}],"tools":[{"functionDeclarations":[{"name":"a"}]}]}"#;
-        assert_eq!(tool_plan(body).unwrap(), None);
+        assert_eq!(call(body), None);
         let body = br#"{"contents":[],"tools":[{"functionDeclarations":[{"name":"a","parametersJsonSchema":{"type":"object","properties":{"n":{"type":"integer"}}}}]}]}"#;
-        assert_eq!(tool_plan(body).unwrap().unwrap().arguments, r#"{"n":1}"#);
+        assert_eq!(call(body).unwrap().arguments, r#"{"n":1}"#);
+        // A scripted call, then its result echoed, as on the other shapes.
+        let script = r#"{"contents":[{"role":"user","parts":[{"text":"go\nmock-tool: sh {\"cmd\": \"ls\"}"}]}],"tools":[{"functionDeclarations":[{"name":"a"},{"name":"sh"}]}]}"#;
+        let t = call(script.as_bytes()).unwrap();
+        assert_eq!(
+            (t.name.as_str(), t.arguments.as_str()),
+            ("sh", r#"{"cmd":"ls"}"#)
+        );
+        let answered = r#"{"contents":[{"role":"user","parts":[{"text":"mock-tool: sh {}"}]},{"role":"model","parts":[{"functionCall":{"name":"sh","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"name":"sh","response":{"output":"x.txt"}}}]}],"tools":[{"functionDeclarations":[{"name":"sh"}]}]}"#;
+        match plan_gemini(answered.as_bytes()).unwrap() {
+            Some(Turn::Say(words)) => assert_eq!(words, "mock tool result: x.txt"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -3,8 +3,8 @@
 //! would). The same rule for OpenAI's, Anthropic's, Gemini's and Bedrock's request shapes: each
 //! shape is probed for its tools, forced choice and last turn, then [`decide`] applies it.
 //!
-//! A test that drives a real agent (Claude Code) scripts the call in its prompt, in OpenAI's
-//! and Anthropic's shapes: a user text line `mock-tool: <name> <JSON arguments>` makes the
+//! A test that drives a real agent (Claude Code, Codex CLI, Gemini CLI) scripts the call in
+//! its prompt, in OpenAI's, Anthropic's, the Responses API's and Gemini's shapes: a user text line `mock-tool: <name> <JSON arguments>` makes the
 //! mock call that tool (when offered) with exactly those arguments, and once a tool result
 //! follows that turn, answer `mock tool result: <the result's text>`, so the test sees the
 //! tool's real output come back through the gateway. A `mock-tool-loop: <name> <JSON
@@ -96,6 +96,74 @@ pub(super) fn plan_response(tools: Option<&RawValue>, body: &[u8]) -> Option<Tur
         tool_choice: r.tool_choice,
         messages,
     })
+}
+
+/// [`plan`] for a Gemini `generateContent` request: its function declarations, its
+/// `functionCallingConfig`, and its `contents` read as the chat shape's messages (a turn
+/// holding a `functionResponse` is a tool result, whose text is the response's `output`,
+/// `result` or `content`, else its JSON), so that a scripted call works as on the other shapes.
+pub(super) fn plan_gemini(body: &[u8]) -> Result<Option<Turn>, String> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct GeminiProbe {
+        #[serde(default)]
+        contents: Vec<Value>,
+        #[serde(default)]
+        tools: Vec<Value>,
+        #[serde(default)]
+        tool_config: Option<Value>,
+    }
+    let g: GeminiProbe = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let tools: Vec<Value> = g
+        .tools
+        .iter()
+        .flat_map(|t| t["functionDeclarations"].as_array().into_iter().flatten())
+        .map(|d| {
+            let schema = d.get("parametersJsonSchema").or(d.get("parameters"));
+            serde_json::json!({"name": d["name"], "parameters": schema})
+        })
+        .collect();
+    if tools.is_empty() {
+        return Ok(None);
+    }
+    let config = g
+        .tool_config
+        .as_ref()
+        .and_then(|c| c.get("functionCallingConfig"));
+    let tool_choice = match config {
+        Some(c) if c["mode"] == "NONE" => Some(Value::from("none")),
+        Some(c) => c
+            .pointer("/allowedFunctionNames/0")
+            .map(|n| serde_json::json!({ "name": n })),
+        None => None,
+    };
+    let messages = g
+        .contents
+        .iter()
+        .map(|c| {
+            let parts = c["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
+            if let Some(r) = parts.iter().find_map(|p| p.get("functionResponse")) {
+                let r = &r["response"];
+                let text = ["output", "result", "content"]
+                    .iter()
+                    .find_map(|k| r[k].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| r.to_string());
+                return serde_json::json!({"role": "tool", "content": text});
+            }
+            let role = if c["role"] == "model" {
+                "assistant"
+            } else {
+                "user"
+            };
+            let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+            serde_json::json!({"role": role, "content": text.join("\n")})
+        })
+        .collect();
+    Ok(turn(Probe {
+        tools,
+        tool_choice,
+        messages,
+    }))
 }
 
 /// The rule, over a request read into the chat shape.

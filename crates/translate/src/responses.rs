@@ -64,10 +64,32 @@ pub struct Echo {
     /// `previous_response_id` (refused today, so always `None` from [`parse_request`]; here
     /// for when sluice keeps responses).
     pub previous_response_id: Option<Value>,
+    /// The tool namespaces the request declared (`{"type": "namespace"}`): their functions go
+    /// to the model as `{namespace}__{name}`, and a call to one is answered with its
+    /// `namespace` and plain `name` again.
+    pub namespaces: Vec<String>,
     /// Whether the answer is kept for later retrieval. sluice keeps none yet, so
     /// [`parse_request`] leaves it `false` (a `store: true` request notes `store` as dropped);
     /// the caller sets it once it stores answers.
     pub store: bool,
+}
+
+/// The separator of a namespace and a function's name in the name the model sees (tool names
+/// take letters, digits, `_` and `-` at every provider).
+const NAMESPACED: &str = "__";
+
+/// A call's namespace (one of those the request declared) and its function's name, from the
+/// name the model used.
+fn split_call<'n>(namespaces: &[String], name: &'n str) -> (Option<&'n str>, &'n str) {
+    for ns in namespaces {
+        if let Some(rest) = name
+            .strip_prefix(ns.as_str())
+            .and_then(|r| r.strip_prefix(NAMESPACED))
+        {
+            return (Some(&name[..ns.len()]), rest);
+        }
+    }
+    (None, name)
 }
 
 impl Echo {
@@ -251,7 +273,21 @@ pub fn parse_request(
         None => {}
         Some(Value::Array(tools)) => {
             for t in tools {
-                if let Some(tool) = read_tool(&t, params)? {
+                if let Some(ns_tool) = t
+                    .as_object()
+                    .filter(|o| o.get("type").and_then(Value::as_str) == Some("namespace"))
+                {
+                    let ns = string(ns_tool, "name", "tools")?;
+                    let inner = ns_tool.get("tools").and_then(Value::as_array);
+                    for f in inner.into_iter().flatten() {
+                        if let Some(mut tool) = read_tool(f, params)? {
+                            tool.name = format!("{ns}{NAMESPACED}{}", tool.name);
+                            req.tools.push(tool);
+                        }
+                    }
+                    echo.namespaces.push(ns);
+                    echo.tools.push(t);
+                } else if let Some(tool) = read_tool(&t, params)? {
                     req.tools.push(tool);
                     echo.tools.push(t);
                 }
@@ -360,7 +396,10 @@ fn text_format(v: &Value, params: &mut Params) -> Result<Option<ResponseFormat>,
 
 /// A tool: a function becomes an internal tool; a built-in tool (web or file search, code
 /// interpreter, computer use, image generation, MCP, shell, custom grammar tools, ...) runs
-/// only at OpenAI, so the answer would depend on what no translated target can do.
+/// only at OpenAI, so the answer would depend on what no translated target can do. Web
+/// search is the exception: agents (Codex CLI) offer it with every request, and the model
+/// answers without it as it would when it chose not to search, so it is a hint (forcing it
+/// with `tool_choice` is still refused).
 fn read_tool(t: &Value, params: &mut Params) -> Result<Option<Tool>, TranslateError> {
     let Value::Object(obj) = t else {
         return Err(TranslateError::invalid("tools", "a tool must be an object"));
@@ -383,6 +422,10 @@ fn read_tool(t: &Value, params: &mut Params) -> Result<Option<Tool>, TranslateEr
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
                 cache_control: None,
             }))
+        }
+        Some(kind) if kind.starts_with("web_search") => {
+            params.hint(format!("tools.{kind}"));
+            Ok(None)
         }
         Some(kind) => {
             params.meaning(format!("tools.{kind}"))?;
@@ -490,9 +533,13 @@ fn read_item(
             }
         }
         "function_call" => {
+            let name = string(&item, "name", "input")?;
             let call = ToolCall {
                 id: string(&item, "call_id", "input")?,
-                name: string(&item, "name", "input")?,
+                name: match item.get("namespace").and_then(Value::as_str) {
+                    Some(ns) => format!("{ns}{NAMESPACED}{name}"),
+                    None => name,
+                },
                 arguments: item
                     .get("arguments")
                     .and_then(Value::as_str)
@@ -652,6 +699,8 @@ enum Item {
     Call {
         id: String,
         call_id: String,
+        /// The namespace the function is declared in, if any.
+        namespace: Option<String>,
         name: String,
         arguments: String,
     },
@@ -706,12 +755,19 @@ impl Output {
             Item::Call {
                 id,
                 call_id,
+                namespace,
                 name,
                 arguments,
-            } => json!({
-                "id": id, "type": "function_call", "status": self.status,
-                "call_id": call_id, "name": name, "arguments": arguments,
-            }),
+            } => {
+                let mut v = json!({
+                    "id": id, "type": "function_call", "status": self.status,
+                    "call_id": call_id, "name": name, "arguments": arguments,
+                });
+                if let Some(ns) = namespace {
+                    v["namespace"] = ns.as_str().into();
+                }
+                v
+            }
         }
     }
 }
@@ -816,7 +872,7 @@ fn response_json(
 
 /// The output items of a whole answer, in its order: consecutive text parts are one message
 /// (a part each), thinking a reasoning item, each tool call a function call.
-fn output_of(r: &ChatResponse, base: &str) -> Vec<Output> {
+fn output_of(r: &ChatResponse, base: &str, echo: &Echo) -> Vec<Output> {
     let mut out: Vec<Output> = Vec::new();
     for p in &r.content {
         let at = out.len();
@@ -848,12 +904,16 @@ fn output_of(r: &ChatResponse, base: &str) -> Vec<Output> {
                 encrypted: Some(data.clone()),
                 redacted: true,
             },
-            Part::ToolCall(c) => Item::Call {
-                id: call_id(&c.id),
-                call_id: c.id.clone(),
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            },
+            Part::ToolCall(c) => {
+                let (namespace, name) = split_call(&echo.namespaces, &c.name);
+                Item::Call {
+                    id: call_id(&c.id),
+                    call_id: c.id.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.to_owned(),
+                    arguments: c.arguments.clone(),
+                }
+            }
             // An answer holds neither.
             Part::Image { .. } | Part::ToolResult { .. } => continue,
         };
@@ -870,7 +930,7 @@ fn output_of(r: &ChatResponse, base: &str) -> Vec<Output> {
 pub fn write_response(r: &ChatResponse, echo: &Echo) -> Vec<u8> {
     let base = base_id(&r.id, r.created);
     let (status, incomplete) = outcome(r.stop);
-    let mut output = output_of(r, &base);
+    let mut output = output_of(r, &base, echo);
     if status == "incomplete" {
         if let Some(last) = output.last_mut() {
             last.status = "incomplete";
@@ -913,6 +973,8 @@ struct Open {
 #[derive(Debug)]
 pub struct EventWriter {
     settings: Map<String, Value>,
+    /// The request's tool namespaces, to name calls as the client declared them.
+    namespaces: Vec<String>,
     seq: u64,
     started: bool,
     /// The end (completed, incomplete or failed) was written: nothing more goes out.
@@ -957,6 +1019,7 @@ impl EventWriter {
     pub fn new(echo: Echo) -> Self {
         Self {
             settings: echo.settings(),
+            namespaces: echo.namespaces,
             seq: 0,
             started: false,
             ended: false,
@@ -1285,15 +1348,15 @@ impl EventWriter {
                 if self.find(index).is_some() {
                     return;
                 }
-                let at = self.add(
-                    Item::Call {
-                        id: call_id(&id),
-                        call_id: id,
-                        name,
-                        arguments: String::new(),
-                    },
-                    out,
-                );
+                let (namespace, plain) = split_call(&self.namespaces, &name);
+                let item = Item::Call {
+                    id: call_id(&id),
+                    call_id: id.clone(),
+                    namespace: namespace.map(str::to_owned),
+                    name: plain.to_owned(),
+                    arguments: String::new(),
+                };
+                let at = self.add(item, out);
                 self.open.push(Open {
                     block: index,
                     at,
@@ -1634,10 +1697,6 @@ mod tests {
         let user = |part: Value| json!({"input": [{"role": "user", "content": [part]}]});
         for (extra, name) in [
             (
-                json!({"tools": [{"type": "web_search_preview"}]}),
-                "tools.web_search_preview",
-            ),
-            (
                 json!({"tools": [{"type": "file_search", "vector_store_ids": ["v"]}]}),
                 "tools.file_search",
             ),
@@ -1707,6 +1766,14 @@ mod tests {
             assert_eq!(refused(base(extra.clone()), &mut strict()), name);
             assert_eq!(refused(base(extra), &mut dropping()), name);
         }
+        // Web search, which agents offer with every request, is a hint.
+        let mut p = strict();
+        parse(
+            base(json!({"tools": [{"type": "web_search", "external_web_access": true}]})),
+            &mut p,
+        )
+        .unwrap();
+        assert_eq!(dropped_names(&p), ["tools.web_search"]);
         // A dropped built-in tool is not repeated in the answer.
         let mut d = dropping();
         let (req, echo) = parse(
@@ -1803,6 +1870,62 @@ mod tests {
             },
             created: 1_700_000_000,
         }
+    }
+
+    #[test]
+    fn namespaced_tools_reach_the_model_and_come_back_in_their_namespace() {
+        // Codex CLI groups its sub-agent functions in a namespace.
+        let ns = json!({"type": "namespace", "name": "agents", "description": "Sub-agents",
+            "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object"}}]});
+        let (req, echo) = parse(
+            json!({"model": "m", "tools": [ns.clone(), {"type": "function", "name": "shell"}],
+                "input": [
+                    {"role": "user", "content": "go"},
+                    {"type": "function_call", "call_id": "c0", "namespace": "agents",
+                     "name": "spawn", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "c0", "output": "ok"}]}),
+            &mut strict(),
+        )
+        .unwrap();
+        let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["agents__spawn", "shell"]);
+        assert_eq!(echo.tools[0], ns, "the namespace is repeated as sent");
+        let Part::ToolCall(c) = &req.messages[1].content[0] else {
+            panic!("{:?}", req.messages[1]);
+        };
+        assert_eq!(c.name, "agents__spawn");
+        // Whole: the call is named in its namespace; other calls are as they were.
+        let whole = answer(
+            vec![call("c1", "agents__spawn", "{}"), call("c2", "shell", "{}")],
+            StopReason::ToolUse,
+        );
+        let v = json_of(&write_response(&whole, &echo));
+        assert_eq!(v["output"][0]["namespace"], "agents");
+        assert_eq!(v["output"][0]["name"], "spawn");
+        assert!(v["output"][1].get("namespace").is_none());
+        assert_eq!(v["output"][1]["name"], "shell");
+        // Streamed: the same.
+        let mut w = EventWriter::new(echo);
+        let mut out = Vec::new();
+        for ev in [
+            StreamEvent::ToolStart {
+                index: 0,
+                id: "c1".into(),
+                name: "agents__spawn".into(),
+            },
+            StreamEvent::BlockStop { index: 0 },
+            StreamEvent::Stop {
+                reason: StopReason::ToolUse,
+                stop_sequence: None,
+            },
+            StreamEvent::Done,
+        ] {
+            w.write(ev, &mut out);
+        }
+        let events = events_of(&out);
+        let (_, done) = events.last().unwrap();
+        assert_eq!(done["response"]["output"][0]["namespace"], "agents");
+        assert_eq!(done["response"]["output"][0]["name"], "spawn");
     }
 
     fn full_content() -> Vec<Part> {
