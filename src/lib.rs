@@ -21,5 +21,6 @@ pub mod mcp;
 pub mod models;
 pub mod passthrough;
 pub mod realtime;
+pub mod responses;
 pub mod server;
 pub mod spend;

@@ -45,9 +45,19 @@ impl std::fmt::Debug for Seal {
 impl Seal {
     /// The key for `salt` (`LITELLM_SALT_KEY`) if given, else for the master key.
     pub fn new(salt: Option<&str>, master: &Secret) -> Result<Self, SealError> {
+        Self::keyed(salt, master, b"sluice stored deployment params v1")
+    }
+
+    /// The key that seals kept Responses answers and conversations: from the same secret as
+    /// [`Seal::new`], for another use (a key for one use opens nothing of the other).
+    pub fn for_responses(salt: Option<&str>, master: &Secret) -> Result<Self, SealError> {
+        Self::keyed(salt, master, b"sluice responses and conversations v1")
+    }
+
+    fn keyed(salt: Option<&str>, master: &Secret, purpose: &[u8]) -> Result<Self, SealError> {
         let secret = salt.unwrap_or_else(|| master.expose());
         let hmac = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-        let tag = ring::hmac::sign(&hmac, b"sluice stored deployment params v1");
+        let tag = ring::hmac::sign(&hmac, purpose);
         let key =
             UnboundKey::new(&CHACHA20_POLY1305, tag.as_ref()).map_err(|_| SealError::Unusable)?;
         Ok(Self {

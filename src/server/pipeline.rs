@@ -207,6 +207,7 @@ where
             Box::pin(azure(state, &snap, endpoint, &deployment, r, req, record)).await
         }
         Route::Files(_) => Box::pin(crate::files::handle(state, &snap, req, record)).await,
+        Route::State(_) => Box::pin(crate::responses::handle(state, &snap, req)).await,
         Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
         Route::Admin => Box::pin(admin(state, &snap, req)).await,
         Route::Cache(op) => Box::pin(cache_route(&snap, op, req)).await,
@@ -395,6 +396,22 @@ where
             super::named_model::with_model(&body, super::named_model::MODERATION_DEFAULT)
         {
             body = b;
+        }
+    }
+    // 4¾. A Responses request that continues a kept answer or a conversation gets their
+    //     items first; one whose answer is to be kept gets its keeper (`crate::responses`),
+    //     which rides in the request's extensions, so that no other request's future grows.
+    if endpoint == Endpoint::Responses {
+        let store = state.store().map(|s| &s.store);
+        let keeper = Box::pin(crate::responses::prepare(
+            snap.responses.as_ref(),
+            store,
+            &caller,
+            &mut body,
+        ))
+        .await?;
+        if let Some(k) = keeper {
+            parts.extensions.insert(k);
         }
     }
     // 4½. Guardrails on the request text (mask or block): a flag check unless one applies.
@@ -804,6 +821,8 @@ where
             guard,
         }) => {
             record.model = Some(group.name.clone());
+            // The keeper of a Responses answer to keep (step 4¾), from the request.
+            let keeper = parts.extensions.remove::<Box<crate::responses::Keeper>>();
             let h = member.target.id_header.clone();
             charges.deployment = Some(guard);
             charges.price = Some(match wildcard_price(snap, resolved, group, member) {
@@ -816,6 +835,9 @@ where
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage::of_answer(endpoint, &bytes, requested_units);
+                    if let Some(k) = keeper.filter(|_| parts.status.is_success()) {
+                        k.keep_whole(bytes.clone());
+                    }
                     if let Some(c) = record.content.as_mut() {
                         c.response = Some(bytes.clone());
                     }
@@ -892,6 +914,7 @@ where
                     .idle_timeout(member.target.timeouts.idle)
                     .charges(std::mem::take(&mut charges))
                     .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish)
+                    .keep(keeper)
                     .events(events || !endpoint.answers_binary());
                     let body = match cached.take() {
                         Some(c) => {

@@ -143,6 +143,8 @@ pub struct StreamRelay {
     abort: Abort,
     /// Usage and cost settled and the record journaled (`settle`).
     settled: bool,
+    /// Keeps a Responses answer the client asked to `store`, from the stream's final event.
+    keeper: Option<Box<crate::responses::Keeper>>,
 }
 
 impl crate::guardrails::NotesGuardrails for StreamRelay {
@@ -235,7 +237,17 @@ impl StreamRelay {
             held: Held::default(),
             abort: Abort::default(),
             settled: false,
+            keeper: None,
         }
+    }
+
+    /// Keep the Responses answer this stream carries once it ends whole.
+    pub(crate) fn keep(mut self, keeper: Option<Box<crate::responses::Keeper>>) -> Self {
+        if keeper.is_some() {
+            self.tap.keep_final_event();
+        }
+        self.keeper = keeper;
+        self
     }
 
     /// Fail the stream when the upstream completes no event for `idle` (bytes that do not
@@ -321,6 +333,9 @@ impl StreamRelay {
             return;
         }
         self.record.usage = merged(self.record.usage, self.tap.usage());
+        if let (Some(k), Some(last)) = (self.keeper.take(), self.tap.take_final_event()) {
+            k.keep_streamed(last);
+        }
         self.charges.settle(&mut self.record);
         if let Some(tx) = self.report.take() {
             let _ = tx.send((self.record.usage, self.record.cost));

@@ -26,6 +26,9 @@ pub enum Route<'a> {
     Realtime,
     /// A provider pass-through route (`/anthropic/*`, `/bedrock/*`, ...): `crate::passthrough`.
     PassThrough(PassRoute),
+    /// Kept Responses answers and the Conversations API (`crate::responses`, which reads the
+    /// path again).
+    State(crate::responses::Op),
     /// The Files and Batches APIs (`crate::files`, which reads the path again), by label.
     Files(&'static str),
     /// An Azure client's `/openai/deployments/{deployment}/{endpoint}`: sluice's endpoint
@@ -180,6 +183,7 @@ impl Route<'_> {
             Self::PassThrough(r) => r.label(),
             Self::AzureDeployment(..) => "/openai/deployments/{deployment}",
             Self::Files(label) => label,
+            Self::State(op) => op.label(),
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
             Self::Mcp(None) => "/mcp",
@@ -226,6 +230,13 @@ const LISTED: &[(&str, &[&str])] = &[
     ("/v1/rerank", &["POST"]),
     ("/v1/models", &["GET"]),
     ("/v1/models/{model}", &["GET"]),
+    ("/v1/responses/{id}", &["GET", "DELETE"]),
+    ("/v1/responses/{id}/input_items", &["GET"]),
+    ("/v1/responses/{id}/cancel", &["POST"]),
+    ("/v1/conversations", &["POST"]),
+    ("/v1/conversations/{id}", &["GET", "POST", "DELETE"]),
+    ("/v1/conversations/{id}/items", &["GET", "POST"]),
+    ("/v1/conversations/{id}/items/{item}", &["GET", "DELETE"]),
     ("/v1/files", &["GET", "POST"]),
     ("/v1/batches", &["GET", "POST"]),
     ("/v1/realtime", &["GET"]),
@@ -295,6 +306,9 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         return Route::Console;
     }
     let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if let Some(op) = crate::responses::Op::of(bare) {
+        return Route::State(op);
+    }
     if let Some(op) = crate::files::Op::of(method, bare) {
         return op.map_or(Route::WrongMethod, |op| Route::Files(op.label()));
     }

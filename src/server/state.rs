@@ -58,6 +58,8 @@ pub struct Snapshot {
     /// The MCP gateway's tool servers and sessions, when `mcp_servers` names any; carried
     /// over a reload that leaves them as they were.
     pub mcp: Option<Arc<crate::mcp::McpGateway>>,
+    /// How Responses answers and conversations are kept (`None`: no key to seal them with).
+    pub responses: Option<Arc<crate::responses::Keeping>>,
     /// `guardrails:`, when the config has any (the pipeline's only check otherwise).
     pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
     /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
@@ -193,6 +195,7 @@ impl Snapshot {
             },
             // Set by `AppState` (started once, or carried over a reload).
             mcp: None,
+            responses: crate::responses::Keeping::of(config),
             described: sluice_config::describe(config).into(),
             deployments: config
                 .deployments

@@ -380,7 +380,18 @@ pub struct GeneralSettings {
     /// `spend_journal` (sluice's own key): when a request's spend record reaches the crash
     /// journal (docs/reliability.md).
     pub spend_journal: SpendJournalMode,
+    /// `store_responses` (sluice's key, default true): Responses API answers asked with
+    /// `store` (OpenAI's default) are kept, sealed, for `previous_response_id`, retrieval and
+    /// conversations. Needs a database and the master key (or `LITELLM_SALT_KEY`) to seal with.
+    pub store_responses: bool,
+    /// `responses_retention_days` (default 30, as OpenAI keeps them): how long a kept answer
+    /// lasts.
+    pub responses_retention_days: u32,
 }
+
+/// How long a kept Responses answer lasts unless `responses_retention_days` says otherwise
+/// (OpenAI's own retention).
+pub const DEFAULT_RESPONSES_RETENTION_DAYS: u32 = 30;
 
 /// `general_settings.spend_journal`: how close to the answer a request's spend record is made
 /// safe from the process being killed (`kill -9`, the OOM killer).
@@ -418,6 +429,8 @@ impl Default for GeneralSettings {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_in_flight_requests: None,
             spend_journal: SpendJournalMode::PerRequest,
+            store_responses: true,
+            responses_retention_days: DEFAULT_RESPONSES_RETENTION_DAYS,
             max_memory_bytes: None,
             store_prompts_in_spend_logs: false,
         }

@@ -192,6 +192,8 @@ pub(super) struct RawGeneral {
     pub max_memory_mb: Option<Scalar>,
     pub store_prompts_in_spend_logs: Option<Scalar>,
     pub spend_journal: Option<Scalar>,
+    pub store_responses: Option<Scalar>,
+    pub responses_retention_days: Option<Scalar>,
     /// LiteLLM's config-declared pass-through routes; read only to say they are not served.
     pub pass_through_endpoints: Option<Value>,
 }
@@ -221,6 +223,8 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "max_memory_mb",
     "store_prompts_in_spend_logs",
     "spend_journal",
+    "store_responses",
+    "responses_retention_days",
     "pass_through_endpoints",
 ];
 

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod models;
 pub mod objects;
 pub mod organizations;
+pub mod responses;
 mod sink;
 pub mod spend_logs;
 pub mod spool;
@@ -51,6 +52,7 @@ pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use models::ModelRow;
 pub use objects::{ObjectKind, OwnedObject};
 pub use organizations::{OrgMember, OrgRole, OrganizationRow};
+pub use responses::{ConversationItem, ConversationRow, StoredResponse};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
     AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, MAX_CONTENT,

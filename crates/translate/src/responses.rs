@@ -68,9 +68,8 @@ pub struct Echo {
     /// to the model as `{namespace}__{name}`, and a call to one is answered with its
     /// `namespace` and plain `name` again.
     pub namespaces: Vec<String>,
-    /// Whether the answer is kept for later retrieval. sluice keeps none yet, so
-    /// [`parse_request`] leaves it `false` (a `store: true` request notes `store` as dropped);
-    /// the caller sets it once it stores answers.
+    /// Whether the answer is kept for later retrieval (`store`, true unless the request says
+    /// `false`): the gateway keeps it, whatever provider answers.
     pub store: bool,
 }
 
@@ -160,6 +159,8 @@ const STATEFUL: [&str; 4] = [
 pub fn responses_key(key: &str, value: &Value) -> Key {
     match key {
         "fallbacks" | "num_retries" | "timeout" | "cache" | "stream_options" => Key::Carried,
+        // The gateway keeps the answer (`store`, OpenAI's default), whatever serves it.
+        "store" => Key::Carried,
         "truncation" if value == "disabled" => Key::Carried,
         "top_logprobs" => Key::Meaning,
         _ => Key::Hint,
@@ -208,7 +209,10 @@ pub fn parse_request(
         model,
         ..ChatRequest::default()
     };
-    let mut echo = Echo::default();
+    let mut echo = Echo {
+        store: raw.get("store").is_none_or(|v| v != false),
+        ..Echo::default()
+    };
 
     if let Some(v) = take(&mut raw, "instructions") {
         let Value::String(s) = &v else {
@@ -1808,7 +1812,6 @@ mod tests {
                 "reasoning.summary",
                 "service_tier",
                 "some_future_field",
-                "store",
                 "text.verbosity",
                 "truncation"
             ]

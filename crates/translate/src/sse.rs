@@ -47,6 +47,11 @@ pub struct SseTap {
     /// The client was sent the start of an event that will not end: the tail
     /// [`SseTap::finish`] gave back, or (forwarding) the start of an event past its bound.
     sent_unfinished: bool,
+    /// Keep the data of a Responses stream's final event (the whole response, kept by the
+    /// gateway when the client asked it to `store` the answer).
+    keep_final: bool,
+    /// That data, once seen.
+    final_event: Option<Bytes>,
 }
 
 /// Whether the `\n` at `p` closes a blank line, i.e. ends an event (`\n\n` or `\n\r\n`).
@@ -131,6 +136,16 @@ impl SseTap {
     /// Usage seen so far.
     pub fn usage(&self) -> Option<Usage> {
         self.usage
+    }
+
+    /// Keep the data of the stream's `response.completed` (or `response.incomplete`) event.
+    pub fn keep_final_event(&mut self) {
+        self.keep_final = true;
+    }
+
+    /// The final Responses event's data, when [`SseTap::keep_final_event`] asked for it.
+    pub fn take_final_event(&mut self) -> Option<Bytes> {
+        self.final_event.take()
     }
 
     /// Whether the stream's own end marker (`[DONE]` or a terminal Responses event) was seen.
@@ -269,6 +284,14 @@ impl SseTap {
             }
             if let Ok(probe) = serde_json::from_slice::<UsageProbe<'_>>(data) {
                 self.finished |= probe.kind.is_some_and(|k| is_terminal_event(k.as_bytes()));
+                if self.keep_final
+                    && matches!(
+                        probe.kind,
+                        Some("response.completed" | "response.incomplete")
+                    )
+                {
+                    self.final_event = Some(Bytes::copy_from_slice(data));
+                }
                 let usage_only = probe.is_usage_only_chunk();
                 if let Some(u) = probe.usage() {
                     self.usage = Some(self.usage.map_or(u, |seen| seen.merge(u)));

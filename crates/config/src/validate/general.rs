@@ -81,6 +81,19 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
             SpendJournalMode::PerRequest
         }
     };
+    g.store_responses = boolean(
+        "general_settings.store_responses",
+        raw.store_responses.take(),
+        p,
+    )
+    .unwrap_or(true);
+    if let Some(days) = positive(
+        "general_settings.responses_retention_days",
+        raw.responses_retention_days.take(),
+        p,
+    ) {
+        g.responses_retention_days = days;
+    }
     g.allow_client_side_credentials = boolean(
         "general_settings.allow_client_side_credentials",
         raw.allow_client_side_credentials,

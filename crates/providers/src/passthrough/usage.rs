@@ -365,6 +365,21 @@ impl Tap {
         }
     }
 
+    /// Keep the data of a Responses stream's final event ([`SseTap::keep_final_event`]).
+    pub fn keep_final_event(&mut self) {
+        if let Read::Sse(tap) = &mut self.read {
+            tap.keep_final_event();
+        }
+    }
+
+    /// That data, once seen.
+    pub fn take_final_event(&mut self) -> Option<Bytes> {
+        match &mut self.read {
+            Read::Sse(tap) => tap.take_final_event(),
+            _ => None,
+        }
+    }
+
     /// Whether the stream's end was seen: OpenAI's and Anthropic's own end markers; the
     /// formats that end by closing (Gemini's, AWS's event stream) end with their body.
     pub fn finished(&self) -> bool {

@@ -1,0 +1,497 @@
+//! The Responses API's state, kept by sluice so that it holds across providers and fallbacks:
+//! an answer asked with `store` (OpenAI's default) is kept, sealed, in the store; a request
+//! naming `previous_response_id` or a `conversation` is rewritten before it is routed, its
+//! `input` preceded by the items it continues, so that any provider (and any fallback) gets
+//! the whole conversation; the answer's items are added to the conversation afterwards. Kept
+//! answers are read back by `GET /v1/responses/{id}` and its `input_items`, and conversations
+//! through the Conversations API ([`routes`]).
+//!
+//! Nothing of this is on other requests' path: a Responses request pays one borrowed probe of
+//! its body, and the answer is kept by a task of its own after the client has it.
+
+mod conversations;
+mod items;
+mod routes;
+
+pub(crate) use routes::handle;
+pub use routes::Op;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use sluice_core::error::ApiError;
+use sluice_store::{Store, StoredResponse};
+
+use crate::auth::Caller;
+use crate::models::Seal;
+
+/// Most answers one `previous_response_id` chain reaches back through.
+const MAX_CHAIN: usize = 256;
+/// Most items of a conversation a request is given.
+const MAX_CONVERSATION_ITEMS: u32 = 10_000;
+
+/// How a config snapshot keeps responses: with a database and a key to seal with.
+pub struct Keeping {
+    seal: Seal,
+    /// Answers and items this instance is still writing.
+    pending: Pending,
+    retention: Duration,
+    /// Whether answers asked with `store` are kept (`general_settings.store_responses`).
+    store_answers: bool,
+}
+
+impl std::fmt::Debug for Keeping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeping")
+            .field("retention", &self.retention)
+            .field("store_answers", &self.store_answers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Keeping {
+    /// The keeping of a config: `None` without the master key or `LITELLM_SALT_KEY`, since
+    /// kept content is sealed with it.
+    pub fn of(config: &sluice_config::Config) -> Option<Arc<Self>> {
+        let master = config.general.master_key.as_ref()?;
+        let salt = std::env::var("LITELLM_SALT_KEY")
+            .ok()
+            .filter(|s| !s.is_empty());
+        let seal = Seal::for_responses(salt.as_deref(), master)
+            .map_err(|e| tracing::warn!("responses cannot be kept: {e}"))
+            .ok()?;
+        Some(Arc::new(Self {
+            seal,
+            pending: Pending::default(),
+            retention: Duration::from_secs(
+                u64::from(config.general.responses_retention_days) * 86_400,
+            ),
+            store_answers: config.general.store_responses,
+        }))
+    }
+
+    fn seal(&self, v: &Value) -> Result<String, ApiError> {
+        let plain = serde_json::to_vec(v).map_err(|_| ApiError::Internal("unwritable item"))?;
+        self.seal.seal(&plain).map_err(|e| {
+            tracing::warn!("a response could not be sealed: {e}");
+            ApiError::Internal("a response could not be sealed")
+        })
+    }
+
+    /// A kept answer: one this instance is still writing, else the store's (unless expired).
+    async fn response(&self, store: &Store, id: &str) -> Result<Option<StoredResponse>, ApiError> {
+        if let Some(row) = self.pending.response(id) {
+            return Ok(Some(row));
+        }
+        store
+            .response(id, OffsetDateTime::now_utc())
+            .await
+            .map_err(store_error)
+    }
+
+    fn open(&self, sealed: &str) -> Result<Value, ApiError> {
+        let plain = self.seal.open(sealed).map_err(|e| {
+            tracing::warn!("a kept response could not be opened: {e}");
+            ApiError::Internal(
+                "a kept response cannot be opened (was the master key or LITELLM_SALT_KEY changed?)",
+            )
+        })?;
+        serde_json::from_slice(&plain).map_err(|_| ApiError::Internal("a kept response is corrupt"))
+    }
+}
+
+/// Who a request is, as kept state names its owner.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Owner {
+    /// The key's hash; `None` for the master key (or an open gateway).
+    key: Option<String>,
+    team: Option<String>,
+}
+
+impl Owner {
+    /// The owner a caller's new objects get.
+    pub(crate) fn of(caller: &Caller) -> Self {
+        match caller {
+            Caller::Key(k) => Self {
+                key: Some(k.info.hash.to_string()),
+                team: k.info.team_id.as_deref().map(str::to_owned),
+            },
+            Caller::Master | Caller::Open => Self::default(),
+        }
+    }
+
+    /// Whether this caller may read what `owner_key` made: its own key, or the master key
+    /// (which reads everything). Another key's is not found, as if it did not exist.
+    fn reads(&self, owner_key: Option<&str>) -> bool {
+        self.key.is_none() || self.key.as_deref() == owner_key
+    }
+}
+
+/// What a Responses request's body says of kept state (a borrowed probe: nothing is built).
+#[derive(Deserialize)]
+struct Asks<'a> {
+    #[serde(default, borrow)]
+    store: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    previous_response_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    conversation: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    background: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    model: Option<&'a RawValue>,
+}
+
+fn is_true(v: Option<&RawValue>) -> bool {
+    v.is_some_and(|v| v.get() == "true")
+}
+
+fn present(v: Option<&RawValue>) -> bool {
+    v.is_some_and(|v| v.get() != "null")
+}
+
+/// A string value, or a `{"id": ...}` object's id (a conversation may be named either way).
+fn id_of(v: &RawValue, param: &'static str) -> Result<String, ApiError> {
+    match serde_json::from_str::<Value>(v.get()) {
+        Ok(Value::String(s)) if !s.is_empty() => Ok(s),
+        Ok(Value::Object(o)) => o
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or(ApiError::InvalidParam {
+                param,
+                message: "expected an id".into(),
+            }),
+        _ => Err(ApiError::InvalidParam {
+            param,
+            message: "expected an id".into(),
+        }),
+    }
+}
+
+/// What to keep of a Responses request once it is answered.
+#[derive(Debug, Clone)]
+pub(crate) struct Keeper {
+    keeping: Arc<Keeping>,
+    store: Store,
+    owner: Owner,
+    model: String,
+    /// This request's own input items (not those it continues).
+    input: Vec<Value>,
+    previous_id: Option<String>,
+    conversation: Option<String>,
+    /// Keep the answer itself (`store`); else only add it to the conversation.
+    keep_answer: bool,
+}
+
+/// Step 4¾ for a Responses request: a request that continues a kept answer or a conversation
+/// gets their items before its own `input` (the body rewritten, those members removed), and a
+/// request whose answer is to be kept gets the [`Keeper`] that keeps it. A body that is not
+/// JSON is left for the envelope to refuse.
+pub(crate) async fn prepare(
+    keeping: Option<&Arc<Keeping>>,
+    store: Option<&Store>,
+    caller: &Caller,
+    body: &mut Bytes,
+) -> Result<Option<Box<Keeper>>, ApiError> {
+    let Ok(asks) = serde_json::from_slice::<Asks<'_>>(body) else {
+        return Ok(None);
+    };
+    let previous = asks
+        .previous_response_id
+        .filter(|v| present(Some(v)))
+        .map(|v| id_of(v, "previous_response_id"))
+        .transpose()?;
+    let conversation = asks
+        .conversation
+        .filter(|v| present(Some(v)))
+        .map(|v| id_of(v, "conversation"))
+        .transpose()?;
+    let store_asked = asks.store.is_none_or(|v| v.get() != "false");
+    let background = is_true(asks.background);
+    let model = asks
+        .model
+        .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+        .unwrap_or_default();
+    if previous.is_some() && conversation.is_some() {
+        return Err(ApiError::InvalidParam {
+            param: "conversation",
+            message: "previous_response_id and conversation cannot both be given".into(),
+        });
+    }
+    let stateful = previous.is_some() || conversation.is_some();
+    let (Some(keeping), Some(store)) = (keeping, store) else {
+        if stateful {
+            return Err(ApiError::InvalidParam {
+                param: if previous.is_some() {
+                    "previous_response_id"
+                } else {
+                    "conversation"
+                },
+                message: "this gateway keeps no responses: that needs a database and \
+                          general_settings.master_key (or LITELLM_SALT_KEY) to seal them with"
+                    .into(),
+            });
+        }
+        return Ok(None);
+    };
+    let keep_answer = store_asked && keeping.store_answers && !background;
+    if !stateful && !keep_answer {
+        return Ok(None);
+    }
+    let owner = Owner::of(caller);
+    let mut request: Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let input = items::input_items(request.get("input"))?;
+    if stateful {
+        let history = match (&previous, &conversation) {
+            (Some(id), _) => chain(keeping, store, &owner, id).await?,
+            (None, Some(id)) => conversations::items_of(keeping, store, &owner, id).await?,
+            (None, None) => Vec::new(),
+        };
+        request.remove("previous_response_id");
+        request.remove("conversation");
+        let mut all = history;
+        all.extend(input.iter().cloned());
+        request.insert("input".into(), Value::Array(all));
+        *body = Bytes::from(
+            serde_json::to_vec(&request).map_err(|_| ApiError::Internal("unwritable request"))?,
+        );
+    }
+    Ok(Some(Box::new(Keeper {
+        keeping: keeping.clone(),
+        store: store.clone(),
+        owner,
+        model,
+        input,
+        previous_id: previous,
+        conversation,
+        keep_answer,
+    })))
+}
+
+/// The items a kept answer continues, oldest first: each answer's input and output, back
+/// through its `previous_response_id`s.
+async fn chain(
+    keeping: &Keeping,
+    store: &Store,
+    owner: &Owner,
+    id: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let mut turns = Vec::new();
+    let mut next = Some(id.to_owned());
+    while let Some(id) = next {
+        if turns.len() >= MAX_CHAIN {
+            return Err(ApiError::InvalidParam {
+                param: "previous_response_id",
+                message: format!("the conversation goes back more than {MAX_CHAIN} responses"),
+            });
+        }
+        let row = keeping
+            .response(store, &id)
+            .await?
+            .filter(|r| owner.reads(r.owner_key.as_deref()))
+            .ok_or_else(|| not_found("previous_response_id", &id))?;
+        let mut kept = keeping.open(&row.sealed)?;
+        next = row.previous_id;
+        let input = match kept.get_mut("input").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
+        let output = match kept.pointer_mut("/response/output").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
+        turns.push((input, output));
+    }
+    Ok(turns
+        .into_iter()
+        .rev()
+        .flat_map(|(input, output)| input.into_iter().chain(output))
+        .collect())
+}
+
+/// The store failed: logged with its reason, answered as unavailable.
+fn store_error(e: sluice_store::StoreError) -> ApiError {
+    tracing::warn!("responses and conversations: {e}");
+    ApiError::StoreUnavailable
+}
+
+fn not_found(param: &'static str, id: &str) -> ApiError {
+    ApiError::NotFound {
+        what: match param {
+            "conversation" => "conversation",
+            "item" => "item",
+            _ => "response",
+        },
+        id: id.chars().take(256).collect(),
+    }
+}
+
+impl Keeper {
+    /// Keep a whole answer (a Responses object).
+    pub(crate) fn keep_whole(self: Box<Self>, answer: Bytes) {
+        self.keep(&answer, false);
+    }
+
+    /// Keep a streamed answer from its final event's data (`response.completed`, whose
+    /// `response` is the whole object).
+    pub(crate) fn keep_streamed(self: Box<Self>, final_event: Bytes) {
+        self.keep(&final_event, true);
+    }
+
+    /// The answer is made ready at once (read, sealed, and seen by this instance's reads, so
+    /// that the client's next request finds it), and written to the store by a task.
+    fn keep(self: Box<Self>, bytes: &[u8], event: bool) {
+        let ready = match self.ready(bytes, event) {
+            Ok(Some(ready)) => ready,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("a response could not be kept: {e}");
+                return;
+            }
+        };
+        self.keeping.pending.hold(&ready);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        rt.spawn(async move {
+            if let Err(e) = self.write(&ready).await {
+                tracing::warn!("a response could not be kept: {e}");
+            }
+            self.keeping.pending.release(&ready);
+        });
+    }
+
+    fn ready(&self, bytes: &[u8], event: bool) -> Result<Option<Ready>, ApiError> {
+        let mut v: Value =
+            serde_json::from_slice(bytes).map_err(|_| ApiError::Internal("unreadable answer"))?;
+        let response = if event {
+            v.get_mut("response").map(Value::take).unwrap_or_default()
+        } else {
+            v
+        };
+        let Some(id) = response
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Ok(None);
+        };
+        let now = OffsetDateTime::now_utc();
+        let row = if self.keep_answer {
+            let sealed = self
+                .keeping
+                .seal(&serde_json::json!({"input": self.input, "response": response}))?;
+            Some(StoredResponse {
+                id,
+                owner_key: self.owner.key.clone(),
+                team_id: self.owner.team.clone(),
+                model: self.model.clone(),
+                previous_id: self.previous_id.clone(),
+                conversation_id: self.conversation.clone(),
+                created_at: now,
+                expires_at: Some(now + self.keeping.retention),
+                sealed,
+            })
+        } else {
+            None
+        };
+        let added = self.conversation.as_ref().map(|c| {
+            let output = response
+                .get("output")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            (
+                c.clone(),
+                self.input.iter().cloned().chain(output).collect(),
+            )
+        });
+        Ok(Some(Ready { row, added, now }))
+    }
+
+    async fn write(&self, ready: &Ready) -> Result<(), ApiError> {
+        if let Some(row) = &ready.row {
+            self.store.put_response(row).await.map_err(store_error)?;
+        }
+        if let Some((conversation, added)) = &ready.added {
+            conversations::append(&self.keeping, &self.store, conversation, added, ready.now)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A kept answer made ready to write: its row, and the items it adds to its conversation.
+#[derive(Debug)]
+struct Ready {
+    row: Option<StoredResponse>,
+    added: Option<(String, Vec<Value>)>,
+    now: OffsetDateTime,
+}
+
+/// What this instance is still writing: read as if it were in the store, so that a request
+/// that follows its answer at once finds it.
+#[derive(Debug, Default)]
+struct Pending(std::sync::Mutex<PendingState>);
+
+#[derive(Debug, Default)]
+struct PendingState {
+    responses: std::collections::HashMap<String, StoredResponse>,
+    items: std::collections::HashMap<String, Vec<Value>>,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PendingState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn hold(&self, ready: &Ready) {
+        let mut p = self.lock();
+        if let Some(row) = &ready.row {
+            p.responses.insert(row.id.clone(), row.clone());
+        }
+        if let Some((conversation, added)) = &ready.added {
+            p.items
+                .entry(conversation.clone())
+                .or_default()
+                .extend(added.iter().cloned());
+        }
+    }
+
+    fn release(&self, ready: &Ready) {
+        let mut p = self.lock();
+        if let Some(row) = &ready.row {
+            p.responses.remove(&row.id);
+        }
+        if let Some((conversation, added)) = &ready.added {
+            if let Some(items) = p.items.get_mut(conversation) {
+                items.retain(|i| !added.iter().any(|a| a.get("id") == i.get("id")));
+                if items.is_empty() {
+                    p.items.remove(conversation);
+                }
+            }
+        }
+    }
+
+    fn response(&self, id: &str) -> Option<StoredResponse> {
+        self.lock().responses.get(id).cloned()
+    }
+
+    fn items(&self, conversation: &str) -> Vec<Value> {
+        self.lock()
+            .items
+            .get(conversation)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
