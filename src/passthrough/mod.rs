@@ -18,6 +18,7 @@
 //!    is relayed frame by frame as it arrives ([`PassRelay`]) and charged when it ends;
 //! 9. record: like every request (the pipeline for whole answers, the relay for streams).
 
+pub mod custom;
 mod group;
 mod relay;
 
@@ -59,6 +60,8 @@ use crate::spend::Charges;
 #[derive(Debug)]
 pub struct PassThrough {
     targets: Targets,
+    /// The operator's own routes (`general_settings.pass_through_endpoints`).
+    custom: custom::CustomRoutes,
     deployments: group::DeploymentRoutes,
     prices: PriceTable,
 }
@@ -70,12 +73,18 @@ impl PassThrough {
         &self.prices
     }
 
+    /// The operator's own routes.
+    pub fn custom(&self) -> &custom::CustomRoutes {
+        &self.custom
+    }
+
     /// Make every route's upstream, and every deployment of a route's provider, ready from
     /// the validated config.
     pub fn build(config: &Config, clients: &ClientRegistry) -> Self {
         let settings = &config.pass_through;
         Self {
             targets: Targets::build(&settings.upstreams, clients, settings.timeouts),
+            custom: custom::CustomRoutes::build(&config.general.pass_through_endpoints, clients),
             deployments: group::DeploymentRoutes::build(&config.deployments, clients),
             prices: settings.prices.clone(),
         }

@@ -80,7 +80,10 @@ impl PassRelay {
         if std::mem::replace(&mut self.settled, true) {
             return;
         }
-        self.record.usage = self.tap.usage();
+        // What the record already holds (a custom route's per-call unit) stays.
+        if let Some(u) = self.tap.usage() {
+            self.record.usage = Some(self.record.usage.map_or(u, |r| r.merge(u)));
+        }
         self.charges.settle(&mut self.record);
         self.recorder.journal(&mut self.record);
     }

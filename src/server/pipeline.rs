@@ -87,7 +87,11 @@ where
     let request_id = request_id(req.headers());
     let snap = state.snapshot();
     // 2. Route.
-    let route = match_route(req.method(), req.uri().path());
+    // The operator's own routes first (they may take a path sluice serves), then sluice's.
+    let route = match snap.pass_through.custom().find(req.uri().path()) {
+        Some(i) => Route::Custom(i),
+        None => match_route(req.method(), req.uri().path()),
+    };
     let dialect = match route {
         Route::Inference(endpoint) => endpoint.dialect(),
         Route::Named(n) => n.endpoint.dialect(),
@@ -208,6 +212,12 @@ where
         }
         Route::Files(_) => Box::pin(crate::files::handle(state, &snap, req, record)).await,
         Route::State(_) => Box::pin(crate::responses::handle(state, &snap, req)).await,
+        Route::Custom(i) => {
+            Box::pin(crate::passthrough::custom::handle(
+                state, &snap, i, req, record,
+            ))
+            .await
+        }
         Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
         Route::Admin => Box::pin(admin(state, &snap, req)).await,
         Route::Cache(op) => Box::pin(cache_route(&snap, op, req)).await,

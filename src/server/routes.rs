@@ -63,6 +63,8 @@ pub enum Route<'a> {
     /// Google's `GET /v1beta/models` (`None`) and `/v1beta/models/{model}`: the model groups
     /// in Google's shape.
     GoogleModels(Option<&'a str>),
+    /// One of the operator's own pass-through routes (`pass_through_endpoints`), by index.
+    Custom(usize),
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -184,6 +186,7 @@ impl Route<'_> {
             Self::AzureDeployment(..) => "/openai/deployments/{deployment}",
             Self::Files(label) => label,
             Self::State(op) => op.label(),
+            Self::Custom(_) => "pass_through_endpoint",
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
             Self::Mcp(None) => "/mcp",

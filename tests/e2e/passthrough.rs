@@ -1128,3 +1128,93 @@ async fn guardrails_apply_on_readable_routes_and_refuse_unreadable_ones() {
     assert_eq!(a.json()["error"]["param"], "guardrails");
     assert_eq!(up.requests().len(), before, "nothing was sent");
 }
+
+/// LiteLLM's `general_settings.pass_through_endpoints`: the operator's own routes, forwarded to
+/// their target with the config's key (never the caller's), behind virtual keys, charged per
+/// request; the path may not leave the target; an open route takes no key.
+#[tokio::test]
+async fn custom_pass_through_routes_forward_with_the_configs_key_and_charge_per_call() {
+    let up = recording(Reply::Json(200, r#"{"ok":true}"#)).await;
+    let target = format!("http://{}/api", up.addr);
+    let config = format!(
+        r#"
+model_list: []
+general_settings:
+  master_key: {MASTER}
+  pass_through_endpoints:
+    - path: /bria
+      target: {target}
+      headers: {{Authorization: "Bearer bria-upstream-key"}}
+      include_subpath: true
+      cost_per_request: 0.25
+      default_query_params: {{api_version: "2"}}
+      methods: [POST]
+    - path: /status
+      target: {target}/status
+      auth: false
+"#
+    );
+    let mut gw = gateway(&config).await;
+    let key = new_key(&gw, json!({"key_alias": "bria-user", "max_budget": 10})).await;
+    let a = send(
+        "POST",
+        &gw.url("/bria/v1/text-to-image?seed=7"),
+        r#"{"prompt":"a lighthouse"}"#.to_owned(),
+        &[
+            ("authorization", &format!("Bearer {key}")),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.json()["ok"], true);
+    let seen = up.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].path_and_query,
+        "/api/v1/text-to-image?api_version=2&seed=7"
+    );
+    assert_eq!(seen[0].headers["authorization"], "Bearer bria-upstream-key");
+    assert!(
+        !format!("{:?}", seen[0].headers).contains(&key),
+        "the caller's key stays here"
+    );
+    assert_eq!(&seen[0].body[..], br#"{"prompt":"a lighthouse"}"#);
+    assert_eq!(a.header("x-litellm-response-cost"), Some("0.25"));
+    let mut r = gw.next_record().await;
+    while r.route != "pass_through_endpoint" {
+        r = gw.next_record().await;
+    }
+    assert_eq!(r.cost, Some(250_000_000), "0.25 USD in nanos");
+    assert_eq!(
+        r.key.as_ref().and_then(|k| k.alias.as_deref()),
+        Some("bria-user")
+    );
+    // A key is needed; the method must be one the route serves; the path stays below.
+    let no_key = send("POST", &gw.url("/bria/x"), "{}".to_owned(), &[]).await;
+    assert_eq!(no_key.status, 401);
+    let wrong = send("GET", &gw.url("/bria/x"), String::new(), &[MASTER_HEADER]).await;
+    assert_eq!(wrong.status, 405);
+    let out = send(
+        "POST",
+        &gw.url("/bria/..%2F..%2Fetc"),
+        "{}".to_owned(),
+        &[MASTER_HEADER],
+    )
+    .await;
+    assert_eq!(out.status, 400, "{}", out.text());
+    // A key limited to some models needs the route's path among them.
+    let narrow = new_key(&gw, json!({"models": ["gpt-4o"]})).await;
+    let refused = send(
+        "POST",
+        &gw.url("/bria/x"),
+        "{}".to_owned(),
+        &[("authorization", &format!("Bearer {narrow}"))],
+    )
+    .await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    // The open route takes no key.
+    let open = send("GET", &gw.url("/status"), String::new(), &[]).await;
+    assert_eq!(open.status, 200, "{}", open.text());
+    assert_eq!(up.requests().last().unwrap().path_and_query, "/api/status");
+}

@@ -170,7 +170,6 @@ fn litellms_repository_config_shapes_load_without_keys() {
 
     // What sluice does not act on: one warning each, naming the key.
     for path in [
-        "general_settings.pass_through_endpoints",
         "litellm_settings.telemetry",
         "litellm_settings.default_team_settings",
         "finetune_settings",
@@ -186,14 +185,16 @@ fn litellms_repository_config_shapes_load_without_keys() {
             .count();
         assert_eq!(n, 1, "{path}: {w:#?}");
     }
-    let routes = w
-        .iter()
-        .find(|x| x.starts_with("general_settings.pass_through_endpoints:"))
-        .map(String::as_str)
-        .unwrap_or_default();
+    // LiteLLM's own custom route is served.
+    let routes = &c.general.pass_through_endpoints;
+    assert_eq!(routes.len(), 1);
+    assert_eq!(routes[0].path, "/v1/custom-rerank");
+    assert_eq!(routes[0].target, "https://rerank.example/v1/rerank");
+    assert!(routes[0].forward_headers && routes[0].auth);
     assert!(
-        routes.contains("/v1/custom-rerank") && routes.contains("not acted on"),
-        "{routes}"
+        !w.iter()
+            .any(|x| x.starts_with("general_settings.pass_through_endpoints")),
+        "{w:#?}"
     );
 }
 
@@ -389,7 +390,6 @@ router_settings:
         "general_settings.completion_model",
         "general_settings.allowed_routes",
         "general_settings.alerting",
-        "general_settings.pass_through_endpoints",
         "router_settings.enable_tag_filtering",
         "router_settings.provider_budget_config",
     ] {

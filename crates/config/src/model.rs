@@ -387,6 +387,37 @@ pub struct GeneralSettings {
     /// `responses_retention_days` (default 30, as OpenAI keeps them): how long a kept answer
     /// lasts.
     pub responses_retention_days: u32,
+    /// `pass_through_endpoints` (LiteLLM's key): routes of the operator's own, forwarded to
+    /// their targets.
+    pub pass_through_endpoints: Vec<CustomRoute>,
+}
+
+/// One of `general_settings.pass_through_endpoints`: a path on the gateway forwarded to a
+/// target, as LiteLLM declares them.
+#[derive(Debug, Clone)]
+pub struct CustomRoute {
+    /// The gateway's path (`/bria`), without a trailing `/`.
+    pub path: String,
+    /// Where it goes (`https://engine.prod.bria-api.com`), without a trailing `/`.
+    pub target: String,
+    /// Headers sent with every call (lower-case names; values may hold keys).
+    pub headers: Vec<(String, Secret)>,
+    /// The client's headers go along too (never its credentials, nor hop-by-hop ones).
+    pub forward_headers: bool,
+    /// Paths below `path` are forwarded below `target`; else only `path` itself is served.
+    pub include_subpath: bool,
+    /// Query parameters sent unless the client gives them.
+    pub default_query: Vec<(String, String)>,
+    /// The target URL's own query parameters are kept beside the client's.
+    pub merge_query_params: bool,
+    /// USD charged per request.
+    pub cost_per_request: f64,
+    /// Longest a call may take.
+    pub timeout: Duration,
+    /// Callers need a virtual key (or the master key); `false` opens the route to anyone.
+    pub auth: bool,
+    /// The methods served (upper case); empty: all.
+    pub methods: Vec<String>,
 }
 
 /// How long a kept Responses answer lasts unless `responses_retention_days` says otherwise
@@ -430,6 +461,7 @@ impl Default for GeneralSettings {
             max_in_flight_requests: None,
             spend_journal: SpendJournalMode::PerRequest,
             store_responses: true,
+            pass_through_endpoints: Vec::new(),
             responses_retention_days: DEFAULT_RESPONSES_RETENTION_DAYS,
             max_memory_bytes: None,
             store_prompts_in_spend_logs: false,

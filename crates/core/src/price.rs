@@ -34,6 +34,8 @@ pub struct Price {
     pub per_character: f64,
     /// Each rerank search unit (`input_cost_per_query`).
     pub per_query: f64,
+    /// Each call, whatever it holds (a custom pass-through route's `cost_per_request`).
+    pub per_request: f64,
     /// Input tokens written to the cache for an hour
     /// (`cache_creation_input_token_cost_above_1hr`; the 5-minute price when not given).
     pub cache_write_1h: f64,
@@ -120,6 +122,7 @@ impl Price {
             + tokens(usage.audio_ms) / 1000.0 * self.per_second
             + tokens(usage.characters) * self.per_character
             + tokens(usage.search_units) * self.per_query
+            + f64::from(usage.requests) * self.per_request
     }
 
     /// The long-prompt tier a prompt of this many tokens is priced at, if any.
@@ -219,6 +222,7 @@ impl Price {
             per_second,
             per_character: unit("input_cost_per_character"),
             per_query: unit("input_cost_per_query"),
+            per_request: unit("input_cost_per_request"),
             cache_write_1h: get("cache_creation_input_token_cost_above_1hr").unwrap_or(cache_write),
             tiers,
             fast: multiplier(entry, "fast"),

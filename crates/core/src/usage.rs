@@ -42,6 +42,10 @@ pub struct Usage {
     /// Rerank search units (Cohere's `billed_units.search_units`; priced per query).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub search_units: u64,
+    /// Calls priced per call (a custom pass-through route's `cost_per_request`). 32 bits: it
+    /// fits beside the flags, so the record (held by every request) does not grow.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub requests: u32,
     /// Served in fast mode (Anthropic's `speed: "fast"`), which the registry prices higher.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fast: bool,
@@ -56,6 +60,10 @@ fn is_false(b: &bool) -> bool {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
@@ -99,6 +107,7 @@ impl Usage {
             audio_ms: self.audio_ms.max(later.audio_ms),
             characters: self.characters.max(later.characters),
             search_units: self.search_units.max(later.search_units),
+            requests: self.requests.max(later.requests),
             fast: self.fast || later.fast,
             us_only: self.us_only || later.us_only,
         }
@@ -138,6 +147,7 @@ impl std::ops::Add for Usage {
             audio_ms: self.audio_ms + other.audio_ms,
             characters: self.characters + other.characters,
             search_units: self.search_units + other.search_units,
+            requests: self.requests + other.requests,
             fast: self.fast || other.fast,
             us_only: self.us_only || other.us_only,
         }

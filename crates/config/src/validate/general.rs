@@ -13,7 +13,8 @@ use crate::raw::RawGeneral;
 pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
     let mut limited = GeneralSettings::default();
     limits(&mut raw, &mut limited, p);
-    pass_through_endpoints(raw.pass_through_endpoints.take(), p);
+    let custom_routes =
+        super::custom_routes::custom_routes(raw.pass_through_endpoints.take(), env, p);
     let mut g = GeneralSettings {
         master_key: text(raw.master_key).map(Secret::new),
         database_url: text(raw.database_url)
@@ -81,6 +82,7 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
             SpendJournalMode::PerRequest
         }
     };
+    g.pass_through_endpoints = custom_routes;
     g.store_responses = boolean(
         "general_settings.store_responses",
         raw.store_responses.take(),
@@ -256,33 +258,4 @@ fn positive<T: TryFrom<i128> + PartialEq + Default>(
         return None;
     }
     Some(n)
-}
-
-/// `pass_through_endpoints`: LiteLLM's config-declared routes (`{path, target, headers}`).
-/// sluice serves its provider pass-through routes (`/openai/*`, `/anthropic/*`, ...), not
-/// arbitrary ones, so the list loads with one warning naming the routes it does not serve.
-fn pass_through_endpoints(raw: Option<serde_yaml_ng::Value>, p: &mut Problems) {
-    let Some(raw) = raw.filter(|v| !v.is_null()) else {
-        return;
-    };
-    let paths: Vec<String> = match &raw {
-        serde_yaml_ng::Value::Sequence(items) => items
-            .iter()
-            .filter_map(|i| i.get("path").and_then(serde_yaml_ng::Value::as_str))
-            .map(str::to_owned)
-            .collect(),
-        _ => Vec::new(),
-    };
-    let named = if paths.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", paths.join(", "))
-    };
-    p.warn(
-        "general_settings.pass_through_endpoints",
-        format!(
-            "config-declared pass-through routes{named} are not served by sluice; not acted on \
-             (its provider routes /openai/*, /anthropic/*, ... are)"
-        ),
-    );
 }

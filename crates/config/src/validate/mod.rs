@@ -5,6 +5,7 @@
 
 mod cache;
 mod callbacks;
+mod custom_routes;
 mod deployments;
 mod general;
 mod guardrails;

@@ -21,7 +21,9 @@ use serde::Deserialize;
 use sluice_core::settings::{Env, Params, Problems, Scalar};
 use sluice_core::Secret;
 
-pub use target::{allows, answer_headers, Outgoing, Target, Targets};
+pub use target::{
+    allows, answer_headers, connection_listed, never_forwarded, Outgoing, Target, Targets,
+};
 pub use usage::{Framing, Shape, Tap};
 
 use crate::registry::Provider;

@@ -372,12 +372,14 @@ const NEVER_FORWARDED: [&str; 21] = [
     "expect",
 ];
 
-fn never_forwarded(name: &HeaderName) -> bool {
+/// Whether a client header never reaches an upstream (its credentials, hop-by-hop headers,
+/// what sluice sets itself).
+pub fn never_forwarded(name: &HeaderName) -> bool {
     NEVER_FORWARDED.contains(&name.as_str())
 }
 
 /// Headers the `Connection` header names as hop-by-hop.
-fn connection_listed(h: &HeaderMap) -> Vec<String> {
+pub fn connection_listed(h: &HeaderMap) -> Vec<String> {
     h.get_all(CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
