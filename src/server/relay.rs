@@ -400,7 +400,8 @@ impl StreamRelay {
             | Endpoint::AudioTranscriptions
             | Endpoint::AudioTranslations
             | Endpoint::Moderations
-            | Endpoint::Rerank => {
+            | Endpoint::Rerank
+            | Endpoint::Ocr => {
                 let body = error_body(&message, "upstream_error", None, "stream_interrupted");
                 let mut out = Vec::with_capacity(body.len() + 8);
                 out.extend_from_slice(b"data: ");

@@ -38,6 +38,11 @@ model_list:
       model: anthropic/claude-sonnet-4-5
       api_key: sk-ant
       api_base: {mock_base}
+  - model_name: ocr
+    litellm_params:
+      model: mistral/mistral-ocr-latest
+      api_base: {mock_base}
+      api_key: sk-mistral
 general_settings:
   master_key: sk-master
 "#
@@ -292,6 +297,33 @@ async fn moderations_and_rerank() {
         // One search unit of rerank-v3.5: $0.002.
         assert!((cost(&a) - 0.002).abs() < 1e-12);
     }
+}
+
+#[tokio::test]
+async fn ocr_reaches_mistral_and_is_charged_per_page() {
+    let mock = mock_server(MockSettings::default()).await;
+    let mut gw = gateway(&config(&mock.base())).await;
+    let a = post(
+        &gw.url("/v1/ocr"),
+        r#"{"model":"ocr","document":{"type":"document_url","document_url":"https://arxiv.org/pdf/2201.04234"},"include_image_base64":false}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(v["pages"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["model"], "mistral-ocr-latest");
+    // Two pages of mistral-ocr-latest at $0.004 each (LiteLLM's price map).
+    assert!((cost(&a) - 0.008).abs() < 1e-12, "{}", cost(&a));
+    let r = gw.next_record().await;
+    assert_eq!(r.usage.map(|u| u.pages), Some(2));
+    // A provider without OCR says so, naming itself and the endpoint.
+    let refused = post(
+        &gw.url("/v1/ocr"),
+        r#"{"model":"claude","document":{"type":"document_url","document_url":"https://x/y.pdf"}}"#,
+    )
+    .await;
+    assert_eq!(refused.status, 501, "{}", refused.text());
+    assert!(refused.text().contains("ocr"), "{}", refused.text());
 }
 
 #[tokio::test]

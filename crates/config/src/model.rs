@@ -676,4 +676,6 @@ pub struct UnitCosts {
     pub per_character: Option<f64>,
     /// `input_cost_per_query`.
     pub per_query: Option<f64>,
+    /// `ocr_cost_per_page`.
+    pub per_page: Option<f64>,
 }

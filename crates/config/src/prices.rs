@@ -489,6 +489,7 @@ impl PriceTable {
             (u.per_second, &mut price.per_second),
             (u.per_character, &mut price.per_character),
             (u.per_query, &mut price.per_query),
+            (u.per_page, &mut price.per_page),
         ] {
             if let Some(v) = given {
                 *rate = v;

@@ -39,6 +39,8 @@ pub enum Endpoint {
     /// `POST /model/{modelId}/converse` and `/converse-stream` (Bedrock's Converse API): the
     /// model and whether it streams are in the path.
     Converse,
+    /// `POST /v1/ocr` (Mistral's document OCR, as LiteLLM serves it)
+    Ocr,
 }
 
 /// How a request body is encoded, decided by the endpoint: sluice reads the envelope of each
@@ -67,7 +69,7 @@ pub enum Dialect {
 
 impl Endpoint {
     /// Every endpoint, in declaration order (the order of [`Endpoint::index`]).
-    pub const ALL: [Endpoint; 16] = [
+    pub const ALL: [Endpoint; 17] = [
         Self::ChatCompletions,
         Self::Completions,
         Self::Embeddings,
@@ -84,6 +86,7 @@ impl Endpoint {
         Self::Rerank,
         Self::GenerateContent,
         Self::Converse,
+        Self::Ocr,
     ];
 
     /// Position in [`Endpoint::ALL`], for tables with one entry per endpoint.
@@ -105,6 +108,7 @@ impl Endpoint {
             Self::Rerank => 13,
             Self::GenerateContent => 14,
             Self::Converse => 15,
+            Self::Ocr => 16,
         }
     }
 
@@ -127,6 +131,7 @@ impl Endpoint {
             Self::Rerank => "/rerank",
             Self::GenerateContent => "/models/{model}:generateContent",
             Self::Converse => "/model/{modelId}/converse",
+            Self::Ocr => "/ocr",
         }
     }
 
@@ -147,7 +152,8 @@ impl Endpoint {
             | Self::AudioTranslations
             | Self::AudioSpeech
             | Self::Moderations
-            | Self::Rerank => Dialect::OpenAi,
+            | Self::Rerank
+            | Self::Ocr => Dialect::OpenAi,
         }
     }
 
@@ -170,6 +176,7 @@ impl Endpoint {
             Self::Rerank => "rerank",
             Self::GenerateContent => "generate_content",
             Self::Converse => "converse",
+            Self::Ocr => "ocr",
         }
     }
 
@@ -191,7 +198,8 @@ impl Endpoint {
             | Self::Moderations
             | Self::Rerank
             | Self::GenerateContent
-            | Self::Converse => BodyFormat::Json,
+            | Self::Converse
+            | Self::Ocr => BodyFormat::Json,
         }
     }
 
@@ -252,6 +260,7 @@ impl Endpoint {
             "/audio/speech" => Some(Self::AudioSpeech),
             "/moderations" => Some(Self::Moderations),
             "/rerank" => Some(Self::Rerank),
+            "/ocr" => Some(Self::Ocr),
             _ => None,
         }
     }

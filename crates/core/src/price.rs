@@ -36,6 +36,8 @@ pub struct Price {
     pub per_query: f64,
     /// Each call, whatever it holds (a custom pass-through route's `cost_per_request`).
     pub per_request: f64,
+    /// Each document page read (`ocr_cost_per_page`).
+    pub per_page: f64,
     /// Input tokens written to the cache for an hour
     /// (`cache_creation_input_token_cost_above_1hr`; the 5-minute price when not given).
     pub cache_write_1h: f64,
@@ -123,6 +125,7 @@ impl Price {
             + tokens(usage.characters) * self.per_character
             + tokens(usage.search_units) * self.per_query
             + f64::from(usage.requests) * self.per_request
+            + f64::from(usage.pages) * self.per_page
     }
 
     /// The long-prompt tier a prompt of this many tokens is priced at, if any.
@@ -146,6 +149,8 @@ impl Price {
             &mut self.per_second,
             &mut self.per_character,
             &mut self.per_query,
+            &mut self.per_request,
+            &mut self.per_page,
             &mut self.cache_write_1h,
         ] {
             *rate *= factor;
@@ -164,7 +169,8 @@ impl Price {
     }
 
     /// A price from one entry of a LiteLLM price map; `None` when the entry prices nothing
-    /// sluice counts (neither tokens nor images, pixels, seconds, characters or queries).
+    /// sluice counts (neither tokens nor images, pixels, seconds, characters, queries, calls
+    /// nor pages).
     pub fn from_entry(entry: &Map<String, Value>) -> Option<Self> {
         let get = |k: &str| entry.get(k).and_then(Value::as_f64).filter(|v| *v >= 0.0);
         let unit = |k: &str| get(k).unwrap_or(0.0);
@@ -176,6 +182,8 @@ impl Price {
             "output_cost_per_second",
             "input_cost_per_character",
             "input_cost_per_query",
+            "input_cost_per_request",
+            "ocr_cost_per_page",
         ];
         if input.is_none() && per_unit.iter().all(|k| get(k).is_none()) {
             return None;
@@ -223,6 +231,7 @@ impl Price {
             per_character: unit("input_cost_per_character"),
             per_query: unit("input_cost_per_query"),
             per_request: unit("input_cost_per_request"),
+            per_page: unit("ocr_cost_per_page"),
             cache_write_1h: get("cache_creation_input_token_cost_above_1hr").unwrap_or(cache_write),
             tiers,
             fast: multiplier(entry, "fast"),

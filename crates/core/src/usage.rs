@@ -42,10 +42,13 @@ pub struct Usage {
     /// Rerank search units (Cohere's `billed_units.search_units`; priced per query).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub search_units: u64,
-    /// Calls priced per call (a custom pass-through route's `cost_per_request`). 32 bits: it
-    /// fits beside the flags, so the record (held by every request) does not grow.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub requests: u32,
+    /// Calls priced per call (a custom pass-through route's `cost_per_request`). 16 bits, as
+    /// `pages`: both fit beside the flags, so the record (held by every request) does not grow.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub requests: u16,
+    /// Document pages read (OCR's `usage_info.pages_processed`; priced per page).
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub pages: u16,
     /// Served in fast mode (Anthropic's `speed: "fast"`), which the registry prices higher.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fast: bool,
@@ -63,7 +66,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-fn is_zero_u32(n: &u32) -> bool {
+fn is_zero_u16(n: &u16) -> bool {
     *n == 0
 }
 
@@ -108,6 +111,7 @@ impl Usage {
             characters: self.characters.max(later.characters),
             search_units: self.search_units.max(later.search_units),
             requests: self.requests.max(later.requests),
+            pages: self.pages.max(later.pages),
             fast: self.fast || later.fast,
             us_only: self.us_only || later.us_only,
         }
@@ -147,7 +151,8 @@ impl std::ops::Add for Usage {
             audio_ms: self.audio_ms + other.audio_ms,
             characters: self.characters + other.characters,
             search_units: self.search_units + other.search_units,
-            requests: self.requests + other.requests,
+            requests: self.requests.saturating_add(other.requests),
+            pages: self.pages.saturating_add(other.pages),
             fast: self.fast || other.fast,
             us_only: self.us_only || other.us_only,
         }
@@ -503,6 +508,7 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
         // Google's and Bedrock's shapes are read where their wire types live
         // (`sluice_providers::passthrough::usage::of_answer`).
         Endpoint::GenerateContent | Endpoint::Converse => return None,
+        Endpoint::Ocr => return ocr_usage(answer),
     };
     let probe: UnitsProbe = serde_json::from_slice(answer).ok()?;
     let mut u = probe.usage.map(Usage::from).unwrap_or_default();
@@ -519,6 +525,28 @@ pub fn usage_of(endpoint: Endpoint, answer: &[u8], requested: RequestUnits) -> O
         .and_then(|b| b.search_units)
         .unwrap_or(0);
     (u != Usage::default()).then_some(u)
+}
+
+/// An OCR answer's pages (Mistral's `usage_info.pages_processed`).
+fn ocr_usage(answer: &[u8]) -> Option<Usage> {
+    #[derive(Deserialize)]
+    struct Info {
+        #[serde(default)]
+        pages_processed: Option<u64>,
+    }
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        usage_info: Option<Info>,
+    }
+    let pages = serde_json::from_slice::<Probe>(answer)
+        .ok()?
+        .usage_info?
+        .pages_processed?;
+    Some(Usage {
+        pages: u16::try_from(pages).unwrap_or(u16::MAX),
+        ..Usage::default()
+    })
 }
 
 /// Usage from a whole non-stream answer. `None` when the body has none or is not JSON.

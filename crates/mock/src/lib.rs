@@ -140,7 +140,8 @@ async fn respond_as(
         | Endpoint::AudioTranslations
         | Endpoint::AudioSpeech
         | Endpoint::Moderations
-        | Endpoint::Rerank => return media::respond(endpoint, headers, body, &s).await,
+        | Endpoint::Rerank
+        | Endpoint::Ocr => return media::respond(endpoint, headers, body, &s).await,
         // Google's and Bedrock's clients are answered on their own routes (`respond_wire`).
         Endpoint::GenerateContent | Endpoint::Converse => {
             return bad_request(
@@ -218,7 +219,8 @@ async fn respond_as(
         | Endpoint::Moderations
         | Endpoint::Rerank
         | Endpoint::GenerateContent
-        | Endpoint::Converse => Text::Response,
+        | Endpoint::Converse
+        | Endpoint::Ocr => Text::Response,
     };
     let turn = match text {
         Text::Chat | Text::Message => tools::plan(req.tools, body),

@@ -108,6 +108,12 @@ struct MediaRequest<'a> {
     /// Text Embeddings Inference's rerank: return each text with its score.
     #[serde(default)]
     return_text: Option<bool>,
+    /// OCR's document (`{"type": "document_url" | "image_url", ...}`).
+    #[serde(borrow, default)]
+    document: Option<&'a RawValue>,
+    /// OCR's page selection.
+    #[serde(default)]
+    pages: Option<Vec<u32>>,
     /// The uploaded file: its size and hash (form bodies only).
     #[serde(skip)]
     file: Option<(usize, u64)>,
@@ -172,6 +178,7 @@ pub(crate) async fn respond(
         Endpoint::AudioSpeech => speech(&req, s),
         Endpoint::Moderations => moderations(model, &req),
         Endpoint::Rerank => rerank(model, &req),
+        Endpoint::Ocr => ocr(model, &req),
         Endpoint::ChatCompletions
         | Endpoint::Completions
         | Endpoint::Embeddings
@@ -454,6 +461,56 @@ fn scores<'t>(query: &str, texts: impl Iterator<Item = &'t str>) -> Vec<(usize, 
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     scored
+}
+
+/// Mistral's OCR answer: a page of markdown per page read (the pages asked for; else two for a
+/// document, one for an image), `usage_info.pages_processed` for the bill.
+fn ocr(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {
+    let doc: Value = match req.document.map(|d| serde_json::from_str(d.get())) {
+        Some(Ok(v @ Value::Object(_))) => v,
+        _ => {
+            return bad_request(
+                Dialect::OpenAi,
+                "document must be a document_url or image_url chunk",
+                Some("document"),
+                "invalid_value",
+            )
+        }
+    };
+    let (kind, source) = match doc["type"].as_str() {
+        Some("document_url") => ("document_url", doc["document_url"].as_str()),
+        Some("image_url") => (
+            "image_url",
+            doc["image_url"]
+                .as_str()
+                .or(doc.pointer("/image_url/url").and_then(Value::as_str)),
+        ),
+        _ => ("", None),
+    };
+    let Some(source) = source.filter(|s| !s.is_empty()) else {
+        return bad_request(
+            Dialect::OpenAi,
+            "document must be a document_url or image_url chunk",
+            Some("document"),
+            "invalid_value",
+        );
+    };
+    let numbers: Vec<u32> = match &req.pages {
+        Some(p) if !p.is_empty() => p.clone(),
+        _ if kind == "image_url" => vec![0],
+        _ => vec![0, 1],
+    };
+    let tag = fnv1a(source.as_bytes());
+    let pages: Vec<Value> = numbers
+        .iter()
+        .map(|i| {
+            j!({"index": i, "markdown": format!("# Page {}\n\nmock text {tag:016x}", i + 1),
+                "images": [], "dimensions": {"dpi": 200, "height": 2200, "width": 1700}})
+        })
+        .collect();
+    let answer = j!({"pages": pages, "model": model, "document_annotation": null,
+        "usage_info": {"pages_processed": numbers.len(), "doc_size_bytes": null}});
+    json(StatusCode::OK, Bytes::from(answer.to_string()))
 }
 
 fn rerank(model: &str, req: &MediaRequest<'_>) -> Response<MockBody> {

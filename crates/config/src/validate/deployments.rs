@@ -122,6 +122,7 @@ fn deployment(
             p,
         ),
         per_query: cost("input_cost_per_query", params.input_cost_per_query, p),
+        per_page: cost("ocr_cost_per_page", params.ocr_cost_per_page, p),
     };
     let use_in_pass_through = boolean(
         &at_key("use_in_pass_through"),

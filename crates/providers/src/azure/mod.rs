@@ -102,7 +102,8 @@ fn url(base: &str, deployment: &str, version: &str, e: Endpoint) -> String {
         | Endpoint::Moderations
         | Endpoint::Rerank
         | Endpoint::GenerateContent
-        | Endpoint::Converse => format!(
+        | Endpoint::Converse
+        | Endpoint::Ocr => format!(
             "{base}/openai/deployments/{deployment}{}?api-version={version}",
             e.path()
         ),

@@ -124,7 +124,8 @@ impl Upstream for Gemini {
             | Endpoint::AudioTranslations
             | Endpoint::AudioSpeech
             | Endpoint::Moderations
-            | Endpoint::Rerank => exchange::not_served(http.provider, call),
+            | Endpoint::Rerank
+            | Endpoint::Ocr => exchange::not_served(http.provider, call),
         }
     }
 }

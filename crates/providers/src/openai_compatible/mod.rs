@@ -256,5 +256,11 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
             .await
         }
         Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
+        // Mistral's document OCR, on its own API only.
+        Endpoint::Ocr if http.provider == "mistral" => {
+            http.pass_through(t.urls.get(Endpoint::Ocr), call, &[])
+                .await
+        }
+        Endpoint::Ocr => exchange::not_served(http.provider, call),
     }
 }

@@ -206,7 +206,8 @@ impl Upstream for Vertex {
             | Endpoint::AudioTranslations
             | Endpoint::AudioSpeech
             | Endpoint::Moderations
-            | Endpoint::Rerank => exchange::not_served(http.provider, call),
+            | Endpoint::Rerank
+            | Endpoint::Ocr => exchange::not_served(http.provider, call),
         }
     }
 }
