@@ -335,6 +335,29 @@ fn not_found(param: &'static str, id: &str) -> ApiError {
 }
 
 impl Keeper {
+    /// A whole answer naming the response or conversation it continued, as OpenAI's do (the
+    /// request reached the provider without them); any other answer is left as it is.
+    pub(crate) fn echo(&self, answer: Bytes) -> Bytes {
+        if self.previous_id.is_none() && self.conversation.is_none() {
+            return answer;
+        }
+        let Ok(Value::Object(mut o)) = serde_json::from_slice::<Value>(&answer) else {
+            return answer;
+        };
+        self.name_continued(&mut o);
+        serde_json::to_vec(&o).map_or(answer, Bytes::from)
+    }
+
+    /// Set `previous_response_id` and `conversation` on a response object.
+    fn name_continued(&self, o: &mut Map<String, Value>) {
+        if let Some(p) = &self.previous_id {
+            o.insert("previous_response_id".into(), p.as_str().into());
+        }
+        if let Some(c) = &self.conversation {
+            o.insert("conversation".into(), serde_json::json!({ "id": c }));
+        }
+    }
+
     /// Keep a whole answer (a Responses object).
     pub(crate) fn keep_whole(self: Box<Self>, answer: Bytes) {
         self.keep(&answer, false);
@@ -372,11 +395,14 @@ impl Keeper {
     fn ready(&self, bytes: &[u8], event: bool) -> Result<Option<Ready>, ApiError> {
         let mut v: Value =
             serde_json::from_slice(bytes).map_err(|_| ApiError::Internal("unreadable answer"))?;
-        let response = if event {
+        let mut response = if event {
             v.get_mut("response").map(Value::take).unwrap_or_default()
         } else {
             v
         };
+        if let Value::Object(o) = &mut response {
+            self.name_continued(o);
+        }
         let Some(id) = response
             .get("id")
             .and_then(Value::as_str)

@@ -845,9 +845,16 @@ where
             let mut resp = match answer {
                 Answer::Full(parts, bytes) => {
                     record.usage = usage::of_answer(endpoint, &bytes, requested_units);
-                    if let Some(k) = keeper.filter(|_| parts.status.is_success()) {
-                        k.keep_whole(bytes.clone());
-                    }
+                    // A kept Responses answer names what it continued (the request reached the
+                    // provider without it), and is kept as the client gets it.
+                    let bytes = match keeper.filter(|_| parts.status.is_success()) {
+                        Some(k) => {
+                            let bytes = k.echo(bytes);
+                            k.keep_whole(bytes.clone());
+                            bytes
+                        }
+                        None => bytes,
+                    };
                     if let Some(c) = record.content.as_mut() {
                         c.response = Some(bytes.clone());
                     }

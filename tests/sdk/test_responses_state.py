@@ -72,6 +72,7 @@ def test_previous_response_id_holds_across_a_fallback_to_another_provider(state_
         model="state-openai-down", previous_response_id=first.id, input="What is my name?")
     second = raw.parse()
     assert second.output_text
+    assert second.previous_response_id == first.id, "the answer names what it continued"
     # The OpenAI deployment was down: the Anthropic group answered, given the whole history.
     assert raw.headers.get("x-litellm-attempted-fallbacks") == "1", dict(raw.headers)
     sent = _upstream(gw)
@@ -130,6 +131,7 @@ def test_conversations_hold_their_items_across_requests(state_gateway):
     assert conv.id.startswith("conv_") and conv.metadata == {"topic": "colours"}
     _forget_upstream(gw)
     answer = oai.responses.create(model="state-anthropic", conversation=conv.id, input="What colour?")
+    assert answer.conversation is not None and answer.conversation.id == conv.id
     texts = json.dumps(_upstream(gw)[0]["body"]["messages"])
     assert "the colour is blue" in texts and "What colour?" in texts
     # The request's input and the answer joined the conversation (a task keeps them).

@@ -239,29 +239,24 @@ impl Store {
         items: &[(String, String)],
         now: OffsetDateTime,
     ) -> Result<Vec<ConversationItem>, StoreError> {
+        // Each place is taken by the statement that writes it (no read first, so SQLite's
+        // transaction is a writer from its first statement and waits for another's, and
+        // PostgreSQL's unique key refuses a place two instances computed at once: retried).
         let mut tx = self.pool().begin().await?;
-        let row = sqlx::query(
-            "SELECT COALESCE(MAX(seq), 0) AS last FROM conversation_items WHERE \
-             conversation_id = $1",
-        )
-        .bind(conversation.to_owned())
-        .fetch_one(&mut *tx)
-        .await?;
-        let mut seq: i64 = col(&row, "last")?;
         let mut added = Vec::with_capacity(items.len());
         for (id, sealed) in items {
-            seq += 1;
-            sqlx::query(
+            let row = sqlx::query(
                 "INSERT INTO conversation_items (conversation_id, seq, id, created_at, sealed) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                 SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4 FROM conversation_items \
+                 WHERE conversation_id = $1 RETURNING seq",
             )
             .bind(conversation.to_owned())
-            .bind(seq)
             .bind(id.clone())
             .bind(to_ms(now))
             .bind(sealed.clone())
-            .execute(&mut *tx)
+            .fetch_one(&mut *tx)
             .await?;
+            let seq: i64 = col(&row, "seq")?;
             added.push(ConversationItem {
                 seq,
                 id: id.clone(),
@@ -344,9 +339,16 @@ impl Store {
     }
 }
 
-/// A unique-key violation: another instance took the place (or an item id is repeated).
+/// A unique-key violation (another instance took the place, or an item id is repeated), or
+/// SQLite's busy answer to a transaction that lost a race to write: worth another try.
 fn is_conflict(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+    match e {
+        sqlx::Error::Database(d) => {
+            d.is_unique_violation()
+                || matches!(d.code().as_deref(), Some("5" | "517" | "SQLITE_BUSY"))
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
