@@ -133,11 +133,8 @@ impl CustomTarget {
             Some((b, q)) => (b, Some(q)),
             None => (self.route.target.as_str(), None),
         };
-        let mut url = if rest.is_empty() {
-            base.to_owned()
-        } else {
-            path::join(base, rest)
-        };
+        // Appended as written (LiteLLM's `include_subpath`), no version folded.
+        let mut url = format!("{base}{rest}");
         let client: Vec<(String, String)> =
             form_urlencoded::parse(query.unwrap_or_default().as_bytes())
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -163,20 +160,7 @@ impl CustomTarget {
             url.push('?');
             url.push_str(&q);
         }
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| ApiError::InvalidParam {
-                param: "path",
-                message: e.to_string(),
-            })?;
-        let expected: Option<Uri> = base.parse().ok();
-        if uri.authority() != expected.as_ref().and_then(Uri::authority) {
-            return Err(ApiError::InvalidParam {
-                param: "path",
-                message: "the path must stay below the route's target".into(),
-            });
-        }
-        Ok(uri)
+        path::on_host(&url, base)
     }
 }
 

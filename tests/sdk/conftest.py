@@ -290,3 +290,32 @@ general_settings:
     proc, addr, log = _start(["serve", "--config", str(config), "--port", "0"], str(sub))
     yield {"base_url": f"http://{addr}/v1", "root": f"http://{addr}", "mock": recording_mock, "log": log}
     assert _stop(proc) == 0, "sluice must exit 0 on SIGTERM"
+
+
+NPM_INSTALL_TIMEOUT = 600
+
+
+def npm_install(package: str, cache: str):
+    """Install (or update) an npm package into a cache outside the repository
+    (${XDG_CACHE_HOME:-~/.cache}/<cache>): the prefix, and why the install failed (None when it
+    did not; a test may still use what an earlier install left there)."""
+    import shutil
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    prefix = pathlib.Path(base) / cache
+    prefix.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    if npm is None:
+        return prefix, "npm is not installed"
+    try:
+        done = subprocess.run(
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+             "--loglevel=error", package],
+            capture_output=True, text=True, timeout=NPM_INSTALL_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        return prefix, f"npm install {package} took over {NPM_INSTALL_TIMEOUT} s"
+    if done.returncode != 0:
+        first = " / ".join(done.stderr.strip().splitlines()[:3])
+        return prefix, f"npm install {package} failed: {first[:500]}"
+    return prefix, None

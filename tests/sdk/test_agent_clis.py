@@ -17,42 +17,22 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from conftest import MASTER_KEY, _start, _stop
+from conftest import MASTER_KEY, _start, _stop, npm_install
 
 MARKER = "sluice-42"
 COMMAND = "n=42; echo sluice-$n > marker.txt; cat marker.txt"
-INSTALL_TIMEOUT = 600
 RUN_TIMEOUT = 180
 
 
 def _install(package: str, cache: str, binary: str, version_word: str):
     """The CLI's binary, installed (or updated) with npm into a cache; skips the test when it
     cannot be had."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    prefix = pathlib.Path(base) / cache
-    prefix.mkdir(parents=True, exist_ok=True)
-    npm = shutil.which("npm")
-    why = None
-    if npm is None:
-        why = "npm is not installed"
-    else:
-        try:
-            done = subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                 "--loglevel=error", package],
-                capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
-            )
-            if done.returncode != 0:
-                first = " / ".join(done.stderr.strip().splitlines()[:3])
-                why = f"npm install {package} failed: {first[:500]}"
-        except subprocess.TimeoutExpired:
-            why = f"npm install {package} took over {INSTALL_TIMEOUT} s"
+    prefix, why = npm_install(package, cache)
     path = prefix / "node_modules" / ".bin" / binary
     try:
         version = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)

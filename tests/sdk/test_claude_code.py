@@ -15,13 +15,12 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import time
 
 import pytest
 
-from conftest import MASTER_KEY
+from conftest import MASTER_KEY, npm_install
 
 PACKAGE = "@anthropic-ai/claude-code@latest"
 MAIN_MODEL = "claude-sonnet-4-6"
@@ -33,7 +32,6 @@ PROMPT = (
     "Write the marker file.\n"
     "mock-tool: Bash " + json.dumps({"command": COMMAND, "description": "Write a marker file"})
 )
-INSTALL_TIMEOUT = 600
 RUN_TIMEOUT = 180
 
 
@@ -63,24 +61,7 @@ def _binary(prefix):
 
 @pytest.fixture(scope="module")
 def claude():
-    prefix = _cache_dir()
-    prefix.mkdir(parents=True, exist_ok=True)
-    npm = shutil.which("npm")
-    why = None
-    if npm is None:
-        why = "npm is not installed"
-    else:
-        try:
-            done = subprocess.run(
-                [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                 "--loglevel=error", PACKAGE],
-                capture_output=True, text=True, timeout=INSTALL_TIMEOUT,
-            )
-            if done.returncode != 0:
-                first = " / ".join(done.stderr.strip().splitlines()[:3])
-                why = f"npm install {PACKAGE} failed: {first[:500]}"
-        except subprocess.TimeoutExpired:
-            why = f"npm install {PACKAGE} took over {INSTALL_TIMEOUT} s"
+    prefix, why = npm_install(PACKAGE, _cache_dir().name)
     binary = _binary(prefix)
     if binary is None:
         reason = f"Claude Code could not be installed into {prefix}: {why or 'no runnable claude binary'}"

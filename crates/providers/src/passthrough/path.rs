@@ -78,6 +78,24 @@ pub fn join(base: &str, rest: &str) -> String {
     format!("{root}{rest}")
 }
 
+/// `url` parsed, and still on `base`'s host: a path joined below an upstream cannot leave it.
+pub fn on_host(url: &str, base: &str) -> Result<http::Uri, ApiError> {
+    let uri: http::Uri =
+        url.parse()
+            .map_err(|e: http::uri::InvalidUri| ApiError::InvalidParam {
+                param: "path",
+                message: e.to_string(),
+            })?;
+    let expected: Option<http::Uri> = base.parse().ok();
+    if uri.authority() != expected.as_ref().and_then(http::Uri::authority) {
+        return Err(ApiError::InvalidParam {
+            param: "path",
+            message: "the path must stay below the upstream's base URL".into(),
+        });
+    }
+    Ok(uri)
+}
+
 /// What a path names: the model (decoded), when the provider puts it in the path, and the
 /// operation (the last segment, or the method after `:` on Google's APIs).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -256,21 +256,7 @@ impl Target {
             url.push('?');
             url.push_str(&q);
         }
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| ApiError::InvalidParam {
-                param: "path",
-                message: e.to_string(),
-            })?;
-        // The joined URL must still be on the upstream's host.
-        let expected: Option<Uri> = base.parse().ok();
-        if uri.authority() != expected.as_ref().and_then(Uri::authority) {
-            return Err(ApiError::InvalidParam {
-                param: "path",
-                message: "the path must stay below the provider's base URL".into(),
-            });
-        }
-        Ok(uri)
+        path::on_host(&url, &base)
     }
 
     /// Vertex AI: paths without a project and location get the configured ones; with the
