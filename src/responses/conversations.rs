@@ -9,7 +9,7 @@ use sluice_core::error::ApiError;
 use sluice_store::{ConversationItem, ConversationRow, Store};
 
 use super::items::{self, Query};
-use super::{not_found, store_error, Keeping, Owner, MAX_CONVERSATION_ITEMS};
+use super::kept::{not_found, store_error, Keeping, Owner, MAX_CONVERSATION_ITEMS};
 
 /// Most items one create or add call takes (OpenAI's limit).
 const MAX_ADDED: usize = 20;

@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 use sluice_core::error::ApiError;
 use sluice_core::limits;
 
+use super::conversations;
 use super::items::{self, Query};
-use super::{conversations, not_found, store_error, Owner};
+use super::kept::{not_found, store_error, Keeping, Owner};
 use crate::auth::Caller;
 use crate::server::pipeline::{json as json_response, read_body};
 use crate::server::{AppState, ResponseBody, Snapshot};
@@ -184,7 +185,7 @@ where
 
 /// A kept answer the caller may read, opened: `{"input": [...], "response": {...}}`.
 async fn kept(
-    keeping: &super::Keeping,
+    keeping: &Keeping,
     store: &sluice_store::Store,
     owner: &Owner,
     id: &str,
