@@ -1,7 +1,8 @@
 //! What Google's clients (the google-genai SDK, the Gemini CLI) and AWS's (boto3) ask of
 //! sluice besides their chat call, which is an inference request like any other
 //! (`Endpoint::GenerateContent`, `Endpoint::Converse`): their key where their vendor takes it,
-//! Google's model list in Google's shape, and `:countTokens`, counted here.
+//! Google's model list in Google's shape, `:countTokens`, counted here, and `:embedContent` /
+//! `:batchEmbedContents`, answered through `/v1/embeddings`.
 
 use bytes::Bytes;
 use http::header::{HeaderValue, AUTHORIZATION};
@@ -127,6 +128,126 @@ where
         StatusCode::OK,
         Bytes::from(out.to_string()),
     ))
+}
+
+/// A Gemini embedding request: its content and the size asked for.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EmbedOne {
+    #[serde(default)]
+    content: Option<serde_json::Value>,
+    #[serde(default)]
+    output_dimensionality: Option<u32>,
+}
+
+/// `:batchEmbedContents`'s body.
+#[derive(Deserialize)]
+struct EmbedBatch {
+    #[serde(default)]
+    requests: Vec<EmbedOne>,
+}
+
+/// The text of a Gemini `Content` (its text parts, joined).
+fn content_text(content: Option<&serde_json::Value>) -> Result<String, ApiError> {
+    let parts = content
+        .and_then(|c| c.get("parts"))
+        .and_then(serde_json::Value::as_array)
+        .ok_or(ApiError::InvalidParam {
+            param: "content",
+            message: "expected a Content with text parts".into(),
+        })?;
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p.get("text").and_then(serde_json::Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        return Err(ApiError::InvalidParam {
+            param: "content",
+            message: "only text parts are embedded here".into(),
+        });
+    }
+    Ok(texts.join("\n"))
+}
+
+/// `:embedContent` and `:batchEmbedContents`: the texts sent to the group as an OpenAI
+/// embeddings request (the pipeline's own: the key, its limits and budgets, routing, spend; a
+/// Gemini deployment gets `batchEmbedContents` again), the vectors answered in Google's shape.
+pub(crate) async fn embed<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    model: &str,
+    batch: bool,
+    req: Request<B>,
+    record: &mut sluice_core::record::RequestRecord,
+) -> Result<http::Response<crate::server::ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let (mut parts, body) = req.into_parts();
+    key_header(&mut parts.headers, parts.uri.query());
+    let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
+    let json_err = |e: serde_json::Error| ApiError::InvalidJson(e.to_string());
+    let asked: Vec<EmbedOne> = if batch {
+        serde_json::from_slice::<EmbedBatch>(&body)
+            .map_err(json_err)?
+            .requests
+    } else {
+        vec![serde_json::from_slice::<EmbedOne>(&body).map_err(json_err)?]
+    };
+    let input = asked
+        .iter()
+        .map(|r| content_text(r.content.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut openai = serde_json::json!({"model": model, "input": input});
+    if let Some(d) = asked.first().and_then(|r| r.output_dimensionality) {
+        openai["dimensions"] = d.into();
+    }
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    let inner = Request::from_parts(
+        parts,
+        http_body_util::Full::new(Bytes::from(openai.to_string())),
+    );
+    let resp = crate::server::pipeline::inference(
+        state,
+        snap,
+        sluice_core::endpoint::Endpoint::Embeddings,
+        inner,
+        record,
+    )
+    .await?;
+    let (head, answer) = resp.into_parts();
+    let bytes = http_body_util::BodyExt::collect(answer)
+        .await
+        .map_err(|_| ApiError::Internal("an embeddings answer could not be read"))?
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let out = if head.status.is_success() {
+        let values: Vec<serde_json::Value> = v["data"]
+            .as_array()
+            .map(|d| {
+                d.iter()
+                    .map(|e| serde_json::json!({"values": e["embedding"]}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if batch {
+            serde_json::json!({ "embeddings": values })
+        } else {
+            serde_json::json!({ "embedding": values.into_iter().next().unwrap_or_default() })
+        }
+    } else {
+        let message = v["error"]["message"].as_str().unwrap_or("embedding failed");
+        serde_json::from_slice(&sluice_core::error::google_error_body(head.status, message))
+            .unwrap_or_default()
+    };
+    let mut resp = crate::server::pipeline::json(head.status, Bytes::from(out.to_string()));
+    for (name, value) in &head.headers {
+        if name.as_str().starts_with("x-") {
+            resp.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    Ok(resp)
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ where
     let dialect = match route {
         Route::Inference(endpoint) => endpoint.dialect(),
         Route::Named(n) => n.endpoint.dialect(),
-        Route::GoogleCount(_) | Route::GoogleModels(_) => Dialect::Gemini,
+        Route::GoogleCount(_) | Route::GoogleModels(_) | Route::GoogleEmbed(..) => Dialect::Gemini,
         Route::ListModels | Route::GetModel(_)
             if super::google::is_google_client(req.headers(), req.uri().query()) =>
         {
@@ -154,6 +154,13 @@ where
                 stream: n.stream,
             };
             Box::pin(path_named(state, &snap, n.endpoint, named, req, record)).await
+        }
+        Route::GoogleEmbed(model, batch) => {
+            let model = uri_decode(model);
+            Box::pin(super::google::embed(
+                state, &snap, &model, batch, req, record,
+            ))
+            .await
         }
         Route::GoogleCount(model) => {
             let model = uri_decode(model);
@@ -348,7 +355,7 @@ where
     inference(state, snap, endpoint, req, record).await
 }
 
-async fn inference<B>(
+pub(crate) async fn inference<B>(
     state: &AppState,
     snap: &Snapshot,
     endpoint: Endpoint,

@@ -60,6 +60,9 @@ pub enum Route<'a> {
     /// Google's `POST /v1beta/models/{model}:countTokens`: counted here, as for Anthropic's
     /// clients of providers that count nothing.
     GoogleCount(&'a str),
+    /// Google's `:embedContent` (`false`) and `:batchEmbedContents` (`true`): embeddings of a
+    /// model group, through `/v1/embeddings` (`server::google::embed`).
+    GoogleEmbed(&'a str, bool),
     /// Google's `GET /v1beta/models` (`None`) and `/v1beta/models/{model}`: the model groups
     /// in Google's shape.
     GoogleModels(Option<&'a str>),
@@ -125,6 +128,8 @@ fn google<'a>(method: &Method, path: &'a str) -> Option<Route<'a>> {
             stream: op == "streamGenerateContent",
         }),
         "countTokens" => Route::GoogleCount(model),
+        "embedContent" => Route::GoogleEmbed(model, false),
+        "batchEmbedContents" => Route::GoogleEmbed(model, true),
         _ => return Some(Route::NotFound),
     };
     Some(if method == Method::POST {
@@ -205,6 +210,8 @@ impl Route<'_> {
             Self::Inference(Endpoint::Converse) => "/model/{modelId}/converse",
             Self::Named(n) => n.label(),
             Self::GoogleCount(_) => "/v1beta/models/{model}:countTokens",
+            Self::GoogleEmbed(_, false) => "/v1beta/models/{model}:embedContent",
+            Self::GoogleEmbed(_, true) => "/v1beta/models/{model}:batchEmbedContents",
             Self::GoogleModels(None) => "/v1beta/models",
             Self::GoogleModels(Some(_)) => "/v1beta/models/{model}",
             Self::Console => "/ui",
@@ -250,6 +257,8 @@ const LISTED: &[(&str, &[&str])] = &[
     ("/v1beta/models/{model}:generateContent", &["POST"]),
     ("/v1beta/models/{model}:streamGenerateContent", &["POST"]),
     ("/v1beta/models/{model}:countTokens", &["POST"]),
+    ("/v1beta/models/{model}:embedContent", &["POST"]),
+    ("/v1beta/models/{model}:batchEmbedContents", &["POST"]),
     ("/model/{modelId}/converse", &["POST"]),
     ("/model/{modelId}/converse-stream", &["POST"]),
     ("/health", &["GET"]),
@@ -490,6 +499,10 @@ mod tests {
         assert_eq!(
             match_route(&get, "/v1beta/models"),
             Route::GoogleModels(None)
+        );
+        assert_eq!(
+            match_route(&post, "/v1/models/e:batchEmbedContents"),
+            Route::GoogleEmbed("e", true)
         );
         assert_eq!(
             match_route(&get, "/v1beta/models/g"),

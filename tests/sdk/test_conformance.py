@@ -734,6 +734,12 @@ def test_vendor_clients_errors_models_and_counting(conformance_gateway):
     assert client.models.get(model="conf-anthropic").name == "models/conf-anthropic"
     counted = client.models.count_tokens(model="conf-anthropic", contents="Weather in Paris, please?")
     assert counted.total_tokens > 0
+    # Embeddings through /v1/embeddings, answered in Google's shape.
+    emb = client.models.embed_content(
+        model="conf-embedding", contents=["a cat", "a dog"],
+        config=g.EmbedContentConfig(output_dimensionality=8),
+    )
+    assert [len(e.values) for e in emb.embeddings] == [8, 8]
     # The key in the query string, as Google's REST API also takes it.
     r = httpx.post(f"{root}/v1beta/models/conf-openai:generateContent?key={MASTER_KEY}",
                    json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, timeout=30)
