@@ -1505,13 +1505,7 @@ fn stream_response(parts: http::response::Parts, body: ResponseBody) -> Response
 pub fn error_response(e: &ApiError, dialect: Dialect) -> Response<ResponseBody> {
     let mut resp = json(e.status(), e.body_in(dialect));
     let h = resp.headers_mut();
-    if dialect == Dialect::Converse {
-        let kind = sluice_core::error::aws_error_type(e.status());
-        h.insert(
-            sluice_core::error::AWS_ERROR_TYPE,
-            HeaderValue::from_static(kind),
-        );
-    }
+    sluice_core::error::mark_aws_error(dialect, e.status(), h);
     if let Some(wait) = e.retry_after() {
         let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
         h.insert(RETRY_AFTER, HeaderValue::from(secs));

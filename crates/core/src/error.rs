@@ -616,6 +616,17 @@ pub fn aws_error_type(status: StatusCode) -> &'static str {
 /// The header botocore reads an error's code from first.
 pub const AWS_ERROR_TYPE: http::HeaderName = http::HeaderName::from_static("x-amzn-errortype");
 
+/// Name an error's AWS type on an answer to a Converse client (`x-amzn-errortype`), as every
+/// AWS service does, so that botocore raises the exception class of that name.
+pub fn mark_aws_error(dialect: Dialect, status: StatusCode, headers: &mut http::HeaderMap) {
+    if dialect == Dialect::Converse {
+        headers.insert(
+            AWS_ERROR_TYPE,
+            http::HeaderValue::from_static(aws_error_type(status)),
+        );
+    }
+}
+
 /// Build an AWS JSON error body `{"__type", "message"}` (the type is also sent in the
 /// `x-amzn-ErrorType` header).
 pub fn aws_error_body(kind: &str, message: &str) -> Bytes {

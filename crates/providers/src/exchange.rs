@@ -358,13 +358,7 @@ pub async fn error_answer<C: Codec>(
     let bytes = collect(body).await?;
     let (status, out) = errors::translate(codec, client, parts.status, &bytes);
     parts.status = status;
-    if client == Dialect::Converse {
-        let kind = sluice_core::error::aws_error_type(status);
-        parts.headers.insert(
-            sluice_core::error::AWS_ERROR_TYPE,
-            HeaderValue::from_static(kind),
-        );
-    }
+    sluice_core::error::mark_aws_error(client, status, &mut parts.headers);
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
