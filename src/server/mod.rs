@@ -3,7 +3,6 @@
 
 mod body;
 pub mod client_side;
-mod google;
 pub(crate) mod health;
 pub(crate) mod internal;
 mod litellm_headers;
@@ -15,6 +14,7 @@ pub mod routes;
 mod several;
 mod state;
 pub(crate) mod upload;
+mod vendor_clients;
 
 pub use body::ResponseBody;
 pub(crate) use relay::{Abort, IdleTimer};

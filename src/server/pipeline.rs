@@ -97,7 +97,7 @@ where
         Route::Named(n) => n.endpoint.dialect(),
         Route::GoogleCount(_) | Route::GoogleModels(_) | Route::GoogleEmbed(..) => Dialect::Gemini,
         Route::ListModels | Route::GetModel(_)
-            if super::google::is_google_client(req.headers(), req.uri().query()) =>
+            if super::vendor_clients::is_google_client(req.headers(), req.uri().query()) =>
         {
             Dialect::Gemini
         }
@@ -157,31 +157,31 @@ where
         }
         Route::GoogleEmbed(model, batch) => {
             let model = uri_decode(model);
-            Box::pin(super::google::embed(
+            Box::pin(super::vendor_clients::embed(
                 state, &snap, &model, batch, req, record,
             ))
             .await
         }
         Route::GoogleCount(model) => {
             let model = uri_decode(model);
-            Box::pin(super::google::count(state, &snap, &model, req)).await
+            Box::pin(super::vendor_clients::count(state, &snap, &model, req)).await
         }
         // google-genai lists models at `/v1/models`, OpenAI's path: its headers tell.
         Route::ListModels | Route::GetModel(_)
-            if super::google::is_google_client(req.headers(), req.uri().query()) =>
+            if super::vendor_clients::is_google_client(req.headers(), req.uri().query()) =>
         {
             let one = match route {
                 Route::GetModel(id) => Some(id.strip_prefix("models/").unwrap_or(id)),
                 _ => None,
             };
             let mut headers = req.headers().clone();
-            super::google::key_header(&mut headers, req.uri().query());
+            super::vendor_clients::key_header(&mut headers, req.uri().query());
             let shape = ModelsShape::Google;
             Box::pin(models(state, &snap, &headers, one, shape)).await
         }
         Route::GoogleModels(one) => {
             let mut headers = req.headers().clone();
-            super::google::key_header(&mut headers, req.uri().query());
+            super::vendor_clients::key_header(&mut headers, req.uri().query());
             let shape = ModelsShape::Google;
             Box::pin(models(state, &snap, &headers, one, shape)).await
         }
@@ -342,17 +342,24 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
+    let mut array = false;
     match endpoint {
         Endpoint::GenerateContent => {
             let query = req.uri().query().map(str::to_owned);
-            super::google::key_header(req.headers_mut(), query.as_deref());
+            super::vendor_clients::key_header(req.headers_mut(), query.as_deref());
+            array = named.stream && !super::vendor_clients::asks_sse(query.as_deref());
         }
-        Endpoint::Converse => super::google::sigv4_key(req.headers_mut()),
+        Endpoint::Converse => super::vendor_clients::sigv4_key(req.headers_mut()),
         _ => {}
     }
     // Carried in the request, so that every other request's future does not grow by it.
     req.extensions_mut().insert(named);
-    inference(state, snap, endpoint, req, record).await
+    let resp = inference(state, snap, endpoint, req, record).await?;
+    Ok(if array {
+        super::vendor_clients::json_array(resp)
+    } else {
+        resp
+    })
 }
 
 pub(crate) async fn inference<B>(
@@ -1665,7 +1672,7 @@ async fn models(
             .filter(|g| may_use(id, g))
             .ok_or_else(not_found)?;
         let body = match shape {
-            ModelsShape::Google => super::google::model_object(id),
+            ModelsShape::Google => super::vendor_clients::model_object(id),
             ModelsShape::OpenAi | ModelsShape::AccessGroups => {
                 model_object(id, group, snap.created)
             }
@@ -1676,7 +1683,7 @@ async fn models(
         let models: Vec<_> = table
             .listed()
             .filter(|(name, g)| may_use(name, g))
-            .map(|(name, _)| super::google::model_object(name))
+            .map(|(name, _)| super::vendor_clients::model_object(name))
             .collect();
         let body = serde_json::json!({ "models": models }).to_string();
         return Ok(json(StatusCode::OK, Bytes::from(body)));

@@ -61,7 +61,7 @@ pub enum Route<'a> {
     /// clients of providers that count nothing.
     GoogleCount(&'a str),
     /// Google's `:embedContent` (`false`) and `:batchEmbedContents` (`true`): embeddings of a
-    /// model group, through `/v1/embeddings` (`server::google::embed`).
+    /// model group, through `/v1/embeddings` (`server::vendor_clients::embed`).
     GoogleEmbed(&'a str, bool),
     /// Google's `GET /v1beta/models` (`None`) and `/v1beta/models/{model}`: the model groups
     /// in Google's shape.

@@ -628,6 +628,15 @@ def gemini_stream(text: str) -> list:
     return [gemini_answer(data, f"gemini GenerateContentResponse #{i}") for i, (_, data) in enumerate(sse_events(text))]
 
 
+def gemini_array_stream(text: str) -> list:
+    """`:streamGenerateContent` without `alt=sse`: one JSON array, each element judged as a
+    GenerateContentResponse."""
+    elements = json.loads(text)
+    if not isinstance(elements, list) or not elements:
+        raise Refusal("gemini stream array", [f"not a non-empty JSON array: {text[:200]!r}"])
+    return [gemini_answer(json.dumps(e), f"gemini GenerateContentResponse [{i}]") for i, e in enumerate(elements)]
+
+
 def bedrock_converse_answer(text: str) -> None:
     shape = _bedrock_model().operation_model("Converse").output_shape
     bedrock_shape_check(json.loads(text), shape, "bedrock ConverseResponse", answer=True)

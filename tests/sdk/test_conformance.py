@@ -664,10 +664,17 @@ def test_google_genai_client(conformance_gateway, mock_http, vertex_token, provi
     if stream:
         assert r.headers["content-type"].startswith("text/event-stream")
         c.gemini_stream(r.text)
+        # Without `alt=sse`, Google's other stream: one JSON array, element by element.
+        r = httpx.post(f"{conformance_gateway['root']}/v1beta/models/{model}:streamGenerateContent", json=body,
+                       headers={"x-goog-api-key": MASTER_KEY}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"].startswith("application/json")
+        elements = c.gemini_array_stream(r.text)
+        assert elements[-1].candidates[0].finish_reason is not None
     else:
         c.gemini_answer(r.text, "client GenerateContentResponse")
     records = mock_http.get("/mock/requests").json()
-    problems = judge(WIRE[provider], records, mock_http, vertex_token, 2, Calls())
+    problems = judge(WIRE[provider], records, mock_http, vertex_token, 3 if stream else 2, Calls())
     if problems:
         raise c.Refusal("conformance", problems)
 

@@ -1,4 +1,4 @@
-//! Google's Gemini API (`generateContent`) as a client dialect: a Gemini client's request read into the internal representation, and answers written back in Gemini's shape (whole, and streamed as `alt=sse` events).
+//! Google's Gemini API (`generateContent`) as a client dialect: a Gemini client's request read into the internal representation, and answers written back in Gemini's shape (whole, and streamed as `alt=sse` events; [`ArrayStream`] turns those into the JSON array a client without `alt=sse` reads).
 //!
 //! The google-genai SDKs and Gemini CLI speak camelCase, but the Python SDK dumps its pydantic
 //! objects (function declarations, schemas, `thinkingConfig`, function responses) in
@@ -1397,6 +1397,67 @@ impl EventWriter {
     }
 }
 
+/// `:streamGenerateContent` without `alt=sse` answers one JSON array, sent element by
+/// element (`[{…}`, `,\r\n{…}`, …, `]`). sluice's writers and Gemini deployments (asked
+/// with `alt=sse`) speak SSE; this turns those events into the array's elements as they
+/// arrive, so a client that asked for the array reads the same answer.
+#[derive(Debug, Default)]
+pub struct ArrayStream {
+    /// Bytes after the last complete event.
+    carry: Vec<u8>,
+    /// The array's `[` went out.
+    opened: bool,
+}
+
+impl ArrayStream {
+    /// The array elements the events completed by `frame` make.
+    pub fn feed(&mut self, frame: &[u8]) -> Vec<u8> {
+        let from = self.carry.len();
+        self.carry.extend_from_slice(frame);
+        let Some(end) = crate::sse::last_event_end_after(&self.carry, from) else {
+            return Vec::new();
+        };
+        let done: Vec<u8> = self.carry.drain(..end).collect();
+        let mut out = Vec::with_capacity(done.len() + 8);
+        for (start, end) in crate::sse::events(&done) {
+            self.element(&done[start..end], &mut out);
+        }
+        out
+    }
+
+    /// What ends the array: a last event that came without its blank line, then `]` (`[]`
+    /// when nothing came).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let rest = std::mem::take(&mut self.carry);
+        self.element(&rest, &mut out);
+        out.extend_from_slice(if self.opened { b"]" } else { b"[]" });
+        self.opened = true;
+        out
+    }
+
+    /// One event's data as the array's next element (events without data add nothing).
+    fn element(&mut self, event: &[u8], out: &mut Vec<u8>) {
+        let mut data = event
+            .split(|b| *b == b'\n')
+            .filter_map(|line| line.strip_prefix(b"data:"))
+            .map(|d| d.strip_prefix(b" ").unwrap_or(d))
+            .map(|d| d.strip_suffix(b"\r").unwrap_or(d))
+            .peekable();
+        if data.peek().is_none() {
+            return;
+        }
+        out.extend_from_slice(if self.opened { b",\r\n" } else { b"[" });
+        self.opened = true;
+        for (i, d) in data.enumerate() {
+            if i > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(d);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2480,5 +2541,17 @@ mod tests {
         assert!(!is_base64("not base64!") && !is_base64("abcde"));
         assert_eq!(camel("allowed_function_names"), "allowedFunctionNames");
         assert_eq!(camel("_responseJsonSchema"), "_responseJsonSchema");
+    }
+    #[test]
+    fn events_become_one_json_array() {
+        let mut a = ArrayStream::default();
+        let mut out = a.feed(b"data: {\"a\":1}\r\n\r\nda");
+        out.extend(a.feed(b"ta: {\"b\":2}\n\n: comment\n\n"));
+        out.extend(a.feed(b"data: {\"c\":3}"));
+        out.extend(a.finish());
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v, json!([{"a": 1}, {"b": 2}, {"c": 3}]));
+        let mut empty = ArrayStream::default();
+        assert_eq!(empty.finish(), b"[]");
     }
 }

@@ -1,13 +1,17 @@
 //! What Google's clients (the google-genai SDK, the Gemini CLI) and AWS's (boto3) ask of
 //! sluice besides their chat call, which is an inference request like any other
 //! (`Endpoint::GenerateContent`, `Endpoint::Converse`): their key where their vendor takes it,
-//! Google's model list in Google's shape, `:countTokens`, counted here, and `:embedContent` /
-//! `:batchEmbedContents`, answered through `/v1/embeddings`.
+//! Google's model list in Google's shape, `:countTokens`, counted here, `:embedContent` /
+//! `:batchEmbedContents`, answered through `/v1/embeddings`, and Google's JSON-array stream.
+
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, AUTHORIZATION};
-use http::{HeaderMap, Request, StatusCode};
-use http_body::Body;
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::combinators::UnsyncBoxBody;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -15,10 +19,13 @@ use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
 use sluice_core::limits;
 use sluice_providers::passthrough::Route as PassRoute;
+use sluice_translate::gemini::ArrayStream;
 use sluice_translate::{anthropic, gemini, Params};
 
 use crate::auth::{Caller, Wanted};
+use crate::server::body::ResponseBody;
 use crate::server::pipeline::read_body;
+use crate::server::relay::RelayError;
 use crate::server::{AppState, Snapshot};
 
 /// Put the key a Google client presents (`x-goog-api-key`, `?key=`) where the gate reads it,
@@ -38,6 +45,77 @@ pub(crate) fn is_google_client(headers: &HeaderMap, query: Option<&str>) -> bool
     headers.contains_key("x-goog-api-key")
         || headers.contains_key("x-goog-api-client")
         || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
+}
+
+/// Whether a Google client asked for its stream as SSE (`alt=sse`); without it,
+/// `:streamGenerateContent` answers one JSON array ([`json_array`]).
+pub(crate) fn asks_sse(query: Option<&str>) -> bool {
+    query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
+}
+
+/// A streamed `:streamGenerateContent` answer as the JSON array a client without `alt=sse`
+/// reads: every answer sluice streams to a Gemini client is SSE (its writers', and a Gemini
+/// deployment's, asked with `alt=sse`), turned into the array's elements as they pass. Errors
+/// and whole answers are left as they are.
+pub(crate) fn json_array(resp: Response<ResponseBody>) -> Response<ResponseBody> {
+    let sse = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !resp.status().is_success() || !sse {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let array = ArrayBody {
+        inner: body,
+        stream: ArrayStream::default(),
+        ended: false,
+    };
+    Response::from_parts(parts, ResponseBody::Shared(UnsyncBoxBody::new(array)))
+}
+
+/// A response body whose SSE events leave as a JSON array's elements.
+struct ArrayBody {
+    inner: ResponseBody,
+    stream: ArrayStream,
+    ended: bool,
+}
+
+impl Body for ArrayBody {
+    type Data = Bytes;
+    type Error = RelayError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        let this = &mut *self;
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = this.stream.feed(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    Err(other) => return Poll::Ready(Some(Ok(other))),
+                },
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    this.ended = true;
+                    let out = this.stream.finish();
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                }
+            }
+        }
+    }
 }
 
 /// A SigV4-signed request (boto3 with an access key pair): its access key id is the virtual
