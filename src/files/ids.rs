@@ -1,8 +1,8 @@
-//! The ids sluice hands out for files and batches: the upstream's id with the deployment that
+//! The ids sluice hands out for files, batches, videos and vector stores: the upstream's id with the deployment that
 //! holds it and the key that created it encoded in, and a MAC over all three, so that any
 //! instance of a fleet, before or after a restart, sends later calls to the same upstream
 //! without a table, and knows whose object it is without trusting the client.
-//! `file-sluice-<base64url>` and `batch_sluice-<base64url>`, like LiteLLM's managed ids: opaque
+//! `file-sluice-<base64url>`, `batch_sluice-<base64url>`, `video_sluice-…` and `vs_sluice-…`, like LiteLLM's managed ids: opaque
 //! to clients, readable (not secret: only the owner and the master key are shown them) but not
 //! forgeable. The base64 holds `deployment \n creator \n upstream` followed by the first 16
 //! bytes of HMAC-SHA256 over the kind's prefix and that text, keyed by [`IdKey`] (derived from
@@ -25,6 +25,10 @@ use crate::auth::MasterKey;
 const FILE: &str = "file-sluice-";
 /// Prefix of a batch id sluice issued.
 const BATCH: &str = "batch_sluice-";
+/// Prefix of a video id sluice issued.
+const VIDEO: &str = "video_sluice-";
+/// Prefix of a vector store id sluice issued.
+const VECTOR_STORE: &str = "vs_sluice-";
 /// Longest id sluice decodes (deployment ids and upstream ids are short).
 const MAX_ID: usize = 2048;
 /// Bytes of the MAC kept in an id (128 bits: forging one is a 2^-128 guess per request).
@@ -73,13 +77,17 @@ pub struct Decoded {
     pub upstream: String,
 }
 
-/// Whether an id names a file or a batch.
+/// What kind of object an id names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// `file-sluice-...`
     File,
     /// `batch_sluice-...`
     Batch,
+    /// `video_sluice-...`
+    Video,
+    /// `vs_sluice-...`
+    VectorStore,
 }
 
 impl Kind {
@@ -87,6 +95,8 @@ impl Kind {
         match self {
             Self::File => FILE,
             Self::Batch => BATCH,
+            Self::Video => VIDEO,
+            Self::VectorStore => VECTOR_STORE,
         }
     }
 
@@ -95,6 +105,28 @@ impl Kind {
         match self {
             Self::File => "file",
             Self::Batch => "batch",
+            Self::Video => "video",
+            Self::VectorStore => "vector store",
+        }
+    }
+
+    /// The upstream path of its collection (`/files`).
+    pub fn collection(self) -> &'static str {
+        match self {
+            Self::File => "/files",
+            Self::Batch => "/batches",
+            Self::Video => "/videos",
+            Self::VectorStore => "/vector_stores",
+        }
+    }
+
+    /// The API a provider without it is refused for.
+    pub fn api(self) -> &'static str {
+        match self {
+            Self::File => "files",
+            Self::Batch => "batches",
+            Self::Video => "videos",
+            Self::VectorStore => "vector_stores",
         }
     }
 
@@ -103,6 +135,8 @@ impl Kind {
         match self {
             Self::File => sluice_store::ObjectKind::File,
             Self::Batch => sluice_store::ObjectKind::Batch,
+            Self::Video => sluice_store::ObjectKind::Video,
+            Self::VectorStore => sluice_store::ObjectKind::VectorStore,
         }
     }
 }

@@ -23,6 +23,7 @@
 mod batch;
 pub mod ids;
 mod lines;
+mod objects;
 mod owners;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use serde_json::Value;
 use sluice_core::error::ApiError;
 use sluice_core::limits;
 use sluice_core::record::RequestRecord;
+use sluice_core::usage::Usage;
 use sluice_providers::files::FilesCall;
 use sluice_providers::passthrough::{answer_headers, Framing, Shape, Tap};
 use sluice_providers::DeploymentTarget;
@@ -46,13 +48,14 @@ use crate::auth::Caller;
 use crate::passthrough::PassRelay;
 use crate::server::pipeline::declared_length;
 use crate::server::pipeline::{
-    admit, collect_upstream, read_body, spend_headers, MIN_UPLOAD_LIMIT,
+    admit, collect_upstream, read_body, spend_headers, usd_value, MIN_UPLOAD_LIMIT, X_RESPONSE_COST,
 };
 use crate::server::upload::read_head_until;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use crate::spend::Charges;
 use ids::{IdKey, Kind};
 use lines::{Form, Rule};
+pub use objects::{Api, Sub};
 use owners::Viewer;
 
 /// The form fields and query parameters that name a model group.
@@ -84,6 +87,12 @@ pub enum Op<'a> {
     GetBatch(&'a str),
     /// `POST /v1/batches/{id}/cancel`
     CancelBatch(&'a str),
+    /// `POST /v1/videos`, `POST /v1/vector_stores`
+    Create(Api),
+    /// `GET /v1/videos`, `GET /v1/vector_stores`
+    List(Api),
+    /// A call on one video or vector store, or below it.
+    On(Api, &'a str, Sub<'a>),
 }
 
 impl<'a> Op<'a> {
@@ -93,6 +102,24 @@ impl<'a> Op<'a> {
         let mut it = path.strip_prefix('/')?.splitn(3, '/');
         let (first, id, rest) = (it.next()?, it.next(), it.next());
         let id = id.filter(|i| !i.is_empty());
+        if let Some(api) = Api::of(first) {
+            let op = match id {
+                None if rest.is_none() => match *method {
+                    Method::POST => Self::Create(api),
+                    Method::GET => Self::List(api),
+                    _ => return Some(None),
+                },
+                None => return None,
+                Some(id) => {
+                    let sub = Sub::of(api, rest)?;
+                    if !sub.allows(api, method) {
+                        return Some(None);
+                    }
+                    Self::On(api, id, sub)
+                }
+            };
+            return Some(Some(op));
+        }
         let op = match (first, id, rest) {
             ("files", None, None) => match *method {
                 Method::POST => Self::Upload,
@@ -135,10 +162,13 @@ impl<'a> Op<'a> {
             Self::CreateBatch | Self::ListBatches => "/v1/batches",
             Self::GetBatch(_) => "/v1/batches/{id}",
             Self::CancelBatch(_) => "/v1/batches/{id}/cancel",
+            Self::Create(Api::Videos) | Self::List(Api::Videos) => "/v1/videos",
+            Self::Create(Api::VectorStores) | Self::List(Api::VectorStores) => "/v1/vector_stores",
+            Self::On(api, _, sub) => sub.label(*api),
         }
     }
 
-    /// `"files"` or `"batches"`.
+    /// The API a provider without it is refused for (`"files"`, `"videos"`, ...).
     fn api(&self) -> &'static str {
         match self {
             Self::Upload
@@ -149,7 +179,21 @@ impl<'a> Op<'a> {
             Self::CreateBatch | Self::ListBatches | Self::GetBatch(_) | Self::CancelBatch(_) => {
                 "batches"
             }
+            Self::Create(api) | Self::List(api) | Self::On(api, ..) => api.kind().api(),
         }
+    }
+
+    /// Whether its answer is content relayed as it arrives (a file's, a video's).
+    fn relays_content(&self) -> bool {
+        matches!(self, Self::FileContent(_) | Self::On(_, _, Sub::Content))
+    }
+
+    /// Whether a successful answer is a new object its caller owns.
+    fn creates(&self) -> bool {
+        matches!(
+            self,
+            Self::Upload | Self::CreateBatch | Self::Create(_) | Self::On(_, _, Sub::Remix)
+        )
     }
 }
 
@@ -274,7 +318,7 @@ where
     };
     let key = caller.into_key();
     record.key = key.as_ref().map(|k| k.info.clone());
-    let charges = Charges {
+    let mut charges = Charges {
         deployment: None,
         permit,
         price: None,
@@ -282,10 +326,11 @@ where
     };
     // 7. One call, to the deployment that holds the object.
     let before_send = record.start.elapsed();
-    if let Op::ListFiles | Op::ListBatches = op {
+    if let Op::ListFiles | Op::ListBatches | Op::List(_) = op {
         // The caller's own objects (the master key's: all), from one or a few upstream pages.
         let kind = match op {
             Op::ListBatches => Kind::Batch,
+            Op::List(api) => api.kind(),
             _ => Kind::File,
         };
         let query = parts.uri.query();
@@ -330,8 +375,8 @@ where
     let mut out = Response::new(ResponseBody::full(Bytes::new()));
     *out.status_mut() = head.status;
     answer_headers(&head.headers, out.headers_mut());
-    spend_headers(&charges, key.as_deref(), out.headers_mut());
-    if matches!(op, Op::FileContent(_)) && head.status.is_success() {
+    if op.relays_content() && head.status.is_success() {
+        spend_headers(&charges, key.as_deref(), out.headers_mut());
         // The file as it arrives; the relay records the request when it ends.
         record.ttfb = Some(arrived - record.start);
         record.overhead = before_send + arrived.elapsed();
@@ -355,8 +400,17 @@ where
             if let Op::GetBatch(_) = op {
                 batch::charge_once(state, &ids, &target, owner, &v).await;
             }
-            let created = matches!(op, Op::Upload | Op::CreateBatch);
-            owners::note(state, &ids, &target.info.id, &v, owner, &viewer, created).await;
+            owners::note(
+                state,
+                &ids,
+                &target.info.id,
+                &v,
+                owner,
+                &viewer,
+                op.creates(),
+            )
+            .await;
+            charge(&op, &target, &v, &mut charges, record);
             owners::rewrite_object(&mut v, &ids, &target.info.id, owner);
             serde_json::to_vec(&v).map_or(bytes, Bytes::from)
         }
@@ -365,6 +419,12 @@ where
     if !out.headers().contains_key(CONTENT_TYPE) {
         out.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    // After the charge, so that the key's spend includes this call's.
+    spend_headers(&charges, key.as_deref(), out.headers_mut());
+    if let Some(c) = record.cost {
+        out.headers_mut()
+            .insert(X_RESPONSE_COST.clone(), usd_value(c));
     }
     *out.body_mut() = ResponseBody::full(bytes);
     record.overhead = before_send + arrived.elapsed();
@@ -472,6 +532,44 @@ fn plan(
             let (t, d) = by_id(Kind::Batch, id)?;
             whole(t, format!("/batches/{}/cancel", d.upstream), d.creator)
         }
+        Op::Create(api) => create(
+            snap,
+            api,
+            body,
+            content_type,
+            named,
+            (keys, viewer),
+            may_use,
+        )?,
+        Op::List(api) => whole(
+            chosen(snap, named, may_use)?,
+            api.kind().collection().into(),
+            None,
+        ),
+        Op::On(api, id, sub) => {
+            let (t, d) = by_id(api.kind(), id)?;
+            let file = |f: &str| objects::upstream_file(keys, viewer, &t.info.id, f);
+            let path = format!(
+                "{}/{}{}",
+                api.kind().collection(),
+                d.upstream,
+                sub.upstream_path(&file)?
+            );
+            let sent = match json_object(body)? {
+                Some(mut req) => {
+                    objects::translate_body(&mut req, &file)?;
+                    Bytes::from(serde_json::to_vec(&req).map_err(|_| ApiError::Internal("body"))?)
+                }
+                None => body.clone(),
+            };
+            Plan {
+                target: t,
+                path,
+                body: vec![sent],
+                form: None,
+                owner: d.creator,
+            }
+        }
         Op::CreateBatch => {
             let mut req: serde_json::Map<String, Value> =
                 serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
@@ -493,6 +591,142 @@ fn plan(
                 owner: creator,
             }
         }
+    })
+}
+
+/// What a successful answer costs: a new video its seconds (`output_cost_per_video_per_second`),
+/// a vector store search one query (`input_cost_per_query`), at the deployment's prices.
+fn charge(
+    op: &Op<'_>,
+    target: &DeploymentTarget,
+    answer: &Value,
+    charges: &mut Charges,
+    record: &mut RequestRecord,
+) {
+    let usage = match op {
+        Op::Create(Api::Videos) | Op::On(Api::Videos, _, Sub::Remix) => {
+            let Some(seconds) = objects::video_seconds(answer) else {
+                return;
+            };
+            Usage {
+                audio_ms: (seconds * 1000.0).round() as u64,
+                ..Usage::default()
+            }
+        }
+        Op::On(Api::VectorStores, _, Sub::Search) => Usage {
+            search_units: 1,
+            ..Usage::default()
+        },
+        _ => return,
+    };
+    record.usage = Some(usage);
+    charges.price = Some(target.price);
+    charges.settle(record);
+}
+
+/// A body read as a JSON object; `None` when it is empty.
+fn json_object(body: &Bytes) -> Result<Option<serde_json::Map<String, Value>>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| ApiError::InvalidJson(e.to_string()))
+}
+
+/// `POST /videos` or `POST /vector_stores`: the deployment (a video's `model` group; a vector
+/// store's named group, else where its first file is, else the first the caller may use), the
+/// body with the deployment's model and the upstream's file ids.
+fn create(
+    snap: &Snapshot,
+    api: Api,
+    body: &Bytes,
+    content_type: Option<&HeaderValue>,
+    named: Option<&str>,
+    (keys, viewer): (&IdKey, &Viewer),
+    may_use: &dyn Fn(&str) -> bool,
+) -> Result<Plan, ApiError> {
+    let boundary = content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(multipart::boundary);
+    let sent = match (api, boundary) {
+        // A video with an image to start from: a form.
+        (Api::Videos, Some(boundary)) => {
+            let parts = multipart::parts(body, boundary)?;
+            let group = parts
+                .iter()
+                .find(|p| p.name == "model")
+                .and_then(|p| multipart::text(body, p))
+                .or(named)
+                .ok_or(ApiError::MissingParam("model"))?;
+            let target = chosen(snap, Some(first_name(group)), may_use)?;
+            let strip: Vec<_> = parts
+                .iter()
+                .filter(|p| OWN_FIELDS.contains(&p.name))
+                .map(|p| p.value.clone())
+                .collect();
+            let mut sent = without_fields(body, boundary, &strip).concat();
+            if target.info.upstream_model.is_empty() {
+                return Err(ApiError::MissingParam("model"));
+            }
+            // The model field again, now the deployment's model.
+            let model = format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n{}\r\n",
+                target.info.upstream_model
+            );
+            sent.splice(0..0, model.into_bytes());
+            return Ok(Plan {
+                target,
+                path: "/videos".into(),
+                body: vec![Bytes::from(sent)],
+                form: None,
+                owner: viewer.creator().map(str::to_owned),
+            });
+        }
+        _ => json_object(body)?.ok_or(ApiError::InvalidJson("expected a JSON object".into()))?,
+    };
+    let mut req = sent;
+    let target = match api {
+        Api::Videos => {
+            let group = req
+                .get("model")
+                .and_then(Value::as_str)
+                .or(named)
+                .ok_or(ApiError::MissingParam("model"))?;
+            let target = chosen(snap, Some(first_name(group)), may_use)?;
+            req.insert(
+                "model".into(),
+                Value::String(target.info.upstream_model.to_string()),
+            );
+            target
+        }
+        Api::VectorStores => {
+            let field = req
+                .get("target_model_names")
+                .and_then(Value::as_str)
+                .map(first_name);
+            match (field.or(named), objects::first_file(&req)) {
+                (Some(group), _) => chosen(snap, Some(group), may_use)?,
+                // Where its files are.
+                (None, Some(file)) => objects::file_on(keys, viewer, file)
+                    .and_then(|d| deployment(snap, &d.deployment))
+                    .ok_or_else(|| ApiError::NotFound {
+                        what: "file",
+                        id: file.chars().take(256).collect(),
+                    })?,
+                (None, None) => chosen(snap, None, may_use)?,
+            }
+        }
+    };
+    let file = |f: &str| objects::upstream_file(keys, viewer, &target.info.id, f);
+    objects::translate_body(&mut req, &file)?;
+    let sent = serde_json::to_vec(&req).map_err(|_| ApiError::Internal("create body"))?;
+    Ok(Plan {
+        path: api.kind().collection().into(),
+        target,
+        body: vec![Bytes::from(sent)],
+        form: None,
+        owner: viewer.creator().map(str::to_owned),
     })
 }
 

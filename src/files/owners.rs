@@ -1,4 +1,4 @@
-//! Whose files and batches are whose. A file or batch belongs to the virtual key that created
+//! Whose files, batches, videos and vector stores are whose. Each belongs to the virtual key that created
 //! it (a batch's output and error files to the batch's creator): its id carries that key's
 //! hash under a MAC ([`ids`]), and the store's `owned_objects` table records it, so that every
 //! instance of a fleet agrees.
@@ -72,6 +72,15 @@ impl Viewer {
         }
     }
 
+    /// A virtual key's viewer, for tests.
+    #[cfg(test)]
+    pub(super) fn key_for_tests(hash: &str) -> Self {
+        Self {
+            key: Some(hash.into()),
+            team: None,
+        }
+    }
+
     /// Whether it may see an object whose row says `row` (`None`: no row).
     fn may_see_row(&self, row: Option<&Option<String>>) -> bool {
         match &self.key {
@@ -82,7 +91,8 @@ impl Viewer {
 }
 
 /// The ids of an answer about one object made sluice's, all with `owner` as their creator:
-/// a file, or a batch and its files.
+/// a file, a batch and its files, a video, a vector store and what is below it (its files,
+/// file batches, search results), or a list of any of them.
 pub(super) fn rewrite_object(v: &mut Value, ids: &IdKey, deployment: &str, owner: Option<&str>) {
     let set = |v: &mut Value, field: &str, kind: Kind| {
         if let Some(slot) = v.get_mut(field) {
@@ -91,15 +101,53 @@ pub(super) fn rewrite_object(v: &mut Value, ids: &IdKey, deployment: &str, owner
             }
         }
     };
-    match v.get("object").and_then(Value::as_str) {
-        Some("file") => set(v, "id", Kind::File),
-        Some("batch") => {
+    let object = v
+        .get("object")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    match object.as_str() {
+        "file" => set(v, "id", Kind::File),
+        "batch" => {
             set(v, "id", Kind::Batch);
             for f in ["input_file_id", "output_file_id", "error_file_id"] {
                 set(v, f, Kind::File);
             }
         }
+        "video" | "video.deleted" => {
+            set(v, "id", Kind::Video);
+            set(v, "remixed_from_video_id", Kind::Video);
+        }
+        "vector_store" | "vector_store.deleted" => set(v, "id", Kind::VectorStore),
+        "vector_store.file" | "vector_store.file.deleted" => {
+            set(v, "id", Kind::File);
+            set(v, "vector_store_id", Kind::VectorStore);
+        }
+        "vector_store.files_batch" => set(v, "vector_store_id", Kind::VectorStore),
+        // A file's parsed content names the file.
+        _ if v.get("file_id").is_some() => set(v, "file_id", Kind::File),
         _ => {}
+    }
+    // Lists, and search results' pages: each entry.
+    if object == "list" || object.ends_with(".page") {
+        if let Some(Value::Array(items)) = v.get_mut("data") {
+            for item in items {
+                if item.get("object").is_some() {
+                    rewrite_object(item, ids, deployment, owner);
+                } else {
+                    set(item, "file_id", Kind::File);
+                }
+            }
+        }
+        let first = v
+            .get("data")
+            .and_then(Value::as_array)
+            .and_then(|d| d.first());
+        if first.and_then(|o| o.get("object")) == Some(&Value::from("vector_store.file")) {
+            for f in ["first_id", "last_id"] {
+                set(v, f, Kind::File);
+            }
+        }
     }
 }
 
@@ -138,18 +186,23 @@ pub(super) async fn note(
     };
     let mut rows = Vec::new();
     let id = answer.get("id").and_then(Value::as_str);
-    match (answer.get("object").and_then(Value::as_str), id) {
-        (Some("file"), Some(id))
-            if answer.get("deleted").and_then(Value::as_bool) == Some(true) =>
-        {
-            if let Err(e) = store
-                .remove_object(Kind::File.stored(), deployment, id)
-                .await
-            {
-                tracing::warn!(error = %e, file = id, "could not forget a deleted file's owner");
-            }
+    let deleted = answer.get("deleted").and_then(Value::as_bool) == Some(true);
+    let gone = match answer.get("object").and_then(Value::as_str) {
+        Some("file") if deleted => Some(Kind::File),
+        Some("video.deleted" | "video") if deleted => Some(Kind::Video),
+        Some("vector_store.deleted" | "vector_store") if deleted => Some(Kind::VectorStore),
+        _ => None,
+    };
+    if let (Some(kind), Some(id)) = (gone, id) {
+        if let Err(e) = store.remove_object(kind.stored(), deployment, id).await {
+            tracing::warn!(error = %e, object = id, "could not forget a deleted object's owner");
         }
+        return;
+    }
+    match (answer.get("object").and_then(Value::as_str), id) {
         (Some("file"), Some(id)) if created => rows.push(row(Kind::File, id)),
+        (Some("video"), Some(id)) if created => rows.push(row(Kind::Video, id)),
+        (Some("vector_store"), Some(id)) if created => rows.push(row(Kind::VectorStore, id)),
         (Some("batch"), Some(id)) => {
             if created {
                 rows.push(row(Kind::Batch, id));
@@ -242,7 +295,7 @@ pub(super) struct Listed {
     pub(super) body: Bytes,
 }
 
-/// `GET /files` or `GET /batches` on `target`, filtered to what `viewer` may see, ids made
+/// `GET /files` (`/batches`, `/videos`, `/vector_stores`) on `target`, filtered to what `viewer` may see, ids made
 /// sluice's with each object's recorded owner as its creator. The master key gets the
 /// upstream's page as it is; a virtual key gets its own objects from as many upstream pages
 /// (at most [`MAX_PAGES`]) as it takes to fill `limit`, `has_more` and `first_id`/`last_id`
@@ -257,10 +310,7 @@ pub(super) async fn list(
 ) -> Result<Listed, ApiError> {
     let deployment = &*target.info.id;
     let q = ListQuery::read(query, ids, kind, deployment)?;
-    let path = match kind {
-        Kind::File => "/files",
-        Kind::Batch => "/batches",
-    };
+    let path = kind.collection();
     let timeout = target.timeouts.total;
     let mut kept: Vec<(Value, Option<String>)> = Vec::new();
     let mut want = q.limit;
@@ -276,10 +326,7 @@ pub(super) async fn list(
             content_type: None,
             body: Vec::new(),
             upload: None,
-            api: match kind {
-                Kind::File => "files",
-                Kind::Batch => "batches",
-            },
+            api: kind.api(),
         };
         let read = async {
             let (head, body) = target.files(call).await?.into_parts();
@@ -417,6 +464,44 @@ mod tests {
                 .unwrap()
                 .upstream(None),
             None
+        );
+    }
+
+    #[test]
+    fn vector_store_answers_name_sluice_ids() {
+        let k = IdKey::new(None);
+        let decoded = |kind: Kind, v: &Value| ids::decode(&k, kind, v.as_str().unwrap()).unwrap();
+        let mut list: Value = serde_json::from_str(
+            r#"{"object":"list","first_id":"file-1","last_id":"file-1","data":[
+                {"object":"vector_store.file","id":"file-1","vector_store_id":"vs_1"}]}"#,
+        )
+        .unwrap();
+        rewrite_object(&mut list, &k, "d", Some("aa"));
+        let item = &list["data"][0];
+        assert_eq!(decoded(Kind::File, &item["id"]).upstream, "file-1");
+        assert_eq!(
+            decoded(Kind::VectorStore, &item["vector_store_id"]).upstream,
+            "vs_1"
+        );
+        assert_eq!(list["first_id"], item["id"]);
+        let mut page: Value = serde_json::from_str(
+            r#"{"object":"vector_store.search_results.page","data":[{"file_id":"file-2","score":0.5}]}"#,
+        )
+        .unwrap();
+        rewrite_object(&mut page, &k, "d", Some("aa"));
+        let hit = decoded(Kind::File, &page["data"][0]["file_id"]);
+        assert_eq!(
+            (hit.upstream.as_str(), hit.creator.as_deref()),
+            ("file-2", Some("aa"))
+        );
+        let mut video: Value = serde_json::from_str(
+            r#"{"object":"video","id":"video_2","remixed_from_video_id":"video_1"}"#,
+        )
+        .unwrap();
+        rewrite_object(&mut video, &k, "d", None);
+        assert_eq!(
+            decoded(Kind::Video, &video["remixed_from_video_id"]).upstream,
+            "video_1"
         );
     }
 

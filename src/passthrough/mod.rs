@@ -21,6 +21,7 @@
 pub mod custom;
 mod group;
 mod relay;
+pub mod search;
 
 pub use relay::PassRelay;
 
@@ -62,6 +63,8 @@ pub struct PassThrough {
     targets: Targets,
     /// The operator's own routes (`general_settings.pass_through_endpoints`).
     custom: custom::CustomRoutes,
+    /// The web search tools (`search_tools`).
+    search: search::SearchTools,
     deployments: group::DeploymentRoutes,
     prices: PriceTable,
 }
@@ -78,6 +81,11 @@ impl PassThrough {
         &self.custom
     }
 
+    /// The web search tools.
+    pub fn search(&self) -> &search::SearchTools {
+        &self.search
+    }
+
     /// Make every route's upstream, and every deployment of a route's provider, ready from
     /// the validated config.
     pub fn build(config: &Config, clients: &ClientRegistry) -> Self {
@@ -85,6 +93,7 @@ impl PassThrough {
         Self {
             targets: Targets::build(&settings.upstreams, clients, settings.timeouts),
             custom: custom::CustomRoutes::build(&config.general.pass_through_endpoints, clients),
+            search: search::SearchTools::build(&config.search_tools, clients),
             deployments: group::DeploymentRoutes::build(&config.deployments, clients),
             prices: settings.prices.clone(),
         }

@@ -225,6 +225,12 @@ where
             ))
             .await
         }
+        Route::Search => {
+            Box::pin(crate::passthrough::search::handle(
+                state, &snap, req, record,
+            ))
+            .await
+        }
         Route::Realtime => Box::pin(crate::realtime::handle(state, &snap, req, record)).await,
         Route::Admin => Box::pin(admin(state, &snap, req)).await,
         Route::Cache(op) => Box::pin(cache_route(&snap, op, req)).await,

@@ -68,6 +68,8 @@ pub enum Route<'a> {
     GoogleModels(Option<&'a str>),
     /// One of the operator's own pass-through routes (`pass_through_endpoints`), by index.
     Custom(usize),
+    /// `POST /v1/search/{tool}`: a web search (`crate::passthrough::search`).
+    Search,
     /// A known path with the wrong method.
     WrongMethod,
     /// Nothing here.
@@ -193,6 +195,7 @@ impl Route<'_> {
             Self::Files(label) => label,
             Self::State(op) => op.label(),
             Self::Custom(_) => "pass_through_endpoint",
+            Self::Search => "/v1/search/{tool}",
             Self::Admin => "admin",
             Self::Cache(op) => op.label(),
             Self::Mcp(None) => "/mcp",
@@ -251,6 +254,21 @@ const LISTED: &[(&str, &[&str])] = &[
     ("/v1/conversations/{id}/items/{item}", &["GET", "DELETE"]),
     ("/v1/files", &["GET", "POST"]),
     ("/v1/batches", &["GET", "POST"]),
+    ("/v1/search/{tool}", &["POST"]),
+    ("/v1/videos", &["GET", "POST"]),
+    ("/v1/videos/{id}", &["GET", "DELETE"]),
+    ("/v1/videos/{id}/content", &["GET"]),
+    ("/v1/videos/{id}/remix", &["POST"]),
+    ("/v1/vector_stores", &["GET", "POST"]),
+    ("/v1/vector_stores/{id}", &["GET", "POST", "DELETE"]),
+    ("/v1/vector_stores/{id}/search", &["POST"]),
+    ("/v1/vector_stores/{id}/files", &["GET", "POST"]),
+    (
+        "/v1/vector_stores/{id}/files/{file}",
+        &["GET", "POST", "DELETE"],
+    ),
+    ("/v1/vector_stores/{id}/file_batches", &["POST"]),
+    ("/v1/vector_stores/{id}/file_batches/{batch}", &["GET"]),
     ("/v1/realtime", &["GET"]),
     ("/openai/deployments/{deployment}/{endpoint}", &["POST"]),
     ("/v1beta/models", &["GET"]),
@@ -322,6 +340,13 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
     let bare = path.strip_prefix("/v1").unwrap_or(path);
     if let Some(op) = crate::responses::Op::of(bare) {
         return Route::State(op);
+    }
+    if crate::passthrough::search::tool_of(path).is_some() {
+        return if method == Method::POST {
+            Route::Search
+        } else {
+            Route::WrongMethod
+        };
     }
     if let Some(op) = crate::files::Op::of(method, bare) {
         return op.map_or(Route::WrongMethod, |op| Route::Files(op.label()));

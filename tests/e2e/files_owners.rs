@@ -89,6 +89,8 @@ fn payload(kind: Kind, id: &str) -> Vec<u8> {
     let prefix = match kind {
         Kind::File => "file-sluice-",
         Kind::Batch => "batch_sluice-",
+        Kind::Video => "video_sluice-",
+        Kind::VectorStore => "vs_sluice-",
     };
     URL_SAFE_NO_PAD
         .decode(id.strip_prefix(prefix).unwrap())
@@ -98,6 +100,8 @@ fn with_payload(kind: Kind, raw: &[u8]) -> String {
     let prefix = match kind {
         Kind::File => "file-sluice-",
         Kind::Batch => "batch_sluice-",
+        Kind::Video => "video_sluice-",
+        Kind::VectorStore => "vs_sluice-",
     };
     format!("{prefix}{}", URL_SAFE_NO_PAD.encode(raw))
 }
@@ -233,12 +237,81 @@ async fn a_key_sees_only_its_own_files_and_batches() {
     );
     assert!(a_batches.contains(&batch), "{a_batches:?}");
 
+    // A's video and vector store (of A's file): not B's to see, nor to search or add to.
+    let made = call(
+        &gw,
+        "POST",
+        "/v1/videos",
+        &a,
+        json!({"model": "gpt-batch", "prompt": "a cat"}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let video = made.json()["id"].as_str().unwrap().to_owned();
+    let made = call(
+        &gw,
+        "POST",
+        "/v1/vector_stores",
+        &a,
+        json!({"name": "kb", "file_ids": [file]}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let store = made.json()["id"].as_str().unwrap().to_owned();
+    for (method, path, body) in [
+        ("GET", format!("/v1/videos/{video}"), Value::Null),
+        ("GET", format!("/v1/videos/{video}/content"), Value::Null),
+        ("DELETE", format!("/v1/videos/{video}"), Value::Null),
+        ("GET", format!("/v1/vector_stores/{store}"), Value::Null),
+        (
+            "POST",
+            format!("/v1/vector_stores/{store}/search"),
+            json!({"query": "x"}),
+        ),
+        (
+            "POST",
+            format!("/v1/vector_stores/{store}/files"),
+            json!({"file_id": b_file}),
+        ),
+        ("DELETE", format!("/v1/vector_stores/{store}"), Value::Null),
+    ] {
+        not_found(&call(&gw, method, &path, &b, body).await, &path);
+    }
+    // Nor may A put B's file in its own store.
+    not_found(
+        &call(
+            &gw,
+            "POST",
+            &format!("/v1/vector_stores/{store}/files"),
+            &a,
+            json!({"file_id": b_file}),
+        )
+        .await,
+        "B's file in A's store",
+    );
+    let got = call(
+        &gw,
+        "GET",
+        &format!("/v1/vector_stores/{store}"),
+        &a,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+
     // Forged ids: not found, for B and for A alike (the MAC decides, not the text).
-    for (kind, id) in [(Kind::File, &file), (Kind::Batch, &batch)] {
+    for (kind, id) in [
+        (Kind::File, &file),
+        (Kind::Batch, &batch),
+        (Kind::Video, &video),
+        (Kind::VectorStore, &store),
+    ] {
         for forged in forgeries(kind, id, &b_hash) {
             let path = match kind {
                 Kind::File => format!("/v1/files/{forged}"),
                 Kind::Batch => format!("/v1/batches/{forged}"),
+                Kind::Video => format!("/v1/videos/{forged}"),
+                Kind::VectorStore => format!("/v1/vector_stores/{forged}"),
             };
             for key in [&a, &b] {
                 not_found(&call(&gw, "GET", &path, key, Value::Null).await, &forged);

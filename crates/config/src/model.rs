@@ -35,6 +35,8 @@ pub struct Config {
     pub mcp: sluice_mcp::McpSettings,
     /// `guardrails:`, built, in file order.
     pub guardrails: Vec<sluice_guardrails::Guardrail>,
+    /// `search_tools:`, in file order.
+    pub search_tools: Vec<SearchTool>,
 }
 
 /// The provider pass-through routes: each route's upstream (from a deployment marked
@@ -418,6 +420,25 @@ pub struct CustomRoute {
     pub auth: bool,
     /// The methods served (upper case); empty: all.
     pub methods: Vec<String>,
+}
+
+/// One of `search_tools`: a web search API served at `/v1/search/{name}` (LiteLLM's key).
+#[derive(Debug, Clone)]
+pub struct SearchTool {
+    /// `search_tool_name`: the path's last segment.
+    pub name: String,
+    /// `litellm_params.search_provider`.
+    pub provider: sluice_providers::search::SearchProvider,
+    /// `litellm_params.api_key` (else the provider's environment variable).
+    pub api_key: Option<Secret>,
+    /// `litellm_params.api_base` (else the provider's environment variable, else its public
+    /// API), without a trailing `/`.
+    pub api_base: String,
+    /// USD per query: `litellm_params.input_cost_per_query`, else the price map's
+    /// `{provider}/search`.
+    pub cost_per_query: f64,
+    /// Longest a call may take (`litellm_params.timeout`; 60 s).
+    pub timeout: Duration,
 }
 
 /// How long a kept Responses answer lasts unless `responses_retention_days` says otherwise

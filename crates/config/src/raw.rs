@@ -67,6 +67,7 @@ pub(super) struct RawConfig {
     pub callback_settings: Option<BTreeMap<String, RawCallback>>,
     pub mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
     pub guardrails: Option<Vec<RawGuardrail>>,
+    pub search_tools: Option<Value>,
 }
 
 /// Top-level keys sluice reads (`environment_variables` and `include` are taken out of the
@@ -79,6 +80,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "callback_settings",
     "mcp_servers",
     "guardrails",
+    "search_tools",
     "environment_variables",
     "include",
 ];

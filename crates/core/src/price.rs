@@ -28,11 +28,12 @@ pub struct Price {
     /// Each pixel of the images generated (`input_cost_per_pixel`, DALL·E's entries).
     pub per_pixel: f64,
     /// Each second of audio transcribed (`input_cost_per_second` plus
-    /// `output_cost_per_second`: LiteLLM's map puts Whisper's rate in the latter).
+    /// `output_cost_per_second`: LiteLLM's map puts Whisper's rate in the latter), or of
+    /// video generated (`output_cost_per_video_per_second`).
     pub per_second: f64,
     /// Each character spoken (`input_cost_per_character`).
     pub per_character: f64,
-    /// Each rerank search unit (`input_cost_per_query`).
+    /// Each rerank search unit, web search or vector store search (`input_cost_per_query`).
     pub per_query: f64,
     /// Each call, whatever it holds (a custom pass-through route's `cost_per_request`).
     pub per_request: f64,
@@ -180,12 +181,25 @@ impl Price {
             "input_cost_per_pixel",
             "input_cost_per_second",
             "output_cost_per_second",
+            "output_cost_per_video_per_second",
             "input_cost_per_character",
             "input_cost_per_query",
             "input_cost_per_request",
             "ocr_cost_per_page",
         ];
-        if input.is_none() && per_unit.iter().all(|k| get(k).is_none()) {
+        // A per-query price in tiers by result count (Exa's, Firecrawl's): the first tier, the
+        // price of a search for the fewest results.
+        let first_tier_query = entry
+            .get("tiered_pricing")
+            .and_then(Value::as_array)
+            .and_then(|t| t.first())
+            .and_then(|t| t.get("input_cost_per_query"))
+            .and_then(Value::as_f64)
+            .filter(|v| *v >= 0.0);
+        if input.is_none()
+            && per_unit.iter().all(|k| get(k).is_none())
+            && first_tier_query.is_none()
+        {
             return None;
         }
         let input = input.unwrap_or(0.0);
@@ -216,8 +230,10 @@ impl Price {
         }
         // Seconds of audio: LiteLLM charges the output rate when there is one, else the input
         // rate (never both: Whisper's entry carries the same rate under each name).
+        // A video model's rate is per second of video made.
         let per_second = get("output_cost_per_second")
             .filter(|v| *v > 0.0)
+            .or_else(|| get("output_cost_per_video_per_second"))
             .unwrap_or_else(|| unit("input_cost_per_second"));
         Some(Self {
             input,
@@ -229,7 +245,9 @@ impl Price {
             per_pixel: unit("input_cost_per_pixel"),
             per_second,
             per_character: unit("input_cost_per_character"),
-            per_query: unit("input_cost_per_query"),
+            per_query: get("input_cost_per_query")
+                .or(first_tier_query)
+                .unwrap_or(0.0),
             per_request: unit("input_cost_per_request"),
             per_page: unit("ocr_cost_per_page"),
             cache_write_1h: get("cache_creation_input_token_cost_above_1hr").unwrap_or(cache_write),

@@ -33,7 +33,8 @@ pub struct Usage {
     /// Pixels of the images generated (priced per pixel, as LiteLLM prices DALL·E).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pixels: u64,
-    /// Milliseconds of audio transcribed or translated (priced per second).
+    /// Milliseconds of audio transcribed or translated, or of video generated (priced per
+    /// second).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub audio_ms: u64,
     /// Characters of text spoken (`/audio/speech`; priced per character).

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{LazyLock, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
@@ -18,7 +17,8 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Endpoint;
 use sluice_translate::multipart;
 
-use crate::{error, json as json_response, MockBody, MockSettings};
+use crate::objects::{now, ok, page, Refusal};
+use crate::{error, MockBody, MockSettings};
 
 /// Most files one mock process keeps.
 const MAX_FILES: usize = 1000;
@@ -81,12 +81,6 @@ fn store() -> std::sync::MutexGuard<'static, Store> {
     STORE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Whether a path (without `/v1`) is one of the Files or Batches routes, in OpenAI's or
 /// Azure's spelling; returns the path in OpenAI's spelling.
 pub fn route(path: &str) -> Option<&str> {
@@ -99,7 +93,8 @@ pub fn route(path: &str) -> Option<&str> {
     .then_some(bare)
 }
 
-/// Answer a Files or Batches call (`path` as [`route`] returns it; `query` pages the lists:
+/// Answer a Files or Batches call, or (for the in-process mock deployment, whose account
+/// objects all come this way) a Videos or Vector Stores one (`path` as [`route`] returns it; `query` pages the lists:
 /// `limit`, `after`). Never fails: unknown ids get OpenAI's 404.
 pub async fn respond(
     method: &Method,
@@ -109,6 +104,13 @@ pub async fn respond(
     body: &Bytes,
     settings: &MockSettings,
 ) -> Response<MockBody> {
+    // The in-process mock's other account objects come this way too.
+    if let Some(videos) = crate::videos::route(path) {
+        return crate::videos::respond(method, videos, query, headers, body, settings);
+    }
+    if let Some(stores) = crate::vector_stores::route(path) {
+        return crate::vector_stores::respond(method, stores, query, headers, body, settings);
+    }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         (&Method::POST, ["files"]) => upload(headers, body),
@@ -122,7 +124,7 @@ pub async fn respond(
                 .filter_map(|id| s.files.get(id))
                 .map(|f| &f.0)
                 .collect();
-            ok(&page(&data, query))
+            ok(&page(&data, query, None))
         }
         (&Method::GET, ["files", id]) => match store().files.get(*id) {
             Some((object, _)) => ok(object),
@@ -159,7 +161,7 @@ pub async fn respond(
                 .rev()
                 .filter_map(|id| s.batches.get(id))
                 .collect();
-            ok(&page(&data, query))
+            ok(&page(&data, query, None))
         }
         (&Method::GET, ["batches", id]) => retrieve_batch(id, settings).await,
         (&Method::POST, ["batches", id, "cancel"]) => {
@@ -184,47 +186,20 @@ pub async fn respond(
     }
 }
 
-/// One page of a list, as OpenAI pages: at most `limit` objects after the one whose id is
-/// `after`, `has_more` when some are left.
-fn page(all: &[&Value], query: Option<&str>) -> Value {
-    let (mut limit, mut after) = (None, None);
-    for pair in query.unwrap_or_default().split('&') {
-        match pair.split_once('=') {
-            Some(("limit", v)) => limit = v.parse::<usize>().ok(),
-            Some(("after", v)) => after = Some(v),
-            _ => {}
-        }
-    }
-    let start = after
-        .and_then(|a| all.iter().position(|o| o["id"] == a))
-        .map_or(0, |i| i + 1);
-    let rest = all.get(start..).unwrap_or_default();
-    let n = limit.unwrap_or(rest.len()).min(rest.len());
-    let data = rest.get(..n).unwrap_or_default();
-    json!({"object": "list", "data": data, "has_more": rest.len() > n,
-        "first_id": data.first().map(|b| &b["id"]), "last_id": data.last().map(|b| &b["id"])})
-}
-
-fn ok(v: &Value) -> Response<MockBody> {
-    json_response(StatusCode::OK, Bytes::from(v.to_string()))
+/// The file `id`'s name and content, if the store holds it (what a vector store reads).
+pub(crate) fn file_content(id: &str) -> Option<(String, Bytes)> {
+    let s = store();
+    let (object, content) = s.files.get(id)?;
+    let name = object["filename"].as_str().unwrap_or_default().to_owned();
+    Some((name, content.clone()))
 }
 
 fn missing(what: &str, id: &str) -> Response<MockBody> {
-    error(
-        StatusCode::NOT_FOUND,
-        &format!("No such {what}: '{id}'"),
-        Some("id"),
-        "not_found",
-    )
+    Refusal::missing(what, id).into()
 }
 
 fn bad(message: &str, param: &str) -> Response<MockBody> {
-    error(
-        StatusCode::BAD_REQUEST,
-        message,
-        Some(param),
-        "invalid_request_error",
-    )
+    Refusal::bad(message, param).into()
 }
 
 fn upload(headers: &HeaderMap, body: &Bytes) -> Response<MockBody> {

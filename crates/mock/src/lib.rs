@@ -17,6 +17,11 @@
 //! instead: lower-cased words hashed into 256 dimensions (or the request's `dimensions`),
 //! normalised, so that paraphrases sharing their words are close; the semantic cache's tests
 //! use it.
+//!
+//! Beside inference, `sluice mock` serves OpenAI's Files and Batches (`files.rs`), Videos
+//! (`videos.rs`) and Vector Stores (`vector_stores.rs`) from bounded in-memory stores, and
+//! the web search APIs of Perplexity, Tavily and Exa (`search.rs`), each in its real wire
+//! format.
 
 mod anthropic;
 mod bedrock;
@@ -26,13 +31,17 @@ mod faults;
 pub mod files;
 mod gemini;
 mod media;
+mod objects;
 mod openai;
 mod realtime;
 mod record;
 mod rules;
+mod search;
 mod server;
 mod settings;
 mod tools;
+mod vector_stores;
+mod videos;
 
 pub use body::{MockBody, MockBodyError};
 pub use faults::Faults;
@@ -328,6 +337,16 @@ async fn before_answer(
         }
     }
     None
+}
+
+/// [`before_answer`] for an API beyond inference (the search APIs): the request's settings
+/// (`x-mock-*` headers applied), its latency, then `Some` injected fault in OpenAI's shape.
+async fn openai_fault(headers: &HeaderMap, settings: &MockSettings) -> Option<Response<MockBody>> {
+    let s = effective(headers, settings);
+    before_answer(&s, |status, retry| {
+        injected_error(Dialect::OpenAi, status, retry)
+    })
+    .await
 }
 
 /// What the `garbage` fault sends with a 200 and a JSON content type: an HTML error page from

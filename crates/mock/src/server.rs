@@ -3,9 +3,12 @@
 //! Gemini (`/v1beta/models/{m}:generateContent`, ...), Bedrock (`/model/{id}/converse`, ...),
 //! Azure OpenAI (`/openai/deployments/{d}/chat/completions`, ...) and Cohere (`/v2/chat`) are
 //! answered on their real paths; `GET /v1/realtime` (and Azure's `/openai/realtime`) opens a
-//! Realtime API WebSocket session (`realtime.rs`). With `--api-key`, the key is required as each provider reads
-//! it. With `--record`, the inference requests it is sent are kept for `GET /mock/requests`
-//! (`record.rs`).
+//! Realtime API WebSocket session (`realtime.rs`). Beside inference: OpenAI's Files and
+//! Batches (`files.rs`), Videos (`videos.rs`) and Vector Stores (`vector_stores.rs`), and the
+//! search APIs of Perplexity, Tavily and Exa (`search.rs`). With `--api-key`, the key is
+//! required as each provider reads it. With `--record`, the inference, search, video and
+//! vector store requests it is sent are kept for `GET /mock/requests` (`record.rs`); they
+//! are what `GET /mock/stats` counts.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -13,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -23,6 +27,7 @@ use super::{
     azure_route, error, json, respond, respond_azure, respond_native, MockBody, MockSettings,
     NativeRoute,
 };
+use super::{search, vector_stores, videos};
 use sluice_core::endpoint::Endpoint;
 use sluice_net::server::{serve_threads, serve_with};
 
@@ -138,6 +143,29 @@ impl Inference {
     }
 }
 
+/// An API beside inference the mock serves, by its module, with the path as the module's
+/// `route` returns it.
+enum Api {
+    /// A vendor's web search (`search.rs`).
+    Search(search::Vendor),
+    /// OpenAI's Videos API (`videos.rs`).
+    Videos(String),
+    /// OpenAI's Vector Stores API (`vector_stores.rs`).
+    VectorStores(String),
+}
+
+impl Api {
+    fn of(path: &str) -> Option<Self> {
+        if let Some(vendor) = search::route(path) {
+            return Some(Self::Search(vendor));
+        }
+        if let Some(bare) = videos::route(path) {
+            return Some(Self::Videos(bare.to_owned()));
+        }
+        vector_stores::route(path).map(|bare| Self::VectorStores(bare.to_owned()))
+    }
+}
+
 /// A request body within [`MAX_BODY`], or the 413 to answer.
 async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
     match Limited::new(body, MAX_BODY).collect().await {
@@ -151,31 +179,44 @@ async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
     }
 }
 
+/// Count a request, read its body and, when `record` and the mock records, keep it: the
+/// guard that counts it answered (once set) or cancelled, its head and its body; or the 413
+/// to answer.
+async fn admit(
+    req: Request<Incoming>,
+    shared: &Shared,
+    record: bool,
+) -> Result<(Answering<'_>, Parts, Bytes), Response<MockBody>> {
+    shared.stats.requests.fetch_add(1, Relaxed);
+    let answering = Answering(&shared.stats, false);
+    let (parts, body) = req.into_parts();
+    let body = read(body).await?;
+    if let (Some(recorder), true) = (&shared.recorder, record) {
+        recorder.record(&parts, &body);
+    }
+    Ok((answering, parts, body))
+}
+
 async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
-    let (settings, stats) = (&shared.settings, &shared.stats);
+    let settings = &shared.settings;
     if req.method() == Method::GET && super::realtime::is_realtime(req.uri().path()) {
         return super::realtime::upgrade(req, settings);
     }
     let path = req.uri().path();
     let bare = path.strip_prefix("/v1").unwrap_or(path);
+    if let Some(api) = Api::of(path) {
+        return beside_inference(req, api, shared).await;
+    }
     let inference = (req.method() == Method::POST)
         .then(|| Inference::of(path))
         .flatten();
     if let Some(inference) = inference {
-        stats.requests.fetch_add(1, Relaxed);
-        let mut answering = Answering(stats, false);
-        let (parts, body) = req.into_parts();
-        let body = match read(body).await {
-            Ok(b) => b,
+        // The token exchange is no inference request: only what a model was sent is kept.
+        let record = !matches!(inference, Inference::Native(NativeRoute::Token));
+        let (mut answering, parts, body) = match admit(req, shared, record).await {
+            Ok(admitted) => admitted,
             Err(refused) => return refused,
         };
-        // The token exchange is no inference request: only what a model was sent is kept.
-        if let (Some(recorder), false) = (
-            &shared.recorder,
-            matches!(inference, Inference::Native(NativeRoute::Token)),
-        ) {
-            recorder.record(&parts, &body);
-        }
         let (h, s) = (&parts.headers, settings);
         let resp = match inference {
             Inference::Native(route) => respond_native(&route, &parts.uri, h, &body, s).await,
@@ -203,6 +244,7 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
         )
         .await;
     }
+    let stats = &shared.stats;
     match (req.method(), Endpoint::from_path(path)) {
         (&Method::GET, None) if bare == "/models" => json(
             StatusCode::OK,
@@ -231,6 +273,28 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
             "unknown_url",
         ),
     }
+}
+
+/// Answer a search, video or vector store request: counted and recorded as inference
+/// requests are.
+async fn beside_inference(req: Request<Incoming>, api: Api, shared: &Shared) -> Response<MockBody> {
+    let (mut answering, parts, body) = match admit(req, shared, true).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
+    let (method, query, h, s) = (
+        &parts.method,
+        parts.uri.query(),
+        &parts.headers,
+        &shared.settings,
+    );
+    let resp = match api {
+        Api::Search(vendor) => search::respond(vendor, method, h, &body, s).await,
+        Api::Videos(path) => videos::respond(method, &path, query, h, &body, s),
+        Api::VectorStores(path) => vector_stores::respond(method, &path, query, h, &body, s),
+    };
+    answering.1 = true;
+    resp
 }
 
 /// `GET /mock/requests` (the kept requests, oldest first) and `DELETE /mock/requests`

@@ -31,6 +31,7 @@ pub mod fuzz;
 pub mod http;
 pub mod passthrough;
 pub mod realtime;
+pub mod search;
 pub mod settings;
 pub mod target;
 #[cfg(test)]

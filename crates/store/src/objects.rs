@@ -1,4 +1,4 @@
-//! Who owns the files and batches the gateway hands out (`owned_objects`): one row per upstream
+//! Who owns the files, batches, videos and vector stores the gateway hands out (`owned_objects`): one row per upstream
 //! object, keyed by its kind, the deployment that holds it and the upstream's own id, naming the
 //! key (and team) that created it, so that every instance of a fleet lists a caller's own
 //! objects only; and, for a batch, whether its usage was charged, flipped by one conditional
@@ -13,13 +13,17 @@ use super::{col, from_ms, to_ms, Store, StoreError};
 /// Most upstream ids one `IN (...)` query names (far below both databases' parameter limits).
 pub(crate) const IDS_PER_QUERY: usize = 500;
 
-/// What an owned object is: the two kinds of OpenAI's object the gateway rewrites ids of.
+/// What an owned object is: the kinds of OpenAI object the gateway rewrites ids of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectKind {
     /// A file (uploaded, or a batch's output or error file).
     File,
     /// A batch.
     Batch,
+    /// A generated video.
+    Video,
+    /// A vector store.
+    VectorStore,
 }
 
 impl ObjectKind {
@@ -28,6 +32,8 @@ impl ObjectKind {
         match self {
             Self::File => "file",
             Self::Batch => "batch",
+            Self::Video => "video",
+            Self::VectorStore => "vector_store",
         }
     }
 
@@ -35,6 +41,8 @@ impl ObjectKind {
         match s {
             "file" => Ok(Self::File),
             "batch" => Ok(Self::Batch),
+            "video" => Ok(Self::Video),
+            "vector_store" => Ok(Self::VectorStore),
             other => Err(StoreError::Corrupt {
                 column: "kind",
                 why: format!("unknown kind {other:?}"),

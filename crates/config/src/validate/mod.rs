@@ -13,6 +13,7 @@ mod litellm;
 mod mcp;
 mod passthrough;
 mod router;
+mod search_tools;
 mod tls;
 mod vendors;
 
@@ -138,6 +139,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         }
     }
     let guardrails = guardrails::guardrails(raw.guardrails, env, p);
+    let search_tools = search_tools::search_tools(raw.search_tools, &pass_through.prices, env, p);
     Config {
         deployments,
         general,
@@ -147,6 +149,7 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
         pass_through,
         mcp,
         guardrails,
+        search_tools,
     }
 }
 
