@@ -9,11 +9,13 @@
 //! Nothing of this is on other requests' path: a Responses request pays one borrowed probe of
 //! its body, and the answer is kept by a task of its own after the client has it.
 
+pub(crate) mod background;
 mod conversations;
 mod items;
 mod kept;
 mod routes;
 
+pub use background::Runs;
 pub use kept::Keeping;
 pub(crate) use routes::handle;
 pub use routes::Op;
@@ -89,6 +91,8 @@ pub(crate) struct Keeper {
     conversation: Option<String>,
     /// Keep the answer itself (`store`); else only add it to the conversation.
     keep_answer: bool,
+    /// A background run's: the id its answer is kept under (its queued response's).
+    background_id: Option<String>,
 }
 
 /// Step 4¾ for a Responses request: a request that continues a kept answer or a conversation
@@ -100,6 +104,7 @@ pub(crate) async fn prepare(
     store: Option<&Store>,
     caller: &Caller,
     body: &mut Bytes,
+    run: Option<&background::BackgroundRun>,
 ) -> Result<Option<Box<Keeper>>, ApiError> {
     let Ok(asks) = serde_json::from_slice::<Asks<'_>>(body) else {
         return Ok(None);
@@ -174,6 +179,7 @@ pub(crate) async fn prepare(
         previous_id: previous,
         conversation,
         keep_answer,
+        background_id: run.map(|b| b.0.clone()),
     })))
 }
 
@@ -264,15 +270,27 @@ impl Keeper {
                 return;
             }
         };
-        self.keeping.pending.hold(&ready);
+        // A background run's answer replaces its queued response in the store, unless that
+        // was cancelled meanwhile: it is not shown before it is written.
+        let background = self.background_id.clone();
+        if background.is_none() {
+            self.keeping.pending.hold(&ready);
+        }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         rt.spawn(async move {
+            if let Some(id) = &background {
+                if background::cancelled(&self.keeping, &self.store, id).await {
+                    return;
+                }
+            }
             if let Err(e) = self.write(&ready).await {
                 tracing::warn!("a response could not be kept: {e}");
             }
-            self.keeping.pending.release(&ready);
+            if background.is_none() {
+                self.keeping.pending.release(&ready);
+            }
         });
     }
 
@@ -286,6 +304,10 @@ impl Keeper {
         };
         if let Value::Object(o) = &mut response {
             self.name_continued(o);
+            if let Some(id) = &self.background_id {
+                o.insert("id".into(), id.as_str().into());
+                o.insert("background".into(), Value::Bool(true));
+            }
         }
         let Some(id) = response
             .get("id")

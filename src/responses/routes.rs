@@ -146,13 +146,12 @@ where
             items::page(input, &Query::parse(query, true)?)
         }
         (Op::Cancel, &Method::POST) => {
-            kept(keeping, store, &owner, ids[0]).await?;
-            return Err(ApiError::InvalidParam {
-                param: "response_id",
-                message: "Only responses created with background=true can be cancelled, and \
-                          this gateway runs none in the background"
-                    .into(),
-            });
+            let row = keeping
+                .response(store, ids[0])
+                .await?
+                .filter(|r| owner.reads(r.owner_key.as_deref()))
+                .ok_or_else(|| not_found("response", ids[0]))?;
+            super::background::cancel(state, keeping, store, row).await?
         }
         (Op::Conversations, &Method::POST) => {
             conversations::create(keeping, store, &owner, &read().await?).await?

@@ -431,13 +431,32 @@ where
     // 4¾. A Responses request that continues a kept answer or a conversation gets their
     //     items first; one whose answer is to be kept gets its keeper (`crate::responses`),
     //     which rides in the request's extensions, so that no other request's future grows.
+    //     A request run in the background is answered here, queued; it runs on as a
+    //     request of its own (`crate::responses::background`).
     if endpoint == Endpoint::Responses {
+        let queued = crate::responses::background::start(
+            state,
+            snap.responses.as_ref(),
+            &caller,
+            &parts,
+            &body,
+        )
+        .await?;
+        if let Some(queued) = queued {
+            record.status = 200;
+            return Ok(json(StatusCode::OK, Bytes::from(queued.to_string())));
+        }
         let store = state.store().map(|s| &s.store);
+        let run = parts
+            .extensions
+            .get::<crate::responses::background::BackgroundRun>()
+            .cloned();
         let keeper = Box::pin(crate::responses::prepare(
             snap.responses.as_ref(),
             store,
             &caller,
             &mut body,
+            run.as_ref(),
         ))
         .await?;
         if let Some(k) = keeper {

@@ -298,6 +298,11 @@ pub struct AppState {
     config_path: std::sync::OnceLock<std::path::PathBuf>,
     /// Deployments managed at run time (`store_model_in_db` with a database), set at start.
     runtime: std::sync::OnceLock<Arc<crate::models::RuntimeModels>>,
+    /// The state itself, for work that outlives the request that starts it (a Responses
+    /// request run in the background).
+    me: std::sync::Weak<AppState>,
+    /// The Responses runs this instance holds in the background (a cancel stops them).
+    background_runs: crate::responses::Runs,
 }
 
 /// What lives beside the config and survives its reloads: the key directory, the store and
@@ -430,6 +435,16 @@ impl Services {
 }
 
 impl AppState {
+    /// The shared state, owned: for a task that runs on after the request that spawned it.
+    pub fn shared(&self) -> Option<Arc<AppState>> {
+        self.me.upgrade()
+    }
+
+    /// The Responses runs this instance holds in the background.
+    pub(crate) fn background_runs(&self) -> &crate::responses::Runs {
+        &self.background_runs
+    }
+
     /// State for a validated config; finished requests go to `recorder`. Upstream calls share
     /// one pool per upstream (for a server on one multi-threaded runtime).
     pub fn new(config: &Config, recorder: Recorder) -> Result<Arc<Self>, SnapshotError> {
@@ -449,7 +464,9 @@ impl AppState {
         let mut snap = Snapshot::build(config, &clients, &health)?;
         snap.mcp = crate::mcp::McpGateway::start(&config.mcp, &clients);
         recorder.configure(&config.callbacks);
-        let state = Arc::new(Self {
+        let state = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            background_runs: crate::responses::Runs::default(),
             snapshot: ArcSwap::from_pointee(snap),
             clients,
             health,

@@ -8,6 +8,7 @@ it. The upstream requests are read back from `sluice mock --record`.
 
 import json
 import pathlib
+import time
 import urllib.request
 
 import openai
@@ -28,6 +29,10 @@ model_list:
     litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "{recording_mock}/v1", api_key: sk-up-never-shown}}
   - model_name: state-openai-down
     litellm_params: {{model: openai/gpt-4.1, api_base: "http://127.0.0.1:9/v1", api_key: sk-up-never-shown}}
+  - model_name: state-down
+    litellm_params: {{model: openai/gpt-4.1, api_base: "http://127.0.0.1:9/v1", api_key: sk-up-never-shown}}
+  - model_name: state-slow
+    litellm_params: {{model: mock/slow}}
 router_settings:
   fallbacks: [{{"state-openai-down": ["state-anthropic"]}}]
   num_retries: 0
@@ -166,3 +171,55 @@ def test_conversations_hold_their_items_across_requests(state_gateway):
     assert oai.conversations.delete(conv.id).deleted is True
     with pytest.raises(openai.NotFoundError):
         oai.conversations.retrieve(conv.id)
+
+
+def _settled(oai, rid: str, timeout: float = 10):
+    deadline = time.time() + timeout
+    while True:
+        r = oai.responses.retrieve(rid)
+        if r.status not in ("queued", "in_progress") or time.time() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_background_responses_run_on_and_cancel(state_gateway):
+    """`background: true`: answered at once, queued; the run goes on as a request of its own
+    (its spend, its routing) and its answer replaces the queued one under the same id; a run
+    that fails keeps its error; `cancel` stops a run and the mark stays when it would have
+    ended; another key sees none of it."""
+    gw = state_gateway
+    oai = _client(gw, _key(gw["root"], "state-bg"))
+    queued = oai.responses.create(model="state-openai", input="Say hi.", background=True)
+    assert queued.id.startswith("resp_") and queued.status == "queued" and queued.background
+    done = _settled(oai, queued.id)
+    assert done.status == "completed" and done.id == queued.id and done.background
+    assert done.output_text
+    with pytest.raises(openai.BadRequestError):
+        oai.responses.cancel(queued.id)
+    # The next turn continues it like any kept answer.
+    follow = oai.responses.create(model="state-anthropic", input="Again.", previous_response_id=queued.id)
+    assert follow.previous_response_id == queued.id
+
+    slow = oai.responses.create(model="state-slow", input="Take your time.", background=True,
+                                extra_headers={"x-mock-latency-ms": "2000"})
+    assert slow.status == "queued"
+    cancelled = oai.responses.cancel(slow.id)
+    assert cancelled.status == "cancelled" and cancelled.id == slow.id
+    assert oai.responses.cancel(slow.id).status == "cancelled"
+    time.sleep(2.5)
+    assert oai.responses.retrieve(slow.id).status == "cancelled"
+
+    failing = oai.responses.create(model="state-down", input="x", background=True)
+    failed = _settled(oai, failing.id)
+    assert failed.status == "failed" and failed.error is not None and failed.error.message
+
+    other = _client(gw, _key(gw["root"], "state-bg-other"))
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(queued.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.cancel(slow.id)
+    with pytest.raises(openai.BadRequestError) as refused:
+        oai.responses.create(model="state-openai", input="x", background=True, store=False)
+    assert "store" in str(refused.value)
+    with pytest.raises(openai.BadRequestError):
+        oai.responses.create(model="state-openai", input="x", background=True, stream=True)
