@@ -51,17 +51,17 @@ impl Runs {
 }
 
 /// The request members a queued response repeats (as OpenAI's answers do), with their
-/// defaults.
-const ECHOED: [(&str, fn() -> Value); 9] = [
-    ("instructions", || Value::Null),
-    ("metadata", || json!({})),
-    ("parallel_tool_calls", || Value::Bool(true)),
-    ("temperature", || Value::Null),
-    ("tool_choice", || Value::String("auto".into())),
-    ("tools", || json!([])),
-    ("top_p", || Value::Null),
-    ("max_output_tokens", || Value::Null),
-    ("previous_response_id", || Value::Null),
+/// defaults as JSON.
+const ECHOED: [(&str, &str); 9] = [
+    ("instructions", "null"),
+    ("metadata", "{}"),
+    ("parallel_tool_calls", "true"),
+    ("temperature", "null"),
+    ("tool_choice", "\"auto\""),
+    ("tools", "[]"),
+    ("top_p", "null"),
+    ("max_output_tokens", "null"),
+    ("previous_response_id", "null"),
 ];
 
 /// What [`start`] returns: a boxed future whose type names `Send`, so that the pipeline
@@ -134,7 +134,10 @@ async fn begin(
         "error": null, "incomplete_details": null, "store": true,
     });
     for (name, default) in ECHOED {
-        queued[name] = request.get(name).cloned().unwrap_or_else(default);
+        queued[name] = match request.get(name) {
+            Some(v) => v.clone(),
+            None => serde_json::from_str(default).unwrap_or_default(),
+        };
     }
     let store = &services.store;
     let previous_id = request
