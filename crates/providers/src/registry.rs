@@ -83,6 +83,9 @@ pub struct ProviderSpec {
     pub base_suffix: Option<&'static str>,
     /// A key is expected (a hosted API): its absence is worth a warning.
     pub hosted: bool,
+    /// Its API reads documents (`POST /v1/ocr`, Mistral's OCR): only such deployments are
+    /// sent OCR calls.
+    pub serves_ocr: bool,
 }
 
 impl ProviderSpec {
@@ -105,6 +108,7 @@ impl ProviderSpec {
                 Some(b) => starts_with(b, "https://"),
                 None => false,
             },
+            serves_ocr: false,
         }
     }
 }

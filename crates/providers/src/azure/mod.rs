@@ -74,6 +74,7 @@ impl Upstream for Azure {
             urls: EndpointUrls::build(d, |e| url(base, deployment, &c.api_version, e))?,
             rerank: openai_compatible::Shape::Cohere,
             realtime: RealtimeUrl::azure(base, deployment, &c.api_version),
+            ocr: d.upstream.provider.spec().serves_ocr,
         })
     }
 

@@ -66,11 +66,14 @@ pub const SPECS: &[ProviderSpec] = &[
         Some("https://api.groq.com/openai/v1"),
         &["GROQ_API_KEY"],
     ),
-    compatible(
-        "mistral",
-        Some("https://api.mistral.ai/v1"),
-        &["MISTRAL_API_KEY"],
-    ),
+    ProviderSpec {
+        serves_ocr: true,
+        ..compatible(
+            "mistral",
+            Some("https://api.mistral.ai/v1"),
+            &["MISTRAL_API_KEY"],
+        )
+    },
     compatible(
         "deepseek",
         Some("https://api.deepseek.com/v1"),
@@ -166,6 +169,8 @@ pub struct Target {
     pub rerank: Shape,
     /// Where Realtime API sessions go (`crate::realtime`).
     pub realtime: RealtimeUrl,
+    /// Its provider reads documents (`ProviderSpec::serves_ocr`).
+    pub ocr: bool,
 }
 
 /// The OpenAI-compatible family.
@@ -201,6 +206,7 @@ impl Upstream for OpenAiCompatible {
             })?,
             rerank: Shape::of(d.upstream.provider.name()),
             realtime: RealtimeUrl::openai(base),
+            ocr: d.upstream.provider.spec().serves_ocr,
         })
     }
 
@@ -257,7 +263,7 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
         }
         Endpoint::CountTokens => exchange::count_locally(http.provider, call.body),
         // Mistral's document OCR, on its own API only.
-        Endpoint::Ocr if http.provider == "mistral" => {
+        Endpoint::Ocr if t.ocr => {
             http.pass_through(t.urls.get(Endpoint::Ocr), call, &[])
                 .await
         }
