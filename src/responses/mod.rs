@@ -11,6 +11,7 @@
 
 pub(crate) mod background;
 mod conversations;
+mod echo;
 mod items;
 mod kept;
 mod routes;
@@ -236,6 +237,17 @@ impl Keeper {
         };
         self.name_continued(&mut o);
         serde_json::to_vec(&o).map_or(answer, Bytes::from)
+    }
+
+    /// What makes a streamed answer's response objects name what it continued, when it
+    /// continued anything (boxed: only such requests pay for it).
+    pub(crate) fn stream_echo(&self) -> Option<Box<echo::EchoContinued>> {
+        if self.previous_id.is_none() && self.conversation.is_none() {
+            return None;
+        }
+        let mut fields = Map::new();
+        self.name_continued(&mut fields);
+        Some(Box::new(echo::EchoContinued::new(fields)))
     }
 
     /// Set `previous_response_id` and `conversation` on a response object.

@@ -3,6 +3,8 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::task::ready;
+
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -84,6 +86,80 @@ impl Body for ResponseBody {
             | Self::Shared(_)
             | Self::Guarded(_)
             | Self::GuardedPass(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// A reshaping of a streamed answer's bytes as they pass: what a client asked to read
+/// differently from what the pipeline makes (Google's JSON-array stream, a Responses stream
+/// naming the response it continued).
+pub(crate) trait Reshape: Send + Unpin + 'static {
+    /// The bytes to send for these (what is not yet whole is held back).
+    fn feed(&mut self, data: &[u8]) -> Vec<u8>;
+    /// What is left to send when the stream ends.
+    fn finish(&mut self) -> Vec<u8>;
+}
+
+impl Reshape for sluice_translate::gemini::ArrayStream {
+    fn feed(&mut self, data: &[u8]) -> Vec<u8> {
+        sluice_translate::gemini::ArrayStream::feed(self, data)
+    }
+
+    fn finish(&mut self) -> Vec<u8> {
+        sluice_translate::gemini::ArrayStream::finish(self)
+    }
+}
+
+/// A response body reshaped as it passes (boxed into [`ResponseBody::Shared`]).
+pub(crate) struct Reshaped<R> {
+    inner: ResponseBody,
+    reshape: R,
+    ended: bool,
+}
+
+impl<R: Reshape> Reshaped<R> {
+    /// `inner`'s bytes through `reshape`, as a response body.
+    pub(crate) fn body(inner: ResponseBody, reshape: R) -> ResponseBody {
+        ResponseBody::Shared(UnsyncBoxBody::new(Self {
+            inner,
+            reshape,
+            ended: false,
+        }))
+    }
+}
+
+impl<R: Reshape> Body for Reshaped<R> {
+    type Data = Bytes;
+    type Error = RelayError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        let this = &mut *self;
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = this.reshape.feed(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    Err(other) => return Poll::Ready(Some(Ok(other))),
+                },
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => {
+                    this.ended = true;
+                    let out = this.reshape.finish();
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                    }
+                }
+            }
         }
     }
 }

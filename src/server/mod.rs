@@ -16,6 +16,7 @@ mod state;
 pub(crate) mod upload;
 mod vendor_clients;
 
+pub(crate) use body::Reshape;
 pub use body::ResponseBody;
 pub(crate) use relay::{Abort, IdleTimer};
 pub use relay::{RelayError, StreamRelay};

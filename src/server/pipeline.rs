@@ -969,9 +969,11 @@ where
                     )
                     .idle_timeout(member.target.timeouts.idle)
                     .charges(std::mem::take(&mut charges))
-                    .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish)
-                    .keep(keeper)
-                    .events(events || !endpoint.answers_binary());
+                    .finish_on_disconnect(snap.router.policy.on_disconnect == OnDisconnect::Finish);
+                    let echo = keeper.as_ref().and_then(|k| k.stream_echo());
+                    let relay = relay
+                        .keep(keeper)
+                        .events(events || !endpoint.answers_binary());
                     let body = match cached.take() {
                         Some(c) => {
                             let ct = parts
@@ -997,6 +999,11 @@ where
                             )),
                             None => ResponseBody::Stream(Box::new(relay)),
                         },
+                    };
+                    // A Responses stream that continued a kept answer names it (`crate::responses`).
+                    let body = match echo {
+                        Some(e) => super::body::Reshaped::body(body, *e),
+                        None => body,
                     };
                     let mut resp = stream_response(parts, body);
                     resp.headers_mut().extend(spend);

@@ -4,14 +4,10 @@
 //! Google's model list in Google's shape, `:countTokens`, counted here, `:embedContent` /
 //! `:batchEmbedContents`, answered through `/v1/embeddings`, and Google's JSON-array stream.
 
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
-
 use bytes::Bytes;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body::{Body, Frame};
-use http_body_util::combinators::UnsyncBoxBody;
+use http_body::Body;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -23,9 +19,8 @@ use sluice_translate::gemini::ArrayStream;
 use sluice_translate::{anthropic, gemini, Params};
 
 use crate::auth::{Caller, Wanted};
-use crate::server::body::ResponseBody;
+use crate::server::body::{Reshaped, ResponseBody};
 use crate::server::pipeline::read_body;
-use crate::server::relay::RelayError;
 use crate::server::{AppState, Snapshot};
 
 /// Put the key a Google client presents (`x-goog-api-key`, `?key=`) where the gate reads it,
@@ -69,53 +64,7 @@ pub(crate) fn json_array(resp: Response<ResponseBody>) -> Response<ResponseBody>
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    let array = ArrayBody {
-        inner: body,
-        stream: ArrayStream::default(),
-        ended: false,
-    };
-    Response::from_parts(parts, ResponseBody::Shared(UnsyncBoxBody::new(array)))
-}
-
-/// A response body whose SSE events leave as a JSON array's elements.
-struct ArrayBody {
-    inner: ResponseBody,
-    stream: ArrayStream,
-    ended: bool,
-}
-
-impl Body for ArrayBody {
-    type Data = Bytes;
-    type Error = RelayError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
-        let this = &mut *self;
-        loop {
-            if this.ended {
-                return Poll::Ready(None);
-            }
-            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => {
-                        let out = this.stream.feed(&data);
-                        if !out.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                        }
-                    }
-                    Err(other) => return Poll::Ready(Some(Ok(other))),
-                },
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                None => {
-                    this.ended = true;
-                    let out = this.stream.finish();
-                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                }
-            }
-        }
-    }
+    Response::from_parts(parts, Reshaped::body(body, ArrayStream::default()))
 }
 
 /// A SigV4-signed request (boto3 with an access key pair): its access key id is the virtual

@@ -107,6 +107,16 @@ def test_kept_answers_are_retrieved_listed_and_deleted_by_their_owner_only(state
     with oai.responses.stream(model="state-openai", input="Streamed.") as s:
         done = s.get_final_response()
     assert oai.responses.retrieve(done.id).output_text == done.output_text
+    # A streamed answer that continues one names it in its response objects, on a translated
+    # provider and a passed-through one alike.
+    for group in ["state-anthropic", "state-openai"]:
+        with oai.responses.stream(model=group, input="Go on.", previous_response_id=done.id) as s:
+            events = list(s)
+            final = s.get_final_response()
+        created = next(e for e in events if e.type == "response.created")
+        assert created.response.previous_response_id == done.id, group
+        assert final.previous_response_id == done.id, group
+        assert oai.responses.retrieve(final.id).previous_response_id == done.id
     # Another key finds nothing; the master key reads everything.
     other = _client(gw, _key(gw["root"], "state-c"))
     with pytest.raises(openai.NotFoundError):
