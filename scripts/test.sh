@@ -31,8 +31,13 @@ cargo fmt --all -- --check
 step "started in the background: the release build, the SDK tests' virtualenv"
 bg_logs="$(mktemp -d)"
 optimised_dir="${CARGO_TARGET_DIR:-$PWD/target}/optimised"
-optimised="$optimised_dir/release/sluice"
-CARGO_TARGET_DIR="$optimised_dir" cargo build --release --locked --bin sluice >"$bg_logs/release.log" 2>&1 &
+# The shipped binary is static: glibc's C runtime linked in (`crt-static`), so the image holds
+# the binary alone, no shared libraries beside it. `--target` keeps the flag off build scripts
+# and proc macros, which must stay dynamic.
+host="$(rustc -vV | sed -n 's/^host: //p')"
+optimised="$optimised_dir/$host/release/sluice"
+CARGO_TARGET_DIR="$optimised_dir" RUSTFLAGS="-C target-feature=+crt-static" \
+  cargo build --release --locked --target "$host" --bin sluice >"$bg_logs/release.log" 2>&1 &
 release_pid=$!
 venv=.venv
 (

@@ -522,19 +522,6 @@ pub(crate) async fn before<'s>(
     record: &mut RequestRecord,
     log_content: bool,
 ) -> Result<Option<Guard<'s>>, Refused> {
-    // Google's and Bedrock's chat formats are not read by the guardrails yet: a call that
-    // guardrails apply to is refused rather than let past them.
-    if endpoint.names_model_in_path() && (set.any_default_on || !key.is_empty()) {
-        return Err(ApiError::InvalidParam {
-            param: "guardrails",
-            message: format!(
-                "guardrails apply to this request, and they do not read the {} format yet: \
-                 send it to /v1/chat/completions or /v1/messages",
-                endpoint.name()
-            ),
-        }
-        .into());
-    }
     if !texts::checked(endpoint)
         || (!set.any_default_on
             && key.is_empty()

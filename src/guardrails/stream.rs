@@ -185,14 +185,16 @@ impl<B: NotesGuardrails> GuardedStream<B> {
 
     /// Split `data` into events, note their text, and check the window.
     fn feed(&mut self, data: &[u8]) -> Result<(), String> {
-        // What is held holds no event's end: only from its last byte on can one appear, so a
-        // long event arriving in many frames is searched once (the relay bounds its length).
-        let mut from = self.partial.len().saturating_sub(1);
+        // What is held holds no event's end: only the new bytes can end one, so a long event
+        // arriving in many frames is searched once (the relay bounds its length). Events end
+        // in `\n\n` or `\r\n\r\n` (Gemini's).
+        let from = self.partial.len();
         self.partial.extend_from_slice(data);
-        while let Some(at) = memchr::memmem::find(&self.partial[from..], b"\n\n") {
-            let event = self.partial.split_to(from + at + 2).freeze();
-            self.take_event(event);
-            from = 0;
+        if let Some(end) = sluice_translate::sse::last_event_end_after(&self.partial, from) {
+            let done = self.partial.split_to(end).freeze();
+            for (start, end) in sluice_translate::sse::events(&done) {
+                self.take_event(done.slice(start..end));
+            }
         }
         self.judge_calls(false)?;
         // The text is checked only when an event could go out: a short answer is scanned
@@ -528,6 +530,15 @@ impl<B: NotesGuardrails> GuardedStream<B> {
                     "type": "error", "code": "guardrail_blocked", "message": message, "param": null,
                 });
                 Bytes::from(format!("event: error\ndata: {body}\n\n"))
+            }
+            // Google's error object, as the event a Gemini stream ends with.
+            Endpoint::GenerateContent => {
+                let body =
+                    sluice_core::error::google_error_body(http::StatusCode::BAD_REQUEST, message);
+                let mut out = b"data: ".to_vec();
+                out.extend_from_slice(&body);
+                out.extend_from_slice(b"\r\n\r\n");
+                Bytes::from(out)
             }
             _ => {
                 let body = error_body(message, "invalid_request_error", None, "guardrail_blocked");

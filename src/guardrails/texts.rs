@@ -57,6 +57,22 @@ struct WithText<'a> {
     text: Option<&'a RawValue>,
 }
 
+/// A Gemini content's `parts`, or a candidate's `content`.
+#[derive(Deserialize)]
+struct WithParts<'a> {
+    #[serde(borrow, default)]
+    parts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+/// A Converse answer's `output`: its `message`.
+#[derive(Deserialize)]
+struct WithMessage<'a> {
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+}
+
 /// A chat or completions choice.
 #[derive(Deserialize)]
 struct Choice<'a> {
@@ -168,6 +184,43 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A Gemini content (`{"role", "parts": [{"text"}, ...]}`): each part's text.
+    fn parts_of(&mut self, value: &'a str) -> Read {
+        if first(value) != b'{' {
+            return Ok(());
+        }
+        match serde_json::from_str::<WithParts<'a>>(value)?.parts {
+            Some(p) => self.content(p.get()),
+            None => Ok(()),
+        }
+    }
+
+    /// A list of Gemini contents (`contents`).
+    fn contents(&mut self, value: &'a str) -> Read {
+        if first(value) != b'[' {
+            return Ok(());
+        }
+        items(value)?
+            .into_iter()
+            .try_for_each(|c| self.parts_of(c.get()))
+    }
+
+    /// Gemini `candidates`: each candidate's content's parts.
+    fn candidates(&mut self, value: &'a str) -> Read {
+        if first(value) != b'[' {
+            return Ok(());
+        }
+        for c in items(value)? {
+            if first(c.get()) != b'{' {
+                continue;
+            }
+            if let Some(content) = serde_json::from_str::<WithParts<'a>>(c.get())?.content {
+                self.parts_of(content.get())?;
+            }
+        }
+        Ok(())
+    }
+
     /// A `messages` (or Responses `input`) list: each string item, each message's content.
     fn messages(&mut self, value: &'a str) -> Read {
         match first(value) {
@@ -208,7 +261,9 @@ fn members(doc: &[u8]) -> Result<Vec<(Cow<'_, str>, &str)>, Unreadable> {
 /// The request's texts, read in place: chat `messages`, completions `prompt`, Responses `input`
 /// and `instructions`, Anthropic `messages` and `system` (a token count's too), embeddings
 /// `input`, an image's `prompt`, speech's `input` and `instructions`, a moderation's `input`, a
-/// rerank's `query` and `documents`. A field given twice is read twice.
+/// rerank's `query` and `documents`, Gemini's `contents[].parts[].text` and
+/// `systemInstruction`, Converse's `messages[].content[].text` and `system`. A field given
+/// twice is read twice.
 pub(super) fn locate_request(
     endpoint: Endpoint,
     doc: &[u8],
@@ -224,8 +279,13 @@ pub(super) fn locate_request(
                 Endpoint::ChatCompletions | Endpoint::Messages | Endpoint::CountTokens,
                 "messages",
             )
-            | (Endpoint::Responses, "input") => r.messages(value)?,
-            (Endpoint::Messages | Endpoint::CountTokens, "system")
+            | (Endpoint::Responses, "input")
+            | (Endpoint::Converse, "messages") => r.messages(value)?,
+            (Endpoint::GenerateContent, "contents") => r.contents(value)?,
+            (Endpoint::GenerateContent, "systemInstruction" | "system_instruction") => {
+                r.parts_of(value)?;
+            }
+            (Endpoint::Messages | Endpoint::CountTokens | Endpoint::Converse, "system")
             | (Endpoint::Responses, "instructions")
             | (Endpoint::Moderations, "input")
             | (Endpoint::Rerank, "documents") => {
@@ -262,7 +322,8 @@ pub(super) fn locate_answer(
     let member: &[u8] = match endpoint {
         Endpoint::ChatCompletions | Endpoint::Completions => b"choices",
         Endpoint::Messages => b"content",
-        Endpoint::Responses => b"output",
+        Endpoint::Responses | Endpoint::Converse => b"output",
+        Endpoint::GenerateContent => b"candidates",
         _ => return Ok(Vec::new()),
     };
     let mut scan = sluice_core::scan::members(doc).ok_or(Unreadable::NotAnObject)?;
@@ -280,6 +341,14 @@ pub(super) fn locate_answer(
     };
     match endpoint {
         Endpoint::Messages => r.content(value)?,
+        Endpoint::GenerateContent => r.candidates(value)?,
+        Endpoint::Converse => {
+            if first(value) == b'{' {
+                if let Some(m) = serde_json::from_str::<WithMessage<'_>>(value)?.message {
+                    r.content_of(m.get())?;
+                }
+            }
+        }
         _ if first(value) != b'[' => {}
         Endpoint::Responses => {
             for item in items(value)? {
@@ -394,6 +463,8 @@ pub(super) fn checked(endpoint: Endpoint) -> bool {
             | Endpoint::AudioSpeech
             | Endpoint::Moderations
             | Endpoint::Rerank
+            | Endpoint::GenerateContent
+            | Endpoint::Converse
     )
 }
 
@@ -434,7 +505,24 @@ pub(super) fn answer<'a>(endpoint: Endpoint, body: &'a mut Value, out: &mut Vec<
                 }
             }
         }
+        Endpoint::GenerateContent => candidates(body, out),
+        Endpoint::Converse => {
+            if let Some(c) = body.pointer_mut("/output/message/content") {
+                content(c, out);
+            }
+        }
         _ => {}
+    }
+}
+
+/// A Gemini answer's (or stream chunk's) `candidates[].content.parts[].text`.
+fn candidates<'a>(body: &'a mut Value, out: &mut Vec<&'a mut String>) {
+    if let Some(Value::Array(list)) = body.get_mut("candidates") {
+        for c in list {
+            if let Some(parts) = c.pointer_mut("/content/parts") {
+                content(parts, out);
+            }
+        }
     }
 }
 
@@ -475,6 +563,8 @@ pub(super) fn delta<'a>(endpoint: Endpoint, event: &'a mut Value, out: &mut Vec<
                 out.push(t);
             }
         }
+        // Each Gemini chunk is a whole `GenerateContentResponse` of new text.
+        Endpoint::GenerateContent => candidates(event, out),
         _ => {}
     }
 }
@@ -591,6 +681,37 @@ mod tests {
         let found = locate_request(Endpoint::ChatCompletions, doc).unwrap();
         let got: Vec<&str> = found.texts.iter().map(|l| &*l.text).collect();
         assert_eq!(got, ["a", "b"]);
+    }
+
+    #[test]
+    fn google_and_bedrock_texts() {
+        let gemini = json!({
+            "systemInstruction": {"parts": [{"text": "sys"}]},
+            "contents": [{"role": "user", "parts": [{"text": "a"}, {"inlineData": {"data": "x"}}]},
+                         {"role": "model", "parts": [{"functionCall": {"name": "f"}}]}],
+            "generationConfig": {"temperature": 1},
+        });
+        let mut got = req(Endpoint::GenerateContent, gemini);
+        got.sort();
+        assert_eq!(got, ["a", "sys"]);
+        let converse = json!({"system": [{"text": "s"}], "messages": [
+            {"role": "user", "content": [{"text": "u"}, {"image": {"format": "png"}}]}]});
+        let mut got = req(Endpoint::Converse, converse);
+        got.sort();
+        assert_eq!(got, ["s", "u"]);
+        let answer = br#"{"candidates":[{"content":{"parts":[{"text":"x"},{"text":"y"}],"role":"model"}}],"usageMetadata":{}}"#;
+        let found = locate_answer(Endpoint::GenerateContent, answer).unwrap();
+        assert_eq!(
+            found.iter().map(|l| &*l.text).collect::<Vec<_>>(),
+            ["x", "y"]
+        );
+        let answer = br#"{"output":{"message":{"role":"assistant","content":[{"text":"z"}]}},"stopReason":"end_turn"}"#;
+        let found = locate_answer(Endpoint::Converse, answer).unwrap();
+        assert_eq!(found.iter().map(|l| &*l.text).collect::<Vec<_>>(), ["z"]);
+        let mut chunk = json!({"candidates": [{"content": {"parts": [{"text": "d"}]}}]});
+        let mut out = Vec::new();
+        delta(Endpoint::GenerateContent, &mut chunk, &mut out);
+        assert_eq!(out.len(), 1);
     }
 
     #[test]

@@ -486,6 +486,22 @@ where
         }
         None => None,
     };
+    // ConverseStream's answer is binary event-stream frames, which the guardrails that read
+    // answers do not read yet: such a call is refused rather than let past them.
+    if endpoint == Endpoint::Converse
+        && guarded.as_ref().is_some_and(|g| g.checks_answer())
+        && parts
+            .extensions
+            .get::<PathNamed>()
+            .is_some_and(|n| n.stream)
+    {
+        return Err(ApiError::InvalidParam {
+            param: "guardrails",
+            message: "guardrails that check answers apply to this request, and they do not \
+                      read ConverseStream's event-stream frames yet: call /converse instead"
+                .into(),
+        });
+    }
     // 5. Read the envelope, not the body.
     let form = match boundary {
         None => None,

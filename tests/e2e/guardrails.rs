@@ -948,16 +948,20 @@ guardrails:
     assert_eq!(seen.lock().unwrap().len(), 3);
 }
 
+/// Google's and AWS's clients are checked like any other: their texts (Gemini's `contents` and
+/// `systemInstruction`, Converse's `messages` and `system`) masked before the upstream (here
+/// an OpenAI one, reached through the translation), the placeholders given back in the answer
+/// in the client's own shape, whole and (Gemini) streamed; a secret refused in the vendor's
+/// error shape. ConverseStream's frames are not read: a stream whose answer a guardrail would
+/// check is refused.
 #[tokio::test]
-async fn google_and_bedrock_clients_are_not_let_past_guardrails() {
-    // Guardrails do not read the Gemini and Converse formats yet: a call they apply to is
-    // refused, in the client's own error shape, and nothing goes upstream.
+async fn google_and_bedrock_clients_pass_through_the_guardrails() {
     let up = recording(Reply::Json(200, ANSWER)).await;
     let gw = gateway(&config(&up.base(), true)).await;
     let gemini = send(
         "POST",
         &gw.url("/v1beta/models/gpt:generateContent"),
-        r#"{"contents":[{"role":"user","parts":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
+        r#"{"systemInstruction":{"parts":[{"text":"Mail jane@example.com"}]},"contents":[{"role":"user","parts":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
             .to_owned(),
         &[
             ("x-goog-api-key", "sk-master"),
@@ -965,34 +969,135 @@ async fn google_and_bedrock_clients_are_not_let_past_guardrails() {
         ],
     )
     .await;
-    assert_eq!(gemini.status, 400, "{}", gemini.text());
-    assert_eq!(gemini.json()["error"]["status"], "INVALID_ARGUMENT");
-    assert!(gemini.text().contains("guardrails"), "{}", gemini.text());
+    assert_eq!(gemini.status, 200, "{}", gemini.text());
+    let sent = upstream_text(&up, 0);
+    assert!(
+        sent.contains("Charge <CREDIT_CARD_1>") && sent.contains("Mail <EMAIL_ADDRESS_1>"),
+        "{sent}"
+    );
+    assert!(!sent.contains("4111") && !sent.contains("jane@"), "{sent}");
+    assert_eq!(
+        gemini.json()["candidates"][0]["content"]["parts"][0]["text"],
+        "I will write to jane@example.com about card 4111 1111 1111 1111."
+    );
     let converse = send(
         "POST",
         &gw.url("/model/gpt/converse"),
-        r#"{"messages":[{"role":"user","content":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
+        r#"{"system":[{"text":"Mail jane@example.com"}],"messages":[{"role":"user","content":[{"text":"Charge 4111 1111 1111 1111"}]}]}"#
             .to_owned(),
         &[MASTER, ("content-type", "application/json")],
     )
     .await;
-    assert_eq!(converse.status, 400, "{}", converse.text());
+    assert_eq!(converse.status, 200, "{}", converse.text());
+    let sent = upstream_text(&up, 1);
+    assert!(!sent.contains("4111") && !sent.contains("jane@"), "{sent}");
     assert_eq!(
-        converse.header("x-amzn-errortype"),
+        converse.json()["output"]["message"]["content"][0]["text"],
+        "I will write to jane@example.com about card 4111 1111 1111 1111."
+    );
+    // A secret: refused in the vendor's shape, nothing sent.
+    let key = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv";
+    let refused = send(
+        "POST",
+        &gw.url("/model/gpt/converse"),
+        format!(
+            r#"{{"messages":[{{"role":"user","content":[{{"text":"my key is {key}"}}]}}],"guardrails":["secrets"]}}"#
+        ),
+        &[MASTER, ("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(
+        refused.header("x-amzn-errortype"),
         Some("ValidationException")
     );
-    assert!(up.requests().is_empty(), "nothing went upstream");
-    // Without a guardrail that applies, the same calls are served.
-    let open = gateway(&config(&up.base(), false)).await;
-    let served = send(
+    let refused = send(
         "POST",
-        &open.url("/model/gpt/converse"),
+        &gw.url("/v1beta/models/gpt:generateContent"),
+        format!(
+            r#"{{"contents":[{{"role":"user","parts":[{{"text":"my key is {key}"}}]}}],"guardrails":["secrets"]}}"#
+        ),
+        &[
+            ("x-goog-api-key", "sk-master"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(refused.json()["error"]["status"], "INVALID_ARGUMENT");
+    assert!(!refused.text().contains(key));
+    // ConverseStream, with a guardrail that reads answers: refused before anything is sent.
+    let before = up.requests().len();
+    let stream = send(
+        "POST",
+        &gw.url("/model/gpt/converse-stream"),
         r#"{"messages":[{"role":"user","content":[{"text":"hi"}]}]}"#.to_owned(),
         &[MASTER, ("content-type", "application/json")],
     )
     .await;
-    assert_eq!(served.status, 200, "{}", served.text());
-    assert!(served.json()["output"]["message"]["content"][0]["text"]
-        .as_str()
-        .is_some_and(|t| t.contains("jane@example.com") || t.contains("<EMAIL_ADDRESS_1>")));
+    assert_eq!(stream.status, 400, "{}", stream.text());
+    assert!(
+        stream.text().contains("ConverseStream"),
+        "{}",
+        stream.text()
+    );
+    assert_eq!(up.requests().len(), before, "nothing went upstream");
+}
+
+/// A Gemini client's stream: the placeholders given back across chunks, in Gemini's chunks.
+#[tokio::test]
+async fn a_gemini_stream_is_given_back_its_values() {
+    let frame = |t: &str| {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"id": "c", "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": t}}]})
+        )
+    };
+    let frames: Vec<String> = vec![
+        frame("I will write to <EMAIL_"),
+        frame("ADDRESS_1> today."),
+        "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9,\"total_tokens\":12}}\n\n".to_owned(),
+        "data: [DONE]\n\n".to_owned(),
+    ];
+    let frames: Vec<&'static str> = frames
+        .into_iter()
+        .map(|f| &*Box::leak(f.into_boxed_str()))
+        .collect();
+    let up = recording(Reply::Sse {
+        frames,
+        gap: std::time::Duration::from_millis(5),
+        then_reset: false,
+    })
+    .await;
+    let gw = gateway(&config(&up.base(), true)).await;
+    let a = send(
+        "POST",
+        &gw.url("/v1beta/models/gpt:streamGenerateContent?alt=sse"),
+        r#"{"contents":[{"role":"user","parts":[{"text":"Mail jane@example.com"}]}]}"#.to_owned(),
+        &[
+            ("x-goog-api-key", "sk-master"),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(!upstream_text(&up, 0).contains("jane@"));
+    let text: String = a
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d.trim_end()).ok())
+        .filter_map(|v| {
+            v["candidates"][0]["content"]["parts"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(
+        text,
+        "I will write to jane@example.com today.",
+        "{}",
+        a.text()
+    );
 }
