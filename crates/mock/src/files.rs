@@ -6,7 +6,7 @@
 //! Azure's spelling (`/openai/files?api-version=...`) is served too.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Endpoint;
 use sluice_translate::multipart;
 
-use crate::objects::{now, ok, page, Refusal};
+use crate::objects::{now, ok, page, Bounded, Refusal};
 use crate::{error, MockBody, MockSettings};
 
 /// Most files one mock process keeps.
@@ -27,13 +27,11 @@ const MAX_BYTES: usize = 512 * 1024 * 1024;
 /// Most batches one mock process keeps.
 const MAX_BATCHES: usize = 1000;
 
-#[derive(Default)]
 struct Store {
     files: BTreeMap<String, (Value, Bytes)>,
     order: VecDeque<String>,
     bytes: usize,
-    batches: BTreeMap<String, Value>,
-    batch_order: VecDeque<String>,
+    batches: Bounded<Value>,
     next: u64,
 }
 
@@ -65,17 +63,17 @@ impl Store {
 
     fn put_batch(&mut self, batch: Value) {
         let id = batch["id"].as_str().unwrap_or_default().to_owned();
-        self.batches.insert(id.clone(), batch);
-        self.batch_order.push_back(id);
-        while self.batch_order.len() > MAX_BATCHES {
-            if let Some(old) = self.batch_order.pop_front() {
-                self.batches.remove(&old);
-            }
-        }
+        self.batches.put(id, batch);
     }
 }
 
-static STORE: LazyLock<Mutex<Store>> = LazyLock::new(Mutex::default);
+static STORE: Mutex<Store> = Mutex::new(Store {
+    files: BTreeMap::new(),
+    order: VecDeque::new(),
+    bytes: 0,
+    batches: Bounded::new(MAX_BATCHES),
+    next: 0,
+});
 
 fn store() -> std::sync::MutexGuard<'static, Store> {
     STORE.lock().unwrap_or_else(|p| p.into_inner())
@@ -155,18 +153,13 @@ pub async fn respond(
         (&Method::POST, ["batches"]) => create_batch(body),
         (&Method::GET, ["batches"]) => {
             let s = store();
-            let data: Vec<&Value> = s
-                .batch_order
-                .iter()
-                .rev()
-                .filter_map(|id| s.batches.get(id))
-                .collect();
+            let data: Vec<&Value> = s.batches.newest_first().collect();
             ok(&page(&data, query, None))
         }
         (&Method::GET, ["batches", id]) => retrieve_batch(id, settings).await,
         (&Method::POST, ["batches", id, "cancel"]) => {
             let mut s = store();
-            match s.batches.get_mut(*id) {
+            match s.batches.get_mut(id) {
                 Some(b) => {
                     if b["status"] != "completed" {
                         b["status"] = json!("cancelled");

@@ -1,7 +1,8 @@
 //! What the mock's APIs beside inference share (Files and Batches, Videos, Vector Stores,
-//! search): the clock, OpenAI's list pages, JSON bodies, and [`Refusal`], a refused request
-//! kept small until it is made into OpenAI's error answer at the edge.
+//! search): the clock, OpenAI's list pages, JSON bodies, [`Bounded`] stores, and [`Refusal`],
+//! a refused request kept small until it is made into OpenAI's error answer at the edge.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -15,6 +16,60 @@ pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Objects by id, in the order they were made, the oldest dropped past a bound: so that a
+/// long run of a mock cannot grow without end.
+#[derive(Debug)]
+pub(crate) struct Bounded<V> {
+    by_id: BTreeMap<String, V>,
+    order: VecDeque<String>,
+    most: usize,
+}
+
+impl<V> Bounded<V> {
+    /// A store keeping at most `most` objects.
+    pub(crate) const fn new(most: usize) -> Self {
+        Self {
+            by_id: BTreeMap::new(),
+            order: VecDeque::new(),
+            most,
+        }
+    }
+
+    /// Keep `v` under `id`, dropping the oldest past the bound.
+    pub(crate) fn put(&mut self, id: String, v: V) {
+        if self.by_id.insert(id.clone(), v).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > self.most {
+            if let Some(old) = self.order.pop_front() {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+
+    /// The object of `id`.
+    pub(crate) fn get(&self, id: &str) -> Option<&V> {
+        self.by_id.get(id)
+    }
+
+    /// The object of `id`, to change.
+    pub(crate) fn get_mut(&mut self, id: &str) -> Option<&mut V> {
+        self.by_id.get_mut(id)
+    }
+
+    /// Forget `id`; its object, if it was kept.
+    pub(crate) fn remove(&mut self, id: &str) -> Option<V> {
+        let v = self.by_id.remove(id)?;
+        self.order.retain(|o| o != id);
+        Some(v)
+    }
+
+    /// The objects, newest first (OpenAI's list order).
+    pub(crate) fn newest_first(&self) -> impl Iterator<Item = &V> {
+        self.order.iter().rev().filter_map(|id| self.by_id.get(id))
+    }
 }
 
 /// A request refused: the status and OpenAI's error fields.
@@ -166,5 +221,17 @@ mod tests {
         assert_eq!(query_param(None, "a"), None);
         let r: Response<MockBody> = Refusal::missing("video", "v1").into();
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+    #[test]
+    fn bounded_stores_drop_the_oldest() {
+        let mut b = Bounded::new(2);
+        b.put("a".into(), 1);
+        b.put("b".into(), 2);
+        b.put("a".into(), 10);
+        b.put("c".into(), 3);
+        assert_eq!(b.get("a"), None, "the oldest went");
+        assert_eq!(b.newest_first().copied().collect::<Vec<_>>(), [3, 2]);
+        assert_eq!(b.remove("b"), Some(2));
+        assert_eq!(b.newest_first().count(), 1);
     }
 }

@@ -14,8 +14,8 @@
 //! (`file_id`, `filename`, `attributes`, `content`) and the page the SDKs read (`object`,
 //! `data`, `has_more`, `next_page`).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Dialect;
 
 use crate::files::file_content;
-use crate::objects::{answer, json_object, now, page, query_param, Refusal};
+use crate::objects::{answer, json_object, now, page, query_param, Bounded, Refusal};
 use crate::{MockBody, MockSettings};
 
 /// Most vector stores one mock process keeps.
@@ -100,12 +100,10 @@ struct Batch {
     file_ids: Vec<String>,
 }
 
-#[derive(Default)]
+/// The vector stores (at most [`MAX_STORES`]) and file batches (at most [`MAX_BATCHES`]).
 struct Store {
-    stores: BTreeMap<String, VectorStore>,
-    order: VecDeque<String>,
-    batches: BTreeMap<String, Batch>,
-    batch_order: VecDeque<String>,
+    stores: Bounded<VectorStore>,
+    batches: Bounded<Batch>,
     next: u64,
 }
 
@@ -122,31 +120,9 @@ impl Store {
             .ok_or_else(|| Refusal::missing("vector store", id))
     }
 
-    /// Keep a vector store, dropping the oldest beyond [`MAX_STORES`].
-    fn put(&mut self, id: String, vs: VectorStore) {
-        self.stores.insert(id.clone(), vs);
-        self.order.push_back(id);
-        while self.order.len() > MAX_STORES {
-            if let Some(old) = self.order.pop_front() {
-                self.stores.remove(&old);
-            }
-        }
-    }
-
-    /// Keep a file batch, dropping the oldest beyond [`MAX_BATCHES`].
-    fn put_batch(&mut self, id: String, batch: Batch) {
-        self.batches.insert(id.clone(), batch);
-        self.batch_order.push_back(id);
-        while self.batch_order.len() > MAX_BATCHES {
-            if let Some(old) = self.batch_order.pop_front() {
-                self.batches.remove(&old);
-            }
-        }
-    }
-
     /// The batch `batch` of vector store `vs`, or OpenAI's 404.
     fn batch(&self, vs: &str, batch: &str) -> Result<&Batch, Refusal> {
-        if !self.stores.contains_key(vs) {
+        if self.stores.get(vs).is_none() {
             return Err(Refusal::missing("vector store", vs));
         }
         self.batches
@@ -156,7 +132,11 @@ impl Store {
     }
 }
 
-static STORE: LazyLock<Mutex<Store>> = LazyLock::new(Mutex::default);
+static STORE: Mutex<Store> = Mutex::new(Store {
+    stores: Bounded::new(MAX_STORES),
+    batches: Bounded::new(MAX_BATCHES),
+    next: 0,
+});
 
 fn store() -> MutexGuard<'static, Store> {
     STORE.lock().unwrap_or_else(|p| p.into_inner())
@@ -350,20 +330,14 @@ fn create(body: &[u8]) -> Result<Value, Refusal> {
     }
     vs.refresh();
     let object = vs.object.clone();
-    s.put(id, vs);
+    s.stores.put(id, vs);
     Ok(object)
 }
 
 /// `GET /vector_stores`: newest first, 20 to a page unless `limit` says otherwise.
 fn list(query: Option<&str>) -> Value {
     let s = store();
-    let data: Vec<&Value> = s
-        .order
-        .iter()
-        .rev()
-        .filter_map(|id| s.stores.get(id))
-        .map(|vs| &vs.object)
-        .collect();
+    let data: Vec<&Value> = s.stores.newest_first().map(|vs| &vs.object).collect();
     page(&data, query, Some(20))
 }
 
@@ -397,11 +371,10 @@ fn modify(id: &str, body: &[u8]) -> Result<Value, Refusal> {
 
 /// `DELETE /vector_stores/{id}` (its files stay in the Files store).
 fn delete(id: &str) -> Result<Value, Refusal> {
-    let mut s = store();
-    s.stores
+    store()
+        .stores
         .remove(id)
         .ok_or_else(|| Refusal::missing("vector store", id))?;
-    s.order.retain(|o| o != id);
     Ok(json!({"id": id, "object": "vector_store.deleted", "deleted": true}))
 }
 
@@ -539,7 +512,7 @@ fn create_batch(id: &str, body: &[u8]) -> Result<Value, Refusal> {
         "vector_store_id": id, "status": "completed", "file_counts": counts(entries.len()),
     });
     let file_ids = entries.into_iter().map(|(f, _, _)| f).collect();
-    s.put_batch(
+    s.batches.put(
         batch_id,
         Batch {
             object: object.clone(),

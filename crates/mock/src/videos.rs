@@ -5,8 +5,7 @@
 //! a thumbnail or a spritesheet) is then small deterministic bytes of the right type, and a
 //! 400 before. Lists are newest first in pages (`limit`, default 20, `after`, `order`).
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
@@ -16,7 +15,7 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Dialect;
 use sluice_translate::multipart;
 
-use crate::objects::{answer, json_object, now, ok, page, query_param, Refusal};
+use crate::objects::{answer, json_object, now, ok, page, query_param, Bounded, Refusal};
 use crate::{error, MockBody, MockSettings};
 
 /// Most videos one mock process keeps.
@@ -41,11 +40,9 @@ const THUMBNAIL_WEBP: &[u8] = &[
     0x07, 0x00,
 ];
 
-/// The store of videos, by id, and their ids oldest first.
-#[derive(Default)]
+/// The store of videos, by id, at most [`MAX_VIDEOS`].
 struct Store {
-    videos: BTreeMap<String, Value>,
-    order: VecDeque<String>,
+    videos: Bounded<Value>,
     next: u64,
 }
 
@@ -55,20 +52,16 @@ impl Store {
         format!("video_{:08x}{:08x}", fastrand::u32(..), self.next)
     }
 
-    /// Keep `video`, dropping the oldest beyond [`MAX_VIDEOS`].
     fn put(&mut self, video: Value) {
         let id = video["id"].as_str().unwrap_or_default().to_owned();
-        self.videos.insert(id.clone(), video);
-        self.order.push_back(id);
-        while self.order.len() > MAX_VIDEOS {
-            if let Some(old) = self.order.pop_front() {
-                self.videos.remove(&old);
-            }
-        }
+        self.videos.put(id, video);
     }
 }
 
-static STORE: LazyLock<Mutex<Store>> = LazyLock::new(Mutex::default);
+static STORE: Mutex<Store> = Mutex::new(Store {
+    videos: Bounded::new(MAX_VIDEOS),
+    next: 0,
+});
 
 fn store() -> MutexGuard<'static, Store> {
     STORE.lock().unwrap_or_else(|p| p.into_inner())
@@ -214,12 +207,7 @@ fn create(headers: &HeaderMap, body: &Bytes) -> Result<Value, Refusal> {
 /// `GET /videos`: newest first, 20 to a page unless `limit` says otherwise.
 fn list(query: Option<&str>) -> Value {
     let s = store();
-    let data: Vec<&Value> = s
-        .order
-        .iter()
-        .rev()
-        .filter_map(|id| s.videos.get(id))
-        .collect();
+    let data: Vec<&Value> = s.videos.newest_first().collect();
     page(&data, query, Some(20))
 }
 
@@ -242,11 +230,10 @@ fn retrieve(id: &str) -> Result<Value, Refusal> {
 
 /// `DELETE /videos/{id}`.
 fn delete(id: &str) -> Result<Value, Refusal> {
-    let mut s = store();
-    s.videos
+    store()
+        .videos
         .remove(id)
         .ok_or_else(|| Refusal::missing("video", id))?;
-    s.order.retain(|o| o != id);
     Ok(json!({"id": id, "object": "video.deleted", "deleted": true}))
 }
 
