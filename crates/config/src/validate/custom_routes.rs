@@ -63,36 +63,16 @@ pub(super) fn custom_routes(
     env: &dyn Env,
     p: &mut Problems,
 ) -> Vec<CustomRoute> {
-    const AT: &str = "general_settings.pass_through_endpoints";
-    let Some(raw) = raw.filter(|v| !v.is_null()) else {
-        return Vec::new();
-    };
-    let Value::Sequence(items) = raw else {
-        p.error(AT, "expected a list of {path, target, ...}");
-        return Vec::new();
-    };
-    let mut out: Vec<CustomRoute> = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let at = format!("{AT}[{i}]");
-        let r: RawRoute = match serde_yaml_ng::from_value(item) {
-            Ok(r) => r,
-            Err(e) => {
-                p.error(&at, e.to_string());
-                continue;
-            }
-        };
-        if let Some(route) = one(r, &at, env, p) {
-            if out.iter().any(|o| o.path == route.path) {
-                p.error(
-                    format!("{at}.path"),
-                    format!("{} is declared twice", route.path),
-                );
-                continue;
-            }
-            out.push(route);
-        }
-    }
-    out
+    super::entries(
+        raw,
+        (
+            "general_settings.pass_through_endpoints",
+            "{path, target, ...}",
+        ),
+        p,
+        |r: RawRoute, at, p| one(r, at, env, p),
+        ("path", |r: &CustomRoute| r.path.as_str()),
+    )
 }
 
 fn one(r: RawRoute, at: &str, env: &dyn Env, p: &mut Problems) -> Option<CustomRoute> {

@@ -153,6 +153,48 @@ pub(crate) fn validate(raw: RawConfig, env: &dyn Env, p: &mut Problems) -> Confi
     }
 }
 
+/// A list of entries at `at` (LiteLLM's `pass_through_endpoints`, `search_tools`): each typed
+/// as `R` and made by `make` (given its own path, `at[i]`), its problems named by entry and
+/// field; an entry whose `name` (at `name_field`) an earlier one has is refused.
+pub(super) fn entries<R: serde::de::DeserializeOwned, T>(
+    raw: Option<serde_yaml_ng::Value>,
+    (at, expected): (&str, &str),
+    p: &mut Problems,
+    mut make: impl FnMut(R, &str, &mut Problems) -> Option<T>,
+    (name_field, name): (&str, fn(&T) -> &str),
+) -> Vec<T> {
+    let Some(raw) = raw.filter(|v| !v.is_null()) else {
+        return Vec::new();
+    };
+    let serde_yaml_ng::Value::Sequence(items) = raw else {
+        p.error(at, format!("expected a list of {expected}"));
+        return Vec::new();
+    };
+    let mut out: Vec<T> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        let r: R = match serde_yaml_ng::from_value(item) {
+            Ok(r) => r,
+            Err(e) => {
+                p.error(&here, e.to_string());
+                continue;
+            }
+        };
+        let Some(made) = make(r, &here, p) else {
+            continue;
+        };
+        if out.iter().any(|o| name(o) == name(&made)) {
+            p.error(
+                format!("{here}.{name_field}"),
+                format!("{} is declared twice", name(&made)),
+            );
+            continue;
+        }
+        out.push(made);
+    }
+    out
+}
+
 /// Every text of a string-or-list value.
 pub(crate) fn texts(v: Option<OneOrMany>) -> Vec<String> {
     v.map(|v| v.texts()).unwrap_or_default()

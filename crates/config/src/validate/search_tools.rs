@@ -44,37 +44,13 @@ pub(super) fn search_tools(
     env: &dyn Env,
     p: &mut Problems,
 ) -> Vec<SearchTool> {
-    const AT: &str = "search_tools";
-    let Some(raw) = raw.filter(|v| !v.is_null()) else {
-        return Vec::new();
-    };
-    let Value::Sequence(items) = raw else {
-        p.error(AT, "expected a list of {search_tool_name, litellm_params}");
-        return Vec::new();
-    };
-    let mut out: Vec<SearchTool> = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let at = format!("{AT}[{i}]");
-        let r: RawTool = match serde_yaml_ng::from_value(item) {
-            Ok(r) => r,
-            Err(e) => {
-                p.error(&at, e.to_string());
-                continue;
-            }
-        };
-        let Some(tool) = one(r, &at, prices, env, p) else {
-            continue;
-        };
-        if out.iter().any(|t| t.name == tool.name) {
-            p.error(
-                format!("{at}.search_tool_name"),
-                format!("{} is declared twice", tool.name),
-            );
-            continue;
-        }
-        out.push(tool);
-    }
-    out
+    super::entries(
+        raw,
+        ("search_tools", "{search_tool_name, litellm_params}"),
+        p,
+        |r: RawTool, at, p| one(r, at, prices, env, p),
+        ("search_tool_name", |t: &SearchTool| t.name.as_str()),
+    )
 }
 
 fn one(
