@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Endpoint;
 use sluice_translate::multipart;
 
-use crate::objects::{now, ok, page, Bounded, Refusal};
+use crate::objects::{locked, now, ok, page, Bounded, Refusal};
 use crate::{error, MockBody, MockSettings};
 
 /// Most files one mock process keeps.
@@ -76,7 +76,7 @@ static STORE: Mutex<Store> = Mutex::new(Store {
 });
 
 fn store() -> std::sync::MutexGuard<'static, Store> {
-    STORE.lock().unwrap_or_else(|p| p.into_inner())
+    locked(&STORE)
 }
 
 /// Whether a path (without `/v1`) is one of the Files or Batches routes, in OpenAI's or

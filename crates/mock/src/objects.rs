@@ -18,6 +18,20 @@ pub(crate) fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The path of an account-object API (`videos`, `vector_stores`) without `/v1` (or Azure's
+/// `/openai/v1`), when `path` is one of its routes.
+pub(crate) fn api_path<'p>(path: &'p str, api: &str) -> Option<&'p str> {
+    let bare = path.strip_prefix("/openai").unwrap_or(path);
+    let bare = bare.strip_prefix("/v1").unwrap_or(bare);
+    let rest = bare.strip_prefix('/')?.strip_prefix(api)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(bare)
+}
+
+/// A store's lock; a panic while it was held leaves what it holds usable.
+pub(crate) fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Objects by id, in the order they were made, the oldest dropped past a bound: so that a
 /// long run of a mock cannot grow without end.
 #[derive(Debug)]
@@ -222,6 +236,17 @@ mod tests {
         let r: Response<MockBody> = Refusal::missing("video", "v1").into();
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
     }
+    #[test]
+    fn api_paths() {
+        assert_eq!(
+            api_path("/v1/videos/v1/content", "videos"),
+            Some("/videos/v1/content")
+        );
+        assert_eq!(api_path("/openai/v1/videos", "videos"), Some("/videos"));
+        assert_eq!(api_path("/v1/videosx", "videos"), None);
+        assert_eq!(api_path("/v1/files", "videos"), None);
+    }
+
     #[test]
     fn bounded_stores_drop_the_oldest() {
         let mut b = Bounded::new(2);

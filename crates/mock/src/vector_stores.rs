@@ -24,7 +24,9 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Dialect;
 
 use crate::files::file_content;
-use crate::objects::{answer, json_object, now, page, query_param, Bounded, Refusal};
+use crate::objects::{
+    answer, api_path, json_object, locked, now, page, query_param, Bounded, Refusal,
+};
 use crate::{MockBody, MockSettings};
 
 /// Most vector stores one mock process keeps.
@@ -139,14 +141,12 @@ static STORE: Mutex<Store> = Mutex::new(Store {
 });
 
 fn store() -> MutexGuard<'static, Store> {
-    STORE.lock().unwrap_or_else(|p| p.into_inner())
+    locked(&STORE)
 }
 
-/// The Vector Stores path `path` is, without `/v1` (or Azure's `/openai`), if it is one.
+/// The Vector Stores path `path` is, without `/v1` (or Azure's `/openai/v1`), if it is one.
 pub(crate) fn route(path: &str) -> Option<&str> {
-    let bare = path.strip_prefix("/openai").unwrap_or(path);
-    let bare = bare.strip_prefix("/v1").unwrap_or(bare);
-    (bare == "/vector_stores" || bare.starts_with("/vector_stores/")).then_some(bare)
+    api_path(path, "vector_stores")
 }
 
 /// Answer a Vector Stores call (`path` as [`route`] returns it). Never fails: unknown ids get

@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use sluice_core::endpoint::Dialect;
 use sluice_translate::multipart;
 
-use crate::objects::{answer, json_object, now, ok, page, query_param, Bounded, Refusal};
+use crate::objects::{
+    answer, api_path, json_object, locked, now, ok, page, query_param, Bounded, Refusal,
+};
 use crate::{error, MockBody, MockSettings};
 
 /// Most videos one mock process keeps.
@@ -64,14 +66,12 @@ static STORE: Mutex<Store> = Mutex::new(Store {
 });
 
 fn store() -> MutexGuard<'static, Store> {
-    STORE.lock().unwrap_or_else(|p| p.into_inner())
+    locked(&STORE)
 }
 
 /// The Videos path `path` is, without `/v1` (or Azure's `/openai/v1`), if it is one.
 pub(crate) fn route(path: &str) -> Option<&str> {
-    let bare = path.strip_prefix("/openai").unwrap_or(path);
-    let bare = bare.strip_prefix("/v1").unwrap_or(bare);
-    (bare == "/videos" || bare.starts_with("/videos/")).then_some(bare)
+    api_path(path, "videos")
 }
 
 /// Answer a Videos call (`path` as [`route`] returns it). Never fails: unknown ids get
