@@ -26,10 +26,9 @@ use sluice_providers::UpstreamBody;
 use super::PassRelay;
 use crate::auth::{Caller, Wanted};
 use crate::server::pipeline::{
-    admit, collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
+    collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
 use crate::server::{AppState, ResponseBody, Snapshot};
-use crate::spend::Charges;
 
 /// How long connecting to a custom route's target may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -248,31 +247,20 @@ where
     record.model = Some(Arc::from(route.path.as_str()));
     record.requested_model = record.model.clone();
     record.provider = Some("pass_through");
-    let (permit, fleet) = match &caller {
-        Caller::Key(_) => {
-            admit(
-                state,
-                &caller,
-                None,
-                Wanted::name(&route.path),
-                &record.request_id,
-                wall,
-            )
-            .await?
-        }
-        Caller::Open | Caller::Master => (None, None),
+    let price = Price {
+        per_request: route.cost_per_request,
+        ..Price::default()
     };
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
-    let mut charges = Charges {
-        deployment: None,
-        permit,
-        price: Some(Price {
-            per_request: route.cost_per_request,
-            ..Price::default()
-        }),
-        fleet,
-    };
+    let (key, mut charges) = super::admitted(
+        state,
+        caller,
+        None,
+        Wanted::name(&route.path),
+        record,
+        wall,
+        Some(price),
+    )
+    .await?;
     let before_send = record.start.elapsed();
     let sent = target.send(
         &parts.method,

@@ -100,6 +100,32 @@ impl PassThrough {
     }
 }
 
+/// Step 6 of a call outside the inference pipeline (a provider route, a custom route, a web
+/// search): the caller's access to `wanted`, its (and its end user's) limits and budgets. The
+/// key goes on the record; the charges settle the answer at `price`.
+pub(crate) async fn admitted(
+    state: &AppState,
+    caller: auth::Caller,
+    end_user: Option<&str>,
+    wanted: Wanted<'_>,
+    record: &mut RequestRecord,
+    wall: u64,
+    price: Option<sluice_core::price::Price>,
+) -> Result<(Option<Arc<auth::KeyEntry>>, Charges), ApiError> {
+    let (permit, fleet) = admit(state, &caller, end_user, wanted, &record.request_id, wall).await?;
+    let key = caller.into_key();
+    record.key = key.as_ref().map(|k| k.info.clone());
+    Ok((
+        key,
+        Charges {
+            deployment: None,
+            permit,
+            price,
+            fleet,
+        },
+    ))
+}
+
 /// Where a pass-through request goes.
 #[derive(Debug, Clone, Copy)]
 enum Via<'s> {
@@ -226,23 +252,16 @@ where
             Wanted::name(&route_model)
         }
     };
-    let (permit, fleet) = admit(
+    let (key, mut charges) = admitted(
         state,
-        &caller,
+        caller,
         facts.user.as_deref(),
         wanted,
-        &record.request_id,
+        record,
         wall,
+        None,
     )
     .await?;
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
-    let mut charges = Charges {
-        deployment: None,
-        permit,
-        price: None,
-        fleet,
-    };
     // 7. Call the provider with sluice's credentials: the group's deployment's, with its model
     //    id where the request named the group, else the route's own.
     let breaker = &snap.router.policy.breaker;

@@ -26,10 +26,9 @@ use sluice_providers::passthrough::path;
 
 use crate::auth::Wanted;
 use crate::server::pipeline::{
-    admit, collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
+    collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
 use crate::server::{AppState, ResponseBody, Snapshot};
-use crate::spend::Charges;
 
 /// How long connecting to a search provider may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -130,26 +129,20 @@ where
     record.model = Some(Arc::from(tool.name.as_str()));
     record.requested_model = record.model.clone();
     record.provider = Some(tool.provider.name());
-    let (permit, fleet) = admit(
+    let price = Price {
+        per_query: tool.cost_per_query,
+        ..Price::default()
+    };
+    let (key, mut charges) = super::admitted(
         state,
-        &caller,
+        caller,
         None,
         Wanted::name(&tool.name),
-        &record.request_id,
+        record,
         wall,
+        Some(price),
     )
     .await?;
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
-    let mut charges = Charges {
-        deployment: None,
-        permit,
-        price: Some(Price {
-            per_query: tool.cost_per_query,
-            ..Price::default()
-        }),
-        fleet,
-    };
     let before_send = record.start.elapsed();
     let sent = serde_json::to_vec(&sent).map_err(|_| ApiError::Internal("search body"))?;
     let mut upstream = Request::builder()
