@@ -22,8 +22,9 @@ use tokio::task::AbortHandle;
 use sluice_core::error::ApiError;
 use sluice_store::{Store, StoredResponse};
 
+use super::asks::{is_true, Asks};
+use super::items;
 use super::kept::{store_error, Keeping, Owner};
-use super::{items, Asks};
 use crate::auth::Caller;
 use crate::server::AppState;
 
@@ -94,7 +95,7 @@ async fn begin(
     let Ok(asks) = serde_json::from_slice::<Asks<'_>>(body) else {
         return Ok(None);
     };
-    if !super::is_true(asks.background) {
+    if !is_true(asks.background) {
         return Ok(None);
     }
     let refused = |message: &str| ApiError::InvalidParam {

@@ -9,6 +9,7 @@
 //! Nothing of this is on other requests' path: a Responses request pays one borrowed probe of
 //! its body, and the answer is kept by a task of its own after the client has it.
 
+mod asks;
 pub(crate) mod background;
 mod conversations;
 mod echo;
@@ -24,8 +25,6 @@ pub use routes::Op;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
@@ -33,52 +32,11 @@ use sluice_core::error::ApiError;
 use sluice_store::{Store, StoredResponse};
 
 use crate::auth::Caller;
+use asks::{id_of, is_true, present, Asks};
 use kept::{not_found, store_error, Owner, Ready};
 
 /// Most answers one `previous_response_id` chain reaches back through.
 const MAX_CHAIN: usize = 256;
-/// What a Responses request's body says of kept state (a borrowed probe: nothing is built).
-#[derive(Deserialize)]
-struct Asks<'a> {
-    #[serde(default, borrow)]
-    store: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    previous_response_id: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    conversation: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    background: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    model: Option<&'a RawValue>,
-}
-
-fn is_true(v: Option<&RawValue>) -> bool {
-    v.is_some_and(|v| v.get() == "true")
-}
-
-fn present(v: Option<&RawValue>) -> bool {
-    v.is_some_and(|v| v.get() != "null")
-}
-
-/// A string value, or a `{"id": ...}` object's id (a conversation may be named either way).
-fn id_of(v: &RawValue, param: &'static str) -> Result<String, ApiError> {
-    match serde_json::from_str::<Value>(v.get()) {
-        Ok(Value::String(s)) if !s.is_empty() => Ok(s),
-        Ok(Value::Object(o)) => o
-            .get("id")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or(ApiError::InvalidParam {
-                param,
-                message: "expected an id".into(),
-            }),
-        _ => Err(ApiError::InvalidParam {
-            param,
-            message: "expected an id".into(),
-        }),
-    }
-}
-
 /// What to keep of a Responses request once it is answered.
 #[derive(Debug, Clone)]
 pub(crate) struct Keeper {

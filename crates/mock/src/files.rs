@@ -91,8 +91,7 @@ pub fn route(path: &str) -> Option<&str> {
     .then_some(bare)
 }
 
-/// Answer a Files or Batches call, or (for the in-process mock deployment, whose account
-/// objects all come this way) a Videos or Vector Stores one (`path` as [`route`] returns it; `query` pages the lists:
+/// Answer a Files or Batches call (`path` as [`route`] returns it; `query` pages the lists:
 /// `limit`, `after`). Never fails: unknown ids get OpenAI's 404.
 pub async fn respond(
     method: &Method,
@@ -102,13 +101,6 @@ pub async fn respond(
     body: &Bytes,
     settings: &MockSettings,
 ) -> Response<MockBody> {
-    // The in-process mock's other account objects come this way too.
-    if let Some(videos) = crate::videos::route(path) {
-        return crate::videos::respond(method, videos, query, headers, body, settings);
-    }
-    if let Some(stores) = crate::vector_stores::route(path) {
-        return crate::vector_stores::respond(method, stores, query, headers, body, settings);
-    }
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, segments.as_slice()) {
         (&Method::POST, ["files"]) => upload(headers, body),

@@ -57,7 +57,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Method, Response, StatusCode};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -771,6 +771,25 @@ fn injected_error(
         Dialect::Converse => aws_error_body(aws_error_type(status), &message),
     };
     with_retry_after(json(status, body), retry_after)
+}
+
+/// A call on the account's objects (Files, Batches, Videos, Vector Stores) as the in-process
+/// mock deployment makes it: one entry for them all, routed by path (without `/v1`).
+pub async fn account_objects(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    settings: &MockSettings,
+) -> Response<MockBody> {
+    if let Some(p) = videos::route(path) {
+        return videos::respond(method, p, query, headers, body, settings);
+    }
+    if let Some(p) = vector_stores::route(path) {
+        return vector_stores::respond(method, p, query, headers, body, settings);
+    }
+    files::respond(method, path, query, headers, body, settings).await
 }
 
 #[cfg(test)]

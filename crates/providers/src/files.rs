@@ -82,7 +82,7 @@ impl DeploymentTarget {
                     body.extend_from_slice(&upload.collect().await?);
                 }
                 let body = Bytes::from(body);
-                let resp = sluice_mock::files::respond(
+                let resp = sluice_mock::account_objects(
                     call.method,
                     call.path,
                     call.query,
