@@ -251,7 +251,7 @@ where
         per_request: route.cost_per_request,
         ..Price::default()
     };
-    let (key, mut charges) = super::admitted(
+    let (key, mut charges) = super::admit::admitted(
         state,
         caller,
         None,

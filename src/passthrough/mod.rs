@@ -18,6 +18,7 @@
 //!    is relayed frame by frame as it arrives ([`PassRelay`]) and charged when it ends;
 //! 9. record: like every request (the pipeline for whole answers, the relay for streams).
 
+mod admit;
 pub mod custom;
 mod group;
 mod relay;
@@ -50,10 +51,9 @@ use sluice_translate::envelope::{splice, Envelope};
 
 use crate::auth::{self, Wanted};
 use crate::server::pipeline::{
-    admit, collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
+    collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
 };
 use crate::server::{AppState, ResponseBody, Snapshot};
-use crate::spend::Charges;
 
 /// The pass-through routes of one config snapshot: each route's upstream made ready (or why
 /// it cannot be called), the deployments a group's name reaches, and the prices answers are
@@ -98,32 +98,6 @@ impl PassThrough {
             prices: settings.prices.clone(),
         }
     }
-}
-
-/// Step 6 of a call outside the inference pipeline (a provider route, a custom route, a web
-/// search): the caller's access to `wanted`, its (and its end user's) limits and budgets. The
-/// key goes on the record; the charges settle the answer at `price`.
-pub(crate) async fn admitted(
-    state: &AppState,
-    caller: auth::Caller,
-    end_user: Option<&str>,
-    wanted: Wanted<'_>,
-    record: &mut RequestRecord,
-    wall: u64,
-    price: Option<sluice_core::price::Price>,
-) -> Result<(Option<Arc<auth::KeyEntry>>, Charges), ApiError> {
-    let (permit, fleet) = admit(state, &caller, end_user, wanted, &record.request_id, wall).await?;
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
-    Ok((
-        key,
-        Charges {
-            deployment: None,
-            permit,
-            price,
-            fleet,
-        },
-    ))
 }
 
 /// Where a pass-through request goes.
@@ -252,7 +226,7 @@ where
             Wanted::name(&route_model)
         }
     };
-    let (key, mut charges) = admitted(
+    let (key, mut charges) = admit::admitted(
         state,
         caller,
         facts.user.as_deref(),

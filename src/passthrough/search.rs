@@ -133,7 +133,7 @@ where
         per_query: tool.cost_per_query,
         ..Price::default()
     };
-    let (key, mut charges) = super::admitted(
+    let (key, mut charges) = super::admit::admitted(
         state,
         caller,
         None,
