@@ -218,3 +218,12 @@ callgrind_control -d "$gw" >/dev/null 2>&1
 total=$(grep -h '^totals:' "$work"/callgrind.out* | awk '{s += $2} END {print s}')
 [ -n "$total" ] && [ "$total" -gt 0 ] || { echo "instructions: no callgrind totals" >&2; exit 1; }
 echo "instructions per request ($WORKLOAD, 1 KB, non-stream unless a stream workload, $mode): $((total / REQUESTS))"
+# The part that answers the request (the pipeline, inclusive), apart from what runs beside it:
+# the spend writer's SQLite batches, whose size follows the clock (under callgrind a run may
+# write the same records in more, smaller batches), so the total above moves by several
+# percent from run to run with the virtual key; this figure does not.
+if [ -z "${FLOOR:-}" ] && command -v callgrind_annotate >/dev/null; then
+  path=$(for f in "$work"/callgrind.out*; do callgrind_annotate --inclusive=yes "$f" 2>/dev/null; done |
+    grep -F 'sluice::server::pipeline::handle::{{closure}} [' | awk '{gsub(",", "", $1); s += $1} END {print s + 0}')
+  [ "${path:-0}" -gt 0 ] && echo "  of which answering the request (server::pipeline::handle, inclusive): $((path / REQUESTS))"
+fi
