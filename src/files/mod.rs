@@ -609,7 +609,7 @@ fn charge(
                 return;
             };
             Usage {
-                audio_ms: (seconds * 1000.0).round() as u64,
+                video_seconds: seconds.round().min(f64::from(u16::MAX)) as u16,
                 ..Usage::default()
             }
         }

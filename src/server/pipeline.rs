@@ -353,7 +353,7 @@ where
         Endpoint::GenerateContent => {
             let query = req.uri().query().map(str::to_owned);
             super::vendor_clients::key_header(req.headers_mut(), query.as_deref());
-            array = named.stream && !super::vendor_clients::asks_sse(query.as_deref());
+            array = named.stream && !sluice_translate::gemini::asks_sse(query.as_deref());
         }
         Endpoint::Converse => super::vendor_clients::sigv4_key(req.headers_mut()),
         _ => {}

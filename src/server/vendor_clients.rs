@@ -42,12 +42,6 @@ pub(crate) fn is_google_client(headers: &HeaderMap, query: Option<&str>) -> bool
         || query.is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
 }
 
-/// Whether a Google client asked for its stream as SSE (`alt=sse`); without it,
-/// `:streamGenerateContent` answers one JSON array ([`json_array`]).
-pub(crate) fn asks_sse(query: Option<&str>) -> bool {
-    query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
-}
-
 /// A streamed `:streamGenerateContent` answer as the JSON array a client without `alt=sse`
 /// reads: every answer sluice streams to a Gemini client is SSE (its writers', and a Gemini
 /// deployment's, asked with `alt=sse`), turned into the array's elements as they pass. Errors

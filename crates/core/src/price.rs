@@ -122,7 +122,7 @@ impl Price {
             * uplift
             + tokens(usage.images) * self.per_image
             + tokens(usage.pixels) * self.per_pixel
-            + tokens(usage.audio_ms) / 1000.0 * self.per_second
+            + (tokens(usage.audio_ms) / 1000.0 + f64::from(usage.video_seconds)) * self.per_second
             + tokens(usage.characters) * self.per_character
             + tokens(usage.search_units) * self.per_query
             + f64::from(usage.requests) * self.per_request

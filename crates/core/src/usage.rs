@@ -33,8 +33,7 @@ pub struct Usage {
     /// Pixels of the images generated (priced per pixel, as LiteLLM prices DALL·E).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pixels: u64,
-    /// Milliseconds of audio transcribed or translated, or of video generated (priced per
-    /// second).
+    /// Milliseconds of audio transcribed or translated (priced per second).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub audio_ms: u64,
     /// Characters of text spoken (`/audio/speech`; priced per character).
@@ -50,6 +49,10 @@ pub struct Usage {
     /// Document pages read (OCR's `usage_info.pages_processed`; priced per page).
     #[serde(default, skip_serializing_if = "is_zero_u16")]
     pub pages: u16,
+    /// Seconds of video generated (a video's `seconds`; priced per second). 16 bits, beside
+    /// `pages`, for the same reason.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub video_seconds: u16,
     /// Served in fast mode (Anthropic's `speed: "fast"`), which the registry prices higher.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fast: bool,
@@ -113,6 +116,7 @@ impl Usage {
             search_units: self.search_units.max(later.search_units),
             requests: self.requests.max(later.requests),
             pages: self.pages.max(later.pages),
+            video_seconds: self.video_seconds.max(later.video_seconds),
             fast: self.fast || later.fast,
             us_only: self.us_only || later.us_only,
         }
@@ -154,6 +158,7 @@ impl std::ops::Add for Usage {
             search_units: self.search_units + other.search_units,
             requests: self.requests.saturating_add(other.requests),
             pages: self.pages.saturating_add(other.pages),
+            video_seconds: self.video_seconds.saturating_add(other.video_seconds),
             fast: self.fast || other.fast,
             us_only: self.us_only || other.us_only,
         }

@@ -219,11 +219,6 @@ impl Plan {
     }
 }
 
-/// Whether a query asks for SSE (`alt=sse`).
-pub(super) fn asks_sse(query: Option<&str>) -> bool {
-    query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
-}
-
 /// Gemini's SSE framing: `data: ` and a CRLF blank line.
 fn sse(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\r\n\r\n"))
@@ -372,7 +367,6 @@ mod tests {
             10
         );
         assert!(items[0].get("usageMetadata").is_none());
-        assert!(asks_sse(Some("key=a&alt=sse")) && !asks_sse(Some("alt=json")) && !asks_sse(None));
     }
 
     #[test]

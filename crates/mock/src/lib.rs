@@ -474,7 +474,7 @@ pub(crate) async fn respond_native(
             if let Some(refusal) = rules::gemini_refusal(model, body) {
                 return gemini::bad_request(&refusal);
             }
-            let sse = gemini::asks_sse(uri.query());
+            let sse = sluice_translate::gemini::asks_sse(uri.query());
             gemini::answer(model, *op, sse, body, &s, prompt_tokens)
         }
         NativeRoute::Bedrock(model, op) => {

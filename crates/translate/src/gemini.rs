@@ -1397,6 +1397,12 @@ impl EventWriter {
     }
 }
 
+/// Whether a `:streamGenerateContent` query asks for SSE (`alt=sse`); without it Google
+/// answers one JSON array ([`ArrayStream`]).
+pub fn asks_sse(query: Option<&str>) -> bool {
+    query.is_some_and(|q| q.split('&').any(|p| p == "alt=sse"))
+}
+
 /// `:streamGenerateContent` without `alt=sse` answers one JSON array, sent element by
 /// element (`[{…}`, `,\r\n{…}`, …, `]`). sluice's writers and Gemini deployments (asked
 /// with `alt=sse`) speak SSE; this turns those events into the array's elements as they
@@ -2542,6 +2548,11 @@ mod tests {
         assert_eq!(camel("allowed_function_names"), "allowedFunctionNames");
         assert_eq!(camel("_responseJsonSchema"), "_responseJsonSchema");
     }
+    #[test]
+    fn only_alt_sse_asks_for_events() {
+        assert!(asks_sse(Some("key=a&alt=sse")) && !asks_sse(Some("alt=json")) && !asks_sse(None));
+    }
+
     #[test]
     fn events_become_one_json_array() {
         let mut a = ArrayStream::default();
