@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
 use super::iso_opt;
+use crate::auth::per_model;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::error::ApiError;
 use sluice_store::{BudgetDuration, Limits};
@@ -80,9 +81,10 @@ pub(super) const ALL: &[&str] = &[
 
 /// LiteLLM's key fields (`GenerateKeyRequest`, `UpdateKeyRequest`) that sluice keeps in the
 /// key's `metadata` under their own name, where LiteLLM itself keeps several of them
-/// (`tags`, `guardrails`, `model_rpm_limit`, ...). Of these, `guardrails` and `aliases` are
-/// acted on (the gateway reads them from there); the rest are stored and shown, not acted on
-/// yet (docs/litellm-compat.md lists them). A name in none of these lists is still a 400.
+/// (`tags`, `guardrails`, `model_rpm_limit`, ...). Of these, `guardrails`, `aliases` and the
+/// per-model limits (`model_rpm_limit`, `model_tpm_limit`, `model_max_budget`) are acted on
+/// (the gateway reads them from there); the rest are stored and shown, not acted on yet
+/// (docs/litellm-compat.md lists them). A name in none of these lists is still a 400.
 pub(super) const KEPT_KEY: &[&str] = &[
     "aliases",
     "guardrails",
@@ -109,12 +111,13 @@ pub(super) const KEPT_KEY: &[&str] = &[
 ];
 
 /// LiteLLM's team fields (`NewTeamRequest`, `UpdateTeamRequest`) kept in the team's
-/// `metadata`; `model_aliases` and `guardrails` are acted on.
+/// `metadata`; `model_aliases`, `guardrails` and the per-model limits are acted on.
 pub(super) const KEPT_TEAM: &[&str] = &[
     "model_aliases",
     "guardrails",
     "tags",
     "team_member_permissions",
+    "model_max_budget",
     "prompts",
     "allowed_passthrough_routes",
     "model_rpm_limit",
@@ -296,6 +299,10 @@ impl LimitsPatch {
                     message,
                 })?;
             }
+            // LiteLLM also takes the per-model limits inside `metadata`.
+            if let Some(m) = &m {
+                per_model::read(m).map_err(per_model_error)?;
+            }
             let mut new = m.unwrap_or_default();
             for (name, value) in &limits.metadata {
                 if reserved(name) && !new.contains_key(name) {
@@ -380,6 +387,9 @@ fn check_kept(name: &str, value: &Value) -> Result<(), ApiError> {
     if value.is_null() {
         return Ok(());
     }
+    if per_model::FIELDS.contains(&name) {
+        return per_model::check(name, value).map_err(per_model_error);
+    }
     let (param, ok, message): (&'static str, bool, &str) = match name {
         "aliases" => (
             "aliases",
@@ -411,6 +421,14 @@ fn check_kept(name: &str, value: &Value) -> Result<(), ApiError> {
             param,
             message: message.to_owned(),
         })
+    }
+}
+
+/// A refused per-model field, as the admin API's 400.
+fn per_model_error(e: per_model::BadModelLimit) -> ApiError {
+    ApiError::InvalidParam {
+        param: e.param,
+        message: e.message,
     }
 }
 

@@ -11,12 +11,13 @@ use sha2::{Digest as _, Sha256};
 
 use sluice_core::cache_control::CacheControl;
 use sluice_core::error::{ApiError, KeyRefusal};
-use sluice_core::limits::{Counters, Limits, Nanos, Subject, SubjectKind, Subjects};
+use sluice_core::limits::{Counters, Limits, Nanos, Scope, Subject, SubjectKind, Subjects};
 use sluice_core::record::KeyInfo;
 use sluice_core::trace_context::hex;
 
 use super::access::{ModelAccess, Wanted};
 use super::aliases::Aliases;
+use super::per_model::{Budgets, ModelLimits, PerModel};
 
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
@@ -53,6 +54,8 @@ pub struct Holder {
     pub region: Option<Arc<str>>,
     /// The organization a team is under: its keys answer to it too.
     pub organization: Option<Arc<str>>,
+    /// A team's limits for single models (`model_rpm_limit`, ...), shared by its keys.
+    pub per_model: Option<Arc<PerModel>>,
 }
 
 /// One virtual key as the request path needs it.
@@ -77,6 +80,9 @@ pub struct KeyEntry {
     pub aliases: Option<Arc<Aliases>>,
     /// The organization it is under by its own `organization_id` (else its team's counts).
     pub organization: Option<Arc<str>>,
+    /// Its limits for single models (`model_rpm_limit`, `model_tpm_limit`,
+    /// `model_max_budget`).
+    pub per_model: Option<Arc<PerModel>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -103,6 +109,8 @@ pub struct Stored {
     pub region: Option<Arc<str>>,
     /// The organization a key or team is under (`organization_id`).
     pub organization: Option<Arc<str>>,
+    /// A key's or team's limits for single models.
+    pub per_model: Arc<[ModelLimits]>,
 }
 
 /// The holders above a key that this instance knows: its team, its user and the organization
@@ -255,6 +263,8 @@ pub struct Directory {
     /// kept apart from the entries so the request path's records stay as they were.
     mcp_keys: papaya::HashMap<Arc<str>, Arc<sluice_mcp::Access>>,
     mcp_teams: papaya::HashMap<Arc<str>, Arc<sluice_mcp::Access>>,
+    /// Per-model budgets: windows to renew, spend to read back.
+    model_budgets: Budgets,
 }
 
 impl std::fmt::Debug for Directory {
@@ -276,7 +286,7 @@ const MAX_UNKNOWN: usize = 10_000;
 /// Counters carried over from the holder being replaced, with the stored spend reconciled:
 /// the live spend includes requests the store has not seen yet, so it only moves up to the
 /// store's (other instances' spend) unless the store has started a new window.
-fn carry(old: Option<&Subject>, stored: &Stored) -> Arc<Counters> {
+fn carry(old: Option<&Subject>, id: &Arc<str>, stored: &Stored) -> Arc<Counters> {
     match old {
         Some(o) => {
             let c = &o.counters;
@@ -288,7 +298,11 @@ fn carry(old: Option<&Subject>, stored: &Stored) -> Arc<Counters> {
             }
             o.counters.clone()
         }
-        None => Arc::new(Counters::with_spend(stored.spend, stored.window_end_ms)),
+        None => Arc::new(Counters::with_spend(
+            id.clone(),
+            stored.spend,
+            stored.window_end_ms,
+        )),
     }
 }
 
@@ -331,6 +345,13 @@ impl Directory {
         let keys = self.keys.pin();
         let old = keys.get(&d);
         let hash: Arc<str> = old.map_or_else(|| hex(&d).into(), |o| o.info.hash.clone());
+        let per_model = self.model_budgets.build(
+            SubjectKind::Key,
+            &hash,
+            &stored.per_model,
+            old.and_then(|o| o.per_model.as_deref()),
+            time::OffsetDateTime::now_utc(),
+        );
         let entry = Arc::new(KeyEntry {
             info: Arc::new(KeyInfo {
                 hash: hash.clone(),
@@ -343,14 +364,15 @@ impl Directory {
             models,
             subject: Subject {
                 kind: SubjectKind::Key,
-                id: hash,
+                scope: Scope::All,
                 limits: Arc::new(stored.limits),
-                counters: carry(old.map(|o| &o.subject), stored),
+                counters: carry(old.map(|o| &o.subject), &hash, stored),
             },
             guardrails: stored.guardrails.clone(),
             cache: stored.cache.clone(),
             aliases: stored.aliases.clone(),
             organization: stored.organization.clone(),
+            per_model,
         });
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
@@ -408,8 +430,15 @@ impl Directory {
     ) {
         let map = self.map(kind).pin();
         let old = map.get(id);
-        let counters = carry(old.map(|o| &o.subject), stored);
         let id: Arc<str> = old.map_or_else(|| id.into(), |o| o.id.clone());
+        let counters = carry(old.map(|o| &o.subject), &id, stored);
+        let per_model = self.model_budgets.build(
+            kind,
+            &id,
+            &stored.per_model,
+            old.and_then(|o| o.per_model.as_deref()),
+            time::OffsetDateTime::now_utc(),
+        );
         map.insert(
             id.clone(),
             Arc::new(Holder {
@@ -418,7 +447,7 @@ impl Directory {
                 models,
                 subject: Subject {
                     kind,
-                    id,
+                    scope: Scope::All,
                     limits: Arc::new(stored.limits),
                     counters,
                 },
@@ -429,6 +458,7 @@ impl Directory {
                 own_keys: stored.own_keys,
                 region: stored.region.clone(),
                 organization: stored.organization.clone(),
+                per_model,
             }),
         );
         if kind == SubjectKind::Team && stored.aliases.is_some() {
@@ -464,6 +494,12 @@ impl Directory {
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u))
             .is_some_and(|u| u.proxy_admin)
+    }
+
+    /// The per-model budgets this instance holds (the sync task renews their windows and
+    /// reads their spend so far).
+    pub fn model_budgets(&self) -> &Budgets {
+        &self.model_budgets
     }
 
     /// A team, user, end user or organization.
@@ -551,6 +587,13 @@ impl Directory {
             }
             if h.subject.limits.any() {
                 out.push(h.subject.clone());
+            }
+        }
+        // The key's and its team's limits for this model, beside their own.
+        let team = above.team.as_ref().and_then(|t| t.per_model.as_deref());
+        for per_model in [key.per_model.as_deref(), team].into_iter().flatten() {
+            if let Some(s) = per_model.get(wanted) {
+                out.push(s.clone());
             }
         }
         Ok(out)
@@ -812,6 +855,7 @@ mod tests {
             spend: nanos(spend),
             window_end_ms: end,
             organization: None,
+            per_model: Arc::default(),
         };
         put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
         let k = dir.key(&digest("sk-1")).unwrap();

@@ -7,6 +7,7 @@ mod aliases;
 mod directory;
 mod gate;
 pub mod password;
+pub mod per_model;
 mod sync;
 
 pub use access::{ModelAccess, Wanted};

@@ -12,10 +12,11 @@ use super::access::ModelAccess;
 use super::aliases::Aliases;
 use super::directory::{Directory, KeyDigest, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
+use super::per_model;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::limits::{self, nanos, SubjectKind};
 use sluice_core::trace_context::{hex, unhex};
-use sluice_store::{self as store, Changes, KeyHash, KeyRow, Store, StoreError};
+use sluice_store::{self as store, Changes, KeyHash, KeyRow, SpentBy, Store, StoreError};
 
 /// How often the store is asked what changed.
 pub const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -79,13 +80,19 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
             .and_then(serde_json::Value::as_str)
             .map(Arc::from),
         organization: None,
+        per_model: Arc::default(),
     }
 }
 
-/// [`stored`], for a key or team under an organization.
+/// [`stored`], for a key or team: under an organization, and with limits for single models.
+/// A malformed per-model field (the admin API refuses one; a row written around it) counts
+/// as none.
 fn stored_under(l: &store::Limits, spend: f64, organization: Option<&str>) -> Stored {
     Stored {
         organization: organization.map(Arc::from),
+        per_model: per_model::read(&l.metadata)
+            .map(Arc::from)
+            .unwrap_or_default(),
         ..stored(l, spend)
     }
 }
@@ -173,6 +180,7 @@ impl Sync {
     pub async fn fill(&self) -> Result<OffsetDateTime, StoreError> {
         let all = self.store.changed_since(OffsetDateTime::UNIX_EPOCH).await?;
         self.apply(&all);
+        self.read_model_spend().await;
         Ok(all.watermark)
     }
 
@@ -213,6 +221,7 @@ impl Sync {
         }
         c.keys.push(k);
         self.apply(&c);
+        self.read_model_spend().await;
         Ok(Loaded::Found)
     }
 
@@ -222,11 +231,41 @@ impl Sync {
         let _one_at_a_time = self.applying.lock().await;
         let c = self.store.changed_since(since - OVERLAP).await?;
         self.apply(&c);
+        self.read_model_spend().await;
         Ok(c.keys
             .iter()
             .map(|k| k.token.as_str().to_owned())
             .chain(c.deleted_keys.iter().map(|h| h.as_str().to_owned()))
             .collect())
+    }
+
+    /// Read from the spend logs what each per-model budget built since the last call has
+    /// already spent in its window. The live count may have moved meanwhile (requests charged
+    /// since the budget was built): the larger of the two stands, so nothing counts twice.
+    /// A failed read is retried at the next poll.
+    async fn read_model_spend(&self) {
+        let budgets = self.directory.model_budgets();
+        for u in budgets.take_unfilled() {
+            let Some(counters) = u.counters.upgrade() else {
+                continue;
+            };
+            let by = match u.kind {
+                SubjectKind::Team => SpentBy::Team(&u.holder),
+                _ => SpentBy::Key(&u.holder),
+            };
+            match self.store.model_spend(by, &u.model, u.since).await {
+                Ok(spent) => {
+                    let spent = nanos(spent);
+                    if spent > counters.spent(limits::wall_ms()) {
+                        counters.set_spent(spent);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading a per-model budget's spend failed; will retry");
+                    budgets.requeue(u);
+                }
+            }
+        }
     }
 
     /// Poll for changes from `since` for as long as the process lives.
@@ -245,6 +284,10 @@ impl Sync {
                     }
                     Err(e) => tracing::debug!(error = %e, "key change poll failed; will retry"),
                 }
+                self.read_model_spend().await;
+                self.directory
+                    .model_budgets()
+                    .renew(OffsetDateTime::now_utc());
             }
         });
     }

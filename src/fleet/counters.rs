@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use redis::Script;
 
-use sluice_core::limits::{Exceeded, Nanos, Rejected, Remaining, Subject, SubjectKind, Subjects};
+use sluice_core::limits::{
+    Exceeded, Nanos, Rejected, Remaining, Scope, Subject, SubjectKind, Subjects,
+};
 
 /// Admit: KEYS per subject (8): requests now, requests last minute, tokens now, tokens last
 /// minute, in-flight set, spend, held budget (request ids by expiry), held amounts (request id
@@ -157,7 +159,7 @@ fn letter(kind: SubjectKind) -> char {
 
 /// `sluice:{kind}:{id}` — the prefix of a subject's counters.
 fn prefix(s: &Subject) -> String {
-    format!("sluice:{}:{}", letter(s.kind), s.id)
+    format!("sluice:{}:{}", letter(s.kind), s.id())
 }
 
 fn spend_key(p: &str, s: &Subject) -> String {
@@ -297,6 +299,7 @@ fn verdict(list: &[&Subject], out: &[i64], now_ms: u64) -> Verdict {
         };
         return Verdict::Refused(Rejected {
             subject: s.map_or(SubjectKind::Key, |s| s.kind),
+            scope: s.map_or(Scope::All, |s| s.scope),
             exceeded,
             limit,
             retry_after: std::time::Duration::from_millis(retry_ms),

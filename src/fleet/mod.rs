@@ -181,9 +181,9 @@ mod tests {
     fn key(id: &str, limits: Limits) -> Subject {
         Subject {
             kind: SubjectKind::Key,
-            id: id.into(),
+            scope: sluice_core::limits::Scope::All,
             limits: Arc::new(limits),
-            counters: Arc::new(Counters::default()),
+            counters: Arc::new(Counters::new(id.into())),
         }
     }
 

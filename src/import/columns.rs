@@ -31,6 +31,9 @@ const ACTED_ON: &[&str] = &[
     "model_aliases",
     "allowed_model_region",
     "guardrails",
+    "model_max_budget",
+    "model_rpm_limit",
+    "model_tpm_limit",
 ];
 
 /// Columns whose changes are not a change of the object: spend moves on its own (the
@@ -48,8 +51,8 @@ const VOLATILE: &[&str] = &[
     "status",
 ];
 
-/// Why a per-model figure is not carried.
-const PER_MODEL: &str = "sluice keeps no per-model budget or spend of a holder; its spend logs carry the per-model spend";
+/// Why a user's per-model budget is not carried.
+const PER_MODEL: &str = "sluice acts on per-model budgets of keys and teams, not of users; its spend logs carry the per-model spend";
 
 /// `LiteLLM_VerificationToken`.
 pub const KEY: Columns = Columns {
@@ -61,10 +64,9 @@ pub const KEY: Columns = Columns {
     ],
     kept: &[
         "aliases", "config", "permissions", "allowed_cache_controls", "allowed_routes",
-        "auto_rotate", "rotation_interval", "key_type",
+        "auto_rotate", "rotation_interval", "key_type", "model_max_budget",
     ],
     dropped: &[
-        ("model_max_budget", PER_MODEL),
         ("router_settings", "per-key router settings are not supported: routing is the config's"),
         ("policies", "LiteLLM's policies have no equivalent in sluice"),
         ("access_group_ids", "LiteLLM's access-group ids are not carried; name the models (or a model access group) in `models`"),
@@ -102,9 +104,8 @@ pub const TEAM: Columns = Columns {
         "object_permission_id",
         "model_id",
     ],
-    kept: &["team_member_permissions"],
+    kept: &["team_member_permissions", "model_max_budget"],
     dropped: &[
-        ("model_max_budget", PER_MODEL),
         (
             "router_settings",
             "per-team router settings are not supported: routing is the config's",

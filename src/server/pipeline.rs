@@ -1314,6 +1314,37 @@ pub(crate) fn spend_headers(charges: &Charges, key: Option<&KeyEntry>, h: &mut H
             X_KEY_SPEND.clone(),
             usd_value(k.subject.counters.spent(limits::wall_ms())),
         );
+        if k.per_model.is_some() {
+            per_model_headers(permit, h);
+        }
+    }
+}
+
+/// LiteLLM's `x-litellm-key-remaining-requests-{model}` and `-tokens-{model}`: what is left
+/// of the key's own limits for the requested model. Only a key with per-model limits pays for
+/// the header names; a model whose name cannot be part of one (`openai/gpt-4o`) gets none.
+fn per_model_headers(permit: &Permit, h: &mut HeaderMap) {
+    let now = limits::wall_ms();
+    for s in permit
+        .subjects()
+        .filter(|s| s.kind == limits::SubjectKind::Key)
+    {
+        let Some(model) = crate::auth::per_model::PerModel::model_of(s) else {
+            continue;
+        };
+        let left = s.remaining(now);
+        for (what, pair) in [("requests", left.requests), ("tokens", left.tokens)] {
+            let Some((_, remaining)) = pair else {
+                continue;
+            };
+            let name = format!(
+                "x-litellm-key-remaining-{what}-{}",
+                model.to_ascii_lowercase()
+            );
+            if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+                h.insert(name, HeaderValue::from(remaining));
+            }
+        }
     }
 }
 

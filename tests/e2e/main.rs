@@ -33,6 +33,7 @@ mod model_rules;
 mod models;
 mod organizations;
 mod passthrough;
+mod per_model;
 mod portable;
 mod providers;
 mod proxy;

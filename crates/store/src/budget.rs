@@ -107,6 +107,21 @@ impl BudgetDuration {
     }
 }
 
+impl BudgetDuration {
+    /// The window of this length, counted from the Unix epoch, that holds `now`: its start
+    /// and end. Windows without a stored start (a key's per-model budgets) are aligned this
+    /// way, so every instance of a fleet agrees on them: a day runs from midnight UTC, a month
+    /// from the 1st. `None` only past year 9999.
+    pub fn aligned_window(self, now: OffsetDateTime) -> Option<(OffsetDateTime, OffsetDateTime)> {
+        let end = self.next_reset(OffsetDateTime::UNIX_EPOCH, now)?;
+        let start = match self {
+            Self::Seconds(s) => end.checked_sub(Duration::seconds(s))?,
+            Self::Months(m) => add_months(end, -i64::from(m))?,
+        };
+        Some((start, end))
+    }
+}
+
 /// Calendar month arithmetic on the UTC date, keeping the time of day; the 31st becomes the
 /// month's last day where the month is shorter.
 fn add_months(t: OffsetDateTime, months: i64) -> Option<OffsetDateTime> {
@@ -122,6 +137,35 @@ fn add_months(t: OffsetDateTime, months: i64) -> Option<OffsetDateTime> {
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn aligned_windows_start_at_midnight_and_on_the_first() {
+        let now = datetime!(2026-11-29 20:15:07 UTC);
+        let day = BudgetDuration::Seconds(86_400).aligned_window(now);
+        assert_eq!(
+            day,
+            Some((
+                datetime!(2026-11-29 0:00 UTC),
+                datetime!(2026-11-30 0:00 UTC)
+            ))
+        );
+        let month = BudgetDuration::Months(1).aligned_window(now);
+        assert_eq!(
+            month,
+            Some((
+                datetime!(2026-11-01 0:00 UTC),
+                datetime!(2026-12-01 0:00 UTC)
+            ))
+        );
+        let edge = BudgetDuration::Seconds(3600).aligned_window(datetime!(2026-11-29 20:00 UTC));
+        assert_eq!(
+            edge,
+            Some((
+                datetime!(2026-11-29 20:00 UTC),
+                datetime!(2026-11-29 21:00 UTC)
+            ))
+        );
+    }
 
     #[test]
     fn parses_litellm_spellings() {

@@ -49,6 +49,18 @@ impl SubjectKind {
     }
 }
 
+/// What a subject's limits count: all of its requests, or only those for one model (a key's or
+/// team's `model_rpm_limit`, `model_tpm_limit` and `model_max_budget`, counted apart from its
+/// own limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Every request of the subject.
+    #[default]
+    All,
+    /// Its requests for one model group.
+    Model,
+}
+
 /// A subject's limits (`rpm_limit`, `tpm_limit`, `max_parallel_requests`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
@@ -94,9 +106,13 @@ pub fn dollars(n: Nanos) -> f64 {
 /// end (the key cache's sync task computes calendar arithmetic off the request path).
 const RENEWING: u64 = u64::MAX;
 
-/// A subject's live counters.
+/// A subject's live counters, and who they count for.
 #[derive(Debug)]
 pub struct Counters {
+    /// The subject's id (a key's hash, a team, user or end-user id; with the model for a
+    /// per-model subject): names its shared counters in a fleet. Kept here, with the counters
+    /// it names, so that a [`Subject`] is two pointers and a request's permit stays small.
+    id: Arc<str>,
     requests: Window,
     tokens: Window,
     in_flight: AtomicU32,
@@ -110,17 +126,17 @@ pub struct Counters {
     window_end_ms: AtomicU64,
 }
 
-impl Default for Counters {
-    fn default() -> Self {
-        Self::with_spend(0, None)
-    }
-}
-
 impl Counters {
-    /// Counters of a subject that has already spent `spent` in a window ending at
+    /// Fresh counters of the subject `id`.
+    pub fn new(id: Arc<str>) -> Self {
+        Self::with_spend(id, 0, None)
+    }
+
+    /// Counters of the subject `id`, which has already spent `spent` in a window ending at
     /// `window_end_ms` (from the store).
-    pub fn with_spend(spent: Nanos, window_end_ms: Option<u64>) -> Self {
+    pub fn with_spend(id: Arc<str>, spent: Nanos, window_end_ms: Option<u64>) -> Self {
         Self {
+            id,
             requests: Window::new(MINUTE_MS),
             tokens: Window::new(MINUTE_MS),
             in_flight: AtomicU32::new(0),
@@ -129,6 +145,11 @@ impl Counters {
             avg_cost: AtomicU64::new(0),
             window_end_ms: AtomicU64::new(window_end_ms.unwrap_or(0)),
         }
+    }
+
+    /// The subject's id.
+    pub fn id(&self) -> &Arc<str> {
+        &self.id
     }
 
     /// Spend in the current window as of `now_ms`. A window that has ended is renewed here:
@@ -226,14 +247,41 @@ impl Counters {
 pub struct Subject {
     /// Which kind.
     pub kind: SubjectKind,
-    /// Its id (a key's hash, a team, user or end-user id): names its shared counters in a
-    /// fleet.
-    pub id: Arc<str>,
-    /// Its limits, shared with its holder's record: behind an `Arc` a subject is 40 bytes, and
-    /// a request's future holds five of them (its `Permit`).
+    /// All of the holder's requests, or those for one model.
+    pub scope: Scope,
+    /// Its limits, shared with its holder's record: behind an `Arc` a subject is 24 bytes, and
+    /// a request's future holds up to seven of them (its `Permit`).
     pub limits: Arc<Limits>,
-    /// Its counters (shared by all requests of the subject).
+    /// Its counters (shared by all requests of the subject), which carry its id.
     pub counters: Arc<Counters>,
+}
+
+impl Subject {
+    /// Its id (see [`Counters::id`]).
+    pub fn id(&self) -> &Arc<str> {
+        &self.counters.id
+    }
+
+    /// What is left of this subject's limits this sliding minute (LiteLLM's per-model
+    /// `x-litellm-key-remaining-*-{model}` headers name one subject's).
+    pub fn remaining(&self, now_ms: u64) -> Remaining {
+        let left = |limit: Option<u64>, w: &Window| {
+            limit.map(|l| (l, l.saturating_sub(w.estimate(now_ms))))
+        };
+        Remaining {
+            requests: left(self.limits.rpm, &self.counters.requests),
+            tokens: left(self.limits.tpm, &self.counters.tokens),
+        }
+    }
+}
+
+/// The tighter of two `(limit, left)` pairs: the one with less left.
+fn tighter(cur: Option<(u64, u64)>, other: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    match (cur, other) {
+        (Some((_, l)), Some((_, o))) if l <= o => cur,
+        (_, Some(o)) => Some(o),
+        (c, None) => c,
+    }
 }
 
 /// Which limit refused a request.
@@ -267,6 +315,8 @@ impl Exceeded {
 pub struct Rejected {
     /// Whose limit.
     pub subject: SubjectKind,
+    /// The holder's limit, or its limit for the requested model.
+    pub scope: Scope,
     /// Which limit.
     pub exceeded: Exceeded,
     /// Its value (nano-dollars for a budget).
@@ -279,17 +329,21 @@ pub struct Rejected {
 
 impl Rejected {
     fn describe(&self) -> String {
+        let model = match self.scope {
+            Scope::All => "",
+            Scope::Model => " for this model",
+        };
         match self.exceeded {
             // LiteLLM's words first: its clients match on "Budget has been exceeded!".
             Exceeded::Budget => format!(
-                "Budget has been exceeded! {} budget exceeded: Current cost: {} USD (with requests \
-                 in flight), Max budget: {} USD",
+                "Budget has been exceeded! {} budget{model} exceeded: Current cost: {} USD (with \
+                 requests in flight), Max budget: {} USD",
                 self.subject.name(),
                 dollars(self.spent),
                 dollars(self.limit)
             ),
             e => format!(
-                "{} {} limit of {} reached",
+                "{} {} limit{model} of {} reached",
                 self.subject.name(),
                 e.name(),
                 self.limit
@@ -298,8 +352,9 @@ impl Rejected {
     }
 }
 
-/// Most subjects a request has (key, team, user, end user, organization).
-const MAX_SUBJECTS: usize = 5;
+/// Most subjects a request has: key, team, user, end user and organization, and the key's and
+/// the team's limits for the requested model.
+const MAX_SUBJECTS: usize = 7;
 
 /// What an admitted request holds: its parallel slots (released on drop) and the subjects to
 /// charge its tokens to.
@@ -347,23 +402,13 @@ impl Permit {
         }
     }
 
-    /// What is left this sliding minute, for the response headers.
+    /// What is left this sliding minute, for the response headers: the tightest subject's.
     pub fn remaining(&self, now_ms: u64) -> Remaining {
         let mut out = Remaining::default();
-        let tighter = |cur: Option<(u64, u64)>, limit: u64, used: u64| {
-            let left = limit.saturating_sub(used);
-            match cur {
-                Some((_, l)) if l <= left => cur,
-                _ => Some((limit, left)),
-            }
-        };
         for s in self.held.iter().flatten() {
-            if let Some(l) = s.limits.rpm {
-                out.requests = tighter(out.requests, l, s.counters.requests.estimate(now_ms));
-            }
-            if let Some(l) = s.limits.tpm {
-                out.tokens = tighter(out.tokens, l, s.counters.tokens.estimate(now_ms));
-            }
+            let left = s.remaining(now_ms);
+            out.requests = tighter(out.requests, left.requests);
+            out.tokens = tighter(out.tokens, left.tokens);
         }
         out
     }
@@ -382,14 +427,14 @@ impl Drop for Permit {
 }
 
 /// The subjects one request is admitted against, in order (key, team, user, organization,
-/// end user): a fixed array, so collecting them allocates nothing.
+/// end user, then the key's and the team's limits for the model): a fixed array, so collecting them allocates nothing.
 #[derive(Debug, Default)]
 pub struct Subjects {
     items: [Option<Subject>; MAX_SUBJECTS],
 }
 
 impl Subjects {
-    /// Add one. A request has at most five subjects; a sixth is a bug and is ignored.
+    /// Add one. A request has at most seven subjects; an eighth is a bug and is ignored.
     pub fn push(&mut self, s: Subject) {
         if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
             *slot = Some(s);
@@ -466,6 +511,7 @@ fn check_budget(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
     });
     Err(Rejected {
         subject: s.kind,
+        scope: s.scope,
         exceeded: Exceeded::Budget,
         limit: max,
         retry_after,
@@ -507,6 +553,7 @@ pub fn admit_counted(subjects: Subjects, now_ms: u64) -> Permit {
 fn check(s: &Subject, now_ms: u64) -> Result<(), Rejected> {
     let reject = |exceeded, limit, retry_after| Rejected {
         subject: s.kind,
+        scope: s.scope,
         exceeded,
         limit,
         retry_after,
@@ -548,9 +595,9 @@ mod tests {
     fn subject(kind: SubjectKind, limits: Limits) -> Subject {
         Subject {
             kind,
-            id: "s".into(),
+            scope: Scope::All,
             limits: Arc::new(limits),
-            counters: Arc::new(Counters::default()),
+            counters: Arc::new(Counters::new("s".into())),
         }
     }
 
@@ -666,12 +713,16 @@ mod tests {
     fn budget(max_usd: f64, spent_usd: f64, window_end_ms: Option<u64>) -> Subject {
         Subject {
             kind: SubjectKind::Key,
-            id: "k".into(),
+            scope: Scope::All,
             limits: Arc::new(Limits {
                 max_budget: Some(nanos(max_usd)),
                 ..Limits::default()
             }),
-            counters: Arc::new(Counters::with_spend(nanos(spent_usd), window_end_ms)),
+            counters: Arc::new(Counters::with_spend(
+                "k".into(),
+                nanos(spent_usd),
+                window_end_ms,
+            )),
         }
     }
 

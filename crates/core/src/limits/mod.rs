@@ -7,7 +7,7 @@ mod window;
 
 pub use limiter::{
     admit, admit_counted, admit_reserving, budget_left, charge_all, dollars, nanos, Counters,
-    Exceeded, Limits, Nanos, Permit, Rejected, Remaining, Subject, SubjectKind, Subjects,
+    Exceeded, Limits, Nanos, Permit, Rejected, Remaining, Scope, Subject, SubjectKind, Subjects,
 };
 pub use window::Window;
 
