@@ -299,9 +299,15 @@ impl LimitsPatch {
                     message,
                 })?;
             }
-            // LiteLLM also takes the per-model limits inside `metadata`.
             if let Some(m) = &m {
+                // LiteLLM also takes the per-model limits inside `metadata`.
                 per_model::read(m).map_err(per_model_error)?;
+                crate::auth::addresses::from_metadata(m).map_err(|message| {
+                    ApiError::InvalidParam {
+                        param: "metadata.allowed_ips",
+                        message,
+                    }
+                })?;
             }
             let mut new = m.unwrap_or_default();
             for (name, value) in &limits.metadata {

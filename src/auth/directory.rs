@@ -16,8 +16,12 @@ use sluice_core::record::KeyInfo;
 use sluice_core::trace_context::hex;
 
 use super::access::{ModelAccess, Wanted};
+use super::addresses;
 use super::aliases::Aliases;
 use super::per_model::{Budgets, ModelLimits, PerModel};
+use sluice_net::networks::Networks;
+use sluice_net::server::PeerAddresses;
+use std::net::IpAddr;
 
 /// SHA-256 of a key as presented: what the directory (and the store, in hex) know a key by.
 pub type KeyDigest = [u8; 32];
@@ -56,6 +60,8 @@ pub struct Holder {
     pub organization: Option<Arc<str>>,
     /// A team's limits for single models (`model_rpm_limit`, ...), shared by its keys.
     pub per_model: Option<Arc<PerModel>>,
+    /// The addresses a team's keys may be used from (`metadata.allowed_ips`).
+    pub allowed_ips: Option<Arc<Networks>>,
 }
 
 /// One virtual key as the request path needs it.
@@ -83,6 +89,8 @@ pub struct KeyEntry {
     /// Its limits for single models (`model_rpm_limit`, `model_tpm_limit`,
     /// `model_max_budget`).
     pub per_model: Option<Arc<PerModel>>,
+    /// The addresses it may be used from (`metadata.allowed_ips`).
+    pub allowed_ips: Option<Arc<Networks>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -111,6 +119,8 @@ pub struct Stored {
     pub organization: Option<Arc<str>>,
     /// A key's or team's limits for single models.
     pub per_model: Arc<[ModelLimits]>,
+    /// A key's or team's `allowed_ips`.
+    pub allowed_ips: Option<Arc<Networks>>,
 }
 
 /// The holders above a key that this instance knows: its team, its user and the organization
@@ -265,6 +275,12 @@ pub struct Directory {
     mcp_teams: papaya::HashMap<Arc<str>, Arc<sluice_mcp::Access>>,
     /// Per-model budgets: windows to renew, spend to read back.
     model_budgets: Budgets,
+    /// Whether any team has ever had `allowed_ips`: until one does, authenticating a key costs
+    /// no team lookup for it.
+    team_addresses: AtomicBool,
+    /// The accept loop's switch for recording peers, turned on by the first key or team with
+    /// `allowed_ips` (`AppState` hands the same switch to the accept loop).
+    peer_addresses: PeerAddresses,
 }
 
 impl std::fmt::Debug for Directory {
@@ -373,7 +389,11 @@ impl Directory {
             aliases: stored.aliases.clone(),
             organization: stored.organization.clone(),
             per_model,
+            allowed_ips: stored.allowed_ips.clone(),
         });
+        if entry.allowed_ips.is_some() {
+            self.peer_addresses.turn_on();
+        }
         keys.insert(d, entry.clone());
         self.unknown.pin().remove(&d);
         entry
@@ -459,8 +479,13 @@ impl Directory {
                 region: stored.region.clone(),
                 organization: stored.organization.clone(),
                 per_model,
+                allowed_ips: stored.allowed_ips.clone(),
             }),
         );
+        if kind == SubjectKind::Team && stored.allowed_ips.is_some() {
+            self.peer_addresses.turn_on();
+            self.team_addresses.store(true, Ordering::Relaxed);
+        }
         if kind == SubjectKind::Team && stored.aliases.is_some() {
             self.team_aliases.store(true, Ordering::Relaxed);
         }
@@ -494,6 +519,37 @@ impl Directory {
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u))
             .is_some_and(|u| u.proxy_admin)
+    }
+
+    /// The switch that makes the accept loop record each request's peer.
+    pub fn peer_addresses(&self) -> &PeerAddresses {
+        &self.peer_addresses
+    }
+
+    /// Whether `key` may be used from `client`: its own `allowed_ips` and its team's, when
+    /// they have them.
+    pub fn check_addresses(&self, key: &KeyEntry, client: Option<IpAddr>) -> Result<(), ApiError> {
+        if key
+            .allowed_ips
+            .as_ref()
+            .is_some_and(|l| !addresses::allows(l, client))
+        {
+            return Err(ApiError::AddressNotAllowed("the key's"));
+        }
+        if !self.team_addresses.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let team = key
+            .info
+            .team_id
+            .as_deref()
+            .and_then(|t| self.holder(SubjectKind::Team, t));
+        match team.and_then(|t| t.allowed_ips.clone()) {
+            Some(l) if !addresses::allows(&l, client) => {
+                Err(ApiError::AddressNotAllowed("the team's"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The per-model budgets this instance holds (the sync task renews their windows and
@@ -856,6 +912,7 @@ mod tests {
             window_end_ms: end,
             organization: None,
             per_model: Arc::default(),
+            allowed_ips: None,
         };
         put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
         let k = dir.key(&digest("sk-1")).unwrap();

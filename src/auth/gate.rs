@@ -4,6 +4,7 @@
 //! store does not know is remembered as unknown for a second.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -71,6 +72,21 @@ impl Gate {
     /// Who is calling. Without a master key the gateway is open (as LiteLLM's is) and virtual
     /// keys are not checked.
     pub async fn authenticate(
+        &self,
+        master: Option<&MasterKey>,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+        wall_ms: u64,
+    ) -> Result<Caller, ApiError> {
+        let caller = self.identify(master, headers, wall_ms).await?;
+        if let Caller::Key(k) = &caller {
+            self.directory.check_addresses(k, client)?;
+        }
+        Ok(caller)
+    }
+
+    /// The caller the presented key names, before its address is checked.
+    async fn identify(
         &self,
         master: Option<&MasterKey>,
         headers: &HeaderMap,
@@ -166,17 +182,17 @@ mod tests {
         let master = MasterKey::new(&Secret::new("sk-master"));
         let m = Some(&master);
         assert!(matches!(
-            gate.authenticate(m, &bearer("sk-master"), 0).await,
+            gate.authenticate(m, &bearer("sk-master"), None, 0).await,
             Ok(Caller::Master)
         ));
         assert!(matches!(
-            gate.authenticate(None, &HeaderMap::new(), 0).await,
+            gate.authenticate(None, &HeaderMap::new(), None, 0).await,
             Ok(Caller::Open)
         ));
         // Created on another instance: loaded once, then served from memory.
         for _ in 0..3 {
             assert!(matches!(
-                gate.authenticate(m, &bearer("sk-remote"), 0).await,
+                gate.authenticate(m, &bearer("sk-remote"), None, 0).await,
                 Ok(Caller::Key(_))
             ));
         }
@@ -184,18 +200,18 @@ mod tests {
         // Unknown: asked once per second at most.
         for _ in 0..3 {
             assert!(matches!(
-                gate.authenticate(m, &bearer("sk-nope"), 10).await,
+                gate.authenticate(m, &bearer("sk-nope"), None, 10).await,
                 Err(ApiError::KeyRefused(KeyRefusal::Unknown))
             ));
         }
         assert_eq!(loader.asked.load(Relaxed), 2);
         assert!(gate
-            .authenticate(m, &bearer("sk-nope"), 1_010)
+            .authenticate(m, &bearer("sk-nope"), None, 1_010)
             .await
             .is_err());
         assert_eq!(loader.asked.load(Relaxed), 3);
         assert!(matches!(
-            gate.authenticate(m, &HeaderMap::new(), 0).await,
+            gate.authenticate(m, &HeaderMap::new(), None, 0).await,
             Err(ApiError::Unauthorized(_))
         ));
     }

@@ -3,6 +3,7 @@
 //! task keeps in step with the store.
 
 mod access;
+pub mod addresses;
 mod aliases;
 mod directory;
 mod gate;

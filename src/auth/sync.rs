@@ -9,6 +9,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::access::ModelAccess;
+use super::addresses;
 use super::aliases::Aliases;
 use super::directory::{Directory, KeyDigest, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
@@ -81,18 +82,21 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
             .map(Arc::from),
         organization: None,
         per_model: Arc::default(),
+        allowed_ips: None,
     }
 }
 
-/// [`stored`], for a key or team: under an organization, and with limits for single models.
-/// A malformed per-model field (the admin API refuses one; a row written around it) counts
-/// as none.
+/// [`stored`], for a key or team: under an organization, with limits for single models and
+/// the addresses it may be used from. A malformed per-model field (the admin API refuses one;
+/// a row written around it) counts as none.
 fn stored_under(l: &store::Limits, spend: f64, organization: Option<&str>) -> Stored {
     Stored {
         organization: organization.map(Arc::from),
         per_model: per_model::read(&l.metadata)
             .map(Arc::from)
             .unwrap_or_default(),
+        // A malformed list (written around the admin API) allows no one rather than everyone.
+        allowed_ips: addresses::from_metadata(&l.metadata).unwrap_or_else(|_| Some(Arc::default())),
         ..stored(l, spend)
     }
 }

@@ -44,6 +44,7 @@ use sluice_providers::passthrough::{answer_headers, Framing, Shape, Tap};
 use sluice_providers::DeploymentTarget;
 use sluice_translate::multipart;
 
+use crate::auth::addresses::client_of;
 use crate::auth::Caller;
 use crate::passthrough::PassRelay;
 use crate::server::pipeline::declared_length;
@@ -225,7 +226,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            req.headers(),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     let viewer = Viewer::of(&caller);
     let ids = IdKey::new(snap.master.as_ref());

@@ -49,6 +49,7 @@ use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::{Access, Hub, McpSettings};
 use sluice_net::ClientRegistry;
 
+use crate::auth::addresses::client_of;
 use crate::auth::{Caller, KeyEntry};
 use crate::server::pipeline::read_body;
 use crate::server::{AppState, ResponseBody, Snapshot};
@@ -133,7 +134,12 @@ async fn enter<'s, B>(
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), &caller_key(req.headers()), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            &caller_key(req.headers()),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     let who = who(state, caller, wall)?;
     record.key = who.key.as_ref().map(|k| k.info.clone());

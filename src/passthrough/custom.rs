@@ -24,6 +24,7 @@ use sluice_providers::passthrough::{connection_listed, never_forwarded, path};
 use sluice_providers::UpstreamBody;
 
 use super::PassRelay;
+use crate::auth::addresses::client_of;
 use crate::auth::{Caller, Wanted};
 use crate::server::pipeline::{
     collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
@@ -220,7 +221,12 @@ where
     let caller = if route.auth {
         state
             .gate()
-            .authenticate(snap.master.as_ref(), req.headers(), wall)
+            .authenticate(
+                snap.master.as_ref(),
+                req.headers(),
+                client_of(req.extensions()),
+                wall,
+            )
             .await?
     } else {
         Caller::Open

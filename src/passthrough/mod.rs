@@ -49,6 +49,7 @@ use sluice_providers::passthrough::{
 use sluice_routing::{retry_after, FailureKind, Group};
 use sluice_translate::envelope::{splice, Envelope};
 
+use crate::auth::addresses::client_of;
 use crate::auth::{self, Wanted};
 use crate::server::pipeline::{
     collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
@@ -132,7 +133,12 @@ where
     let presented = caller_key(route, req.headers(), req.uri().query());
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), &presented, wall)
+        .authenticate(
+            snap.master.as_ref(),
+            &presented,
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     // 4. Read the body within the limit; the path may not leave the provider's base.
     let (parts, body) = req.into_parts();

@@ -24,6 +24,7 @@ use sluice_net::{ClientRegistry, SegmentsBody, UpstreamClient};
 use sluice_providers::http::client_error;
 use sluice_providers::passthrough::path;
 
+use crate::auth::addresses::client_of;
 use crate::auth::Wanted;
 use crate::server::pipeline::{
     collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
@@ -97,7 +98,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            req.headers(),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     let (parts, body) = req.into_parts();
     let name =

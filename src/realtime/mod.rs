@@ -36,6 +36,7 @@ use sluice_core::record::RequestRecord;
 use sluice_providers::realtime::{self, RealtimeUpstream};
 use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
+use crate::auth::addresses::client_of;
 use crate::auth::{self, Wanted};
 use crate::server::pipeline::admit;
 use crate::server::{AppState, ResponseBody, Snapshot};
@@ -68,7 +69,12 @@ pub async fn handle<B>(
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), &caller_key(req.headers()), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            &caller_key(req.headers()),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     let accept = websocket_accept(req.headers())?;
     // 5. The model group.

@@ -181,6 +181,9 @@ async fn begin(
         HeaderValue::from_static("application/json"),
     );
     run.extensions_mut().insert(BackgroundRun(id.clone()));
+    if let Some(c) = parts.extensions.get::<crate::auth::addresses::ClientAddr>() {
+        run.extensions_mut().insert(*c);
+    }
     let keeping = keeping.clone();
     let store = store.clone();
     let task_id = id.clone();

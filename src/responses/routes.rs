@@ -14,6 +14,7 @@ use sluice_core::limits;
 use super::conversations;
 use super::items::{self, Query};
 use super::kept::{not_found, store_error, Keeping, Owner};
+use crate::auth::addresses::client_of;
 use crate::auth::Caller;
 use crate::server::pipeline::{json as json_response, read_body};
 use crate::server::{AppState, ResponseBody, Snapshot};
@@ -94,7 +95,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            req.headers(),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     if let Caller::Key(k) = &caller {
         state.gate().directory().usable(k, wall)?;

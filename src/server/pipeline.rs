@@ -46,6 +46,7 @@ use super::litellm_headers;
 use super::relay::StreamRelay;
 use super::routes::{match_route, Route};
 use super::state::{model_object, AppState, Snapshot};
+use crate::auth::addresses::client_of;
 use crate::auth::{self, Caller, KeyEntry, Wanted};
 use crate::cache::embeddings::BatchLookup;
 use crate::fleet::Verdict;
@@ -77,7 +78,7 @@ static JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// Handle one request, start to finish. Never fails: every error becomes an OpenAI-shaped
 /// response.
-pub async fn handle<B>(state: &AppState, req: Request<B>) -> Response<ResponseBody>
+pub async fn handle<B>(state: &AppState, mut req: Request<B>) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
@@ -86,6 +87,13 @@ where
     let start = Instant::now();
     let request_id = request_id(req.headers());
     let snap = state.snapshot();
+    // 1½. The client's address, once some allow-list exists (the accept loop records each
+    //     peer then): read through trusted proxies, kept in the request's extensions.
+    if let Some(ip) = crate::auth::addresses::read(req.extensions(), req.headers(), &snap.forwarded)
+    {
+        req.extensions_mut()
+            .insert(crate::auth::addresses::ClientAddr(ip));
+    }
     // 2. Route.
     // The operator's own routes first (they may take a path sluice serves), then sluice's.
     let route = match snap.pass_through.custom().find(req.uri().path()) {
@@ -117,6 +125,13 @@ where
             Err(e) => return error_response(&e, dialect),
         }
     };
+    // 2¾. The gateway's `allowed_ips` (keys' and teams' lists are checked when they
+    //     authenticate).
+    if let Some(list) = snap.allowed_ips.as_deref().filter(|_| !probe) {
+        if !crate::auth::addresses::allows(list, client_of(req.extensions())) {
+            return error_response(&ApiError::AddressNotAllowed("the gateway's"), dialect);
+        }
+    }
     let url_len = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if url_len > snap.max_url {
         return error_response(
@@ -177,13 +192,27 @@ where
             let mut headers = req.headers().clone();
             super::vendor_clients::key_header(&mut headers, req.uri().query());
             let shape = ModelsShape::Google;
-            Box::pin(models(state, &snap, &headers, one, shape)).await
+            Box::pin(models(
+                state,
+                &snap,
+                (&headers, client_of(req.extensions())),
+                one,
+                shape,
+            ))
+            .await
         }
         Route::GoogleModels(one) => {
             let mut headers = req.headers().clone();
             super::vendor_clients::key_header(&mut headers, req.uri().query());
             let shape = ModelsShape::Google;
-            Box::pin(models(state, &snap, &headers, one, shape)).await
+            Box::pin(models(
+                state,
+                &snap,
+                (&headers, client_of(req.extensions())),
+                one,
+                shape,
+            ))
+            .await
         }
         Route::ListModels => {
             let groups_only = req.uri().query().is_some_and(|q| {
@@ -195,11 +224,25 @@ where
             } else {
                 ModelsShape::OpenAi
             };
-            Box::pin(models(state, &snap, req.headers(), None, shape)).await
+            Box::pin(models(
+                state,
+                &snap,
+                (req.headers(), client_of(req.extensions())),
+                None,
+                shape,
+            ))
+            .await
         }
         Route::GetModel(id) => {
             let shape = ModelsShape::OpenAi;
-            Box::pin(models(state, &snap, req.headers(), Some(id), shape)).await
+            Box::pin(models(
+                state,
+                &snap,
+                (req.headers(), client_of(req.extensions())),
+                Some(id),
+                shape,
+            ))
+            .await
         }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
         Route::Readiness => Ok(readiness(state)),
@@ -384,7 +427,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            req.headers(),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     // 4. Read the body, within the size limit: an upload only up to its first file, the rest
     //    relayed as it arrives (`upload`).
@@ -1181,7 +1229,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), req.headers(), wall)
+        .authenticate(
+            snap.master.as_ref(),
+            req.headers(),
+            client_of(req.extensions()),
+            wall,
+        )
         .await?;
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
@@ -1722,14 +1775,14 @@ enum ModelsShape {
 async fn models(
     state: &AppState,
     snap: &Snapshot,
-    headers: &HeaderMap,
+    (headers, client): (&HeaderMap, Option<std::net::IpAddr>),
     one: Option<&str>,
     shape: ModelsShape,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), headers, wall)
+        .authenticate(snap.master.as_ref(), headers, client, wall)
         .await?;
     let table = &snap.router.models;
     let key = match &caller {

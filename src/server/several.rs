@@ -122,6 +122,10 @@ fn sub_request(
     *req.headers_mut() = parts.headers.clone();
     req.headers_mut().remove("x-request-id");
     req.headers_mut().remove(http::header::CONTENT_LENGTH);
+    // The client's address, for the allow-lists its key and team may have.
+    if let Some(c) = parts.extensions.get::<crate::auth::addresses::ClientAddr>() {
+        req.extensions_mut().insert(*c);
+    }
     req
 }
 

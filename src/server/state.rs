@@ -75,6 +75,11 @@ pub struct Snapshot {
     /// (`general_settings.client_side_api_base_allowlist`): for a request body's `api_base`
     /// and for deployments added at run time alike.
     pub upstream_allowlist: Arc<sluice_net::ssrf::Allowlist>,
+    /// `general_settings.allowed_ips`: who may call at all (`None`: anyone).
+    pub allowed_ips: Option<Arc<sluice_net::networks::Networks>>,
+    /// How a client's address is read through proxies (`use_x_forwarded_for`,
+    /// `trusted_proxy_ranges`).
+    pub forwarded: sluice_net::networks::Forwarded,
     /// The config as `sluice check-config` shows it (secrets masked), for the console.
     pub described: Arc<str>,
     /// Every deployment as `/model/info` lists it (keys masked), in config order.
@@ -181,6 +186,8 @@ impl Snapshot {
             key_bounds: config.litellm.key_bounds.clone(),
             client_side: super::client_side::ClientSideSettings::of(config),
             upstream_allowlist: Arc::new(config.general.client_side_api_base_allowlist.clone()),
+            allowed_ips: config.general.allowed_ips.clone().map(Arc::new),
+            forwarded: config.general.forwarded.clone(),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
             guardrails: crate::guardrails::Guardrails::new(&config.guardrails, clients)
                 .map_err(SnapshotError::Guardrail)?,
@@ -464,6 +471,10 @@ impl AppState {
         let mut snap = Snapshot::build(config, &clients, &health)?;
         snap.mcp = crate::mcp::McpGateway::start(&config.mcp, &clients);
         recorder.configure(&config.callbacks);
+        let peer_addresses = services.gate.directory().peer_addresses().clone();
+        if snap.allowed_ips.is_some() {
+            peer_addresses.turn_on();
+        }
         let state = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             background_runs: crate::responses::Runs::default(),
@@ -477,7 +488,12 @@ impl AppState {
                 config.general.max_memory_bytes,
                 workers,
             ),
-            connections: config.general.connections.clone(),
+            connections: sluice_net::server::ConnLimits {
+                // The directory turns peer recording on for the first key or team with
+                // `allowed_ips`; the config's own list turns it on now.
+                peer_addresses,
+                ..config.general.connections.clone()
+            },
             config_path: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
         });
@@ -602,6 +618,9 @@ impl AppState {
             Some(old) if *old.settings() == config.mcp => Some(Arc::clone(old)),
             _ => crate::mcp::McpGateway::start(&config.mcp, &self.clients),
         };
+        if snap.allowed_ips.is_some() {
+            self.connections.peer_addresses.turn_on();
+        }
         self.snapshot.store(Arc::new(snap));
         self.recorder.configure(&config.callbacks);
         if let Some(s) = &self.services.store {

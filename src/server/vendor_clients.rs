@@ -18,6 +18,7 @@ use sluice_providers::passthrough::Route as PassRoute;
 use sluice_translate::gemini::ArrayStream;
 use sluice_translate::{anthropic, gemini, Params};
 
+use crate::auth::addresses::client_of;
 use crate::auth::{Caller, Wanted};
 use crate::server::body::{Reshaped, ResponseBody};
 use crate::server::pipeline::read_body;
@@ -122,7 +123,12 @@ where
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), &parts.headers, wall)
+        .authenticate(
+            snap.master.as_ref(),
+            &parts.headers,
+            client_of(&parts.extensions),
+            wall,
+        )
         .await?;
     let directory = state.gate().directory();
     let not_found = || ApiError::ModelNotFound(model.chars().take(256).collect());

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod addresses;
 mod admin;
 mod architecture;
 mod cache;

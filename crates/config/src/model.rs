@@ -357,6 +357,12 @@ pub struct GeneralSettings {
     /// `client_side_api_base_allowlist`: host names, addresses and CIDR blocks a client-supplied
     /// `api_base` may reach although they are internal (loopback, private, link-local, ...).
     pub client_side_api_base_allowlist: sluice_net::ssrf::Allowlist,
+    /// `allowed_ips` (LiteLLM's key): only clients at these addresses or in these CIDR blocks
+    /// may call the gateway (health probes and `/metrics` excepted). `None`: anyone.
+    pub allowed_ips: Option<sluice_net::networks::Networks>,
+    /// `use_x_forwarded_for` and `trusted_proxy_ranges`: whether a client's address is read
+    /// from `X-Forwarded-For`, and past which proxies.
+    pub forwarded: sluice_net::networks::Forwarded,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -474,6 +480,8 @@ impl Default for GeneralSettings {
             sso: None,
             allow_client_side_credentials: false,
             client_side_api_base_allowlist: sluice_net::ssrf::Allowlist::default(),
+            allowed_ips: None,
+            forwarded: sluice_net::networks::Forwarded::default(),
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,

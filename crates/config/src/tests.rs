@@ -1191,6 +1191,48 @@ fn client_side_credentials_and_listener_tls_settings() {
 }
 
 #[test]
+fn allowed_ips_and_forwarding_are_read_and_bad_entries_named() {
+    use sluice_net::networks::Forwarded;
+    let yaml = |extra: &str| format!("model_list: []\ngeneral_settings:\n{extra}");
+    let plain = load_str(&yaml("  master_key: sk-m\n"), &env(&[])).unwrap();
+    assert!(plain.config.general.allowed_ips.is_none());
+    assert_eq!(plain.config.general.forwarded, Forwarded::Ignored);
+    let on = load_str(
+        &yaml(
+            "  allowed_ips: [\"10.0.0.0/8\", \"192.0.2.7\"]\n  use_x_forwarded_for: true\n  \
+             trusted_proxy_ranges: [\"127.0.0.0/8\"]\n",
+        ),
+        &env(&[]),
+    )
+    .unwrap();
+    let g = &on.config.general;
+    let list = g.allowed_ips.as_ref().unwrap();
+    assert!(list.contains("10.1.1.1".parse().unwrap()));
+    assert!(!list.contains("192.0.2.8".parse().unwrap()));
+    assert!(matches!(g.forwarded, Forwarded::Through(_)));
+    let one_hop = load_str(&yaml("  use_x_forwarded_for: true\n"), &env(&[])).unwrap();
+    assert_eq!(one_hop.config.general.forwarded, Forwarded::OneHop);
+    for (extra, path) in [
+        (
+            "  allowed_ips: [\"10.0.0.0/40\"]\n",
+            "general_settings.allowed_ips",
+        ),
+        ("  allowed_ips: [office]\n", "general_settings.allowed_ips"),
+        (
+            "  use_x_forwarded_for: true\n  trusted_proxy_ranges: [lb]\n",
+            "general_settings.trusted_proxy_ranges",
+        ),
+        (
+            "  use_x_forwarded_for: maybe\n",
+            "general_settings.use_x_forwarded_for",
+        ),
+    ] {
+        let bad = load_str(&yaml(extra), &env(&[])).unwrap_err();
+        assert!(errors(bad).iter().any(|e| e.contains(path)), "{extra}");
+    }
+}
+
+#[test]
 fn hostile_client_and_overload_limits_are_read_and_bad_ones_named() {
     let loaded = load_str(
         "model_list: []\ngeneral_settings:\n  max_request_headers: 50\n  max_request_header_size_kb: 16\n  \

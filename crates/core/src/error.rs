@@ -241,6 +241,10 @@ pub enum ApiError {
     /// The request's end user (`user` field) is blocked.
     #[error("The end user of this request is blocked.")]
     EndUserBlocked,
+    /// The client's address is in none of the `allowed_ips` that apply: the gateway's, the
+    /// key's or its team's (named). LiteLLM's words and status (403).
+    #[error("Access forbidden: IP address not allowed ({0} allowed_ips).")]
+    AddressNotAllowed(&'static str),
     /// A rate limit or budget of the key, team, user or end user.
     #[error("{0}")]
     Limited(Rejected),
@@ -351,9 +355,10 @@ impl ApiError {
             Self::Unauthorized(_) | Self::KeyRefused(_) | Self::ModelNotAllowed { .. } => {
                 StatusCode::UNAUTHORIZED
             }
-            Self::EndUserBlocked | Self::McpNotAllowed(_) | Self::NotPermitted(_) => {
-                StatusCode::FORBIDDEN
-            }
+            Self::EndUserBlocked
+            | Self::McpNotAllowed(_)
+            | Self::NotPermitted(_)
+            | Self::AddressNotAllowed(_) => StatusCode::FORBIDDEN,
             // LiteLLM answers 400 for a spent budget; SDKs do not retry it (they retry 429).
             Self::Limited(r) if r.exceeded == Exceeded::Budget => StatusCode::BAD_REQUEST,
             Self::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -429,9 +434,10 @@ impl ApiError {
                 SubjectKind::EndUser => "end_user_model_access_denied",
                 SubjectKind::Organization => "organization_model_access_denied",
             },
-            Self::EndUserBlocked | Self::McpNotAllowed(_) | Self::NotPermitted(_) => {
-                "permission_error"
-            }
+            Self::EndUserBlocked
+            | Self::McpNotAllowed(_)
+            | Self::NotPermitted(_)
+            | Self::AddressNotAllowed(_) => "permission_error",
             Self::Limited(r) if r.exceeded == Exceeded::Budget => "budget_exceeded",
             Self::Limited(_) => "rate_limit_error",
             Self::StoreUnavailable
@@ -464,6 +470,7 @@ impl ApiError {
             Self::KeyRefused(KeyRefusal::UserBlocked) => "user_blocked",
             Self::ModelNotAllowed { .. } => "model_not_allowed",
             Self::EndUserBlocked => "end_user_blocked",
+            Self::AddressNotAllowed(_) => "ip_not_allowed",
             Self::Limited(r) => match r.exceeded {
                 Exceeded::Requests => "rpm_limit_exceeded",
                 Exceeded::Tokens => "tpm_limit_exceeded",
@@ -521,6 +528,7 @@ impl ApiError {
             Self::McpNotAllowed(_) => Some("tools"),
             Self::InvalidJson(_)
             | Self::NotPermitted(_)
+            | Self::AddressNotAllowed(_)
             | Self::InvalidDeployment(_)
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }

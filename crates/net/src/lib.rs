@@ -9,6 +9,7 @@ pub mod client;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod google_auth;
+pub mod networks;
 pub mod server;
 pub mod sigv4;
 pub mod ssrf;

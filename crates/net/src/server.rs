@@ -7,6 +7,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,11 @@ impl std::fmt::Debug for Tls {
 /// marks its cookies `Secure` then).
 #[derive(Debug, Clone, Copy)]
 pub struct ServedOverTls;
+
+/// A request extension: the address of the connection's peer, added while
+/// [`ConnLimits::peer_addresses`] is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub IpAddr);
 
 /// Why a listener's certificate or key cannot be used; the caller names the flag or key.
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +162,36 @@ pub struct ConnLimits {
     /// Most new connections one client address may open per second on this accept loop; the
     /// excess is closed at once. `None`: no limit.
     pub max_connection_rate_per_ip: Option<u32>,
+    /// Whether each request carries its peer's address ([`PeerAddr`]).
+    pub peer_addresses: PeerAddresses,
 }
+
+/// The switch that makes each request carry its peer's address. Off until something reads it
+/// (an address allow-list): a request's first extension costs an allocation. Shared, so that
+/// the gateway can turn it on while it serves; a switch, not a setting, so any two compare
+/// equal.
+#[derive(Debug, Clone, Default)]
+pub struct PeerAddresses(Arc<AtomicBool>);
+
+impl PeerAddresses {
+    /// From now on, every request carries its peer's address.
+    pub fn turn_on(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether requests carry their peer's address.
+    pub fn on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for PeerAddresses {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PeerAddresses {}
 
 impl Default for ConnLimits {
     fn default() -> Self {
@@ -166,6 +201,7 @@ impl Default for ConnLimits {
             max_header_bytes: MAX_CONN_BUF,
             max_connections: None,
             max_connection_rate_per_ip: None,
+            peer_addresses: PeerAddresses::default(),
         }
     }
 }
@@ -448,6 +484,7 @@ pub async fn serve_on<H, F, B>(
                 }
                 let _ = stream.set_nodelay(true);
                 let handler = handler.clone();
+                let tagged = (limits.peer_addresses.clone(), peer.ip());
                 if let Some(tls) = &tls {
                     tracker.spawn(serve_tls_conn(
                         tls.0.clone(),
@@ -455,11 +492,12 @@ pub async fn serve_on<H, F, B>(
                         builder.clone(),
                         graceful.watcher(),
                         handler,
-                        slot,
+                        (slot, tagged),
                     ));
                     continue;
                 }
-                let service = service_fn(move |req: Request<Incoming>| {
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    tag_peer(&mut req, &tagged);
                     let answer = handler(req);
                     async move { Ok::<_, Infallible>(answer.await) }
                 });
@@ -509,7 +547,10 @@ async fn serve_tls_conn<H, F, B>(
     builder: Arc<auto::Builder<TokioExecutor>>,
     watcher: hyper_util::server::graceful::Watcher,
     handler: H,
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    (slot, tagged): (
+        Option<tokio::sync::OwnedSemaphorePermit>,
+        (PeerAddresses, IpAddr),
+    ),
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
@@ -531,12 +572,20 @@ async fn serve_tls_conn<H, F, B>(
     };
     let service = service_fn(move |mut req: Request<Incoming>| {
         req.extensions_mut().insert(ServedOverTls);
+        tag_peer(&mut req, &tagged);
         let answer = handler(req);
         async move { Ok::<_, Infallible>(answer.await) }
     });
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Add the peer's address to a request while [`ConnLimits::peer_addresses`] is on.
+fn tag_peer<B>(req: &mut Request<B>, (switch, peer): &(PeerAddresses, IpAddr)) {
+    if switch.on() {
+        req.extensions_mut().insert(PeerAddr(*peer));
     }
 }
 

@@ -13,6 +13,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::networks::{block, Networks};
+
 /// An address that is not on the public internet, or a name that resolves to one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -96,7 +98,7 @@ fn v6_kind(ip: Ipv6Addr) -> Option<&'static str> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Allowlist {
     hosts: Vec<String>,
-    nets: Vec<(IpAddr, u8)>,
+    nets: Networks,
 }
 
 impl Allowlist {
@@ -106,19 +108,8 @@ impl Allowlist {
         let mut list = Self::default();
         for e in entries {
             let e = e.as_ref().trim();
-            if let Some((addr, len)) = e.split_once('/') {
-                let ip: IpAddr = addr
-                    .parse()
-                    .map_err(|_| format!("{e:?}: not an address/prefix (CIDR) block"))?;
-                let max = if ip.is_ipv4() { 32 } else { 128 };
-                let len: u8 = len
-                    .parse()
-                    .ok()
-                    .filter(|l| *l <= max)
-                    .ok_or_else(|| format!("{e:?}: prefix length must be 0..={max}"))?;
-                list.nets.push((ip, len));
-            } else if let Ok(ip) = e.trim_matches(['[', ']']).parse::<IpAddr>() {
-                list.nets.push((ip, if ip.is_ipv4() { 32 } else { 128 }));
+            if let Some(b) = block(e)? {
+                list.nets.push(b);
             } else if e.is_empty() || e.contains(|c: char| c.is_whitespace() || c == ':') {
                 return Err(format!(
                     "{e:?}: expected a host name, an address or a CIDR block"
@@ -137,25 +128,7 @@ impl Allowlist {
 
     /// Whether `ip` lies in a listed address or block.
     pub fn allows_ip(&self, ip: IpAddr) -> bool {
-        self.nets.iter().any(|(net, len)| in_block(ip, *net, *len))
-    }
-}
-
-fn in_block(ip: IpAddr, net: IpAddr, len: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-            u32::from(a) & mask == u32::from(n) & mask
-        }
-        (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-            u128::from(a) & mask == u128::from(n) & mask
-        }
-        // An IPv4 block also covers the same addresses written as IPv4-mapped IPv6.
-        (IpAddr::V6(a), IpAddr::V4(_)) => a
-            .to_ipv4_mapped()
-            .is_some_and(|v4| in_block(IpAddr::V4(v4), net, len)),
-        (IpAddr::V4(_), IpAddr::V6(_)) => false,
+        self.nets.contains(ip)
     }
 }
 

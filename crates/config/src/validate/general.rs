@@ -4,15 +4,51 @@ use sluice_core::settings::read::{boolean, number, seconds, text, whole};
 use sluice_core::settings::{Env, Problems, Scalar};
 use sluice_core::Secret;
 
+use sluice_net::networks::{Forwarded, Networks};
 use sluice_net::ssrf::Allowlist;
 
 use crate::model::{GeneralSettings, SpendJournalMode};
 use crate::raw::RawGeneral;
 
+/// `allowed_ips`, `use_x_forwarded_for` and `trusted_proxy_ranges`: who may call, and how
+/// their address is read through proxies.
+fn addresses(raw: &mut RawGeneral, g: &mut GeneralSettings, p: &mut Problems) {
+    let networks = |path: &str, list: Option<crate::raw::OneOrMany>, p: &mut Problems| {
+        let list = list?;
+        Networks::parse(&list.texts())
+            .map_err(|why| p.error(path, why))
+            .ok()
+    };
+    g.allowed_ips = networks("general_settings.allowed_ips", raw.allowed_ips.take(), p);
+    if g.allowed_ips.as_ref().is_some_and(Networks::is_empty) {
+        p.warn(
+            "general_settings.allowed_ips",
+            "an empty list: no client may call the gateway",
+        );
+    }
+    let trusted = networks(
+        "general_settings.trusted_proxy_ranges",
+        raw.trusted_proxy_ranges.take(),
+        p,
+    );
+    let believe = boolean(
+        "general_settings.use_x_forwarded_for",
+        raw.use_x_forwarded_for.take(),
+        p,
+    )
+    .unwrap_or(false);
+    g.forwarded = match (believe, trusted) {
+        (false, _) => Forwarded::Ignored,
+        (true, None) => Forwarded::OneHop,
+        (true, Some(nets)) => Forwarded::Through(nets),
+    };
+}
+
 /// Validate `general_settings`.
 pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
     let mut limited = GeneralSettings::default();
     limits(&mut raw, &mut limited, p);
+    addresses(&mut raw, &mut limited, p);
     let custom_routes =
         super::custom_routes::custom_routes(raw.pass_through_endpoints.take(), env, p);
     let mut g = GeneralSettings {
