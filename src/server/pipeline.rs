@@ -697,7 +697,7 @@ where
     let policy = snap.cache.as_ref().and_then(|c| {
         caller.cache_policy(
             state.gate().directory(),
-            envelope.routing.cache.as_ref(),
+            envelope.routing.cache.as_deref(),
             c.namespace(),
         )
     });
@@ -708,7 +708,7 @@ where
     let mut cached = None;
     let mut batch = None;
     let mut fewer_inputs: Option<Bytes> = None;
-    let control = policy.as_ref().or(envelope.routing.cache.as_ref());
+    let control = policy.as_ref().or(envelope.routing.cache.as_deref());
     // An answer guardrails check is neither served from the cache nor stored in it unchecked.
     let answer_checked = guarded.as_ref().is_some_and(|g| g.checks_answer());
     if let Some(cache) = snap

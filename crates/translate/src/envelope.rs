@@ -66,6 +66,11 @@ struct RawEnvelope<'a> {
     cache: Option<&'a RawValue>,
     #[serde(borrow, default)]
     guardrails: Option<&'a RawValue>,
+    // LiteLLM's request tags: top-level `tags` (never sent) or `metadata.tags`.
+    #[serde(borrow, default)]
+    tags: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
     // LiteLLM's client-side credentials and upstream targets (`ClientSide`).
     #[serde(borrow, default)]
     api_base: Option<&'a RawValue>,
@@ -250,10 +255,14 @@ pub struct RequestRouting {
     pub num_retries: Option<u32>,
     /// `timeout` in seconds: for each attempt, instead of the deployment's.
     pub timeout: Option<Duration>,
-    /// `cache`: LiteLLM's per-request cache controls.
-    pub cache: Option<CacheControl>,
+    /// `cache`: LiteLLM's per-request cache controls (boxed: rare, and ~80 bytes that every
+    /// request's future would carry).
+    pub cache: Option<Box<CacheControl>>,
     /// LiteLLM's `mock_testing_*` switches: the group asked for fails that way, unasked.
     pub mock: Option<sluice_core::error::MockFailure>,
+    /// LiteLLM's request tags (`tags`, else `metadata.tags`): for tag routing and spend by
+    /// tag. `None`, the usual case, costs nothing.
+    pub tags: Option<Box<[Arc<str>]>>,
 }
 
 #[derive(Deserialize)]
@@ -296,6 +305,45 @@ pub struct Envelope<'a> {
     /// Where the fields a same-dialect call is fitted to its model by sit.
     pub tunables: Tunables,
 }
+
+/// A list of tags as sent: strings, at most [`MAX_TAGS`] of at most [`MAX_TAG_LEN`] bytes
+/// each (they are stored with every spend log).
+fn tag_list(json: &str, param: &'static str) -> Result<Box<[Arc<str>]>, ApiError> {
+    let bad = |message: &str| ApiError::InvalidParam {
+        param,
+        message: message.into(),
+    };
+    let list: Vec<Cow<'_, str>> =
+        serde_json::from_str(json).map_err(|_| bad("expected a list of strings"))?;
+    if list.len() > MAX_TAGS {
+        return Err(bad("at most 64 tags"));
+    }
+    if list.iter().any(|t| t.len() > MAX_TAG_LEN) {
+        return Err(bad("a tag is at most 256 bytes"));
+    }
+    Ok(list.iter().map(|t| Arc::from(&**t)).collect())
+}
+
+/// `metadata.tags`, when `metadata` is an object that has them.
+fn metadata_tags(json: &str) -> Result<Option<Box<[Arc<str>]>>, ApiError> {
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow, default)]
+        tags: Option<&'a RawValue>,
+    }
+    let Ok(meta) = serde_json::from_str::<Meta<'_>>(json) else {
+        return Ok(None);
+    };
+    meta.tags
+        .filter(|t| t.get() != "null")
+        .map(|t| tag_list(t.get(), "metadata.tags"))
+        .transpose()
+}
+
+/// Most tags one request may carry.
+pub const MAX_TAGS: usize = 64;
+/// Longest tag, in bytes.
+pub const MAX_TAG_LEN: usize = 256;
 
 /// A value's byte range in the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -590,17 +638,26 @@ impl<'a> Envelope<'a> {
             values.push(range_in(body, v)?);
         }
         if let Some(v) = raw.cache.filter(|v| v.get() != "null") {
-            routing.cache = Some(CacheControl::from_body(v.get()).map_err(|message| {
-                ApiError::InvalidParam {
+            let control =
+                CacheControl::from_body(v.get()).map_err(|message| ApiError::InvalidParam {
                     param: "cache",
                     message,
-                }
-            })?);
+                })?;
+            routing.cache = Some(Box::new(control));
             values.push(range_in(body, v)?);
         }
         // LiteLLM's per-request guardrail names: read by the guardrails step, never sent.
         if let Some(v) = raw.guardrails {
             values.push(range_in(body, v)?);
+        }
+        if let Some(v) = raw.tags.filter(|v| v.get() != "null") {
+            routing.tags = Some(tag_list(v.get(), "tags")?);
+            values.push(range_in(body, v)?);
+        } else if let Some(m) = raw
+            .metadata
+            .filter(|m| memchr::memmem::find(m.get().as_bytes(), b"\"tags\"").is_some())
+        {
+            routing.tags = metadata_tags(m.get())?;
         }
         let client_side = raw.client_side(body, &mut values)?;
         let user: Option<Cow<'a, str>> =
@@ -912,6 +969,32 @@ mod tests {
             join(&segs),
             r#"{ "model" : "gpt-4o-mini" , "x": [1, 2,   3], "y":"model"}"#
         );
+    }
+
+    #[test]
+    fn request_tags_are_read_and_never_sent_upstream() {
+        let body = Bytes::from_static(br#"{"model":"m","tags":["a","b"],"x":1}"#);
+        let env = Envelope::parse(&body).unwrap();
+        let tags: Vec<&str> = env.routing.tags.iter().flatten().map(|t| &**t).collect();
+        assert_eq!(tags, ["a", "b"]);
+        let out = join(&splice(&body, &env, None, false, None).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(v.get("tags").is_none(), "{out}");
+        assert_eq!(v["x"], 1);
+        // `metadata.tags` is read; `metadata` itself is the client's and stays.
+        let body = Bytes::from_static(br#"{"model":"m","metadata":{"tags":["t"],"k":"v"}}"#);
+        let env = Envelope::parse(&body).unwrap();
+        assert_eq!(env.routing.tags.as_deref().map(<[_]>::len), Some(1));
+        let plain = Envelope::parse(br#"{"model":"m","metadata":{"k":"v"}}"#).unwrap();
+        assert!(plain.routing.tags.is_none());
+        for bad in [
+            &br#"{"model":"m","tags":"a"}"#[..],
+            br#"{"model":"m","tags":[1]}"#,
+            br#"{"model":"m","metadata":{"tags":"a"}}"#,
+        ] {
+            let e = Envelope::parse(bad).unwrap_err();
+            assert!(matches!(e, ApiError::InvalidParam { .. }), "{e}");
+        }
     }
 
     #[test]
