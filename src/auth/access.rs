@@ -117,6 +117,7 @@ mod tests {
             tpm: None,
             cost: f64::INFINITY,
             access_groups: access.iter().map(|a| Arc::from(*a)).collect(),
+            tags: Arc::new([]),
         };
         Group::new(name.into(), vec![member], None)
     }

@@ -4,6 +4,7 @@
 //! the daily rollups are built from the rows actually inserted; the holders' spend is not
 //! touched (their own spend columns, imported with them, already count these requests).
 
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use sluice_store::{KeyHash, SpendLog, SpendStatus, MAX_CONTENT};
@@ -140,9 +141,41 @@ pub fn spend_log(r: &Row) -> Result<SpendLog, RowError> {
         .text("cache_hit")?
         .is_some_and(|c| c.eq_ignore_ascii_case("true"));
     l.call_type = r.text("call_type")?.filter(|c| c == "call_mcp_tool");
+    l.request_tags = request_tags(r)?;
     l.messages = content(r, "messages");
     l.response = content(r, "response");
     Ok(l)
+}
+
+/// `request_tags` (`jsonb`, default `[]`): a list of tags. LiteLLM has also written it as a
+/// JSON string holding the list (its spend-log payload keeps it as JSON text); that is read
+/// too. NULL, empty text and `null` are no tags; NULL elements are skipped.
+fn request_tags(r: &Row) -> Result<Vec<String>, RowError> {
+    const COLUMN: &str = "request_tags";
+    let parsed;
+    let list = match r.get(COLUMN) {
+        None => return Ok(Vec::new()),
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(Vec::new()),
+        Some(Value::String(s)) => {
+            parsed = serde_json::from_str::<Value>(s)
+                .map_err(|_| r.error(COLUMN, "expected a JSON list of tags, found text"))?;
+            &parsed
+        }
+        Some(v) => v,
+    };
+    match list {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| r.error(COLUMN, format!("expected a list of tags, found {v}")))
+            })
+            .collect(),
+        v => Err(r.error(COLUMN, format!("expected a list of tags, found {v}"))),
+    }
 }
 
 /// A prompt or answer column as JSON text, when LiteLLM kept one, cut to sluice's limit.
@@ -190,7 +223,32 @@ mod tests {
         assert_eq!(l.response.as_deref(), Some(r#"{"id":"x"}"#));
         assert_eq!(l.call_type, None);
         assert!(!l.cache_hit);
+        assert!(l.request_tags.is_empty(), "no column, no tags");
         let bad = Row::from_json("LiteLLM_SpendLogs", "req-2", json!({"request_id": "req-2"}));
         assert_eq!(spend_log(&bad).unwrap_err().column, "startTime");
+    }
+
+    #[test]
+    fn request_tags_come_over_as_a_list_or_as_json_text() {
+        let row = |tags: serde_json::Value| {
+            Row::from_json(
+                "LiteLLM_SpendLogs",
+                "req-1",
+                json!({"request_id": "req-1", "startTime": "2026-03-01T10:00:00",
+                       "request_tags": tags}),
+            )
+        };
+        let tags = |v| spend_log(&row(v)).map(|l| l.request_tags);
+        assert_eq!(tags(json!(["prod", "team-a"])).unwrap(), ["prod", "team-a"]);
+        assert_eq!(tags(json!(r#"["prod"]"#)).unwrap(), ["prod"]);
+        assert_eq!(tags(json!([])).unwrap(), Vec::<String>::new());
+        assert_eq!(tags(json!(null)).unwrap(), Vec::<String>::new());
+        assert_eq!(tags(json!("")).unwrap(), Vec::<String>::new());
+        assert_eq!(tags(json!("null")).unwrap(), Vec::<String>::new());
+        assert_eq!(tags(json!(["a", null])).unwrap(), ["a"]);
+        for bad in [json!([1]), json!({"a": 1}), json!("not json"), json!(7)] {
+            let e = tags(bad.clone()).unwrap_err();
+            assert_eq!(e.column, "request_tags", "{bad}");
+        }
     }
 }

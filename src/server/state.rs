@@ -146,6 +146,7 @@ impl Snapshot {
                     (i, o) => i.unwrap_or(0.0) + o.unwrap_or(0.0),
                 },
                 access_groups: d.model_info.access_groups.iter().cloned().collect(),
+                tags: d.tags.clone(),
             });
         }
         let hedges = &config.router.hedge_after;
@@ -227,6 +228,7 @@ fn policy(config: &Config) -> Policy {
         backoff: r.retry_backoff.unwrap_or(defaults.backoff),
         max_fallbacks: r.max_fallbacks.unwrap_or(defaults.max_fallbacks),
         on_disconnect: r.on_client_disconnect,
+        tags: r.tag_filtering,
         breaker: Breaker {
             allowed_fails: [r.allowed_fails.unwrap_or(DEFAULT_ALLOWED_FAILS);
                 FailureKind::ALL.len()],

@@ -51,6 +51,14 @@ pub fn describe(config: &Config) -> String {
     if let Some(s) = &config.router.routing_strategy {
         let _ = writeln!(out, "router_settings.routing_strategy: {}", s.name());
     }
+    let tags = config.router.tag_filtering;
+    if tags.enabled {
+        let _ = writeln!(
+            out,
+            "router_settings.enable_tag_filtering: true (a deployment matches {} of a request's tags)",
+            if tags.match_any { "any" } else { "all" }
+        );
+    }
     if !config.callbacks.sinks.is_empty() {
         let _ = writeln!(out, "\ncallbacks");
     }
@@ -311,6 +319,9 @@ pub fn deployment_info(d: &Deployment) -> serde_json::Value {
     if let Some(t) = d.timeout {
         params.insert("timeout".into(), t.as_secs_f64().into());
     }
+    if !d.tags.is_empty() {
+        params.insert("tags".into(), d.tags.iter().map(|t| &**t).collect());
+    }
     serde_json::json!({
         "model_name": d.model_name,
         "litellm_params": params,
@@ -382,6 +393,10 @@ fn deployment(out: &mut String, d: &Deployment) {
     }
     if let Some(r) = &d.upstream.region_name {
         let _ = writeln!(out, "      region_name: {r}");
+    }
+    if !d.tags.is_empty() {
+        let tags: Vec<&str> = d.tags.iter().map(|t| &**t).collect();
+        let _ = writeln!(out, "      tags: {}", tags.join(", "));
     }
     for (name, v) in [("rpm", d.rpm), ("tpm", d.tpm)] {
         if let Some(v) = v {

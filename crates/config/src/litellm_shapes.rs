@@ -382,7 +382,6 @@ router_settings:
     let w = warnings(&loaded);
     for path in [
         "model_list[0].litellm_params.max_tokens",
-        "model_list[0].litellm_params.tags",
         "litellm_settings.service_callbacks",
         "litellm_settings.force_ipv4",
         "litellm_settings.mcp_aliases",
@@ -390,7 +389,6 @@ router_settings:
         "general_settings.completion_model",
         "general_settings.allowed_routes",
         "general_settings.alerting",
-        "router_settings.enable_tag_filtering",
         "router_settings.provider_budget_config",
     ] {
         let n = w
@@ -399,7 +397,20 @@ router_settings:
             .count();
         assert_eq!(n, 1, "{path}: {w:#?}");
     }
+    // Tag routing is read, not warned about.
+    for path in [
+        "model_list[0].litellm_params.tags",
+        "router_settings.enable_tag_filtering",
+        "router_settings.tag_filtering_match_any",
+    ] {
+        assert!(!w.iter().any(|x| x.starts_with(path)), "{path}: {w:#?}");
+    }
     let c = &loaded.config;
+    assert_eq!(
+        &*c.deployments[0].tags,
+        [std::sync::Arc::<str>::from("free")]
+    );
+    assert!(c.router.tag_filtering.enabled && c.router.tag_filtering.match_any);
     assert_eq!(c.deployments[0].num_retries, Some(1));
     assert_eq!(c.router.model_group_alias.len(), 1);
     assert_eq!(c.router.num_retries, Some(2));

@@ -12,7 +12,7 @@ use sluice_core::Secret;
 use sluice_net::server::ConnLimits;
 use sluice_providers::passthrough::{Route, Unavailable};
 use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
-use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy, TagFiltering};
 
 use crate::prices::PriceTable;
 
@@ -265,6 +265,10 @@ pub struct Deployment {
     /// `use_in_pass_through`: its upstream and credentials serve its provider's pass-through
     /// route (the first such deployment of a provider does).
     pub use_in_pass_through: bool,
+    /// `tags`: what tag-based routing (`router_settings.enable_tag_filtering`) matches a
+    /// request's tags against; `default` marks the deployments of untagged requests. Shared,
+    /// as the routing table's member holds the same list.
+    pub tags: Arc<[Arc<str>]>,
 }
 
 impl Deployment {
@@ -588,6 +592,9 @@ pub struct RouterSettings {
     /// `model_group_alias` (here or in `litellm_settings`; the router's entry wins): other
     /// names a group answers to, each checked to name a served model.
     pub model_group_alias: Vec<GroupAlias>,
+    /// `enable_tag_filtering` (off by default) and `tag_filtering_match_any` (default true):
+    /// whether deployments' `tags` route requests, and how.
+    pub tag_filtering: TagFiltering,
 }
 
 /// One `model_group_alias` entry: requests for `alias` are served by `group`.

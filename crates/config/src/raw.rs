@@ -129,6 +129,9 @@ pub(super) struct RawParams {
     pub use_in_pass_through: Option<Scalar>,
     pub num_retries: Option<Scalar>,
     pub region_name: Option<Scalar>,
+    /// `tags: [free, paid]`: kept loose here so that a bad element is an error naming its
+    /// index.
+    pub tags: Option<Value>,
     /// Every other key: the ones a provider reads (`aws_region_name`, `vertex_project`,
     /// `mock_chunks`, ...), handed to its module, and unknown ones (a warning).
     #[serde(flatten)]
@@ -167,6 +170,7 @@ pub(super) const PARAM_KEYS: &[&str] = &[
     "use_in_pass_through",
     "num_retries",
     "region_name",
+    "tags",
 ];
 
 /// `general_settings`.
@@ -268,6 +272,8 @@ pub(super) struct RawRouter {
     pub content_policy_fallbacks: Option<RawFallbacks>,
     pub default_fallbacks: Option<OneOrMany>,
     pub model_group_alias: Option<RawAliases>,
+    pub enable_tag_filtering: Option<Scalar>,
+    pub tag_filtering_match_any: Option<Scalar>,
 }
 
 /// `model_group_alias`: `{alias: group}` or `{alias: {model: group, hidden: true}}`.
@@ -314,6 +320,8 @@ pub(super) const ROUTER_KEYS: &[&str] = &[
     "content_policy_fallbacks",
     "default_fallbacks",
     "model_group_alias",
+    "enable_tag_filtering",
+    "tag_filtering_match_any",
 ];
 
 /// `litellm_settings`.

@@ -1493,3 +1493,84 @@ fn include_adds_mcp_servers_and_guardrails_and_refuses_a_second_definition() {
     assert!(e.contains("mcp_servers.docs is also defined"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn deployment_tags_and_tag_filtering_are_read_and_bad_tags_named() {
+    let yaml = r#"
+model_list:
+  - model_name: gpt-4
+    litellm_params: {model: mock/a, tags: ["free", "eu"]}
+  - model_name: gpt-4
+    litellm_params: {model: mock/b, tags: default}
+  - model_name: gpt-4
+    litellm_params: {model: mock/c}
+router_settings:
+  enable_tag_filtering: true
+  tag_filtering_match_any: false
+"#;
+    let c = load_str(yaml, &env(&[])).unwrap().config;
+    let tags = |i: usize| -> Vec<&str> { c.deployments[i].tags.iter().map(|t| &**t).collect() };
+    assert_eq!(tags(0), ["free", "eu"]);
+    assert_eq!(tags(1), ["default"], "one tag alone is a list of one");
+    assert!(tags(2).is_empty());
+    assert_eq!(
+        c.router.tag_filtering,
+        sluice_routing::TagFiltering {
+            enabled: true,
+            match_any: false
+        }
+    );
+    let described = describe(&c);
+    assert!(described.contains("tags: free, eu"), "{described}");
+    assert!(
+        described.contains("enable_tag_filtering: true"),
+        "{described}"
+    );
+    let info = deployment_info(&c.deployments[0]);
+    assert_eq!(
+        info["litellm_params"]["tags"],
+        serde_json::json!(["free", "eu"])
+    );
+
+    // Off unless asked; LiteLLM matches any tag by default.
+    let c = load_str(
+        "model_list: []
+",
+        &env(&[]),
+    )
+    .unwrap()
+    .config;
+    assert_eq!(
+        c.router.tag_filtering,
+        sluice_routing::TagFiltering::default()
+    );
+    assert!(!c.router.tag_filtering.enabled && c.router.tag_filtering.match_any);
+
+    let bad = r#"
+model_list:
+  - model_name: a
+    litellm_params: {model: mock/a, tags: ["ok", 3, ""]}
+  - model_name: b
+    litellm_params: {model: mock/b, tags: {tier: free}}
+  - model_name: c
+    litellm_params: {model: mock/c, tags: [["nested"]]}
+router_settings:
+  enable_tag_filtering: maybe
+"#;
+    let errs = errors(load_str(bad, &env(&[])).unwrap_err());
+    let expected = [
+        "model_list[0].litellm_params.tags[1]: expected a tag (a string), got a number",
+        "model_list[0].litellm_params.tags[2]: expected a non-empty tag",
+        "model_list[1].litellm_params.tags: expected a list of tags, got a mapping",
+        "model_list[2].litellm_params.tags[0]: expected a tag (a string), got a list",
+    ];
+    for e in expected {
+        assert!(errs.iter().any(|x| x == e), "missing {e:?} in {errs:#?}");
+    }
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("router_settings.enable_tag_filtering: ")),
+        "{errs:#?}"
+    );
+    assert_eq!(errs.len(), expected.len() + 1, "{errs:#?}");
+}

@@ -71,6 +71,9 @@ pub struct Member {
     pub cost: f64,
     /// Its `model_info.access_groups`: names an access list may grant the group by.
     pub access_groups: Arc<[Arc<str>]>,
+    /// Its `litellm_params.tags`: what tag-based routing matches a request's tags against
+    /// ([`crate::eligible`]); empty for none.
+    pub tags: Arc<[Arc<str>]>,
 }
 
 /// The deployments one request has already tried in a group: a bit per member.
@@ -385,6 +388,7 @@ mod tests {
             tpm: None,
             cost: f64::INFINITY,
             access_groups: Arc::new([]),
+            tags: Arc::new([]),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Model groups and the choice of a deployment per attempt, with everything that makes routing
 //! survive provider failures: per-deployment health and cooldowns (`health`), strategies
-//! (`group`), failure kinds (`failure`), retry and fallback rules (`policy`), hedging (`hedge`)
-//! and the attempt loop the pipeline calls (`dispatch`). Tables are immutable per config
+//! (`group`), failure kinds (`failure`), retry and fallback rules (`policy`), hedging (`hedge`),
+//! tag-based routing (`tags`) and the attempt loop the pipeline calls (`dispatch`). Tables are immutable per config
 //! snapshot; live state is atomics, so no request takes a lock.
 
 mod dispatch;
@@ -10,6 +10,7 @@ mod group;
 mod health;
 mod hedge;
 mod policy;
+mod tags;
 
 pub use dispatch::{dispatch, Attempt, Failure, MayUse, Outcome, Requested, Served};
 pub use failure::{retry_after, FailureKind};
@@ -21,6 +22,7 @@ pub use health::{
 pub use hedge::HedgeAfter;
 pub use policy::{Fallbacks, OnDisconnect, Policy};
 pub use sluice_core::error::RouteError;
+pub use tags::{eligible, Eligible, NoTagMatch, TagFiltering, DEFAULT_TAG};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -228,6 +230,7 @@ mod tests {
             tpm: None,
             cost: f64::INFINITY,
             access_groups: Arc::new([]),
+            tags: Arc::new([]),
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::failure::FailureKind;
 use super::group::Strategy;
 use super::health::Breaker;
+use super::tags::TagFiltering;
 
 /// LiteLLM's default `num_retries` (the OpenAI client's `DEFAULT_MAX_RETRIES`).
 pub const DEFAULT_NUM_RETRIES: u32 = 2;
@@ -50,6 +51,9 @@ pub struct Policy {
     pub max_fallbacks: usize,
     /// Client-disconnect rule (`on_client_disconnect`).
     pub on_disconnect: OnDisconnect,
+    /// Tag-based routing (`enable_tag_filtering`, `tag_filtering_match_any`), handed to
+    /// [`crate::eligible`] with a request's tags.
+    pub tags: TagFiltering,
 }
 
 impl Default for Policy {
@@ -63,6 +67,7 @@ impl Default for Policy {
             backoff: DEFAULT_BACKOFF,
             max_fallbacks: DEFAULT_MAX_FALLBACKS,
             on_disconnect: OnDisconnect::default(),
+            tags: TagFiltering::default(),
         }
     }
 }

@@ -120,6 +120,11 @@ pub struct SpendLog {
     /// Why it failed or was refused, when sluice knows more than the status (tool calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The request's tags (LiteLLM's `request_tags`), as the request gave them; empty for
+    /// none. What [`Store::spend_by_tag`] sums by. Spool files written before tags were kept
+    /// read as none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_tags: Vec<String>,
     /// The per-request journal's hold on the file that has this record's line: dropped once
     /// the row is written or spooled, which lets the file go. Not part of the record.
     #[serde(skip)]
@@ -185,6 +190,7 @@ impl SpendLog {
             response: None,
             call_type: None,
             error: None,
+            request_tags: Vec::new(),
             journal: None,
         }
     }
@@ -241,6 +247,10 @@ impl SpendLog {
             response: col(row, "response")?,
             call_type: col(row, "call_type")?,
             error: col(row, "error")?,
+            // A list this writer wrote; one that does not read is shown as no tags.
+            request_tags: col::<Option<String>>(row, "request_tags")?
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
             journal: None,
         })
     }
@@ -382,7 +392,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 31] = [
+const LOG_COLUMNS: [&str; 32] = [
     "id",
     "request_id",
     "api_key",
@@ -409,6 +419,7 @@ const LOG_COLUMNS: [&str; 31] = [
     "retries",
     "fallbacks",
     "hedges",
+    "request_tags",
     "attempts",
     "messages",
     "response",
@@ -416,7 +427,7 @@ const LOG_COLUMNS: [&str; 31] = [
     "error",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (31 × 200 parameters
+/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (32 × 200 parameters
 /// stays far below its limit of 65,535).
 const ROWS_PER_STATEMENT: usize = 200;
 
@@ -437,6 +448,14 @@ fn select_list(content: bool) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The `request_tags` column: a JSON list of strings, `[]` for none.
+fn tags_json(tags: &[String]) -> String {
+    if tags.is_empty() {
+        return "[]".to_owned();
+    }
+    serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// The `attempts` column: a JSON list, NULL for none (a cache hit, a refusal).
@@ -526,6 +545,7 @@ impl Store {
                     .bind(i64::from(l.retries))
                     .bind(i64::from(l.fallbacks))
                     .bind(i64::from(l.hedges))
+                    .bind(tags_json(&l.request_tags))
                     .bind(attempts_json(&l.attempts))
                     .bind(l.messages.clone())
                     .bind(l.response.clone())
@@ -711,6 +731,79 @@ impl Store {
             })
             .collect()
     }
+
+    /// Spend, requests and tokens per request tag (LiteLLM's `/spend/tags`) of the requests
+    /// that started in `start..end` (either bound may be open; LiteLLM takes the dates and
+    /// ignores them), most spend first, then by tag. A request counts under each tag it
+    /// carried, so a request with two tags is in two rows, as in LiteLLM; a tag it listed
+    /// twice counts it once (LiteLLM would count it twice); untagged requests are in no row.
+    pub async fn spend_by_tag(
+        &self,
+        start: Option<OffsetDateTime>,
+        end: Option<OffsetDateTime>,
+    ) -> Result<Vec<TagSpend>, StoreError> {
+        // Rows without tags are skipped before their JSON is read: most requests carry none.
+        let mut conds = vec!["s.request_tags <> '[]'".to_owned()];
+        let mut args: Vec<i64> = Vec::new();
+        for (cond, value) in [("s.start_time >= ", start), ("s.start_time < ", end)] {
+            if let Some(t) = value {
+                args.push(to_ms(t));
+                conds.push(format!("{cond}${}", args.len()));
+            }
+        }
+        let tags = match self.backend() {
+            super::Backend::Sqlite => "json_each(s.request_tags) AS j",
+            super::Backend::Postgres => {
+                "jsonb_array_elements_text(CAST(s.request_tags AS jsonb)) AS j(value)"
+            }
+        };
+        // DISTINCT: a tag listed twice in one request counts it once.
+        let sql = format!(
+            "SELECT tag, COUNT(*) AS log_count, SUM(spend) AS total_spend, \
+             CAST(SUM(tokens) AS BIGINT) AS total_tokens \
+             FROM (SELECT DISTINCT s.id AS id, j.value AS tag, s.spend AS spend, \
+             s.prompt_tokens + s.completion_tokens AS tokens \
+             FROM spend_logs s CROSS JOIN {tags} WHERE {}) t \
+             GROUP BY tag ORDER BY total_spend DESC, tag",
+            conds.join(" AND ")
+        );
+        let mut q = sqlx::query(&sql);
+        for a in args {
+            q = q.bind(a);
+        }
+        q.fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|row| {
+                let count =
+                    |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
+                Ok(TagSpend {
+                    tag: col(row, "tag")?,
+                    requests: count("log_count")?,
+                    spend: col(row, "total_spend")?,
+                    total_tokens: count("total_tokens")?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One tag's row of [`Store::spend_by_tag`]: serialised under LiteLLM's `/spend/tags` names
+/// (`individual_request_tag`, `log_count`, `total_spend`), so the endpoint can answer the list
+/// as is, plus `total_tokens`, which LiteLLM's answer lacks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TagSpend {
+    /// The tag.
+    #[serde(rename = "individual_request_tag")]
+    pub tag: String,
+    /// Requests that carried it.
+    #[serde(rename = "log_count")]
+    pub requests: u64,
+    /// Their spend, in USD.
+    #[serde(rename = "total_spend")]
+    pub spend: f64,
+    /// Their prompt and completion tokens.
+    pub total_tokens: u64,
 }
 
 /// Whether a batch's spend is added to the holders it names (requests served here) or only to

@@ -538,6 +538,7 @@ async fn request_detail_round_trips_and_lists_leave_content_out() {
         ];
         l.messages = Some(r#"[{"role":"user","content":"hi"}]"#.into());
         l.response = Some(r#"{"choices":[]}"#.into());
+        l.request_tags = vec!["prod".into(), "team \"a\"".into()];
         s.write_spend_batch(std::slice::from_ref(&l)).await.unwrap();
         let one = s
             .spend_logs(&SpendLogFilter {
@@ -553,6 +554,73 @@ async fn request_detail_round_trips_and_lists_leave_content_out() {
         assert_eq!(listed[0].messages, None);
         assert_eq!(listed[0].response, None);
         assert_eq!(listed[0].attempts, l.attempts);
+    }
+}
+
+#[tokio::test]
+async fn spend_by_tag_sums_each_tag_in_the_time_range() {
+    for db in every_backend().await {
+        let s = &db.store;
+        let key = KeyRow::new("sk-tags", T0);
+        let tagged = |spend: f64, at: OffsetDateTime, tags: &[&str]| {
+            let mut l = log(&key, spend, at);
+            l.request_tags = tags.iter().map(|t| (*t).to_owned()).collect();
+            l
+        };
+        let hour = time::Duration::hours(1);
+        let logs = [
+            tagged(0.5, T0, &["prod", "team-a"]),
+            tagged(0.25, T0 + hour, &["prod"]),
+            // A tag listed twice counts the request once.
+            tagged(1.0, T0 + hour * 2, &["batch", "batch"]),
+            tagged(2.0, T0 + hour * 3, &[]),
+            tagged(0.125, T0 - hour, &["team-a", "ünï"]),
+        ];
+        s.write_spend_batch(&logs).await.unwrap();
+        // Older rows and untagged ones read as no tags.
+        let untagged = s
+            .spend_logs(&SpendLogFilter {
+                id: Some(logs[3].id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(untagged[0].request_tags.is_empty());
+
+        let all = s.spend_by_tag(None, None).await.unwrap();
+        let rows: Vec<(&str, u64, f64, u64)> = all
+            .iter()
+            .map(|t| (t.tag.as_str(), t.requests, t.spend, t.total_tokens))
+            .collect();
+        // Each log has 100 prompt and 20 completion tokens.
+        assert_eq!(
+            rows,
+            [
+                ("batch", 1, 1.0, 120),
+                ("prod", 2, 0.75, 240),
+                ("team-a", 2, 0.625, 240),
+                ("ünï", 1, 0.125, 120),
+            ],
+            "{:?}",
+            s.backend()
+        );
+        let window = s.spend_by_tag(Some(T0), Some(T0 + hour * 2)).await.unwrap();
+        let tags: Vec<(&str, u64)> = window
+            .iter()
+            .map(|t| (t.tag.as_str(), t.requests))
+            .collect();
+        assert_eq!(tags, [("prod", 2), ("team-a", 1)], "{:?}", s.backend());
+        assert!(s
+            .spend_by_tag(Some(T0 + hour * 10), None)
+            .await
+            .unwrap()
+            .is_empty());
+        // LiteLLM's `/spend/tags` names.
+        assert_eq!(
+            serde_json::to_value(&all[0]).unwrap(),
+            serde_json::json!({"individual_request_tag": "batch", "log_count": 1,
+                               "total_spend": 1.0, "total_tokens": 120})
+        );
     }
 }
 

@@ -124,6 +124,7 @@ fn deployment(
         per_query: cost("input_cost_per_query", params.input_cost_per_query, p),
         per_page: cost("ocr_cost_per_page", params.ocr_cost_per_page, p),
     };
+    let tags = tags(&lp, params.tags.as_ref(), p);
     let use_in_pass_through = boolean(
         &at_key("use_in_pass_through"),
         params.use_in_pass_through,
@@ -184,6 +185,7 @@ fn deployment(
         model_info,
         model_name,
         use_in_pass_through,
+        tags,
     };
     d.id = d
         .model_info
@@ -254,6 +256,56 @@ fn access_groups(at: &str, raw: Option<&Value>, p: &mut Problems) -> Vec<Arc<str
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Sequence(items)) => items.iter().filter_map(|v| one(v, p)).collect(),
         Some(v) => one(v, p).into_iter().collect(),
+    }
+}
+
+/// `litellm_params.tags`: a list of non-empty strings, kept as written (LiteLLM compares them
+/// exactly); one string alone is taken as a list of one, as `access_groups` is. A bad element
+/// is an error naming its index, so a typo cannot quietly leave a deployment out of its tier.
+fn tags(lp: &str, raw: Option<&Value>, p: &mut Problems) -> Arc<[Arc<str>]> {
+    let path = format!("{lp}.tags");
+    let one = |at: String, v: &Value, p: &mut Problems| match v {
+        Value::String(s) if !s.trim().is_empty() => Some(Arc::from(s.as_str())),
+        Value::String(_) => {
+            p.error(at, "expected a non-empty tag");
+            None
+        }
+        other => {
+            p.error(
+                at,
+                format!("expected a tag (a string), got {}", yaml_kind(other)),
+            );
+            None
+        }
+    };
+    match raw {
+        None | Some(Value::Null) => Arc::new([]),
+        Some(Value::Sequence(items)) => items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| one(format!("{path}[{i}]"), v, p))
+            .collect(),
+        Some(v @ Value::String(_)) => one(path, v, p).into_iter().collect(),
+        Some(other) => {
+            p.error(
+                path,
+                format!("expected a list of tags, got {}", yaml_kind(other)),
+            );
+            Arc::new([])
+        }
+    }
+}
+
+/// What kind of YAML value `v` is, for messages.
+fn yaml_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sluice_core::settings::read::{boolean, millis, number, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Problems, Scalar};
 use sluice_core::Secret;
-use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy};
+use sluice_routing::{FailureKind, HedgeAfter, OnDisconnect, Strategy, TagFiltering};
 
 use super::litellm::fallbacks;
 use super::texts;
@@ -95,6 +95,20 @@ pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
         default_fallbacks: texts(raw.default_fallbacks),
         // Filled by `aliases` once the model groups are known.
         model_group_alias: Vec::new(),
+        tag_filtering: TagFiltering {
+            enabled: boolean(
+                "router_settings.enable_tag_filtering",
+                raw.enable_tag_filtering,
+                p,
+            )
+            .unwrap_or(false),
+            match_any: boolean(
+                "router_settings.tag_filtering_match_any",
+                raw.tag_filtering_match_any,
+                p,
+            )
+            .unwrap_or(true),
+        },
     }
 }
 

@@ -633,6 +633,7 @@ mod tests {
             tpm: None,
             cost: f64::INFINITY,
             access_groups: std::sync::Arc::new([]),
+            tags: std::sync::Arc::new([]),
         };
         member.health.begin(false).succeed(Duration::from_millis(1));
         let router = Router {
