@@ -81,9 +81,9 @@ pub(super) const ALL: &[&str] = &[
 
 /// LiteLLM's key fields (`GenerateKeyRequest`, `UpdateKeyRequest`) that sluice keeps in the
 /// key's `metadata` under their own name, where LiteLLM itself keeps several of them
-/// (`tags`, `guardrails`, `model_rpm_limit`, ...). Of these, `guardrails`, `aliases` and the
-/// per-model limits (`model_rpm_limit`, `model_tpm_limit`, `model_max_budget`) are acted on
-/// (the gateway reads them from there); the rest are stored and shown, not acted on yet
+/// (`tags`, `guardrails`, `model_rpm_limit`, ...). Of these, `guardrails`, `aliases`, `tags`
+/// and the per-model limits (`model_rpm_limit`, `model_tpm_limit`, `model_max_budget`) are
+/// acted on (the gateway reads them from there); the rest are stored and shown, not acted on yet
 /// (docs/litellm-compat.md lists them). A name in none of these lists is still a 400.
 pub(super) const KEPT_KEY: &[&str] = &[
     "aliases",
@@ -111,7 +111,7 @@ pub(super) const KEPT_KEY: &[&str] = &[
 ];
 
 /// LiteLLM's team fields (`NewTeamRequest`, `UpdateTeamRequest`) kept in the team's
-/// `metadata`; `model_aliases`, `guardrails` and the per-model limits are acted on.
+/// `metadata`; `model_aliases`, `guardrails`, `tags` and the per-model limits are acted on.
 pub(super) const KEPT_TEAM: &[&str] = &[
     "model_aliases",
     "guardrails",

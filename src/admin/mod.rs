@@ -146,6 +146,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::GET, "/spend/daily", |s, r| {
         Box::pin(spend::daily(s, r))
     }),
+    (Method::GET, "/spend/tags", |s, r| {
+        Box::pin(spend::tags(s, r))
+    }),
     (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
     (Method::POST, "/budget/new", |s, r| {
         Box::pin(budgets::new(s, r))

@@ -80,6 +80,7 @@ fn log_json(l: &SpendLog) -> Value {
         "cache_hit": if l.cache_hit { "True" } else { "False" },
         "saved_spend": l.saved_spend,
         "requested_model": l.requested_model.as_deref().unwrap_or(&l.model_group),
+        "request_tags": l.request_tags,
         "overhead_ms": l.overhead_us.map(|us| us as f64 / 1000.0),
         "retries": l.retries,
         "fallbacks": l.fallbacks,
@@ -158,6 +159,21 @@ pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     };
     let logs = store.spend_logs(&filter).await.map_err(store_error)?;
     Ok(Value::Array(logs.iter().map(log_json).collect()))
+}
+
+/// `GET /spend/tags?start_date=&end_date=` (`YYYY-MM-DD`, both included, either open):
+/// LiteLLM's spend per request tag, `[{individual_request_tag, log_count, total_spend}]`
+/// (plus `total_tokens`), most spend first. LiteLLM takes the dates and ignores them.
+pub(super) async fn tags(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+    let q = query_pairs(&req, &["start_date", "end_date"])?;
+    let start = query_value(&q, "start_date")
+        .map(|d| day(d, "start_date"))
+        .transpose()?;
+    let end = query_value(&q, "end_date")
+        .map(|d| day(d, "end_date").map(|t| t + time::Duration::days(1)))
+        .transpose()?;
+    let rows = store.spend_by_tag(start, end).await.map_err(store_error)?;
+    serde_json::to_value(rows).map_err(|_| ApiError::Internal("spend by tag"))
 }
 
 /// `GET /spend/daily?start_date=&end_date=` (`YYYY-MM-DD`, both included; default: the last 30

@@ -62,6 +62,8 @@ pub struct Holder {
     pub per_model: Option<Arc<PerModel>>,
     /// The addresses a team's keys may be used from (`metadata.allowed_ips`).
     pub allowed_ips: Option<Arc<Networks>>,
+    /// A team's tags (`metadata.tags`): every request of its keys carries them.
+    pub tags: Arc<[Arc<str>]>,
 }
 
 /// One virtual key as the request path needs it.
@@ -91,6 +93,9 @@ pub struct KeyEntry {
     pub per_model: Option<Arc<PerModel>>,
     /// The addresses it may be used from (`metadata.allowed_ips`).
     pub allowed_ips: Option<Arc<Networks>>,
+    /// Its tags (`metadata.tags`): every request it makes carries them (tag routing, spend by
+    /// tag).
+    pub tags: Arc<[Arc<str>]>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -121,6 +126,8 @@ pub struct Stored {
     pub per_model: Arc<[ModelLimits]>,
     /// A key's or team's `allowed_ips`.
     pub allowed_ips: Option<Arc<Networks>>,
+    /// A key's or team's `metadata.tags`.
+    pub tags: Arc<[Arc<str>]>,
 }
 
 /// The holders above a key that this instance knows: its team, its user and the organization
@@ -278,6 +285,9 @@ pub struct Directory {
     /// Whether any team has ever had `allowed_ips`: until one does, authenticating a key costs
     /// no team lookup for it.
     team_addresses: AtomicBool,
+    /// Whether any team has ever had `tags`: until one does, a request costs no team lookup
+    /// for them.
+    team_tags: AtomicBool,
     /// The accept loop's switch for recording peers, turned on by the first key or team with
     /// `allowed_ips` (`AppState` hands the same switch to the accept loop).
     peer_addresses: PeerAddresses,
@@ -390,6 +400,7 @@ impl Directory {
             organization: stored.organization.clone(),
             per_model,
             allowed_ips: stored.allowed_ips.clone(),
+            tags: stored.tags.clone(),
         });
         if entry.allowed_ips.is_some() {
             self.peer_addresses.turn_on();
@@ -480,8 +491,12 @@ impl Directory {
                 organization: stored.organization.clone(),
                 per_model,
                 allowed_ips: stored.allowed_ips.clone(),
+                tags: stored.tags.clone(),
             }),
         );
+        if kind == SubjectKind::Team && !stored.tags.is_empty() {
+            self.team_tags.store(true, Ordering::Relaxed);
+        }
         if kind == SubjectKind::Team && stored.allowed_ips.is_some() {
             self.peer_addresses.turn_on();
             self.team_addresses.store(true, Ordering::Relaxed);
@@ -519,6 +534,15 @@ impl Directory {
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u))
             .is_some_and(|u| u.proxy_admin)
+    }
+
+    /// The tags of `key`'s team (`metadata.tags`), when it has some.
+    pub fn team_tags(&self, key: &KeyEntry) -> Option<Arc<[Arc<str>]>> {
+        if !self.team_tags.load(Ordering::Relaxed) {
+            return None;
+        }
+        let team = self.holder(SubjectKind::Team, key.info.team_id.as_deref()?)?;
+        (!team.tags.is_empty()).then(|| team.tags.clone())
     }
 
     /// The switch that makes the accept loop record each request's peer.
@@ -913,6 +937,7 @@ mod tests {
             organization: None,
             per_model: Arc::default(),
             allowed_ips: None,
+            tags: Arc::default(),
         };
         put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
         let k = dir.key(&digest("sk-1")).unwrap();

@@ -83,6 +83,7 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         organization: None,
         per_model: Arc::default(),
         allowed_ips: None,
+        tags: Arc::default(),
     }
 }
 
@@ -97,6 +98,12 @@ fn stored_under(l: &store::Limits, spend: f64, organization: Option<&str>) -> St
             .unwrap_or_default(),
         // A malformed list (written around the admin API) allows no one rather than everyone.
         allowed_ips: addresses::from_metadata(&l.metadata).unwrap_or_else(|_| Some(Arc::default())),
+        tags: l
+            .metadata
+            .get("tags")
+            .and_then(serde_json::Value::as_array)
+            .map(|t| t.iter().filter_map(|t| t.as_str().map(Arc::from)).collect())
+            .unwrap_or_default(),
         ..stored(l, spend)
     }
 }

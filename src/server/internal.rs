@@ -38,6 +38,7 @@ pub(crate) async fn call(
         may_use: None,
         mock: None,
         region: None,
+        tags: &[],
     };
     let headers = HeaderMap::new();
     let outcome = routing::dispatch(router, resolved, &requested, |a: Attempt<'_>| {

@@ -13,6 +13,7 @@ mod relay;
 pub mod routes;
 mod several;
 mod state;
+mod tags;
 pub(crate) mod upload;
 mod vendor_clients;
 

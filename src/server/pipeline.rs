@@ -786,6 +786,16 @@ where
         .user
         .as_deref()
         .and_then(|u| state.gate().directory().end_user_region(u));
+    // Tags (the request's, its key's and team's) route among a group's deployments when
+    // `enable_tag_filtering` is on, and go to the spend log.
+    let tags = super::tags::gather(
+        envelope.routing.tags.as_deref(),
+        &parts.headers,
+        key.as_deref(),
+        state.gate().directory(),
+    );
+    let tag_names: Vec<&str> = tags.iter().flat_map(|t| t.iter()).map(|t| &**t).collect();
+    record.tags = tags.clone();
     let requested = Requested {
         num_retries: envelope.routing.num_retries,
         fallbacks: envelope.routing.fallbacks.as_deref(),
@@ -793,6 +803,7 @@ where
         may_use: key.is_some().then_some(MayUse(&may_use)),
         mock: envelope.routing.mock,
         region: region.as_deref(),
+        tags: &tag_names,
     };
     let sent_at = Instant::now();
     let before_send = sent_at - record.start;

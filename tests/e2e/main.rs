@@ -42,6 +42,7 @@ mod realtime;
 mod routing;
 mod security;
 mod semantic_cache;
+mod tags;
 mod team_admin;
 mod tenancy;
 mod translate;

@@ -67,6 +67,15 @@ pub enum RouteError {
         /// When the minute turns.
         retry_in: Duration,
     },
+    /// Tag routing (`enable_tag_filtering`) leaves no deployment of the group for the
+    /// request's tags. LiteLLM's words (its clients match on them) and status (401).
+    #[error("Not allowed to access model due to tags configuration. Passed model={group} and tags={tags:?}")]
+    NoTagMatch {
+        /// The group.
+        group: Arc<str>,
+        /// The request's tags, as given.
+        tags: Box<[Box<str>]>,
+    },
 }
 
 impl RouteError {
@@ -74,7 +83,7 @@ impl RouteError {
     pub fn retry_in(&self) -> Duration {
         match self {
             Self::Cooling { retry_in, .. } | Self::AtLimit { retry_in, .. } => *retry_in,
-            Self::Mocked { .. } => Duration::ZERO,
+            Self::Mocked { .. } | Self::NoTagMatch { .. } => Duration::ZERO,
         }
     }
 }
@@ -380,6 +389,7 @@ impl ApiError {
             }
             Self::NoDeployment(RouteError::Cooling { .. }) => StatusCode::SERVICE_UNAVAILABLE,
             Self::NoDeployment(RouteError::AtLimit { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::NoDeployment(RouteError::NoTagMatch { .. }) => StatusCode::UNAUTHORIZED,
             Self::NoDeployment(RouteError::Mocked { what, .. }) => match what {
                 MockFailure::RateLimit => StatusCode::TOO_MANY_REQUESTS,
                 MockFailure::ContextWindow | MockFailure::ContentPolicy => StatusCode::BAD_REQUEST,
@@ -453,6 +463,7 @@ impl ApiError {
             Self::NoDeployment(RouteError::Cooling { .. }) => "service_unavailable_error",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "rate_limit_error",
             Self::NoDeployment(RouteError::Mocked { .. }) => "mock_testing_error",
+            Self::NoDeployment(RouteError::NoTagMatch { .. }) => "invalid_request_error",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -497,6 +508,7 @@ impl ApiError {
             Self::NoDeployment(RouteError::Cooling { .. }) => "no_healthy_deployment",
             Self::NoDeployment(RouteError::AtLimit { .. }) => "deployment_limit_reached",
             Self::NoDeployment(RouteError::Mocked { what, .. }) => what.field(),
+            Self::NoDeployment(RouteError::NoTagMatch { .. }) => "no_deployments_with_tag_routing",
             Self::Internal(_) => "internal_error",
             Self::UnknownParam(_) => "unknown_parameter",
             Self::NotFound { .. } => "not_found",

@@ -207,6 +207,9 @@ pub struct RequestRecord {
     pub key: Option<Arc<KeyInfo>>,
     /// The client's end user (`user` in the body).
     pub end_user: Option<Arc<str>>,
+    /// Its tags: the request's (`tags`, `metadata.tags`, `x-litellm-tags`), its key's and its
+    /// team's (LiteLLM's `request_tags`, summed by `/spend/tags`).
+    pub tags: Option<Arc<[Arc<str>]>>,
     /// What the request cost, when its usage and the deployment's price are known.
     pub cost: Option<Nanos>,
     /// Answered from sluice's cache.
@@ -475,6 +478,7 @@ impl RequestRecord {
             content: None,
             key: None,
             end_user: None,
+            tags: None,
             cost: None,
             cache_hit: false,
             saved: None,

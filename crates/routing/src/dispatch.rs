@@ -75,6 +75,9 @@ pub struct Requested<'a> {
     /// The only region whose deployments may serve it (an end user's
     /// `allowed_model_region`): the others count as tried from the start.
     pub region: Option<&'a str>,
+    /// Its tags (the request's, its key's and team's), for tag routing: the deployments they
+    /// leave out (`tags::eligible`) count as tried from the start.
+    pub tags: &'a [&'a str],
 }
 
 /// The caller's model access, as dispatch asks it of each fallback group: `(name, group)`.
@@ -299,6 +302,12 @@ impl<'a> Run<'a> {
         let group = at.group;
         let outside = self.outside_region(group);
         let mut tried = outside;
+        if policy.tags.enabled {
+            match crate::tags::eligible(group, self.requested.tags, policy.tags) {
+                Ok(e) => tried = tried.union(e.outside(group)),
+                Err(e) => return Err(route_failure(e)),
+            }
+        }
         let mut attempts: u32 = 0;
         let mut same_again: u32 = 0;
         let mut last: Option<Failure<E>> = None;
@@ -539,13 +548,17 @@ fn mock_failure<E: From<RouteError>>(group: &Group, what: MockFailure) -> Failur
 }
 
 fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
+    // Tags that leave no deployment: no retry, but a fallback group is tried (its
+    // deployments' tags may match); a 401, as LiteLLM answers.
+    let (kind, retry_after) = match e {
+        RouteError::Cooling { .. } => (FailureKind::Server, Some(e.retry_in())),
+        RouteError::AtLimit { .. } => (FailureKind::RateLimit, Some(e.retry_in())),
+        RouteError::Mocked { .. } => (FailureKind::Server, Some(e.retry_in())),
+        RouteError::NoTagMatch { .. } => (FailureKind::Authentication, None),
+    };
     Failure {
-        kind: match e {
-            RouteError::Cooling { .. } => FailureKind::Server,
-            RouteError::AtLimit { .. } => FailureKind::RateLimit,
-            RouteError::Mocked { .. } => FailureKind::Server,
-        },
-        retry_after: Some(e.retry_in()),
+        kind,
+        retry_after,
         error: E::from(e),
         terminal: false,
         scoped: false,

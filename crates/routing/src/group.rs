@@ -91,6 +91,12 @@ impl Tried {
     pub fn insert(&mut self, i: usize) {
         self.0 |= 1 << (i % 128);
     }
+    /// The members in either set (an end user's region and the request's tags both narrow a
+    /// group).
+    #[must_use]
+    pub fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
 }
 
 /// What [`Group::pick`] found.

@@ -22,7 +22,7 @@ pub use health::{
 pub use hedge::HedgeAfter;
 pub use policy::{Fallbacks, OnDisconnect, Policy};
 pub use sluice_core::error::RouteError;
-pub use tags::{eligible, Eligible, NoTagMatch, TagFiltering, DEFAULT_TAG};
+pub use tags::{eligible, Eligible, TagFiltering, DEFAULT_TAG};
 
 use std::collections::HashMap;
 use std::sync::Arc;

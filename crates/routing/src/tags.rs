@@ -14,10 +14,10 @@
 //!   the positive tags (`tag_filtering_match_any: false`: carry all of them). None: the
 //!   deployments left tagged `default`, unless a positive tag is one some deployment of the
 //!   group carries (the caller asked for something the group has, just not here), which is a
-//!   [`NoTagMatch`], as is having no `default` deployment to fall back to.
+//!   `RouteError::NoTagMatch`, as is having no `default` deployment to fall back to.
 //! - **Only `!`/`&` tags**: with a `&` tag, the deployments left by `!`/`&`; without one, the
 //!   `default`-tagged deployments (all of them when none is tagged `default`) less those a
-//!   `!` tag excludes. None left: [`NoTagMatch`].
+//!   `!` tag excludes. None left: `RouteError::NoTagMatch`.
 //! - **No tags**: the deployments tagged `default`, else all of them.
 //!
 //! Filtering off, every deployment is eligible and tags are ignored.
@@ -29,10 +29,9 @@
 //! cooling down; this filters all of them and lets the pick skip the cooling ones, so a
 //! request whose only match is cooling down waits for it rather than going to `default`.
 
-use std::fmt;
 use std::sync::Arc;
 
-use http::StatusCode;
+use sluice_core::error::RouteError;
 
 use super::group::{Group, Member, Tried};
 
@@ -157,13 +156,14 @@ impl Eligible<'_> {
 /// [`Group::pick`]:
 ///
 /// ```
-/// use sluice_routing::{eligible, now_ms, Group, NoTagMatch, Pick, Router};
+/// use sluice_core::error::RouteError;
+/// use sluice_routing::{eligible, now_ms, Group, Pick, Router};
 ///
 /// fn first_pick<'g>(
 ///     router: &Router,
 ///     group: &'g Group,
 ///     request_tags: &[&str],
-/// ) -> Result<Pick<'g>, NoTagMatch> {
+/// ) -> Result<Pick<'g>, RouteError> {
 ///     let eligible = eligible(group, request_tags, router.policy.tags)?;
 ///     let tried = eligible.outside(group); // members the tags rule out: never picked
 ///     Ok(group.pick(router.policy.strategy, tried, now_ms()))
@@ -175,13 +175,13 @@ impl Eligible<'_> {
 ///
 /// # Errors
 ///
-/// [`NoTagMatch`] when the tags leave no deployment of the group (LiteLLM's
+/// `RouteError::NoTagMatch` when the tags leave no deployment of the group (LiteLLM's
 /// `no_deployments_with_tag_routing`, answered 401).
 pub fn eligible<'t>(
     group: &Group,
     request_tags: &'t [&'t str],
     rule: TagFiltering,
-) -> Result<Eligible<'t>, NoTagMatch> {
+) -> Result<Eligible<'t>, RouteError> {
     if !rule.enabled {
         return Ok(Eligible::ALL);
     }
@@ -217,7 +217,7 @@ pub fn eligible<'t>(
             with(Pool::Constrained)
         };
         return if none_left(&e) {
-            Err(NoTagMatch::new(group, request_tags))
+            Err(no_match(group, request_tags))
         } else {
             Ok(e)
         };
@@ -233,63 +233,18 @@ pub fn eligible<'t>(
             .any(|t| is_positive(t) && has(&m.tags, t))
     });
     if known || none_left(&defaults) {
-        return Err(NoTagMatch::new(group, request_tags));
+        return Err(no_match(group, request_tags));
     }
     Ok(defaults)
 }
 
-/// No deployment of a group may serve a request with these tags. Carries what its error
-/// answer says; LiteLLM's wording (`RouterErrors.no_deployments_with_tag_routing`), and its
-/// status: LiteLLM's proxy turns this message into a 401 (`ProxyException`), so clients
-/// written against it see an authentication error.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoTagMatch {
-    /// The model group asked for.
-    pub group: Arc<str>,
-    /// The request's tags, as given.
-    pub tags: Box<[Box<str>]>,
-}
-
-impl NoTagMatch {
-    /// LiteLLM's message, which its clients match on.
-    pub const MESSAGE: &'static str = "Not allowed to access model due to tags configuration";
-
-    fn new(group: &Group, tags: &[&str]) -> Self {
-        Self {
-            group: group.name.clone(),
-            tags: tags.iter().map(|t| Box::from(*t)).collect(),
-        }
-    }
-
-    /// The HTTP status: 401, as LiteLLM answers.
-    pub fn status(&self) -> StatusCode {
-        StatusCode::UNAUTHORIZED
-    }
-
-    /// OpenAI's `error.type` (what OpenAI gives its own 401s).
-    pub fn kind(&self) -> &'static str {
-        "invalid_request_error"
-    }
-
-    /// OpenAI's `error.code`: LiteLLM's name for this router error.
-    pub fn code(&self) -> &'static str {
-        "no_deployments_with_tag_routing"
+/// The refusal when the tags leave no deployment (LiteLLM's words, in `RouteError`).
+fn no_match(group: &Group, tags: &[&str]) -> RouteError {
+    RouteError::NoTagMatch {
+        group: group.name.clone(),
+        tags: tags.iter().map(|t| Box::from(*t)).collect(),
     }
 }
-
-impl fmt::Display for NoTagMatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}. Passed model={} and tags={:?}",
-            Self::MESSAGE,
-            self.group,
-            self.tags
-        )
-    }
-}
-
-impl std::error::Error for NoTagMatch {}
 
 /// A request tag's operator, with the tag it applies to.
 enum Marked<'a> {
@@ -418,7 +373,10 @@ mod tests {
         // `free` + `fast` is on no deployment, and both are tags the group knows: an error,
         // not the default deployment.
         let err = ids(&g, &["free", "fast"], ALL_OF).unwrap_err();
-        assert!(err.starts_with(NoTagMatch::MESSAGE), "{err}");
+        assert!(
+            err.starts_with("Not allowed to access model due to tags configuration"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -432,10 +390,14 @@ mod tests {
     fn no_match_and_no_default_is_an_error_naming_group_and_tags() {
         let g = group(&[("free", &["free"]), ("bare", &[])]);
         let e = eligible(&g, &["paid"], ON).unwrap_err();
-        assert_eq!(&*e.group, "gpt-4");
-        assert_eq!(e.tags.as_ref(), [Box::<str>::from("paid")]);
-        assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(e.code(), "no_deployments_with_tag_routing");
+        let RouteError::NoTagMatch { group: named, tags } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(&**named, "gpt-4");
+        assert_eq!(tags.as_ref(), [Box::<str>::from("paid")]);
+        let api = sluice_core::error::ApiError::NoDeployment(e.clone());
+        assert_eq!(api.status(), http::StatusCode::UNAUTHORIZED);
+        assert_eq!(api.code(), "no_deployments_with_tag_routing");
         assert_eq!(
             e.to_string(),
             "Not allowed to access model due to tags configuration. Passed model=gpt-4 and \

@@ -84,6 +84,8 @@ pub(crate) struct Line<'a> {
     call_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    request_tags: &'a [Arc<str>],
 }
 
 fn uuid_text<S: serde::Serializer>(id: &uuid::Uuid, s: S) -> Result<S::Ok, S::Error> {
@@ -138,6 +140,7 @@ impl<'a> Line<'a> {
             attempts: Vec::new(),
             call_type: None,
             error: None,
+            request_tags: r.tags.as_deref().unwrap_or(&[]),
         };
         if let Some(t) = &r.tool {
             // An MCP exchange's row: the tool's qualified name where a request has its model
@@ -236,6 +239,7 @@ impl<'a> Line<'a> {
         l.attempts = self.attempts;
         l.call_type = self.call_type;
         l.error = self.error;
+        l.request_tags = self.request_tags.iter().map(|t| t.to_string()).collect();
         l
     }
 }
