@@ -4,6 +4,7 @@
 //! everything below it is a crate of the workspace (ARCHITECTURE.md has the graph).
 
 pub mod admin;
+pub mod alerts;
 pub mod auth;
 pub mod cache;
 pub mod cli;

@@ -64,6 +64,8 @@ pub struct Holder {
     pub allowed_ips: Option<Arc<Networks>>,
     /// A team's tags (`metadata.tags`): every request of its keys carries them.
     pub tags: Arc<[Arc<str>]>,
+    /// Who its budget alerts are for, and when (`soft_budget`).
+    pub alerts: Arc<AlertFacts>,
 }
 
 /// One virtual key as the request path needs it.
@@ -96,6 +98,8 @@ pub struct KeyEntry {
     /// Its tags (`metadata.tags`): every request it makes carries them (tag routing, spend by
     /// tag).
     pub tags: Arc<[Arc<str>]>,
+    /// Who its budget alerts are for, and when (`soft_budget`).
+    pub alerts: Arc<AlertFacts>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -128,6 +132,34 @@ pub struct Stored {
     pub allowed_ips: Option<Arc<Networks>>,
     /// A key's or team's `metadata.tags`.
     pub tags: Arc<[Arc<str>]>,
+    /// What its budget alerts need.
+    pub alerts: Arc<AlertFacts>,
+}
+
+/// What a holder's budget alerts need beyond its limits (`crate::alerts`): shared with its
+/// record, read only by the alert task.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertFacts {
+    /// `soft_budget`, in nano-dollars: an alert when spend reaches it, never a refusal.
+    pub soft_budget: Option<Nanos>,
+    /// Where e-mail alerts go: `metadata.soft_budget_alerting_emails` (LiteLLM's), and a
+    /// user's own `user_email`.
+    pub emails: Vec<String>,
+    /// A name people know it by: a key's alias, a team's alias, a user's e-mail.
+    pub alias: Option<String>,
+}
+
+/// A key or holder with a budget, as the budget alerts see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Budgeted<'a> {
+    /// Its kind, id, limits and live counters.
+    pub subject: &'a Subject,
+    /// Its soft budget, e-mails and name.
+    pub facts: &'a AlertFacts,
+    /// A key's team, or a team's own id.
+    pub team: Option<&'a str>,
+    /// A key's user, or a user's own id.
+    pub user: Option<&'a str>,
 }
 
 /// The holders above a key that this instance knows: its team, its user and the organization
@@ -401,6 +433,7 @@ impl Directory {
             per_model,
             allowed_ips: stored.allowed_ips.clone(),
             tags: stored.tags.clone(),
+            alerts: stored.alerts.clone(),
         });
         if entry.allowed_ips.is_some() {
             self.peer_addresses.turn_on();
@@ -492,6 +525,7 @@ impl Directory {
                 per_model,
                 allowed_ips: stored.allowed_ips.clone(),
                 tags: stored.tags.clone(),
+                alerts: stored.alerts.clone(),
             }),
         );
         if kind == SubjectKind::Team && !stored.tags.is_empty() {
@@ -534,6 +568,40 @@ impl Directory {
             .as_deref()
             .and_then(|u| self.holder(SubjectKind::User, u))
             .is_some_and(|u| u.proxy_admin)
+    }
+
+    /// Every key and holder with a budget or a soft budget, for the budget alerts: what
+    /// kind, its subject (limits and live counters) and its alert facts.
+    pub fn budgeted(&self, mut each: impl FnMut(Budgeted<'_>)) {
+        let has =
+            |s: &Subject, a: &AlertFacts| s.limits.max_budget.is_some() || a.soft_budget.is_some();
+        for (_, k) in self.keys.pin().iter() {
+            if has(&k.subject, &k.alerts) {
+                each(Budgeted {
+                    subject: &k.subject,
+                    facts: &k.alerts,
+                    team: k.info.team_id.as_deref(),
+                    user: k.info.user_id.as_deref(),
+                });
+            }
+        }
+        for kind in [
+            SubjectKind::Team,
+            SubjectKind::User,
+            SubjectKind::EndUser,
+            SubjectKind::Organization,
+        ] {
+            for (_, h) in self.map(kind).pin().iter() {
+                if has(&h.subject, &h.alerts) {
+                    each(Budgeted {
+                        subject: &h.subject,
+                        facts: &h.alerts,
+                        team: (kind == SubjectKind::Team).then_some(&*h.id),
+                        user: (kind == SubjectKind::User).then_some(&*h.id),
+                    });
+                }
+            }
+        }
     }
 
     /// The tags of `key`'s team (`metadata.tags`), when it has some.
@@ -938,6 +1006,7 @@ mod tests {
             per_model: Arc::default(),
             allowed_ips: None,
             tags: Arc::default(),
+            alerts: Arc::default(),
         };
         put(&dir, "sk-1", None, &[], &stored(1.0, Some(5_000)));
         let k = dir.key(&digest("sk-1")).unwrap();

@@ -13,7 +13,10 @@ mod sync;
 
 pub use access::{ModelAccess, Wanted};
 pub use aliases::Aliases;
-pub use directory::{digest, Above, Alias, Caller, Directory, Holder, KeyDigest, KeyEntry, Stored};
+pub use directory::{
+    digest, Above, AlertFacts, Alias, Budgeted, Caller, Directory, Holder, KeyDigest, KeyEntry,
+    Stored,
+};
 pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 pub use sluice_core::error::KeyRefusal;
 pub use sync::{Sync, POLL_EVERY};

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::access::ModelAccess;
 use super::addresses;
 use super::aliases::Aliases;
-use super::directory::{Directory, KeyDigest, Stored};
+use super::directory::{AlertFacts, Directory, KeyDigest, Stored};
 use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
 use super::per_model;
 use sluice_core::cache_control::CacheControl;
@@ -84,6 +84,35 @@ fn stored(l: &store::Limits, spend: f64) -> Stored {
         per_model: Arc::default(),
         allowed_ips: None,
         tags: Arc::default(),
+        alerts: Arc::new(alert_facts(&l.metadata)),
+    }
+}
+
+/// Give a holder's alert facts the name people know it by.
+fn named(s: &mut Stored, alias: Option<&str>) {
+    if let Some(a) = alias {
+        Arc::make_mut(&mut s.alerts).alias = Some(a.to_owned());
+    }
+}
+
+/// A holder's soft budget and alert e-mails, from its metadata (LiteLLM keeps
+/// `soft_budget_alerting_emails` there; the admin API keeps `soft_budget` there).
+fn alert_facts(m: &serde_json::Map<String, serde_json::Value>) -> AlertFacts {
+    AlertFacts {
+        soft_budget: m
+            .get("soft_budget")
+            .and_then(serde_json::Value::as_f64)
+            .map(nanos),
+        emails: m
+            .get("soft_budget_alerting_emails")
+            .and_then(serde_json::Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|e| e.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        alias: None,
     }
 }
 
@@ -122,6 +151,8 @@ impl Sync {
         let Some(d) = unhex::<32>(k.token.as_str().as_bytes()) else {
             return;
         };
+        let mut s = stored_under(&k.limits, k.accounting.spend, k.organization_id.as_deref());
+        named(&mut s, k.key_alias.as_deref());
         self.directory.put_key(
             d,
             k.key_alias.as_deref(),
@@ -130,7 +161,7 @@ impl Sync {
             ModelAccess::from_list(&k.limits.models),
             k.team_id.as_deref(),
             k.user_id.as_deref(),
-            &stored_under(&k.limits, k.accounting.spend, k.organization_id.as_deref()),
+            &s,
         );
         let mcp = sluice_mcp::Access::from_metadata(&k.limits.metadata);
         self.directory.set_mcp_access(false, k.token.as_str(), mcp);
@@ -156,7 +187,8 @@ impl Sync {
             let mcp = sluice_mcp::Access::from_metadata(&t.limits.metadata);
             self.directory.set_mcp_access(true, &t.team_id, mcp);
             let access = ModelAccess::from_list(&t.limits.models);
-            let s = stored_under(&t.limits, t.accounting.spend, t.organization_id.as_deref());
+            let mut s = stored_under(&t.limits, t.accounting.spend, t.organization_id.as_deref());
+            named(&mut s, t.team_alias.as_deref());
             self.directory
                 .put_holder(SubjectKind::Team, &t.team_id, t.blocked, access, &s);
         }
@@ -164,6 +196,11 @@ impl Sync {
             let mut s = stored(&u.limits, u.accounting.spend);
             s.proxy_admin = u.user_role.as_deref() == Some("proxy_admin");
             s.own_keys = matches!(u.user_role.as_deref(), None | Some("internal_user"));
+            if let Some(email) = &u.user_email {
+                let facts = Arc::make_mut(&mut s.alerts);
+                facts.emails.push(email.clone());
+                facts.alias = Some(email.clone());
+            }
             let access = ModelAccess::from_list(&u.limits.models);
             self.directory
                 .put_holder(SubjectKind::User, &u.user_id, false, access, &s);

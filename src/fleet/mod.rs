@@ -152,6 +152,31 @@ impl Fleet {
         });
     }
 
+    /// Claim `name` for `ttl` across the fleet (Redis `SET NX PX`): `Some(true)` for the one
+    /// instance that claimed it first, `Some(false)` for every other, `None` when Redis did not
+    /// answer. What makes an alert go out once per fleet, not once per instance.
+    pub async fn claim(&self, name: &str, ttl: std::time::Duration) -> Option<bool> {
+        let mut con = self.connection()?;
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("sluice:claim:{name}"))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ms);
+        let set = cmd.query_async::<Option<String>>(&mut con);
+        match tokio::time::timeout(CALL_TIMEOUT * 4, set).await {
+            Ok(Ok(answer)) => {
+                self.mark(true);
+                Some(answer.is_some())
+            }
+            Ok(Err(_)) | Err(_) => {
+                self.mark(false);
+                None
+            }
+        }
+    }
+
     /// Tell every instance that a key changed (blocked, deleted, updated).
     pub async fn publish(&self, change: &KeyChange) -> bool {
         let Some(mut con) = self.connection() else {

@@ -115,6 +115,9 @@ pub enum SnapshotError {
     /// An external guardrail's service cannot be addressed.
     #[error("{0}")]
     Guardrail(String),
+    /// The alert channels cannot be set up (an SMTP host the client refuses).
+    #[error("general_settings.alerting: {0}")]
+    Alerting(String),
 }
 
 impl Snapshot {
@@ -499,6 +502,9 @@ impl AppState {
             config_path: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
         });
+        if let Some(a) = &config.general.alerting {
+            crate::alerts::start(&state, a).map_err(|e| SnapshotError::Alerting(e.to_string()))?;
+        }
         if let Some(fleet) = &state.services.fleet {
             state.health.announce_cooldowns(fleet.announce_cooldowns());
             let weak = Arc::downgrade(&state);

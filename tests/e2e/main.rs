@@ -8,6 +8,7 @@ mod common;
 
 mod addresses;
 mod admin;
+mod alerts;
 mod architecture;
 mod cache;
 mod callbacks;

@@ -280,7 +280,7 @@ model_list:
 #[test]
 fn documented_litellm_keys_load() {
     let yaml = r#"
-environment_variables: {}
+environment_variables: {SLACK_WEBHOOK_URL: "https://hooks.slack.test/services/x"}
 model_list:
   - model_name: m
     litellm_params:
@@ -388,7 +388,7 @@ router_settings:
         "litellm_settings.key_generation_settings",
         "general_settings.completion_model",
         "general_settings.allowed_routes",
-        "general_settings.alerting",
+        "general_settings.alerting_threshold",
         "router_settings.provider_budget_config",
     ] {
         let n = w
@@ -397,7 +397,18 @@ router_settings:
             .count();
         assert_eq!(n, 1, "{path}: {w:#?}");
     }
-    // Tag routing is read, not warned about.
+    // Alerting and tag routing are read, not warned about.
+    assert!(
+        !w.iter()
+            .any(|x| x.starts_with("general_settings.alerting:")),
+        "{w:#?}"
+    );
+    assert!(loaded
+        .config
+        .general
+        .alerting
+        .as_ref()
+        .is_some_and(|a| a.slack.is_some()));
     for path in [
         "model_list[0].litellm_params.tags",
         "router_settings.enable_tag_filtering",

@@ -323,6 +323,61 @@ pub const DEFAULT_MAX_URL_LENGTH: usize = 16 * 1024;
 /// trickled body does not hold a connection for long.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// LiteLLM's alerts (`general_settings.alerting`): where they go and which are sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alerting {
+    /// `slack`: `SLACK_WEBHOOK_URL` (a Slack incoming webhook; the URL is a credential).
+    pub slack: Option<Secret>,
+    /// `ms_teams`: `MS_TEAMS_WEBHOOK_URL` (an Adaptive Card per alert).
+    pub ms_teams: Option<Secret>,
+    /// `webhook`: `WEBHOOK_URL` (LiteLLM's `WebhookEvent` JSON per alert).
+    pub webhook: Option<Secret>,
+    /// `email`: an SMTP server (LiteLLM's `SMTP_*` variables).
+    pub email: Option<Smtp>,
+    /// `budget_alerts` among `alert_types` (default: on).
+    pub budget: bool,
+    /// `alert_to_webhook_url`: Slack-format webhooks that receive one type of alert instead of
+    /// `SLACK_WEBHOOK_URL`.
+    pub routed: std::collections::BTreeMap<AlertKind, Vec<Secret>>,
+}
+
+impl Default for Alerting {
+    fn default() -> Self {
+        Self {
+            slack: None,
+            ms_teams: None,
+            webhook: None,
+            email: None,
+            budget: true,
+            routed: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+/// The alert types sluice sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AlertKind {
+    /// `budget_alerts`: soft budget crossed, 15% and 5% of the budget left, budget crossed.
+    Budget,
+}
+
+/// An SMTP server for alert e-mail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Smtp {
+    /// `SMTP_HOST`.
+    pub host: String,
+    /// `SMTP_PORT` (default 587).
+    pub port: u16,
+    /// `SMTP_USERNAME`: with a password, the login (AUTH PLAIN/LOGIN).
+    pub username: Option<String>,
+    /// `SMTP_PASSWORD`.
+    pub password: Option<Secret>,
+    /// `SMTP_SENDER_EMAIL`: the From address.
+    pub sender: String,
+    /// `SMTP_TLS` (default true): STARTTLS, required; false: plain text (a local relay).
+    pub starttls: bool,
+}
+
 /// `general_settings`.
 #[derive(Debug, Clone)]
 pub struct GeneralSettings {
@@ -367,6 +422,8 @@ pub struct GeneralSettings {
     /// `use_x_forwarded_for` and `trusted_proxy_ranges`: whether a client's address is read
     /// from `X-Forwarded-For`, and past which proxies.
     pub forwarded: sluice_net::networks::Forwarded,
+    /// `alerting`, `alert_types`, `alert_to_webhook_url`: budget alerts and where they go.
+    pub alerting: Option<Alerting>,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -486,6 +543,7 @@ impl Default for GeneralSettings {
             client_side_api_base_allowlist: sluice_net::ssrf::Allowlist::default(),
             allowed_ips: None,
             forwarded: sluice_net::networks::Forwarded::default(),
+            alerting: None,
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,

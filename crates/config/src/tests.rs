@@ -148,7 +148,7 @@ fn loads_a_litellm_config_unchanged() {
     for expected in [
         "router_settings.redis_host: environment variable REDIS_HOST is not set; left out",
         "model_list[6].litellm_params.aws_access_key_id: aws_access_key_id and aws_secret_access_key are not set and neither are AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; requests will go unsigned",
-        "general_settings.alerting: not used by sluice; ignored",
+        "general_settings.alerting: `slack` needs the environment variable SLACK_WEBHOOK_URL; its alerts are not sent",
     ] {
         assert!(
             warnings.iter().any(|w| w == expected),

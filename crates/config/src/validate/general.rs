@@ -49,6 +49,18 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
     let mut limited = GeneralSettings::default();
     limits(&mut raw, &mut limited, p);
     addresses(&mut raw, &mut limited, p);
+    limited.alerting = super::alerting::alerting(
+        super::alerting::RawAlerting {
+            alerting: raw.alerting.take(),
+            alert_types: raw.alert_types.take(),
+            alert_to_webhook_url: raw
+                .alert_to_webhook_url
+                .take()
+                .and_then(|v| serde_json::to_value(v).ok()),
+        },
+        env,
+        p,
+    );
     let custom_routes =
         super::custom_routes::custom_routes(raw.pass_through_endpoints.take(), env, p);
     let mut g = GeneralSettings {

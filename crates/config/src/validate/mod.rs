@@ -3,6 +3,7 @@
 //! invalid state. A deployment's upstream is validated by its provider's module
 //! (`sluice_providers::settings`); `deployments` hands it the keys only providers read.
 
+mod alerting;
 mod cache;
 mod callbacks;
 mod custom_routes;

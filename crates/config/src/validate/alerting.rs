@@ -1,0 +1,174 @@
+//! `general_settings.alerting` and its companions: LiteLLM's alert channels (`slack`,
+//! `ms_teams`, `webhook`, `email`, each configured by LiteLLM's environment variables), which
+//! alerts go out (`alert_types`), and Slack-format webhooks per alert type
+//! (`alert_to_webhook_url`).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sluice_core::settings::read::boolean;
+use sluice_core::settings::{Env, Problems, Scalar};
+use sluice_core::Secret;
+
+use crate::model::{AlertKind, Alerting, Smtp};
+use crate::raw::OneOrMany;
+
+/// LiteLLM's alert types that sluice does not send (yet): accepted, and named in a warning.
+const NOT_SENT: &[&str] = &[
+    "llm_exceptions",
+    "llm_too_slow",
+    "llm_requests_hanging",
+    "spend_reports",
+    "failed_tracking_spend",
+    "user_spend_thresholds",
+    "user_spend_anomalies",
+    "db_exceptions",
+    "daily_reports",
+    "cooldown_deployment",
+    "new_model_added",
+    "model_deprecation_warnings",
+    "outage_alerts",
+    "region_outage_alerts",
+    "fallback_reports",
+    "new_virtual_key_created",
+    "virtual_key_updated",
+    "virtual_key_deleted",
+    "new_team_created",
+    "team_updated",
+    "team_deleted",
+    "new_internal_user_created",
+    "internal_user_updated",
+    "internal_user_deleted",
+];
+
+/// The raw settings, taken out of `general_settings`.
+pub(super) struct RawAlerting {
+    pub alerting: Option<OneOrMany>,
+    pub alert_types: Option<OneOrMany>,
+    pub alert_to_webhook_url: Option<Value>,
+}
+
+/// Validate the alerting settings; `None` without `alerting`.
+pub(super) fn alerting(raw: RawAlerting, env: &dyn Env, p: &mut Problems) -> Option<Alerting> {
+    let channels = raw.alerting?.texts();
+    let var = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+    let mut a = Alerting::default();
+    for c in &channels {
+        // A channel without its variable is off, said in a warning (LiteLLM starts too, and
+        // fails only when it sends).
+        let need = |p: &mut Problems, name: &str| {
+            let v = var(name);
+            if v.is_none() {
+                p.warn(
+                    "general_settings.alerting",
+                    format!("`{c}` needs the environment variable {name}; its alerts are not sent"),
+                );
+            }
+            v.map(Secret::new)
+        };
+        match c.trim() {
+            "slack" => a.slack = need(p, "SLACK_WEBHOOK_URL"),
+            "ms_teams" => a.ms_teams = need(p, "MS_TEAMS_WEBHOOK_URL"),
+            "webhook" => a.webhook = need(p, "WEBHOOK_URL"),
+            "email" => a.email = smtp(env, p),
+            other => p.error(
+                "general_settings.alerting",
+                format!("`{other}` is not an alert channel: slack, ms_teams, webhook or email"),
+            ),
+        }
+    }
+    if let Some(types) = raw.alert_types {
+        a.budget = false;
+        for t in types.texts() {
+            match t.trim() {
+                "budget_alerts" => a.budget = true,
+                other if NOT_SENT.contains(&other) => p.warn(
+                    "general_settings.alert_types",
+                    format!("`{other}` alerts are not sent by sluice (budget_alerts are)"),
+                ),
+                other => p.error(
+                    "general_settings.alert_types",
+                    format!("`{other}` is not one of LiteLLM's alert types"),
+                ),
+            }
+        }
+    }
+    if let Some(v) = raw.alert_to_webhook_url {
+        a.routed = routed(v, p);
+    }
+    Some(a)
+}
+
+/// `alert_to_webhook_url`: alert type → a Slack-format webhook URL or a list of them.
+fn routed(v: Value, p: &mut Problems) -> BTreeMap<AlertKind, Vec<Secret>> {
+    const PATH: &str = "general_settings.alert_to_webhook_url";
+    let mut out = BTreeMap::new();
+    let Value::Object(map) = v else {
+        p.error(PATH, "expected a map of alert type to webhook URL(s)");
+        return out;
+    };
+    for (kind, urls) in map {
+        let urls: Vec<Secret> = match urls {
+            Value::String(u) => vec![Secret::new(u)],
+            Value::Array(list) if list.iter().all(Value::is_string) => list
+                .into_iter()
+                .filter_map(|u| u.as_str().map(Secret::new))
+                .collect(),
+            _ => {
+                p.error(format!("{PATH}.{kind}"), "expected a URL or a list of URLs");
+                continue;
+            }
+        };
+        match kind.as_str() {
+            "budget_alerts" => {
+                out.insert(AlertKind::Budget, urls);
+            }
+            other if NOT_SENT.contains(&other) => p.warn(
+                format!("{PATH}.{other}"),
+                "alerts of this type are not sent by sluice",
+            ),
+            other => p.error(
+                format!("{PATH}.{other}"),
+                "not one of LiteLLM's alert types",
+            ),
+        }
+    }
+    out
+}
+
+/// LiteLLM's SMTP variables: `SMTP_HOST`, `SMTP_PORT` (587), `SMTP_USERNAME`,
+/// `SMTP_PASSWORD`, `SMTP_SENDER_EMAIL` and `SMTP_TLS` (STARTTLS, default on).
+fn smtp(env: &dyn Env, p: &mut Problems) -> Option<Smtp> {
+    let var = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
+    let path = "general_settings.alerting";
+    let Some(host) = var("SMTP_HOST") else {
+        p.error(path, "`email` needs the environment variable SMTP_HOST");
+        return None;
+    };
+    let Some(sender) = var("SMTP_SENDER_EMAIL") else {
+        p.error(
+            path,
+            "`email` needs the environment variable SMTP_SENDER_EMAIL",
+        );
+        return None;
+    };
+    let port = match var("SMTP_PORT") {
+        None => 587,
+        Some(v) => match v.trim().parse::<u16>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                p.error(path, format!("SMTP_PORT `{v}` is not a port number"));
+                return None;
+            }
+        },
+    };
+    let starttls = boolean("SMTP_TLS", var("SMTP_TLS").map(Scalar::Str), p).unwrap_or(true);
+    Some(Smtp {
+        host,
+        port,
+        username: var("SMTP_USERNAME"),
+        password: var("SMTP_PASSWORD").map(Secret::new),
+        sender,
+        starttls,
+    })
+}

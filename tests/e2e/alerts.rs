@@ -1,0 +1,312 @@
+//! Budget alerts end to end: a key's soft budget, 15% left and budget crossed each reach a
+//! Slack-shaped receiver, a Teams-shaped one, a webhook and an SMTP server exactly once; and
+//! with two instances on one PostgreSQL and one Redis, an alert goes out once for the fleet.
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use crate::common::*;
+
+const MASTER: &str = "sk-master-alerts";
+
+type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+/// Each message's recipients and text.
+type Mail = Arc<Mutex<Vec<(Vec<String>, String)>>>;
+
+/// An HTTP receiver: every POST's path and JSON body.
+async fn receiver() -> (String, Seen) {
+    let seen: Seen = Arc::default();
+    let keep = seen.clone();
+    let base = serve_loopback(move |req: Request<Incoming>| {
+        let keep = keep.clone();
+        async move {
+            let path = req.uri().path().to_owned();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            keep.lock().unwrap().push((path, v));
+            Response::new(Full::new(Bytes::from_static(b"ok")))
+        }
+    })
+    .await;
+    (base, seen)
+}
+
+/// A minimal SMTP server (no TLS, no auth): each message's recipients and text.
+async fn smtp() -> (u16, Mail) {
+    let mail: Mail = Arc::default();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let keep = mail.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let keep = keep.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut lines = BufReader::new(read).lines();
+                write.write_all(b"220 test ESMTP\r\n").await.unwrap();
+                let (mut to, mut data, mut in_data) = (Vec::new(), String::new(), false);
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if in_data {
+                        if line == "." {
+                            in_data = false;
+                            keep.lock()
+                                .unwrap()
+                                .push((std::mem::take(&mut to), std::mem::take(&mut data)));
+                            write.write_all(b"250 queued\r\n").await.unwrap();
+                        } else {
+                            data.push_str(&line);
+                            data.push('\n');
+                        }
+                        continue;
+                    }
+                    let verb = line.get(..4).unwrap_or("").to_ascii_uppercase();
+                    let answer: &[u8] = match verb.as_str() {
+                        "EHLO" | "HELO" => b"250 test\r\n",
+                        "RCPT" => {
+                            to.push(line[8..].trim_matches(['<', '>', ' ']).to_owned());
+                            b"250 ok\r\n"
+                        }
+                        "DATA" => {
+                            in_data = true;
+                            b"354 go on\r\n"
+                        }
+                        "QUIT" => {
+                            let _ = write.write_all(b"221 bye\r\n").await;
+                            return;
+                        }
+                        _ => b"250 ok\r\n",
+                    };
+                    write.write_all(answer).await.unwrap();
+                }
+            });
+        }
+    });
+    (port, mail)
+}
+
+fn config(
+    channels: &str,
+    env: &str,
+    database_url: Option<&str>,
+    redis_url: Option<&str>,
+) -> String {
+    let db = database_url
+        .map(|u| format!("  database_url: {u}\n"))
+        .unwrap_or_default();
+    let redis = redis_url
+        .map(|u| format!("router_settings:\n  redis_url: {u}\n"))
+        .unwrap_or_default();
+    format!(
+        "model_list:\n  - model_name: cheap\n    litellm_params:\n      model: mock/cheap\n      \
+         input_cost_per_token: 0.000001\n      output_cost_per_token: 0.000002\n\
+         general_settings:\n  master_key: {MASTER}\n  proxy_batch_write_at: 0.2\n  \
+         alerting: [{channels}]\n{db}{redis}environment_variables:\n{env}"
+    )
+}
+
+async fn admin(gw: &Gateway, path: &str, body: Value) -> Answer {
+    let a = admin_as(gw, MASTER, "POST", path, body).await;
+    assert_eq!(a.status, 200, "{path}: {}", a.text());
+    a
+}
+
+async fn chat(gw: &Gateway, key: &str) -> Answer {
+    let auth = format!("Bearer {key}");
+    send(
+        "POST",
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"cheap","messages":[{"role":"user","content":"hi"}]}"#,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+    )
+    .await
+}
+
+fn count(seen: &Seen, path: &str) -> usize {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| p == path)
+        .count()
+}
+
+#[tokio::test]
+async fn each_budget_level_reaches_every_channel_once() {
+    let (base, seen) = receiver().await;
+    let (smtp_port, mail) = smtp().await;
+    let env = format!(
+        "  SLACK_WEBHOOK_URL: {base}/slack\n  MS_TEAMS_WEBHOOK_URL: {base}/teams\n  \
+         WEBHOOK_URL: {base}/hook\n  SMTP_HOST: 127.0.0.1\n  SMTP_PORT: \"{smtp_port}\"\n  \
+         SMTP_TLS: \"false\"\n  SMTP_SENDER_EMAIL: alerts@sluice.test\n"
+    );
+    let gw = gateway(&config("slack, ms_teams, webhook, email", &env, None, None)).await;
+    let made = admin(
+        &gw,
+        "/key/generate",
+        json!({"key_alias": "team-bot", "max_budget": 0.0001, "soft_budget": 0.00004,
+               "metadata": {"soft_budget_alerting_emails": ["owner@example.com"]}}),
+    )
+    .await;
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    let quiet = admin(&gw, "/key/generate", json!({})).await;
+    let quiet = quiet.json()["key"].as_str().unwrap().to_owned();
+    assert_eq!(chat(&gw, &quiet).await.status, 200);
+
+    // One request passes the soft budget (about 0.000047 USD).
+    assert_eq!(chat(&gw, &key).await.status, 200);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") == 1
+        })
+        .await
+    );
+    // 10% left, then the budget reached.
+    admin(&gw, "/key/update", json!({"key": key, "spend": 0.00009})).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") == 2
+        })
+        .await
+    );
+    admin(&gw, "/key/update", json!({"key": key, "spend": 0.0001})).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") == 3
+        })
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/teams") == 3
+                && count(&seen, "/hook") == 3
+                && mail.lock().unwrap().len() == 3
+        })
+        .await,
+        "teams {}, webhook {}, mail {}",
+        count(&seen, "/teams"),
+        count(&seen, "/hook"),
+        mail.lock().unwrap().len()
+    );
+    // Nothing more: each level once.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let all = seen.lock().unwrap().clone();
+    assert_eq!(all.len(), 9, "{all:?}");
+    let events: Vec<&str> = all
+        .iter()
+        .filter(|(p, _)| p == "/hook")
+        .map(|(_, v)| v["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["soft_budget_crossed", "threshold_crossed", "budget_crossed"]
+    );
+    let hook = &all.iter().find(|(p, _)| p == "/hook").unwrap().1;
+    assert_eq!(hook["event_group"], "key");
+    assert_eq!(hook["key_alias"], "team-bot");
+    assert!(hook["spend"].as_f64().unwrap() > 0.00004, "{hook}");
+    assert_eq!(hook["max_budget"], 0.0001);
+    let slack: Vec<&str> = all
+        .iter()
+        .filter(|(p, _)| p == "/slack")
+        .map(|(_, v)| v["text"].as_str().unwrap())
+        .collect();
+    assert!(slack[0].contains("Soft budget crossed"), "{}", slack[0]);
+    assert!(slack[1].contains("15% or less"), "{}", slack[1]);
+    assert!(slack[2].contains("Budget crossed"), "{}", slack[2]);
+    assert!(
+        !slack.iter().any(|t| t.contains(&quiet)),
+        "the key itself never appears"
+    );
+    let teams = &all.iter().find(|(p, _)| p == "/teams").unwrap().1;
+    assert_eq!(
+        teams["attachments"][0]["contentType"],
+        "application/vnd.microsoft.card.adaptive"
+    );
+    let mail = mail.lock().unwrap();
+    assert_eq!(mail[0].0, ["owner@example.com"]);
+    assert!(mail[0].1.contains("Soft budget crossed"), "{}", mail[0].1);
+}
+
+#[tokio::test]
+async fn channels_are_named_and_a_missing_variable_is_said() {
+    let env = std::collections::HashMap::new();
+    let yaml = config("slack", "  OTHER: x\n", None, None);
+    let loaded = sluice_config::load_str(&yaml, &env).unwrap();
+    let said = loaded
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        said.iter().any(|w| w.contains("SLACK_WEBHOOK_URL")),
+        "{said:?}"
+    );
+    let yaml = config("pager", "  OTHER: x\n", None, None);
+    let e = sluice_config::load_str(&yaml, &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("general_settings.alerting") && e.contains("pager"),
+        "{e}"
+    );
+}
+
+/// Two instances on one PostgreSQL and one Redis: both see the key's spend, one sends.
+#[tokio::test]
+async fn two_instances_send_an_alert_once() {
+    let (Some(server), Some(redis)) = (postgres_server("SLUICE_TEST_POSTGRES_URL"), redis_server())
+    else {
+        return;
+    };
+    let db = postgres_database(&server).await;
+    let (base, seen) = receiver().await;
+    let env = format!("  SLACK_WEBHOOK_URL: {base}/slack\n");
+    let cfg = config("slack", &env, Some(&db), Some(&redis));
+    let a = gateway(&cfg).await;
+    let b = gateway(&cfg).await;
+    let up = |gw: &Gateway| {
+        let ready = gw.url("/health/readiness");
+        async move { get(&ready).await.json()["redis"] == "connected" }
+    };
+    assert!(eventually(Duration::from_secs(5), || up(&a)).await);
+    assert!(eventually(Duration::from_secs(5), || up(&b)).await);
+    let made = admin(&a, "/key/generate", json!({"soft_budget": 0.00001})).await;
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    assert_eq!(chat(&a, &key).await.status, 200);
+    // B learns the spend from the store; both then find the crossing.
+    let entry = |gw: &Gateway| {
+        gw.state
+            .gate()
+            .directory()
+            .key(&sluice::auth::digest(&key))
+            .map(|k| k.subject.counters.spent(sluice_core::limits::wall_ms()))
+            .unwrap_or(0)
+    };
+    let _ = chat(&b, &key).await;
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            entry(&b) > 0 && entry(&a) > 0
+        })
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") >= 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(count(&seen, "/slack"), 1, "once for the fleet");
+}
