@@ -11,6 +11,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use super::directory::{digest, Caller, Directory, KeyDigest};
+use super::jwt::JwtAuth;
 use super::{presented_key, MasterKey};
 use sluice_core::error::ApiError;
 use sluice_core::error::KeyRefusal;
@@ -47,6 +48,8 @@ pub trait KeyLoader: Send + Sync {
 pub struct Gate {
     directory: Arc<Directory>,
     loader: Option<Arc<dyn KeyLoader>>,
+    /// JWTs accepted in place of virtual keys (`enable_jwt_auth`).
+    jwt: Option<Arc<JwtAuth>>,
 }
 
 impl std::fmt::Debug for Gate {
@@ -61,7 +64,18 @@ impl std::fmt::Debug for Gate {
 impl Gate {
     /// A gate over `directory`, asking `loader` for keys it lacks.
     pub fn new(directory: Arc<Directory>, loader: Option<Arc<dyn KeyLoader>>) -> Self {
-        Self { directory, loader }
+        Self {
+            directory,
+            loader,
+            jwt: None,
+        }
+    }
+
+    /// This gate, also taking an identity provider's JWTs (`enable_jwt_auth`).
+    #[must_use]
+    pub fn with_jwt(mut self, jwt: Option<Arc<JwtAuth>>) -> Self {
+        self.jwt = jwt;
+        self
     }
 
     /// The directory (for admission and the sync task).
@@ -100,6 +114,14 @@ impl Gate {
                 "no API key provided; pass it as 'Authorization: Bearer <key>'",
             ));
         };
+        if let Some(j) = self
+            .jwt
+            .as_ref()
+            .filter(|_| super::jwt::looks_like_jwt(key))
+        {
+            // Boxed: its key fetch would grow every request's future.
+            return Box::pin(j.caller(key, &self.directory)).await;
+        }
         let d = digest(key);
         if master.matches_digest(&d) {
             return Ok(Caller::Master);

@@ -7,6 +7,7 @@ pub mod addresses;
 mod aliases;
 mod directory;
 mod gate;
+pub mod jwt;
 pub mod password;
 pub mod per_model;
 mod sync;

@@ -428,7 +428,13 @@ impl Services {
         };
         let loader = store.as_ref().map(|s| s.sync.clone() as Arc<dyn KeyLoader>);
         Ok(Self {
-            gate: Gate::new(directory, loader),
+            gate: Gate::new(directory, loader).with_jwt(
+                config
+                    .general
+                    .jwt
+                    .as_ref()
+                    .map(crate::auth::jwt::JwtAuth::start),
+            ),
             fleet,
             store,
             writer_task,

@@ -22,6 +22,7 @@ mod guardrails;
 mod guardrails_vendors;
 mod hardening;
 mod hostile_upstream;
+mod jwt;
 mod keys;
 mod litellm_compat;
 mod litellm_config;

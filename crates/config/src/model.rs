@@ -323,6 +323,53 @@ pub const DEFAULT_MAX_URL_LENGTH: usize = 16 * 1024;
 /// trickled body does not hold a connection for long.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// JWT authentication of API calls (`enable_jwt_auth`, `litellm_jwtauth`, LiteLLM's
+/// `JWT_*` variables): an identity provider's tokens stand in for virtual keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtAuth {
+    /// `JWT_PUBLIC_KEY_URL`: JWK Set or OpenID discovery URLs, tried in order.
+    pub key_urls: Vec<String>,
+    /// `JWT_AUDIENCE`: a token's `aud` must name one (none: not checked).
+    pub audiences: Vec<String>,
+    /// `JWT_ISSUER`: a token's `iss` must be it (none: not checked).
+    pub issuer: Option<String>,
+    /// `admin_jwt_scope` (default `litellm_proxy_admin`): a token with it acts as the master key.
+    pub admin_scope: String,
+    /// `team_id_jwt_field`: the claim naming the caller's team (dots reach into objects).
+    pub team_id_field: Option<String>,
+    /// `team_id_default`: the team of a token without one.
+    pub team_id_default: Option<String>,
+    /// `user_id_jwt_field`: the claim naming the caller's user.
+    pub user_id_field: Option<String>,
+    /// `org_id_jwt_field`: the claim naming the caller's organization.
+    pub org_id_field: Option<String>,
+    /// `public_key_ttl` (default 600 s): how long a fetched key set is used before a refresh.
+    pub public_key_ttl_secs: u64,
+    /// `public_key_stale_ttl` (default 3600 s): how long past that it serves while the provider
+    /// is unreachable; then tokens are refused (503).
+    pub public_key_stale_ttl_secs: u64,
+    /// `leeway` (default 0 s): clock skew allowed on `exp`, `nbf` and `iat`.
+    pub leeway_secs: u64,
+}
+
+impl Default for JwtAuth {
+    fn default() -> Self {
+        Self {
+            key_urls: Vec::new(),
+            audiences: Vec::new(),
+            issuer: None,
+            admin_scope: "litellm_proxy_admin".into(),
+            team_id_field: None,
+            team_id_default: None,
+            user_id_field: None,
+            org_id_field: None,
+            public_key_ttl_secs: 600,
+            public_key_stale_ttl_secs: 3600,
+            leeway_secs: 0,
+        }
+    }
+}
+
 /// LiteLLM's alerts (`general_settings.alerting`): where they go and which are sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Alerting {
@@ -424,6 +471,8 @@ pub struct GeneralSettings {
     pub forwarded: sluice_net::networks::Forwarded,
     /// `alerting`, `alert_types`, `alert_to_webhook_url`: budget alerts and where they go.
     pub alerting: Option<Alerting>,
+    /// `enable_jwt_auth` with `litellm_jwtauth`: JWTs accepted in place of virtual keys.
+    pub jwt: Option<JwtAuth>,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -544,6 +593,7 @@ impl Default for GeneralSettings {
             allowed_ips: None,
             forwarded: sluice_net::networks::Forwarded::default(),
             alerting: None,
+            jwt: None,
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,

@@ -250,6 +250,13 @@ pub enum ApiError {
     /// The request's end user (`user` field) is blocked.
     #[error("The end user of this request is blocked.")]
     EndUserBlocked,
+    /// A JWT presented as the API key was refused (bad signature, expired, wrong audience, no
+    /// team, ...); the reason is safe to show and never holds the token.
+    #[error("Authentication error: JWT refused: {0}")]
+    JwtRefused(String),
+    /// JWTs cannot be checked now: the identity provider's keys are missing or stale.
+    #[error("JWT authentication is unavailable: {0}")]
+    JwtUnavailable(String),
     /// The client's address is in none of the `allowed_ips` that apply: the gateway's, the
     /// key's or its team's (named). LiteLLM's words and status (403).
     #[error("Access forbidden: IP address not allowed ({0} allowed_ips).")]
@@ -361,9 +368,11 @@ impl ApiError {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Self::Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Unauthorized(_) | Self::KeyRefused(_) | Self::ModelNotAllowed { .. } => {
-                StatusCode::UNAUTHORIZED
-            }
+            Self::Unauthorized(_)
+            | Self::KeyRefused(_)
+            | Self::ModelNotAllowed { .. }
+            | Self::JwtRefused(_) => StatusCode::UNAUTHORIZED,
+            Self::JwtUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::EndUserBlocked
             | Self::McpNotAllowed(_)
             | Self::NotPermitted(_)
@@ -436,7 +445,10 @@ impl ApiError {
             | Self::InvalidDeployment(_) => "invalid_request_error",
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
-            Self::Unauthorized(_) | Self::KeyRefused(_) => "authentication_error",
+            Self::Unauthorized(_) | Self::KeyRefused(_) | Self::JwtRefused(_) => {
+                "authentication_error"
+            }
+            Self::JwtUnavailable(_) => "service_unavailable_error",
             Self::ModelNotAllowed { by, .. } => match by {
                 SubjectKind::Key => "key_model_access_denied",
                 SubjectKind::Team => "team_model_access_denied",
@@ -482,6 +494,8 @@ impl ApiError {
             Self::ModelNotAllowed { .. } => "model_not_allowed",
             Self::EndUserBlocked => "end_user_blocked",
             Self::AddressNotAllowed(_) => "ip_not_allowed",
+            Self::JwtRefused(_) => "invalid_jwt",
+            Self::JwtUnavailable(_) => "jwt_keys_unavailable",
             Self::Limited(r) => match r.exceeded {
                 Exceeded::Requests => "rpm_limit_exceeded",
                 Exceeded::Tokens => "tpm_limit_exceeded",
@@ -541,6 +555,8 @@ impl ApiError {
             Self::InvalidJson(_)
             | Self::NotPermitted(_)
             | Self::AddressNotAllowed(_)
+            | Self::JwtRefused(_)
+            | Self::JwtUnavailable(_)
             | Self::InvalidDeployment(_)
             | Self::GuardrailBlocked { .. }
             | Self::ToolNotAllowed { .. }

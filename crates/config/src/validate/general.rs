@@ -49,6 +49,14 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
     let mut limited = GeneralSettings::default();
     limits(&mut raw, &mut limited, p);
     addresses(&mut raw, &mut limited, p);
+    limited.jwt = super::jwt::jwt(
+        raw.enable_jwt_auth.take(),
+        raw.litellm_jwtauth
+            .take()
+            .and_then(|v| serde_json::to_value(v).ok()),
+        env,
+        p,
+    );
     limited.alerting = super::alerting::alerting(
         super::alerting::RawAlerting {
             alerting: raw.alerting.take(),

@@ -10,6 +10,7 @@ mod custom_routes;
 mod deployments;
 mod general;
 mod guardrails;
+mod jwt;
 mod litellm;
 mod mcp;
 mod passthrough;
