@@ -189,31 +189,9 @@ where
                 Route::GetModel(id) => Some(id.strip_prefix("models/").unwrap_or(id)),
                 _ => None,
             };
-            let mut headers = req.headers().clone();
-            super::vendor_clients::key_header(&mut headers, req.uri().query());
-            let shape = ModelsShape::Google;
-            Box::pin(models(
-                state,
-                &snap,
-                (&headers, client_of(req.extensions())),
-                one,
-                shape,
-            ))
-            .await
+            Box::pin(google_models(state, &snap, &req, one)).await
         }
-        Route::GoogleModels(one) => {
-            let mut headers = req.headers().clone();
-            super::vendor_clients::key_header(&mut headers, req.uri().query());
-            let shape = ModelsShape::Google;
-            Box::pin(models(
-                state,
-                &snap,
-                (&headers, client_of(req.extensions())),
-                one,
-                shape,
-            ))
-            .await
-        }
+        Route::GoogleModels(one) => Box::pin(google_models(state, &snap, &req, one)).await,
         Route::ListModels => {
             let groups_only = req.uri().query().is_some_and(|q| {
                 form_urlencoded::parse(q.as_bytes())
@@ -1781,6 +1759,20 @@ enum ModelsShape {
     AccessGroups,
     /// Google's `{"models": [...]}` (the google-genai SDK's `models.list` / `models.get`).
     Google,
+}
+
+/// The model list in Google's shape, for google-genai's `models.list` / `models.get`: its key
+/// where Google's clients send it.
+async fn google_models<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    req: &Request<B>,
+    one: Option<&str>,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let mut headers = req.headers().clone();
+    super::vendor_clients::key_header(&mut headers, req.uri().query());
+    let caller = (&headers, client_of(req.extensions()));
+    models(state, snap, caller, one, ModelsShape::Google).await
 }
 
 async fn models(

@@ -27,21 +27,11 @@ async fn chat(gw: &Gateway, key: &str, forwarded_for: Option<&str>) -> Answer {
 }
 
 async fn chat_model(gw: &Gateway, key: &str, model: &str, forwarded_for: Option<&str>) -> Answer {
-    let auth = format!("Bearer {key}");
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("authorization", auth.as_str()),
-    ];
-    if let Some(f) = forwarded_for {
-        headers.push(("x-forwarded-for", f));
-    }
-    send(
-        "POST",
-        &gw.url("/v1/chat/completions"),
-        format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#),
-        &headers,
-    )
-    .await
+    let xff: Vec<(&str, &str)> = forwarded_for
+        .map(|f| ("x-forwarded-for", f))
+        .into_iter()
+        .collect();
+    chat_as(gw, key, model, "", &xff).await
 }
 
 fn refused(a: &Answer, whose: &str) {

@@ -100,12 +100,7 @@ fn config(
     database_url: Option<&str>,
     redis_url: Option<&str>,
 ) -> String {
-    let db = database_url
-        .map(|u| format!("  database_url: {u}\n"))
-        .unwrap_or_default();
-    let redis = redis_url
-        .map(|u| format!("router_settings:\n  redis_url: {u}\n"))
-        .unwrap_or_default();
+    let (db, redis) = store_and_redis(database_url, redis_url);
     format!(
         "model_list:\n  - model_name: cheap\n    litellm_params:\n      model: mock/cheap\n      \
          input_cost_per_token: 0.000001\n      output_cost_per_token: 0.000002\n\
@@ -121,17 +116,7 @@ async fn admin(gw: &Gateway, path: &str, body: Value) -> Answer {
 }
 
 async fn chat(gw: &Gateway, key: &str) -> Answer {
-    let auth = format!("Bearer {key}");
-    send(
-        "POST",
-        &gw.url("/v1/chat/completions"),
-        r#"{"model":"cheap","messages":[{"role":"user","content":"hi"}]}"#,
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &auth),
-        ],
-    )
-    .await
+    chat_as(gw, key, "cheap", "", &[]).await
 }
 
 fn count(seen: &Seen, path: &str) -> usize {
@@ -276,12 +261,7 @@ async fn two_instances_send_an_alert_once() {
     let cfg = config("slack", &env, Some(&db), Some(&redis));
     let a = gateway(&cfg).await;
     let b = gateway(&cfg).await;
-    let up = |gw: &Gateway| {
-        let ready = gw.url("/health/readiness");
-        async move { get(&ready).await.json()["redis"] == "connected" }
-    };
-    assert!(eventually(Duration::from_secs(5), || up(&a)).await);
-    assert!(eventually(Duration::from_secs(5), || up(&b)).await);
+    on_redis(&[&a, &b]).await;
     let made = admin(&a, "/key/generate", json!({"soft_budget": 0.00001})).await;
     let key = made.json()["key"].as_str().unwrap().to_owned();
     assert_eq!(chat(&a, &key).await.status, 200);

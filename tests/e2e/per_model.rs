@@ -10,12 +10,7 @@ use serde_json::{json, Value};
 const MASTER: &str = "sk-master-per-model";
 
 fn config(database_url: Option<&str>, redis_url: Option<&str>) -> String {
-    let db = database_url
-        .map(|u| format!("  database_url: {u}\n"))
-        .unwrap_or_default();
-    let redis = redis_url
-        .map(|u| format!("router_settings:\n  redis_url: {u}\n"))
-        .unwrap_or_default();
+    let (db, redis) = store_and_redis(database_url, redis_url);
     format!(
         r#"
 model_list:
@@ -47,17 +42,7 @@ async fn made_key(gw: &Gateway, spec: Value) -> String {
 }
 
 async fn chat(gw: &Gateway, key: &str, model: &str) -> Answer {
-    let auth = format!("Bearer {key}");
-    send(
-        "POST",
-        &gw.url("/v1/chat/completions"),
-        format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#),
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &auth),
-        ],
-    )
-    .await
+    chat_as(gw, key, model, "", &[]).await
 }
 
 /// `n` requests at once; how many were answered, and the refusals.
@@ -210,12 +195,7 @@ async fn two_instances_share_a_keys_limit_per_model() {
     let cfg = config(Some(&db), Some(&redis));
     let a = gateway(&cfg).await;
     let b = gateway(&cfg).await;
-    let up = |gw: &Gateway| {
-        let ready = gw.url("/health/readiness");
-        async move { get(&ready).await.json()["redis"] == "connected" }
-    };
-    assert!(eventually(Duration::from_secs(5), || up(&a)).await);
-    assert!(eventually(Duration::from_secs(5), || up(&b)).await);
+    on_redis(&[&a, &b]).await;
     let key = made_key(&a, json!({"model_rpm_limit": {"cheap": 4}})).await;
     let mut ok = 0;
     for _ in 0..4 {

@@ -29,21 +29,8 @@ fn config() -> String {
 }
 
 async fn chat(gw: &Gateway, key: &str, model: &str, extra: &str, header: Option<&str>) -> Answer {
-    let auth = format!("Bearer {key}");
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("authorization", auth.as_str()),
-    ];
-    if let Some(h) = header {
-        headers.push(("x-litellm-tags", h));
-    }
-    send(
-        "POST",
-        &gw.url("/v1/chat/completions"),
-        format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]{extra}}}"#),
-        &headers,
-    )
-    .await
+    let tags: Vec<(&str, &str)> = header.map(|h| ("x-litellm-tags", h)).into_iter().collect();
+    chat_as(gw, key, model, extra, &tags).await
 }
 
 async fn served_by(gw: &Gateway, key: &str, extra: &str, header: Option<&str>) -> String {

@@ -219,19 +219,9 @@ impl ModelTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_providers::DeploymentTarget;
 
     fn member(group: &str, id: &str) -> Member {
-        Member {
-            target: Arc::new(DeploymentTarget::mock_for_tests(group, id)),
-            health: Arc::new(Health::default()),
-            weight: 1.0,
-            rpm: None,
-            tpm: None,
-            cost: f64::INFINITY,
-            access_groups: Arc::new([]),
-            tags: Arc::new([]),
-        }
+        testing::member(group, id, &[])
     }
 
     fn first_id(r: Resolved<'_>) -> String {
@@ -323,5 +313,28 @@ mod tests {
                 ("claude", "anthropic/*"),
             ]
         );
+    }
+}
+
+/// Test members, shared by the modules' tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::Arc;
+
+    use super::{health::Health, Member};
+    use sluice_providers::DeploymentTarget;
+
+    /// A member of `group` with id `id` and these tags, no limits and no known price.
+    pub(crate) fn member(group: &str, id: &str, tags: &[&str]) -> Member {
+        Member {
+            target: Arc::new(DeploymentTarget::mock_for_tests(group, id)),
+            health: Arc::new(Health::default()),
+            weight: 1.0,
+            rpm: None,
+            tpm: None,
+            cost: f64::INFINITY,
+            access_groups: Arc::new([]),
+            tags: tags.iter().map(|t| Arc::from(*t)).collect(),
+        }
     }
 }

@@ -280,20 +280,9 @@ fn is_default(tags: &[Arc<str>]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::Health;
-    use sluice_providers::DeploymentTarget;
 
     fn member(id: &str, tags: &[&str]) -> Member {
-        Member {
-            target: Arc::new(DeploymentTarget::mock_for_tests("g", id)),
-            health: Arc::new(Health::default()),
-            weight: 1.0,
-            rpm: None,
-            tpm: None,
-            cost: f64::INFINITY,
-            access_groups: Arc::new([]),
-            tags: tags.iter().map(|t| Arc::from(*t)).collect(),
-        }
+        crate::testing::member("g", id, tags)
     }
 
     fn group(members: &[(&str, &[&str])]) -> Group {

@@ -443,6 +443,52 @@ pub async fn admin_as(
     .await
 }
 
+/// A chat completion asking `model`, `body_extra` appended to the body's members (`,"x":1`),
+/// with `key` as the bearer key and `headers` besides.
+pub async fn chat_as(
+    gw: &Gateway,
+    key: &str,
+    model: &str,
+    body_extra: &str,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let auth = format!("Bearer {key}");
+    let mut all = vec![
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    all.extend_from_slice(headers);
+    let body = format!(
+        r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]{body_extra}}}"#
+    );
+    send("POST", &gw.url("/v1/chat/completions"), body, &all).await
+}
+
+/// The config lines for a shared store and Redis: `general_settings.database_url` (to go under
+/// `general_settings:`) and a `router_settings:` block; empty for `None`.
+pub fn store_and_redis(database_url: Option<&str>, redis_url: Option<&str>) -> (String, String) {
+    (
+        database_url
+            .map(|u| format!("  database_url: {u}\n"))
+            .unwrap_or_default(),
+        redis_url
+            .map(|u| format!("router_settings:\n  redis_url: {u}\n"))
+            .unwrap_or_default(),
+    )
+}
+
+/// Wait until each gateway says Redis is connected (5 s at most each).
+pub async fn on_redis(gateways: &[&Gateway]) {
+    for gw in gateways {
+        let ready = gw.url("/health/readiness");
+        let up = eventually(Duration::from_secs(5), || async {
+            get(&ready).await.json()["redis"] == "connected"
+        })
+        .await;
+        assert!(up, "Redis connected");
+    }
+}
+
 /// Whether `f` comes true within `within` (asked every 50 ms).
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where
