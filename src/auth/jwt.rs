@@ -191,7 +191,11 @@ impl JwtAuth {
         let now = sluice_jwt::unix_now();
         let retry = match self.keys.verify(token, now) {
             Ok(c) => return Ok(c),
-            Err(JwtError::UnknownKid) => self.keys.claim_unknown_kid_refresh(now),
+            // A key not seen yet, or a key whose material changed under the same `kid` (an
+            // identity provider restarted with a new key): fetch, at most every 2 s.
+            Err(JwtError::UnknownKid | JwtError::BadSignature) => {
+                self.keys.claim_unknown_kid_refresh(now)
+            }
             Err(JwtError::NoKeys | JwtError::KeysStale) => self.keys.claim_refresh(now),
             Err(e) => return Err(refusal(&e)),
         };
