@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Uri};
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use serde_json::json;
 
@@ -44,9 +45,10 @@ impl std::fmt::Debug for Channels {
     }
 }
 
-/// Why the e-mail channel could not be set up (a host the SMTP client refuses).
+/// Why the e-mail channel could not be set up (a host the SMTP client refuses, a CA file it
+/// cannot read); the message names the variable.
 #[derive(Debug, thiserror::Error)]
-#[error("SMTP_HOST: {0}")]
+#[error("{0}")]
 pub struct SmtpError(String);
 
 impl Channels {
@@ -106,12 +108,22 @@ impl Channels {
 }
 
 fn email(s: &Smtp) -> Result<Email, SmtpError> {
-    let builder = if s.starttls {
-        AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&s.host)
-            .map_err(|e| SmtpError(e.to_string()))?
-    } else {
-        AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&s.host)
-    };
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&s.host);
+    if s.starttls {
+        // STARTTLS, required, the server's certificate verified against the public roots and
+        // `SMTP_CA_FILE`'s (LiteLLM's smtplib does not verify it).
+        let mut params = TlsParameters::builder(s.host.clone());
+        if let Some(ca) = &s.ca_file {
+            let pem = std::fs::read(ca).map_err(|e| SmtpError(format!("SMTP_CA_FILE: {e}")))?;
+            let cert =
+                Certificate::from_pem(&pem).map_err(|e| SmtpError(format!("SMTP_CA_FILE: {e}")))?;
+            params = params.add_root_certificate(cert);
+        }
+        let params = params
+            .build_rustls()
+            .map_err(|e| SmtpError(format!("SMTP_HOST: {e}")))?;
+        builder = builder.tls(Tls::Required(params));
+    }
     let mut builder = builder.port(s.port).timeout(Some(Duration::from_secs(30)));
     if let (Some(user), Some(pass)) = (&s.username, &s.password) {
         builder = builder.credentials(Credentials::new(user.clone(), pass.expose().to_owned()));

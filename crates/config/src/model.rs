@@ -423,6 +423,9 @@ pub struct Smtp {
     pub sender: String,
     /// `SMTP_TLS` (default true): STARTTLS, required; false: plain text (a local relay).
     pub starttls: bool,
+    /// `SMTP_CA_FILE` (sluice's own): a PEM certificate authority trusted for the SMTP
+    /// server besides the public ones (a private mail relay's).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// `general_settings`.

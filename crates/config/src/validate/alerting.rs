@@ -137,7 +137,8 @@ fn routed(v: Value, p: &mut Problems) -> BTreeMap<AlertKind, Vec<Secret>> {
 }
 
 /// LiteLLM's SMTP variables: `SMTP_HOST`, `SMTP_PORT` (587), `SMTP_USERNAME`,
-/// `SMTP_PASSWORD`, `SMTP_SENDER_EMAIL` and `SMTP_TLS` (STARTTLS, default on).
+/// `SMTP_PASSWORD`, `SMTP_SENDER_EMAIL` and `SMTP_TLS` (STARTTLS, default on); and sluice's
+/// `SMTP_CA_FILE` (a private certificate authority for the server).
 fn smtp(env: &dyn Env, p: &mut Problems) -> Option<Smtp> {
     let var = |name: &str| env.var(name).filter(|v| !v.trim().is_empty());
     let path = "general_settings.alerting";
@@ -170,5 +171,6 @@ fn smtp(env: &dyn Env, p: &mut Problems) -> Option<Smtp> {
         password: var("SMTP_PASSWORD").map(Secret::new),
         sender,
         starttls,
+        ca_file: var("SMTP_CA_FILE").map(Into::into),
     })
 }
