@@ -1,7 +1,9 @@
-//! Budget alerts (LiteLLM's `general_settings.alerting` with `budget_alerts`): a task of its
-//! own scans the directory's live counters every [`SCAN_EVERY`], and each level a budget
-//! reaches in a window (soft budget, 15% and 5% left, crossed) goes out once: to Slack,
-//! Microsoft Teams, a webhook and e-mail, as configured. Never on the request path.
+//! Alerts (LiteLLM's `general_settings.alerting`): a task of its own looks every
+//! [`SCAN_EVERY`] at the directory's live counters (`budget_alerts`: each level a budget
+//! reaches in a window — soft budget, 15% and 5% left, crossed — goes out once, to Slack,
+//! Microsoft Teams, a webhook and e-mail) and at the deployments' health (`outage_alerts` /
+//! `cooldown_deployment`: a deployment into cooldown, and back; Slack, Teams, the webhook).
+//! Never on the request path.
 //!
 //! Once per crossing, fleet-wide: with Redis, the instance that claims the alert's name first
 //! (`Fleet::claim`, `SET NX` until the window ends) sends it, whichever instance saw the spend.
@@ -10,6 +12,7 @@
 //! sent).
 
 pub mod budget;
+pub mod outage;
 mod send;
 
 use std::collections::HashMap;
@@ -26,14 +29,18 @@ use crate::server::AppState;
 /// How often budgets are looked at.
 pub const SCAN_EVERY: Duration = Duration::from_secs(1);
 
+/// How long a fleet claim on a deployment's outage or recovery is kept.
+const OUTAGE_CLAIM: Duration = Duration::from_secs(86_400);
+
 /// How long a fleet claim on an alert of a budget that never renews is kept.
 const CLAIM_WITHOUT_WINDOW: Duration = Duration::from_secs(90 * 86_400);
 
 /// Start the alert task, when `alerting` is configured; read at start, not on reload.
 pub fn start(state: &Arc<AppState>, a: &Alerting) -> Result<(), SmtpError> {
-    if !a.budget {
+    if !a.budget && !a.outage {
         return Ok(());
     }
+    let (budgets, outages) = (a.budget, a.outage);
     let channels = Channels::new(a)?;
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return Ok(());
@@ -41,6 +48,7 @@ pub fn start(state: &Arc<AppState>, a: &Alerting) -> Result<(), SmtpError> {
     let weak = Arc::downgrade(state);
     rt.spawn(async move {
         let mut sent: HashMap<String, u64> = HashMap::new();
+        let mut deployments = outage::Watch::default();
         let mut first = true;
         let mut tick = tokio::time::interval(SCAN_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -51,7 +59,24 @@ pub fn start(state: &Arc<AppState>, a: &Alerting) -> Result<(), SmtpError> {
             };
             let now = wall_ms();
             let fleet = state.fleet().cloned();
-            for c in budget::due(state.gate().directory(), now) {
+            if outages {
+                let changes = deployments.changes(&state.snapshot().router, now, first);
+                for e in changes {
+                    let mine = match &fleet {
+                        Some(f) => f.claim(&e.claim(), OUTAGE_CLAIM).await.unwrap_or(true),
+                        None => true,
+                    };
+                    if mine {
+                        channels.send_deployment(&e).await;
+                    }
+                }
+            }
+            let due = if budgets {
+                budget::due(state.gate().directory(), now)
+            } else {
+                Vec::new()
+            };
+            for c in due {
                 let name = c.claim();
                 if sent.contains_key(&name) {
                     continue;

@@ -24,6 +24,7 @@ use super::budget::Crossing;
 pub struct Channels {
     client: HttpClient,
     slack: Vec<Secret>,
+    slack_outage: Vec<Secret>,
     ms_teams: Option<Secret>,
     webhook: Option<Secret>,
     email: Option<Email>,
@@ -55,10 +56,12 @@ impl Channels {
     /// The channels `a` names. Budget alerts go to `alert_to_webhook_url.budget_alerts` when
     /// set, else to `SLACK_WEBHOOK_URL`.
     pub fn new(a: &Alerting) -> Result<Self, SmtpError> {
-        let slack = match a.routed.get(&sluice_config::AlertKind::Budget) {
+        let slack_for = |kind| match a.routed.get(&kind) {
             Some(urls) => urls.clone(),
             None => a.slack.iter().cloned().collect(),
         };
+        let slack = slack_for(sluice_config::AlertKind::Budget);
+        let slack_outage = slack_for(sluice_config::AlertKind::Outage);
         let email = a.email.as_ref().map(email).transpose()?;
         Ok(Self {
             client: ClientRegistry::default()
@@ -66,13 +69,14 @@ impl Channels {
                 .shared()
                 .clone(),
             slack,
+            slack_outage,
             ms_teams: a.ms_teams.clone(),
             webhook: a.webhook.clone(),
             email,
         })
     }
 
-    /// Send one alert everywhere it goes; returns how many channels took it.
+    /// Send one budget alert everywhere it goes; returns how many channels took it.
     pub async fn send(&self, c: &Crossing) -> usize {
         let text = text(c);
         let mut sent = 0;
@@ -87,6 +91,31 @@ impl Channels {
         }
         if let Some(e) = &self.email {
             sent += usize::from(e.send(c, &text).await);
+        }
+        sent
+    }
+
+    /// Send a deployment's outage or recovery to Slack, Teams and the webhook (no e-mail: no
+    /// holder to address it to).
+    pub async fn send_deployment(&self, e: &super::outage::DeploymentEvent) -> usize {
+        let text = e.text();
+        let mut sent = 0;
+        for url in &self.slack_outage {
+            sent += usize::from(self.post(url, json!({ "text": text }), "slack").await);
+        }
+        if let Some(url) = &self.ms_teams {
+            sent += usize::from(self.post(url, teams_card(&text), "ms_teams").await);
+        }
+        if let Some(url) = &self.webhook {
+            let event = json!({
+                "event": e.event(),
+                "event_group": "deployment",
+                "event_message": text,
+                "model_group": e.group,
+                "deployment_id": e.id,
+                "provider": e.provider,
+            });
+            sent += usize::from(self.post(url, event, "webhook").await);
         }
         sent
     }

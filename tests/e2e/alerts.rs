@@ -290,3 +290,88 @@ async fn two_instances_send_an_alert_once() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(count(&seen, "/slack"), 1, "once for the fleet");
 }
+
+/// A deployment that fails goes into cooldown and comes back: one alert each, to Slack and the
+/// webhook.
+#[tokio::test]
+async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (base, seen) = receiver().await;
+    let failing = Arc::new(AtomicBool::new(true));
+    let flag = failing.clone();
+    let upstream = serve_loopback(move |_req: Request<Incoming>| {
+        let fail = flag.load(Ordering::Relaxed);
+        async move {
+            if fail {
+                let mut r = Response::new(Full::new(Bytes::from_static(
+                    br#"{"error":{"message":"down","type":"server_error"}}"#,
+                )));
+                *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                return r;
+            }
+            Response::new(Full::new(Bytes::from_static(
+                br#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#,
+            )))
+        }
+    })
+    .await;
+    let yaml = format!(
+        "model_list:\n  - model_name: flaky\n    litellm_params:\n      model: openai/m\n      \
+         api_base: {upstream}/v1\n      api_key: sk-up\n    model_info:\n      id: flaky-1\n\
+         general_settings:\n  master_key: {MASTER}\n  alerting: [slack, webhook]\n  \
+         alert_types: [outage_alerts]\nrouter_settings:\n  allowed_fails: 1\n  cooldown_time: 1\n  \
+         num_retries: 0\nenvironment_variables:\n  SLACK_WEBHOOK_URL: {base}/slack\n  \
+         WEBHOOK_URL: {base}/hook\n"
+    );
+    let gw = gateway(&yaml).await;
+    for _ in 0..3 {
+        let _ = chat_as(&gw, MASTER, "flaky", "", &[]).await;
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") == 1
+        })
+        .await,
+        "the cooldown is alerted"
+    );
+    failing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let back = eventually(Duration::from_secs(10), || async {
+        chat_as(&gw, MASTER, "flaky", "", &[]).await.status == 200
+    })
+    .await;
+    assert!(back, "the deployment serves again");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/slack") == 2
+        })
+        .await,
+        "the recovery is alerted"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let all = seen.lock().unwrap().clone();
+    let events: Vec<&str> = all
+        .iter()
+        .filter(|(p, _)| p == "/hook")
+        .map(|(_, v)| v["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["deployment_cooldown", "deployment_recovered"],
+        "{all:?}"
+    );
+    let slack: Vec<&str> = all
+        .iter()
+        .filter(|(p, _)| p == "/slack")
+        .map(|(_, v)| v["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        slack[0].contains("cooling down") && slack[0].contains("flaky-1"),
+        "{}",
+        slack[0]
+    );
+    assert!(slack[1].contains("recovered"), "{}", slack[1]);
+    assert!(
+        !all.iter().any(|(_, v)| v.to_string().contains("sk-up")),
+        "no key in an alert"
+    );
+}

@@ -383,6 +383,9 @@ pub struct Alerting {
     pub email: Option<Smtp>,
     /// `budget_alerts` among `alert_types` (default: on).
     pub budget: bool,
+    /// `outage_alerts` or `cooldown_deployment` among `alert_types` (default: on): a
+    /// deployment going into cooldown, and back.
+    pub outage: bool,
     /// `alert_to_webhook_url`: Slack-format webhooks that receive one type of alert instead of
     /// `SLACK_WEBHOOK_URL`.
     pub routed: std::collections::BTreeMap<AlertKind, Vec<Secret>>,
@@ -396,6 +399,7 @@ impl Default for Alerting {
             webhook: None,
             email: None,
             budget: true,
+            outage: true,
             routed: std::collections::BTreeMap::new(),
         }
     }
@@ -406,6 +410,8 @@ impl Default for Alerting {
 pub enum AlertKind {
     /// `budget_alerts`: soft budget crossed, 15% and 5% of the budget left, budget crossed.
     Budget,
+    /// `outage_alerts` / `cooldown_deployment`: a deployment into cooldown, and recovered.
+    Outage,
 }
 
 /// An SMTP server for alert e-mail.

@@ -24,10 +24,8 @@ const NOT_SENT: &[&str] = &[
     "user_spend_anomalies",
     "db_exceptions",
     "daily_reports",
-    "cooldown_deployment",
     "new_model_added",
     "model_deprecation_warnings",
-    "outage_alerts",
     "region_outage_alerts",
     "fallback_reports",
     "new_virtual_key_created",
@@ -79,12 +77,17 @@ pub(super) fn alerting(raw: RawAlerting, env: &dyn Env, p: &mut Problems) -> Opt
     }
     if let Some(types) = raw.alert_types {
         a.budget = false;
+        a.outage = false;
         for t in types.texts() {
             match t.trim() {
                 "budget_alerts" => a.budget = true,
+                "outage_alerts" | "cooldown_deployment" => a.outage = true,
                 other if NOT_SENT.contains(&other) => p.warn(
                     "general_settings.alert_types",
-                    format!("`{other}` alerts are not sent by sluice (budget_alerts are)"),
+                    format!(
+                        "`{other}` alerts are not sent by sluice (budget_alerts, outage_alerts \
+                         and cooldown_deployment are)"
+                    ),
                 ),
                 other => p.error(
                     "general_settings.alert_types",
@@ -122,6 +125,9 @@ fn routed(v: Value, p: &mut Problems) -> BTreeMap<AlertKind, Vec<Secret>> {
         match kind.as_str() {
             "budget_alerts" => {
                 out.insert(AlertKind::Budget, urls);
+            }
+            "outage_alerts" | "cooldown_deployment" => {
+                out.entry(AlertKind::Outage).or_default().extend(urls);
             }
             other if NOT_SENT.contains(&other) => p.warn(
                 format!("{PATH}.{other}"),
