@@ -5,9 +5,12 @@
 
 use std::sync::Arc;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use crate::auth::{Directory, KeyEntry};
+
+/// LiteLLM's request header for tags, named once (a `&str` name is parsed at each lookup).
+static X_LITELLM_TAGS: HeaderName = HeaderName::from_static("x-litellm-tags");
 
 /// The request's tags, or `None` when it has none.
 pub(crate) fn gather(
@@ -17,7 +20,7 @@ pub(crate) fn gather(
     dir: &Directory,
 ) -> Option<Arc<[Arc<str>]>> {
     let header = headers
-        .get("x-litellm-tags")
+        .get(&X_LITELLM_TAGS)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty());
     let key_tags = key.map(|k| &*k.tags).filter(|t| !t.is_empty());
