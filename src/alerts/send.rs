@@ -245,7 +245,7 @@ fn teams_card(text: &str) -> serde_json::Value {
 
 /// LiteLLM's `WebhookEvent`: the figures and who, with `event`, `event_group` and
 /// `event_message`.
-fn webhook_event(c: &crate::alerts::budget::Crossing, text: &str) -> serde_json::Value {
+fn webhook_event(c: &Crossing, text: &str) -> serde_json::Value {
     use sluice_core::limits::SubjectKind;
     json!({
         "event": c.level.event(),

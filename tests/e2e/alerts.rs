@@ -119,6 +119,14 @@ async fn chat(gw: &Gateway, key: &str) -> Answer {
     chat_as(gw, key, "cheap", "", &[]).await
 }
 
+/// `field` of every body received at `path`, in order.
+fn texts<'a>(all: &'a [(String, Value)], path: &str, field: &str) -> Vec<&'a str> {
+    all.iter()
+        .filter(|(p, _)| p == path)
+        .map(|(_, v)| v[field].as_str().unwrap())
+        .collect()
+}
+
 fn count(seen: &Seen, path: &str) -> usize {
     seen.lock()
         .unwrap()
@@ -188,11 +196,7 @@ async fn each_budget_level_reaches_every_channel_once() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let all = seen.lock().unwrap().clone();
     assert_eq!(all.len(), 9, "{all:?}");
-    let events: Vec<&str> = all
-        .iter()
-        .filter(|(p, _)| p == "/hook")
-        .map(|(_, v)| v["event"].as_str().unwrap())
-        .collect();
+    let events = texts(&all, "/hook", "event");
     assert_eq!(
         events,
         ["soft_budget_crossed", "threshold_crossed", "budget_crossed"]
@@ -202,11 +206,7 @@ async fn each_budget_level_reaches_every_channel_once() {
     assert_eq!(hook["key_alias"], "team-bot");
     assert!(hook["spend"].as_f64().unwrap() > 0.00004, "{hook}");
     assert_eq!(hook["max_budget"], 0.0001);
-    let slack: Vec<&str> = all
-        .iter()
-        .filter(|(p, _)| p == "/slack")
-        .map(|(_, v)| v["text"].as_str().unwrap())
-        .collect();
+    let slack = texts(&all, "/slack", "text");
     assert!(slack[0].contains("Soft budget crossed"), "{}", slack[0]);
     assert!(slack[1].contains("15% or less"), "{}", slack[1]);
     assert!(slack[2].contains("Budget crossed"), "{}", slack[2]);
@@ -349,21 +349,13 @@ async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let all = seen.lock().unwrap().clone();
-    let events: Vec<&str> = all
-        .iter()
-        .filter(|(p, _)| p == "/hook")
-        .map(|(_, v)| v["event"].as_str().unwrap())
-        .collect();
+    let events = texts(&all, "/hook", "event");
     assert_eq!(
         events,
         ["deployment_cooldown", "deployment_recovered"],
         "{all:?}"
     );
-    let slack: Vec<&str> = all
-        .iter()
-        .filter(|(p, _)| p == "/slack")
-        .map(|(_, v)| v["text"].as_str().unwrap())
-        .collect();
+    let slack = texts(&all, "/slack", "text");
     assert!(
         slack[0].contains("cooling down") && slack[0].contains("flaky-1"),
         "{}",

@@ -4,12 +4,15 @@ The binary comes from SLUICE_BIN (the test script builds it); nothing here is mo
 model provider, which is sluice's own mock speaking OpenAI's wire format.
 """
 
+import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -53,6 +56,23 @@ def _start(args, workdir, env=None):
         time.sleep(0.02)
     proc.kill()
     raise RuntimeError(f"{args[0]} did not start: {open(log.name).read()}")
+
+
+def _free_port():
+    """A loopback port nothing listens on now (for a server the test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _json(method, url, body=None, headers=None):
+    """One JSON call; the answer's JSON (an HTTP error raises)."""
+    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
+    req.add_header("content-type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read() or b"null")
 
 
 def _stop(proc):

@@ -5,12 +5,9 @@ once."""
 
 import datetime
 import ipaddress
-import json
 import pathlib
-import socket
 import ssl
 import time
-import urllib.request
 
 import openai
 import pytest
@@ -21,13 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from conftest import MASTER_KEY, _start, _stop
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import MASTER_KEY, _free_port, _json, _start, _stop
 
 
 def _certificate(d):
@@ -116,14 +107,10 @@ general_settings:
     proc, _, log = _start(["serve", "--config", str(config), "--port", str(gw_port)], str(d), env)
     try:
         root = f"http://127.0.0.1:{gw_port}"
-        req = urllib.request.Request(root + "/key/generate", method="POST", data=json.dumps({
+        key = _json("POST", root + "/key/generate", {
             "key_alias": "mailer", "soft_budget": 0.00001,
             "metadata": {"soft_budget_alerting_emails": ["owner@example.com"]},
-        }).encode())
-        req.add_header("authorization", f"Bearer {MASTER_KEY}")
-        req.add_header("content-type", "application/json")
-        with urllib.request.urlopen(req) as r:
-            key = json.loads(r.read())["key"]
+        }, {"authorization": f"Bearer {MASTER_KEY}"})["key"]
         sdk = openai.OpenAI(base_url=root + "/v1", api_key=key, max_retries=0)
         sdk.chat.completions.create(model="priced", messages=[{"role": "user", "content": "hi"}])
         deadline = time.time() + 10

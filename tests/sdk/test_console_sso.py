@@ -7,7 +7,6 @@ its claims name, is kept in the store, and loses the session when an admin chang
 import http.cookiejar
 import json
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -17,23 +16,8 @@ import urllib.request
 
 import pytest
 
-from conftest import MASTER_KEY, _start, _stop
+from conftest import MASTER_KEY, _free_port, _json, _start, _stop
 from test_console import _submit, browser  # noqa: F401  (the chromium fixture)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _json(method, url, body=None, headers=None):
-    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-    req.add_header("content-type", "application/json")
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read() or b"null")
 
 
 @pytest.fixture(scope="module")

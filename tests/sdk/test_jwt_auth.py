@@ -6,7 +6,6 @@ the provider restarting with a new signing key (a rotation) is followed on its f
 import base64
 import json
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -17,27 +16,12 @@ import urllib.request
 import openai
 import pytest
 
-from conftest import MASTER_KEY, _start, _stop
+from conftest import MASTER_KEY, _free_port, _json, _start, _stop
 
 USERS = [
     {"sub": "u-dev", "team": "jwt-team"},
     {"sub": "u-ops", "scope": "openid litellm_proxy_admin"},
 ]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _json(method, url, body=None, headers=None):
-    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-    req.add_header("content-type", "application/json")
-    for k, v in (headers or {}).items():
-        req.add_header(k, v)
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read() or b"null")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
