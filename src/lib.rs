@@ -21,6 +21,7 @@ pub mod import;
 pub mod mcp;
 pub mod models;
 pub mod passthrough;
+pub mod probes;
 pub mod realtime;
 pub mod responses;
 pub mod server;

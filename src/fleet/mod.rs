@@ -9,6 +9,7 @@ mod broadcast;
 mod counters;
 mod link;
 mod sessions;
+mod shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

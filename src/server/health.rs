@@ -1,10 +1,14 @@
-//! `GET /health` (master key): every deployment's routing state, read from the live atomics.
-//! Unlike LiteLLM's `/health`, it makes no upstream calls: it reports what traffic has shown.
+//! `GET /health` (master key): every deployment's routing state, read from the live atomics,
+//! and, with `background_health_checks`, its last probe's verdict (LiteLLM's
+//! `healthy_endpoints` / `unhealthy_endpoints`). Unlike LiteLLM's `/health`, it makes no
+//! upstream calls itself: it reports what traffic and the fleet's last round have shown.
 
 use bytes::Bytes;
 use serde::Serialize;
 
 use sluice_routing::{now_ms, Availability, Router};
+
+use crate::probes::{Plan, Round, Verdict};
 
 /// One deployment's live routing state (also the console's models page).
 #[derive(Serialize)]
@@ -21,6 +25,9 @@ pub(crate) struct Deployment<'a> {
     pub(crate) successes: u64,
     pub(crate) failures: u64,
     pub(crate) last_failure: Option<&'static str>,
+    /// The last health check's verdict, when health checks run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) last_check: Option<&'a Verdict>,
 }
 
 #[derive(Serialize)]
@@ -29,17 +36,68 @@ struct View<'a> {
     healthy_count: usize,
     unhealthy_count: usize,
     deployments: Vec<Deployment<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    background_health_checks: Option<Checked<'a>>,
+    /// LiteLLM's lists: the deployments the last round found answering, and the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    healthy_endpoints: Option<Vec<&'a Verdict>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unhealthy_endpoints: Option<Vec<&'a Verdict>>,
+}
+
+/// The health checks' side of the view.
+#[derive(Serialize)]
+struct Checked<'a> {
+    interval_s: f64,
+    /// When the last round ended (ms since the epoch), and which instance probed.
+    checked_at: Option<u64>,
+    checked_by: Option<&'a str>,
+    probe_spend_today_usd: f64,
+    max_spend_per_day_usd: f64,
+}
+
+/// What the health checks add to the view: their plan, last round and today's spend.
+pub struct Probes<'a> {
+    /// The serving config's plan.
+    pub plan: &'a Plan,
+    /// The last round applied here.
+    pub round: Option<&'a Round>,
+    /// Today's probe spend, USD.
+    pub spent: f64,
 }
 
 /// The health view as JSON.
-pub fn view(router: &Router) -> Bytes {
-    let deployments = deployments(router);
+pub fn view(router: &Router, probes: Option<Probes<'_>>) -> Bytes {
+    let mut deployments = deployments(router);
     let healthy = deployments.iter().filter(|d| d.state == "healthy").count();
+    let round = probes.as_ref().and_then(|p| p.round);
+    if let Some(r) = round {
+        for d in &mut deployments {
+            d.last_check = r.verdicts.iter().find(|v| v.model_id == d.model_id);
+        }
+    }
+    let listed = |healthy: bool| {
+        round.map(|r| {
+            r.verdicts
+                .iter()
+                .filter(|v| v.healthy == Some(healthy))
+                .collect()
+        })
+    };
     let view = View {
         routing_strategy: router.policy.strategy.name(),
         healthy_count: healthy,
         unhealthy_count: deployments.len() - healthy,
         deployments,
+        background_health_checks: probes.as_ref().map(|p| Checked {
+            interval_s: p.plan.settings.interval.as_secs_f64(),
+            checked_at: p.round.map(|r| r.checked_at),
+            checked_by: p.round.map(|r| r.checked_by.as_str()),
+            probe_spend_today_usd: p.spent,
+            max_spend_per_day_usd: p.plan.settings.max_spend_per_day,
+        }),
+        healthy_endpoints: listed(true),
+        unhealthy_endpoints: listed(false),
     };
     Bytes::from(serde_json::to_vec(&view).unwrap_or_default())
 }
@@ -70,6 +128,7 @@ pub(crate) fn deployments(router: &Router) -> Vec<Deployment<'_>> {
                 successes,
                 failures,
                 last_failure: last.map(|k| k.name()),
+                last_check: None,
             });
         }
     }

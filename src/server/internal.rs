@@ -42,16 +42,7 @@ pub(crate) async fn call(
     };
     let headers = HeaderMap::new();
     let outcome = routing::dispatch(router, resolved, &requested, |a: Attempt<'_>| {
-        let call = Call {
-            endpoint,
-            client_headers: &headers,
-            body: &body,
-            upload: None,
-            envelope: &envelope,
-            capture: a.capture,
-            force_usage: false,
-            trace: None,
-        };
+        let call = Call::own(endpoint, &headers, &body, &envelope, a.capture);
         async move { attempt(&a.member.target, call, false, Some(timeout)).await }
     })
     .await;
@@ -83,24 +74,15 @@ pub(crate) async fn round<'a>(
     let envelope = Envelope::parse(body)?;
     Ok(
         routing::dispatch(router, resolved, requested, |a: Attempt<'_>| {
-            let call = Call {
-                endpoint,
-                client_headers: headers,
-                body,
-                upload: None,
-                envelope: &envelope,
-                capture: a.capture,
-                force_usage: false,
-                trace: None,
-            };
+            let call = Call::own(endpoint, headers, body, &envelope, a.capture);
             async move { attempt(&a.member.target, call, false, timeout).await }
         })
         .await,
     )
 }
 
-/// An error of sluice's, as a short reason.
-fn describe(e: &ApiError) -> String {
+/// An error of sluice's, as a short reason (safe to show: no address, no key).
+pub(crate) fn describe(e: &ApiError) -> String {
     match e {
         ApiError::UpstreamTimeout(d) => format!("no answer within {d:?}"),
         other => other.code().to_owned(),

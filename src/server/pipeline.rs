@@ -224,8 +224,18 @@ where
         }
         Route::Liveness => Ok(json(StatusCode::OK, Bytes::from_static(b"\"I'm alive!\""))),
         Route::Readiness => Ok(readiness(state)),
-        Route::Health => auth::authorize(snap.master.as_ref(), req.headers())
-            .map(|()| json(StatusCode::OK, super::health::view(&snap.router))),
+        Route::Health => auth::authorize(snap.master.as_ref(), req.headers()).map(|()| {
+            let round = state.probes().latest();
+            let probes = snap
+                .probe_plan
+                .as_deref()
+                .map(|plan| super::health::Probes {
+                    plan,
+                    round: round.as_deref(),
+                    spent: state.probes().spent_today(),
+                });
+            json(StatusCode::OK, super::health::view(&snap.router, probes))
+        }),
         Route::Metrics => {
             let key = snap.master.as_ref().filter(|_| snap.metrics_need_key);
             auth::authorize(key, req.headers()).map(|()| metrics(state, &snap))

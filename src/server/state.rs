@@ -34,6 +34,8 @@ use sluice_telemetry::Recorder;
 pub struct Snapshot {
     /// Model groups, their deployments and the rules for retries, fallbacks and cooldowns.
     pub router: Router,
+    /// Active health checks (`background_health_checks`), when on.
+    pub probe_plan: Option<Arc<crate::probes::Plan>>,
     /// The master key, if the gateway is closed.
     pub master: Option<MasterKey>,
     /// Largest accepted request body.
@@ -173,6 +175,7 @@ impl Snapshot {
         let list = serde_json::json!({ "object": "list", "data": data });
         Ok(Self {
             models_json: Bytes::from(list.to_string()),
+            probe_plan: crate::probes::Plan::of(config),
             router: Router {
                 models,
                 policy: policy(config),
@@ -299,6 +302,8 @@ pub struct AppState {
     snapshot: ArcSwap<Snapshot>,
     clients: ClientRegistry,
     health: HealthRegistry,
+    /// Active health checks' last round and spend.
+    probes: crate::probes::Checks,
     recorder: Recorder,
     services: Services,
     /// The overload manager (`max_in_flight_requests`, `max_memory_mb`), set at start.
@@ -492,6 +497,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(snap),
             clients,
             health,
+            probes: crate::probes::Checks::default(),
             recorder,
             services,
             overload: super::overload::Overload::start(
@@ -508,6 +514,7 @@ impl AppState {
             config_path: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
         });
+        crate::probes::start(&state);
         if let Some(a) = &config.general.alerting {
             crate::alerts::start(&state, a).map_err(|e| SnapshotError::Alerting(e.to_string()))?;
         }
@@ -537,6 +544,11 @@ impl AppState {
             });
         }
         Ok(state)
+    }
+
+    /// Active health checks' state (their last round, today's probe spend).
+    pub fn probes(&self) -> &crate::probes::Checks {
+        &self.probes
     }
 
     /// The overload manager.

@@ -21,6 +21,7 @@ mod files_owners;
 mod guardrails;
 mod guardrails_vendors;
 mod hardening;
+mod health_checks;
 mod hostile_upstream;
 mod jwt;
 mod keys;

@@ -298,6 +298,37 @@ impl Deployment {
     }
 }
 
+/// Active health checks (LiteLLM's `background_health_checks`, `health_check_interval`,
+/// `background_health_check_model_groups`, `health_check_concurrency`, and sluice's spend cap).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthChecks {
+    /// `health_check_interval` (default 300 s): time between two rounds of the fleet.
+    pub interval: Duration,
+    /// `background_health_check_model_groups`: only these groups are probed (`None`: all).
+    pub groups: Option<Vec<String>>,
+    /// `health_check_concurrency` (default 8): probes in flight at once.
+    pub concurrency: usize,
+    /// `health_check_max_spend_per_day` (sluice's, default 1 USD): what paid probes may cost
+    /// in a UTC day; past it only free probes (model lists) run.
+    pub max_spend_per_day: f64,
+}
+
+/// Default `health_check_interval`, LiteLLM's.
+pub const DEFAULT_HEALTH_CHECK_INTERVAL: Duration = Duration::from_secs(300);
+
+/// A deployment's own health check settings (LiteLLM's `model_info.health_check_*`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HealthCheckInfo {
+    /// `health_check_model`: the model a probe asks for (a wildcard deployment's stand-in).
+    pub model: Option<String>,
+    /// `health_check_timeout`: how long a probe may take (default: 60 s, LiteLLM's).
+    pub timeout: Option<Duration>,
+    /// `disable_background_health_check`: never probed.
+    pub disabled: bool,
+    /// `health_check_max_tokens`: the token limit of a request probe (default 16).
+    pub max_tokens: Option<u32>,
+}
+
 /// `model_info` of a deployment.
 #[derive(Debug, Clone, Default)]
 pub struct ModelInfo {
@@ -314,6 +345,8 @@ pub struct ModelInfo {
     /// instead of the group's own name (LiteLLM's model access groups), so that granting a
     /// family of models is one entry that follows the config.
     pub access_groups: Vec<Arc<str>>,
+    /// Its health check settings.
+    pub health_check: HealthCheckInfo,
 }
 
 /// Default `max_url_length`: twice nginx's default header buffer; an API URL is far shorter.
@@ -482,6 +515,9 @@ pub struct GeneralSettings {
     pub alerting: Option<Alerting>,
     /// `enable_jwt_auth` with `litellm_jwtauth`: JWTs accepted in place of virtual keys.
     pub jwt: Option<JwtAuth>,
+    /// `background_health_checks` and its settings: deployments probed on an interval by one
+    /// instance of a fleet, the verdicts shared by all (`None`: health comes from traffic).
+    pub health_checks: Option<HealthChecks>,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -603,6 +639,7 @@ impl Default for GeneralSettings {
             forwarded: sluice_net::networks::Forwarded::default(),
             alerting: None,
             jwt: None,
+            health_checks: None,
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,

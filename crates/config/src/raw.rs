@@ -212,6 +212,14 @@ pub(super) struct RawGeneral {
     pub responses_retention_days: Option<Scalar>,
     /// LiteLLM's config-declared pass-through routes; read only to say they are not served.
     pub pass_through_endpoints: Option<Value>,
+    // Active health checks (`validate::general::health_checks`).
+    pub background_health_checks: Option<Scalar>,
+    pub health_check_interval: Option<Scalar>,
+    pub background_health_check_model_groups: Option<OneOrMany>,
+    pub health_check_concurrency: Option<Scalar>,
+    pub health_check_max_spend_per_day: Option<Scalar>,
+    pub use_shared_health_check: Option<Scalar>,
+    pub health_check_details: Option<Scalar>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -250,6 +258,13 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "store_responses",
     "responses_retention_days",
     "pass_through_endpoints",
+    "background_health_checks",
+    "health_check_interval",
+    "background_health_check_model_groups",
+    "health_check_concurrency",
+    "health_check_max_spend_per_day",
+    "use_shared_health_check",
+    "health_check_details",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

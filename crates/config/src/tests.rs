@@ -1574,3 +1574,35 @@ router_settings:
     );
     assert_eq!(errs.len(), expected.len() + 1, "{errs:#?}");
 }
+
+#[test]
+fn health_checks_read_litellm_s_keys_and_name_a_bad_one() {
+    let yaml = "model_list:\n  - model_name: m\n    litellm_params:\n      model: mock/m\n    \
+                model_info:\n      health_check_timeout: 3\n      health_check_max_tokens: 5\n      \
+                disable_background_health_check: false\n\
+                general_settings:\n  background_health_checks: true\n  health_check_interval: 30\n  \
+                background_health_check_model_groups: [m]\n  use_shared_health_check: true\n";
+    let loaded = load_str(yaml, &env(&[])).unwrap_or_else(|e| panic!("{e}"));
+    let h = loaded.config.general.health_checks.expect("on");
+    assert_eq!(h.interval, Duration::from_secs(30));
+    assert_eq!(h.groups.as_deref(), Some(&["m".to_owned()][..]));
+    assert_eq!((h.concurrency, h.max_spend_per_day), (8, 1.0));
+    let info = &loaded.config.deployments[0].model_info.health_check;
+    assert_eq!(info.timeout, Some(Duration::from_secs(3)));
+    assert_eq!(info.max_tokens, Some(5));
+    // Off unless asked for, whatever else is set.
+    let off = load_str(
+        "general_settings:\n  health_check_interval: 30\n",
+        &env(&[]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(off.config.general.health_checks.is_none());
+    let bad =
+        "general_settings:\n  background_health_checks: true\n  health_check_interval: soon\n";
+    let errs = errors(load_str(bad, &env(&[])).unwrap_err());
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("general_settings.health_check_interval:")),
+        "{errs:?}"
+    );
+}

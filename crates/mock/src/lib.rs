@@ -544,7 +544,7 @@ pub(crate) async fn respond_azure(
 /// When the mock requires a key: a 401 unless the request carries it where one of the
 /// providers reads it (`Authorization: Bearer`, `x-api-key`, `api-key`, `x-goog-api-key`, or
 /// Google's `?key=`).
-fn key_refused(
+pub(crate) fn key_refused(
     s: &MockSettings,
     headers: &HeaderMap,
     query: Option<&str>,

@@ -24,11 +24,11 @@ use tokio::net::TcpListener;
 
 use super::record::Recorder;
 use super::{
-    azure_route, error, json, respond, respond_azure, respond_native, MockBody, MockSettings,
-    NativeRoute,
+    azure_route, error, json, key_refused, respond, respond_azure, respond_native, MockBody,
+    MockSettings, NativeRoute,
 };
 use super::{search, vector_stores, videos};
-use sluice_core::endpoint::Endpoint;
+use sluice_core::endpoint::{Dialect, Endpoint};
 use sluice_net::server::{serve_threads, serve_with};
 
 /// Largest request body the mock reads (the benchmark sends up to ~500 KB).
@@ -244,14 +244,26 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
         )
         .await;
     }
-    let stats = &shared.stats;
-    match (req.method(), Endpoint::from_path(path)) {
-        (&Method::GET, None) if bare == "/models" => json(
+    if req.method() == Method::GET && bare == "/models" {
+        // Kept when recording: a gateway's health checks list models, and a test counts them.
+        let (parts, _) = req.into_parts();
+        if let Some(recorder) = &shared.recorder {
+            recorder.record(&parts, &Bytes::new());
+        }
+        if let Some(refused) =
+            key_refused(settings, &parts.headers, parts.uri.query(), Dialect::OpenAi)
+        {
+            return refused;
+        }
+        return json(
             StatusCode::OK,
             Bytes::from_static(
                 br#"{"object":"list","data":[{"id":"mock-model","object":"model","created":0,"owned_by":"sluice-mock"}]}"#,
             ),
-        ),
+        );
+    }
+    let stats = &shared.stats;
+    match (req.method(), Endpoint::from_path(path)) {
         (&Method::GET, None) if bare == "/mock/stats" => {
             let body = serde_json::json!({
                 "requests": stats.requests.load(Relaxed),

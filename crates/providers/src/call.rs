@@ -35,7 +35,28 @@ pub struct Call<'a> {
     pub trace: Option<(HeaderValue, Option<&'a HeaderValue>)>,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// A whole JSON body sluice sends on its own behalf (a guardrail's check, a round of the
+    /// tool loop, a health check's probe): no upload, no forced usage, no trace.
+    pub fn own(
+        endpoint: Endpoint,
+        client_headers: &'a HeaderMap,
+        body: &'a Bytes,
+        envelope: &'a Envelope<'a>,
+        capture: Option<&'a str>,
+    ) -> Self {
+        Self {
+            endpoint,
+            client_headers,
+            body,
+            upload: None,
+            envelope,
+            capture,
+            force_usage: false,
+            trace: None,
+        }
+    }
+
     /// Add the attempt's trace context to an upstream request's headers.
     pub fn trace_headers(&self, headers: &mut HeaderMap) {
         if let Some((parent, state)) = &self.trace {

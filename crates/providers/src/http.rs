@@ -248,6 +248,18 @@ impl HttpTarget {
         Ok((segments, dropped))
     }
 
+    /// GET `uri` with the next key's headers: a provider's model list, the cheap probe of an
+    /// active health check (a call that proves the endpoint and the key without buying tokens).
+    pub async fn get(&self, uri: Uri) -> Result<Response<UpstreamBody>, ApiError> {
+        let mut up = Request::get(uri)
+            .body(SegmentsBody::new(Vec::new()))
+            .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
+        *up.headers_mut() = self.headers.next().clone();
+        up.headers_mut().remove(CONTENT_TYPE);
+        let resp = self.client.request(up).await.map_err(client_error)?;
+        Ok(resp.map(UpstreamBody::Http))
+    }
+
     /// POST a body sluice wrote, with `headers` (the provider has added its credentials).
     pub async fn post(
         &self,

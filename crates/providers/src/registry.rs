@@ -8,11 +8,12 @@
 use std::fmt;
 use std::future::Future;
 
-use http::Response;
+use http::{Response, Uri};
 use sluice_core::error::ApiError;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
+use crate::http::HttpTarget;
 use crate::settings::Reading;
 use crate::target::{Prepared, TargetError};
 use crate::Family;
@@ -45,6 +46,13 @@ pub trait Upstream {
 
     /// Prepare a deployment (URLs, headers, credentials) once, at config load.
     fn target(d: &Prepared<'_>, config: &Self::Config) -> Result<Self::Target, TargetError>;
+
+    /// Where its model list is, and the HTTP side that may call it: the free probe of an
+    /// active health check. `None` where the provider has no such call (a health check then
+    /// sends the smallest valid request).
+    fn model_list(_target: &Self::Target) -> Option<(&HttpTarget, &Uri)> {
+        None
+    }
 
     /// Make one call; resolves when the answer's head is there (for a translated whole answer,
     /// when it is translated). The answer is in the client's dialect.
@@ -323,6 +331,12 @@ macro_rules! families {
         }
 
         impl UpstreamTarget {
+            /// Its provider's model list call, where there is one.
+            pub(crate) fn model_list(&self) -> Option<(&$crate::http::HttpTarget, &::http::Uri)> {
+                use $crate::registry::Upstream;
+                match self { $( $(#[$attr])* Self::$name(t) => <$module::$imp>::model_list(t), )* }
+            }
+
             /// Make one call.
             pub(crate) async fn send(
                 &self,

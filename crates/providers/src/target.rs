@@ -245,6 +245,13 @@ impl DeploymentTarget {
     pub async fn send(&self, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
         self.upstream.send(call).await
     }
+
+    /// List the provider's models with this deployment's key, where the provider has such a
+    /// call (`None` otherwise): what a health check asks first, since it costs nothing.
+    pub async fn list_models(&self) -> Option<Result<Response<UpstreamBody>, ApiError>> {
+        let (http, uri) = self.upstream.model_list()?;
+        Some(http.get(uri.clone()).await)
+    }
 }
 
 /// Seconds as a header value: `600`, or `2.5` for a fraction.

@@ -303,6 +303,13 @@ impl Health {
         self.cooled_until
             .fetch_max(now_ms() + span.as_millis() as u64, Relaxed);
     }
+
+    /// An active health check found it answering again after a failed one: back in service
+    /// now, not when its cooldown ends.
+    pub fn recover(&self) {
+        self.cooled_until.store(0, Relaxed);
+        self.fails.store(0, Relaxed);
+    }
 }
 
 /// Health cells by deployment id, shared by every config snapshot.

@@ -31,6 +31,16 @@ const MODES: &[&str] = &[
 /// `GET /ui/models`.
 pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup {
     let list = deployments(&snap.router);
+    // The last round of active health checks, when they run.
+    let round = snap
+        .probe_plan
+        .as_ref()
+        .and_then(|_| state.probes().latest());
+    let check = |id: &str| {
+        round
+            .as_ref()
+            .and_then(|r| r.verdicts.iter().find(|v| v.model_id == id).cloned())
+    };
     let stored = |id: &str| {
         snap.deployments
             .iter()
@@ -46,6 +56,7 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
                 th { "Model group" } th { "Deployment" } th { "Provider" } th { "Origin" } th { "State" }
                 th.num { "In flight" } th.num { "Latency" } th.num { "Requests / min" }
                 th.num { "Tokens / min" } th.num { "Successes" } th.num { "Failures" } th { "Last failure" }
+                @if round.is_some() { th { "Health check" } }
             } }
             tbody {
                 @for d in &list {
@@ -73,6 +84,17 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
                         td.num { (d.successes) }
                         td.num { (d.failures) }
                         td { (d.last_failure.unwrap_or_default()) }
+                        @if round.is_some() {
+                            @let v = check(d.model_id);
+                            td.health-check {
+                                @match v.as_ref().map(|v| (v.healthy, v.error.as_deref())) {
+                                    Some((Some(true), _)) => "healthy",
+                                    Some((Some(false), why)) => { "unhealthy: " (why.unwrap_or_default()) },
+                                    Some((None, why)) => { "not probed: " (why.unwrap_or_default()) },
+                                    None => "",
+                                }
+                            }
+                        }
                     }
                 }
             }

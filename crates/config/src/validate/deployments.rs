@@ -14,7 +14,7 @@ use sluice_core::settings::{did_you_mean, Env, Params, Problems, Scalar};
 use sluice_core::Secret;
 use sluice_providers::{provider_keys, settings, ApiKey, Given};
 
-use crate::model::{Deployment, ModelInfo, UnitCosts};
+use crate::model::{Deployment, HealthCheckInfo, ModelInfo, UnitCosts};
 use crate::prices::{PriceSource, PriceTable, COST_MAP_ENV};
 use crate::raw::{RawKey, RawKeys, RawModel, PARAM_KEYS};
 use sluice_core::rules::RuleBook;
@@ -238,6 +238,35 @@ fn model_info(at: &str, raw: BTreeMap<String, Value>, p: &mut Problems) -> Model
         base_model: field("base_model", p),
         db_model: matches!(raw.get("db_model"), Some(Value::Bool(true))),
         access_groups: access_groups(at, raw.get("access_groups"), p),
+        health_check: health_check(at, &raw, p),
+    }
+}
+
+/// `model_info.health_check_*`: what LiteLLM's background health checks read of a deployment.
+fn health_check(at: &str, raw: &BTreeMap<String, Value>, p: &mut Problems) -> HealthCheckInfo {
+    let scalar = |key: &str| {
+        raw.get(key)
+            .and_then(|v| serde_yaml_ng::from_value::<Scalar>(v.clone()).ok())
+    };
+    let path = |key: &str| format!("{at}.model_info.{key}");
+    HealthCheckInfo {
+        model: text(scalar("health_check_model")),
+        timeout: seconds(
+            &path("health_check_timeout"),
+            scalar("health_check_timeout"),
+            p,
+        ),
+        disabled: boolean(
+            &path("disable_background_health_check"),
+            scalar("disable_background_health_check"),
+            p,
+        )
+        .unwrap_or(false),
+        max_tokens: whole(
+            &path("health_check_max_tokens"),
+            scalar("health_check_max_tokens"),
+            p,
+        ),
     }
 }
 

@@ -7,7 +7,9 @@ use sluice_core::Secret;
 use sluice_net::networks::{Forwarded, Networks};
 use sluice_net::ssrf::Allowlist;
 
-use crate::model::{GeneralSettings, SpendJournalMode};
+use crate::model::{
+    GeneralSettings, HealthChecks, SpendJournalMode, DEFAULT_HEALTH_CHECK_INTERVAL,
+};
 use crate::raw::RawGeneral;
 
 /// `allowed_ips`, `use_x_forwarded_for` and `trusted_proxy_ranges`: who may call, and how
@@ -44,11 +46,75 @@ fn addresses(raw: &mut RawGeneral, g: &mut GeneralSettings, p: &mut Problems) {
     };
 }
 
+/// `background_health_checks` and its settings. `use_shared_health_check` and
+/// `health_check_details` are LiteLLM's switches for what sluice always does (one prober per
+/// fleet when Redis is configured; details in `/health`), so they are read and change nothing.
+fn health_checks(raw: &mut RawGeneral, p: &mut Problems) -> Option<HealthChecks> {
+    let on = boolean(
+        "general_settings.background_health_checks",
+        raw.background_health_checks.take(),
+        p,
+    );
+    let _ = boolean(
+        "general_settings.use_shared_health_check",
+        raw.use_shared_health_check.take(),
+        p,
+    );
+    let _ = boolean(
+        "general_settings.health_check_details",
+        raw.health_check_details.take(),
+        p,
+    );
+    let interval = seconds(
+        "general_settings.health_check_interval",
+        raw.health_check_interval.take(),
+        p,
+    );
+    let groups = raw
+        .background_health_check_model_groups
+        .take()
+        .map(|g| g.texts());
+    let concurrency = whole::<usize>(
+        "general_settings.health_check_concurrency",
+        raw.health_check_concurrency.take(),
+        p,
+    );
+    let cap = number(
+        "general_settings.health_check_max_spend_per_day",
+        raw.health_check_max_spend_per_day.take(),
+        false,
+        p,
+    );
+    if on != Some(true) {
+        return None;
+    }
+    let interval = interval.unwrap_or(DEFAULT_HEALTH_CHECK_INTERVAL);
+    if interval < std::time::Duration::from_secs(1) {
+        p.error(
+            "general_settings.health_check_interval",
+            "at least 1 second: every round calls every deployment",
+        );
+    }
+    if concurrency == Some(0) {
+        p.error(
+            "general_settings.health_check_concurrency",
+            "at least 1 probe at a time",
+        );
+    }
+    Some(HealthChecks {
+        interval,
+        groups,
+        concurrency: concurrency.unwrap_or(8).max(1),
+        max_spend_per_day: cap.unwrap_or(1.0),
+    })
+}
+
 /// Validate `general_settings`.
 pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> GeneralSettings {
     let mut limited = GeneralSettings::default();
     limits(&mut raw, &mut limited, p);
     addresses(&mut raw, &mut limited, p);
+    limited.health_checks = health_checks(&mut raw, p);
     limited.jwt = super::jwt::jwt(
         raw.enable_jwt_auth.take(),
         raw.litellm_jwtauth

@@ -45,6 +45,8 @@ pub struct Target {
     http: HttpTarget,
     messages: Uri,
     count_tokens: Uri,
+    /// `GET {base}/v1/models`, a health check's free probe.
+    models: Uri,
 }
 
 /// Anthropic.
@@ -71,7 +73,12 @@ impl Upstream for Anthropic {
             http: HttpTarget::build(d, KeyHeader::Named("x-api-key"), &[version])?,
             messages: uri(d, format!("{base}{}", Endpoint::Messages.path()))?,
             count_tokens: uri(d, format!("{base}{}", Endpoint::CountTokens.path()))?,
+            models: uri(d, format!("{base}/v1/models"))?,
         })
+    }
+
+    fn model_list(t: &Target) -> Option<(&HttpTarget, &Uri)> {
+        Some((&t.http, &t.models))
     }
 
     async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {

@@ -1,13 +1,13 @@
 //! Azure OpenAI: OpenAI's wire with the deployment named in the URL, an `api-version` query
 //! and an `api-key` header. Calls are made as for any OpenAI-compatible deployment.
 
-use http::Response;
+use http::{Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 
 use crate::body::UpstreamBody;
 use crate::call::Call;
-use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
+use crate::http::{uri, EndpointUrls, HttpTarget, KeyHeader};
 use crate::openai_compatible::{self, organization};
 use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
@@ -75,7 +75,19 @@ impl Upstream for Azure {
             rerank: openai_compatible::Shape::Cohere,
             realtime: RealtimeUrl::azure(base, deployment, &c.api_version),
             ocr: d.upstream.provider.spec().serves_ocr,
+            models: uri(
+                d,
+                format!(
+                    "{}/openai/models?api-version={}",
+                    base.trim_end_matches('/'),
+                    c.api_version
+                ),
+            )?,
         })
+    }
+
+    fn model_list(t: &openai_compatible::Target) -> Option<(&HttpTarget, &Uri)> {
+        Some((&t.http, &t.models))
     }
 
     async fn send(

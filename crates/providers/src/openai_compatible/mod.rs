@@ -5,7 +5,7 @@
 //! `count_tokens` is estimated locally. Adding a compatible provider is one entry in [`SPECS`].
 
 use http::header::{HeaderName, HeaderValue};
-use http::Response;
+use http::{Response, Uri};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
 use sluice_translate::codec::OpenAiChat;
@@ -13,7 +13,7 @@ use sluice_translate::codec::OpenAiChat;
 use crate::body::UpstreamBody;
 use crate::call::Call;
 use crate::exchange;
-use crate::http::{EndpointUrls, HttpTarget, KeyHeader};
+use crate::http::{uri, EndpointUrls, HttpTarget, KeyHeader};
 use crate::realtime::RealtimeUrl;
 use crate::registry::{ProviderSpec, Upstream};
 use crate::Family;
@@ -171,6 +171,8 @@ pub struct Target {
     pub realtime: RealtimeUrl,
     /// Its provider reads documents (`ProviderSpec::serves_ocr`).
     pub ocr: bool,
+    /// `GET {base}/models`, a health check's free probe.
+    pub models: Uri,
 }
 
 /// The OpenAI-compatible family.
@@ -207,7 +209,12 @@ impl Upstream for OpenAiCompatible {
             rerank: Shape::of(d.upstream.provider.name()),
             realtime: RealtimeUrl::openai(base),
             ocr: d.upstream.provider.spec().serves_ocr,
+            models: uri(d, format!("{base}/models"))?,
         })
+    }
+
+    fn model_list(t: &Target) -> Option<(&HttpTarget, &Uri)> {
+        Some((&t.http, &t.models))
     }
 
     async fn send(t: &Target, call: &Call<'_>) -> Result<Response<UpstreamBody>, ApiError> {
