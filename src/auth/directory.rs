@@ -100,6 +100,8 @@ pub struct KeyEntry {
     pub tags: Arc<[Arc<str>]>,
     /// Who its budget alerts are for, and when (`soft_budget`).
     pub alerts: Arc<AlertFacts>,
+    /// What a JWT's claims grant (routes, end user); `None` for a virtual key.
+    pub jwt: Option<Arc<super::jwt::JwtGrants>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live
@@ -434,6 +436,7 @@ impl Directory {
             allowed_ips: stored.allowed_ips.clone(),
             tags: stored.tags.clone(),
             alerts: stored.alerts.clone(),
+            jwt: None,
         });
         if entry.allowed_ips.is_some() {
             self.peer_addresses.turn_on();

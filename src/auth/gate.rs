@@ -15,6 +15,7 @@ use super::jwt::JwtAuth;
 use super::{presented_key, MasterKey};
 use sluice_core::error::ApiError;
 use sluice_core::error::KeyRefusal;
+use sluice_core::limits::SubjectKind;
 
 /// How long a digest the store does not know is refused without asking again.
 const UNKNOWN_FOR_MS: u64 = 1_000;
@@ -41,7 +42,14 @@ pub struct LoadFailed;
 pub trait KeyLoader: Send + Sync {
     /// Load the key with this digest, with its team and user.
     fn load(&self, digest: KeyDigest) -> LoadFuture<'_>;
+
+    /// Make the team or user a JWT names when none exists (`team_id_upsert`,
+    /// `user_id_upsert`), and put it in the directory.
+    fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a>;
 }
+
+/// What [`KeyLoader::upsert`] returns.
+pub type UpsertFuture<'a> = Pin<Box<dyn Future<Output = Result<(), LoadFailed>> + Send + 'a>>;
 
 /// The authenticator: the directory, and where to find keys it does not hold yet.
 #[derive(Default)]
@@ -89,12 +97,18 @@ impl Gate {
         &self,
         master: Option<&MasterKey>,
         headers: &HeaderMap,
-        client: Option<IpAddr>,
+        (client, path): (Option<IpAddr>, &str),
         wall_ms: u64,
     ) -> Result<Caller, ApiError> {
         let caller = self.identify(master, headers, wall_ms).await?;
         if let Caller::Key(k) = &caller {
             self.directory.check_addresses(k, client)?;
+            if k.jwt.as_ref().is_some_and(|j| !j.routes.allows(path)) {
+                return Err(ApiError::NotPermitted(
+                    "this route is not among the token's allowed routes \
+                     (litellm_jwtauth.team_allowed_routes, scope_mappings)",
+                ));
+            }
         }
         Ok(caller)
     }
@@ -120,7 +134,7 @@ impl Gate {
             .filter(|_| super::jwt::looks_like_jwt(key))
         {
             // Boxed: its key fetch would grow every request's future.
-            return Box::pin(j.caller(key, &self.directory)).await;
+            return Box::pin(j.caller(key, &self.directory, self.loader.as_deref())).await;
         }
         let d = digest(key);
         if master.matches_digest(&d) {
@@ -171,6 +185,10 @@ mod tests {
     }
 
     impl KeyLoader for OneKey {
+        fn upsert<'a>(&'a self, _: SubjectKind, _: &'a str) -> UpsertFuture<'a> {
+            Box::pin(async { Err(LoadFailed) })
+        }
+
         fn load(&self, d: KeyDigest) -> LoadFuture<'_> {
             self.asked.fetch_add(1, Relaxed);
             Box::pin(async move {
@@ -204,17 +222,20 @@ mod tests {
         let master = MasterKey::new(&Secret::new("sk-master"));
         let m = Some(&master);
         assert!(matches!(
-            gate.authenticate(m, &bearer("sk-master"), None, 0).await,
+            gate.authenticate(m, &bearer("sk-master"), (None, "/v1/chat/completions"), 0)
+                .await,
             Ok(Caller::Master)
         ));
         assert!(matches!(
-            gate.authenticate(None, &HeaderMap::new(), None, 0).await,
+            gate.authenticate(None, &HeaderMap::new(), (None, "/v1/chat/completions"), 0)
+                .await,
             Ok(Caller::Open)
         ));
         // Created on another instance: loaded once, then served from memory.
         for _ in 0..3 {
             assert!(matches!(
-                gate.authenticate(m, &bearer("sk-remote"), None, 0).await,
+                gate.authenticate(m, &bearer("sk-remote"), (None, "/v1/chat/completions"), 0)
+                    .await,
                 Ok(Caller::Key(_))
             ));
         }
@@ -222,18 +243,20 @@ mod tests {
         // Unknown: asked once per second at most.
         for _ in 0..3 {
             assert!(matches!(
-                gate.authenticate(m, &bearer("sk-nope"), None, 10).await,
+                gate.authenticate(m, &bearer("sk-nope"), (None, "/v1/chat/completions"), 10)
+                    .await,
                 Err(ApiError::KeyRefused(KeyRefusal::Unknown))
             ));
         }
         assert_eq!(loader.asked.load(Relaxed), 2);
         assert!(gate
-            .authenticate(m, &bearer("sk-nope"), None, 1_010)
+            .authenticate(m, &bearer("sk-nope"), (None, "/v1/chat/completions"), 1_010)
             .await
             .is_err());
         assert_eq!(loader.asked.load(Relaxed), 3);
         assert!(matches!(
-            gate.authenticate(m, &HeaderMap::new(), None, 0).await,
+            gate.authenticate(m, &HeaderMap::new(), (None, "/v1/chat/completions"), 0)
+                .await,
             Err(ApiError::Unauthorized(_))
         ));
     }

@@ -29,8 +29,23 @@ use sluice_jwt::{Claims, JwtError, KeySettings, Keys, Validation};
 use sluice_net::client::{ClientRegistry, HttpClient};
 use sluice_telemetry::callbacks::deliver::send;
 
+use sluice_config::JwtRole;
+
 use super::access::ModelAccess;
 use super::directory::{Caller, Directory, KeyEntry};
+use super::gate::KeyLoader;
+use super::route_groups::RouteRules;
+
+/// What a JWT's claims grant beside a key's usual fields: the routes it may call
+/// (`team_allowed_routes`, its scopes' `routes`) and the end user it acts for
+/// (`end_user_id_jwt_field`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtGrants {
+    /// Every list must allow a route.
+    pub routes: RouteRules,
+    /// The end user every request is for.
+    pub end_user: Option<Arc<str>>,
+}
 
 /// Most distinct token identities kept; past it the map starts again.
 const MAX_CALLERS: usize = 10_000;
@@ -114,38 +129,103 @@ impl JwtAuth {
         auth
     }
 
-    /// Who the token says is calling; `Err` says why it is refused (never echoing it).
-    pub async fn caller(&self, token: &str, dir: &Directory) -> Result<Caller, ApiError> {
+    /// Who the token says is calling; `Err` says why it is refused (never echoing it). A
+    /// team or user the token names that does not exist is made through `loader` with
+    /// `team_id_upsert` / `user_id_upsert`.
+    pub async fn caller(
+        &self,
+        token: &str,
+        dir: &Directory,
+        loader: Option<&dyn KeyLoader>,
+    ) -> Result<Caller, ApiError> {
         let claims = self.verified(token).await?;
-        if self.is_admin(&claims) {
+        let s = &self.settings;
+        let role = self.role(&claims);
+        if self.is_admin(&claims) || role == Some(JwtRole::ProxyAdmin) {
             return Ok(Caller::Master);
         }
+        if s.enforce_rbac && role.is_none() {
+            return Err(ApiError::NotPermitted(
+                "the token's roles map to no role (litellm_jwtauth.role_mappings, enforce_rbac)",
+            ));
+        }
+        if let (Some(field), Some(allowed)) = (&s.user_roles_field, &s.user_allowed_roles) {
+            if !claim_texts(&claims, field)
+                .iter()
+                .any(|r| allowed.contains(r))
+            {
+                return Err(ApiError::NotPermitted(
+                    "the token carries none of the allowed roles (litellm_jwtauth.user_allowed_roles)",
+                ));
+            }
+        }
         let field = |f: &Option<String>| f.as_deref().and_then(|f| claim_text(&claims, f));
-        let team =
-            field(&self.settings.team_id_field).or_else(|| self.settings.team_id_default.clone());
-        let user = field(&self.settings.user_id_field);
-        let org = field(&self.settings.org_id_field);
+        let object = field(&s.object_id_field);
+        let team = match (role, &object) {
+            (Some(JwtRole::Team), Some(o)) => Some(o.clone()),
+            _ => field(&s.team_id_field).or_else(|| s.team_id_default.clone()),
+        };
+        let user = match (role, &object) {
+            (Some(JwtRole::InternalUser), Some(o)) => Some(o.clone()),
+            _ => field(&s.user_id_field),
+        };
+        let org = field(&s.org_id_field);
+        let end_user = field(&s.end_user_id_field);
         if team.is_none() && user.is_none() {
             return Err(ApiError::JwtRefused(
                 "the token names no team or user (team_id_jwt_field, user_id_jwt_field)".into(),
             ));
         }
         if let Some(t) = &team {
-            if dir.holder(SubjectKind::Team, t).is_none() {
-                return Err(ApiError::JwtRefused(format!(
-                    "team `{}` named by the token does not exist",
-                    t.chars().take(128).collect::<String>()
-                )));
+            self.exists(dir, loader, SubjectKind::Team, t, s.team_id_upsert)
+                .await?;
+        }
+        if let Some(u) = &user {
+            if s.user_id_upsert {
+                self.exists(dir, loader, SubjectKind::User, u, true).await?;
             }
+        }
+        // Scopes: with `enforce_scope_based_access`, the token reaches the models and routes its
+        // scopes are mapped to, and no others.
+        let (scoped, mut routes) = (
+            s.enforce_scope_based_access && !s.scope_mappings.is_empty(),
+            RouteRules::default().and(&s.team_allowed_routes),
+        );
+        let mut models = ModelAccess::All;
+        let mut granted = String::new();
+        if scoped {
+            let scopes = scopes(&claims);
+            let mapped: Vec<_> = s
+                .scope_mappings
+                .iter()
+                .filter(|m| scopes.iter().any(|s| *s == m.scope))
+                .collect();
+            let names: Vec<String> = mapped.iter().flat_map(|m| m.models.clone()).collect();
+            models = ModelAccess::from_list(&names);
+            if models == ModelAccess::All && names.is_empty() {
+                // No scope of the token grants a model: it reaches none.
+                models = ModelAccess::Only(Box::new([]));
+            }
+            let paths: Vec<String> = mapped.iter().flat_map(|m| m.routes.clone()).collect();
+            if mapped.iter().any(|m| !m.routes.is_empty()) {
+                routes = routes.and(&paths);
+            }
+            granted = mapped
+                .iter()
+                .map(|m| m.scope.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
         }
         let text = |name: &str| claims.get(name).and_then(Value::as_str).unwrap_or("");
         let identity = format!(
-            "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
+            "{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}",
             text("iss"),
             text("sub"),
             team.as_deref().unwrap_or(""),
             user.as_deref().unwrap_or(""),
-            org.as_deref().unwrap_or("")
+            org.as_deref().unwrap_or(""),
+            end_user.as_deref().unwrap_or(""),
+            granted,
         );
         let callers = self.callers.pin();
         if let Some(k) = callers.get(identity.as_str()) {
@@ -165,7 +245,7 @@ impl JwtAuth {
             }),
             expires_ms: None,
             blocked: false,
-            models: ModelAccess::All,
+            models,
             subject: Subject {
                 kind: SubjectKind::Key,
                 scope: Scope::All,
@@ -180,9 +260,57 @@ impl JwtAuth {
             allowed_ips: None,
             tags: Arc::default(),
             alerts: Arc::default(),
+            jwt: Some(Arc::new(JwtGrants {
+                routes,
+                end_user: end_user.map(Into::into),
+            })),
         });
         callers.insert(identity.into_boxed_str(), entry.clone());
         Ok(Caller::Key(entry))
+    }
+
+    /// The role the token's roles map to (`roles_jwt_field`, `role_mappings`): the strongest.
+    fn role(&self, claims: &Map<String, Value>) -> Option<JwtRole> {
+        let field = self.settings.roles_field.as_deref()?;
+        let roles = claim_texts(claims, field);
+        let mapped = |want: JwtRole| {
+            self.settings
+                .role_mappings
+                .iter()
+                .any(|(name, r)| *r == want && roles.contains(name))
+        };
+        [JwtRole::ProxyAdmin, JwtRole::Team, JwtRole::InternalUser]
+            .into_iter()
+            .find(|r| mapped(*r))
+    }
+
+    /// A team or user the token names must exist; with `upsert`, one that does not is made
+    /// (once: the directory holds it after).
+    async fn exists(
+        &self,
+        dir: &Directory,
+        loader: Option<&dyn KeyLoader>,
+        kind: SubjectKind,
+        id: &str,
+        upsert: bool,
+    ) -> Result<(), ApiError> {
+        if dir.holder(kind, id).is_some() {
+            return Ok(());
+        }
+        let what = if kind == SubjectKind::Team {
+            "team"
+        } else {
+            "user"
+        };
+        let shown: String = id.chars().take(128).collect();
+        match (upsert, loader) {
+            (true, Some(l)) => l.upsert(kind, id).await.map_err(|_| {
+                ApiError::JwtUnavailable(format!("{what} `{shown}` could not be made in the store"))
+            }),
+            _ => Err(ApiError::JwtRefused(format!(
+                "{what} `{shown}` named by the token does not exist"
+            ))),
+        }
     }
 
     /// The token's claims, fetching the keys first when a token names one not seen yet or
@@ -201,6 +329,10 @@ impl JwtAuth {
         };
         if retry {
             self.refresh().await;
+        } else {
+            // Another fetch may be under way (the one at start, or a rotation's): wait for it
+            // rather than refuse a token its keys are about to verify.
+            drop(self.fetching.lock().await);
         }
         self.keys
             .verify(token, sluice_jwt::unix_now())
@@ -209,11 +341,7 @@ impl JwtAuth {
 
     fn is_admin(&self, claims: &Map<String, Value>) -> bool {
         let wanted = self.settings.admin_scope.as_str();
-        ["scope", "scp"].iter().any(|name| match claims.get(*name) {
-            Some(Value::String(s)) => s.split_whitespace().any(|s| s == wanted),
-            Some(Value::Array(a)) => a.iter().any(|s| s.as_str() == Some(wanted)),
-            _ => false,
-        })
+        scopes(claims).contains(&wanted)
     }
 
     /// Fetch every `JWT_PUBLIC_KEY_URL` (following an OpenID discovery document to its
@@ -274,6 +402,40 @@ fn refusal(e: &JwtError) -> ApiError {
         ApiError::JwtUnavailable(e.to_string())
     } else {
         ApiError::JwtRefused(e.to_string())
+    }
+}
+
+/// The token's scopes (`scope`, space-separated, or `scp`, a list or a string).
+fn scopes(claims: &Map<String, Value>) -> Vec<&str> {
+    ["scope", "scp"]
+        .iter()
+        .flat_map(|name| match claims.get(*name) {
+            Some(Value::String(s)) => s.split_whitespace().collect(),
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// A claim as a list of texts, by a dotted path (one string alone is a list of one).
+fn claim_texts(claims: &Map<String, Value>, path: &str) -> Vec<String> {
+    let mut parts = path.split('.');
+    let Some(mut v) = parts.next().and_then(|p| claims.get(p)) else {
+        return Vec::new();
+    };
+    for p in parts {
+        match v.get(p) {
+            Some(next) => v = next,
+            None => return Vec::new(),
+        }
+    }
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

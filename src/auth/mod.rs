@@ -10,6 +10,7 @@ mod gate;
 pub mod jwt;
 pub mod password;
 pub mod per_model;
+mod route_groups;
 mod sync;
 
 pub use access::{ModelAccess, Wanted};
@@ -18,7 +19,7 @@ pub use directory::{
     digest, Above, AlertFacts, Alias, Budgeted, Caller, Directory, Holder, KeyDigest, KeyEntry,
     Stored,
 };
-pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
+pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded, UpsertFuture};
 pub use sluice_core::error::KeyRefusal;
 pub use sync::{Sync, POLL_EVERY};
 

@@ -12,7 +12,7 @@ use super::access::ModelAccess;
 use super::addresses;
 use super::aliases::Aliases;
 use super::directory::{AlertFacts, Directory, KeyDigest, Stored};
-use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
+use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded, UpsertFuture};
 use super::per_model;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::limits::{self, nanos, SubjectKind};
@@ -344,5 +344,45 @@ impl Sync {
 impl KeyLoader for Sync {
     fn load(&self, digest: KeyDigest) -> LoadFuture<'_> {
         Box::pin(async move { self.reload_key(&hex(&digest)).await.map_err(|_| LoadFailed) })
+    }
+
+    fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a> {
+        Box::pin(async move {
+            let now = OffsetDateTime::now_utc();
+            let mut changes = Changes {
+                keys: Vec::new(),
+                deleted_keys: Vec::new(),
+                teams: Vec::new(),
+                users: Vec::new(),
+                end_users: Vec::new(),
+                organizations: Vec::new(),
+                watermark: now,
+            };
+            let made = match kind {
+                SubjectKind::Team => {
+                    let row = store::TeamRow::new(id.to_owned(), now);
+                    let made = self.store.create_team(&row).await;
+                    changes.teams.push(row);
+                    made
+                }
+                SubjectKind::User => {
+                    let row = store::UserRow::new(id.to_owned(), now);
+                    let made = self.store.create_user(&row).await;
+                    changes.users.push(row);
+                    made
+                }
+                _ => return Err(LoadFailed),
+            };
+            match made {
+                // Made by another instance or request a moment ago: the poll brings its row.
+                Ok(()) | Err(store::StoreError::Conflict(_)) => {}
+                Err(_) => return Err(LoadFailed),
+            }
+            if self.directory.holder(kind, id).is_none() {
+                let _applying = self.applying.lock().await;
+                self.apply(&changes);
+            }
+            Ok(())
+        })
     }
 }

@@ -137,7 +137,7 @@ async fn enter<'s, B>(
         .authenticate(
             snap.master.as_ref(),
             &caller_key(req.headers()),
-            client_of(req.extensions()),
+            (client_of(req.extensions()), req.uri().path()),
             wall,
         )
         .await?;

@@ -224,7 +224,7 @@ where
             .authenticate(
                 snap.master.as_ref(),
                 req.headers(),
-                client_of(req.extensions()),
+                (client_of(req.extensions()), req.uri().path()),
                 wall,
             )
             .await?

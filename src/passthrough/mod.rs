@@ -136,7 +136,7 @@ where
         .authenticate(
             snap.master.as_ref(),
             &presented,
-            client_of(req.extensions()),
+            (client_of(req.extensions()), req.uri().path()),
             wall,
         )
         .await?;

@@ -72,7 +72,7 @@ pub async fn handle<B>(
         .authenticate(
             snap.master.as_ref(),
             &caller_key(req.headers()),
-            client_of(req.extensions()),
+            (client_of(req.extensions()), req.uri().path()),
             wall,
         )
         .await?;

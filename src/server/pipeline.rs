@@ -418,7 +418,7 @@ where
         .authenticate(
             snap.master.as_ref(),
             req.headers(),
-            client_of(req.extensions()),
+            (client_of(req.extensions()), req.uri().path()),
             wall,
         )
         .await?;
@@ -658,7 +658,13 @@ where
         .ok_or_else(|| ApiError::ModelNotFound(envelope.model.chars().take(256).collect()))?;
     record.model = Some(resolved.group.name.clone());
     record.requested_model = record.model.clone();
-    record.end_user = envelope.user.as_deref().map(Into::into);
+    // A JWT's end user (`end_user_id_jwt_field`) is the token's word, over the body's `user`.
+    let end_user = match &caller {
+        Caller::Key(k) => k.jwt.as_ref().and_then(|j| j.end_user.as_deref()),
+        Caller::Open | Caller::Master => None,
+    }
+    .or(envelope.user.as_deref());
+    record.end_user = end_user.map(Into::into);
     // 6. Admit: the caller's model access, rate limits and budgets.
     let estimate = match &caller {
         Caller::Key(_) => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
@@ -667,7 +673,7 @@ where
     let (permit, fleet) = admit_estimated(
         state,
         &caller,
-        envelope.user.as_deref(),
+        end_user,
         Wanted::of(
             if by_group {
                 &resolved.group.name
@@ -1231,7 +1237,7 @@ where
         .authenticate(
             snap.master.as_ref(),
             req.headers(),
-            client_of(req.extensions()),
+            (client_of(req.extensions()), req.uri().path()),
             wall,
         )
         .await?;
@@ -1795,7 +1801,8 @@ async fn models(
     let wall = limits::wall_ms();
     let caller = state
         .gate()
-        .authenticate(snap.master.as_ref(), headers, client, wall)
+        // Every model list route is one of the OpenAI API's (`openai_routes`).
+        .authenticate(snap.master.as_ref(), headers, (client, "/v1/models"), wall)
         .await?;
     let table = &snap.router.models;
     let key = match &caller {

@@ -126,7 +126,7 @@ where
         .authenticate(
             snap.master.as_ref(),
             &parts.headers,
-            client_of(&parts.extensions),
+            (client_of(&parts.extensions), parts.uri.path()),
             wall,
         )
         .await?;

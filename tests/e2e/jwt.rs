@@ -156,3 +156,128 @@ async fn an_identity_providers_tokens_stand_in_for_keys() {
     let after = admin_as(&gw, &rotated, "GET", "/key/list", Value::Null).await;
     assert_eq!(after.status, 200, "{}", after.text());
 }
+
+/// LiteLLM's mappings: role mappings (`roles_jwt_field`, `role_mappings`, `object_id_jwt_field`,
+/// `enforce_rbac`), allowed roles, scopes mapped to models and routes, the end user from a
+/// claim, `team_allowed_routes`, and a team and user made on first sight (upserts).
+#[tokio::test]
+async fn claims_map_to_roles_scopes_routes_end_users_and_new_teams() {
+    let signer = Signer::new("m1");
+    let jwks = json!({"keys": [signer.jwk()]}).to_string();
+    let idp = serve_loopback(move |_req| {
+        let body = jwks.clone();
+        async move { Response::new(Full::new(Bytes::from(body))) }
+    })
+    .await;
+    let yaml = format!(
+        "model_list:\n  - model_name: cheap\n    litellm_params:\n      model: mock/cheap\n  \
+         - model_name: other\n    litellm_params:\n      model: mock/other\n\
+         general_settings:\n  master_key: {MASTER}\n  proxy_batch_write_at: 0.2\n  \
+         enable_jwt_auth: true\n  litellm_jwtauth:\n    roles_jwt_field: realm.roles\n    \
+         role_mappings:\n      - {{role: platform-admin, internal_role: proxy_admin}}\n      \
+         - {{role: squad, internal_role: team}}\n    object_id_jwt_field: oid\n    \
+         enforce_rbac: true\n    user_roles_jwt_field: realm.roles\n    \
+         user_allowed_roles: [squad, platform-admin]\n    end_user_id_jwt_field: customer\n    \
+         team_id_upsert: true\n    enforce_scope_based_access: true\n    scope_mappings:\n      \
+         - {{scope: 'llm:cheap', models: [cheap], routes: [/v1/chat/completions]}}\n      \
+         - {{scope: 'llm:other', models: [other]}}\n    \
+         team_allowed_routes: [openai_routes, info_routes]\n\
+         environment_variables:\n  JWT_PUBLIC_KEY_URL: {idp}/jwks\n"
+    );
+    let gw = gateway(&yaml).await;
+    let token = |roles: Value, scope: &str, extra: Value| {
+        let mut c = json!({"sub": "svc-1", "exp": now() + 600, "oid": "squad-a",
+                           "realm": {"roles": roles}, "scope": scope});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        signer.token(c)
+    };
+    // A team the token names is made on first sight (team_id_upsert), and reached.
+    let squad = token(json!(["squad"]), "llm:cheap", json!({"customer": "cust-9"}));
+    let ok = chat(&gw, &squad, "cheap").await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let info = admin_as(
+        &gw,
+        MASTER,
+        "GET",
+        "/team/info?team_id=squad-a",
+        json!(null),
+    )
+    .await;
+    assert_eq!(info.status, 200, "the upserted team: {}", info.text());
+    // The end user is the claim's, over the body's `user`.
+    let with_user = chat_as(&gw, &squad, "cheap", r#","user":"body-user""#, &[]).await;
+    assert_eq!(with_user.status, 200);
+    let auth = format!("Bearer {MASTER}");
+    let mut logs = Value::Null;
+    for _ in 0..50 {
+        logs = send(
+            "GET",
+            &gw.url("/spend/logs"),
+            "",
+            &[("authorization", &auth)],
+        )
+        .await
+        .json();
+        if logs.as_array().is_some_and(|l| l.len() >= 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ends: Vec<_> = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["end_user"].clone())
+        .collect();
+    assert!(ends.iter().all(|e| e == "cust-9"), "{ends:?}");
+    assert!(
+        logs.as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["team_id"] == "squad-a"),
+        "{logs}"
+    );
+
+    // Its scope grants `cheap` only, and on chat completions only.
+    let other = chat(&gw, &squad, "other").await;
+    assert_eq!(other.status, 401, "{}", other.text());
+    assert_eq!(other.json()["error"]["code"], "model_not_allowed");
+    let emb = send(
+        "POST",
+        &gw.url("/v1/embeddings"),
+        r#"{"model":"cheap","input":"x"}"#,
+        &[
+            ("authorization", &format!("Bearer {squad}")),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(emb.status, 403, "the scope's routes: {}", emb.text());
+    // A token with both scopes reaches both models.
+    let both = token(json!(["squad"]), "llm:cheap llm:other", json!({}));
+    assert_eq!(chat(&gw, &both, "other").await.status, 200);
+    // team_allowed_routes: no management route for a team's token.
+    let gen = send(
+        "POST",
+        &gw.url("/key/generate"),
+        "{}",
+        &[
+            ("authorization", &format!("Bearer {squad}")),
+            ("content-type", "application/json"),
+        ],
+    )
+    .await;
+    assert_eq!(gen.status, 403, "{}", gen.text());
+
+    // A mapped admin role is the master key.
+    let admin = token(json!(["platform-admin"]), "", json!({}));
+    let made = admin_as(&gw, &admin, "POST", "/key/generate", json!({})).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    // No mapped role: refused (enforce_rbac), as is a role not allowed.
+    let nobody = token(json!(["intern"]), "llm:cheap", json!({}));
+    let refused = chat(&gw, &nobody, "cheap").await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(refused.text().contains("role"), "{}", refused.text());
+}

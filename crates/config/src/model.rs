@@ -383,7 +383,63 @@ pub struct JwtAuth {
     pub public_key_stale_ttl_secs: u64,
     /// `leeway` (default 0 s): clock skew allowed on `exp`, `nbf` and `iat`.
     pub leeway_secs: u64,
+    /// `end_user_id_jwt_field`: the claim naming the end user a call is for (spend, budgets).
+    pub end_user_id_field: Option<String>,
+    /// `user_roles_jwt_field` with `user_allowed_roles`: a token must carry one of these roles.
+    pub user_roles_field: Option<String>,
+    /// `user_allowed_roles`.
+    pub user_allowed_roles: Option<Vec<String>>,
+    /// `roles_jwt_field` with `role_mappings`: the provider's roles as LiteLLM's.
+    pub roles_field: Option<String>,
+    /// `role_mappings`: (the provider's role, the role it acts as).
+    pub role_mappings: Vec<(String, JwtRole)>,
+    /// `object_id_jwt_field`: the team (role `team`) or user (role `internal_user`) id.
+    pub object_id_field: Option<String>,
+    /// `enforce_rbac`: a token whose roles map to none is refused.
+    pub enforce_rbac: bool,
+    /// `scope_mappings`: what each scope grants.
+    pub scope_mappings: Vec<ScopeMapping>,
+    /// `enforce_scope_based_access`: a token reaches only its scopes' models and routes.
+    pub enforce_scope_based_access: bool,
+    /// `team_allowed_routes`: what a team's or user's token may call (LiteLLM's route groups
+    /// or paths).
+    pub team_allowed_routes: Vec<String>,
+    /// `team_id_upsert`: a team a token names that does not exist is made.
+    pub team_id_upsert: bool,
+    /// `user_id_upsert`: a user a token names that does not exist is made.
+    pub user_id_upsert: bool,
 }
+
+/// A role a JWT may act as (LiteLLM's `RBAC_ROLES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtRole {
+    /// `proxy_admin`: the master key's rights.
+    ProxyAdmin,
+    /// `team`: the object id names the team.
+    Team,
+    /// `internal_user`: the object id names the user.
+    InternalUser,
+}
+
+/// One of `scope_mappings`: a scope and what it grants (LiteLLM's `ScopeMapping`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeMapping {
+    /// The scope, as in the token's `scope` / `scp`.
+    pub scope: String,
+    /// Model groups (or access groups) it grants.
+    pub models: Vec<String>,
+    /// Routes it grants (LiteLLM's route groups or paths; none: no route limit of its own).
+    pub routes: Vec<String>,
+}
+
+/// LiteLLM's default `team_allowed_routes`.
+pub const DEFAULT_TEAM_ALLOWED_ROUTES: &[&str] = &[
+    "openai_routes",
+    "info_routes",
+    "mcp_routes",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+];
 
 impl Default for JwtAuth {
     fn default() -> Self {
@@ -399,6 +455,21 @@ impl Default for JwtAuth {
             public_key_ttl_secs: 600,
             public_key_stale_ttl_secs: 3600,
             leeway_secs: 0,
+            end_user_id_field: None,
+            user_roles_field: None,
+            user_allowed_roles: None,
+            roles_field: None,
+            role_mappings: Vec::new(),
+            object_id_field: None,
+            enforce_rbac: false,
+            scope_mappings: Vec::new(),
+            enforce_scope_based_access: false,
+            team_allowed_routes: DEFAULT_TEAM_ALLOWED_ROUTES
+                .iter()
+                .map(|r| (*r).to_owned())
+                .collect(),
+            team_id_upsert: false,
+            user_id_upsert: false,
         }
     }
 }

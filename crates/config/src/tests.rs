@@ -1606,3 +1606,43 @@ fn health_checks_read_litellm_s_keys_and_name_a_bad_one() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn jwt_role_and_scope_mappings_are_read_and_a_bad_role_is_named() {
+    let yaml = "general_settings:\n  enable_jwt_auth: true\n  litellm_jwtauth:\n    \
+                roles_jwt_field: roles\n    role_mappings:\n      - {role: admins, internal_role: proxy_admin}\n    \
+                scope_mappings:\n      - {scope: s1, models: [a, b], routes: [/v1/chat/completions]}\n    \
+                enforce_scope_based_access: true\n    team_id_upsert: true\n    end_user_id_jwt_field: cust\n";
+    let loaded = load_str(
+        yaml,
+        &env(&[("JWT_PUBLIC_KEY_URL", "http://127.0.0.1:1/jwks")]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let j = loaded.config.general.jwt.expect("on");
+    assert_eq!(
+        j.role_mappings,
+        vec![("admins".to_owned(), crate::JwtRole::ProxyAdmin)]
+    );
+    assert_eq!(j.scope_mappings[0].models, ["a", "b"]);
+    assert_eq!(j.scope_mappings[0].routes, ["/v1/chat/completions"]);
+    assert!(j.enforce_scope_based_access && j.team_id_upsert);
+    assert_eq!(j.end_user_id_field.as_deref(), Some("cust"));
+    assert_eq!(
+        j.team_allowed_routes[0], "openai_routes",
+        "LiteLLM's default"
+    );
+    let bad = yaml.replace("internal_role: proxy_admin", "internal_role: root");
+    let errs = errors(
+        load_str(
+            &bad,
+            &env(&[("JWT_PUBLIC_KEY_URL", "http://127.0.0.1:1/jwks")]),
+        )
+        .unwrap_err(),
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e
+                .starts_with("general_settings.litellm_jwtauth.role_mappings[0].internal_role:")),
+        "{errs:?}"
+    );
+}
