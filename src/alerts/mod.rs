@@ -13,6 +13,7 @@
 
 pub mod budget;
 pub mod outage;
+pub mod report;
 mod send;
 
 use std::collections::HashMap;
@@ -35,12 +36,94 @@ const OUTAGE_CLAIM: Duration = Duration::from_secs(86_400);
 /// How long a fleet claim on an alert of a budget that never renews is kept.
 const CLAIM_WITHOUT_WINDOW: Duration = Duration::from_secs(90 * 86_400);
 
+/// Milliseconds of a period, at least one.
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The reports' schedules.
+struct Reports {
+    spend: Option<report::Periodic>,
+    monthly: Option<report::Monthly>,
+    deployments: Option<report::Periodic>,
+    seen: report::Seen,
+    period: Duration,
+}
+
+impl Reports {
+    /// Send the reports whose window ended, each once for the fleet.
+    async fn run(&mut self, state: &AppState, channels: &Channels, now: u64) {
+        let fleet = state.fleet().cloned();
+        let claim = |name: String, ttl: Duration| {
+            let fleet = fleet.clone();
+            async move {
+                match fleet {
+                    // Redis away: this instance sends (a report twice beats none).
+                    Some(f) => f.claim(&name, ttl).await.unwrap_or(true),
+                    None => true,
+                }
+            }
+        };
+        let store = state.store().map(|s| s.store.clone());
+        let dir = state.gate().directory();
+        if let (Some(p), Some(store)) = (self.spend.as_mut(), &store) {
+            if let Some((start, end)) = p.due(now) {
+                let days = self.period.as_secs_f64() / 86_400.0;
+                let title = if days >= 1.0 {
+                    format!("Spend Report ({days:.0} days)")
+                } else {
+                    format!("Spend Report ({}s)", self.period.as_secs())
+                };
+                if claim(format!("report:spend:{start}:{end}"), self.period * 2).await {
+                    if let Some(text) = report::spend(store, dir, (start, end), &title).await {
+                        channels.send_report("spend_report", &text).await;
+                    }
+                }
+            }
+        }
+        if let (Some(m), Some(store)) = (self.monthly.as_mut(), &store) {
+            if let Some((start, end, name)) = m.due(now) {
+                let ttl = Duration::from_secs(40 * 86_400);
+                if claim(format!("report:monthly:{name}"), ttl).await {
+                    let title = format!("Monthly Spend Report ({name})");
+                    if let Some(text) = report::spend(store, dir, (start, end), &title).await {
+                        channels.send_report("spend_report", &text).await;
+                    }
+                }
+            }
+        }
+        if let Some(p) = self.deployments.as_mut() {
+            if let Some((start, end)) = p.due(now) {
+                let text = report::deployments(&state.snapshot().router, &mut self.seen);
+                let ttl = Duration::from_millis((end - start).saturating_mul(2));
+                if let Some(text) = text {
+                    if claim(format!("report:deployments:{start}:{end}"), ttl).await {
+                        channels.send_report("daily_report", &text).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Start the alert task, when `alerting` is configured; read at start, not on reload.
 pub fn start(state: &Arc<AppState>, a: &Alerting) -> Result<(), SmtpError> {
-    if !a.budget && !a.outage {
+    if !a.budget && !a.outage && !a.spend_reports && !a.daily_reports {
         return Ok(());
     }
     let (budgets, outages) = (a.budget, a.outage);
+    let start_ms = wall_ms();
+    let mut reports = Reports {
+        spend: a
+            .spend_reports
+            .then(|| report::Periodic::new(ms(a.spend_report_frequency), start_ms)),
+        monthly: a.spend_reports.then(|| report::Monthly::new(start_ms)),
+        deployments: a
+            .daily_reports
+            .then(|| report::Periodic::new(ms(a.daily_report_frequency), start_ms)),
+        seen: report::Seen::new(),
+        period: a.spend_report_frequency,
+    };
     let channels = Channels::new(a)?;
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return Ok(());
@@ -71,6 +154,7 @@ pub fn start(state: &Arc<AppState>, a: &Alerting) -> Result<(), SmtpError> {
                     }
                 }
             }
+            reports.run(&state, &channels, now).await;
             let due = if budgets {
                 budget::due(state.gate().directory(), now)
             } else {

@@ -25,6 +25,7 @@ pub struct Channels {
     client: HttpClient,
     slack: Vec<Secret>,
     slack_outage: Vec<Secret>,
+    slack_report: Vec<Secret>,
     ms_teams: Option<Secret>,
     webhook: Option<Secret>,
     email: Option<Email>,
@@ -62,6 +63,7 @@ impl Channels {
         };
         let slack = slack_for(sluice_config::AlertKind::Budget);
         let slack_outage = slack_for(sluice_config::AlertKind::Outage);
+        let slack_report = slack_for(sluice_config::AlertKind::Report);
         let email = a.email.as_ref().map(email).transpose()?;
         Ok(Self {
             client: ClientRegistry::default()
@@ -70,6 +72,7 @@ impl Channels {
                 .clone(),
             slack,
             slack_outage,
+            slack_report,
             ms_teams: a.ms_teams.clone(),
             webhook: a.webhook.clone(),
             email,
@@ -114,6 +117,27 @@ impl Channels {
                 "model_group": e.group,
                 "deployment_id": e.id,
                 "provider": e.provider,
+            });
+            sent += usize::from(self.post(url, event, "webhook").await);
+        }
+        sent
+    }
+
+    /// Send a report (`event`: `spend_report`, `daily_report`) to Slack, Teams and the webhook
+    /// (no e-mail: a report has no holder to address it to).
+    pub async fn send_report(&self, event: &'static str, text: &str) -> usize {
+        let mut sent = 0;
+        for url in &self.slack_report {
+            sent += usize::from(self.post(url, json!({ "text": text }), "slack").await);
+        }
+        if let Some(url) = &self.ms_teams {
+            sent += usize::from(self.post(url, teams_card(text), "ms_teams").await);
+        }
+        if let Some(url) = &self.webhook {
+            let event = json!({
+                "event": event,
+                "event_group": "report",
+                "event_message": text,
             });
             sent += usize::from(self.post(url, event, "webhook").await);
         }

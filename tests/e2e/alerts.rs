@@ -367,3 +367,84 @@ async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
         "no key in an alert"
     );
 }
+
+/// Spend and deployment reports (`spend_reports`, `daily_reports`): after a window with spend,
+/// one spend report with the team, tag, model and key, and one deployment report, each once
+/// per window; a window with no spend sends no spend report.
+#[tokio::test]
+async fn spend_and_deployment_reports_go_out_once_per_window() {
+    let (base, seen) = receiver().await;
+    let env = format!("  SLACK_WEBHOOK_URL: {base}/slack\n  WEBHOOK_URL: {base}/hook\n");
+    let cfg = format!(
+        "model_list:\n  - model_name: cheap\n    litellm_params:\n      model: mock/cheap\n      \
+         input_cost_per_token: 0.000001\n      output_cost_per_token: 0.000002\n\
+         general_settings:\n  master_key: {MASTER}\n  proxy_batch_write_at: 0.1\n  \
+         alerting: [slack, webhook]\n  alert_types: [spend_reports, daily_reports]\n  \
+         spend_report_frequency: 3s\n  alerting_args:\n    daily_report_frequency: 3\n\
+         environment_variables:\n{env}"
+    );
+    let gw = gateway(&cfg).await;
+    admin(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-rep", "team_alias": "Reporting"}),
+    )
+    .await;
+    let made = admin(
+        &gw,
+        "/key/generate",
+        json!({"team_id": "t-rep", "key_alias": "report-key", "metadata": {"tags": ["proj-x"]}}),
+    )
+    .await;
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    // Just after a window starts, so that the three requests fall in one window and are
+    // written long before it ends.
+    let into = sluice_core::limits::wall_ms() % 3_000;
+    tokio::time::sleep(Duration::from_millis(3_100 - into)).await;
+    for _ in 0..3 {
+        assert_eq!(chat(&gw, &key).await.status, 200);
+    }
+    let reported = eventually(Duration::from_secs(10), || async {
+        let all = seen.lock().unwrap().clone();
+        texts(&all, "/slack", "text")
+            .iter()
+            .any(|t| t.contains("Spend Report"))
+            && texts(&all, "/slack", "text")
+                .iter()
+                .any(|t| t.contains("Deployment report"))
+    })
+    .await;
+    let all = seen.lock().unwrap().clone();
+    assert!(reported, "{all:#?}");
+    let spend: Vec<_> = texts(&all, "/slack", "text")
+        .into_iter()
+        .filter(|t| t.contains("Spend Report"))
+        .collect();
+    let text = spend[0];
+    for part in [
+        "Team: `Reporting`",
+        "Tag: `proj-x`",
+        "Model: `cheap`",
+        "Key: `report-key`",
+        "over 3 requests",
+    ] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+    let hook: Vec<_> = all
+        .iter()
+        .filter(|(p, v)| p == "/hook" && v["event"] == "spend_report")
+        .collect();
+    assert_eq!(hook.len(), spend.len(), "the webhook gets each report too");
+    // No more spend: the windows that follow send no spend report.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let later = seen.lock().unwrap().clone();
+    let spend_after = texts(&later, "/slack", "text")
+        .into_iter()
+        .filter(|t| t.contains("Spend Report"))
+        .count();
+    assert_eq!(
+        spend_after,
+        spend.len(),
+        "one spend report for the one window with spend"
+    );
+}

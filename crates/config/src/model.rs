@@ -493,6 +493,17 @@ pub struct Alerting {
     /// `alert_to_webhook_url`: Slack-format webhooks that receive one type of alert instead of
     /// `SLACK_WEBHOOK_URL`.
     pub routed: std::collections::BTreeMap<AlertKind, Vec<Secret>>,
+    /// `spend_reports` among `alert_types` (default: on): spend by team, tag, model and key
+    /// every `spend_report_frequency`, and each calendar month's.
+    pub spend_reports: bool,
+    /// `spend_report_frequency` (default `7d`): the length of a spend report's window.
+    pub spend_report_frequency: std::time::Duration,
+    /// `daily_reports` among `alert_types` (default: on): the deployments with the most
+    /// failed requests and the slowest, every `alerting_args.daily_report_frequency`.
+    pub daily_reports: bool,
+    /// `alerting_args.daily_report_frequency` (or `SLACK_DAILY_REPORT_FREQUENCY`; default
+    /// 12 h).
+    pub daily_report_frequency: std::time::Duration,
 }
 
 impl Default for Alerting {
@@ -505,6 +516,10 @@ impl Default for Alerting {
             budget: true,
             outage: true,
             routed: std::collections::BTreeMap::new(),
+            spend_reports: true,
+            spend_report_frequency: std::time::Duration::from_secs(7 * 86_400),
+            daily_reports: true,
+            daily_report_frequency: std::time::Duration::from_secs(12 * 3_600),
         }
     }
 }
@@ -516,6 +531,8 @@ pub enum AlertKind {
     Budget,
     /// `outage_alerts` / `cooldown_deployment`: a deployment into cooldown, and recovered.
     Outage,
+    /// `spend_reports` and `daily_reports`.
+    Report,
 }
 
 /// An SMTP server for alert e-mail.

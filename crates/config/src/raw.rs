@@ -220,6 +220,9 @@ pub(super) struct RawGeneral {
     pub health_check_max_spend_per_day: Option<Scalar>,
     pub use_shared_health_check: Option<Scalar>,
     pub health_check_details: Option<Scalar>,
+    // Spend and deployment reports (`validate::alerting`).
+    pub spend_report_frequency: Option<Scalar>,
+    pub alerting_args: Option<Value>,
 }
 
 /// Keys of `general_settings` sluice reads.
@@ -265,6 +268,8 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "health_check_max_spend_per_day",
     "use_shared_health_check",
     "health_check_details",
+    "spend_report_frequency",
+    "alerting_args",
 ];
 
 /// LiteLLM's fallback lists: `[{"gpt-4o": ["gpt-4o-mini", "claude"]}, ...]`.

@@ -57,8 +57,8 @@ pub use organizations::{OrgMember, OrgRole, OrganizationRow};
 pub use responses::{ConversationItem, ConversationRow, StoredResponse};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
-    AttemptLog, BatchOutcome, DailySpend, SpendLog, SpendLogFilter, SpendStatus, TagSpend,
-    MAX_CONTENT,
+    AttemptLog, BatchOutcome, DailySpend, GroupSpend, SpendBy, SpendLog, SpendLogFilter,
+    SpendStatus, TagSpend, MAX_CONTENT,
 };
 pub use spool::{Spool, SpoolError};
 pub use teams::{TeamMember, TeamRole, TeamRow};

@@ -788,6 +788,70 @@ impl Store {
     }
 }
 
+/// What [`Store::spend_grouped`] sums by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpendBy {
+    /// Team id (empty: no team).
+    Team,
+    /// Model group.
+    Model,
+    /// Key hash (empty: no key).
+    Key,
+}
+
+impl SpendBy {
+    fn column(self) -> &'static str {
+        match self {
+            Self::Team => "team_id",
+            Self::Model => "model_group",
+            Self::Key => "api_key",
+        }
+    }
+}
+
+/// One group's row of [`Store::spend_grouped`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSpend {
+    /// The team id, model group or key hash; empty for requests without one.
+    pub name: String,
+    /// Requests.
+    pub requests: u64,
+    /// USD.
+    pub spend: f64,
+}
+
+impl Store {
+    /// Spend and requests of the requests that started in `start..end`, summed by `by`, most
+    /// spend first (a spend report's tables).
+    pub async fn spend_grouped(
+        &self,
+        start: OffsetDateTime,
+        end: OffsetDateTime,
+        by: SpendBy,
+    ) -> Result<Vec<GroupSpend>, StoreError> {
+        let column = by.column();
+        let sql = format!(
+            "SELECT COALESCE({column}, '') AS name, COUNT(*) AS requests, SUM(spend) AS spend \
+             FROM spend_logs WHERE start_time >= $1 AND start_time < $2 \
+             GROUP BY COALESCE({column}, '') ORDER BY spend DESC, name"
+        );
+        sqlx::query(&sql)
+            .bind(to_ms(start))
+            .bind(to_ms(end))
+            .fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(GroupSpend {
+                    name: col(row, "name")?,
+                    requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
+                    spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
+                })
+            })
+            .collect()
+    }
+}
+
 /// One tag's row of [`Store::spend_by_tag`]: serialised under LiteLLM's `/spend/tags` names
 /// (`individual_request_tag`, `log_count`, `total_spend`), so the endpoint can answer the list
 /// as is, plus `total_tokens`, which LiteLLM's answer lacks.

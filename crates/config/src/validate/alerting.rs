@@ -4,6 +4,7 @@
 //! (`alert_to_webhook_url`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 use sluice_core::settings::read::boolean;
@@ -18,12 +19,10 @@ const NOT_SENT: &[&str] = &[
     "llm_exceptions",
     "llm_too_slow",
     "llm_requests_hanging",
-    "spend_reports",
     "failed_tracking_spend",
     "user_spend_thresholds",
     "user_spend_anomalies",
     "db_exceptions",
-    "daily_reports",
     "new_model_added",
     "model_deprecation_warnings",
     "region_outage_alerts",
@@ -44,6 +43,32 @@ pub(super) struct RawAlerting {
     pub alerting: Option<OneOrMany>,
     pub alert_types: Option<OneOrMany>,
     pub alert_to_webhook_url: Option<Value>,
+    pub spend_report_frequency: Option<Scalar>,
+    pub alerting_args: Option<Value>,
+}
+
+/// A report's period: LiteLLM's `7d`, or (sluice's) `s`, `m` and `h` units too.
+fn period(path: &str, v: &Scalar, p: &mut Problems) -> Option<Duration> {
+    let text = v.text();
+    let t = text.trim();
+    let (n, unit) = t.split_at(t.len().saturating_sub(1));
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match n.parse::<u64>() {
+        Ok(n) if n > 0 && secs > 0 => Some(Duration::from_secs(n * secs)),
+        _ => {
+            p.error(
+                path,
+                format!("expected a number of days such as \"7d\" (or s, m, h), got {t:?}"),
+            );
+            None
+        }
+    }
 }
 
 /// Validate the alerting settings; `None` without `alerting`.
@@ -78,15 +103,19 @@ pub(super) fn alerting(raw: RawAlerting, env: &dyn Env, p: &mut Problems) -> Opt
     if let Some(types) = raw.alert_types {
         a.budget = false;
         a.outage = false;
+        a.spend_reports = false;
+        a.daily_reports = false;
         for t in types.texts() {
             match t.trim() {
                 "budget_alerts" => a.budget = true,
                 "outage_alerts" | "cooldown_deployment" => a.outage = true,
+                "spend_reports" => a.spend_reports = true,
+                "daily_reports" => a.daily_reports = true,
                 other if NOT_SENT.contains(&other) => p.warn(
                     "general_settings.alert_types",
                     format!(
-                        "`{other}` alerts are not sent by sluice (budget_alerts, outage_alerts \
-                         and cooldown_deployment are)"
+                        "`{other}` alerts are not sent by sluice (budget_alerts, outage_alerts, \
+                         cooldown_deployment, spend_reports and daily_reports are)"
                     ),
                 ),
                 other => p.error(
@@ -98,6 +127,33 @@ pub(super) fn alerting(raw: RawAlerting, env: &dyn Env, p: &mut Problems) -> Opt
     }
     if let Some(v) = raw.alert_to_webhook_url {
         a.routed = routed(v, p);
+    }
+    if let Some(f) = raw.spend_report_frequency.as_ref() {
+        if let Some(d) = period("general_settings.spend_report_frequency", f, p) {
+            a.spend_report_frequency = d;
+        }
+    }
+    let daily = match raw
+        .alerting_args
+        .as_ref()
+        .map(|v| v.get("daily_report_frequency"))
+    {
+        Some(Some(v)) => Some((
+            "general_settings.alerting_args.daily_report_frequency",
+            v.clone(),
+        )),
+        _ => var("SLACK_DAILY_REPORT_FREQUENCY")
+            .map(|v| ("SLACK_DAILY_REPORT_FREQUENCY", Value::String(v))),
+    };
+    if let Some((path, v)) = daily {
+        let secs = v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .filter(|s| *s >= 1.0);
+        match secs {
+            Some(s) => a.daily_report_frequency = Duration::from_secs_f64(s),
+            None => p.error(path, "expected a number of seconds, at least 1"),
+        }
     }
     Some(a)
 }
@@ -128,6 +184,9 @@ fn routed(v: Value, p: &mut Problems) -> BTreeMap<AlertKind, Vec<Secret>> {
             }
             "outage_alerts" | "cooldown_deployment" => {
                 out.entry(AlertKind::Outage).or_default().extend(urls);
+            }
+            "spend_reports" | "daily_reports" => {
+                out.entry(AlertKind::Report).or_default().extend(urls);
             }
             other if NOT_SENT.contains(&other) => p.warn(
                 format!("{PATH}.{other}"),

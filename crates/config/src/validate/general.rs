@@ -131,6 +131,11 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
                 .alert_to_webhook_url
                 .take()
                 .and_then(|v| serde_json::to_value(v).ok()),
+            spend_report_frequency: raw.spend_report_frequency.take(),
+            alerting_args: raw
+                .alerting_args
+                .take()
+                .and_then(|v| serde_json::to_value(v).ok()),
         },
         env,
         p,
