@@ -482,6 +482,10 @@ pub struct GeneralSettings {
     pub alerting: Option<Alerting>,
     /// `enable_jwt_auth` with `litellm_jwtauth`: JWTs accepted in place of virtual keys.
     pub jwt: Option<JwtAuth>,
+    /// `key_management_system` with `key_management_settings`: the secret manager the
+    /// config's `os.environ/` references are read from (`sluice-secrets`). Read at startup,
+    /// before the rest of the config is resolved; kept here so a reload can see it changed.
+    pub key_management: Option<sluice_secrets::Settings>,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -603,6 +607,7 @@ impl Default for GeneralSettings {
             forwarded: sluice_net::networks::Forwarded::default(),
             alerting: None,
             jwt: None,
+            key_management: None,
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,
