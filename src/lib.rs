@@ -23,5 +23,6 @@ pub mod models;
 pub mod passthrough;
 pub mod realtime;
 pub mod responses;
+pub mod secrets;
 pub mod server;
 pub mod spend;
