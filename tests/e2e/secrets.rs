@@ -102,6 +102,12 @@ async fn chat(gw: &Running) -> u16 {
     a.status.as_u16()
 }
 
+/// A chat through `gw` answers and reaches `up` with `Bearer {key}`.
+async fn assert_serves(gw: &Running, up: &Recording, key: &str) {
+    assert_eq!(chat(gw).await, 200);
+    assert_eq!(last_key(up), format!("Bearer {key}"));
+}
+
 /// The Authorization the upstream saw last.
 fn last_key(up: &Recording) -> String {
     let seen = up.requests();
@@ -169,8 +175,7 @@ async fn vault_secret_reaches_the_upstream_rotates_and_survives_an_outage() {
     )
     .await
     .unwrap();
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-vault-1");
+    assert_serves(&gw, &up, "sk-vault-1").await;
     let ready = readiness(&gw).await;
     assert_eq!(ready["manager"], "hashicorp_vault");
     assert_eq!(ready["state"], "ok");
@@ -197,8 +202,7 @@ async fn vault_secret_reaches_the_upstream_rotates_and_survives_an_outage() {
     let ready = readiness(&gw).await;
     assert_eq!(ready["failing"][NAME], "unavailable", "{ready}");
     assert!(!ready.to_string().contains("sk-vault"), "{ready}");
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-vault-2");
+    assert_serves(&gw, &up, "sk-vault-2").await;
 
     // Back: healthy again.
     *secret.lock().unwrap() = Some("sk-vault-2".into());
@@ -232,8 +236,7 @@ async fn vault_approle_login_in_a_namespace() {
     )
     .await
     .unwrap();
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-approle");
+    assert_serves(&gw, &up, "sk-approle").await;
 }
 
 #[tokio::test]
@@ -289,8 +292,7 @@ async fn google_secret_manager_with_a_service_account() {
     )
     .await
     .unwrap();
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-google");
+    assert_serves(&gw, &up, "sk-google").await;
 }
 
 #[tokio::test]
@@ -350,8 +352,7 @@ async fn azure_key_vault_with_client_credentials() {
     )
     .await
     .unwrap();
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-azure");
+    assert_serves(&gw, &up, "sk-azure").await;
 }
 
 #[tokio::test]
@@ -384,7 +385,6 @@ async fn bad_settings_and_unreadable_secrets_stop_the_start_by_name() {
     let gw = start(config(&up, NAME, "hashicorp_vault", "{}"), with_env)
         .await
         .unwrap();
-    assert_eq!(chat(&gw).await, 200);
-    assert_eq!(last_key(&up), "Bearer sk-from-env");
+    assert_serves(&gw, &up, "sk-from-env").await;
     assert_eq!(readiness(&gw).await["failing"][NAME], "unavailable");
 }

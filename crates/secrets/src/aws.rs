@@ -224,14 +224,11 @@ mod tests {
     #[tokio::test]
     async fn primary_secret_members() {
         let s = Settings::new(System::AwsSecretManager);
-        let env: HashMap<String, String> = [
+        let env = crate::test_env(&[
             ("AWS_REGION", "r"),
             ("AWS_ACCESS_KEY_ID", "a"),
             ("AWS_SECRET_ACCESS_KEY", "b"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+        ]);
         let a = Aws::new(&s, &env, Http::new()).unwrap();
         let map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(r#"{"A":"x","N":3}"#).unwrap();

@@ -5,15 +5,12 @@
 //! round of reads. Azure Identity's other credentials (managed identity, workload identity,
 //! the CLI) are not read.
 
-use bytes::Bytes;
-use http::{HeaderValue, Method};
-use serde::Deserialize;
 use sluice_core::settings::Env;
 use sluice_core::Secret;
 use sluice_net::sigv4::uri_encode;
 
 use crate::error::{ReadError, SetupError};
-use crate::http::{credential, parse, request, Http};
+use crate::http::{member, Http};
 
 const MANAGER: &str = "azure_key_vault";
 /// The Key Vault REST API version asked for.
@@ -81,17 +78,17 @@ impl Azure {
             .append_pair("client_secret", self.client_secret.expose())
             .append_pair("scope", SCOPE)
             .finish();
-        let mut req = request(Method::POST, &self.token_url, Bytes::from(form))?;
-        req.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-www-form-urlencoded"),
-        );
         let answer = self
             .http
-            .send_ok(req)
-            .await
-            .map_err(|e| e.during("token endpoint"))?;
-        access_token(&answer)
+            .post(
+                "token endpoint",
+                &self.token_url,
+                "application/x-www-form-urlencoded",
+                form,
+                &[],
+            )
+            .await?;
+        member(&answer, "access_token", "a token answer ({access_token})")
     }
 
     /// One secret's current version.
@@ -101,34 +98,13 @@ impl Azure {
             self.vault,
             uri_encode(name, false)
         );
-        let mut req = request(Method::GET, &url, Bytes::new())?;
-        req.headers_mut().insert(
-            http::header::AUTHORIZATION,
-            credential(&format!("Bearer {}", token.expose()))?,
-        );
-        value(&self.http.send_ok(req).await?)
+        let bearer = format!("Bearer {}", token.expose());
+        let answer = self
+            .http
+            .get(&url, &http::header::AUTHORIZATION, &bearer)
+            .await?;
+        member(&answer, "value", "a SecretBundle ({value})")
     }
-}
-
-#[derive(Deserialize)]
-struct Token {
-    access_token: String,
-}
-
-fn access_token(body: &[u8]) -> Result<Secret, ReadError> {
-    let t: Token = parse(body, "a token answer ({access_token})")?;
-    Ok(Secret::new(t.access_token))
-}
-
-#[derive(Deserialize)]
-struct Bundle {
-    value: String,
-}
-
-/// `value` of a SecretBundle.
-fn value(body: &[u8]) -> Result<Secret, ReadError> {
-    let b: Bundle = parse(body, "a SecretBundle ({value})")?;
-    Ok(Secret::new(b.value))
 }
 
 #[cfg(test)]
@@ -141,10 +117,14 @@ mod tests {
     #[test]
     fn answers() {
         let ok = br#"{"value":"sk-az","id":"https://v.vault.azure.net/secrets/k/1","attributes":{"enabled":true}}"#;
+        let value = |b: &[u8]| member(b, "value", "a SecretBundle");
         assert_eq!(value(ok).unwrap().expose(), "sk-az");
         assert!(value(br#"{"error":{"code":"SecretNotFound"}}"#).is_err());
         let t = br#"{"token_type":"Bearer","expires_in":3599,"access_token":"eyJ0"}"#;
-        assert_eq!(access_token(t).unwrap().expose(), "eyJ0");
+        assert_eq!(
+            member(t, "access_token", "a token").unwrap().expose(),
+            "eyJ0"
+        );
     }
 
     #[test]

@@ -297,3 +297,63 @@ impl Env for Vars {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::settings::System;
+
+    fn secrets() -> Secrets {
+        let env = crate::test_env(&[("HCP_VAULT_TOKEN", "t"), ("FROM_ENV", "env-value")]);
+        Secrets::new(Settings::new(System::HashicorpVault), Arc::new(env)).unwrap()
+    }
+
+    fn ok(name: &str, v: &str) -> Outcome {
+        (name.to_owned(), Ok(Secret::new(v)))
+    }
+
+    #[test]
+    fn a_failed_read_keeps_the_last_good_value_and_is_reported() {
+        let s = secrets();
+        assert!(s.apply(
+            vec![ok("A", "1"), ("FROM_ENV".into(), Err(ReadError::NotFound))],
+            true
+        ));
+        assert_eq!(s.var("A").as_deref(), Some("1"));
+        // Not in the manager at startup: the environment's value, not a failure.
+        assert_eq!(s.var("FROM_ENV").as_deref(), Some("env-value"));
+        assert_eq!(s.status().state, "ok");
+        // The same value again is no change; a new one is.
+        assert!(!s.apply(vec![ok("A", "1")], false));
+        assert!(s.apply(vec![ok("A", "2")], false));
+        // Down: the value stays, readiness names it without the value.
+        assert!(!s.apply(
+            vec![("A".into(), Err(ReadError::Failed("status 503".into())))],
+            false
+        ));
+        assert_eq!(s.var("A").as_deref(), Some("2"));
+        let status = s.status();
+        assert_eq!(status.state, "degraded");
+        assert_eq!(status.failing.get("A"), Some(&Failure::Unavailable));
+        assert!(!serde_json::to_string(&status).unwrap().contains("\"2\""));
+        // Deleted later: still kept, reported as not found.
+        s.apply(vec![("A".into(), Err(ReadError::NotFound))], false);
+        assert_eq!(s.var("A").as_deref(), Some("2"));
+        assert_eq!(s.status().failing.get("A"), Some(&Failure::NotFound));
+        assert!(s.apply(vec![ok("A", "3")], false));
+        assert_eq!(s.status().state, "ok");
+    }
+
+    #[test]
+    fn hosted_keys_and_the_managers_own_variables_are_not_asked() {
+        let env = crate::test_env(&[("HCP_VAULT_TOKEN", "t")]);
+        let mut settings = Settings::new(System::HashicorpVault);
+        settings.hosted_keys = Some(vec!["A".into(), "HCP_VAULT_TOKEN".into()]);
+        let s = Secrets::new(settings, Arc::new(env)).unwrap();
+        let names = ["A", "B", "HCP_VAULT_TOKEN", "A"].map(String::from);
+        assert_eq!(s.wanted(names, &BTreeSet::new()), vec!["A".to_owned()]);
+        let known = BTreeSet::from(["A".to_owned()]);
+        assert!(s.wanted(["A".to_owned()], &known).is_empty());
+    }
+}

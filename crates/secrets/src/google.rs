@@ -7,8 +7,6 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use bytes::Bytes;
-use http::Method;
 use serde::Deserialize;
 use sluice_core::settings::Env;
 use sluice_core::Secret;
@@ -16,7 +14,7 @@ use sluice_net::google_auth::TokenSource;
 use sluice_net::sigv4::uri_encode;
 
 use crate::error::{ReadError, SetupError};
-use crate::http::{parse, request, Http};
+use crate::http::{parse, Http};
 
 const MANAGER: &str = "google_secret_manager";
 
@@ -84,9 +82,15 @@ impl Google {
             self.base,
             uri_encode(name, false)
         );
-        let mut req = request(Method::GET, &url, Bytes::new())?;
-        req.headers_mut().insert(http::header::AUTHORIZATION, token);
-        payload(&self.http.send_ok(req).await?)
+        let bearer = token
+            .to_str()
+            .map_err(|_| ReadError::Denied("the access token is not text".into()))?;
+        payload(
+            &self
+                .http
+                .get(&url, &http::header::AUTHORIZATION, bearer)
+                .await?,
+        )
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
+use sluice_core::Secret;
 use sluice_net::{ClientRegistry, SegmentsBody, UpstreamClient};
 
 use crate::error::{excerpt, ReadError};
@@ -75,6 +76,43 @@ impl Http {
     }
 }
 
+impl Http {
+    /// `GET url` with one credential header; the body of a 2xx answer.
+    pub(crate) async fn get(
+        &self,
+        url: &str,
+        name: &http::HeaderName,
+        credential_value: &str,
+    ) -> Result<Bytes, ReadError> {
+        let mut req = request(http::Method::GET, url, Bytes::new())?;
+        req.headers_mut()
+            .insert(name.clone(), credential(credential_value)?);
+        self.send_ok(req).await
+    }
+
+    /// `POST url` of a login or token request (`step`, named in its errors): `body` of
+    /// `content_type`, with `extra` headers; the body of a 2xx answer.
+    pub(crate) async fn post(
+        &self,
+        step: &str,
+        url: &str,
+        content_type: &'static str,
+        body: String,
+        extra: &[(&http::HeaderName, &str)],
+    ) -> Result<Bytes, ReadError> {
+        let mut req = request(http::Method::POST, url, Bytes::from(body))?;
+        req.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        for (name, value) in extra {
+            req.headers_mut()
+                .insert((*name).clone(), credential(value)?);
+        }
+        self.send_ok(req).await.map_err(|e| e.during(step))
+    }
+}
+
 /// A request with `body` (empty for a GET).
 pub(crate) fn request(
     method: http::Method,
@@ -98,6 +136,17 @@ pub(crate) fn credential(value: &str) -> Result<HeaderValue, ReadError> {
         .map_err(|_| ReadError::Failed("a credential is not a valid header value".into()))?;
     v.set_sensitive(true);
     Ok(v)
+}
+
+/// The string member `name` of a JSON object answer (a token, a value), as a secret.
+pub(crate) fn member(body: &[u8], name: &str, what: &str) -> Result<Secret, ReadError> {
+    let object: serde_json::Map<String, serde_json::Value> = parse(body, what)?;
+    match object.get(name) {
+        Some(serde_json::Value::String(s)) => Ok(Secret::new(s.as_str())),
+        _ => Err(ReadError::Failed(format!(
+            "the answer is not {what}: no string `{name}`"
+        ))),
+    }
 }
 
 /// A JSON answer parsed, or a failure naming what was expected (never quoting the body: a

@@ -21,3 +21,12 @@ mod vault;
 pub use cache::{Failure, Secrets, StartError, Status, Vars};
 pub use error::{ReadError, SetupError};
 pub use settings::{Settings, System, DEFAULT_REFRESH};
+
+/// Test helper: an environment of `pairs`.
+#[cfg(test)]
+fn test_env(pairs: &[(&str, &str)]) -> std::collections::HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}

@@ -48,42 +48,65 @@ impl Manager {
         }
     }
 
-    /// Read every name in `names`, one after another.
+    /// Read every name in `names`, one after another, after the round's credential.
     pub(crate) async fn read_round(&self, names: &[String]) -> Vec<Outcome> {
+        let round = self.begin().await;
         let mut out = Vec::with_capacity(names.len());
-        match self {
-            Manager::Aws(aws) => {
-                let primary = aws.primary().await;
-                for n in names {
-                    out.push((n.clone(), aws.read(n, primary.as_ref()).await));
-                }
-            }
-            Manager::Vault(vault) => {
-                let token = vault.token().await;
-                for n in names {
-                    let r = match &token {
-                        Ok(t) => vault.read(n, t).await,
-                        Err(e) => Err(e.clone()),
-                    };
-                    out.push((n.clone(), r));
-                }
-            }
-            Manager::Google(google) => {
-                for n in names {
-                    out.push((n.clone(), google.read(n).await));
-                }
-            }
-            Manager::Azure(azure) => {
-                let token = azure.token().await;
-                for n in names {
-                    let r = match &token {
-                        Ok(t) => azure.read(n, t).await,
-                        Err(e) => Err(e.clone()),
-                    };
-                    out.push((n.clone(), r));
-                }
-            }
+        for n in names {
+            out.push((n.clone(), self.read_one(n, &round).await));
         }
         out
+    }
+
+    /// What a round needs once: Vault's and Azure's token, AWS's primary secret.
+    async fn begin(&self) -> Round {
+        match self {
+            Manager::Aws(aws) => Round {
+                token: None,
+                primary: aws.primary().await,
+            },
+            Manager::Vault(vault) => Round::with_token(vault.token().await),
+            // Google's token source caches its own token across rounds.
+            Manager::Google(_) => Round {
+                token: None,
+                primary: None,
+            },
+            Manager::Azure(azure) => Round::with_token(azure.token().await),
+        }
+    }
+
+    async fn read_one(&self, name: &str, round: &Round) -> Result<Secret, ReadError> {
+        match self {
+            Manager::Aws(aws) => aws.read(name, round.primary.as_ref()).await,
+            Manager::Vault(vault) => vault.read(name, round.token()?).await,
+            Manager::Google(google) => google.read(name).await,
+            Manager::Azure(azure) => azure.read(name, round.token()?).await,
+        }
+    }
+}
+
+/// A round's credential, fetched once before its reads.
+struct Round {
+    token: Option<Result<Secret, ReadError>>,
+    primary: Option<Result<serde_json::Map<String, serde_json::Value>, ReadError>>,
+}
+
+impl Round {
+    fn with_token(token: Result<Secret, ReadError>) -> Self {
+        Self {
+            token: Some(token),
+            primary: None,
+        }
+    }
+
+    /// The round's token, or why there is none (each read fails with the login's error).
+    fn token(&self) -> Result<&Secret, ReadError> {
+        match &self.token {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(ReadError::Failed(
+                "no token was fetched for this round".into(),
+            )),
+        }
     }
 }

@@ -3,15 +3,14 @@
 //! `X-Vault-Token`, the value being `data.data.key`. The token is `HCP_VAULT_TOKEN`, or one
 //! from an AppRole login (`POST /v1/auth/{approle mount}/login`) made once per round of reads.
 
-use bytes::Bytes;
-use http::{HeaderName, Method};
+use http::HeaderName;
 use serde::Deserialize;
 use sluice_core::settings::Env;
 use sluice_core::Secret;
 use sluice_net::sigv4::uri_encode;
 
 use crate::error::{ReadError, SetupError};
-use crate::http::{credential, parse, request, Http};
+use crate::http::{parse, Http};
 
 const MANAGER: &str = "hashicorp_vault";
 static X_VAULT_TOKEN: HeaderName = HeaderName::from_static("x-vault-token");
@@ -131,20 +130,21 @@ impl Vault {
         let body =
             serde_json::json!({"role_id": role_id.expose(), "secret_id": secret_id.expose()});
         let url = format!("{}/v1/auth/{}/login", self.addr, uri_encode(mount, true));
-        let mut req = request(Method::POST, &url, Bytes::from(body.to_string()))?;
-        req.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        if let Some(ns) = &self.login_namespace {
-            req.headers_mut()
-                .insert(X_VAULT_NAMESPACE.clone(), credential(ns)?);
-        }
+        let namespace: Vec<(&HeaderName, &str)> = self
+            .login_namespace
+            .iter()
+            .map(|ns| (&X_VAULT_NAMESPACE, ns.as_str()))
+            .collect();
         let answer = self
             .http
-            .send_ok(req)
-            .await
-            .map_err(|e| e.during("AppRole login"))?;
+            .post(
+                "AppRole login",
+                &url,
+                "application/json",
+                body.to_string(),
+                &namespace,
+            )
+            .await?;
         login_token(&answer)
     }
 
@@ -159,10 +159,7 @@ impl Vault {
             )));
         }
         let url = format!("{}/{}{}", self.addr, self.base, uri_encode(name, true));
-        let mut req = request(Method::GET, &url, Bytes::new())?;
-        req.headers_mut()
-            .insert(X_VAULT_TOKEN.clone(), credential(token.expose())?);
-        value(&self.http.send_ok(req).await?)
+        value(&self.http.get(&url, &X_VAULT_TOKEN, token.expose()).await?)
     }
 }
 
@@ -208,16 +205,8 @@ fn value(body: &[u8]) -> Result<Secret, ReadError> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::collections::HashMap;
-
     use super::*;
-
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::test_env as env;
 
     #[test]
     fn kv2_answers() {
