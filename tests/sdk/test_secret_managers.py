@@ -7,7 +7,8 @@ os.environ/NAME` from it (GetSecretValue signed with SigV4, the endpoint from
 `AWS_ENDPOINT_URL_SECRETS_MANAGER`), and the upstream (a small OpenAI-shaped server that keeps
 the Authorization headers it was sent) must see that key; after a rotation it must see the
 new one without a restart; with moto gone, the last good key keeps serving and
-`/health/readiness` names the failing secret.
+`/health/readiness` names the failing secret. LiteLLM's `primary_secret_name` (one secret
+holding a JSON object of every value) is read the same way.
 """
 
 import json
@@ -72,23 +73,29 @@ def _eventually(check, within=10.0):
     return False
 
 
-def test_aws_secrets_manager_key_reaches_the_upstream_and_rotates(workdir):
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIDSECRETS",
+    "AWS_SECRET_ACCESS_KEY": "secrets-test-secret",
+    "AWS_REGION_NAME": "us-east-1",
+}
+
+
+def _moto():
+    """moto's server on a free loopback port, and a boto3 Secrets Manager client of it."""
     port = _free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     moto.start()
     endpoint = f"http://127.0.0.1:{port}"
-    aws = {
-        "AWS_ACCESS_KEY_ID": "AKIDSECRETS",
-        "AWS_SECRET_ACCESS_KEY": "secrets-test-secret",
-        "AWS_REGION_NAME": "us-east-1",
-    }
     sm = boto3.client(
         "secretsmanager", endpoint_url=endpoint, region_name="us-east-1",
-        aws_access_key_id=aws["AWS_ACCESS_KEY_ID"], aws_secret_access_key=aws["AWS_SECRET_ACCESS_KEY"],
+        aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"], aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
     )
-    sm.create_secret(Name=NAME, SecretString="sk-aws-1")
-    upstream = Upstream()
-    sub = pathlib.Path(workdir) / "secret-managers"
+    return moto, endpoint, sm
+
+
+def _serve(workdir, name, upstream, endpoint, settings):
+    """sluice on a config whose one deployment's key is `os.environ/NAME`, read from AWS."""
+    sub = pathlib.Path(workdir) / name
     sub.mkdir(exist_ok=True)
     config = sub / "config.yaml"
     config.write_text(
@@ -101,15 +108,21 @@ model_list:
       api_key: os.environ/{NAME}
 general_settings:
   key_management_system: aws_secret_manager
-  key_management_settings:
-    refresh_interval: 0.5
+  key_management_settings: {settings}
 """
     )
-    proc, addr, log = _start(
+    return _start(
         ["serve", "--config", str(config), "--port", "0", "--data-dir", str(sub / "data")],
         str(sub),
-        env={**aws, "AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint},
+        env={**AWS, "AWS_ENDPOINT_URL_SECRETS_MANAGER": endpoint},
     )
+
+
+def test_aws_secrets_manager_key_reaches_the_upstream_and_rotates(workdir):
+    moto, endpoint, sm = _moto()
+    sm.create_secret(Name=NAME, SecretString="sk-aws-1")
+    upstream = Upstream()
+    proc, addr, log = _serve(workdir, "secret-managers", upstream, endpoint, "{refresh_interval: 0.5}")
     try:
         _chat(addr)
         assert upstream.keys[-1] == "Bearer sk-aws-1"
@@ -138,3 +151,20 @@ general_settings:
             moto.stop()
         except Exception:
             pass
+
+
+def test_aws_primary_secret_name_holds_every_value(workdir):
+    """LiteLLM's `primary_secret_name`: one secret, a JSON object of names to values."""
+    moto, endpoint, sm = _moto()
+    sm.create_secret(Name="sluice/keys", SecretString=json.dumps({NAME: "sk-from-primary"}))
+    upstream = Upstream()
+    proc, addr, _ = _serve(
+        workdir, "secret-managers-primary", upstream, endpoint, "{primary_secret_name: sluice/keys}"
+    )
+    try:
+        _chat(addr)
+        assert upstream.keys[-1] == "Bearer sk-from-primary"
+    finally:
+        _stop(proc)
+        upstream.server.shutdown()
+        moto.stop()
