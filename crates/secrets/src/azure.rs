@@ -18,6 +18,11 @@ const API_VERSION: &str = "7.4";
 /// The token's scope: Key Vault's resource.
 const SCOPE: &str = "https://vault.azure.net/.default";
 
+/// Whether `name` can be a Key Vault secret's name: 1 to 127 letters, digits and `-`.
+pub(crate) fn can_hold(name: &str) -> bool {
+    (1..=127).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// A Key Vault reader.
 #[derive(Debug)]
 pub(crate) struct Azure {
@@ -125,6 +130,12 @@ mod tests {
             member(t, "access_token", "a token").unwrap().expose(),
             "eyJ0"
         );
+    }
+
+    #[test]
+    fn only_key_vault_names_are_asked() {
+        assert!(can_hold("openai-api-key") && can_hold("Key2"));
+        assert!(!can_hold("OPENAI_API_KEY") && !can_hold("") && !can_hold("a/b"));
     }
 
     #[test]

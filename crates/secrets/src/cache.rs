@@ -211,9 +211,7 @@ impl Secrets {
     ) -> Vec<String> {
         let set: BTreeSet<String> = names
             .into_iter()
-            .filter(|n| {
-                self.settings.hosts(n) && !self.manager.own_variable(n) && !known.contains(n)
-            })
+            .filter(|n| self.settings.hosts(n) && self.manager.asks(n) && !known.contains(n))
             .collect();
         set.into_iter().collect()
     }

@@ -37,19 +37,24 @@ impl Manager {
         })
     }
 
-    /// Whether `name` is one the manager's own setup reads, never asked of it (LiteLLM skips
-    /// AWS's credentials the same way).
-    pub(crate) fn own_variable(&self, name: &str) -> bool {
+    /// Whether `name` is asked of the manager: not one its own setup reads (LiteLLM skips
+    /// AWS's credentials the same way), and for Key Vault one it can hold (letters, digits and
+    /// `-`; `OPENAI_API_KEY` cannot be a Key Vault secret, so it is the environment's).
+    pub(crate) fn asks(&self, name: &str) -> bool {
         match self {
-            Manager::Aws(_) => crate::aws::OWN_VARIABLES.contains(&name),
-            Manager::Vault(_) => name.starts_with("HCP_VAULT_"),
-            Manager::Google(_) => name.starts_with("GOOGLE_SECRET_MANAGER_"),
-            Manager::Azure(_) => name.starts_with("AZURE_"),
+            Manager::Aws(_) => !crate::aws::OWN_VARIABLES.contains(&name),
+            Manager::Vault(_) => !name.starts_with("HCP_VAULT_"),
+            Manager::Google(_) => !name.starts_with("GOOGLE_SECRET_MANAGER_"),
+            Manager::Azure(_) => crate::azure::can_hold(name),
         }
     }
 
     /// Read every name in `names`, one after another, after the round's credential.
     pub(crate) async fn read_round(&self, names: &[String]) -> Vec<Outcome> {
+        if names.is_empty() {
+            // No login or token request for nothing to read.
+            return Vec::new();
+        }
         let round = self.begin().await;
         let mut out = Vec::with_capacity(names.len());
         for n in names {
