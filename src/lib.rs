@@ -24,5 +24,6 @@ pub mod passthrough;
 pub mod probes;
 pub mod realtime;
 pub mod responses;
+pub mod secrets;
 pub mod server;
 pub mod spend;

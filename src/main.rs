@@ -157,7 +157,22 @@ async fn serve(args: ServeArgs) -> ExitCode {
         eprintln!("sluice: no config given; try `sluice serve --config examples/quickstart.yaml`");
         return ExitCode::FAILURE;
     };
-    let loaded = match config::load_file(&path, &ProcessEnv) {
+    let source = match config::Source::from_file(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // The secret manager first: the rest of the config's references read its values.
+    let vars = match sluice::secrets::open(&source).await {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let loaded = match source.load(&[], &vars) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("sluice: {e}");
@@ -177,6 +192,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         args.log_format
     };
     let _log_guard = telemetry::init(format);
+    sluice::secrets::log_status(&vars);
     for w in &loaded.warnings {
         tracing::warn!("config: {w}");
     }
@@ -196,21 +212,15 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let source = match config::Source::from_file(&path) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("sluice: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let store = services.store.as_ref().map(|s| &s.store);
-    let (served, runtime) = match sluice::models::prepare(loaded.config, store, source).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!("stored deployments: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let (served, runtime) =
+        match sluice::models::prepare(loaded.config, store, source, vars.clone()).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("stored deployments: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let writer_task = services.writer_task.take();
     let mut sinks: Vec<Box<dyn RecordSink>> = vec![Box::new(LogSink)];
     sinks.extend(services.sinks());
@@ -233,15 +243,18 @@ async fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     state.set_config_path(path);
+    state.set_vars(vars);
     if let Some(rt) = runtime {
         sluice::models::serve(&state, rt);
     }
     let reloader = tokio::spawn(reload_on_sighup(state.clone()));
+    let refresher = tokio::spawn(sluice::secrets::refresh(state.clone()));
     let models = state.snapshot().router.models.names().len();
     tracing::info!(models, workers, "sluice {} serving", sluice::cli::VERSION);
     let grace = Duration::from_secs_f64(args.shutdown_grace_secs.max(0.0));
     let served = server::serve_workers(listeners, tls, state, shutdown, grace).await;
     reloader.abort();
+    refresher.abort();
     if let Err(e) = served {
         tracing::error!(error = %e, "cannot start the worker threads");
         return ExitCode::FAILURE;

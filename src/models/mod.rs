@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 pub use seal::{Seal, SealError};
-use sluice_config::{ConfigError, Invalid, Loaded, ProcessEnv, Source};
+use sluice_config::{ConfigError, Invalid, Loaded, Source};
 use sluice_store::{ModelRow, Store, StoreError};
 
 use crate::server::{AppState, SnapshotError};
@@ -69,6 +69,8 @@ pub struct RuntimeModels {
     store: Store,
     seal: Seal,
     source: std::sync::Mutex<Source>,
+    /// What `source` is resolved against (a secret manager's values, or the process's).
+    vars: sluice_secrets::Vars,
     /// `(id, etag)` of the stored deployments served, in id order. Held while a change is
     /// applied, so that changes apply one at a time.
     served: tokio::sync::Mutex<Vec<(String, String)>>,
@@ -82,11 +84,12 @@ impl std::fmt::Debug for RuntimeModels {
 
 impl RuntimeModels {
     /// Run-time deployments over `store`, merged into `source`.
-    pub fn new(store: Store, seal: Seal, source: Source) -> Self {
+    pub fn new(store: Store, seal: Seal, source: Source, vars: sluice_secrets::Vars) -> Self {
         Self {
             store,
             seal,
             source: std::sync::Mutex::new(source),
+            vars,
             served: tokio::sync::Mutex::new(Vec::new()),
         }
     }
@@ -186,7 +189,7 @@ impl RuntimeModels {
         let mut left_out = Vec::new();
         loop {
             let values: Vec<Value> = kept.iter().map(|(_, v)| v.clone()).collect();
-            let problems = match source.load(&values, &ProcessEnv) {
+            let problems = match source.load(&values, &self.vars) {
                 Ok(loaded) => return Ok(Merged { loaded, left_out }),
                 Err(ConfigError::Invalid(problems)) => problems,
                 Err(e) => return Err(e),
@@ -280,6 +283,7 @@ pub async fn prepare(
     config: sluice_config::Config,
     store: Option<&Store>,
     source: Source,
+    vars: sluice_secrets::Vars,
 ) -> Result<(sluice_config::Config, Option<Arc<RuntimeModels>>), ModelsError> {
     if !config.general.store_model_in_db {
         return Ok((config, None));
@@ -292,7 +296,7 @@ pub async fn prepare(
         .ok()
         .filter(|s| !s.is_empty());
     let seal = Seal::new(salt.as_deref(), master)?;
-    let runtime = RuntimeModels::new(store.clone(), seal, source);
+    let runtime = RuntimeModels::new(store.clone(), seal, source, vars);
     let merged = runtime.initial().await?;
     for (id, problems) in &merged.left_out {
         let why: Vec<String> = problems.iter().map(ToString::to_string).collect();

@@ -1938,6 +1938,11 @@ fn readiness_body(state: &AppState, shedding: Option<&'static str>) -> Bytes {
         "db": db,
         "redis": redis,
         "cache": crate::cache::readiness(state.snapshot().cache.as_deref()),
+        // The secret manager: which one, and the names whose last read failed (never values).
+        "secrets": match state.vars().secrets() {
+            None => serde_json::json!("not configured"),
+            Some(s) => serde_json::to_value(s.status()).unwrap_or_default(),
+        },
         "sluice_version": env!("CARGO_PKG_VERSION"),
         "sluice_commit": env!("SLUICE_GIT_COMMIT"),
         // LiteLLM's field, for dashboards that read it: the version of what answers.

@@ -313,6 +313,9 @@ pub struct AppState {
     /// The config file served, for reloads (SIGHUP, the console); unset in tests that build
     /// the state from a string.
     config_path: std::sync::OnceLock<std::path::PathBuf>,
+    /// The environment the config is resolved against (its secret manager's values over the
+    /// process environment), set at start; reloads use it too.
+    vars: std::sync::OnceLock<sluice_secrets::Vars>,
     /// Deployments managed at run time (`store_model_in_db` with a database), set at start.
     runtime: std::sync::OnceLock<Arc<crate::models::RuntimeModels>>,
     /// The state itself, for work that outlives the request that starts it (a Responses
@@ -512,6 +515,7 @@ impl AppState {
                 ..config.general.connections.clone()
             },
             config_path: std::sync::OnceLock::new(),
+            vars: std::sync::OnceLock::new(),
             runtime: std::sync::OnceLock::new(),
         });
         crate::probes::start(&state);
@@ -601,6 +605,17 @@ impl AppState {
         self.config_path.get().map(std::path::PathBuf::as_path)
     }
 
+    /// Resolve the config against `vars` (a secret manager's values) from here on.
+    pub fn set_vars(&self, vars: sluice_secrets::Vars) {
+        let _ = self.vars.set(vars);
+    }
+
+    /// The environment the config is resolved against (the process's unless a secret
+    /// manager was set).
+    pub fn vars(&self) -> sluice_secrets::Vars {
+        self.vars.get().cloned().unwrap_or_default()
+    }
+
     /// Serve deployments managed at run time from here on.
     pub fn set_runtime(&self, runtime: Arc<crate::models::RuntimeModels>) {
         let _ = self.runtime.set(runtime);
@@ -616,15 +631,21 @@ impl AppState {
     /// keeps serving). What SIGHUP and the console's reload do.
     pub async fn reload_from_file(&self) -> Result<Vec<String>, ReloadError> {
         let path = self.config_path().ok_or(ReloadError::NoFile)?;
+        let source = sluice_config::Source::from_file(path)?;
+        let vars = self.vars();
+        if let Some(secrets) = vars.secrets() {
+            // Names the file references for the first time are read now; a changed
+            // key_management_system takes a restart.
+            secrets.ensure(source.referenced_names()).await;
+        }
         let Some(runtime) = self.runtime() else {
-            let loaded = sluice_config::load_file(path, &sluice_config::ProcessEnv)?;
+            let loaded = source.load(&[], &vars)?;
             self.reload(&loaded.config)?;
             return Ok(loaded.warnings.iter().map(ToString::to_string).collect());
         };
-        let source = sluice_config::Source::from_file(path)?;
         // Checked alone first, so that a broken file is refused before it replaces the one
         // the stored deployments are merged into.
-        let alone = source.load(&[], &sluice_config::ProcessEnv)?;
+        let alone = source.load(&[], &vars)?;
         runtime.set_source(source);
         runtime.apply(self).await?;
         Ok(alone.warnings.iter().map(ToString::to_string).collect())

@@ -43,6 +43,7 @@ mod providers;
 mod proxy;
 mod realtime;
 mod routing;
+mod secrets;
 mod security;
 mod semantic_cache;
 mod tags;

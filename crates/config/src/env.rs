@@ -32,7 +32,8 @@ enum Resolved {
     Unset(String),
 }
 
-const OS_ENVIRON: &str = "os.environ/";
+/// LiteLLM's reference prefix: `os.environ/NAME`.
+pub(super) const OS_ENVIRON: &str = "os.environ/";
 
 fn resolve_str(s: &str, env: &dyn Env) -> Resolved {
     if let Some(name) = s.strip_prefix(OS_ENVIRON) {

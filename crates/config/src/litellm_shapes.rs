@@ -342,7 +342,8 @@ general_settings:
   enable_jwt_auth: false
   enforce_user_param: false
   allowed_routes: ["/chat/completions"]
-  key_management_system: google_kms
+  key_management_system: hashicorp_vault
+  key_management_settings: {hosted_keys: ["OPENAI_API_KEY"], access_mode: read_only}
   master_key: sk-1
   maximum_spend_logs_retention_period: 30d
   database_connection_pool_limit: 10

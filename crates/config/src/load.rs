@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml_ng::{Mapping, Value};
 
-use sluice_core::settings::{did_you_mean, Env, Problems, Warning};
+use sluice_core::settings::{did_you_mean, Env, Problems, Scalar, Warning};
 
-use super::env::{key_text, resolve_tree, Layered};
+use super::env::{key_text, resolve_tree, Layered, OS_ENVIRON};
 use super::model::Config;
 use super::problems::ConfigError;
 use super::raw::{
@@ -16,6 +16,7 @@ use super::raw::{
     GUARDRAIL_PARAM_KEYS, LITELLM_KEYS, MCP_SERVER_KEYS, MODEL_KEYS, PATTERN_KEYS, ROUTER_KEYS,
     TOOL_RULE_KEYS, TOP_KEYS,
 };
+use super::validate::secrets::key_management;
 use super::validate::validate;
 
 /// A loaded config and what the user should be told about it.
@@ -82,6 +83,71 @@ impl Source {
             Some(Value::Sequence(s)) => s.len(),
             _ => 0,
         }
+    }
+
+    /// The secret manager `general_settings.key_management_system` names, with its
+    /// `key_management_settings`, resolved against `env` alone: read before the rest of the
+    /// config, whose `os.environ/` references the manager then answers.
+    pub fn key_management(
+        &self,
+        env: &dyn Env,
+    ) -> Result<Option<sluice_secrets::Settings>, ConfigError> {
+        let mut problems = Problems::default();
+        let general = self.root.get("general_settings");
+        let mut member = |key: &str| -> Option<Value> {
+            let mut v = general?.get(key)?.clone();
+            resolve_tree(
+                &mut v,
+                &format!("general_settings.{key}"),
+                env,
+                &mut problems,
+            );
+            Some(v)
+        };
+        let system = member("key_management_system");
+        let settings = member("key_management_settings");
+        let system = match system.map(serde_yaml_ng::from_value::<Scalar>) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            Some(Err(_)) => {
+                problems.error(
+                    "general_settings.key_management_system",
+                    "expected a string",
+                );
+                None
+            }
+        };
+        let settings = settings.and_then(|v| serde_json::to_value(v).ok());
+        let out = key_management(system, settings, &mut problems);
+        if problems.errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(ConfigError::Invalid(problems.errors))
+        }
+    }
+
+    /// Every variable named by an `os.environ/NAME` value anywhere in the config: what a
+    /// secret manager is asked for.
+    pub fn referenced_names(&self) -> Vec<String> {
+        fn walk(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+            match v {
+                Value::String(s) => {
+                    if let Some(name) = s.strip_prefix(OS_ENVIRON) {
+                        let name = name.trim();
+                        if !name.is_empty() {
+                            out.insert(name.to_owned());
+                        }
+                    }
+                }
+                Value::Sequence(items) => items.iter().for_each(|i| walk(i, out)),
+                Value::Mapping(m) => m.values().for_each(|i| walk(i, out)),
+                Value::Tagged(t) => walk(&t.value, out),
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            }
+        }
+        let mut out = std::collections::BTreeSet::new();
+        walk(&self.root, &mut out);
+        out.into_iter().collect()
     }
 
     /// Resolve, type and validate the config with `extra` entries (each a `model_list` entry:

@@ -606,6 +606,10 @@ pub struct GeneralSettings {
     /// `background_health_checks` and its settings: deployments probed on an interval by one
     /// instance of a fleet, the verdicts shared by all (`None`: health comes from traffic).
     pub health_checks: Option<HealthChecks>,
+    /// `key_management_system` with `key_management_settings`: the secret manager the
+    /// config's `os.environ/` references are read from (`sluice-secrets`). Read at startup,
+    /// before the rest of the config is resolved; kept here so a reload can see it changed.
+    pub key_management: Option<sluice_secrets::Settings>,
     /// `ssl_certfile_path` / `ssl_keyfile_path` (LiteLLM's names; `--tls-cert` / `--tls-key`
     /// win): serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -728,6 +732,7 @@ impl Default for GeneralSettings {
             alerting: None,
             jwt: None,
             health_checks: None,
+            key_management: None,
             tls: None,
             connections: ConnLimits::default(),
             max_url_length: DEFAULT_MAX_URL_LENGTH,

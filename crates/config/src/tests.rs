@@ -1646,3 +1646,61 @@ fn jwt_role_and_scope_mappings_are_read_and_a_bad_role_is_named() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn key_management_system_is_read_and_refusals_name_the_field() {
+    let yaml = r#"
+general_settings:
+  key_management_system: hashicorp_vault
+  key_management_settings:
+    hosted_keys: ["OPENAI_API_KEY"]
+    refresh_interval: 30
+    prefix_for_stored_virtual_keys: "litellm/"
+model_list:
+  - model_name: m
+    litellm_params: {model: openai/gpt-4o, api_key: os.environ/OPENAI_API_KEY, api_base: "${BASE}"}
+"#;
+    let source = Source::from_yaml(yaml).unwrap();
+    assert_eq!(source.referenced_names(), vec!["OPENAI_API_KEY".to_owned()]);
+    let km = source.key_management(&env(&[])).unwrap().unwrap();
+    assert_eq!(km.system, sluice_secrets::System::HashicorpVault);
+    assert_eq!(km.hosted_keys, Some(vec!["OPENAI_API_KEY".to_owned()]));
+    assert_eq!(km.refresh_interval, Some(Duration::from_secs(30)));
+    let loaded = load_str(
+        yaml,
+        &env(&[("OPENAI_API_KEY", "sk-1"), ("BASE", "http://x")]),
+    )
+    .unwrap();
+    assert_eq!(loaded.config.general.key_management, Some(km));
+    assert!(loaded.warnings.iter().any(|w| w
+        .to_string()
+        .starts_with("general_settings.key_management_settings.prefix_for_stored_virtual_keys:")));
+
+    let bad = "general_settings:\n  key_management_system: google_kms\n";
+    let e = errors(load_str(bad, &env(&[])).unwrap_err());
+    assert!(
+        e[0].starts_with("general_settings.key_management_system: \"google_kms\": decrypting KMS"),
+        "{e:?}"
+    );
+    assert!(Source::from_yaml(bad)
+        .unwrap()
+        .key_management(&env(&[]))
+        .is_err());
+    let bad = "general_settings:\n  key_management_system: aws_secret_manager\n  key_management_settings: {store_virtual_keys: true, aws_role_name: r, access_mode: write_only}\n";
+    let e = errors(load_str(bad, &env(&[])).unwrap_err());
+    for field in ["store_virtual_keys", "aws_role_name", "access_mode"] {
+        assert!(
+            e.iter().any(|x| x.starts_with(&format!(
+                "general_settings.key_management_settings.{field}:"
+            ))),
+            "{field}: {e:?}"
+        );
+    }
+    let from_env = "general_settings:\n  key_management_system: os.environ/KMS\n";
+    let km = Source::from_yaml(from_env)
+        .unwrap()
+        .key_management(&env(&[("KMS", "azure_key_vault")]))
+        .unwrap()
+        .unwrap();
+    assert_eq!(km.system, sluice_secrets::System::AzureKeyVault);
+}

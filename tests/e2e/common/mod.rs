@@ -95,9 +95,14 @@ pub async fn gateway_in(yaml: &str, data_dir: &std::path::Path) -> Gateway {
     // As `sluice serve` does: the stored deployments with the file's (`store_model_in_db`).
     let source = sluice_config::Source::from_yaml(yaml).expect("config reads");
     let store = services.store.as_ref().map(|s| s.store.clone());
-    let (config, runtime) = sluice::models::prepare(loaded.config, store.as_ref(), source)
-        .await
-        .expect("stored deployments load");
+    let (config, runtime) = sluice::models::prepare(
+        loaded.config,
+        store.as_ref(),
+        source,
+        sluice_secrets::Vars::default(),
+    )
+    .await
+    .expect("stored deployments load");
     let state = AppState::with_services(&config, recorder, services, 0).expect("state builds");
     if let Some(rt) = runtime {
         sluice::models::serve(&state, rt);
@@ -678,10 +683,19 @@ pub struct Served {
 
 /// Start the binary on `config` with `extra` arguments, in a fresh directory; `Err` with its
 /// exit status and stderr when it exits instead of listening.
-#[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
 pub fn serve_binary<S: AsRef<std::ffi::OsStr>>(
     config: &str,
     extra: &[S],
+) -> Result<Served, String> {
+    serve_binary_env(config, extra, &[])
+}
+
+/// [`serve_binary`] with `env` added to the process environment it inherits.
+#[allow(clippy::zombie_processes)] // the caller waits on `Served::child`
+pub fn serve_binary_env<S: AsRef<std::ffi::OsStr>>(
+    config: &str,
+    extra: &[S],
+    env: &[(&str, &str)],
 ) -> Result<Served, String> {
     let dir = temp_dir();
     let cfg = dir.join("config.yaml");
@@ -697,6 +711,7 @@ pub fn serve_binary<S: AsRef<std::ffi::OsStr>>(
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(extra)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

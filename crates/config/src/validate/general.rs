@@ -140,6 +140,13 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
         env,
         p,
     );
+    limited.key_management = super::secrets::key_management(
+        raw.key_management_system.take(),
+        raw.key_management_settings
+            .take()
+            .and_then(|v| serde_json::to_value(v).ok()),
+        p,
+    );
     let custom_routes =
         super::custom_routes::custom_routes(raw.pass_through_endpoints.take(), env, p);
     let mut g = GeneralSettings {

@@ -16,6 +16,7 @@ mod mcp;
 mod passthrough;
 mod router;
 mod search_tools;
+pub(crate) mod secrets;
 mod tls;
 mod vendors;
 
