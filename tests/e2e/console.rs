@@ -269,6 +269,7 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
         &[
             ("content-type", "application/json"),
             ("authorization", &auth),
+            ("x-litellm-tags", "console-tag"),
         ],
     )
     .await;
@@ -352,6 +353,15 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
     assert!(!failed.contains(&request_id), "a success listed as failed");
     let spend = b.get(&gw, "/ui/spend?days=1").await.text();
     assert!(spend.contains("cheap"), "{spend}");
+    // Spend by tag, for an admin: the request's tag.
+    let tags = spend.split(r#"id="tags""#).nth(1).unwrap_or_default();
+    assert!(tags.contains("<td>console-tag</td>"), "{spend}");
+    // And the tag's series in /metrics.
+    let metrics = send("GET", &gw.url("/metrics"), "", &[]).await.text();
+    assert!(
+        metrics.contains(r#"sluice_tag_requests_total{tag="console-tag"} 1"#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

@@ -2,7 +2,8 @@
 //! writer keeps (what `/spend/daily` answers): the same rows the spend log adds up to, drawn
 //! per day as charts (by team, model group, key, and provider: the rollups have no provider,
 //! so a group's spend goes to the providers of its deployments in the running config) and
-//! summed in tables. An internal user sees their team's rows (their own keys' when they have
+//! summed in tables; and, for a viewer who sees all spend, spend by request tag
+//! (`/spend/tags`). An internal user sees their team's rows (their own keys' when they have
 //! no team).
 
 use std::collections::{BTreeMap, HashSet};
@@ -199,6 +200,17 @@ pub(super) async fn page(
         add(&mut total, r);
     }
     let [teams, models, keys] = &by;
+    // Tags cross teams: only a viewer who sees all spend sees them.
+    let tags = if viewer.session.role.sees_all() {
+        let range = query(&[
+            ("start_date", &start.to_string()),
+            ("end_date", &end.to_string()),
+        ]);
+        let listed = admin(state, Method::GET, "/spend/tags", &range, &Value::Null).await?;
+        Some(listed.as_array().cloned().unwrap_or_default())
+    } else {
+        None
+    };
     Ok(html! {
         form.filters method="get" action="/ui/spend" {
             label for="days" { "Period" }
@@ -219,6 +231,23 @@ pub(super) async fn page(
         h2 { "By team" } (table("Team", teams, team_name))
         h2 { "By model group" } (table("Model group", models, str::to_owned))
         h2 { "By key" } (table("Key (hash)", keys, key_name))
+        @if let Some(tags) = &tags {
+            h2 { "By tag" }
+            p.muted { "A request counts under each of its tags (the request's, its key's and its team's); untagged requests are in no row." }
+            table #tags {
+                thead { tr { th { "Tag" } th.num { "Spend" } th.num { "Requests" } th.num { "Tokens" } } }
+                tbody {
+                    @for t in tags {
+                        tr {
+                            td { (t["individual_request_tag"].as_str().unwrap_or_default()) }
+                            td.num { (usd(t["total_spend"].as_f64().unwrap_or(0.0))) }
+                            td.num { (t["log_count"].as_u64().unwrap_or(0)) }
+                            td.num { (t["total_tokens"].as_u64().unwrap_or(0)) }
+                        }
+                    }
+                }
+            }
+        }
     })
 }
 

@@ -2,7 +2,8 @@
 //! request's record, so a request pays nothing for them; deployment gauges (in flight,
 //! cooldown, latency) are read from the routing atomics when `/metrics` is scraped. Labels are
 //! bounded by the config (route, model group, deployment, provider, status class, error
-//! kind), never keys or users.
+//! kind), never keys or users; request tags, which clients choose too, are capped
+//! (`tags.rs`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -14,6 +15,7 @@ use prometheus_client::registry::Registry;
 use sluice_core::record::{GuardrailVerdict, RecordSink, RequestRecord};
 
 mod cells;
+mod tags;
 use sluice_routing::{now_ms, Availability, Router};
 
 /// `Content-Type` of the exposition (OpenMetrics text, which Prometheus scrapes natively).
@@ -120,6 +122,7 @@ pub struct Metrics {
     guardrail_duration: Histograms<GuardrailName>,
     callbacks: super::callbacks::stats::CallbackMetrics,
     mcp: super::mcp::McpMetrics,
+    tags: tags::TagMetrics,
 }
 
 impl Default for Metrics {
@@ -224,6 +227,7 @@ impl Default for Metrics {
         );
         let callbacks = super::callbacks::stats::CallbackMetrics::register(&mut registry);
         let mcp = super::mcp::McpMetrics::register(&mut registry);
+        let tags = tags::TagMetrics::register(&mut registry);
         let mut requests_only = Registry::default();
         requests_only.register(
             "sluice_requests",
@@ -240,6 +244,7 @@ impl Default for Metrics {
             requests_only,
             callbacks,
             mcp,
+            tags,
             requests,
             duration,
             upstream,
@@ -280,6 +285,7 @@ impl Metrics {
         for g in r.guardrails.iter().flat_map(|g| g.iter()) {
             self.observe_guardrail(g);
         }
+        self.tags.observe(r);
         let total = r.start.elapsed();
         cells::with(
             self.id,
