@@ -245,15 +245,7 @@ impl Sync {
             }
             return Ok(Loaded::Missing);
         };
-        let mut c = Changes {
-            keys: Vec::new(),
-            deleted_keys: Vec::new(),
-            teams: Vec::new(),
-            users: Vec::new(),
-            end_users: Vec::new(),
-            organizations: Vec::new(),
-            watermark: OffsetDateTime::UNIX_EPOCH,
-        };
+        let mut c = Changes::none(OffsetDateTime::UNIX_EPOCH);
         if let Some(t) = &k.team_id {
             c.teams.extend(self.store.team(t).await?);
         }
@@ -349,15 +341,7 @@ impl KeyLoader for Sync {
     fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a> {
         Box::pin(async move {
             let now = OffsetDateTime::now_utc();
-            let mut changes = Changes {
-                keys: Vec::new(),
-                deleted_keys: Vec::new(),
-                teams: Vec::new(),
-                users: Vec::new(),
-                end_users: Vec::new(),
-                organizations: Vec::new(),
-                watermark: now,
-            };
+            let mut changes = Changes::none(now);
             let made = match kind {
                 SubjectKind::Team => {
                     let row = store::TeamRow::new(id.to_owned(), now);

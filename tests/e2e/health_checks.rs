@@ -154,22 +154,7 @@ async fn a_request_probe_is_priced_recorded_and_capped() {
     assert_eq!(body["max_tokens"], 5, "{body}");
     assert_eq!(body["model"], "paid-model", "{body}");
     // Its spend is in the spend log, tagged.
-    let auth = format!("Bearer {MASTER}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let logs = loop {
-        let logs = send(
-            "GET",
-            &gw.url("/spend/logs"),
-            "",
-            &[("authorization", &auth)],
-        )
-        .await
-        .json();
-        if logs.as_array().is_some_and(|l| !l.is_empty()) || Instant::now() > deadline {
-            break logs;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let logs = spend_logs(&gw, MASTER, 1).await;
     assert!(
         logs.as_array().is_some_and(|l| !l.is_empty()),
         "the probe's spend line"

@@ -209,22 +209,7 @@ async fn claims_map_to_roles_scopes_routes_end_users_and_new_teams() {
     // The end user is the claim's, over the body's `user`.
     let with_user = chat_as(&gw, &squad, "cheap", r#","user":"body-user""#, &[]).await;
     assert_eq!(with_user.status, 200);
-    let auth = format!("Bearer {MASTER}");
-    let mut logs = Value::Null;
-    for _ in 0..50 {
-        logs = send(
-            "GET",
-            &gw.url("/spend/logs"),
-            "",
-            &[("authorization", &auth)],
-        )
-        .await
-        .json();
-        if logs.as_array().is_some_and(|l| l.len() >= 2) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let logs = spend_logs(&gw, MASTER, 2).await;
     let ends: Vec<_> = logs
         .as_array()
         .unwrap()

@@ -33,6 +33,19 @@ pub struct Changes {
 }
 
 impl Changes {
+    /// No change yet, as of `watermark`.
+    pub fn none(watermark: OffsetDateTime) -> Self {
+        Self {
+            keys: Vec::new(),
+            deleted_keys: Vec::new(),
+            teams: Vec::new(),
+            users: Vec::new(),
+            end_users: Vec::new(),
+            organizations: Vec::new(),
+            watermark,
+        }
+    }
+
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()

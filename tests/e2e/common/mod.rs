@@ -739,3 +739,24 @@ pub fn serve_binary_env<S: AsRef<std::ffi::OsStr>>(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `GET /spend/logs` under `master` once it lists at least `at_least` rows (5 s at most; the
+/// last answer either way).
+pub async fn spend_logs(gw: &Gateway, master: &str, at_least: usize) -> serde_json::Value {
+    let auth = format!("Bearer {master}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let logs = send(
+            "GET",
+            &gw.url("/spend/logs"),
+            "",
+            &[("authorization", &auth)],
+        )
+        .await
+        .json();
+        if logs.as_array().is_some_and(|l| l.len() >= at_least) || Instant::now() > deadline {
+            return logs;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
