@@ -101,7 +101,7 @@ pub struct KeyEntry {
     /// Who its budget alerts are for, and when (`soft_budget`).
     pub alerts: Arc<AlertFacts>,
     /// What a JWT's claims grant (routes, end user); `None` for a virtual key.
-    pub jwt: Option<Arc<super::jwt::JwtGrants>>,
+    pub jwt: Option<Arc<super::route_groups::JwtGrants>>,
 }
 
 /// What a holder's record says, as the sync task hands it over: the directory keeps the live

@@ -11,11 +11,10 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use super::directory::{digest, Caller, Directory, KeyDigest};
-use super::jwt::JwtAuth;
+use super::jwt::{JwtAuth, Provision};
 use super::{presented_key, MasterKey};
 use sluice_core::error::ApiError;
 use sluice_core::error::KeyRefusal;
-use sluice_core::limits::SubjectKind;
 
 /// How long a digest the store does not know is refused without asking again.
 const UNKNOWN_FOR_MS: u64 = 1_000;
@@ -39,17 +38,10 @@ pub struct LoadFailed;
 
 /// Fetches one key the directory lacks from the store into the directory (auth::sync
 /// implements it over the store).
-pub trait KeyLoader: Send + Sync {
+pub trait KeyLoader: Provision {
     /// Load the key with this digest, with its team and user.
     fn load(&self, digest: KeyDigest) -> LoadFuture<'_>;
-
-    /// Make the team or user a JWT names when none exists (`team_id_upsert`,
-    /// `user_id_upsert`), and put it in the directory.
-    fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a>;
 }
-
-/// What [`KeyLoader::upsert`] returns.
-pub type UpsertFuture<'a> = Pin<Box<dyn Future<Output = Result<(), LoadFailed>> + Send + 'a>>;
 
 /// The authenticator: the directory, and where to find keys it does not hold yet.
 #[derive(Default)]
@@ -134,7 +126,8 @@ impl Gate {
             .filter(|_| super::jwt::looks_like_jwt(key))
         {
             // Boxed: its key fetch would grow every request's future.
-            return Box::pin(j.caller(key, &self.directory, self.loader.as_deref())).await;
+            let provision = self.loader.as_deref().map(|l| l as &dyn Provision);
+            return Box::pin(j.caller(key, &self.directory, provision)).await;
         }
         let d = digest(key);
         if master.matches_digest(&d) {
@@ -184,11 +177,17 @@ mod tests {
         asked: AtomicU32,
     }
 
-    impl KeyLoader for OneKey {
-        fn upsert<'a>(&'a self, _: SubjectKind, _: &'a str) -> UpsertFuture<'a> {
-            Box::pin(async { Err(LoadFailed) })
+    impl Provision for OneKey {
+        fn upsert<'a>(
+            &'a self,
+            _: sluice_core::limits::SubjectKind,
+            _: &'a str,
+        ) -> super::super::jwt::UpsertFuture<'a> {
+            Box::pin(async { Err(super::super::jwt::ProvisionFailed) })
         }
+    }
 
+    impl KeyLoader for OneKey {
         fn load(&self, d: KeyDigest) -> LoadFuture<'_> {
             self.asked.fetch_add(1, Relaxed);
             Box::pin(async move {

@@ -33,18 +33,22 @@ use sluice_config::JwtRole;
 
 use super::access::ModelAccess;
 use super::directory::{Caller, Directory, KeyEntry};
-use super::gate::KeyLoader;
-use super::route_groups::RouteRules;
+use super::route_groups::{JwtGrants, RouteRules};
 
-/// What a JWT's claims grant beside a key's usual fields: the routes it may call
-/// (`team_allowed_routes`, its scopes' `routes`) and the end user it acts for
-/// (`end_user_id_jwt_field`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwtGrants {
-    /// Every list must allow a route.
-    pub routes: RouteRules,
-    /// The end user every request is for.
-    pub end_user: Option<Arc<str>>,
+/// A team or user could not be made in the store.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the team or user could not be made in the store")]
+pub struct ProvisionFailed;
+
+/// What [`Provision::upsert`] returns.
+pub type UpsertFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ProvisionFailed>> + Send + 'a>>;
+
+/// Makes the teams and users JWTs name when none exists (`team_id_upsert`,
+/// `user_id_upsert`): the store's side, which `auth::sync` implements.
+pub trait Provision: Send + Sync {
+    /// Make the team or user `id` and put it in the directory.
+    fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a>;
 }
 
 /// Most distinct token identities kept; past it the map starts again.
@@ -136,7 +140,7 @@ impl JwtAuth {
         &self,
         token: &str,
         dir: &Directory,
-        loader: Option<&dyn KeyLoader>,
+        loader: Option<&dyn Provision>,
     ) -> Result<Caller, ApiError> {
         let claims = self.verified(token).await?;
         let s = &self.settings;
@@ -289,7 +293,7 @@ impl JwtAuth {
     async fn exists(
         &self,
         dir: &Directory,
-        loader: Option<&dyn KeyLoader>,
+        loader: Option<&dyn Provision>,
         kind: SubjectKind,
         id: &str,
         upsert: bool,

@@ -19,7 +19,7 @@ pub use directory::{
     digest, Above, AlertFacts, Alias, Budgeted, Caller, Directory, Holder, KeyDigest, KeyEntry,
     Stored,
 };
-pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded, UpsertFuture};
+pub use gate::{Gate, KeyLoader, LoadFailed, LoadFuture, Loaded};
 pub use sluice_core::error::KeyRefusal;
 pub use sync::{Sync, POLL_EVERY};
 

@@ -3,7 +3,20 @@
 //! `spend_tracking_routes`) or paths (`/v1/chat/completions`; a trailing `*` matches below).
 //! A path matches with or without its `/v1` prefix, as LiteLLM lists both.
 
+use std::sync::Arc;
+
 use sluice_core::endpoint::Endpoint;
+
+/// What a JWT's claims grant beside a key's usual fields: the routes it may call
+/// (`team_allowed_routes`, its scopes' `routes`) and the end user it acts for
+/// (`end_user_id_jwt_field`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwtGrants {
+    /// Every list must allow a route.
+    pub routes: RouteRules,
+    /// The end user every request is for.
+    pub end_user: Option<Arc<str>>,
+}
 
 /// One entry of a route list.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,8 @@ use super::access::ModelAccess;
 use super::addresses;
 use super::aliases::Aliases;
 use super::directory::{AlertFacts, Directory, KeyDigest, Stored};
-use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded, UpsertFuture};
+use super::gate::{KeyLoader, LoadFailed, LoadFuture, Loaded};
+use super::jwt::{Provision, ProvisionFailed, UpsertFuture};
 use super::per_model;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::limits::{self, nanos, SubjectKind};
@@ -337,7 +338,9 @@ impl KeyLoader for Sync {
     fn load(&self, digest: KeyDigest) -> LoadFuture<'_> {
         Box::pin(async move { self.reload_key(&hex(&digest)).await.map_err(|_| LoadFailed) })
     }
+}
 
+impl Provision for Sync {
     fn upsert<'a>(&'a self, kind: SubjectKind, id: &'a str) -> UpsertFuture<'a> {
         Box::pin(async move {
             let now = OffsetDateTime::now_utc();
@@ -355,12 +358,12 @@ impl KeyLoader for Sync {
                     changes.users.push(row);
                     made
                 }
-                _ => return Err(LoadFailed),
+                _ => return Err(ProvisionFailed),
             };
             match made {
                 // Made by another instance or request a moment ago: the poll brings its row.
                 Ok(()) | Err(store::StoreError::Conflict(_)) => {}
-                Err(_) => return Err(LoadFailed),
+                Err(_) => return Err(ProvisionFailed),
             }
             if self.directory.holder(kind, id).is_none() {
                 let _applying = self.applying.lock().await;

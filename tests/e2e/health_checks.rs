@@ -168,6 +168,40 @@ async fn a_request_probe_is_priced_recorded_and_capped() {
     );
 }
 
+/// OpenAI's reasoning models refuse `max_tokens`: their probe asks with
+/// `max_completion_tokens`, by the same request rules as a client's request.
+#[tokio::test]
+async fn a_reasoning_models_probe_asks_with_max_completion_tokens() {
+    let up = recording(Reply::Json(200, ANSWER)).await;
+    let base = up.base();
+    let gw = gateway(&format!(
+        "model_list:\n\
+         \x20 - model_name: thinker\n    litellm_params:\n      model: openai/o3\n      \
+         api_base: {base}\n      api_key: k1\n    model_info:\n      id: o3-1\n      \
+         health_check_max_tokens: 64\n\
+         general_settings:\n  master_key: {MASTER}\n  background_health_checks: true\n  \
+         health_check_interval: 1\n"
+    ))
+    .await;
+    let h = health_when(&gw, Duration::from_secs(10), |h| {
+        verdict(h, "o3-1").is_some()
+    })
+    .await;
+    assert_eq!(
+        verdict(&h, "o3-1").map(|v| &v["healthy"]),
+        Some(&Value::Bool(true)),
+        "{h:#}"
+    );
+    let sent = up
+        .requests()
+        .into_iter()
+        .find(|r| r.path_and_query.ends_with("/chat/completions"))
+        .expect("a request probe");
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(body["max_completion_tokens"], 64, "{body}");
+    assert!(body.get("max_tokens").is_none(), "{body}");
+}
+
 /// Two instances on one Redis: one probes each round, both serve its verdicts.
 #[tokio::test]
 async fn two_instances_probe_once_per_round() {
