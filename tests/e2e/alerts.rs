@@ -315,11 +315,13 @@ async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
         }
     })
     .await;
+    // A cooldown of 3 s, longer than the alert task's 1 s scan: with 1 s, a scan could fall
+    // just after the cooldown ended and see none (the test failed about one run in five).
     let yaml = format!(
         "model_list:\n  - model_name: flaky\n    litellm_params:\n      model: openai/m\n      \
          api_base: {upstream}/v1\n      api_key: sk-up\n    model_info:\n      id: flaky-1\n\
          general_settings:\n  master_key: {MASTER}\n  alerting: [slack, webhook]\n  \
-         alert_types: [outage_alerts]\nrouter_settings:\n  allowed_fails: 1\n  cooldown_time: 1\n  \
+         alert_types: [outage_alerts]\nrouter_settings:\n  allowed_fails: 1\n  cooldown_time: 3\n  \
          num_retries: 0\nenvironment_variables:\n  SLACK_WEBHOOK_URL: {base}/slack\n  \
          WEBHOOK_URL: {base}/hook\n"
     );

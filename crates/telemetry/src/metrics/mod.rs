@@ -620,6 +620,9 @@ mod tests {
         let m = Metrics::default();
         let mut r = sample();
         (r.fallbacks, r.hedges) = (1, 1);
+        // Tag families have samples once a tagged request was counted.
+        r.tags = Some(std::sync::Arc::from([std::sync::Arc::from("t")]));
+        r.cost = Some(sluice_core::limits::nanos(0.01));
         // Guardrail families have samples once a guardrail ran.
         r.guardrails = Some(Box::new(vec![sluice_core::record::GuardrailRun {
             name: "pii".into(),
