@@ -145,6 +145,16 @@ pub struct Probed {
     pub record: Option<RequestRecord>,
 }
 
+impl Probed {
+    /// A verdict that cost nothing: no spend line.
+    fn free(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            record: None,
+        }
+    }
+}
+
 /// Probe `member` once. `paid` is whether a request probe may be sent (the day's probe
 /// spend is under its cap).
 pub async fn probe(member: &Member, planned: &Planned, paid: bool) -> Probed {
@@ -175,10 +185,7 @@ pub async fn probe(member: &Member, planned: &Planned, paid: bool) -> Probed {
                 Ok(Ok((status, _))) if status.is_success() => {
                     v.healthy = Some(true);
                     v.status = Some(status.as_u16());
-                    return Probed {
-                        verdict: v,
-                        record: None,
-                    };
+                    return Probed::free(v);
                 }
                 // No model list here after all (an OpenAI-compatible server without one):
                 // the request probe decides.
@@ -186,54 +193,36 @@ pub async fn probe(member: &Member, planned: &Planned, paid: bool) -> Probed {
                 Ok(Ok((status, body))) => {
                     let kind = FailureKind::from_response(status, &body);
                     let why = format!("the model list answered {status}");
-                    return Probed {
-                        verdict: v.failed(kind, Some(status.as_u16()), why),
-                        record: None,
-                    };
+                    return Probed::free(v.failed(kind, Some(status.as_u16()), why));
                 }
                 Ok(Err(e)) => {
                     let why = crate::server::internal::describe(&e);
-                    return Probed {
-                        verdict: v.failed(FailureKind::Connection, None, why),
-                        record: None,
-                    };
+                    return Probed::free(v.failed(FailureKind::Connection, None, why));
                 }
                 Err(()) => {
                     let why = format!("no answer within {timeout:?}");
-                    return Probed {
-                        verdict: v.failed(FailureKind::Timeout, None, why),
-                        record: None,
-                    };
+                    return Probed::free(v.failed(FailureKind::Timeout, None, why));
                 }
             }
         }
     }
     if planned.mode == Mode::FreeOnly {
-        return Probed {
-            verdict: Verdict::skipped(
-                member,
-                "its provider has no model list, and a request of its mode would cost",
-            ),
-            record: None,
-        };
+        return Probed::free(Verdict::skipped(
+            member,
+            "its provider has no model list, and a request of its mode would cost",
+        ));
     }
     if wildcard && planned.info.model.is_none() {
-        return Probed {
-            verdict: Verdict::skipped(
+        return Probed::free(Verdict::skipped(
                 member,
                 "a wildcard deployment is probed with a request only when model_info.health_check_model names the model",
-            ),
-            record: None,
-        };
+            ));
     }
     if !paid {
-        return Probed {
-            verdict: Verdict::skipped(
-                member,
-                "health_check_max_spend_per_day reached: request probes wait for the next day",
-            ),
-            record: None,
-        };
+        return Probed::free(Verdict::skipped(
+            member,
+            "health_check_max_spend_per_day reached: request probes wait for the next day",
+        ));
     }
     request_probe(member, planned, wildcard, timeout).await
 }
@@ -282,10 +271,7 @@ async fn request_probe(
         Ok(e) => e,
         Err(e) => {
             let why = format!("the probe's body: {e}");
-            return Probed {
-                verdict: verdict.failed(FailureKind::BadRequest, None, why),
-                record: None,
-            };
+            return Probed::free(verdict.failed(FailureKind::BadRequest, None, why));
         }
     };
     let headers = HeaderMap::new();
