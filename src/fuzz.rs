@@ -56,6 +56,11 @@ const ADMIN_ROUTES: &[(Method, &str)] = &[
     (Method::POST, "/organization/member_add"),
     (Method::PATCH, "/organization/member_update"),
     (Method::DELETE, "/organization/member_delete"),
+    (Method::POST, "/tag/new"),
+    (Method::POST, "/tag/update"),
+    (Method::POST, "/tag/info"),
+    (Method::POST, "/tag/delete"),
+    (Method::GET, "/tag/list"),
 ];
 
 /// The admin target's store folder: in /dev/shm (memory) when there is one, one per process.

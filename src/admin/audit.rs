@@ -36,6 +36,7 @@ pub(super) fn change_of(path: &str) -> Option<Change> {
         "customer" => "end_users",
         "organization" => "organizations",
         "budget" => "budgets",
+        "tag" => "tags",
         _ => return None,
     };
     let action = match verb {
@@ -71,6 +72,7 @@ impl Change {
             // `/budget/delete` names its budget as `id`.
             "budgets" if body.get("id").is_some() => ("id", "budgets"),
             "budgets" => ("budget_id", "budgets"),
+            "tags" => ("name", "names"),
             _ => ("user_id", "user_ids"),
         };
         if let Some(named) = path
@@ -128,8 +130,8 @@ impl Change {
 
     /// Whether the object's value before the change is worth reading (it exists).
     pub(super) fn has_before(&self) -> bool {
-        // A budget has no GET info route to read it by.
-        self.action != "created" && self.table != "budgets"
+        // A budget and a tag have no GET info route to read them by.
+        self.action != "created" && !matches!(self.table, "budgets" | "tags")
     }
 
     /// The rows to write for one call.

@@ -138,6 +138,36 @@ pub(super) async fn named(store: &Store, id: &str) -> Result<BudgetRow, ApiError
         })
 }
 
+/// The budget a holder that keeps its limits in a budget object (an organization, a tag) has
+/// after an update: the one the request names, else its own, changed by the request's budget
+/// fields; a holder without one gets a new one when the fields set anything. The flag says the
+/// budget changed: save it with `Store::update_budget` once the holder is saved.
+pub(super) async fn updated(
+    store: &Store,
+    asked: Option<&str>,
+    own: Option<&str>,
+    patch: BudgetPatch,
+    now: OffsetDateTime,
+) -> Result<(Option<BudgetRow>, bool), ApiError> {
+    let mut budget = match asked.or(own) {
+        Some(b) => Some(named(store, b).await?),
+        None => None,
+    };
+    if patch.is_empty() {
+        return Ok((budget, false));
+    }
+    let b = match budget.as_mut() {
+        Some(b) => b,
+        None => {
+            let b = BudgetRow::new(uuid::Uuid::new_v4().to_string(), now);
+            store.create_budget(&b).await.map_err(store_error)?;
+            budget.insert(b)
+        }
+    };
+    patch.apply(b, now)?;
+    Ok((budget, true))
+}
+
 /// Make `limits` a copy of the budget they name, if any: what keys, teams and end users call
 /// after applying their request's fields.
 pub(super) async fn follow(

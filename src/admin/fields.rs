@@ -31,6 +31,9 @@ pub(super) const REQUIRED: &[&str] = &[
     "budgets",
     "budget_id",
     "id",
+    // Tags (admin/tags.rs).
+    "name",
+    "names",
 ];
 
 /// Every field name any admin body takes, so a type error can name its field statically.
@@ -77,6 +80,12 @@ pub(super) const ALL: &[&str] = &[
     "model_tpm_limit",
     "max_budget_in_organization",
     "budget_reset_at",
+    // Tags (admin/tags.rs).
+    "name",
+    "names",
+    "description",
+    "model_info",
+    "spend",
 ];
 
 /// LiteLLM's key fields (`GenerateKeyRequest`, `UpdateKeyRequest`) that sluice keeps in the

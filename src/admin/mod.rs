@@ -1,6 +1,6 @@
 //! The management API, LiteLLM-compatible: virtual keys (`/key/*`), teams (`/team/*`), users
 //! (`/user/*`), end users (`/customer/*`, also as `/end_user/*`), organizations
-//! (`/organization/*`), budgets (`/budget/*`) and spend logs (`GET /spend/logs`), with
+//! (`/organization/*`), budgets (`/budget/*`), tags (`/tag/*`) and spend logs (`GET /spend/logs`), with
 //! LiteLLM's request and response field names.
 //!
 //! The pipeline calls [`handle`] behind the master key; nothing here is on the inference path.
@@ -23,6 +23,7 @@ mod models;
 mod organizations;
 mod own;
 mod spend;
+mod tags;
 mod teams;
 mod user_keys;
 mod users;
@@ -148,6 +149,15 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     }),
     (Method::GET, "/spend/tags", |s, r| {
         Box::pin(spend::tags(s, r))
+    }),
+    (Method::POST, "/tag/new", |s, r| Box::pin(tags::new(s, r))),
+    (Method::POST, "/tag/update", |s, r| {
+        Box::pin(tags::update(s, r))
+    }),
+    (Method::POST, "/tag/info", |s, r| Box::pin(tags::info(s, r))),
+    (Method::GET, "/tag/list", |s, r| Box::pin(tags::list(s, r))),
+    (Method::POST, "/tag/delete", |s, r| {
+        Box::pin(tags::delete(s, r))
     }),
     (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
     (Method::POST, "/budget/new", |s, r| {

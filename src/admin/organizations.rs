@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::budgets::{budget_json, named, BudgetPatch, BUDGET_FIELDS};
+use super::budgets::{budget_json, named, updated, BudgetPatch, BUDGET_FIELDS};
 use super::fields::{accounting_json, check_object_permission, limits_json, set};
 use super::{body, body_object, from_map, iso, query_pairs, query_value, store_error};
 use super::{AdminRequest, AdminResult};
@@ -261,24 +261,15 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     let now = OffsetDateTime::now_utc();
     let mut org = existing(store, &id).await?;
     let budget_id = f.budget_id.clone();
-    let changes_budget = !patch.is_empty();
     f.apply(&mut org)?;
-    let mut budget = match budget_id.or_else(|| org.limits.budget_id.clone()) {
-        Some(b) => Some(named(store, &b).await?),
-        None => None,
-    };
-    if changes_budget {
-        let b = match budget.as_mut() {
-            Some(b) => b,
-            // An organization left without a budget gets one.
-            None => {
-                let b = BudgetRow::new(uuid::Uuid::new_v4().to_string(), now);
-                store.create_budget(&b).await.map_err(store_error)?;
-                budget.insert(b)
-            }
-        };
-        patch.apply(b, now)?;
-    }
+    let (budget, changes_budget) = updated(
+        store,
+        budget_id.as_deref(),
+        org.limits.budget_id.as_deref(),
+        patch,
+        now,
+    )
+    .await?;
     if let Some(b) = &budget {
         b.copy_into(&mut org.limits, now);
     }

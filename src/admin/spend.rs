@@ -35,7 +35,7 @@ fn moment(value: &str, param: &'static str, end: bool) -> Result<OffsetDateTime,
         })
 }
 
-fn day(value: &str, param: &'static str) -> Result<OffsetDateTime, ApiError> {
+pub(super) fn day(value: &str, param: &'static str) -> Result<OffsetDateTime, ApiError> {
     Date::parse(value, format_description!("[year]-[month]-[day]"))
         .map(|d| d.midnight().assume_utc())
         .map_err(|_| ApiError::InvalidParam {

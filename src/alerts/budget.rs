@@ -98,6 +98,7 @@ impl Crossing {
             SubjectKind::User => "user",
             SubjectKind::EndUser => "customer",
             SubjectKind::Organization => "organization",
+            SubjectKind::Tag => "tag",
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The in-memory directory of virtual keys, teams, users, end users and organizations. Every request is
+//! The in-memory directory of virtual keys, teams, users, end users, organizations and tags. Every request is
 //! authenticated and admitted from here without I/O: a SHA-256 of the presented key, one
 //! lock-free map read per holder. The sync task (`auth::sync`) fills it from the store and keeps
 //! it current; requests only read it. Counters (rate windows, spend) belong to the holder, not
@@ -307,6 +307,11 @@ pub struct Directory {
     /// lookup costs no team lookup.
     team_aliases: AtomicBool,
     organizations: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    /// Tags with a record (`/tag/new`): their budgets and limits hold every request that
+    /// carries them.
+    tags: papaya::HashMap<Arc<str>, Arc<Holder>>,
+    /// Whether any tag has ever had a limit: until one does, a request's tags cost no lookup.
+    tag_limits: AtomicBool,
     /// Digests recently looked up in the store and not found, with when to ask again: a
     /// client retrying a bad key does not become a query per request.
     unknown: papaya::HashMap<KeyDigest, u64>,
@@ -335,6 +340,7 @@ impl std::fmt::Debug for Directory {
             .field("users", &self.users.len())
             .field("end_users", &self.end_users.len())
             .field("organizations", &self.organizations.len())
+            .field("tags", &self.tags.len())
             .finish()
     }
 }
@@ -482,11 +488,12 @@ impl Directory {
             SubjectKind::Team => &self.teams,
             SubjectKind::User => &self.users,
             SubjectKind::Organization => &self.organizations,
+            SubjectKind::Tag => &self.tags,
             SubjectKind::EndUser | SubjectKind::Key => &self.end_users,
         }
     }
 
-    /// Add or replace a team, user, end user or organization, keeping its live counters.
+    /// Add or replace a team, user, end user, organization or tag, keeping its live counters.
     pub fn put_holder(
         &self,
         kind: SubjectKind,
@@ -531,6 +538,9 @@ impl Directory {
                 alerts: stored.alerts.clone(),
             }),
         );
+        if kind == SubjectKind::Tag && stored.limits.any() {
+            self.tag_limits.store(true, Ordering::Relaxed);
+        }
         if kind == SubjectKind::Team && !stored.tags.is_empty() {
             self.team_tags.store(true, Ordering::Relaxed);
         }
@@ -543,7 +553,7 @@ impl Directory {
         }
     }
 
-    /// Forget a team, user, end user or organization.
+    /// Forget a team, user, end user, organization or tag.
     pub fn remove_holder(&self, kind: SubjectKind, id: &str) {
         self.map(kind).pin().remove(id);
         if kind == SubjectKind::Team {
@@ -593,6 +603,7 @@ impl Directory {
             SubjectKind::User,
             SubjectKind::EndUser,
             SubjectKind::Organization,
+            SubjectKind::Tag,
         ] {
             for (_, h) in self.map(kind).pin().iter() {
                 if has(&h.subject, &h.alerts) {
@@ -614,6 +625,22 @@ impl Directory {
         }
         let team = self.holder(SubjectKind::Team, key.info.team_id.as_deref()?)?;
         (!team.tags.is_empty()).then(|| team.tags.clone())
+    }
+
+    /// Add the subjects of the request's tags that have limits (`/tag/new`) to `out`, each
+    /// tag once: a tag's budget and limits hold every request that carries it, whoever calls
+    /// (LiteLLM checks a tag's budget for every caller). Until some tag has a limit this costs
+    /// one atomic load.
+    pub fn tag_subjects(&self, tags: &[Arc<str>], out: &mut Subjects) {
+        if tags.is_empty() || !self.tag_limits.load(Ordering::Relaxed) {
+            return;
+        }
+        let map = self.tags.pin();
+        for t in tags {
+            if let Some(h) = map.get(&**t).filter(|h| h.subject.limits.any()) {
+                out.push(h.subject.clone());
+            }
+        }
     }
 
     /// The switch that makes the accept loop record each request's peer.
@@ -873,6 +900,35 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_requests_tags_with_limits_join_its_subjects_until_deleted() {
+        let dir = Directory::default();
+        let tags: Vec<Arc<str>> = vec!["eng".into(), "free".into(), "adhoc".into()];
+        let mut out = Subjects::default();
+        dir.tag_subjects(&tags, &mut out);
+        assert!(out.is_empty(), "no tag has limits yet");
+        dir.put_holder(
+            SubjectKind::Tag,
+            "free",
+            false,
+            ModelAccess::All,
+            &Stored::default(),
+        );
+        dir.put_holder(SubjectKind::Tag, "eng", false, ModelAccess::All, &limits(1));
+        dir.tag_subjects(&tags, &mut out);
+        let got: Vec<_> = out.iter().map(|s| (s.kind, s.id().to_string())).collect();
+        assert_eq!(got, [(SubjectKind::Tag, "eng".to_owned())]);
+        // The tag's minute is shared by every request that carries it, whoever sends it.
+        assert!(admit(out, 0).is_ok());
+        let mut again = Subjects::default();
+        dir.tag_subjects(&tags, &mut again);
+        assert!(admit(again, 1).is_err());
+        dir.remove_holder(SubjectKind::Tag, "eng");
+        let mut gone = Subjects::default();
+        dir.tag_subjects(&tags, &mut gone);
+        assert!(gone.is_empty());
     }
 
     #[test]

@@ -215,6 +215,19 @@ impl Sync {
                 e.accounting.spend,
             );
         }
+        // A tag's `models` route requests (tag routing); they grant or refuse nothing.
+        for t in &c.tags {
+            self.directory.put_holder(
+                SubjectKind::Tag,
+                &t.tag_name,
+                false,
+                ModelAccess::All,
+                &stored(&t.limits, t.accounting.spend),
+            );
+        }
+        for t in &c.deleted_tags {
+            self.directory.remove_holder(SubjectKind::Tag, t);
+        }
         for k in &c.keys {
             self.put_key(k);
         }

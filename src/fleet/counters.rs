@@ -154,6 +154,7 @@ fn letter(kind: SubjectKind) -> char {
         SubjectKind::User => 'u',
         SubjectKind::EndUser => 'e',
         SubjectKind::Organization => 'o',
+        SubjectKind::Tag => 'g',
     }
 }
 

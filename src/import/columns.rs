@@ -178,6 +178,23 @@ pub const ORGANIZATION: Columns = Columns {
     bookkeeping: &["model_spend", "created_by", "updated_at", "updated_by"],
 };
 
+/// `LiteLLM_TagTable`: its limits are its budget's.
+pub const TAG: Columns = Columns {
+    mapped: &[
+        "tag_name",
+        "description",
+        "models",
+        "model_info",
+        "budget_id",
+        "spend",
+        "created_at",
+        "created_by",
+    ],
+    kept: &[],
+    dropped: &[],
+    bookkeeping: &["updated_at"],
+};
+
 /// `LiteLLM_OrganizationMembership`.
 pub const ORG_MEMBER: Columns = Columns {
     mapped: &[

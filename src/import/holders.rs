@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use sluice_store::{
     Accounting, BudgetRow, EndUserRow, KeyHash, KeyRow, Limits, OrgMember, OrgRole,
-    OrganizationRow, TeamRole, TeamRow, UserRow,
+    OrganizationRow, TagRow, TeamRole, TeamRow, UserRow,
 };
 
 use super::columns::{self, fingerprint, Columns};
@@ -377,6 +377,35 @@ pub fn organization(
     let row = OrganizationRow {
         organization_id: r.id.clone(),
         organization_alias: r.text("organization_alias")?,
+        limits,
+        accounting,
+    };
+    Ok(incoming(r, row, spend, lookups, &[]))
+}
+
+/// A `LiteLLM_TagTable` row: its limits are its budget's, and the budget's soft budget goes
+/// where `/tag/new` keeps it (its metadata, for the budget alerts).
+pub fn tag(
+    r: &Row,
+    lookups: &Lookups,
+    report: &mut Report,
+    now: OffsetDateTime,
+) -> Result<Incoming<TagRow>, RowError> {
+    let mut limits = limits(r, &columns::TAG, lookups, report, now)?;
+    let soft = limits
+        .budget_id
+        .as_ref()
+        .and_then(|b| lookups.budgets.get(b))
+        .and_then(|b| b.soft_budget);
+    if let Some(s) = soft {
+        limits.metadata.insert("soft_budget".into(), s.into());
+    }
+    let (spend, accounting) = accounting(r, now)?;
+    let row = TagRow {
+        tag_name: r.id.clone(),
+        description: r.text("description")?,
+        model_info: r.object("model_info")?,
+        created_by: r.text("created_by")?,
         limits,
         accounting,
     };

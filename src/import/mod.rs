@@ -3,7 +3,7 @@
 //!
 //! One pass reads LiteLLM's tables (`source`), maps each row to sluice's (`holders`,
 //! `deployments`, `config_out`, `spend`) and writes what changed (`write`), in the order rows
-//! point at each other: budgets, organizations, teams, users, memberships, end users, keys,
+//! point at each other: budgets, organizations, tags, teams, users, memberships, end users, keys,
 //! deployments, MCP servers and guardrails, spend logs. Every column is either carried, kept
 //! in metadata, or reported (`columns`); a row that cannot be read is reported with its table,
 //! id and column, and the rest go on.
@@ -210,6 +210,7 @@ const READ: &[&str] = &[
     "LiteLLM_OrganizationTable",
     "LiteLLM_OrganizationMembership",
     "LiteLLM_BudgetTable",
+    "LiteLLM_TagTable",
     "LiteLLM_EndUserTable",
     "LiteLLM_ProxyModelTable",
     "LiteLLM_MCPServerTable",
@@ -303,6 +304,12 @@ impl Import {
             holders::organization(r, &lookups, rep, now)
         });
         w.apply(orgs, &ids(&rows), &mut report).await?;
+
+        let rows = self.source.rows("LiteLLM_TagTable", "tag_name").await?;
+        let tags = collect(&rows, &mut report, |r, rep| {
+            holders::tag(r, &lookups, rep, now)
+        });
+        w.apply(tags, &ids(&rows), &mut report).await?;
 
         let rows = self.source.rows("LiteLLM_TeamTable", "team_id").await?;
         let mut teams = Vec::new();

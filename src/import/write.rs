@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use sluice_core::limits::SubjectKind;
 use sluice_store::{
     BudgetRow, EndUserRow, Imported, KeyHash, KeyRow, Limits, ModelRow, OrgMember, OrganizationRow,
-    Store, StoreError, TeamRole, TeamRow, UserRow,
+    Store, StoreError, TagRow, TeamRole, TeamRow, UserRow,
 };
 
 use super::holders::Incoming;
@@ -356,6 +356,29 @@ impl Kind for OrganizationRow {
     }
     async fn delete(store: &Store, id: &str, now: OffsetDateTime) -> Result<(), StoreError> {
         store.delete_organization(id, now).await
+    }
+}
+
+impl Kind for TagRow {
+    const KIND: &'static str = "tag";
+    const REPORT: &'static str = "tags";
+    const TABLE: &'static str = "LiteLLM_TagTable";
+    const SUBJECT: Option<SubjectKind> = Some(SubjectKind::Tag);
+
+    async fn exists(store: &Store, id: &str) -> Result<Option<bool>, StoreError> {
+        Ok(Some(store.tag(id).await?.is_some()))
+    }
+    async fn create(&self, store: &Store, _: OffsetDateTime) -> Result<(), StoreError> {
+        store.create_tag(self).await
+    }
+    async fn update(&self, store: &Store, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut row = self.clone();
+        let current = store.tag(&self.tag_name).await?;
+        keep_later_window(&mut row.limits, current.as_ref().map(|c| &c.limits), now);
+        store.update_tag(&row).await
+    }
+    async fn delete(store: &Store, id: &str, now: OffsetDateTime) -> Result<(), StoreError> {
+        store.delete_tag(id, now).await
     }
 }
 

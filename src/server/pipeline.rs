@@ -665,10 +665,22 @@ where
     }
     .or(envelope.user.as_deref());
     record.end_user = end_user.map(Into::into);
-    // 6. Admit: the caller's model access, rate limits and budgets.
+    // Tags (the request's, its key's and team's) hold it to their budgets and limits (step
+    // 6), route among a group's deployments when `enable_tag_filtering` is on, and go to the
+    // spend log.
+    let tags = super::tags::gather(
+        envelope.routing.tags.as_deref(),
+        &parts.headers,
+        match &caller {
+            Caller::Key(k) => Some(&**k),
+            Caller::Open | Caller::Master => None,
+        },
+        state.gate().directory(),
+    );
+    // 6. Admit: the caller's model access, rate limits and budgets, and its tags'.
     let estimate = match &caller {
-        Caller::Key(_) => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
-        Caller::Open | Caller::Master => 0,
+        Caller::Open | Caller::Master if tags.is_none() => 0,
+        _ => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
     };
     let (permit, fleet) = admit_estimated(
         state,
@@ -683,6 +695,7 @@ where
             resolved.group,
         ),
         estimate,
+        tags.as_deref(),
         &record.request_id,
         wall,
     )
@@ -780,14 +793,6 @@ where
         .user
         .as_deref()
         .and_then(|u| state.gate().directory().end_user_region(u));
-    // Tags (the request's, its key's and team's) route among a group's deployments when
-    // `enable_tag_filtering` is on, and go to the spend log.
-    let tags = super::tags::gather(
-        envelope.routing.tags.as_deref(),
-        &parts.headers,
-        key.as_deref(),
-        state.gate().directory(),
-    );
     let tag_names: Vec<&str> = tags.iter().flat_map(|t| t.iter()).map(|t| &**t).collect();
     record.tags = tags.clone();
     let requested = Requested {
@@ -1308,28 +1313,35 @@ pub(crate) async fn admit<'w>(
     request_id: &HeaderValue,
     wall: u64,
 ) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
-    admit_estimated(state, caller, end_user, wanted, 0, request_id, wall).await
+    admit_estimated(state, caller, end_user, wanted, 0, None, request_id, wall).await
 }
 
 /// [`admit`], with what the request may cost (`spend::estimate`) reserved against the budget
-/// of each caller that has no cost history yet.
+/// of each caller that has no cost history yet, and the request's tags' limits (`/tag/new`)
+/// beside the caller's.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn admit_estimated<'w>(
     state: &AppState,
     caller: &Caller,
     end_user: Option<&str>,
     wanted: impl Into<Wanted<'w>>,
     estimate: limits::Nanos,
+    tags: Option<&[Arc<str>]>,
     request_id: &HeaderValue,
     wall: u64,
 ) -> Result<(Option<Permit>, Option<FleetShare>), ApiError> {
     let directory = state.gate().directory();
-    let subjects = match (caller, end_user) {
+    let mut subjects = match (caller, end_user) {
         (Caller::Key(key), _) => directory.subjects(key, end_user, &wanted.into(), wall)?,
         // The end user's own limits bind whoever sends for them, the master key too (as in
         // LiteLLM, where a customer's budget holds for every caller).
         (Caller::Master | Caller::Open, Some(e)) => directory.end_user_subjects(e)?,
-        (Caller::Master | Caller::Open, None) => return Ok((None, None)),
+        (Caller::Master | Caller::Open, None) => limits::Subjects::default(),
     };
+    // A tag's budget holds every request that carries it, whoever calls.
+    if let Some(tags) = tags {
+        directory.tag_subjects(tags, &mut subjects);
+    }
     if subjects.is_empty() {
         return Ok((None, None));
     }

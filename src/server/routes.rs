@@ -35,7 +35,7 @@ pub enum Route<'a> {
     /// when the deployment is a model group, else the pass-through route (if any) it was.
     AzureDeployment(Endpoint, &'a str, Option<PassRoute>),
     /// The management API (`/key/*`, `/team/*`, `/user/*`, `/customer/*`, `/end_user/*`,
-    /// `/organization/*`, `/budget/*`,
+    /// `/organization/*`, `/budget/*`, `/tag/*`,
     /// `/spend/*`): `admin::handle` decides the method and the handler.
     Admin,
     /// The cache's management routes (`/cache/ping`, `/cache/delete`, `/cache/flushall`).
@@ -292,6 +292,7 @@ const LISTED: &[(&str, &[&str])] = &[
         &["GET", "POST", "PATCH", "DELETE"],
     ),
     ("/budget/{action}", &["GET", "POST"]),
+    ("/tag/{action}", &["GET", "POST"]),
     ("/model/{action}", &["GET", "POST"]),
     ("/model_group/info", &["GET"]),
     ("/access_group/{action}", &["GET", "POST", "PUT", "DELETE"]),
@@ -364,6 +365,7 @@ pub fn match_route<'a>(method: &Method, path: &'a str) -> Route<'a> {
         "/access_group/",
         "/organization/",
         "/budget/",
+        "/tag/",
     ]
     .iter()
     .any(|p| bare.starts_with(p))

@@ -224,6 +224,44 @@ async fn each_budget_level_reaches_every_channel_once() {
     assert!(mail[0].1.contains("Soft budget crossed"), "{}", mail[0].1);
 }
 
+/// A tag's soft budget (`/tag/new`) alerts once, as the tag's (`event_group` `tag`), whoever's
+/// requests carried it.
+#[tokio::test]
+async fn a_tags_soft_budget_alerts_once() {
+    let (base, seen) = receiver().await;
+    let env = format!("  WEBHOOK_URL: {base}/hook\n");
+    let gw = gateway(&config("webhook", &env, None, None)).await;
+    admin(
+        &gw,
+        "/tag/new",
+        json!({"name": "research", "max_budget": 1.0, "soft_budget": 0.00004}),
+    )
+    .await;
+    for _ in 0..2 {
+        let a = chat_as(&gw, MASTER, "cheap", r#","tags":["research"]"#, &[]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            count(&seen, "/hook") == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let all = seen.lock().unwrap().clone();
+    assert_eq!(all.len(), 1, "{all:?}");
+    let hook = &all[0].1;
+    assert_eq!(hook["event"], "soft_budget_crossed", "{hook}");
+    assert_eq!(hook["event_group"], "tag", "{hook}");
+    assert!(
+        hook["event_message"]
+            .as_str()
+            .unwrap()
+            .contains("*tag_id:* `research`"),
+        "{hook}"
+    );
+}
+
 #[tokio::test]
 async fn channels_are_named_and_a_missing_variable_is_said() {
     let env = std::collections::HashMap::new();

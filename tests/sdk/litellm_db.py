@@ -424,6 +424,25 @@ def insert_organization(conn, organization_id, alias, budget_id, *, members=(), 
         )
 
 
+def insert_tag(conn, tag_name, budget_id=None, **fields):
+    """A LiteLLM_TagTable row as `/tag/new` writes it (its limits live in the budget row named by
+    `budget_id`, which `/tag/new` makes from its budget fields)."""
+    now = utcnow()
+    row = {
+        "tag_name": tag_name,
+        "description": None,
+        "models": [],
+        "model_info": {},
+        "spend": 0.0,
+        "budget_id": budget_id,
+        "created_by": ADMIN,
+        "created_at": now,
+        "updated_at": now,
+    }
+    row.update(fields)
+    _insert(conn, "LiteLLM_TagTable", row)
+
+
 def insert_end_user(conn, user_id, **fields):
     """A LiteLLM_EndUserTable row as `/customer/new` writes it (its limits live in the budget row
     named by `budget_id`)."""

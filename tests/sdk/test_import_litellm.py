@@ -47,7 +47,7 @@ SALT_KEY = "sk-salt-" + "e5" * 16
 
 OBJECT_KINDS = (
     "keys", "teams", "users", "organizations", "budgets", "end_users", "team_members",
-    "organization_members", "models", "mcp_servers", "guardrails", "spend_logs",
+    "organization_members", "models", "mcp_servers", "guardrails", "spend_logs", "tags",
 )
 
 
@@ -109,6 +109,12 @@ def _populate(url, sealer, db_model_mocks):
         ldb.insert_team(c, "team-beta", team_alias="Beta", blocked=True,
                         members=[("carol", "carol@example.com", "admin", 0.0)])
         ldb.insert_end_user(c, "customer-42", alias="Customer 42", budget_id="budget-customer", spend=0.75)
+        # Tags as /tag/new makes them: one within its budget, one past it.
+        ldb.insert_budget(c, "budget-tag-eng", max_budget=100.0, soft_budget=50.0, budget_duration="30d",
+                          budget_reset_at=ldb.budget_reset_at(20))
+        ldb.insert_budget(c, "budget-tag-spent", max_budget=1.0)
+        ldb.insert_tag(c, "engineering", "budget-tag-eng", description="Engineering", spend=2.5)
+        ldb.insert_tag(c, "spent-tag", "budget-tag-spent", spend=1.5)
 
         def key(name, **fields):
             keys[name] = ldb.new_key()
@@ -194,6 +200,7 @@ def _populate(url, sealer, db_model_mocks):
             "mcp_servers": count("LiteLLM_MCPServerTable"),
             "guardrails": count("LiteLLM_GuardrailsTable"),
             "spend_logs": count("LiteLLM_SpendLogs"),
+            "tags": count("LiteLLM_TagTable"),
         }
     return types.SimpleNamespace(url=url, keys=keys, hashes=hashes, expected=expected, logs=logs)
 
@@ -500,6 +507,15 @@ def test_an_over_budget_key_is_refused_for_its_budget(sluice, litellm, imported)
     assert "budget" in json.dumps(e.value.body).lower() + str(e.value).lower()
 
 
+def test_a_tag_past_its_budget_refuses_every_request_that_carries_it(sluice, litellm, imported):
+    # LiteLLM's tag budget check: spend 1.5 of a 1.0 budget refuses, whichever key sends it.
+    with pytest.raises(openai.APIStatusError) as e:
+        _chat(sluice, litellm.keys["plain"], extra_body={"tags": ["spent-tag"]})
+    assert e.value.status_code == 400
+    assert "tag budget" in json.dumps(e.value.body)
+    _chat(sluice, litellm.keys["plain"], extra_body={"tags": ["engineering"]})
+
+
 def test_a_model_restricted_key_reaches_only_its_model(sluice, litellm, imported):
     assert _status(sluice, litellm.keys["models"], "group-a") in (401, 403)
     assert _status(sluice, litellm.keys["models"], "group-b") == 200
@@ -546,6 +562,12 @@ def test_teams_users_organizations_and_end_users_are_carried(sluice, litellm, im
     status, body = _admin(sluice.root, "/customer/info?end_user_id=customer-42")
     assert status == 200, body
     assert _found(body, {"spend": 0.75}) and _found(body, {"max_budget": 5.0}), body
+
+    status, body = _admin(sluice.root, "/tag/info", {"names": ["engineering"]}, method="POST")
+    assert status == 200, body
+    eng = body["engineering"]
+    assert eng["description"] == "Engineering" and eng["spend"] == 2.5, body
+    assert _found(eng, {"max_budget": 100.0}) and _found(eng, {"soft_budget": 50.0}), body
 
     # A spend log from LiteLLM, found by its request id.
     log = litellm.logs[0]

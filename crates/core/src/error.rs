@@ -455,6 +455,7 @@ impl ApiError {
                 SubjectKind::User => "user_model_access_denied",
                 SubjectKind::EndUser => "end_user_model_access_denied",
                 SubjectKind::Organization => "organization_model_access_denied",
+                SubjectKind::Tag => "tag_model_access_denied",
             },
             Self::EndUserBlocked
             | Self::McpNotAllowed(_)

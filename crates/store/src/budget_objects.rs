@@ -13,7 +13,14 @@ use super::{col, from_ms, json_col, time_col, to_json, to_ms, BudgetDuration, Li
 use super::{Page, Store, StoreError};
 
 /// The tables whose rows may name a budget (every budget holder).
-const HOLDERS: [&str; 5] = ["keys", "teams", "users", "end_users", "organizations"];
+const HOLDERS: [&str; 6] = [
+    "keys",
+    "teams",
+    "users",
+    "end_users",
+    "organizations",
+    "tags",
+];
 
 /// One budget.
 #[derive(Debug, Clone, PartialEq)]

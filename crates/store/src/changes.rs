@@ -8,9 +8,9 @@
 use time::OffsetDateTime;
 
 use super::entity::Entity;
-use super::OrganizationRow;
 use super::UserRow;
 use super::{col, from_ms, to_ms, EndUserRow, KeyHash, KeyRow, Store, StoreError, TeamRow};
+use super::{OrganizationRow, TagRow};
 
 /// Everything that changed after a point in time.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,10 @@ pub struct Changes {
     pub end_users: Vec<EndUserRow>,
     /// Organizations created or edited.
     pub organizations: Vec<OrganizationRow>,
+    /// Tags created or edited.
+    pub tags: Vec<TagRow>,
+    /// Tags that no longer exist.
+    pub deleted_tags: Vec<String>,
     /// The latest change time seen (or the `since` asked for when nothing changed): the next
     /// poll's starting point, minus the caller's overlap.
     pub watermark: OffsetDateTime,
@@ -42,6 +46,8 @@ impl Changes {
             users: Vec::new(),
             end_users: Vec::new(),
             organizations: Vec::new(),
+            tags: Vec::new(),
+            deleted_tags: Vec::new(),
             watermark,
         }
     }
@@ -54,6 +60,8 @@ impl Changes {
             && self.users.is_empty()
             && self.end_users.is_empty()
             && self.organizations.is_empty()
+            && self.tags.is_empty()
+            && self.deleted_tags.is_empty()
     }
 }
 
@@ -66,6 +74,7 @@ impl Store {
         let users: Vec<UserRow> = self.updated_after(since).await?;
         let end_users: Vec<EndUserRow> = self.updated_after(since).await?;
         let organizations: Vec<OrganizationRow> = self.updated_after(since).await?;
+        let tags: Vec<TagRow> = self.updated_after(since).await?;
         for t in keys
             .iter()
             .map(|k| k.accounting.updated_at)
@@ -73,6 +82,7 @@ impl Store {
             .chain(users.iter().map(|u| u.accounting.updated_at))
             .chain(end_users.iter().map(|e| e.accounting.updated_at))
             .chain(organizations.iter().map(|o| o.accounting.updated_at))
+            .chain(tags.iter().map(|t| t.accounting.updated_at))
         {
             watermark = watermark.max(t);
         }
@@ -89,6 +99,18 @@ impl Store {
                 deleted_keys.push(hash);
             }
         }
+        let rows = sqlx::query(
+            "SELECT tag_name, deleted_at FROM deleted_tags WHERE deleted_at > $1 \
+             ORDER BY deleted_at",
+        )
+        .bind(to_ms(since))
+        .fetch_all(self.pool())
+        .await?;
+        let mut deleted_tags = Vec::with_capacity(rows.len());
+        for row in &rows {
+            watermark = watermark.max(from_ms("deleted_at", col(row, "deleted_at")?)?);
+            deleted_tags.push(col(row, "tag_name")?);
+        }
         Ok(Changes {
             keys,
             deleted_keys,
@@ -96,6 +118,8 @@ impl Store {
             users,
             end_users,
             organizations,
+            tags,
+            deleted_tags,
             watermark,
         })
     }

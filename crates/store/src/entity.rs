@@ -362,6 +362,7 @@ impl Store {
                 self.change_spend_of::<super::OrganizationRow>(id, change, now)
                     .await
             }
+            K::Tag => self.change_spend_of::<super::TagRow>(id, change, now).await,
         }
     }
 

@@ -252,13 +252,15 @@ impl Store {
         Ok(new)
     }
 
-    /// Starts new budget windows for keys, teams, users and end users whose window has ended.
+    /// Starts new budget windows for keys, teams, users, end users, organizations and tags whose
+    /// window has ended.
     pub async fn reset_budgets(&self, now: OffsetDateTime) -> Result<u64, StoreError> {
         Ok(self.reset_due::<KeyRow>(now).await?
             + self.reset_due::<super::TeamRow>(now).await?
             + self.reset_due::<super::UserRow>(now).await?
             + self.reset_due::<super::EndUserRow>(now).await?
-            + self.reset_due::<super::OrganizationRow>(now).await?)
+            + self.reset_due::<super::OrganizationRow>(now).await?
+            + self.reset_due::<super::TagRow>(now).await?)
     }
 }
 

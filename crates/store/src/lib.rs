@@ -1,4 +1,4 @@
-//! Durable state: virtual keys, teams, users, end users, organizations, budgets, spend logs and daily rollups (and what an import brought over), behind one
+//! Durable state: virtual keys, teams, users, end users, organizations, tags, budgets, spend logs and daily rollups (and what an import brought over), behind one
 //! interface over SQLite (a file next to the binary, zero setup) or PostgreSQL (a fleet).
 //!
 //! Both backends go through sqlx's `Any` driver with the same SQL: parameters are `$n`, upserts
@@ -24,6 +24,7 @@ pub mod responses;
 mod sink;
 pub mod spend_logs;
 pub mod spool;
+pub mod tags;
 pub mod teams;
 pub mod users;
 pub mod writer;
@@ -61,6 +62,7 @@ pub use spend_logs::{
     SpendStatus, TagSpend, MAX_CONTENT,
 };
 pub use spool::{Spool, SpoolError};
+pub use tags::TagRow;
 pub use teams::{TeamMember, TeamRole, TeamRow};
 pub use users::UserRow;
 pub use writer::{SpendJournal, SpendSender, WriterOptions, WriterStats, DEFAULT_SPOOL_PATH};

@@ -10,7 +10,7 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
 use super::entity::to_i64;
-use super::{col, from_ms, to_ms, KeyHash, Page, Store, StoreError};
+use super::{col, from_ms, time_col, to_ms, KeyHash, Page, Store, StoreError};
 use sluice_core::record::JournalHold;
 use sluice_core::usage::Usage;
 
@@ -599,8 +599,8 @@ impl Store {
         })
     }
 
-    /// Adds a batch's fresh spend to the keys, teams, users, organizations and end users it
-    /// names (end users need no admin call to exist: the first request naming one creates
+    /// Adds a batch's fresh spend to the keys, teams, users, organizations, tags and end users
+    /// it names (end users need no admin call to exist: the first request naming one creates
     /// its row).
     async fn charge_holders(
         &self,
@@ -611,6 +611,8 @@ impl Store {
             ("keys", "token", &totals.keys),
             ("teams", "team_id", &totals.teams),
             ("users", "user_id", &totals.users),
+            // Tags without a row (only counted, `/spend/tags`) match nothing.
+            ("tags", "tag_name", &totals.tags),
         ] {
             let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
             for (id, spend) in sums {
@@ -760,9 +762,10 @@ impl Store {
         // DISTINCT: a tag listed twice in one request counts it once.
         let sql = format!(
             "SELECT tag, COUNT(*) AS log_count, SUM(spend) AS total_spend, \
-             CAST(SUM(tokens) AS BIGINT) AS total_tokens \
+             CAST(SUM(tokens) AS BIGINT) AS total_tokens, \
+             MIN(start_time) AS first_seen, MAX(start_time) AS last_seen \
              FROM (SELECT DISTINCT s.id AS id, j.value AS tag, s.spend AS spend, \
-             s.prompt_tokens + s.completion_tokens AS tokens \
+             s.prompt_tokens + s.completion_tokens AS tokens, s.start_time AS start_time \
              FROM spend_logs s CROSS JOIN {tags} WHERE {}) t \
              GROUP BY tag ORDER BY total_spend DESC, tag",
             conds.join(" AND ")
@@ -782,6 +785,8 @@ impl Store {
                     requests: count("log_count")?,
                     spend: col(row, "total_spend")?,
                     total_tokens: count("total_tokens")?,
+                    first_seen: time_col(row, "first_seen")?,
+                    last_seen: time_col(row, "last_seen")?,
                 })
             })
             .collect()
@@ -868,6 +873,12 @@ pub struct TagSpend {
     pub spend: f64,
     /// Their prompt and completion tokens.
     pub total_tokens: u64,
+    /// When the first of them started (`/tag/list` shows it as a dynamic tag's `created_at`).
+    #[serde(skip)]
+    pub first_seen: Option<OffsetDateTime>,
+    /// When the last of them started.
+    #[serde(skip)]
+    pub last_seen: Option<OffsetDateTime>,
 }
 
 /// Whether a batch's spend is added to the holders it names (requests served here) or only to
@@ -887,6 +898,7 @@ struct Totals<'a> {
     teams: BTreeMap<&'a str, f64>,
     users: BTreeMap<&'a str, f64>,
     end_users: BTreeMap<&'a str, f64>,
+    tags: BTreeMap<&'a str, f64>,
     daily: BTreeMap<(String, &'a str, &'a str, &'a str), DailySpend>,
 }
 
@@ -905,6 +917,13 @@ impl<'a> Totals<'a> {
             }
             if let Some(end_user) = &l.end_user {
                 *t.end_users.entry(end_user).or_default() += l.spend;
+            }
+            // A request names each tag once (`server::tags`); a log written otherwise still
+            // charges a tag once.
+            for (i, tag) in l.request_tags.iter().enumerate() {
+                if !l.request_tags[..i].contains(tag) {
+                    *t.tags.entry(tag.as_str()).or_default() += l.spend;
+                }
             }
             let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
             let team = l.team_id.as_deref().unwrap_or("");

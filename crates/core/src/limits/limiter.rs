@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use super::window::Window;
 
 const MINUTE_MS: u64 = 60_000;
@@ -34,6 +36,9 @@ pub enum SubjectKind {
     EndUser,
     /// The organization the key (or its team) is under.
     Organization,
+    /// A tag the request carries (`/tag/new`): a cost centre's budget and limits, whoever
+    /// calls.
+    Tag,
 }
 
 impl SubjectKind {
@@ -45,6 +50,7 @@ impl SubjectKind {
             Self::User => "user",
             Self::EndUser => "end user",
             Self::Organization => "organization",
+            Self::Tag => "tag",
         }
     }
 }
@@ -352,17 +358,17 @@ impl Rejected {
     }
 }
 
-/// Most subjects a request has: key, team, user, end user and organization, and the key's and
-/// the team's limits for the requested model.
-const MAX_SUBJECTS: usize = 7;
+/// Subjects a request usually has at most, kept inline: key, team, user, end user and
+/// organization, and the key's and the team's limits for the requested model. A request with
+/// more (tags with budgets, `/tag/new`) spills to the heap; none is ever dropped.
+const INLINE_SUBJECTS: usize = 7;
 
-/// What an admitted request holds: its parallel slots (released on drop) and the subjects to
-/// charge its tokens to.
+/// What an admitted request holds: each subject with its budget reservation (released when
+/// the request is charged or dropped), its parallel slots (released on drop) and the subjects
+/// to charge its tokens to.
 #[derive(Debug, Default)]
 pub struct Permit {
-    held: [Option<Subject>; MAX_SUBJECTS],
-    /// Each subject's budget reservation, released when the request is charged or dropped.
-    reserved: [Nanos; MAX_SUBJECTS],
+    held: SmallVec<[(Subject, Nanos); INLINE_SUBJECTS]>,
 }
 
 /// Remaining capacity to report in `x-ratelimit-*` headers (the tightest subject's).
@@ -378,8 +384,7 @@ impl Permit {
     /// Charge a finished request's cost to every subject with a budget, in place of its
     /// reservation.
     pub fn charge(&mut self, cost: Nanos) {
-        for (s, held) in self.held.iter().zip(self.reserved.iter_mut()) {
-            let Some(s) = s else { break };
+        for (s, held) in &mut self.held {
             if s.limits.max_budget.is_some() {
                 s.counters.charge(cost);
                 s.counters.release(std::mem::take(held));
@@ -390,12 +395,12 @@ impl Permit {
 
     /// The subjects this permit holds, for the fleet counters and spend headers.
     pub fn subjects(&self) -> impl Iterator<Item = &Subject> {
-        self.held.iter().flatten()
+        self.held.iter().map(|(s, _)| s)
     }
 
     /// Charge the request's tokens to every subject's tokens-per-minute window.
     pub fn add_tokens(&self, now_ms: u64, tokens: u64) {
-        for s in self.held.iter().flatten() {
+        for s in self.subjects() {
             if s.limits.tpm.is_some() {
                 s.counters.tokens.add(now_ms, tokens);
             }
@@ -405,7 +410,7 @@ impl Permit {
     /// What is left this sliding minute, for the response headers: the tightest subject's.
     pub fn remaining(&self, now_ms: u64) -> Remaining {
         let mut out = Remaining::default();
-        for s in self.held.iter().flatten() {
+        for s in self.subjects() {
             let left = s.remaining(now_ms);
             out.requests = tighter(out.requests, left.requests);
             out.tokens = tighter(out.tokens, left.tokens);
@@ -416,39 +421,37 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        for (s, held) in self.held.iter().zip(self.reserved) {
-            let Some(s) = s else { break };
+        for (s, held) in &self.held {
             if s.limits.max_parallel.is_some() {
                 s.counters.in_flight.fetch_sub(1, Relaxed);
             }
-            s.counters.release(held);
+            s.counters.release(*held);
         }
     }
 }
 
 /// The subjects one request is admitted against, in order (key, team, user, organization,
-/// end user, then the key's and the team's limits for the model): a fixed array, so collecting them allocates nothing.
+/// end user, the key's and the team's limits for the model, then its tags'): inline up to
+/// seven, so collecting the usual ones allocates nothing.
 #[derive(Debug, Default)]
 pub struct Subjects {
-    items: [Option<Subject>; MAX_SUBJECTS],
+    items: SmallVec<[Subject; INLINE_SUBJECTS]>,
 }
 
 impl Subjects {
-    /// Add one. A request has at most seven subjects; an eighth is a bug and is ignored.
+    /// Add one.
     pub fn push(&mut self, s: Subject) {
-        if let Some(slot) = self.items.iter_mut().find(|i| i.is_none()) {
-            *slot = Some(s);
-        }
+        self.items.push(s);
     }
 
     /// None at all: nothing to check.
     pub fn is_empty(&self) -> bool {
-        self.items[0].is_none()
+        self.items.is_empty()
     }
 
     /// The subjects.
     pub fn iter(&self) -> impl Iterator<Item = &Subject> {
-        self.items.iter().flatten()
+        self.items.iter()
     }
 }
 
@@ -476,22 +479,23 @@ pub fn admit_reserving(
     estimate: Nanos,
 ) -> Result<Permit, Rejected> {
     let mut permit = Permit::default();
-    for (i, s) in subjects.items.into_iter().enumerate() {
-        let Some(s) = s else { break };
+    for s in subjects.items {
         if let Err(e) = check(&s, now_ms) {
             // Give back what the subjects before counted; dropping `permit` releases their
             // parallel slots.
-            for earlier in permit.held.iter().flatten() {
+            for earlier in permit.subjects() {
                 if earlier.limits.rpm.is_some() {
                     earlier.counters.requests.remove(now_ms, 1);
                 }
             }
             return Err(e);
         }
-        if s.limits.max_budget.is_some() {
-            permit.reserved[i] = s.counters.reserve(estimate);
-        }
-        permit.held[i] = Some(s);
+        let reserved = if s.limits.max_budget.is_some() {
+            s.counters.reserve(estimate)
+        } else {
+            0
+        };
+        permit.held.push((s, reserved));
     }
     Ok(permit)
 }
@@ -537,15 +541,14 @@ pub fn charge_all(subjects: &Subjects, cost: Nanos) {
 /// on its own.
 pub fn admit_counted(subjects: Subjects, now_ms: u64) -> Permit {
     let mut permit = Permit::default();
-    for (slot, s) in permit.held.iter_mut().zip(subjects.items) {
-        let Some(s) = s else { break };
+    for s in subjects.items {
         if s.limits.max_parallel.is_some() {
             s.counters.in_flight.fetch_add(1, Relaxed);
         }
         if s.limits.rpm.is_some() {
             s.counters.requests.add(now_ms, 1);
         }
-        *slot = Some(s);
+        permit.held.push((s, 0));
     }
     permit
 }
@@ -644,6 +647,48 @@ mod tests {
         );
         drop(first);
         assert!(admit(Subjects::from(subjects.clone()), 0).is_ok());
+    }
+
+    #[test]
+    fn subjects_past_the_inline_seven_are_held_to_their_limits_too() {
+        // Seven open subjects, then a tag with a slot of its own and one that refuses.
+        let open = || subject(SubjectKind::Key, Limits::default());
+        let parallel = subject(
+            SubjectKind::Tag,
+            Limits {
+                max_parallel: Some(1),
+                ..Limits::default()
+            },
+        );
+        let mut s = Subjects::default();
+        (0..INLINE_SUBJECTS).for_each(|_| s.push(open()));
+        s.push(parallel.clone());
+        let permit = admit(s, 0).expect("the eighth subject has a slot");
+        assert_eq!(permit.subjects().count(), INLINE_SUBJECTS + 1);
+        assert_eq!(parallel.counters.in_flight.load(Relaxed), 1);
+        let mut again = Subjects::default();
+        (0..INLINE_SUBJECTS).for_each(|_| again.push(open()));
+        again.push(parallel.clone());
+        let e = admit(again, 0).expect_err("the eighth subject's one slot is taken");
+        assert_eq!(
+            (e.subject, e.exceeded),
+            (SubjectKind::Tag, Exceeded::Parallel)
+        );
+        drop(permit);
+        assert_eq!(parallel.counters.in_flight.load(Relaxed), 0);
+        let refusing = subject(
+            SubjectKind::Tag,
+            Limits {
+                rpm: Some(0),
+                ..Limits::default()
+            },
+        );
+        let mut nine = Subjects::default();
+        (0..INLINE_SUBJECTS).for_each(|_| nine.push(open()));
+        nine.push(parallel.clone());
+        nine.push(refusing);
+        assert!(admit(nine, 0).is_err(), "the ninth subject refuses");
+        assert_eq!(parallel.counters.in_flight.load(Relaxed), 0);
     }
 
     #[test]
