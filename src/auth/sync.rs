@@ -170,6 +170,11 @@ impl Sync {
 
     /// Put rows into the directory, and take deleted ones out.
     pub fn apply(&self, c: &Changes) {
+        // Deletions first: a holder deleted and made again since the last poll is in both, and
+        // starts again from zero.
+        for (kind, id) in &c.deleted_holders {
+            self.directory.remove_holder(*kind, id);
+        }
         let holder = |kind, id: &str, blocked, limits: &store::Limits, spend| {
             let access = ModelAccess::from_list(&limits.models);
             self.directory
@@ -224,9 +229,6 @@ impl Sync {
                 ModelAccess::All,
                 &stored(&t.limits, t.accounting.spend),
             );
-        }
-        for t in &c.deleted_tags {
-            self.directory.remove_holder(SubjectKind::Tag, t);
         }
         for k in &c.keys {
             self.put_key(k);

@@ -46,6 +46,36 @@ fn roles(team: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A deleted team leaves the directory with its live counters: its keys are no longer held to
+/// it, and a team made again under the same id starts its minute from zero.
+#[tokio::test]
+async fn a_deleted_team_stops_holding_its_keys_and_a_new_one_starts_afresh() {
+    let gw = gateway(&config()).await;
+    ok(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-reuse", "rpm_limit": 2}),
+    )
+    .await;
+    let made = ok(&gw, "/key/generate", json!({"team_id": "t-reuse"})).await;
+    let key = made["key"].as_str().unwrap().to_owned();
+    let status = || async { chat_as(&gw, &key, "cheap", "", &[]).await.status.as_u16() };
+    assert_eq!((status().await, status().await), (200, 200));
+    assert_eq!(status().await, 429, "the team's rpm_limit 2");
+    ok(&gw, "/team/delete", json!({"team_ids": ["t-reuse"]})).await;
+    assert_eq!(status().await, 200, "no team, no team limit");
+    ok(
+        &gw,
+        "/team/new",
+        json!({"team_id": "t-reuse", "rpm_limit": 2}),
+    )
+    .await;
+    // The key still names the team: held to the new one, whose minute is fresh (one request
+    // was made above while there was no team).
+    assert_eq!((status().await, status().await), (200, 200));
+    assert_eq!(status().await, 429);
+}
+
 #[tokio::test]
 async fn team_members_have_roles_through_the_api() {
     let gw = gateway(&config()).await;

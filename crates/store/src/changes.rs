@@ -7,7 +7,9 @@
 
 use time::OffsetDateTime;
 
-use super::entity::Entity;
+use sluice_core::limits::SubjectKind;
+
+use super::entity::{kind_named, Entity};
 use super::UserRow;
 use super::{col, from_ms, to_ms, EndUserRow, KeyHash, KeyRow, Store, StoreError, TeamRow};
 use super::{OrganizationRow, TagRow};
@@ -29,8 +31,9 @@ pub struct Changes {
     pub organizations: Vec<OrganizationRow>,
     /// Tags created or edited.
     pub tags: Vec<TagRow>,
-    /// Tags that no longer exist.
-    pub deleted_tags: Vec<String>,
+    /// Teams, users, end users, organizations and tags that no longer exist (a holder made
+    /// again under the same id is also in its list: apply these first).
+    pub deleted_holders: Vec<(SubjectKind, String)>,
     /// The latest change time seen (or the `since` asked for when nothing changed): the next
     /// poll's starting point, minus the caller's overlap.
     pub watermark: OffsetDateTime,
@@ -47,7 +50,7 @@ impl Changes {
             end_users: Vec::new(),
             organizations: Vec::new(),
             tags: Vec::new(),
-            deleted_tags: Vec::new(),
+            deleted_holders: Vec::new(),
             watermark,
         }
     }
@@ -61,7 +64,7 @@ impl Changes {
             && self.end_users.is_empty()
             && self.organizations.is_empty()
             && self.tags.is_empty()
-            && self.deleted_tags.is_empty()
+            && self.deleted_holders.is_empty()
     }
 }
 
@@ -100,16 +103,18 @@ impl Store {
             }
         }
         let rows = sqlx::query(
-            "SELECT tag_name, deleted_at FROM deleted_tags WHERE deleted_at > $1 \
+            "SELECT kind, id, deleted_at FROM deleted_holders WHERE deleted_at > $1 \
              ORDER BY deleted_at",
         )
         .bind(to_ms(since))
         .fetch_all(self.pool())
         .await?;
-        let mut deleted_tags = Vec::with_capacity(rows.len());
+        let mut deleted_holders = Vec::with_capacity(rows.len());
         for row in &rows {
             watermark = watermark.max(from_ms("deleted_at", col(row, "deleted_at")?)?);
-            deleted_tags.push(col(row, "tag_name")?);
+            if let Some(kind) = kind_named(&col::<String>(row, "kind")?) {
+                deleted_holders.push((kind, col(row, "id")?));
+            }
         }
         Ok(Changes {
             keys,
@@ -119,7 +124,7 @@ impl Store {
             end_users,
             organizations,
             tags,
-            deleted_tags,
+            deleted_holders,
             watermark,
         })
     }

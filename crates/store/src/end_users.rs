@@ -40,6 +40,7 @@ impl Entity for EndUserRow {
     const TABLE: &'static str = "end_users";
     const ID: &'static str = "user_id";
     const WHAT: &'static str = "end user";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::EndUser;
     const OWN: &'static [&'static str] = &["alias", "blocked"];
 
     fn id(&self) -> &str {

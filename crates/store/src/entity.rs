@@ -93,6 +93,54 @@ impl Limits {
     }
 }
 
+/// A holder's name in `deleted_holders`.
+pub(crate) fn kind_name(kind: sluice_core::limits::SubjectKind) -> &'static str {
+    use sluice_core::limits::SubjectKind as K;
+    match kind {
+        K::Key => "key",
+        K::Team => "team",
+        K::User => "user",
+        K::EndUser => "end_user",
+        K::Organization => "organization",
+        K::Tag => "tag",
+    }
+}
+
+/// The holder kind a `deleted_holders` row names, if any.
+pub(crate) fn kind_named(name: &str) -> Option<sluice_core::limits::SubjectKind> {
+    use sluice_core::limits::SubjectKind as K;
+    [
+        K::Key,
+        K::Team,
+        K::User,
+        K::EndUser,
+        K::Organization,
+        K::Tag,
+    ]
+    .into_iter()
+    .find(|k| kind_name(*k) == name)
+}
+
+/// Records that holder `id` of `kind` was deleted at `now`, so that every instance's directory
+/// drops it (`Changes::deleted_holders`).
+pub(crate) async fn tombstone(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    kind: sluice_core::limits::SubjectKind,
+    id: &str,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO deleted_holders (kind, id, deleted_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (kind, id) DO UPDATE SET deleted_at = excluded.deleted_at",
+    )
+    .bind(kind_name(kind))
+    .bind(id.to_owned())
+    .bind(to_ms(now))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Counts are `u64` in Rust and `BIGINT` in the database; values past `i64::MAX` saturate.
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -169,6 +217,8 @@ pub(crate) trait Entity: Sized {
     const ID: &'static str;
     /// What it is, for `NotFound`/`Conflict` messages.
     const WHAT: &'static str;
+    /// Which holder it is to the limiter (and in `deleted_holders`).
+    const KIND: sluice_core::limits::SubjectKind;
     /// The entity's own columns, in the order `bind_own` binds them.
     const OWN: &'static [&'static str];
 
@@ -252,15 +302,19 @@ impl Store {
         row.as_ref().map(decode).transpose()
     }
 
+    /// Deletes a holder's row and leaves its tombstone, in one transaction.
     pub(crate) async fn delete<E: Entity>(&self, id: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
         let sql = format!("DELETE FROM {} WHERE {} = $1", E::TABLE, E::ID);
         let done = sqlx::query(&sql)
             .bind(id.to_owned())
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(E::WHAT));
         }
+        tombstone(&mut tx, E::KIND, id, OffsetDateTime::now_utc()).await?;
+        tx.commit().await?;
         Ok(())
     }
 

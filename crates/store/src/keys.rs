@@ -102,6 +102,7 @@ impl Entity for KeyRow {
     const TABLE: &'static str = "keys";
     const ID: &'static str = "token";
     const WHAT: &'static str = "key";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::Key;
     const OWN: &'static [&'static str] = &[
         "key_alias",
         "key_name",

@@ -38,6 +38,7 @@ impl Entity for OrganizationRow {
     const TABLE: &'static str = "organizations";
     const ID: &'static str = "organization_id";
     const WHAT: &'static str = "organization";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::Organization;
     const OWN: &'static [&'static str] = &["organization_alias"];
 
     fn id(&self) -> &str {
@@ -165,6 +166,13 @@ impl Store {
             .bind(id.to_owned())
             .execute(&mut *tx)
             .await?;
+        super::entity::tombstone(
+            &mut tx,
+            sluice_core::limits::SubjectKind::Organization,
+            id,
+            now,
+        )
+        .await?;
         for table in ["keys", "teams"] {
             let sql = format!(
                 "UPDATE {table} SET organization_id = NULL, updated_at = $1 \

@@ -9,7 +9,9 @@ use sqlx::any::AnyRow;
 use time::OffsetDateTime;
 
 use super::entity::{Accounting, AnyQuery, Entity};
-use super::{col, json_col, to_json, to_ms, Limits, Page, Store, StoreError};
+use sluice_core::limits::SubjectKind;
+
+use super::{col, json_col, to_json, Limits, Page, Store, StoreError};
 
 /// One tag.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +49,7 @@ impl Entity for TagRow {
     const TABLE: &'static str = "tags";
     const ID: &'static str = "tag_name";
     const WHAT: &'static str = "tag";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::Tag;
     const OWN: &'static [&'static str] = &["description", "model_info", "created_by"];
 
     fn id(&self) -> &str {
@@ -76,13 +79,8 @@ impl Entity for TagRow {
 }
 
 impl Store {
-    /// Stores a new tag. `Conflict` if the name is taken. A tombstone left by an earlier tag of
-    /// the same name goes, so no directory drops the new one.
+    /// Stores a new tag. `Conflict` if the name is taken.
     pub async fn create_tag(&self, t: &TagRow) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM deleted_tags WHERE tag_name = $1")
-            .bind(t.tag_name.clone())
-            .execute(self.pool())
-            .await?;
         self.insert(t).await
     }
 
@@ -106,14 +104,7 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound("tag"));
         }
-        sqlx::query(
-            "INSERT INTO deleted_tags (tag_name, deleted_at) VALUES ($1, $2) \
-             ON CONFLICT (tag_name) DO UPDATE SET deleted_at = excluded.deleted_at",
-        )
-        .bind(name.to_owned())
-        .bind(to_ms(now))
-        .execute(&mut *tx)
-        .await?;
+        super::entity::tombstone(&mut tx, SubjectKind::Tag, name, now).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -187,13 +178,17 @@ mod tests {
                 Some(datetime!(2026-12-02 10:00 UTC))
             );
 
-            // Deleted: gone from the list, a tombstone in the changes; made again: no tombstone.
+            // Deleted: gone from the list, a tombstone in the changes (applied before the rows,
+            // so a tag made again within one poll starts afresh).
             let c = s.changed_since(now).await.unwrap();
             assert_eq!(c.tags.len(), 1);
             s.delete_tag("engineering", next_day).await.unwrap();
             assert!(s.list_tags(Page::default()).await.unwrap().is_empty());
             let c = s.changed_since(later).await.unwrap();
-            assert_eq!(c.deleted_tags, ["engineering"]);
+            assert_eq!(
+                c.deleted_holders,
+                [(SubjectKind::Tag, "engineering".to_owned())]
+            );
             assert!(matches!(
                 s.delete_tag("engineering", next_day).await,
                 Err(StoreError::NotFound("tag"))
@@ -202,7 +197,7 @@ mod tests {
                 .await
                 .unwrap();
             let c = s.changed_since(later).await.unwrap();
-            assert!(c.deleted_tags.is_empty());
+            assert_eq!(c.deleted_holders.len(), 1);
             assert_eq!(c.tags.len(), 1);
         }
     }

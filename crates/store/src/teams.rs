@@ -83,6 +83,7 @@ impl Entity for TeamRow {
     const TABLE: &'static str = "teams";
     const ID: &'static str = "team_id";
     const WHAT: &'static str = "team";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::Team;
     const OWN: &'static [&'static str] = &["team_alias", "blocked", "organization_id"];
 
     fn id(&self) -> &str {

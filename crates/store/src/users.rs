@@ -47,6 +47,7 @@ impl Entity for UserRow {
     const TABLE: &'static str = "users";
     const ID: &'static str = "user_id";
     const WHAT: &'static str = "user";
+    const KIND: sluice_core::limits::SubjectKind = sluice_core::limits::SubjectKind::User;
     const OWN: &'static [&'static str] = &[
         "user_alias",
         "user_email",

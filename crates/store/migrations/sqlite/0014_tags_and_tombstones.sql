@@ -24,10 +24,14 @@ CREATE TABLE tags (
 );
 CREATE INDEX tags_updated ON tags (updated_at);
 
--- Tags deleted, so that every instance's directory stops holding requests to their limits
--- (as `deleted_keys` does for keys).
-CREATE TABLE deleted_tags (
-    tag_name   TEXT PRIMARY KEY,
-    deleted_at INTEGER NOT NULL
+-- Teams, users, end users, organizations and tags deleted (`kind`: team, user, end_user,
+-- organization, tag), so that every instance's directory drops them and their live counters (as
+-- `deleted_keys` does for keys): an id made again starts from zero. One row per holder, moved
+-- on by a later deletion.
+CREATE TABLE deleted_holders (
+    kind       TEXT NOT NULL,
+    id         TEXT NOT NULL,
+    deleted_at INTEGER NOT NULL,
+    PRIMARY KEY (kind, id)
 );
-CREATE INDEX deleted_tags_at ON deleted_tags (deleted_at);
+CREATE INDEX deleted_holders_at ON deleted_holders (deleted_at);
