@@ -330,10 +330,7 @@ impl Budgets {
     }
 }
 
-/// A poisoned lock still holds a usable list (each change is one push or retain).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use sluice_core::lock::lock;
 
 fn ms(t: OffsetDateTime) -> u64 {
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)

@@ -107,18 +107,12 @@ impl RuntimeModels {
 
     /// The file's config as read now.
     fn source(&self) -> Source {
-        match self.source.lock() {
-            Ok(s) => s.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        sluice_core::lock::lock(&self.source).clone()
     }
 
     /// Serve a newly read config file from here on (a reload).
     pub fn set_source(&self, source: Source) {
-        match self.source.lock() {
-            Ok(mut s) => *s = source,
-            Err(poisoned) => *poisoned.into_inner() = source,
-        }
+        *sluice_core::lock::lock(&self.source) = source;
     }
 
     /// A row's `litellm_params`, opened; why not, when they cannot be.

@@ -13,7 +13,7 @@
 pub mod probe;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -91,15 +91,12 @@ pub struct Checks {
 impl Checks {
     /// The last round this instance applied (its own or the fleet's).
     pub fn latest(&self) -> Option<Arc<Round>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        sluice_core::lock::lock(&self.latest).clone()
     }
 
     /// Today's probe spend (USD) as this instance knows it.
     pub fn spent_today(&self) -> f64 {
-        let (day, spent) = *self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        let (day, spent) = *sluice_core::lock::lock(&self.spent);
         if day == today() {
             dollars(spent)
         } else {
@@ -110,7 +107,7 @@ impl Checks {
     /// Count `nanos` more spent today; the new total. `fleet_total` (the fleet's own
     /// count, when Redis answered) wins when larger.
     fn spend(&self, by: u64, fleet_total: Option<u64>) -> u64 {
-        let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut spent = sluice_core::lock::lock(&self.spent);
         let day = today();
         if spent.0 != day {
             *spent = (day, 0);
@@ -276,11 +273,7 @@ fn apply(state: &AppState, plan: &Plan, round: Round) {
             _ => {}
         }
     }
-    *state
-        .probes()
-        .latest
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(round));
+    *sluice_core::lock::lock(&state.probes().latest) = Some(Arc::new(round));
 }
 
 #[cfg(test)]

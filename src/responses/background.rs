@@ -38,9 +38,7 @@ pub struct Runs(Mutex<HashMap<String, AbortHandle>>);
 
 impl Runs {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, AbortHandle>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        sluice_core::lock::lock(&self.0)
     }
 
     /// Stop the run of `id`, if this instance holds it.

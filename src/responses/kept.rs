@@ -156,9 +156,7 @@ struct PendingState {
 
 impl Pending {
     fn lock(&self) -> std::sync::MutexGuard<'_, PendingState> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        sluice_core::lock::lock(&self.0)
     }
 
     pub(super) fn hold(&self, ready: &Ready) {

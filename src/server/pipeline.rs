@@ -1615,7 +1615,46 @@ pub(crate) fn failure_kind(e: &ApiError) -> FailureKind {
         ApiError::ProviderNotSupported { .. } | ApiError::EndpointNotSupported { .. } => {
             FailureKind::NotFound
         }
-        _ => FailureKind::BadRequest,
+        // Everything else is this request's own, or sluice's: another attempt would meet the
+        // same. Listed one by one, so that a new variant is a decision, not a default.
+        ApiError::InvalidJson(_)
+        | ApiError::MissingParam(_)
+        | ApiError::InvalidParam { .. }
+        | ApiError::Unauthorized(_)
+        | ApiError::ModelNotFound(_)
+        | ApiError::RouteNotFound { .. }
+        | ApiError::MethodNotAllowed(_)
+        | ApiError::BodyTooLarge { .. }
+        | ApiError::BodyTimeout(_)
+        | ApiError::UriTooLong { .. }
+        | ApiError::TooDeep { .. }
+        | ApiError::Overloaded { .. }
+        | ApiError::BodyRead(_)
+        | ApiError::StreamNotSupported
+        | ApiError::UnsupportedParam { .. }
+        | ApiError::NoDeployment(_)
+        | ApiError::Internal(_)
+        | ApiError::KeyRefused(_)
+        | ApiError::ModelNotAllowed { .. }
+        | ApiError::EndUserBlocked
+        | ApiError::JwtRefused(_)
+        | ApiError::JwtUnavailable(_)
+        | ApiError::AddressNotAllowed(_)
+        | ApiError::Limited(_)
+        | ApiError::UnknownParam(_)
+        | ApiError::NotFound { .. }
+        | ApiError::Conflict(_)
+        | ApiError::StoreUnavailable
+        | ApiError::CacheUnavailable(_)
+        | ApiError::GuardrailBlocked { .. }
+        | ApiError::ToolNotAllowed { .. }
+        | ApiError::McpNotAllowed(_)
+        | ApiError::NotPermitted(_)
+        | ApiError::McpToolLoop(_)
+        | ApiError::GuardrailUnavailable { .. }
+        | ApiError::UnknownGuardrail(_)
+        | ApiError::InvalidDeployment(_)
+        | ApiError::PassThroughUnavailable { .. } => FailureKind::BadRequest,
     }
 }
 

@@ -530,7 +530,15 @@ impl AppState {
                 move |change| {
                     if let Some(sync) = sync.clone() {
                         tokio::spawn(async move {
-                            let _ = sync.reload_key(&change.hash).await;
+                            // The poll brings the change within half a second anyway; the
+                            // failure is said, never the key (only its hash's start).
+                            if let Err(e) = sync.reload_key(&change.hash).await {
+                                tracing::warn!(
+                                    error = %e,
+                                    key = %change.hash.get(..12).unwrap_or_default(),
+                                    "reloading a key another instance changed failed; the poll will catch up"
+                                );
+                            }
                         });
                     }
                 },

@@ -5,7 +5,7 @@
 //! releases the key: each follower then joins again, and one of them leads.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -66,9 +66,7 @@ impl Flights {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use sluice_core::lock::lock;
 
 /// The answer's head, as followers rebuild it.
 #[derive(Debug, Clone)]

@@ -180,7 +180,7 @@ impl SemanticIndex {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Generations> {
         // A panic while holding the lock leaves a graph that is still readable.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        sluice_core::lock::lock(&self.inner)
     }
 
     /// Index the prompt `vector` of the answer stored under `key`, in `context`.

@@ -11,6 +11,7 @@ pub mod error;
 #[allow(clippy::panic)] // a corpus that cannot be read must fail the test replaying it
 pub mod fuzz;
 pub mod limits;
+pub mod lock;
 pub mod poll;
 pub mod price;
 pub mod record;

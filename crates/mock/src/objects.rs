@@ -28,9 +28,7 @@ pub(crate) fn api_path<'p>(path: &'p str, api: &str) -> Option<&'p str> {
 }
 
 /// A store's lock; a panic while it was held leaves what it holds usable.
-pub(crate) fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub(crate) use sluice_core::lock::lock as locked;
 
 /// Objects by id, in the order they were made, the oldest dropped past a bound: so that a
 /// long run of a mock cannot grow without end.

@@ -9,7 +9,7 @@
 //! /mock/requests` forgets them.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -106,7 +106,7 @@ impl Recorder {
     /// Keep one request, dropping the oldest when full.
     pub fn record(&self, parts: &Parts, body: &Bytes) {
         // A panic elsewhere while holding the lock leaves the buffer whole: keep using it.
-        let mut kept = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut kept = sluice_core::lock::lock(&self.inner);
         kept.seq += 1;
         let entry = Recorded::of(parts, body, kept.seq);
         if kept.requests.len() == self.limit {
@@ -117,7 +117,7 @@ impl Recorder {
 
     /// The kept requests, oldest first, as a JSON array.
     pub fn list(&self) -> Bytes {
-        let kept = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = sluice_core::lock::lock(&self.inner);
         let list: Vec<&Recorded> = kept.requests.iter().collect();
         // Maps of strings and JSON values always serialize.
         Bytes::from(serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec()))
@@ -125,11 +125,7 @@ impl Recorder {
 
     /// Forget every kept request (the sequence numbers go on).
     pub fn clear(&self) {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .requests
-            .clear();
+        sluice_core::lock::lock(&self.inner).requests.clear();
     }
 }
 

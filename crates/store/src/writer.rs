@@ -144,7 +144,7 @@ impl Shared {
     fn spool(&self) -> MutexGuard<'_, Spool<SpendLog>> {
         // A panic while holding the lock cannot leave the spool half-written (appends are
         // all-or-nothing), so a poisoned lock is still usable.
-        self.spool.lock().unwrap_or_else(|p| p.into_inner())
+        sluice_core::lock::lock(&self.spool)
     }
 
     /// Keeps records the database could not take; counts and logs the ones it cannot keep.

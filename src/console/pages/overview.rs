@@ -37,7 +37,7 @@ impl RequestRate {
     /// samples span a second.
     pub(super) fn sample(&self, now: Instant, total: u64) -> Option<(f64, Duration)> {
         // A panic elsewhere while holding it leaves plain numbers: still good to read.
-        let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = sluice_core::lock::lock(&self.samples);
         s.push_back((now, total));
         while s.len() > RATE_SAMPLES
             || (s.len() > 2 && now.saturating_duration_since(s[1].0) >= RATE_WINDOW)

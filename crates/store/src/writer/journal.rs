@@ -251,7 +251,7 @@ impl SpendJournal {
 impl Inner {
     fn segments(&self) -> MutexGuard<'_, Vec<Segment>> {
         // The list is only pushed to and filtered: a panic elsewhere cannot leave it torn.
-        self.segments.lock().unwrap_or_else(|p| p.into_inner())
+        sluice_core::lock::lock(&self.segments)
     }
 
     /// Logs a failing journal once until it works again; the record goes on unjournaled

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -80,7 +80,7 @@ impl TagMetrics {
 
     /// The tag's label: itself while there is room, else `other`.
     fn label(&self, tag: &str) -> String {
-        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut seen = sluice_core::lock::lock(&self.seen);
         if seen.contains(tag) {
             return tag.to_owned();
         }
