@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Runs every test sluice has: formatting, lints, Rust unit and end-to-end tests, and the
 # official-SDK tests in Python against the real binary. CI runs exactly this.
+#
+# `--fast`: the everyday tier. Formatting, lints, and every Rust unit and end-to-end test (on
+# SQLite, PostgreSQL and Redis), on the debug build; not the release build, the SDK and browser
+# tests, callgrind, cargo deny or the deployment tests. A few minutes on a warm build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=false
+case "${1:-}" in
+  --fast) fast=true ;;
+  "") ;;
+  *) echo "usage: bash scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
 
 # Each step's wall time, printed again at the end (also when a step fails) so that the tail of
 # a CI log says where the time went.
@@ -32,7 +43,6 @@ cargo fmt --all -- --check
 # build: the release build (its last crate and its fat-LTO link run on one core, leaving the
 # other idle) and the SDK tests' virtualenv (mostly downloads). Both are waited for before the
 # first test runs, so that no test shares the CPU with a compiler.
-step "started in the background: the release build, the SDK tests' virtualenv"
 bg_logs="$(mktemp -d)"
 optimised_dir="${CARGO_TARGET_DIR:-$PWD/target}/optimised"
 # The shipped binary is static: glibc's C runtime linked in (`crt-static`), so the image holds
@@ -40,24 +50,28 @@ optimised_dir="${CARGO_TARGET_DIR:-$PWD/target}/optimised"
 # and proc macros, which must stay dynamic.
 host="$(rustc -vV | sed -n 's/^host: //p')"
 optimised="$optimised_dir/$host/release/sluice"
-CARGO_TARGET_DIR="$optimised_dir" RUSTFLAGS="-C target-feature=+crt-static" \
-  cargo build --release --locked --target "$host" --bin sluice >"$bg_logs/release.log" 2>&1 &
-release_pid=$!
-venv=.venv
-(
-  set -e
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
-  # The console's browser test drives Debian's chromium through chromium-driver (it skips,
-  # saying why, only when they cannot be installed).
-  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-    sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; } \
-      || echo "chromium: could not be installed; the console's browser test will skip"
-  fi
-) >"$bg_logs/venv.log" 2>&1 &
-venv_pid=$!
-bg_stop() { kill "$release_pid" "$venv_pid" 2>/dev/null || true; }
+release_pid="" venv_pid=""
+if ! $fast; then
+  step "started in the background: the release build, the SDK tests' virtualenv"
+  CARGO_TARGET_DIR="$optimised_dir" RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --release --locked --target "$host" --bin sluice >"$bg_logs/release.log" 2>&1 &
+  release_pid=$!
+  venv=.venv
+  (
+    set -e
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+    # The console's browser test drives Debian's chromium through chromium-driver (it skips,
+    # saying why, only when they cannot be installed).
+    if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+      sudo=(); [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+      { "${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+        || echo "chromium: could not be installed; the console's browser test will skip"
+    fi
+  ) >"$bg_logs/venv.log" 2>&1 &
+  venv_pid=$!
+fi
+bg_stop() { [ -z "$release_pid" ] || kill "$release_pid" "$venv_pid" 2>/dev/null || true; }
 trap 'bg_stop; step_times' EXIT
 # Waits for a background job; its log is printed in full when it failed, else its last lines.
 bg_wait() {
@@ -82,9 +96,11 @@ export RUSTC_WORKSPACE_WRAPPER
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 cargo test --workspace --all-targets --locked --no-run
 
-step "waiting for the background jobs (release build, virtualenv)"
-bg_wait "release build" "$release_pid" "$bg_logs/release.log"
-bg_wait "virtualenv" "$venv_pid" "$bg_logs/venv.log"
+if ! $fast; then
+  step "waiting for the background jobs (release build, virtualenv)"
+  bg_wait "release build" "$release_pid" "$bg_logs/release.log"
+  bg_wait "virtualenv" "$venv_pid" "$bg_logs/venv.log"
+fi
 
 step "test services (PostgreSQL, Redis, Redis Stack on loopback; stopped on exit)"
 # shellcheck source=scripts/services.sh
@@ -95,6 +111,10 @@ trap 'bg_stop; services_stop; step_times' EXIT
 
 step "cargo test: run (unit + end-to-end)"
 cargo test --workspace --all-targets --locked
+if $fast; then
+  step "fast tier done (the full run adds the SDK and browser tests, callgrind, cargo deny and the deployment tests)"
+  exit 0
+fi
 # Nothing after this builds sluice; a tool cargo might install (cargo-deny) must not be
 # compiled by clippy.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
