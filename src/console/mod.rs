@@ -116,12 +116,13 @@ where
             let (parts, body) = req.into_parts();
             let body = read_body(body, &parts.headers, MAX_FORM, snap.body_timeout).await?;
             let admin = |user: &str, password: &str| settings.admin(master, user, password);
+            let client = crate::auth::addresses::client_of(&parts.extensions);
             return Ok(sign_in(
                 state,
                 settings,
                 &admin,
                 &keys,
-                &parts.headers,
+                (&parts.headers, client),
                 &body,
                 tls,
                 now,
@@ -142,7 +143,12 @@ where
         .to_owned();
     let token = token.as_str();
     let session = match keys.verify(token, now) {
-        Some(s) if s.stamp.is_none() || users::still_signed_in(state, &s).await => s,
+        Some(s)
+            if (s.stamp.is_none() || users::still_signed_in(state, &s).await)
+                && !users::signed_out(state, token).await =>
+        {
+            s
+        }
         _ => return Ok(to_sign_in(tls, !token.is_empty())),
     };
     let team_admin = if session.role.sees_all() {
@@ -169,6 +175,7 @@ where
             ));
         }
         if sub == "/logout" {
+            users::sign_out(state, token, viewer.session.expires, now).await;
             return Ok(to_sign_in(tls, true));
         }
         if !viewer.session.role.may_change() {
@@ -255,7 +262,7 @@ async fn sign_in(
     settings: &Settings,
     admin: &(dyn Fn(&str, &str) -> bool + Sync),
     keys: &Keys,
-    headers: &http::HeaderMap,
+    (headers, client): (&http::HeaderMap, Option<std::net::IpAddr>),
     body: &[u8],
     tls: bool,
     now: u64,
@@ -274,14 +281,15 @@ async fn sign_in(
     }
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
-    if let Err(wait) = settings.limiter.check(user, now) {
+    if let Err(wait) = settings.limiter.check(client, user, now) {
         let mut resp = login_page(
             settings,
             keys,
             tls,
             StatusCode::TOO_MANY_REQUESTS,
             Some(&format!(
-                "Too many wrong passwords for this user: try again in {} minutes.",
+                "Too many wrong passwords for this user from this address: try again in {} \
+                 minutes.",
                 wait.div_ceil(60)
             )),
         );
@@ -303,7 +311,7 @@ async fn sign_in(
     let Some((user, role, stamp)) = signed else {
         settings
             .limiter
-            .failed(form.get("username").unwrap_or_default(), now);
+            .failed(client, form.get("username").unwrap_or_default(), now);
         return login_page(
             settings,
             keys,
@@ -314,7 +322,7 @@ async fn sign_in(
     };
     settings
         .limiter
-        .succeeded(form.get("username").unwrap_or_default());
+        .succeeded(client, form.get("username").unwrap_or_default());
     let token = keys.issue(&Session {
         user,
         role,

@@ -169,14 +169,18 @@ impl Keys {
         }
     }
 
-    /// The signed token for a session: `base64(user \n role \n expires \n stamp) . base64(mac)`.
+    /// The signed token for a session:
+    /// `base64(user \n role \n expires \n stamp \n nonce) . base64(mac)`. The nonce makes each
+    /// sign-in's token its own, so that signing one out (`console_revocations`) leaves another
+    /// sign-in of the same user in the same second alone.
     pub(super) fn issue(&self, s: &Session) -> String {
         let payload = format!(
-            "{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}",
             s.user,
             s.role.name(),
             s.expires,
-            s.stamp.as_deref().unwrap_or_default()
+            s.stamp.as_deref().unwrap_or_default(),
+            nonce().unwrap_or_default()
         );
         let mac = hmac::sign(&self.session, payload.as_bytes());
         format!("{}.{}", B64.encode(payload), B64.encode(mac.as_ref()))
@@ -190,8 +194,13 @@ impl Keys {
         hmac::verify(&self.session, &payload, &mac).ok()?;
         let text = std::str::from_utf8(&payload).ok()?;
         let mut parts = text.split('\n');
-        let (user, role, expires, stamp) =
-            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let (user, role, expires, stamp, _nonce) = (
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+            parts.next()?,
+        );
         let session = Session {
             user: user.to_owned(),
             role: Role::parse(role)?,

@@ -69,6 +69,46 @@ pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
     }
 }
 
+/// The name a session token is remembered by when signed out: its SHA-256, never the token.
+fn token_digest(token: &str) -> String {
+    use sha2::Digest;
+    sluice_core::trace_context::hex(&sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// Whether the session `token` stands for was signed out (on any instance). One read by
+/// primary key per page; a store that does not answer signs the page out.
+pub(super) async fn signed_out(state: &AppState, token: &str) -> bool {
+    let Some(services) = state.store() else {
+        return false;
+    };
+    match services.store.session_revoked(&token_digest(token)).await {
+        Ok(revoked) => revoked,
+        Err(e) => {
+            tracing::warn!(error = %e, "console sign-out check: store error");
+            true
+        }
+    }
+}
+
+/// End the session `token` stands for on every instance, until it would have expired
+/// (`expires`, Unix seconds) anyway. A store error is logged: the cookie is still cleared.
+pub(super) async fn sign_out(state: &AppState, token: &str, expires: u64, now: u64) {
+    let Some(services) = state.store() else {
+        return;
+    };
+    let at = |s: u64| {
+        time::OffsetDateTime::from_unix_timestamp(i64::try_from(s).unwrap_or(i64::MAX))
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+    };
+    if let Err(e) = services
+        .store
+        .revoke_session(&token_digest(token), at(expires), at(now))
+        .await
+    {
+        tracing::warn!(error = %e, "console sign-out: the session could not be revoked");
+    }
+}
+
 /// The team `user` administers: the first team whose members list them as `admin`, their own
 /// team first. `None` on any store error (the page then shows only their own).
 pub(super) async fn team_admin_of(state: &AppState, user: &str) -> Option<String> {

@@ -88,13 +88,24 @@ async fn sign_in_with_the_master_key_sets_a_strict_session_cookie() {
         .starts_with("sluice_session=")
         && c.to_str().unwrap().contains("; Secure")));
 
-    // Signing out ends the session.
+    // Signing out ends the session: the browser forgets the cookie, and the server refuses it
+    // if it is sent again (a copy an attacker kept), while another sign-in goes on working.
+    let mut other = Browser::default();
+    assert_eq!(other.sign_in(&gw, "", MASTER).await.status, 303);
     let page = b.get(&gw, "/ui/keys").await;
+    let kept = b.cookie_header();
     let out = b
         .post(&gw, "/ui/logout", &[("csrf", &csrf_of(&page.text()))])
         .await;
     assert_eq!(out.status, 303);
     assert_eq!(b.get(&gw, "/ui/keys").await.status, 303);
+    let replayed = send("GET", &gw.url("/ui/keys"), "", &[("cookie", &kept)]).await;
+    assert_eq!(
+        replayed.status, 303,
+        "the old cookie is refused after sign-out"
+    );
+    assert_eq!(replayed.header("location"), Some("/ui/login"));
+    assert_eq!(other.get(&gw, "/ui/keys").await.status, 200);
 }
 
 #[tokio::test]
@@ -821,6 +832,54 @@ async fn wrong_passwords_lock_the_name_for_a_while() {
     assert!(locked.text().contains("Too many wrong passwords"));
     // The admin's name is another: the master key still signs in.
     assert_eq!(b.sign_in(&gw, "admin", MASTER).await.status, 303);
+}
+
+/// One sign-in through the form from `from` (`X-Forwarded-For`, believed from one trusted
+/// hop): its status.
+async fn sign_in_from(gw: &Gateway, from: &str, user: &str, password: &str) -> u16 {
+    let form = send(
+        "GET",
+        &gw.url("/ui/login"),
+        "",
+        &[("x-forwarded-for", from)],
+    )
+    .await;
+    let mut b = Browser::default();
+    b.keep(&form);
+    let mut body = form_urlencoded::Serializer::new(String::new());
+    body.append_pair("csrf", &csrf_of(&form.text()))
+        .append_pair("username", user)
+        .append_pair("password", password);
+    let cookie = b.cookie_header();
+    let a = send(
+        "POST",
+        &gw.url("/ui/login"),
+        body.finish(),
+        &[
+            ("cookie", &cookie),
+            ("x-forwarded-for", from),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+    )
+    .await;
+    a.status.as_u16()
+}
+
+/// A stranger's wrong passwords lock out the stranger, not the admin signing in from
+/// elsewhere.
+#[tokio::test]
+async fn a_strangers_wrong_passwords_do_not_lock_the_admin_out() {
+    let gw = gateway(&config("  use_x_forwarded_for: true\n")).await;
+    let eve = "203.0.113.9";
+    // Five from the stranger's address lock that address out.
+    for _ in 0..5 {
+        assert_eq!(sign_in_from(&gw, eve, "admin", "sk-guess").await, 401);
+    }
+    assert_eq!(sign_in_from(&gw, eve, "admin", MASTER).await, 429);
+    assert_eq!(
+        sign_in_from(&gw, "198.51.100.4", "admin", MASTER).await,
+        303
+    );
 }
 
 /// An admin edits and deletes a team and a user from their pages: the management API sees the

@@ -582,9 +582,15 @@ async fn serve_tls_conn<H, F, B>(
     }
 }
 
-/// Add the peer's address to a request while [`ConnLimits::peer_addresses`] is on.
+/// The path whose requests carry the peer's address even while [`ConnLimits::peer_addresses`]
+/// is off: the console's sign-in, whose wrong passwords count per address (a stranger's must
+/// not lock out the admin). One comparison per request.
+const ALWAYS_TAGGED: &str = "/ui/login";
+
+/// Add the peer's address to a request while [`ConnLimits::peer_addresses`] is on, and always
+/// to a sign-in ([`ALWAYS_TAGGED`]).
 fn tag_peer<B>(req: &mut Request<B>, (switch, peer): &(PeerAddresses, IpAddr)) {
-    if switch.on() {
+    if switch.on() || req.uri().path() == ALWAYS_TAGGED {
         req.extensions_mut().insert(PeerAddr(*peer));
     }
 }

@@ -21,6 +21,7 @@ pub mod models;
 pub mod objects;
 pub mod organizations;
 pub mod responses;
+pub mod revocations;
 mod sink;
 pub mod spend_logs;
 pub mod spool;
