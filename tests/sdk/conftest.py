@@ -120,7 +120,7 @@ model_list:
       model: mock/in-process
   - model_name: claude-sonnet
     litellm_params:
-      model: anthropic/claude-sonnet-4-5
+      model: anthropic/claude-sonnet-5-5
       api_base: {mock_upstream}
       api_key: sk-upstream-never-shown
       use_in_pass_through: true
@@ -268,7 +268,7 @@ model_list:
       api_key: az-upstream-never-shown
   - model_name: conf-anthropic
     litellm_params:
-      model: anthropic/claude-sonnet-4-5
+      model: anthropic/claude-sonnet-5-5
       api_base: {recording_mock}/v1
       api_key: sk-upstream-never-shown
   - model_name: conf-gemini

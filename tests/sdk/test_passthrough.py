@@ -25,12 +25,12 @@ def anthropic_message(gateway, model):
 
 
 def test_anthropic_sdk_through_the_anthropic_route(gateway):
-    client, m = anthropic_message(gateway, "claude-sonnet-4-5")
-    assert m.model == "claude-sonnet-4-5"
+    client, m = anthropic_message(gateway, "claude-sonnet-5-5")
+    assert m.model == "claude-sonnet-5-5"
     assert m.content[0].text.startswith("The mock provider")
     assert m.usage.output_tokens > 0
     with client.messages.stream(
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
         max_tokens=50,
         messages=[{"role": "user", "content": "Hello"}],
     ) as stream:
@@ -120,4 +120,4 @@ def test_model_group_names_through_the_sdks(gateway):
     events = [json.loads(e["chunk"]["bytes"]) for e in streamed["body"]]
     assert events[0]["message"]["model"] == "anthropic.claude-3-5-sonnet-20240620-v1:0"
     _, m = anthropic_message(gateway, "claude-sonnet")
-    assert m.model == "claude-sonnet-4-5"
+    assert m.model == "claude-sonnet-5-5"

@@ -122,7 +122,7 @@ fn fields(d: Option<&Value>) -> Markup {
     let mode = text(info, "mode");
     html! {
         label for="model" { "Provider/model" }
-        input #model name="model" required value=(text(params, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-4-5, mock/any";
+        input #model name="model" required value=(text(params, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-5-5, mock/any";
         label for="api_base" { "API base" }
         input #api_base name="api_base" value=(text(params, "api_base")) placeholder="the provider's default";
         label for="api_key" { "API key" }
