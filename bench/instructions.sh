@@ -34,6 +34,9 @@ REQUESTS=${REQUESTS:-1000}
 WORKLOAD=${WORKLOAD:-chat}
 WARMUP=${WARMUP:-200}
 SLUICE=${SLUICE:-target/release/sluice}
+# The load generator (`sluice bench`); only the gateway's instructions are counted, so any
+# build with the `bench` feature will do (the container image's release build has none).
+LOADGEN=${LOADGEN:-$SLUICE}
 command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
 [ -x "$SLUICE" ] || cargo build --release --locked --bin sluice >&2
 
@@ -204,7 +207,7 @@ if [ -n "${VIRTUAL_KEY:-}" ]; then
 fi
 
 drive() { # $1 = requests
-  "$SLUICE" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads "$WORKLOAD" \
+  "$LOADGEN" bench --no-sluice --mock-url "http://$mock" --target gw="$target" --workloads "$WORKLOAD" \
     --sizes 1k --concurrency 1 --requests "$1" --warmup 0 --hold-streams 0 --quiet \
     --out "$work/bench" >>"$work/drive.log"
 }

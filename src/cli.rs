@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+#[cfg(feature = "bench")]
 use sluice_bench::BenchArgs;
 use sluice_telemetry::LogFormat;
 
@@ -51,6 +52,7 @@ pub enum Command {
     Mock(MockArgs),
     /// Measure the latency sluice adds over calling the upstream directly, its throughput,
     /// CPU and memory, side by side with other gateways.
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
     /// Ask a running gateway whether it is alive: exit 0 on a 2xx from its liveness route,
     /// 1 otherwise. For container HEALTHCHECKs and exec probes where there is no curl.

@@ -12,6 +12,7 @@ use clap::Parser;
 use sluice::cli::MockArgs;
 use sluice::cli::{Cli, Command, HealthcheckArgs, ImportFrom, ServeArgs};
 use sluice::server::{self, AppState, ServiceOptions, Services};
+#[cfg(feature = "bench")]
 use sluice_bench::BenchArgs;
 use sluice_config::{self as config, ProcessEnv};
 use sluice_core::record::RecordSink;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => control(|rt| rt.block_on(serve(args))),
         #[cfg(feature = "mock")]
         Some(Command::Mock(args)) => control(|rt| rt.block_on(mock(args))),
+        #[cfg(feature = "bench")]
         Some(Command::Bench(args)) => run(tokio::runtime::Builder::new_multi_thread(), |rt| {
             rt.block_on(bench(args))
         }),
@@ -379,6 +381,7 @@ fn mock_tls(args: &MockArgs) -> Result<Option<sluice_net::server::Tls>, String> 
     tls.map(Some).map_err(|e| e.to_string())
 }
 
+#[cfg(feature = "bench")]
 #[expect(clippy::print_stdout, reason = "bench prints its results table")]
 async fn bench(args: BenchArgs) -> ExitCode {
     let command = std::env::args().collect::<Vec<_>>().join(" ");

@@ -499,9 +499,16 @@ async fn users_and_roles(gw: &Gateway) {
         "{keys}"
     );
     assert!(keys.contains("internal_user"));
-    // Teams and users are for admins.
-    assert_eq!(b.get(gw, "/ui/teams").await.status, 404);
-    assert_eq!(b.get(gw, "/ui/users").await.status, 404);
+    // Teams and users are for admins, and the page says so.
+    let teams = b.get(gw, "/ui/teams").await;
+    assert_eq!(teams.status, 403);
+    assert!(
+        teams.text().contains("for proxy admins"),
+        "{}",
+        teams.text()
+    );
+    assert_eq!(b.get(gw, "/ui/users").await.status, 403);
+    assert_eq!(b.get(gw, "/ui/no-such-page").await.status, 404);
 
     // A key ana makes is hers and her team's, whatever the form says.
     let csrf = csrf_of(&keys);
@@ -1752,12 +1759,12 @@ async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
             .status,
         303
     );
-    assert_eq!(ivy.get(&gw, "/ui/customers").await.status, 404);
+    assert_eq!(ivy.get(&gw, "/ui/customers").await.status, 403);
     assert_eq!(
         ivy.get(&gw, "/ui/customers/edit?user_id=cust-1")
             .await
             .status,
-        404
+        403
     );
     let ivys = ivy.get(&gw, "/ui/keys").await.text();
     assert!(!ivys.contains("/ui/customers"), "no nav link for her");

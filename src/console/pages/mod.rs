@@ -24,6 +24,20 @@ use super::{Form, Viewer};
 use crate::server::{AppState, ResponseBody, Snapshot};
 use sluice_core::error::ApiError;
 
+/// Pages only proxy admins (or, for a team's page, its admin) open: another viewer is told
+/// so (403), not that the page does not exist.
+const ADMIN_PAGES: &[&str] = &[
+    "/models/edit",
+    "/teams",
+    "/teams/edit",
+    "/users",
+    "/users/edit",
+    "/audit",
+    "/config",
+    "/customers",
+    "/customers/edit",
+];
+
 /// A `GET` page.
 pub(super) async fn get(
     state: &AppState,
@@ -83,6 +97,12 @@ pub(super) async fn get(
             "Customer",
             customers::edit_page(state, viewer, query).await?,
         ),
+        _ if ADMIN_PAGES.contains(&sub) => {
+            return Err(ApiError::NotPermitted(
+                "This page is for proxy admins: your role may not open it. The pages in the \
+                 menu are the ones you can use.",
+            ))
+        }
         _ => return Err(not_found("GET", sub)),
     };
     Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
