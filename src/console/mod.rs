@@ -370,6 +370,11 @@ impl Form {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every field, in the order sent.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// A field's value, `None` when absent or blank.
     pub(crate) fn filled(&self, name: &str) -> Option<&str> {
         self.get(name).map(str::trim).filter(|v| !v.is_empty())

@@ -252,8 +252,26 @@ async fn a_key_made_in_the_console_exists_and_is_managed_through_the_api() {
     };
     assert_eq!(chat(key.clone()).await.status, 200);
     let token = info["token"].as_str().unwrap().to_owned();
-    let blocked = b
+    // A destructive action's first post only asks, on a page of its own that carries the
+    // form again; nothing changes until the answer comes back with `confirmed=yes`.
+    let asked = b
         .post(&gw, "/ui/keys/block", &[("csrf", &csrf), ("key", &token)])
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.text());
+    assert!(asked.text().contains("Block this key?"), "{}", asked.text());
+    assert!(asked.text().contains(r#"name="confirmed" value="yes""#));
+    assert!(asked.text().contains(r#"href="/ui/keys""#), "a way back");
+    assert_eq!(chat(key.clone()).await.status, 200, "not blocked yet");
+    let blocked = b
+        .post(
+            &gw,
+            "/ui/keys/block",
+            &[
+                ("csrf", &csrf_of(&asked.text())),
+                ("key", &token),
+                ("confirmed", "yes"),
+            ],
+        )
         .await;
     assert_eq!(blocked.status, 303, "{}", blocked.text());
     let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
@@ -261,7 +279,11 @@ async fn a_key_made_in_the_console_exists_and_is_managed_through_the_api() {
     assert_eq!(chat(key.clone()).await.status, 401);
 
     let deleted = b
-        .post(&gw, "/ui/keys/delete", &[("csrf", &csrf), ("key", &token)])
+        .post(
+            &gw,
+            "/ui/keys/delete",
+            &[("csrf", &csrf), ("key", &token), ("confirmed", "yes")],
+        )
         .await;
     assert_eq!(deleted.status, 303);
     let gone = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
@@ -542,7 +564,7 @@ async fn users_and_roles(gw: &Gateway) {
             .post(
                 gw,
                 &format!("/ui/keys/{action}"),
-                &[("csrf", &csrf), ("key", &other_token)],
+                &[("csrf", &csrf), ("key", &other_token), ("confirmed", "yes")],
             )
             .await;
         assert_eq!(a.status, 404, "{action}: {}", a.text());
@@ -997,7 +1019,7 @@ async fn teams_and_users_are_edited_and_deleted_from_their_pages() {
         .post(
             &gw,
             "/ui/users/delete",
-            &[("csrf", &csrf), ("user_id", "eve")],
+            &[("csrf", &csrf), ("user_id", "eve"), ("confirmed", "yes")],
         )
         .await;
     assert_eq!(gone.status, 303, "{}", gone.text());
@@ -1013,7 +1035,7 @@ async fn teams_and_users_are_edited_and_deleted_from_their_pages() {
         .post(
             &gw,
             "/ui/teams/delete",
-            &[("csrf", &csrf), ("team_id", "t-edit")],
+            &[("csrf", &csrf), ("team_id", "t-edit"), ("confirmed", "yes")],
         )
         .await;
     assert_eq!(gone.status, 303, "{}", gone.text());
@@ -1792,7 +1814,7 @@ async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
         .post(
             &gw,
             "/ui/customers/delete",
-            &[("csrf", &csrf), ("user_id", "cust-1")],
+            &[("csrf", &csrf), ("user_id", "cust-1"), ("confirmed", "yes")],
         )
         .await;
     assert_eq!(gone.status, 303, "{}", gone.text());

@@ -440,7 +440,11 @@ async fn the_console_adds_edits_and_removes_a_deployment() {
         "blank keeps the key"
     );
     let removed = b
-        .post(&gw, "/ui/models/delete", &[("csrf", &csrf), ("id", &id)])
+        .post(
+            &gw,
+            "/ui/models/delete",
+            &[("csrf", &csrf), ("id", &id), ("confirmed", "yes")],
+        )
         .await;
     assert_eq!(removed.status, 303, "{}", removed.text());
     assert_eq!(chat(&gw, "renamed-in-console").await.status, 404);

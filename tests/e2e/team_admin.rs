@@ -246,15 +246,23 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
     let cy_hash = sluice_store::KeyHash::of(&cy_key).as_str().to_owned();
     // Her team's key: blocked. Another team's: not found, unchanged.
     assert_eq!(
-        ana.post(&gw, "/ui/keys/block", &[("csrf", &csrf), ("key", &bo_hash)])
-            .await
-            .status,
+        ana.post(
+            &gw,
+            "/ui/keys/block",
+            &[("csrf", &csrf), ("key", &bo_hash), ("confirmed", "yes")]
+        )
+        .await
+        .status,
         303
     );
     assert_eq!(
-        ana.post(&gw, "/ui/keys/block", &[("csrf", &csrf), ("key", &cy_hash)])
-            .await
-            .status,
+        ana.post(
+            &gw,
+            "/ui/keys/block",
+            &[("csrf", &csrf), ("key", &cy_hash), ("confirmed", "yes")]
+        )
+        .await
+        .status,
         404
     );
     let info = |k: String| {
@@ -302,7 +310,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
         .await;
     assert_eq!(refused.status, 400, "{}", refused.text());
 
-    // Her team's page: members she manages; another team's: not found.
+    // Her team's page: members she manages; another team's: refused (403).
     let page = ana.get(&gw, "/ui/teams/edit?team_id=t-a").await;
     assert_eq!(page.status, 200, "{}", page.text());
     assert!(page.text().contains("/ui/teams/members/add"));
@@ -310,7 +318,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
         !page.text().contains("/ui/teams/update"),
         "budgets are the proxy admins'"
     );
-    assert_eq!(ana.get(&gw, "/ui/teams/edit?team_id=t-b").await.status, 404);
+    assert_eq!(ana.get(&gw, "/ui/teams/edit?team_id=t-b").await.status, 403);
     let added = ana
         .post(
             &gw,
@@ -346,7 +354,12 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
         .post(
             &gw,
             "/ui/teams/members/remove",
-            &[("csrf", &csrf), ("team_id", "t-a"), ("user_id", "dan")],
+            &[
+                ("csrf", &csrf),
+                ("team_id", "t-a"),
+                ("user_id", "dan"),
+                ("confirmed", "yes"),
+            ],
         )
         .await;
     assert_eq!(removed.status, 303);
@@ -376,7 +389,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
         bo.sign_in(&gw, "bo", "bo's long passphrase").await.status,
         303
     );
-    assert_eq!(bo.get(&gw, "/ui/teams/edit?team_id=t-a").await.status, 404);
+    assert_eq!(bo.get(&gw, "/ui/teams/edit?team_id=t-a").await.status, 403);
     assert!(!bo.get(&gw, "/ui/keys").await.text().contains("Your team"));
 
     // Demoted: her next page shows only her own keys.
@@ -388,7 +401,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
     .await;
     let keys = ana.get(&gw, "/ui/keys").await.text();
     assert!(!keys.contains("bo-app"), "{keys}");
-    assert_eq!(ana.get(&gw, "/ui/teams/edit?team_id=t-a").await.status, 404);
+    assert_eq!(ana.get(&gw, "/ui/teams/edit?team_id=t-a").await.status, 403);
 }
 
 /// A key's page: a proxy admin changes any key's alias, models, budget, limits and expiry; a

@@ -150,7 +150,9 @@ def _fill(b, fields):
 
 
 def _row_action(b, table, text, action):
-    """Click a row's action button (block, delete, ...) in `table` and wait for the next page."""
+    """Click a row's action button (block, delete, ...) in `table`, say yes on the page that
+    asks (the console confirms every action that cannot be taken back), and wait for the page
+    after it."""
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
@@ -160,6 +162,8 @@ def _row_action(b, table, text, action):
     row = b.find_element(By.XPATH, f"//table[@id='{table}']//tr[contains(., '{text}')]")
     row.find_element(By.CSS_SELECTOR, f"form[action='/ui/keys/{action}'] button").click()
     WebDriverWait(b, 10, ignored_exceptions=(WebDriverException,)).until(EC.staleness_of(old))
+    if action in ("block", "delete", "regenerate"):
+        _submit(b, "#confirm")
 
 
 def test_teams_users_keys_and_models_managed_in_the_browser(gateway, browser):
@@ -240,6 +244,8 @@ def test_teams_users_keys_and_models_managed_in_the_browser(gateway, browser):
     row.find_element(By.CSS_SELECTOR, "a[href^='/ui/models/edit']").click()
     assert browser.find_element(By.ID, "model_name").get_attribute("value") == "added-in-browser"
     _submit(browser, "#delete-model")
+    assert "Remove this deployment?" in browser.page_source
+    _submit(browser, "#confirm")
     assert "added-in-browser" not in browser.find_element(By.ID, "deployments").text
     admin = openai.OpenAI(base_url=gateway["base_url"], api_key=MASTER_KEY)
     assert "added-in-browser" not in [m.id for m in admin.models.list()]

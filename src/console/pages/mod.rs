@@ -17,6 +17,7 @@ mod spend;
 pub(super) use overview::RequestRate;
 
 use http::{Method, Response, StatusCode};
+use maud::html;
 use serde_json::Value;
 
 use super::layout::{page, respond};
@@ -108,6 +109,85 @@ pub(super) async fn get(
     Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
 }
 
+/// Actions that cannot be taken back, with what the confirmation page says and where Cancel
+/// goes. Their first post only asks (a second form, no script needed); the post that carries
+/// `confirmed=yes` acts.
+const CONFIRMED: &[(&str, &str, &str)] = &[
+    (
+        "/keys/delete",
+        "Delete this key? Requests made with it are refused at once. This cannot be undone.",
+        "/ui/keys",
+    ),
+    (
+        "/keys/regenerate",
+        "Regenerate this key? The key in use stops working at once; the new one is shown once.",
+        "/ui/keys",
+    ),
+    (
+        "/keys/block",
+        "Block this key? Its requests are refused until it is unblocked.",
+        "/ui/keys",
+    ),
+    (
+        "/teams/delete",
+        "Delete this team? Its keys stay, no longer held to the team's limits.",
+        "/ui/teams",
+    ),
+    (
+        "/teams/members/remove",
+        "Remove this member from the team?",
+        "/ui/teams",
+    ),
+    (
+        "/users/delete",
+        "Delete this user? They can no longer sign in.",
+        "/ui/users",
+    ),
+    (
+        "/customers/delete",
+        "Delete this customer and their budget?",
+        "/ui/customers",
+    ),
+    (
+        "/models/delete",
+        "Remove this deployment? Requests stop reaching it on every instance.",
+        "/ui/models",
+    ),
+];
+
+/// The page that asks before an action in [`CONFIRMED`], or `None` to go on (not such an
+/// action, or already confirmed). It carries the form's fields again, with a fresh CSRF token.
+fn confirmation(viewer: &Viewer, sub: &str, form: &Form) -> Option<Response<ResponseBody>> {
+    let (_, question, back) = CONFIRMED.iter().find(|(p, _, _)| *p == sub)?;
+    if form.get("confirmed") == Some("yes") {
+        return None;
+    }
+    let fields: Vec<(&str, &str)> = form
+        .fields()
+        .filter(|(k, _)| !matches!(*k, "csrf" | "confirmed"))
+        .collect();
+    let body = html! {
+        p { (question) }
+        dl {
+            @for (k, v) in &fields {
+                dt { (k) }
+                dd { (v) }
+            }
+        }
+        form.inline method="post" action=(format!("/ui{sub}")) {
+            input type="hidden" name="csrf" value=(viewer.csrf);
+            @for (k, v) in &fields {
+                input type="hidden" name=(k) value=(v);
+            }
+            input type="hidden" name="confirmed" value="yes";
+            button.danger #confirm type="submit" { "Yes, go on" }
+        }
+        " "
+        a href=(back) { "Cancel" }
+    };
+    Some(respond(StatusCode::OK, page("Confirm", Some(viewer), body)))
+}
+
 /// A form post (CSRF and role already checked).
 pub(super) async fn post(
     state: &AppState,
@@ -139,6 +219,9 @@ pub(super) async fn post(
         sub,
         "/teams/members/add" | "/teams/members/remove" | "/teams/members/role"
     ) {
+        if let Some(ask) = confirmation(viewer, sub, form) {
+            return Ok(ask);
+        }
         // The team's admin or a proxy admin (`members` checks which team).
         return people::members(state, viewer, sub, form).await;
     }
@@ -148,6 +231,9 @@ pub(super) async fn post(
     ) {
         if !viewer.session.role.sees_all() {
             return Err(not_found("POST", sub));
+        }
+        if let Some(ask) = confirmation(viewer, sub, form) {
+            return Ok(ask);
         }
         return people::edit(state, viewer, sub, form).await;
     }
@@ -159,13 +245,22 @@ pub(super) async fn post(
         if !viewer.session.role.sees_all() {
             return Err(not_found("POST", sub));
         }
+        if let Some(ask) = confirmation(viewer, sub, form) {
+            return Ok(ask);
+        }
         return customers::act(state, viewer, sub, form).await;
     }
     if matches!(sub, "/models/new" | "/models/update" | "/models/delete") {
         if !viewer.session.role.sees_all() {
             return Err(not_found("POST", sub));
         }
+        if let Some(ask) = confirmation(viewer, sub, form) {
+            return Ok(ask);
+        }
         return models::act(state, viewer, sub, form).await;
+    }
+    if let Some(ask) = confirmation(viewer, sub, form) {
+        return Ok(ask);
     }
     match sub.strip_prefix("/keys/") {
         Some(action) => keys::act(state, viewer, action, form).await,
