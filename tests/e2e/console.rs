@@ -1594,6 +1594,11 @@ async fn the_spend_page_draws_daily_charts_and_the_overview_tops_and_rate() {
     );
     assert!(overview.contains(r#"id="top-keys""#), "{overview}");
     assert!(overview.contains(r#"id="rps""#), "{overview}");
+    // Three requests between two samples a little over a second apart: a rate above zero and
+    // at most three a second.
+    for _ in 0..3 {
+        assert_eq!(chat(&gw, MASTER, "cheap", &[]).await.status, 200);
+    }
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let again = br.get(&gw, "/ui/").await.text();
     let rps = &again[again.find(r#"id="rps""#).unwrap()..];
@@ -1602,7 +1607,7 @@ async fn the_spend_page_draws_daily_charts_and_the_overview_tops_and_rate() {
         .trim()
         .parse()
         .expect("a rate after a second");
-    assert!(rps >= 0.0);
+    assert!(rps > 0.0 && rps <= 3.0, "{rps}");
 }
 
 /// End users (customers) are made, listed, edited, blocked and deleted from their pages, and
