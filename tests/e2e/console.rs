@@ -1438,6 +1438,9 @@ async fn the_detail_shows_the_attempts_of_a_request_that_fell_back() {
     let list = br.get(&gw, "/ui/logs").await.text();
     let link = format!("/ui/logs/detail?id={}", row["id"].as_str().unwrap());
     assert!(list.contains(&link), "{list}");
+    // Each row's duration, and a whole answer's first byte (its duration, said so).
+    assert!(list.contains("<th class=\"num\">Duration</th>"), "{list}");
+    assert!(list.contains(" ms (whole answer)"), "{list}");
     let page = br.get(&gw, &link).await;
     assert_eq!(page.status, 200, "{}", page.text());
     let html = page.text();

@@ -145,7 +145,7 @@ pub(super) async fn page(
             table #logs {
                 thead { tr {
                     th { "Started" } th { "Request id" } th { "Status" } th { "Model group" } th { "Deployment" }
-                    th { "Key" } th { "Team" } th.num { "Tokens in / out" } th.num { "Spend" } th.num { "TTFB" } th { "" }
+                    th { "Key" } th { "Team" } th.num { "Tokens in / out" } th.num { "Spend" } th.num { "Duration" } th.num { "TTFB" } th { "" }
                 } }
                 tbody {
                     @for l in logs {
@@ -160,7 +160,8 @@ pub(super) async fn page(
                             td { (text(l, "team_id")) }
                             td.num { (text(l, "prompt_tokens")) " / " (text(l, "completion_tokens")) }
                             td.num { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
-                            td.num { @if let Some(t) = l["ttfb_ms"].as_u64() { (t) " ms" } }
+                            td.num { (millis(&l["request_duration_ms"])) }
+                            td.num { (first_byte(l)) }
                             td { a.detail href={ "/ui/logs/detail?id=" (text(l, "id")) } { "detail" } }
                         }
                     }
@@ -172,6 +173,19 @@ pub(super) async fn page(
 }
 
 /// Milliseconds as the detail shows them.
+/// When the client had the answer's first byte: a stream's recorded time; a whole answer's
+/// first byte leaves with its last, so its duration (said so). None for a request that failed
+/// without a stream.
+fn first_byte(l: &Value) -> String {
+    if !l["ttfb_ms"].is_null() {
+        return millis(&l["ttfb_ms"]);
+    }
+    if l["status"] == "success" {
+        return format!("{} (whole answer)", millis(&l["request_duration_ms"]));
+    }
+    "—".to_owned()
+}
+
 fn millis(v: &Value) -> String {
     match v.as_f64() {
         Some(ms) if ms < 10.0 => format!("{ms:.2} ms"),
@@ -232,7 +246,8 @@ pub(super) async fn detail(
         ("End user", text(l, "end_user")),
         ("Deployment", text(l, "model_id")),
         ("Provider", text(l, "custom_llm_provider")),
-        ("Time to first byte", millis(&l["ttfb_ms"])),
+        ("Duration", millis(&l["request_duration_ms"])),
+        ("Time to first byte", first_byte(l)),
         ("sluice's overhead", millis(&l["overhead_ms"])),
         (
             "Cache hit",
