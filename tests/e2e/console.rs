@@ -1838,3 +1838,28 @@ async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
         404
     );
 }
+
+/// A refused request's row says what the client got (status and error code), in the
+/// management API's log and on the console's request page.
+#[tokio::test]
+async fn a_refused_requests_detail_shows_its_status_and_error() {
+    let gw = gateway(&config("")).await;
+    let made = admin(&gw, "POST", "/key/generate", json!({"rpm_limit": 1})).await;
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    assert_eq!(chat(&gw, &key, "cheap", &[]).await.status, 200);
+    let refused = chat(&gw, &key, "cheap", &[]).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    let row = logged(&gw, &refused).await;
+    assert_eq!(row["status"], "failure", "{row}");
+    assert_eq!(row["error"], "429 rpm_limit_exceeded", "{row}");
+    let mut b = Browser::default();
+    b.sign_in(&gw, "admin", MASTER).await;
+    let page = b
+        .get(
+            &gw,
+            &format!("/ui/logs/detail?id={}", row["id"].as_str().unwrap()),
+        )
+        .await
+        .text();
+    assert!(page.contains("429 rpm_limit_exceeded"), "{page}");
+}

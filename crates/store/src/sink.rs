@@ -163,6 +163,11 @@ impl<'a> Line<'a> {
             && matches!(r.outcome, Outcome::Done | Outcome::StreamComplete)
         {
             l.status = SpendStatus::Success;
+        } else if r.status >= 400 {
+            // What the client got: the HTTP status and the error code (sluice's own, else the
+            // kind of upstream failure that ended it). Only failures pay for the string.
+            let code = r.error.or(r.failure).unwrap_or("error");
+            l.error = Some(format!("{} {code}", r.status));
         }
         l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
         l.cache_hit = r.cache_hit;
@@ -450,6 +455,20 @@ mod tests {
             let back: SpendLog = serde_json::from_value(line.clone()).unwrap();
             assert_eq!(serde_json::to_value(&back).unwrap(), line);
         }
+        // A failure keeps what the client got: its status and error code.
+        let mut failed = shapes().pop().unwrap();
+        let log = spend_log(&failed, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(log.error.as_deref(), Some("502 error"));
+        failed.error = Some("rpm_limit_exceeded");
+        failed.status = 429;
+        let log = spend_log(&failed, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(log.error.as_deref(), Some("429 rpm_limit_exceeded"));
+        assert_eq!(
+            spend_log(&shapes()[0], OffsetDateTime::now_utc())
+                .unwrap()
+                .error,
+            None
+        );
         let plain = &shapes()[0];
         let a = spend_log(plain, OffsetDateTime::now_utc()).unwrap();
         let b = spend_log(plain, OffsetDateTime::now_utc()).unwrap();

@@ -246,6 +246,12 @@ pub(super) async fn detail(
         ("End user", text(l, "end_user")),
         ("Deployment", text(l, "model_id")),
         ("Provider", text(l, "custom_llm_provider")),
+        (
+            "Error (status and code)",
+            l["error"]
+                .as_str()
+                .map_or_else(|| "—".to_owned(), str::to_owned),
+        ),
         ("Duration", millis(&l["request_duration_ms"])),
         ("Time to first byte", first_byte(l)),
         ("sluice's overhead", millis(&l["overhead_ms"])),
