@@ -1863,3 +1863,50 @@ async fn a_refused_requests_detail_shows_its_status_and_error() {
         .text();
     assert!(page.contains("429 rpm_limit_exceeded"), "{page}");
 }
+
+/// LiteLLM's `upperbound_key_generate_params` hold a key an internal user makes in the console:
+/// over the bound is refused, naming the field; within it, made.
+#[tokio::test]
+async fn an_internal_users_console_key_is_held_to_the_upper_bounds() {
+    let gw = gateway(&config(
+        "litellm_settings:\n  upperbound_key_generate_params: {max_budget: 10}\n",
+    ))
+    .await;
+    let made = admin(
+        &gw,
+        "POST",
+        "/user/new",
+        json!({"user_id": "uma", "user_role": "internal_user", "password": "uma's long passphrase", "auto_create_key": false}),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let mut b = Browser::default();
+    assert_eq!(
+        b.sign_in(&gw, "uma", "uma's long passphrase").await.status,
+        303
+    );
+    let csrf = csrf_of(&b.get(&gw, "/ui/keys").await.text());
+    let over = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[
+                ("csrf", &csrf),
+                ("key_alias", "big"),
+                ("max_budget", "1000"),
+            ],
+        )
+        .await;
+    assert_eq!(over.status, 400, "{}", over.text());
+    assert!(over.text().contains("max_budget"), "{}", over.text());
+    let within = b
+        .post(
+            &gw,
+            "/ui/keys/new",
+            &[("csrf", &csrf), ("key_alias", "small"), ("max_budget", "5")],
+        )
+        .await;
+    assert_eq!(within.status, 200, "{}", within.text());
+    let listed = admin(&gw, "GET", "/key/list?key_alias=big", Value::Null).await;
+    assert_eq!(listed.json()["total_count"], 0);
+}
