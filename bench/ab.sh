@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 
 BEFORE=${BEFORE:?set BEFORE to the old sluice binary}
 AFTER=${AFTER:-target/release/sluice}
+# The mock and the load generator (`sluice bench`, `sluice mock`): any build with both features
+# (the container image's build has no `bench`); default the new build.
+LOADGEN=${LOADGEN:-$AFTER}
 REQUESTS=${REQUESTS:-5000}
 CONCURRENCY=${CONCURRENCY:-1,8,64}
 WORKLOADS=${WORKLOADS:-chat,chat-stream,embeddings}
@@ -24,7 +27,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 wait_file() { for _ in $(seq 1 300); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timed out waiting for $1" >&2; exit 1; }
 
-"$AFTER" mock --port 0 --ready-file "$work/mock.addr" --workers "$WORKERS" >"$work/mock.log" 2>&1 &
+"$LOADGEN" mock --port 0 --ready-file "$work/mock.addr" --workers "$WORKERS" >"$work/mock.log" 2>&1 &
 pids+=($!)
 wait_file "$work/mock.addr"
 mock=$(cat "$work/mock.addr")
@@ -46,7 +49,7 @@ for side in before after; do
   wait_file "$work/$side.addr"
 done
 
-"$AFTER" bench --no-sluice --mock-url "http://$mock" \
+"$LOADGEN" bench --no-sluice --mock-url "http://$mock" \
   --target before="http://$(cat "$work/before.addr")" --target after="http://$(cat "$work/after.addr")" \
   --target-pid before="$(cat "$work/before.pid")" --target-pid after="$(cat "$work/after.pid")" \
   --workloads "$WORKLOADS" --sizes 1k --concurrency "$CONCURRENCY" \

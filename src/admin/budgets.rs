@@ -138,6 +138,19 @@ pub(super) async fn named(store: &Store, id: &str) -> Result<BudgetRow, ApiError
         })
 }
 
+/// Refuses a request that names a budget and sets a budget's fields too (which would be
+/// ignored, or change a budget others share without saying so).
+pub(super) fn either(budget_id: Option<&str>, patch: &BudgetPatch) -> Result<(), ApiError> {
+    if budget_id.is_some() && !patch.is_empty() {
+        return Err(ApiError::InvalidParam {
+            param: "budget_id",
+            message: "set either budget_id or the budget's fields (max_budget, ...), not both"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// The budget a holder that keeps its limits in a budget object (an organization, a tag) has
 /// after an update: the one the request names, else its own, changed by the request's budget
 /// fields; a holder without one gets a new one when the fields set anything. The flag says the

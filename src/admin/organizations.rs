@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::budgets::{budget_json, named, updated, BudgetPatch, BUDGET_FIELDS};
+use super::budgets::{budget_json, either, named, updated, BudgetPatch, BUDGET_FIELDS};
 use super::fields::{accounting_json, check_object_permission, limits_json, set};
 use super::{body, body_object, from_map, iso, query_pairs, query_value, store_error};
 use super::{AdminRequest, AdminResult};
@@ -199,19 +199,6 @@ impl Fields {
 fn read(req: &AdminRequest<'_>) -> Result<(Fields, BudgetPatch), ApiError> {
     let map = body_object(req, &[OWN_FIELDS, BUDGET_FIELDS])?;
     Ok((from_map(map.clone())?, from_map(map)?))
-}
-
-/// Refuses a request that names a budget and sets a budget's fields too (which would be
-/// ignored, or change a budget others share without saying so).
-fn either(budget_id: Option<&str>, patch: &BudgetPatch) -> Result<(), ApiError> {
-    if budget_id.is_some() && !patch.is_empty() {
-        return Err(ApiError::InvalidParam {
-            param: "budget_id",
-            message: "set either budget_id or the budget's fields (max_budget, ...), not both"
-                .into(),
-        });
-    }
-    Ok(())
 }
 
 /// `POST /organization/new`: `organization_alias` is required (it need not be unique);

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::budgets::{budget_json, named, updated, BudgetPatch, BUDGET_FIELDS};
+use super::budgets::{budget_json, either, named, updated, BudgetPatch, BUDGET_FIELDS};
 use super::fields::set;
 use super::{body, body_object, from_map, iso, iso_opt, query_pairs, query_value, store_error};
 use super::{AdminRequest, AdminResult};
@@ -96,10 +96,7 @@ async fn apply(store: &Store, f: &Fields, t: &mut TagRow) -> Result<(), ApiError
 /// Make the tag's limits a copy of `budget`'s, its soft budget included.
 fn follow(t: &mut TagRow, budget: &BudgetRow, now: OffsetDateTime) {
     budget.copy_into(&mut t.limits, now);
-    match budget.soft_budget {
-        Some(s) => t.limits.metadata.insert("soft_budget".into(), s.into()),
-        None => t.limits.metadata.remove("soft_budget"),
-    };
+    t.set_soft_budget(budget.soft_budget);
 }
 
 /// A tag as LiteLLM's `TagConfig` shows it, plus its spend and (for info and list) its
@@ -148,13 +145,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     if f.spend.is_some() {
         return Err(ApiError::UnknownParam("spend".into()));
     }
-    if f.budget_id.is_some() && !patch.is_empty() {
-        return Err(ApiError::InvalidParam {
-            param: "budget_id",
-            message: "set either budget_id or the budget's fields (max_budget, ...), not both"
-                .into(),
-        });
-    }
+    either(f.budget_id.as_deref(), &patch)?;
     let now = OffsetDateTime::now_utc();
     let mut tag = TagRow::new(f.name.trim().to_owned(), now);
     apply(store, &f, &mut tag).await?;

@@ -391,17 +391,14 @@ pub fn tag(
     report: &mut Report,
     now: OffsetDateTime,
 ) -> Result<Incoming<TagRow>, RowError> {
-    let mut limits = limits(r, &columns::TAG, lookups, report, now)?;
+    let limits = limits(r, &columns::TAG, lookups, report, now)?;
     let soft = limits
         .budget_id
         .as_ref()
         .and_then(|b| lookups.budgets.get(b))
         .and_then(|b| b.soft_budget);
-    if let Some(s) = soft {
-        limits.metadata.insert("soft_budget".into(), s.into());
-    }
     let (spend, accounting) = accounting(r, now)?;
-    let row = TagRow {
+    let mut row = TagRow {
         tag_name: r.id.clone(),
         description: r.text("description")?,
         model_info: r.object("model_info")?,
@@ -409,6 +406,7 @@ pub fn tag(
         limits,
         accounting,
     };
+    row.set_soft_budget(soft);
     Ok(incoming(r, row, spend, lookups, &[]))
 }
 

@@ -45,6 +45,17 @@ impl TagRow {
     }
 }
 
+impl TagRow {
+    /// Keep its budget's soft budget in its metadata, where the budget alerts read it (a tag's
+    /// other limits are columns, copied by `BudgetRow::copy_into`).
+    pub fn set_soft_budget(&mut self, soft: Option<f64>) {
+        match soft {
+            Some(s) => self.limits.metadata.insert("soft_budget".into(), s.into()),
+            None => self.limits.metadata.remove("soft_budget"),
+        };
+    }
+}
+
 impl Entity for TagRow {
     const TABLE: &'static str = "tags";
     const ID: &'static str = "tag_name";
