@@ -72,6 +72,10 @@ impl Settings {
 /// Largest form the console reads (a playground prompt is the biggest).
 const MAX_FORM: usize = 256 * 1024;
 
+/// The sign-in form's path: the accept loop records the peer of every request to it (wrong
+/// passwords count per address, `limit`).
+pub(crate) const SIGN_IN_PATH: &str = "/ui/login";
+
 /// Serves one console request. `disable_admin_ui` makes every path a 404.
 pub async fn handle<B>(
     state: &AppState,

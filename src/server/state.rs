@@ -490,7 +490,14 @@ impl AppState {
         let mut snap = Snapshot::build(config, &clients, &health)?;
         snap.mcp = crate::mcp::McpGateway::start(&config.mcp, &clients);
         recorder.configure(&config.callbacks);
-        let peer_addresses = services.gate.directory().peer_addresses().clone();
+        // The console's sign-ins always carry their peer: wrong passwords count per address
+        // (`console::limit`), so that a stranger's cannot lock out the admin.
+        let peer_addresses = services
+            .gate
+            .directory()
+            .peer_addresses()
+            .clone()
+            .always_for(crate::console::SIGN_IN_PATH);
         if snap.allowed_ips.is_some() {
             peer_addresses.turn_on();
         }

@@ -169,19 +169,36 @@ pub struct ConnLimits {
 /// The switch that makes each request carry its peer's address. Off until something reads it
 /// (an address allow-list): a request's first extension costs an allocation. Shared, so that
 /// the gateway can turn it on while it serves; a switch, not a setting, so any two compare
-/// equal.
+/// equal. Requests to one path the gateway names ([`PeerAddresses::always_for`]) carry it
+/// whatever the switch says.
 #[derive(Debug, Clone, Default)]
-pub struct PeerAddresses(Arc<AtomicBool>);
+pub struct PeerAddresses {
+    on: Arc<AtomicBool>,
+    always: Option<&'static str>,
+}
 
 impl PeerAddresses {
     /// From now on, every request carries its peer's address.
     pub fn turn_on(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.on.store(true, Ordering::Relaxed);
     }
 
     /// Whether requests carry their peer's address.
     pub fn on(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.on.load(Ordering::Relaxed)
+    }
+
+    /// The same switch, and requests to `path` always carry the peer (one comparison per
+    /// request).
+    #[must_use]
+    pub fn always_for(mut self, path: &'static str) -> Self {
+        self.always = Some(path);
+        self
+    }
+
+    /// Whether a request to `path` carries its peer's address.
+    fn tags(&self, path: &str) -> bool {
+        self.on() || self.always == Some(path)
     }
 }
 
@@ -582,15 +599,10 @@ async fn serve_tls_conn<H, F, B>(
     }
 }
 
-/// The path whose requests carry the peer's address even while [`ConnLimits::peer_addresses`]
-/// is off: the console's sign-in, whose wrong passwords count per address (a stranger's must
-/// not lock out the admin). One comparison per request.
-const ALWAYS_TAGGED: &str = "/ui/login";
-
 /// Add the peer's address to a request while [`ConnLimits::peer_addresses`] is on, and always
-/// to a sign-in ([`ALWAYS_TAGGED`]).
+/// to a request to its [`PeerAddresses::always_for`] path.
 fn tag_peer<B>(req: &mut Request<B>, (switch, peer): &(PeerAddresses, IpAddr)) {
-    if switch.on() || req.uri().path() == ALWAYS_TAGGED {
+    if switch.tags(req.uri().path()) {
         req.extensions_mut().insert(PeerAddr(*peer));
     }
 }
