@@ -4,9 +4,9 @@
 //! user's password (or the master key, the admin's) takes that many tries per quarter hour per
 //! address instead of as many as the network carries, and a stranger's wrong passwords lock out
 //! only the stranger: the admin signing in from elsewhere is not refused. The accept loop
-//! records the peer of every sign-in (`SIGN_IN_PATH`, `PeerAddresses::always_for`), read through trusted proxies as
-//! for allow-lists. Kept per instance in memory, at most 10,000 entries: a fleet of N
-//! instances allows N times as many.
+//! records the peer of every sign-in (`SIGN_IN_PATH`, `PeerAddresses::always_for`), read
+//! through trusted proxies as for allow-lists. Kept per instance in memory, at most 10,000
+//! entries: a fleet of N instances allows N times as many.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
