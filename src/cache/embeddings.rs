@@ -23,7 +23,7 @@ use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
 
 use super::{mark, ResponseCache};
-use crate::server::ResponseBody;
+use crate::http::ResponseBody;
 
 /// Where an embeddings batch stands after the store was asked.
 pub(crate) enum BatchLookup {

@@ -10,7 +10,7 @@ use sluice_cache::{CacheKey, CacheType};
 use sluice_core::error::ApiError;
 
 use super::ResponseCache;
-use crate::server::ResponseBody;
+use crate::http::ResponseBody;
 
 /// `GET /metrics` lines for the cache.
 pub(crate) fn metrics(cache: &ResponseCache, out: &mut String) {

@@ -42,8 +42,9 @@ use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
 
 use crate::fleet::BadRedisUrl;
-use crate::server::pipeline::X_RESPONSE_COST;
-use crate::server::{RelayError, ResponseBody, StreamRelay};
+use crate::http::X_RESPONSE_COST;
+use crate::http::{RelayError, ResponseBody};
+use crate::server::StreamRelay;
 use shared::SharedStore;
 
 static X_CACHE_HIT: HeaderName = HeaderName::from_static("x-sluice-cache-hit");
@@ -454,7 +455,12 @@ impl Pending {
             }
             self.leader.finish();
         });
-        shared(mine)
+        // The leader's relay records the request when its stream ends (on the task above): the
+        // pipeline must not record it a second time.
+        match shared(mine) {
+            ResponseBody::Shared(body) => ResponseBody::Relay(body),
+            other => other,
+        }
     }
 
     fn storing(&self) -> bool {

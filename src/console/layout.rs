@@ -12,7 +12,7 @@ use http::{Response, StatusCode};
 use maud::{html, Markup, DOCTYPE};
 
 use super::session::Viewer;
-use crate::server::ResponseBody;
+use crate::http::ResponseBody;
 
 /// Every console answer's policy: nothing but this origin's own stylesheet, forms that post
 /// only back here, no scripts, no frames.

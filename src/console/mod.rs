@@ -26,8 +26,9 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use maud::html;
 
-use crate::server::pipeline::read_body;
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::read_body;
+use crate::http::ResponseBody;
+use crate::server::{AppState, Snapshot};
 use layout::{csrf_field, page, problem, redirect, respond};
 use session::{cookie, over_tls, set_cookie, Keys, LOGIN_COOKIE, SESSION_COOKIE};
 use sluice_core::error::ApiError;

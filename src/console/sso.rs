@@ -28,7 +28,8 @@ use sluice_net::body::SegmentsBody;
 
 use super::layout::{page, problem, respond};
 use super::session::{self, cookie, Keys, Role, Session, SESSION_COOKIE, SSO_COOKIE};
-use crate::server::{AppState, ResponseBody};
+use crate::http::ResponseBody;
+use crate::server::AppState;
 
 /// How long the provider may take to send the browser back.
 const FLIGHT_S: u64 = 600;

@@ -36,23 +36,22 @@ use http_body::Body;
 use serde_json::Value;
 
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
+use sluice_net::Upload;
 use sluice_providers::files::FilesCall;
 use sluice_providers::passthrough::{answer_headers, Framing, Shape, Tap};
 use sluice_providers::DeploymentTarget;
 use sluice_translate::multipart;
 
-use crate::auth::addresses::client_of;
 use crate::auth::Caller;
-use crate::passthrough::PassRelay;
-use crate::server::pipeline::declared_length;
-use crate::server::pipeline::{
-    admit, collect_upstream, read_body, spend_headers, usd_value, MIN_UPLOAD_LIMIT, X_RESPONSE_COST,
+use crate::http::{
+    collect_upstream, declared_length, json, read_body, ResponseBody, MIN_UPLOAD_LIMIT,
 };
+use crate::passthrough::PassRelay;
+use crate::server::steps::{self, Admitted, Ask, Authenticated};
 use crate::server::upload::read_head_until;
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::server::{AppState, Snapshot};
 use crate::spend::Charges;
 use ids::{IdKey, Kind};
 use lines::{Form, Rule};
@@ -97,6 +96,16 @@ pub enum Op<'a> {
 }
 
 impl<'a> Op<'a> {
+    /// The kind of object a list operation lists; `None` for the others.
+    fn lists(&self) -> Option<Kind> {
+        match self {
+            Self::ListFiles => Some(Kind::File),
+            Self::ListBatches => Some(Kind::Batch),
+            Self::List(api) => Some(api.kind()),
+            _ => None,
+        }
+    }
+
     /// The operation at `path` (without `/v1`): `None` when the path is not one of these
     /// routes, `Some(None)` when it is but the method is wrong.
     pub fn of(method: &Method, path: &'a str) -> Option<Option<Self>> {
@@ -223,16 +232,13 @@ where
     B::Error: std::fmt::Display,
 {
     // 3. Authenticate.
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            req.headers(),
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let Authenticated { caller, wall } = steps::authenticate(
+        state,
+        snap,
+        req.headers(),
+        (req.extensions(), req.uri().path()),
+    )
+    .await?;
     let viewer = Viewer::of(&caller);
     let ids = IdKey::new(snap.master.as_ref());
     // 4. Read the body.
@@ -241,46 +247,20 @@ where
     let op = Op::of(&parts.method, path.strip_prefix("/v1").unwrap_or(path))
         .flatten()
         .ok_or(ApiError::Internal("files route without its operation"))?;
-    let named = query_group(parts.uri.query()).or_else(|| {
-        parts
-            .headers
-            .get(GROUP_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(first_name)
-    });
+    let named = named_group(&parts);
     let content_type = parts.headers.get(CONTENT_TYPE);
     let body_limit = snap.max_body.max(MIN_UPLOAD_LIMIT);
-    // An upload is read up to its file once its group is known (named outside the form, or by
-    // a field before the file); the file is relayed as it arrives.
-    let boundary = content_type
-        .and_then(|v| v.to_str().ok())
-        .and_then(multipart::boundary)
-        .filter(|_| matches!(op, Op::Upload));
-    let (body, client_upload) = match boundary {
-        Some(b) => {
-            // The group, and `purpose` (a batch file's lines are read): fields before the
-            // file, or the whole form when they follow it.
-            let ready = |scanner: &multipart::Scanner, head: &[u8]| {
-                scanner.has_field(head, "purpose")
-                    && (named.is_some() || GROUP_FIELDS.iter().any(|f| scanner.has_field(head, f)))
-            };
-            read_head_until(body, &parts.headers, body_limit, b, &ready).await?
-        }
-        None => (
-            read_body(body, &parts.headers, body_limit, snap.body_timeout).await?,
-            None,
-        ),
-    };
+    let (body, client_upload) = read(
+        body,
+        &parts.headers,
+        &op,
+        named.is_some(),
+        (body_limit, snap.body_timeout),
+    )
+    .await?;
     // 5. Which deployment.
     // With no group named, the first deployment with the Files API that the key may use.
-    let may_use = |group: &str| match &caller {
-        Caller::Key(k) => state
-            .gate()
-            .directory()
-            .subjects(k, None, &group.into(), wall)
-            .is_ok(),
-        Caller::Open | Caller::Master => true,
-    };
+    let may_use = |group: &str| may_use(state, &caller, group, wall);
     let plan = plan(
         snap,
         op,
@@ -291,62 +271,37 @@ where
         &may_use,
     )?;
     let target = plan.target.clone();
-    record.model = Some(target.info.model_name.clone());
-    record.requested_model = record.model.clone();
-    record.deployment = Some(target.info.id.clone());
-    record.provider = Some(target.provider.name());
+    served_by(record, &target);
     // 6. Admit: access to the deployment's group, the caller's limits and budgets.
-    let (permit, fleet) = admit(
-        state,
-        &caller,
-        None,
-        &target.info.model_name,
-        &record.request_id,
-        wall,
-    )
-    .await?;
+    let strict = matches!(caller, Caller::Key(_));
+    let ask = Ask::for_model(&target.info.model_name);
+    let Admitted { key, mut charges } = steps::admit(state, caller, ask, record, wall).await?;
     // An upload's form as it goes on: sluice's fields out, a batch file's lines bound to the
     // deployment's model (a virtual key's checked).
-    let strict = matches!(caller, Caller::Key(_));
-    let mut refused = None;
-    let (sent, upload) = match &plan.form {
+    let (sent, upload, refused) = match &plan.form {
         Some(form) => {
-            let rule = match form.batch {
-                true => Rule::of(&target, strict)?,
-                false => None,
-            };
             let declared = declared_length(&parts.headers, body_limit)?;
-            let sent = form.send(&body, client_upload.as_ref(), rule, declared)?;
-            refused = Some(sent.refused);
-            (sent.body, sent.upload)
+            let sent = outgoing_form(
+                form,
+                &target,
+                strict,
+                &body,
+                client_upload.as_ref(),
+                declared,
+            )?;
+            (sent.body, sent.upload, Some(sent.refused))
         }
-        None => (plan.body, client_upload.clone()),
-    };
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
-    let mut charges = Charges {
-        deployment: None,
-        permit,
-        price: None,
-        fleet,
+        None => (plan.body, client_upload.clone(), None),
     };
     // 7. One call, to the deployment that holds the object.
     let before_send = record.start.elapsed();
-    if let Op::ListFiles | Op::ListBatches | Op::List(_) = op {
+    if let Some(kind) = op.lists() {
         // The caller's own objects (the master key's: all), from one or a few upstream pages.
-        let kind = match op {
-            Op::ListBatches => Kind::Batch,
-            Op::List(api) => api.kind(),
-            _ => Kind::File,
-        };
         let query = parts.uri.query();
         let listed = owners::list(state, &target, &ids, kind, &viewer, query).await?;
         record.status = listed.status.as_u16();
-        let mut out = Response::new(ResponseBody::full(listed.body));
-        *out.status_mut() = listed.status;
-        out.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        let mut out = json(listed.status, listed.body);
+        steps::spend_headers(&charges, key.as_deref(), None, out.headers_mut());
         record.overhead = before_send;
         return Ok(out);
     }
@@ -364,15 +319,7 @@ where
     let resp = tokio::time::timeout(limit, target.files(call))
         .await
         .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
-    // A refused batch line broke the upload off: the line is the answer.
-    if let Some(e) = refused.as_ref().and_then(|r| r.get()) {
-        return Err(e.clone().into());
-    }
-    // An upload the client broke off, or that passed the limit while relayed, is the client's
-    // error, whatever the upstream made of the cut body.
-    if let Some(e) = client_upload.as_ref().and_then(|u| u.client_error()) {
-        return Err(e.into());
-    }
+    cut_off(refused.as_deref(), client_upload.as_deref())?;
     let resp = resp?;
     let arrived = Instant::now();
     // 8. Answer.
@@ -382,59 +329,174 @@ where
     *out.status_mut() = head.status;
     answer_headers(&head.headers, out.headers_mut());
     if op.relays_content() && head.status.is_success() {
-        spend_headers(&charges, key.as_deref(), out.headers_mut());
         // The file as it arrives; the relay records the request when it ends.
+        steps::spend_headers(&charges, key.as_deref(), None, out.headers_mut());
         record.ttfb = Some(arrived - record.start);
         record.overhead = before_send + arrived.elapsed();
         let tap = Tap::new(Shape::Common, Framing::Opaque, false);
-        let relay = PassRelay::new(
-            upstream,
-            tap,
-            record.clone(),
-            state.recorder().clone(),
-            charges,
-        );
-        *out.body_mut() = ResponseBody::Pass(Box::new(relay));
+        let recorder = state.recorder().clone();
+        let relay = PassRelay::new(upstream, tap, record.clone(), recorder, charges);
+        *out.body_mut() = ResponseBody::relay(relay);
         return Ok(out);
     }
     let bytes = tokio::time::timeout(limit, collect_upstream(upstream))
         .await
         .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))?;
-    let bytes = match serde_json::from_slice::<Value>(&bytes) {
-        Ok(mut v) if head.status.is_success() => {
-            let owner = plan.owner.as_deref();
-            if let Op::GetBatch(_) = op {
-                batch::charge_once(state, &ids, &target, owner, &v).await;
-            }
-            owners::note(
+    let bytes = match head.status.is_success() {
+        true => {
+            let object = Object {
                 state,
-                &ids,
-                &target.info.id,
-                &v,
-                owner,
-                &viewer,
-                op.creates(),
-            )
-            .await;
-            charge(&op, &target, &v, &mut charges, record);
-            owners::rewrite_object(&mut v, &ids, &target.info.id, owner);
-            serde_json::to_vec(&v).map_or(bytes, Bytes::from)
+                ids: &ids,
+                target: &target,
+                owner: plan.owner.as_deref(),
+                viewer: &viewer,
+                op: &op,
+            };
+            object.settle(bytes, &mut charges, record).await
         }
-        _ => bytes,
+        false => bytes,
     };
     if !out.headers().contains_key(CONTENT_TYPE) {
         out.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
     // After the charge, so that the key's spend includes this call's.
-    spend_headers(&charges, key.as_deref(), out.headers_mut());
-    if let Some(c) = record.cost {
-        out.headers_mut()
-            .insert(X_RESPONSE_COST.clone(), usd_value(c));
-    }
+    steps::spend_headers(&charges, key.as_deref(), record.cost, out.headers_mut());
     *out.body_mut() = ResponseBody::full(bytes);
     record.overhead = before_send + arrived.elapsed();
     Ok(out)
+}
+
+/// Step 4: the body, within `limit`. An upload is read up to its file once its group is known
+/// (`named` outside the form, or by a field before the file); the file is relayed as it
+/// arrives.
+async fn read<B>(
+    body: B,
+    headers: &http::HeaderMap,
+    op: &Op<'_>,
+    named: bool,
+    (limit, timeout): (usize, std::time::Duration),
+) -> Result<(Bytes, Option<Arc<Upload>>), ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let boundary = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(multipart::boundary)
+        .filter(|_| matches!(op, Op::Upload));
+    match boundary {
+        Some(b) => {
+            // The group, and `purpose` (a batch file's lines are read): fields before the
+            // file, or the whole form when they follow it.
+            let ready = |scanner: &multipart::Scanner, head: &[u8]| {
+                scanner.has_field(head, "purpose")
+                    && (named || GROUP_FIELDS.iter().any(|f| scanner.has_field(head, f)))
+            };
+            read_head_until(body, headers, limit, b, &ready).await
+        }
+        None => Ok((read_body(body, headers, limit, timeout).await?, None)),
+    }
+}
+
+/// An upload cut off while it was relayed: a refused batch line (the line is the answer), or
+/// the client breaking it off or passing the limit (the client's error, whatever the upstream
+/// made of the cut body).
+fn cut_off(
+    refused: Option<&std::sync::OnceLock<lines::LineError>>,
+    upload: Option<&Upload>,
+) -> Result<(), ApiError> {
+    if let Some(e) = refused.and_then(|r| r.get()) {
+        return Err(e.clone().into());
+    }
+    match upload.and_then(Upload::client_error) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// The model group a request names outside its body: the query's, else LiteLLM's header.
+fn named_group(parts: &http::request::Parts) -> Option<&str> {
+    query_group(parts.uri.query()).or_else(|| {
+        parts
+            .headers
+            .get(GROUP_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(first_name)
+    })
+}
+
+/// The record names the deployment that holds the objects: its group, id and provider.
+fn served_by(record: &mut RequestRecord, target: &DeploymentTarget) {
+    record.model = Some(target.info.model_name.clone());
+    record.requested_model = record.model.clone();
+    record.deployment = Some(target.info.id.clone());
+    record.provider = Some(target.provider.name());
+}
+
+/// Whether the caller may use `group` (its access rule, limits not asked).
+fn may_use(state: &AppState, caller: &Caller, group: &str, wall: u64) -> bool {
+    match caller {
+        Caller::Key(k) => state
+            .gate()
+            .directory()
+            .subjects(k, None, &group.into(), wall)
+            .is_ok(),
+        Caller::Open | Caller::Master => true,
+    }
+}
+
+/// An object a call answered with, and whose it is.
+struct Object<'a> {
+    state: &'a AppState,
+    ids: &'a IdKey,
+    target: &'a DeploymentTarget,
+    /// The key hash that owns it (`None`: the master key's).
+    owner: Option<&'a str>,
+    viewer: &'a Viewer,
+    op: &'a Op<'a>,
+}
+
+impl Object<'_> {
+    /// A successful answer's object: a completed batch's usage charged once, its owner noted,
+    /// this call charged, its ids made sluice's. An answer that is not JSON passes as it is.
+    async fn settle(
+        &self,
+        bytes: Bytes,
+        charges: &mut Charges,
+        record: &mut RequestRecord,
+    ) -> Bytes {
+        let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
+            return bytes;
+        };
+        let (state, ids, target, owner) = (self.state, self.ids, self.target, self.owner);
+        if let Op::GetBatch(_) = self.op {
+            batch::charge_once(state, ids, target, owner, &v).await;
+        }
+        let creates = self.op.creates();
+        owners::note(state, ids, &target.info.id, &v, owner, self.viewer, creates).await;
+        charge(self.op, target, &v, charges, record);
+        owners::rewrite_object(&mut v, ids, &target.info.id, owner);
+        serde_json::to_vec(&v).map_or(bytes, Bytes::from)
+    }
+}
+
+/// An upload's form as it goes on: sluice's fields out, a batch file's lines bound to the
+/// deployment's model (a virtual key's, `strict`, checked line by line).
+fn outgoing_form(
+    form: &Form,
+    target: &DeploymentTarget,
+    strict: bool,
+    head: &Bytes,
+    rest: Option<&Arc<Upload>>,
+    declared: Option<usize>,
+) -> Result<lines::Sent, ApiError> {
+    let rule = match form.batch {
+        true => Rule::of(target, strict)?,
+        false => None,
+    };
+    Ok(form.send(head, rest, rule, declared)?)
 }
 
 /// Decide the deployment and the upstream call of `op`.

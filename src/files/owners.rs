@@ -27,7 +27,7 @@ use sluice_store::OwnedObject;
 
 use super::ids::{self, IdKey, Kind};
 use crate::auth::Caller;
-use crate::server::pipeline::collect_upstream;
+use crate::http::collect_upstream;
 use crate::server::AppState;
 
 /// Most upstream pages one list of a virtual key reads while looking for its own objects; past

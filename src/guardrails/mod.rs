@@ -426,9 +426,9 @@ impl Refused {
         self,
         dialect: sluice_core::endpoint::Dialect,
         record: &mut RequestRecord,
-    ) -> http::Response<crate::server::ResponseBody> {
+    ) -> http::Response<crate::http::ResponseBody> {
         record.error = Some(self.error.code());
-        let mut resp = crate::server::pipeline::error_response(&self.error, dialect);
+        let mut resp = crate::http::error_response(&self.error, dialect);
         if let Some(v) = self.applied {
             resp.headers_mut().insert(X_APPLIED_GUARDRAILS.clone(), v);
         }
@@ -565,31 +565,7 @@ pub(crate) async fn before<'s>(
     let mut now = texts::owned(&found.texts);
     {
         let mut texts: Vec<&mut String> = now.iter_mut().collect();
-        for g in selected.iter().filter(|g| {
-            g.settings.modes.on_request() && g.settings.kind == sluice_guardrails::Kind::PromptSize
-        }) {
-            let started = Instant::now();
-            let exceeded = g.settings.size.exceeded(&texts);
-            let verdict = match exceeded {
-                Some(_) => (
-                    GuardrailVerdict::Blocked,
-                    vec![(Arc::from("PROMPT_TOO_LONG"), 1)],
-                ),
-                None => (GuardrailVerdict::Passed, Vec::new()),
-            };
-            note_run(record, g, GuardrailStage::Request, started, verdict);
-            let Some(why) = exceeded else {
-                continue;
-            };
-            return Err(Refused {
-                error: ApiError::GuardrailBlocked {
-                    guardrail: g.name.to_string(),
-                    found: why,
-                    place: "request",
-                },
-                applied: names_value(&selected),
-            });
-        }
+        prompt_size(&selected, &texts, record)?;
         for g in selected.iter().filter(|g| {
             g.settings.modes.on_request()
                 && g.tools.is_none()
@@ -646,32 +622,7 @@ pub(crate) async fn before<'s>(
         *body = Bytes::from(spliced);
     }
     drop(found);
-    // `tool_permission` edits the request's tools and messages: read whole, written again
-    // only when it removed something.
-    let tool_rules: Vec<_> = selected
-        .iter()
-        .filter(|g| g.settings.modes.on_request())
-        .filter_map(|g| g.tools.as_ref().map(|p| (*g, p)))
-        .collect();
-    if !tool_rules.is_empty() {
-        let mut value: Value =
-            serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-        let mut edited = false;
-        for (g, policy) in tool_rules {
-            edited |= run_tools(g, GuardrailStage::Request, record, || {
-                tools::request(policy, &mut value)
-            })
-            .map_err(|d| Refused {
-                error: tool_refused(g, d, "request"),
-                applied: names_value(&selected),
-            })?;
-        }
-        if edited {
-            let out = serde_json::to_vec(&value)
-                .map_err(|_| ApiError::Internal("the checked body could not be written"))?;
-            *body = Bytes::from(out);
-        }
-    }
+    tool_rules(&selected, body, record)?;
     let logged_request = (log_content && selected.iter().any(|g| g.settings.modes.logging_only))
         .then(|| {
             masked_for_log(&selected, body, |d| {
@@ -688,6 +639,74 @@ pub(crate) async fn before<'s>(
         during,
         refusal: None,
     }))
+}
+
+/// The `prompt_size` guardrails of a request: the first one its texts exceed refuses it.
+fn prompt_size(
+    selected: &[&Guardrail],
+    texts: &[&mut String],
+    record: &mut RequestRecord,
+) -> Result<(), Refused> {
+    for g in selected.iter().filter(|g| {
+        g.settings.modes.on_request() && g.settings.kind == sluice_guardrails::Kind::PromptSize
+    }) {
+        let started = Instant::now();
+        let exceeded = g.settings.size.exceeded(texts);
+        let verdict = match exceeded {
+            Some(_) => (
+                GuardrailVerdict::Blocked,
+                vec![(Arc::from("PROMPT_TOO_LONG"), 1)],
+            ),
+            None => (GuardrailVerdict::Passed, Vec::new()),
+        };
+        note_run(record, g, GuardrailStage::Request, started, verdict);
+        if let Some(why) = exceeded {
+            return Err(Refused {
+                error: ApiError::GuardrailBlocked {
+                    guardrail: g.name.to_string(),
+                    found: why,
+                    place: "request",
+                },
+                applied: names_value(selected),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `tool_permission` guardrails of a request: they edit its tools and messages, read
+/// whole, written again only when one removed something.
+fn tool_rules(
+    selected: &[&Guardrail],
+    body: &mut Bytes,
+    record: &mut RequestRecord,
+) -> Result<(), Refused> {
+    let rules: Vec<_> = selected
+        .iter()
+        .filter(|g| g.settings.modes.on_request())
+        .filter_map(|g| g.tools.as_ref().map(|p| (*g, p)))
+        .collect();
+    if rules.is_empty() {
+        return Ok(());
+    }
+    let mut value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let mut edited = false;
+    for (g, policy) in rules {
+        edited |= run_tools(g, GuardrailStage::Request, record, || {
+            tools::request(policy, &mut value)
+        })
+        .map_err(|d| Refused {
+            error: tool_refused(g, d, "request"),
+            applied: names_value(selected),
+        })?;
+    }
+    if edited {
+        let out = serde_json::to_vec(&value)
+            .map_err(|_| ApiError::Internal("the checked body could not be written"))?;
+        *body = Bytes::from(out);
+    }
+    Ok(())
 }
 
 impl<'s> Guard<'s> {

@@ -24,7 +24,7 @@ use sluice_core::record::{GuardrailRun, GuardrailStage, GuardrailVerdict};
 
 use sluice_guardrails::{Guardrail, Masks, Tally};
 
-use crate::server::RelayError;
+use crate::http::RelayError;
 
 /// Characters of text held back behind the newest: longer than any built-in detector's match
 /// except a PEM block.

@@ -34,8 +34,9 @@ use super::calls::{Ctx, Env, SpanParent};
 use super::relay;
 use super::sessions::Owner;
 use super::{enter, Entry, McpGateway};
-use crate::server::pipeline::read_body;
-use crate::server::{AppState, RelayError, ResponseBody, Snapshot};
+use crate::http::read_body;
+use crate::http::{RelayError, ResponseBody};
+use crate::server::{AppState, Snapshot};
 use sluice_core::trace_context::TraceContext;
 use sluice_mcp::upstream::Notes;
 

@@ -42,17 +42,17 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use sluice_core::error::{ApiError, KeyRefusal};
-use sluice_core::limits::{self, SubjectKind};
+use sluice_core::limits::SubjectKind;
 use sluice_core::record::RequestRecord;
 use sluice_core::trace_context::TraceContext;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::{Access, Hub, McpSettings};
 use sluice_net::ClientRegistry;
 
-use crate::auth::addresses::client_of;
 use crate::auth::{Caller, KeyEntry};
-use crate::server::pipeline::read_body;
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::{read_body, ResponseBody};
+use crate::server::steps::{self, Authenticated};
+use crate::server::{AppState, Snapshot};
 use calls::{Ctx, Env, SpanParent};
 
 pub use sessions::{Owner, Sessions};
@@ -131,16 +131,14 @@ async fn enter<'s, B>(
             path: req.uri().path().chars().take(200).collect(),
         });
     };
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            &caller_key(req.headers()),
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let presented = caller_key(req.headers());
+    let Authenticated { caller, wall } = steps::authenticate(
+        state,
+        snap,
+        &presented,
+        (req.extensions(), req.uri().path()),
+    )
+    .await?;
     let who = who(state, caller, wall)?;
     record.key = who.key.as_ref().map(|k| k.info.clone());
     if let Some(name) = server {

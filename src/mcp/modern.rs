@@ -26,7 +26,8 @@ use sluice_mcp::upstream::Reply;
 
 use super::calls::{Answer, Ctx, Env, SpanParent};
 use super::{relay, McpGateway, Who, VERSIONS};
-use crate::server::{AppState, ResponseBody};
+use crate::http::ResponseBody;
+use crate::server::AppState;
 
 /// The modern revisions sluice serves.
 pub(super) const MODERN: [&str; 1] = ["2026-07-28"];

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{Ctx, Env, SpanParent};
 use super::sessions::Session;
 use super::{McpGateway, Who};
-use crate::server::{RelayError, ResponseBody};
+use crate::http::{RelayError, ResponseBody};
 
 /// Notifications from the tool server not yet turned into events.
 pub(super) const NOTES_QUEUE: usize = 32;

@@ -44,7 +44,7 @@ use sluice_routing::{Outcome, Requested, Resolved, Router, Served};
 use super::calls::{Answer as McpAnswer, Ctx, Env, SpanParent};
 use super::{McpGateway, Who};
 use crate::auth::Caller;
-use crate::server::pipeline::{Answer, Failed};
+use crate::server::inference::{Answer, Failed};
 use crate::server::{AppState, Snapshot};
 
 /// Model calls one request may make before sluice gives up on the loop.
@@ -183,6 +183,16 @@ pub(crate) struct McpLoop {
     pub(crate) trace: Option<Box<TraceContext>>,
 }
 
+/// The loop's tools as listed from their servers.
+struct Listed {
+    /// `mcp_list_tools` items, one per server.
+    items: Vec<Value>,
+    /// The tools as the model's functions.
+    functions: Vec<Value>,
+    /// Function name → (the wanted tool's index, the tool's own name).
+    offered: Vec<(String, usize, String)>,
+}
+
 impl McpLoop {
     /// Step 5¾: the request's `mcp` tools, checked; `None` when it has none (`"mcp"` was
     /// elsewhere in the body). Before admission, so that a bad tool costs nothing.
@@ -278,56 +288,11 @@ impl McpLoop {
         timeout: Option<Duration>,
         request_id: &HeaderValue,
     ) -> Result<Outcome<'a, Answer, Failed>, ApiError> {
-        let mut items: Vec<Value> = Vec::new();
-        let mut functions: Vec<Value> = Vec::new();
-        // Function name → (the wanted tool's index, the tool's own name).
-        let mut offered: Vec<(String, usize, String)> = Vec::new();
-        let rules = self.who.rules();
-        for (wi, w) in self.wanted.iter().enumerate() {
-            let Some(server) = self.gw.hub.server(&w.label) else {
-                continue;
-            };
-            let keep = |name: &str| {
-                hub::tool_allowed(server, name, &rules)
-                    && w.allowed
-                        .as_ref()
-                        .is_none_or(|a| a.iter().any(|t| t == name))
-            };
-            let tools = hub::list(server, Listing::Tools, false, keep)
-                .await
-                .map_err(|e| LoopError::Listing {
-                    server: w.label.clone(),
-                    why: match e {
-                        hub::ListError::Upstream(e) => e.to_string(),
-                        hub::ListError::Refused(_) => "the server refused tools/list".into(),
-                    },
-                })?;
-            let mut listed = Vec::with_capacity(tools.len());
-            for t in tools {
-                let Some(name) = t.get("name").and_then(Value::as_str) else {
-                    continue;
-                };
-                let schema = t
-                    .get("inputSchema")
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-                let description = t.get("description").cloned().unwrap_or(Value::Null);
-                let function = format!("{}{TOOL_SEPARATOR}{name}", w.label);
-                functions.push(json!({
-                    "type": "function", "name": function, "description": description,
-                    "parameters": schema, "strict": false
-                }));
-                listed.push(json!({
-                    "name": name, "description": description, "input_schema": schema,
-                    "annotations": t.get("annotations").cloned().unwrap_or(Value::Null)
-                }));
-                offered.push((function, wi, name.to_owned()));
-            }
-            items.push(json!({
-                "id": new_id("mcpl"), "type": "mcp_list_tools", "server_label": w.label,
-                "tools": listed, "error": null
-            }));
-        }
+        let Listed {
+            mut items,
+            functions,
+            offered,
+        } = self.list_tools().await?;
         // The request the model gets: the mcp tools replaced by their functions, whole rounds.
         let client_tools = self.request.get("tools").cloned().unwrap_or(Value::Null);
         let mut tools: Vec<Value> = client_tools
@@ -410,39 +375,9 @@ impl McpLoop {
             let other_calls = rest
                 .iter()
                 .any(|i| i.get("type").and_then(Value::as_str) == Some("function_call"));
-            let mut asked = false;
-            for (call, wi, own) in &calls {
-                let w = &self.wanted[*wi];
-                let arguments = call
-                    .get("arguments")
-                    .and_then(Value::as_str)
-                    .unwrap_or("{}");
-                if w.approval.asks(own) {
-                    asked = true;
-                    items.push(json!({
-                        "id": new_id("mcpr"), "type": "mcp_approval_request",
-                        "server_label": w.label, "name": own, "arguments": arguments
-                    }));
-                    continue;
-                }
-                let (output, error) = self.call(state, request_id, w, own, arguments).await;
-                let call_id = call.get("call_id").cloned().unwrap_or(Value::Null);
-                input.push(call.clone());
-                input.push(json!({
-                    "type": "function_call_output", "call_id": call_id,
-                    "output": output.as_deref().or(error.as_deref()).unwrap_or("")
-                }));
-                let status = if error.is_some() {
-                    "failed"
-                } else {
-                    "completed"
-                };
-                items.push(json!({
-                    "id": new_id("mcp"), "type": "mcp_call", "server_label": w.label,
-                    "name": own, "arguments": arguments, "output": output, "error": error,
-                    "approval_request_id": null, "status": status
-                }));
-            }
+            let asked = self
+                .run_calls(state, request_id, &calls, &mut input, &mut items)
+                .await;
             if !calls.is_empty() && !asked && !other_calls {
                 if round < MAX_ROUNDS {
                     // The model gets the results: its other items of this round go back with
@@ -487,6 +422,114 @@ impl McpLoop {
         }
         // Every round returns or continues, and the last cannot continue.
         Err(LoopError::Rounds(MAX_ROUNDS).into())
+    }
+
+    /// The tools of every server the request names, as the loop offers them: `mcp_list_tools`
+    /// items for the answer, the functions the model is given, and which tool each function
+    /// name stands for.
+    async fn list_tools(&self) -> Result<Listed, ApiError> {
+        let mut items: Vec<Value> = Vec::new();
+        let mut functions: Vec<Value> = Vec::new();
+        // Function name → (the wanted tool's index, the tool's own name).
+        let mut offered: Vec<(String, usize, String)> = Vec::new();
+        let rules = self.who.rules();
+        for (wi, w) in self.wanted.iter().enumerate() {
+            let Some(server) = self.gw.hub.server(&w.label) else {
+                continue;
+            };
+            let keep = |name: &str| {
+                hub::tool_allowed(server, name, &rules)
+                    && w.allowed
+                        .as_ref()
+                        .is_none_or(|a| a.iter().any(|t| t == name))
+            };
+            let tools = hub::list(server, Listing::Tools, false, keep)
+                .await
+                .map_err(|e| LoopError::Listing {
+                    server: w.label.clone(),
+                    why: match e {
+                        hub::ListError::Upstream(e) => e.to_string(),
+                        hub::ListError::Refused(_) => "the server refused tools/list".into(),
+                    },
+                })?;
+            let mut listed = Vec::with_capacity(tools.len());
+            for t in tools {
+                let Some(name) = t.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let schema = t
+                    .get("inputSchema")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                let description = t.get("description").cloned().unwrap_or(Value::Null);
+                let function = format!("{}{TOOL_SEPARATOR}{name}", w.label);
+                functions.push(json!({
+                    "type": "function", "name": function, "description": description,
+                    "parameters": schema, "strict": false
+                }));
+                listed.push(json!({
+                    "name": name, "description": description, "input_schema": schema,
+                    "annotations": t.get("annotations").cloned().unwrap_or(Value::Null)
+                }));
+                offered.push((function, wi, name.to_owned()));
+            }
+            items.push(json!({
+                "id": new_id("mcpl"), "type": "mcp_list_tools", "server_label": w.label,
+                "tools": listed, "error": null
+            }));
+        }
+        Ok(Listed {
+            items,
+            functions,
+            offered,
+        })
+    }
+
+    /// A round's calls of the loop's tools: each run (its `mcp_call` item for the answer, its
+    /// call and output for the model's next round), or, when the server's `require_approval`
+    /// asks for it, an `mcp_approval_request` instead. True when one was asked.
+    async fn run_calls(
+        &self,
+        state: &AppState,
+        request_id: &HeaderValue,
+        calls: &[(Value, usize, String)],
+        input: &mut Vec<Value>,
+        items: &mut Vec<Value>,
+    ) -> bool {
+        let mut asked = false;
+        for (call, wi, own) in calls {
+            let w = &self.wanted[*wi];
+            let arguments = call
+                .get("arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("{}");
+            if w.approval.asks(own) {
+                asked = true;
+                items.push(json!({
+                    "id": new_id("mcpr"), "type": "mcp_approval_request",
+                    "server_label": w.label, "name": own, "arguments": arguments
+                }));
+                continue;
+            }
+            let (output, error) = self.call(state, request_id, w, own, arguments).await;
+            let call_id = call.get("call_id").cloned().unwrap_or(Value::Null);
+            input.push(call.clone());
+            input.push(json!({
+                "type": "function_call_output", "call_id": call_id,
+                "output": output.as_deref().or(error.as_deref()).unwrap_or("")
+            }));
+            let status = if error.is_some() {
+                "failed"
+            } else {
+                "completed"
+            };
+            items.push(json!({
+                "id": new_id("mcp"), "type": "mcp_call", "server_label": w.label,
+                "name": own, "arguments": arguments, "output": output, "error": error,
+                "approval_request_id": null, "status": status
+            }));
+        }
+        asked
     }
 
     /// The input the model gets first: a string as one user message, and the items of earlier

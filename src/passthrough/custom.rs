@@ -24,12 +24,10 @@ use sluice_providers::passthrough::{connection_listed, never_forwarded, path};
 use sluice_providers::UpstreamBody;
 
 use super::PassRelay;
-use crate::auth::addresses::client_of;
 use crate::auth::{Caller, Wanted};
-use crate::server::pipeline::{
-    collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
-};
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::{collect_upstream, read_body, ResponseBody};
+use crate::server::steps::{self, Admitted, Ask, Authenticated};
+use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a custom route's target may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -217,19 +215,19 @@ where
     if !target.serves(req.method()) {
         return Err(ApiError::MethodNotAllowed(req.method().to_string()));
     }
-    let wall = limits::wall_ms();
-    let caller = if route.auth {
-        state
-            .gate()
-            .authenticate(
-                snap.master.as_ref(),
-                req.headers(),
-                (client_of(req.extensions()), req.uri().path()),
-                wall,
-            )
-            .await?
+    let Authenticated { caller, wall } = if route.auth {
+        steps::authenticate(
+            state,
+            snap,
+            req.headers(),
+            (req.extensions(), req.uri().path()),
+        )
+        .await?
     } else {
-        Caller::Open
+        Authenticated {
+            caller: Caller::Open,
+            wall: limits::wall_ms(),
+        }
     };
     let (parts, body) = req.into_parts();
     let rest = target
@@ -257,16 +255,11 @@ where
         per_request: route.cost_per_request,
         ..Price::default()
     };
-    let (key, mut charges) = super::admit::admitted(
-        state,
-        caller,
-        None,
-        Wanted::name(&route.path),
-        record,
-        wall,
-        Some(price),
-    )
-    .await?;
+    let ask = Ask {
+        price: Some(price),
+        ..Ask::for_model(Wanted::name(&route.path))
+    };
+    let Admitted { key, mut charges } = steps::admit(state, caller, ask, record, wall).await?;
     let before_send = record.start.elapsed();
     let sent = target.send(
         &parts.method,
@@ -302,15 +295,11 @@ where
             .unwrap_or(Err(ApiError::UpstreamTimeout(route.timeout)))?;
         let cost = charges.settle(record);
         *out.body_mut() = ResponseBody::full(bytes);
-        if let Some(c) = cost {
-            out.headers_mut()
-                .insert(X_RESPONSE_COST.clone(), usd_value(c));
-        }
-        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        steps::spend_headers(&charges, key.as_deref(), cost, out.headers_mut());
         record.overhead = before_send + arrived.elapsed();
         return Ok(out);
     }
-    spend_headers(&charges, key.as_deref(), out.headers_mut());
+    steps::spend_headers(&charges, key.as_deref(), None, out.headers_mut());
     record.ttfb = Some(arrived - record.start);
     record.overhead = before_send + arrived.elapsed();
     let tap = Tap::new(Shape::Unknown, Framing::Opaque, false);
@@ -321,7 +310,7 @@ where
         state.recorder().clone(),
         charges,
     );
-    *out.body_mut() = ResponseBody::Pass(Box::new(relay));
+    *out.body_mut() = ResponseBody::relay(relay);
     Ok(out)
 }
 

@@ -18,7 +18,6 @@
 //!    is relayed frame by frame as it arrives ([`PassRelay`]) and charged when it ends;
 //! 9. record: like every request (the pipeline for whole answers, the relay for streams).
 
-mod admit;
 pub mod custom;
 mod group;
 mod relay;
@@ -28,7 +27,7 @@ pub use relay::PassRelay;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
@@ -38,7 +37,6 @@ use http_body::Body;
 use sluice_config::{Config, PriceTable};
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 use sluice_core::record::{Content, RequestRecord};
 use sluice_net::sigv4::uri_decode;
 use sluice_net::ClientRegistry;
@@ -49,12 +47,12 @@ use sluice_providers::passthrough::{
 use sluice_routing::{retry_after, FailureKind, Group};
 use sluice_translate::envelope::{splice, Envelope};
 
-use crate::auth::addresses::client_of;
 use crate::auth::{self, Wanted};
-use crate::server::pipeline::{
-    collect_upstream, failure_kind, read_body, spend_headers, usd_value, X_RESPONSE_COST,
-};
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::{collect_upstream, error_response, read_body, ResponseBody};
+use crate::server::inference::failure_kind;
+use crate::server::steps::{self, Admitted, Ask};
+use crate::server::{AppState, Snapshot};
+use crate::spend::Charges;
 
 /// The pass-through routes of one config snapshot: each route's upstream made ready (or why
 /// it cannot be called), the deployments a group's name reaches, and the prices answers are
@@ -115,7 +113,8 @@ static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-bufferin
 /// Longest model name a record keeps (metrics and spend logs).
 const MAX_MODEL_LEN: usize = 256;
 
-/// Serve one pass-through request. Errors become the pipeline's OpenAI-shaped answers.
+/// Serve one pass-through request, through the steps every route shares (`server::steps`).
+/// Errors become the pipeline's OpenAI-shaped answers.
 pub async fn handle<B>(
     state: &AppState,
     snap: &Snapshot,
@@ -129,17 +128,14 @@ where
 {
     record.provider = Some(route.name());
     // 3. Authenticate, with the key where LiteLLM takes it on this route.
-    let wall = limits::wall_ms();
     let presented = caller_key(route, req.headers(), req.uri().query());
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            &presented,
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let who = steps::authenticate(
+        state,
+        snap,
+        &presented,
+        (req.extensions(), req.uri().path()),
+    )
+    .await?;
     // 4. Read the body within the limit; the path may not leave the provider's base.
     let (parts, body) = req.into_parts();
     let rest = Route::of(parts.uri.path())
@@ -147,136 +143,57 @@ where
         .ok_or(ApiError::Internal("pass-through route without its prefix"))?;
     path::check(rest)?;
     let mut body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
-    // 4½. Guardrails, where sluice reads the route's text (OpenAI's and Anthropic's APIs, whose
-    //     shapes it knows); on any other route a request a guardrail applies to is refused,
-    //     not sent unchecked.
+    // 4½. Guardrails, where sluice reads the route's text (OpenAI's and Anthropic's APIs,
+    //     whose shapes it knows); on any other route a request a guardrail applies to is
+    //     refused, not sent unchecked.
     let checked = guarded_endpoint(route, rest);
-    let mut guarded = None;
-    if let Some(set) = snap.guardrails.as_deref() {
-        let carried = caller.guardrails(state.gate().directory());
-        match checked {
-            Some(endpoint) => {
-                let log_content = state.recorder().callbacks().content();
-                match Box::pin(crate::guardrails::before(
-                    (set, &snap.router),
-                    endpoint,
-                    &carried,
-                    &mut body,
-                    record,
-                    log_content,
-                ))
-                .await
-                {
-                    Ok(g) => guarded = g,
-                    Err(refused) => return Ok(refused.response(endpoint.dialect(), record)),
-                }
+    let mut guarded = match checked {
+        Some(endpoint) => {
+            match steps::guard(state, snap, endpoint, &who.caller, &mut body, record).await {
+                Ok(g) => g,
+                Err(refused) => return Ok(refused),
             }
-            None if crate::guardrails::would_apply(set, &carried, &body) => {
-                return Err(ApiError::InvalidParam {
-                    param: "guardrails",
-                    message: format!(
-                        "guardrails apply to this request, and sluice cannot read the text of \
-                         this {} API call: send it through /v1/chat/completions, /v1/responses \
-                         or /v1/messages",
-                        route.name()
-                    ),
-                });
-            }
-            None => {}
         }
-    }
-    // 5. What the request names: the model (path, else body), streaming, the end user; a
-    //    `model_list` group's name stands for one of its deployments of this provider.
-    let named = route.named(rest);
-    let facts = BodyFacts::read(&body);
-    let model = named.model.as_deref().or(facts.model.as_deref());
-    let streams = facts.stream == Some(true)
-        || named.op.starts_with("stream")
-        || named.op.ends_with("-stream");
-    let group_name = match route.group_in() {
-        Some(NamedIn::Path) => named.model.as_deref(),
-        Some(NamedIn::Body) => facts.model.as_deref(),
-        None => None,
+        None => {
+            unread(state, snap, route, &who.caller, &body)?;
+            None
+        }
     };
-    let pt = &snap.pass_through;
-    let group =
-        group_name.and_then(|n| group::find(&snap.router.models, &pt.deployments, route, n));
-    let via = match group {
-        Some(g) => Via::Group(g),
-        None => Via::Route(
-            pt.targets
-                .get(route)
-                .map_err(|why| unavailable(route, why))?,
-        ),
-    };
-    record.stream = streams;
-    record.model = Some(match via {
-        Via::Group(g) => g.name.clone(),
-        Via::Route(_) => Arc::from(format!("{}/*", route.name())),
-    });
-    record.requested_model = model.map(capped);
-    record.end_user = facts.user.as_deref().map(Into::into);
+    // 5. What the request names; 6. admitted for it.
+    let asked = Asked::read(snap, route, rest, &body, record)?;
     if state.recorder().callbacks().content() {
         record.content = Some(Box::new(Content {
             request: body.clone(),
             ..Content::default()
         }));
     }
-    // 6. Admit: access to the group, else to `<provider>/<model>`; the caller's limits and
-    //    budgets.
     let route_model;
-    let wanted = match via {
+    let wanted = match asked.via {
         Via::Group(g) => Wanted::of(&g.name, g),
         Via::Route(_) => {
-            route_model = format!("{}/{}", route.name(), model.unwrap_or("*"));
+            route_model = format!("{}/{}", route.name(), asked.model().unwrap_or("*"));
             Wanted::name(&route_model)
         }
     };
-    let (key, mut charges) = admit::admitted(
-        state,
-        caller,
-        facts.user.as_deref(),
-        wanted,
-        record,
-        wall,
-        None,
-    )
-    .await?;
-    // 7. Call the provider with sluice's credentials: the group's deployment's, with its model
-    //    id where the request named the group, else the route's own.
-    let breaker = &snap.router.policy.breaker;
-    let (target, rest, new_model) = match via {
-        Via::Group(g) => {
-            let routed = group::pick(g, snap.router.policy.strategy, &pt.deployments, route)?;
-            record.deployment = Some(routed.member.target.info.id.clone());
-            charges.price = Some(routed.member.target.price);
-            charges.deployment = Some(routed.guard);
-            let t = routed.target;
-            match (route.group_in(), named.span.clone()) {
-                (Some(NamedIn::Path), Some(span)) => {
-                    (t, Cow::Owned(t.routed_path(rest, span)), None)
-                }
-                _ => (t, Cow::Borrowed(rest), Some(t.model_json())),
-            }
-        }
-        Via::Route(t) => {
-            charges.price = model.and_then(|m| pt.prices.find(route.name(), m));
-            (t, Cow::Borrowed(rest), None)
-        }
+    let ask = Ask {
+        end_user: asked.facts.user.as_deref(),
+        ..Ask::for_model(wanted)
     };
-    // A `during_call` service check is asked before the call here (a pass-through call is
-    // not cancelled midway).
-    if let Some(during) = guarded.as_mut().and_then(|g| g.take_during()) {
-        let mut verdict = Box::pin(during.run()).await;
-        let refusal = verdict.take_refusal();
-        verdict.note(record);
-        if let Some(e) = refusal {
-            return Err(e);
-        }
-    }
-    let (segments, asked_usage) =
-        outgoing_body(route, &rest, &body, streams, new_model, checked.is_some());
-    let limit = if streams {
+    let Admitted { key, mut charges } =
+        steps::admit(state, who.caller, ask, record, who.wall).await?;
+    // 7. Call the provider with sluice's credentials: the group's deployment's, with its model
+    //    id where the request named the group, else the route's own; beside the request's
+    //    `during_call` guardrails.
+    let (target, rest, new_model) = asked.target(snap, route, rest, &mut charges, record)?;
+    let (segments, asked_usage) = outgoing_body(
+        route,
+        &rest,
+        &body,
+        asked.streams,
+        new_model,
+        checked.is_some(),
+    );
+    let limit = if asked.streams {
         target.timeouts.first_chunk
     } else {
         target.timeouts.total
@@ -291,38 +208,249 @@ where
         body: segments,
         trace: None,
     };
-    let resp = tokio::time::timeout(limit, target.send(outgoing))
-        .await
-        .unwrap_or(Err(ApiError::UpstreamTimeout(limit)));
-    let resp = match resp {
+    let call = || async {
+        tokio::time::timeout(limit, target.send(outgoing))
+            .await
+            .unwrap_or(Err(ApiError::UpstreamTimeout(limit)))
+    };
+    let during = guarded.as_mut().and_then(|g| g.take_during());
+    let resp = match steps::beside_checks(during, call, guarded.as_mut(), record).await? {
         Ok(r) => r,
         Err(e) => {
             if let Some(g) = charges.deployment.as_mut() {
-                g.fail(failure_kind(&e), None, breaker);
+                g.fail(failure_kind(&e), None, &snap.router.policy.breaker);
             }
             return Err(e);
         }
     };
-    let arrived = Instant::now();
     // 8. Answer and settle.
-    let (head, upstream) = resp.into_parts();
-    record.status = head.status.as_u16();
-    if head.status.is_success() && matches!(via, Via::Route(_)) {
-        if let Some(m) = model {
-            record.model = Some(capped(m));
-        }
+    let answering = Answering {
+        state,
+        snap,
+        shape: route.shape(&rest),
+        checked,
+        key: key.as_deref(),
+        timing: (before_send, sent, Instant::now()),
+    };
+    let mut out = if let Some(e) = guarded.as_mut().and_then(|g| g.take_refusal()) {
+        // A `during_call` check blocked after the upstream answered: the answer is not sent.
+        record.status = e.status().as_u16();
+        record.error = Some(e.code());
+        error_response(
+            &e,
+            checked.map_or(sluice_core::endpoint::Dialect::OpenAi, |e| e.dialect()),
+        )
+    } else {
+        answering
+            .answer(
+                resp,
+                &asked,
+                asked_usage,
+                charges,
+                guarded.as_mut(),
+                target,
+                record,
+            )
+            .await?
+    };
+    steps::applied_header(guarded.as_ref(), out.headers_mut());
+    Ok(out)
+}
+
+/// 4½ on a route whose text sluice does not read: a request a guardrail applies to is refused,
+/// not sent unchecked.
+fn unread(
+    state: &AppState,
+    snap: &Snapshot,
+    route: Route,
+    caller: &auth::Caller,
+    body: &[u8],
+) -> Result<(), ApiError> {
+    let Some(set) = snap.guardrails.as_deref() else {
+        return Ok(());
+    };
+    let carried = caller.guardrails(state.gate().directory());
+    if !crate::guardrails::would_apply(set, &carried, body) {
+        return Ok(());
     }
-    let content_type = head
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let framing = Framing::of(content_type);
-    let whole = !head.status.is_success() || (framing == Framing::Json && !streams);
-    let mut out = Response::new(ResponseBody::full(Bytes::new()));
-    *out.status_mut() = head.status;
-    answer_headers(&head.headers, out.headers_mut());
-    if whole {
+    Err(ApiError::InvalidParam {
+        param: "guardrails",
+        message: format!(
+            "guardrails apply to this request, and sluice cannot read the text of this {} API \
+             call: send it through /v1/chat/completions, /v1/responses or /v1/messages",
+            route.name()
+        ),
+    })
+}
+
+/// Step 5: what a pass-through request names: the model (path, else body), streaming, the end
+/// user; a `model_list` group's name stands for one of its deployments of this provider.
+struct Asked<'s, 'r> {
+    named: path::Named<'r>,
+    facts: BodyFacts<'r>,
+    streams: bool,
+    via: Via<'s>,
+}
+
+impl<'s, 'r> Asked<'s, 'r> {
+    fn read(
+        snap: &'s Snapshot,
+        route: Route,
+        rest: &'r str,
+        body: &'r [u8],
+        record: &mut RequestRecord,
+    ) -> Result<Self, ApiError> {
+        let named = route.named(rest);
+        let facts = BodyFacts::read(body);
+        let streams = facts.stream == Some(true)
+            || named.op.starts_with("stream")
+            || named.op.ends_with("-stream");
+        let group_name = match route.group_in() {
+            Some(NamedIn::Path) => named.model.as_deref(),
+            Some(NamedIn::Body) => facts.model.as_deref(),
+            None => None,
+        };
+        let pt = &snap.pass_through;
+        let group =
+            group_name.and_then(|n| group::find(&snap.router.models, &pt.deployments, route, n));
+        let via = match group {
+            Some(g) => Via::Group(g),
+            None => Via::Route(
+                pt.targets
+                    .get(route)
+                    .map_err(|why| unavailable(route, why))?,
+            ),
+        };
+        let asked = Self {
+            named,
+            facts,
+            streams,
+            via,
+        };
+        record.stream = streams;
+        record.model = Some(match via {
+            Via::Group(g) => g.name.clone(),
+            Via::Route(_) => Arc::from(format!("{}/*", route.name())),
+        });
+        record.requested_model = asked.model().map(capped);
+        Ok(asked)
+    }
+
+    /// The model asked for: the path's, else the body's.
+    fn model(&self) -> Option<&str> {
+        self.named.model.as_deref().or(self.facts.model.as_deref())
+    }
+
+    /// The upstream to call, the path on it, and the model id the body must name instead
+    /// (a group's deployment's); the deployment's slot and price go on the charges.
+    fn target(
+        &self,
+        snap: &'s Snapshot,
+        route: Route,
+        rest: &'r str,
+        charges: &mut Charges,
+        record: &mut RequestRecord,
+    ) -> Result<(&'s Target, Cow<'r, str>, Option<&'s Bytes>), ApiError> {
+        let pt = &snap.pass_through;
+        Ok(match self.via {
+            Via::Group(g) => {
+                let routed = group::pick(g, snap.router.policy.strategy, &pt.deployments, route)?;
+                record.deployment = Some(routed.member.target.info.id.clone());
+                charges.price = Some(routed.member.target.price);
+                charges.deployment = Some(routed.guard);
+                let t = routed.target;
+                match (route.group_in(), self.named.span.clone()) {
+                    (Some(NamedIn::Path), Some(span)) => {
+                        (t, Cow::Owned(t.routed_path(rest, span)), None)
+                    }
+                    _ => (t, Cow::Borrowed(rest), Some(t.model_json())),
+                }
+            }
+            Via::Route(t) => {
+                charges.price = self.model().and_then(|m| pt.prices.find(route.name(), m));
+                (t, Cow::Borrowed(rest), None)
+            }
+        })
+    }
+}
+
+/// What step 8 of a pass-through call answers with.
+struct Answering<'a> {
+    state: &'a AppState,
+    snap: &'a Snapshot,
+    shape: sluice_providers::passthrough::Shape,
+    /// The endpoint whose text guardrails read, if sluice reads this route's.
+    checked: Option<sluice_core::endpoint::Endpoint>,
+    key: Option<&'a crate::auth::KeyEntry>,
+    /// sluice's time before the call, when it was sent, when its head arrived.
+    timing: (Duration, Instant, Instant),
+}
+
+impl Answering<'_> {
+    /// Step 8: the upstream's answer: collected whole (an error, or JSON not streamed) and
+    /// settled, or relayed as it arrives and settled when it ends.
+    #[allow(clippy::too_many_arguments)]
+    async fn answer(
+        self,
+        resp: Response<sluice_providers::UpstreamBody>,
+        asked: &Asked<'_, '_>,
+        asked_usage: bool,
+        mut charges: Charges,
+        guarded: Option<&mut crate::guardrails::Guard<'_>>,
+        target: &Target,
+        record: &mut RequestRecord,
+    ) -> Result<Response<ResponseBody>, ApiError> {
+        let (head, upstream) = resp.into_parts();
+        record.status = head.status.as_u16();
+        if head.status.is_success() && matches!(asked.via, Via::Route(_)) {
+            if let Some(m) = asked.model() {
+                record.model = Some(capped(m));
+            }
+        }
+        let content_type = head
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let framing = Framing::of(content_type);
+        let whole = !head.status.is_success() || (framing == Framing::Json && !asked.streams);
+        let mut out = Response::new(ResponseBody::full(Bytes::new()));
+        *out.status_mut() = head.status;
+        answer_headers(&head.headers, out.headers_mut());
+        let (before_send, sent, arrived) = self.timing;
+        if !whole {
+            steps::spend_headers(&charges, self.key, None, out.headers_mut());
+            // A proxy in front of sluice must not hold the stream back either.
+            out.headers_mut()
+                .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
+            record.ttfb = Some(arrived - record.start);
+            record.overhead = before_send + arrived.elapsed();
+            if let Some(g) = charges.deployment.as_mut() {
+                g.succeed(arrived - sent);
+            }
+            let tap = Tap::new(self.shape, framing, asked_usage);
+            let relay = PassRelay::new(
+                upstream,
+                tap,
+                record.clone(),
+                self.state.recorder().clone(),
+                charges,
+            )
+            .idle_timeout(target.timeouts.idle);
+            let on_stream = match (guarded, self.checked) {
+                (Some(g), Some(endpoint)) => g.on_stream().map(|s| (s, endpoint)),
+                _ => None,
+            };
+            *out.body_mut() = match on_stream {
+                // post_call guardrails check the stream as it passes, as on the inference
+                // routes.
+                Some(((list, restore), endpoint)) => ResponseBody::relay(
+                    crate::guardrails::GuardedStream::new(relay, list, endpoint, restore),
+                ),
+                None => ResponseBody::relay(relay),
+            };
+            return Ok(out);
+        }
         let bytes = tokio::time::timeout(target.timeouts.total, collect_upstream(upstream))
             .await
             .unwrap_or(Err(ApiError::UpstreamTimeout(target.timeouts.total)))?;
@@ -332,18 +460,22 @@ where
                 g.succeed(collected - sent);
             } else {
                 let kind = FailureKind::from_response(head.status, &bytes);
-                g.fail(kind, retry_after(&head.headers), breaker);
+                g.fail(
+                    kind,
+                    retry_after(&head.headers),
+                    &self.snap.router.policy.breaker,
+                );
             }
         }
         if head.status.is_success() {
-            record.usage = usage::whole(route.shape(&rest), &bytes);
+            record.usage = usage::whole(self.shape, &bytes);
         }
         if let Some(c) = record.content.as_mut() {
             c.response = Some(bytes.clone());
         }
         // post_call guardrails on the whole answer; a refused answer is still charged.
         let mut refused = None;
-        let bytes = match (guarded.as_mut(), checked) {
+        let bytes = match (guarded, self.checked) {
             (Some(g), Some(endpoint)) => {
                 match Box::pin(g.after(endpoint, head.status, bytes, record)).await {
                     Ok(b) => b,
@@ -359,52 +491,14 @@ where
         if let Some((e, endpoint)) = refused {
             record.error = Some(e.code());
             record.status = e.status().as_u16();
-            out = crate::server::pipeline::error_response(&e, endpoint.dialect());
+            out = error_response(&e, endpoint.dialect());
         } else {
             *out.body_mut() = ResponseBody::full(bytes);
         }
-        if let Some(c) = cost {
-            out.headers_mut()
-                .insert(X_RESPONSE_COST.clone(), usd_value(c));
-        }
-        spend_headers(&charges, key.as_deref(), out.headers_mut());
+        steps::spend_headers(&charges, self.key, cost, out.headers_mut());
         record.overhead = before_send + collected.elapsed();
-    } else {
-        spend_headers(&charges, key.as_deref(), out.headers_mut());
-        // A proxy in front of sluice must not hold the stream back either.
-        out.headers_mut()
-            .insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
-        record.ttfb = Some(arrived - record.start);
-        record.overhead = before_send + arrived.elapsed();
-        if let Some(g) = charges.deployment.as_mut() {
-            g.succeed(arrived - sent);
-        }
-        let tap = Tap::new(route.shape(&rest), framing, asked_usage);
-        let relay = PassRelay::new(
-            upstream,
-            tap,
-            record.clone(),
-            state.recorder().clone(),
-            charges,
-        )
-        .idle_timeout(target.timeouts.idle);
-        let on_stream = match (guarded.as_mut(), checked) {
-            (Some(g), Some(endpoint)) => g.on_stream().map(|s| (s, endpoint)),
-            _ => None,
-        };
-        *out.body_mut() = match on_stream {
-            // post_call guardrails check the stream as it passes, as on the inference routes.
-            Some(((list, restore), endpoint)) => ResponseBody::GuardedPass(Box::new(
-                crate::guardrails::GuardedStream::new(relay, list, endpoint, restore),
-            )),
-            None => ResponseBody::Pass(Box::new(relay)),
-        };
+        Ok(out)
     }
-    if let Some(v) = guarded.as_ref().and_then(|g| g.applied()) {
-        out.headers_mut()
-            .insert(crate::guardrails::X_APPLIED_GUARDRAILS.clone(), v);
-    }
-    Ok(out)
 }
 
 /// Why a route cannot be called, as the client hears it.

@@ -22,7 +22,8 @@ use sluice_providers::passthrough::Tap;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 
-use crate::server::{Abort, IdleTimer, RelayError};
+use crate::http::RelayError;
+use crate::server::{Abort, IdleTimer};
 use crate::spend::Charges;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

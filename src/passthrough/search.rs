@@ -16,7 +16,6 @@ use serde_json::{Map, Value};
 
 use sluice_config::SearchTool;
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 use sluice_core::price::Price;
 use sluice_core::record::RequestRecord;
 use sluice_core::usage::Usage;
@@ -24,12 +23,10 @@ use sluice_net::{ClientRegistry, SegmentsBody, UpstreamClient};
 use sluice_providers::http::client_error;
 use sluice_providers::passthrough::path;
 
-use crate::auth::addresses::client_of;
 use crate::auth::Wanted;
-use crate::server::pipeline::{
-    collect_upstream, read_body, spend_headers, usd_value, X_RESPONSE_COST,
-};
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::{collect_upstream, read_body, ResponseBody};
+use crate::server::steps::{self, Admitted, Ask, Authenticated};
+use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a search provider may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,16 +92,13 @@ where
     if req.method() != Method::POST {
         return Err(ApiError::MethodNotAllowed(req.method().to_string()));
     }
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            req.headers(),
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let Authenticated { caller, wall } = steps::authenticate(
+        state,
+        snap,
+        req.headers(),
+        (req.extensions(), req.uri().path()),
+    )
+    .await?;
     let (parts, body) = req.into_parts();
     let name =
         tool_of(parts.uri.path()).ok_or(ApiError::Internal("search route without its tool"))?;
@@ -139,16 +133,11 @@ where
         per_query: tool.cost_per_query,
         ..Price::default()
     };
-    let (key, mut charges) = super::admit::admitted(
-        state,
-        caller,
-        None,
-        Wanted::name(&tool.name),
-        record,
-        wall,
-        Some(price),
-    )
-    .await?;
+    let ask = Ask {
+        price: Some(price),
+        ..Ask::for_model(Wanted::name(&tool.name))
+    };
+    let Admitted { key, mut charges } = steps::admit(state, caller, ask, record, wall).await?;
     let before_send = record.start.elapsed();
     let sent = serde_json::to_vec(&sent).map_err(|_| ApiError::Internal("search body"))?;
     let mut upstream = Request::builder()
@@ -196,11 +185,7 @@ where
     let mut out = Response::new(ResponseBody::full(out_body));
     out.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(c) = cost {
-        out.headers_mut()
-            .insert(X_RESPONSE_COST.clone(), usd_value(c));
-    }
-    spend_headers(&charges, key.as_deref(), out.headers_mut());
+    steps::spend_headers(&charges, key.as_deref(), cost, out.headers_mut());
     record.overhead = before_send + arrived.elapsed();
     Ok(out)
 }

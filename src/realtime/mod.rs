@@ -31,16 +31,14 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 use sluice_core::record::RequestRecord;
 use sluice_providers::realtime::{self, RealtimeUpstream};
 use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
-use crate::auth::addresses::client_of;
 use crate::auth::{self, Wanted};
-use crate::server::pipeline::admit;
-use crate::server::{AppState, ResponseBody, Snapshot};
-use crate::spend::Charges;
+use crate::http::ResponseBody;
+use crate::server::steps::{self, Admitted, Ask};
+use crate::server::{AppState, Snapshot};
 
 use session::{Session, Upstream};
 
@@ -66,16 +64,14 @@ pub async fn handle<B>(
 ) -> Result<Response<ResponseBody>, ApiError> {
     record.stream = true;
     // 3. Authenticate.
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            &caller_key(req.headers()),
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let presented = caller_key(req.headers());
+    let who = steps::authenticate(
+        state,
+        snap,
+        &presented,
+        (req.extensions(), req.uri().path()),
+    )
+    .await?;
     let accept = websocket_accept(req.headers())?;
     // 5. The model group.
     let model = query_model(req.uri().query()).ok_or(ApiError::MissingParam("model"))?;
@@ -88,17 +84,9 @@ pub async fn handle<B>(
     record.model = Some(group.name.clone());
     record.requested_model = record.model.clone();
     // 6. Admit.
-    let (permit, fleet) = admit(
-        state,
-        &caller,
-        None,
-        Wanted::of(&model, group),
-        &record.request_id,
-        wall,
-    )
-    .await?;
-    let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
+    let ask = Ask::for_model(Wanted::of(&model, group));
+    let Admitted { mut charges, .. } =
+        steps::admit(state, who.caller, ask, record, who.wall).await?;
     // 7. A deployment with a Realtime API, and its upstream session.
     let strategy = snap.router.policy.strategy;
     let (member, mut guard, upstream) = pick(group, strategy, resolved.capture, &model)?;
@@ -120,12 +108,8 @@ pub async fn handle<B>(
     record.status = StatusCode::SWITCHING_PROTOCOLS.as_u16();
     record.ttfb = Some(arrived - record.start);
     record.overhead = before_send;
-    let charges = Charges {
-        deployment: Some(guard),
-        permit,
-        price: Some(member.target.price),
-        fleet,
-    };
+    charges.deployment = Some(guard);
+    charges.price = Some(member.target.price);
     let on_upgrade = hyper::upgrade::on(&mut req);
     let session = Session::new(record.clone(), state.recorder().clone(), charges);
     tokio::spawn(session.run(on_upgrade, ws));

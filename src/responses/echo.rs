@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use sluice_translate::sse::{events, last_event_end_after};
 
-use crate::server::Reshape;
+use crate::http::Reshape;
 
 /// The members to give back, and the bytes of an event not yet whole.
 #[derive(Debug)]

@@ -16,8 +16,9 @@ use super::items::{self, Query};
 use super::kept::{not_found, store_error, Keeping, Owner};
 use crate::auth::addresses::client_of;
 use crate::auth::Caller;
-use crate::server::pipeline::{json as json_response, read_body};
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::ResponseBody;
+use crate::http::{json as json_response, read_body};
+use crate::server::{AppState, Snapshot};
 
 /// Which of the routes a path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -134,3 +134,22 @@ pub(crate) fn deployments(router: &Router) -> Vec<Deployment<'_>> {
     }
     deployments
 }
+
+/// `/health`: every deployment's state and the latest probe round, behind the master key.
+pub(crate) fn route(
+    state: &super::AppState,
+    snap: &super::Snapshot,
+    headers: &http::HeaderMap,
+) -> Result<http::Response<crate::http::ResponseBody>, sluice_core::error::ApiError> {
+    crate::auth::authorize(snap.master.as_ref(), headers)?;
+    let round = state.probes().latest();
+    let probes = snap.probe_plan.as_deref().map(|plan| Probes {
+        plan,
+        round: round.as_deref(),
+        spent: state.probes().spent_today(),
+    });
+    Ok(crate::http::json(
+        http::StatusCode::OK,
+        view(&snap.router, probes),
+    ))
+}

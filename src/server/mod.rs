@@ -1,11 +1,13 @@
 //! The HTTP server: accept connections (HTTP/1.1 and h2c), hand each request to the pipeline,
 //! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
 
-mod body;
 pub mod client_side;
 pub(crate) mod health;
+pub(crate) mod inference;
 pub(crate) mod internal;
+mod listing;
 mod litellm_headers;
+mod management;
 mod named_model;
 pub mod overload;
 pub mod pipeline;
@@ -13,14 +15,13 @@ mod relay;
 pub mod routes;
 mod several;
 mod state;
+pub(crate) mod steps;
 mod tags;
 pub(crate) mod upload;
 mod vendor_clients;
 
-pub(crate) use body::Reshape;
-pub use body::ResponseBody;
+pub use relay::StreamRelay;
 pub(crate) use relay::{Abort, IdleTimer};
-pub use relay::{RelayError, StreamRelay};
 pub use state::{
     AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, SnapshotError,
     StoreServices,
@@ -38,6 +39,8 @@ use tokio::net::TcpListener;
 use sluice_core::error::ApiError;
 use sluice_net::server::{serve_on, serve_threads, Tls};
 use sluice_routing::OnDisconnect;
+
+use crate::http::ResponseBody;
 
 /// Serve the gateway on one listener, on the calling runtime, until `shutdown` resolves, then
 /// drain for at most `grace`.
@@ -113,7 +116,7 @@ async fn answer_now(state: Arc<AppState>, req: Request<Incoming>) -> Response<Re
     // away (which drops this future) does not cancel the upstream call.
     let task = tokio::spawn(async move { pipeline::handle(&state, req).await });
     task.await.unwrap_or_else(|_| {
-        pipeline::error_response(
+        crate::http::error_response(
             &ApiError::Internal("request task failed"),
             sluice_core::endpoint::Dialect::OpenAi,
         )

@@ -34,13 +34,8 @@ use sluice_providers::passthrough::Tap;
 use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 
+use crate::http::RelayError;
 use crate::spend::Charges;
-
-/// Why a relayed stream was aborted. The client already got an error event; this error only
-/// makes the HTTP layer cut the response so that no client mistakes it for a complete one.
-#[derive(Debug, thiserror::Error)]
-#[error("upstream stream interrupted: {0}")]
-pub struct RelayError(pub(crate) String);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {

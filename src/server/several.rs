@@ -13,8 +13,8 @@ use http_body_util::BodyExt;
 
 use sluice_core::error::ApiError;
 
-use super::body::ResponseBody;
 use super::state::AppState;
+use crate::http::ResponseBody;
 
 /// Most models one request may name, so one request cannot become hundreds.
 pub const MAX_MODELS: usize = 10;

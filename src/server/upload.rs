@@ -55,7 +55,7 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
-    let declared = super::pipeline::declared_length(headers, limit)?;
+    let declared = crate::http::declared_length(headers, limit)?;
     let mut scanner = Scanner::new(boundary);
     let mut head = BytesMut::new();
     loop {

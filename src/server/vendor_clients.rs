@@ -20,8 +20,8 @@ use sluice_translate::{anthropic, gemini, Params};
 
 use crate::auth::addresses::client_of;
 use crate::auth::{Caller, Wanted};
-use crate::server::body::{Reshaped, ResponseBody};
-use crate::server::pipeline::read_body;
+use crate::http::read_body;
+use crate::http::{Reshaped, ResponseBody};
 use crate::server::{AppState, Snapshot};
 
 /// Put the key a Google client presents (`x-goog-api-key`, `?key=`) where the gate reads it,
@@ -113,7 +113,7 @@ pub(crate) async fn count<B>(
     snap: &Snapshot,
     model: &str,
     req: Request<B>,
-) -> Result<http::Response<crate::server::ResponseBody>, ApiError>
+) -> Result<http::Response<crate::http::ResponseBody>, ApiError>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -151,7 +151,7 @@ where
     let request = gemini::parse_request(contents, &mut Params::new(true, Dialect::Gemini))
         .map_err(|e| e.into_api("sluice"))?;
     let out = serde_json::json!({ "totalTokens": anthropic::estimate_tokens(&request) });
-    Ok(crate::server::pipeline::json(
+    Ok(crate::http::json(
         StatusCode::OK,
         Bytes::from(out.to_string()),
     ))
@@ -206,7 +206,7 @@ pub(crate) async fn embed<B>(
     batch: bool,
     req: Request<B>,
     record: &mut sluice_core::record::RequestRecord,
-) -> Result<http::Response<crate::server::ResponseBody>, ApiError>
+) -> Result<http::Response<crate::http::ResponseBody>, ApiError>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
@@ -235,7 +235,7 @@ where
         parts,
         http_body_util::Full::new(Bytes::from(openai.to_string())),
     );
-    let resp = crate::server::pipeline::inference(
+    let resp = crate::server::inference::inference(
         state,
         snap,
         sluice_core::endpoint::Endpoint::Embeddings,
@@ -268,7 +268,7 @@ where
         serde_json::from_slice(&sluice_core::error::google_error_body(head.status, message))
             .unwrap_or_default()
     };
-    let mut resp = crate::server::pipeline::json(head.status, Bytes::from(out.to_string()));
+    let mut resp = crate::http::json(head.status, Bytes::from(out.to_string()));
     for (name, value) in &head.headers {
         if name.as_str().starts_with("x-") {
             resp.headers_mut().insert(name.clone(), value.clone());

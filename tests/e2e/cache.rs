@@ -152,6 +152,33 @@ async fn a_stream_is_replayed_as_the_same_stream() {
     assert_eq!(w["choices"][0]["finish_reason"], finish.as_str());
     assert_eq!(Some(w["usage"].clone()), usage);
     assert_eq!(mock.requests().await, 1);
+    // Each request is recorded once: the streamed miss by its relay when the stream ended,
+    // not by the pipeline too. The recorder takes records in order, so once a fourth request
+    // is counted, every record of the first three has been.
+    let fourth = chat(
+        &gw,
+        r#"{"model":"gpt","messages":[{"role":"user","content":"4th"}]}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(fourth.status, 200);
+    let counted = eventually(Duration::from_secs(10), || async {
+        chat_requests_recorded(&gw).await >= 4.0
+    })
+    .await;
+    assert!(counted, "the four requests are recorded");
+    assert_eq!(chat_requests_recorded(&gw).await, 4.0, "and each once");
+}
+
+/// The chat requests the gateway's metrics have counted (every status and outcome).
+async fn chat_requests_recorded(gw: &Gateway) -> f64 {
+    let text = send("GET", &gw.url("/metrics"), "", &[MASTER]).await.text();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("sluice_requests_total{") && l.contains("route=\"/v1/chat/completions\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// An answer stored whole is told again as a stream for a client that streams the same

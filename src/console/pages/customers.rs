@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 use super::{admin, change, number, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
-use crate::server::{AppState, ResponseBody};
+use crate::http::ResponseBody;
+use crate::server::AppState;
 use sluice_core::error::ApiError;
 
 /// The limits an end user's form sets, each a number where blank is no limit.

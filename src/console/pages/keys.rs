@@ -9,7 +9,8 @@ use serde_json::{json, Map, Value};
 use super::{admin, change, query, short, team_of, text, usd};
 use crate::console::layout::{self, csrf_field, redirect, respond};
 use crate::console::{Form, Viewer};
-use crate::server::{AppState, ResponseBody};
+use crate::http::ResponseBody;
+use crate::server::AppState;
 use sluice_core::error::ApiError;
 
 /// Keys on one page.

@@ -22,7 +22,8 @@ use serde_json::Value;
 
 use super::layout::{page, respond};
 use super::{Form, Viewer};
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::ResponseBody;
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// Pages only proxy admins (or, for a team's page, its admin) open: another viewer is told

@@ -11,8 +11,9 @@ use serde_json::{Map, Value};
 use super::{admin, amount, change, number, query, removal, text};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
+use crate::http::ResponseBody;
 use crate::server::health::deployments;
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// `model_info.mode` values offered (LiteLLM's).

@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 use super::{admin, change, number, query, removal, status_select, text, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
-use crate::server::{AppState, ResponseBody};
+use crate::http::ResponseBody;
+use crate::server::AppState;
 use sluice_core::error::ApiError;
 
 /// The roles a user can be given here.

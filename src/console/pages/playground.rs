@@ -20,8 +20,9 @@ use serde_json::{json, Value};
 
 use crate::console::layout::{csrf_field, page, respond, respond_streamed};
 use crate::console::{Form, Viewer};
-use crate::server::RelayError;
-use crate::server::{AppState, ResponseBody, Snapshot};
+use crate::http::RelayError;
+use crate::http::ResponseBody;
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// The form, with the last answer (if any) below it.

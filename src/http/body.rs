@@ -1,4 +1,6 @@
-//! The body of every response sluice sends: a whole buffer, or a relayed stream.
+//! The body of every response sluice sends: a whole buffer, or a stream some feature
+//! produces. Open to features: a relay is a boxed body, so a new kind of stream needs no
+//! variant here.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,37 +12,66 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::Full;
 
-use super::overload::Slot;
-use super::relay::{RelayError, StreamRelay};
-use crate::guardrails::GuardedStream;
-use crate::passthrough::PassRelay;
+/// Why a relayed stream ended before its upstream did: the error ends the body, which
+/// makes the HTTP layer cut the response so that no client mistakes it for a complete one.
+#[derive(Debug, thiserror::Error)]
+#[error("upstream stream interrupted: {0}")]
+pub struct RelayError(pub(crate) String);
 
-/// A response body. An enum rather than a boxed trait object: no allocation for whole
-/// answers, and one exhaustive place for every kind.
+/// A boxed streaming body: one allocation, whatever feature made the stream.
+pub type BoxedBody = UnsyncBoxBody<Bytes, RelayError>;
+
+/// A response body. Whole answers are not boxed (no allocation); every stream is.
 #[derive(Debug)]
 pub enum ResponseBody {
     /// A complete buffer (errors, non-stream answers, admin routes).
     Full(Full<Bytes>),
-    /// An upstream stream relayed frame by frame.
-    Stream(Box<StreamRelay>),
-    /// A pass-through answer relayed as it arrives (`crate::passthrough`).
-    Pass(Box<PassRelay>),
-    /// An answer another request is receiving, read as it arrives (`crate::cache`); also an
-    /// MCP client's SSE event stream (`crate::mcp::legacy`).
-    Shared(UnsyncBoxBody<Bytes, RelayError>),
-    /// A relayed stream checked by `post_call` guardrails as it passes (`crate::guardrails`).
-    Guarded(Box<GuardedStream<StreamRelay>>),
-    /// A pass-through stream checked the same way.
-    GuardedPass(Box<GuardedStream<PassRelay>>),
-    /// A response that holds its request's in-flight slot until the body ends
-    /// (`server::overload`; only when `max_in_flight_requests` is set).
-    Held(Box<(ResponseBody, Slot)>),
+    /// A relayed stream that owns its request's record and records it when it ends (the
+    /// inference and pass-through relays, and the guardrails that check them as they pass).
+    Relay(BoxedBody),
+    /// A stream whose request is recorded when its answer begins (an answer another request
+    /// is receiving, an MCP client's event stream, a reshaped or held body).
+    Shared(BoxedBody),
 }
 
 impl ResponseBody {
     /// A whole-buffer body.
     pub fn full(data: impl Into<Bytes>) -> Self {
         Self::Full(Full::new(data.into()))
+    }
+
+    /// A stream that records its own request when it ends.
+    pub fn relay<B>(body: B) -> Self
+    where
+        B: Body<Data = Bytes, Error = RelayError> + Send + 'static,
+    {
+        Self::Relay(UnsyncBoxBody::new(body))
+    }
+
+    /// A stream whose request the pipeline records.
+    pub fn shared<B>(body: B) -> Self
+    where
+        B: Body<Data = Bytes, Error = RelayError> + Send + 'static,
+    {
+        Self::Shared(UnsyncBoxBody::new(body))
+    }
+
+    /// Whether the body records its request itself (so the pipeline must not).
+    pub fn owns_record(&self) -> bool {
+        matches!(self, Self::Relay(_))
+    }
+
+    /// This body, holding `guard` until it ends or is dropped (an in-flight slot).
+    pub fn holding<G: Send + Unpin + 'static>(self, guard: G) -> Self {
+        let relay = self.owns_record();
+        let held = Holding {
+            body: self,
+            _guard: guard,
+        };
+        match relay {
+            true => Self::Relay(UnsyncBoxBody::new(held)),
+            false => Self::Shared(UnsyncBoxBody::new(held)),
+        }
     }
 }
 
@@ -56,44 +87,55 @@ impl Body for ResponseBody {
             Self::Full(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            Self::Stream(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
-            Self::Pass(relay) => Pin::new(relay.as_mut()).poll_frame(cx),
-            Self::Shared(body) => Pin::new(body).poll_frame(cx),
-            Self::Guarded(body) => Pin::new(body.as_mut()).poll_frame(cx),
-            Self::GuardedPass(body) => Pin::new(body.as_mut()).poll_frame(cx),
-            Self::Held(held) => Pin::new(&mut held.0).poll_frame(cx),
+            Self::Relay(body) | Self::Shared(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Full(full) => full.is_end_stream(),
-            Self::Held(held) => held.0.is_end_stream(),
-            Self::Stream(_)
-            | Self::Pass(_)
-            | Self::Shared(_)
-            | Self::Guarded(_)
-            | Self::GuardedPass(_) => false,
+            Self::Relay(body) | Self::Shared(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Full(full) => full.size_hint(),
-            Self::Held(held) => held.0.size_hint(),
-            Self::Stream(_)
-            | Self::Pass(_)
-            | Self::Shared(_)
-            | Self::Guarded(_)
-            | Self::GuardedPass(_) => SizeHint::default(),
+            Self::Relay(body) | Self::Shared(body) => body.size_hint(),
         }
+    }
+}
+
+/// A body and something to drop when it is done with.
+struct Holding<G> {
+    body: ResponseBody,
+    _guard: G,
+}
+
+impl<G: Unpin> Body for Holding<G> {
+    type Data = Bytes;
+    type Error = RelayError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RelayError>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 
 /// A reshaping of a streamed answer's bytes as they pass: what a client asked to read
 /// differently from what the pipeline makes (Google's JSON-array stream, a Responses stream
 /// naming the response it continued).
-pub(crate) trait Reshape: Send + Unpin + 'static {
+pub trait Reshape: Send + Unpin + 'static {
     /// The bytes to send for these (what is not yet whole is held back).
     fn feed(&mut self, data: &[u8]) -> Vec<u8>;
     /// What is left to send when the stream ends.
@@ -111,7 +153,7 @@ impl Reshape for sluice_translate::gemini::ArrayStream {
 }
 
 /// A response body reshaped as it passes (boxed into [`ResponseBody::Shared`]).
-pub(crate) struct Reshaped<R> {
+pub struct Reshaped<R> {
     inner: ResponseBody,
     reshape: R,
     ended: bool,
@@ -119,12 +161,17 @@ pub(crate) struct Reshaped<R> {
 
 impl<R: Reshape> Reshaped<R> {
     /// `inner`'s bytes through `reshape`, as a response body.
-    pub(crate) fn body(inner: ResponseBody, reshape: R) -> ResponseBody {
-        ResponseBody::Shared(UnsyncBoxBody::new(Self {
+    pub fn body(inner: ResponseBody, reshape: R) -> ResponseBody {
+        let relay = inner.owns_record();
+        let reshaped = Self {
             inner,
             reshape,
             ended: false,
-        }))
+        };
+        match relay {
+            true => ResponseBody::relay(reshaped),
+            false => ResponseBody::shared(reshaped),
+        }
     }
 }
 
