@@ -102,8 +102,8 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     )
     assert answer.choices[0].message.content
 
-    # Every page, with a screenshot of each (SLUICE_SCREENSHOTS names where; README's come
-    # from `SLUICE_SCREENSHOTS=docs/screenshots` on this test).
+    # Every page, with a screenshot of each (SLUICE_SCREENSHOTS names the folder that gets a
+    # `screenshots/`; docs/console.md's come from `SLUICE_SCREENSHOTS=docs` on this test).
     shots = pathlib.Path(os.environ.get("SLUICE_SCREENSHOTS") or gateway["workdir"]) / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     browser.set_window_size(1280, 900)

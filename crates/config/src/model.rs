@@ -793,7 +793,7 @@ pub const CONSOLE_ROLES: [&str; 4] = [
 ];
 
 /// `router_settings`: how requests are spread over a group's deployments and what happens
-/// when one fails (README's configuration reference lists the defaults).
+/// when one fails (docs/routing.md lists the defaults).
 #[derive(Debug, Clone, Default)]
 pub struct RouterSettings {
     /// `routing_strategy`.

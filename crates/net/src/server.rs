@@ -143,9 +143,9 @@ impl Tls {
 }
 
 /// What a client may make a connection carry, and how many connections it may hold: the
-/// limits against hostile clients that sit below any request (README: `general_settings`).
-/// The default is what the accept loop always did, so the mock and the benchmark's helpers
-/// keep their behaviour.
+/// limits against hostile clients that sit below any request (`general_settings` in
+/// docs/configuration.md). The default is what the accept loop always did, so the mock and
+/// the benchmark's helpers keep their behaviour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnLimits {
     /// Longest a client may take to send a request's headers (and, on a fresh connection, the
