@@ -29,6 +29,21 @@ step_times() {
     end="${step_starts[$((i + 1))]:-$SECONDS}"
     printf '%6d s  %s\n' "$((end - step_starts[i]))" "${step_names[i]}"
   done
+  skips_report
+}
+
+# A test that needs PostgreSQL or Redis skips when its service is missing: it says so on
+# stderr and appends that line to $SLUICE_TEST_SKIPS (sluice_store::testing::skip). Under
+# CI=true a missing service fails the test instead, so CI's count is 0. Printed last, also
+# when a step failed; a test that skips for two services counts once.
+skips_file="$(mktemp)"
+export SLUICE_TEST_SKIPS="$skips_file"
+skips_report() {
+  local n
+  n="$(sed -n 's/^skipped: \([^ ]*\): .*/\1/p' "$skips_file" | sort -u | wc -l)"
+  printf '\n==> %d service-backed tests skipped\n' "$n"
+  sort -u "$skips_file"
+  rm -f "$skips_file"
 }
 trap step_times EXIT
 

@@ -207,10 +207,7 @@ async fn two_instances_share_limits_and_revocations() {
 /// and every spend record is in the database after it returns.
 #[tokio::test]
 async fn database_outage_loses_no_spend() {
-    let (Some(server), Ok(ctl)) = (
-        postgres_server("SLUICE_TEST_POSTGRES_RESTART_URL"),
-        std::env::var("SLUICE_TEST_POSTGRES_RESTART_CTL"),
-    ) else {
+    let Some((server, ctl)) = postgres_restartable() else {
         return;
     };
     let db = postgres_database(&server).await;

@@ -593,11 +593,7 @@ async fn kill_9_with_the_batched_journal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_mid_load() {
     const S: &str = "PostgreSQL restart";
-    let (Some(server), Ok(ctl)) = (
-        postgres_server("SLUICE_TEST_POSTGRES_RESTART_URL"),
-        std::env::var("SLUICE_TEST_POSTGRES_RESTART_CTL"),
-    ) else {
-        eprintln!("{S}: skipped: no restartable PostgreSQL (run through scripts/test.sh, which starts one)");
+    let Some((server, ctl)) = postgres_restartable() else {
         return;
     };
     let pg = |what: &str| {
@@ -716,7 +712,7 @@ fn free_port() -> u16 {
 async fn redis_killed_and_back() {
     const S: &str = "Redis kill";
     let Some(redis) = OwnRedis::start(free_port()) else {
-        eprintln!("{S}: skipped: redis-server is not installed (scripts/services.sh installs it)");
+        sluice_store::testing::skip("redis-server", "install it; scripts/services.sh does");
         return;
     };
     let port = redis.port;

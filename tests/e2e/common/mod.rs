@@ -648,10 +648,17 @@ pub fn openai_chunks(
     (text, calls, finish, usage)
 }
 
-/// A server URL from the test services (scripts/services.sh), or `None` after saying why;
-/// under `CI=true` a missing server fails the test instead.
+/// A PostgreSQL server URL from the test services (scripts/services.sh), or `None` after a
+/// loud, counted skip (`sluice_store::testing::skip`); under `CI=true` a missing server fails
+/// the test instead.
 pub fn postgres_server(var: &str) -> Option<String> {
-    sluice_store::testing::required_var(var, "this test")
+    sluice_store::testing::required_var(var, "PostgreSQL")
+}
+
+/// The PostgreSQL server outage tests may stop and start, and its control script
+/// (`stop` / `start`), or `None` after a skip (a failure under CI).
+pub fn postgres_restartable() -> Option<(String, String)> {
+    sluice_store::testing::postgres_restartable()
 }
 
 /// A fresh database on the test server at `server`; its URL.
@@ -659,15 +666,18 @@ pub async fn postgres_database(server: &str) -> String {
     sluice_store::testing::postgres_database(server).await
 }
 
-/// The test Redis (`SLUICE_TEST_REDIS_URL`), or `None` after saying why (a failure under CI).
+/// The test Redis (`SLUICE_TEST_REDIS_URL`), or `None` after a skip (a failure under CI).
 pub fn redis_server() -> Option<String> {
-    postgres_server("SLUICE_TEST_REDIS_URL")
+    sluice_store::testing::required_var("SLUICE_TEST_REDIS_URL", "Redis")
 }
 
 /// The test Redis Stack, with the search module (`SLUICE_TEST_REDIS_STACK_URL`), or `None`
-/// after saying why (a failure under CI).
+/// after a skip (a failure under CI).
 pub fn redis_stack_server() -> Option<String> {
-    postgres_server("SLUICE_TEST_REDIS_STACK_URL")
+    sluice_store::testing::required_var(
+        "SLUICE_TEST_REDIS_STACK_URL",
+        "Redis Stack (the search module)",
+    )
 }
 
 /// `sluice serve` as a process (the real binary) on a free loopback port.
