@@ -1,6 +1,6 @@
 //! A real Redis for tests: `SLUICE_TEST_REDIS_URL` when the test script started one, else a
-//! throwaway `redis-server` on a free loopback port. Without either, a test is skipped with a
-//! printed reason, except under CI (`CI=true`), where it fails.
+//! throwaway `redis-server` on a free loopback port. Without either, a test is skipped loudly
+//! and countably (`sluice_store::testing::skip`), except under CI (`CI=true`), where it fails.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,11 +62,10 @@ pub fn redis() -> Option<TestRedis> {
             })
         }
         Err(e) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "CI needs Redis: set SLUICE_TEST_REDIS_URL or install redis-server ({e})"
+            sluice_store::testing::skip(
+                "Redis",
+                &format!("set SLUICE_TEST_REDIS_URL or install redis-server: {e}"),
             );
-            eprintln!("skipped: no Redis (set SLUICE_TEST_REDIS_URL or install redis-server)");
             None
         }
     }

@@ -81,7 +81,7 @@ async fn key_lifecycle(gw: &Gateway) {
     );
     assert_eq!(chat(gw, &key).await.status, 429, "unblocked, still limited");
     // Spend reaches the store: the spend log, and the key's spend.
-    let ok = eventually(Duration::from_secs(5), || async {
+    let ok = eventually(PATIENCE, || async {
         let logs = admin(
             gw,
             "GET",
@@ -93,7 +93,7 @@ async fn key_lifecycle(gw: &Gateway) {
     })
     .await;
     assert!(ok, "three successful requests in the spend log");
-    let ok = eventually(Duration::from_secs(5), || async {
+    let ok = eventually(PATIENCE, || async {
         let info = admin(gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
         info.json()["info"]["spend"].as_f64().unwrap_or(0.0) > 0.0
     })
@@ -164,8 +164,8 @@ async fn two_instances_share_limits_and_revocations() {
         let ready = gw.url("/health/readiness");
         async move { get(&ready).await.json()["redis"] == "connected" }
     };
-    assert!(eventually(Duration::from_secs(5), || up(&a)).await);
-    assert!(eventually(Duration::from_secs(5), || up(&b)).await);
+    assert!(eventually(PATIENCE, || up(&a)).await);
+    assert!(eventually(PATIENCE, || up(&b)).await);
     let made = admin(&a, "POST", "/key/generate", json!({"rpm_limit": 4})).await;
     let key = made.json()["key"].as_str().unwrap().to_owned();
     let mut ok = 0;
@@ -179,7 +179,7 @@ async fn two_instances_share_limits_and_revocations() {
     assert_eq!(made.status, 200, "{}", made.text());
     let budget_key = made.json()["key"].as_str().unwrap().to_owned();
     assert_eq!(chat(&a, &budget_key).await.status, 200);
-    let refused = eventually(Duration::from_secs(3), || async {
+    let refused = eventually(PATIENCE, || async {
         chat(&b, &budget_key).await.status == 400
     })
     .await;
@@ -207,10 +207,7 @@ async fn two_instances_share_limits_and_revocations() {
 /// and every spend record is in the database after it returns.
 #[tokio::test]
 async fn database_outage_loses_no_spend() {
-    let (Some(server), Ok(ctl)) = (
-        postgres_server("SLUICE_TEST_POSTGRES_RESTART_URL"),
-        std::env::var("SLUICE_TEST_POSTGRES_RESTART_CTL"),
-    ) else {
+    let Some((server, ctl)) = postgres_restartable() else {
         return;
     };
     let db = postgres_database(&server).await;
@@ -234,7 +231,7 @@ async fn database_outage_loses_no_spend() {
         sent += 1;
     }
     let ready = get(&gw.url("/health/readiness")).await.json();
-    let down = eventually(Duration::from_secs(10), || async {
+    let down = eventually(PATIENCE, || async {
         get(&gw.url("/health/readiness")).await.json()["db"]["state"] != "connected"
     })
     .await;

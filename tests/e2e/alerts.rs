@@ -16,6 +16,13 @@ use crate::common::*;
 
 const MASTER: &str = "sk-master-alerts";
 
+/// Wait out two and a half of the alert task's scans (`SCAN_EVERY`), so that an alert about to
+/// go out a second time would have gone: wall time, because what is checked after it is an
+/// absence, which no condition can be polled for.
+async fn quiet_scans() {
+    tokio::time::sleep(sluice::alerts::SCAN_EVERY * 5 / 2).await;
+}
+
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 /// Each message's recipients and text.
 type Mail = Arc<Mutex<Vec<(Vec<String>, String)>>>;
@@ -159,29 +166,14 @@ async fn each_budget_level_reaches_every_channel_once() {
 
     // One request passes the soft budget (about 0.000047 USD).
     assert_eq!(chat(&gw, &key).await.status, 200);
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") == 1
-        })
-        .await
-    );
+    assert!(eventually(PATIENCE, || async { count(&seen, "/slack") == 1 }).await);
     // 10% left, then the budget reached.
     admin(&gw, "/key/update", json!({"key": key, "spend": 0.00009})).await;
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") == 2
-        })
-        .await
-    );
+    assert!(eventually(PATIENCE, || async { count(&seen, "/slack") == 2 }).await);
     admin(&gw, "/key/update", json!({"key": key, "spend": 0.0001})).await;
+    assert!(eventually(PATIENCE, || async { count(&seen, "/slack") == 3 }).await);
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") == 3
-        })
-        .await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(PATIENCE, || async {
             count(&seen, "/teams") == 3
                 && count(&seen, "/hook") == 3
                 && mail.lock().unwrap().len() == 3
@@ -193,7 +185,7 @@ async fn each_budget_level_reaches_every_channel_once() {
         mail.lock().unwrap().len()
     );
     // Nothing more: each level once.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    quiet_scans().await;
     let all = seen.lock().unwrap().clone();
     assert_eq!(all.len(), 9, "{all:?}");
     let events = texts(&all, "/hook", "event");
@@ -241,13 +233,8 @@ async fn a_tags_soft_budget_alerts_once() {
         let a = chat_as(&gw, MASTER, "cheap", r#","tags":["research"]"#, &[]).await;
         assert_eq!(a.status, 200, "{}", a.text());
     }
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/hook") == 1
-        })
-        .await
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(eventually(PATIENCE, || async { count(&seen, "/hook") == 1 }).await);
+    quiet_scans().await;
     let all = seen.lock().unwrap().clone();
     assert_eq!(all.len(), 1, "{all:?}");
     let hook = &all[0].1;
@@ -313,19 +300,9 @@ async fn two_instances_send_an_alert_once() {
             .unwrap_or(0)
     };
     let _ = chat(&b, &key).await;
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            entry(&b) > 0 && entry(&a) > 0
-        })
-        .await
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") >= 1
-        })
-        .await
-    );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(eventually(PATIENCE, || async { entry(&b) > 0 && entry(&a) > 0 }).await);
+    assert!(eventually(PATIENCE, || async { count(&seen, "/slack") >= 1 }).await);
+    quiet_scans().await;
     assert_eq!(count(&seen, "/slack"), 1, "once for the fleet");
 }
 
@@ -368,26 +345,20 @@ async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
         let _ = chat_as(&gw, MASTER, "flaky", "", &[]).await;
     }
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") == 1
-        })
-        .await,
+        eventually(PATIENCE, || async { count(&seen, "/slack") == 1 }).await,
         "the cooldown is alerted"
     );
     failing.store(false, std::sync::atomic::Ordering::Relaxed);
-    let back = eventually(Duration::from_secs(10), || async {
+    let back = eventually(PATIENCE, || async {
         chat_as(&gw, MASTER, "flaky", "", &[]).await.status == 200
     })
     .await;
     assert!(back, "the deployment serves again");
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            count(&seen, "/slack") == 2
-        })
-        .await,
+        eventually(PATIENCE, || async { count(&seen, "/slack") == 2 }).await,
         "the recovery is alerted"
     );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    quiet_scans().await;
     let all = seen.lock().unwrap().clone();
     let events = texts(&all, "/hook", "event");
     assert_eq!(
@@ -438,13 +409,13 @@ async fn spend_and_deployment_reports_go_out_once_per_window() {
     .await;
     let key = made.json()["key"].as_str().unwrap().to_owned();
     // Just after a window starts, so that the three requests fall in one window and are
-    // written long before it ends.
+    // written long before it ends (wall time: the report windows are aligned to the epoch).
     let into = sluice_core::limits::wall_ms() % 3_000;
     tokio::time::sleep(Duration::from_millis(3_100 - into)).await;
     for _ in 0..3 {
         assert_eq!(chat(&gw, &key).await.status, 200);
     }
-    let reported = eventually(Duration::from_secs(10), || async {
+    let reported = eventually(PATIENCE, || async {
         let all = seen.lock().unwrap().clone();
         texts(&all, "/slack", "text")
             .iter()
@@ -475,7 +446,8 @@ async fn spend_and_deployment_reports_go_out_once_per_window() {
         .filter(|(p, v)| p == "/hook" && v["event"] == "spend_report")
         .collect();
     assert_eq!(hook.len(), spend.len(), "the webhook gets each report too");
-    // No more spend: the windows that follow send no spend report.
+    // No more spend: the windows that follow send no spend report (wall time: two more 3 s
+    // windows must end, and an absence cannot be polled for).
     tokio::time::sleep(Duration::from_secs(7)).await;
     let later = seen.lock().unwrap().clone();
     let spend_after = texts(&later, "/slack", "text")

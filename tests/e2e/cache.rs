@@ -296,20 +296,26 @@ async fn per_request_controls_are_obeyed() {
     assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(a.header("x-sluice-cache-hit"), Some("false"));
     assert_eq!(mock.requests().await, 3);
-    // ttl: an answer kept 0.2 s is gone after 0.4 s.
-    let short =
-        r#"{"model":"gpt","messages":[{"role":"user","content":"q2"}],"cache":{"ttl":0.2}}"#;
+    // ttl: an answer kept 1 s is taken within it and gone once it is over (not before: the
+    // first miss comes at least a second after it was stored).
+    let short = r#"{"model":"gpt","messages":[{"role":"user","content":"q2"}],"cache":{"ttl":1}}"#;
     chat(&gw, short, &[]).await;
+    let stored = std::time::Instant::now();
     assert_eq!(
         chat(&gw, short, &[]).await.header("x-sluice-cache-hit"),
         Some("true")
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        chat(&gw, short, &[]).await.header("x-sluice-cache-hit"),
-        Some("false")
+    let expired = eventually(PATIENCE, || async {
+        chat(&gw, short, &[]).await.header("x-sluice-cache-hit") == Some("false")
+    })
+    .await;
+    assert!(expired, "the answer outlived its ttl");
+    assert!(
+        stored.elapsed() >= Duration::from_secs(1),
+        "gone before its ttl"
     );
-    // max-age: an answer older than asked is not taken.
+    // max-age: an answer older than asked is not taken. Wall time: the answer just stored
+    // must be older than 0 s.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
         chat(&gw, short, &[("cache-control", "max-age=0")])
@@ -375,10 +381,11 @@ async fn the_leaders_client_leaving_does_not_fail_the_others() {
     .await;
     let gw = gateway(&config(&mock.base(), "")).await;
     let body = r#"{"model":"gpt","messages":[{"role":"user","content":"who leads?"}]}"#;
-    // The leader's client gives up after 100 ms; five followers wait.
+    // The leader's client gives up after 100 ms; five followers wait, sent once the leader's
+    // call has reached the upstream.
     let leader = tokio::time::timeout(Duration::from_millis(100), chat(&gw, body, &[]));
     let followers = async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(eventually(PATIENCE, || async { mock.requests().await >= 1 }).await);
         futures_util::future::join_all((0..5).map(|_| chat(&gw, body, &[]))).await
     };
     let (gone, answers) = tokio::join!(leader, followers);
@@ -455,20 +462,31 @@ async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
 
 /// `type: redis` at `url`, keys under a namespace of this test alone.
 fn redis_params(url: &str) -> String {
-    format!(
-        "  cache_params:\n    type: redis\n    url: {url}\n    namespace: t{}\n",
-        uuid::Uuid::new_v4().simple()
-    )
+    redis_params_in(url, &format!("t{}", uuid::Uuid::new_v4().simple()))
 }
 
-async fn wait_for(mut ok: impl FnMut() -> futures_util::future::BoxFuture<'static, bool>) -> bool {
-    for _ in 0..100 {
-        if ok().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
+/// `type: redis` at `url`, keys under `namespace`.
+fn redis_params_in(url: &str, namespace: &str) -> String {
+    format!("  cache_params:\n    type: redis\n    url: {url}\n    namespace: {namespace}\n")
+}
+
+/// Wait until the cache's Redis at `url` holds `n` answers under `namespace` (they are written
+/// off the request path, after the answer has left).
+async fn stored_in_redis(url: &str, namespace: &str, n: usize) {
+    let client = redis::Client::open(url).unwrap();
+    let count = || async {
+        let Ok(mut c) = client.get_multiplexed_async_connection().await else {
+            return 0;
+        };
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{namespace}:*"))
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        keys.len()
+    };
+    let have = poll(PATIENCE, count, |have| *have >= n).await;
+    assert_eq!(have, n, "answers under {namespace} in Redis");
 }
 
 #[tokio::test]
@@ -477,7 +495,8 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
         return;
     };
     let mock = mock_server(MockSettings::default()).await;
-    let yaml = config(&mock.base(), &redis_params(&redis));
+    let namespace = format!("t{}", uuid::Uuid::new_v4().simple());
+    let yaml = config(&mock.base(), &redis_params_in(&redis, &namespace));
     let (a, b) = (gateway(&yaml).await, gateway(&yaml).await);
     for gw in [&a, &b] {
         let ready = get(&gw.url("/health/readiness")).await.json();
@@ -485,9 +504,8 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     }
     let ready_a = a.url("/health/readiness");
     assert!(
-        wait_for(|| {
-            let url = ready_a.clone();
-            Box::pin(async move { get(&url).await.json()["cache"]["redis"] == "connected" })
+        eventually(PATIENCE, || async {
+            get(&ready_a).await.json()["cache"]["redis"] == "connected"
         })
         .await,
         "instance a connects to Redis"
@@ -496,19 +514,14 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     assert_eq!(first.header("x-sluice-cache-hit"), Some("false"));
     // Written to Redis off the request path: b finds it once it is there. b's own misses are
     // not stored (`no-store`), so a hit can only be a's answer from Redis.
-    let b_chat = b.url("/v1/chat/completions");
+    stored_in_redis(&redis, &namespace, 1).await;
     let again = CHAT_AGAIN.replacen('{', r#"{"cache":{"no-store":true},"#, 1);
-    let mut from_b = None;
-    for _ in 0..50 {
-        let h = [MASTER, ("content-type", "application/json")];
-        let r = send("POST", &b_chat, again.clone(), &h).await;
-        if r.header("x-sluice-cache-hit") == Some("true") {
-            from_b = Some(r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let from_b = from_b.expect("instance b is answered from the shared store");
+    let from_b = chat(&b, &again, &[]).await;
+    assert_eq!(
+        from_b.header("x-sluice-cache-hit"),
+        Some("true"),
+        "instance b is answered from the shared store"
+    );
     assert_eq!(from_b.body, first.body, "the same answer, byte for byte");
     assert_eq!(from_b.header("x-sluice-response-cost"), Some("0"));
     assert_eq!(
@@ -524,7 +537,7 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     // A stream too, replayed on b as the same events.
     let stream = r#"{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"shared stream"}]}"#;
     let s1 = chat(&a, stream, &[]).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    stored_in_redis(&redis, &namespace, 2).await;
     let s2 = chat(&b, stream, &[]).await;
     assert_eq!(s2.header("x-sluice-cache-hit"), Some("true"));
     assert_eq!(s2.sse_data(), s1.sse_data());
@@ -535,7 +548,7 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
         r#"{"model":"embed","input":["x1","x2"]}"#,
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    stored_in_redis(&redis, &namespace, 4).await;
     let e2 = post(
         &b.url("/v1/embeddings"),
         r#"{"model":"embed","input":["x2","x3"]}"#,
@@ -569,9 +582,8 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
     assert_eq!(flush.json()["redis_keys_removed"], 5, "{}", flush.text());
     let ping_a = a.url("/cache/ping");
     assert!(
-        wait_for(|| {
-            let url = ping_a.clone();
-            Box::pin(async move { get(&url).await.json()["entries"] == 0 })
+        eventually(PATIENCE, || async {
+            get(&ping_a).await.json()["entries"] == 0
         })
         .await,
         "a's memory is emptied by b's flush"
@@ -710,7 +722,7 @@ async fn key_and_team_cache_settings_and_the_saved_cost_in_the_spend_log() {
 
     // The hit's spend row: free, marked, and what it saved.
     let rid = hit.header("x-request-id").unwrap().to_owned();
-    let logged = eventually(Duration::from_secs(10), || async {
+    let logged = eventually(PATIENCE, || async {
         let rows = send(
             "GET",
             &gw.url(&format!("/spend/logs?request_id={rid}")),

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -76,15 +76,13 @@ async fn a_sink_that_is_down_loses_nothing_and_catches_up_in_order() {
         sent.push(a.header("x-request-id").unwrap().to_owned());
     }
     // While down: refused deliveries, the records wait in the spill, the sink says so.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        let ready = get(&gw.url("/health/readiness")).await.json();
-        let hook = ready["callbacks"][0].clone();
-        if hook["spill_depth"].as_u64() == Some(10) || Instant::now() > deadline {
-            break hook;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let ready = gw.url("/health/readiness");
+    let status = poll(
+        PATIENCE,
+        || async { get(&ready).await.json()["callbacks"][0].clone() },
+        |hook| hook["spill_depth"].as_u64() == Some(10),
+    )
+    .await;
     assert_eq!(status["name"], "webhook");
     assert_eq!(status["up"], false, "{status}");
     assert_eq!(status["spill_depth"], 10, "{status}");
@@ -98,21 +96,19 @@ async fn a_sink_that_is_down_loses_nothing_and_catches_up_in_order() {
 
     // Back up: every record arrives, oldest first, and the sink reports itself up.
     rx.down.store(false, Ordering::SeqCst);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while rx.ids.lock().unwrap().len() < sent.len() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(PATIENCE, || async {
+        rx.ids.lock().unwrap().len() >= sent.len()
+    })
+    .await;
     assert_eq!(*rx.ids.lock().unwrap(), sent);
     // The receiver holds the last batch before its answer reaches the sink: wait for the sink
     // to take it off its spill.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let ready = loop {
-        let ready = get(&gw.url("/health/readiness")).await.json();
-        if ready["callbacks"][0]["spill_depth"] == 0 || Instant::now() > deadline {
-            break ready;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let ready = poll(
+        PATIENCE,
+        || async { get(&ready).await.json() },
+        |r| r["callbacks"][0]["spill_depth"] == 0,
+    )
+    .await;
     assert_eq!(ready["callbacks"][0]["up"], true);
     assert_eq!(ready["callbacks"][0]["spill_depth"], 0);
     assert_eq!(ready["callbacks"][0]["delivered"], 10);
@@ -121,7 +117,7 @@ async fn a_sink_that_is_down_loses_nothing_and_catches_up_in_order() {
 #[tokio::test]
 async fn failures_go_only_to_failure_callbacks() {
     let (url, rx) = receiver().await;
-    let gw = gateway(&format!(
+    let mut gw = gateway(&format!(
         "model_list:\n  - model_name: m\n    litellm_params: {{model: mock/m}}\n\
          litellm_settings:\n  failure_callback: [webhook]\n\
          callback_settings:\n  webhook: {{url: '{url}', batch_size: 1, flush_interval: 0.01}}\n"
@@ -132,17 +128,16 @@ async fn failures_go_only_to_failure_callbacks() {
         r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
     )
     .await;
+    // The success's record reaches the recorder, which feeds the callbacks in order, before
+    // the failure is sent: had the success been delivered, it would arrive first.
+    assert_eq!(gw.next_record().await.status, 200);
     let bad = post(
         &gw.url("/v1/chat/completions"),
         r#"{"model":"m","messages":[],"mock_fault":{"status":500}}"#,
     )
     .await;
     assert_eq!((ok.status.as_u16(), bad.status.as_u16()), (200, 500));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while rx.ids.lock().unwrap().is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually(PATIENCE, || async { !rx.ids.lock().unwrap().is_empty() }).await;
     assert_eq!(
         *rx.ids.lock().unwrap(),
         [bad.header("x-request-id").unwrap().to_owned()]

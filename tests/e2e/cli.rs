@@ -1,10 +1,8 @@
 //! The real binary: `--version`, `check-config`, and `serve` with graceful shutdown.
+use crate::common::{eventually, ready_addr, serve_binary, until_in_flight, Served, PATIENCE};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use crate::common::{serve_binary, Served};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -152,7 +150,8 @@ async fn graceful_shutdown_lets_streams_finish() {
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // Stopped while the stream (ten chunks, 100 ms apart) is under way.
+    until_in_flight(&served.addr, "sk-cli-master-key", 1).await;
     sigterm(&served.child);
     let answer = stream.await.unwrap();
     assert_eq!(answer.status, 200);
@@ -162,10 +161,11 @@ async fn graceful_shutdown_lets_streams_finish() {
     assert_eq!(status.code(), Some(0));
     let log = std::fs::read_to_string(&served.log).unwrap();
     assert!(!log.contains("sk-cli-master-key"), "master key in logs");
+    // The stream's line (the test's own reads of /metrics aside).
     let request_lines: Vec<serde_json::Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["message"] == "request")
+        .filter(|v| v["message"] == "request" && v["route"] != "/metrics")
         .collect();
     assert_eq!(request_lines.len(), 1, "{log}");
     assert_eq!(request_lines[0]["model"], "slow");
@@ -199,14 +199,7 @@ fn sigterm_right_after_start_exits_0() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        while std::fs::read_to_string(&ready).map_or(true, |a| a.is_empty()) {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "mock did not start"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        ready_addr(&ready, "mock did not start");
         sigterm(&child);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{status:?}");
@@ -244,11 +237,10 @@ async fn workers_proxy_over_their_own_pools_and_all_see_a_reload() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let start = Instant::now();
-    while ask("after").await != 200 {
-        assert!(start.elapsed() < Duration::from_secs(10), "reload not seen");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        eventually(PATIENCE, || async { ask("after").await == 200 }).await,
+        "reload not seen"
+    );
     let after = futures_util::future::join_all((0..24).map(|_| ask("after"))).await;
     assert!(after.iter().all(|s| *s == 200), "{after:?}");
     let gone = futures_util::future::join_all((0..24).map(|_| ask("before"))).await;

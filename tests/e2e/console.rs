@@ -347,21 +347,20 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
 
     // The overview's model request count is the /metrics counter's (requests that named a
     // model group), read after the gateway's recorder has counted the chat request.
-    let mut same = false;
-    for _ in 0..20 {
-        let metrics = send("GET", &gw.url("/metrics"), "", &[]).await.text();
+    let (metrics, cookie) = (gw.url("/metrics"), b.cookie_header());
+    let same = eventually(PATIENCE, || async {
+        let metrics = send("GET", &metrics, "", &[]).await.text();
         let counted: f64 = metrics
             .lines()
             .filter(|l| l.starts_with("sluice_requests_total{") && !l.contains(r#"model="""#))
             .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
             .sum();
-        let overview = b.get(&gw, "/ui/").await.text();
-        if counted >= 1.0 && overview.contains(&format!(r#"id="requests">{counted}<"#)) {
-            same = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        let overview = send("GET", &gw.url("/ui/"), "", &[("cookie", &cookie)])
+            .await
+            .text();
+        counted >= 1.0 && overview.contains(&format!(r#"id="requests">{counted}<"#))
+    })
+    .await;
     assert!(same, "the overview's count is not /metrics' count");
 
     // Models: the deployment and its live state.
@@ -369,19 +368,17 @@ async fn every_page_renders_with_a_strict_policy_and_live_figures() {
     assert!(models.contains("cheap") && models.contains("healthy"));
 
     // The request shows in the logs once the spend writer's batch lands, found by its id.
-    let mut found = false;
-    for _ in 0..50 {
-        let logs = b
-            .get(&gw, &format!("/ui/logs?request_id={request_id}"))
-            .await
-            .text();
-        if listed(&logs) == [request_id.as_str()] && logs.contains(r#"class="state-success""#) {
-            found = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(found, "request {request_id} not in the console's logs");
+    let logs = b
+        .get_until(&gw, &format!("/ui/logs?request_id={request_id}"), |a| {
+            let logs = a.text();
+            listed(&logs) == [request_id.as_str()] && logs.contains(r#"class="state-success""#)
+        })
+        .await
+        .text();
+    assert!(
+        listed(&logs) == [request_id.as_str()] && logs.contains(r#"class="state-success""#),
+        "request {request_id} not in the console's logs"
+    );
     let failed = b.get(&gw, "/ui/logs?failed=1").await.text();
     assert!(!failed.contains(&request_id), "a success listed as failed");
     let spend = b.get(&gw, "/ui/spend?days=1").await.text();
@@ -712,15 +709,16 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
     assert!(page.contains(" tokens in, "), "{page}");
     assert!(page.trim_end().ends_with("</html>"), "{page}");
     // Charged to the key like any request: its spend moves once the batch lands.
-    let mut spent = 0.0;
-    for _ in 0..50 {
-        let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
-        spent = info.json()["info"]["spend"].as_f64().unwrap();
-        if spent > 0.0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let info = format!("/key/info?key={key}");
+    let spent = poll(
+        PATIENCE,
+        || async {
+            let info = admin(&gw, "GET", &info, Value::Null).await;
+            info.json()["info"]["spend"].as_f64().unwrap()
+        },
+        |spent| *spent > 0.0,
+    )
+    .await;
     assert!(
         spent > 0.0,
         "the playground's request was not charged to its key"
@@ -819,14 +817,10 @@ async fn the_overview_shows_the_cache_hit_rate() {
     assert!(page.contains("1 hits · 0 coalesced"), "{page}");
     // The live figures, from the same exposition /metrics serves, once the recorder counted
     // both requests: no errors, latency and overhead quantiles, the tokens of the one call.
-    let mut page = String::new();
-    for _ in 0..50 {
-        page = b.get(&gw, "/ui/").await.text();
-        if page.contains(r#"id="requests">2<"#) {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let page = b
+        .get_until(&gw, "/ui/", |a| a.text().contains(r#"id="requests">2<"#))
+        .await
+        .text();
     assert!(page.contains(r#"id="error-rate">0.0 %<"#), "{page}");
     for id in ["latency", "overhead"] {
         let at = page.find(&format!(r#"id="{id}">"#)).unwrap();
@@ -1241,21 +1235,18 @@ async fn spend_downloads_as_csv() {
         .await
         .text()
         .contains(r#"href="/ui/spend.csv?days=1""#));
-    let mut csv = String::new();
-    for _ in 0..50 {
-        let got = b.get(&gw, "/ui/spend.csv?days=1").await;
-        assert_eq!(got.status, 200);
-        assert!(got.header("content-type").unwrap().starts_with("text/csv"));
-        assert!(got
-            .header("content-disposition")
-            .unwrap()
-            .contains("sluice-spend.csv"));
-        csv = got.text();
-        if csv.lines().count() > 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let got = b
+        .get_until(&gw, "/ui/spend.csv?days=1", |a| {
+            a.text().lines().count() > 1
+        })
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(got.header("content-type").unwrap().starts_with("text/csv"));
+    assert!(got
+        .header("content-disposition")
+        .unwrap()
+        .contains("sluice-spend.csv"));
+    let csv = got.text();
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
@@ -1298,20 +1289,17 @@ async fn chat(gw: &Gateway, key: &str, model: &str, extra: &[(&str, &str)]) -> A
 /// The spend log of the request `answer` answered, once the writer's batch has landed.
 async fn logged(gw: &Gateway, answer: &Answer) -> Value {
     let id = answer.header("x-request-id").unwrap().to_owned();
-    for _ in 0..100 {
-        let a = admin(
-            gw,
-            "GET",
-            &format!("/spend/logs?request_id={id}"),
-            Value::Null,
-        )
-        .await;
-        if let Some(row) = a.json().as_array().and_then(|r| r.first()).cloned() {
-            return row;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("request {id} never reached the spend log");
+    let path = format!("/spend/logs?request_id={id}");
+    let row = poll(
+        PATIENCE,
+        || async {
+            let a = admin(gw, "GET", &path, Value::Null).await;
+            a.json().as_array().and_then(|r| r.first()).cloned()
+        },
+        Option::is_some,
+    )
+    .await;
+    row.unwrap_or_else(|| panic!("request {id} never reached the spend log"))
 }
 
 fn models_config(models: &str, general: &str) -> String {
@@ -1342,7 +1330,8 @@ async fn log_filters_narrow_the_list() {
         .as_str()
         .unwrap()
         .to_owned();
-    // Apart in time: the list is newest first, and rows of one millisecond have no order.
+    // Apart in time: the list is newest first, and rows of one millisecond have no order
+    // (wall time: what is spaced out is the rows' timestamps).
     let a = chat(&gw, &key, "cheap", &[]).await;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let b = chat(&gw, MASTER, "other", &[]).await;
@@ -1598,7 +1587,7 @@ async fn the_spend_page_draws_daily_charts_and_the_overview_tops_and_rate() {
     assert!(overview.contains(r#"id="top-keys""#), "{overview}");
     assert!(overview.contains(r#"id="rps""#), "{overview}");
     // Three requests between two samples a little over a second apart: a rate above zero and
-    // at most three a second.
+    // at most three a second (wall time: the overview samples its rate over real seconds).
     for _ in 0..3 {
         assert_eq!(chat(&gw, MASTER, "cheap", &[]).await.status, 200);
     }

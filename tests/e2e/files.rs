@@ -3,7 +3,6 @@
 //! read; its usage charged once to the key that created it; sluice's ids opaque and checked;
 //! model access.
 use crate::common::*;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use sluice::auth::MasterKey;
@@ -286,12 +285,7 @@ async fn a_batch_completes_and_is_charged_once_to_its_creator() {
             .cloned()
             .unwrap_or_default()
     };
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !rows().await.is_empty()
-        })
-        .await
-    );
+    assert!(eventually(PATIENCE, || async { !rows().await.is_empty() }).await);
     let logged = rows().await;
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert_eq!(logged[0]["prompt_tokens"], input_tokens);

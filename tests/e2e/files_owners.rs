@@ -4,7 +4,6 @@
 //! creator re-encoded, no creator) are 404s; lists page through a key's own objects; a
 //! completed batch is charged once to its creator whoever retrieves it; the master key sees
 //! everything. And a fleet: two gateways on one PostgreSQL agree on owners and charge once.
-use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -517,16 +516,35 @@ async fn a_batch_is_charged_once_to_its_creator_whoever_retrieves_it() {
             .cloned()
             .unwrap_or_default()
     };
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !rows().await.is_empty()
-        })
-        .await
-    );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(eventually(PATIENCE, || async { !rows().await.is_empty() }).await);
+    written_so_far(&gw, &gw).await;
     let logged = rows().await;
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert_eq!(logged[0]["api_key"], a_hash.as_str());
+}
+
+/// Wait until every spend record `gw` made so far is written: a chat sent now reaches the
+/// store after them (one writer, in order), so once its row is listed (by `logs`, which may
+/// be another instance on the same store), a second charge made before it would be too. An
+/// absence (no second row) is then checked without waiting for a fixed time.
+async fn written_so_far(gw: &Gateway, logs: &Gateway) {
+    let marker = post(
+        &gw.url("/v1/chat/completions"),
+        r#"{"model":"gpt-batch","messages":[{"role":"user","content":"marker"}]}"#,
+    )
+    .await;
+    assert_eq!(marker.status, 200, "{}", marker.text());
+    let id = marker.header("x-request-id").unwrap().to_owned();
+    let url = logs.url(&format!("/spend/logs?request_id={id}"));
+    let listed = eventually(PATIENCE, || async {
+        get(&url)
+            .await
+            .json()
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    assert!(listed, "the marker request's spend row");
 }
 
 fn fleet_config(mock_base: &str, db: &str) -> String {
@@ -550,12 +568,7 @@ async fn a_fleet_agrees_on_owners_and_charges_once() {
     // On the other instance: the owner reads it and lists it, another key does not.
     let file_path = format!("/v1/files/{file}");
     let read = || call(&two, "GET", &file_path, &a, Value::Null);
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            read().await.status == 200
-        })
-        .await
-    );
+    assert!(eventually(PATIENCE, || async { read().await.status == 200 }).await);
     let theirs = call(&two, "GET", &format!("/v1/files/{file}"), &b, Value::Null).await;
     assert_eq!(theirs.status, 404, "{}", theirs.text());
     let listed_two = listed(
@@ -618,12 +631,8 @@ async fn a_fleet_agrees_on_owners_and_charges_once() {
             .cloned()
             .unwrap_or_default()
     };
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            !rows().await.is_empty()
-        })
-        .await
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(eventually(PATIENCE, || async { !rows().await.is_empty() }).await);
+    written_so_far(&one, &one).await;
+    written_so_far(&two, &one).await;
     assert_eq!(rows().await.len(), 1, "charged once by the fleet");
 }

@@ -134,6 +134,7 @@ async fn serve(mut conn: TcpStream, kind: Hostile) -> Seen {
     while seen.written < CAP_BYTES && start.elapsed() < CAP_TIME {
         let piece: &[u8] = match kind {
             Hostile::Trickle => {
+                // The trickle is the hostility under test: a byte every 20 ms.
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 b"x"
             }
@@ -176,7 +177,9 @@ fn stream_body(model: &str, include_usage: bool) -> String {
     )
 }
 
-/// The gateway still answers at once: a whole chat completion from the in-process mock.
+/// The gateway still answers: a whole chat completion from the in-process mock, before the
+/// hostile upstream's own cap would have ended whatever the gateway might still wait on (an
+/// ordering, not a race with the clock).
 async fn answers_at_once(gw: &Gateway) {
     let t = Instant::now();
     let a = send(
@@ -187,14 +190,14 @@ async fn answers_at_once(gw: &Gateway) {
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(t.elapsed() < CAP_TIME, "{:?}", t.elapsed());
 }
 
 /// The hostile upstream's account of the connection, once it ended.
 async fn seen(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
-    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+    tokio::time::timeout(PATIENCE, rx.recv())
         .await
-        .expect("the upstream connection ended within 5 s")
+        .expect("the upstream connection ended")
         .expect("the upstream is running")
 }
 
@@ -271,11 +274,12 @@ async fn bytes_that_never_complete_an_event_meet_the_idle_timeout() {
         last.contains("no complete event from the upstream for 0.5s"),
         "{last}"
     );
-    // Bytes kept coming every 20 ms: the old idle timer (reset by any bytes) never fired.
-    assert!(took < Duration::from_secs(3), "{took:?}");
+    // Bytes kept coming every 20 ms: the old idle timer (reset by any bytes) never fired, and
+    // the stream lasted until the upstream's own cap. Cut by the gateway before that cap.
+    assert!(took < CAP_TIME, "{took:?}");
     let s = seen(&mut trickle_seen).await;
     assert!(s.closed_by_gateway, "{s:?}");
-    assert!(s.lasted < Duration::from_secs(3), "{s:?}");
+    assert!(s.lasted < CAP_TIME, "{s:?}");
     eprintln!("hostile figure: trickle, idle 0.5 s: client answered in {took:?}");
     answers_at_once(&gw).await;
 
@@ -309,7 +313,7 @@ async fn bytes_that_never_complete_an_event_meet_the_idle_timeout() {
         text.contains("no complete event from the upstream for 0.5s"),
         "{text}"
     );
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(t.elapsed() < CAP_TIME, "{:?}", t.elapsed());
     let s = seen(&mut trickle_seen).await;
     assert!(s.closed_by_gateway, "{s:?}");
     answers_at_once(&gw).await;
@@ -329,7 +333,7 @@ async fn an_upstream_answer_with_too_many_headers_is_a_failed_attempt() {
     .await;
     assert_eq!(a.status, 502, "{}", a.text());
     assert!(a.json()["error"]["message"].is_string(), "{}", a.text());
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(t.elapsed() < CAP_TIME, "{:?}", t.elapsed());
     answers_at_once(&gw).await;
 }
 
@@ -385,7 +389,9 @@ async fn a_form_of_200000_tiny_fields_is_refused_at_once() {
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("more than 1000 parts"), "{answer}");
     assert!(answer.contains("\"invalid_request_error\""), "{answer}");
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    // A generous bound (the read above gives up at 5 s): the limit itself is checked by the
+    // message; the time, printed, is for docs/reliability.md.
+    assert!(took < Duration::from_secs(5), "{took:?}");
     eprintln!("hostile figure: 200,000-field form refused in {took:?}");
     answers_at_once(&gw).await;
 }

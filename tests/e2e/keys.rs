@@ -2,7 +2,6 @@
 //! refusals, rate limits with `x-ratelimit-*` headers, budgets with spend headers, end-user
 //! budgets, streams charged when they end, and the concurrent-overspend bound. Keys are put
 //! into the gateway's directory directly here; tests/e2e/admin.rs creates them through the API.
-use std::time::Duration;
 
 use crate::common::*;
 use sluice::auth::{digest, ModelAccess, Stored};
@@ -199,9 +198,11 @@ async fn team_tpm_and_parallel_limits() {
             ..KeySpec::default()
         },
     );
-    // Two keys of one team: the team's single parallel slot admits one at a time.
+    // Two keys of one team: the team's single parallel slot admits one at a time. The second
+    // is sent once the first holds the slot (its upstream call under way, 300 ms long).
+    let addr = gw.addr.to_string();
     let (a, b) = tokio::join!(chat(&gw, "sk-team-1", "cheap", ""), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        until_in_flight(&addr, MASTER, 1).await;
         chat(&gw, "sk-team-2", "cheap", "").await
     });
     assert_eq!(a.status, 200);
@@ -332,15 +333,11 @@ async fn streams_are_charged_when_they_end() {
         .directory()
         .key(&digest("sk-stream"))
         .unwrap();
-    let mut spent = 0;
-    for _ in 0..100 {
-        spent = entry.subject.counters.spent(sluice_core::limits::wall_ms());
-        if spent > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(spent > 0, "the stream's cost reached the key's spend");
+    let spent = eventually(PATIENCE, || async {
+        entry.subject.counters.spent(sluice_core::limits::wall_ms()) > 0
+    })
+    .await;
+    assert!(spent, "the stream's cost reached the key's spend");
     let after = chat(&gw, "sk-stream", "cheap", "").await;
     let header: f64 = after.header("x-sluice-key-spend").unwrap().parse().unwrap();
     assert!(header > 0.0);

@@ -1,7 +1,6 @@
 //! MCP sessions shared by a fleet: two instances on one PostgreSQL and one Redis, a client that opens its session
 //! on one and goes on on the other (as a load balancer without stickiness sends it), and a
 //! `DELETE` on either that ends the session on both.
-use std::time::Duration;
 
 use serde_json::json;
 
@@ -37,7 +36,7 @@ async fn a_session_opened_on_one_instance_is_served_and_ended_by_another() {
     let a = gateway(&config(&db, &redis)).await;
     let b = gateway(&config(&db, &redis)).await;
     for gw in [&a, &b] {
-        let up = eventually(Duration::from_secs(5), || async {
+        let up = eventually(PATIENCE, || async {
             get(&gw.url("/health/readiness")).await.json()["redis"] == "connected"
         })
         .await;
@@ -80,7 +79,7 @@ async fn a_session_opened_on_one_instance_is_served_and_ended_by_another() {
     )
     .await;
     assert_eq!(end.status, 200);
-    let gone = eventually(Duration::from_secs(5), || async {
+    let gone = eventually(PATIENCE, || async {
         on_a.post(
             json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}),
             &[],

@@ -5,7 +5,6 @@
 //! OTLP span `execute_tool <tool>`, a child of the model request's span when the Responses
 //! API's tool loop made the call.
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -63,19 +62,20 @@ mcp_servers:
 
 async fn rows(gw: &Gateway, key: &str, want: usize) -> Vec<Value> {
     let url = gw.url(&format!("/spend/logs?api_key={key}"));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        let a = send("GET", &url, "", &[MASTER]).await;
-        let rows = a.json().as_array().cloned().unwrap_or_default();
-        if rows.len() >= want {
-            return rows;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{want} spend logs expected, got {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let rows = poll(
+        PATIENCE,
+        || async {
+            let a = send("GET", &url, "", &[MASTER]).await;
+            a.json().as_array().cloned().unwrap_or_default()
+        },
+        |rows| rows.len() >= want,
+    )
+    .await;
+    assert!(
+        rows.len() >= want,
+        "{want} spend logs expected, got {rows:?}"
+    );
+    rows
 }
 
 /// The records of tool calls, skipping the HTTP requests' own.
@@ -156,7 +156,7 @@ async fn priced_calls_are_spend_logs_charged_to_the_budget() {
         .unwrap();
     assert_eq!(echo["spend"].as_f64(), Some(0.0));
 
-    let ok = eventually(Duration::from_secs(5), || async {
+    let ok = eventually(PATIENCE, || async {
         let info = send(
             "GET",
             &gw.url(&format!("/key/info?key={key}")),
@@ -195,7 +195,7 @@ async fn priced_calls_are_spend_logs_charged_to_the_budget() {
     );
 
     // Each call's span reached the collector: GenAI's execute_tool with MCP's method.
-    let ok = eventually(Duration::from_secs(10), || {
+    let ok = eventually(PATIENCE, || {
         let spans = spans.clone();
         async move {
             let all: Vec<u8> = spans
@@ -211,7 +211,7 @@ async fn priced_calls_are_spend_logs_charged_to_the_budget() {
     .await;
     assert!(ok, "tool spans exported");
     // And each call's callback record, the refusal among the failures.
-    let ok = eventually(Duration::from_secs(10), || {
+    let ok = eventually(PATIENCE, || {
         let hooked = hooked.clone();
         async move {
             let records: Vec<Value> = hooked

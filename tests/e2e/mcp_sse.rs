@@ -56,6 +56,14 @@ impl Drop for SseClient {
     }
 }
 
+/// What the tool server behind `/mcp/legacy/sse` answers to one of its test methods
+/// (`test/started`, `test/cancelled`), asked in a session of its own.
+async fn server_says(gw: &Gateway, method: &str) -> Value {
+    let mut w = connect(gw, "/mcp/legacy/sse", "sk-master").await.unwrap();
+    w.initialize().await;
+    w.request(method, json!({})).await
+}
+
 /// Open the stream on `path`; the status when it is refused.
 async fn connect(gw: &Gateway, path: &str, key: &str) -> Result<SseClient, u16> {
     let client: Client<HttpConnector, Full<Bytes>> =
@@ -211,13 +219,13 @@ async fn sse_clients_reach_sse_servers_through_sluice() {
     // The server's own request to its client (roots/list) is refused: method not found.
     assert_eq!(text_of(&c.tool("legacy-ask", json!({})).await), "-32601");
 
-    // The upstream stream drops mid-call: the call fails at once, not at its 10 s timeout,
-    // and the next call opens a new stream.
+    // The upstream stream drops mid-call: the call fails at once, not at its 10 s timeout (an
+    // ordering: failed before that timeout), and the next call opens a new stream.
     let started = Instant::now();
     let dropped = c.tool("legacy-drop", json!({})).await;
     assert!(dropped.get("error").is_some(), "{dropped}");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(10),
         "{:?}",
         started.elapsed()
     );
@@ -301,10 +309,17 @@ async fn sse_sessions_are_their_keys_and_end_with_their_stream() {
     let slow = json!({"jsonrpc": "2.0", "id": c.next, "method": "tools/call",
                       "params": {"name": "legacy-slow", "arguments": {"seconds": 5}}});
     assert_eq!(c.post_as(&all, slow).await, 202);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Left while the call is in flight at the tool server.
+    let begun = eventually(PATIENCE, || async {
+        server_says(&gw, "test/started").await["result"]["started"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t == "slow"))
+    })
+    .await;
+    assert!(begun, "the call reached the tool server");
     let endpoint = c.endpoint.clone();
     drop(c);
-    let gone = eventually(Duration::from_secs(3), || {
+    let gone = eventually(PATIENCE, || {
         let endpoint = endpoint.clone();
         let all = all.clone();
         let ping = ping.clone();
@@ -321,20 +336,12 @@ async fn sse_sessions_are_their_keys_and_end_with_their_stream() {
     })
     .await;
     assert!(gone, "the session ended with its stream");
-    let mut watcher = connect(&gw, "/mcp/legacy/sse", "sk-master").await.unwrap();
-    watcher.initialize().await;
-    let mut told = false;
-    for _ in 0..30 {
-        let v = watcher.request("test/cancelled", json!({})).await;
-        if v["result"]["cancelled"]
+    let told = eventually(PATIENCE, || async {
+        server_says(&gw, "test/cancelled").await["result"]["cancelled"]
             .as_array()
             .is_some_and(|a| !a.is_empty())
-        {
-            told = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert!(told, "the tool server was told the call was cancelled");
 }
 

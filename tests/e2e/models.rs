@@ -280,7 +280,8 @@ async fn a_change_does_not_drop_requests_in_flight() {
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Added while the stream is under way.
+    until_in_flight(&gw.addr.to_string(), MASTER, 1).await;
     let made = admin(
         &gw,
         "POST",
@@ -315,8 +316,8 @@ async fn a_fleet_serves_a_deployment_added_on_either_within_a_second() {
         let ready = gw.url("/health/readiness");
         async move { get(&ready).await.json()["redis"] == "connected" }
     };
-    assert!(eventually(Duration::from_secs(5), || up(&a)).await);
-    assert!(eventually(Duration::from_secs(5), || up(&b)).await);
+    assert!(eventually(PATIENCE, || up(&a)).await);
+    assert!(eventually(PATIENCE, || up(&b)).await);
     assert_eq!(chat(&b, "added").await.status, 404);
     let made = admin(
         &a,
@@ -491,11 +492,10 @@ async fn the_binary_keeps_stored_deployments_over_a_reload() {
         .status()
         .unwrap();
     assert!(hup.success());
-    let start = Instant::now();
-    while ask("edited-file").await != 200 {
-        assert!(start.elapsed() < Duration::from_secs(10), "reload not seen");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        eventually(PATIENCE, || async { ask("edited-file").await == 200 }).await,
+        "reload not seen"
+    );
     assert_eq!(
         ask("stored").await,
         200,

@@ -4,7 +4,6 @@
 //! refusal as any model access), the organization's budget spent by its keys together,
 //! `/budget/update` reaching every holder of a budget (an end user's too), members with roles,
 //! and LiteLLM's request shapes (GET and POST list, POST info, 19 organizations with one alias).
-use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -181,7 +180,7 @@ async fn organizations_and_budgets(gw: &Gateway) {
 
     // The spend reaches the organization's row, and info shows its team and budget.
     let info_path = format!("/organization/info?organization_id={org_id}");
-    let spent = eventually(Duration::from_secs(10), || async {
+    let spent = eventually(PATIENCE, || async {
         let info = admin(gw, "GET", &info_path, Value::Null).await.json();
         info["spend"].as_f64().unwrap_or(0.0) > 0.0
     })

@@ -581,7 +581,7 @@ async fn virtual_key_budgets_limits_and_model_access_apply() {
     assert_eq!(refused.json()["error"]["code"], "budget_exceeded");
     record(&mut gw).await;
     // Spend logs hold the pass-through call.
-    let logs_ok = eventually(Duration::from_secs(5), || async {
+    let logs_ok = eventually(PATIENCE, || async {
         let logs = send(
             "GET",
             &gw.url(&format!("/spend/logs?api_key={key}")),

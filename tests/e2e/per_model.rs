@@ -2,7 +2,6 @@
 //! `model_max_budget`), set through the management API and held on the request path: exact
 //! under a concurrent burst, apart from the holder's other models, team-wide for a team's,
 //! across a restart for a budget, and across two instances sharing Redis.
-use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -163,7 +162,7 @@ async fn a_per_model_budget_refuses_that_model_only_and_survives_a_restart() {
     );
 
     // Once the spend is logged, a restart reads it back: the budget stays spent.
-    let logged = eventually(Duration::from_secs(5), || async {
+    let logged = eventually(PATIENCE, || async {
         let logs = admin(&gw, "GET", "/spend/logs", Value::Null).await;
         logs.json()
             .as_array()

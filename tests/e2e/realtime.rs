@@ -182,7 +182,7 @@ async fn a_session_is_relayed_charged_and_closed() {
     assert_eq!(u.cached_tokens, 2 * REALTIME_CACHED_TOKENS);
     assert!(r.cost.unwrap() > 0, "the session was priced");
     // The key's spend log holds the session.
-    let logs_ok = eventually(Duration::from_secs(5), || async {
+    let logs_ok = eventually(PATIENCE, || async {
         let logs = send(
             "GET",
             &gw.url(&format!("/spend/logs?api_key={key}")),

@@ -169,8 +169,14 @@ async fn cooldown_opens_then_a_probe_closes_it() {
         Some("backup"),
         "a is cooling"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    let a = post(&gw.url("/v1/chat/completions"), CHAT).await;
+    // Once the 0.3 s cooldown is over, a probe request goes to a and brings it back.
+    let url = gw.url("/v1/chat/completions");
+    let a = poll(
+        PATIENCE,
+        || post(&url, CHAT),
+        |a| a.header("x-sluice-model-id") == Some("a"),
+    )
+    .await;
     assert_eq!(
         a.header("x-sluice-model-id"),
         Some("a"),
@@ -216,8 +222,12 @@ async fn weighted_shares_hold_over_many_requests() {
 
 #[tokio::test]
 async fn hedging_cuts_the_tail_when_one_deployment_stalls() {
+    // The hedge (after 30 ms) answers long before the slow deployment would: the checks below
+    // are that ordering, not bounds on the clock (the exact times are
+    // crates/routing/src/dispatch.rs's paused-clock test).
+    let slow_takes = Duration::from_secs(1);
     let slow = mock_server(MockSettings {
-        latency: Duration::from_millis(400),
+        latency: slow_takes,
         ..MockSettings::default()
     })
     .await;
@@ -239,14 +249,21 @@ async fn hedging_cuts_the_tail_when_one_deployment_stalls() {
             hedged += 1;
         }
     }
-    assert!(worst < Duration::from_millis(300), "worst {worst:?}");
+    assert!(
+        worst < slow_takes,
+        "worst {worst:?}: a request waited for the slow deployment"
+    );
     assert!(
         hedged >= 3,
         "about half the requests start on the slow one: {hedged}"
     );
     // The losers were cancelled: their connections closed before the mock answered.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let stats = slow.stats().await;
+    let stats = poll(
+        PATIENCE,
+        || slow.stats(),
+        |s| s["requests"].as_u64() > Some(0) && s["cancelled"] == s["requests"],
+    )
+    .await;
     assert_eq!(stats["answered"], 0, "{stats}");
     assert_eq!(stats["cancelled"], stats["requests"], "{stats}");
 
@@ -258,25 +275,27 @@ async fn hedging_cuts_the_tail_when_one_deployment_stalls() {
         post(&gw.url("/v1/chat/completions"), CHAT).await;
         worst = worst.max(t.elapsed());
     }
-    assert!(worst >= Duration::from_millis(400), "worst {worst:?}");
+    assert!(worst >= slow_takes, "worst {worst:?}");
 }
 
 #[tokio::test]
 async fn a_client_disconnect_cancels_the_upstream_call() {
+    // Far longer than the test takes when the call is cancelled: had it not been, the mock
+    // would answer only after this.
     let slow = mock_server(MockSettings {
-        latency: Duration::from_millis(500),
+        latency: Duration::from_secs(10),
         ..MockSettings::default()
     })
     .await;
     let mut gw = gateway(&config(&[deployment("m", "slow", &slow.base(), "")], "")).await;
     let url = gw.url("/v1/chat/completions");
     let call = tokio::spawn(async move { post(&url, CHAT).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The client leaves once its call has reached the upstream.
+    assert!(eventually(PATIENCE, || async { slow.requests().await == 1 }).await);
     call.abort();
     let record = gw.next_record().await;
     assert_eq!(record.outcome, sluice_core::record::Outcome::ClientGone);
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let stats = slow.stats().await;
+    let stats = poll(PATIENCE, || slow.stats(), |s| s["cancelled"] == 1).await;
     assert_eq!(stats["requests"], 1);
     assert_eq!(stats["cancelled"], 1, "{stats}");
 }
@@ -308,10 +327,12 @@ async fn streams_retry_before_the_first_byte_and_idle_streams_end_with_an_error(
         assert_eq!(a.sse_data().last().map(String::as_str), Some("[DONE]"));
     }
 
+    // The stall is far longer than the 0.2 s idle timeout: cut before it ends is an ordering.
+    let stall = Duration::from_secs(10);
     let stalling = mock_server(MockSettings {
         faults: Faults {
             stall_after_chunks: Some(2),
-            stall: Duration::from_secs(2),
+            stall,
             ..Faults::default()
         },
         ..MockSettings::default()
@@ -329,7 +350,7 @@ async fn streams_retry_before_the_first_byte_and_idle_streams_end_with_an_error(
     .await;
     let t = Instant::now();
     let a = post(&gw.url("/v1/chat/completions"), body).await;
-    assert!(t.elapsed() < Duration::from_secs(1));
+    assert!(t.elapsed() < stall, "{:?}", t.elapsed());
     assert!(a.body_error, "the stream is cut, not completed");
     let last = a.sse_data().last().cloned().unwrap();
     assert!(
@@ -395,8 +416,9 @@ async fn a_burst_with_random_failures_never_hangs() {
 
 #[tokio::test]
 async fn with_finish_a_client_disconnect_lets_the_upstream_call_complete() {
+    // Long enough for the client to leave while the call is under way.
     let slow = mock_server(MockSettings {
-        latency: Duration::from_millis(300),
+        latency: Duration::from_secs(1),
         ..MockSettings::default()
     })
     .await;
@@ -407,7 +429,8 @@ async fn with_finish_a_client_disconnect_lets_the_upstream_call_complete() {
     .await;
     let url = gw.url("/v1/chat/completions");
     let call = tokio::spawn(async move { post(&url, CHAT).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The client leaves once its call has reached the upstream.
+    assert!(eventually(PATIENCE, || async { slow.requests().await == 1 }).await);
     call.abort();
     let record = gw.next_record().await;
     assert_eq!(record.status, 200, "the call finished without its client");

@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -18,7 +17,7 @@ use hyper::body::Incoming;
 
 use crate::common::{
     eventually, recording, send, serve_binary_env, serve_loopback, vertex_key_file, Recording,
-    Reply, Served,
+    Reply, Served, PATIENCE,
 };
 
 const ANSWER: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
@@ -184,7 +183,7 @@ async fn vault_secret_reaches_the_upstream_rotates_and_survives_an_outage() {
     // Rotated in Vault: used within the refresh interval, without a restart.
     *secret.lock().unwrap() = Some("sk-vault-2".into());
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(PATIENCE, || async {
             chat(&gw).await == 200 && last_key(&up) == "Bearer sk-vault-2"
         })
         .await,
@@ -194,7 +193,7 @@ async fn vault_secret_reaches_the_upstream_rotates_and_survives_an_outage() {
     // Vault down: the last good value keeps serving, and readiness names the secret.
     *secret.lock().unwrap() = None;
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(PATIENCE, || async {
             readiness(&gw).await["state"] == "degraded"
         })
         .await
@@ -206,12 +205,7 @@ async fn vault_secret_reaches_the_upstream_rotates_and_survives_an_outage() {
 
     // Back: healthy again.
     *secret.lock().unwrap() = Some("sk-vault-2".into());
-    assert!(
-        eventually(Duration::from_secs(5), || async {
-            readiness(&gw).await["state"] == "ok"
-        })
-        .await
-    );
+    assert!(eventually(PATIENCE, || async { readiness(&gw).await["state"] == "ok" }).await);
 }
 
 #[tokio::test]

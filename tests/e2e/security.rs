@@ -216,7 +216,7 @@ general_settings:
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
-    let logged = eventually(Duration::from_secs(5), || async {
+    let logged = eventually(PATIENCE, || async {
         let logs = admin_as(&gw, "sk-master", "GET", "/spend/logs", Value::Null).await;
         logs.json().as_array().is_some_and(|l| !l.is_empty())
     })
@@ -506,20 +506,8 @@ fn tls_mock(dir: &Path, server: &(String, String), client_ca: &str) -> TlsMock {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let start = std::time::Instant::now();
-    let addr = loop {
-        match std::fs::read_to_string(&ready) {
-            Ok(a) if !a.trim().is_empty() => break a,
-            _ => {
-                assert!(
-                    start.elapsed() < Duration::from_secs(20),
-                    "mock did not start"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    };
-    let port = addr.trim().rsplit(':').next().unwrap().parse().unwrap();
+    let addr = ready_addr(&ready, "mock did not start");
+    let port = addr.rsplit(':').next().unwrap().parse().unwrap();
     TlsMock { child, port }
 }
 

@@ -2,7 +2,6 @@
 //! route among a group's deployments by their `litellm_params.tags` with
 //! `enable_tag_filtering` (LiteLLM's rules: `default`, `&`, the 401 when none is left), and
 //! `/spend/tags` sums what each tag spent.
-use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -108,7 +107,7 @@ async fn tags_route_among_a_groups_deployments_and_are_summed_by_tag() {
             .await
             .json()
     };
-    let summed = eventually(Duration::from_secs(5), || async {
+    let summed = eventually(PATIENCE, || async {
         by_tag(&read().await, "eu").is_some_and(|r| r["log_count"] == 2)
     })
     .await;
@@ -228,7 +227,7 @@ async fn a_tags_limits_and_budget_hold_every_request_that_carries_it() {
             .await
             .json()
     };
-    let spent = eventually(Duration::from_secs(5), || async {
+    let spent = eventually(PATIENCE, || async {
         info().await["eng"]["spend"].as_f64().unwrap_or(0.0) > 0.0
     })
     .await;
@@ -276,7 +275,7 @@ async fn a_tags_limits_and_budget_hold_every_request_that_carries_it() {
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
-    let seen = eventually(Duration::from_secs(5), || async {
+    let seen = eventually(PATIENCE, || async {
         admin(&gw, "GET", "/tag/list", Value::Null)
             .await
             .text()
@@ -356,7 +355,15 @@ async fn two_instances_share_a_tags_limit_and_its_deletion() {
     .await;
     assert_eq!(made.status, 200, "{}", made.text());
     // The other instance's directory takes the tag from the store's poll (every 0.5 s).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let known = eventually(PATIENCE, || async {
+        b.state
+            .gate()
+            .directory()
+            .holder(sluice_core::limits::SubjectKind::Tag, &name)
+            .is_some()
+    })
+    .await;
+    assert!(known, "the other instance knows the tag");
     let mut ok = 0;
     for _ in 0..4 {
         ok += usize::from(tagged(&a, MASTER, &tags).await.status == 200);
@@ -365,7 +372,7 @@ async fn two_instances_share_a_tags_limit_and_its_deletion() {
     assert_eq!(ok, 4, "rpm_limit 4 across both instances");
     let gone = admin(&a, "POST", "/tag/delete", json!({"name": name})).await;
     assert_eq!(gone.status, 200, "{}", gone.text());
-    let freed = eventually(Duration::from_secs(5), || async {
+    let freed = eventually(PATIENCE, || async {
         tagged(&b, MASTER, &tags).await.status == 200
     })
     .await;

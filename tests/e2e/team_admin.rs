@@ -1,7 +1,6 @@
 //! Team members with roles (LiteLLM's `members_with_roles`, `/team/member_add|update|delete`)
 //! and the console's team admin: an internal user who is a team's `admin` sees and manages
 //! the team's keys, members and logs — and nothing of another team's.
-use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -365,7 +364,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
     assert_eq!(removed.status, 303);
 
     // Her team's requests in the logs, not another team's.
-    let seen = eventually(Duration::from_secs(5), || {
+    let seen = eventually(PATIENCE, || {
         let gw = &gw;
         let cookie = ana.cookie_header();
         async move {

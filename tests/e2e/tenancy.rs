@@ -429,7 +429,7 @@ async fn a_virtual_key_lists_the_models_it_may_use() {
     let blocked = admin_as(&gw, "sk-master", "POST", "/key/block", json!({"key": key})).await;
     assert_eq!(blocked.status, 200, "{}", blocked.text());
     assert!(
-        eventually(Duration::from_secs(5), || async {
+        eventually(PATIENCE, || async {
             send(
                 "GET",
                 &gw.url("/v1/models"),
@@ -473,7 +473,7 @@ async fn a_fresh_keys_burst_over_a_fleet_stays_within_its_budget() {
     let a = gateway(&yaml).await;
     let b = gateway(&yaml).await;
     for gw in [&a, &b] {
-        let up = eventually(Duration::from_secs(5), || async {
+        let up = eventually(PATIENCE, || async {
             get(&gw.url("/health/readiness")).await.json()["redis"] == "connected"
         })
         .await;

@@ -564,3 +564,108 @@ fn route_failure<E: From<RouteError>>(e: RouteError) -> Failure<E> {
         scoped: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::{testing, HedgeAfter, ModelTable};
+
+    const HEDGE_AFTER: Duration = Duration::from_millis(30);
+    const FAST: Duration = Duration::from_millis(10);
+    const SLOW: Duration = Duration::from_secs(2);
+
+    /// A group `m` of a deployment that answers after 2 s and one that answers after 10 ms,
+    /// hedged after 30 ms when `hedge`.
+    fn router(hedge: bool) -> Router {
+        let members = vec![
+            testing::member("m", "slow", &[]),
+            testing::member("m", "fast", &[]),
+        ];
+        Router {
+            models: ModelTable::new(members, |_| hedge.then_some(HedgeAfter::Fixed(HEDGE_AFTER))),
+            ..Router::default()
+        }
+    }
+
+    /// Counts attempts dropped before they finished (the loser of a hedge).
+    struct Dropped<'a>(&'a AtomicU32, bool);
+
+    impl Drop for Dropped<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Twenty requests; each one's answering deployment, its time on the paused clock and
+    /// its hedges, and how many attempts were dropped unfinished.
+    async fn serve(router: &Router) -> (Vec<(String, Duration, u32)>, u32) {
+        let dropped = AtomicU32::new(0);
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            let first = router.models.resolve("m").unwrap();
+            let requested = Requested::default();
+            let started = Instant::now();
+            let outcome = dispatch(router, first, &requested, |call| {
+                let dropped = &dropped;
+                async move {
+                    let id = call.member.target.info.id.to_string();
+                    let mut guard = Dropped(dropped, false);
+                    tokio::time::sleep(if id == "slow" { SLOW } else { FAST }).await;
+                    guard.1 = true;
+                    Ok::<_, Failure<RouteError>>(id)
+                }
+            })
+            .await;
+            let served = outcome.result.unwrap();
+            out.push((served.answer, started.elapsed(), outcome.hedges));
+        }
+        (out, dropped.load(Ordering::Relaxed))
+    }
+
+    /// On a paused clock (virtual time, exact whatever the machine's load): a request that
+    /// starts on the slow deployment is hedged after 30 ms and answered by the fast one 10 ms
+    /// later, the slow attempt dropped; one that starts on the fast one is answered in 10 ms,
+    /// unhedged. The end-to-end test (`tests/e2e/routing.rs`) checks the same over real
+    /// sockets as an ordering only.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_first_attempt_is_hedged_after_its_delay_and_the_loser_dropped() {
+        let (served, dropped) = serve(&router(true)).await;
+        let hedged = served.iter().filter(|s| s.2 == 1).count();
+        for (answer, took, hedges) in &served {
+            assert_eq!(answer, "fast");
+            let want = if *hedges == 1 {
+                HEDGE_AFTER + FAST
+            } else {
+                FAST
+            };
+            assert_eq!(*took, want, "hedges {hedges}");
+        }
+        assert!(
+            (1..20).contains(&hedged),
+            "both deployments go first now and then: {hedged} of 20 hedged"
+        );
+        assert_eq!(
+            dropped as usize, hedged,
+            "each hedge drops the slow attempt"
+        );
+    }
+
+    /// Without hedging, a request that starts on the slow deployment waits for it.
+    #[tokio::test(start_paused = true)]
+    async fn without_hedging_the_slow_deployment_is_waited_for() {
+        let (served, dropped) = serve(&router(false)).await;
+        assert!(served.iter().all(|s| s.2 == 0));
+        assert!(served.iter().any(|s| s.0 == "slow" && s.1 == SLOW));
+        assert!(served
+            .iter()
+            .all(|s| s.1 == if s.0 == "slow" { SLOW } else { FAST }));
+        assert_eq!(dropped, 0);
+    }
+}

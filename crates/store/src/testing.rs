@@ -1,8 +1,8 @@
 //! Test databases: a fresh SQLite file, and a fresh database on the PostgreSQL server named by
 //! `SLUICE_TEST_POSTGRES_URL` (scripts/services.sh starts one). Without that variable the
-//! PostgreSQL half is skipped with a printed reason, except under `CI=true`, where a missing
-//! server fails the test instead of passing silently. Compiled for this crate's tests and,
-//! with the `testing` feature, for the admin API's.
+//! PostgreSQL half is skipped, loudly and countably ([`skip`]), except under `CI=true`, where a
+//! missing server fails the test instead of passing silently. Compiled for this crate's tests
+//! and, with the `testing` feature, for the admin API's and the end-to-end tests.
 
 #![expect(
     clippy::unwrap_used,
@@ -76,34 +76,81 @@ pub const RESTART_ENV: [&str; 2] = [
     "SLUICE_TEST_POSTGRES_RESTART_CTL",
 ];
 
-/// A test variable's value, or `None` (with the reason printed) when tests may skip it; under
-/// `CI=true` a missing server fails the test instead of passing silently.
-pub fn required_var(name: &str, what: &str) -> Option<String> {
+/// The variable naming a file that every skip ([`skip`]) is appended to, one line each, so
+/// that a run can count them (`scripts/test.sh` prints how many tests skipped).
+pub const SKIPS_ENV: &str = "SLUICE_TEST_SKIPS";
+
+/// A test variable's value, or `None` when it is unset, after [`skip`] said that `service` is
+/// missing (a failed test under `CI=true`).
+pub fn required_var(name: &str, service: &str) -> Option<String> {
     match std::env::var(name) {
         Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{name} is not set under CI=true: run the tests through scripts/test.sh")
-        }
         _ => {
-            eprintln!(
-                "skipping {what}: {name} is not set (scripts/test.sh starts a server and sets it)"
-            );
+            skip(service, &format!("set {name}"));
             None
         }
     }
 }
 
-/// The test server's URL, or `None` (with the reason printed) when tests may skip it.
-pub fn postgres_server() -> Option<String> {
-    required_var(POSTGRES_ENV, "the PostgreSQL half")
+/// Skip (the rest of) the running test for want of `service`, so that a skip is never silent:
+/// one line on stderr, `skipped: <test>: no <service> (<hint>)`, written past libtest's output
+/// capture (which would keep it from a passing test's output), and the same line appended to
+/// the file `SLUICE_TEST_SKIPS` names, when set. Under `CI=true` it panics instead: CI starts
+/// every service, so a missing one is a broken run, not a pass.
+pub fn skip(service: &str, hint: &str) {
+    use std::io::Write as _;
+    let test = current_test();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{test}: no {service} under CI=true ({hint}; scripts/test.sh starts every service)");
+    }
+    let line = format!("skipped: {test}: no {service} ({hint})\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(path) = std::env::var_os(SKIPS_ENV).filter(|p| !p.is_empty()) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        // One `write` of a short line to a file opened for appending: lines from tests
+        // running at once do not interleave.
+        if let Ok(mut f) = file {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
-/// The restartable server's URL and control script.
+/// `<test binary>::<test path>` (libtest runs each test on a thread named after it), e.g.
+/// `e2e::admin::database_outage_loses_no_spend`: unique across the run's binaries.
+fn current_test() -> String {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    // Cargo names test binaries `<crate>-<16 hex digits>`.
+    let binary = match binary.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name.to_owned()
+        }
+        _ => binary,
+    };
+    let thread = std::thread::current();
+    let test = thread
+        .name()
+        .filter(|n| *n != "main")
+        .unwrap_or("a test (not on its own thread)");
+    format!("{binary}::{test}")
+}
+
+/// The test server's URL, or `None` (after a [`skip`]) when tests may skip it.
+pub fn postgres_server() -> Option<String> {
+    required_var(POSTGRES_ENV, "PostgreSQL")
+}
+
+/// The restartable server's URL and control script, or `None` (after a [`skip`]).
 pub fn postgres_restartable() -> Option<(String, String)> {
-    let what = "the PostgreSQL outage test";
+    let service = "restartable PostgreSQL";
     Some((
-        required_var(RESTART_ENV[0], what)?,
-        required_var(RESTART_ENV[1], what)?,
+        required_var(RESTART_ENV[0], service)?,
+        required_var(RESTART_ENV[1], service)?,
     ))
 }
 

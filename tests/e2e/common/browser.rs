@@ -1,7 +1,9 @@
 //! A browser's part in the console's tests over HTTP: a cookie jar that sends back what the
 //! console set, form posts, the sign-in form, and a page's CSRF token.
 
-use super::{send, Answer, Gateway};
+use std::time::{Duration, Instant};
+
+use super::{send, Answer, Gateway, PATIENCE};
 
 /// A browser's cookie jar for one test: the cookies the console set, sent back as a browser
 /// would.
@@ -36,6 +38,25 @@ impl Browser {
         let a = send("GET", &gw.url(path), "", &[("cookie", &cookie)]).await;
         self.keep(&a);
         a
+    }
+
+    /// `path`, asked again every 50 ms until `done` accepts the answer or [`PATIENCE`] has
+    /// passed (a page showing what the gateway records off the request path); the last answer
+    /// either way, for the caller's assertions.
+    pub async fn get_until(
+        &mut self,
+        gw: &Gateway,
+        path: &str,
+        done: impl Fn(&Answer) -> bool,
+    ) -> Answer {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let a = self.get(gw, path).await;
+            if done(&a) || Instant::now() >= deadline {
+                return a;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub async fn post(&mut self, gw: &Gateway, path: &str, form: &[(&str, &str)]) -> Answer {

@@ -41,11 +41,11 @@ impl Gateway {
         format!("http://{}{}", self.addr, path)
     }
 
-    /// The next finished request's record (waits up to 5 s).
+    /// The next finished request's record (waits up to [`PATIENCE`]).
     pub async fn next_record(&mut self) -> RequestRecord {
-        tokio::time::timeout(Duration::from_secs(5), self.records.recv())
+        tokio::time::timeout(PATIENCE, self.records.recv())
             .await
-            .expect("no record within 5 s")
+            .expect("no record in time")
             .expect("recorder closed")
     }
 }
@@ -482,17 +482,24 @@ pub fn store_and_redis(database_url: Option<&str>, redis_url: Option<&str>) -> (
     )
 }
 
-/// Wait until each gateway says Redis is connected (5 s at most each).
+/// Wait until each gateway says Redis is connected ([`PATIENCE`] at most each).
 pub async fn on_redis(gateways: &[&Gateway]) {
     for gw in gateways {
         let ready = gw.url("/health/readiness");
-        let up = eventually(Duration::from_secs(5), || async {
+        let up = eventually(PATIENCE, || async {
             get(&ready).await.json()["redis"] == "connected"
         })
         .await;
         assert!(up, "Redis connected");
     }
 }
+
+/// How long a test waits for something that should happen soon (a record written, a reload
+/// seen, a cooldown over, a server up). Generous, so that a loaded machine makes a test slow
+/// rather than failed; a passing test waits only as long as the thing takes. Tests wait for
+/// the condition itself ([`eventually`], [`poll`], [`wait_blocking`]), never for a fixed time
+/// that was long enough on the machine the test was written on.
+pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// Whether `f` comes true within `within` (asked every 50 ms).
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
@@ -508,6 +515,74 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
+}
+
+/// `f`'s values, asked every 50 ms until `done` accepts one or `within` has passed: the last
+/// value either way, for the caller's assertions to check and show.
+pub async fn poll<T, F, Fut>(within: Duration, mut f: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        let value = f().await;
+        if done(&value) || Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `f`'s first `Some`, asked every 10 ms from a blocking test (or before a runtime exists),
+/// within `within`; panics naming `what` when none came.
+pub fn wait_blocking<T>(within: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Requests in flight at the deployments of the gateway at `addr` (`host:port`): the sum of
+/// its `/metrics` gauge `sluice_deployment_in_flight_requests`, asked with `key`.
+pub async fn in_flight(addr: &str, key: &str) -> i64 {
+    let auth = format!("Bearer {key}");
+    send(
+        "GET",
+        &format!("http://{addr}/metrics"),
+        "",
+        &[("authorization", &auth)],
+    )
+    .await
+    .text()
+    .lines()
+    .filter(|l| l.starts_with("sluice_deployment_in_flight_requests{"))
+    .filter_map(|l| l.rsplit_once(' ')?.1.parse::<i64>().ok())
+    .sum()
+}
+
+/// Wait until the gateway at `addr` has `n` requests in flight at its deployments (an
+/// upstream call started, a stream under way): what a test that acts on requests in flight
+/// waits for before acting, rather than a fixed time it hopes they take to get there.
+pub async fn until_in_flight(addr: &str, key: &str, n: i64) {
+    let there = eventually(PATIENCE, || async { in_flight(addr, key).await >= n }).await;
+    assert!(there, "{n} requests in flight at {addr}");
+}
+
+/// The address a process wrote to its `--ready-file` once it listens (`sluice serve` and
+/// `sluice mock` write it then), waiting up to [`PATIENCE`]; panics naming `what` when it
+/// never does.
+pub fn ready_addr(ready: &std::path::Path, what: &str) -> String {
+    wait_blocking(PATIENCE, what, || {
+        std::fs::read_to_string(ready)
+            .ok()
+            .map(|a| a.trim().to_owned())
+            .filter(|a| !a.is_empty())
+    })
 }
 
 /// The test service-account key file, its token endpoint the mock's at `mock` (`host:port`),
@@ -648,10 +723,17 @@ pub fn openai_chunks(
     (text, calls, finish, usage)
 }
 
-/// A server URL from the test services (scripts/services.sh), or `None` after saying why;
-/// under `CI=true` a missing server fails the test instead.
+/// A PostgreSQL server URL from the test services (scripts/services.sh), or `None` after a
+/// loud, counted skip (`sluice_store::testing::skip`); under `CI=true` a missing server fails
+/// the test instead.
 pub fn postgres_server(var: &str) -> Option<String> {
-    sluice_store::testing::required_var(var, "this test")
+    sluice_store::testing::required_var(var, "PostgreSQL")
+}
+
+/// The PostgreSQL server outage tests may stop and start, and its control script
+/// (`stop` / `start`), or `None` after a skip (a failure under CI).
+pub fn postgres_restartable() -> Option<(String, String)> {
+    sluice_store::testing::postgres_restartable()
 }
 
 /// A fresh database on the test server at `server`; its URL.
@@ -659,15 +741,18 @@ pub async fn postgres_database(server: &str) -> String {
     sluice_store::testing::postgres_database(server).await
 }
 
-/// The test Redis (`SLUICE_TEST_REDIS_URL`), or `None` after saying why (a failure under CI).
+/// The test Redis (`SLUICE_TEST_REDIS_URL`), or `None` after a skip (a failure under CI).
 pub fn redis_server() -> Option<String> {
-    postgres_server("SLUICE_TEST_REDIS_URL")
+    sluice_store::testing::required_var("SLUICE_TEST_REDIS_URL", "Redis")
 }
 
 /// The test Redis Stack, with the search module (`SLUICE_TEST_REDIS_STACK_URL`), or `None`
-/// after saying why (a failure under CI).
+/// after a skip (a failure under CI).
 pub fn redis_stack_server() -> Option<String> {
-    postgres_server("SLUICE_TEST_REDIS_STACK_URL")
+    sluice_store::testing::required_var(
+        "SLUICE_TEST_REDIS_STACK_URL",
+        "Redis Stack (the search module)",
+    )
 }
 
 /// `sluice serve` as a process (the real binary) on a free loopback port.
@@ -716,47 +801,35 @@ pub fn serve_binary_env<S: AsRef<std::ffi::OsStr>>(
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    loop {
+    let started = wait_blocking(PATIENCE, "sluice did not start", || {
         if let Some(status) = child.try_wait().unwrap() {
             let stderr = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!("{status}: {stderr}"));
+            return Some(Err(format!("{status}: {stderr}")));
         }
-        if let Ok(addr) = std::fs::read_to_string(&ready) {
-            if !addr.is_empty() {
-                return Ok(Served {
-                    child,
-                    addr: addr.trim().to_owned(),
-                    cfg,
-                    log,
-                });
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "sluice did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        let addr = std::fs::read_to_string(&ready).ok()?;
+        (!addr.is_empty()).then(|| Ok(addr.trim().to_owned()))
+    });
+    started.map(|addr| Served {
+        child,
+        addr,
+        cfg,
+        log,
+    })
 }
 
-/// `GET /spend/logs` under `master` once it lists at least `at_least` rows (5 s at most; the
-/// last answer either way).
+/// `GET /spend/logs` under `master` once it lists at least `at_least` rows ([`PATIENCE`] at
+/// most; the last answer either way).
 pub async fn spend_logs(gw: &Gateway, master: &str, at_least: usize) -> serde_json::Value {
     let auth = format!("Bearer {master}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let logs = send(
-            "GET",
-            &gw.url("/spend/logs"),
-            "",
-            &[("authorization", &auth)],
-        )
-        .await
-        .json();
-        if logs.as_array().is_some_and(|l| l.len() >= at_least) || Instant::now() > deadline {
-            return logs;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let url = gw.url("/spend/logs");
+    poll(
+        PATIENCE,
+        || async {
+            send("GET", &url, "", &[("authorization", &auth)])
+                .await
+                .json()
+        },
+        |logs| logs.as_array().is_some_and(|l| l.len() >= at_least),
+    )
+    .await
 }
