@@ -30,6 +30,8 @@ mod users;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire;
 
 use std::future::Future;
 use std::pin::Pin;
