@@ -10,6 +10,7 @@
 //! too. Database errors never reach the client as text.
 
 mod access_groups;
+pub(crate) mod answers;
 mod audit;
 mod bounds;
 pub(crate) use models::key_read;
@@ -18,7 +19,7 @@ pub(crate) use user_keys::{route as user_keys_route, serve as user_keys};
 mod budgets;
 mod customers;
 mod fields;
-mod keys;
+pub(crate) mod keys;
 mod models;
 mod organizations;
 mod own;
@@ -38,6 +39,7 @@ use std::pin::Pin;
 
 use http::Method;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -68,24 +70,28 @@ type Handler = for<'a> fn(
 /// `/customer/*` and still served.
 const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::POST, "/key/generate", |s, r| {
-        Box::pin(keys::generate(s, r))
+        Box::pin(json(keys::generate(s, r)))
     }),
     (Method::POST, "/key/update", |s, r| {
-        Box::pin(keys::update(s, r))
+        Box::pin(json(keys::update(s, r)))
     }),
     (Method::POST, "/key/delete", |s, r| {
         Box::pin(keys::delete(s, r))
     }),
-    (Method::GET, "/key/info", |s, r| Box::pin(keys::info(s, r))),
-    (Method::GET, "/key/list", |s, r| Box::pin(keys::list(s, r))),
+    (Method::GET, "/key/info", |s, r| {
+        Box::pin(json(keys::info(s, r)))
+    }),
+    (Method::GET, "/key/list", |s, r| {
+        Box::pin(json(keys::list(s, r)))
+    }),
     (Method::POST, "/key/regenerate", |s, r| {
-        Box::pin(keys::regenerate(s, r))
+        Box::pin(json(keys::regenerate(s, r)))
     }),
     (Method::POST, "/key/block", |s, r| {
-        Box::pin(keys::block(s, r))
+        Box::pin(json(keys::block(s, r)))
     }),
     (Method::POST, "/key/unblock", |s, r| {
-        Box::pin(keys::unblock(s, r))
+        Box::pin(json(keys::unblock(s, r)))
     }),
     (Method::POST, "/team/new", |s, r| Box::pin(teams::new(s, r))),
     (Method::POST, "/team/update", |s, r| {
@@ -222,6 +228,11 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     }),
 ];
 
+/// A typed handler's answer as the JSON sent: its struct (`answers`) is the wire shape.
+async fn json<T: Serialize>(answer: impl Future<Output = Result<T, ApiError>>) -> AdminResult {
+    serde_json::to_value(answer.await?).map_err(|_| ApiError::Internal("admin answer"))
+}
+
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
 /// to its own routes). A known path with the wrong method is a 405. `path` may carry LiteLLM's
 /// `/end_user/` spelling or a `/v1` prefix; `/key/{key}/regenerate` is LiteLLM's other spelling
@@ -250,7 +261,14 @@ pub async fn handle(
         if method != Method::POST {
             return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
         }
-        return Some(keys::regenerate_named(store, key, AdminRequest { query, body }).await);
+        return Some(
+            json(keys::regenerate_named(
+                store,
+                key,
+                AdminRequest { query, body },
+            ))
+            .await,
+        );
     }
     let mut known_path = false;
     for (m, p, handler) in ROUTES {

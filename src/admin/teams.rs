@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_TEAM};
-use super::keys::keys_json;
+use super::keys::keys_of;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
@@ -214,7 +214,7 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let id = query_value(&q, "team_id").ok_or(ApiError::MissingParam("team_id"))?;
     let team = existing(store, id).await?;
     let members = store.team_members(id).await.map_err(store_error)?;
-    let keys = keys_json(store, KeyFilter::Team(id)).await?;
+    let keys = keys_of(store, KeyFilter::Team(id)).await?;
     Ok(json!({
         "team_id": id,
         "team_info": team_json(&team, &members, &emails(store, &members).await?),

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
 use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_USER};
-use super::keys::{keys_json, new_key};
+use super::keys::{keys_of, new_key};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
@@ -323,7 +323,7 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let q = query_pairs(&req, &["user_id"])?;
     let id = query_value(&q, "user_id").ok_or(ApiError::MissingParam("user_id"))?;
     let user = existing(store, id).await?;
-    let keys = keys_json(store, KeyFilter::User(id)).await?;
+    let keys = keys_of(store, KeyFilter::User(id)).await?;
     // The teams the user is a member of, with the membership (LiteLLM's `teams`).
     let memberships: Vec<_> = store
         .all_team_members()

@@ -18,12 +18,15 @@ pub(super) use overview::RequestRate;
 
 use http::{Method, Response, StatusCode};
 use maud::html;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::layout::{page, respond};
 use super::{Form, Viewer};
+use crate::admin::AdminRequest;
 use crate::server::{AppState, ResponseBody, Snapshot};
 use sluice_core::error::ApiError;
+use sluice_store::Store;
 
 /// Pages only proxy admins (or, for a team's page, its admin) open: another viewer is told
 /// so (403), not that the page does not exist.
@@ -312,6 +315,46 @@ async fn call(
         serde_json::to_vec(body).map_err(|_| ApiError::Internal("console request"))?
     };
     crate::admin::call(state, &method, path, query, &bytes, by).await
+}
+
+/// The store the management API's handlers read: the console calls a read's handler as a
+/// function and reads its answer struct (`crate::admin::answers`), with no JSON between.
+fn store(state: &AppState) -> Result<&Store, ApiError> {
+    state
+        .store()
+        .map(|s| &s.store)
+        .ok_or(ApiError::StoreUnavailable)
+}
+
+/// A read's request to a management API handler: `query`, no body.
+fn read(query: &str) -> AdminRequest<'_> {
+    AdminRequest { query, body: b"" }
+}
+
+/// A management API change whose answer the console reads, as the struct the handler
+/// serialised it from.
+async fn change_as<T: DeserializeOwned>(
+    state: &AppState,
+    by: &str,
+    path: &str,
+    body: &Value,
+) -> Result<T, ApiError> {
+    let answer = change(state, by, path, body).await?;
+    serde_json::from_value(answer).map_err(|e| {
+        tracing::warn!(error = %e, path, "console: an admin answer is not its struct");
+        ApiError::Internal("admin answer")
+    })
+}
+
+/// An optional text field as the console shows it ("" for none).
+fn or_empty(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or_default()
+}
+
+/// An optional figure as the forms show it: as the JSON answer writes it (`10.0`, `60`), ""
+/// for none.
+fn figure<T: Into<Value>>(v: Option<T>) -> String {
+    v.map(|v| v.into().to_string()).unwrap_or_default()
 }
 
 /// A query string from pairs, each value encoded.

@@ -289,23 +289,10 @@ impl Scope {
         if let Some(team) = team_of(state, &viewer.session.user).await? {
             return Ok(Self::Team(team));
         }
-        let list = admin(
-            state,
-            Method::GET,
-            "/key/list",
-            &query(&[("user_id", &viewer.session.user), ("size", "1000")]),
-            &Value::Null,
-        )
-        .await?;
+        let q = query(&[("user_id", &viewer.session.user), ("size", "1000")]);
+        let list = crate::admin::keys::list(super::store(state)?, super::read(&q)).await?;
         Ok(Self::Keys(
-            list["keys"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
+            list.keys.iter().map(|k| k.token().to_owned()).collect(),
         ))
     }
 
