@@ -25,9 +25,9 @@ mod organizations;
 mod own;
 mod spend;
 mod tags;
-mod teams;
+pub(crate) mod teams;
 mod user_keys;
-mod users;
+pub(crate) mod users;
 
 #[cfg(test)]
 mod tests;
@@ -93,40 +93,44 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::POST, "/key/unblock", |s, r| {
         Box::pin(json(keys::unblock(s, r)))
     }),
-    (Method::POST, "/team/new", |s, r| Box::pin(teams::new(s, r))),
+    (Method::POST, "/team/new", |s, r| {
+        Box::pin(json(teams::new(s, r)))
+    }),
     (Method::POST, "/team/update", |s, r| {
-        Box::pin(teams::update(s, r))
+        Box::pin(json(teams::update(s, r)))
     }),
     (Method::POST, "/team/delete", |s, r| {
         Box::pin(teams::delete(s, r))
     }),
     (Method::GET, "/team/info", |s, r| {
-        Box::pin(teams::info(s, r))
+        Box::pin(json(teams::info(s, r)))
     }),
     (Method::GET, "/team/list", |s, r| {
-        Box::pin(teams::list(s, r))
+        Box::pin(json(teams::list(s, r)))
     }),
     (Method::POST, "/team/member_add", |s, r| {
-        Box::pin(teams::member_add(s, r))
+        Box::pin(json(teams::member_add(s, r)))
     }),
     (Method::POST, "/team/member_update", |s, r| {
-        Box::pin(teams::member_update(s, r))
+        Box::pin(json(teams::member_update(s, r)))
     }),
     (Method::POST, "/team/member_delete", |s, r| {
-        Box::pin(teams::member_delete(s, r))
+        Box::pin(json(teams::member_delete(s, r)))
     }),
-    (Method::POST, "/user/new", |s, r| Box::pin(users::new(s, r))),
+    (Method::POST, "/user/new", |s, r| {
+        Box::pin(json(users::new(s, r)))
+    }),
     (Method::POST, "/user/update", |s, r| {
-        Box::pin(users::update(s, r))
+        Box::pin(json(users::update(s, r)))
     }),
     (Method::POST, "/user/delete", |s, r| {
         Box::pin(users::delete(s, r))
     }),
     (Method::GET, "/user/info", |s, r| {
-        Box::pin(users::info(s, r))
+        Box::pin(json(users::info(s, r)))
     }),
     (Method::GET, "/user/list", |s, r| {
-        Box::pin(users::list(s, r))
+        Box::pin(json(users::list(s, r)))
     }),
     (Method::POST, "/customer/new", |s, r| {
         Box::pin(customers::new(s, r))

@@ -9,6 +9,8 @@
 //! `litellm_params`, an audit row's values, a logged prompt and answer.
 
 pub(crate) mod keys;
+pub(crate) mod teams;
+pub(crate) mod users;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -416,8 +416,8 @@ fn usd(v: f64) -> String {
 /// The team of a user, from their record (internal users see their team's usage).
 async fn team_of(state: &AppState, user: &str) -> Result<Option<String>, ApiError> {
     let q = query(&[("user_id", user)]);
-    match admin(state, Method::GET, "/user/info", &q, &Value::Null).await {
-        Ok(v) => Ok(v["user_info"]["team_id"].as_str().map(str::to_owned)),
+    match crate::admin::users::info(store(state)?, read(&q)).await {
+        Ok(info) => Ok(info.user_info.team_id),
         Err(ApiError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }
