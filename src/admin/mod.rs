@@ -17,7 +17,7 @@ pub(crate) use models::key_read;
 pub(crate) use own::own_query;
 pub(crate) use user_keys::{route as user_keys_route, serve as user_keys};
 mod budgets;
-mod customers;
+pub(crate) mod customers;
 mod fields;
 pub(crate) mod keys;
 mod models;
@@ -133,25 +133,25 @@ const ROUTES: &[(Method, &str, Handler)] = &[
         Box::pin(json(users::list(s, r)))
     }),
     (Method::POST, "/customer/new", |s, r| {
-        Box::pin(customers::new(s, r))
+        Box::pin(json(customers::new(s, r)))
     }),
     (Method::POST, "/customer/update", |s, r| {
-        Box::pin(customers::update(s, r))
+        Box::pin(json(customers::update(s, r)))
     }),
     (Method::POST, "/customer/delete", |s, r| {
         Box::pin(customers::delete(s, r))
     }),
     (Method::GET, "/customer/info", |s, r| {
-        Box::pin(customers::info(s, r))
+        Box::pin(json(customers::info(s, r)))
     }),
     (Method::GET, "/customer/list", |s, r| {
-        Box::pin(customers::list(s, r))
+        Box::pin(json(customers::list(s, r)))
     }),
     (Method::POST, "/customer/block", |s, r| {
-        Box::pin(customers::block(s, r))
+        Box::pin(json(customers::block(s, r)))
     }),
     (Method::POST, "/customer/unblock", |s, r| {
-        Box::pin(customers::unblock(s, r))
+        Box::pin(json(customers::unblock(s, r)))
     }),
     (Method::GET, "/spend/logs", |s, r| {
         Box::pin(spend::logs(s, r))
