@@ -23,7 +23,7 @@ pub(crate) mod keys;
 mod models;
 mod organizations;
 mod own;
-mod spend;
+pub(crate) mod spend;
 mod tags;
 pub(crate) mod teams;
 mod user_keys;
@@ -154,13 +154,13 @@ const ROUTES: &[(Method, &str, Handler)] = &[
         Box::pin(json(customers::unblock(s, r)))
     }),
     (Method::GET, "/spend/logs", |s, r| {
-        Box::pin(spend::logs(s, r))
+        Box::pin(json(spend::logs(s, r)))
     }),
     (Method::GET, "/spend/daily", |s, r| {
-        Box::pin(spend::daily(s, r))
+        Box::pin(json(spend::daily(s, r)))
     }),
     (Method::GET, "/spend/tags", |s, r| {
-        Box::pin(spend::tags(s, r))
+        Box::pin(json(spend::tags(s, r)))
     }),
     (Method::POST, "/tag/new", |s, r| Box::pin(tags::new(s, r))),
     (Method::POST, "/tag/update", |s, r| {

@@ -10,6 +10,7 @@
 
 pub(crate) mod customers;
 pub(crate) mod keys;
+pub(crate) mod spend;
 pub(crate) mod teams;
 pub(crate) mod users;
 

@@ -354,7 +354,10 @@ fn or_empty(v: &Option<String>) -> &str {
 /// An optional figure as the forms show it: as the JSON answer writes it (`10.0`, `60`), ""
 /// for none.
 fn figure<T: Into<Value>>(v: Option<T>) -> String {
-    v.map(|v| v.into().to_string()).unwrap_or_default()
+    match v.map(Into::into) {
+        None | Some(Value::Null) => String::new(),
+        Some(v) => v.to_string(),
+    }
 }
 
 /// A query string from pairs, each value encoded.
