@@ -11,7 +11,7 @@
 
 mod access_groups;
 pub(crate) mod answers;
-mod audit;
+pub(crate) mod audit;
 mod bounds;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
@@ -171,7 +171,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::POST, "/tag/delete", |s, r| {
         Box::pin(tags::delete(s, r))
     }),
-    (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
+    (Method::GET, "/audit", |s, r| {
+        Box::pin(json(audit::list(s, r)))
+    }),
     (Method::POST, "/budget/new", |s, r| {
         Box::pin(budgets::new(s, r))
     }),

@@ -8,6 +8,7 @@
 //! kept LiteLLM fields an answer shows beside `metadata` (`kept`), a deployment's
 //! `litellm_params`, an audit row's values, a logged prompt and answer.
 
+pub(crate) mod audit;
 pub(crate) mod customers;
 pub(crate) mod keys;
 pub(crate) mod spend;
