@@ -20,7 +20,7 @@ mod budgets;
 pub(crate) mod customers;
 mod fields;
 pub(crate) mod keys;
-mod models;
+pub(crate) mod models;
 mod organizations;
 mod own;
 pub(crate) mod spend;

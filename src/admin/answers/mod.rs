@@ -11,6 +11,7 @@
 pub(crate) mod audit;
 pub(crate) mod customers;
 pub(crate) mod keys;
+pub(crate) mod models;
 pub(crate) mod spend;
 pub(crate) mod teams;
 pub(crate) mod users;

@@ -1,6 +1,8 @@
-//! The console's pages, one file each, and the small helpers they share. Every page reads
-//! through `crate::admin::call` (the management API's own handlers) or the live routing and
-//! metrics state; none keeps data of its own.
+//! The console's pages, one file each, and the small helpers they share. A page reads the
+//! management API's answers as their structs (`crate::admin::answers`), by calling the read's
+//! own handler as a function; it changes things through `crate::admin::call` (the same
+//! checks, audit log and fleet refresh as the API), reading back an answer it shows as its
+//! struct too. Or it reads the live routing and metrics state; none keeps data of its own.
 
 mod audit;
 mod chart;
@@ -62,7 +64,7 @@ pub(super) async fn get(
         "/" => ("Overview", overview::page(state, snap, viewer).await?),
         "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
         "/keys/edit" => ("Key", keys::edit_page(state, viewer, query).await?),
-        "/models" => ("Models and deployments", models::page(state, snap, viewer)),
+        "/models" => ("Models and deployments", models::page(state, snap, viewer)?),
         "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
             ("Deployment", models::edit_page(state, viewer, query).await?)
         }
@@ -278,43 +280,20 @@ fn not_found(method: &str, sub: &str) -> ApiError {
     }
 }
 
-/// A management API read made for the console.
-pub(super) async fn admin(
-    state: &AppState,
-    method: Method,
-    path: &str,
-    query: &str,
-    body: &Value,
-) -> Result<Value, ApiError> {
-    debug_assert!(method == Method::GET, "changes go through `change`");
-    call(state, method, path, query, body, "console").await
-}
-
-/// A management API change made from the console by `by` (the signed-in user): audited as
-/// theirs.
+/// A management API change made from the console by `by` (the signed-in user), through
+/// `crate::admin::call`: audited as theirs.
 pub(super) async fn change(
     state: &AppState,
     by: &str,
     path: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
-    call(state, Method::POST, path, "", body, by).await
-}
-
-async fn call(
-    state: &AppState,
-    method: Method,
-    path: &str,
-    query: &str,
-    body: &Value,
-    by: &str,
-) -> Result<Value, ApiError> {
     let bytes = if body.is_null() {
         Vec::new()
     } else {
         serde_json::to_vec(body).map_err(|_| ApiError::Internal("console request"))?
     };
-    crate::admin::call(state, &method, path, query, &bytes, by).await
+    crate::admin::call(state, &Method::POST, path, "", &bytes, by).await
 }
 
 /// The store the management API's handlers read: the console calls a read's handler as a
@@ -367,15 +346,6 @@ fn query(pairs: &[(&str, &str)]) -> String {
         q.append_pair(k, v);
     }
     q.finish()
-}
-
-/// A JSON field as display text ("" for null).
-fn text(v: &Value, field: &str) -> String {
-    match &v[field] {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
