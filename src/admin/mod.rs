@@ -41,7 +41,6 @@ use http::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use sluice_core::error::ApiError;
@@ -527,7 +526,7 @@ fn store_error(e: StoreError) -> ApiError {
 
 /// A time as LiteLLM prints it (ISO 8601, UTC).
 fn iso(t: OffsetDateTime) -> Value {
-    t.format(&Rfc3339).map_or(Value::Null, Value::String)
+    answers::iso(t).map_or(Value::Null, Value::String)
 }
 
 /// An optional time as ISO 8601 or null.
