@@ -5,12 +5,14 @@
 //! hash and `sk-…` with its last four characters. `GET /audit` reads it back.
 
 use http::Method;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use sluice_store::{AuditEntry, AuditFilter, KeyHash, Store};
 
-use super::{iso, page, query_pairs, query_value, store_error, AdminRequest, AdminResult};
+use super::answers::audit::{AuditLog, AuditRow};
+use super::{page, query_pairs, query_value, store_error, AdminRequest};
+use sluice_core::error::ApiError;
 
 /// What a change route does: the table it changes and the action.
 pub(super) struct Change {
@@ -196,7 +198,7 @@ pub(super) fn mask(v: &mut Value) {
 /// `GET /audit`: changes, newest first, filtered by `table_name`, `object_id`, `changed_by`,
 /// `action`; paged by `page` and `page_size` (LiteLLM's shape: `audit_logs` with `total` of
 /// the page, `page`, `page_size`).
-pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn list(store: &Store, req: AdminRequest<'_>) -> Result<AuditLog, ApiError> {
     let q = query_pairs(
         &req,
         &[
@@ -218,33 +220,12 @@ pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         page,
     };
     let rows = store.audit_log(&filter).await.map_err(store_error)?;
-    let logs: Vec<Value> = rows
-        .iter()
-        .map(|e| {
-            let mut m = Map::new();
-            m.insert("id".into(), e.id.clone().into());
-            m.insert("updated_at".into(), iso(e.changed_at));
-            m.insert("changed_by".into(), e.changed_by.clone().into());
-            m.insert("action".into(), e.action.clone().into());
-            m.insert("table_name".into(), e.table_name.clone().into());
-            m.insert("object_id".into(), e.object_id.clone().into());
-            m.insert(
-                "before_value".into(),
-                e.before_value.clone().unwrap_or(Value::Null),
-            );
-            m.insert(
-                "updated_values".into(),
-                e.updated_values.clone().unwrap_or(Value::Null),
-            );
-            Value::Object(m)
-        })
-        .collect();
-    Ok(json!({
-        "audit_logs": logs,
-        "total": logs.len(),
-        "page": number,
-        "page_size": page.limit,
-    }))
+    Ok(AuditLog {
+        total: rows.len() as u64,
+        audit_logs: rows.iter().map(AuditRow::of).collect(),
+        page: number,
+        page_size: page.limit,
+    })
 }
 
 /// Record the change `path` made: the objects' values before (read by `read_before` ahead of
@@ -291,6 +272,7 @@ pub(super) async fn read_before(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn routes_tables_actions_and_objects() {

@@ -2,10 +2,11 @@
 //! own budget. LiteLLM nests the budget in `litellm_budget_table`; sluice answers the same way.
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_CUSTOMER};
+use super::answers::customers::{BlockedCustomers, CustomerInfo};
+use super::fields::{set, LimitsPatch, KEPT_CUSTOMER};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
@@ -13,28 +14,6 @@ use sluice_core::error::ApiError;
 use sluice_store::{EndUserRow, Store};
 
 const OWN_FIELDS: &[&str] = &["user_id", "alias", "blocked", "spend"];
-
-fn end_user_json(e: &EndUserRow) -> Value {
-    let mut budget = Map::new();
-    limits_json(&e.limits, &mut budget);
-    let models = budget.remove("models").unwrap_or(Value::Null);
-    let metadata = budget.remove("metadata").unwrap_or(Value::Null);
-    let mut out = Map::new();
-    out.insert("user_id".into(), e.user_id.clone().into());
-    out.insert("alias".into(), e.alias.clone().into());
-    out.insert("blocked".into(), e.blocked.into());
-    out.insert("budget_id".into(), e.limits.budget_id.clone().into());
-    out.insert("models".into(), models);
-    // LiteLLM's own columns for these (kept in `metadata`, shown beside it).
-    for name in ["allowed_model_region", "default_model"] {
-        let v = budget.remove(name).unwrap_or(Value::Null);
-        out.insert(name.into(), v);
-    }
-    out.insert("metadata".into(), metadata);
-    out.insert("litellm_budget_table".into(), Value::Object(budget));
-    accounting_json(&e.accounting, &mut out);
-    Value::Object(out)
-}
 
 async fn existing(store: &Store, id: &str) -> Result<EndUserRow, ApiError> {
     store
@@ -57,7 +36,7 @@ struct New {
 }
 
 /// `POST /customer/new`.
-pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> Result<CustomerInfo, ApiError> {
     let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_CUSTOMER)?;
     let now = OffsetDateTime::now_utc();
     let mut end_user = EndUserRow::new(n.user_id, now);
@@ -75,7 +54,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
             }
             other => store_error(other),
         })?;
-    Ok(end_user_json(&end_user))
+    Ok(CustomerInfo::of(&end_user))
 }
 
 #[derive(Deserialize)]
@@ -87,7 +66,7 @@ struct Update {
 }
 
 /// `POST /customer/update`: only the fields sent change.
-pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<CustomerInfo, ApiError> {
     let fields = &OWN_FIELDS[..3];
     let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, fields, KEPT_CUSTOMER)?;
     let now = OffsetDateTime::now_utc();
@@ -105,7 +84,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
         .update_end_user(&end_user)
         .await
         .map_err(store_error)?;
-    Ok(end_user_json(&end_user))
+    Ok(CustomerInfo::of(&end_user))
 }
 
 #[derive(Deserialize)]
@@ -126,23 +105,30 @@ pub(super) async fn delete(store: &Store, req: AdminRequest<'_>) -> AdminResult 
 }
 
 /// `GET /customer/info?end_user_id=`.
-pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn info(store: &Store, req: AdminRequest<'_>) -> Result<CustomerInfo, ApiError> {
     let q = query_pairs(&req, &["end_user_id"])?;
     let id = query_value(&q, "end_user_id").ok_or(ApiError::MissingParam("end_user_id"))?;
-    Ok(end_user_json(&existing(store, id).await?))
+    Ok(CustomerInfo::of(&existing(store, id).await?))
 }
 
 /// `GET /customer/list`: a list of end users.
-pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn list(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<Vec<CustomerInfo>, ApiError> {
     let q = query_pairs(&req, &["page", "page_size"])?;
     let (_, page) = page(&q, "page_size")?;
     let all = store.list_end_users(page).await.map_err(store_error)?;
-    Ok(Value::Array(all.iter().map(end_user_json).collect()))
+    Ok(all.iter().map(CustomerInfo::of).collect())
 }
 
 /// Blocks or unblocks each end user, creating unknown ones (LiteLLM's upsert), so an abusive
 /// `user` can be blocked before its first request.
-async fn set_blocked(store: &Store, req: AdminRequest<'_>, blocked: bool) -> AdminResult {
+async fn set_blocked(
+    store: &Store,
+    req: AdminRequest<'_>,
+    blocked: bool,
+) -> Result<BlockedCustomers, ApiError> {
     let d: Ids = body(&req, &[&["user_ids"]])?;
     let now = OffsetDateTime::now_utc();
     let mut out = Vec::with_capacity(d.user_ids.len());
@@ -158,17 +144,23 @@ async fn set_blocked(store: &Store, req: AdminRequest<'_>, blocked: bool) -> Adm
         e.blocked = blocked;
         e.accounting.updated_at = now;
         store.update_end_user(&e).await.map_err(store_error)?;
-        out.push(end_user_json(&e));
+        out.push(CustomerInfo::of(&e));
     }
-    Ok(json!({ "blocked_users": out }))
+    Ok(BlockedCustomers { blocked_users: out })
 }
 
 /// `POST /customer/block` with `user_ids`.
-pub(super) async fn block(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn block(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<BlockedCustomers, ApiError> {
     set_blocked(store, req, true).await
 }
 
 /// `POST /customer/unblock` with `user_ids`.
-pub(super) async fn unblock(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn unblock(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<BlockedCustomers, ApiError> {
     set_blocked(store, req, false).await
 }

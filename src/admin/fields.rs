@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use super::iso_opt;
+use super::answers::{Accounting, Shown};
 use crate::auth::per_model;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::error::ApiError;
@@ -170,32 +170,12 @@ pub(super) const KEPT_CUSTOMER: &[&str] = &[
 
 /// Every name kept in `metadata` by any of the lists above, plus `object_permission`: a
 /// `metadata` replaced wholesale keeps these unless it names them itself.
-fn reserved(name: &str) -> bool {
+pub(super) fn reserved(name: &str) -> bool {
     name == "object_permission"
         || [KEPT_KEY, KEPT_TEAM, KEPT_USER, KEPT_CUSTOMER]
             .iter()
             .any(|list| list.contains(&name))
 }
-
-/// The kept fields LiteLLM itself keeps in `metadata` (its `LiteLLM_ManagementEndpoint_
-/// MetadataFields`, and the premium ones): shown there. Every other kept field is one of
-/// LiteLLM's columns, so it is shown beside `metadata`, not in it, and a client that reads
-/// back the `metadata` it sent finds exactly that.
-const LITELLM_METADATA: &[&str] = &[
-    "model_rpm_limit",
-    "model_tpm_limit",
-    "rpm_limit_type",
-    "tpm_limit_type",
-    "guardrails",
-    "tags",
-    "enforced_params",
-    "temp_budget_increase",
-    "temp_budget_expiry",
-    "team_member_key_duration",
-    "prompts",
-    "logging",
-    "allowed_passthrough_routes",
-];
 
 /// The shared fields' names, for the unknown-field check.
 pub(super) const LIMIT_FIELDS: &[&str] = &[
@@ -473,46 +453,24 @@ pub(super) fn check_object_permission(op: &Map<String, Value>) -> Result<(), Api
     Ok(())
 }
 
-/// The shared fields as LiteLLM names them in responses.
+/// The shared fields as the typed answers show them ([`Shown`], [`Accounting`]), written into
+/// an answer still built as JSON (organizations'): a kept field named like a field already in
+/// `out` is not shown beside it.
 pub(super) fn limits_json(limits: &Limits, out: &mut Map<String, Value>) {
-    out.insert("models".into(), Value::from(limits.models.clone()));
-    out.insert("max_budget".into(), limits.max_budget.into());
-    out.insert(
-        "budget_duration".into(),
-        limits.budget_duration.map(|d| d.to_string()).into(),
-    );
-    out.insert("budget_reset_at".into(), iso_opt(limits.budget_reset_at));
-    out.insert("rpm_limit".into(), limits.rpm_limit.into());
-    out.insert("tpm_limit".into(), limits.tpm_limit.into());
-    out.insert(
-        "max_parallel_requests".into(),
-        limits.max_parallel_requests.into(),
-    );
-    let mut shown = limits.metadata.clone();
-    shown.retain(|name, value| {
-        if !reserved(name) || LITELLM_METADATA.contains(&name.as_str()) {
-            return true;
-        }
-        if !out.contains_key(name) {
-            out.insert(name.clone(), value.clone());
-        }
-        false
-    });
-    out.insert("metadata".into(), Value::Object(shown));
-    out.insert("budget_id".into(), limits.budget_id.clone().into());
-    out.insert(
-        "object_permission".into(),
-        limits
-            .metadata
-            .get("object_permission")
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
+    let own: Vec<String> = out.keys().cloned().collect();
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    let shown = Shown::of(limits, &[&own]);
+    out.insert("models".into(), Value::from(shown.models));
+    out.insert("metadata".into(), Value::Object(shown.metadata));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(&shown.limits) {
+        out.extend(fields);
+    }
+    out.extend(shown.kept);
 }
 
-/// `spend`, `created_at`, `updated_at`.
+/// `spend`, `created_at`, `updated_at`, as [`Accounting`] shows them.
 pub(super) fn accounting_json(a: &sluice_store::Accounting, out: &mut Map<String, Value>) {
-    out.insert("spend".into(), a.spend.into());
-    out.insert("created_at".into(), super::iso(a.created_at));
-    out.insert("updated_at".into(), super::iso(a.updated_at));
+    if let Ok(Value::Object(fields)) = serde_json::to_value(Accounting::of(a)) {
+        out.extend(fields);
+    }
 }

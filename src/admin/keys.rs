@@ -4,13 +4,14 @@
 
 use base64::Engine;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_KEY};
+use super::answers::keys::{IssuedKey, KeyInfo, KeyInfoAnswer, KeyList, ListedKey};
+use super::fields::{set, LimitsPatch, KEPT_KEY};
 use super::{
-    body, body_object, body_with_limits, from_map, iso_opt, page, query_pairs, query_value,
-    store_error, total_pages, AdminRequest, AdminResult,
+    body, body_object, body_with_limits, from_map, page, query_pairs, query_value, store_error,
+    total_pages, AdminRequest, AdminResult,
 };
 use sluice_core::error::ApiError;
 use sluice_core::limits::SubjectKind;
@@ -85,40 +86,17 @@ async fn check_team(store: &Store, team: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// Everything `/key/info` and `/key/list` show of a key.
 /// The keys of a team or user, for `/team/info` and `/user/info` (at most 1,000).
-pub(super) async fn keys_json(store: &Store, filter: KeyFilter<'_>) -> Result<Value, ApiError> {
+pub(super) async fn keys_of(
+    store: &Store,
+    filter: KeyFilter<'_>,
+) -> Result<Vec<KeyInfo>, ApiError> {
     let page = Page {
         offset: 0,
         limit: 1000,
     };
     let keys = store.list_keys(filter, page).await.map_err(store_error)?;
-    Ok(Value::Array(keys.iter().map(key_json).collect()))
-}
-
-pub(super) fn key_json(k: &KeyRow) -> Value {
-    let mut out = Map::new();
-    out.insert("token".into(), k.token.as_str().into());
-    out.insert("key_name".into(), k.key_name.clone().into());
-    out.insert("key_alias".into(), k.key_alias.clone().into());
-    out.insert("expires".into(), iso_opt(k.expires));
-    out.insert("user_id".into(), k.user_id.clone().into());
-    out.insert("team_id".into(), k.team_id.clone().into());
-    out.insert("organization_id".into(), k.organization_id.clone().into());
-    out.insert("blocked".into(), k.blocked.into());
-    limits_json(&k.limits, &mut out);
-    accounting_json(&k.accounting, &mut out);
-    Value::Object(out)
-}
-
-/// The answer to generate and regenerate: the key row plus the plaintext, once.
-fn issued(plaintext: String, k: &KeyRow) -> Value {
-    let mut v = key_json(k);
-    if let Value::Object(m) = &mut v {
-        m.insert("key".into(), plaintext.into());
-        m.insert("token_id".into(), k.token.as_str().into());
-    }
-    v
+    Ok(keys.iter().map(KeyInfo::of).collect())
 }
 
 const OWN_FIELDS: &[&str] = &[
@@ -157,7 +135,7 @@ struct Generate {
 }
 
 /// `POST /key/generate`.
-pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> Result<IssuedKey, ApiError> {
     let (g, limits): (Generate, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_KEY)?;
     let now = OffsetDateTime::now_utc();
     let plaintext = match g.key {
@@ -187,7 +165,7 @@ pub(super) async fn generate(store: &Store, req: AdminRequest<'_>) -> AdminResul
         }
         other => store_error(other),
     })?;
-    Ok(issued(plaintext, &key))
+    Ok(IssuedKey::of(plaintext, &key))
 }
 
 #[derive(Deserialize)]
@@ -208,7 +186,7 @@ struct Update {
 }
 
 /// `POST /key/update`: only the fields sent change.
-pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<KeyInfo, ApiError> {
     let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_KEY)?;
     let now = OffsetDateTime::now_utc();
     let spend = checked_spend(u.spend)?;
@@ -243,7 +221,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
             .map_err(store_error)?;
         key.accounting.spend = spend;
     }
-    Ok(key_json(&key))
+    Ok(KeyInfo::of(&key))
 }
 
 async fn save(store: &Store, key: &KeyRow) -> Result<(), ApiError> {
@@ -298,15 +276,18 @@ pub(super) async fn delete(store: &Store, req: AdminRequest<'_>) -> AdminResult 
 }
 
 /// `GET /key/info?key=`: `{"key": <as asked>, "info": {...}}`.
-pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn info(store: &Store, req: AdminRequest<'_>) -> Result<KeyInfoAnswer, ApiError> {
     let q = query_pairs(&req, &["key"])?;
     let given = query_value(&q, "key").ok_or(ApiError::MissingParam("key"))?;
     let key = existing(store, given).await?;
-    Ok(json!({ "key": given, "info": key_json(&key) }))
+    Ok(KeyInfoAnswer {
+        key: given.to_owned(),
+        info: KeyInfo::of(&key),
+    })
 }
 
 /// `GET /key/list`: hashes by default, whole keys with `return_full_object=true`.
-pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn list(store: &Store, req: AdminRequest<'_>) -> Result<KeyList, ApiError> {
     let q = query_pairs(
         &req,
         &[
@@ -335,29 +316,28 @@ pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         };
         let total = store.count_keys(filter).await.map_err(store_error)?;
         let keys = store.list_keys(filter, page).await.map_err(store_error)?;
-        return Ok(list_json(&keys, full, total, current, page.limit));
+        return Ok(listed(&keys, full, total, current, page.limit));
     };
     let total = keys.len() as u64;
-    Ok(list_json(&keys, full, total, current, page.limit))
+    Ok(listed(&keys, full, total, current, page.limit))
 }
 
-fn list_json(keys: &[KeyRow], full: bool, total: u64, current: u64, size: u64) -> Value {
-    let keys: Vec<Value> = keys
-        .iter()
-        .map(|k| {
-            if full {
-                key_json(k)
-            } else {
-                k.token.as_str().into()
-            }
-        })
-        .collect();
-    json!({
-        "keys": keys,
-        "total_count": total,
-        "current_page": current,
-        "total_pages": total_pages(total, size),
-    })
+fn listed(keys: &[KeyRow], full: bool, total: u64, current: u64, size: u64) -> KeyList {
+    KeyList {
+        keys: keys
+            .iter()
+            .map(|k| {
+                if full {
+                    ListedKey::Full(Box::new(KeyInfo::of(k)))
+                } else {
+                    ListedKey::Hash(k.token.as_str().to_owned())
+                }
+            })
+            .collect(),
+        total_count: total,
+        current_page: current,
+        total_pages: total_pages(total, size),
+    }
 }
 
 #[derive(Deserialize)]
@@ -368,7 +348,10 @@ struct Regenerate {
 
 /// `POST /key/regenerate`: same key row (alias, limits, spend), new secret. The old key stops
 /// working at once (and is reported to the auth cache as removed).
-pub(super) async fn regenerate(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn regenerate(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<IssuedKey, ApiError> {
     let r: Regenerate = body(&req, &[&["key", "new_key"]])?;
     rotate(store, r).await
 }
@@ -378,13 +361,13 @@ pub(super) async fn regenerate_named(
     store: &Store,
     key: &str,
     req: AdminRequest<'_>,
-) -> AdminResult {
+) -> Result<IssuedKey, ApiError> {
     let mut map = body_object(&req, &[&["new_key"]])?;
     map.insert("key".into(), key.into());
     rotate(store, from_map(map)?).await
 }
 
-async fn rotate(store: &Store, r: Regenerate) -> AdminResult {
+async fn rotate(store: &Store, r: Regenerate) -> Result<IssuedKey, ApiError> {
     let now = OffsetDateTime::now_utc();
     let old = existing(store, &r.key).await?;
     let plaintext = match r.new_key {
@@ -406,7 +389,7 @@ async fn rotate(store: &Store, r: Regenerate) -> AdminResult {
         .await
         .map_err(store_error)?
         .ok_or(ApiError::StoreUnavailable)?;
-    Ok(issued(plaintext, &key))
+    Ok(IssuedKey::of(plaintext, &key))
 }
 
 #[derive(Deserialize)]
@@ -414,21 +397,25 @@ struct KeyOnly {
     key: String,
 }
 
-async fn set_blocked(store: &Store, req: AdminRequest<'_>, blocked: bool) -> AdminResult {
+async fn set_blocked(
+    store: &Store,
+    req: AdminRequest<'_>,
+    blocked: bool,
+) -> Result<KeyInfo, ApiError> {
     let k: KeyOnly = from_map(body_object(&req, &[&["key"]])?)?;
     let mut key = existing(store, &k.key).await?;
     key.blocked = blocked;
     key.accounting.updated_at = OffsetDateTime::now_utc();
     save(store, &key).await?;
-    Ok(key_json(&key))
+    Ok(KeyInfo::of(&key))
 }
 
 /// `POST /key/block`: the key is refused until unblocked; its spend and limits stay.
-pub(super) async fn block(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn block(store: &Store, req: AdminRequest<'_>) -> Result<KeyInfo, ApiError> {
     set_blocked(store, req, true).await
 }
 
 /// `POST /key/unblock`.
-pub(super) async fn unblock(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn unblock(store: &Store, req: AdminRequest<'_>) -> Result<KeyInfo, ApiError> {
     set_blocked(store, req, false).await
 }

@@ -10,34 +10,37 @@
 //! too. Database errors never reach the client as text.
 
 mod access_groups;
-mod audit;
+pub(crate) mod answers;
+pub(crate) mod audit;
 mod bounds;
 pub(crate) use models::key_read;
 pub(crate) use own::own_query;
 pub(crate) use user_keys::{route as user_keys_route, serve as user_keys};
 mod budgets;
-mod customers;
+pub(crate) mod customers;
 mod fields;
-mod keys;
-mod models;
+pub(crate) mod keys;
+pub(crate) mod models;
 mod organizations;
 mod own;
-mod spend;
+pub(crate) mod spend;
 mod tags;
-mod teams;
+pub(crate) mod teams;
 mod user_keys;
-mod users;
+pub(crate) mod users;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire;
 
 use std::future::Future;
 use std::pin::Pin;
 
 use http::Method;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{Map, Value};
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use sluice_core::error::ApiError;
@@ -66,89 +69,97 @@ type Handler = for<'a> fn(
 /// `/customer/*` and still served.
 const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::POST, "/key/generate", |s, r| {
-        Box::pin(keys::generate(s, r))
+        Box::pin(json(keys::generate(s, r)))
     }),
     (Method::POST, "/key/update", |s, r| {
-        Box::pin(keys::update(s, r))
+        Box::pin(json(keys::update(s, r)))
     }),
     (Method::POST, "/key/delete", |s, r| {
         Box::pin(keys::delete(s, r))
     }),
-    (Method::GET, "/key/info", |s, r| Box::pin(keys::info(s, r))),
-    (Method::GET, "/key/list", |s, r| Box::pin(keys::list(s, r))),
+    (Method::GET, "/key/info", |s, r| {
+        Box::pin(json(keys::info(s, r)))
+    }),
+    (Method::GET, "/key/list", |s, r| {
+        Box::pin(json(keys::list(s, r)))
+    }),
     (Method::POST, "/key/regenerate", |s, r| {
-        Box::pin(keys::regenerate(s, r))
+        Box::pin(json(keys::regenerate(s, r)))
     }),
     (Method::POST, "/key/block", |s, r| {
-        Box::pin(keys::block(s, r))
+        Box::pin(json(keys::block(s, r)))
     }),
     (Method::POST, "/key/unblock", |s, r| {
-        Box::pin(keys::unblock(s, r))
+        Box::pin(json(keys::unblock(s, r)))
     }),
-    (Method::POST, "/team/new", |s, r| Box::pin(teams::new(s, r))),
+    (Method::POST, "/team/new", |s, r| {
+        Box::pin(json(teams::new(s, r)))
+    }),
     (Method::POST, "/team/update", |s, r| {
-        Box::pin(teams::update(s, r))
+        Box::pin(json(teams::update(s, r)))
     }),
     (Method::POST, "/team/delete", |s, r| {
         Box::pin(teams::delete(s, r))
     }),
     (Method::GET, "/team/info", |s, r| {
-        Box::pin(teams::info(s, r))
+        Box::pin(json(teams::info(s, r)))
     }),
     (Method::GET, "/team/list", |s, r| {
-        Box::pin(teams::list(s, r))
+        Box::pin(json(teams::list(s, r)))
     }),
     (Method::POST, "/team/member_add", |s, r| {
-        Box::pin(teams::member_add(s, r))
+        Box::pin(json(teams::member_add(s, r)))
     }),
     (Method::POST, "/team/member_update", |s, r| {
-        Box::pin(teams::member_update(s, r))
+        Box::pin(json(teams::member_update(s, r)))
     }),
     (Method::POST, "/team/member_delete", |s, r| {
-        Box::pin(teams::member_delete(s, r))
+        Box::pin(json(teams::member_delete(s, r)))
     }),
-    (Method::POST, "/user/new", |s, r| Box::pin(users::new(s, r))),
+    (Method::POST, "/user/new", |s, r| {
+        Box::pin(json(users::new(s, r)))
+    }),
     (Method::POST, "/user/update", |s, r| {
-        Box::pin(users::update(s, r))
+        Box::pin(json(users::update(s, r)))
     }),
     (Method::POST, "/user/delete", |s, r| {
         Box::pin(users::delete(s, r))
     }),
     (Method::GET, "/user/info", |s, r| {
-        Box::pin(users::info(s, r))
+        Box::pin(json(users::info(s, r)))
     }),
     (Method::GET, "/user/list", |s, r| {
-        Box::pin(users::list(s, r))
+        Box::pin(json(users::list(s, r)))
     }),
     (Method::POST, "/customer/new", |s, r| {
-        Box::pin(customers::new(s, r))
+        Box::pin(json(customers::new(s, r)))
     }),
     (Method::POST, "/customer/update", |s, r| {
-        Box::pin(customers::update(s, r))
+        Box::pin(json(customers::update(s, r)))
     }),
     (Method::POST, "/customer/delete", |s, r| {
         Box::pin(customers::delete(s, r))
     }),
     (Method::GET, "/customer/info", |s, r| {
-        Box::pin(customers::info(s, r))
+        Box::pin(json(customers::info(s, r)))
     }),
     (Method::GET, "/customer/list", |s, r| {
-        Box::pin(customers::list(s, r))
+        Box::pin(json(customers::list(s, r)))
     }),
     (Method::POST, "/customer/block", |s, r| {
-        Box::pin(customers::block(s, r))
+        Box::pin(json(customers::block(s, r)))
     }),
     (Method::POST, "/customer/unblock", |s, r| {
-        Box::pin(customers::unblock(s, r))
+        Box::pin(json(customers::unblock(s, r)))
     }),
     (Method::GET, "/spend/logs", |s, r| {
-        Box::pin(spend::logs(s, r))
+        Box::pin(json(spend::logs(s, r)))
     }),
     (Method::GET, "/spend/daily", |s, r| {
-        Box::pin(spend::daily(s, r))
+        Box::pin(json(spend::daily(s, r)))
     }),
     (Method::GET, "/spend/tags", |s, r| {
-        Box::pin(spend::tags(s, r))
+        Box::pin(json(spend::tags(s, r)))
     }),
     (Method::POST, "/tag/new", |s, r| Box::pin(tags::new(s, r))),
     (Method::POST, "/tag/update", |s, r| {
@@ -159,7 +170,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::POST, "/tag/delete", |s, r| {
         Box::pin(tags::delete(s, r))
     }),
-    (Method::GET, "/audit", |s, r| Box::pin(audit::list(s, r))),
+    (Method::GET, "/audit", |s, r| {
+        Box::pin(json(audit::list(s, r)))
+    }),
     (Method::POST, "/budget/new", |s, r| {
         Box::pin(budgets::new(s, r))
     }),
@@ -220,6 +233,11 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     }),
 ];
 
+/// A typed handler's answer as the JSON sent: its struct (`answers`) is the wire shape.
+async fn json<T: Serialize>(answer: impl Future<Output = Result<T, ApiError>>) -> AdminResult {
+    serde_json::to_value(answer.await?).map_err(|_| ApiError::Internal("admin answer"))
+}
+
 /// Serves an admin call, or `None` when `path` is not an admin route (the pipeline then goes on
 /// to its own routes). A known path with the wrong method is a 405. `path` may carry LiteLLM's
 /// `/end_user/` spelling or a `/v1` prefix; `/key/{key}/regenerate` is LiteLLM's other spelling
@@ -248,7 +266,14 @@ pub async fn handle(
         if method != Method::POST {
             return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
         }
-        return Some(keys::regenerate_named(store, key, AdminRequest { query, body }).await);
+        return Some(
+            json(keys::regenerate_named(
+                store,
+                key,
+                AdminRequest { query, body },
+            ))
+            .await,
+        );
     }
     let mut known_path = false;
     for (m, p, handler) in ROUTES {
@@ -501,7 +526,7 @@ fn store_error(e: StoreError) -> ApiError {
 
 /// A time as LiteLLM prints it (ISO 8601, UTC).
 fn iso(t: OffsetDateTime) -> Value {
-    t.format(&Rfc3339).map_or(Value::Null, Value::String)
+    answers::iso(t).map_or(Value::Null, Value::String)
 }
 
 /// An optional time as ISO 8601 or null.

@@ -13,12 +13,13 @@ use time::OffsetDateTime;
 use sluice_core::error::ApiError;
 use sluice_store::ModelRow;
 
+use super::answers::models::{DeploymentInfo, ModelInfoList, StoredModel};
 use super::{
-    audit, body_object, iso, query_pairs, query_value, store_error, AdminRequest, AdminResult,
+    audit, body_object, json, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
 use crate::auth::{KeyEntry, Wanted};
 use crate::models::RuntimeModels;
-use crate::server::AppState;
+use crate::server::{AppState, Snapshot};
 
 /// Fields of `/model/new` and `/model/update` bodies.
 const FIELDS: &[&str] = &["model_name", "litellm_params", "model_info"];
@@ -47,7 +48,7 @@ pub(super) async fn handle(
         .filter(|id| !id.is_empty() && !id.contains('/'));
     if let Some(id) = patched {
         return Some(if *method == Method::PATCH {
-            update(state, req, Some(id), by).await
+            json(update(state, req, Some(id), by)).await
         } else {
             Err(ApiError::MethodNotAllowed(method.to_string()))
         });
@@ -61,11 +62,11 @@ pub(super) async fn handle(
         return Some(Err(ApiError::MethodNotAllowed(method.to_string())));
     }
     Some(match path {
-        "/model/info" => info(state, req).await,
+        "/model/info" => json(info(state, req)).await,
         "/v2/model/info" => info_v2(state, req, None),
         "/model_group/info" => group_info(state, req, None),
-        "/model/new" => new(state, req, by).await,
-        "/model/update" => update(state, req, None, by).await,
+        "/model/new" => json(new(state, req, by)).await,
+        "/model/update" => json(update(state, req, None, by)).await,
         _ => delete(state, req, by).await,
     })
 }
@@ -81,39 +82,58 @@ pub(super) fn runtime(state: &AppState) -> Result<&RuntimeModels, ApiError> {
     })
 }
 
+/// The deployments served, as `/model/info` lists them (without the stored ones' authors):
+/// the snapshot's descriptions, each read as its typed entry.
+pub(crate) fn listed(snap: &Snapshot) -> Result<Vec<DeploymentInfo>, ApiError> {
+    snap.deployments
+        .iter()
+        .map(|d| {
+            serde_json::from_value(d.clone()).map_err(|e| {
+                tracing::error!(error = %e, "a deployment's description is not /model/info's entry");
+                ApiError::Internal("deployment description")
+            })
+        })
+        .collect()
+}
+
 /// `GET /model/info?litellm_model_id=`: `{"data": [...]}`, one object per deployment, keys
 /// masked; stored ones carry who made and last changed them.
-async fn info(state: &AppState, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn info(
+    state: &AppState,
+    req: AdminRequest<'_>,
+) -> Result<ModelInfoList, ApiError> {
     let q = query_pairs(&req, &["litellm_model_id"])?;
     let only = query_value(&q, "litellm_model_id");
     let stored: Vec<ModelRow> = match state.runtime() {
         Some(rt) => rt.store().models().await.map_err(store_error)?,
         None => Vec::new(),
     };
-    let snap = state.snapshot();
-    let data: Vec<Value> = snap
-        .deployments
-        .iter()
-        .filter(|d| only.is_none_or(|id| d["model_info"]["id"] == id))
-        .map(|d| {
-            let mut d = d.clone();
-            let id = d["model_info"]["id"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            if let (Some(row), Some(info)) = (
-                stored.iter().find(|r| r.model_id == id),
-                d["model_info"].as_object_mut(),
-            ) {
-                info.insert("created_at".into(), iso(row.created_at));
-                info.insert("created_by".into(), row.created_by.clone().into());
-                info.insert("updated_at".into(), iso(row.updated_at));
-                info.insert("updated_by".into(), row.updated_by.clone().into());
-            }
-            d
-        })
-        .collect();
-    Ok(json!({ "data": data }))
+    let mut data = listed(&state.snapshot())?;
+    data.retain(|d| only.is_none_or(|id| d.model_info.id == id));
+    for d in &mut data {
+        if let Some(row) = stored.iter().find(|r| r.model_id == d.model_info.id) {
+            d.model_info.stamp(row);
+        }
+    }
+    Ok(ModelInfoList { data })
+}
+
+/// A stored deployment as `/model/new` and `/model/update` answer it: its own parameters (as
+/// stored, keys masked), for the console's edit form; not found without `store_model_in_db`
+/// or for a file's deployment.
+pub(crate) async fn stored(state: &AppState, id: &str) -> Result<StoredModel, ApiError> {
+    let not_found = || ApiError::NotFound {
+        what: "stored deployment",
+        id: id.chars().take(128).collect(),
+    };
+    let rt = state.runtime().ok_or_else(not_found)?;
+    let row = rt
+        .store()
+        .model(id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(not_found)?;
+    Ok(answer(&row, &params_of(rt, &row)))
 }
 
 /// The model reads a virtual key may make (LiteLLM's self-service): `GET /model/info`,
@@ -363,7 +383,7 @@ fn read_body(req: &AdminRequest<'_>) -> Result<Body, ApiError> {
 
 /// `POST /model/new`: store a deployment and serve it. Its id is `model_info.id` when given
 /// (a file's deployment's id is refused), else a new UUID.
-async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
+async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> Result<StoredModel, ApiError> {
     let rt = runtime(state)?;
     let mut body = read_body(&req)?;
     let model_name = body
@@ -408,7 +428,7 @@ async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResult {
     let row = checked(rt, row, params, None).await?;
     rt.store().insert_model(&row).await.map_err(store_error)?;
     let answer = answer(&row, &params_of(rt, &row));
-    applied(state, rt, "created", &id, None, &answer, by).await;
+    applied(state, rt, "created", &id, None, &audited(&answer), by).await;
     Ok(answer)
 }
 
@@ -420,7 +440,7 @@ pub(super) async fn update(
     req: AdminRequest<'_>,
     path_id: Option<&str>,
     by: &str,
-) -> AdminResult {
+) -> Result<StoredModel, ApiError> {
     let rt = runtime(state)?;
     let mut body = read_body(&req)?;
     let id = match (path_id, body.info.remove("id")) {
@@ -432,7 +452,7 @@ pub(super) async fn update(
     let Some(old) = rt.store().model(&id).await.map_err(store_error)? else {
         return Err(not_stored(state, &id));
     };
-    let before = answer(&old, &params_of(rt, &old));
+    let before = audited(&answer(&old, &params_of(rt, &old)));
     let mut params = rt.params(&old).map_err(|why| {
         ApiError::InvalidDeployment(format!(
             "deployment {id}'s stored litellm_params cannot be read ({why}); delete it and add \
@@ -457,7 +477,16 @@ pub(super) async fn update(
     let row = checked(rt, row, params, Some(&id)).await?;
     rt.store().update_model(&row).await.map_err(store_error)?;
     let answer = answer(&row, &params_of(rt, &row));
-    applied(state, rt, "updated", &id, Some(before), &answer, by).await;
+    applied(
+        state,
+        rt,
+        "updated",
+        &id,
+        Some(before),
+        &audited(&answer),
+        by,
+    )
+    .await;
     Ok(answer)
 }
 
@@ -472,7 +501,7 @@ async fn delete(state: &AppState, req: AdminRequest<'_>, by: &str) -> AdminResul
     let Some(old) = rt.store().model(&id).await.map_err(store_error)? else {
         return Err(not_stored(state, &id));
     };
-    let before = answer(&old, &params_of(rt, &old));
+    let before = audited(&answer(&old, &params_of(rt, &old)));
     rt.store().delete_model(&id).await.map_err(store_error)?;
     let answer = json!({ "message": format!("Model: {id} deleted successfully") });
     applied(state, rt, "deleted", &id, Some(before), &answer, by).await;
@@ -614,32 +643,25 @@ fn params_of(rt: &RuntimeModels, row: &ModelRow) -> Map<String, Value> {
 }
 
 /// What the API answers for a stored deployment (LiteLLM's `LiteLLM_ProxyModelTable` row).
-fn answer(row: &ModelRow, params: &Map<String, Value>) -> Value {
-    let mut info = row.model_info.as_object().cloned().unwrap_or_default();
-    info.insert("id".into(), row.model_id.clone().into());
-    info.insert("db_model".into(), true.into());
-    json!({
-        "model_id": row.model_id,
-        "model_name": row.model_name,
-        "litellm_params": masked(params),
-        "model_info": info,
-        "created_at": iso(row.created_at),
-        "created_by": row.created_by,
-        "updated_at": iso(row.updated_at),
-        "updated_by": row.updated_by,
-    })
+fn answer(row: &ModelRow, params: &Map<String, Value>) -> StoredModel {
+    StoredModel::of(row, masked(params))
+}
+
+/// A stored deployment's answer as the audit log keeps it.
+fn audited(answer: &StoredModel) -> Value {
+    serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 
 /// `params` with every credential masked; `os.environ/` references are names, not secrets,
 /// and stay.
-pub(crate) fn masked(params: &Map<String, Value>) -> Value {
+fn masked(params: &Map<String, Value>) -> Map<String, Value> {
     let mut out = params.clone();
     for (k, v) in out.iter_mut() {
         if is_secret(k) {
             mask_value(v);
         }
     }
-    Value::Object(out)
+    out
 }
 
 /// Whether a `litellm_params` name holds a credential.
@@ -688,7 +710,7 @@ mod tests {
             "api_base": "http://127.0.0.1:1",
         }))
         .unwrap();
-        let m = masked(&params);
+        let m = Value::Object(masked(&params));
         let text = m.to_string();
         for secret in [
             "sk-provider-secret-123456",

@@ -4,13 +4,13 @@
 //! newest first. Prompt and answer only when one request is asked for (`id`, `request_id`).
 //! `GET /spend/daily`: the daily rollups per key, team and model group, for dashboards.
 
-use serde_json::{json, Value};
 use time::macros::format_description;
 use time::{Date, OffsetDateTime};
 
-use super::{iso, query_pairs, query_value, store_error, AdminRequest, AdminResult};
+use super::answers::spend::{DailySpendRow, SpendLogEntry};
+use super::{query_pairs, query_value, store_error, AdminRequest};
 use sluice_core::error::ApiError;
-use sluice_store::{KeyHash, Page, SpendLog, SpendLogFilter, SpendStatus, Store};
+use sluice_store::{KeyHash, Page, SpendLogFilter, SpendStatus, Store, TagSpend};
 
 /// Rows one call returns at most (`limit` may ask for fewer).
 const MAX_ROWS: u64 = 10_000;
@@ -44,66 +44,11 @@ pub(super) fn day(value: &str, param: &'static str) -> Result<OffsetDateTime, Ap
         })
 }
 
-/// One record with LiteLLM's spend-log names (`startTime`, `model_group`, `api_key`,
-/// `messages`, `response`, ...) plus sluice's token breakdown, its own time and the attempts.
-fn log_json(l: &SpendLog) -> Value {
-    let u = &l.usage;
-    // Stored as JSON text; one cut at the size cap is no longer JSON and stays text.
-    let content = |t: &Option<String>| {
-        t.as_deref().map(|t| {
-            serde_json::from_str::<Value>(t).unwrap_or_else(|_| Value::String(t.to_owned()))
-        })
-    };
-    json!({
-        "id": l.id,
-        "request_id": l.request_id,
-        "api_key": l.api_key.as_ref().map(KeyHash::as_str),
-        "team_id": l.team_id,
-        "user": l.user_id,
-        "end_user": l.end_user,
-        "model_group": l.model_group,
-        "model_id": l.deployment_id,
-        "custom_llm_provider": l.provider,
-        "spend": l.spend,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-        "cached_tokens": u.cached_tokens,
-        "cache_creation_tokens": u.cache_creation_tokens,
-        "reasoning_tokens": u.reasoning_tokens,
-        "status": l.status.as_str(),
-        "startTime": iso(l.start_time),
-        "endTime": iso(l.end_time),
-        "ttfb_ms": l.ttfb_ms,
-        // LiteLLM's field: the whole request, start to end.
-        "request_duration_ms": (l.end_time - l.start_time).whole_microseconds() as f64 / 1000.0,
-        "cache_hit": if l.cache_hit { "True" } else { "False" },
-        "saved_spend": l.saved_spend,
-        "requested_model": l.requested_model.as_deref().unwrap_or(&l.model_group),
-        "request_tags": l.request_tags,
-        "overhead_ms": l.overhead_us.map(|us| us as f64 / 1000.0),
-        "retries": l.retries,
-        "fallbacks": l.fallbacks,
-        "hedges": l.hedges,
-        "attempts": l.attempts.iter().map(|a| json!({
-            "model_id": a.deployment,
-            "model_group": a.model_group,
-            "custom_llm_provider": a.provider,
-            "hedge": a.hedge,
-            "start_ms": a.start_us as f64 / 1000.0,
-            "duration_ms": a.duration_us.map(|us| us as f64 / 1000.0),
-            "result": a.result,
-        })).collect::<Vec<_>>(),
-        "messages": content(&l.messages),
-        "response": content(&l.response),
-        // LiteLLM's field; a model request's is its route's operation, unknown to the row.
-        "call_type": l.call_type,
-        "error": l.error,
-    })
-}
-
 /// `GET /spend/logs`: a list of records.
-pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn logs(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<Vec<SpendLogEntry>, ApiError> {
     let q = query_pairs(
         &req,
         &[
@@ -158,13 +103,13 @@ pub(super) async fn logs(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         page: Page { offset: 0, limit },
     };
     let logs = store.spend_logs(&filter).await.map_err(store_error)?;
-    Ok(Value::Array(logs.iter().map(log_json).collect()))
+    Ok(logs.iter().map(SpendLogEntry::of).collect())
 }
 
 /// `GET /spend/tags?start_date=&end_date=` (`YYYY-MM-DD`, both included, either open):
 /// LiteLLM's spend per request tag, `[{individual_request_tag, log_count, total_spend}]`
 /// (plus `total_tokens`), most spend first. LiteLLM takes the dates and ignores them.
-pub(super) async fn tags(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn tags(store: &Store, req: AdminRequest<'_>) -> Result<Vec<TagSpend>, ApiError> {
     let q = query_pairs(&req, &["start_date", "end_date"])?;
     let start = query_value(&q, "start_date")
         .map(|d| day(d, "start_date"))
@@ -172,13 +117,15 @@ pub(super) async fn tags(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let end = query_value(&q, "end_date")
         .map(|d| day(d, "end_date").map(|t| t + time::Duration::days(1)))
         .transpose()?;
-    let rows = store.spend_by_tag(start, end).await.map_err(store_error)?;
-    serde_json::to_value(rows).map_err(|_| ApiError::Internal("spend by tag"))
+    store.spend_by_tag(start, end).await.map_err(store_error)
 }
 
 /// `GET /spend/daily?start_date=&end_date=` (`YYYY-MM-DD`, both included; default: the last 30
 /// days): one row per UTC day, key hash, team and model group.
-pub(super) async fn daily(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn daily(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<Vec<DailySpendRow>, ApiError> {
     let q = query_pairs(&req, &["start_date", "end_date"])?;
     let today = OffsetDateTime::now_utc().date();
     let fmt = format_description!("[year]-[month]-[day]");
@@ -195,25 +142,7 @@ pub(super) async fn daily(store: &Store, req: AdminRequest<'_>) -> AdminResult {
         .daily_spend(&text(start)?, &text(end)?)
         .await
         .map_err(store_error)?;
-    Ok(Value::Array(
-        rows.iter()
-            .map(|r| {
-                json!({
-                    "date": r.day,
-                    "api_key": r.api_key,
-                    "team_id": r.team_id,
-                    "model_group": r.model_group,
-                    "requests": r.requests,
-                    "failed_requests": r.failed_requests,
-                    "prompt_tokens": r.prompt_tokens,
-                    "completion_tokens": r.completion_tokens,
-                    "cached_tokens": r.cached_tokens,
-                    "cache_creation_tokens": r.cache_creation_tokens,
-                    "spend": r.spend,
-                })
-            })
-            .collect(),
-    ))
+    Ok(rows.iter().map(DailySpendRow::of).collect())
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_TEAM};
-use super::keys::keys_json;
+use super::answers::teams::{Emails, TeamInfo, TeamInfoAnswer, TeamUpdated};
+use super::fields::{set, LimitsPatch, KEPT_TEAM};
+use super::keys::keys_of;
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, AdminRequest, AdminResult,
 };
@@ -24,9 +25,6 @@ const OWN_FIELDS: &[&str] = &[
     "organization_id",
 ];
 
-/// Members' emails by user id, for the answers that show one team.
-type Emails = std::collections::HashMap<String, String>;
-
 /// The emails of these members, from their user records.
 async fn emails(store: &Store, members: &[TeamMember]) -> Result<Emails, ApiError> {
     let mut out = Emails::new();
@@ -41,40 +39,6 @@ async fn emails(store: &Store, members: &[TeamMember]) -> Result<Emails, ApiErro
         }
     }
     Ok(out)
-}
-
-fn team_json(t: &TeamRow, members: &[TeamMember], emails: &Emails) -> Value {
-    let mut out = Map::new();
-    out.insert("team_id".into(), t.team_id.clone().into());
-    out.insert("team_alias".into(), t.team_alias.clone().into());
-    out.insert("blocked".into(), t.blocked.into());
-    out.insert("organization_id".into(), t.organization_id.clone().into());
-    out.insert(
-        "members_with_roles".into(),
-        members
-            .iter()
-            .filter(|m| m.team_id == t.team_id)
-            .map(|m| {
-                json!({
-                    "user_id": m.user_id,
-                    "user_email": emails.get(&m.user_id),
-                    "role": m.role.name(),
-                })
-            })
-            .collect(),
-    );
-    limits_json(&t.limits, &mut out);
-    accounting_json(&t.accounting, &mut out);
-    Value::Object(out)
-}
-
-/// A team's own fields without its members (for `/user/info`'s `teams`).
-pub(super) fn team_row_json(t: &TeamRow) -> Value {
-    let mut v = team_json(t, &[], &Emails::new());
-    if let Value::Object(o) = &mut v {
-        o.remove("members_with_roles");
-    }
-    v
 }
 
 async fn existing(store: &Store, id: &str) -> Result<TeamRow, ApiError> {
@@ -129,7 +93,7 @@ impl Roster {
 }
 
 /// `POST /team/new`: `team_id` is generated (a UUID) when not given.
-pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> Result<TeamInfo, ApiError> {
     let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_TEAM)?;
     let roster = n.roster.into_members();
     let checked = checked_members(roster)?;
@@ -167,7 +131,7 @@ struct Update {
 
 /// `POST /team/update`: only the fields sent change; members named are added (or their role
 /// changed), none removed (that is `/team/member_delete`). LiteLLM answers `{"data": team}`.
-pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<TeamUpdated, ApiError> {
     let (u, limits): (Update, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_TEAM)?;
     let now = OffsetDateTime::now_utc();
     let checked = checked_members(u.roster.into_members())?;
@@ -186,8 +150,10 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
     team.accounting.updated_at = now;
     store.update_team(&team).await.map_err(store_error)?;
     add_members(store, &team, checked).await?;
-    let team = answer(store, &team).await?;
-    Ok(json!({ "team_id": u.team_id, "data": team }))
+    Ok(TeamUpdated {
+        team_id: u.team_id,
+        data: answer(store, &team).await?,
+    })
 }
 
 #[derive(Deserialize)]
@@ -209,40 +175,39 @@ pub(super) async fn delete(store: &Store, req: AdminRequest<'_>) -> AdminResult 
 }
 
 /// `GET /team/info?team_id=`: `{"team_id", "team_info", "keys"}`.
-pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn info(store: &Store, req: AdminRequest<'_>) -> Result<TeamInfoAnswer, ApiError> {
     let q = query_pairs(&req, &["team_id"])?;
     let id = query_value(&q, "team_id").ok_or(ApiError::MissingParam("team_id"))?;
     let team = existing(store, id).await?;
     let members = store.team_members(id).await.map_err(store_error)?;
-    let keys = keys_json(store, KeyFilter::Team(id)).await?;
-    Ok(json!({
-        "team_id": id,
-        "team_info": team_json(&team, &members, &emails(store, &members).await?),
-        "keys": keys,
-    }))
+    let emails = emails(store, &members).await?;
+    Ok(TeamInfoAnswer {
+        team_id: id.to_owned(),
+        team_info: TeamInfo::of(&team, Some((&members, &emails))),
+        keys: keys_of(store, KeyFilter::Team(id)).await?,
+    })
 }
 
 /// `GET /team/list`: a list of teams, as LiteLLM answers it.
-pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn list(store: &Store, req: AdminRequest<'_>) -> Result<Vec<TeamInfo>, ApiError> {
     let q = query_pairs(&req, &["page", "page_size"])?;
     let (_, page) = page(&q, "page_size")?;
     let teams = store.list_teams(page).await.map_err(store_error)?;
     let members = store.all_team_members().await.map_err(store_error)?;
-    Ok(Value::Array(
-        teams
-            .iter()
-            .map(|t| team_json(t, &members, &Emails::new()))
-            .collect(),
-    ))
+    Ok(teams
+        .iter()
+        .map(|t| TeamInfo::of(t, Some((&members, &Emails::new()))))
+        .collect())
 }
 
 /// A team with its members, as the member routes answer.
-async fn answer(store: &Store, team: &TeamRow) -> AdminResult {
+async fn answer(store: &Store, team: &TeamRow) -> Result<TeamInfo, ApiError> {
     let members = store
         .team_members(&team.team_id)
         .await
         .map_err(store_error)?;
-    Ok(team_json(team, &members, &emails(store, &members).await?))
+    let emails = emails(store, &members).await?;
+    Ok(TeamInfo::of(team, Some((&members, &emails))))
 }
 
 /// One member as LiteLLM's bodies name it: `user_id` or `user_email`, and `role`.
@@ -397,7 +362,7 @@ async fn member_budgets(
 
 /// `POST /team/member_add`: `{"team_id", "member": {"user_id" | "user_email", "role"} | [...],
 /// "max_budget_in_team"}`.
-pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn member_add(store: &Store, req: AdminRequest<'_>) -> Result<TeamInfo, ApiError> {
     let m: MemberAdd = body(&req, &[&["team_id", "member", "max_budget_in_team"]])?;
     let mut team = existing(store, &m.team_id).await?;
     let list = match m.member {
@@ -444,7 +409,10 @@ async fn named_member(
 
 /// `POST /team/member_update`: `{"team_id", "user_id" | "user_email", "role",
 /// "max_budget_in_team"}` for an existing member.
-pub(super) async fn member_update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn member_update(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<TeamInfo, ApiError> {
     let m: MemberUpdate = body(
         &req,
         &[&[
@@ -480,7 +448,10 @@ struct MemberDelete {
 
 /// `POST /team/member_delete`: `{"team_id", "user_id" | "user_email"}`. A user whose team this
 /// was is left without one.
-pub(super) async fn member_delete(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn member_delete(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<TeamInfo, ApiError> {
     let m: MemberDelete = body(&req, &[&["team_id", "user_id", "user_email"]])?;
     let team = existing(store, &m.team_id).await?;
     let user = named_member(store, &team, m.user_id, m.user_email.as_deref()).await?;

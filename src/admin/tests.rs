@@ -9,7 +9,13 @@ use sluice_core::usage::Usage;
 use sluice_store::testing::every_backend;
 use sluice_store::{KeyHash, SpendLog, Store};
 
-async fn call(store: &Store, method: Method, path: &str, query: &str, body: Value) -> Value {
+pub(super) async fn call(
+    store: &Store,
+    method: Method,
+    path: &str,
+    query: &str,
+    body: Value,
+) -> Value {
     let body = if body.is_null() {
         Vec::new()
     } else {

@@ -2,11 +2,13 @@
 //! `/user/new` also issues the user a key unless `auto_create_key` is false.
 
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde_json::json;
 use time::OffsetDateTime;
 
-use super::fields::{accounting_json, limits_json, set, LimitsPatch, KEPT_USER};
-use super::keys::{keys_json, new_key};
+use super::answers::teams::TeamInfo;
+use super::answers::users::{Membership, NewUser, UserInfo, UserInfoAnswer, UserList, UserTeam};
+use super::fields::{set, LimitsPatch, KEPT_USER};
+use super::keys::{keys_of, new_key};
 use super::{
     body, body_with_limits, page, query_pairs, query_value, store_error, total_pages, AdminRequest,
     AdminResult,
@@ -62,18 +64,6 @@ const ROLES: &[&str] = &[
     "customer",
 ];
 
-fn user_json(u: &UserRow) -> Value {
-    let mut out = Map::new();
-    out.insert("user_id".into(), u.user_id.clone().into());
-    out.insert("user_alias".into(), u.user_alias.clone().into());
-    out.insert("user_email".into(), u.user_email.clone().into());
-    out.insert("user_role".into(), u.user_role.clone().into());
-    out.insert("team_id".into(), u.team_id.clone().into());
-    limits_json(&u.limits, &mut out);
-    accounting_json(&u.accounting, &mut out);
-    Value::Object(out)
-}
-
 /// The stored form of a console password (`password` on `/user/new` and `/user/update`, as
 /// LiteLLM takes it); `null` on update removes it. Never shown by any call.
 fn password_hash(password: &str) -> Result<String, ApiError> {
@@ -128,7 +118,7 @@ struct New {
 }
 
 /// `POST /user/new`: the user, plus a new key for them (`key`) unless `auto_create_key: false`.
-pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> Result<NewUser, ApiError> {
     let (n, limits): (New, LimitsPatch) = body_with_limits(&req, OWN_FIELDS, KEPT_USER)?;
     check_role(n.user_role.as_deref())?;
     let now = OffsetDateTime::now_utc();
@@ -216,7 +206,11 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
             .await
             .map_err(store_error)?;
     }
-    let mut out = user_json(&user);
+    let mut out = NewUser {
+        user: UserInfo::of(&user),
+        key: None,
+        token: None,
+    };
     if n.auto_create_key != Some(false) {
         let plaintext = new_key()?;
         let mut key = KeyRow::new(&plaintext, now);
@@ -228,10 +222,8 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
             key.limits.metadata.insert("aliases".into(), a);
         }
         store.create_key(&key).await.map_err(store_error)?;
-        if let Value::Object(m) = &mut out {
-            m.insert("key".into(), plaintext.into());
-            m.insert("token".into(), key.token.as_str().into());
-        }
+        out.key = Some(plaintext);
+        out.token = Some(key.token.as_str().to_owned());
     }
     Ok(out)
 }
@@ -254,7 +246,7 @@ struct Update {
 
 /// `POST /user/update`: only the fields sent change. A user that does not exist is made, as
 /// LiteLLM's update does (its clients reset `litellm-proxy-budget`'s spend this way).
-pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<UserInfo, ApiError> {
     let fields: Vec<&str> = OWN_FIELDS
         .iter()
         .copied()
@@ -298,7 +290,7 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> AdminResult 
             .map_err(store_error)?;
         user.accounting.spend = spend;
     }
-    Ok(user_json(&user))
+    Ok(UserInfo::of(&user))
 }
 
 #[derive(Deserialize)]
@@ -319,11 +311,11 @@ pub(super) async fn delete(store: &Store, req: AdminRequest<'_>) -> AdminResult 
 }
 
 /// `GET /user/info?user_id=`: `{"user_id", "user_info", "keys"}`.
-pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn info(store: &Store, req: AdminRequest<'_>) -> Result<UserInfoAnswer, ApiError> {
     let q = query_pairs(&req, &["user_id"])?;
     let id = query_value(&q, "user_id").ok_or(ApiError::MissingParam("user_id"))?;
     let user = existing(store, id).await?;
-    let keys = keys_json(store, KeyFilter::User(id)).await?;
+    let keys = keys_of(store, KeyFilter::User(id)).await?;
     // The teams the user is a member of, with the membership (LiteLLM's `teams`).
     let memberships: Vec<_> = store
         .all_team_members()
@@ -335,35 +327,35 @@ pub(super) async fn info(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let mut teams = Vec::with_capacity(memberships.len());
     for m in &memberships {
         if let Some(t) = store.team(&m.team_id).await.map_err(store_error)? {
-            let mut v = super::teams::team_row_json(&t);
-            if let Value::Object(o) = &mut v {
-                o.insert(
-                    "team_memberships".into(),
-                    json!([{ "user_id": id, "team_id": t.team_id, "role": m.role.name() }]),
-                );
-            }
-            teams.push(v);
+            teams.push(UserTeam {
+                team_memberships: vec![Membership {
+                    user_id: id.to_owned(),
+                    team_id: t.team_id.clone(),
+                    role: m.role.name().to_owned(),
+                }],
+                team: TeamInfo::of(&t, None),
+            });
         }
     }
-    Ok(json!({
-        "user_id": id,
-        "user_info": user_json(&user),
-        "keys": keys,
-        "teams": teams,
-    }))
+    Ok(UserInfoAnswer {
+        user_id: id.to_owned(),
+        user_info: UserInfo::of(&user),
+        keys,
+        teams,
+    })
 }
 
 /// `GET /user/list`: `{"users", "total", "page", "page_size", "total_pages"}`.
-pub(super) async fn list(store: &Store, req: AdminRequest<'_>) -> AdminResult {
+pub(crate) async fn list(store: &Store, req: AdminRequest<'_>) -> Result<UserList, ApiError> {
     let q = query_pairs(&req, &["page", "page_size"])?;
     let (current, page) = page(&q, "page_size")?;
     let total = store.count_users().await.map_err(store_error)?;
     let users = store.list_users(page).await.map_err(store_error)?;
-    Ok(json!({
-        "users": users.iter().map(user_json).collect::<Vec<_>>(),
-        "total": total,
-        "page": current,
-        "page_size": page.limit,
-        "total_pages": total_pages(total, page.limit),
-    }))
+    Ok(UserList {
+        users: users.iter().map(UserInfo::of).collect(),
+        total,
+        page: current,
+        page_size: page.limit,
+        total_pages: total_pages(total, page.limit),
+    })
 }

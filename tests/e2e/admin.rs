@@ -255,3 +255,148 @@ async fn database_outage_loses_no_spend() {
         "all {sent} spend records present after the database returned"
     );
 }
+
+/// Every member of `v` as `path: type`, arrays' elements merged under `[]`.
+fn shape(v: &Value) -> std::collections::BTreeSet<String> {
+    fn walk(path: &str, v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        let kind = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(items) => {
+                items
+                    .iter()
+                    .for_each(|x| walk(&format!("{path}[]"), x, out));
+                "array"
+            }
+            Value::Object(m) => {
+                m.iter()
+                    .for_each(|(k, x)| walk(&format!("{path}.{k}"), x, out));
+                "object"
+            }
+        };
+        out.insert(format!("{path}: {kind}"));
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk("", v, &mut out);
+    out
+}
+
+/// The model API's answers keep the shape they had before they were typed (LiteLLM's clients
+/// read these names): a file's and a stored deployment in `/model/info`, a stored one as
+/// `/model/new` and `/model/update` answer it.
+#[tokio::test]
+async fn the_model_apis_answers_keep_their_wire_shape() {
+    let yaml = format!(
+        "model_list:\n  - model_name: cheap\n    litellm_params:\n      model: mock/cheap\n      rpm: 5\n    model_info:\n      id: file-cheap\n      mode: chat\ngeneral_settings:\n  master_key: {MASTER}\n  store_model_in_db: true\n"
+    );
+    let gw = gateway(&yaml).await;
+    let made = admin(
+        &gw,
+        "POST",
+        "/model/new",
+        json!({
+            "model_name": "stored",
+            "litellm_params": {"model": "mock/stored", "api_key": "sk-upstream-123456789", "tpm": 9, "input_cost_per_token": 0.25},
+            "model_info": {"mode": "embedding", "note": "x"}
+        }),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let id = made.json()["model_id"].as_str().unwrap().to_owned();
+    let updated = admin(
+        &gw,
+        "POST",
+        "/model/update",
+        json!({"model_info": {"id": id, "note": null}, "litellm_params": {"rpm": 3}}),
+    )
+    .await;
+    assert_eq!(updated.status, 200, "{}", updated.text());
+    let all = admin(&gw, "GET", "/model/info", Value::Null).await;
+    let one = admin(
+        &gw,
+        "GET",
+        &format!("/model/info?litellm_model_id={id}"),
+        Value::Null,
+    )
+    .await;
+    let mut problems = String::new();
+    for (route, answer, expected) in [
+        ("POST /model/new", made.json(), MODEL_NEW),
+        ("POST /model/update", updated.json(), MODEL_UPDATE),
+        ("GET /model/info", all.json(), MODEL_INFO),
+        ("GET /model/info one", one.json(), MODEL_INFO),
+    ] {
+        let got: Vec<String> = shape(&answer).into_iter().collect();
+        let want: Vec<&str> = expected
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        if got != want {
+            problems.push_str(&format!("{route}:\n{}\n\n", got.join("\n")));
+        }
+    }
+    assert!(problems.is_empty(), "{problems}");
+}
+
+/// The shapes as the handlers answered before their answers were typed (one deployment's
+/// `/model/info` has the shape of the whole list's: a stored deployment's members are a file's
+/// and more).
+const MODEL_NEW: &str = ".created_at: string
+    .created_by: string
+    .litellm_params.api_key: string
+    .litellm_params.input_cost_per_token: number
+    .litellm_params.model: string
+    .litellm_params.tpm: number
+    .litellm_params: object
+    .model_id: string
+    .model_info.db_model: bool
+    .model_info.id: string
+    .model_info.mode: string
+    .model_info.note: string
+    .model_info: object
+    .model_name: string
+    .updated_at: string
+    .updated_by: string
+    : object";
+const MODEL_UPDATE: &str = ".created_at: string
+    .created_by: string
+    .litellm_params.api_key: string
+    .litellm_params.input_cost_per_token: number
+    .litellm_params.model: string
+    .litellm_params.rpm: number
+    .litellm_params.tpm: number
+    .litellm_params: object
+    .model_id: string
+    .model_info.db_model: bool
+    .model_info.id: string
+    .model_info.mode: string
+    .model_info: object
+    .model_name: string
+    .updated_at: string
+    .updated_by: string
+    : object";
+const MODEL_INFO: &str = ".data: array
+    .data[].litellm_params.model: string
+    .data[].litellm_params.rpm: number
+    .data[].litellm_params.tpm: number
+    .data[].litellm_params: object
+    .data[].model_info.access_groups: array
+    .data[].model_info.base_model: null
+    .data[].model_info.created_at: string
+    .data[].model_info.created_by: string
+    .data[].model_info.db_model: bool
+    .data[].model_info.id: string
+    .data[].model_info.input_cost_per_token: number
+    .data[].model_info.litellm_provider: string
+    .data[].model_info.mode: string
+    .data[].model_info.output_cost_per_token: number
+    .data[].model_info.region_name: null
+    .data[].model_info.updated_at: string
+    .data[].model_info.updated_by: string
+    .data[].model_info: object
+    .data[].model_name: string
+    .data[]: object
+    : object";

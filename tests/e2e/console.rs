@@ -1899,3 +1899,71 @@ async fn an_internal_users_console_key_is_held_to_the_upper_bounds() {
     let listed = admin(&gw, "GET", "/key/list?key_alias=big", Value::Null).await;
     assert_eq!(listed.json()["total_count"], 0);
 }
+
+/// A stored deployment's edit form is filled from what is stored, prices included: saving it
+/// unchanged keeps them (an empty price field would remove the deployment's price).
+#[tokio::test]
+async fn a_stored_deployments_edit_form_keeps_its_prices() {
+    let gw = gateway(&config("  store_model_in_db: true\n")).await;
+    let made = admin(
+        &gw,
+        "POST",
+        "/model/new",
+        json!({
+            "model_name": "priced",
+            "litellm_params": {
+                "model": "mock/priced",
+                "rpm": 7,
+                "input_cost_per_token": 0.25,
+                "output_cost_per_token": 0.5
+            },
+            "model_info": {"mode": "chat"}
+        }),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let id = made.json()["model_id"].as_str().unwrap().to_owned();
+    let mut b = Browser::default();
+    assert_eq!(b.sign_in(&gw, "", MASTER).await.status, 303);
+    let edit = b.get(&gw, &format!("/ui/models/edit?id={id}")).await;
+    assert_eq!(edit.status, 200, "{}", edit.text());
+    let html = edit.text();
+    for (field, value) in [
+        ("model", "mock/priced"),
+        ("rpm", "7"),
+        ("input_cost_per_token", "0.25"),
+        ("output_cost_per_token", "0.5"),
+        ("model_name", "priced"),
+    ] {
+        assert!(
+            html.contains(&format!(r#"name="{field}" value="{value}""#))
+                || html.contains(&format!(r#"name="{field}" required value="{value}""#)),
+            "{field}={value}: {html}"
+        );
+    }
+    assert!(html.contains(r#"<option value="chat" selected>"#), "{html}");
+    assert!(html.contains("Added by admin"), "{html}");
+    // Saved as shown: the prices stay.
+    let saved = b
+        .post(
+            &gw,
+            "/ui/models/update",
+            &[
+                ("csrf", &csrf_of(&html)),
+                ("id", &id),
+                ("model_name", "priced"),
+                ("model", "mock/priced"),
+                ("rpm", "7"),
+                ("input_cost_per_token", "0.25"),
+                ("output_cost_per_token", "0.5"),
+                ("mode", "chat"),
+            ],
+        )
+        .await;
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let rt = gw.state.runtime().unwrap();
+    let row = rt.store().model(&id).await.unwrap().unwrap();
+    let params = rt.params(&row).unwrap();
+    assert_eq!(params["input_cost_per_token"], 0.25);
+    assert_eq!(params["output_cost_per_token"], 0.5);
+}

@@ -1,11 +1,10 @@
 //! The audit log (admins only): the newest changes made through the management API and the
 //! console, from `GET /audit`, each with its value before and after (secrets masked).
 
-use http::Method;
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::{admin, query, text};
+use super::{query, read, store};
 use crate::console::Form;
 use crate::server::AppState;
 use sluice_core::error::ApiError;
@@ -18,11 +17,8 @@ pub(super) async fn page(state: &AppState, q: &Form) -> Result<Markup, ApiError>
             pairs.push((f, v));
         }
     }
-    let log = admin(state, Method::GET, "/audit", &query(&pairs), &Value::Null).await?;
-    let rows = log["audit_logs"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let log = crate::admin::audit::list(store(state)?, read(&query(&pairs))).await?;
+    let rows = &log.audit_logs;
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     Ok(html! {
         form.filters method="get" action="/ui/audit" {
@@ -41,16 +37,17 @@ pub(super) async fn page(state: &AppState, q: &Form) -> Result<Markup, ApiError>
             tbody {
                 @for r in rows {
                     tr {
-                        td { (text(r, "updated_at")) }
-                        td { (text(r, "changed_by")) }
-                        td { (text(r, "action")) }
-                        td { (text(r, "table_name")) }
-                        td.mono { (text(r, "object_id")) }
+                        td { (r.updated_at.as_deref().unwrap_or_default()) }
+                        td { (r.changed_by) }
+                        td { (r.action) }
+                        td { (r.table_name) }
+                        td.mono { (r.object_id) }
                         td {
                             details {
                                 summary { "values" }
-                                @if !r["before_value"].is_null() { pre { (pretty(&r["before_value"])) } }
-                                @if !r["updated_values"].is_null() { pre { (pretty(&r["updated_values"])) } }
+                                @for v in [&r.before_value, &r.updated_values].into_iter().flatten() {
+                                    @if !v.is_null() { pre { (pretty(v)) } }
+                                }
                             }
                         }
                     }

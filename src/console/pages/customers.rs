@@ -3,11 +3,12 @@
 //! changes (`/customer/update`) or deletes (`/customer/delete`) one. Their spend and budgets
 //! are the pipeline's to enforce; this page only reads and sets them.
 
-use http::{Method, Response};
+use http::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, change, number, query, removal, status_select, text, usd};
+use super::{change, figure, number, or_empty, query, read, removal, status_select, store, usd};
+use crate::admin::answers::LimitFields;
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
@@ -19,15 +20,7 @@ const NUMBERS: [&str; 3] = ["max_budget", "rpm_limit", "tpm_limit"];
 
 /// `GET /ui/customers`.
 pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
-    let list = admin(
-        state,
-        Method::GET,
-        "/customer/list",
-        "page_size=1000",
-        &Value::Null,
-    )
-    .await?;
-    let customers = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    let customers = crate::admin::customers::list(store(state)?, read("page_size=1000")).await?;
     Ok(html! {
         table #customers {
             thead { tr {
@@ -35,17 +28,17 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
                 th { "Period" } th.num { "RPM" } th.num { "TPM" } th { "Status" }
             } }
             tbody {
-                @for c in customers {
-                    @let b = &c["litellm_budget_table"];
+                @for c in &customers {
+                    @let b = &c.litellm_budget_table.limits;
                     tr {
-                        td { a href={ "/ui/customers/edit?" (query(&[("user_id", &text(c, "user_id"))])) } { (text(c, "user_id")) } }
-                        td { (text(c, "alias")) }
-                        td.num { (usd(c["spend"].as_f64().unwrap_or(0.0))) }
-                        td.num { (b["max_budget"].as_f64().map(usd).unwrap_or_default()) }
-                        td { (text(b, "budget_duration")) }
-                        td.num { (text(b, "rpm_limit")) }
-                        td.num { (text(b, "tpm_limit")) }
-                        td { @if c["blocked"] == true { span.error { "blocked" } } @else { "active" } }
+                        td { a href={ "/ui/customers/edit?" (query(&[("user_id", &c.user_id)])) } { (c.user_id) } }
+                        td { (or_empty(&c.alias)) }
+                        td.num { (usd(c.accounting.spend)) }
+                        td.num { (b.max_budget.map(usd).unwrap_or_default()) }
+                        td { (or_empty(&b.budget_duration)) }
+                        td.num { (figure(b.rpm_limit)) }
+                        td.num { (figure(b.tpm_limit)) }
+                        td { @if c.blocked { span.error { "blocked" } } @else { "active" } }
                     }
                 }
             }
@@ -58,7 +51,7 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
                 input #user_id name="user_id" required;
                 label for="alias" { "Alias" }
                 input #alias name="alias";
-                (limit_fields(&Value::Null))
+                (limit_fields(&LimitFields::default()))
                 button type="submit" { "Create end user" }
             }
         }
@@ -66,17 +59,17 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
 }
 
 /// The budget, period, rpm and tpm inputs, filled from `budget` (LiteLLM's
-/// `litellm_budget_table`; null for a new end user).
-fn limit_fields(budget: &Value) -> Markup {
+/// `litellm_budget_table`; empty for a new end user).
+fn limit_fields(budget: &LimitFields) -> Markup {
     html! {
         label for="max_budget" { "Budget (USD)" }
-        input #max_budget name="max_budget" value=(text(budget, "max_budget")) placeholder="no budget";
+        input #max_budget name="max_budget" value=(figure(budget.max_budget)) placeholder="no budget";
         label for="budget_duration" { "Budget period" }
-        input #budget_duration name="budget_duration" value=(text(budget, "budget_duration")) placeholder="none; or 1d, 30d, 1mo";
+        input #budget_duration name="budget_duration" value=(or_empty(&budget.budget_duration)) placeholder="none; or 1d, 30d, 1mo";
         label for="rpm_limit" { "Requests per minute" }
-        input #rpm_limit name="rpm_limit" value=(text(budget, "rpm_limit")) placeholder="no limit";
+        input #rpm_limit name="rpm_limit" value=(figure(budget.rpm_limit)) placeholder="no limit";
         label for="tpm_limit" { "Tokens per minute" }
-        input #tpm_limit name="tpm_limit" value=(text(budget, "tpm_limit")) placeholder="no limit";
+        input #tpm_limit name="tpm_limit" value=(figure(budget.tpm_limit)) placeholder="no limit";
     }
 }
 
@@ -89,30 +82,24 @@ pub(super) async fn edit_page(
     let id = q
         .filled("user_id")
         .ok_or(ApiError::MissingParam("user_id"))?;
-    let c = admin(
-        state,
-        Method::GET,
-        "/customer/info",
-        &query(&[("end_user_id", id)]),
-        &Value::Null,
-    )
-    .await?;
-    let b = &c["litellm_budget_table"];
+    let q = query(&[("end_user_id", id)]);
+    let c = crate::admin::customers::info(store(state)?, read(&q)).await?;
+    let b = &c.litellm_budget_table.limits;
     Ok(html! {
         p #spend {
-            "Spend " (usd(c["spend"].as_f64().unwrap_or(0.0)))
-            " · budget " (b["max_budget"].as_f64().map(usd).unwrap_or_else(|| "none".into()))
-            @if let Some(d) = b["budget_duration"].as_str() { " per " (d) }
-            " · " @if c["blocked"] == true { span.error { "blocked" } } @else { "active" }
+            "Spend " (usd(c.accounting.spend))
+            " · budget " (b.max_budget.map(usd).unwrap_or_else(|| "none".into()))
+            @if let Some(d) = &b.budget_duration { " per " (d) }
+            " · " @if c.blocked { span.error { "blocked" } } @else { "active" }
         }
         @if viewer.session.role.may_change() {
             form.stack method="post" action="/ui/customers/update" {
                 (csrf_field(&viewer.csrf))
                 input type="hidden" name="user_id" value=(id);
                 label for="alias" { "Alias" }
-                input #alias name="alias" value=(text(&c, "alias"));
+                input #alias name="alias" value=(or_empty(&c.alias));
                 (limit_fields(b))
-                (status_select(c["blocked"] == true, "its requests are"))
+                (status_select(c.blocked, "its requests are"))
                 button type="submit" { "Save end user" }
             }
             (removal(viewer, "Delete", "/ui/customers/delete", ("user_id", id), "delete-customer", "Delete end user"))

@@ -2,11 +2,12 @@
 //! one, an edit page (proxy admins and team admins), and block, unblock, regenerate and
 //! delete, each through the management API's own `/key/*` handler.
 
-use http::{Method, Response, StatusCode};
+use http::{Response, StatusCode};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
-use super::{admin, change, query, short, team_of, text, usd};
+use super::{change, change_as, figure, or_empty, query, read, short, store, team_of, usd};
+use crate::admin::answers::keys::{IssuedKey, KeyInfo};
 use crate::console::layout::{self, csrf_field, redirect, respond};
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
@@ -28,24 +29,15 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
     if let Some(p) = viewer.scope_pair() {
         pairs.push(p);
     }
-    let list = admin(
-        state,
-        Method::GET,
-        "/key/list",
-        &query(&pairs),
-        &Value::Null,
-    )
-    .await?;
-    let keys = list["keys"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let list = crate::admin::keys::list(store(state)?, read(&query(&pairs))).await?;
+    // Asked for whole keys (`return_full_object`), so every one is.
+    let keys: Vec<&KeyInfo> = list.keys.iter().filter_map(|k| k.full()).collect();
     let may_change = s.role.may_change();
     Ok(html! {
-        @let current = list["current_page"].as_u64().unwrap_or(1);
-        @let pages = list["total_pages"].as_u64().unwrap_or(1).max(1);
+        @let current = list.current_page;
+        @let pages = list.total_pages.max(1);
         p.muted {
-            (list["total_count"]) " keys · page " (current) " of " (pages)
+            (list.total_count) " keys · page " (current) " of " (pages)
             @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
             @if current < pages { " · " a href={ "/ui/keys?page=" (current + 1) } { "next" } }
         }
@@ -57,27 +49,26 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
             } }
             tbody {
                 @for k in keys {
-                    @let token = text(k, "token");
+                    @let token = &k.token;
                     tr {
-                        td { (text(k, "key_alias")) }
-                        td.mono title=(token) { (short(&token)) "…" }
-                        td { (text(k, "team_id")) }
-                        td { (text(k, "user_id")) }
+                        td { (or_empty(&k.key_alias)) }
+                        td.mono title=(token) { (short(token)) "…" }
+                        td { (or_empty(&k.team_id)) }
+                        td { (or_empty(&k.user_id)) }
                         td { (models(k)) }
-                        td.num { (usd(k["spend"].as_f64().unwrap_or(0.0))) }
-                        td.num { (k["max_budget"].as_f64().map(usd).unwrap_or_default()) }
-                        td.num { (text(k, "rpm_limit")) }
-                        td { @if k["blocked"] == true { span.error { "blocked" } } @else { "active" } }
+                        td.num { (usd(k.accounting.spend)) }
+                        td.num { (k.limits.max_budget.map(usd).unwrap_or_default()) }
+                        td.num { (figure(k.limits.rpm_limit)) }
+                        td { @if k.blocked { span.error { "blocked" } } @else { "active" } }
                         @if may_change {
                             td {
-                                @let blocked = k["blocked"] == true;
                                 @if edits(viewer, k) {
-                                    a.quiet href={ "/ui/keys/edit?" (query(&[("key", &token)])) } { "edit" }
+                                    a.quiet href={ "/ui/keys/edit?" (query(&[("key", token)])) } { "edit" }
                                     " "
                                 }
-                                (action(viewer, if blocked { "unblock" } else { "block" }, &token, "quiet"))
-                                (action(viewer, "regenerate", &token, "quiet"))
-                                (action(viewer, "delete", &token, "danger"))
+                                (action(viewer, if k.blocked { "unblock" } else { "block" }, token, "quiet"))
+                                (action(viewer, "regenerate", token, "quiet"))
+                                (action(viewer, "delete", token, "danger"))
                             }
                         }
                     }
@@ -117,14 +108,11 @@ const NEW_KEY_FIELDS: &[(&str, &str, &str)] = &[
     ("duration", "Expires after", "never; or 30d, 12h"),
 ];
 
-fn models(k: &Value) -> String {
-    match k["models"].as_array() {
-        Some(m) if !m.is_empty() => m
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => "all".to_owned(),
+fn models(k: &KeyInfo) -> String {
+    if k.models.is_empty() {
+        "all".to_owned()
+    } else {
+        k.models.join(", ")
     }
 }
 
@@ -175,7 +163,7 @@ pub(super) async fn act(
             .await?;
         }
         "regenerate" => {
-            let made = change(
+            let made: IssuedKey = change_as(
                 state,
                 &viewer.session.user,
                 "/key/regenerate",
@@ -196,28 +184,28 @@ pub(super) async fn act(
 
 /// Whether `viewer` may change `key`'s alias, models, budget, limits and expiry: a proxy admin
 /// any key, a team admin their team's (an internal user may not lift their own key's limits).
-fn edits(viewer: &Viewer, key: &Value) -> bool {
+fn edits(viewer: &Viewer, key: &KeyInfo) -> bool {
     let s = &viewer.session;
     (s.role.sees_all() && s.role.may_change())
         || viewer
             .team_admin
             .as_deref()
-            .is_some_and(|t| key["team_id"].as_str() == Some(t))
+            .is_some_and(|t| key.team_id.as_deref() == Some(t))
+}
+
+/// A key from `/key/info`'s handler.
+async fn key_info(state: &AppState, key: &str) -> Result<KeyInfo, ApiError> {
+    let q = query(&[("key", key)]);
+    Ok(crate::admin::keys::info(store(state)?, read(&q))
+        .await?
+        .info)
 }
 
 /// A key `viewer` may edit, from `/key/info`; any other is not found.
-async fn editable(state: &AppState, viewer: &Viewer, key: &str) -> Result<Value, ApiError> {
-    let info = admin(
-        state,
-        Method::GET,
-        "/key/info",
-        &query(&[("key", key)]),
-        &Value::Null,
-    )
-    .await?;
-    let k = &info["info"];
-    if edits(viewer, k) {
-        Ok(k.clone())
+async fn editable(state: &AppState, viewer: &Viewer, key: &str) -> Result<KeyInfo, ApiError> {
+    let k = key_info(state, key).await?;
+    if edits(viewer, &k) {
+        Ok(k)
     } else {
         Err(ApiError::NotFound {
             what: "key",
@@ -236,35 +224,30 @@ pub(super) async fn edit_page(
     let key = q.filled("key").ok_or(ApiError::MissingParam("key"))?;
     let k = editable(state, viewer, key).await?;
     let all = viewer.session.role.sees_all();
-    let expires = text(&k, "expires");
-    let named: Vec<&str> = k["models"]
-        .as_array()
-        .map(|m| m.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
     Ok(html! {
-        p.muted { "Key " span.mono { (text(&k, "token")) } " · spend " (usd(k["spend"].as_f64().unwrap_or(0.0)))
-            " · " @if expires.is_empty() { "never expires" } @else { "expires " (expires) } }
+        p.muted { "Key " span.mono { (k.token) } " · spend " (usd(k.accounting.spend))
+            " · " @match &k.expires { None => "never expires", Some(at) => { "expires " (at) } } }
         form.stack method="post" action="/ui/keys/update" {
             (csrf_field(&viewer.csrf))
-            input type="hidden" name="key" value=(text(&k, "token"));
+            input type="hidden" name="key" value=(k.token);
             label for="key_alias" { "Alias" }
-            input #key_alias name="key_alias" value=(text(&k, "key_alias"));
+            input #key_alias name="key_alias" value=(or_empty(&k.key_alias));
             @if all {
                 label for="team_id" { "Team" }
-                input #team_id name="team_id" value=(text(&k, "team_id")) placeholder="none";
+                input #team_id name="team_id" value=(or_empty(&k.team_id)) placeholder="none";
                 label for="user_id" { "User" }
-                input #user_id name="user_id" value=(text(&k, "user_id")) placeholder="none";
+                input #user_id name="user_id" value=(or_empty(&k.user_id)) placeholder="none";
             }
             label for="models" { "Models" }
-            input #models name="models" value=(named.join(", ")) placeholder="comma-separated; empty for all";
+            input #models name="models" value=(k.models.join(", ")) placeholder="comma-separated; empty for all";
             label for="max_budget" { "Budget (USD)" }
-            input #max_budget name="max_budget" value=(text(&k, "max_budget")) placeholder="no budget";
+            input #max_budget name="max_budget" value=(figure(k.limits.max_budget)) placeholder="no budget";
             label for="budget_duration" { "Budget period" }
-            input #budget_duration name="budget_duration" value=(text(&k, "budget_duration")) placeholder="none; or 1d, 30d";
+            input #budget_duration name="budget_duration" value=(or_empty(&k.limits.budget_duration)) placeholder="none; or 1d, 30d";
             label for="rpm_limit" { "Requests per minute" }
-            input #rpm_limit name="rpm_limit" value=(text(&k, "rpm_limit")) placeholder="no limit";
+            input #rpm_limit name="rpm_limit" value=(figure(k.limits.rpm_limit)) placeholder="no limit";
             label for="tpm_limit" { "Tokens per minute" }
-            input #tpm_limit name="tpm_limit" value=(text(&k, "tpm_limit")) placeholder="no limit";
+            input #tpm_limit name="tpm_limit" value=(figure(k.limits.tpm_limit)) placeholder="no limit";
             label for="duration" { "Expires after (from now)" }
             input #duration name="duration" placeholder="empty: unchanged; or 30d, 12h";
             label { input name="no_expiry" type="checkbox" value="1"; " Never expires" }
@@ -320,20 +303,12 @@ async fn update(
 
 /// An internal user may act only on their own keys, a team admin on their team's.
 async fn own_key(state: &AppState, viewer: &Viewer, key: &str) -> Result<(), ApiError> {
-    let info = admin(
-        state,
-        Method::GET,
-        "/key/info",
-        &query(&[("key", key)]),
-        &Value::Null,
-    )
-    .await?;
-    let info = &info["info"];
+    let info = key_info(state, key).await?;
     let team_admin = viewer
         .team_admin
         .as_deref()
-        .is_some_and(|t| info["team_id"].as_str() == Some(t));
-    if team_admin || info["user_id"].as_str() == Some(viewer.session.user.as_str()) {
+        .is_some_and(|t| info.team_id.as_deref() == Some(t));
+    if team_admin || info.user_id.as_deref() == Some(viewer.session.user.as_str()) {
         Ok(())
     } else {
         Err(ApiError::NotFound {
@@ -410,7 +385,7 @@ async fn create(
             body.insert(field.into(), n.into());
         }
     }
-    let made = change(
+    let made: IssuedKey = change_as(
         state,
         &viewer.session.user,
         "/key/generate",
@@ -421,11 +396,11 @@ async fn create(
 }
 
 /// The page that shows a new key's plaintext, the one time it is shown.
-fn issued(viewer: &Viewer, title: &str, made: &Value) -> Response<ResponseBody> {
+fn issued(viewer: &Viewer, title: &str, made: &IssuedKey) -> Response<ResponseBody> {
     let body = html! {
         p { "Copy the key now: sluice keeps only its hash and will not show it again." }
-        p.secret.mono #new-key { (text(made, "key")) }
-        p { "Alias: " (text(made, "key_alias")) " · hash " span.mono { (text(made, "token")) } }
+        p.secret.mono #new-key { (made.key) }
+        p { "Alias: " (or_empty(&made.info.key_alias)) " · hash " span.mono { (made.info.token) } }
         p { a href="/ui/keys" { "Back to keys" } }
     };
     respond(StatusCode::OK, layout::page(title, Some(viewer), body))

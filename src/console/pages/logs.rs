@@ -4,14 +4,15 @@
 //! when `store_prompts_in_spend_logs` keeps them. An internal user sees only the requests made
 //! with their keys, whatever the filters say.
 
-use http::Method;
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::{admin, query, short, text, usd};
+use super::{or_empty, query, read, short, store, usd};
+use crate::admin::answers::spend::SpendLogEntry;
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
+use sluice_store::SpendStatus;
 
 /// Rows read per page.
 const ROWS: &str = "200";
@@ -97,15 +98,8 @@ pub(super) async fn page(
     q: &Form,
 ) -> Result<Markup, ApiError> {
     let f = Filters::of(q);
-    let logs = admin(
-        state,
-        Method::GET,
-        "/spend/logs",
-        &query(&f.pairs(viewer.scope_pair())),
-        &Value::Null,
-    )
-    .await?;
-    let logs: &[Value] = logs.as_array().map(Vec::as_slice).unwrap_or_default();
+    let q = query(&f.pairs(viewer.scope_pair()));
+    let logs = crate::admin::spend::logs(store(state)?, read(&q)).await?;
     let mut models = groups(snap);
     if let Some(m) = f.model.filter(|m| !models.iter().any(|g| g == m)) {
         models.push(m.to_owned());
@@ -148,21 +142,21 @@ pub(super) async fn page(
                     th { "Key" } th { "Team" } th.num { "Tokens in / out" } th.num { "Spend" } th.num { "Duration" } th.num { "TTFB" } th { "" }
                 } }
                 tbody {
-                    @for l in logs {
-                        @let status = text(l, "status");
+                    @for l in &logs {
+                        @let status = l.status.as_str();
                         tr {
-                            td { (text(l, "startTime")) }
-                            td.mono { a href={ "/ui/logs?request_id=" (text(l, "request_id")) } { (text(l, "request_id")) } }
+                            td { (or_empty(&l.start_time)) }
+                            td.mono { a href={ "/ui/logs?request_id=" (l.request_id) } { (l.request_id) } }
                             td class={ "state-" (status) } { (status) }
-                            td { (text(l, "model_group")) }
-                            td.mono { (text(l, "model_id")) }
-                            td.mono { @let k = text(l, "api_key"); (short(&k)) }
-                            td { (text(l, "team_id")) }
-                            td.num { (text(l, "prompt_tokens")) " / " (text(l, "completion_tokens")) }
-                            td.num { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
-                            td.num { (millis(&l["request_duration_ms"])) }
+                            td { (l.model_group) }
+                            td.mono { (or_empty(&l.model_id)) }
+                            td.mono { (short(or_empty(&l.api_key))) }
+                            td { (or_empty(&l.team_id)) }
+                            td.num { (l.prompt_tokens) " / " (l.completion_tokens) }
+                            td.num { (usd(l.spend)) }
+                            td.num { (millis(Some(l.request_duration_ms))) }
                             td.num { (first_byte(l)) }
-                            td { a.detail href={ "/ui/logs/detail?id=" (text(l, "id")) } { "detail" } }
+                            td { a.detail href={ "/ui/logs/detail?id=" (l.id) } { "detail" } }
                         }
                     }
                 }
@@ -176,18 +170,18 @@ pub(super) async fn page(
 /// When the client had the answer's first byte: a stream's recorded time; a whole answer's
 /// first byte leaves with its last, so its duration (said so). None for a request that failed
 /// without a stream.
-fn first_byte(l: &Value) -> String {
-    if !l["ttfb_ms"].is_null() {
-        return millis(&l["ttfb_ms"]);
+fn first_byte(l: &SpendLogEntry) -> String {
+    if let Some(ms) = l.ttfb_ms {
+        return millis(Some(ms as f64));
     }
-    if l["status"] == "success" {
-        return format!("{} (whole answer)", millis(&l["request_duration_ms"]));
+    if l.status == SpendStatus::Success {
+        return format!("{} (whole answer)", millis(Some(l.request_duration_ms)));
     }
     "—".to_owned()
 }
 
-fn millis(v: &Value) -> String {
-    match v.as_f64() {
+fn millis(v: Option<f64>) -> String {
+    match v {
         Some(ms) if ms < 10.0 => format!("{ms:.2} ms"),
         Some(ms) => format!("{ms:.1} ms"),
         None => "—".to_owned(),
@@ -221,61 +215,44 @@ pub(super) async fn detail(
     if let Some(p) = viewer.scope_pair() {
         pairs.push(p);
     }
-    let found = admin(
-        state,
-        Method::GET,
-        "/spend/logs",
-        &query(&pairs),
-        &Value::Null,
-    )
-    .await?;
-    let l = found.get(0).ok_or_else(not_found)?;
-    let status = text(l, "status");
-    let requested = text(l, "requested_model");
-    let served = text(l, "model_group");
-    let attempts: &[Value] = l["attempts"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let facts: Vec<(&str, String)> = vec![
-        ("Started", text(l, "startTime")),
-        ("Ended", text(l, "endTime")),
-        ("Key", text(l, "api_key")),
-        ("Team", text(l, "team_id")),
-        ("User", text(l, "user")),
-        ("End user", text(l, "end_user")),
-        ("Deployment", text(l, "model_id")),
-        ("Provider", text(l, "custom_llm_provider")),
+    let found = crate::admin::spend::logs(store(state)?, read(&query(&pairs))).await?;
+    let l = found.first().ok_or_else(not_found)?;
+    let status = l.status.as_str();
+    let requested = &l.requested_model;
+    let served = &l.model_group;
+    let attempts = &l.attempts;
+    let facts: [(&str, String); 13] = [
+        ("Started", or_empty(&l.start_time).to_owned()),
+        ("Ended", or_empty(&l.end_time).to_owned()),
+        ("Key", or_empty(&l.api_key).to_owned()),
+        ("Team", or_empty(&l.team_id).to_owned()),
+        ("User", or_empty(&l.user).to_owned()),
+        ("End user", or_empty(&l.end_user).to_owned()),
+        ("Deployment", or_empty(&l.model_id).to_owned()),
+        ("Provider", or_empty(&l.custom_llm_provider).to_owned()),
         (
             "Error (status and code)",
-            l["error"]
-                .as_str()
-                .map_or_else(|| "—".to_owned(), str::to_owned),
+            l.error.clone().unwrap_or_else(|| "—".to_owned()),
         ),
-        ("Duration", millis(&l["request_duration_ms"])),
+        ("Duration", millis(Some(l.request_duration_ms))),
         ("Time to first byte", first_byte(l)),
-        ("sluice's overhead", millis(&l["overhead_ms"])),
+        ("sluice's overhead", millis(l.overhead_ms)),
         (
             "Cache hit",
-            if l["cache_hit"] == "True" {
-                "yes"
-            } else {
-                "no"
-            }
-            .to_owned(),
+            if l.cache_hit { "yes" } else { "no" }.to_owned(),
         ),
     ];
     Ok(html! {
         p { a href="/ui/logs" { "← all requests" } }
-        h2 { "Request " span.mono #request-id { (text(l, "request_id")) } " · " span #status class={ "state-" (status) } { (status) } }
+        h2 { "Request " span.mono #request-id { (l.request_id) } " · " span #status class={ "state-" (status) } { (status) } }
         div.cards {
             div.card { div.label { "Model group asked for" } div.value #requested { (requested) } }
             div.card { div.label { "Served by" } div.value #served { (served) }
                 @if requested != served { div.muted { "fallback" } } }
             div.card { div.label { "Retries / fallbacks / hedges" } div.value #routing {
-                (text(l, "retries")) " / " (text(l, "fallbacks")) " / " (text(l, "hedges")) } }
-            div.card { div.label { "Spend" } div.value #spend { (usd(l["spend"].as_f64().unwrap_or(0.0))) }
-                @if l["saved_spend"].as_f64().unwrap_or(0.0) > 0.0 { div.muted { (usd(l["saved_spend"].as_f64().unwrap_or(0.0))) " saved by the cache" } } }
+                (l.retries) " / " (l.fallbacks) " / " (l.hedges) } }
+            div.card { div.label { "Spend" } div.value #spend { (usd(l.spend)) }
+                @if l.saved_spend > 0.0 { div.muted { (usd(l.saved_spend)) " saved by the cache" } } }
         }
         table.facts #facts {
             tbody {
@@ -283,21 +260,21 @@ pub(super) async fn detail(
                     tr { th { (name) } td.mono { (value) } }
                 }
                 tr { th { "Tokens" } td #tokens {
-                    (text(l, "prompt_tokens")) " in (" (text(l, "cached_tokens")) " cached) · "
-                    (text(l, "completion_tokens")) " out (" (text(l, "reasoning_tokens")) " reasoning)"
+                    (l.prompt_tokens) " in (" (l.cached_tokens) " cached) · "
+                    (l.completion_tokens) " out (" (l.reasoning_tokens) " reasoning)"
                 } }
             }
         }
         h2 { "Attempts" }
-        @if attempts.is_empty() && !text(l, "model_id").is_empty() && l["cache_hit"] != "True" {
+        @if attempts.is_empty() && !or_empty(&l.model_id).is_empty() && !l.cache_hit {
             // The usual request: one attempt that answered (the spend log keeps no list).
             table #attempts {
                 thead { tr { th { "#" } th { "Deployment" } th { "Model group" } th { "Provider" } th { "Kind" } th.num { "Took (less sluice's overhead)" } th { "Ended" } } }
                 tbody { tr {
                     td.num { "1" }
-                    td.mono { (text(l, "model_id")) }
+                    td.mono { (or_empty(&l.model_id)) }
                     td { (served) }
-                    td { (text(l, "custom_llm_provider")) }
+                    td { (or_empty(&l.custom_llm_provider)) }
                     td { "attempt" }
                     td.num { (upstream_time(l)) }
                     td.state-success { "ok" }
@@ -310,15 +287,15 @@ pub(super) async fn detail(
                 thead { tr { th { "#" } th { "Deployment" } th { "Model group" } th { "Provider" } th { "Kind" } th.num { "Started after" } th.num { "Took" } th { "Ended" } } }
                 tbody {
                     @for (i, a) in attempts.iter().enumerate() {
-                        @let result = text(a, "result");
+                        @let result = &a.result;
                         tr {
                             td.num { (i + 1) }
-                            td.mono { (text(a, "model_id")) }
-                            td { (text(a, "model_group")) }
-                            td { (text(a, "custom_llm_provider")) }
-                            td { @if a["hedge"].as_bool().unwrap_or(false) { "hedge" } @else { "attempt" } }
-                            td.num { (millis(&a["start_ms"])) }
-                            td.num { (millis(&a["duration_ms"])) }
+                            td.mono { (a.model_id) }
+                            td { (a.model_group) }
+                            td { (a.custom_llm_provider) }
+                            td { @if a.hedge { "hedge" } @else { "attempt" } }
+                            td.num { (millis(Some(a.start_ms))) }
+                            td.num { (millis(a.duration_ms)) }
                             td class={ "state-" (if result == "ok" { "success" } else { "failure" }) } { (result) }
                         }
                     }
@@ -326,25 +303,24 @@ pub(super) async fn detail(
             }
         }
         h2 { "Prompt" }
-        @if l["messages"].is_null() {
-            p.muted #no-content { "Not kept: prompts and answers are stored only with general_settings.store_prompts_in_spend_logs." }
-        } @else {
-            pre.answer #messages { (pretty(&l["messages"])) }
-            h2 { "Answer" }
-            pre.answer #response { (pretty(&l["response"])) }
+        @match &l.messages {
+            None => p.muted #no-content { "Not kept: prompts and answers are stored only with general_settings.store_prompts_in_spend_logs." },
+            Some(messages) => {
+                pre.answer #messages { (pretty(messages)) }
+                h2 { "Answer" }
+                pre.answer #response { (pretty(l.response.as_ref().unwrap_or(&Value::Null))) }
+            }
         }
     })
 }
 
 /// The upstream's share of a request: its duration less sluice's overhead, as the detail shows
 /// for the one attempt of a plain request.
-fn upstream_time(l: &Value) -> String {
-    let (Some(total), Some(overhead)) =
-        (l["request_duration_ms"].as_f64(), l["overhead_ms"].as_f64())
-    else {
-        return String::new();
-    };
-    format!("{:.1} ms", (total - overhead).max(0.0))
+fn upstream_time(l: &SpendLogEntry) -> String {
+    match l.overhead_ms {
+        Some(overhead) => format!("{:.1} ms", (l.request_duration_ms - overhead).max(0.0)),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -353,9 +329,17 @@ mod tests {
 
     #[test]
     fn a_plain_requests_attempt_took_its_time_less_the_overhead() {
-        let l = serde_json::json!({"request_duration_ms": 12.5, "overhead_ms": 0.25});
-        assert_eq!(upstream_time(&l), "12.2 ms");
-        assert_eq!(upstream_time(&serde_json::json!({"overhead_ms": 1.0})), "");
+        let at = time::macros::datetime!(2026-03-01 12:00 UTC);
+        let mut row = sluice_store::SpendLog::new("r".into(), "m".into(), at);
+        row.end_time = at + time::Duration::microseconds(12_500);
+        row.overhead_us = Some(250);
+        assert_eq!(upstream_time(&SpendLogEntry::of(&row)), "12.2 ms");
+        row.overhead_us = None;
+        assert_eq!(
+            upstream_time(&SpendLogEntry::of(&row)),
+            "",
+            "no overhead recorded"
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! The console's pages, one file each, and the small helpers they share. Every page reads
-//! through `crate::admin::call` (the management API's own handlers) or the live routing and
-//! metrics state; none keeps data of its own.
+//! The console's pages, one file each, and the small helpers they share. A page reads the
+//! management API's answers as their structs (`crate::admin::answers`), by calling the read's
+//! own handler as a function; it changes things through `crate::admin::call` (the same
+//! checks, audit log and fleet refresh as the API), reading back an answer it shows as its
+//! struct too. Or it reads the live routing and metrics state; none keeps data of its own.
 
 mod audit;
 mod chart;
@@ -18,13 +20,16 @@ pub(super) use overview::RequestRate;
 
 use http::{Method, Response, StatusCode};
 use maud::html;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::layout::{page, respond};
 use super::{Form, Viewer};
+use crate::admin::AdminRequest;
 use crate::http::ResponseBody;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
+use sluice_store::Store;
 
 /// Pages only proxy admins (or, for a team's page, its admin) open: another viewer is told
 /// so (403), not that the page does not exist.
@@ -60,7 +65,7 @@ pub(super) async fn get(
         "/" => ("Overview", overview::page(state, snap, viewer).await?),
         "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
         "/keys/edit" => ("Key", keys::edit_page(state, viewer, query).await?),
-        "/models" => ("Models and deployments", models::page(state, snap, viewer)),
+        "/models" => ("Models and deployments", models::page(state, snap, viewer)?),
         "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
             ("Deployment", models::edit_page(state, viewer, query).await?)
         }
@@ -276,43 +281,63 @@ fn not_found(method: &str, sub: &str) -> ApiError {
     }
 }
 
-/// A management API read made for the console.
-pub(super) async fn admin(
-    state: &AppState,
-    method: Method,
-    path: &str,
-    query: &str,
-    body: &Value,
-) -> Result<Value, ApiError> {
-    debug_assert!(method == Method::GET, "changes go through `change`");
-    call(state, method, path, query, body, "console").await
-}
-
-/// A management API change made from the console by `by` (the signed-in user): audited as
-/// theirs.
+/// A management API change made from the console by `by` (the signed-in user), through
+/// `crate::admin::call`: audited as theirs.
 pub(super) async fn change(
     state: &AppState,
     by: &str,
     path: &str,
     body: &Value,
 ) -> Result<Value, ApiError> {
-    call(state, Method::POST, path, "", body, by).await
-}
-
-async fn call(
-    state: &AppState,
-    method: Method,
-    path: &str,
-    query: &str,
-    body: &Value,
-    by: &str,
-) -> Result<Value, ApiError> {
     let bytes = if body.is_null() {
         Vec::new()
     } else {
         serde_json::to_vec(body).map_err(|_| ApiError::Internal("console request"))?
     };
-    crate::admin::call(state, &method, path, query, &bytes, by).await
+    crate::admin::call(state, &Method::POST, path, "", &bytes, by).await
+}
+
+/// The store the management API's handlers read: the console calls a read's handler as a
+/// function and reads its answer struct (`crate::admin::answers`), with no JSON between.
+fn store(state: &AppState) -> Result<&Store, ApiError> {
+    state
+        .store()
+        .map(|s| &s.store)
+        .ok_or(ApiError::StoreUnavailable)
+}
+
+/// A read's request to a management API handler: `query`, no body.
+fn read(query: &str) -> AdminRequest<'_> {
+    AdminRequest { query, body: b"" }
+}
+
+/// A management API change whose answer the console reads, as the struct the handler
+/// serialised it from.
+async fn change_as<T: DeserializeOwned>(
+    state: &AppState,
+    by: &str,
+    path: &str,
+    body: &Value,
+) -> Result<T, ApiError> {
+    let answer = change(state, by, path, body).await?;
+    serde_json::from_value(answer).map_err(|e| {
+        tracing::warn!(error = %e, path, "console: an admin answer is not its struct");
+        ApiError::Internal("admin answer")
+    })
+}
+
+/// An optional text field as the console shows it ("" for none).
+fn or_empty(v: &Option<String>) -> &str {
+    v.as_deref().unwrap_or_default()
+}
+
+/// An optional figure as the forms show it: as the JSON answer writes it (`10.0`, `60`), ""
+/// for none.
+fn figure<T: Into<Value>>(v: Option<T>) -> String {
+    match v.map(Into::into) {
+        None | Some(Value::Null) => String::new(),
+        Some(v) => v.to_string(),
+    }
 }
 
 /// A query string from pairs, each value encoded.
@@ -322,15 +347,6 @@ fn query(pairs: &[(&str, &str)]) -> String {
         q.append_pair(k, v);
     }
     q.finish()
-}
-
-/// A JSON field as display text ("" for null).
-fn text(v: &Value, field: &str) -> String {
-    match &v[field] {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
@@ -374,8 +390,8 @@ fn usd(v: f64) -> String {
 /// The team of a user, from their record (internal users see their team's usage).
 async fn team_of(state: &AppState, user: &str) -> Result<Option<String>, ApiError> {
     let q = query(&[("user_id", user)]);
-    match admin(state, Method::GET, "/user/info", &q, &Value::Null).await {
-        Ok(v) => Ok(v["user_info"]["team_id"].as_str().map(str::to_owned)),
+    match crate::admin::users::info(store(state)?, read(&q)).await {
+        Ok(info) => Ok(info.user_info.team_id),
         Err(ApiError::NotFound { .. }) => Ok(None),
         Err(e) => Err(e),
     }

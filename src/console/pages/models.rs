@@ -4,11 +4,12 @@
 //! through the model API (`/model/new`, `/model/update`, `/model/delete`): the same checks,
 //! the same fleet-wide effect, the same audit log.
 
-use http::{Method, Response};
+use http::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, amount, change, number, query, removal, text};
+use super::{amount, change, number, query, removal};
+use crate::admin::answers::models::StoredModel;
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
@@ -30,7 +31,7 @@ const MODES: &[&str] = &[
 ];
 
 /// `GET /ui/models`.
-pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup {
+pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Result<Markup, ApiError> {
     let list = deployments(&snap.router);
     // The last round of active health checks, when they run.
     let round = snap
@@ -42,15 +43,16 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
             .as_ref()
             .and_then(|r| r.verdicts.iter().find(|v| v.model_id == id).cloned())
     };
+    let listed = crate::admin::models::listed(snap)?;
     let stored = |id: &str| {
-        snap.deployments
+        listed
             .iter()
-            .any(|d| d["model_info"]["id"] == id && d["model_info"]["db_model"] == true)
+            .any(|d| d.model_info.id == id && d.model_info.db_model)
     };
     // Deployments are the proxy admins' (an internal user may change their own keys only).
     let admin = viewer.session.role.sees_all() && viewer.session.role.may_change();
     let editable = admin && state.runtime().is_some();
-    html! {
+    Ok(html! {
         p.muted { "Routing strategy: " (snap.router.policy.strategy.name()) ". Read from the live routing state when this page was drawn." }
         table #deployments {
             thead { tr {
@@ -112,31 +114,40 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Markup
         } @else if admin {
             p.muted { "Deployments come from the config file. With general_settings.store_model_in_db: true they can be added, changed and removed here, on every instance, without a restart." }
         }
+    })
+}
+
+/// A stored deployment's `litellm_params` member `name` as its form field shows it ("" when
+/// not set). They are LiteLLM's free-form provider parameters, so this reads them by name:
+/// the form's fields are named as the members they set (`act`).
+fn param(d: Option<&StoredModel>, name: &str) -> String {
+    match d.and_then(|d| d.litellm_params.get(name)) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
     }
 }
 
 /// The `litellm_params` and `model_info` fields of the add and edit forms, filled from `d`
-/// (a `/model/info` entry) when editing.
-fn fields(d: Option<&Value>) -> Markup {
-    let params = d.map_or(&Value::Null, |d| &d["litellm_params"]);
-    let info = d.map_or(&Value::Null, |d| &d["model_info"]);
-    let mode = text(info, "mode");
+/// (the stored deployment, as stored) when editing.
+fn fields(d: Option<&StoredModel>) -> Markup {
+    let mode = d.and_then(StoredModel::mode).unwrap_or_default();
     html! {
         label for="model" { "Provider/model" }
-        input #model name="model" required value=(text(params, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-5-5, mock/any";
+        input #model name="model" required value=(param(d, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-5-5, mock/any";
         label for="api_base" { "API base" }
-        input #api_base name="api_base" value=(text(params, "api_base")) placeholder="the provider's default";
+        input #api_base name="api_base" value=(param(d, "api_base")) placeholder="the provider's default";
         label for="api_key" { "API key" }
         input #api_key name="api_key" type="password" autocomplete="off"
             placeholder=(if d.is_some() { "empty: unchanged" } else { "or os.environ/VARIABLE; empty: the provider's variable" });
         label for="rpm" { "Requests per minute" }
-        input #rpm name="rpm" value=(text(params, "rpm")) placeholder="no limit";
+        input #rpm name="rpm" value=(param(d, "rpm")) placeholder="no limit";
         label for="tpm" { "Tokens per minute" }
-        input #tpm name="tpm" value=(text(params, "tpm")) placeholder="no limit";
+        input #tpm name="tpm" value=(param(d, "tpm")) placeholder="no limit";
         label for="input_cost_per_token" { "Input cost per token (USD)" }
-        input #input_cost_per_token name="input_cost_per_token" value=(text(params, "input_cost_per_token")) placeholder="from the price map";
+        input #input_cost_per_token name="input_cost_per_token" value=(param(d, "input_cost_per_token")) placeholder="from the price map";
         label for="output_cost_per_token" { "Output cost per token (USD)" }
-        input #output_cost_per_token name="output_cost_per_token" value=(text(params, "output_cost_per_token")) placeholder="from the price map";
+        input #output_cost_per_token name="output_cost_per_token" value=(param(d, "output_cost_per_token")) placeholder="from the price map";
         label for="mode" { "Mode" }
         select #mode name="mode" {
             option value="" { "not set" }
@@ -145,38 +156,26 @@ fn fields(d: Option<&Value>) -> Markup {
     }
 }
 
-/// `GET /ui/models/edit?id=`: a stored deployment's fields to change, and its removal.
+/// `GET /ui/models/edit?id=`: a stored deployment's fields to change, filled from what is
+/// stored (not from `/model/info`'s description, which leaves out the prices a form sets),
+/// and its removal.
 pub(super) async fn edit_page(
     state: &AppState,
     viewer: &Viewer,
     q: &Form,
 ) -> Result<Markup, ApiError> {
     let id = q.filled("id").ok_or(ApiError::MissingParam("id"))?;
-    let info = admin(
-        state,
-        Method::GET,
-        "/model/info",
-        &query(&[("litellm_model_id", id)]),
-        &Value::Null,
-    )
-    .await?;
-    let d = info["data"]
-        .as_array()
-        .and_then(|l| l.first())
-        .filter(|d| d["model_info"]["db_model"] == true)
-        .ok_or_else(|| ApiError::NotFound {
-            what: "stored deployment",
-            id: id.chars().take(128).collect(),
-        })?;
+    let d = crate::admin::models::stored(state, id).await?;
+    let at = |t: &Option<String>| t.clone().unwrap_or_default();
     Ok(html! {
-        p.muted { "Added by " (text(&d["model_info"], "created_by")) " at " (text(&d["model_info"], "created_at"))
-            "; last changed by " (text(&d["model_info"], "updated_by")) " at " (text(&d["model_info"], "updated_at")) "." }
+        p.muted { "Added by " (d.created_by) " at " (at(&d.created_at))
+            "; last changed by " (d.updated_by) " at " (at(&d.updated_at)) "." }
         form.stack method="post" action="/ui/models/update" {
             (csrf_field(&viewer.csrf))
             input type="hidden" name="id" value=(id);
             label for="model_name" { "Model group" }
-            input #model_name name="model_name" required value=(text(d, "model_name"));
-            (fields(Some(d)))
+            input #model_name name="model_name" required value=(d.model_name);
+            (fields(Some(&d)))
             button type="submit" { "Save deployment" }
         }
         (removal(viewer, "Remove", "/ui/models/delete", ("id", id), "delete-model", "Remove deployment"))

@@ -8,11 +8,10 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use http::Method;
 use maud::{html, Markup};
-use serde_json::Value;
 
-use super::{admin, query, usd};
+use super::{query, read, store, usd};
+use crate::admin::answers::spend::DailySpendRow;
 use crate::console::Viewer;
 use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
@@ -208,37 +207,32 @@ async fn today_rows(
     state: &AppState,
     viewer: &Viewer,
     today: &str,
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<DailySpendRow>, ApiError> {
     let sees_all = viewer.session.role.sees_all();
-    let daily = admin(
-        state,
-        Method::GET,
-        "/spend/daily",
-        &query(&[("start_date", today), ("end_date", today)]),
-        &Value::Null,
-    )
-    .await?;
+    let q = query(&[("start_date", today), ("end_date", today)]);
+    let daily = crate::admin::spend::daily(store(state)?, read(&q)).await?;
     let team = if sees_all {
         None
     } else {
         super::team_of(state, &viewer.session.user).await?
     };
-    Ok(match daily {
-        Value::Array(rows) => rows
-            .into_iter()
-            .filter(|r| sees_all || (team.is_some() && r["team_id"].as_str() == team.as_deref()))
-            .collect(),
-        _ => Vec::new(),
-    })
+    Ok(daily
+        .into_iter()
+        .filter(|r| sees_all || team.as_deref() == Some(r.team_id.as_str()))
+        .collect())
 }
 
-/// The `n` largest spenders among `rows` by the member `by`: (name, spend, requests).
-fn top(rows: &[Value], by: &str, n: usize) -> Vec<(String, f64, u64)> {
+/// The `n` largest spenders among `rows` by the member `by` picks: (name, spend, requests).
+fn top(
+    rows: &[DailySpendRow],
+    by: fn(&DailySpendRow) -> &str,
+    n: usize,
+) -> Vec<(String, f64, u64)> {
     let mut sums: BTreeMap<&str, (f64, u64)> = BTreeMap::new();
     for r in rows {
-        let s = sums.entry(r[by].as_str().unwrap_or_default()).or_default();
-        s.0 += r["spend"].as_f64().unwrap_or(0.0);
-        s.1 += r["requests"].as_u64().unwrap_or(0);
+        let s = sums.entry(by(r)).or_default();
+        s.0 += r.spend;
+        s.1 += r.requests;
     }
     let mut list: Vec<(String, f64, u64)> = sums
         .into_iter()
@@ -312,10 +306,10 @@ pub(super) async fn page(
     let rows = today_rows(state, viewer, &today).await.ok();
     let spend = rows
         .as_deref()
-        .map(|r| r.iter().filter_map(|r| r["spend"].as_f64()).sum::<f64>());
+        .map(|r| r.iter().map(|r| r.spend).sum::<f64>());
     let (top_keys, top_models) = rows
         .as_deref()
-        .map(|r| (top(r, "api_key", 5), top(r, "model_group", 5)))
+        .map(|r| (top(r, |r| &r.api_key, 5), top(r, |r| &r.model_group, 5)))
         .unwrap_or_default();
     Ok(html! {
         div.cards {
@@ -462,13 +456,20 @@ sluice_tokens_total{model=\"b\",deployment=\"d\",kind=\"output\"} 4\n";
 
     #[test]
     fn top_spenders_sum_their_rows() {
-        let rows: Vec<Value> = serde_json::from_str(
-            r#"[{"api_key":"a","spend":1.0,"requests":2},{"api_key":"b","spend":3.0,"requests":1},
-                {"api_key":"a","spend":2.5,"requests":4},{"api_key":"c","spend":0.1,"requests":9}]"#,
-        )
-        .unwrap();
+        let row = |key: &str, spend: f64, requests: u64| DailySpendRow {
+            api_key: key.into(),
+            spend,
+            requests,
+            ..DailySpendRow::default()
+        };
+        let rows = [
+            row("a", 1.0, 2),
+            row("b", 3.0, 1),
+            row("a", 2.5, 4),
+            row("c", 0.1, 9),
+        ];
         assert_eq!(
-            top(&rows, "api_key", 2),
+            top(&rows, |r| &r.api_key, 2),
             [("a".to_owned(), 3.5, 6), ("b".to_owned(), 3.0, 1)]
         );
     }

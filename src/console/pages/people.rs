@@ -3,11 +3,11 @@
 //! and an edit page each that changes (`/team/update`, `/user/update`) or deletes
 //! (`/team/delete`, `/user/delete`) one.
 
-use http::{Method, Response};
+use http::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{admin, change, number, query, removal, status_select, text, usd};
+use super::{change, figure, number, or_empty, query, read, removal, status_select, store, usd};
 use crate::console::layout::{csrf_field, redirect};
 use crate::console::{Form, Role, Viewer};
 use crate::http::ResponseBody;
@@ -61,27 +61,19 @@ pub(super) async fn create(
 
 /// `GET /ui/teams`.
 pub(super) async fn teams(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
-    let list = admin(
-        state,
-        Method::GET,
-        "/team/list",
-        "page_size=1000",
-        &Value::Null,
-    )
-    .await?;
-    let teams = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    let teams = crate::admin::teams::list(store(state)?, read("page_size=1000")).await?;
     Ok(html! {
         table #teams {
             thead { tr { th { "Team" } th { "Alias" } th.num { "Spend" } th.num { "Budget" } th.num { "RPM" } th { "Status" } } }
             tbody {
-                @for t in teams {
+                @for t in &teams {
                     tr {
-                        td { a href={ "/ui/teams/edit?" (query(&[("team_id", &text(t, "team_id"))])) } { (text(t, "team_id")) } }
-                        td { (text(t, "team_alias")) }
-                        td.num { (usd(t["spend"].as_f64().unwrap_or(0.0))) }
-                        td.num { (t["max_budget"].as_f64().map(usd).unwrap_or_default()) }
-                        td.num { (text(t, "rpm_limit")) }
-                        td { @if t["blocked"] == true { span.error { "blocked" } } @else { "active" } }
+                        td { a href={ "/ui/teams/edit?" (query(&[("team_id", &t.team_id)])) } { (t.team_id) } }
+                        td { (or_empty(&t.team_alias)) }
+                        td.num { (usd(t.accounting.spend)) }
+                        td.num { (t.limits.max_budget.map(usd).unwrap_or_default()) }
+                        td.num { (figure(t.limits.rpm_limit)) }
+                        td { @if t.blocked { span.error { "blocked" } } @else { "active" } }
                     }
                 }
             }
@@ -104,30 +96,19 @@ pub(super) async fn teams(state: &AppState, viewer: &Viewer) -> Result<Markup, A
 
 /// `GET /ui/users`.
 pub(super) async fn users(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
-    let list = admin(
-        state,
-        Method::GET,
-        "/user/list",
-        "page_size=1000",
-        &Value::Null,
-    )
-    .await?;
-    let users = list["users"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let list = crate::admin::users::list(store(state)?, read("page_size=1000")).await?;
     Ok(html! {
         table #users {
             thead { tr { th { "User" } th { "Email" } th { "Role" } th { "Team" } th.num { "Spend" } th.num { "Budget" } } }
             tbody {
-                @for u in users {
+                @for u in &list.users {
                     tr {
-                        td { a href={ "/ui/users/edit?" (query(&[("user_id", &text(u, "user_id"))])) } { (text(u, "user_id")) } }
-                        td { (text(u, "user_email")) }
-                        td { (text(u, "user_role")) }
-                        td { (text(u, "team_id")) }
-                        td.num { (usd(u["spend"].as_f64().unwrap_or(0.0))) }
-                        td.num { (u["max_budget"].as_f64().map(usd).unwrap_or_default()) }
+                        td { a href={ "/ui/users/edit?" (query(&[("user_id", &u.user_id)])) } { (u.user_id) } }
+                        td { (or_empty(&u.user_email)) }
+                        td { (or_empty(&u.user_role)) }
+                        td { (or_empty(&u.team_id)) }
+                        td.num { (usd(u.accounting.spend)) }
+                        td.num { (u.limits.max_budget.map(usd).unwrap_or_default()) }
                     }
                 }
             }
@@ -165,30 +146,21 @@ pub(super) async fn team_edit(
     let id = q
         .filled("team_id")
         .ok_or(ApiError::MissingParam("team_id"))?;
-    let info = admin(
-        state,
-        Method::GET,
-        "/team/info",
-        &query(&[("team_id", id)]),
-        &Value::Null,
-    )
-    .await?;
-    let t = &info["team_info"];
-    let keys = info["keys"].as_array().map_or(0, Vec::len);
-    let members = t["members_with_roles"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let q = query(&[("team_id", id)]);
+    let info = crate::admin::teams::info(store(state)?, read(&q)).await?;
+    let t = &info.team_info;
+    let keys = info.keys.len();
+    let members = t.members_with_roles.as_deref().unwrap_or_default();
     let manages = viewer.manages_team(id) && viewer.session.role.may_change();
     Ok(html! {
-        p { "Spend " (usd(t["spend"].as_f64().unwrap_or(0.0))) " · " (keys) " keys" }
+        p { "Spend " (usd(t.accounting.spend)) " · " (keys) " keys" }
         h2 { "Members" }
         table #members {
             thead { tr { th { "User" } th { "Role in the team" } @if manages { th { "" } } } }
             tbody {
                 @for m in members {
-                    @let user = text(m, "user_id");
-                    @let role = text(m, "role");
+                    @let user = &m.user_id;
+                    @let role = &m.role;
                     tr {
                         td { (user) }
                         td { (role) }
@@ -233,14 +205,14 @@ pub(super) async fn team_edit(
                 (csrf_field(&viewer.csrf))
                 input type="hidden" name="team_id" value=(id);
                 label for="team_alias" { "Alias" }
-                input #team_alias name="team_alias" value=(text(t, "team_alias"));
+                input #team_alias name="team_alias" value=(or_empty(&t.team_alias));
                 label for="max_budget" { "Budget (USD)" }
-                input #max_budget name="max_budget" value=(text(t, "max_budget")) placeholder="no budget";
+                input #max_budget name="max_budget" value=(figure(t.limits.max_budget)) placeholder="no budget";
                 label for="rpm_limit" { "Requests per minute" }
-                input #rpm_limit name="rpm_limit" value=(text(t, "rpm_limit")) placeholder="no limit";
+                input #rpm_limit name="rpm_limit" value=(figure(t.limits.rpm_limit)) placeholder="no limit";
                 label for="tpm_limit" { "Tokens per minute" }
-                input #tpm_limit name="tpm_limit" value=(text(t, "tpm_limit")) placeholder="no limit";
-                (status_select(t["blocked"] == true, "its keys are"))
+                input #tpm_limit name="tpm_limit" value=(figure(t.limits.tpm_limit)) placeholder="no limit";
+                (status_select(t.blocked, "its keys are"))
                 button type="submit" { "Save team" }
             }
             (removal(viewer, "Delete", "/ui/teams/delete", ("team_id", id), "delete-team", "Delete team"))
@@ -258,32 +230,26 @@ pub(super) async fn user_edit(
     let id = q
         .filled("user_id")
         .ok_or(ApiError::MissingParam("user_id"))?;
-    let info = admin(
-        state,
-        Method::GET,
-        "/user/info",
-        &query(&[("user_id", id)]),
-        &Value::Null,
-    )
-    .await?;
-    let u = &info["user_info"];
-    let role = text(u, "user_role");
+    let q = query(&[("user_id", id)]);
+    let info = crate::admin::users::info(store(state)?, read(&q)).await?;
+    let u = &info.user_info;
+    let role = or_empty(&u.user_role);
     Ok(html! {
-        p { "Spend " (usd(u["spend"].as_f64().unwrap_or(0.0))) }
+        p { "Spend " (usd(u.accounting.spend)) }
         @if viewer.session.role.may_change() {
             form.stack method="post" action="/ui/users/update" {
                 (csrf_field(&viewer.csrf))
                 input type="hidden" name="user_id" value=(id);
                 label for="user_email" { "Email" }
-                input #user_email name="user_email" type="email" value=(text(u, "user_email"));
+                input #user_email name="user_email" type="email" value=(or_empty(&u.user_email));
                 label for="user_role" { "Role" }
                 select #user_role name="user_role" {
                     @for r in ROLES { option value=(r.name()) selected[r.name() == role] { (r.name()) } }
                 }
                 label for="team_id" { "Team" }
-                input #team_id name="team_id" value=(text(u, "team_id")) placeholder="none";
+                input #team_id name="team_id" value=(or_empty(&u.team_id)) placeholder="none";
                 label for="max_budget" { "Budget (USD)" }
-                input #max_budget name="max_budget" value=(text(u, "max_budget")) placeholder="no budget";
+                input #max_budget name="max_budget" value=(figure(u.limits.max_budget)) placeholder="no budget";
                 label for="password" { "New console password" }
                 input #password name="password" type="password" autocomplete="new-password" placeholder="empty: unchanged";
                 label { input name="no_password" type="checkbox" value="1"; " Remove the console password" }

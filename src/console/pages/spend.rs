@@ -8,12 +8,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use http::Method;
 use maud::{html, Markup};
-use serde_json::Value;
 
 use super::chart::{daily_bars, Daily};
-use super::{admin, query, short, team_of, usd};
+use super::{query, read, short, store, team_of, usd};
+use crate::admin::answers::spend::DailySpendRow;
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
@@ -51,26 +50,17 @@ async fn rows(
     viewer: &Viewer,
     start: time::Date,
     end: time::Date,
-) -> Result<Vec<Value>, ApiError> {
-    let rows = admin(
-        state,
-        Method::GET,
-        "/spend/daily",
-        &query(&[
-            ("start_date", &start.to_string()),
-            ("end_date", &end.to_string()),
-        ]),
-        &Value::Null,
-    )
-    .await?;
+) -> Result<Vec<DailySpendRow>, ApiError> {
+    let q = query(&[
+        ("start_date", &start.to_string()),
+        ("end_date", &end.to_string()),
+    ]);
+    let rows = crate::admin::spend::daily(store(state)?, read(&q)).await?;
     let scope = Scope::of(state, viewer).await?;
-    Ok(match rows {
-        Value::Array(rows) => rows.into_iter().filter(|r| scope.includes(r)).collect(),
-        _ => Vec::new(),
-    })
+    Ok(rows.into_iter().filter(|r| scope.includes(r)).collect())
 }
 
-/// Columns of the CSV export, as `/spend/daily` names them.
+/// Columns of the CSV export (`/spend/daily`'s names, but `day` for its `date`).
 const CSV_COLUMNS: [&str; 9] = [
     "day",
     "team_id",
@@ -83,22 +73,28 @@ const CSV_COLUMNS: [&str; 9] = [
     "spend",
 ];
 
+/// One row's cells, in [`CSV_COLUMNS`]' order; the spend as its JSON answer writes it.
+fn csv_row(r: &DailySpendRow) -> [String; 9] {
+    [
+        csv_cell(&r.date),
+        csv_cell(&r.team_id),
+        csv_cell(&r.api_key),
+        csv_cell(&r.model_group),
+        r.requests.to_string(),
+        r.failed_requests.to_string(),
+        r.prompt_tokens.to_string(),
+        r.completion_tokens.to_string(),
+        super::figure(Some(r.spend)),
+    ]
+}
+
 /// `GET /ui/spend.csv?days=`: the rows the page sums, one per day, team, key and model group.
 pub(super) async fn csv(state: &AppState, viewer: &Viewer, q: &Form) -> Result<String, ApiError> {
     let (_, start, end) = period(q);
     let mut out = CSV_COLUMNS.join(",");
     out.push('\n');
     for r in rows(state, viewer, start, end).await? {
-        let cells: Vec<String> = CSV_COLUMNS
-            .iter()
-            // `/spend/daily` names the day `date`.
-            .map(|c| match &r[if *c == "day" { "date" } else { *c }] {
-                Value::Null => String::new(),
-                Value::String(s) => csv_cell(s),
-                other => other.to_string(),
-            })
-            .collect();
-        out.push_str(&cells.join(","));
+        out.push_str(&csv_row(&r).join(","));
         out.push('\n');
     }
     Ok(out)
@@ -138,21 +134,24 @@ fn providers(snap: &Snapshot) -> BTreeMap<String, String> {
 }
 
 /// The rows' spend per day, broken down four ways: team, model group, key, provider.
-fn daily(rows: &[Value], providers: &BTreeMap<String, String>) -> [Daily; 4] {
+fn daily(rows: &[DailySpendRow], providers: &BTreeMap<String, String>) -> [Daily; 4] {
     let mut by: [Daily; 4] = Default::default();
     for r in rows {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        let (team, model, key) = (s(&r["team_id"]), s(&r["model_group"]), s(&r["api_key"]));
         let provider = providers
-            .get(&model)
+            .get(&r.model_group)
             .cloned()
             .unwrap_or_else(|| "(not configured)".to_owned());
-        let names = [team_name(&team), model, key_name(&key), provider];
+        let names = [
+            team_name(&r.team_id),
+            r.model_group.clone(),
+            key_name(&r.api_key),
+            provider,
+        ];
         for (map, name) in by.iter_mut().zip(names) {
             *map.entry(name)
                 .or_default()
-                .entry(s(&r["date"]))
-                .or_default() += r["spend"].as_f64().unwrap_or(0.0);
+                .entry(r.date.clone())
+                .or_default() += r.spend;
         }
     }
     by
@@ -190,12 +189,8 @@ pub(super) async fn page(
     let mut by: [BTreeMap<String, Sum>; 3] = Default::default();
     let mut total = Sum::default();
     for r in &rows {
-        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-        for (map, name) in
-            by.iter_mut()
-                .zip([s(&r["team_id"]), s(&r["model_group"]), s(&r["api_key"])])
-        {
-            add(map.entry(name).or_default(), r);
+        for (map, name) in by.iter_mut().zip([&r.team_id, &r.model_group, &r.api_key]) {
+            add(map.entry(name.clone()).or_default(), r);
         }
         add(&mut total, r);
     }
@@ -206,8 +201,7 @@ pub(super) async fn page(
             ("start_date", &start.to_string()),
             ("end_date", &end.to_string()),
         ]);
-        let listed = admin(state, Method::GET, "/spend/tags", &range, &Value::Null).await?;
-        Some(listed.as_array().cloned().unwrap_or_default())
+        Some(crate::admin::spend::tags(store(state)?, read(&range)).await?)
     } else {
         None
     };
@@ -239,10 +233,10 @@ pub(super) async fn page(
                 tbody {
                     @for t in tags {
                         tr {
-                            td { (t["individual_request_tag"].as_str().unwrap_or_default()) }
-                            td.num { (usd(t["total_spend"].as_f64().unwrap_or(0.0))) }
-                            td.num { (t["log_count"].as_u64().unwrap_or(0)) }
-                            td.num { (t["total_tokens"].as_u64().unwrap_or(0)) }
+                            td { (t.tag) }
+                            td.num { (usd(t.spend)) }
+                            td.num { (t.requests) }
+                            td.num { (t.total_tokens) }
                         }
                     }
                 }
@@ -251,12 +245,11 @@ pub(super) async fn page(
     })
 }
 
-fn add(sum: &mut Sum, r: &Value) {
-    let n = |f: &str| r[f].as_u64().unwrap_or(0);
-    sum.requests += n("requests");
-    sum.failed += n("failed_requests");
-    sum.tokens += n("prompt_tokens") + n("completion_tokens");
-    sum.spend += r["spend"].as_f64().unwrap_or(0.0);
+fn add(sum: &mut Sum, r: &DailySpendRow) {
+    sum.requests += r.requests;
+    sum.failed += r.failed_requests;
+    sum.tokens += r.prompt_tokens + r.completion_tokens;
+    sum.spend += r.spend;
 }
 
 fn table(what: &str, rows: &BTreeMap<String, Sum>, name: impl Fn(&str) -> String) -> Markup {
@@ -289,31 +282,18 @@ impl Scope {
         if let Some(team) = team_of(state, &viewer.session.user).await? {
             return Ok(Self::Team(team));
         }
-        let list = admin(
-            state,
-            Method::GET,
-            "/key/list",
-            &query(&[("user_id", &viewer.session.user), ("size", "1000")]),
-            &Value::Null,
-        )
-        .await?;
+        let q = query(&[("user_id", &viewer.session.user), ("size", "1000")]);
+        let list = crate::admin::keys::list(store(state)?, read(&q)).await?;
         Ok(Self::Keys(
-            list["keys"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
+            list.keys.iter().map(|k| k.token().to_owned()).collect(),
         ))
     }
 
-    fn includes(&self, r: &Value) -> bool {
+    fn includes(&self, r: &DailySpendRow) -> bool {
         match self {
             Self::All => true,
-            Self::Team(t) => r["team_id"].as_str() == Some(t.as_str()),
-            Self::Keys(keys) => r["api_key"].as_str().is_some_and(|k| keys.contains(k)),
+            Self::Team(t) => r.team_id == *t,
+            Self::Keys(keys) => keys.contains(&r.api_key),
         }
     }
 }
