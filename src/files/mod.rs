@@ -49,7 +49,7 @@ use crate::http::{
     collect_upstream, declared_length, json, read_body, ResponseBody, MIN_UPLOAD_LIMIT,
 };
 use crate::passthrough::PassRelay;
-use crate::server::steps::{self, Admitted, Ask, Authenticated};
+use crate::server::steps::{self, Admitted, Ask, Authenticated, Presented};
 use crate::server::upload::read_head_until;
 use crate::server::{AppState, Snapshot};
 use crate::spend::Charges;
@@ -232,13 +232,8 @@ where
     B::Error: std::fmt::Display,
 {
     // 3. Authenticate.
-    let Authenticated { caller, wall } = steps::authenticate(
-        state,
-        snap,
-        req.headers(),
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by(&req)).await?;
     let viewer = Viewer::of(&caller);
     let ids = IdKey::new(snap.master.as_ref());
     // 4. Read the body.

@@ -51,7 +51,7 @@ use sluice_net::ClientRegistry;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::http::{read_body, ResponseBody};
-use crate::server::steps::{self, Authenticated};
+use crate::server::steps::{self, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 use calls::{Ctx, Env, SpanParent};
 
@@ -132,13 +132,8 @@ async fn enter<'s, B>(
         });
     };
     let presented = caller_key(req.headers());
-    let Authenticated { caller, wall } = steps::authenticate(
-        state,
-        snap,
-        &presented,
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by(req).with_key(&presented)).await?;
     let who = who(state, caller, wall)?;
     record.key = who.key.as_ref().map(|k| k.info.clone());
     if let Some(name) = server {

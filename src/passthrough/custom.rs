@@ -26,7 +26,7 @@ use sluice_providers::UpstreamBody;
 use super::PassRelay;
 use crate::auth::{Caller, Wanted};
 use crate::http::{collect_upstream, read_body, ResponseBody};
-use crate::server::steps::{self, Admitted, Ask, Authenticated};
+use crate::server::steps::{self, Admitted, Ask, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a custom route's target may take.
@@ -216,13 +216,7 @@ where
         return Err(ApiError::MethodNotAllowed(req.method().to_string()));
     }
     let Authenticated { caller, wall } = if route.auth {
-        steps::authenticate(
-            state,
-            snap,
-            req.headers(),
-            (req.extensions(), req.uri().path()),
-        )
-        .await?
+        steps::authenticate(state, snap, Presented::by(&req)).await?
     } else {
         Authenticated {
             caller: Caller::Open,

@@ -50,7 +50,7 @@ use sluice_translate::envelope::{splice, Envelope};
 use crate::auth::{self, Wanted};
 use crate::http::{collect_upstream, error_response, read_body, ResponseBody};
 use crate::server::inference::failure_kind;
-use crate::server::steps::{self, Admitted, Ask};
+use crate::server::steps::{self, Admitted, Ask, Presented};
 use crate::server::{AppState, Snapshot};
 use crate::spend::Charges;
 
@@ -129,13 +129,7 @@ where
     record.provider = Some(route.name());
     // 3. Authenticate, with the key where LiteLLM takes it on this route.
     let presented = caller_key(route, req.headers(), req.uri().query());
-    let who = steps::authenticate(
-        state,
-        snap,
-        &presented,
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let who = steps::authenticate(state, snap, Presented::by(&req).with_key(&presented)).await?;
     // 4. Read the body within the limit; the path may not leave the provider's base.
     let (parts, body) = req.into_parts();
     let rest = Route::of(parts.uri.path())

@@ -25,7 +25,7 @@ use sluice_providers::passthrough::path;
 
 use crate::auth::Wanted;
 use crate::http::{collect_upstream, read_body, ResponseBody};
-use crate::server::steps::{self, Admitted, Ask, Authenticated};
+use crate::server::steps::{self, Admitted, Ask, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a search provider may take.
@@ -92,13 +92,8 @@ where
     if req.method() != Method::POST {
         return Err(ApiError::MethodNotAllowed(req.method().to_string()));
     }
-    let Authenticated { caller, wall } = steps::authenticate(
-        state,
-        snap,
-        req.headers(),
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by(&req)).await?;
     let (parts, body) = req.into_parts();
     let name =
         tool_of(parts.uri.path()).ok_or(ApiError::Internal("search route without its tool"))?;

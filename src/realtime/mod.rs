@@ -37,7 +37,7 @@ use sluice_routing::{now_ms, Group, InFlight, Member, RouteError, Strategy};
 
 use crate::auth::{self, Wanted};
 use crate::http::ResponseBody;
-use crate::server::steps::{self, Admitted, Ask};
+use crate::server::steps::{self, Admitted, Ask, Presented};
 use crate::server::{AppState, Snapshot};
 
 use session::{Session, Upstream};
@@ -65,13 +65,7 @@ pub async fn handle<B>(
     record.stream = true;
     // 3. Authenticate.
     let presented = caller_key(req.headers());
-    let who = steps::authenticate(
-        state,
-        snap,
-        &presented,
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let who = steps::authenticate(state, snap, Presented::by(&req).with_key(&presented)).await?;
     let accept = websocket_accept(req.headers())?;
     // 5. The model group.
     let model = query_model(req.uri().query()).ok_or(ApiError::MissingParam("model"))?;

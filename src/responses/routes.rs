@@ -9,15 +9,14 @@ use http_body::Body;
 use serde_json::{json, Value};
 
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 
 use super::conversations;
 use super::items::{self, Query};
 use super::kept::{not_found, store_error, Keeping, Owner};
-use crate::auth::addresses::client_of;
 use crate::auth::Caller;
 use crate::http::ResponseBody;
 use crate::http::{json as json_response, read_body};
+use crate::server::steps::{self, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// Which of the routes a path is.
@@ -93,16 +92,8 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            req.headers(),
-            (client_of(req.extensions()), req.uri().path()),
-            wall,
-        )
-        .await?;
+    let Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by(&req)).await?;
     if let Caller::Key(k) = &caller {
         state.gate().directory().usable(k, wall)?;
     }

@@ -9,7 +9,7 @@ use http_body::Body;
 use sluice_core::error::ApiError;
 
 use super::state::{AppState, Snapshot};
-use super::steps;
+use super::steps::{self, Presented};
 use crate::auth::{self, Caller};
 use crate::http::{json, read_body, ResponseBody};
 
@@ -48,13 +48,8 @@ where
     }
     // The master key, or a virtual key reading its own records (`admin::own_query`): 401 for
     // a key that is not valid, 403 for a valid key asking for more.
-    let steps::Authenticated { caller, wall } = steps::authenticate(
-        state,
-        snap,
-        req.headers(),
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let steps::Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by(&req)).await?;
     let (parts, body) = req.into_parts();
     let path = parts.uri.path();
     let own = match &caller {

@@ -40,24 +40,52 @@ pub(crate) struct Authenticated {
     pub wall: u64,
 }
 
-/// Step 3: the key the route reads (`presented`: the request's headers, or the one header a
-/// route builds from where its clients send the key), judged against the client's address
-/// and the path (`at`, from the request's extensions and URI).
+/// What a request presents to be judged by: the headers the key is read from (the request's,
+/// or the one header a route builds from where its clients send the key), the client's
+/// address (in the request's extensions) and the path.
+#[derive(Clone, Copy)]
+pub(crate) struct Presented<'a> {
+    key: &'a HeaderMap,
+    extensions: &'a Extensions,
+    path: &'a str,
+}
+
+impl<'a> Presented<'a> {
+    /// A request as it came.
+    pub(crate) fn by<B>(req: &'a http::Request<B>) -> Self {
+        Self {
+            key: req.headers(),
+            extensions: req.extensions(),
+            path: req.uri().path(),
+        }
+    }
+
+    /// A request's head.
+    pub(crate) fn by_parts(parts: &'a http::request::Parts) -> Self {
+        Self {
+            key: &parts.headers,
+            extensions: &parts.extensions,
+            path: parts.uri.path(),
+        }
+    }
+
+    /// The key read from `key` instead of the request's headers.
+    pub(crate) fn with_key(self, key: &'a HeaderMap) -> Self {
+        Self { key, ..self }
+    }
+}
+
+/// Step 3: who is calling, judged against the client's address and the path.
 pub(crate) async fn authenticate(
     state: &AppState,
     snap: &Snapshot,
-    presented: &HeaderMap,
-    at: (&Extensions, &str),
+    presented: Presented<'_>,
 ) -> Result<Authenticated, ApiError> {
     let wall = limits::wall_ms();
+    let at = (client_of(presented.extensions), presented.path);
     let caller = state
         .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            presented,
-            (client_of(at.0), at.1),
-            wall,
-        )
+        .authenticate(snap.master.as_ref(), presented.key, at, wall)
         .await?;
     Ok(Authenticated { caller, wall })
 }

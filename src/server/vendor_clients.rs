@@ -13,15 +13,14 @@ use serde_json::value::RawValue;
 
 use sluice_core::endpoint::Dialect;
 use sluice_core::error::ApiError;
-use sluice_core::limits;
 use sluice_providers::passthrough::Route as PassRoute;
 use sluice_translate::gemini::ArrayStream;
 use sluice_translate::{anthropic, gemini, Params};
 
-use crate::auth::addresses::client_of;
 use crate::auth::{Caller, Wanted};
 use crate::http::read_body;
 use crate::http::{Reshaped, ResponseBody};
+use crate::server::steps::{self, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// Put the key a Google client presents (`x-goog-api-key`, `?key=`) where the gate reads it,
@@ -120,16 +119,8 @@ where
 {
     let (mut parts, body) = req.into_parts();
     key_header(&mut parts.headers, parts.uri.query());
-    let wall = limits::wall_ms();
-    let caller = state
-        .gate()
-        .authenticate(
-            snap.master.as_ref(),
-            &parts.headers,
-            (client_of(&parts.extensions), parts.uri.path()),
-            wall,
-        )
-        .await?;
+    let Authenticated { caller, wall } =
+        steps::authenticate(state, snap, Presented::by_parts(&parts)).await?;
     let directory = state.gate().directory();
     let not_found = || ApiError::ModelNotFound(model.chars().take(256).collect());
     let group = snap

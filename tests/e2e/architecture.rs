@@ -259,7 +259,11 @@ impl SourceTree {
                 let group = text[..end].ends_with("::") && text[end..].starts_with('{');
                 // The path itself, unless it only opens a group (`use crate::a::{b, c::d};`),
                 // whose items are what is used.
-                let mut targets = if group { Vec::new() } else { vec![path.clone()] };
+                let mut targets = if group {
+                    Vec::new()
+                } else {
+                    vec![path.clone()]
+                };
                 if group {
                     if let Some(close) = text[end..].find('}') {
                         for item in text[end + 1..end + close].split(',') {

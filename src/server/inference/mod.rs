@@ -28,7 +28,7 @@ use sluice_core::record::RequestRecord;
 use sluice_routing::{self as routing, MayUse, Requested};
 
 use super::state::{AppState, Snapshot};
-use super::steps;
+use super::steps::{self, Presented};
 use sluice_translate::envelope::Envelope;
 
 use crate::auth::Wanted;
@@ -71,13 +71,7 @@ where
         snap,
         endpoint,
     };
-    let who = steps::authenticate(
-        state,
-        snap,
-        req.headers(),
-        (req.extensions(), req.uri().path()),
-    )
-    .await?;
+    let who = steps::authenticate(state, snap, Presented::by(&req)).await?;
     let (parts, body) = req.into_parts();
     let (mut body, upload) = read::body(cx, &parts.headers, body).await?;
     let mut read = read::Read { parts, upload };
