@@ -224,7 +224,7 @@ impl Keys {
 /// A fresh login nonce from the OS's CSPRNG.
 pub(super) fn nonce() -> Option<String> {
     let mut bytes = [0u8; 24];
-    getrandom::getrandom(&mut bytes).ok()?;
+    sluice_core::random::fill(&mut bytes).ok()?;
     Some(B64.encode(bytes))
 }
 

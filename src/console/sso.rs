@@ -53,7 +53,7 @@ fn redirect_uri(sso: &Sso, headers: &HeaderMap, tls: bool) -> String {
 /// Random bytes from the OS as URL-safe base64 (32 bytes: 43 characters, PKCE's least).
 fn random() -> Option<String> {
     let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes).ok()?;
+    sluice_core::random::fill(&mut bytes).ok()?;
     Some(B64.encode(bytes))
 }
 

@@ -430,7 +430,7 @@ async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
 fn redis_params(url: &str) -> String {
     format!(
         "  cache_params:\n    type: redis\n    url: {url}\n    namespace: t{}\n",
-        uuid::Uuid::new_v4().simple()
+        sluice_core::random::uuid_v4().simple()
     )
 }
 
