@@ -171,7 +171,7 @@ async fn gateway(yaml: &str) -> String {
     let loaded = sluice_config::load_str(yaml, &HashMap::new()).expect("config loads");
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("alloc")
-        .join(uuid::Uuid::new_v4().to_string());
+        .join(sluice_core::random::uuid_v4().to_string());
     std::fs::create_dir_all(&dir).unwrap();
     let options = ServiceOptions { data_dir: dir };
     let services = Services::start(&loaded.config, &options).await.unwrap();

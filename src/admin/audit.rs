@@ -149,7 +149,7 @@ impl Change {
         objects
             .iter()
             .map(|(id, before)| AuditEntry {
-                id: uuid::Uuid::new_v4().to_string(),
+                id: sluice_core::random::uuid_v4().to_string(),
                 changed_at: now,
                 changed_by: by.to_owned(),
                 action: self.action.to_owned(),

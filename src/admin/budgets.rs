@@ -172,7 +172,7 @@ pub(super) async fn updated(
     let b = match budget.as_mut() {
         Some(b) => b,
         None => {
-            let b = BudgetRow::new(uuid::Uuid::new_v4().to_string(), now);
+            let b = BudgetRow::new(sluice_core::random::uuid_v4().to_string(), now);
             store.create_budget(&b).await.map_err(store_error)?;
             budget.insert(b)
         }
@@ -221,7 +221,10 @@ fn read(req: &AdminRequest<'_>) -> Result<(Option<String>, BudgetPatch), ApiErro
 pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let (id, patch) = read(&req)?;
     let now = OffsetDateTime::now_utc();
-    let mut b = BudgetRow::new(id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()), now);
+    let mut b = BudgetRow::new(
+        id.unwrap_or_else(|| sluice_core::random::uuid_v4().to_string()),
+        now,
+    );
     patch.apply(&mut b, now)?;
     store.create_budget(&b).await.map_err(|e| match e {
         StoreError::Conflict(_) => ApiError::Conflict(format!("budget `{}`", b.budget_id)),

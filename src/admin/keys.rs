@@ -23,7 +23,7 @@ const KEY_BYTES: usize = 32;
 /// A fresh `sk-…` key from OS entropy.
 pub(super) fn new_key() -> Result<String, ApiError> {
     let mut bytes = [0u8; KEY_BYTES];
-    getrandom::getrandom(&mut bytes).map_err(|_| ApiError::Internal("no OS randomness"))?;
+    sluice_core::random::fill(&mut bytes).map_err(|_| ApiError::Internal("no OS randomness"))?;
     Ok(format!(
         "sk-{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)

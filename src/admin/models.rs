@@ -395,7 +395,7 @@ async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> Result<Stored
         .ok_or(ApiError::MissingParam("litellm_params.model"))?;
     let id = match body.info.remove("id") {
         Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_owned(),
-        None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
+        None | Some(Value::Null) => sluice_core::random::uuid_v4().to_string(),
         Some(_) => {
             return Err(ApiError::InvalidParam {
                 param: "model_info",
@@ -418,7 +418,7 @@ async fn new(state: &AppState, req: AdminRequest<'_>, by: &str) -> Result<Stored
         model_name,
         litellm_params: String::new(),
         model_info: Value::Object(body.info),
-        etag: uuid::Uuid::new_v4().to_string(),
+        etag: sluice_core::random::uuid_v4().to_string(),
         created_at: now,
         created_by: by.to_owned(),
         updated_at: now,
@@ -465,7 +465,7 @@ pub(super) async fn update(
     let row = ModelRow {
         model_name: body.model_name.unwrap_or_else(|| old.model_name.clone()),
         model_info: Value::Object(info),
-        etag: uuid::Uuid::new_v4().to_string(),
+        etag: sluice_core::random::uuid_v4().to_string(),
         updated_at: OffsetDateTime::now_utc(),
         updated_by: by.to_owned(),
         ..old

@@ -214,7 +214,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let budget = match &f.budget_id {
         Some(id) => named(store, id).await?,
         None => {
-            let mut b = BudgetRow::new(uuid::Uuid::new_v4().to_string(), now);
+            let mut b = BudgetRow::new(sluice_core::random::uuid_v4().to_string(), now);
             patch.apply(&mut b, now)?;
             store.create_budget(&b).await.map_err(store_error)?;
             b
@@ -223,7 +223,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let id = f
         .organization_id
         .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| sluice_core::random::uuid_v4().to_string());
     let mut org = OrganizationRow::new(id, now);
     f.apply(&mut org)?;
     budget.copy_into(&mut org.limits, now);
@@ -386,7 +386,7 @@ async fn user_of(store: &Store, m: &Member, now: OffsetDateTime) -> Result<UserR
     let id = m
         .user_id
         .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| sluice_core::random::uuid_v4().to_string());
     let mut u = UserRow::new(id, now);
     u.user_email = m.user_email.clone();
     u.user_role = m.role.clone();

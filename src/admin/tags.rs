@@ -152,7 +152,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> AdminResult {
     let budget = match &f.budget_id {
         Some(id) => Some(named(store, id).await?),
         None if !patch.is_empty() => {
-            let mut b = BudgetRow::new(uuid::Uuid::new_v4().to_string(), now);
+            let mut b = BudgetRow::new(sluice_core::random::uuid_v4().to_string(), now);
             patch.apply(&mut b, now)?;
             Some(b)
         }

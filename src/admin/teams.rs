@@ -100,7 +100,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> Result<TeamInfo
     let now = OffsetDateTime::now_utc();
     let id = n
         .team_id
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| sluice_core::random::uuid_v4().to_string());
     let mut team = TeamRow::new(id, now);
     team.team_alias = n.team_alias;
     team.blocked = n.blocked;
@@ -302,7 +302,7 @@ async fn member_user(
             let id = m
                 .user_id
                 .clone()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                .unwrap_or_else(|| sluice_core::random::uuid_v4().to_string());
             let mut row = UserRow::new(id, now);
             row.user_role = Some("internal_user".into());
             row.user_email = m.user_email.clone();

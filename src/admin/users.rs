@@ -148,7 +148,7 @@ pub(super) async fn new(store: &Store, req: AdminRequest<'_>) -> Result<NewUser,
     }
     let id = n
         .user_id
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        .unwrap_or_else(|| sluice_core::random::uuid_v4().to_string());
     let mut user = UserRow::new(id, now);
     user.user_alias = n.user_alias;
     user.user_email = n.user_email;

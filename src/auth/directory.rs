@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use sha2::{Digest as _, Sha256};
+use ring::digest::{digest as sha, SHA256};
 
 use sluice_core::cache_control::CacheControl;
 use sluice_core::error::{ApiError, KeyRefusal};
@@ -28,7 +28,9 @@ pub type KeyDigest = [u8; 32];
 
 /// Digest a presented key.
 pub fn digest(key: &str) -> KeyDigest {
-    Sha256::digest(key.as_bytes()).into()
+    let mut d = [0u8; 32];
+    d.copy_from_slice(sha(&SHA256, key.as_bytes()).as_ref());
+    d
 }
 
 /// A team, a user, an end user or an organization: who may be refused, what they may call,

@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use http::{HeaderMap, Method, Uri};
 use serde_json::{Map, Value};
-use sha2::{Digest as _, Sha256};
 
 use sluice_core::error::ApiError;
 use sluice_core::limits::{Counters, Limits, Scope, Subject, SubjectKind};
@@ -32,7 +31,7 @@ use sluice_telemetry::callbacks::deliver::send;
 use sluice_config::JwtRole;
 
 use super::access::ModelAccess;
-use super::directory::{Caller, Directory, KeyEntry};
+use super::directory::{digest, Caller, Directory, KeyEntry};
 use super::route_groups::{JwtGrants, RouteRules};
 
 /// A team or user could not be made in the store.
@@ -238,7 +237,7 @@ impl JwtAuth {
         if callers.len() >= MAX_CALLERS {
             callers.clear();
         }
-        let hash: Arc<str> = hex(&<[u8; 32]>::from(Sha256::digest(identity.as_bytes()))).into();
+        let hash: Arc<str> = hex(&digest(&identity)).into();
         let sub = text("sub");
         let entry = Arc::new(KeyEntry {
             info: Arc::new(KeyInfo {

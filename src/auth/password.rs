@@ -11,7 +11,7 @@ pub const MIN_LEN: usize = 8;
 /// The PHC string for `password`, or `None` when the OS gives no randomness.
 pub fn hash(password: &str) -> Option<String> {
     let mut salt = [0u8; 16];
-    getrandom::getrandom(&mut salt).ok()?;
+    sluice_core::random::fill(&mut salt).ok()?;
     let salt = SaltString::encode_b64(&salt).ok()?;
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)

@@ -91,9 +91,8 @@ pub struct Session {
 /// The stamp of a password hash: 16 hex digits of its SHA-256, enough to notice a change
 /// without putting the hash itself in the cookie.
 pub(super) fn stamp(password_hash: &str) -> String {
-    use sha2::Digest;
-    let d = sha2::Sha256::digest(password_hash.as_bytes());
-    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+    let d = ring::digest::digest(&ring::digest::SHA256, password_hash.as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The signed-in user of one request and the CSRF token their forms carry.
@@ -225,7 +224,7 @@ impl Keys {
 /// A fresh login nonce from the OS's CSPRNG.
 pub(super) fn nonce() -> Option<String> {
     let mut bytes = [0u8; 24];
-    getrandom::getrandom(&mut bytes).ok()?;
+    sluice_core::random::fill(&mut bytes).ok()?;
     Some(B64.encode(bytes))
 }
 

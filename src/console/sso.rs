@@ -20,9 +20,8 @@ use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, LOCATION, SET_COOKIE};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use maud::html;
-use ring::hmac;
+use ring::{digest, hmac};
 use serde_json::Value;
-use sha2::Digest;
 use sluice_config::Sso;
 use sluice_net::body::SegmentsBody;
 
@@ -55,7 +54,7 @@ fn redirect_uri(sso: &Sso, headers: &HeaderMap, tls: bool) -> String {
 /// Random bytes from the OS as URL-safe base64 (32 bytes: 43 characters, PKCE's least).
 fn random() -> Option<String> {
     let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes).ok()?;
+    sluice_core::random::fill(&mut bytes).ok()?;
     Some(B64.encode(bytes))
 }
 
@@ -97,7 +96,7 @@ pub(super) fn start(
             "no OS randomness for single sign-on",
         );
     };
-    let challenge = B64.encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let challenge = B64.encode(digest::digest(&digest::SHA256, verifier.as_bytes()));
     let query = form_urlencoded::Serializer::new(String::new())
         .append_pair("response_type", "code")
         .append_pair("client_id", &sso.client_id)

@@ -71,8 +71,8 @@ pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
 
 /// The name a session token is remembered by when signed out: its SHA-256, never the token.
 fn token_digest(token: &str) -> String {
-    use sha2::Digest;
-    sluice_core::trace_context::hex(&sha2::Sha256::digest(token.as_bytes()))
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    sluice_core::trace_context::hex(d.as_ref())
 }
 
 /// Whether the session `token` stands for was signed out (on any instance). One read by

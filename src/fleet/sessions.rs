@@ -99,7 +99,7 @@ mod tests {
             return;
         };
         let (a, b) = (up(&redis.url).await, up(&redis.url).await);
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = sluice_core::random::uuid_v4().simple().to_string();
         assert!(a.share_session(&id, "key:abc|").await);
         assert_eq!(b.shared_session(&id).await.as_deref(), Some("key:abc|"));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();

@@ -53,7 +53,9 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
         .cloned()
         .unwrap_or_else(|| {
             let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-            let s = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+            let s = sluice_core::random::uuid_v4()
+                .hyphenated()
+                .encode_lower(&mut buf);
             HeaderValue::from_str(s).unwrap_or(HeaderValue::from_static("-"))
         })
 }

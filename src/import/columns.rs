@@ -4,8 +4,8 @@
 //! column in none of these lists, one a newer LiteLLM added, is reported as not carried, so
 //! nothing is dropped without a word.
 
+use ring::digest::{Context, SHA256};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use sluice_core::trace_context::hex;
 
@@ -326,21 +326,21 @@ impl Columns {
 /// A digest of everything in `row` but its volatile columns, and of `context` (values the
 /// mapping looked up elsewhere): equal digests mean nothing to write again.
 pub fn fingerprint(row: &Row, context: &[&Value]) -> String {
-    let mut h = Sha256::new();
+    let mut h = Context::new(&SHA256);
     for (column, value) in row.fields() {
         if VOLATILE.contains(&column.as_str()) {
             continue;
         }
         h.update(column.as_bytes());
-        h.update([0]);
+        h.update(&[0]);
         h.update(value.to_string().as_bytes());
-        h.update([0]);
+        h.update(&[0]);
     }
     for v in context {
         h.update(v.to_string().as_bytes());
-        h.update([0]);
+        h.update(&[0]);
     }
-    hex(&h.finalize())
+    hex(h.finish().as_ref())
 }
 
 #[cfg(test)]

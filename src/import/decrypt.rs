@@ -14,8 +14,8 @@ use base64::Engine as _;
 use crypto_secretbox::aead::{Aead, KeyInit};
 use crypto_secretbox::XSalsa20Poly1305;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use ring::digest::{digest, SHA256};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 /// The marker of LiteLLM's AES-256-GCM form.
 const GCM_PREFIX: &str = "v2:gcm:";
@@ -59,9 +59,9 @@ pub enum Opened {
 impl LiteLlmKey {
     /// The key LiteLLM derives from `signing_key` (`LITELLM_SALT_KEY`, else the master key).
     pub fn new(signing_key: &str) -> Self {
-        Self {
-            key: Sha256::digest(signing_key.as_bytes()).into(),
-        }
+        let mut key = [0u8; 32];
+        key.copy_from_slice(digest(&SHA256, signing_key.as_bytes()).as_ref());
+        Self { key }
     }
 
     /// Opens one stored value.

@@ -58,7 +58,7 @@ pub fn model(
         model_name,
         litellm_params: sealed,
         model_info: Value::Object(info),
-        etag: uuid::Uuid::new_v4().to_string(),
+        etag: sluice_core::random::uuid_v4().to_string(),
         created_at: r.time("created_at")?.unwrap_or(now),
         created_by: r.text("created_by")?.unwrap_or_else(|| BY.to_owned()),
         updated_at: now,

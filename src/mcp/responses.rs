@@ -781,7 +781,7 @@ fn add_usage(sum: &mut Value, u: &Value) {
 
 /// A fresh item id with OpenAI's prefix for its kind.
 fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+    format!("{prefix}_{}", sluice_core::random::uuid_v4().simple())
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ impl Sessions {
         now_ms: u64,
         outbox: Option<mpsc::Sender<String>>,
     ) -> (String, Arc<Session>) {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = sluice_core::random::uuid_v4().simple().to_string();
         let session = self.insert(&id, Session::new(owner, scope, now_ms, outbox));
         (id, session)
     }

@@ -7,7 +7,6 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
-use ring::rand::{SecureRandom, SystemRandom};
 
 use sluice_core::Secret;
 
@@ -68,9 +67,7 @@ impl Seal {
     /// `plain` sealed under a fresh random nonce, as text for a TEXT column.
     pub fn seal(&self, plain: &[u8]) -> Result<String, SealError> {
         let mut nonce = [0u8; NONCE_LEN];
-        SystemRandom::new()
-            .fill(&mut nonce)
-            .map_err(|_| SealError::Random)?;
+        sluice_core::random::fill(&mut nonce).map_err(|_| SealError::Random)?;
         let mut buf = plain.to_vec();
         self.key
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut buf)

@@ -120,7 +120,7 @@ async fn begin(
     }
     let input = items::input_items(request.get("input"))?;
     let owner = Owner::of(caller);
-    let id = format!("resp_{}", uuid::Uuid::new_v4().simple());
+    let id = format!("resp_{}", sluice_core::random::uuid_v4().simple());
     let now = OffsetDateTime::now_utc();
     let model = request
         .get("model")

@@ -129,7 +129,7 @@ pub(super) async fn create(
 ) -> Result<Value, ApiError> {
     let now = OffsetDateTime::now_utc();
     let row = ConversationRow {
-        id: format!("conv_{}", uuid::Uuid::new_v4().simple()),
+        id: format!("conv_{}", sluice_core::random::uuid_v4().simple()),
         owner_key: owner.key.clone(),
         team_id: owner.team.clone(),
         created_at: now,

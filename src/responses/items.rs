@@ -13,7 +13,7 @@ pub(super) fn fresh_id(kind: &str) -> String {
         "reasoning" => "rs",
         _ => "msg",
     };
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+    format!("{prefix}_{}", sluice_core::random::uuid_v4().simple())
 }
 
 /// A request's `input` as whole items: a string is one user message.

@@ -462,7 +462,10 @@ async fn a_cache_type_sluice_does_not_have_is_a_startup_error_naming_it() {
 
 /// `type: redis` at `url`, keys under a namespace of this test alone.
 fn redis_params(url: &str) -> String {
-    redis_params_in(url, &format!("t{}", uuid::Uuid::new_v4().simple()))
+    redis_params_in(
+        url,
+        &format!("t{}", sluice_core::random::uuid_v4().simple()),
+    )
 }
 
 /// `type: redis` at `url`, keys under `namespace`.
@@ -495,7 +498,7 @@ async fn a_redis_cache_is_shared_by_two_instances_and_a_flush_reaches_both() {
         return;
     };
     let mock = mock_server(MockSettings::default()).await;
-    let namespace = format!("t{}", uuid::Uuid::new_v4().simple());
+    let namespace = format!("t{}", sluice_core::random::uuid_v4().simple());
     let yaml = config(&mock.base(), &redis_params_in(&redis, &namespace));
     let (a, b) = (gateway(&yaml).await, gateway(&yaml).await);
     for gw in [&a, &b] {

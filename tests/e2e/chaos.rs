@@ -242,8 +242,10 @@ fn serve(config: &str, data_dir: &Path, name: &str) -> Served {
     let cfg = data_dir.join(format!("{name}.yaml"));
     std::fs::write(&cfg, config).unwrap();
     let ready = data_dir.join(format!("{name}.ready"));
-    let log =
-        std::env::temp_dir().join(format!("sluice-chaos-{}-{name}.log", uuid::Uuid::new_v4()));
+    let log = std::env::temp_dir().join(format!(
+        "sluice-chaos-{}-{name}.log",
+        sluice_core::random::uuid_v4()
+    ));
     let _ = std::fs::remove_file(&ready);
     let child = Command::new(BIN)
         .arg("serve")

@@ -197,7 +197,7 @@ async fn an_embedding_model_that_fails_leaves_a_plain_miss() {
 
 /// `type: redis-semantic` at `url`, under a namespace and an index of this test alone.
 fn redis_semantic(url: &str) -> String {
-    let id = uuid::Uuid::new_v4().simple();
+    let id = sluice_core::random::uuid_v4().simple();
     format!(
         "    type: redis-semantic\n    url: {url}\n    namespace: t{id}\n    similarity_threshold: 0.8\n    redis_semantic_cache_embedding_model: embed\n    redis_semantic_cache_index_name: idx{id}\n"
     )

@@ -164,7 +164,7 @@ impl BodySize {
         };
         let unit = format!(
             "{} This is a test there will be no cache hits and we'll fill up the context",
-            uuid::Uuid::new_v4()
+            sluice_core::random::uuid_v4()
         );
         unit.repeat(repeats)
     }

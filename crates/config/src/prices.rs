@@ -881,7 +881,8 @@ mod tests {
 
     #[test]
     fn a_litellm_format_file_overlays_the_embedded_table() {
-        let dir = std::env::temp_dir().join(format!("sluice-prices-{}", uuid::Uuid::new_v4()));
+        let dir =
+            std::env::temp_dir().join(format!("sluice-prices-{}", sluice_core::random::uuid_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("model_prices_and_context_window.json");
         std::fs::write(

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod lock;
 pub mod poll;
 pub mod price;
+pub mod random;
 pub mod record;
 pub mod rules;
 pub mod scan;

@@ -189,6 +189,8 @@ impl TokenSource {
         self.key
             .sign(
                 &RSA_PKCS1_SHA256,
+                // ring's RSA signing takes a random source of its own type (for blinding):
+                // the one place sluice's code draws randomness outside sluice_core::random.
                 &SystemRandom::new(),
                 jwt.as_bytes(),
                 &mut sig,

@@ -3,15 +3,15 @@
 //! The per-request work is one SHA-256 of the body and six HMACs; nothing else is built.
 //!
 //! Hand-written rather than `aws-sigv4`, which pulls `aws-smithy-runtime-api`,
-//! `aws-credential-types` and their tree for what is ~150 lines over `sha2` and `hmac`.
+//! `aws-credential-types` and their tree for what is ~150 lines over ring's SHA-256 and HMAC.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use hmac::{Hmac, Mac};
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, HOST};
 use http::{HeaderMap, Uri};
-use sha2::{Digest, Sha256};
+use ring::digest::{digest, SHA256};
+use ring::hmac::{self, HMAC_SHA256};
 
 use sluice_core::trace_context::hex;
 use sluice_core::Secret;
@@ -58,18 +58,14 @@ impl Stamp {
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
-    // HMAC takes keys of any length, so `new_from_slice` cannot fail.
-    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
-        Ok(m) => m,
-        Err(_) => return [0; 32],
-    };
-    mac.update(data);
-    mac.finalize().into_bytes().into()
+    let mut out = [0u8; 32];
+    out.copy_from_slice(hmac::sign(&hmac::Key::new(HMAC_SHA256, key), data).as_ref());
+    out
 }
 
 /// Hex SHA-256 of a payload.
 pub fn payload_hash(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
+    hex(digest(&SHA256, body).as_ref())
 }
 
 /// URI-encode `s` the SigV4 way: unreserved characters kept, `/` kept when `keep_slash`,
@@ -221,7 +217,7 @@ pub fn signature(
     let to_sign = format!(
         "{ALGORITHM}\n{}\n{scope}\n{}",
         stamp.datetime,
-        hex(&Sha256::digest(canonical.request().as_bytes()))
+        hex(digest(&SHA256, canonical.request().as_bytes()).as_ref())
     );
     let k_date = hmac(format!("AWS4{secret}").as_bytes(), stamp.date.as_bytes());
     let k_region = hmac(&k_date, region.as_bytes());

@@ -14,7 +14,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use sha2::Digest as _;
 
 /// How an upstream's certificate is checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,14 +176,14 @@ impl UpstreamTls {
         verify: Verify,
         identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     ) -> Self {
-        let mut h = sha2::Sha256::new();
+        let mut h = ring::digest::Context::new(&ring::digest::SHA256);
         match &verify {
             Verify::Platform => h.update(b"platform"),
             Verify::Off => h.update(b"off"),
             Verify::Roots(roots) => {
                 h.update(b"roots");
                 for r in roots {
-                    h.update(u64::try_from(r.len()).unwrap_or(u64::MAX).to_le_bytes());
+                    h.update(&u64::try_from(r.len()).unwrap_or(u64::MAX).to_le_bytes());
                     h.update(r);
                 }
             }
@@ -192,15 +191,17 @@ impl UpstreamTls {
         if let Some((chain, key)) = &identity {
             h.update(b"identity");
             for c in chain {
-                h.update(u64::try_from(c.len()).unwrap_or(u64::MAX).to_le_bytes());
+                h.update(&u64::try_from(c.len()).unwrap_or(u64::MAX).to_le_bytes());
                 h.update(c);
             }
             h.update(key.secret_der());
         }
+        let mut fingerprint = [0u8; 32];
+        fingerprint.copy_from_slice(h.finish().as_ref());
         Self {
             verify,
             identity,
-            fingerprint: h.finalize().into(),
+            fingerprint,
             shared: OnceLock::new(),
         }
     }

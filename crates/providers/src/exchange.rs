@@ -204,7 +204,11 @@ fn id_prefix(client: Dialect) -> &'static str {
 }
 
 fn fresh_id(client: Dialect) -> String {
-    format!("{}{}", id_prefix(client), uuid::Uuid::new_v4().simple())
+    format!(
+        "{}{}",
+        id_prefix(client),
+        sluice_core::random::uuid_v4().simple()
+    )
 }
 
 /// The vectors a native embeddings answer holds, and its token count if it reports one.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sha2::{Digest, Sha256};
+use ring::digest::{digest, SHA256};
 
 use sluice_core::trace_context::hex;
 use sqlx::any::AnyRow;
@@ -20,7 +20,7 @@ pub struct KeyHash(String);
 impl KeyHash {
     /// Hashes a key as presented by a client.
     pub fn of(key: &str) -> Self {
-        Self(hex(&Sha256::digest(key.as_bytes())))
+        Self(hex(digest(&SHA256, key.as_bytes()).as_ref()))
     }
 
     /// A digest given back by the admin API (`/key/info?key=<hash>`): 64 hex digits.
@@ -286,6 +286,16 @@ async fn tombstone(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hash_is_the_one_litellm_stores() {
+        // hashlib.sha256(b"sk-1234").hexdigest(): a stored key hash never changes with the
+        // SHA-256 implementation.
+        assert_eq!(
+            KeyHash::of("sk-1234").as_str(),
+            "88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b"
+        );
+    }
 
     #[test]
     fn hash_is_sha256_hex_and_debug_is_short() {

@@ -103,9 +103,12 @@ fn is_zero(n: &u32) -> bool {
 impl<'a> Line<'a> {
     /// `r`'s line as of `now`; `None` when it names no model group (and is no tool call).
     pub(crate) fn of(r: &'a RequestRecord, now: OffsetDateTime) -> Option<Self> {
-        let id = r.journaled.as_ref().map_or_else(uuid::Uuid::new_v4, |j| {
-            uuid::Uuid::from_u64_pair(j.id[0], j.id[1])
-        });
+        let id = r
+            .journaled
+            .as_ref()
+            .map_or_else(sluice_core::random::uuid_v4, |j| {
+                uuid::Uuid::from_u64_pair(j.id[0], j.id[1])
+            });
         let (model_group, start) = match &r.tool {
             Some(t) => (
                 Cow::Owned(t.qualified_name()),

@@ -163,7 +163,7 @@ impl SpendLog {
     /// A record with a fresh id, no owner, zero usage and cost; the caller fills the rest.
     pub fn new(request_id: String, model_group: String, start_time: OffsetDateTime) -> Self {
         Self {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: sluice_core::random::uuid_v4().to_string(),
             request_id,
             api_key: None,
             team_id: None,

@@ -52,7 +52,7 @@ impl TestStore {
 
 /// A unique empty directory under the system temp dir.
 pub fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-test-{}", uuid::Uuid::new_v4()));
+    let dir = std::env::temp_dir().join(format!("sluice-test-{}", sluice_core::random::uuid_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -169,7 +169,7 @@ pub fn pg_ctl(ctl: &str, action: &str) {
 
 /// A URL for a brand-new database on the test server.
 pub async fn postgres_database(server: &str) -> String {
-    let name = format!("sluice_t_{}", uuid::Uuid::new_v4().simple());
+    let name = format!("sluice_t_{}", sluice_core::random::uuid_v4().simple());
     sqlx::any::install_default_drivers();
     let mut admin = sqlx::AnyConnection::connect(server).await.unwrap();
     admin

@@ -31,13 +31,13 @@ pub enum LogFormat {
 
 /// Install the global subscriber. Keep the guard alive for the process's life: dropping it
 /// flushes and stops the writer thread. The filter comes from `SLUICE_LOG` (then `RUST_LOG`),
-/// default `info` (hnsw_rs, the semantic cache's index, at `warn`: it logs each graph it makes).
+/// default `info`.
 pub fn init(format: LogFormat) -> WorkerGuard {
     let filter = std::env::var("SLUICE_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new("info,hnsw_rs=warn"));
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -73,7 +73,7 @@ pub fn temp_dir() -> std::path::PathBuf {
         let _ = std::fs::remove_dir_all(&run);
         run
     });
-    let dir = run.join(uuid::Uuid::new_v4().to_string());
+    let dir = run.join(sluice_core::random::uuid_v4().to_string());
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

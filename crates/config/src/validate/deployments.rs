@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ring::digest::{Context, SHA256};
 use serde_yaml_ng::Value;
-use sha2::{Digest, Sha256};
 use sluice_core::settings::read::{boolean, number, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Env, Params, Problems, Scalar};
 use sluice_core::Secret;
@@ -341,7 +341,7 @@ fn yaml_kind(v: &Value) -> &'static str {
 /// A stable id for a deployment without `model_info.id`: the same entry gets the same id on
 /// every load and every instance of a fleet.
 fn derived_id(d: &Deployment, model: &str) -> String {
-    let mut h = Sha256::new();
+    let mut h = Context::new(&SHA256);
     for part in [
         d.model_name.as_str(),
         model,
@@ -353,9 +353,9 @@ fn derived_id(d: &Deployment, model: &str) -> String {
             .unwrap_or_default(),
     ] {
         h.update(part.as_bytes());
-        h.update([0]);
+        h.update(&[0]);
     }
-    h.finalize()[..8]
+    h.finish().as_ref()[..8]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

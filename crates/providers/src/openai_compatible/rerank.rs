@@ -66,7 +66,7 @@ pub(crate) async fn send(t: &Target, call: &Call<'_>) -> Result<Response<Upstrea
     let url = t.urls.get(Endpoint::Rerank);
     let provider = http.provider;
     let fail = |e: TranslateError| e.into_api(provider);
-    let id = || format!("rerank-{}", uuid::Uuid::new_v4().simple());
+    let id = || format!("rerank-{}", sluice_core::random::uuid_v4().simple());
     let post = |body: Vec<u8>| http.post(url.clone(), http.request_headers(call), Bytes::from(body));
     match t.rerank {
         Shape::Cohere => http.pass_through(url, call, &[]).await,

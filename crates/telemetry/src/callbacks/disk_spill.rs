@@ -110,7 +110,8 @@ mod tests {
 
     #[test]
     fn keeps_order_across_failures_and_restarts() {
-        let dir = std::env::temp_dir().join(format!("sluice-spill-{}", uuid::Uuid::new_v4()));
+        let dir =
+            std::env::temp_dir().join(format!("sluice-spill-{}", sluice_core::random::uuid_v4()));
         {
             let mut s = DiskSpill::open(&dir, "web hook", 100).unwrap();
             assert_eq!(

@@ -146,10 +146,9 @@ fn run_id(request_id: &str) -> String {
     match uuid::Uuid::parse_str(request_id) {
         Ok(u) => u.hyphenated().to_string(),
         Err(_) => {
-            use sha2::{Digest, Sha256};
-            let h = Sha256::digest(request_id.as_bytes());
+            let h = ring::digest::digest(&ring::digest::SHA256, request_id.as_bytes());
             let mut b = [0u8; 16];
-            b.copy_from_slice(&h[..16]);
+            b.copy_from_slice(&h.as_ref()[..16]);
             uuid::Builder::from_random_bytes(b)
                 .into_uuid()
                 .hyphenated()
