@@ -102,17 +102,19 @@ bg_wait() {
   fi
 }
 
-# One compilation lints and builds: clippy-driver, cargo's public RUSTC_WORKSPACE_WRAPPER,
-# compiles sluice's own crates (never the dependencies) with clippy's lints, as `cargo clippy`
-# runs it, but to real code, so the dependency tree is built once instead of checked by clippy
-# and built again for the tests (measured on a clean clone: clippy 817 s + test build 674 s
-# beside the release build). Warnings are errors through Cargo.toml's `[workspace.lints]`
-# (`warnings = "deny"`), which clippy-driver reads like rustc; no CLIPPY_ARGS, whose encoding
-# is cargo-clippy's private business (unset, so that an exported one cannot change the lints).
-# The same settings stay exported for the test run below, which therefore rebuilds nothing.
+# One compilation lints and builds: clippy-driver, through cargo's public
+# RUSTC_WORKSPACE_WRAPPER (scripts/lint-rustc.sh), compiles sluice's own crates (never the
+# dependencies) with clippy's lints, as `cargo clippy` runs it, but to real code, so the
+# dependency tree is built once instead of checked by clippy and built again for the tests
+# (measured on a clean clone: clippy 817 s + test build 674 s beside the release build).
+# Warnings are errors in this build only (the wrapper adds rustc's `-D warnings`); no
+# CLIPPY_ARGS, whose encoding is cargo-clippy's private business (unset, so that an exported
+# one cannot change the lints). The same settings stay exported for the test run below,
+# which therefore rebuilds nothing.
 step "cargo test: build, with clippy's lints (warnings are errors; unit + end-to-end)"
-RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
-export RUSTC_WORKSPACE_WRAPPER
+SLUICE_CLIPPY_DRIVER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)"
+export SLUICE_CLIPPY_DRIVER
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/lint-rustc.sh"
 unset CLIPPY_ARGS
 cargo test --workspace --all-targets --locked --no-run
 

@@ -23,7 +23,8 @@ pub fn fill(buf: &mut [u8]) -> Result<(), NoRandomness> {
 /// A fresh random (version 4) UUID, from the thread's CSPRNG: no system call per id. `uuid`'s
 /// own `Uuid::new_v4` is not used (clippy.toml): it would bring a second generator.
 pub fn uuid_v4() -> uuid::Uuid {
-    uuid::Builder::from_random_bytes(rand::random()).into_uuid()
+    // One 128-bit draw: `random::<[u8; 16]>()` would draw each byte on its own (16 calls).
+    uuid::Builder::from_random_bytes(rand::random::<u128>().to_ne_bytes()).into_uuid()
 }
 
 #[cfg(test)]

@@ -115,16 +115,16 @@ pub(super) struct Cached {
     pub fewer_inputs: Option<Bytes>,
 }
 
-/// Phase 6½: the cache: a stored answer, or an identical request's in flight; an embeddings batch
-/// input by input. Not `cacheable`: an answer guardrails check (neither served from the cache
-/// nor stored in it unchecked), an MCP tool loop's rounds.
+/// Phase 6½: the cache: a stored answer, or an identical request's in flight; an embeddings
+/// batch input by input. Asked only of a cacheable request (not one whose answer guardrails
+/// check, which is neither served from the cache nor stored in it unchecked, nor an MCP tool
+/// loop's rounds).
 pub(super) async fn cache(
     cx: Cx<'_>,
     read: &Read,
     body: &Bytes,
     asked: &Inquiry<'_>,
     admitted: &Admitted<'_>,
-    cacheable: bool,
     record: &mut RequestRecord,
 ) -> Result<Flow<Cached>, ApiError> {
     let mut out = Cached::default();
@@ -138,7 +138,7 @@ pub(super) async fn cache(
         .snap
         .cache
         .as_ref()
-        .filter(|c| cacheable && c.applies(endpoint, control))
+        .filter(|c| c.applies(endpoint, control))
     else {
         return Ok(Flow::Next(out));
     };

@@ -11,7 +11,7 @@ use sluice_translate::envelope::Envelope;
 use sluice_translate::{multipart, units};
 
 use super::read::Read;
-use super::{Cx, Flow};
+use super::Cx;
 use crate::auth::Caller;
 use crate::guardrails::Guard;
 use crate::mcp::responses::McpLoop;
@@ -39,18 +39,26 @@ pub(super) struct Inquiry<'a> {
     pub requested_units: RequestUnits,
 }
 
-/// Phase 5: read the envelope and check it: streaming where the endpoint can, the message limit,
-/// guardrails that must see whole answers, client-side credentials, `mcp` tools (5¾).
-/// LiteLLM's several-models request (`"model": "a,b"`) is answered here, each model asked
-/// on its own.
-pub(super) async fn inquire<'a>(
+/// What phase 5 found.
+pub(super) enum Inquired<'a> {
+    /// Go on, with what the request asks.
+    Next(Inquiry<'a>),
+    /// LiteLLM's several-models request (`"model": "a,b"`): each model asked on its own.
+    Several(Envelope<'a>),
+}
+
+/// Phase 5: read the envelope and check it: streaming where the endpoint can, the message
+/// limit, guardrails that must see whole answers, `mcp` tools (5¾). Not async: a body naming
+/// its own upstream (`client_side`) is checked by the caller, and a several-models request is
+/// handed back to it.
+pub(super) fn inquire<'a>(
     cx: Cx<'a>,
     read: &mut Read,
     body: &'a Bytes,
     caller: &Caller,
     guarded: Option<&Guard<'_>>,
     record: &mut RequestRecord,
-) -> Result<Flow<Inquiry<'a>>, ApiError> {
+) -> Result<Inquired<'a>, ApiError> {
     let (snap, endpoint) = (cx.snap, cx.endpoint);
     let named = match endpoint.names_model_in_path() {
         true => read.parts.extensions.remove::<PathNamed>(),
@@ -76,44 +84,40 @@ pub(super) async fn inquire<'a>(
         && matches!(endpoint, Endpoint::ChatCompletions | Endpoint::Completions)
         && !envelope.stream
         && snap.router.models.named(&envelope.model).is_none()
+        && crate::server::several::models(&envelope.model).is_some()
     {
-        if let Some(models) = crate::server::several::models(&envelope.model) {
-            let range = envelope.model_range.clone();
-            let several =
-                crate::server::several::answer(cx.state, &read.parts, body, range, &models);
-            return several.await.map(Flow::Answered);
-        }
+        return Ok(Inquired::Several(envelope));
     }
-    // A body naming its own upstream or credentials: refused unless allowed (SSRF).
-    let client_target = match envelope.client_side.as_deref() {
-        None => None,
-        Some(side) => {
-            Some(crate::server::client_side::check(snap.client_side.as_ref(), side).await?)
-        }
-    };
     check(cx, &envelope, guarded)?;
-    let mcp_loop = mcp_loop(
-        cx,
-        read,
-        body,
-        caller,
-        client_target.is_some(),
-        &record.request_id,
-    )?;
+    let client_side = envelope.client_side.is_some();
+    let mcp_loop = mcp_loop(cx, read, body, caller, client_side, &record.request_id)?;
     // Speech is audio relayed as it arrives, whatever the request says.
     let stream = envelope.stream || endpoint.answers_binary();
     record.stream = stream;
     // A body with the client's own key is not handed to logging callbacks (it would carry it).
-    if cx.state.recorder().callbacks().content() && client_target.is_none() {
+    if cx.state.recorder().callbacks().content() && !client_side {
         record.content = Some(Box::new(logged(body, guarded, stream)));
     }
-    Ok(Flow::Next(Inquiry {
+    Ok(Inquired::Next(Inquiry {
         envelope,
-        client_target,
+        client_target: None,
         mcp_loop,
         stream,
         requested_units,
     }))
+}
+
+/// LiteLLM's several-models request (`"model": "a,b"`): each model asked as a request of its
+/// own, the answers listed.
+pub(super) async fn several(
+    cx: Cx<'_>,
+    read: &Read,
+    body: &Bytes,
+    envelope: &Envelope<'_>,
+) -> Result<http::Response<crate::http::ResponseBody>, ApiError> {
+    let models = crate::server::several::models(&envelope.model).unwrap_or_default();
+    let range = envelope.model_range.clone();
+    crate::server::several::answer(cx.state, &read.parts, body, range, &models).await
 }
 
 /// The envelope (from the path's model, the JSON body or the multipart form's fields) and

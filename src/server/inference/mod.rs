@@ -75,37 +75,44 @@ where
     let (parts, body) = req.into_parts();
     let (mut body, upload) = read::body(cx, &parts.headers, body).await?;
     let mut read = read::Read { parts, upload };
-    if let Some(queued) =
-        read::responses_part(cx, &mut read, &mut body, &who.caller, record).await?
-    {
-        return Ok(queued);
+    // The phases a request may not need are not entered at all (no future made and polled):
+    // 4¾ only for the Responses API, 4½ only with guardrails, 6½ only with a cache.
+    if endpoint == Endpoint::Responses {
+        if let Some(queued) =
+            read::responses_part(cx, &mut read, &mut body, &who.caller, record).await?
+        {
+            return Ok(queued);
+        }
     }
-    let mut guarded =
-        match steps::guard(state, snap, endpoint, &who.caller, &mut body, record).await {
+    let mut guarded = match snap.guardrails.is_some() {
+        true => match steps::guard(state, snap, endpoint, &who.caller, &mut body, record).await {
             Ok(g) => g,
             Err(refused) => return Ok(refused),
-        };
-    let mut asked = match inquiry::inquire(
-        cx,
-        &mut read,
-        &body,
-        &who.caller,
-        guarded.as_ref(),
-        record,
-    )
-    .await?
-    {
-        Flow::Next(a) => a,
-        Flow::Answered(resp) => return Ok(resp),
+        },
+        false => None,
     };
+    let mut asked =
+        match inquiry::inquire(cx, &mut read, &body, &who.caller, guarded.as_ref(), record)? {
+            inquiry::Inquired::Next(a) => a,
+            inquiry::Inquired::Several(envelope) => {
+                return inquiry::several(cx, &read, &body, &envelope).await;
+            }
+        };
+    // A body naming its own upstream or credentials: refused unless allowed (SSRF).
+    if let Some(side) = asked.envelope.client_side.as_deref() {
+        let target = crate::server::client_side::check(snap.client_side.as_ref(), side).await?;
+        asked.client_target = Some(target);
+    }
     let mcp_loop = asked.mcp_loop.take();
     let mut admitted = admission::admit(cx, who, &read, &body, &asked, record).await?;
     let cacheable = mcp_loop.is_none() && !guarded.as_ref().is_some_and(|g| g.checks_answer());
-    let mut cached =
-        match admission::cache(cx, &read, &body, &asked, &admitted, cacheable, record).await? {
+    let mut cached = match snap.cache.is_some() && cacheable {
+        true => match admission::cache(cx, &read, &body, &asked, &admitted, record).await? {
             Flow::Next(c) => c,
             Flow::Answered(resp) => return Ok(resp),
-        };
+        },
+        false => admission::Cached::default(),
+    };
     // Each fallback is held to the same access rule as the group the request named.
     let may_use = |name: &str, group: &routing::Group| {
         admitted.key.as_deref().is_none_or(|k| {
