@@ -8,44 +8,65 @@ use bytes::Bytes;
 use sluice_core::cache_control::CacheControl;
 use sluice_core::endpoint::Endpoint;
 use sluice_core::error::ApiError;
+use sluice_core::limits::Nanos;
 use sluice_core::record::RequestRecord;
 use sluice_routing as routing;
+use sluice_translate::envelope::Envelope;
 
 use super::inquiry::Inquiry;
 use super::read::Read;
 use super::{Cx, Flow};
-use crate::auth::{Alias, Caller, KeyEntry, Wanted};
+use crate::auth::{Alias, Caller, Wanted};
 use crate::cache::embeddings::{Batch, BatchLookup};
-use crate::server::steps::{self, Ask, Authenticated};
-use crate::spend::Charges;
+use crate::server::steps::Ask;
 
-/// An admitted request: the group it is served from, its key, what it will settle.
-pub(super) struct Admitted<'a> {
+/// What a request is admitted for: the group it is served from, the name access is judged
+/// on, its tags, what it may cost, its cache policy.
+pub(super) struct Resolution<'a> {
     pub resolved: routing::Resolved<'a>,
-    pub key: Option<Arc<KeyEntry>>,
-    pub charges: Charges,
+    /// The group's name (a key's own alias grants nothing: access is judged on the group),
+    /// else the name asked for.
+    by_group: bool,
     /// The request's tags, its key's and team's.
     pub tags: Option<Arc<[Arc<str>]>>,
+    estimate: Nanos,
     /// The key's and its team's `metadata.cache` over the request's own controls.
     pub policy: Option<CacheControl>,
 }
 
-/// Phase 6: the caller's own aliases (a key's `aliases`, its team's `model_aliases`) name a group
-/// before the config's names do; access is judged on the name asked for and the group, except
-/// for the key's own alias, which grants nothing (`auth::Alias`). Then the caller's model
-/// access, rate limits and budgets, its end user's, and its tags'.
-pub(super) async fn admit<'a>(
+impl<'a> Resolution<'a> {
+    /// What `steps::admit` is asked: the model as access rules read it, the end user the body
+    /// names, the estimate, the tags.
+    pub(super) fn ask<'r>(&'r self, envelope: &'r Envelope<'_>) -> Ask<'r> {
+        let name: &str = match self.by_group {
+            true => &self.resolved.group.name,
+            false => &envelope.model,
+        };
+        Ask {
+            wanted: Wanted::of(name, self.resolved.group),
+            end_user: envelope.user.as_deref(),
+            estimate: self.estimate,
+            tags: self.tags.as_deref(),
+            price: None,
+        }
+    }
+}
+
+/// Phase 6, before admission (`steps::admit`, which the caller awaits): the caller's own
+/// aliases (a key's `aliases`, its team's `model_aliases`) name a group before the config's
+/// names do; access is judged on the name asked for and the group, except for the key's own
+/// alias, which grants nothing (`auth::Alias`). Then the request's tags and what it may cost.
+pub(super) fn resolve<'a>(
     cx: Cx<'a>,
-    who: Authenticated,
+    caller: &Caller,
     read: &Read,
     body: &Bytes,
     asked: &'a Inquiry<'_>,
     record: &mut RequestRecord,
-) -> Result<Admitted<'a>, ApiError> {
+) -> Result<Resolution<'a>, ApiError> {
     let (state, snap) = (cx.state, cx.snap);
     let directory = state.gate().directory();
     let envelope = &asked.envelope;
-    let caller = who.caller;
     // An alias names a model group (`model_name`, or a `model_group_alias`), so the group is
     // found by name and no copy of the alias outlives this statement.
     let (resolved, by_group) = match caller.alias(directory, &envelope.model) {
@@ -64,7 +85,7 @@ pub(super) async fn admit<'a>(
     record.requested_model = record.model.clone();
     // Tags hold the request to their budgets and limits, route among a group's deployments
     // when `enable_tag_filtering` is on, and go to the spend log.
-    let key = match &caller {
+    let key = match caller {
         Caller::Key(k) => Some(&**k),
         Caller::Open | Caller::Master => None,
     };
@@ -74,31 +95,18 @@ pub(super) async fn admit<'a>(
         key,
         directory,
     );
-    let estimate = match &caller {
+    let estimate = match caller {
         Caller::Open | Caller::Master if tags.is_none() => 0,
         _ => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
     };
     let policy = snap.cache.as_ref().and_then(|c| {
         caller.cache_policy(directory, envelope.routing.cache.as_deref(), c.namespace())
     });
-    let name: &str = if by_group {
-        &resolved.group.name
-    } else {
-        &envelope.model
-    };
-    let ask = Ask {
-        wanted: Wanted::of(name, resolved.group),
-        end_user: envelope.user.as_deref(),
-        estimate,
-        tags: tags.as_deref(),
-        price: None,
-    };
-    let admitted = steps::admit(state, caller, ask, record, who.wall).await?;
-    Ok(Admitted {
+    Ok(Resolution {
         resolved,
-        key: admitted.key,
-        charges: admitted.charges,
+        by_group,
         tags,
+        estimate,
         policy,
     })
 }
@@ -124,13 +132,13 @@ pub(super) async fn cache(
     read: &Read,
     body: &Bytes,
     asked: &Inquiry<'_>,
-    admitted: &Admitted<'_>,
+    resolution: &Resolution<'_>,
     record: &mut RequestRecord,
 ) -> Result<Flow<Cached>, ApiError> {
     let mut out = Cached::default();
     let endpoint = cx.endpoint;
     let envelope = &asked.envelope;
-    let control = admitted
+    let control = resolution
         .policy
         .as_ref()
         .or(envelope.routing.cache.as_deref());
@@ -142,7 +150,7 @@ pub(super) async fn cache(
     else {
         return Ok(Flow::Next(out));
     };
-    let group = &admitted.resolved.group.name;
+    let group = &resolution.resolved.group.name;
     let headers = &read.parts.headers;
     if endpoint == Endpoint::Embeddings {
         let asked = crate::cache::controls(control, headers);

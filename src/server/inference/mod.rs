@@ -104,10 +104,12 @@ where
         asked.client_target = Some(target);
     }
     let mcp_loop = asked.mcp_loop.take();
-    let mut admitted = admission::admit(cx, who, &read, &body, &asked, record).await?;
+    let resolution = admission::resolve(cx, &who.caller, &read, &body, &asked, record)?;
+    let ask = resolution.ask(&asked.envelope);
+    let mut admitted = steps::admit(state, who.caller, ask, record, who.wall).await?;
     let cacheable = mcp_loop.is_none() && !guarded.as_ref().is_some_and(|g| g.checks_answer());
     let mut cached = match snap.cache.is_some() && cacheable {
-        true => match admission::cache(cx, &read, &body, &asked, &admitted, record).await? {
+        true => match admission::cache(cx, &read, &body, &asked, &resolution, record).await? {
             Flow::Next(c) => c,
             Flow::Answered(resp) => return Ok(resp),
         },
@@ -129,13 +131,13 @@ where
         .user
         .as_deref()
         .and_then(|u| state.gate().directory().end_user_region(u));
-    let tag_names: Vec<&str> = admitted
+    let tag_names: Vec<&str> = resolution
         .tags
         .iter()
         .flat_map(|t| t.iter())
         .map(|t| &**t)
         .collect();
-    record.tags.clone_from(&admitted.tags);
+    record.tags.clone_from(&resolution.tags);
     let routing_asked = &asked.envelope.routing;
     let requested = Requested {
         num_retries: routing_asked.num_retries,
@@ -163,7 +165,7 @@ where
         cx,
         read: &read,
         asked: &asked,
-        resolved: admitted.resolved,
+        resolved: resolution.resolved,
         requested: &requested,
         sent,
     };
@@ -179,7 +181,7 @@ where
             asked: &asked,
             key: admitted.key.as_deref(),
             charges: &mut admitted.charges,
-            resolved: admitted.resolved,
+            resolved: resolution.resolved,
             cached: &mut cached,
             guarded: &mut guarded,
             requested: &requested,
