@@ -44,7 +44,7 @@ use sluice_routing::{Outcome, Requested, Resolved, Router, Served};
 use super::calls::{Answer as McpAnswer, Ctx, Env, SpanParent};
 use super::{McpGateway, Who};
 use crate::auth::Caller;
-use crate::server::inference::{Answer, Failed};
+use crate::server::attempt::{Answer, Failed};
 use crate::server::{AppState, Snapshot};
 
 /// Model calls one request may make before sluice gives up on the loop.

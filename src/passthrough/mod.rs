@@ -49,7 +49,7 @@ use sluice_translate::envelope::{splice, Envelope};
 
 use crate::auth::{self, Wanted};
 use crate::http::{collect_upstream, error_response, read_body, ResponseBody};
-use crate::server::inference::failure_kind;
+use crate::server::attempt::failure_kind;
 use crate::server::steps::{self, Admitted, Ask, Presented};
 use crate::server::{AppState, Snapshot};
 use crate::spend::Charges;

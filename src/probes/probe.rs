@@ -17,7 +17,7 @@ use sluice_providers::Call;
 use sluice_routing::{FailureKind, Member};
 use sluice_translate::envelope::Envelope;
 
-use crate::server::inference::{attempt, Answer, Failed};
+use crate::server::attempt::{attempt, Answer, Failed};
 
 /// LiteLLM's default `health_check_timeout`.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

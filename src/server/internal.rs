@@ -14,7 +14,7 @@ use sluice_providers::Call;
 use sluice_routing::{self as routing, Attempt, Outcome, Requested, Resolved, Router};
 use sluice_translate::envelope::Envelope;
 
-use crate::server::inference::{attempt, Answer, Failed};
+use crate::server::attempt::{attempt, Answer, Failed};
 
 /// Send `body` (a JSON request naming a model group in `model`) to `endpoint` through the
 /// router, and return the whole answer of the deployment that served it. Each attempt is

@@ -1,6 +1,7 @@
 //! The HTTP server: accept connections (HTTP/1.1 and h2c), hand each request to the pipeline,
 //! and shut down gracefully (stop accepting, let requests and streams finish up to a deadline).
 
+pub(crate) mod attempt;
 pub mod client_side;
 pub(crate) mod health;
 pub(crate) mod inference;

@@ -14,7 +14,7 @@ use sluice_providers::passthrough::usage;
 use sluice_routing::{self as routing, OnDisconnect, Requested, Served};
 
 use super::admission::Cached;
-use super::dispatch::{forced_usage, Answer, Failed};
+use super::dispatch::forced_usage;
 use super::inquiry::Inquiry;
 use super::read::Read;
 use super::Cx;
@@ -24,6 +24,7 @@ use crate::http::{
     count_value, duration_value, error_response, refused_header, stream_response, upstream_answer,
     ResponseBody, X_FALLBACKS, X_HEDGES, X_MODEL_ID, X_OVERHEAD, X_RETRIES,
 };
+use crate::server::attempt::{Answer, Failed};
 use crate::server::relay::StreamRelay;
 use crate::server::{litellm_headers, steps, Snapshot};
 use crate::spend::Charges;

@@ -12,7 +12,7 @@
 
 mod admission;
 mod answer;
-pub(crate) mod dispatch;
+mod dispatch;
 mod inquiry;
 mod read;
 
@@ -34,7 +34,6 @@ use sluice_translate::envelope::Envelope;
 use crate::auth::Wanted;
 use crate::http::ResponseBody;
 
-pub(crate) use dispatch::{attempt, failure_kind, Answer, Failed};
 pub(crate) use inquiry::PathNamed;
 
 /// What every phase of one request reads: the gateway, its config of the moment, and the
