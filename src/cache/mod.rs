@@ -28,7 +28,6 @@ use futures_util::stream;
 use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 use http_body::Frame;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, StreamBody};
 
 use sluice_cache::{
@@ -313,7 +312,7 @@ async fn follow(
 ) -> Option<Response<ResponseBody>> {
     let head = f.head().await?;
     let body = if head.stream {
-        shared(f)
+        ResponseBody::shared(flight_body(f))
     } else {
         let mut all = BytesMut::new();
         loop {
@@ -353,8 +352,10 @@ fn mark(h: &mut HeaderMap, key: CacheKey, hit: bool) {
     }
 }
 
-/// A flight's chunks as a response body, as they arrive.
-fn shared(f: Follower) -> ResponseBody {
+/// A flight's chunks as a body, as they arrive.
+fn flight_body(
+    f: Follower,
+) -> impl http_body::Body<Data = Bytes, Error = RelayError> + Send + 'static {
     let chunks = stream::unfold(Some(f), |f| async move {
         let mut f = f?;
         match f.next().await {
@@ -363,7 +364,7 @@ fn shared(f: Follower) -> ResponseBody {
             Next::Failed => Some((Err(RelayError("the upstream stream broke".into())), None)),
         }
     });
-    ResponseBody::Shared(UnsyncBoxBody::new(StreamBody::new(chunks)))
+    StreamBody::new(chunks)
 }
 
 impl Pending {
@@ -457,10 +458,7 @@ impl Pending {
         });
         // The leader's relay records the request when its stream ends (on the task above): the
         // pipeline must not record it a second time.
-        match shared(mine) {
-            ResponseBody::Shared(body) => ResponseBody::Relay(body),
-            other => other,
-        }
+        ResponseBody::relay(flight_body(mine))
     }
 
     fn storing(&self) -> bool {

@@ -19,7 +19,6 @@ use futures_util::stream;
 use http::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::StreamBody;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
@@ -124,9 +123,7 @@ fn open(entry: Entry<'_>, server: Option<&str>, path: &str) -> Response<Response
         let bytes = p.next().await?;
         Some((Ok::<_, RelayError>(Frame::data(bytes)), p))
     });
-    let mut resp = Response::new(ResponseBody::Shared(UnsyncBoxBody::new(StreamBody::new(
-        frames,
-    ))));
+    let mut resp = Response::new(ResponseBody::shared(StreamBody::new(frames)));
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));

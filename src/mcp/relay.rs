@@ -16,7 +16,6 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Response, StatusCode};
 use http_body::{Body, Frame};
-use http_body_util::combinators::UnsyncBoxBody;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -104,7 +103,7 @@ pub(super) enum Era {
 pub(super) fn answer(call: Call) -> Response<ResponseBody> {
     let (tx, rx) = mpsc::channel(EVENTS_QUEUE);
     tokio::spawn(run(call, tx));
-    let body = ResponseBody::Shared(UnsyncBoxBody::new(Events { rx }));
+    let body = ResponseBody::shared(Events { rx });
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;
     resp.headers_mut()

@@ -13,7 +13,6 @@ use futures_util::stream;
 use futures_util::StreamExt as _;
 use http::{Request, Response, StatusCode};
 use http_body::Frame;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use maud::{html, Markup, PreEscaped};
 use serde_json::{json, Value};
@@ -169,7 +168,7 @@ fn stream_page(
     );
     respond_streamed(
         StatusCode::OK,
-        ResponseBody::Shared(UnsyncBoxBody::new(StreamBody::new(frames))),
+        ResponseBody::shared(StreamBody::new(frames)),
     )
 }
 
