@@ -48,9 +48,20 @@ pub struct Settings {
     rate: pages::RequestRate,
 }
 
+impl crate::server::Part for Settings {
+    /// `None` when `disable_admin_ui` turns the console off.
+    fn build(
+        config: &sluice_config::Config,
+        _with: &crate::server::Building<'_>,
+        _before: Option<&std::sync::Arc<Self>>,
+    ) -> Result<Option<std::sync::Arc<Self>>, String> {
+        Ok(Self::of(&config.general).map(std::sync::Arc::new))
+    }
+}
+
 impl Settings {
     /// `None` when `disable_admin_ui` turns the console off.
-    pub fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
+    fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
         (!general.disable_admin_ui).then(|| Self {
             username: general.ui_username.clone(),
             password: general
@@ -87,7 +98,7 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
-    let Some(settings) = snap.console.as_ref() else {
+    let Some(settings) = snap.features.console.as_ref() else {
         return Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
             path: req.uri().path().chars().take(200).collect(),

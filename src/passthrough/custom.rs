@@ -229,7 +229,7 @@ where
         .ok_or(ApiError::Internal("custom route without its path"))?
         .to_owned();
     let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
-    if let Some(set) = snap.guardrails.as_deref() {
+    if let Some(set) = snap.features.guardrails.as_deref() {
         let carried = caller.guardrails(state.gate().directory());
         if crate::guardrails::would_apply(set, &carried, &body) {
             return Err(ApiError::InvalidParam {

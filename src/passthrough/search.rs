@@ -110,7 +110,7 @@ where
     let unified: Map<String, Value> =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let sent = tool.provider.request(&unified)?;
-    if let Some(set) = snap.guardrails.as_deref() {
+    if let Some(set) = snap.features.guardrails.as_deref() {
         let carried = caller.guardrails(state.gate().directory());
         if crate::guardrails::would_apply(set, &carried, &body) {
             return Err(ApiError::InvalidParam {

@@ -101,7 +101,7 @@ pub(crate) async fn guard<'s>(
     body: &mut Bytes,
     record: &mut RequestRecord,
 ) -> Result<Option<Guard<'s>>, Response<ResponseBody>> {
-    let Some(set) = snap.guardrails.as_deref() else {
+    let Some(set) = snap.features.guardrails.as_deref() else {
         return Ok(None);
     };
     let carried = caller.guardrails(state.gate().directory());

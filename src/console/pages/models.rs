@@ -35,7 +35,8 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Result
     let list = deployments(&snap.router);
     // The last round of active health checks, when they run.
     let round = snap
-        .probe_plan
+        .features
+        .probes
         .as_ref()
         .and_then(|_| state.probes().latest());
     let check = |id: &str| {

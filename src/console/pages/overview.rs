@@ -292,12 +292,14 @@ pub(super) async fn page(
     });
     let counts = exposition.as_deref().map(counts);
     let cache = snap
+        .features
         .cache
         .as_ref()
         .filter(|_| sees_all)
         .map(|c| CacheFigures::of(&c.core.stats));
     let rate = counts.as_ref().and_then(|c| {
-        snap.console
+        snap.features
+            .console
             .as_ref()
             .and_then(|s| s.rate.sample(Instant::now(), c.total))
     });
