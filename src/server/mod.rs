@@ -24,7 +24,7 @@ mod vendor_clients;
 
 pub use features::{Building, FeatureError, Part};
 pub use relay::StreamRelay;
-pub(crate) use relay::{Abort, IdleTimer};
+pub(crate) use relay::{Abort, IdleTimer, State as RelayState};
 pub use state::{
     AppState, Features, ReloadError, ServiceError, ServiceOptions, Services, Snapshot,
     SnapshotError, StoreServices,
