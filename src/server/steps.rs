@@ -154,8 +154,9 @@ pub(crate) struct Ask<'a> {
     pub estimate: Nanos,
     /// Its tags, whose budgets and limits hold it whoever calls.
     pub tags: Option<&'a [Arc<str>]>,
-    /// What its answer costs, when the route knows before calling.
-    pub price: Option<Price>,
+    /// What its answer costs, when the route knows before calling (borrowed: a price is
+    /// large, and an `Ask` is moved into admission on every request).
+    pub price: Option<&'a Price>,
 }
 
 impl<'a> Ask<'a> {
@@ -206,7 +207,7 @@ pub(crate) async fn admit(
         charges: Charges {
             deployment: None,
             permit,
-            price: ask.price,
+            price: ask.price.copied(),
             fleet,
         },
     })
@@ -227,7 +228,7 @@ pub(crate) async fn admit_own(
     record.requested_model = record.model.clone();
     record.provider = Some(provider);
     let ask = Ask {
-        price: Some(price),
+        price: Some(&price),
         ..Ask::for_model(Wanted::name(name))
     };
     admit(state, caller, ask, record, wall).await
