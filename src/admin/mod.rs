@@ -9,7 +9,7 @@
 //! `max_budjet` must not silently create a key without a budget), a missing required one a 400
 //! too. Database errors never reach the client as text.
 
-mod access_groups;
+pub(crate) mod access_groups;
 pub(crate) mod answers;
 pub(crate) mod audit;
 mod bounds;

@@ -12,7 +12,7 @@ import pytest
 from conftest import MASTER_KEY
 
 pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from test_console import _submit, browser  # noqa: E402,F401  (the chromium fixture)
+from test_console import _photograph, _submit, browser  # noqa: E402,F401  (the chromium fixture)
 
 
 def test_a_request_shows_in_the_logs_its_detail_and_the_spend_charts(gateway, browser):
@@ -59,9 +59,8 @@ def test_a_request_shows_in_the_logs_its_detail_and_the_spend_charts(gateway, br
     assert len(attempts) == 1 and "ok" in attempts[0].text
     shots = os.environ.get("SLUICE_SCREENSHOTS")
     if shots:
-        (pathlib.Path(shots) / "screenshots").mkdir(parents=True, exist_ok=True)
-        browser.set_window_size(1280, 900)
-        assert browser.save_screenshot(str(pathlib.Path(shots) / "screenshots" / "log-detail.png"))
+        detail = browser.current_url.removeprefix(root)
+        _photograph(browser, root, {"log-detail": detail}, pathlib.Path(shots) / "screenshots")
 
     browser.get(f"{root}/ui/spend?days=1")
     charts = browser.find_element(By.ID, "charts")

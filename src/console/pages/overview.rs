@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use maud::{html, Markup};
 
+use super::health::{self, Health, Tally};
 use super::{query, read, store, usd};
 use crate::admin::answers::spend::DailySpendRow;
 use crate::console::Viewer;
-use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
@@ -280,8 +280,8 @@ pub(super) async fn page(
     snap: &Snapshot,
     viewer: &Viewer,
 ) -> Result<Markup, ApiError> {
-    let deps = deployments(&snap.router);
-    let healthy = deps.iter().filter(|d| d.state == "healthy").count();
+    let deps = health::all(state, snap);
+    let tally = Tally::of(deps.iter().map(|(_, h, _)| *h));
     let sees_all = viewer.session.role.sees_all();
     // The whole exposition, as a /metrics scrape renders it (not on the request path).
     let recorder = state.recorder();
@@ -325,7 +325,14 @@ pub(super) async fn page(
             div.card { div.label { @if sees_all { "Spend today (UTC)" } @else { "Your team's spend today" } } div.value #spend {
                 @if let Some(s) = spend { (usd(s)) } @else { span.muted { "database unavailable" } }
             } }
-            div.card { div.label { "Deployments healthy" } div.value { (healthy) " / " (deps.len()) } }
+            div.card {
+                div.label { "Deployments healthy" }
+                div.value #healthy { (tally.healthy) " / " (tally.total) }
+                div.muted {
+                    @if tally.not_configured > 0 { a href="/ui/models" { (tally.not_configured) " not configured" } " · " }
+                    (tally.untried) " no requests yet"
+                }
+            }
             @if let Some(c) = &cache {
                 div.card {
                     div.label { "Cache hit rate" }
@@ -341,8 +348,13 @@ pub(super) async fn page(
                 div.card { div.label { "Error rate" } div.value #error-rate {
                     @if c.total > 0 { (format!("{:.1} %", 100.0 * c.errors as f64 / c.total as f64)) } @else { "—" }
                 } }
-                div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
-                div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
+                // With no requests there is nothing to measure: no figures, not zeros.
+                @if c.total > 0 {
+                    div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
+                    div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
+                } @else {
+                    div.card #no-requests { div.label { "Latency and sluice's overhead" } div.muted { "No requests yet: send one (the Playground, or any OpenAI client with a key from Keys) and they show here." } }
+                }
                 div.card { div.label { "Tokens in / out" } div.value #tokens { (tokens(x, "input")) " / " (tokens(x, "output")) } }
             }
         }
@@ -372,22 +384,26 @@ pub(super) async fn page(
         }
         @if let Some(c) = &counts {
             h2 { "By model group" }
-            table {
-                thead { tr { th { "Model group" } th.num { "Requests" } th.num { "Errors" } } }
-                tbody {
-                    @for (model, (n, e)) in &c.by_model {
-                        tr { td { (model) } td.num { (n) } td.num { (e) } }
+            @if c.by_model.is_empty() {
+                p.muted #no-model-requests { "No requests have reached a model group since this instance started." }
+            } @else {
+                table {
+                    thead { tr { th { "Model group" } th.num { "Requests" } th.num { "Errors" } } }
+                    tbody {
+                        @for (model, (n, e)) in &c.by_model {
+                            tr { td { (model) } td.num { (n) } td.num { (e) } }
+                        }
                     }
                 }
             }
             p.muted { "Counted by this instance since it started, from the counters /metrics exports." }
         }
-        @let cooling: Vec<_> = deps.iter().filter(|d| d.state != "healthy").collect();
-        @if !cooling.is_empty() {
+        @let unwell: Vec<_> = deps.iter().filter(|(_, h, _)| !matches!(h, Health::Healthy | Health::Untried)).collect();
+        @if !unwell.is_empty() {
             h2 { "Not healthy" }
-            ul {
-                @for d in cooling {
-                    li { (d.model_name) " · " span.mono { (d.model_id) } " · " span class={ "state-" (d.state) } { (d.state) } }
+            ul #unhealthy {
+                @for (d, h, _) in unwell {
+                    li { (d.model_name) " · " span.mono { (d.model_id) } " · " span class=(h.class()) { (h.name()) } }
                 }
             }
         }
