@@ -146,12 +146,22 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     # Every page, with a screenshot of each at both widths (SLUICE_SCREENSHOTS names the
     # folder that gets a `screenshots/`; docs/console.md's come from `SLUICE_SCREENSHOTS=docs`
     # on this test).
+    # A team with a member, so that their pages have something to show.
+    browser.get(f"{root}/ui/teams")
+    _fill(browser, {"team_id": "search-platform", "team_alias": "Search platform"})
+    _submit(browser, "form[action='/ui/teams/new'] button")
+    browser.get(f"{root}/ui/users")
+    _fill(browser, {"user_id": "lee", "user_email": "lee@example.com", "team_id": "search-platform"})
+    _submit(browser, "form[action='/ui/users/new'] button")
+    browser.get(f"{root}/ui/keys")
+    token = browser.find_element(By.CSS_SELECTOR, "#keys td.mono").get_attribute("title")
     shots = pathlib.Path(os.environ.get("SLUICE_SCREENSHOTS") or gateway["workdir"]) / "screenshots"
     pages = {
         "overview": "/ui/", "keys": "/ui/keys", "models": "/ui/models", "spend": "/ui/spend",
         "logs": "/ui/logs", "teams": "/ui/teams", "users": "/ui/users", "audit": "/ui/audit",
         "config": "/ui/config", "playground": "/ui/playground",
-        "customers": "/ui/customers",
+        "customers": "/ui/customers", "key-edit": f"/ui/keys/edit?key={token}",
+        "team-edit": "/ui/teams/edit?team_id=search-platform", "user-edit": "/ui/users/edit?user_id=lee",
     }
     _photograph(browser, root, pages, shots)
     assert _errors(browser) == [], _errors(browser)

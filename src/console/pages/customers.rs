@@ -10,11 +10,10 @@ use serde_json::{Map, Value};
 use super::fields::{count, field, period, required, text, usd as usd_field, Draft, Reader};
 use super::keys::name;
 use super::{
-    change, figure, or_empty, query, read, refused_by, removal, status_select, store, usd, Refused,
+    figure, not_found, or_empty, query, read, removal, status_select, store, submit, usd, Refused,
 };
 use crate::admin::answers::LimitFields;
-use crate::console::flash::Flash;
-use crate::console::layout::{csrf_field, redirect_with};
+use crate::console::layout::csrf_field;
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
 use crate::server::AppState;
@@ -149,19 +148,15 @@ pub(super) async fn act(
             body.insert("user_ids".into(), vec![Value::from(id)].into());
             ("/customer/delete", format!("End user {id} deleted."))
         }
-        _ => {
-            return Err(ApiError::RouteNotFound {
-                method: "POST".into(),
-                path: format!("/ui{sub}"),
-            }
-            .into())
-        }
+        _ => return Err(not_found("POST", sub).into()),
     };
     r.finish()?;
-    let sent = change(state, &viewer.session.user, path, &Value::Object(body)).await;
-    match sent {
-        Ok(_) => Ok(redirect_with("/ui/customers", Flash::notice(done))),
-        Err(e) if path == "/customer/delete" => Err(Refused::Error(e)),
-        Err(e) => Err(refused_by("user_id")(e)),
-    }
+    submit(
+        state,
+        viewer,
+        (path, body),
+        ("/ui/customers", done),
+        "user_id",
+    )
+    .await
 }

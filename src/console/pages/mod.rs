@@ -246,6 +246,23 @@ fn refused_by(named_by: &'static str) -> impl Fn(ApiError) -> Refused {
     move |e| Refused::Form(Problems::from_api(&e, named_by))
 }
 
+/// Sends a form's change to the management API at `path`, then back to `to`, which says
+/// `done`. A deletion's refusal is an error page; any other's is shown beside the form's
+/// fields ("already exists" beside `named_by`).
+async fn submit(
+    state: &AppState,
+    viewer: &Viewer,
+    (path, body): (&str, serde_json::Map<String, Value>),
+    (to, done): (&str, String),
+    named_by: &'static str,
+) -> Result<Response<ResponseBody>, Refused> {
+    match change(state, &viewer.session.user, path, &Value::Object(body)).await {
+        Ok(_) => Ok(super::layout::redirect_with(to, Flash::notice(done))),
+        Err(e) if path.ends_with("/delete") => Err(Refused::Error(e)),
+        Err(e) => Err(refused_by(named_by)(e)),
+    }
+}
+
 /// Actions that cannot be taken back, with what the confirmation page says and where Cancel
 /// goes. Their first post only asks (a second form, no script needed); the post that carries
 /// `confirmed=yes` acts.

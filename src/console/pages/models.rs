@@ -10,10 +10,9 @@ use serde_json::{Map, Value};
 
 use super::fields::{count, field, password, pick, required, text, usd, Choice, Draft, Reader};
 use super::health::{self, Health};
-use super::{change, query, refused_by, removal, Refused};
+use super::{not_found, query, removal, submit, Refused};
 use crate::admin::answers::models::StoredModel;
-use crate::console::flash::Flash;
-use crate::console::layout::{csrf_field, redirect_with};
+use crate::console::layout::csrf_field;
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
 use crate::server::{AppState, Snapshot};
@@ -265,19 +264,9 @@ pub(super) async fn act(
                 )
             }
         }
-        _ => {
-            return Err(ApiError::RouteNotFound {
-                method: "POST".into(),
-                path: format!("/ui{sub}"),
-            }
-            .into())
-        }
+        _ => return Err(not_found("POST", sub).into()),
     };
     r.finish()?;
-    let sent = change(state, &viewer.session.user, path, &Value::Object(body)).await;
-    match sent {
-        Ok(_) => Ok(redirect_with("/ui/models", Flash::notice(done))),
-        Err(e) if path == "/model/delete" => Err(Refused::Error(e)),
-        Err(e) => Err(refused_by("model_name")(e)),
-    }
+    let done = ("/ui/models", done.to_owned());
+    submit(state, viewer, (path, body), done, "model_name").await
 }

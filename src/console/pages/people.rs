@@ -16,8 +16,8 @@ use super::fields::{
 };
 use super::keys::name;
 use super::{
-    change, figure, or_empty, pickers, query, read, refused_by, removal, status_select, store, usd,
-    Refused,
+    change, figure, not_found, or_empty, pickers, query, read, refused_by, removal, status_select,
+    store, submit, usd, Refused,
 };
 use crate::console::flash::Flash;
 use crate::console::layout::{csrf_field, redirect, redirect_with};
@@ -243,7 +243,8 @@ pub(super) async fn team_edit(
     let settings = &draft.for_form("/teams/update");
     let offered = pickers::models(snap);
     Ok(html! {
-        p { "Spend " (usd(t.accounting.spend)) " · " (keys) " keys" }
+        p #about { span.mono { (id) } @if let Some(a) = &t.team_alias { " (" (a) ")" }
+            " · spend " (usd(t.accounting.spend)) " · " (keys) " keys" }
         h2 { "Members" }
         @if members.is_empty() {
             p.muted #no-members { "No members yet."
@@ -332,7 +333,7 @@ pub(super) async fn user_edit(
     let teams = pickers::teams(state).await?;
     let d = &draft.for_form("/users/update");
     Ok(html! {
-        p { "Spend " (usd(u.accounting.spend))
+        p #about { span.mono { (id) } " · spend " (usd(u.accounting.spend))
             " · teams: "
             @if info.teams.is_empty() { "none" }
             @for (i, t) in info.teams.iter().enumerate() {
@@ -486,24 +487,8 @@ pub(super) async fn edit(
             body.insert("user_ids".into(), vec![Value::from(id)].into());
             ("/user/delete", "/ui/users", "User deleted.")
         }
-        _ => {
-            return Err(ApiError::RouteNotFound {
-                method: "POST".into(),
-                path: format!("/ui{sub}"),
-            }
-            .into())
-        }
+        _ => return Err(not_found("POST", sub).into()),
     };
     r.finish()?;
-    let deleting = sub.ends_with("/delete");
-    change(state, &viewer.session.user, path, &Value::Object(body))
-        .await
-        .map_err(|e| {
-            if deleting {
-                Refused::Error(e)
-            } else {
-                refused_by("")(e)
-            }
-        })?;
-    Ok(redirect_with(back, Flash::notice(done)))
+    submit(state, viewer, (path, body), (back, done.to_owned()), "").await
 }
