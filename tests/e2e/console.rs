@@ -768,6 +768,48 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
         )
         .await;
     assert!(refused.text().contains("401"), "{}", refused.text());
+
+    // Or a key of the signed-in user's own, made for the sign-in: then a turn needs no key.
+    let mut own = Browser::default();
+    own.sign_in(&gw, "admin", MASTER).await;
+    let csrf = csrf_of(&own.get(&gw, "/ui/playground").await.text());
+    let made = own
+        .post(
+            &gw,
+            "/ui/playground",
+            &[("csrf", &csrf), ("own_key", "1"), ("model", "cheap")],
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert!(
+        made.text().contains(r#"id="remembered""#),
+        "{}",
+        made.text()
+    );
+    let turn = own
+        .post(
+            &gw,
+            "/ui/playground",
+            &[("csrf", &csrf), ("model", "cheap"), ("prompt", "hi")],
+        )
+        .await;
+    assert!(turn.text().contains(" tokens in, "), "{}", turn.text());
+    let listed = admin(&gw, "GET", "/key/list?return_full_object=true", Value::Null)
+        .await
+        .json();
+    let mine = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            k["key_alias"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("playground: admin"))
+        })
+        .expect("the playground's own key")
+        .clone();
+    assert_eq!(mine["user_id"], "admin");
+    assert!(mine["expires"].is_string(), "it expires with the sign-in");
 }
 
 #[tokio::test]

@@ -266,14 +266,14 @@ def test_the_playground_keeps_three_turns_and_the_key(gateway, browser):
     browser.get(f"{root}/ui/playground")
     _fill(browser, {"key": key, "model": "in-process", "system": "Answer briefly.",
                     "temperature": "0.3", "max_tokens": "50", "prompt": "first question"})
-    _submit(browser, "#composer button")
+    _submit(browser, "#send")
     # Twice more without the key: it is remembered for this sign-in, never written back.
     _fill(browser, {"prompt": "second question"})
     browser.find_element(By.ID, "stream").click()  # the second turn not streamed
-    _submit(browser, "#composer button")
+    _submit(browser, "#send")
     _fill(browser, {"prompt": "third question"})
     browser.find_element(By.ID, "stream").click()
-    _submit(browser, "#composer button")
+    _submit(browser, "#send")
 
     turns = browser.find_elements(By.CSS_SELECTOR, "#conversation .turn")
     users = [t for t in turns if "user" in t.get_attribute("class").split()]

@@ -137,6 +137,8 @@ struct Composer {
     settings: Settings,
     /// The last four characters of the remembered key, if one is.
     key_hint: Option<String>,
+    /// The viewer may make keys (and so one of their own for the playground).
+    may_make: bool,
 }
 
 impl Composer {
@@ -145,6 +147,7 @@ impl Composer {
             csrf: viewer.csrf.clone(),
             models: super::pickers::model_groups(snap),
             settings,
+            may_make: viewer.session.role.may_change(),
             key_hint: key.map(|k| {
                 let tail: String = k.chars().rev().take(4).collect();
                 tail.chars().rev().collect()
@@ -197,7 +200,13 @@ impl Composer {
                     input #max_tokens name="max_tokens" type="number" min="1" step="1" value=(s.max_tokens) placeholder="the model's default";
                 }))
                 label.wide { input #stream name="stream" type="checkbox" value="1" checked[s.stream]; " Stream the answer" }
-                button type="submit" { "Send" }
+                button #send type="submit" { "Send" }
+                // After Send: Enter in a field submits with the form's first button.
+                @if self.key_hint.is_none() && self.may_make {
+                    button.quiet #own-key type="submit" name="own_key" value="1" formnovalidate {
+                        "No key at hand? Make me one for this sign-in"
+                    }
+                }
             }
             p { a #new-conversation href="/ui/playground" { "New conversation" } }
         }
@@ -326,6 +335,37 @@ pub(super) async fn send(
             k.forget(&viewer.session_id);
         }
     }
+    let settings = Settings::of(f);
+    let (mut turns, dropped) = turns_of(f);
+    let prompt = f.get("prompt").unwrap_or_default();
+    if f.get("own_key") == Some("1") {
+        // A key of the viewer's own, made now, remembered, and the form shown again.
+        let mut problems = Problems::default();
+        let key = match own_key(state, viewer, now).await {
+            Ok(k) => {
+                if let Some(keys) = keys {
+                    keys.remember(&viewer.session_id, &k, viewer.session.expires, now);
+                }
+                Some(k)
+            }
+            Err(e) => {
+                problems.add("key", e.to_string());
+                None
+            }
+        };
+        let composer = Composer::new(snap, viewer, settings, key.as_deref());
+        let shown = html! {
+            @if key.is_some() {
+                div.notice #notice role="status" { "A key of yours was made for the playground; it expires with this sign-in." }
+            }
+            (conversation(&turns, dropped))
+            (composer.render(&turns, prompt, &problems))
+        };
+        return Ok(respond(
+            StatusCode::OK,
+            page("Playground", Some(viewer), shown),
+        ));
+    }
     let key = match f.filled("key") {
         Some(k) => {
             if let Some(keys) = keys {
@@ -335,9 +375,6 @@ pub(super) async fn send(
         }
         None => remembered(snap, viewer),
     };
-    let settings = Settings::of(f);
-    let (mut turns, dropped) = turns_of(f);
-    let prompt = f.get("prompt").unwrap_or_default();
     let mut problems = Problems::default();
     if key.is_none() {
         problems.add("key", "a key is needed: a virtual key, or the master key");
@@ -424,6 +461,29 @@ pub(super) async fn send(
         StatusCode::OK,
         page("Playground", Some(viewer), shown),
     ))
+}
+
+/// A key of the viewer's own for the playground, through `/key/generate` as the keys page
+/// makes one: theirs (and their team's), so the playground runs with their rights and is
+/// charged to them; it expires when the sign-in does.
+async fn own_key(state: &AppState, viewer: &Viewer, now: u64) -> Result<String, ApiError> {
+    let user = &viewer.session.user;
+    let mut body = json!({
+        "user_id": user,
+        "key_alias": format!("playground: {user} {now}"),
+        "duration": format!("{}s", viewer.session.expires.saturating_sub(now).max(60)),
+        "metadata": {"made_by": "console playground"},
+    });
+    let team = match &viewer.team_admin {
+        Some(t) => Some(t.clone()),
+        None => super::team_of(state, user).await.unwrap_or(None),
+    };
+    if let Some(t) = team {
+        body["team_id"] = t.into();
+    }
+    let made: crate::admin::answers::keys::IssuedKey =
+        super::change_as(state, user, "/key/generate", &body).await?;
+    Ok(made.key)
 }
 
 fn header(resp: &Response<ResponseBody>, name: &str) -> String {
