@@ -60,10 +60,30 @@ pub struct ResponseCache {
     semantic: Option<semantic::Semantic>,
 }
 
+impl crate::server::Part for ResponseCache {
+    /// The cache `cache_params` describe, or the running one when they are as they were (it
+    /// keeps its entries and its Redis connection).
+    fn build(
+        config: &sluice_config::Config,
+        _with: &crate::server::Building<'_>,
+        before: Option<&Arc<Self>>,
+    ) -> Result<Option<Arc<Self>>, String> {
+        let Some(settings) = &config.litellm.cache else {
+            return Ok(None);
+        };
+        if let Some(old) = before.filter(|old| old.core.settings == *settings) {
+            return Ok(Some(Arc::clone(old)));
+        }
+        Self::start(settings.clone(), config.general.master_key.as_ref())
+            .map(Some)
+            .map_err(|e| format!("litellm_settings.cache_params: {e}"))
+    }
+}
+
 impl ResponseCache {
     /// The cache `settings` describe; a Redis store connects in the background (must run
     /// inside the runtime). `fleet_secret` (the master key) seeds a shared cache's keys.
-    pub fn start(
+    fn start(
         settings: CacheSettings,
         fleet_secret: Option<&sluice_core::Secret>,
     ) -> Result<Arc<Self>, BadRedisUrl> {

@@ -44,6 +44,14 @@ pub struct Settings {
     password: Option<crate::auth::MasterKey>,
     /// Single sign-on over OpenID Connect (`GENERIC_*`).
     sso: Option<sluice_config::Sso>,
+    /// What the console learns while it runs, kept over a reload (a reload must neither
+    /// forget wrong passwords nor the playground's keys).
+    live: std::sync::Arc<Live>,
+}
+
+/// The console's running state, beside its settings.
+#[derive(Debug, Default)]
+struct Live {
     /// Wrong passwords per user name.
     limiter: limit::SignInLimiter,
     /// Samples of the request counter for the overview's requests per second.
@@ -52,9 +60,26 @@ pub struct Settings {
     playground: pages::PlaygroundKeys,
 }
 
+impl crate::server::Part for Settings {
+    /// `None` when `disable_admin_ui` turns the console off. Over a reload it keeps what it
+    /// learnt running (wrong passwords, request-rate samples, the playground's keys).
+    fn build(
+        config: &sluice_config::Config,
+        _with: &crate::server::Building<'_>,
+        before: Option<&std::sync::Arc<Self>>,
+    ) -> Result<Option<std::sync::Arc<Self>>, String> {
+        Ok(Self::of(&config.general).map(|mut s| {
+            if let Some(before) = before {
+                s.live = std::sync::Arc::clone(&before.live);
+            }
+            std::sync::Arc::new(s)
+        }))
+    }
+}
+
 impl Settings {
     /// `None` when `disable_admin_ui` turns the console off.
-    pub fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
+    fn of(general: &sluice_config::GeneralSettings) -> Option<Self> {
         (!general.disable_admin_ui).then(|| Self {
             username: general.ui_username.clone(),
             password: general
@@ -62,9 +87,7 @@ impl Settings {
                 .as_ref()
                 .map(crate::auth::MasterKey::new),
             sso: general.sso.clone(),
-            limiter: limit::SignInLimiter::default(),
-            rate: pages::RequestRate::default(),
-            playground: pages::PlaygroundKeys::default(),
+            live: std::sync::Arc::default(),
         })
     }
 
@@ -107,7 +130,7 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::fmt::Display,
 {
-    let Some(settings) = snap.console.as_ref() else {
+    let Some(settings) = snap.features.console.as_ref() else {
         return Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
             path: req.uri().path().chars().take(200).collect(),
@@ -204,7 +227,7 @@ where
         }
         if sub == "/logout" {
             users::sign_out(state, token, viewer.session.expires, now).await;
-            settings.playground.forget(&viewer.session_id);
+            settings.live.playground.forget(&viewer.session_id);
             return Ok(to_sign_in(tls, true));
         }
         if !viewer.session.role.may_change() {
@@ -336,7 +359,7 @@ async fn sign_in(
     }
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
-    if let Err(wait) = settings.limiter.check(client, user, now) {
+    if let Err(wait) = settings.live.limiter.check(client, user, now) {
         let mut resp = login_page(
             settings,
             keys,
@@ -365,6 +388,7 @@ async fn sign_in(
     };
     let Some((user, role, stamp)) = signed else {
         settings
+            .live
             .limiter
             .failed(client, form.get("username").unwrap_or_default(), now);
         return login_page(
@@ -376,6 +400,7 @@ async fn sign_in(
         );
     };
     settings
+        .live
         .limiter
         .succeeded(client, form.get("username").unwrap_or_default());
     let token = keys.issue(&Session {

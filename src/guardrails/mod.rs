@@ -40,20 +40,22 @@ pub struct Guardrails {
     externals: Vec<(Arc<str>, external::External)>,
 }
 
-impl Guardrails {
+impl crate::server::Part for Guardrails {
     /// The config's guardrails, or `None` when it has none (the pipeline's flag). The error
     /// names an external guardrail whose service cannot be addressed.
-    pub(crate) fn new(
-        list: &[Guardrail],
-        clients: &sluice_net::ClientRegistry,
-    ) -> Result<Option<Arc<Guardrails>>, String> {
+    fn build(
+        config: &sluice_config::Config,
+        with: &crate::server::Building<'_>,
+        _before: Option<&Arc<Self>>,
+    ) -> Result<Option<Arc<Self>>, String> {
+        let list = &config.guardrails;
         if list.is_empty() {
             return Ok(None);
         }
         let mut externals = Vec::new();
         for g in list {
             if let Some(s) = &g.settings.external {
-                let e = external::External::build(s, clients)
+                let e = external::External::build(s, with.clients)
                     .map_err(|why| format!("guardrail {}: {why}", g.name))?;
                 externals.push((g.name.clone(), e));
             }
@@ -64,7 +66,9 @@ impl Guardrails {
             externals,
         })))
     }
+}
 
+impl Guardrails {
     fn external(&self, g: &Guardrail) -> Option<&external::External> {
         self.externals
             .iter()

@@ -47,7 +47,6 @@ use sluice_core::record::RequestRecord;
 use sluice_core::trace_context::TraceContext;
 use sluice_mcp::jsonrpc::{self, code, Kind, Message};
 use sluice_mcp::{Access, Hub, McpSettings};
-use sluice_net::ClientRegistry;
 
 use crate::auth::{Caller, KeyEntry};
 use crate::http::{read_body, ResponseBody};
@@ -75,17 +74,28 @@ pub struct McpGateway {
     sessions: Sessions,
 }
 
-impl McpGateway {
-    /// Start the servers (stdio children on the current runtime); `None` without any.
-    pub fn start(settings: &McpSettings, clients: &ClientRegistry) -> Option<Arc<Self>> {
-        (!settings.is_empty()).then(|| {
+impl crate::server::Part for McpGateway {
+    /// The running gateway when `mcp_servers` is as it was (its processes and sessions stay
+    /// up), else start the servers (stdio children on the current runtime); `None` without any.
+    fn build(
+        config: &sluice_config::Config,
+        with: &crate::server::Building<'_>,
+        before: Option<&Arc<Self>>,
+    ) -> Result<Option<Arc<Self>>, String> {
+        let settings = &config.mcp;
+        if let Some(old) = before.filter(|old| old.settings() == settings) {
+            return Ok(Some(Arc::clone(old)));
+        }
+        Ok((!settings.is_empty()).then(|| {
             Arc::new(Self {
-                hub: Hub::start(settings, clients),
+                hub: Hub::start(settings, with.clients),
                 sessions: Sessions::default(),
             })
-        })
+        }))
     }
+}
 
+impl McpGateway {
     /// The settings it was started from.
     pub fn settings(&self) -> &McpSettings {
         self.hub.settings()
@@ -125,7 +135,7 @@ async fn enter<'s, B>(
     req: &Request<B>,
     record: &mut RequestRecord,
 ) -> Result<Entry<'s>, ApiError> {
-    let Some(gw) = snap.mcp.as_ref() else {
+    let Some(gw) = snap.features.mcp.as_ref() else {
         return Err(ApiError::RouteNotFound {
             method: req.method().to_string(),
             path: req.uri().path().chars().take(200).collect(),

@@ -218,7 +218,7 @@ impl McpLoop {
         if mcp.is_empty() {
             return Ok(None);
         }
-        let Some(gw) = snap.mcp.clone() else {
+        let Some(gw) = snap.features.mcp.clone() else {
             return Err(LoopError::NoServers.into());
         };
         let host = headers.get(HOST).and_then(|h| h.to_str().ok());

@@ -65,7 +65,7 @@ pub(super) async fn close(state: &AppState, gw: &McpGateway, id: &str, owner: &O
 /// Drop this instance's copy of a session another instance ended (its calls here are
 /// cancelled).
 pub(crate) fn ended_elsewhere(state: &AppState, id: &str) {
-    if let Some(gw) = state.snapshot().mcp.as_ref() {
+    if let Some(gw) = state.snapshot().features.mcp.as_ref() {
         gw.sessions.forget(id);
     }
 }

@@ -3,7 +3,6 @@
 //! client's (never its credentials, nor hop-by-hop ones). The joined URL stays on the target's
 //! host, as on the provider routes.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,9 +23,9 @@ use sluice_providers::passthrough::{connection_listed, never_forwarded, path};
 use sluice_providers::UpstreamBody;
 
 use super::PassRelay;
-use crate::auth::{Caller, Wanted};
+use crate::auth::Caller;
 use crate::http::{collect_upstream, read_body, ResponseBody};
-use crate::server::steps::{self, Admitted, Ask, Authenticated, Presented};
+use crate::server::steps::{self, Admitted, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a custom route's target may take.
@@ -229,31 +228,16 @@ where
         .ok_or(ApiError::Internal("custom route without its path"))?
         .to_owned();
     let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
-    if let Some(set) = snap.guardrails.as_deref() {
-        let carried = caller.guardrails(state.gate().directory());
-        if crate::guardrails::would_apply(set, &carried, &body) {
-            return Err(ApiError::InvalidParam {
-                param: "guardrails",
-                message: format!(
-                    "guardrails apply to this request, and sluice cannot read the text of a \
-                     call to {}",
-                    route.path
-                ),
-            });
-        }
-    }
-    record.model = Some(Arc::from(route.path.as_str()));
-    record.requested_model = record.model.clone();
-    record.provider = Some("pass_through");
+    steps::unguardable(state, snap, &caller, &body, || {
+        format!("sluice cannot read the text of a call to {}", route.path)
+    })?;
     let price = Price {
         per_request: route.cost_per_request,
         ..Price::default()
     };
-    let ask = Ask {
-        price: Some(price),
-        ..Ask::for_model(Wanted::name(&route.path))
-    };
-    let Admitted { key, mut charges } = steps::admit(state, caller, ask, record, wall).await?;
+    let own = (route.path.as_str(), "pass_through");
+    let Admitted { key, mut charges } =
+        steps::admit_own(state, caller, own, price, record, wall).await?;
     let before_send = record.start.elapsed();
     let sent = target.send(
         &parts.method,

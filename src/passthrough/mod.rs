@@ -260,7 +260,7 @@ fn unread(
     caller: &auth::Caller,
     body: &[u8],
 ) -> Result<(), ApiError> {
-    let Some(set) = snap.guardrails.as_deref() else {
+    let Some(set) = snap.features.guardrails.as_deref() else {
         return Ok(());
     };
     let carried = caller.guardrails(state.gate().directory());

@@ -23,16 +23,8 @@ use sluice_providers::UpstreamBody;
 use sluice_telemetry::Recorder;
 
 use crate::http::RelayError;
-use crate::server::{Abort, IdleTimer};
+use crate::server::{Abort, IdleTimer, RelayState as State};
 use crate::spend::Charges;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Relaying,
-    /// sluice's error event sent; the body fails once it had time to flush ([`Abort`]).
-    Failing,
-    Ended,
-}
 
 /// A pass-through answer in flight; owns the request's record and charges.
 #[derive(Debug)]

@@ -5,7 +5,6 @@
 //! refuse, admit the key's limits and budgets and its access to the tool (named as a model),
 //! one call, record, charge the tool's price per query.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,9 +22,8 @@ use sluice_net::{ClientRegistry, SegmentsBody, UpstreamClient};
 use sluice_providers::http::client_error;
 use sluice_providers::passthrough::path;
 
-use crate::auth::Wanted;
 use crate::http::{collect_upstream, read_body, ResponseBody};
-use crate::server::steps::{self, Admitted, Ask, Authenticated, Presented};
+use crate::server::steps::{self, Admitted, Authenticated, Presented};
 use crate::server::{AppState, Snapshot};
 
 /// How long connecting to a search provider may take.
@@ -110,29 +108,16 @@ where
     let unified: Map<String, Value> =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let sent = tool.provider.request(&unified)?;
-    if let Some(set) = snap.guardrails.as_deref() {
-        let carried = caller.guardrails(state.gate().directory());
-        if crate::guardrails::would_apply(set, &carried, &body) {
-            return Err(ApiError::InvalidParam {
-                param: "guardrails",
-                message: "guardrails apply to this request, and sluice does not check web \
-                          searches"
-                    .into(),
-            });
-        }
-    }
-    record.model = Some(Arc::from(tool.name.as_str()));
-    record.requested_model = record.model.clone();
-    record.provider = Some(tool.provider.name());
+    steps::unguardable(state, snap, &caller, &body, || {
+        "sluice does not check web searches".to_owned()
+    })?;
     let price = Price {
         per_query: tool.cost_per_query,
         ..Price::default()
     };
-    let ask = Ask {
-        price: Some(price),
-        ..Ask::for_model(Wanted::name(&tool.name))
-    };
-    let Admitted { key, mut charges } = steps::admit(state, caller, ask, record, wall).await?;
+    let own = (tool.name.as_str(), tool.provider.name());
+    let Admitted { key, mut charges } =
+        steps::admit_own(state, caller, own, price, record, wall).await?;
     let before_send = record.start.elapsed();
     let sent = serde_json::to_vec(&sent).map_err(|_| ApiError::Internal("search body"))?;
     let mut upstream = Request::builder()

@@ -39,9 +39,20 @@ pub struct Plan {
     pub deployments: HashMap<String, Planned>,
 }
 
+impl crate::server::Part for Plan {
+    /// The plan of `config`, when `background_health_checks` is on.
+    fn build(
+        config: &Config,
+        _with: &crate::server::Building<'_>,
+        _before: Option<&Arc<Self>>,
+    ) -> Result<Option<Arc<Self>>, String> {
+        Ok(Self::of(config))
+    }
+}
+
 impl Plan {
     /// The plan of `config`, when `background_health_checks` is on.
-    pub fn of(config: &Config) -> Option<Arc<Self>> {
+    fn of(config: &Config) -> Option<Arc<Self>> {
         let settings = config.general.health_checks.clone()?;
         let deployments = config
             .deployments
@@ -142,7 +153,7 @@ pub fn start(state: &Arc<AppState>) {
             let Some(state) = weak.upgrade() else {
                 return;
             };
-            let Some(plan) = state.snapshot().probe_plan.clone() else {
+            let Some(plan) = state.snapshot().features.probes.clone() else {
                 drop(state);
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;

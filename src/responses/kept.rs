@@ -36,27 +36,39 @@ impl std::fmt::Debug for Keeping {
     }
 }
 
-impl Keeping {
+impl crate::server::Part for Keeping {
     /// The keeping of a config: `None` without the master key or `LITELLM_SALT_KEY`, since
     /// kept content is sealed with it.
-    pub fn of(config: &sluice_config::Config) -> Option<Arc<Self>> {
-        let master = config.general.master_key.as_ref()?;
+    fn build(
+        config: &sluice_config::Config,
+        _with: &crate::server::Building<'_>,
+        _before: Option<&Arc<Self>>,
+    ) -> Result<Option<Arc<Self>>, String> {
+        let Some(master) = config.general.master_key.as_ref() else {
+            return Ok(None);
+        };
         let salt = std::env::var("LITELLM_SALT_KEY")
             .ok()
             .filter(|s| !s.is_empty());
-        let seal = Seal::for_responses(salt.as_deref(), master)
-            .map_err(|e| tracing::warn!("responses cannot be kept: {e}"))
-            .ok()?;
-        Some(Arc::new(Self {
+        let seal = match Seal::for_responses(salt.as_deref(), master) {
+            Ok(seal) => seal,
+            Err(e) => {
+                tracing::warn!("responses cannot be kept: {e}");
+                return Ok(None);
+            }
+        };
+        Ok(Some(Arc::new(Self {
             seal,
             pending: Pending::default(),
             retention: Duration::from_secs(
                 u64::from(config.general.responses_retention_days) * 86_400,
             ),
             store_answers: config.general.store_responses,
-        }))
+        })))
     }
+}
 
+impl Keeping {
     pub(super) fn seal(&self, v: &Value) -> Result<String, ApiError> {
         let plain = serde_json::to_vec(v).map_err(|_| ApiError::Internal("unwritable item"))?;
         self.seal.seal(&plain).map_err(|e| {

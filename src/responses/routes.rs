@@ -106,7 +106,7 @@ where
         path: path.chars().take(200).collect(),
     };
     let (op, ids) = Op::parse(bare).ok_or_else(not_route)?;
-    let (Some(keeping), Some(store)) = (snap.responses.as_deref(), state.store()) else {
+    let (Some(keeping), Some(store)) = (snap.features.responses.as_deref(), state.store()) else {
         return Err(ApiError::InvalidParam {
             param: "store",
             message: "this gateway keeps no responses or conversations: that needs a database \

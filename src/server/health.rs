@@ -143,7 +143,7 @@ pub(crate) fn route(
 ) -> Result<http::Response<crate::http::ResponseBody>, sluice_core::error::ApiError> {
     crate::auth::authorize(snap.master.as_ref(), headers)?;
     let round = state.probes().latest();
-    let probes = snap.probe_plan.as_deref().map(|plan| Probes {
+    let probes = snap.features.probes.as_deref().map(|plan| Probes {
         plan,
         round: round.as_deref(),
         spent: state.probes().spent_today(),

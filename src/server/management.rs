@@ -26,7 +26,7 @@ where
     auth::authorize(snap.master.as_ref(), req.headers())?;
     let (parts, body) = req.into_parts();
     let body = read_body(body, &parts.headers, snap.max_body, snap.body_timeout).await?;
-    crate::cache::manage(op, snap.cache.as_deref(), &body).await
+    crate::cache::manage(op, snap.features.cache.as_deref(), &body).await
 }
 
 /// The management API, behind the master key. A change is applied to this instance's key
@@ -111,7 +111,7 @@ pub(super) fn metrics(state: &AppState, snap: &Snapshot) -> Response<ResponseBod
     let text = recorder
         .metrics()
         .render(&snap.router, recorder.queue_depth(), |text| {
-            if let Some(cache) = &snap.cache {
+            if let Some(cache) = &snap.features.cache {
                 crate::cache::metrics(cache, text);
             }
             state.overload().metrics(text);
@@ -171,7 +171,7 @@ fn readiness_body(state: &AppState, shedding: Option<&'static str>) -> Bytes {
         "callbacks": state.recorder().callbacks().status(),
         "db": db,
         "redis": redis,
-        "cache": crate::cache::readiness(state.snapshot().cache.as_deref()),
+        "cache": crate::cache::readiness(state.snapshot().features.cache.as_deref()),
         // The secret manager: which one, and the names whose last read failed (never values).
         "secrets": match state.vars().secrets() {
             None => serde_json::json!("not configured"),

@@ -3,6 +3,7 @@
 
 pub(crate) mod attempt;
 pub mod client_side;
+mod features;
 pub(crate) mod health;
 pub(crate) mod inference;
 pub(crate) mod internal;
@@ -21,11 +22,12 @@ mod tags;
 pub(crate) mod upload;
 mod vendor_clients;
 
+pub use features::{Building, FeatureError, Part};
 pub use relay::StreamRelay;
-pub(crate) use relay::{Abort, IdleTimer};
+pub(crate) use relay::{Abort, IdleTimer, State as RelayState};
 pub use state::{
-    AppState, ReloadError, ServiceError, ServiceOptions, Services, Snapshot, SnapshotError,
-    StoreServices,
+    AppState, Features, ReloadError, ServiceError, ServiceOptions, Services, Snapshot,
+    SnapshotError, StoreServices,
 };
 
 use std::future::Future;

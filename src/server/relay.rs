@@ -37,11 +37,14 @@ use sluice_telemetry::Recorder;
 use crate::http::RelayError;
 use crate::spend::Charges;
 
+/// Where a relayed stream is: the inference relay's and the pass-through relay's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(crate) enum State {
+    /// Frames pass.
     Relaying,
     /// Error event sent; the body fails once it had time to flush ([`Abort`]).
     Failing,
+    /// Done: the body ends.
     Ended,
 }
 

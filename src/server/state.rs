@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
+use super::features::{Building, FeatureError};
 use crate::auth::{Directory, Gate, KeyLoader, MasterKey, Sync};
 use crate::fleet::{Fleet, FleetError};
 use sluice_config::Config;
@@ -34,8 +35,6 @@ use sluice_telemetry::Recorder;
 pub struct Snapshot {
     /// Model groups, their deployments and the rules for retries, fallbacks and cooldowns.
     pub router: Router,
-    /// Active health checks (`background_health_checks`), when on.
-    pub probe_plan: Option<Arc<crate::probes::Plan>>,
     /// The master key, if the gateway is closed.
     pub master: Option<MasterKey>,
     /// Largest accepted request body.
@@ -52,20 +51,11 @@ pub struct Snapshot {
     pub models_json: Bytes,
     /// Unix time of this load (`created` in model objects).
     pub created: u64,
-    /// The provider pass-through routes' upstreams and prices.
+    /// The provider pass-through routes' upstreams and prices: the gateway's own routes to
+    /// each provider, always there (an upstream without credentials answers why).
     pub pass_through: crate::passthrough::PassThrough,
-    /// The response cache, when `cache` or `dedupe_in_flight` is on; carried over a reload
-    /// that leaves its settings as they were.
-    pub cache: Option<Arc<crate::cache::ResponseCache>>,
-    /// The MCP gateway's tool servers and sessions, when `mcp_servers` names any; carried
-    /// over a reload that leaves them as they were.
-    pub mcp: Option<Arc<crate::mcp::McpGateway>>,
-    /// How Responses answers and conversations are kept (`None`: no key to seal them with).
-    pub responses: Option<Arc<crate::responses::Keeping>>,
-    /// `guardrails:`, when the config has any (the pipeline's only check otherwise).
-    pub guardrails: Option<Arc<crate::guardrails::Guardrails>>,
-    /// The admin console at `/ui` and its admin sign-in; `None` with `disable_admin_ui`.
-    pub console: Option<crate::console::Settings>,
+    /// Each feature's runtime part (`None` where the config leaves it off).
+    pub features: Features,
     /// `general_settings.litellm_headers`: LiteLLM's `x-litellm-*` answer headers.
     pub litellm_headers: bool,
     /// `litellm_settings.upperbound_key_generate_params`: the most a key made may have.
@@ -86,6 +76,24 @@ pub struct Snapshot {
     pub described: Arc<str>,
     /// Every deployment as `/model/info` lists it (keys masked), in config order.
     pub deployments: Vec<serde_json::Value>,
+}
+
+super::features::features! {
+    /// `guardrails:` (the pipeline's only check when off).
+    guardrails: crate::guardrails::Guardrails,
+    /// The response cache (`cache`, `dedupe_in_flight`); kept over a reload that leaves its
+    /// settings as they were, with its entries.
+    cache: crate::cache::ResponseCache,
+    /// How Responses answers and conversations are kept (off: no key to seal them with).
+    responses: crate::responses::Keeping,
+    /// The admin console at `/ui` and its admin sign-in (off with `disable_admin_ui`).
+    console: crate::console::Settings,
+    /// Active health checks (`background_health_checks`).
+    probes: crate::probes::Plan,
+    /// The MCP gateway's tool servers and sessions (`mcp_servers`); kept over a reload that
+    /// leaves them as they were. Last: it starts processes, which a later part's error would
+    /// have started for nothing.
+    mcp: crate::mcp::McpGateway,
 }
 
 /// Why a reload from the file did not happen.
@@ -111,23 +119,22 @@ pub enum SnapshotError {
     /// A deployment cannot be reached as configured.
     #[error(transparent)]
     Target(#[from] TargetError),
-    /// The response cache's store cannot be set up.
-    #[error("{0}")]
-    Cache(String),
-    /// An external guardrail's service cannot be addressed.
-    #[error("{0}")]
-    Guardrail(String),
+    /// A feature's settings cannot be put in service.
+    #[error(transparent)]
+    Feature(#[from] FeatureError),
     /// The alert channels cannot be set up (an SMTP host the client refuses).
     #[error("general_settings.alerting: {0}")]
     Alerting(String),
 }
 
 impl Snapshot {
-    /// Prepare every deployment and prebuild the static answers.
+    /// Prepare every deployment and prebuild the static answers; each feature builds its part,
+    /// handed its part in `before` (the running snapshot, on a reload).
     pub fn build(
         config: &Config,
         clients: &ClientRegistry,
         health: &HealthRegistry,
+        before: Option<&Snapshot>,
     ) -> Result<Self, SnapshotError> {
         let mut members = Vec::with_capacity(config.deployments.len());
         for d in &config.deployments {
@@ -175,7 +182,6 @@ impl Snapshot {
         let list = serde_json::json!({ "object": "list", "data": data });
         Ok(Self {
             models_json: Bytes::from(list.to_string()),
-            probe_plan: crate::probes::Plan::of(config),
             router: Router {
                 models,
                 policy: policy(config),
@@ -188,7 +194,6 @@ impl Snapshot {
             body_timeout: config.general.body_read_timeout,
             metrics_need_key: config.litellm.require_auth_for_metrics_endpoint,
             created,
-            console: crate::console::Settings::of(&config.general),
             litellm_headers: config.general.litellm_headers,
             key_bounds: config.litellm.key_bounds.clone(),
             client_side: super::client_side::ClientSideSettings::of(config),
@@ -196,20 +201,7 @@ impl Snapshot {
             allowed_ips: config.general.allowed_ips.clone().map(Arc::new),
             forwarded: config.general.forwarded.clone(),
             pass_through: crate::passthrough::PassThrough::build(config, clients),
-            guardrails: crate::guardrails::Guardrails::new(&config.guardrails, clients)
-                .map_err(SnapshotError::Guardrail)?,
-            cache: match config.litellm.cache.clone() {
-                Some(s) => Some(
-                    crate::cache::ResponseCache::start(s, config.general.master_key.as_ref())
-                        .map_err(|e| {
-                            SnapshotError::Cache(format!("litellm_settings.cache_params: {e}"))
-                        })?,
-                ),
-                None => None,
-            },
-            // Set by `AppState` (started once, or carried over a reload).
-            mcp: None,
-            responses: crate::responses::Keeping::of(config),
+            features: Features::build(config, &Building { clients }, before.map(|b| &b.features))?,
             described: sluice_config::describe(config).into(),
             deployments: config
                 .deployments
@@ -487,8 +479,7 @@ impl AppState {
     ) -> Result<Arc<Self>, SnapshotError> {
         let clients = ClientRegistry::new(workers);
         let health = HealthRegistry::default();
-        let mut snap = Snapshot::build(config, &clients, &health)?;
-        snap.mcp = crate::mcp::McpGateway::start(&config.mcp, &clients);
+        let snap = Snapshot::build(config, &clients, &health, None)?;
         recorder.configure(&config.callbacks);
         // The console's sign-ins always carry their peer: wrong passwords count per address
         // (`console::limit`), so that a stranger's cannot lock out the admin.
@@ -668,18 +659,12 @@ impl AppState {
 
     /// Replace the snapshot with one built from `config`; on error the old one keeps serving.
     pub fn reload(&self, config: &Config) -> Result<(), SnapshotError> {
-        let mut snap = Snapshot::build(config, &self.clients, &self.health)?;
-        if let (Some(new), Some(old)) = (&snap.cache, &self.snapshot.load().cache) {
-            if new.core.settings == old.core.settings {
-                snap.cache = Some(Arc::clone(old));
-            }
-        }
-        // The tool servers (their processes, sessions) stay up over a reload that leaves
-        // `mcp_servers` as it was.
-        snap.mcp = match &self.snapshot.load().mcp {
-            Some(old) if *old.settings() == config.mcp => Some(Arc::clone(old)),
-            _ => crate::mcp::McpGateway::start(&config.mcp, &self.clients),
-        };
+        let snap = Snapshot::build(
+            config,
+            &self.clients,
+            &self.health,
+            Some(&self.snapshot.load()),
+        )?;
         if snap.allowed_ips.is_some() {
             self.connections.peer_addresses.turn_on();
         }

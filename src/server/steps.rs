@@ -101,7 +101,7 @@ pub(crate) async fn guard<'s>(
     body: &mut Bytes,
     record: &mut RequestRecord,
 ) -> Result<Option<Guard<'s>>, Response<ResponseBody>> {
-    let Some(set) = snap.guardrails.as_deref() else {
+    let Some(set) = snap.features.guardrails.as_deref() else {
         return Ok(None);
     };
     let carried = caller.guardrails(state.gate().directory());
@@ -120,6 +120,29 @@ pub(crate) async fn guard<'s>(
     .map_err(|refused| refused.response(endpoint.dialect(), record))
 }
 
+/// Step 4½ for a body sluice cannot read as text (a custom route's, a web search's): a
+/// guardrail that applies to it refuses it, since one that cannot check must not be skipped.
+/// `what` says what cannot be read, for the refusal.
+pub(crate) fn unguardable(
+    state: &AppState,
+    snap: &Snapshot,
+    caller: &Caller,
+    body: &[u8],
+    what: impl FnOnce() -> String,
+) -> Result<(), ApiError> {
+    let Some(set) = snap.features.guardrails.as_deref() else {
+        return Ok(());
+    };
+    let carried = caller.guardrails(state.gate().directory());
+    if crate::guardrails::would_apply(set, &carried, body) {
+        return Err(ApiError::InvalidParam {
+            param: "guardrails",
+            message: format!("guardrails apply to this request, and {}", what()),
+        });
+    }
+    Ok(())
+}
+
 /// What a request asks to be admitted for.
 pub(crate) struct Ask<'a> {
     /// The model (group) it uses, as access rules read it.
@@ -131,8 +154,9 @@ pub(crate) struct Ask<'a> {
     pub estimate: Nanos,
     /// Its tags, whose budgets and limits hold it whoever calls.
     pub tags: Option<&'a [Arc<str>]>,
-    /// What its answer costs, when the route knows before calling.
-    pub price: Option<Price>,
+    /// What its answer costs, when the route knows before calling (borrowed: a price is
+    /// large, and an `Ask` is moved into admission on every request).
+    pub price: Option<&'a Price>,
 }
 
 impl<'a> Ask<'a> {
@@ -183,10 +207,31 @@ pub(crate) async fn admit(
         charges: Charges {
             deployment: None,
             permit,
-            price: ask.price,
+            price: ask.price.copied(),
             fleet,
         },
     })
+}
+
+/// Step 6 for a route that is its own model (a custom route, a search tool): the record names
+/// it (`name`, served by `provider`), and it is admitted as a model of that name, charged at
+/// its flat `price`.
+pub(crate) async fn admit_own(
+    state: &AppState,
+    caller: Caller,
+    (name, provider): (&str, &'static str),
+    price: Price,
+    record: &mut RequestRecord,
+    wall: u64,
+) -> Result<Admitted, ApiError> {
+    record.model = Some(Arc::from(name));
+    record.requested_model = record.model.clone();
+    record.provider = Some(provider);
+    let ask = Ask {
+        price: Some(&price),
+        ..Ask::for_model(Wanted::name(name))
+    };
+    admit(state, caller, ask, record, wall).await
 }
 
 /// The permit behind [`admit`]: `None` when no limit or budget applies to the caller.

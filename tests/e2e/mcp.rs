@@ -477,11 +477,11 @@ async fn a_reload_keeps_the_tool_servers_when_their_settings_stay() {
     let tools = http_tools().await;
     let yaml = config(tools.port, "");
     let gw = gateway(&yaml).await;
-    let before = gw.state.snapshot().mcp.clone().unwrap();
+    let before = gw.state.snapshot().features.mcp.clone().unwrap();
     let env = std::collections::HashMap::<String, String>::new();
     let same = sluice_config::load_str(&yaml, &env).unwrap().config;
     gw.state.reload(&same).unwrap();
-    let after = gw.state.snapshot().mcp.clone().unwrap();
+    let after = gw.state.snapshot().features.mcp.clone().unwrap();
     assert!(
         std::sync::Arc::ptr_eq(&before, &after),
         "the same servers and sessions"
@@ -490,7 +490,7 @@ async fn a_reload_keeps_the_tool_servers_when_their_settings_stay() {
         .unwrap()
         .config;
     gw.state.reload(&changed).unwrap();
-    let again = gw.state.snapshot().mcp.clone().unwrap();
+    let again = gw.state.snapshot().features.mcp.clone().unwrap();
     assert!(
         !std::sync::Arc::ptr_eq(&before, &again),
         "new settings, new servers"

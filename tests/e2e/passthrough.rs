@@ -1218,3 +1218,56 @@ general_settings:
     assert_eq!(open.status, 200, "{}", open.text());
     assert_eq!(up.requests().last().unwrap().path_and_query, "/api/status");
 }
+
+/// A custom route's body and a web search are not text sluice can check: a guardrail that
+/// applies (here `default_on`) refuses them before they are admitted or sent, and one that
+/// does not apply lets them through.
+#[tokio::test]
+async fn a_custom_route_is_refused_when_a_guardrail_applies_to_it() {
+    let up = recording(Reply::Json(200, r#"{"ok":true}"#)).await;
+    let config = |default_on: bool| {
+        format!(
+            r#"
+model_list: []
+general_settings:
+  master_key: {MASTER}
+  pass_through_endpoints:
+    - path: /bria
+      target: http://{}/api
+      include_subpath: true
+      cost_per_request: 0.25
+guardrails:
+  - guardrail_name: pii
+    litellm_params:
+      guardrail: litellm_content_filter
+      mode: pre_call
+      default_on: {default_on}
+      pii_entities_config: {{EMAIL_ADDRESS: MASK}}
+"#,
+            up.addr
+        )
+    };
+    let body = r#"{"prompt":"mail jane@example.com"}"#;
+    let on = gateway(&config(true)).await;
+    let a = send(
+        "POST",
+        &on.url("/bria/v1/x"),
+        body.to_owned(),
+        &[MASTER_HEADER],
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    assert_eq!(a.json()["error"]["param"], "guardrails");
+    assert!(a.text().contains("/bria"), "{}", a.text());
+    assert!(up.requests().is_empty(), "nothing was sent");
+    let off = gateway(&config(false)).await;
+    let a = send(
+        "POST",
+        &off.url("/bria/v1/x"),
+        body.to_owned(),
+        &[MASTER_HEADER],
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(up.requests().len(), 1);
+}

@@ -39,7 +39,7 @@ pub(super) fn page(
     draft: &Draft<'_>,
 ) -> Result<Markup, ApiError> {
     let list = health::all(state, snap);
-    let checked = snap.probe_plan.is_some() && list.iter().any(|(_, _, c)| c.is_some());
+    let checked = snap.features.probes.is_some() && list.iter().any(|(_, _, c)| c.is_some());
     let listed = crate::admin::models::listed(snap)?;
     let stored = |id: &str| {
         listed

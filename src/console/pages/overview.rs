@@ -292,14 +292,16 @@ pub(super) async fn page(
     });
     let counts = exposition.as_deref().map(counts);
     let cache = snap
+        .features
         .cache
         .as_ref()
         .filter(|_| sees_all)
         .map(|c| CacheFigures::of(&c.core.stats));
     let rate = counts.as_ref().and_then(|c| {
-        snap.console
+        snap.features
+            .console
             .as_ref()
-            .and_then(|s| s.rate.sample(Instant::now(), c.total))
+            .and_then(|s| s.live.rate.sample(Instant::now(), c.total))
     });
     let today = time::OffsetDateTime::now_utc().date().to_string();
     // The store may be down; the live figures above do not need it, so the page still shows.

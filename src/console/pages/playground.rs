@@ -280,7 +280,7 @@ pub(super) fn page_get(snap: &Snapshot, viewer: &Viewer) -> Markup {
 
 /// The key remembered for this sign-in.
 fn remembered(snap: &Snapshot, viewer: &Viewer) -> Option<String> {
-    let keys = &snap.console.as_ref()?.playground;
+    let keys = &snap.features.console.as_ref()?.live.playground;
     keys.get(&viewer.session_id, crate::console::unix_now())
 }
 
@@ -329,7 +329,7 @@ pub(super) async fn send(
     f: &Form,
 ) -> Result<Response<ResponseBody>, ApiError> {
     let now = crate::console::unix_now();
-    let keys = snap.console.as_ref().map(|s| &s.playground);
+    let keys = snap.features.console.as_ref().map(|s| &s.live.playground);
     if f.get("forget_key") == Some("1") {
         if let Some(k) = keys {
             k.forget(&viewer.session_id);

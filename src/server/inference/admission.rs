@@ -99,7 +99,7 @@ pub(super) fn resolve<'a>(
         Caller::Open | Caller::Master if tags.is_none() => 0,
         _ => crate::spend::estimate(resolved.group, body.len(), envelope.max_tokens),
     };
-    let policy = snap.cache.as_ref().and_then(|c| {
+    let policy = snap.features.cache.as_ref().and_then(|c| {
         caller.cache_policy(directory, envelope.routing.cache.as_deref(), c.namespace())
     });
     Ok(Resolution {
@@ -144,6 +144,7 @@ pub(super) async fn cache(
         .or(envelope.routing.cache.as_deref());
     let Some(cache) = cx
         .snap
+        .features
         .cache
         .as_ref()
         .filter(|c| c.applies(endpoint, control))

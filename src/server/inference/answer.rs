@@ -99,14 +99,37 @@ pub(super) async fn answer(
                 }
             }
         }
-        Ok(served) => match served_answer(cx, &mut s, served, record).await {
-            Ok(resp) => resp,
-            Err(refusal) => {
-                record.status = refusal.status().as_u16();
-                record.error = Some(refusal.code());
-                return Ok(error_response(&refusal, dialect));
+        Ok(Served {
+            answer,
+            group,
+            member,
+            guard,
+        }) => {
+            // Awaited here rather than in a function of its own: one future fewer to move the
+            // answer into (its head is a few hundred bytes).
+            charge_served(cx, &mut s, group, member, guard, record);
+            let answered = match answer {
+                Answer::Full(parts, bytes) => Ok(whole(cx, &mut s, parts, bytes, record).await),
+                Answer::Stream { parts, first, rest } => {
+                    let idle = member.target.timeouts.idle;
+                    stream(cx, &mut s, parts, (first, rest), idle, record)
+                }
+            };
+            match answered {
+                Ok(mut resp) => {
+                    resp.headers_mut()
+                        .insert(X_MODEL_ID.clone(), member.target.id_header.clone());
+                    resp
+                }
+                // A `during_call` refusal that arrived after the stream's head: the stream
+                // is dropped unsent, and the refusal is the answer.
+                Err(refusal) => {
+                    record.status = refusal.status().as_u16();
+                    record.error = Some(refusal.code());
+                    return Ok(error_response(&refusal, dialect));
+                }
             }
-        },
+        }
     };
     let h = resp.headers_mut();
     if let Some(m) = outcome.last.filter(|_| !h.contains_key(&X_MODEL_ID)) {
@@ -134,21 +157,16 @@ pub(super) async fn answer(
     Ok(resp)
 }
 
-/// A served answer, priced by the deployment that served it. `Err` is a `during_call`
-/// refusal that arrived after the stream's head: the stream is dropped unsent, and the refusal
-/// is the answer.
-async fn served_answer(
+/// A served answer's charges: the deployment's in-flight slot, and its price (a wildcard
+/// group's own, else the deployment's) for the units asked.
+fn charge_served(
     cx: Cx<'_>,
     s: &mut Settling<'_, '_>,
-    served: Served<'_, Answer>,
+    group: &routing::Group,
+    member: &routing::Member,
+    guard: routing::InFlight,
     record: &mut RequestRecord,
-) -> Result<Response<ResponseBody>, ApiError> {
-    let Served {
-        answer,
-        group,
-        member,
-        guard,
-    } = served;
+) {
     record.model = Some(group.name.clone());
     let units = s.asked.requested_units;
     s.charges.deployment = Some(guard);
@@ -159,16 +177,6 @@ async fn served_answer(
             .image_prices
             .price(member.target.price, &units),
     });
-    let mut resp = match answer {
-        Answer::Full(parts, bytes) => whole(cx, s, parts, bytes, record).await,
-        Answer::Stream { parts, first, rest } => {
-            let idle = member.target.timeouts.idle;
-            stream(cx, s, parts, (first, rest), idle, record)?
-        }
-    };
-    resp.headers_mut()
-        .insert(X_MODEL_ID.clone(), member.target.id_header.clone());
-    Ok(resp)
 }
 
 /// A whole answer: its usage and cost, published to the cache, checked by the `post_call`

@@ -83,7 +83,7 @@ where
             return Ok(queued);
         }
     }
-    let mut guarded = match snap.guardrails.is_some() {
+    let mut guarded = match snap.features.guardrails.is_some() {
         true => match steps::guard(state, snap, endpoint, &who.caller, &mut body, record).await {
             Ok(g) => g,
             Err(refused) => return Ok(refused),
@@ -107,7 +107,7 @@ where
     let ask = resolution.ask(&asked.envelope);
     let mut admitted = steps::admit(state, who.caller, ask, record, who.wall).await?;
     let cacheable = mcp_loop.is_none() && !guarded.as_ref().is_some_and(|g| g.checks_answer());
-    let mut cached = match snap.cache.is_some() && cacheable {
+    let mut cached = match snap.features.cache.is_some() && cacheable {
         true => match admission::cache(cx, &read, &body, &asked, &resolution, record).await? {
             Flow::Next(c) => c,
             Flow::Answered(resp) => return Ok(resp),

@@ -122,7 +122,7 @@ async fn responses(
     body: &mut Bytes,
     caller: &Caller,
 ) -> Result<Option<Bytes>, ApiError> {
-    let keeping = cx.snap.responses.as_ref();
+    let keeping = cx.snap.features.responses.as_ref();
     let queued =
         crate::responses::background::start(cx.state, keeping, caller, &read.parts, body).await?;
     if let Some(queued) = queued {
