@@ -11,6 +11,7 @@ mod customers;
 mod keys;
 mod logs;
 mod models;
+mod names;
 mod overview;
 mod people;
 mod playground;
@@ -83,7 +84,7 @@ pub(super) async fn get(
             ("Users", people::users(state, viewer).await?)
         }
         "/audit" if viewer.session.role.sees_all() => {
-            ("Audit log", audit::page(state, query).await?)
+            ("Audit log", audit::page(state, viewer, query).await?)
         }
         "/config" if viewer.session.role.sees_all() => {
             ("Config", config::page(state, snap, viewer))
