@@ -297,6 +297,8 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
 }
 
 #[cfg(test)]
+mod bench_log_pages;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_log_pages;
