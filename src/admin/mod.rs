@@ -161,6 +161,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     (Method::GET, "/spend/tags", |s, r| {
         Box::pin(json(spend::tags(s, r)))
     }),
+    (Method::GET, "/spend/groups", |s, r| {
+        Box::pin(json(spend::groups(s, r)))
+    }),
     (Method::POST, "/tag/new", |s, r| Box::pin(tags::new(s, r))),
     (Method::POST, "/tag/update", |s, r| {
         Box::pin(tags::update(s, r))

@@ -1328,7 +1328,7 @@ async fn spend_downloads_as_csv() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("day,team_id,api_key,model_group,requests,failed_requests,prompt_tokens,completion_tokens,spend")
+        Some("day,team_id,api_key,model_group,requests,failed_requests,prompt_tokens,completion_tokens,spend,key_alias,key_name,team_alias")
     );
     let row: Vec<&str> = lines
         .next()
@@ -1366,18 +1366,7 @@ async fn chat(gw: &Gateway, key: &str, model: &str, extra: &[(&str, &str)]) -> A
 
 /// The spend log of the request `answer` answered, once the writer's batch has landed.
 async fn logged(gw: &Gateway, answer: &Answer) -> Value {
-    let id = answer.header("x-request-id").unwrap().to_owned();
-    let path = format!("/spend/logs?request_id={id}");
-    let row = poll(
-        PATIENCE,
-        || async {
-            let a = admin(gw, "GET", &path, Value::Null).await;
-            a.json().as_array().and_then(|r| r.first()).cloned()
-        },
-        Option::is_some,
-    )
-    .await;
-    row.unwrap_or_else(|| panic!("request {id} never reached the spend log"))
+    logged_as(gw, MASTER, answer).await
 }
 
 fn models_config(models: &str, general: &str) -> String {

@@ -13,6 +13,7 @@ mod health;
 mod keys;
 mod logs;
 mod models;
+mod names;
 mod overview;
 mod people;
 mod pickers;
@@ -124,7 +125,7 @@ async fn render(
         "/playground" => ("Playground", playground::page_get(snap, viewer)),
         "/teams" if role.sees_all() => ("Teams", people::teams(state, snap, viewer, draft).await?),
         "/users" if role.sees_all() => ("Users", people::users(state, viewer, draft).await?),
-        "/audit" if role.sees_all() => ("Audit log", audit::page(state, query).await?),
+        "/audit" if role.sees_all() => ("Audit log", audit::page(state, viewer, query).await?),
         "/config" if role.sees_all() => ("Config", config::page(state, snap, viewer)),
         "/teams/edit"
             if role.sees_all() || query.filled("team_id") == viewer.team_admin.as_deref() =>

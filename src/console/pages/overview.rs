@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use maud::{html, Markup};
 
 use super::health::{self, Health, Tally};
+use super::names::{Names, Wanted};
 use super::{query, read, store, usd};
 use crate::admin::answers::spend::DailySpendRow;
 use crate::console::Viewer;
@@ -313,6 +314,14 @@ pub(super) async fn page(
         .as_deref()
         .map(|r| (top(r, |r| &r.api_key, 5), top(r, |r| &r.model_group, 5)))
         .unwrap_or_default();
+    let mut wanted = Wanted::default();
+    for (k, _, _) in &top_keys {
+        wanted.key(k);
+    }
+    let names = match top_keys.is_empty() {
+        true => Names::default(),
+        false => Names::of(state, &wanted).await,
+    };
     Ok(html! {
         div.cards {
             @if let Some(c) = &counts {
@@ -365,9 +374,10 @@ pub(super) async fn page(
                 div {
                     h2 { "Top keys today" }
                     table #top-keys {
-                        thead { tr { th { "Key (hash)" } th.num { "Spend" } th.num { "Requests" } } }
+                        thead { tr { th { "Key" } th.num { "Spend" } th.num { "Requests" } } }
                         tbody { @for (k, spend, n) in &top_keys { tr {
-                            td.mono { @if k.is_empty() { "(master key)" } @else { a href={ "/ui/logs?key=" (k) } { (super::short(k)) "…" } } }
+                            td { @if k.is_empty() { span.muted { "master key" } } @else {
+                                a href={ "/ui/logs?" (query(&[("key", k)])) } title=(k) { (names.key(k)) } } }
                             td.num { (usd(*spend)) } td.num { (n) }
                         } } }
                     }
