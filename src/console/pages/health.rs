@@ -78,7 +78,8 @@ pub(super) fn all<'s>(
 ) -> Vec<(Deployment<'s>, Health, Option<Check>)> {
     // The last round of active health checks, when they run.
     let round = snap
-        .probe_plan
+        .features
+        .probes
         .as_ref()
         .and_then(|_| state.probes().latest());
     let missing: Vec<&str> = snap
