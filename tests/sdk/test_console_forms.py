@@ -216,7 +216,10 @@ def test_pickers_list_the_teams_users_and_models(gateway, browser):
     _submit(browser, "form[action='/ui/users/new'] button")
     assert "joins-by-form created" in browser.find_element(By.ID, "notice").text
     row = browser.find_element(By.XPATH, "//table[@id='users']//tr[contains(., 'joins-by-form')]")
-    assert "picked-team" in row.text
+    # The team by its name, linked to its page (its id only in the link and the title).
+    assert "Picked" in row.text and "picked-team" not in row.text, row.text
+    team_link = row.find_element(By.CSS_SELECTOR, "a[href*='team_id=picked-team']")
+    assert team_link.get_attribute("title") == "picked-team"
     browser.get(f"{root}/ui/teams/edit?team_id=picked-team")
     assert "joins-by-form" in browser.find_element(By.ID, "members").text
     # And one added on the team's page has the team on the users page.
@@ -225,7 +228,7 @@ def test_pickers_list_the_teams_users_and_models(gateway, browser):
     assert "picked-user" in browser.find_element(By.ID, "members").text
     browser.get(f"{root}/ui/users")
     row = browser.find_element(By.XPATH, "//table[@id='users']//tr[contains(., 'picked-user')]")
-    assert "picked-team" in row.text
+    assert "Picked" in row.text, row.text
 
 
 def test_a_deployment_without_a_key_is_not_configured(gateway, browser):

@@ -11,6 +11,7 @@ use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
 use super::fields::{self, count, field, period, pick, text, usd as usd_field, Draft, Reader};
+use super::names::{Names, Wanted};
 use super::{
     change, change_as, figure, or_empty, pickers, query, read, refused_by, short, store, team_of,
     usd, Refused,
@@ -47,6 +48,11 @@ pub(super) async fn page(
     let list = crate::admin::keys::list(store(state)?, read(&query(&pairs))).await?;
     // Asked for whole keys (`return_full_object`), so every one is.
     let keys: Vec<&KeyInfo> = list.keys.iter().filter_map(|k| k.full()).collect();
+    let mut wanted = Wanted::default();
+    for k in &keys {
+        wanted.team(or_empty(&k.team_id)).user(or_empty(&k.user_id));
+    }
+    let names = Names::of(state, &wanted).await;
     let may_change = s.role.may_change();
     Ok(html! {
         @let current = list.current_page;
@@ -75,8 +81,8 @@ pub(super) async fn page(
                         tr {
                             td { (name(or_empty(&k.key_alias))) }
                             td.mono title=(token) { (short(token)) "…" }
-                            td { (name(or_empty(&k.team_id))) }
-                            td { (name(or_empty(&k.user_id))) }
+                            td { (names.team_link(or_empty(&k.team_id), viewer)) }
+                            td { (names.user_link(or_empty(&k.user_id), viewer)) }
                             td { (models(k)) }
                             td.num { (usd(k.accounting.spend)) }
                             td.num { (k.limits.max_budget.map(usd).unwrap_or_default()) }

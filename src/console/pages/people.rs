@@ -15,6 +15,7 @@ use super::fields::{
     Reader,
 };
 use super::keys::name;
+use super::names::{Names, Wanted};
 use super::{
     change, figure, not_found, or_empty, pickers, query, read, refused_by, removal, status_select,
     store, submit, usd, Refused,
@@ -143,23 +144,22 @@ pub(super) async fn teams(
     })
 }
 
-/// Every user's teams, from the memberships the team pages read too.
-async fn teams_of_users(state: &AppState) -> Result<BTreeMap<String, Vec<String>>, ApiError> {
+/// Every user's teams (each with whether they are its admin), from the memberships the team
+/// pages read too.
+async fn teams_of_users(
+    state: &AppState,
+) -> Result<BTreeMap<String, Vec<(String, bool)>>, ApiError> {
     let all = store(state)?
         .all_team_members()
         .await
         .map_err(|_| ApiError::StoreUnavailable)?;
-    let mut by_user: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_user: BTreeMap<String, Vec<(String, bool)>> = BTreeMap::new();
     for m in all {
-        let role = if m.role == sluice_store::TeamRole::Admin {
-            " (admin)"
-        } else {
-            ""
-        };
+        let admin = m.role == sluice_store::TeamRole::Admin;
         by_user
             .entry(m.user_id)
             .or_default()
-            .push(format!("{}{role}", m.team_id));
+            .push((m.team_id, admin));
     }
     Ok(by_user)
 }
@@ -172,6 +172,11 @@ pub(super) async fn users(
 ) -> Result<Markup, ApiError> {
     let list = crate::admin::users::list(store(state)?, read("page_size=1000")).await?;
     let memberships = teams_of_users(state).await?;
+    let mut wanted = Wanted::default();
+    for (team, _) in memberships.values().flatten() {
+        wanted.team(team);
+    }
+    let names = Names::of(state, &wanted).await;
     let teams = pickers::teams(state).await?;
     let d = &draft.for_form("/users/new");
     Ok(html! {
@@ -186,7 +191,13 @@ pub(super) async fn users(
                             td { a href={ "/ui/users/edit?" (query(&[("user_id", &u.user_id)])) } { (name(&u.user_id)) } }
                             td { (name(or_empty(&u.user_email))) }
                             td { (or_empty(&u.user_role)) }
-                            td { (memberships.get(&u.user_id).map(|t| t.join(", ")).unwrap_or_default()) }
+                            td {
+                                @for (i, (team, admin)) in memberships.get(&u.user_id).into_iter().flatten().enumerate() {
+                                    @if i > 0 { ", " }
+                                    (names.team_link(team, viewer))
+                                    @if *admin { " (admin)" }
+                                }
+                            }
                             td.num { (usd(u.accounting.spend)) }
                             td.num { (u.limits.max_budget.map(usd).unwrap_or_default()) }
                         }
@@ -239,6 +250,11 @@ pub(super) async fn team_edit(
     } else {
         Vec::new()
     };
+    let mut wanted = Wanted::default();
+    for m in members {
+        wanted.user(&m.user_id);
+    }
+    let names = Names::of(state, &wanted).await;
     let add = &draft.for_form("/teams/members/add");
     let settings = &draft.for_form("/teams/update");
     let offered = pickers::models(snap);
@@ -257,7 +273,7 @@ pub(super) async fn team_edit(
                         @let user = &m.user_id;
                         @let role = &m.role;
                         tr {
-                            td { (name(user)) }
+                            td { (names.user_link(user, viewer)) }
                             td { (role) }
                             @if manages {
                                 td {
