@@ -13,7 +13,7 @@ use sluice_core::error::ApiError;
 
 use super::models::{runtime, update};
 use super::{body_object, store_error, AdminRequest, AdminResult};
-use crate::server::AppState;
+use crate::server::{AppState, Snapshot};
 
 /// Serves an `/access_group/…` route, or `None` for any other path.
 pub(super) async fn handle(
@@ -52,10 +52,29 @@ pub(super) async fn handle(
     })
 }
 
+/// The names of the access groups the deployments served carry, in name order (what the
+/// console's model pickers offer beside the model groups).
+pub(crate) fn names(snap: &Snapshot) -> Vec<String> {
+    found(snap, None)
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect()
+}
+
 /// Every access group of the deployments served (or just `only`): its model groups and how
 /// many deployments carry it, in name order.
 fn groups(state: &AppState, only: Option<&str>) -> Vec<Value> {
-    let snap = state.snapshot();
+    found(&state.snapshot(), only)
+        .into_iter()
+        .map(|(name, mut models, count)| {
+            models.sort();
+            json!({"access_group": name, "model_names": models, "deployment_count": count})
+        })
+        .collect()
+}
+
+/// Each access group (or just `only`): its name, model groups and deployment count.
+fn found(snap: &Snapshot, only: Option<&str>) -> Vec<(String, Vec<String>, u64)> {
     let mut found: Vec<(String, Vec<String>, u64)> = Vec::new();
     for d in &snap.deployments {
         let model = d["model_name"].as_str().unwrap_or_default();
@@ -80,12 +99,6 @@ fn groups(state: &AppState, only: Option<&str>) -> Vec<Value> {
     }
     found.sort_by(|a, b| a.0.cmp(&b.0));
     found
-        .into_iter()
-        .map(|(name, mut models, count)| {
-            models.sort();
-            json!({"access_group": name, "model_names": models, "deployment_count": count})
-        })
-        .collect()
 }
 
 fn info(state: &AppState, name: &str) -> AdminResult {

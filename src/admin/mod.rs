@@ -9,7 +9,7 @@
 //! `max_budjet` must not silently create a key without a budget), a missing required one a 400
 //! too. Database errors never reach the client as text.
 
-mod access_groups;
+pub(crate) mod access_groups;
 pub(crate) mod answers;
 pub(crate) mod audit;
 mod bounds;
@@ -160,6 +160,9 @@ const ROUTES: &[(Method, &str, Handler)] = &[
     }),
     (Method::GET, "/spend/tags", |s, r| {
         Box::pin(json(spend::tags(s, r)))
+    }),
+    (Method::GET, "/spend/groups", |s, r| {
+        Box::pin(json(spend::groups(s, r)))
     }),
     (Method::POST, "/tag/new", |s, r| Box::pin(tags::new(s, r))),
     (Method::POST, "/tag/update", |s, r| {

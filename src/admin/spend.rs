@@ -3,6 +3,7 @@
 //! as `YYYY-MM-DDTHH:MM`, UTC) and by `key_alias`, `team_id`, `model_group`, `status` and `id`,
 //! newest first. Prompt and answer only when one request is asked for (`id`, `request_id`).
 //! `GET /spend/daily`: the daily rollups per key, team and model group, for dashboards.
+//! `GET /spend/groups`: spend summed by team, key, model group, user or end user over days.
 
 use time::macros::format_description;
 use time::{Date, OffsetDateTime};
@@ -10,7 +11,10 @@ use time::{Date, OffsetDateTime};
 use super::answers::spend::{DailySpendRow, SpendLogEntry};
 use super::{query_pairs, query_value, store_error, AdminRequest};
 use sluice_core::error::ApiError;
-use sluice_store::{KeyHash, Page, SpendLogFilter, SpendStatus, Store, TagSpend};
+use sluice_store::{
+    Cursor, GroupSpend, KeyHash, LogPosition, Page, SpendBy, SpendLogFilter, SpendStatus, Store,
+    TagSpend,
+};
 
 /// Rows one call returns at most (`limit` may ask for fewer).
 const MAX_ROWS: u64 = 10_000;
@@ -63,6 +67,8 @@ pub(crate) async fn logs(
             "start_date",
             "end_date",
             "limit",
+            "before",
+            "after",
         ],
     )?;
     let api_key = query_value(&q, "api_key").map(|k| {
@@ -88,6 +94,11 @@ pub(crate) async fn logs(
         .transpose()?;
     let text = |name: &str| query_value(&q, name).map(str::to_owned);
     let limit = super::query_number(&q, "limit", MAX_ROWS)?.clamp(1, MAX_ROWS);
+    let cursor = match (query_value(&q, "before"), query_value(&q, "after")) {
+        (Some(c), _) => Some(Cursor::Before(position(c, "before")?)),
+        (None, Some(c)) => Some(Cursor::After(position(c, "after")?)),
+        (None, None) => None,
+    };
     let filter = SpendLogFilter {
         id: text("id"),
         api_key,
@@ -100,10 +111,65 @@ pub(crate) async fn logs(
         start,
         end,
         content: query_value(&q, "id").is_some() || query_value(&q, "request_id").is_some(),
+        cursor,
         page: Page { offset: 0, limit },
     };
     let logs = store.spend_logs(&filter).await.map_err(store_error)?;
     Ok(logs.iter().map(SpendLogEntry::of).collect())
+}
+
+/// A page's cursor (`before`, `after`): a row's place as a log page's links carry it.
+fn position(value: &str, param: &'static str) -> Result<LogPosition, ApiError> {
+    LogPosition::parse(value).ok_or_else(|| ApiError::InvalidParam {
+        param,
+        message: format!("`{value}` is not a row's place in the log (<milliseconds>.<id>)"),
+    })
+}
+
+/// `GET /spend/groups?group_by=&start_date=&end_date=` (`YYYY-MM-DD`, both included; default:
+/// the last 30 days): spend, requests and tokens summed by `team`, `key`, `model`, `user` (the
+/// key's) or `end_user` (the request's `user`), most spend first; requests without one are the
+/// row named "". sluice's own: LiteLLM has no one route for it.
+pub(crate) async fn groups(
+    store: &Store,
+    req: AdminRequest<'_>,
+) -> Result<Vec<GroupSpend>, ApiError> {
+    let q = query_pairs(&req, &["group_by", "start_date", "end_date"])?;
+    let by = match query_value(&q, "group_by") {
+        Some("team") => SpendBy::Team,
+        Some("key") => SpendBy::Key,
+        Some("model") => SpendBy::Model,
+        Some("user") => SpendBy::User,
+        Some("end_user") => SpendBy::EndUser,
+        other => {
+            return Err(ApiError::InvalidParam {
+                param: "group_by",
+                message: format!(
+                    "`{}` is not one of team, key, model, user, end_user",
+                    other.unwrap_or_default()
+                ),
+            })
+        }
+    };
+    let (start, end) = days(&q)?;
+    store
+        .spend_grouped(start, end + time::Duration::days(1), by)
+        .await
+        .map_err(store_error)
+}
+
+/// `start_date` and `end_date` (`YYYY-MM-DD`, both included) as their first moments; by
+/// default the 30 days before today, and today.
+fn days(q: &[(String, String)]) -> Result<(OffsetDateTime, OffsetDateTime), ApiError> {
+    let end = match query_value(q, "end_date") {
+        Some(d) => day(d, "end_date")?,
+        None => OffsetDateTime::now_utc().date().midnight().assume_utc(),
+    };
+    let start = match query_value(q, "start_date") {
+        Some(d) => day(d, "start_date")?,
+        None => end - time::Duration::days(30),
+    };
+    Ok((start, end))
 }
 
 /// `GET /spend/tags?start_date=&end_date=` (`YYYY-MM-DD`, both included, either open):
@@ -127,16 +193,9 @@ pub(crate) async fn daily(
     req: AdminRequest<'_>,
 ) -> Result<Vec<DailySpendRow>, ApiError> {
     let q = query_pairs(&req, &["start_date", "end_date"])?;
-    let today = OffsetDateTime::now_utc().date();
     let fmt = format_description!("[year]-[month]-[day]");
-    let end = match query_value(&q, "end_date") {
-        Some(d) => day(d, "end_date")?.date(),
-        None => today,
-    };
-    let start = match query_value(&q, "start_date") {
-        Some(d) => day(d, "start_date")?.date(),
-        None => end - time::Duration::days(30),
-    };
+    let (start, end) = days(&q)?;
+    let (start, end) = (start.date(), end.date());
     let text = |d: Date| d.format(fmt).map_err(|_| ApiError::Internal("date format"));
     let rows = store
         .daily_spend(&text(start)?, &text(end)?)

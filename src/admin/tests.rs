@@ -579,3 +579,133 @@ async fn object_permission_is_litellms_top_level_field() {
         }
     }
 }
+
+/// A user's team and the team's members agree whichever side changed them: `/user/new` and
+/// `/user/update` with a `team_id` make the user a member, `/team/member_add` gives a user
+/// without a team that team, `/team/member_delete` takes it away.
+#[tokio::test]
+async fn team_membership_agrees_from_both_sides() {
+    for db in every_backend().await {
+        let s = &db.store;
+        for t in ["red", "blue"] {
+            call(s, Method::POST, "/team/new", "", json!({ "team_id": t })).await;
+        }
+        let members = |team: &'static str| async move {
+            let info = call(
+                s,
+                Method::GET,
+                "/team/info",
+                &format!("team_id={team}"),
+                Value::Null,
+            )
+            .await;
+            let mut ids: Vec<String> = info["team_info"]["members_with_roles"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["user_id"].as_str().unwrap().to_owned())
+                .collect();
+            ids.sort();
+            ids
+        };
+        let team_of = |user: &'static str| async move {
+            call(
+                s,
+                Method::GET,
+                "/user/info",
+                &format!("user_id={user}"),
+                Value::Null,
+            )
+            .await["user_info"]["team_id"]
+                .as_str()
+                .map(str::to_owned)
+        };
+        call(
+            s,
+            Method::POST,
+            "/user/new",
+            "",
+            json!({"user_id": "ana", "team_id": "red", "auto_create_key": false}),
+        )
+        .await;
+        assert_eq!(members("red").await, ["ana"]);
+        // Moved to another team on the user's side: now a member there too.
+        call(
+            s,
+            Method::POST,
+            "/user/update",
+            "",
+            json!({"user_id": "ana", "team_id": "blue"}),
+        )
+        .await;
+        assert_eq!(team_of("ana").await.as_deref(), Some("blue"));
+        assert_eq!(members("blue").await, ["ana"]);
+        // A team admin who is updated keeps their role.
+        call(
+            s,
+            Method::POST,
+            "/team/member_update",
+            "",
+            json!({"team_id": "blue", "user_id": "ana", "role": "admin"}),
+        )
+        .await;
+        call(
+            s,
+            Method::POST,
+            "/user/update",
+            "",
+            json!({"user_id": "ana", "team_id": "blue", "user_email": "ana@example.com"}),
+        )
+        .await;
+        let info = call(s, Method::GET, "/team/info", "team_id=blue", Value::Null).await;
+        assert_eq!(info["team_info"]["members_with_roles"][0]["role"], "admin");
+        // A new team must exist.
+        let e = fails(
+            s,
+            Method::POST,
+            "/user/update",
+            "",
+            r#"{"user_id": "ana", "team_id": "nope"}"#,
+        )
+        .await;
+        assert!(
+            matches!(
+                e,
+                ApiError::InvalidParam {
+                    param: "team_id",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // From the team's side: a user without a team gets this one.
+        call(
+            s,
+            Method::POST,
+            "/user/new",
+            "",
+            json!({"user_id": "bo", "auto_create_key": false}),
+        )
+        .await;
+        call(
+            s,
+            Method::POST,
+            "/team/member_add",
+            "",
+            json!({"team_id": "red", "member": {"user_id": "bo", "role": "user"}}),
+        )
+        .await;
+        assert_eq!(team_of("bo").await.as_deref(), Some("red"));
+        assert_eq!(members("red").await, ["ana", "bo"]);
+        call(
+            s,
+            Method::POST,
+            "/team/member_delete",
+            "",
+            json!({"team_id": "red", "user_id": "bo"}),
+        )
+        .await;
+        assert_eq!(team_of("bo").await, None);
+        assert_eq!(members("red").await, ["ana"]);
+    }
+}

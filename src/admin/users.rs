@@ -273,9 +273,25 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<UserI
         check_role(v.as_deref())?;
         user.user_role = v;
     }
-    if let Some(v) = u.team_id {
-        user.team_id = v;
-    }
+    // A new team makes the user a member of it too, as `/user/new`'s `team_id` does, so the
+    // user's team and the team's members agree (a member already keeps their role).
+    let joined = match u.team_id {
+        Some(Some(t)) if user.team_id.as_deref() != Some(t.as_str()) => {
+            if store.team(&t).await.map_err(store_error)?.is_none() {
+                return Err(ApiError::InvalidParam {
+                    param: "team_id",
+                    message: format!("no team `{t}`"),
+                });
+            }
+            user.team_id = Some(t.clone());
+            Some(t)
+        }
+        Some(v) => {
+            user.team_id = v;
+            None
+        }
+        None => None,
+    };
     if let Some(v) = u.password {
         user.password_hash = v.as_deref().map(password_hash).transpose()?;
     }
@@ -283,6 +299,20 @@ pub(super) async fn update(store: &Store, req: AdminRequest<'_>) -> Result<UserI
     super::budgets::follow(store, &mut user.limits, now).await?;
     user.accounting.updated_at = now;
     store.update_user(&user).await.map_err(store_error)?;
+    if let Some(t) = joined {
+        let member = store
+            .memberships(&user.user_id)
+            .await
+            .map_err(store_error)?
+            .iter()
+            .any(|m| m.team_id == t);
+        if !member {
+            store
+                .set_team_member(&t, &user.user_id, TeamRole::User, now)
+                .await
+                .map_err(store_error)?;
+        }
+    }
     if let Some(spend) = spend {
         store
             .set_spend(SubjectKind::User, &user.user_id, spend, now)

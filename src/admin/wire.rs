@@ -262,6 +262,9 @@ async fn answers(s: &Store) -> Vec<(&'static str, Value)> {
     retried.fallbacks = 1;
     retried.call_type = Some("call_mcp_tool".into());
     retried.error = Some("502 upstream".into());
+    retried.http_status = Some(502);
+    retried.error_type = Some("server_error".into());
+    retried.error_message = Some("upstream down".into());
     retried.attempts = vec![
         AttemptLog {
             deployment: "a".into(),
@@ -271,6 +274,8 @@ async fn answers(s: &Store) -> Vec<(&'static str, Value)> {
             start_us: 10,
             duration_us: Some(100),
             result: "timeout".into(),
+            status: Some(504),
+            message: Some("no answer within 100µs".into()),
         },
         AttemptLog {
             deployment: "b".into(),
@@ -280,6 +285,8 @@ async fn answers(s: &Store) -> Vec<(&'static str, Value)> {
             start_us: 200,
             duration_us: None,
             result: "open".into(),
+            status: None,
+            message: None,
         },
     ];
     let id = plain.id.clone();
@@ -301,6 +308,15 @@ async fn answers(s: &Store) -> Vec<(&'static str, Value)> {
         .await,
     );
     push("GET /spend/tags", get(s, "/spend/tags", "").await);
+    push(
+        "GET /spend/groups",
+        get(
+            s,
+            "/spend/groups",
+            "group_by=end_user&start_date=2026-03-01&end_date=2026-03-01",
+        )
+        .await,
+    );
 
     let entry = AuditEntry {
         id: "a1".into(),

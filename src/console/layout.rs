@@ -1,7 +1,8 @@
 //! The page shell every console page shares (head, navigation, the signed-in user), its one
 //! stylesheet, and the response headers that make a page safe to show: a strict
-//! Content-Security-Policy (no script at all, styles only from `/ui/style.css`), no framing,
-//! no sniffing, no caching.
+//! Content-Security-Policy (no script at all, styles only from this origin), no framing, no
+//! sniffing, no caching of pages. The stylesheet is served at a path that names its content
+//! (`/ui/style.<hash>.css`) and cached for a year: a new build has a new path.
 
 use bytes::Bytes;
 use http::header::{
@@ -10,6 +11,7 @@ use http::header::{
 };
 use http::{Response, StatusCode};
 use maud::{html, Markup, DOCTYPE};
+use std::sync::OnceLock;
 
 use super::session::Viewer;
 use crate::http::ResponseBody;
@@ -19,8 +21,24 @@ use crate::http::ResponseBody;
 pub(super) const CSP: &str = "default-src 'self'; script-src 'none'; style-src 'self'; \
 img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
-/// The stylesheet, served at `/ui/style.css`.
+/// The stylesheet, served at [`style_path`] (and at `/ui/style.css`, for pages of an older
+/// build still open somewhere).
 pub(super) const STYLE: &str = include_str!("style.css");
+
+/// `/ui/style.<first 12 hex digits of the stylesheet's SHA-256>.css`, computed once: the path
+/// changes whenever the stylesheet does, so it can be cached for good.
+pub(super) fn style_path() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let d = ring::digest::digest(&ring::digest::SHA256, STYLE.as_bytes());
+        let hex = sluice_core::trace_context::hex(d.as_ref());
+        format!("/ui/style.{}.css", hex.get(..12).unwrap_or(&hex))
+    })
+}
+
+/// What a fingerprinted asset is cached as: for a year, never revalidated (its path changes
+/// with its content).
+const FOREVER: &str = "public, max-age=31536000, immutable";
 
 /// The pages in the navigation: path, label, for admins only.
 const NAV: &[(&str, &str, bool)] = &[
@@ -46,7 +64,7 @@ pub(super) fn page(title: &str, viewer: Option<&Viewer>, body: Markup) -> Markup
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · sluice" }
-                link rel="stylesheet" href="/ui/style.css";
+                link rel="stylesheet" href=(style_path());
                 link rel="icon" href="/ui/favicon.svg" type="image/svg+xml";
             }
             body {
@@ -96,18 +114,34 @@ pub(super) fn respond(status: StatusCode, markup: Markup) -> Response<ResponseBo
 /// The icon, served at `/ui/favicon.svg` (browsers ask for one; a 404 is a console error).
 const ICON: &str = include_str!("favicon.svg");
 
-/// The stylesheet or the icon, the console's only static files.
+/// The stylesheet or the icon, the console's only static files. The stylesheet at its
+/// fingerprinted path is cached for a year; at `/ui/style.css` it is revalidated each time
+/// (`no-cache`); at a fingerprint of another build (a page an older or newer instance of a
+/// fleet drew) it redirects to this build's.
 pub(super) fn asset(sub: &str) -> Option<Response<ResponseBody>> {
-    let (content_type, body) = match sub {
-        "/style.css" => ("text/css; charset=utf-8", STYLE),
-        "/favicon.svg" => ("image/svg+xml", ICON),
+    let (content_type, body, cache) = match sub {
+        "/favicon.svg" => ("image/svg+xml", ICON, "public, max-age=86400"),
+        "/style.css" => ("text/css; charset=utf-8", STYLE, "no-cache"),
+        _ if style_path().strip_prefix("/ui") == Some(sub) => {
+            ("text/css; charset=utf-8", STYLE, FOREVER)
+        }
+        _ if sub
+            .strip_prefix("/style.")
+            .and_then(|s| s.strip_suffix(".css"))
+            .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit())) =>
+        {
+            return Some(redirect(style_path()))
+        }
         _ => return None,
     };
-    Some(with_headers(
+    let mut resp = with_headers(
         StatusCode::OK,
         content_type,
         Bytes::from_static(body.as_bytes()),
-    ))
+    );
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static(cache));
+    Some(resp)
 }
 
 /// `303 See Other` to `to` (after a form post, so a reload does not post again); a `to` that
@@ -169,12 +203,41 @@ fn headed(
     resp
 }
 
-/// A page that says what went wrong, with its status.
+/// A page that says what went wrong, with its status and a way back: to the overview when
+/// signed in, else to the sign-in form.
 pub(super) fn problem(
     status: StatusCode,
     viewer: Option<&Viewer>,
     message: &str,
 ) -> Response<ResponseBody> {
+    let back = if viewer.is_some() {
+        "/ui/"
+    } else {
+        "/ui/login"
+    };
+    problem_back(status, viewer, message, back)
+}
+
+/// A page that says what went wrong, with its status and a link `back` to the page the
+/// viewer came from (the form they posted, the list they opened an item of).
+pub(super) fn problem_back(
+    status: StatusCode,
+    viewer: Option<&Viewer>,
+    message: &str,
+    back: &str,
+) -> Response<ResponseBody> {
     let title = status.canonical_reason().unwrap_or("Error");
-    respond(status, page(title, viewer, html! { p.error { (message) } }))
+    let body = html! {
+        p.error #problem { (message) }
+        p { a #back href=(back) { "Back" } }
+    };
+    respond(status, page(title, viewer, body))
+}
+
+/// A redirect that leaves `flash` for the page it leads to (the console seals it into a
+/// cookie bound to the session: `flash`).
+pub(super) fn redirect_with(to: &str, flash: super::flash::Flash) -> Response<ResponseBody> {
+    let mut resp = redirect(to);
+    resp.extensions_mut().insert(flash);
+    resp
 }

@@ -9,6 +9,8 @@
 //!
 //! Nothing here is on the inference path: the pipeline reaches this module only for `/ui`.
 
+mod compress;
+mod flash;
 mod layout;
 mod limit;
 mod pages;
@@ -29,7 +31,7 @@ use maud::html;
 use crate::http::read_body;
 use crate::http::ResponseBody;
 use crate::server::{AppState, Snapshot};
-use layout::{csrf_field, page, problem, redirect, respond};
+use layout::{csrf_field, page, problem, problem_back, redirect, respond};
 use session::{cookie, over_tls, set_cookie, Keys, LOGIN_COOKIE, SESSION_COOKIE};
 use sluice_core::error::ApiError;
 
@@ -42,20 +44,36 @@ pub struct Settings {
     password: Option<crate::auth::MasterKey>,
     /// Single sign-on over OpenID Connect (`GENERIC_*`).
     sso: Option<sluice_config::Sso>,
+    /// What the console learns while it runs, kept over a reload (a reload must neither
+    /// forget wrong passwords nor the playground's keys).
+    live: std::sync::Arc<Live>,
+}
+
+/// The console's running state, beside its settings.
+#[derive(Debug, Default)]
+struct Live {
     /// Wrong passwords per user name.
     limiter: limit::SignInLimiter,
     /// Samples of the request counter for the overview's requests per second.
     rate: pages::RequestRate,
+    /// The playground's keys, remembered per session on this instance.
+    playground: pages::PlaygroundKeys,
 }
 
 impl crate::server::Part for Settings {
-    /// `None` when `disable_admin_ui` turns the console off.
+    /// `None` when `disable_admin_ui` turns the console off. Over a reload it keeps what it
+    /// learnt running (wrong passwords, request-rate samples, the playground's keys).
     fn build(
         config: &sluice_config::Config,
         _with: &crate::server::Building<'_>,
-        _before: Option<&std::sync::Arc<Self>>,
+        before: Option<&std::sync::Arc<Self>>,
     ) -> Result<Option<std::sync::Arc<Self>>, String> {
-        Ok(Self::of(&config.general).map(std::sync::Arc::new))
+        Ok(Self::of(&config.general).map(|mut s| {
+            if let Some(before) = before {
+                s.live = std::sync::Arc::clone(&before.live);
+            }
+            std::sync::Arc::new(s)
+        }))
     }
 }
 
@@ -69,8 +87,7 @@ impl Settings {
                 .as_ref()
                 .map(crate::auth::MasterKey::new),
             sso: general.sso.clone(),
-            limiter: limit::SignInLimiter::default(),
-            rate: pages::RequestRate::default(),
+            live: std::sync::Arc::default(),
         })
     }
 
@@ -88,8 +105,23 @@ const MAX_FORM: usize = 256 * 1024;
 /// passwords count per address, `limit`).
 pub(crate) const SIGN_IN_PATH: &str = "/ui/login";
 
-/// Serves one console request. `disable_admin_ui` makes every path a 404.
+/// Serves one console request, gzipped when the browser accepts it. `disable_admin_ui` makes
+/// every path a 404.
 pub async fn handle<B>(
+    state: &AppState,
+    snap: &Snapshot,
+    req: Request<B>,
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::fmt::Display,
+{
+    let gzip = compress::accepts_gzip(req.headers());
+    let resp = serve(state, snap, req).await?;
+    Ok(compress::maybe_gzip(gzip, resp).await)
+}
+
+async fn serve<B>(
     state: &AppState,
     snap: &Snapshot,
     req: Request<B>,
@@ -174,44 +206,74 @@ where
     };
     let viewer = Viewer {
         csrf: keys.csrf(token),
+        session_id: session::session_id(token),
         session,
         team_admin,
     };
-    let method = req.method().clone();
-    let answer = if method == Method::POST {
+    let sealer = flash::Sealer::new(master);
+    if req.method() == Method::POST {
         let (parts, body) = req.into_parts();
         let body = read_body(body, &parts.headers, MAX_FORM, snap.body_timeout).await?;
         let form = Form::parse(&body);
+        let back = pages::way_back(sub, &form, true);
         if !keys.csrf_ok(token, form.get("csrf").unwrap_or_default()) {
-            return Ok(problem(
+            return Ok(problem_back(
                 StatusCode::FORBIDDEN,
                 Some(&viewer),
                 "This form has expired or did not come from this console: reload the page and \
                  try again.",
+                &back,
             ));
         }
         if sub == "/logout" {
             users::sign_out(state, token, viewer.session.expires, now).await;
+            settings.live.playground.forget(&viewer.session_id);
             return Ok(to_sign_in(tls, true));
         }
         if !viewer.session.role.may_change() {
-            return Ok(problem(
+            return Ok(problem_back(
                 StatusCode::FORBIDDEN,
                 Some(&viewer),
                 &format!(
                     "The role {} may look but not change anything.",
                     viewer.session.role.name()
                 ),
+                &back,
             ));
         }
-        pages::post(state, snap, &viewer, sub, &form).await
-    } else if method == Method::GET {
-        let query = req.uri().query().unwrap_or_default().to_owned();
-        pages::get(state, snap, &viewer, sub, &Form::parse(query.as_bytes())).await
-    } else {
-        Err(ApiError::MethodNotAllowed(method.to_string()))
-    };
-    Ok(answer.unwrap_or_else(|e| problem(e.status(), Some(&viewer), &e.to_string())))
+        let mut resp = pages::post(state, snap, &viewer, sub, &form)
+            .await
+            .unwrap_or_else(|e| problem_back(e.status(), Some(&viewer), &e.to_string(), &back));
+        // What the redirect's page is to show goes with it, sealed to this session.
+        if let Some(f) = resp.extensions_mut().remove::<flash::Flash>() {
+            let sealed = sealer.as_ref().and_then(|s| s.seal(token, &f, now));
+            let c =
+                sealed.and_then(|v| set_cookie(flash::FLASH_COOKIE, &v, flash::LIFETIME_S, tls));
+            if let Some(c) = c {
+                resp.headers_mut().append(SET_COOKIE, c);
+            }
+        }
+        return Ok(resp);
+    }
+    if req.method() != Method::GET {
+        return Err(ApiError::MethodNotAllowed(req.method().to_string()));
+    }
+    let query = Form::parse(req.uri().query().unwrap_or_default().as_bytes());
+    // A flash is read by the first page after its redirect, and removed.
+    let sealed = cookie(req.headers(), flash::FLASH_COOKIE);
+    let shown = sealed
+        .zip(sealer.as_ref())
+        .and_then(|(v, s)| s.open(token, v, now));
+    let mut resp = pages::get(state, snap, &viewer, sub, &query, shown)
+        .await
+        .unwrap_or_else(|e| {
+            let back = pages::way_back(sub, &query, false);
+            problem_back(e.status(), Some(&viewer), &e.to_string(), &back)
+        });
+    if let Some(c) = sealed.and_then(|_| set_cookie(flash::FLASH_COOKIE, "", 0, tls)) {
+        resp.headers_mut().append(SET_COOKIE, c);
+    }
+    Ok(resp)
 }
 
 /// Off to the sign-in form, removing the session cookie when `clear` (signed out, or a
@@ -297,7 +359,7 @@ async fn sign_in(
     }
     let user = form.get("username").unwrap_or_default().trim();
     let password = form.get("password").unwrap_or_default();
-    if let Err(wait) = settings.limiter.check(client, user, now) {
+    if let Err(wait) = settings.live.limiter.check(client, user, now) {
         let mut resp = login_page(
             settings,
             keys,
@@ -326,6 +388,7 @@ async fn sign_in(
     };
     let Some((user, role, stamp)) = signed else {
         settings
+            .live
             .limiter
             .failed(client, form.get("username").unwrap_or_default(), now);
         return login_page(
@@ -337,6 +400,7 @@ async fn sign_in(
         );
     };
     settings
+        .live
         .limiter
         .succeeded(client, form.get("username").unwrap_or_default());
     let token = keys.issue(&Session {
@@ -376,6 +440,14 @@ impl Form {
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect(),
         )
+    }
+
+    /// Every value of a repeated field (checkboxes of one name), in the order sent.
+    pub(crate) fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A field's value (the first, if repeated).

@@ -95,6 +95,12 @@ pub(super) fn stamp(password_hash: &str) -> String {
     d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Which sign-in a session token is, without being the token: its SHA-256 in hex.
+pub(super) fn session_id(token: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    sluice_core::trace_context::hex(d.as_ref())
+}
+
 /// The signed-in user of one request and the CSRF token their forms carry.
 #[derive(Debug)]
 pub struct Viewer {
@@ -102,6 +108,9 @@ pub struct Viewer {
     pub session: Session,
     /// The token bound to their session.
     pub csrf: String,
+    /// Which sign-in this is, without the token: its SHA-256 in hex (what the playground
+    /// remembers a key under).
+    pub session_id: String,
     /// The team this internal user administers (an `admin` in its `members_with_roles`),
     /// read from the store on each page, so a role taken away holds at once.
     pub team_admin: Option<String>,

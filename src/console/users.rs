@@ -69,19 +69,17 @@ pub(super) async fn still_signed_in(state: &AppState, s: &Session) -> bool {
     }
 }
 
-/// The name a session token is remembered by when signed out: its SHA-256, never the token.
-fn token_digest(token: &str) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    sluice_core::trace_context::hex(d.as_ref())
-}
-
 /// Whether the session `token` stands for was signed out (on any instance). One read by
 /// primary key per page; a store that does not answer signs the page out.
 pub(super) async fn signed_out(state: &AppState, token: &str) -> bool {
     let Some(services) = state.store() else {
         return false;
     };
-    match services.store.session_revoked(&token_digest(token)).await {
+    match services
+        .store
+        .session_revoked(&super::session::session_id(token))
+        .await
+    {
         Ok(revoked) => revoked,
         Err(e) => {
             tracing::warn!(error = %e, "console sign-out check: store error");
@@ -102,7 +100,7 @@ pub(super) async fn sign_out(state: &AppState, token: &str, expires: u64, now: u
     };
     if let Err(e) = services
         .store
-        .revoke_session(&token_digest(token), at(expires), at(now))
+        .revoke_session(&super::session::session_id(token), at(expires), at(now))
         .await
     {
         tracing::warn!(error = %e, "console sign-out: the session could not be revoked");

@@ -431,7 +431,7 @@ impl Refused {
         dialect: sluice_core::endpoint::Dialect,
         record: &mut RequestRecord,
     ) -> http::Response<crate::http::ResponseBody> {
-        record.error = Some(self.error.code());
+        record.fail_with(&self.error);
         let mut resp = crate::http::error_response(&self.error, dialect);
         if let Some(v) = self.applied {
             resp.headers_mut().insert(X_APPLIED_GUARDRAILS.clone(), v);

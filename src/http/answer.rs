@@ -23,6 +23,13 @@ pub fn upstream_answer(
 ) -> Response<ResponseBody> {
     let (parts, bytes) = resp.into_parts();
     record.status = parts.status.as_u16();
+    if !parts.status.is_success() {
+        // What the client is told, for the request's log (only error answers pay for it).
+        record.error_note = Some(Box::new(sluice_core::record::ErrorNote::of_body(
+            record.status,
+            &bytes,
+        )));
+    }
     let mut out = Response::new(ResponseBody::full(bytes));
     *out.status_mut() = parts.status;
     let ct = parts

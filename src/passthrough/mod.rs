@@ -229,7 +229,7 @@ where
     let mut out = if let Some(e) = guarded.as_mut().and_then(|g| g.take_refusal()) {
         // A `during_call` check blocked after the upstream answered: the answer is not sent.
         record.status = e.status().as_u16();
-        record.error = Some(e.code());
+        record.fail_with(&e);
         error_response(
             &e,
             checked.map_or(sluice_core::endpoint::Dialect::OpenAi, |e| e.dialect()),
@@ -483,7 +483,7 @@ impl Answering<'_> {
         };
         let cost = charges.settle(record);
         if let Some((e, endpoint)) = refused {
-            record.error = Some(e.code());
+            record.fail_with(&e);
             record.status = e.status().as_u16();
             out = error_response(&e, endpoint.dialect());
         } else {

@@ -42,6 +42,19 @@ impl From<RouteError> for Failed {
     }
 }
 
+/// A failed attempt's status and message for the request's log: the upstream's error answer,
+/// or sluice's (a timeout, a refused connection).
+impl sluice_core::record::Explain for Failed {
+    fn explain(&self) -> Option<sluice_core::record::ErrorNote> {
+        Some(match self {
+            Self::Upstream(resp) => {
+                sluice_core::record::ErrorNote::of_body(resp.status().as_u16(), resp.body())
+            }
+            Self::Gateway(e) => sluice_core::record::ErrorNote::of_error(e),
+        })
+    }
+}
+
 /// One call to one deployment, within its timeout (the request's `timeout` when it sets one):
 /// the whole answer for non-stream requests, the first chunk for streams. Any failure comes
 /// back classified for the router.

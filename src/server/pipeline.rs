@@ -91,7 +91,7 @@ where
         },
     };
     let mut resp = result.unwrap_or_else(|e| {
-        record.error = Some(e.code());
+        record.fail_with(&e);
         error_response(&e, dialect)
     });
     let headers = resp.headers_mut();

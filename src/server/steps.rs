@@ -117,7 +117,36 @@ pub(crate) async fn guard<'s>(
         log_content,
     ))
     .await
-    .map_err(|refused| refused.response(endpoint.dialect(), record))
+    .map_err(|refused| {
+        // Refused before a model group was resolved: logged under the group the body asked
+        // for, with the caller who sent it.
+        record.key = caller_info(caller);
+        if record.model.is_none() {
+            record.model = asked_model(body);
+        }
+        refused.response(endpoint.dialect(), record)
+    })
+}
+
+/// The key a caller named, as a record names it (`None` for the master key).
+fn caller_info(caller: &Caller) -> Option<Arc<sluice_core::record::KeyInfo>> {
+    match caller {
+        Caller::Key(k) => Some(k.info.clone()),
+        Caller::Open | Caller::Master => None,
+    }
+}
+
+/// The `model` a request body names (read only for a request refused before its envelope is).
+fn asked_model(body: &[u8]) -> Option<Arc<str>> {
+    #[derive(serde::Deserialize)]
+    struct Asked<'a> {
+        #[serde(borrow)]
+        model: Option<std::borrow::Cow<'a, str>>,
+    }
+    let asked: Asked<'_> = serde_json::from_slice(body).ok()?;
+    asked
+        .model
+        .map(|m| Arc::from(m.chars().take(200).collect::<String>()))
 }
 
 /// Step 4½ for a body sluice cannot read as text (a custom route's, a web search's): a
@@ -199,9 +228,11 @@ pub(crate) async fn admit(
     }
     .or(ask.end_user);
     record.end_user = end_user.map(Into::into);
+    // Named before the verdict: a request refused here (a blocked key, a limit, a budget) is
+    // logged with the key and team that sent it.
+    record.key = caller_info(&caller);
     let (permit, fleet) = permit(state, &caller, end_user, &ask, &record.request_id, wall).await?;
     let key = caller.into_key();
-    record.key = key.as_ref().map(|k| k.info.clone());
     Ok(Admitted {
         key,
         charges: Charges {

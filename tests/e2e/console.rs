@@ -212,11 +212,26 @@ async fn a_key_made_in_the_console_exists_and_is_managed_through_the_api() {
             ],
         )
         .await;
-    assert_eq!(created.status, 200, "{}", created.text());
-    let html = created.text();
+    // Made, then off to the page that shows it (post/redirect/get: a reload makes no other).
+    assert_eq!(created.status, 303, "{}", created.text());
+    assert_eq!(created.header("location"), Some("/ui/keys/created"));
+    let shown = b.get(&gw, "/ui/keys/created").await;
+    assert_eq!(shown.status, 200, "{}", shown.text());
+    let html = shown.text();
     let at = html.find(r#"id="new-key">"#).expect("the new key shown") + r#"id="new-key">"#.len();
     let key = html[at..at + html[at..].find('<').unwrap()].to_owned();
     assert!(key.starts_with("sk-"), "{key}");
+    // It travelled sealed, never in a URL, and is shown once: not again on reload.
+    assert!(created
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .all(|c| !c.to_str().unwrap().contains(&key)));
+    let again = b.get(&gw, "/ui/keys/created").await.text();
+    assert!(
+        !again.contains(&key) && again.contains(r#"id="shown""#),
+        "{again}"
+    );
 
     let info = admin(&gw, "GET", &format!("/key/info?key={key}"), Value::Null).await;
     assert_eq!(info.status, 200, "{}", info.text());
@@ -445,7 +460,13 @@ async fn a_session_works_on_every_instance_with_the_same_master_key() {
             &[("csrf", &csrf), ("key_alias", "made-on-two")],
         )
         .await;
-    assert_eq!(made.status, 200, "{}", made.text());
+    assert_eq!(made.status, 303, "{}", made.text());
+    // The key made on one instance is shown by the other: it travels with the redirect.
+    assert!(b
+        .get(&one, "/ui/keys/created")
+        .await
+        .text()
+        .contains(r#"id="new-key""#));
     // Another master key: signed out (and the stale cookie removed).
     assert_eq!(b.get(&other, "/ui/models").await.status, 303);
     assert!(b.cookies.iter().all(|(k, _)| k != "sluice_session"));
@@ -543,7 +564,7 @@ async fn users_and_roles(gw: &Gateway) {
             ],
         )
         .await;
-    assert_eq!(created.status, 200, "{}", created.text());
+    assert_eq!(created.status, 303, "{}", created.text());
     let listed = admin(
         gw,
         "GET",
@@ -673,15 +694,22 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
     assert_eq!(sent.status, 200, "{}", sent.text());
     let html = sent.text();
     assert!(
-        html.contains(r#"<pre class="answer" id="answer">"#),
-        "{html}"
+        html.contains(r#"<div class="turn user"><div class="who-said">user</div><pre>hello &lt;there&gt;</pre>"#),
+        "the prompt is a turn of the conversation, escaped: {html}"
     );
     assert!(
-        html.contains("hello &lt;there&gt;"),
-        "the prompt is kept, escaped"
+        !html.contains(&key),
+        "the key is never written back: {html}"
     );
+    assert!(
+        html.contains(" tokens in, ") && html.contains("cost $"),
+        "{html}"
+    );
+    // The newest answer's text: the last assistant turn's `<pre>`.
     let answer_of = |html: &str| {
-        let at = html.find(r#"id="answer">"#).unwrap() + r#"id="answer">"#.len();
+        let turn = html.rfind(r#"class="turn assistant""#).unwrap();
+        let pre = turn + html[turn..].find("<pre").unwrap();
+        let at = pre + html[pre..].find('>').unwrap() + 1;
         html[at..at + html[at..].find("</pre>").unwrap()].to_owned()
     };
     let whole = answer_of(&html);
@@ -693,7 +721,6 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
             "/ui/playground",
             &[
                 ("csrf", &csrf),
-                ("key", &key),
                 ("model", "cheap"),
                 ("prompt", "hello <there>"),
                 ("stream", "1"),
@@ -707,6 +734,10 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
     let page = streamed.text();
     assert_eq!(answer_of(&page), whole, "{page}");
     assert!(page.contains(" tokens in, "), "{page}");
+    assert!(
+        page.contains(r#"id="remembered""#) && !page.contains(&key),
+        "the key typed before serves this turn, and is not shown: {page}"
+    );
     assert!(page.trim_end().ends_with("</html>"), "{page}");
     // Charged to the key like any request: its spend moves once the batch lands.
     let info = format!("/key/info?key={key}");
@@ -737,6 +768,48 @@ async fn the_playground_sends_a_chat_request_through_the_gateway() {
         )
         .await;
     assert!(refused.text().contains("401"), "{}", refused.text());
+
+    // Or a key of the signed-in user's own, made for the sign-in: then a turn needs no key.
+    let mut own = Browser::default();
+    own.sign_in(&gw, "admin", MASTER).await;
+    let csrf = csrf_of(&own.get(&gw, "/ui/playground").await.text());
+    let made = own
+        .post(
+            &gw,
+            "/ui/playground",
+            &[("csrf", &csrf), ("own_key", "1"), ("model", "cheap")],
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    assert!(
+        made.text().contains(r#"id="remembered""#),
+        "{}",
+        made.text()
+    );
+    let turn = own
+        .post(
+            &gw,
+            "/ui/playground",
+            &[("csrf", &csrf), ("model", "cheap"), ("prompt", "hi")],
+        )
+        .await;
+    assert!(turn.text().contains(" tokens in, "), "{}", turn.text());
+    let listed = admin(&gw, "GET", "/key/list?return_full_object=true", Value::Null)
+        .await
+        .json();
+    let mine = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| {
+            k["key_alias"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("playground: admin"))
+        })
+        .expect("the playground's own key")
+        .clone();
+    assert_eq!(mine["user_id"], "admin");
+    assert!(mine["expires"].is_string(), "it expires with the sign-in");
 }
 
 #[tokio::test]
@@ -1078,8 +1151,13 @@ async fn the_config_page_shows_the_config_and_reloads_the_file() {
     )
     .unwrap();
     let done = b.post(&gw, "/ui/config/reload", &[("csrf", &csrf)]).await;
-    assert_eq!(done.status, 200, "{}", done.text());
-    assert!(done.text().contains(r#"id="reloaded""#));
+    assert_eq!(done.status, 303, "{}", done.text());
+    assert_eq!(done.header("location"), Some("/ui/config"));
+    let after = b.get(&gw, "/ui/config").await.text();
+    assert!(
+        after.contains(r#"id="notice""#) && after.contains("Reloaded"),
+        "{after}"
+    );
     let models = send(
         "GET",
         &gw.url("/v1/models"),
@@ -1169,7 +1247,7 @@ async fn changes_are_in_the_audit_log_with_secrets_masked() {
             &[("csrf", &csrf_of(&keys)), ("key_alias", "from-ui")],
         )
         .await;
-    assert_eq!(made_in_ui.status, 200, "{}", made_in_ui.text());
+    assert_eq!(made_in_ui.status, 303, "{}", made_in_ui.text());
 
     let log = admin(&gw, "GET", "/audit?table_name=keys", Value::Null)
         .await
@@ -1250,7 +1328,7 @@ async fn spend_downloads_as_csv() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("day,team_id,api_key,model_group,requests,failed_requests,prompt_tokens,completion_tokens,spend")
+        Some("day,team_id,api_key,model_group,requests,failed_requests,prompt_tokens,completion_tokens,spend,key_alias,key_name,team_alias")
     );
     let row: Vec<&str> = lines
         .next()
@@ -1288,18 +1366,7 @@ async fn chat(gw: &Gateway, key: &str, model: &str, extra: &[(&str, &str)]) -> A
 
 /// The spend log of the request `answer` answered, once the writer's batch has landed.
 async fn logged(gw: &Gateway, answer: &Answer) -> Value {
-    let id = answer.header("x-request-id").unwrap().to_owned();
-    let path = format!("/spend/logs?request_id={id}");
-    let row = poll(
-        PATIENCE,
-        || async {
-            let a = admin(gw, "GET", &path, Value::Null).await;
-            a.json().as_array().and_then(|r| r.first()).cloned()
-        },
-        Option::is_some,
-    )
-    .await;
-    row.unwrap_or_else(|| panic!("request {id} never reached the spend log"))
+    logged_as(gw, MASTER, answer).await
 }
 
 fn models_config(models: &str, general: &str) -> String {
@@ -1821,7 +1888,9 @@ async fn customers_are_made_edited_blocked_and_deleted_from_their_pages() {
             .status,
         404
     );
-    assert!(!b.get(&gw, "/ui/customers").await.text().contains("cust-1"));
+    let list = b.get(&gw, "/ui/customers").await.text();
+    assert!(list.contains("End user cust-1 deleted."), "{list}");
+    assert!(!list.contains("user_id=cust-1"), "{list}");
     assert_eq!(
         b.get(&gw, "/ui/customers/edit?user_id=cust-1").await.status,
         404
@@ -1895,7 +1964,7 @@ async fn an_internal_users_console_key_is_held_to_the_upper_bounds() {
             &[("csrf", &csrf), ("key_alias", "small"), ("max_budget", "5")],
         )
         .await;
-    assert_eq!(within.status, 200, "{}", within.text());
+    assert_eq!(within.status, 303, "{}", within.text());
     let listed = admin(&gw, "GET", "/key/list?key_alias=big", Value::Null).await;
     assert_eq!(listed.json()["total_count"], 0);
 }
@@ -1937,7 +2006,8 @@ async fn a_stored_deployments_edit_form_keeps_its_prices() {
     ] {
         assert!(
             html.contains(&format!(r#"name="{field}" value="{value}""#))
-                || html.contains(&format!(r#"name="{field}" required value="{value}""#)),
+                || html.contains(&format!(r#"name="{field}" required value="{value}""#))
+                || html.contains(&format!(r#"name="{field}" type="number" value="{value}""#)),
             "{field}={value}: {html}"
         );
     }

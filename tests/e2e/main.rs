@@ -15,6 +15,7 @@ mod callbacks;
 mod chaos;
 mod cli;
 mod console;
+mod console_logs;
 mod endpoints;
 mod files;
 mod files_owners;

@@ -282,7 +282,7 @@ async fn a_team_admin_manages_the_teams_keys_members_and_logs_and_nothing_else()
             &[("csrf", &csrf), ("key_alias", "for-bo"), ("user_id", "bo")],
         )
         .await;
-    assert_eq!(made.status, 200, "{}", made.text());
+    assert_eq!(made.status, 303, "{}", made.text());
     let list = admin(
         &gw,
         "GET",

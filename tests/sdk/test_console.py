@@ -1,7 +1,8 @@
 """The admin console in a real browser: Debian's chromium, driven by Selenium through
 chromium-driver, against the real sluice binary. Sign in with the master key, make a key from
 the form, see it listed, and check that the page raised no errors in the browser's console
-(a script, inline style or resource the Content-Security-Policy refuses would)."""
+(a script, inline style or resource the Content-Security-Policy refuses would). Every page is
+photographed at a desktop's width and a phone's (390 px)."""
 
 import os
 import pathlib
@@ -57,6 +58,44 @@ def _errors(b):
     return [e for e in b.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
 
 
+# A phone's viewport: an iPhone's 390 CSS pixels, drawn at one device pixel each so the
+# screenshots stay small.
+PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+
+
+def _phone(b):
+    """Show pages as a 390 px wide phone does (the page's viewport meta applies)."""
+    b.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+
+
+def _desktop(b):
+    b.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    b.set_window_size(1280, 900)
+
+
+def _widths(b):
+    """The page's width and the viewport's: a page wider than its viewport scrolls sideways."""
+    return b.execute_script(
+        "return [document.documentElement.scrollWidth, window.innerWidth]"
+    )
+
+
+def _photograph(b, root, pages, shots):
+    """Each of `pages` at a desktop's width (`<name>.png`) and a phone's (`<name>-phone.png`)."""
+    from selenium.webdriver.common.by import By
+
+    shots.mkdir(parents=True, exist_ok=True)
+    for suffix, size in (("", _desktop), ("-phone", _phone)):
+        size(b)
+        for name, page in pages.items():
+            b.get(f"{root}{page}")
+            assert b.find_element(By.TAG_NAME, "h1").text
+            out = shots / f"{name}{suffix}.png"
+            assert b.save_screenshot(str(out))
+            assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _desktop(b)
+
+
 def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     from selenium.webdriver.common.by import By
 
@@ -82,9 +121,11 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     browser.get(f"{root}/ui/keys")
     alias = "browser-made <b>key</b>"
     browser.find_element(By.ID, "key_alias").send_keys(alias)
-    browser.find_element(By.ID, "models").send_keys("gpt-4o-mini")
+    # Models are picked, not typed: a box per model group the config serves.
+    browser.find_element(By.CSS_SELECTOR, "#models input[value='gpt-4o-mini']").click()
     browser.find_element(By.ID, "rpm_limit").send_keys("5")
     _submit(browser, "form[action='/ui/keys/new'] button")
+    assert browser.current_url.endswith("/ui/keys/created"), "the post redirected"
     key = browser.find_element(By.ID, "new-key").text
     assert key.startswith("sk-")
 
@@ -102,22 +143,27 @@ def test_sign_in_create_a_key_and_see_it_listed(gateway, browser):
     )
     assert answer.choices[0].message.content
 
-    # Every page, with a screenshot of each (SLUICE_SCREENSHOTS names the folder that gets a
-    # `screenshots/`; docs/console.md's come from `SLUICE_SCREENSHOTS=docs` on this test).
+    # Every page, with a screenshot of each at both widths (SLUICE_SCREENSHOTS names the
+    # folder that gets a `screenshots/`; docs/console.md's come from `SLUICE_SCREENSHOTS=docs`
+    # on this test).
+    # A team with a member, so that their pages have something to show.
+    browser.get(f"{root}/ui/teams")
+    _fill(browser, {"team_id": "search-platform", "team_alias": "Search platform"})
+    _submit(browser, "form[action='/ui/teams/new'] button")
+    browser.get(f"{root}/ui/users")
+    _fill(browser, {"user_id": "lee", "user_email": "lee@example.com", "team_id": "search-platform"})
+    _submit(browser, "form[action='/ui/users/new'] button")
+    browser.get(f"{root}/ui/keys")
+    token = browser.find_element(By.CSS_SELECTOR, "#keys td.mono").get_attribute("title")
     shots = pathlib.Path(os.environ.get("SLUICE_SCREENSHOTS") or gateway["workdir"]) / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    browser.set_window_size(1280, 900)
     pages = {
         "overview": "/ui/", "keys": "/ui/keys", "models": "/ui/models", "spend": "/ui/spend",
         "logs": "/ui/logs", "teams": "/ui/teams", "users": "/ui/users", "audit": "/ui/audit",
         "config": "/ui/config", "playground": "/ui/playground",
-        "customers": "/ui/customers",
+        "customers": "/ui/customers", "key-edit": f"/ui/keys/edit?key={token}",
+        "team-edit": "/ui/teams/edit?team_id=search-platform", "user-edit": "/ui/users/edit?user_id=lee",
     }
-    for name, page in pages.items():
-        browser.get(f"{root}{page}")
-        assert browser.find_element(By.TAG_NAME, "h1").text
-        assert browser.save_screenshot(str(shots / f"{name}.png"))
-        assert (shots / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _photograph(browser, root, pages, shots)
     assert _errors(browser) == [], _errors(browser)
 
     # Signing out ends the session.

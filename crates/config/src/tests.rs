@@ -1704,3 +1704,39 @@ model_list:
         .unwrap();
     assert_eq!(km.system, sluice_secrets::System::AzureKeyVault);
 }
+
+#[test]
+fn a_hosted_provider_without_a_key_is_marked_so() {
+    let yaml = "model_list:
+  - model_name: keyless
+    litellm_params: {model: openai/gpt-4o}
+  - model_name: keyed
+    litellm_params: {model: openai/gpt-4o, api_key: sk-given}
+  - model_name: own-server
+    litellm_params: {model: openai/llama, api_base: http://10.0.0.5:8000/v1}
+  - model_name: anthropic-keyless
+    litellm_params: {model: anthropic/claude-sonnet-4-5}
+  - model_name: in-process
+    litellm_params: {model: mock/any}
+";
+    let loaded = load_str(yaml, &env(&[])).unwrap();
+    let missing: Vec<(&str, bool)> = loaded
+        .config
+        .deployments
+        .iter()
+        .map(|d| (d.model_name.as_str(), d.upstream.key_missing))
+        .collect();
+    assert_eq!(
+        missing,
+        [
+            ("keyless", true),
+            ("keyed", false),
+            ("own-server", false),
+            ("anthropic-keyless", true),
+            ("in-process", false),
+        ]
+    );
+    // The provider's environment variable is a key too.
+    let loaded = load_str(yaml, &env(&[("OPENAI_API_KEY", "sk-env")])).unwrap();
+    assert!(!loaded.config.deployments[0].upstream.key_missing);
+}

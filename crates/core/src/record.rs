@@ -76,6 +76,106 @@ pub struct AttemptSpan {
     pub end: Option<Instant>,
     /// How it ended.
     pub result: AttemptEnd,
+    /// A failed attempt's status and message, for the request's log (boxed: one word, and
+    /// only failures allocate it).
+    pub error: Option<Box<ErrorNote>>,
+}
+
+/// What an error answer told its client: its HTTP status, the error's type and message. The
+/// request's log keeps it for the request (what the client got) and for each failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorNote {
+    /// The HTTP status.
+    pub status: u16,
+    /// The error's type (`rate_limit_error`, `server_error`, Google's `status`, ...); empty
+    /// when the body named none.
+    pub kind: String,
+    /// The message, at most [`ErrorNote::MAX_MESSAGE`] bytes.
+    pub message: String,
+}
+
+impl ErrorNote {
+    /// Most bytes of a message kept: a provider's message is a sentence or two; an HTML page
+    /// from a proxy in between is cut.
+    pub const MAX_MESSAGE: usize = 1024;
+
+    /// The note of sluice's own error, as its answer words it.
+    pub fn of_error(e: &crate::error::ApiError) -> Self {
+        Self {
+            status: e.status().as_u16(),
+            kind: e.kind().to_owned(),
+            message: capped(&e.to_string()),
+        }
+    }
+
+    /// The note of an error answer's body: `error.type` (or Google's `error.status`) and
+    /// `error.message` of OpenAI's, Anthropic's and Google's shapes, Bedrock's `message`;
+    /// a body that is none of them is its first bytes as text.
+    pub fn of_body(status: u16, body: &[u8]) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Outer {
+            error: Option<serde_json::Value>,
+            message: Option<String>,
+            #[serde(rename = "type")]
+            kind: Option<String>,
+        }
+        let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_owned);
+        let (kind, message) = match serde_json::from_slice::<Outer>(body) {
+            Ok(Outer {
+                error: Some(serde_json::Value::Object(e)),
+                ..
+            }) => (
+                text(e.get("type")).or_else(|| text(e.get("status"))),
+                text(e.get("message")),
+            ),
+            Ok(Outer {
+                error: Some(serde_json::Value::String(m)),
+                kind,
+                ..
+            }) => (kind, Some(m)),
+            Ok(Outer { message, kind, .. }) => (kind, message),
+            Err(_) => (None, None),
+        };
+        let message = message.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
+        Self {
+            status,
+            kind: kind.unwrap_or_default(),
+            message: capped(&message),
+        }
+    }
+}
+
+/// `text` cut to [`ErrorNote::MAX_MESSAGE`] bytes (at a character boundary), marked as cut.
+fn capped(text: &str) -> String {
+    if text.len() <= ErrorNote::MAX_MESSAGE {
+        return text.to_owned();
+    }
+    let mut end = ErrorNote::MAX_MESSAGE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// An attempt's error as the request's log notes it: what `routing::dispatch` asks of the
+/// error each failed attempt carries.
+pub trait Explain {
+    /// Its status, type and message; `None` when it says nothing worth keeping.
+    fn explain(&self) -> Option<ErrorNote>;
+}
+
+impl Explain for crate::error::ApiError {
+    fn explain(&self) -> Option<ErrorNote> {
+        Some(ErrorNote::of_error(self))
+    }
+}
+
+impl Explain for crate::error::RouteError {
+    fn explain(&self) -> Option<ErrorNote> {
+        Some(ErrorNote::of_error(&crate::error::ApiError::NoDeployment(
+            self.clone(),
+        )))
+    }
 }
 
 /// A request's attempts; inline for the common single attempt (no allocation).
@@ -179,6 +279,9 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     /// Error code when sluice itself failed the request.
     pub error: Option<&'static str>,
+    /// What the client of a failed request was told: status, error type and message (boxed:
+    /// one word, and only failures allocate it). See [`RequestRecord::fail_with`].
+    pub error_note: Option<Box<ErrorNote>>,
     /// Kind of the upstream failure that ended the request, if one did.
     pub failure: Option<&'static str>,
     /// Retried attempts.
@@ -427,6 +530,13 @@ pub struct GuardrailRun {
 }
 
 impl RequestRecord {
+    /// Note that sluice answered the request with `e`: its code, and its status, type and
+    /// message as the client gets them.
+    pub fn fail_with(&mut self, e: &crate::error::ApiError) {
+        self.error = Some(e.code());
+        self.error_note = Some(Box::new(ErrorNote::of_error(e)));
+    }
+
     /// A chat request with this id that has just arrived, for tests.
     pub fn sample(id: &str) -> Self {
         let id = HeaderValue::from_str(id).unwrap_or(HeaderValue::from_static("-"));
@@ -465,6 +575,7 @@ impl RequestRecord {
             usage: None,
             outcome: Outcome::Done,
             error: None,
+            error_note: None,
             failure: None,
             retries: 0,
             fallbacks: 0,
@@ -629,5 +740,50 @@ pub trait RecordJournal: Send + Sync + std::fmt::Debug + 'static {
 impl RecordSink for mpsc::UnboundedSender<RequestRecord> {
     fn accept(&self, record: &RequestRecord) {
         let _ = self.send(record.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_body_gives_its_type_and_message_in_each_providers_shape() {
+        let note = |body: &str| {
+            let n = ErrorNote::of_body(429, body.as_bytes());
+            (n.kind, n.message)
+        };
+        let openai = r#"{"error":{"message":"slow down","type":"rate_limit_error","code":"x"}}"#;
+        assert_eq!(
+            note(openai),
+            ("rate_limit_error".into(), "slow down".into())
+        );
+        let anthropic = r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#;
+        assert_eq!(note(anthropic), ("overloaded_error".into(), "busy".into()));
+        let google = r#"{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}"#;
+        assert_eq!(note(google), ("RESOURCE_EXHAUSTED".into(), "quota".into()));
+        let bedrock = r#"{"message":"throttled"}"#;
+        assert_eq!(note(bedrock), (String::new(), "throttled".into()));
+        assert_eq!(
+            note("<html>bad gateway</html>").1,
+            "<html>bad gateway</html>"
+        );
+        let long = "é".repeat(ErrorNote::MAX_MESSAGE);
+        let cut = ErrorNote::of_body(500, long.as_bytes()).message;
+        assert!(cut.len() <= ErrorNote::MAX_MESSAGE + 3 && cut.ends_with('…'));
+    }
+
+    #[test]
+    fn sluices_own_error_is_noted_as_its_answer_words_it() {
+        let mut r = RequestRecord::sample("r");
+        let e = crate::error::ApiError::KeyRefused(crate::error::KeyRefusal::Blocked);
+        r.fail_with(&e);
+        assert_eq!(r.error, Some("key_blocked"));
+        let note = r.error_note.as_deref().unwrap();
+        assert_eq!(
+            (note.status, note.kind.as_str()),
+            (401, "authentication_error")
+        );
+        assert_eq!(note.message, e.to_string());
     }
 }

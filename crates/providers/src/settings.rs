@@ -35,6 +35,11 @@ pub struct UpstreamConfig {
     pub api_base: Option<String>,
     /// API keys (given, else the provider's usual environment variable); may be empty.
     pub api_keys: Vec<ApiKey>,
+    /// The provider's own hosted API expects a key and none is configured: neither `api_key`
+    /// nor its environment variable (a deployment given its own `api_base`, a server of the
+    /// operator's, may need none). Its requests would go without a key and be refused, so
+    /// the console shows it as not configured rather than healthy.
+    pub key_missing: bool,
     /// `extra_headers`, sent on every upstream request. Values may carry credentials.
     pub extra_headers: Vec<(String, Secret)>,
     /// How sluice connects to the upstream: HTTP version (`http2_prior_knowledge`), TLS
@@ -110,6 +115,7 @@ pub fn read(
         model,
         api_base: None,
         api_keys: Vec::new(),
+        key_missing: false,
         extra_headers,
         connect: Connect {
             http: match given.http2_prior_knowledge {
@@ -168,6 +174,7 @@ pub fn read(
             .into_iter()
             .collect();
     }
+    upstream.key_missing = upstream.api_keys.is_empty() && spec.hosted && given_base.is_none();
     let key_path = format!("{lp}.api_key");
     let already_warned = p.warnings.iter().any(|w| w.path == key_path);
     if upstream.api_keys.is_empty() && spec.hosted && !already_warned {

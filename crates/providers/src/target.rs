@@ -193,6 +193,9 @@ pub struct DeploymentTarget {
     /// `litellm_params.num_retries`: retries a failure of this deployment gets, in place of
     /// the router's `num_retries` (LiteLLM's per-deployment setting; a request's own wins).
     pub num_retries: Option<u32>,
+    /// Its provider's hosted API expects a key and none is configured
+    /// ([`UpstreamConfig::key_missing`](crate::settings::UpstreamConfig::key_missing)).
+    pub key_missing: bool,
 }
 
 impl DeploymentTarget {
@@ -236,6 +239,7 @@ impl DeploymentTarget {
             price: d.price,
             image_prices: d.image_prices.clone(),
             num_retries: d.num_retries,
+            key_missing: d.upstream.key_missing,
         })
     }
 
@@ -286,6 +290,7 @@ impl DeploymentTarget {
             price: Price::default(),
             image_prices: ImagePrices::default(),
             num_retries: None,
+            key_missing: false,
         }
     }
 }

@@ -20,7 +20,7 @@ use super::group::{Group, Member, Pick, Tried};
 use super::health::{now_ms, InFlight};
 use super::{Resolved, Router};
 use sluice_core::error::{MockFailure, RouteError};
-use sluice_core::record::{AttemptEnd, AttemptSpan, Attempts};
+use sluice_core::record::{AttemptEnd, AttemptSpan, Attempts, Explain};
 use sluice_core::trace_context::{new_span_id, SpanId};
 
 /// One attempt the pipeline is asked to make.
@@ -146,7 +146,7 @@ pub async fn dispatch<'a, A, E, F, Fut>(
 where
     F: FnMut(Attempt<'a>) -> Fut,
     Fut: Future<Output = Result<A, Failure<E>>>,
-    E: From<RouteError>,
+    E: From<RouteError> + Explain,
 {
     let mut run = Run {
         router,
@@ -251,12 +251,13 @@ impl<'a> Run<'a> {
             start,
             end: None,
             result: AttemptEnd::Open,
+            error: None,
         });
         self.trail.len() - 1
     }
 
     /// Note how an attempt ended.
-    fn end<A, E>(&mut self, at: usize, result: &Result<A, Failure<E>>) {
+    fn end<A, E: Explain>(&mut self, at: usize, result: &Result<A, Failure<E>>) {
         self.close(
             at,
             match result {
@@ -264,6 +265,9 @@ impl<'a> Run<'a> {
                 Err(f) => AttemptEnd::Failed(f.kind.name()),
             },
         );
+        if let (Err(f), Some(a)) = (result, self.trail.get_mut(at)) {
+            a.error = f.error.explain().map(Box::new);
+        }
     }
 
     fn close(&mut self, at: usize, result: AttemptEnd) {
@@ -296,7 +300,7 @@ impl<'a> Run<'a> {
     where
         F: FnMut(Attempt<'a>) -> Fut,
         Fut: Future<Output = Result<A, Failure<E>>>,
-        E: From<RouteError>,
+        E: From<RouteError> + Explain,
     {
         let policy = &self.router.policy;
         let group = at.group;
@@ -397,6 +401,7 @@ impl<'a> Run<'a> {
     where
         F: FnMut(Attempt<'a>) -> Fut,
         Fut: Future<Output = Result<A, Failure<E>>>,
+        E: Explain,
     {
         let breaker = &self.router.policy.breaker;
         let group = call.group;

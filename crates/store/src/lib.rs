@@ -18,6 +18,7 @@ pub mod imported;
 pub mod keys;
 pub mod model_spend;
 pub mod models;
+pub mod names;
 pub mod objects;
 pub mod organizations;
 pub mod responses;
@@ -54,13 +55,14 @@ pub use imported::Imported;
 pub use keys::{KeyFilter, KeyHash, KeyRow};
 pub use model_spend::SpentBy;
 pub use models::ModelRow;
+pub use names::{HolderNames, KeyNames, Named, Names};
 pub use objects::{ObjectKind, OwnedObject};
 pub use organizations::{OrgMember, OrgRole, OrganizationRow};
 pub use responses::{ConversationItem, ConversationRow, StoredResponse};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
-    AttemptLog, BatchOutcome, DailySpend, GroupSpend, SpendBy, SpendLog, SpendLogFilter,
-    SpendStatus, TagSpend, MAX_CONTENT,
+    AttemptLog, BatchOutcome, Cursor, DailySpend, GroupSpend, LogPosition, SpendBy, SpendLog,
+    SpendLogFilter, SpendStatus, TagSpend, MAX_CONTENT,
 };
 pub use spool::{Spool, SpoolError};
 pub use tags::TagRow;
@@ -295,4 +297,8 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
 }
 
 #[cfg(test)]
+mod bench_log_pages;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_log_pages;

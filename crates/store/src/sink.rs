@@ -84,6 +84,12 @@ pub(crate) struct Line<'a> {
     call_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_message: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     request_tags: &'a [Arc<str>],
 }
@@ -143,6 +149,9 @@ impl<'a> Line<'a> {
             attempts: Vec::new(),
             call_type: None,
             error: None,
+            http_status: None,
+            error_type: None,
+            error_message: None,
             request_tags: r.tags.as_deref().unwrap_or(&[]),
         };
         if let Some(t) = &r.tool {
@@ -171,7 +180,12 @@ impl<'a> Line<'a> {
             // kind of upstream failure that ended it). Only failures pay for the string.
             let code = r.error.or(r.failure).unwrap_or("error");
             l.error = Some(format!("{} {code}", r.status));
+            if let Some(note) = &r.error_note {
+                l.error_type = Some(note.kind.as_str()).filter(|k| !k.is_empty());
+                l.error_message = Some(note.message.as_str());
+            }
         }
+        l.http_status = Some(r.status).filter(|s| *s != 0);
         l.ttfb_ms = r.ttfb.map(|t| t.as_millis() as u64);
         l.cache_hit = r.cache_hit;
         l.saved_spend = r.saved.map_or(0.0, dollars);
@@ -207,6 +221,8 @@ impl<'a> Line<'a> {
                         AttemptEnd::Cancelled => "cancelled",
                     }
                     .to_owned(),
+                    status: a.error.as_ref().map(|e| e.status),
+                    message: a.error.as_ref().map(|e| e.message.clone()),
                 })
                 .collect();
         }
@@ -247,6 +263,9 @@ impl<'a> Line<'a> {
         l.attempts = self.attempts;
         l.call_type = self.call_type;
         l.error = self.error;
+        l.http_status = self.http_status;
+        l.error_type = self.error_type.map(str::to_owned);
+        l.error_message = self.error_message.map(str::to_owned);
         l.request_tags = self.request_tags.iter().map(|t| t.to_string()).collect();
         l
     }
@@ -345,7 +364,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use sluice_core::record::{
-        AttemptSpan, DeploymentInfo, JournalHold, Journaled, KeyInfo, ToolCall,
+        AttemptSpan, DeploymentInfo, ErrorNote, JournalHold, Journaled, KeyInfo, ToolCall,
     };
     use std::time::{Duration, Instant};
 
@@ -401,6 +420,11 @@ mod tests {
             start,
             end: Some(start + Duration::from_millis(3)),
             result: AttemptEnd::Failed("timeout"),
+            error: Some(Box::new(ErrorNote {
+                status: 504,
+                kind: "timeout".into(),
+                message: "no answer within 3ms".into(),
+            })),
         });
         retried.attempts.push(AttemptSpan {
             span_id: [2; 8],
@@ -409,6 +433,7 @@ mod tests {
             start: start + Duration::from_millis(4),
             end: None,
             result: AttemptEnd::Open,
+            error: None,
         });
 
         let mut tool = RequestRecord::tool_call(
@@ -429,6 +454,10 @@ mod tests {
         let mut failed = RequestRecord::sample("failed");
         failed.model = Some(Arc::from("gpt-4o"));
         failed.status = 502;
+        failed.error_note = Some(Box::new(ErrorNote::of_body(
+            502,
+            br#"{"error":{"message":"upstream down","type":"server_error"}}"#,
+        )));
         vec![plain, retried, tool, failed]
     }
 
@@ -462,6 +491,17 @@ mod tests {
         let mut failed = shapes().pop().unwrap();
         let log = spend_log(&failed, OffsetDateTime::now_utc()).unwrap();
         assert_eq!(log.error.as_deref(), Some("502 error"));
+        // ... and the error's type and message as its body gave them.
+        assert_eq!(log.http_status, Some(502));
+        assert_eq!(log.error_type.as_deref(), Some("server_error"));
+        assert_eq!(log.error_message.as_deref(), Some("upstream down"));
+        let retried = spend_log(&shapes()[1], OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(retried.attempts[0].status, Some(504));
+        assert_eq!(
+            retried.attempts[0].message.as_deref(),
+            Some("no answer within 3ms")
+        );
+        assert_eq!(retried.attempts[1].message, None);
         failed.error = Some("rpm_limit_exceeded");
         failed.status = 429;
         let log = spend_log(&failed, OffsetDateTime::now_utc()).unwrap();

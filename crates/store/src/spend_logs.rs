@@ -120,6 +120,16 @@ pub struct SpendLog {
     /// Why it failed or was refused, when sluice knows more than the status (tool calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The HTTP status the client got (`None` in rows written before it was kept, and for
+    /// MCP exchanges, which have no status of their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// A failure's error type as the client got it (`rate_limit_error`, `server_error`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// A failure's message as the client got it (capped: `record::ErrorNote::MAX_MESSAGE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
     /// The request's tags (LiteLLM's `request_tags`), as the request gave them; empty for
     /// none. What [`Store::spend_by_tag`] sums by. Spool files written before tags were kept
     /// read as none.
@@ -157,6 +167,13 @@ pub struct AttemptLog {
     pub duration_us: Option<u64>,
     /// `ok`, `cancelled`, `open`, or the failure kind (`timeout`, `rate_limited`, ...).
     pub result: String,
+    /// A failed attempt's HTTP status (the deployment's, or the one sluice gave it: 504 for
+    /// a timeout). Lists written before it was kept read as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// A failed attempt's error message (capped: `record::ErrorNote::MAX_MESSAGE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 impl SpendLog {
@@ -190,6 +207,9 @@ impl SpendLog {
             response: None,
             call_type: None,
             error: None,
+            http_status: None,
+            error_type: None,
+            error_message: None,
             request_tags: Vec::new(),
             journal: None,
         }
@@ -247,6 +267,10 @@ impl SpendLog {
             response: col(row, "response")?,
             call_type: col(row, "call_type")?,
             error: col(row, "error")?,
+            http_status: col::<Option<i64>>(row, "http_status")?
+                .and_then(|n| u16::try_from(n).ok()),
+            error_type: col(row, "error_type")?,
+            error_message: col(row, "error_message")?,
             // A list this writer wrote; one that does not read is shown as no tags.
             request_tags: col::<Option<String>>(row, "request_tags")?
                 .and_then(|j| serde_json::from_str(&j).ok())
@@ -328,8 +352,56 @@ pub struct SpendLogFilter {
     pub end: Option<OffsetDateTime>,
     /// Also read the prompt and answer (heavy: asked for one request's detail, not lists).
     pub content: bool,
+    /// The page past a row (keyset): the rows older or newer than it. With a cursor the
+    /// page's `offset` is not used, and a deep page costs what the first does.
+    pub cursor: Option<Cursor>,
     /// Which slice.
     pub page: Page,
+}
+
+/// A row's place in the log's order (newest first: start time, then id, both descending):
+/// what a page of the log starts after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPosition {
+    /// The row's start time, in Unix milliseconds (as stored).
+    pub start_ms: i64,
+    /// The row's own id.
+    pub id: String,
+}
+
+impl LogPosition {
+    /// Where `l` stands in the log.
+    pub fn of(l: &SpendLog) -> Self {
+        Self {
+            start_ms: to_ms(l.start_time),
+            id: l.id.clone(),
+        }
+    }
+
+    /// A position as [`LogPosition::to_text`] writes it (`<milliseconds>.<id>`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let (ms, id) = text.split_once('.')?;
+        let ok = !id.is_empty() && id.len() <= 64;
+        Some(Self {
+            start_ms: ms.parse().ok()?,
+            id: id.to_owned(),
+        })
+        .filter(|_| ok)
+    }
+
+    /// The position as a link carries it.
+    pub fn to_text(&self) -> String {
+        format!("{}.{}", self.start_ms, self.id)
+    }
+}
+
+/// Which side of a row a page of the log lies on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cursor {
+    /// The rows older than this one (the next page).
+    Before(LogPosition),
+    /// The rows newer than this one (the previous page); still returned newest first.
+    After(LogPosition),
 }
 
 /// A value bound into a filter's SQL.
@@ -344,22 +416,33 @@ impl SpendLogFilter {
     fn conditions(&self) -> (String, Vec<Arg>) {
         let mut conds: Vec<String> = Vec::new();
         let mut args: Vec<Arg> = Vec::new();
-        let mut push = |cond: &str, arg: Arg| {
-            args.push(arg);
-            conds.push(cond.replace('?', &format!("${}", args.len() + 2)));
+        // Each `?` of `cond` becomes the next number, bound to the next of `values`.
+        let mut push_all = |cond: &str, values: Vec<Arg>| {
+            let mut sql = String::new();
+            let mut values = values.into_iter();
+            for (i, part) in cond.split('?').enumerate() {
+                if i > 0 {
+                    args.extend(values.next());
+                    sql.push_str(&format!("${}", args.len() + 2));
+                }
+                sql.push_str(part);
+            }
+            conds.push(sql);
         };
+        let mut push = |cond: &str, arg: Arg| push_all(cond, vec![arg]);
         for (cond, value) in [
             ("id = ?", self.id.as_deref()),
             ("api_key = ?", self.api_key.as_ref().map(KeyHash::as_str)),
             // Aliases live on the keys; a deleted key's logs keep only its hash.
+            // An alias names one key at most (`key_alias` is unique): an equality, whose
+            // index (api_key, start_time) reads the rows in the page's order.
             (
-                "api_key IN (SELECT token FROM keys WHERE key_alias = ?)",
+                "api_key = (SELECT token FROM keys WHERE key_alias = ?)",
                 self.key_alias.as_deref(),
             ),
             ("user_id = ?", self.user_id.as_deref()),
             ("team_id = ?", self.team_id.as_deref()),
             ("model_group = ?", self.model_group.as_deref()),
-            ("status = ?", self.status.map(SpendStatus::as_str)),
             ("request_id = ?", self.request_id.as_deref()),
         ] {
             if let Some(v) = value {
@@ -374,12 +457,45 @@ impl SpendLogFilter {
                 push(cond, Arg::Int(to_ms(t)));
             }
         }
+        // Past the cursor: `start_time <= t` is a plain range every index on (…, start_time)
+        // narrows by (a row value `(start_time, id) < (t, id)` is not, in SQLite); the rest
+        // of the condition breaks ties within the millisecond.
+        if let Some(c) = &self.cursor {
+            let (p, older) = match c {
+                Cursor::Before(p) => (p, true),
+                Cursor::After(p) => (p, false),
+            };
+            let (cmp, strict) = if older { ("<=", "<") } else { (">=", ">") };
+            push_all(
+                &format!("start_time {cmp} ? AND (start_time {strict} ? OR id {strict} ?)"),
+                vec![
+                    Arg::Int(p.start_ms),
+                    Arg::Int(p.start_ms),
+                    Arg::Text(p.id.clone()),
+                ],
+            );
+        }
+        // The status is one of two words, written into the SQL rather than bound, so that the
+        // planners can use the index of failures (a partial index is chosen only for a
+        // condition they can see).
+        if let Some(s) = self.status {
+            conds.push(format!("status = '{}'", s.as_str()));
+        }
         let sql = if conds.is_empty() {
             String::new()
         } else {
             format!("WHERE {}", conds.join(" AND "))
         };
         (sql, args)
+    }
+
+    /// The read's order: newest first, or, for the page before a row, oldest first (the
+    /// nearest newer rows; [`Store::spend_logs`] turns them back).
+    fn order(&self) -> &'static str {
+        match self.cursor {
+            Some(Cursor::After(_)) => "start_time, id",
+            _ => "start_time DESC, id DESC",
+        }
     }
 }
 
@@ -392,7 +508,7 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
-const LOG_COLUMNS: [&str; 32] = [
+const LOG_COLUMNS: [&str; 35] = [
     "id",
     "request_id",
     "api_key",
@@ -425,9 +541,12 @@ const LOG_COLUMNS: [&str; 32] = [
     "response",
     "call_type",
     "error",
+    "http_status",
+    "error_type",
+    "error_message",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (32 × 200 parameters
+/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (35 × 200 parameters
 /// stays far below its limit of 65,535).
 const ROWS_PER_STATEMENT: usize = 200;
 
@@ -550,7 +669,10 @@ impl Store {
                     .bind(l.messages.clone())
                     .bind(l.response.clone())
                     .bind(l.call_type.clone())
-                    .bind(l.error.clone());
+                    .bind(l.error.clone())
+                    .bind(l.http_status.map(i64::from))
+                    .bind(l.error_type.clone())
+                    .bind(l.error_message.clone());
             }
             for row in q.fetch_all(&mut *tx).await? {
                 inserted.insert(col(&row, "id")?);
@@ -680,27 +802,38 @@ impl Store {
         Ok(())
     }
 
-    /// Spend logs matching every filter set, newest first (`GET /spend/logs`).
+    /// Spend logs matching every filter set, newest first (`GET /spend/logs`); past a
+    /// [`Cursor`], the page of `limit` rows on its side.
     pub async fn spend_logs(&self, filter: &SpendLogFilter) -> Result<Vec<SpendLog>, StoreError> {
         let (cond, args) = filter.conditions();
         let sql = format!(
-            "SELECT {} FROM spend_logs {cond} ORDER BY start_time DESC, id LIMIT $1 OFFSET $2",
-            select_list(filter.content)
+            "SELECT {} FROM spend_logs {cond} ORDER BY {} LIMIT $1 OFFSET $2",
+            select_list(filter.content),
+            filter.order(),
         );
+        let offset = match filter.cursor {
+            Some(_) => 0,
+            None => filter.page.offset,
+        };
         let mut q = sqlx::query(&sql)
             .bind(to_i64(filter.page.limit))
-            .bind(to_i64(filter.page.offset));
+            .bind(to_i64(offset));
         for a in args {
             q = match a {
                 Arg::Text(v) => q.bind(v),
                 Arg::Int(n) => q.bind(n),
             };
         }
-        q.fetch_all(self.pool())
+        let mut logs = q
+            .fetch_all(self.pool())
             .await?
             .iter()
             .map(SpendLog::decode)
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        if matches!(filter.cursor, Some(Cursor::After(_))) {
+            logs.reverse();
+        }
+        Ok(logs)
     }
 
     /// Daily rollups for `from..=to` (`YYYY-MM-DD`), by day then key then model.
@@ -802,6 +935,10 @@ pub enum SpendBy {
     Model,
     /// Key hash (empty: no key).
     Key,
+    /// The key's user (empty: none).
+    User,
+    /// The request's end user, its `user` field (empty: none).
+    EndUser,
 }
 
 impl SpendBy {
@@ -810,6 +947,8 @@ impl SpendBy {
             Self::Team => "team_id",
             Self::Model => "model_group",
             Self::Key => "api_key",
+            Self::User => "user_id",
+            Self::EndUser => "end_user",
         }
     }
 }
@@ -823,6 +962,8 @@ pub struct GroupSpend {
     pub requests: u64,
     /// USD.
     pub spend: f64,
+    /// Prompt and completion tokens.
+    pub total_tokens: u64,
 }
 
 impl Store {
@@ -836,7 +977,8 @@ impl Store {
     ) -> Result<Vec<GroupSpend>, StoreError> {
         let column = by.column();
         let sql = format!(
-            "SELECT COALESCE({column}, '') AS name, COUNT(*) AS requests, SUM(spend) AS spend \
+            "SELECT COALESCE({column}, '') AS name, COUNT(*) AS requests, SUM(spend) AS spend, \
+             CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT) AS total_tokens \
              FROM spend_logs WHERE start_time >= $1 AND start_time < $2 \
              GROUP BY COALESCE({column}, '') ORDER BY spend DESC, name"
         );
@@ -851,6 +993,10 @@ impl Store {
                     name: col(row, "name")?,
                     requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
                     spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
+                    total_tokens: u64::try_from(
+                        col::<Option<i64>>(row, "total_tokens")?.unwrap_or(0),
+                    )
+                    .unwrap_or(0),
                 })
             })
             .collect()
@@ -976,18 +1122,33 @@ mod unit {
         let (sql, args) = f.conditions();
         assert_eq!(
             sql,
-            "WHERE api_key IN (SELECT token FROM keys WHERE key_alias = $3) AND team_id = $4 \
-             AND status = $5 AND start_time >= $6"
+            "WHERE api_key = (SELECT token FROM keys WHERE key_alias = $3) AND team_id = $4 \
+             AND start_time >= $5 AND status = 'failure'"
         );
         assert_eq!(
             args,
             [
                 Arg::Text("app".into()),
                 Arg::Text("t1".into()),
-                Arg::Text("failure".into()),
                 Arg::Int(to_ms(at)),
             ]
         );
+        // Past a row: a plain range on start_time, then the tie broken by id.
+        let older = SpendLogFilter {
+            cursor: Some(Cursor::Before(LogPosition {
+                start_ms: 7,
+                id: "x".into(),
+            })),
+            ..Default::default()
+        };
+        assert_eq!(
+            older.conditions(),
+            (
+                "WHERE start_time <= $3 AND (start_time < $4 OR id < $5)".to_owned(),
+                vec![Arg::Int(7), Arg::Int(7), Arg::Text("x".into())]
+            )
+        );
+        assert_eq!(older.order(), "start_time DESC, id DESC");
     }
 
     #[test]
@@ -995,7 +1156,9 @@ mod unit {
         let list = select_list(false);
         assert!(list.contains("CAST(NULL AS TEXT) AS messages"), "{list}");
         assert!(list.contains("CAST(NULL AS TEXT) AS response"), "{list}");
-        assert!(select_list(true).ends_with("attempts, messages, response, call_type, error"));
+        assert!(select_list(true).ends_with(
+            "messages, response, call_type, error, http_status, error_type, error_message"
+        ));
         assert_eq!(attempts_json(&[]), None);
     }
 }

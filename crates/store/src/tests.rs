@@ -525,6 +525,8 @@ async fn request_detail_round_trips_and_lists_leave_content_out() {
                 start_us: 300,
                 duration_us: Some(12_000),
                 result: "timeout".into(),
+                status: Some(504),
+                message: Some("no answer within 12ms".into()),
             },
             AttemptLog {
                 deployment: "d-2".into(),
@@ -534,8 +536,13 @@ async fn request_detail_round_trips_and_lists_leave_content_out() {
                 start_us: 12_500,
                 duration_us: None,
                 result: "ok".into(),
+                status: None,
+                message: None,
             },
         ];
+        l.http_status = Some(200);
+        l.error_type = Some("server_error".into());
+        l.error_message = Some("a message, as the client got it".into());
         l.messages = Some(r#"[{"role":"user","content":"hi"}]"#.into());
         l.response = Some(r#"{"choices":[]}"#.into());
         l.request_tags = vec!["prod".into(), "team \"a\"".into()];

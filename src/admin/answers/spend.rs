@@ -83,8 +83,15 @@ pub(crate) struct SpendLogEntry {
     pub response: Option<Value>,
     /// LiteLLM's field: what the row records when it is not a model request.
     pub call_type: Option<String>,
-    /// Why it failed, when sluice knows more than the status.
+    /// Why it failed: the HTTP status and error code the client got (`429
+    /// rpm_limit_exceeded`).
     pub error: Option<String>,
+    /// The HTTP status the client got (unknown for rows written before it was kept).
+    pub http_status: Option<u16>,
+    /// A failure's error type as the client got it (`rate_limit_error`, ...).
+    pub error_type: Option<String>,
+    /// A failure's message as the client got it.
+    pub error_message: Option<String>,
 }
 
 /// One upstream attempt of a request.
@@ -104,6 +111,10 @@ pub(crate) struct AttemptEntry {
     pub duration_ms: Option<f64>,
     /// `ok`, `cancelled`, `open`, or the failure kind.
     pub result: String,
+    /// A failed attempt's HTTP status.
+    pub status: Option<u16>,
+    /// A failed attempt's error message.
+    pub message: Option<String>,
 }
 
 impl SpendLogEntry {
@@ -154,6 +165,9 @@ impl SpendLogEntry {
             response: content(&l.response),
             call_type: l.call_type.clone(),
             error: l.error.clone(),
+            http_status: l.http_status,
+            error_type: l.error_type.clone(),
+            error_message: l.error_message.clone(),
         }
     }
 }
@@ -168,6 +182,8 @@ impl AttemptEntry {
             start_ms: a.start_us as f64 / 1000.0,
             duration_ms: a.duration_us.map(|us| us as f64 / 1000.0),
             result: a.result.clone(),
+            status: a.status,
+            message: a.message.clone(),
         }
     }
 }

@@ -7,21 +7,30 @@ use http::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{change, figure, number, or_empty, query, read, removal, status_select, store, usd};
+use super::fields::{count, field, period, required, text, usd as usd_field, Draft, Reader};
+use super::keys::name;
+use super::{
+    figure, not_found, or_empty, query, read, removal, status_select, store, submit, usd, Refused,
+};
 use crate::admin::answers::LimitFields;
-use crate::console::layout::{csrf_field, redirect};
+use crate::console::layout::csrf_field;
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
 use crate::server::AppState;
 use sluice_core::error::ApiError;
 
-/// The limits an end user's form sets, each a number where blank is no limit.
-const NUMBERS: [&str; 3] = ["max_budget", "rpm_limit", "tpm_limit"];
-
 /// `GET /ui/customers`.
-pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, ApiError> {
+pub(super) async fn list(
+    state: &AppState,
+    viewer: &Viewer,
+    draft: &Draft<'_>,
+) -> Result<Markup, ApiError> {
     let customers = crate::admin::customers::list(store(state)?, read("page_size=1000")).await?;
+    let d = &draft.for_form("/customers/new");
     Ok(html! {
+        @if customers.is_empty() {
+            p.muted #empty { "No end users yet. They are the " code { "user" } " a request names: give one a budget or rate limit below, and requests made for them with a virtual key are held to it." }
+        } @else {
         table #customers {
             thead { tr {
                 th { "End user" } th { "Alias" } th.num { "Spend" } th.num { "Budget" }
@@ -31,8 +40,8 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
                 @for c in &customers {
                     @let b = &c.litellm_budget_table.limits;
                     tr {
-                        td { a href={ "/ui/customers/edit?" (query(&[("user_id", &c.user_id)])) } { (c.user_id) } }
-                        td { (or_empty(&c.alias)) }
+                        td { a href={ "/ui/customers/edit?" (query(&[("user_id", &c.user_id)])) } { (name(&c.user_id)) } }
+                        td { (name(or_empty(&c.alias))) }
                         td.num { (usd(c.accounting.spend)) }
                         td.num { (b.max_budget.map(usd).unwrap_or_default()) }
                         td { (or_empty(&b.budget_duration)) }
@@ -43,15 +52,15 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
                 }
             }
         }
+        }
         @if viewer.session.role.may_change() {
-            h2 { "New end user" }
+            h2 #new { "New end user" }
             form.stack method="post" action="/ui/customers/new" {
+                (d.summary())
                 (csrf_field(&viewer.csrf))
-                label for="user_id" { "End user id (the request's " code { "user" } ")" }
-                input #user_id name="user_id" required;
-                label for="alias" { "Alias" }
-                input #alias name="alias";
-                (limit_fields(&LimitFields::default()))
+                (required(d, field("user_id", "End user id (the request's user)"), ""))
+                (text(d, field("alias", "Alias"), ""))
+                (limit_fields(d, &LimitFields::default()))
                 button type="submit" { "Create end user" }
             }
         }
@@ -59,17 +68,13 @@ pub(super) async fn list(state: &AppState, viewer: &Viewer) -> Result<Markup, Ap
 }
 
 /// The budget, period, rpm and tpm inputs, filled from `budget` (LiteLLM's
-/// `litellm_budget_table`; empty for a new end user).
-fn limit_fields(budget: &LimitFields) -> Markup {
+/// `litellm_budget_table`; empty for a new end user) or as typed.
+fn limit_fields(d: &Draft<'_>, budget: &LimitFields) -> Markup {
     html! {
-        label for="max_budget" { "Budget (USD)" }
-        input #max_budget name="max_budget" value=(figure(budget.max_budget)) placeholder="no budget";
-        label for="budget_duration" { "Budget period" }
-        input #budget_duration name="budget_duration" value=(or_empty(&budget.budget_duration)) placeholder="none; or 1d, 30d, 1mo";
-        label for="rpm_limit" { "Requests per minute" }
-        input #rpm_limit name="rpm_limit" value=(figure(budget.rpm_limit)) placeholder="no limit";
-        label for="tpm_limit" { "Tokens per minute" }
-        input #tpm_limit name="tpm_limit" value=(figure(budget.tpm_limit)) placeholder="no limit";
+        (usd_field(d, field("max_budget", "Budget (USD)").hint("no budget"), &figure(budget.max_budget)))
+        (period(d, field("budget_duration", "Budget period").hint("none; or 1d, 30d, 1mo"), or_empty(&budget.budget_duration)))
+        (count(d, field("rpm_limit", "Requests per minute").hint("no limit"), &figure(budget.rpm_limit)))
+        (count(d, field("tpm_limit", "Tokens per minute").hint("no limit"), &figure(budget.tpm_limit)))
     }
 }
 
@@ -78,6 +83,7 @@ pub(super) async fn edit_page(
     state: &AppState,
     viewer: &Viewer,
     q: &Form,
+    draft: &Draft<'_>,
 ) -> Result<Markup, ApiError> {
     let id = q
         .filled("user_id")
@@ -85,6 +91,7 @@ pub(super) async fn edit_page(
     let q = query(&[("end_user_id", id)]);
     let c = crate::admin::customers::info(store(state)?, read(&q)).await?;
     let b = &c.litellm_budget_table.limits;
+    let d = &draft.for_form("/customers/update");
     Ok(html! {
         p #spend {
             "Spend " (usd(c.accounting.spend))
@@ -94,12 +101,12 @@ pub(super) async fn edit_page(
         }
         @if viewer.session.role.may_change() {
             form.stack method="post" action="/ui/customers/update" {
+                (d.summary())
                 (csrf_field(&viewer.csrf))
                 input type="hidden" name="user_id" value=(id);
-                label for="alias" { "Alias" }
-                input #alias name="alias" value=(or_empty(&c.alias));
-                (limit_fields(b))
-                (status_select(c.blocked, "its requests are"))
+                (text(d, field("alias", "Alias"), or_empty(&c.alias)))
+                (limit_fields(d, b))
+                (status_select(d, c.blocked, "its requests are"))
                 button type="submit" { "Save end user" }
             }
             (removal(viewer, "Delete", "/ui/customers/delete", ("user_id", id), "delete-customer", "Delete end user"))
@@ -114,47 +121,42 @@ pub(super) async fn act(
     viewer: &Viewer,
     sub: &str,
     form: &Form,
-) -> Result<Response<ResponseBody>, ApiError> {
-    let id = form
-        .filled("user_id")
-        .ok_or(ApiError::MissingParam("user_id"))?;
+) -> Result<Response<ResponseBody>, Refused> {
+    let mut r = Reader::new(form);
+    let id = r.required("user_id").unwrap_or_default();
     let mut body = Map::new();
-    let path = match sub {
+    let (path, done) = match sub {
         "/customers/new" | "/customers/update" => {
             body.insert("user_id".into(), id.into());
-            body.insert(
-                "alias".into(),
-                form.filled("alias").map_or(Value::Null, Into::into),
-            );
-            for f in NUMBERS {
-                body.insert(f.into(), number(form, f)?);
+            body.insert("alias".into(), r.text_or_null("alias"));
+            body.insert("max_budget".into(), r.usd("max_budget"));
+            body.insert("budget_duration".into(), r.period("budget_duration"));
+            for f in ["rpm_limit", "tpm_limit"] {
+                body.insert(f.into(), r.count(f));
             }
-            body.insert(
-                "budget_duration".into(),
-                form.filled("budget_duration")
-                    .map_or(Value::Null, Into::into),
-            );
             if sub == "/customers/new" {
-                "/customer/new"
+                ("/customer/new", format!("End user {id} created."))
             } else {
                 body.insert(
                     "blocked".into(),
                     (form.get("blocked") == Some("true")).into(),
                 );
-                "/customer/update"
+                ("/customer/update", format!("End user {id} saved."))
             }
         }
         "/customers/delete" => {
             body.insert("user_ids".into(), vec![Value::from(id)].into());
-            "/customer/delete"
+            ("/customer/delete", format!("End user {id} deleted."))
         }
-        _ => {
-            return Err(ApiError::RouteNotFound {
-                method: "POST".into(),
-                path: format!("/ui{sub}"),
-            })
-        }
+        _ => return Err(not_found("POST", sub).into()),
     };
-    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
-    Ok(redirect("/ui/customers"))
+    r.finish()?;
+    submit(
+        state,
+        viewer,
+        (path, body),
+        ("/ui/customers", done),
+        "user_id",
+    )
+    .await
 }

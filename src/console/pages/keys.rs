@@ -1,24 +1,40 @@
 //! Virtual keys: the list (an internal user's own only, a team admin's team's), a form to make
 //! one, an edit page (proxy admins and team admins), and block, unblock, regenerate and
 //! delete, each through the management API's own `/key/*` handler.
+//!
+//! A new or regenerated key's plaintext is shown once, on `/ui/keys/created`: the post answers
+//! with a redirect there (so Back and reload never make another key), and the key goes with it
+//! in the sealed flash cookie (`crate::console::flash`), never in a URL.
 
-use http::{Response, StatusCode};
+use http::Response;
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
-use super::{change, change_as, figure, or_empty, query, read, short, store, team_of, usd};
+use super::fields::{self, count, field, period, pick, text, usd as usd_field, Draft, Reader};
+use super::names::{Names, Wanted};
+use super::{
+    change, change_as, figure, or_empty, pickers, query, read, refused_by, short, store, team_of,
+    usd, Refused,
+};
 use crate::admin::answers::keys::{IssuedKey, KeyInfo};
-use crate::console::layout::{self, csrf_field, redirect, respond};
+use crate::console::flash::{Flash, Revealed};
+use crate::console::layout::{csrf_field, redirect_with};
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
-use crate::server::AppState;
+use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
 /// Keys on one page.
 const PAGE_SIZE: &str = "100";
 
 /// `GET /ui/keys`.
-pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<Markup, ApiError> {
+pub(super) async fn page(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    q: &Form,
+    draft: &Draft<'_>,
+) -> Result<Markup, ApiError> {
     let s = &viewer.session;
     let page_no = q.filled("page").unwrap_or("1");
     let mut pairs = vec![
@@ -32,43 +48,56 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
     let list = crate::admin::keys::list(store(state)?, read(&query(&pairs))).await?;
     // Asked for whole keys (`return_full_object`), so every one is.
     let keys: Vec<&KeyInfo> = list.keys.iter().filter_map(|k| k.full()).collect();
+    let mut wanted = Wanted::default();
+    for k in &keys {
+        wanted.team(or_empty(&k.team_id)).user(or_empty(&k.user_id));
+    }
+    let names = Names::of(state, &wanted).await;
     let may_change = s.role.may_change();
     Ok(html! {
         @let current = list.current_page;
         @let pages = list.total_pages.max(1);
-        p.muted {
-            (list.total_count) " keys · page " (current) " of " (pages)
-            @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
-            @if current < pages { " · " a href={ "/ui/keys?page=" (current + 1) } { "next" } }
-        }
-        table #keys {
-            thead { tr {
-                th { "Alias" } th { "Key (hash)" } th { "Team" } th { "User" } th { "Models" }
-                th.num { "Spend" } th.num { "Budget" } th.num { "RPM" } th { "Status" }
-                @if may_change { th { "" } }
-            } }
-            tbody {
-                @for k in keys {
-                    @let token = &k.token;
-                    tr {
-                        td { (or_empty(&k.key_alias)) }
-                        td.mono title=(token) { (short(token)) "…" }
-                        td { (or_empty(&k.team_id)) }
-                        td { (or_empty(&k.user_id)) }
-                        td { (models(k)) }
-                        td.num { (usd(k.accounting.spend)) }
-                        td.num { (k.limits.max_budget.map(usd).unwrap_or_default()) }
-                        td.num { (figure(k.limits.rpm_limit)) }
-                        td { @if k.blocked { span.error { "blocked" } } @else { "active" } }
-                        @if may_change {
-                            td {
-                                @if edits(viewer, k) {
-                                    a.quiet href={ "/ui/keys/edit?" (query(&[("key", token)])) } { "edit" }
-                                    " "
+        @if keys.is_empty() && current <= 1 {
+            p.muted #empty {
+                "No keys yet. "
+                @if may_change { "Make one with the form below: it is shown once, then only its hash is kept." }
+                @else { "Your role may not make keys: ask an admin for one." }
+            }
+        } @else {
+            p.muted {
+                (list.total_count) " keys · page " (current) " of " (pages)
+                @if current > 1 { " · " a href={ "/ui/keys?page=" (current - 1) } { "previous" } }
+                @if current < pages { " · " a href={ "/ui/keys?page=" (current + 1) } { "next" } }
+            }
+            table #keys {
+                thead { tr {
+                    th { "Alias" } th { "Key (hash)" } th { "Team" } th { "User" } th { "Models" }
+                    th.num { "Spend" } th.num { "Budget" } th.num { "RPM" } th { "Status" }
+                    @if may_change { th { "" } }
+                } }
+                tbody {
+                    @for k in keys {
+                        @let token = &k.token;
+                        tr {
+                            td { (name(or_empty(&k.key_alias))) }
+                            td.mono title=(token) { (short(token)) "…" }
+                            td { (names.team_link(or_empty(&k.team_id), viewer)) }
+                            td { (names.user_link(or_empty(&k.user_id), viewer)) }
+                            td { (models(k)) }
+                            td.num { (usd(k.accounting.spend)) }
+                            td.num { (k.limits.max_budget.map(usd).unwrap_or_default()) }
+                            td.num { (figure(k.limits.rpm_limit)) }
+                            td { @if k.blocked { span.error { "blocked" } } @else { "active" } }
+                            @if may_change {
+                                td {
+                                    @if edits(viewer, k) {
+                                        a.quiet href={ "/ui/keys/edit?" (query(&[("key", token)])) } { "edit" }
+                                        " "
+                                    }
+                                    (action(viewer, if k.blocked { "unblock" } else { "block" }, token, "quiet"))
+                                    (action(viewer, "regenerate", token, "quiet"))
+                                    (action(viewer, "delete", token, "danger"))
                                 }
-                                (action(viewer, if k.blocked { "unblock" } else { "block" }, token, "quiet"))
-                                (action(viewer, "regenerate", token, "quiet"))
-                                (action(viewer, "delete", token, "danger"))
                             }
                         }
                     }
@@ -76,37 +105,57 @@ pub(super) async fn page(state: &AppState, viewer: &Viewer, q: &Form) -> Result<
             }
         }
         @if may_change {
-            h2 { "New key" }
-            form.stack method="post" action="/ui/keys/new" {
-                (csrf_field(&viewer.csrf))
-                @for (name, label, hint) in NEW_KEY_FIELDS {
-                    @if s.role.sees_all() || !matches!(*name, "team_id" | "user_id") {
-                        label for=(name) { (label) }
-                        input id=(name) name=(name) placeholder=(hint);
-                    } @else if *name == "user_id" && viewer.team_admin.is_some() {
-                        label for=(name) { "For member" }
-                        input id=(name) name=(name) placeholder="a member of your team; empty: you";
-                    }
-                }
-                button type="submit" { "Create key" }
-            }
+            h2 #new { "New key" }
+            (new_form(state, snap, viewer, &draft.for_form("/keys/new")).await?)
         }
     })
 }
 
-/// The new-key form's fields: name (as `/key/generate` names it), label, hint. Team and user
-/// are for admins; an internal user's keys are always their own.
-const NEW_KEY_FIELDS: &[(&str, &str, &str)] = &[
-    ("key_alias", "Alias", "e.g. billing-service"),
-    ("team_id", "Team", ""),
-    ("user_id", "User", ""),
-    ("models", "Models", "comma-separated; empty for all"),
-    ("max_budget", "Budget (USD)", "no budget"),
-    ("budget_duration", "Budget period", "none; or 1d, 30d"),
-    ("rpm_limit", "Requests per minute", "no limit"),
-    ("tpm_limit", "Tokens per minute", "no limit"),
-    ("duration", "Expires after", "never; or 30d, 12h"),
-];
+/// A name in a table cell: cut to its column when long, whole in its title.
+pub(super) fn name(v: &str) -> Markup {
+    html! { span.name title=(v) { (v) } }
+}
+
+/// The new-key form. Team and user are the admins' to pick; a team admin picks one of their
+/// team's members; an internal user's keys are always their own.
+async fn new_form(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    d: &Draft<'_>,
+) -> Result<Markup, ApiError> {
+    let all = viewer.session.role.sees_all();
+    let (teams, users) = if all {
+        (pickers::teams(state).await?, pickers::users(state).await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let members = match &viewer.team_admin {
+        Some(team) if !all => pickers::members(state, team).await?,
+        _ => Vec::new(),
+    };
+    let offered = pickers::models(snap);
+    Ok(html! {
+        form.stack method="post" action="/ui/keys/new" {
+            (d.summary())
+            (csrf_field(&viewer.csrf))
+            (text(d, field("key_alias", "Alias").hint("e.g. billing-service"), ""))
+            @if all {
+                (pick(d, field("team_id", "Team"), &teams, "", Some("none")))
+                (pick(d, field("user_id", "User"), &users, "", Some("none")))
+            } @else if viewer.team_admin.is_some() {
+                (pick(d, field("user_id", "For member"), &members, "", Some("you")))
+            }
+            (fields::models(d, field("models", "Models"), &offered, &[]))
+            (usd_field(d, field("max_budget", "Budget (USD)").hint("no budget"), ""))
+            (period(d, field("budget_duration", "Budget period").hint("none; or 1d, 30d, 1mo"), ""))
+            (count(d, field("rpm_limit", "Requests per minute").hint("no limit"), ""))
+            (count(d, field("tpm_limit", "Tokens per minute").hint("no limit"), ""))
+            (text(d, field("duration", "Expires after").hint("never; or 30d, 12h"), ""))
+            button type="submit" { "Create key" }
+        }
+    })
+}
 
 fn models(k: &KeyInfo) -> String {
     if k.models.is_empty() {
@@ -127,13 +176,13 @@ fn action(viewer: &Viewer, what: &str, token: &str, class: &str) -> Markup {
     }
 }
 
-/// `POST /ui/keys/{new,block,unblock,regenerate,delete}`.
+/// `POST /ui/keys/{new,update,block,unblock,regenerate,delete}`.
 pub(super) async fn act(
     state: &AppState,
     viewer: &Viewer,
     action: &str,
     form: &Form,
-) -> Result<Response<ResponseBody>, ApiError> {
+) -> Result<Response<ResponseBody>, Refused> {
     if action == "new" {
         return create(state, viewer, form).await;
     }
@@ -144,42 +193,34 @@ pub(super) async fn act(
     if !viewer.session.role.sees_all() {
         own_key(state, viewer, key).await?;
     }
-    match action {
-        "block" | "unblock" => {
-            let path = if action == "block" {
-                "/key/block"
-            } else {
-                "/key/unblock"
-            };
-            change(state, &viewer.session.user, path, &json!({ "key": key })).await?;
+    let by = &viewer.session.user;
+    let done = match action {
+        "block" => {
+            change(state, by, "/key/block", &json!({ "key": key })).await?;
+            "Key blocked: its requests are refused until it is unblocked."
+        }
+        "unblock" => {
+            change(state, by, "/key/unblock", &json!({ "key": key })).await?;
+            "Key unblocked."
         }
         "delete" => {
-            change(
-                state,
-                &viewer.session.user,
-                "/key/delete",
-                &json!({ "keys": [key] }),
-            )
-            .await?;
+            change(state, by, "/key/delete", &json!({ "keys": [key] })).await?;
+            "Key deleted."
         }
         "regenerate" => {
-            let made: IssuedKey = change_as(
-                state,
-                &viewer.session.user,
-                "/key/regenerate",
-                &json!({ "key": key }),
-            )
-            .await?;
-            return Ok(issued(viewer, "Key regenerated", &made));
+            let made: IssuedKey =
+                change_as(state, by, "/key/regenerate", &json!({ "key": key })).await?;
+            return Ok(issued(&made, true));
         }
         _ => {
             return Err(ApiError::RouteNotFound {
                 method: "POST".into(),
                 path: "/ui/keys/…".into(),
-            })
+            }
+            .into())
         }
-    }
-    Ok(redirect("/ui/keys"))
+    };
+    Ok(redirect_with("/ui/keys", Flash::notice(done)))
 }
 
 /// Whether `viewer` may change `key`'s alias, models, budget, limits and expiry: a proxy admin
@@ -218,39 +259,40 @@ async fn editable(state: &AppState, viewer: &Viewer, key: &str) -> Result<KeyInf
 /// expiry to change (team and user too for proxy admins).
 pub(super) async fn edit_page(
     state: &AppState,
+    snap: &Snapshot,
     viewer: &Viewer,
     q: &Form,
+    draft: &Draft<'_>,
 ) -> Result<Markup, ApiError> {
     let key = q.filled("key").ok_or(ApiError::MissingParam("key"))?;
     let k = editable(state, viewer, key).await?;
     let all = viewer.session.role.sees_all();
+    let (teams, users) = if all {
+        (pickers::teams(state).await?, pickers::users(state).await?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let offered = pickers::models(snap);
+    let d = &draft.for_form("/keys/update");
     Ok(html! {
         p.muted { "Key " span.mono { (k.token) } " · spend " (usd(k.accounting.spend))
             " · " @match &k.expires { None => "never expires", Some(at) => { "expires " (at) } } }
         form.stack method="post" action="/ui/keys/update" {
+            (d.summary())
             (csrf_field(&viewer.csrf))
             input type="hidden" name="key" value=(k.token);
-            label for="key_alias" { "Alias" }
-            input #key_alias name="key_alias" value=(or_empty(&k.key_alias));
+            (text(d, field("key_alias", "Alias"), or_empty(&k.key_alias)))
             @if all {
-                label for="team_id" { "Team" }
-                input #team_id name="team_id" value=(or_empty(&k.team_id)) placeholder="none";
-                label for="user_id" { "User" }
-                input #user_id name="user_id" value=(or_empty(&k.user_id)) placeholder="none";
+                (pick(d, field("team_id", "Team"), &teams, or_empty(&k.team_id), Some("none")))
+                (pick(d, field("user_id", "User"), &users, or_empty(&k.user_id), Some("none")))
             }
-            label for="models" { "Models" }
-            input #models name="models" value=(k.models.join(", ")) placeholder="comma-separated; empty for all";
-            label for="max_budget" { "Budget (USD)" }
-            input #max_budget name="max_budget" value=(figure(k.limits.max_budget)) placeholder="no budget";
-            label for="budget_duration" { "Budget period" }
-            input #budget_duration name="budget_duration" value=(or_empty(&k.limits.budget_duration)) placeholder="none; or 1d, 30d";
-            label for="rpm_limit" { "Requests per minute" }
-            input #rpm_limit name="rpm_limit" value=(figure(k.limits.rpm_limit)) placeholder="no limit";
-            label for="tpm_limit" { "Tokens per minute" }
-            input #tpm_limit name="tpm_limit" value=(figure(k.limits.tpm_limit)) placeholder="no limit";
-            label for="duration" { "Expires after (from now)" }
-            input #duration name="duration" placeholder="empty: unchanged; or 30d, 12h";
-            label { input name="no_expiry" type="checkbox" value="1"; " Never expires" }
+            (fields::models(d, field("models", "Models"), &offered, &k.models))
+            (usd_field(d, field("max_budget", "Budget (USD)").hint("no budget"), &figure(k.limits.max_budget)))
+            (period(d, field("budget_duration", "Budget period").hint("none; or 1d, 30d, 1mo"), or_empty(&k.limits.budget_duration)))
+            (count(d, field("rpm_limit", "Requests per minute").hint("no limit"), &figure(k.limits.rpm_limit)))
+            (count(d, field("tpm_limit", "Tokens per minute").hint("no limit"), &figure(k.limits.tpm_limit)))
+            (text(d, field("duration", "Expires after (from now)").hint("empty: unchanged; or 30d, 12h"), ""))
+            label.wide { input name="no_expiry" type="checkbox" value="1" checked[d.checked("no_expiry", false)]; " Never expires" }
             button type="submit" { "Save key" }
         }
     })
@@ -262,43 +304,39 @@ async fn update(
     state: &AppState,
     viewer: &Viewer,
     form: &Form,
-) -> Result<Response<ResponseBody>, ApiError> {
+) -> Result<Response<ResponseBody>, Refused> {
     let key = form.filled("key").ok_or(ApiError::MissingParam("key"))?;
     editable(state, viewer, key).await?;
+    let mut r = Reader::new(form);
     let mut body = Map::new();
     body.insert("key".into(), key.into());
-    let mut fields = vec!["key_alias", "budget_duration"];
+    body.insert("key_alias".into(), r.text_or_null("key_alias"));
     if viewer.session.role.sees_all() {
-        fields.extend(["team_id", "user_id"]);
+        for f in ["team_id", "user_id"] {
+            body.insert(f.into(), r.text_or_null(f));
+        }
     }
-    for f in fields {
-        body.insert(f.into(), form.filled(f).map_or(Value::Null, Into::into));
-    }
-    let models: Vec<Value> = form
-        .filled("models")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .map(Value::from)
-        .collect();
-    body.insert("models".into(), models.into());
-    for f in ["max_budget", "rpm_limit", "tpm_limit"] {
-        body.insert(f.into(), super::number(form, f)?);
+    body.insert("models".into(), r.models("models").into());
+    body.insert("max_budget".into(), r.usd("max_budget"));
+    body.insert("budget_duration".into(), r.period("budget_duration"));
+    for f in ["rpm_limit", "tpm_limit"] {
+        body.insert(f.into(), r.count(f));
     }
     if form.get("no_expiry") == Some("1") {
         body.insert("duration".into(), Value::Null);
-    } else if let Some(d) = form.filled("duration") {
+    } else if let Some(d) = r.filled("duration") {
         body.insert("duration".into(), d.into());
     }
+    r.finish()?;
     change(
         state,
         &viewer.session.user,
         "/key/update",
         &Value::Object(body),
     )
-    .await?;
-    Ok(redirect("/ui/keys"))
+    .await
+    .map_err(refused_by("key_alias"))?;
+    Ok(redirect_with("/ui/keys", Flash::notice("Key saved.")))
 }
 
 /// An internal user may act only on their own keys, a team admin on their team's.
@@ -324,33 +362,31 @@ async fn create(
     state: &AppState,
     viewer: &Viewer,
     form: &Form,
-) -> Result<Response<ResponseBody>, ApiError> {
+) -> Result<Response<ResponseBody>, Refused> {
+    let mut r = Reader::new(form);
     let mut body = Map::new();
-    for field in ["key_alias", "duration", "budget_duration"] {
-        if let Some(v) = form.filled(field) {
-            body.insert(field.into(), v.into());
+    for f in ["key_alias", "duration"] {
+        if let Some(v) = r.filled(f) {
+            body.insert(f.into(), v.into());
         }
     }
     if viewer.session.role.sees_all() {
-        for field in ["team_id", "user_id"] {
-            if let Some(v) = form.filled(field) {
-                body.insert(field.into(), v.into());
+        for f in ["team_id", "user_id"] {
+            if let Some(v) = r.filled(f) {
+                body.insert(f.into(), v.into());
             }
         }
     } else if let Some(team) = &viewer.team_admin {
-        let member = form.filled("user_id").unwrap_or(&viewer.session.user);
-        let members = state
-            .store()
-            .ok_or(ApiError::StoreUnavailable)?
-            .store
+        let member = r.filled("user_id").unwrap_or(&viewer.session.user);
+        let members = store(state)?
             .team_members(team)
             .await
             .map_err(|_| ApiError::StoreUnavailable)?;
         if member != viewer.session.user && !members.iter().any(|m| m.user_id == member) {
-            return Err(ApiError::InvalidParam {
-                param: "user_id",
-                message: format!("`{member}` is not a member of team {team}"),
-            });
+            r.problem(
+                "user_id",
+                format!("`{member}` is not a member of team {team}"),
+            );
         }
         body.insert("user_id".into(), member.into());
         body.insert("team_id".into(), team.clone().into());
@@ -360,48 +396,69 @@ async fn create(
             body.insert("team_id".into(), team.into());
         }
     }
-    if let Some(m) = form.filled("models") {
-        let list: Vec<Value> = m
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(Value::from)
-            .collect();
-        body.insert("models".into(), Value::Array(list));
+    let models = r.models("models");
+    if !models.is_empty() {
+        body.insert("models".into(), models.into());
     }
-    if let Some(b) = form.filled("max_budget") {
-        let n: f64 = b.parse().map_err(|_| ApiError::InvalidParam {
-            param: "max_budget",
-            message: format!("`{b}` is not a number"),
-        })?;
-        body.insert("max_budget".into(), n.into());
-    }
-    for (field, name) in [("rpm_limit", "rpm_limit"), ("tpm_limit", "tpm_limit")] {
-        if let Some(v) = form.filled(field) {
-            let n: u64 = v.parse().map_err(|_| ApiError::InvalidParam {
-                param: name,
-                message: format!("`{v}` is not a whole number"),
-            })?;
-            body.insert(field.into(), n.into());
-        }
-    }
+    let limits = [
+        ("max_budget", r.usd("max_budget")),
+        ("budget_duration", r.period("budget_duration")),
+        ("rpm_limit", r.count("rpm_limit")),
+        ("tpm_limit", r.count("tpm_limit")),
+    ];
+    fields::given(&mut body, limits);
+    r.finish()?;
     let made: IssuedKey = change_as(
         state,
         &viewer.session.user,
         "/key/generate",
         &Value::Object(body),
     )
-    .await?;
-    Ok(issued(viewer, "Key created", &made))
+    .await
+    .map_err(refused_by("key_alias"))?;
+    Ok(issued(&made, false))
 }
 
-/// The page that shows a new key's plaintext, the one time it is shown.
-fn issued(viewer: &Viewer, title: &str, made: &IssuedKey) -> Response<ResponseBody> {
-    let body = html! {
-        p { "Copy the key now: sluice keeps only its hash and will not show it again." }
-        p.secret.mono #new-key { (made.key) }
-        p { "Alias: " (or_empty(&made.info.key_alias)) " · hash " span.mono { (made.info.token) } }
-        p { a href="/ui/keys" { "Back to keys" } }
+/// Off to the page that shows a new key's plaintext, the key sealed in the flash beside the
+/// redirect.
+fn issued(made: &IssuedKey, regenerated: bool) -> Response<ResponseBody> {
+    let flash = Flash {
+        key: Some(Revealed {
+            key: made.key.clone(),
+            token: made.info.token.clone(),
+            alias: made.info.key_alias.clone(),
+            regenerated,
+        }),
+        ..Flash::default()
     };
-    respond(StatusCode::OK, layout::page(title, Some(viewer), body))
+    redirect_with("/ui/keys/created", flash)
+}
+
+/// `GET /ui/keys/created`: the key the post before made, the one time it is shown; after
+/// that (a reload, Back and forward again), a page that says it was shown.
+pub(super) fn created(made: Option<&Revealed>) -> (&'static str, Markup) {
+    let Some(made) = made else {
+        return (
+            "Key shown once",
+            html! {
+                p #shown { "This page showed a new key once; sluice keeps only its hash and cannot show it again." }
+                p { "If it was not copied, regenerate the key from the list: the new one is shown here once." }
+                p { a #back href="/ui/keys" { "Back to keys" } }
+            },
+        );
+    };
+    let title = if made.regenerated {
+        "Key regenerated"
+    } else {
+        "Key created"
+    };
+    (
+        title,
+        html! {
+            p { "Copy the key now: sluice keeps only its hash and will not show it again (not on reload either)." }
+            p.secret.mono #new-key { (made.key) }
+            p { "Alias: " (made.alias.as_deref().unwrap_or_default()) " · hash " span.mono { (made.token) } }
+            p { a #back href="/ui/keys" { "Back to keys" } }
+        },
+    )
 }

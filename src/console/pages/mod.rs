@@ -8,26 +8,33 @@ mod audit;
 mod chart;
 mod config;
 mod customers;
+mod fields;
+mod health;
 mod keys;
 mod logs;
 mod models;
+mod names;
 mod overview;
 mod people;
+mod pickers;
 mod playground;
 mod spend;
 
 pub(super) use overview::RequestRate;
+pub(super) use playground::PlaygroundKeys;
 
 use http::{Method, Response, StatusCode};
-use maud::html;
+use maud::{html, Markup};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::layout::{page, respond};
+use super::flash::Flash;
+use super::layout::{page, problem_back, respond};
 use super::{Form, Viewer};
 use crate::admin::AdminRequest;
 use crate::http::ResponseBody;
 use crate::server::{AppState, Snapshot};
+use fields::{Draft, Problems};
 use sluice_core::error::ApiError;
 use sluice_store::Store;
 
@@ -45,13 +52,14 @@ const ADMIN_PAGES: &[&str] = &[
     "/customers/edit",
 ];
 
-/// A `GET` page.
+/// A `GET` page, with what the post before it left to say (`flash`).
 pub(super) async fn get(
     state: &AppState,
     snap: &Snapshot,
     viewer: &Viewer,
     sub: &str,
     query: &Form,
+    flash: Option<Flash>,
 ) -> Result<Response<ResponseBody>, ApiError> {
     if sub == "/spend.csv" {
         let text = spend::csv(state, viewer, query).await?;
@@ -61,14 +69,53 @@ pub(super) async fn get(
             text,
         ));
     }
-    let (title, body) = match sub {
-        "/" => ("Overview", overview::page(state, snap, viewer).await?),
-        "/keys" => ("Virtual keys", keys::page(state, viewer, query).await?),
-        "/keys/edit" => ("Key", keys::edit_page(state, viewer, query).await?),
-        "/models" => ("Models and deployments", models::page(state, snap, viewer)?),
-        "/models/edit" if viewer.session.role.sees_all() && viewer.session.role.may_change() => {
-            ("Deployment", models::edit_page(state, viewer, query).await?)
+    let (title, body) = if sub == "/keys/created" {
+        keys::created(flash.as_ref().and_then(|f| f.key.as_ref()))
+    } else {
+        render(state, snap, viewer, sub, query, &Draft::fresh()).await?
+    };
+    let body = html! {
+        @if let Some(f) = flash.as_ref().filter(|f| f.notice.is_some() || !f.warnings.is_empty()) {
+            div.notice #notice role="status" {
+                @if let Some(n) = &f.notice { (n) }
+                @if !f.warnings.is_empty() {
+                    ul #warnings { @for w in &f.warnings { li { (w) } } }
+                }
+            }
         }
+        (body)
+    };
+    Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
+}
+
+/// A page's title and body; a form on it shows `draft` (a refused post's fields and problems).
+async fn render(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    sub: &str,
+    query: &Form,
+    draft: &Draft<'_>,
+) -> Result<(&'static str, Markup), ApiError> {
+    let role = viewer.session.role;
+    Ok(match sub {
+        "/" => ("Overview", overview::page(state, snap, viewer).await?),
+        "/keys" => (
+            "Virtual keys",
+            keys::page(state, snap, viewer, query, draft).await?,
+        ),
+        "/keys/edit" => (
+            "Key",
+            keys::edit_page(state, snap, viewer, query, draft).await?,
+        ),
+        "/models" => (
+            "Models and deployments",
+            models::page(state, snap, viewer, draft)?,
+        ),
+        "/models/edit" if role.sees_all() && role.may_change() => (
+            "Deployment",
+            models::edit_page(state, viewer, query, draft).await?,
+        ),
         "/spend" => ("Spend", spend::page(state, snap, viewer, query).await?),
         "/logs" => (
             "Request logs",
@@ -76,33 +123,28 @@ pub(super) async fn get(
         ),
         "/logs/detail" => ("Request", logs::detail(state, viewer, query).await?),
         "/playground" => ("Playground", playground::page_get(snap, viewer)),
-        "/teams" if viewer.session.role.sees_all() => {
-            ("Teams", people::teams(state, viewer).await?)
-        }
-        "/users" if viewer.session.role.sees_all() => {
-            ("Users", people::users(state, viewer).await?)
-        }
-        "/audit" if viewer.session.role.sees_all() => {
-            ("Audit log", audit::page(state, query).await?)
-        }
-        "/config" if viewer.session.role.sees_all() => {
-            ("Config", config::page(state, snap, viewer))
-        }
+        "/teams" if role.sees_all() => ("Teams", people::teams(state, snap, viewer, draft).await?),
+        "/users" if role.sees_all() => ("Users", people::users(state, viewer, draft).await?),
+        "/audit" if role.sees_all() => ("Audit log", audit::page(state, viewer, query).await?),
+        "/config" if role.sees_all() => ("Config", config::page(state, snap, viewer)),
         "/teams/edit"
-            if viewer.session.role.sees_all()
-                || query.filled("team_id") == viewer.team_admin.as_deref() =>
+            if role.sees_all() || query.filled("team_id") == viewer.team_admin.as_deref() =>
         {
-            ("Team", people::team_edit(state, viewer, query).await?)
+            (
+                "Team",
+                people::team_edit(state, snap, viewer, query, draft).await?,
+            )
         }
-        "/users/edit" if viewer.session.role.sees_all() => {
-            ("User", people::user_edit(state, viewer, query).await?)
+        "/users/edit" if role.sees_all() => (
+            "User",
+            people::user_edit(state, viewer, query, draft).await?,
+        ),
+        "/customers" if role.sees_all() => {
+            ("Customers", customers::list(state, viewer, draft).await?)
         }
-        "/customers" if viewer.session.role.sees_all() => {
-            ("Customers", customers::list(state, viewer).await?)
-        }
-        "/customers/edit" if viewer.session.role.sees_all() => (
+        "/customers/edit" if role.sees_all() => (
             "Customer",
-            customers::edit_page(state, viewer, query).await?,
+            customers::edit_page(state, viewer, query, draft).await?,
         ),
         _ if ADMIN_PAGES.contains(&sub) => {
             return Err(ApiError::NotPermitted(
@@ -111,8 +153,115 @@ pub(super) async fn get(
             ))
         }
         _ => return Err(not_found("GET", sub)),
+    })
+}
+
+/// The page a form posted to `sub` is on, and its query: where a refused form is shown again
+/// and where an error page's Back goes.
+fn origin(sub: &str, form: &Form) -> (&'static str, String) {
+    let by = |page: &'static str, field: &str| {
+        (page, query(&[(field, form.get(field).unwrap_or_default())]))
     };
-    Ok(respond(StatusCode::OK, page(title, Some(viewer), body)))
+    match sub {
+        "/keys/update" => by("/keys/edit", "key"),
+        "/teams/update"
+        | "/teams/members/add"
+        | "/teams/members/remove"
+        | "/teams/members/role" => by("/teams/edit", "team_id"),
+        "/users/update" => by("/users/edit", "user_id"),
+        "/customers/update" => by("/customers/edit", "user_id"),
+        "/models/update" => by("/models/edit", "id"),
+        _ => (section(sub), String::new()),
+    }
+}
+
+/// The list page a path belongs to (`/keys/edit` → `/keys`); the overview for anything else.
+fn section(sub: &str) -> &'static str {
+    let first = sub
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    [
+        "/keys",
+        "/models",
+        "/spend",
+        "/logs",
+        "/playground",
+        "/teams",
+        "/users",
+        "/customers",
+        "/audit",
+        "/config",
+    ]
+    .into_iter()
+    .find(|s| s[1..] == *first)
+    .unwrap_or("/")
+}
+
+/// Where an error page's Back leads: for a post, the page of its form; for a page that
+/// failed, its list (the overview for a list).
+pub(super) fn way_back(sub: &str, form: &Form, posted: bool) -> String {
+    let (page, q) = if posted {
+        origin(sub, form)
+    } else {
+        let s = section(sub);
+        (if s == sub { "/" } else { s }, String::new())
+    };
+    let page = if page == "/" {
+        "/ui/".to_owned()
+    } else {
+        format!("/ui{page}")
+    };
+    if q.is_empty() {
+        page
+    } else {
+        format!("{page}?{q}")
+    }
+}
+
+/// Why a form post did not go through.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// What was typed: the form is shown again, each problem beside its field.
+    Form(Problems),
+    /// Anything else: an error page with a way back.
+    Error(ApiError),
+}
+
+impl From<ApiError> for Refused {
+    fn from(e: ApiError) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl From<Problems> for Refused {
+    fn from(p: Problems) -> Self {
+        Self::Form(p)
+    }
+}
+
+/// A management API refusal of a form's values, shown beside the form's fields; "already
+/// exists" beside `named_by`.
+fn refused_by(named_by: &'static str) -> impl Fn(ApiError) -> Refused {
+    move |e| Refused::Form(Problems::from_api(&e, named_by))
+}
+
+/// Sends a form's change to the management API at `path`, then back to `to`, which says
+/// `done`. A deletion's refusal is an error page; any other's is shown beside the form's
+/// fields ("already exists" beside `named_by`).
+async fn submit(
+    state: &AppState,
+    viewer: &Viewer,
+    (path, body): (&str, serde_json::Map<String, Value>),
+    (to, done): (&str, String),
+    named_by: &'static str,
+) -> Result<Response<ResponseBody>, Refused> {
+    match change(state, &viewer.session.user, path, &Value::Object(body)).await {
+        Ok(_) => Ok(super::layout::redirect_with(to, Flash::notice(done))),
+        Err(e) if path.ends_with("/delete") => Err(Refused::Error(e)),
+        Err(e) => Err(refused_by(named_by)(e)),
+    }
 }
 
 /// Actions that cannot be taken back, with what the confirmation page says and where Cancel
@@ -194,7 +343,9 @@ fn confirmation(viewer: &Viewer, sub: &str, form: &Form) -> Option<Response<Resp
     Some(respond(StatusCode::OK, page("Confirm", Some(viewer), body)))
 }
 
-/// A form post (CSRF and role already checked).
+/// A form post (CSRF and role already checked): a redirect when it went through; when its
+/// values were refused, its page again (400) with what was typed and every problem beside its
+/// field.
 pub(super) async fn post(
     state: &AppState,
     snap: &Snapshot,
@@ -205,72 +356,71 @@ pub(super) async fn post(
     if sub == "/playground" {
         return playground::send(state, snap, viewer, form).await;
     }
-    if sub == "/config/reload" && viewer.session.role.sees_all() {
-        let (ok, body) = config::reload(state).await;
-        let status = if ok {
-            StatusCode::OK
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        return Ok(respond(status, page("Config", Some(viewer), body)));
+    let problems = match act(state, viewer, sub, form).await {
+        Ok(resp) => return Ok(resp),
+        Err(Refused::Error(e)) => return Err(e),
+        Err(Refused::Form(p)) => p,
+    };
+    let (page_sub, q) = origin(sub, form);
+    let q = Form::parse(q.as_bytes());
+    let draft = Draft::refused(sub, form, problems);
+    match render(state, snap, viewer, page_sub, &q, &draft).await {
+        Ok((title, body)) => Ok(respond(
+            StatusCode::BAD_REQUEST,
+            page(title, Some(viewer), body),
+        )),
+        // The form's page cannot be drawn (the thing edited is gone): say what was wrong.
+        Err(_) => Ok(problem_back(
+            StatusCode::BAD_REQUEST,
+            Some(viewer),
+            &draft.plain(),
+            &way_back(sub, form, true),
+        )),
     }
-    if matches!(sub, "/teams/new" | "/users/new") {
-        // Teams and users are the admins'.
-        if !viewer.session.role.sees_all() {
-            return Err(not_found("POST", sub));
-        }
-        return people::create(state, viewer, sub, form).await;
+}
+
+/// The post's action, once confirmed where it must be.
+async fn act(
+    state: &AppState,
+    viewer: &Viewer,
+    sub: &str,
+    form: &Form,
+) -> Result<Response<ResponseBody>, Refused> {
+    let role = viewer.session.role;
+    if sub == "/config/reload" && role.sees_all() {
+        return config::reload(state, viewer).await;
     }
-    if matches!(
+    let members = matches!(
         sub,
         "/teams/members/add" | "/teams/members/remove" | "/teams/members/role"
-    ) {
-        if let Some(ask) = confirmation(viewer, sub, form) {
-            return Ok(ask);
-        }
-        // The team's admin or a proxy admin (`members` checks which team).
-        return people::members(state, viewer, sub, form).await;
-    }
-    if matches!(
-        sub,
-        "/teams/update" | "/teams/delete" | "/users/update" | "/users/delete"
-    ) {
-        if !viewer.session.role.sees_all() {
-            return Err(not_found("POST", sub));
-        }
-        if let Some(ask) = confirmation(viewer, sub, form) {
-            return Ok(ask);
-        }
-        return people::edit(state, viewer, sub, form).await;
-    }
-    if matches!(
-        sub,
-        "/customers/new" | "/customers/update" | "/customers/delete"
-    ) {
-        // End users are the admins'.
-        if !viewer.session.role.sees_all() {
-            return Err(not_found("POST", sub));
-        }
-        if let Some(ask) = confirmation(viewer, sub, form) {
-            return Ok(ask);
-        }
-        return customers::act(state, viewer, sub, form).await;
-    }
-    if matches!(sub, "/models/new" | "/models/update" | "/models/delete") {
-        if !viewer.session.role.sees_all() {
-            return Err(not_found("POST", sub));
-        }
-        if let Some(ask) = confirmation(viewer, sub, form) {
-            return Ok(ask);
-        }
-        return models::act(state, viewer, sub, form).await;
+    );
+    let key = sub.strip_prefix("/keys/");
+    // Teams, users, end users and deployments are the admins'; keys and a team's members are
+    // also their owners' (checked by `keys` and `members`).
+    if !members && key.is_none() && !role.sees_all() {
+        return Err(not_found("POST", sub).into());
     }
     if let Some(ask) = confirmation(viewer, sub, form) {
         return Ok(ask);
     }
-    match sub.strip_prefix("/keys/") {
-        Some(action) => keys::act(state, viewer, action, form).await,
-        None => Err(not_found("POST", sub)),
+    if members {
+        return people::members(state, viewer, sub, form).await;
+    }
+    if let Some(action) = key {
+        return keys::act(state, viewer, action, form).await;
+    }
+    match sub {
+        "/teams/new" | "/users/new" => people::create(state, viewer, sub, form).await,
+        "/teams/update" | "/teams/delete" | "/users/update" | "/users/delete" => {
+            people::edit(state, viewer, sub, form).await
+        }
+        "/customers/new" | "/customers/update" | "/customers/delete" => {
+            customers::act(state, viewer, sub, form).await
+        }
+        "/models/new" | "/models/update" | "/models/delete" => {
+            models::act(state, viewer, sub, form).await
+        }
+        _ => Err(not_found("POST", sub).into()),
     }
 }
 
@@ -349,33 +499,6 @@ fn query(pairs: &[(&str, &str)]) -> String {
     q.finish()
 }
 
-/// A number field of an edit form: blank is `null` (no limit), anything else must be a number.
-fn number(form: &Form, field: &'static str) -> Result<Value, ApiError> {
-    amount(form, field, field != "max_budget", "number")
-}
-
-/// A number of 0 or more from `field` (blank: `null`): whole (a count) or not (USD); `noun`
-/// names what it should have been in the error.
-fn amount(form: &Form, field: &'static str, whole: bool, noun: &str) -> Result<Value, ApiError> {
-    let Some(v) = form.filled(field) else {
-        return Ok(Value::Null);
-    };
-    v.parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n >= 0.0)
-        .and_then(|n| {
-            if whole {
-                Some(Value::from(n as u64))
-            } else {
-                serde_json::Number::from_f64(n).map(Value::Number)
-            }
-        })
-        .ok_or_else(|| ApiError::InvalidParam {
-            param: field,
-            message: format!("`{v}` is not a {noun}, 0 or more"),
-        })
-}
-
 /// USD as the console shows it.
 fn usd(v: f64) -> String {
     // A sum of nothing is -0.0, which would print as "$-0.00".
@@ -422,9 +545,10 @@ fn removal(
     }
 }
 
-/// A blocked/active choice for an edit form (`blocked`: `true` or `false`); `refused` says what
-/// a block refuses.
-fn status_select(blocked: bool, refused: &str) -> maud::Markup {
+/// A blocked/active choice for an edit form (`blocked`: `true` or `false`), as stored or as
+/// typed; `refused` says what a block refuses.
+fn status_select(d: &Draft<'_>, blocked: bool, refused: &str) -> maud::Markup {
+    let blocked = d.value("blocked", if blocked { "true" } else { "false" }) == "true";
     maud::html! {
         label for="blocked" { "Status" }
         select #blocked name="blocked" {

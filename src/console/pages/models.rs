@@ -8,12 +8,13 @@ use http::Response;
 use maud::{html, Markup};
 use serde_json::{Map, Value};
 
-use super::{amount, change, number, query, removal};
+use super::fields::{count, field, password, pick, required, text, usd, Choice, Draft, Reader};
+use super::health::{self, Health};
+use super::{not_found, query, removal, submit, Refused};
 use crate::admin::answers::models::StoredModel;
-use crate::console::layout::{csrf_field, redirect};
+use crate::console::layout::csrf_field;
 use crate::console::{Form, Viewer};
 use crate::http::ResponseBody;
-use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
@@ -31,19 +32,14 @@ const MODES: &[&str] = &[
 ];
 
 /// `GET /ui/models`.
-pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Result<Markup, ApiError> {
-    let list = deployments(&snap.router);
-    // The last round of active health checks, when they run.
-    let round = snap
-        .features
-        .probes
-        .as_ref()
-        .and_then(|_| state.probes().latest());
-    let check = |id: &str| {
-        round
-            .as_ref()
-            .and_then(|r| r.verdicts.iter().find(|v| v.model_id == id).cloned())
-    };
+pub(super) fn page(
+    state: &AppState,
+    snap: &Snapshot,
+    viewer: &Viewer,
+    draft: &Draft<'_>,
+) -> Result<Markup, ApiError> {
+    let list = health::all(state, snap);
+    let checked = snap.features.probes.is_some() && list.iter().any(|(_, _, c)| c.is_some());
     let listed = crate::admin::models::listed(snap)?;
     let stored = |id: &str| {
         listed
@@ -53,49 +49,59 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Result
     // Deployments are the proxy admins' (an internal user may change their own keys only).
     let admin = viewer.session.role.sees_all() && viewer.session.role.may_change();
     let editable = admin && state.runtime().is_some();
+    let d = &draft.for_form("/models/new");
+    let unconfigured = list
+        .iter()
+        .filter(|(_, h, _)| *h == Health::NotConfigured)
+        .count();
     Ok(html! {
-        p.muted { "Routing strategy: " (snap.router.policy.strategy.name()) ". Read from the live routing state when this page was drawn." }
-        table #deployments {
-            thead { tr {
-                th { "Model group" } th { "Deployment" } th { "Provider" } th { "Origin" } th { "State" }
-                th.num { "In flight" } th.num { "Latency" } th.num { "Requests / min" }
-                th.num { "Tokens / min" } th.num { "Successes" } th.num { "Failures" } th { "Last failure" }
-                @if round.is_some() { th { "Health check" } }
-            } }
-            tbody {
-                @for d in &list {
-                    tr {
-                        td { (d.model_name) }
-                        td.mono {
-                            @if editable && stored(d.model_id) {
-                                a href={ "/ui/models/edit?" (query(&[("id", d.model_id)])) } { (d.model_id) }
-                            } @else {
-                                (d.model_id)
+        p.muted { "Routing strategy: " (snap.router.policy.strategy.name()) ". Read from the live routing state when this page was drawn: a deployment is healthy once it has answered, not before." }
+        @if list.is_empty() {
+            p.muted #empty { "No deployments: add model_list entries to the config file"
+                @if editable { ", or add one below" } "." }
+        } @else {
+            @if unconfigured > 0 {
+                p.error #not-configured { (unconfigured) " deployment(s) have no API key: set the deployment's api_key (or the provider's environment variable, e.g. OPENAI_API_KEY) and reload." }
+            }
+            table #deployments {
+                thead { tr {
+                    th { "Model group" } th { "Deployment" } th { "Provider" } th { "Origin" } th { "State" }
+                    th.num { "In flight" } th.num { "Latency" } th.num { "Requests / min" }
+                    th.num { "Tokens / min" } th.num { "Successes" } th.num { "Failures" } th { "Last failure" }
+                    @if checked { th { "Health check" } }
+                } }
+                tbody {
+                    @for (dep, h, check) in &list {
+                        tr {
+                            td { (super::keys::name(dep.model_name)) }
+                            td.mono {
+                                @if editable && stored(dep.model_id) {
+                                    a href={ "/ui/models/edit?" (query(&[("id", dep.model_id)])) } { (dep.model_id) }
+                                } @else {
+                                    (dep.model_id)
+                                }
                             }
-                        }
-                        td { (d.provider) }
-                        td { @if stored(d.model_id) { "database" } @else { "config file" } }
-                        td class={ "state-" (d.state) } {
-                            (d.state)
-                            @if let Some(s) = d.cooldown_remaining_s.filter(|s| *s > 0.0) {
-                                " (" (format!("{s:.0}")) " s)"
+                            td { (dep.provider) }
+                            td { @if stored(dep.model_id) { "database" } @else { "config file" } }
+                            td class=(h.class()) {
+                                (h.name())
+                                @if let Health::CoolingDown(s) = h { @if *s > 0.0 { " (" (format!("{s:.0}")) " s)" } }
                             }
-                        }
-                        td.num { (d.in_flight) }
-                        td.num { @if let Some(l) = d.latency_ms { (format!("{l:.0} ms")) } }
-                        td.num { (d.requests_this_minute) }
-                        td.num { (d.tokens_this_minute) }
-                        td.num { (d.successes) }
-                        td.num { (d.failures) }
-                        td { (d.last_failure.unwrap_or_default()) }
-                        @if round.is_some() {
-                            @let v = check(d.model_id);
-                            td.health-check {
-                                @match v.as_ref().map(|v| (v.healthy, v.error.as_deref())) {
-                                    Some((Some(true), _)) => "healthy",
-                                    Some((Some(false), why)) => { "unhealthy: " (why.unwrap_or_default()) },
-                                    Some((None, why)) => { "not probed: " (why.unwrap_or_default()) },
-                                    None => "",
+                            td.num { (dep.in_flight) }
+                            td.num { @if let Some(l) = dep.latency_ms { (format!("{l:.0} ms")) } }
+                            td.num { (dep.requests_this_minute) }
+                            td.num { (dep.tokens_this_minute) }
+                            td.num { (dep.successes) }
+                            td.num { (dep.failures) }
+                            td { (dep.last_failure.unwrap_or_default()) }
+                            @if checked {
+                                td.health-check {
+                                    @match check.as_ref().map(|(ok, why)| (*ok, why.as_deref())) {
+                                        Some((Some(true), _)) => "healthy",
+                                        Some((Some(false), why)) => { "unhealthy: " (why.unwrap_or_default()) },
+                                        Some((None, why)) => { "not probed: " (why.unwrap_or_default()) },
+                                        None => "",
+                                    }
                                 }
                             }
                         }
@@ -104,12 +110,12 @@ pub(super) fn page(state: &AppState, snap: &Snapshot, viewer: &Viewer) -> Result
             }
         }
         @if editable {
-            h2 { "Add a deployment" }
+            h2 #new { "Add a deployment" }
             form.stack method="post" action="/ui/models/new" {
+                (d.summary())
                 (csrf_field(&viewer.csrf))
-                label for="model_name" { "Model group (the name clients ask for)" }
-                input #model_name name="model_name" required placeholder="gpt-4o";
-                (fields(None))
+                (required(d, field("model_name", "Model group (the name clients ask for)").hint("gpt-4o"), ""))
+                (fields(d, None))
                 button type="submit" { "Add deployment" }
             }
         } @else if admin {
@@ -130,30 +136,27 @@ fn param(d: Option<&StoredModel>, name: &str) -> String {
 }
 
 /// The `litellm_params` and `model_info` fields of the add and edit forms, filled from `d`
-/// (the stored deployment, as stored) when editing.
-fn fields(d: Option<&StoredModel>) -> Markup {
+/// (the stored deployment, as stored) when editing, or as typed.
+fn fields(f: &Draft<'_>, d: Option<&StoredModel>) -> Markup {
     let mode = d.and_then(StoredModel::mode).unwrap_or_default();
+    let modes: Vec<Choice> = MODES
+        .iter()
+        .map(|m| ((*m).to_owned(), (*m).to_owned()))
+        .collect();
+    let key_hint = if d.is_some() {
+        "empty: unchanged"
+    } else {
+        "or os.environ/VARIABLE; empty: the provider's variable"
+    };
     html! {
-        label for="model" { "Provider/model" }
-        input #model name="model" required value=(param(d, "model")) placeholder="openai/gpt-4o, anthropic/claude-sonnet-5-5, mock/any";
-        label for="api_base" { "API base" }
-        input #api_base name="api_base" value=(param(d, "api_base")) placeholder="the provider's default";
-        label for="api_key" { "API key" }
-        input #api_key name="api_key" type="password" autocomplete="off"
-            placeholder=(if d.is_some() { "empty: unchanged" } else { "or os.environ/VARIABLE; empty: the provider's variable" });
-        label for="rpm" { "Requests per minute" }
-        input #rpm name="rpm" value=(param(d, "rpm")) placeholder="no limit";
-        label for="tpm" { "Tokens per minute" }
-        input #tpm name="tpm" value=(param(d, "tpm")) placeholder="no limit";
-        label for="input_cost_per_token" { "Input cost per token (USD)" }
-        input #input_cost_per_token name="input_cost_per_token" value=(param(d, "input_cost_per_token")) placeholder="from the price map";
-        label for="output_cost_per_token" { "Output cost per token (USD)" }
-        input #output_cost_per_token name="output_cost_per_token" value=(param(d, "output_cost_per_token")) placeholder="from the price map";
-        label for="mode" { "Mode" }
-        select #mode name="mode" {
-            option value="" { "not set" }
-            @for m in MODES { option value=(m) selected[*m == mode] { (m) } }
-        }
+        (required(f, field("model", "Provider/model").hint("openai/gpt-4o, anthropic/claude-sonnet-5-5, mock/any"), &param(d, "model")))
+        (text(f, field("api_base", "API base").hint("the provider's default"), &param(d, "api_base")))
+        (password(f, field("api_key", "API key").hint(key_hint)))
+        (count(f, field("rpm", "Requests per minute").hint("no limit"), &param(d, "rpm")))
+        (count(f, field("tpm", "Tokens per minute").hint("no limit"), &param(d, "tpm")))
+        (usd(f, field("input_cost_per_token", "Input cost per token (USD)").hint("from the price map"), &param(d, "input_cost_per_token")))
+        (usd(f, field("output_cost_per_token", "Output cost per token (USD)").hint("from the price map"), &param(d, "output_cost_per_token")))
+        (pick(f, field("mode", "Mode"), &modes, mode, Some("not set")))
     }
 }
 
@@ -164,19 +167,21 @@ pub(super) async fn edit_page(
     state: &AppState,
     viewer: &Viewer,
     q: &Form,
+    draft: &Draft<'_>,
 ) -> Result<Markup, ApiError> {
     let id = q.filled("id").ok_or(ApiError::MissingParam("id"))?;
     let d = crate::admin::models::stored(state, id).await?;
     let at = |t: &Option<String>| t.clone().unwrap_or_default();
+    let f = &draft.for_form("/models/update");
     Ok(html! {
         p.muted { "Added by " (d.created_by) " at " (at(&d.created_at))
             "; last changed by " (d.updated_by) " at " (at(&d.updated_at)) "." }
         form.stack method="post" action="/ui/models/update" {
+            (f.summary())
             (csrf_field(&viewer.csrf))
             input type="hidden" name="id" value=(id);
-            label for="model_name" { "Model group" }
-            input #model_name name="model_name" required value=(d.model_name);
-            (fields(Some(&d)))
+            (required(f, field("model_name", "Model group"), &d.model_name))
+            (fields(f, Some(&d)))
             button type="submit" { "Save deployment" }
         }
         (removal(viewer, "Remove", "/ui/models/delete", ("id", id), "delete-model", "Remove deployment"))
@@ -190,19 +195,22 @@ pub(super) async fn act(
     viewer: &Viewer,
     sub: &str,
     form: &Form,
-) -> Result<Response<ResponseBody>, ApiError> {
+) -> Result<Response<ResponseBody>, Refused> {
     let editing = sub == "/models/update";
+    let mut r = Reader::new(form);
     let mut body = Map::new();
-    let path = match sub {
+    let (path, done) = match sub {
         "/models/delete" => {
             let id = form.filled("id").ok_or(ApiError::MissingParam("id"))?;
             body.insert("id".into(), id.into());
-            "/model/delete"
+            ("/model/delete", "Deployment removed.")
         }
         "/models/new" | "/models/update" => {
             let mut params = Map::new();
+            r.required("model_name");
+            r.required("model");
             for f in ["model", "api_base"] {
-                match form.filled(f) {
+                match r.filled(f) {
                     Some(v) => {
                         params.insert(f.into(), v.into());
                     }
@@ -212,26 +220,21 @@ pub(super) async fn act(
                     None => {}
                 }
             }
-            if let Some(k) = form.filled("api_key") {
+            if let Some(k) = r.filled("api_key") {
                 params.insert("api_key".into(), k.into());
             }
-            for f in [
-                "rpm",
-                "tpm",
-                "input_cost_per_token",
-                "output_cost_per_token",
+            for (f, v) in [
+                ("rpm", r.count("rpm")),
+                ("tpm", r.count("tpm")),
+                ("input_cost_per_token", r.price("input_cost_per_token")),
+                ("output_cost_per_token", r.price("output_cost_per_token")),
             ] {
-                let v = if f.starts_with("input") || f.starts_with("output") {
-                    amount(form, f, false, "price")?
-                } else {
-                    number(form, f)?
-                };
                 if editing || !v.is_null() {
                     params.insert(f.into(), v);
                 }
             }
             let mut info = Map::new();
-            match form.filled("mode") {
+            match r.filled("mode") {
                 Some(m) => {
                     info.insert("mode".into(), m.into());
                 }
@@ -244,24 +247,26 @@ pub(super) async fn act(
                 let id = form.filled("id").ok_or(ApiError::MissingParam("id"))?;
                 info.insert("id".into(), id.into());
             }
-            if let Some(name) = form.filled("model_name") {
+            if let Some(name) = r.filled("model_name") {
                 body.insert("model_name".into(), name.into());
             }
             body.insert("litellm_params".into(), params.into());
             body.insert("model_info".into(), info.into());
             if editing {
-                "/model/update"
+                (
+                    "/model/update",
+                    "Deployment saved: served at once on every instance.",
+                )
             } else {
-                "/model/new"
+                (
+                    "/model/new",
+                    "Deployment added: served at once on every instance.",
+                )
             }
         }
-        _ => {
-            return Err(ApiError::RouteNotFound {
-                method: "POST".into(),
-                path: format!("/ui{sub}"),
-            })
-        }
+        _ => return Err(not_found("POST", sub).into()),
     };
-    change(state, &viewer.session.user, path, &Value::Object(body)).await?;
-    Ok(redirect("/ui/models"))
+    r.finish()?;
+    let done = ("/ui/models", done.to_owned());
+    submit(state, viewer, (path, body), done, "model_name").await
 }

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use maud::{html, Markup};
 
+use super::health::{self, Health, Tally};
+use super::names::{Names, Wanted};
 use super::{query, read, store, usd};
 use crate::admin::answers::spend::DailySpendRow;
 use crate::console::Viewer;
-use crate::server::health::deployments;
 use crate::server::{AppState, Snapshot};
 use sluice_core::error::ApiError;
 
@@ -280,8 +281,8 @@ pub(super) async fn page(
     snap: &Snapshot,
     viewer: &Viewer,
 ) -> Result<Markup, ApiError> {
-    let deps = deployments(&snap.router);
-    let healthy = deps.iter().filter(|d| d.state == "healthy").count();
+    let deps = health::all(state, snap);
+    let tally = Tally::of(deps.iter().map(|(_, h, _)| *h));
     let sees_all = viewer.session.role.sees_all();
     // The whole exposition, as a /metrics scrape renders it (not on the request path).
     let recorder = state.recorder();
@@ -301,7 +302,7 @@ pub(super) async fn page(
         snap.features
             .console
             .as_ref()
-            .and_then(|s| s.rate.sample(Instant::now(), c.total))
+            .and_then(|s| s.live.rate.sample(Instant::now(), c.total))
     });
     let today = time::OffsetDateTime::now_utc().date().to_string();
     // The store may be down; the live figures above do not need it, so the page still shows.
@@ -313,6 +314,14 @@ pub(super) async fn page(
         .as_deref()
         .map(|r| (top(r, |r| &r.api_key, 5), top(r, |r| &r.model_group, 5)))
         .unwrap_or_default();
+    let mut wanted = Wanted::default();
+    for (k, _, _) in &top_keys {
+        wanted.key(k);
+    }
+    let names = match top_keys.is_empty() {
+        true => Names::default(),
+        false => Names::of(state, &wanted).await,
+    };
     Ok(html! {
         div.cards {
             @if let Some(c) = &counts {
@@ -327,7 +336,14 @@ pub(super) async fn page(
             div.card { div.label { @if sees_all { "Spend today (UTC)" } @else { "Your team's spend today" } } div.value #spend {
                 @if let Some(s) = spend { (usd(s)) } @else { span.muted { "database unavailable" } }
             } }
-            div.card { div.label { "Deployments healthy" } div.value { (healthy) " / " (deps.len()) } }
+            div.card {
+                div.label { "Deployments healthy" }
+                div.value #healthy { (tally.healthy) " / " (tally.total) }
+                div.muted {
+                    @if tally.not_configured > 0 { a href="/ui/models" { (tally.not_configured) " not configured" } " · " }
+                    (tally.untried) " no requests yet"
+                }
+            }
             @if let Some(c) = &cache {
                 div.card {
                     div.label { "Cache hit rate" }
@@ -343,8 +359,13 @@ pub(super) async fn page(
                 div.card { div.label { "Error rate" } div.value #error-rate {
                     @if c.total > 0 { (format!("{:.1} %", 100.0 * c.errors as f64 / c.total as f64)) } @else { "—" }
                 } }
-                div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
-                div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
+                // With no requests there is nothing to measure: no figures, not zeros.
+                @if c.total > 0 {
+                    div.card { div.label { "Latency p50 / p99" } div.value #latency { (ms(quantile(&duration, 0.5))) " / " (ms(quantile(&duration, 0.99))) } }
+                    div.card { div.label { "sluice's overhead p50 / p99" } div.value #overhead { (ms(quantile(&overhead, 0.5))) " / " (ms(quantile(&overhead, 0.99))) } }
+                } @else {
+                    div.card #no-requests { div.label { "Latency and sluice's overhead" } div.muted { "No requests yet: send one (the Playground, or any OpenAI client with a key from Keys) and they show here." } }
+                }
                 div.card { div.label { "Tokens in / out" } div.value #tokens { (tokens(x, "input")) " / " (tokens(x, "output")) } }
             }
         }
@@ -353,9 +374,10 @@ pub(super) async fn page(
                 div {
                     h2 { "Top keys today" }
                     table #top-keys {
-                        thead { tr { th { "Key (hash)" } th.num { "Spend" } th.num { "Requests" } } }
+                        thead { tr { th { "Key" } th.num { "Spend" } th.num { "Requests" } } }
                         tbody { @for (k, spend, n) in &top_keys { tr {
-                            td.mono { @if k.is_empty() { "(master key)" } @else { a href={ "/ui/logs?key=" (k) } { (super::short(k)) "…" } } }
+                            td { @if k.is_empty() { span.muted { "master key" } } @else {
+                                a href={ "/ui/logs?" (query(&[("key", k)])) } title=(k) { (names.key(k)) } } }
                             td.num { (usd(*spend)) } td.num { (n) }
                         } } }
                     }
@@ -374,22 +396,26 @@ pub(super) async fn page(
         }
         @if let Some(c) = &counts {
             h2 { "By model group" }
-            table {
-                thead { tr { th { "Model group" } th.num { "Requests" } th.num { "Errors" } } }
-                tbody {
-                    @for (model, (n, e)) in &c.by_model {
-                        tr { td { (model) } td.num { (n) } td.num { (e) } }
+            @if c.by_model.is_empty() {
+                p.muted #no-model-requests { "No requests have reached a model group since this instance started." }
+            } @else {
+                table {
+                    thead { tr { th { "Model group" } th.num { "Requests" } th.num { "Errors" } } }
+                    tbody {
+                        @for (model, (n, e)) in &c.by_model {
+                            tr { td { (model) } td.num { (n) } td.num { (e) } }
+                        }
                     }
                 }
             }
             p.muted { "Counted by this instance since it started, from the counters /metrics exports." }
         }
-        @let cooling: Vec<_> = deps.iter().filter(|d| d.state != "healthy").collect();
-        @if !cooling.is_empty() {
+        @let unwell: Vec<_> = deps.iter().filter(|(_, h, _)| !matches!(h, Health::Healthy | Health::Untried)).collect();
+        @if !unwell.is_empty() {
             h2 { "Not healthy" }
-            ul {
-                @for d in cooling {
-                    li { (d.model_name) " · " span.mono { (d.model_id) } " · " span class={ "state-" (d.state) } { (d.state) } }
+            ul #unhealthy {
+                @for (d, h, _) in unwell {
+                    li { (d.model_name) " · " span.mono { (d.model_id) } " · " span class=(h.class()) { (h.name()) } }
                 }
             }
         }

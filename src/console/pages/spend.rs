@@ -3,15 +3,17 @@
 //! per day as charts (by team, model group, key, and provider: the rollups have no provider,
 //! so a group's spend goes to the providers of its deployments in the running config) and
 //! summed in tables; and, for a viewer who sees all spend, spend by request tag
-//! (`/spend/tags`). An internal user sees their team's rows (their own keys' when they have
-//! no team).
+//! (`/spend/tags`), by user and by end user (`/spend/groups`). The period is the last 1 to 90
+//! days, or a range of dates (from, to). Keys, teams and users are shown by name (`names`).
+//! An internal user sees their team's rows (their own keys' when they have no team).
 
 use std::collections::{BTreeMap, HashSet};
 
 use maud::{html, Markup};
 
 use super::chart::{daily_bars, Daily};
-use super::{query, read, short, store, team_of, usd};
+use super::names::{Names, Wanted};
+use super::{query, read, store, team_of, usd};
 use crate::admin::answers::spend::DailySpendRow;
 use crate::console::{Form, Viewer};
 use crate::server::{AppState, Snapshot};
@@ -33,15 +35,41 @@ struct Sum {
     spend: f64,
 }
 
-/// The period a query asks for (`days`, 1 to 366, default 7): its first and last day (UTC).
-fn period(q: &Form) -> (i64, time::Date, time::Date) {
+/// Most days a period spans.
+const MAX_DAYS: i64 = 366;
+
+/// The period a query asks for: `from` and `to` (`YYYY-MM-DD`, both included; either alone
+/// runs to today or from a week before `to`), else `days` (1 to 366, default 7) up to today.
+/// Its length in days, first and last day (UTC), and whether it is a range of dates.
+fn period(q: &Form) -> (i64, time::Date, time::Date, bool) {
+    let date = |name: &str| {
+        q.filled(name).and_then(|d| {
+            time::Date::parse(d, time::macros::format_description!("[year]-[month]-[day]")).ok()
+        })
+    };
+    let today = time::OffsetDateTime::now_utc().date();
+    let (from, to) = (date("from"), date("to"));
+    if from.is_some() || to.is_some() {
+        let end = to.unwrap_or(today);
+        let start = from.unwrap_or(end - time::Duration::days(6)).min(end);
+        let start = start.max(end - time::Duration::days(MAX_DAYS - 1));
+        return ((end - start).whole_days() + 1, start, end, true);
+    }
     let days: i64 = q
         .filled("days")
         .and_then(|d| d.parse().ok())
-        .filter(|d| (1..=366).contains(d))
+        .filter(|d| (1..=MAX_DAYS).contains(d))
         .unwrap_or(7);
-    let end = time::OffsetDateTime::now_utc().date();
-    (days, end - time::Duration::days(days - 1), end)
+    (days, today - time::Duration::days(days - 1), today, false)
+}
+
+/// The period as a query string, for the CSV link.
+fn period_query(days: i64, start: time::Date, end: time::Date, range: bool) -> String {
+    if range {
+        query(&[("from", &start.to_string()), ("to", &end.to_string())])
+    } else {
+        query(&[("days", &days.to_string())])
+    }
 }
 
 /// The daily rollup rows of `start..=end` the viewer may see.
@@ -60,8 +88,9 @@ async fn rows(
     Ok(rows.into_iter().filter(|r| scope.includes(r)).collect())
 }
 
-/// Columns of the CSV export (`/spend/daily`'s names, but `day` for its `date`).
-const CSV_COLUMNS: [&str; 9] = [
+/// Columns of the CSV export (`/spend/daily`'s names, but `day` for its `date`), then the
+/// names of the key (its alias and `sk-...abcd`) and of the team.
+const CSV_COLUMNS: [&str; 12] = [
     "day",
     "team_id",
     "api_key",
@@ -71,10 +100,14 @@ const CSV_COLUMNS: [&str; 9] = [
     "prompt_tokens",
     "completion_tokens",
     "spend",
+    "key_alias",
+    "key_name",
+    "team_alias",
 ];
 
 /// One row's cells, in [`CSV_COLUMNS`]' order; the spend as its JSON answer writes it.
-fn csv_row(r: &DailySpendRow) -> [String; 9] {
+fn csv_row(r: &DailySpendRow, names: &Names) -> [String; 12] {
+    let (alias, key_name) = names.key_parts(&r.api_key);
     [
         csv_cell(&r.date),
         csv_cell(&r.team_id),
@@ -85,16 +118,31 @@ fn csv_row(r: &DailySpendRow) -> [String; 9] {
         r.prompt_tokens.to_string(),
         r.completion_tokens.to_string(),
         super::figure(Some(r.spend)),
+        csv_cell(alias),
+        csv_cell(key_name),
+        csv_cell(names.team_alias(&r.team_id)),
     ]
 }
 
-/// `GET /ui/spend.csv?days=`: the rows the page sums, one per day, team, key and model group.
+/// The names of the keys and teams `rows` name: one read.
+async fn names_of(state: &AppState, rows: &[DailySpendRow]) -> Names {
+    let mut wanted = Wanted::default();
+    for r in rows {
+        wanted.key(&r.api_key).team(&r.team_id);
+    }
+    Names::of(state, &wanted).await
+}
+
+/// `GET /ui/spend.csv?days=` (or `?from=&to=`): the rows the page sums, one per day, team,
+/// key and model group.
 pub(super) async fn csv(state: &AppState, viewer: &Viewer, q: &Form) -> Result<String, ApiError> {
-    let (_, start, end) = period(q);
+    let (_, start, end, _) = period(q);
+    let rows = rows(state, viewer, start, end).await?;
+    let names = names_of(state, &rows).await;
     let mut out = CSV_COLUMNS.join(",");
     out.push('\n');
-    for r in rows(state, viewer, start, end).await? {
-        out.push_str(&csv_row(&r).join(","));
+    for r in &rows {
+        out.push_str(&csv_row(r, &names).join(","));
         out.push('\n');
     }
     Ok(out)
@@ -134,7 +182,11 @@ fn providers(snap: &Snapshot) -> BTreeMap<String, String> {
 }
 
 /// The rows' spend per day, broken down four ways: team, model group, key, provider.
-fn daily(rows: &[DailySpendRow], providers: &BTreeMap<String, String>) -> [Daily; 4] {
+fn daily(
+    rows: &[DailySpendRow],
+    providers: &BTreeMap<String, String>,
+    names: &Names,
+) -> [Daily; 4] {
     let mut by: [Daily; 4] = Default::default();
     for r in rows {
         let provider = providers
@@ -142,9 +194,9 @@ fn daily(rows: &[DailySpendRow], providers: &BTreeMap<String, String>) -> [Daily
             .cloned()
             .unwrap_or_else(|| "(not configured)".to_owned());
         let names = [
-            team_name(&r.team_id),
+            team_name(&r.team_id, names),
             r.model_group.clone(),
-            key_name(&r.api_key),
+            names.key(&r.api_key),
             provider,
         ];
         for (map, name) in by.iter_mut().zip(names) {
@@ -157,35 +209,64 @@ fn daily(rows: &[DailySpendRow], providers: &BTreeMap<String, String>) -> [Daily
     by
 }
 
-fn team_name(t: &str) -> String {
+fn team_name(t: &str, names: &Names) -> String {
     if t.is_empty() {
         "(no team)".into()
     } else {
-        t.to_owned()
+        names.team(t)
     }
 }
 
-fn key_name(k: &str) -> String {
-    if k.is_empty() {
-        "(master key)".into()
-    } else {
-        format!("{}…", short(k))
+/// The spend by tag, by user and by end user of the period (viewers who see all spend).
+struct Usage {
+    tags: Vec<sluice_store::TagSpend>,
+    users: Vec<sluice_store::GroupSpend>,
+    end_users: Vec<sluice_store::GroupSpend>,
+}
+
+impl Usage {
+    async fn of(state: &AppState, start: time::Date, end: time::Date) -> Result<Self, ApiError> {
+        let (start, end) = (start.to_string(), end.to_string());
+        let range = [("start_date", start.as_str()), ("end_date", end.as_str())];
+        let s = store(state)?;
+        let by = |group: &'static str| {
+            let q = query(&[range[0], range[1], ("group_by", group)]);
+            async move { crate::admin::spend::groups(s, read(&q)).await }
+        };
+        Ok(Self {
+            tags: crate::admin::spend::tags(s, read(&query(&range))).await?,
+            users: by("user").await?,
+            end_users: by("end_user").await?,
+        })
     }
 }
 
-/// `GET /ui/spend?days=`.
+/// `GET /ui/spend?days=` or `?from=&to=`.
 pub(super) async fn page(
     state: &AppState,
     snap: &Snapshot,
     viewer: &Viewer,
     q: &Form,
 ) -> Result<Markup, ApiError> {
-    let (days, start, end) = period(q);
+    let (days, start, end, range) = period(q);
     let rows = rows(state, viewer, start, end).await?;
+    // Tags, users and end users cross teams: only a viewer who sees all spend sees them.
+    let usage = match viewer.session.role.sees_all() {
+        true => Some(Usage::of(state, start, end).await?),
+        false => None,
+    };
+    let mut wanted = Wanted::default();
+    for r in &rows {
+        wanted.key(&r.api_key).team(&r.team_id);
+    }
+    for u in usage.iter().flat_map(|u| &u.users) {
+        wanted.user(&u.name);
+    }
+    let names = Names::of(state, &wanted).await;
     let dates: Vec<String> = (0..days)
         .map(|i| (start + time::Duration::days(i)).to_string())
         .collect();
-    let [by_team, by_model, by_key, by_provider] = daily(&rows, &providers(snap));
+    let [by_team, by_model, by_key, by_provider] = daily(&rows, &providers(snap), &names);
     let mut by: [BTreeMap<String, Sum>; 3] = Default::default();
     let mut total = Sum::default();
     for r in &rows {
@@ -195,43 +276,41 @@ pub(super) async fn page(
         add(&mut total, r);
     }
     let [teams, models, keys] = &by;
-    // Tags cross teams: only a viewer who sees all spend sees them.
-    let tags = if viewer.session.role.sees_all() {
-        let range = query(&[
-            ("start_date", &start.to_string()),
-            ("end_date", &end.to_string()),
-        ]);
-        Some(crate::admin::spend::tags(store(state)?, read(&range)).await?)
-    } else {
-        None
-    };
+    let csv = period_query(days, start, end, range);
     Ok(html! {
         form.filters method="get" action="/ui/spend" {
             label for="days" { "Period" }
             select #days name="days" {
                 @for (value, label) in PERIODS {
-                    option value=(value) selected[value.parse::<i64>().ok() == Some(days)] { (label) }
+                    option value=(value) selected[!range && value.parse::<i64>().ok() == Some(days)] { (label) }
                 }
             }
             button.quiet type="submit" { "Show" }
-            span.muted { (start.to_string()) " to " (end.to_string()) " (UTC) · " (usd(total.spend)) " · " (total.requests) " requests · " a #csv href={ "/ui/spend.csv?days=" (days) } { "CSV" } }
         }
+        form.filters method="get" action="/ui/spend" {
+            label for="from" { "or from" }
+            input #from type="date" name="from" value=(if range { start.to_string() } else { String::new() });
+            label for="to" { "to" }
+            input #to type="date" name="to" value=(if range { end.to_string() } else { String::new() });
+            button.quiet #range type="submit" { "Show dates" }
+        }
+        p.muted #period { (start.to_string()) " to " (end.to_string()) " (UTC) · " (usd(total.spend)) " · " (total.requests) " requests · " a #csv href={ "/ui/spend.csv?" (csv) } { "CSV" } }
         div.charts #charts {
             div { h2 { "Daily spend by team" } (daily_bars("Daily spend by team", &dates, &by_team)) }
             div { h2 { "Daily spend by model group" } (daily_bars("Daily spend by model group", &dates, &by_model)) }
             div { h2 { "Daily spend by key" } (daily_bars("Daily spend by key", &dates, &by_key)) }
             div { h2 { "Daily spend by provider" } (daily_bars("Daily spend by provider", &dates, &by_provider)) }
         }
-        h2 { "By team" } (table("Team", teams, team_name))
-        h2 { "By model group" } (table("Model group", models, str::to_owned))
-        h2 { "By key" } (table("Key (hash)", keys, key_name))
-        @if let Some(tags) = &tags {
+        h2 { "By team" } (table("Team", teams, |t| html! { @if t.is_empty() { "(no team)" } @else { (names.team_link(t, viewer)) } }))
+        h2 { "By model group" } (table("Model group", models, |m| html! { (m) }))
+        h2 { "By key" } (table("Key", keys, |k| names.key_link(k)))
+        @if let Some(u) = &usage {
             h2 { "By tag" }
             p.muted { "A request counts under each of its tags (the request's, its key's and its team's); untagged requests are in no row." }
             table #tags {
                 thead { tr { th { "Tag" } th.num { "Spend" } th.num { "Requests" } th.num { "Tokens" } } }
                 tbody {
-                    @for t in tags {
+                    @for t in &u.tags {
                         tr {
                             td { (t.tag) }
                             td.num { (usd(t.spend)) }
@@ -241,8 +320,42 @@ pub(super) async fn page(
                     }
                 }
             }
+            h2 { "By user" }
+            p.muted { "The user of the key that made each request." }
+            (groups_table("users", "User", &u.users, |id| names.user_link(id, viewer)))
+            h2 { "By end user" }
+            p.muted { "The request's own user field (customers)." }
+            (groups_table("end-users", "End user", &u.end_users, |id| html! {
+                a href={ "/ui/customers/edit?" (query(&[("user_id", id)])) } { (id) }
+            }))
         }
     })
+}
+
+/// A table of [`sluice_store::GroupSpend`] rows, each named by `name` ("(none)" for rows
+/// without one).
+fn groups_table(
+    id: &str,
+    what: &str,
+    rows: &[sluice_store::GroupSpend],
+    name: impl Fn(&str) -> Markup,
+) -> Markup {
+    html! {
+        table id=(id) {
+            thead { tr { th { (what) } th.num { "Spend" } th.num { "Requests" } th.num { "Tokens" } } }
+            tbody {
+                @for g in rows {
+                    tr {
+                        td { @if g.name.is_empty() { span.muted { "(none)" } } @else { (name(&g.name)) } }
+                        td.num { (usd(g.spend)) }
+                        td.num { (g.requests) }
+                        td.num { (g.total_tokens) }
+                    }
+                }
+            }
+        }
+        @if rows.is_empty() { p.muted { "No requests in the period." } }
+    }
 }
 
 fn add(sum: &mut Sum, r: &DailySpendRow) {
@@ -252,7 +365,7 @@ fn add(sum: &mut Sum, r: &DailySpendRow) {
     sum.spend += r.spend;
 }
 
-fn table(what: &str, rows: &BTreeMap<String, Sum>, name: impl Fn(&str) -> String) -> Markup {
+fn table(what: &str, rows: &BTreeMap<String, Sum>, name: impl Fn(&str) -> Markup) -> Markup {
     let mut sorted: Vec<_> = rows.iter().collect();
     sorted.sort_by(|a, b| b.1.spend.total_cmp(&a.1.spend));
     html! {

@@ -94,7 +94,7 @@ pub(super) async fn answer(
                     upstream_answer(resp, record)
                 }
                 Failed::Gateway(e) => {
-                    record.error = Some(e.code());
+                    record.fail_with(&e);
                     error_response(&e, dialect)
                 }
             }
@@ -125,7 +125,7 @@ pub(super) async fn answer(
                 // is dropped unsent, and the refusal is the answer.
                 Err(refusal) => {
                     record.status = refusal.status().as_u16();
-                    record.error = Some(refusal.code());
+                    record.fail_with(&refusal);
                     return Ok(error_response(&refusal, dialect));
                 }
             }
@@ -235,7 +235,7 @@ async fn whole(
     let mut resp = match checked {
         Ok(bytes) => upstream_answer(Response::from_parts(parts, bytes), record),
         Err(e) => {
-            record.error = Some(e.code());
+            record.fail_with(&e);
             record.status = e.status().as_u16();
             error_response(&e, endpoint.dialect())
         }

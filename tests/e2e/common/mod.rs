@@ -422,6 +422,23 @@ pub async fn new_key(gw: &Gateway, spec: serde_json::Value) -> String {
     a.json()["key"].as_str().unwrap().to_owned()
 }
 
+/// The spend log of the request `answer` answered, read with `master` once the spend writer's
+/// batch has landed.
+pub async fn logged_as(gw: &Gateway, master: &str, answer: &Answer) -> serde_json::Value {
+    let id = answer.header("x-request-id").unwrap().to_owned();
+    let path = format!("/spend/logs?request_id={id}");
+    let row = poll(
+        PATIENCE,
+        || async {
+            let a = admin_as(gw, master, "GET", &path, serde_json::Value::Null).await;
+            a.json().as_array().and_then(|r| r.first()).cloned()
+        },
+        Option::is_some,
+    )
+    .await;
+    row.unwrap_or_else(|| panic!("request {id} never reached the spend log"))
+}
+
 /// A management API call with `master` as the bearer key; a null `body` sends none.
 pub async fn admin_as(
     gw: &Gateway,
