@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 use super::fields::{self, count, field, period, pick, text, usd as usd_field, Draft, Reader};
 use super::names::{Names, Wanted};
 use super::{
-    change, change_as, figure, or_empty, pickers, query, read, refused_by, short, store, team_of,
-    usd, Refused,
+    change, change_as, figure, or_empty, pickers, query, read, refused_by, store, team_of, usd,
+    Refused,
 };
 use crate::admin::answers::keys::{IssuedKey, KeyInfo};
 use crate::console::flash::{Flash, Revealed};
@@ -71,7 +71,7 @@ pub(super) async fn page(
             }
             table #keys {
                 thead { tr {
-                    th { "Alias" } th { "Key (hash)" } th { "Team" } th { "User" } th { "Models" }
+                    th { "Alias" } th { "Key" } th { "Team" } th { "User" } th { "Models" }
                     th.num { "Spend" } th.num { "Budget" } th.num { "RPM" } th { "Status" }
                     @if may_change { th { "" } }
                 } }
@@ -80,7 +80,7 @@ pub(super) async fn page(
                         @let token = &k.token;
                         tr {
                             td { (name(or_empty(&k.key_alias))) }
-                            td.mono title=(token) { (short(token)) "…" }
+                            td.mono title=(token) { (k.key_name) }
                             td { (names.team_link(or_empty(&k.team_id), viewer)) }
                             td { (names.user_link(or_empty(&k.user_id), viewer)) }
                             td { (models(k)) }
