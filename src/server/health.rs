@@ -16,6 +16,8 @@ pub(crate) struct Deployment<'a> {
     pub(crate) model_name: &'a str,
     pub(crate) model_id: &'a str,
     pub(crate) provider: &'static str,
+    /// `healthy`, `probing`, `cooling_down`, or `not_configured`: its provider needs a key
+    /// and the config gives it none (nothing sent to it could succeed).
     pub(crate) state: &'static str,
     pub(crate) cooldown_remaining_s: Option<f64>,
     pub(crate) in_flight: u32,
@@ -102,6 +104,9 @@ pub fn view(router: &Router, probes: Option<Probes<'_>>) -> Bytes {
     Bytes::from(serde_json::to_vec(&view).unwrap_or_default())
 }
 
+/// The state of a deployment whose provider needs a key the config does not give it.
+pub(crate) const NOT_CONFIGURED: &str = "not_configured";
+
 /// Every deployment's state, read from the routing atomics now.
 pub(crate) fn deployments(router: &Router) -> Vec<Deployment<'_>> {
     let now = now_ms();
@@ -109,6 +114,7 @@ pub(crate) fn deployments(router: &Router) -> Vec<Deployment<'_>> {
     for group in router.models.groups() {
         for m in group.members() {
             let (state, remaining) = match m.health.availability(now) {
+                _ if m.target.key_missing => (NOT_CONFIGURED, None),
                 Availability::Ready => ("healthy", None),
                 Availability::Probe => ("probing", Some(0.0)),
                 Availability::Cooling(d) => ("cooling_down", Some(d.as_secs_f64())),

@@ -581,3 +581,29 @@ async fn every_attempt_is_recorded_with_its_deployment_and_outcome() {
         ]
     );
 }
+
+/// A deployment whose provider needs a key the config does not give is "not configured" in
+/// `/health` (and so in the console), never counted healthy: nothing sent to it could succeed.
+#[tokio::test]
+async fn a_deployment_without_its_key_is_not_configured_in_health() {
+    let up = mock_server(MockSettings::default()).await;
+    let yaml = format!(
+        "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n    model_info: {{id: keyed}}\n  - model_name: fast\n    litellm_params: {{model: groq/llama-3.3-70b-versatile}}\n    model_info: {{id: keyless}}\n",
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    let health = get(&gw.url("/health")).await.json();
+    let state = |id: &str| {
+        health["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["model_id"] == id)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state("keyless"), "not_configured", "{health}");
+    assert_eq!(state("keyed"), "healthy", "{health}");
+    assert_eq!(health["healthy_count"], 1);
+    assert_eq!(health["unhealthy_count"], 1);
+}

@@ -24,13 +24,11 @@ pub(super) enum Health {
 }
 
 impl Health {
-    /// The state of `d`: `key_missing` from its config, `checked` the last health check's
-    /// verdict (`None` without one).
-    pub(super) fn of(d: &Deployment<'_>, key_missing: bool, checked: Option<bool>) -> Self {
-        if key_missing {
-            return Self::NotConfigured;
-        }
+    /// The state of `d` (`/health`'s, `not_configured` among them), `checked` the last
+    /// health check's verdict (`None` without one).
+    pub(super) fn of(d: &Deployment<'_>, checked: Option<bool>) -> Self {
         match d.state {
+            crate::server::health::NOT_CONFIGURED => return Self::NotConfigured,
             "cooling_down" => return Self::CoolingDown(d.cooldown_remaining_s.unwrap_or(0.0)),
             "probing" => return Self::Probing,
             _ => {}
@@ -82,14 +80,6 @@ pub(super) fn all<'s>(
         .probes
         .as_ref()
         .and_then(|_| state.probes().latest());
-    let missing: Vec<&str> = snap
-        .router
-        .models
-        .groups()
-        .flat_map(|g| g.members())
-        .filter(|m| m.target.key_missing)
-        .map(|m| &*m.target.info.id)
-        .collect();
     deployments(&snap.router)
         .into_iter()
         .map(|d| {
@@ -97,11 +87,7 @@ pub(super) fn all<'s>(
                 .as_ref()
                 .and_then(|r| r.verdicts.iter().find(|v| v.model_id == d.model_id))
                 .map(|v| (v.healthy, v.error.clone()));
-            let health = Health::of(
-                &d,
-                missing.contains(&d.model_id),
-                check.as_ref().and_then(|c| c.0),
-            );
+            let health = Health::of(&d, check.as_ref().and_then(|c| c.0));
             (d, health, check)
         })
         .collect()
@@ -162,25 +148,26 @@ mod tests {
     #[test]
     fn health_comes_from_outcomes_and_credentials() {
         let ready = deployment("healthy", 0, 0);
-        assert_eq!(Health::of(&ready, false, None), Health::Untried);
-        assert_eq!(Health::of(&ready, true, None), Health::NotConfigured);
-        assert_eq!(Health::of(&ready, true, Some(true)), Health::NotConfigured);
-        assert_eq!(Health::of(&ready, false, Some(true)), Health::Healthy);
-        assert_eq!(Health::of(&ready, false, Some(false)), Health::Failing);
+        let missing = deployment(crate::server::health::NOT_CONFIGURED, 0, 0);
+        assert_eq!(Health::of(&ready, None), Health::Untried);
+        assert_eq!(Health::of(&missing, None), Health::NotConfigured);
+        assert_eq!(Health::of(&missing, Some(true)), Health::NotConfigured);
+        assert_eq!(Health::of(&ready, Some(true)), Health::Healthy);
+        assert_eq!(Health::of(&ready, Some(false)), Health::Failing);
         assert_eq!(
-            Health::of(&deployment("healthy", 3, 1), false, None),
+            Health::of(&deployment("healthy", 3, 1), None),
             Health::Healthy
         );
         assert_eq!(
-            Health::of(&deployment("healthy", 0, 2), false, None),
+            Health::of(&deployment("healthy", 0, 2), None),
             Health::Failing
         );
         assert_eq!(
-            Health::of(&deployment("cooling_down", 3, 5), false, None),
+            Health::of(&deployment("cooling_down", 3, 5), None),
             Health::CoolingDown(12.0)
         );
         assert_eq!(
-            Health::of(&deployment("probing", 3, 5), false, None),
+            Health::of(&deployment("probing", 3, 5), None),
             Health::Probing
         );
         assert_eq!(
