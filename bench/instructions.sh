@@ -35,7 +35,8 @@ WORKLOAD=${WORKLOAD:-chat}
 WARMUP=${WARMUP:-200}
 SLUICE=${SLUICE:-target/release/sluice}
 # The load generator (`sluice bench`); only the gateway's instructions are counted, so any
-# build with the `bench` feature will do (the container image's release build has none).
+# build with the `bench` and `mock` features will do (the container image's release build has
+# neither).
 LOADGEN=${LOADGEN:-$SLUICE}
 command -v valgrind >/dev/null || { echo "instructions: valgrind is not installed" >&2; exit 1; }
 [ -x "$SLUICE" ] || cargo build --release --locked --bin sluice >&2
@@ -48,7 +49,8 @@ trap cleanup EXIT
 
 wait_file() { for _ in $(seq 1 600); do [ -s "$1" ] && return 0; sleep 0.1; done; echo "timed out waiting for $1" >&2; exit 1; }
 
-"$SLUICE" mock --port 0 --ready-file "$work/mock.addr" --workers 1 >"$work/mock.log" 2>&1 &
+# The mock from the load generator's build: the gateway's may have none (the image's build).
+"$LOADGEN" mock --port 0 --ready-file "$work/mock.addr" --workers 1 >"$work/mock.log" 2>&1 &
 pids+=($!)
 wait_file "$work/mock.addr"
 mock=$(cat "$work/mock.addr")

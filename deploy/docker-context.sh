@@ -2,7 +2,7 @@
 # The build context for `deploy/Dockerfile --build-arg SLUICE_BINARY=prebuilt`, from a sluice
 # binary built on the host: DIR/rootfs/ holds the stripped binary, the shared libraries and
 # loader it needs when it is not static (a glibc build; a musl build needs none), the CA bundle
-# and the default config (the quick start's), laid out as in the image.
+# and the default config (deploy/config.yaml), laid out as in the image.
 #
 #   bash deploy/docker-context.sh BINARY DIR
 #   DOCKER_BUILDKIT=1 docker build -f deploy/Dockerfile --build-arg SLUICE_BINARY=prebuilt -t sluice DIR
@@ -52,5 +52,5 @@ done
 [ -f "$rootfs/etc/ssl/certs/ca-certificates.crt" ] ||
   echo "docker-context: no CA bundle on this host; sluice will use its bundled webpki roots" >&2
 
-cp "$repo/examples/quickstart.yaml" "$rootfs/etc/sluice/config.yaml"
+cp "$repo/deploy/config.yaml" "$rootfs/etc/sluice/config.yaml"
 chmod 644 "$rootfs/etc/sluice/config.yaml"

@@ -62,9 +62,10 @@ bg_logs="$(mktemp -d)"
 optimised_dir="${CARGO_TARGET_DIR:-$PWD/target}/optimised"
 # The shipped binary is static: glibc's C runtime linked in (`crt-static`), so the image holds
 # the binary alone, no shared libraries beside it. `--target` keeps the flag off build scripts
-# and proc macros, which must stay dynamic. It is the image's build: the mock provider in (the
-# deployment tests' upstream, and the quick start's `mock-gpt`), the load generator out.
-release_features=(--no-default-features --features mock)
+# and proc macros, which must stay dynamic. It is the image's build: no load generator and no
+# mock provider (the callgrind run and the deployment tests take their mock from the test
+# build, which has both).
+release_features=(--no-default-features)
 host="$(rustc -vV | sed -n 's/^host: //p')"
 optimised="$optimised_dir/$host/release/sluice"
 release_pid="" venv_pid=""

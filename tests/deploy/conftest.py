@@ -148,13 +148,30 @@ def host_binary():
 
 
 @pytest.fixture(scope="session")
-def mock_url(docker, image):
-    """`sluice mock` from the image, on a loopback port: the upstream of every gateway here."""
+def mock_url():
+    """`sluice mock` on a loopback port, the upstream of every gateway here: from a build that
+    has the mock provider (SLUICE_MOCK_BIN, the test build's; the image has none)."""
+    binary = os.environ.get("SLUICE_MOCK_BIN", str(ROOT / "target" / "debug" / "sluice"))
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"no sluice with the mock provider at {binary} (cargo build; or set SLUICE_MOCK_BIN)")
     port = free_port()
-    name = docker.run_detached(image, "mock", "--host", "127.0.0.1", "--port", port, "--chunks", "6")
-    wait_http(f"http://127.0.0.1:{port}/mock/stats", proc_check=docker.running_check(name))
-    yield f"http://127.0.0.1:{port}/v1"
-    docker("rm", "-f", name, check=False)
+    proc = subprocess.Popen(
+        [binary, "mock", "--host", "127.0.0.1", "--port", str(port), "--chunks", "6"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+
+    def alive():
+        assert proc.poll() is None, proc.stderr.read()
+
+    try:
+        wait_http(f"http://127.0.0.1:{port}/mock/stats", proc_check=alive)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def gateway_config(mock_url, master_key, extra_models=()):

@@ -58,11 +58,11 @@ def test_compose_file_is_valid_and_health_gated(compose):
         grace = float(str(s["stop_grace_period"]).rstrip("s"))
         assert grace > float(env["SLUICE_SHUTDOWN_GRACE_SECS"])
         mounts = {v["target"] if isinstance(v, dict) else v.split(":")[1] for v in s["volumes"]}
-        assert {"/etc/sluice/config.yaml", "/etc/sluice/quickstart.yaml", "/var/lib/sluice"} <= mounts
+        assert {"/etc/sluice/config.yaml", "/etc/sluice/models.yaml", "/var/lib/sluice"} <= mounts
     assert len(ports) == 2, "two instances on the host network need two ports"
 
 
-def test_fleet_shares_keys_and_rate_limits(docker, image, compose):
+def test_fleet_shares_keys_and_rate_limits(docker, image, compose, mock_url):
     pg = os.environ.get("SLUICE_TEST_POSTGRES_URL")
     redis = os.environ.get("SLUICE_TEST_REDIS_URL")
     if not (pg and redis):
@@ -76,6 +76,9 @@ def test_fleet_shares_keys_and_rate_limits(docker, image, compose):
         "SLUICE_PORT_1": str(p1),
         "SLUICE_PORT_2": str(p2),
         "SLUICE_MASTER_KEY": FLEET_KEY,
+        # The image's models (deploy/config.yaml), their OpenAI ones answered by the mock.
+        "OPENAI_API_KEY": "sk-upstream",
+        "OPENAI_API_BASE": mock_url,
     }
     project = ["-p", "sluicedeploytest"]
     ids = {}
@@ -97,7 +100,7 @@ def test_fleet_shares_keys_and_rate_limits(docker, image, compose):
         assert status == 200, made
         clients = [openai.OpenAI(base_url=f"{r}/v1", api_key=made["key"], max_retries=0) for r in roots]
         ask = lambda c: c.chat.completions.create(  # noqa: E731
-            model="mock-gpt", messages=[{"role": "user", "content": "Hi"}]
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]
         )
         # Made on the first instance, accepted by the second (one PostgreSQL).
         for client in (clients[1], clients[0], clients[1]):

@@ -243,5 +243,12 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/deploy/requirements.txt
 started="$(now)"
-SLUICE_BIN="$bin" "$venv/bin/python" -m pytest tests/deploy -q -rs -s --tb=short -p no:cacheprovider
+# The gateways' upstream is `sluice mock` from a build that has the mock provider (the image's
+# binary has none): the test build's by default.
+mock_bin="${SLUICE_MOCK_BIN:-$target/debug/sluice}"
+if [ ! -x "$mock_bin" ]; then
+  echo "deploy: no sluice with the mock provider at $mock_bin (cargo build --bin sluice, or set SLUICE_MOCK_BIN)" >&2
+  exit 1
+fi
+SLUICE_BIN="$bin" SLUICE_MOCK_BIN="$(realpath "$mock_bin")" "$venv/bin/python" -m pytest tests/deploy -q -rs -s --tb=short -p no:cacheprovider
 say "checks took $(since "$started") s"

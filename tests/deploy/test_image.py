@@ -74,17 +74,32 @@ def test_version_names_the_commit_and_mimalloc_is_the_allocator(docker, image, h
     assert "mimalloc: process init" in out.stderr, out.stderr
 
 
-def test_quick_start_image_runs_with_nothing_mounted(docker, image):
-    """`docker run IMAGE` serves the quick-start config baked into the image."""
+def test_image_runs_its_default_config_with_nothing_mounted(docker, image, mock_url):
+    """`docker run IMAGE` serves the config baked into the image (deploy/config.yaml): the
+    providers' models with their keys from the environment; OPENAI_API_BASE points them at an
+    OpenAI-compatible server (here the mock). The image has no mock provider of its own."""
     port = free_port()
-    name = docker.run_detached("--read-only", "-e", f"SLUICE_PORT={port}", image)
+    name = docker.run_detached(
+        "--read-only", "-e", f"SLUICE_PORT={port}",
+        "-e", "OPENAI_API_KEY=sk-upstream", "-e", f"OPENAI_API_BASE={mock_url}", image,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/health/liveliness", proc_check=docker.running_check(name))
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-1234")
+        listed = {m.id for m in client.models.list()}
+        assert {"gpt-4o-mini", "claude-sonnet", "text-embedding-3-small"} <= listed, listed
         answer = client.chat.completions.create(
-            model="mock-gpt", messages=[{"role": "user", "content": "Hi"}]
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}]
         )
         assert answer.choices[0].message.content
+        # No ANTHROPIC_API_KEY: the deployment is there, and says it is not configured.
+        status, health = http("GET", f"http://127.0.0.1:{port}/health", key="sk-1234")
+        states = {d["model_name"]: d["state"] for d in health["deployments"]}
+        assert states["claude-sonnet"] == "not_configured", states
+        # The image's binary has no mock provider, and a config naming one says so.
+        out = docker("run", "-i", "--rm", "--entrypoint", "/usr/local/bin/sluice", image,
+                     "check-config", "/dev/stdin", check=False, input="model_list:\n  - model_name: m\n    litellm_params: {model: mock/m}\n")
+        assert "the mock provider is not in this build" in out.stderr + out.stdout, out
     finally:
         docker("rm", "-f", name, check=False)
 

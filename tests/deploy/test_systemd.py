@@ -78,8 +78,9 @@ def test_exec_start_serves_reloads_and_drains(host_binary, tmp_path):
     moved = {"/usr/local/bin/sluice": host_binary, "/etc/sluice/config.yaml": str(config),
              "/var/lib/sluice": str(data), "4000": str(port)}
     argv = [moved.get(a, a) for a in argv]
-    quickstart = (ROOT / "examples" / "quickstart.yaml").read_text()
-    config.write_text(quickstart)
+    # The image's default config: this is the image's binary, which has no mock provider.
+    default_config = (ROOT / "deploy" / "config.yaml").read_text()
+    config.write_text(default_config)
     proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         root = f"http://127.0.0.1:{port}"
@@ -88,7 +89,7 @@ def test_exec_start_serves_reloads_and_drains(host_binary, tmp_path):
             assert proc.poll() is None, proc.stderr.read()
 
         wait_http(f"{root}/health/liveliness", proc_check=alive)
-        config.write_text(quickstart.replace("model_name: gpt-4o-mini", "model_name: reloaded-by-sighup"))
+        config.write_text(default_config.replace("model_name: gpt-4o-mini", "model_name: reloaded-by-sighup"))
         proc.send_signal(signal.SIGHUP)  # what ExecReload does
         deadline = time.time() + 10
         while time.time() < deadline:

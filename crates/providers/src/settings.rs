@@ -218,6 +218,11 @@ fn which(
         return None;
     };
     let unknown = |prefix: &str| {
+        if !cfg!(feature = "mock") && prefix == "mock" {
+            return "the mock provider is not in this build (the container image leaves it out; \
+                    a default `cargo build` has it)"
+                .to_owned();
+        }
         let hint = match Provider::suggest(prefix) {
             Some(s) => format!(" (did you mean \"{s}\"?)"),
             None => format!(
