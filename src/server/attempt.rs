@@ -67,6 +67,20 @@ pub(crate) async fn attempt(
     let t = &target.timeouts;
     let limit = timeout.unwrap_or(if stream { t.first_chunk } else { t.total });
     let answer = tokio::time::timeout(limit, async {
+        // A provider that needs a key, and none configured: nothing sent could succeed, and
+        // the prompt has no business leaving without credentials (the routing moves on).
+        if target.key_missing {
+            return Err(ApiError::DeploymentKeyMissing {
+                deployment: target.info.id.to_string(),
+                env: target
+                    .provider
+                    .spec()
+                    .key_env
+                    .first()
+                    .copied()
+                    .unwrap_or("its key"),
+            });
+        }
         let resp = target.send(&call).await?;
         let (parts, mut body) = resp.into_parts();
         if !parts.status.is_success() {
@@ -197,5 +211,10 @@ pub(crate) fn failure_kind(e: &ApiError) -> FailureKind {
         | ApiError::UnknownGuardrail(_)
         | ApiError::InvalidDeployment(_)
         | ApiError::PassThroughUnavailable { .. } => FailureKind::BadRequest,
+        // Nothing left this gateway, as when a connection fails: try the group's others (a
+        // keyless deployment beside keyed ones must not fail a request), and count it against
+        // the deployment so that it is cooled down. The client still gets the 401 naming the
+        // key to set when no deployment could answer.
+        ApiError::DeploymentKeyMissing { .. } => FailureKind::Connection,
     }
 }

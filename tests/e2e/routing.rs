@@ -606,4 +606,29 @@ async fn a_deployment_without_its_key_is_not_configured_in_health() {
     assert_eq!(state("keyed"), "healthy", "{health}");
     assert_eq!(health["healthy_count"], 1);
     assert_eq!(health["unhealthy_count"], 1);
+    // Nothing is sent without its key: LiteLLM's 401, naming what to set (never a value).
+    let body = r#"{"model":"fast","messages":[{"role":"user","content":"hi"}]}"#;
+    let a = post(&gw.url("/v1/chat/completions"), body).await;
+    assert_eq!(a.status, 401, "{}", a.text());
+    assert_eq!(a.json()["error"]["code"], "deployment_not_configured");
+    assert_eq!(a.json()["error"]["type"], "authentication_error");
+    assert!(a.text().contains("GROQ_API_KEY"), "{}", a.text());
+}
+
+/// In a group with a keyless deployment beside a keyed one, every request is served by the
+/// keyed one: the keyless one fails at once, without a call, and the routing moves on.
+#[tokio::test]
+async fn a_keyless_deployment_in_a_group_is_passed_over() {
+    let up = mock_server(MockSettings::default()).await;
+    let yaml = format!(
+        "model_list:\n  - model_name: m\n    litellm_params: {{model: openai/m, api_base: \"{}\", api_key: sk-up}}\n    model_info: {{id: keyed}}\n  - model_name: m\n    litellm_params: {{model: groq/llama-3.3-70b-versatile}}\n    model_info: {{id: keyless}}\n",
+        up.base()
+    );
+    let gw = gateway(&yaml).await;
+    for _ in 0..6 {
+        let a = post(&gw.url("/v1/chat/completions"), CHAT).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.header("x-sluice-model-id"), Some("keyed"));
+    }
+    assert_eq!(up.requests().await, 6);
 }

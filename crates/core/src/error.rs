@@ -338,6 +338,16 @@ pub enum ApiError {
     /// each problem by its path in the body.
     #[error("{0}")]
     InvalidDeployment(String),
+    /// The deployment's provider needs an API key and the config gives it none (neither
+    /// `api_key` nor the provider's environment variable): refused here rather than sent
+    /// upstream without credentials. LiteLLM answers 401 (`AuthenticationError`) for it.
+    #[error("Deployment {deployment} has no API key: set {env}, or api_key in its litellm_params")]
+    DeploymentKeyMissing {
+        /// The deployment's id (`model_info.id`).
+        deployment: String,
+        /// The environment variable its provider reads the key from.
+        env: &'static str,
+    },
     /// A provider pass-through route (`/bedrock/*`, ...) has no upstream settings or
     /// credentials; the reason names what to set, never a value.
     #[error("The {route} pass-through route is not configured: {why}")]
@@ -371,6 +381,7 @@ impl ApiError {
             Self::Unauthorized(_)
             | Self::KeyRefused(_)
             | Self::ModelNotAllowed { .. }
+            | Self::DeploymentKeyMissing { .. }
             | Self::JwtRefused(_) => StatusCode::UNAUTHORIZED,
             Self::JwtUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::EndUserBlocked
@@ -445,9 +456,10 @@ impl ApiError {
             | Self::InvalidDeployment(_) => "invalid_request_error",
             // Anthropic's name for the same refusal; OpenAI's SDKs retry any 503.
             Self::Overloaded { .. } => "overloaded_error",
-            Self::Unauthorized(_) | Self::KeyRefused(_) | Self::JwtRefused(_) => {
-                "authentication_error"
-            }
+            Self::Unauthorized(_)
+            | Self::KeyRefused(_)
+            | Self::JwtRefused(_)
+            | Self::DeploymentKeyMissing { .. } => "authentication_error",
             Self::JwtUnavailable(_) => "service_unavailable_error",
             Self::ModelNotAllowed { by, .. } => match by {
                 SubjectKind::Key => "key_model_access_denied",
@@ -531,6 +543,7 @@ impl ApiError {
             Self::StoreUnavailable => "database_unavailable",
             Self::CacheUnavailable(_) => "cache_unavailable",
             Self::PassThroughUnavailable { .. } => "pass_through_not_configured",
+            Self::DeploymentKeyMissing { .. } => "deployment_not_configured",
             Self::GuardrailBlocked { .. } | Self::ToolNotAllowed { .. } => "guardrail_blocked",
             Self::GuardrailUnavailable { .. } => "guardrail_unavailable",
             Self::UnknownGuardrail(_) => "unknown_guardrail",
@@ -563,6 +576,7 @@ impl ApiError {
             | Self::ToolNotAllowed { .. }
             | Self::GuardrailUnavailable { .. }
             | Self::Unauthorized(_)
+            | Self::DeploymentKeyMissing { .. }
             | Self::RouteNotFound { .. }
             | Self::MethodNotAllowed(_)
             | Self::BodyTooLarge { .. }
