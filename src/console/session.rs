@@ -218,15 +218,36 @@ impl Keys {
         (parts.next().is_none() && session.expires > now).then_some(session)
     }
 
-    /// The CSRF token for forms rendered for `bound_to` (a session token, or a login nonce).
+    /// The CSRF token for forms rendered for `bound_to` (a session token, or a login nonce),
+    /// masked afresh for each page: a random pad and the token XOR the pad. Pages are gzipped
+    /// and reflect what a URL asks (filters), so a token that read the same on every page
+    /// could be guessed byte by byte from compressed sizes (BREACH); a masked one cannot.
     pub(super) fn csrf(&self, bound_to: &str) -> String {
-        B64.encode(hmac::sign(&self.csrf, bound_to.as_bytes()).as_ref())
+        let mac = hmac::sign(&self.csrf, bound_to.as_bytes());
+        let mac = mac.as_ref();
+        let mut masked = vec![0u8; mac.len() * 2];
+        let (pad, rest) = masked.split_at_mut(mac.len());
+        if sluice_core::random::fill(pad).is_err() {
+            // No randomness: the form fails its check (refused, never accepted unmasked).
+            return String::new();
+        }
+        for ((out, m), p) in rest.iter_mut().zip(mac).zip(pad.iter()) {
+            *out = m ^ p;
+        }
+        B64.encode(masked)
     }
 
-    /// Whether `given` is the CSRF token for `bound_to`, in constant time.
+    /// Whether `given` is a (masked) CSRF token for `bound_to`, in constant time.
     pub(super) fn csrf_ok(&self, bound_to: &str, given: &str) -> bool {
-        B64.decode(given)
-            .is_ok_and(|mac| hmac::verify(&self.csrf, bound_to.as_bytes(), &mac).is_ok())
+        let Ok(masked) = B64.decode(given) else {
+            return false;
+        };
+        if masked.is_empty() || masked.len() % 2 != 0 {
+            return false;
+        }
+        let (pad, rest) = masked.split_at(masked.len() / 2);
+        let mac: Vec<u8> = rest.iter().zip(pad).map(|(m, p)| m ^ p).collect();
+        hmac::verify(&self.csrf, bound_to.as_bytes(), &mac).is_ok()
     }
 }
 
@@ -344,6 +365,25 @@ mod tests {
         assert!(!k.csrf_ok("session-b", &t));
         assert!(!k.csrf_ok("session-a", ""));
         assert!(!keys("sk-other").csrf_ok("session-a", &t));
+    }
+
+    #[test]
+    fn csrf_tokens_read_differently_on_every_page() {
+        let k = keys("sk-master");
+        let (a, b) = (k.csrf("session-a"), k.csrf("session-a"));
+        assert_ne!(
+            a, b,
+            "masked afresh: nothing for compression to find (BREACH)"
+        );
+        assert!(k.csrf_ok("session-a", &a) && k.csrf_ok("session-a", &b));
+        // The bare HMAC (what a token was before masking) is refused.
+        let bare = B64.encode(hmac::sign(&k.csrf, b"session-a").as_ref());
+        assert!(!k.csrf_ok("session-a", &bare));
+        // One flipped byte of the masked token fails.
+        let mut raw = B64.decode(&a).unwrap();
+        let last = raw.len() - 1;
+        raw[last] ^= 1;
+        assert!(!k.csrf_ok("session-a", &B64.encode(raw)));
     }
 
     #[test]
