@@ -47,8 +47,8 @@ impl Flash {
     }
 }
 
-/// A new key's plaintext and what names it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A new key's plaintext and what names it (its `Debug` never shows the key).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Revealed {
     /// The key itself.
     pub key: String,
@@ -58,6 +58,17 @@ pub(crate) struct Revealed {
     pub alias: Option<String>,
     /// Made anew for a key that existed (`/key/regenerate`), not a new key.
     pub regenerated: bool,
+}
+
+impl std::fmt::Debug for Revealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revealed")
+            .field("key", &"*****")
+            .field("token", &self.token)
+            .field("alias", &self.alias)
+            .field("regenerated", &self.regenerated)
+            .finish()
+    }
 }
 
 /// Seals and opens flashes for one master key.
@@ -145,6 +156,10 @@ mod tests {
         };
         let sealed = s.seal("session-a", &flash, 1000).unwrap();
         assert!(!sealed.contains("sk-plain"));
+        assert!(
+            !format!("{flash:?}").contains("sk-plain"),
+            "Debug never shows the key"
+        );
         assert_eq!(s.open("session-a", &sealed, 1000), Some(flash.clone()));
         assert_eq!(
             s.open("session-b", &sealed, 1000),
