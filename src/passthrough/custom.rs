@@ -119,7 +119,7 @@ impl CustomTarget {
             .body(SegmentsBody::new(vec![body]))
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *req.headers_mut() = headers;
-        let resp = self.client.request(req).await.map_err(client_error)?;
+        let resp = self.client.send(req).await.map_err(client_error)?;
         Ok(resp.map(UpstreamBody::Http))
     }
 

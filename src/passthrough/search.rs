@@ -127,11 +127,7 @@ where
         .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
     *upstream.headers_mut() = target.headers.clone();
     let call = async {
-        let resp = target
-            .client
-            .request(upstream)
-            .await
-            .map_err(client_error)?;
+        let resp = target.client.send(upstream).await.map_err(client_error)?;
         let (head, body) = resp.into_parts();
         Ok::<_, ApiError>((
             head,

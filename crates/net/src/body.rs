@@ -33,6 +33,15 @@ impl SegmentsBody {
         }
     }
 
+    /// The body's segments and their length in all, when that is the whole body (no upload
+    /// follows); the body itself back otherwise.
+    pub fn into_segments(self) -> Result<(Vec<Bytes>, u64), Self> {
+        if self.tail.is_some() {
+            return Err(self);
+        }
+        Ok((self.segments.into(), self.remaining))
+    }
+
     /// These segments, then what is left of `upload` (its length exact when the client
     /// declared one).
     pub fn with_upload(segments: Vec<Bytes>, upload: &Arc<Upload>) -> Self {

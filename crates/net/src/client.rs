@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::Request;
+use http::{Request, Response};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -24,6 +24,7 @@ use hyper_util::client::legacy::{Client, ResponseFuture};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::SegmentsBody;
+use crate::h1;
 use crate::ssrf::{self, Allowlist};
 use crate::tls::UpstreamTls;
 
@@ -128,6 +129,81 @@ pub fn worker_index() -> Option<usize> {
 pub struct UpstreamClient {
     /// `pools[i]` for worker `i`; the last one for every other thread.
     pools: Arc<[HttpClient]>,
+    /// sluice's own HTTP/1.1 pools, the same way round, where this client may use them
+    /// (negotiated HTTP on an upstream sluice's config chose): plain `http://` requests with a
+    /// body of known length go there ([`crate::h1`]).
+    own: Option<Arc<[Arc<h1::Pool>]>>,
+    connect_timeout: Duration,
+}
+
+/// An upstream answer's body, from whichever client carried it.
+#[derive(Debug)]
+pub enum Answer {
+    /// hyper-util's client (HTTPS, HTTP/2, uploads of unknown length).
+    Hyper(hyper::body::Incoming),
+    /// sluice's own HTTP/1.1 client.
+    Own(h1::AnswerBody),
+}
+
+/// Why an upstream answer's body broke off.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// On hyper-util's client.
+    #[error("{0}")]
+    Hyper(#[from] hyper::Error),
+    /// On sluice's own client.
+    #[error("{0}")]
+    Own(#[from] h1::Error),
+}
+
+impl http_body::Body for Answer {
+    type Data = bytes::Bytes;
+    type Error = AnswerError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, AnswerError>>> {
+        match self.get_mut() {
+            Self::Hyper(b) => Pin::new(b).poll_frame(cx).map_err(AnswerError::Hyper),
+            Self::Own(b) => Pin::new(b).poll_frame(cx).map_err(AnswerError::Own),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Hyper(b) => b.is_end_stream(),
+            Self::Own(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Self::Hyper(b) => b.size_hint(),
+            Self::Own(b) => b.size_hint(),
+        }
+    }
+}
+
+/// Why a request to an upstream got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// On hyper-util's client.
+    #[error("{0}")]
+    Hyper(#[from] hyper_util::client::legacy::Error),
+    /// On sluice's own client.
+    #[error("{0}")]
+    Own(#[from] h1::Error),
+}
+
+impl SendError {
+    /// Whether no connection could be opened (so nothing reached the upstream).
+    pub fn is_connect(&self) -> bool {
+        match self {
+            Self::Hyper(e) => e.is_connect(),
+            Self::Own(e) => e.is_connect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -147,9 +223,68 @@ impl UpstreamClient {
         &self.pools[self.pools.len() - 1]
     }
 
-    /// Send `req` on the calling thread's pool.
+    /// Send `req` on the calling thread's pool of hyper-util's client.
     pub fn request(&self, req: Request<SegmentsBody>) -> ResponseFuture {
         self.pool().request(req)
+    }
+
+    /// Send `req` on the calling thread's pool: sluice's own HTTP/1.1 client where it fits
+    /// (plain `http://`, a body of known length, a client that may use it), hyper-util's
+    /// otherwise. The request path's one way to call an upstream.
+    pub fn send(&self, req: Request<SegmentsBody>) -> Sending {
+        let Some(own) = self.own.as_ref().filter(|_| h1::fits(req.uri())) else {
+            return Sending::Hyper(self.pool().request(req));
+        };
+        let (parts, body) = req.into_parts();
+        match body.into_segments() {
+            Ok((segments, len)) => {
+                let pool = Arc::clone(&own[slot(WORKER.with(Cell::get), own.len())]);
+                let req = Request::from_parts(parts, ());
+                // Boxed, as hyper-util's answer future is: whoever awaits it keeps a pointer.
+                Sending::Own(Box::pin(h1::send(
+                    pool,
+                    self.connect_timeout,
+                    req,
+                    segments,
+                    len,
+                )))
+            }
+            Err(body) => Sending::Hyper(self.pool().request(Request::from_parts(parts, body))),
+        }
+    }
+}
+
+/// An upstream answer on its way, from whichever client carries the request.
+pub enum Sending {
+    /// hyper-util's client.
+    Hyper(ResponseFuture),
+    /// sluice's own HTTP/1.1 client.
+    Own(Pin<Box<dyn Future<Output = Result<Response<h1::AnswerBody>, h1::Error>> + Send>>),
+}
+
+impl std::fmt::Debug for Sending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Hyper(_) => "Sending::Hyper",
+            Self::Own(_) => "Sending::Own",
+        })
+    }
+}
+
+impl Future for Sending {
+    type Output = Result<Response<Answer>, SendError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Hyper(f) => Pin::new(f).poll(cx).map(|r| {
+                r.map(|resp| resp.map(Answer::Hyper))
+                    .map_err(SendError::Hyper)
+            }),
+            Self::Own(f) => f
+                .as_mut()
+                .poll(cx)
+                .map(|r| r.map(|resp| resp.map(Answer::Own)).map_err(SendError::Own)),
+        }
     }
 }
 
@@ -201,10 +336,20 @@ impl ClientRegistry {
                 let connector = connector(connect_timeout, connect);
                 // The workers share the process's idle-connection budget.
                 let idle = MAX_IDLE_PER_HOST.div_ceil(self.workers.max(1));
+                // sluice's own HTTP/1.1 client serves negotiated upstreams the config named;
+                // one a request chose keeps the SSRF-checked resolver of hyper-util's.
+                let own = (connect.http == UpstreamHttp::Negotiate && connect.guard.is_none())
+                    .then(|| {
+                        (0..=self.workers)
+                            .map(|_| Arc::new(h1::Pool::new(idle)))
+                            .collect()
+                    });
                 UpstreamClient {
                     pools: (0..=self.workers)
                         .map(|_| pool(connector.clone(), idle, connect.http))
                         .collect(),
+                    own,
+                    connect_timeout,
                 }
             })
             .clone()

@@ -9,6 +9,7 @@ pub mod client;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod google_auth;
+pub mod h1;
 pub mod networks;
 pub mod server;
 pub mod sigv4;

@@ -14,7 +14,7 @@ use http_body_util::Full;
 pub enum UpstreamBodyError {
     /// The connection failed or was reset mid-body.
     #[error("{0}")]
-    Http(#[from] hyper::Error),
+    Http(#[from] sluice_net::client::AnswerError),
     /// An in-process upstream ended its body early (the mock's injected faults).
     #[error("{0}")]
     InProcess(String),
@@ -27,7 +27,7 @@ pub type MadeBody = Pin<Box<dyn Body<Data = Bytes, Error = UpstreamBodyError> + 
 /// An upstream answer's body, whichever upstream produced it, already in the client's format.
 pub enum UpstreamBody {
     /// A real HTTP upstream, passed through.
-    Http(hyper::body::Incoming),
+    Http(sluice_net::client::Answer),
     /// A whole answer sluice made (translated into the client's format, or counted locally).
     Whole(Full<Bytes>),
     /// A stream sluice makes as it goes.

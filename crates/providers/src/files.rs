@@ -133,7 +133,7 @@ async fn send(
         None => {}
     }
     *req.headers_mut() = headers;
-    let resp = t.http.client.request(req).await.map_err(client_error)?;
+    let resp = t.http.client.send(req).await.map_err(client_error)?;
     Ok(resp.map(UpstreamBody::Http))
 }
 

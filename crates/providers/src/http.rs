@@ -194,7 +194,7 @@ impl HttpTarget {
                 req.headers_mut().insert(name.clone(), v.clone());
             }
         }
-        let resp = self.client.request(req).await.map_err(client_error)?;
+        let resp = self.client.send(req).await.map_err(client_error)?;
         let mut resp = resp.map(UpstreamBody::Http);
         if let Some(names) = dropped {
             resp.extensions_mut().insert(names);
@@ -256,7 +256,7 @@ impl HttpTarget {
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *up.headers_mut() = self.headers.next().clone();
         up.headers_mut().remove(CONTENT_TYPE);
-        let resp = self.client.request(up).await.map_err(client_error)?;
+        let resp = self.client.send(up).await.map_err(client_error)?;
         Ok(resp.map(UpstreamBody::Http))
     }
 
@@ -271,7 +271,7 @@ impl HttpTarget {
             .body(SegmentsBody::new(vec![body]))
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *up.headers_mut() = headers;
-        let resp = self.client.request(up).await.map_err(client_error)?;
+        let resp = self.client.send(up).await.map_err(client_error)?;
         Ok(resp.map(UpstreamBody::Http))
     }
 }
@@ -462,7 +462,7 @@ fn headers(
 }
 
 /// A transport failure as the client sees it: the chain of causes, no request details.
-pub fn client_error(e: hyper_util::client::legacy::Error) -> ApiError {
+pub fn client_error(e: sluice_net::client::SendError) -> ApiError {
     let what = if e.is_connect() {
         "connection failed"
     } else {

@@ -235,7 +235,7 @@ impl Target {
             .body(SegmentsBody::new(segments))
             .map_err(|e| ApiError::UpstreamInvalid(e.to_string()))?;
         *req.headers_mut() = headers;
-        let resp = self.http.client.request(req).await.map_err(client_error)?;
+        let resp = self.http.client.send(req).await.map_err(client_error)?;
         Ok(resp.map(UpstreamBody::Http))
     }
 
