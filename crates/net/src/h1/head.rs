@@ -100,9 +100,15 @@ pub(crate) fn parse_response(
     head_request: bool,
 ) -> Result<Option<Head>, Error> {
     loop {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut slots);
-        let n = match parsed.parse(buf) {
+        // Left uninitialised until parsed into: 3.2 KB not written per answer.
+        let mut slots =
+            [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let n = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut parsed,
+            buf,
+            &mut slots,
+        ) {
             // A head is bounded however its bytes arrived: whole, or read by read.
             Ok(httparse::Status::Complete(n)) if n > MAX_HEAD_BYTES => {
                 return Err(Error::HeadTooLarge)
@@ -133,16 +139,18 @@ pub(crate) fn parse_response(
         }
         // Where each header sits in the head, so that its value can share the head's bytes.
         let base = buf.as_ptr() as usize;
-        let mut places = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
-        let count = parsed.headers.len();
-        for (place, h) in places.iter_mut().zip(parsed.headers.iter()) {
-            let name = h.name.as_ptr() as usize - base;
-            let value = h.value.as_ptr() as usize - base;
-            *place = (name, name + h.name.len(), value, value + h.value.len());
-        }
+        let places: smallvec::SmallVec<[(usize, usize, usize, usize); 40]> = parsed
+            .headers
+            .iter()
+            .map(|h| {
+                let name = h.name.as_ptr() as usize - base;
+                let value = h.value.as_ptr() as usize - base;
+                (name, name + h.name.len(), value, value + h.value.len())
+            })
+            .collect();
         let head: Bytes = buf.split_to(n).freeze();
-        let mut headers = HeaderMap::with_capacity(count);
-        for &(ns, ne, vs, ve) in &places[..count] {
+        let mut headers = HeaderMap::with_capacity(places.len());
+        for &(ns, ne, vs, ve) in &places {
             let name = HeaderName::from_bytes(&head[ns..ne])
                 .map_err(|_| Error::Parse(httparse::Error::HeaderName))?;
             let value = HeaderValue::from_maybe_shared(head.slice(vs..ve))
