@@ -15,16 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
-
 pub(crate) use broadcast::decode_cooldown;
 pub use broadcast::{KeyChange, CHANNEL};
 pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
-pub use link::{BadRedisUrl, RedisLink};
+pub use link::{BadRedisUrl, RedisConn, RedisLink};
 
 use counters::Scripts;
 use sluice_core::limits::Subjects;
-use sluice_core::Secret;
+use sluice_core::RedisTarget;
 
 /// Longest a request waits for Redis before it is admitted on local counters instead.
 const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -60,11 +58,12 @@ impl std::fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// Set up the fleet at `url`. Connecting happens in the background: an instance starts
-    /// (on local counters) even while Redis is down.
-    pub fn start(url: &Secret) -> Result<Arc<Self>, FleetError> {
+    /// Set up the fleet on `target` (one server, a Cluster, or a primary Sentinel names).
+    /// Connecting happens in the background: an instance starts (on local counters) even
+    /// while Redis is down.
+    pub fn start(target: &RedisTarget) -> Result<Arc<Self>, FleetError> {
         let link = RedisLink::start(
-            url,
+            target,
             CALL_TIMEOUT,
             (
                 "rate limits and budgets are shared by the fleet",
@@ -88,7 +87,7 @@ impl Fleet {
         self.link.mark(up);
     }
 
-    fn connection(&self) -> Option<ConnectionManager> {
+    fn connection(&self) -> Option<RedisConn> {
         self.link.connection()
     }
 
@@ -399,7 +398,10 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_redis_leaves_admission_to_the_instance() {
         let port = testing_free_port();
-        let f = Fleet::start(&Secret::new(format!("redis://127.0.0.1:{port}"))).unwrap();
+        let f = Fleet::start(&RedisTarget::Single(sluice_core::Secret::new(format!(
+            "redis://127.0.0.1:{port}"
+        ))))
+        .unwrap();
         let s = key("k", Limits::default());
         assert!(f.admit(&one(&s), "r", 0, 0).await.is_none());
         assert!(!f.is_up());

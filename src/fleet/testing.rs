@@ -73,7 +73,12 @@ pub fn redis() -> Option<TestRedis> {
 
 /// A fleet on `url`, once it is connected.
 pub async fn up(url: &str) -> std::sync::Arc<super::Fleet> {
-    let f = super::Fleet::start(&sluice_core::Secret::new(url)).unwrap();
+    up_on(&sluice_core::RedisTarget::Single(sluice_core::Secret::new(url))).await
+}
+
+/// A fleet on `target`, once it is connected.
+pub async fn up_on(target: &sluice_core::RedisTarget) -> std::sync::Arc<super::Fleet> {
+    let f = super::Fleet::start(target).unwrap();
     for _ in 0..200 {
         if f.is_up() {
             break;
