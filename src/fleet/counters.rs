@@ -166,7 +166,7 @@ fn letter(kind: SubjectKind) -> char {
 const COUNTERS_TAG: &str = "{sluice-counters}";
 
 /// `sluice:{sluice-counters}:<kind>:<id>` — the prefix of a subject's counters.
-fn prefix(s: &Subject) -> String {
+pub(super) fn prefix(s: &Subject) -> String {
     format!("sluice:{COUNTERS_TAG}:{}:{}", letter(s.kind), s.id())
 }
 

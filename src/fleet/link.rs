@@ -311,11 +311,12 @@ impl RedisLink {
         let mut wait = Duration::from_millis(100);
         loop {
             let made = match &self.reach {
-                Reach::One(client) => {
-                    ConnectionManager::new_with_config(client.clone(), Self::manager_config(timeout))
-                        .await
-                        .map(RedisConn::One)
-                }
+                Reach::One(client) => ConnectionManager::new_with_config(
+                    client.clone(),
+                    Self::manager_config(timeout),
+                )
+                .await
+                .map(RedisConn::One),
                 Reach::Cluster(c) => {
                     let client = &c.0;
                     let config = redis::cluster::ClusterConfig::new()

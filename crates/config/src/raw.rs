@@ -317,7 +317,10 @@ pub(super) struct RawRouter {
 /// One server in `redis_startup_nodes` / `sentinel_nodes`: LiteLLM writes cluster nodes as
 /// `{host, port}` and sentinels as `[host, port]`; either is read for both, and `"host:port"`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged, expecting = "a node: {host, port}, [host, port] or \"host:port\"")]
+#[serde(
+    untagged,
+    expecting = "a node: {host, port}, [host, port] or \"host:port\""
+)]
 pub(super) enum RawNode {
     /// `"host:port"`.
     Text(Scalar),

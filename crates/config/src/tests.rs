@@ -663,7 +663,10 @@ fn redis_cluster_and_sentinel_read_where_litellm_writes_them() {
     )
     .unwrap();
     assert!(
-        !loaded.warnings.iter().any(|w| w.path.contains("cache_params")),
+        !loaded
+            .warnings
+            .iter()
+            .any(|w| w.path.contains("cache_params")),
         "{:?}",
         loaded.warnings
     );
@@ -761,7 +764,10 @@ fn a_half_or_double_redis_setting_names_the_field_and_never_the_password() {
         e,
         ["router_settings.service_name: sentinel_nodes is set but service_name, the name the sentinels monitor the primary under (`sentinel monitor <name> ...`), is not"]
     );
-    let e = errs("model_list: []\nrouter_settings:\n  service_name: mymaster\n", &[]);
+    let e = errs(
+        "model_list: []\nrouter_settings:\n  service_name: mymaster\n",
+        &[],
+    );
     assert_eq!(
         e,
         ["router_settings.sentinel_nodes: service_name is set but no sentinel_nodes say where the sentinels are ([[host, port], ...])"]

@@ -26,7 +26,13 @@ pub(super) struct RawHa {
 /// Fill `a` with the Cluster and Sentinel keys of `section`, then check that it names one
 /// kind of Redis, whole. `single` is the section's key that names one server (`redis_url`
 /// or `url`), for the message when both are given.
-pub(super) fn read(section: &str, single: &str, raw: RawHa, a: &mut RedisAddress, p: &mut Problems) {
+pub(super) fn read(
+    section: &str,
+    single: &str,
+    raw: RawHa,
+    a: &mut RedisAddress,
+    p: &mut Problems,
+) {
     a.startup_nodes = nodes(
         &format!("{section}.redis_startup_nodes"),
         raw.startup_nodes,
@@ -186,7 +192,11 @@ fn node(path: &str, raw: RawNode, p: &mut Problems) -> Option<NodeAddress> {
             p.error(format!("{path}.port"), "a node needs a port");
             return None;
         }
-        Some(v) => match v.integer().and_then(|i| u16::try_from(i).ok()).filter(|p| *p > 0) {
+        Some(v) => match v
+            .integer()
+            .and_then(|i| u16::try_from(i).ok())
+            .filter(|p| *p > 0)
+        {
             Some(port) => port,
             None => {
                 p.error(
@@ -238,7 +248,8 @@ mod tests {
 
     #[test]
     fn a_bad_node_names_its_index_and_field() {
-        let (n, errs) = parse(r#"[{"host": "a", "port": "70x"}, {"port": 1}, ["a"], "nohost", ["b", 0]]"#);
+        let (n, errs) =
+            parse(r#"[{"host": "a", "port": "70x"}, {"port": 1}, ["a"], "nohost", ["b", 0]]"#);
         assert!(n.is_empty());
         assert_eq!(
             errs,
