@@ -416,11 +416,37 @@ mod tests {
 
     #[tokio::test]
     async fn a_cooldown_on_one_instance_holds_on_the_other() {
-        use sluice_routing::{Availability, HealthRegistry};
         let Some(redis) = testing::redis() else {
             return;
         };
-        let (a, b) = (up(&redis.url).await, up(&redis.url).await);
+        cooldown_heard(up(&redis.url).await, up(&redis.url).await).await;
+    }
+
+    /// On a cluster, a message published through one node is heard by an instance listening
+    /// on another, and a session's pipeline (`DEL` + `PUBLISH`) runs.
+    #[tokio::test]
+    async fn news_and_sessions_cross_a_cluster() {
+        let Some(target) = testing::cluster() else {
+            return;
+        };
+        let (a, b) = (up_on(&target).await, up_on(&target).await);
+        cooldown_heard(a.clone(), b.clone()).await;
+        let id = sluice_core::random::uuid_v4().simple().to_string();
+        assert!(a.share_session(&id, "key:abc|").await);
+        assert_eq!(b.shared_session(&id).await.as_deref(), Some("key:abc|"));
+        b.end_session(&id).await;
+        assert!(b.is_up());
+        assert_eq!(a.shared_session(&id).await, None);
+        assert_eq!(
+            a.add("ha-total", 2, Duration::from_secs(60))
+                .await
+                .map(|n| n >= 2),
+            Some(true)
+        );
+    }
+
+    async fn cooldown_heard(a: Arc<Fleet>, b: Arc<Fleet>) {
+        use sluice_routing::{Availability, HealthRegistry};
         let (ra, rb) = (
             Arc::new(HealthRegistry::default()),
             Arc::new(HealthRegistry::default()),
