@@ -242,7 +242,7 @@ pidfile $SERVICES_DIR/sentinel-$i.pid
 logfile $SERVICES_DIR/sentinel-$i.log
 dir $SERVICES_DIR
 sentinel monitor $service 127.0.0.1 $primary 2
-sentinel down-after-milliseconds $service 1000
+sentinel down-after-milliseconds $service ${SENTINEL_DOWN_AFTER_MS:-1000}
 sentinel failover-timeout $service 5000
 sentinel parallel-syncs $service 1
 CONF
