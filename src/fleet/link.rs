@@ -396,11 +396,18 @@ impl RedisLink {
                         }
                     }
                 }
+                // Sentinels away say nothing about the primary: the calls on it do.
                 Ok(Err(e)) => {
                     tracing::debug!(error = ?e.kind(), "redis sentinels gave no primary");
-                    self.mark(false);
+                    if self.conn.load().is_none() {
+                        self.mark(false);
+                    }
                 }
-                Err(_) => self.mark(false),
+                Err(_) => {
+                    if self.conn.load().is_none() {
+                        self.mark(false);
+                    }
+                }
             }
             let recheck = if self.is_up() {
                 SENTINEL_RECHECK
