@@ -55,6 +55,11 @@ services_free_port() {
     # Called in $(...): the count lives in a file, not in this subshell.
     local n
     n="$(cat "$SERVICES_DIR/next-port" 2>/dev/null || echo "$SERVICES_PORT_BASE")"
+    # Past any port in use (another program's, or an outgoing connection's).
+    while ! python3 -c 'import socket,sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' \
+      "$n" 2>/dev/null; do
+      n=$((n + 1))
+    done
     echo $((n + 1)) >"$SERVICES_DIR/next-port"
     echo "$n"
     return
@@ -247,6 +252,16 @@ sentinel failover-timeout $service 5000
 sentinel parallel-syncs $service 1
 CONF
     redis-server "$SERVICES_DIR/sentinel-$i.conf" --sentinel || return 1
+    local up=no j
+    for j in $(seq 50); do
+      redis-cli -p "$port" PING >/dev/null 2>&1 && { up=yes; break; }
+      sleep 0.1
+    done
+    [ "$up" = yes ] || {
+      echo "services: sentinel-$i did not start:" >&2
+      tail -3 "$SERVICES_DIR/sentinel-$i.log" >&2
+      return 1
+    }
     sentinels+=("127.0.0.1:$port")
   done
   cat >"$SERVICES_DIR/sentinel-ctl" <<CTL
@@ -258,7 +273,7 @@ dir=$SERVICES_DIR
 service=$service
 sentinel=${sentinels[0]##*:}
 ports="$primary $replica"
-primary() { redis-cli -p "\$sentinel" SENTINEL get-master-addr-by-name "\$service" | sed -n 2p; }
+primary() { redis-cli -p "\$sentinel" SENTINEL get-master-addr-by-name "\$service" 2>/dev/null | sed -n 2p; }
 case "\$1" in
   kill-primary)
     p="\$(primary)"
@@ -276,7 +291,7 @@ case "\$1" in
       done
       # Synced, and known to the sentinels as a healthy replica (they fail over to no other).
       if redis-cli -p "\$p" INFO replication 2>/dev/null | grep -q 'state=online' &&
-        redis-cli -p "\$sentinel" SENTINEL replicas "\$service" | grep -A1 '^flags\$' | grep -qx slave &&
+        redis-cli -p "\$sentinel" SENTINEL replicas "\$service" 2>/dev/null | grep -A1 '^flags\$' | grep -qx slave &&
         redis-cli -p "\$sentinel" SENTINEL ckquorum "\$service" >/dev/null 2>&1; then
         exit 0
       fi
@@ -354,13 +369,19 @@ services_stop() {
         >/dev/null 2>&1 || true
     fi
   done
-  local pid
+  local pid pids=() i
   for pid in "$SERVICES_DIR"/*.pid; do
     # A SIGKILLed server leaves its pid file: kill only a Redis by that pid.
     if [ -s "$pid" ] && ps -o comm= -p "$(cat "$pid")" 2>/dev/null | grep -q '^redis'; then
-      kill "$(cat "$pid")" 2>/dev/null || true
+      pids+=("$(cat "$pid")")
+      kill "${pids[-1]}" 2>/dev/null || true
     fi
   done
-  rm -rf "$SERVICES_DIR"
+  # They write their last log lines as they go: wait (5 s at most) before removing the folder.
+  for i in $(seq 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  rm -rf "$SERVICES_DIR" 2>/dev/null || { sleep 0.5; rm -rf "$SERVICES_DIR"; }
   SERVICES_DIR=
 }
