@@ -486,7 +486,11 @@ impl RedisLink {
                         }
                         Err(e) => {
                             tracing::debug!(error = ?e.kind(), "redis subscribe failed");
-                            link.mark(false);
+                            // The primary Sentinel named may have gone: ask again. (On a
+                            // cluster the next node is tried; the calls say whether it is up.)
+                            if let Reach::Sentinel(s) = &link.reach {
+                                s.failed.notify_one();
+                            }
                         }
                     }
                 }

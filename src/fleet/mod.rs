@@ -487,7 +487,8 @@ mod tests {
 
     /// Two instances on a Sentinel-named primary, under load, when the primary is SIGKILLed:
     /// Redis calls fail only from the kill until the sentinels' new primary answers (the
-    /// failover window, printed), never after it, and without a restart; the request and
+    /// failover window, printed), never after it, and without a restart; news published
+    /// after it reaches the other instance through the new primary; the request and
     /// spend figures acknowledged before the kill are on the new primary. Replication is
     /// asynchronous, so a charge acknowledged in the last instant before the kill may be
     /// lost: the test allows what was acknowledged in the 100 ms before it, and prints what
@@ -557,6 +558,11 @@ mod tests {
                 calls
             })
         };
+        // b listens for news before the kill; it must hear a's after it, from the new primary.
+        let (heard_tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        b.on_models(move || {
+            let _ = heard_tx.send(());
+        });
         let (la, lb) = (load(a.clone(), "a"), load(b.clone(), "b"));
         tokio::time::sleep(Duration::from_secs(1)).await;
         let c = ctl.clone();
@@ -682,6 +688,19 @@ mod tests {
         // one per instance at most.
         assert!(counted_requests <= answered + 2, "counted twice");
         assert!(answered.saturating_sub(counted_requests) <= acked_last_100ms);
+        // Subscriptions followed the failover too.
+        let mut news = false;
+        for _ in 0..50 {
+            a.announce_models().await;
+            if tokio::time::timeout(Duration::from_millis(100), heard.recv())
+                .await
+                .is_ok()
+            {
+                news = true;
+                break;
+            }
+        }
+        assert!(news, "b hears a's news through the new primary");
         let c = ctl.clone();
         tokio::task::spawn_blocking(move || testing::sentinel_ctl(&c, "ready"))
             .await
