@@ -6,6 +6,15 @@
 #                             redis://127.0.0.1:PORT of a Redis with the search module (vector
 #                             indexes, for `redis-semantic`); unset, with a warning, when it
 #                             could not be installed
+#   SLUICE_TEST_REDIS_CLUSTER_NODES
+#                             127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3: a Redis Cluster of three
+#                             primaries (no replicas), its 16384 slots split among them
+#   SLUICE_TEST_REDIS_SENTINELS, SLUICE_TEST_REDIS_SENTINEL_SERVICE, SLUICE_TEST_REDIS_SENTINEL_CTL
+#                             three sentinels (127.0.0.1:S1,...) watching a primary and its
+#                             replica under the service name; down-after-milliseconds 1000. The
+#                             control script `kill-primary` SIGKILLs the current primary (and
+#                             prints its port), `ready` restarts any dead server (it comes back
+#                             as a replica) and waits until the primary has a synced replica
 #   SLUICE_TEST_POSTGRES_RESTART_URL, SLUICE_TEST_POSTGRES_RESTART_CTL
 #                             a second PostgreSQL that outage tests may stop and start
 #                             (`$SLUICE_TEST_POSTGRES_RESTART_CTL stop|start`); the shared one
@@ -39,8 +48,22 @@ services_pg_bin() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1
 }
 
-# A free TCP port on 127.0.0.1 (asks the kernel for one, then releases it).
+# A free TCP port on 127.0.0.1 (asks the kernel for one, then releases it); with
+# SERVICES_PORT_BASE set, the next port from it instead (a fixed range for a run by hand).
 services_free_port() {
+  if [ -n "${SERVICES_PORT_BASE:-}" ]; then
+    # Called in $(...): the count lives in a file, not in this subshell.
+    local n
+    n="$(cat "$SERVICES_DIR/next-port" 2>/dev/null || echo "$SERVICES_PORT_BASE")"
+    # Past any port in use (another program's, or an outgoing connection's).
+    while ! python3 -c 'import socket,sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' \
+      "$n" 2>/dev/null; do
+      n=$((n + 1))
+    done
+    echo $((n + 1)) >"$SERVICES_DIR/next-port"
+    echo "$n"
+    return
+  fi
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
@@ -164,6 +187,129 @@ services_redis_stack() {
   echo "services: Redis Stack (search) on 127.0.0.1:$port"
 }
 
+# One redis-server for the cluster or Sentinel set: port $1, name $2, extra arguments after.
+services_redis_node() {
+  local port="$1" name="$2"
+  shift 2
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+    --daemonize yes --pidfile "$SERVICES_DIR/$name.pid" --logfile "$SERVICES_DIR/$name.log" \
+    --dir "$SERVICES_DIR" --dbfilename "$name.rdb" "$@"
+  local i
+  for i in $(seq 50); do
+    redis-cli -p "$port" PING >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "services: $name did not start:" >&2
+  tail -5 "$SERVICES_DIR/$name.log" >&2
+  return 1
+}
+
+# A Redis Cluster of three primaries on loopback; exports SLUICE_TEST_REDIS_CLUSTER_NODES.
+services_redis_cluster() {
+  local i port bus nodes=() list=""
+  for i in 1 2 3; do
+    port="$(services_free_port)"
+    bus="$(services_free_port)"
+    services_redis_node "$port" "cluster-$i" --cluster-enabled yes \
+      --cluster-config-file "$SERVICES_DIR/cluster-$i.conf" --cluster-port "$bus" \
+      --cluster-node-timeout 2000 || return 1
+    nodes+=("127.0.0.1:$port")
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null || {
+    echo "services: the Redis Cluster was not formed" >&2
+    return 1
+  }
+  for i in $(seq 100); do
+    redis-cli -p "${nodes[0]##*:}" CLUSTER INFO 2>/dev/null | grep -q 'cluster_state:ok' && break
+    sleep 0.1
+  done
+  list="$(IFS=,; echo "${nodes[*]}")"
+  export SLUICE_TEST_REDIS_CLUSTER_NODES="$list"
+  echo "services: Redis Cluster (three primaries) on $list"
+}
+
+# A primary, its replica and three sentinels on loopback; exports SLUICE_TEST_REDIS_SENTINELS,
+# SLUICE_TEST_REDIS_SENTINEL_SERVICE and SLUICE_TEST_REDIS_SENTINEL_CTL.
+services_redis_sentinel() {
+  local service=sluice-test primary replica i port sentinels=()
+  primary="$(services_free_port)"
+  replica="$(services_free_port)"
+  services_redis_node "$primary" "sentinel-data-$primary" || return 1
+  services_redis_node "$replica" "sentinel-data-$replica" --replicaof 127.0.0.1 "$primary" \
+    || return 1
+  for i in 1 2 3; do
+    port="$(services_free_port)"
+    cat >"$SERVICES_DIR/sentinel-$i.conf" <<CONF
+bind 127.0.0.1
+port $port
+daemonize yes
+pidfile $SERVICES_DIR/sentinel-$i.pid
+logfile $SERVICES_DIR/sentinel-$i.log
+dir $SERVICES_DIR
+sentinel monitor $service 127.0.0.1 $primary 2
+sentinel down-after-milliseconds $service ${SENTINEL_DOWN_AFTER_MS:-1000}
+sentinel failover-timeout $service 5000
+sentinel parallel-syncs $service 1
+CONF
+    redis-server "$SERVICES_DIR/sentinel-$i.conf" --sentinel || return 1
+    local up=no j
+    for j in $(seq 50); do
+      redis-cli -p "$port" PING >/dev/null 2>&1 && { up=yes; break; }
+      sleep 0.1
+    done
+    [ "$up" = yes ] || {
+      echo "services: sentinel-$i did not start:" >&2
+      tail -3 "$SERVICES_DIR/sentinel-$i.log" >&2
+      return 1
+    }
+    sentinels+=("127.0.0.1:$port")
+  done
+  cat >"$SERVICES_DIR/sentinel-ctl" <<CTL
+#!/usr/bin/env bash
+# kill-primary: SIGKILL the primary the sentinels name, print its port.
+# ready: restart dead data servers (as replicas of the primary), wait for a synced replica.
+set -e
+dir=$SERVICES_DIR
+service=$service
+sentinel=${sentinels[0]##*:}
+ports="$primary $replica"
+primary() { redis-cli -p "\$sentinel" SENTINEL get-master-addr-by-name "\$service" 2>/dev/null | sed -n 2p; }
+case "\$1" in
+  kill-primary)
+    p="\$(primary)"
+    kill -9 "\$(cat "\$dir/sentinel-data-\$p.pid")"
+    echo "\$p" ;;
+  ready)
+    for i in \$(seq 300); do
+      p="\$(primary)"
+      for q in \$ports; do
+        if [ "\$q" != "\$p" ] && ! redis-cli -p "\$q" PING >/dev/null 2>&1; then
+          redis-server --bind 127.0.0.1 --port "\$q" --save '' --appendonly no --daemonize yes \\
+            --pidfile "\$dir/sentinel-data-\$q.pid" --logfile "\$dir/sentinel-data-\$q.log" \\
+            --dir "\$dir" --dbfilename "sentinel-data-\$q.rdb" --replicaof 127.0.0.1 "\$p"
+        fi
+      done
+      # Synced, and known to the sentinels as a healthy replica (they fail over to no other).
+      if redis-cli -p "\$p" INFO replication 2>/dev/null | grep -q 'state=online' &&
+        redis-cli -p "\$sentinel" SENTINEL replicas "\$service" 2>/dev/null | grep -A1 '^flags\$' | grep -qx slave &&
+        redis-cli -p "\$sentinel" SENTINEL ckquorum "\$service" >/dev/null 2>&1; then
+        exit 0
+      fi
+      sleep 0.1
+    done
+    echo "sentinel-ctl: no synced replica in 30 s" >&2
+    exit 1 ;;
+  *) echo "usage: \$0 kill-primary|ready" >&2; exit 2 ;;
+esac
+CTL
+  chmod 755 "$SERVICES_DIR/sentinel-ctl"
+  export SLUICE_TEST_REDIS_SENTINELS="$(IFS=,; echo "${sentinels[*]}")"
+  export SLUICE_TEST_REDIS_SENTINEL_SERVICE="$service"
+  export SLUICE_TEST_REDIS_SENTINEL_CTL="$SERVICES_DIR/sentinel-ctl"
+  "$SERVICES_DIR/sentinel-ctl" ready || return 1
+  echo "services: Redis Sentinel ($service) on $SLUICE_TEST_REDIS_SENTINELS, data on $primary, $replica"
+}
+
 services_start() {
   services_need
   SERVICES_DIR="$(mktemp -d "${TMPDIR:-/tmp}/sluice-services.XXXXXX")"
@@ -209,6 +355,8 @@ CTL
   done
   export SLUICE_TEST_REDIS_URL="redis://127.0.0.1:$redis_port"
   echo "services: PostgreSQL on 127.0.0.1:$pg_port, Redis on 127.0.0.1:$redis_port ($SERVICES_DIR)"
+  services_redis_cluster || return 1
+  services_redis_sentinel || return 1
   services_redis_stack
 }
 
@@ -221,12 +369,19 @@ services_stop() {
         >/dev/null 2>&1 || true
     fi
   done
-  local pid
-  for pid in "$SERVICES_DIR/redis.pid" "$SERVICES_DIR/redis-stack.pid"; do
-    if [ -s "$pid" ]; then
-      kill "$(cat "$pid")" 2>/dev/null || true
+  local pid pids=() i
+  for pid in "$SERVICES_DIR"/*.pid; do
+    # A SIGKILLed server leaves its pid file: kill only a Redis by that pid.
+    if [ -s "$pid" ] && ps -o comm= -p "$(cat "$pid")" 2>/dev/null | grep -q '^redis'; then
+      pids+=("$(cat "$pid")")
+      kill "${pids[-1]}" 2>/dev/null || true
     fi
   done
-  rm -rf "$SERVICES_DIR"
+  # They write their last log lines as they go: wait (5 s at most) before removing the folder.
+  for i in $(seq 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  rm -rf "$SERVICES_DIR" 2>/dev/null || { sleep 0.5; rm -rf "$SERVICES_DIR"; }
   SERVICES_DIR=
 }

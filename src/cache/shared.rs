@@ -63,7 +63,7 @@ impl SharedStore {
         stats: Arc<CacheStats>,
     ) -> Result<Self, BadRedisUrl> {
         let link = RedisLink::start(
-            &settings.url,
+            &settings.target,
             settings.timeout,
             (
                 "cached answers are shared by the fleet",
@@ -220,28 +220,23 @@ impl SharedStore {
     pub(crate) async fn flush(&self) -> Result<u64, SharedError> {
         let mut con = self.link.connection().ok_or(SharedError::Unreachable)?;
         let pattern = format!("{}*", self.prefix);
-        let mut cursor = 0u64;
         let mut removed = 0u64;
-        loop {
-            let (next, names): (u64, Vec<String>) = self
-                .call(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(&pattern)
-                        .arg("COUNT")
-                        .arg(SCAN_COUNT)
-                        .query_async(&mut con),
-                )
-                .await?;
-            if !names.is_empty() {
-                let n: u64 = self.call(con.unlink(names)).await?;
-                removed += n;
+        // One walk per server: the one, or each primary of a cluster.
+        for node in self.call(con.scan_nodes()).await? {
+            let mut cursor = 0u64;
+            loop {
+                let (next, names) = self
+                    .call(con.scan_step(&node, cursor, &pattern, SCAN_COUNT))
+                    .await?;
+                if !names.is_empty() {
+                    let n: u64 = self.call(con.unlink(names)).await?;
+                    removed += n;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
         }
         self.tell("*").await?;
         Ok(removed)

@@ -158,9 +158,43 @@ fn letter(kind: SubjectKind) -> char {
     }
 }
 
-/// `sluice:{kind}:{id}` — the prefix of a subject's counters.
-fn prefix(s: &Subject) -> String {
-    format!("sluice:{}:{}", letter(s.kind), s.id())
+/// The hash tag of every counter: a Redis Cluster keeps all of them in one slot, so that one
+/// script call may read and count the subjects of a request (key, team, user, organization,
+/// tags...) atomically. Subjects are shared across keys (a team's counters serve all its
+/// keys), so no narrower tag keeps every call in one slot; the cost is that the counters live
+/// on one primary of a cluster (docs/deploy.md, "Redis Sentinel and Cluster").
+const COUNTERS_TAG: &str = "{sluice-counters}";
+
+/// `sluice:{sluice-counters}:<kind>:<id>` — the prefix of a subject's counters.
+pub(super) fn prefix(s: &Subject) -> String {
+    format!("sluice:{COUNTERS_TAG}:{}:{}", letter(s.kind), s.id())
+}
+
+/// The admit script's keys of one subject, in its order (see [`ADMIT`]).
+fn admit_keys(s: &Subject, minute: u64) -> [String; 8] {
+    let p = prefix(s);
+    [
+        format!("{p}:r:{minute}"),
+        format!("{p}:r:{}", minute.saturating_sub(1)),
+        format!("{p}:t:{minute}"),
+        format!("{p}:t:{}", minute.saturating_sub(1)),
+        format!("{p}:p"),
+        spend_key(&p, s),
+        format!("{p}:h"),
+        format!("{p}:hv"),
+    ]
+}
+
+/// The settle script's keys of one subject, in its order (see [`SETTLE`]).
+fn settle_keys(s: &Subject, minute: u64) -> [String; 5] {
+    let p = prefix(s);
+    [
+        format!("{p}:t:{minute}"),
+        format!("{p}:p"),
+        spend_key(&p, s),
+        format!("{p}:h"),
+        format!("{p}:hv"),
+    ]
 }
 
 fn spend_key(p: &str, s: &Subject) -> String {
@@ -205,15 +239,9 @@ impl Scripts {
             .arg(list.len());
         let minute = now_ms / MINUTE_MS;
         for s in &list {
-            let p = prefix(s);
-            inv.key(format!("{p}:r:{minute}"))
-                .key(format!("{p}:r:{}", minute.saturating_sub(1)))
-                .key(format!("{p}:t:{minute}"))
-                .key(format!("{p}:t:{}", minute.saturating_sub(1)))
-                .key(format!("{p}:p"))
-                .key(spend_key(&p, s))
-                .key(format!("{p}:h"))
-                .key(format!("{p}:hv"));
+            for k in admit_keys(s, minute) {
+                inv.key(k);
+            }
             let l = &s.limits;
             inv.arg(limit(l.rpm))
                 .arg(limit(l.tpm))
@@ -240,12 +268,9 @@ impl Scripts {
             .arg(ticket.subjects.len());
         let minute = ticket.at_ms / MINUTE_MS;
         for s in &ticket.subjects {
-            let p = prefix(s);
-            inv.key(format!("{p}:t:{minute}"))
-                .key(format!("{p}:p"))
-                .key(spend_key(&p, s))
-                .key(format!("{p}:h"))
-                .key(format!("{p}:hv"));
+            for k in settle_keys(s, minute) {
+                inv.key(k);
+            }
             let l = &s.limits;
             let flag = |b: bool| if b { "1" } else { "0" };
             inv.arg(flag(l.tpm.is_some()))
@@ -326,5 +351,54 @@ fn tighter(cur: Option<(u64, u64)>, limit: u64, used: u64) -> Option<(u64, u64)>
     match cur {
         Some((_, l)) if l <= left => cur,
         _ => Some((limit, left)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::cluster_routing::Slot;
+    use sluice_core::limits::{Counters, Limits};
+
+    fn subject(kind: SubjectKind, id: &str) -> Subject {
+        Subject {
+            kind,
+            scope: Scope::All,
+            limits: Arc::new(Limits::default()),
+            counters: Arc::new(Counters::new(id.into())),
+        }
+    }
+
+    /// A Redis Cluster runs a script only when all its keys hash to one slot: every key of
+    /// every subject, whatever its id holds (braces too), is in the counters' slot.
+    #[test]
+    fn every_counter_key_of_a_call_is_in_one_slot() {
+        let slot = Slot::for_key("sluice:{sluice-counters}:anything");
+        let kinds = [
+            SubjectKind::Key,
+            SubjectKind::Team,
+            SubjectKind::User,
+            SubjectKind::EndUser,
+            SubjectKind::Organization,
+            SubjectKind::Tag,
+        ];
+        let ids = ["a1b2", "team-{x}", "}{", "user@example.com", ""];
+        let mut n = 0;
+        for kind in kinds {
+            for id in ids {
+                let s = subject(kind, id);
+                for k in admit_keys(&s, 29_000_000).iter().chain(&settle_keys(&s, 7)) {
+                    assert_eq!(Slot::for_key(k), slot, "{k}");
+                    n += 1;
+                }
+            }
+        }
+        assert_eq!(n, 6 * 5 * 13);
+        // Without the tag the same keys spread over slots: the check above can fail.
+        let spread: std::collections::HashSet<_> = ids
+            .iter()
+            .map(|id| Slot::for_key(format!("sluice:k:{id}:p")))
+            .collect();
+        assert!(spread.len() > 1);
     }
 }

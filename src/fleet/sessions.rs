@@ -58,15 +58,17 @@ impl Fleet {
             return;
         };
         let msg = format!("{}|{id}", self.instance);
-        let mut end = redis::pipe();
-        end.cmd("DEL")
-            .arg(key(id))
-            .ignore()
-            .cmd("PUBLISH")
-            .arg(ENDED)
-            .arg(msg)
-            .ignore();
-        let sent = tokio::time::timeout(CALL_TIMEOUT, end.query_async::<()>(&mut con)).await;
+        // Two calls, not one pipeline: on a Redis Cluster the session's key and the channel
+        // hash to different slots, and a pipeline goes to one node.
+        let mut del = redis::cmd("DEL");
+        del.arg(key(id));
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(ENDED).arg(msg);
+        let sent = tokio::time::timeout(CALL_TIMEOUT, async {
+            del.query_async::<()>(&mut con).await?;
+            publish.query_async::<()>(&mut con).await
+        })
+        .await;
         let ok = matches!(sent, Ok(Ok(())));
         self.mark(ok);
     }

@@ -73,7 +73,15 @@ pub fn redis() -> Option<TestRedis> {
 
 /// A fleet on `url`, once it is connected.
 pub async fn up(url: &str) -> std::sync::Arc<super::Fleet> {
-    let f = super::Fleet::start(&sluice_core::Secret::new(url)).unwrap();
+    up_on(&sluice_core::RedisTarget::Single(sluice_core::Secret::new(
+        url,
+    )))
+    .await
+}
+
+/// A fleet on `target`, once it is connected.
+pub async fn up_on(target: &sluice_core::RedisTarget) -> std::sync::Arc<super::Fleet> {
+    let f = super::Fleet::start(target).unwrap();
     for _ in 0..200 {
         if f.is_up() {
             break;
@@ -82,4 +90,63 @@ pub async fn up(url: &str) -> std::sync::Arc<super::Fleet> {
     }
     assert!(f.is_up(), "redis reachable");
     f
+}
+
+/// `host:port,host:port` → nodes.
+fn nodes(list: &str) -> Vec<sluice_core::NodeAddress> {
+    list.split(',')
+        .filter_map(|n| n.trim().rsplit_once(':'))
+        .filter_map(|(h, p)| {
+            Some(sluice_core::NodeAddress {
+                host: h.to_owned(),
+                port: p.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The test Redis Cluster of three primaries (`SLUICE_TEST_REDIS_CLUSTER_NODES`, started by
+/// scripts/services.sh), or `None` after a skip (a failure under CI).
+pub fn cluster() -> Option<sluice_core::RedisTarget> {
+    let list =
+        sluice_store::testing::required_var("SLUICE_TEST_REDIS_CLUSTER_NODES", "Redis Cluster")?;
+    Some(sluice_core::RedisTarget::Cluster {
+        nodes: nodes(&list),
+        username: None,
+        password: None,
+    })
+}
+
+/// The test Sentinel set (`SLUICE_TEST_REDIS_SENTINELS`, `..._SENTINEL_SERVICE`) and the
+/// control script that kills its primary (`..._SENTINEL_CTL`), or `None` after a skip.
+pub fn sentinel() -> Option<(sluice_core::RedisTarget, String)> {
+    let list =
+        sluice_store::testing::required_var("SLUICE_TEST_REDIS_SENTINELS", "Redis Sentinel")?;
+    let service = sluice_store::testing::required_var(
+        "SLUICE_TEST_REDIS_SENTINEL_SERVICE",
+        "Redis Sentinel",
+    )?;
+    let ctl =
+        sluice_store::testing::required_var("SLUICE_TEST_REDIS_SENTINEL_CTL", "Redis Sentinel")?;
+    Some((
+        sluice_core::RedisTarget::Sentinel {
+            service_name: service,
+            sentinels: nodes(&list),
+            sentinel_password: None,
+            username: None,
+            password: None,
+        },
+        ctl,
+    ))
+}
+
+/// Run the Sentinel set's control script (`kill-primary`, `ready`); its output.
+pub fn sentinel_ctl(ctl: &str, what: &str) -> String {
+    let out = Command::new(ctl).arg(what).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{ctl} {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

@@ -389,8 +389,8 @@ impl Services {
     /// fleet when Redis is configured. Must run inside the runtime.
     pub async fn start(config: &Config, options: &ServiceOptions) -> Result<Self, ServiceError> {
         let r = &config.router;
-        let fleet = match r.redis.url() {
-            Some(url) => Some(Fleet::start(&url)?),
+        let fleet = match r.redis.target() {
+            Some(target) => Some(Fleet::start(&target)?),
             None => None,
         };
         let env_url = std::env::var("DATABASE_URL").ok();

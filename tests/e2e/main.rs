@@ -43,6 +43,7 @@ mod portable;
 mod providers;
 mod proxy;
 mod realtime;
+mod redis_ha;
 mod routing;
 mod secrets;
 mod security;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sluice_core::endpoint::Endpoint;
-use sluice_core::Secret;
+use sluice_core::RedisTarget;
 
 /// Where answers are stored. The config refuses LiteLLM's other types by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +19,8 @@ pub enum CacheType {
 /// The shared store's settings (`type: redis`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisCache {
-    /// Where it is: a `redis://` URL (it may hold a password).
-    pub url: Secret,
+    /// Where it is: one server, a Cluster, or a primary Sentinel names (passwords inside).
+    pub target: RedisTarget,
     /// Longest a lookup waits for Redis before it counts as a miss (`socket_timeout`).
     pub timeout: Duration,
     /// Longest an answer read from Redis stays in this instance's memory

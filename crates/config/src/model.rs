@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_core::price::{ImagePrices, Price};
 use sluice_core::rules::{ModelRules, RuleBook};
-use sluice_core::Secret;
+use sluice_core::{NodeAddress, RedisTarget, Secret};
 use sluice_net::server::ConnLimits;
 use sluice_providers::passthrough::{Route, Unavailable};
 use sluice_providers::{DeploymentSpec, Provider, Timeouts, UpstreamConfig};
@@ -856,7 +856,8 @@ pub struct GroupAlias {
 }
 
 /// Where a Redis is, as LiteLLM's keys give it: a whole `redis://` URL, or a host with its
-/// port, user and password. One type for the fleet's Redis and the cache's.
+/// port, user and password; or a Redis Cluster's startup nodes; or the sentinels that name a
+/// primary. One type for the fleet's Redis and the cache's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RedisAddress {
     /// `redis_url` / `url` (wins over the parts).
@@ -867,12 +868,21 @@ pub struct RedisAddress {
     pub port: Option<u16>,
     /// `username` (Redis ACL user).
     pub username: Option<String>,
-    /// `redis_password` / `password`.
+    /// `redis_password` / `password` (of the one server, every cluster node, or the primary
+    /// Sentinel names).
     pub password: Option<Secret>,
+    /// `redis_startup_nodes` (`REDIS_CLUSTER_NODES`): a Redis Cluster's nodes.
+    pub startup_nodes: Vec<NodeAddress>,
+    /// `service_name` (`REDIS_SERVICE_NAME`): the name Sentinel monitors the primary under.
+    pub service_name: Option<String>,
+    /// `sentinel_nodes` (`REDIS_SENTINEL_NODES`): the sentinels' addresses.
+    pub sentinel_nodes: Vec<NodeAddress>,
+    /// `sentinel_password` (`REDIS_SENTINEL_PASSWORD`): the sentinels' own password.
+    pub sentinel_password: Option<Secret>,
 }
 
 impl RedisAddress {
-    /// The `redis://` URL to connect to; `None` when neither a URL nor a host is given.
+    /// The `redis://` URL of one server; `None` when neither a URL nor a host is given.
     /// User and password are percent-encoded, so any character may stand in them.
     pub fn url(&self) -> Option<Secret> {
         use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
@@ -894,6 +904,36 @@ impl RedisAddress {
             None if user.is_empty() => format!("redis://{host}:{port}"),
             None => format!("redis://{user}@{host}:{port}"),
         }))
+    }
+
+    /// Whether a Redis Cluster or Sentinel is named (rather than one server).
+    pub fn is_fleet_of_servers(&self) -> bool {
+        !self.startup_nodes.is_empty()
+            || !self.sentinel_nodes.is_empty()
+            || self.service_name.is_some()
+    }
+
+    /// The Redis to connect to: a Cluster when startup nodes are given, a Sentinel-named
+    /// primary when sentinels and a service name are, else one server; `None` when nothing
+    /// (or half a Sentinel setting, which validation reports) is given.
+    pub fn target(&self) -> Option<RedisTarget> {
+        if !self.startup_nodes.is_empty() {
+            return Some(RedisTarget::Cluster {
+                nodes: self.startup_nodes.clone(),
+                username: self.username.clone(),
+                password: self.password.clone(),
+            });
+        }
+        if self.is_fleet_of_servers() {
+            return Some(RedisTarget::Sentinel {
+                service_name: self.service_name.clone()?,
+                sentinels: Some(self.sentinel_nodes.clone()).filter(|s| !s.is_empty())?,
+                sentinel_password: self.sentinel_password.clone(),
+                username: self.username.clone(),
+                password: self.password.clone(),
+            });
+        }
+        self.url().map(RedisTarget::Single)
     }
 }
 

@@ -301,6 +301,10 @@ pub(super) struct RawRouter {
     pub redis_port: Option<Scalar>,
     pub redis_password: Option<Scalar>,
     pub redis_url: Option<Scalar>,
+    pub redis_startup_nodes: Option<Vec<RawNode>>,
+    pub service_name: Option<Scalar>,
+    pub sentinel_nodes: Option<Vec<RawNode>>,
+    pub sentinel_password: Option<Scalar>,
     pub fallbacks: Option<RawFallbacks>,
     pub context_window_fallbacks: Option<RawFallbacks>,
     pub content_policy_fallbacks: Option<RawFallbacks>,
@@ -308,6 +312,27 @@ pub(super) struct RawRouter {
     pub model_group_alias: Option<RawAliases>,
     pub enable_tag_filtering: Option<Scalar>,
     pub tag_filtering_match_any: Option<Scalar>,
+}
+
+/// One server in `redis_startup_nodes` / `sentinel_nodes`: LiteLLM writes cluster nodes as
+/// `{host, port}` and sentinels as `[host, port]`; either is read for both, and `"host:port"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a node: {host, port}, [host, port] or \"host:port\""
+)]
+pub(super) enum RawNode {
+    /// `"host:port"`.
+    Text(Scalar),
+    /// `[host, port]`.
+    Pair(Vec<Scalar>),
+    /// `{host: ..., port: ...}`.
+    Map {
+        /// The host.
+        host: Option<Scalar>,
+        /// The port (a number or a string of one).
+        port: Option<Scalar>,
+    },
 }
 
 /// `model_group_alias`: `{alias: group}` or `{alias: {model: group, hidden: true}}`.
@@ -349,6 +374,10 @@ pub(super) const ROUTER_KEYS: &[&str] = &[
     "redis_port",
     "redis_password",
     "redis_url",
+    "redis_startup_nodes",
+    "service_name",
+    "sentinel_nodes",
+    "sentinel_password",
     "fallbacks",
     "context_window_fallbacks",
     "content_policy_fallbacks",
@@ -419,6 +448,10 @@ pub(super) struct RawCacheParams {
     pub url: Option<Scalar>,
     pub redis_url: Option<Scalar>,
     pub socket_timeout: Option<Scalar>,
+    pub redis_startup_nodes: Option<Vec<RawNode>>,
+    pub service_name: Option<Scalar>,
+    pub sentinel_nodes: Option<Vec<RawNode>>,
+    pub sentinel_password: Option<Scalar>,
     pub default_in_memory_ttl: Option<Scalar>,
     pub default_in_redis_ttl: Option<Scalar>,
     pub redis_semantic_cache_embedding_model: Option<Scalar>,
@@ -443,6 +476,10 @@ pub(super) const CACHE_PARAMS_KEYS: &[&str] = &[
     "url",
     "redis_url",
     "socket_timeout",
+    "redis_startup_nodes",
+    "service_name",
+    "sentinel_nodes",
+    "sentinel_password",
     "default_in_memory_ttl",
     "default_in_redis_ttl",
     "redis_semantic_cache_embedding_model",

@@ -19,6 +19,14 @@ fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
+/// The URL of a one-server Redis target.
+fn single(t: &sluice_core::RedisTarget) -> &str {
+    match t {
+        sluice_core::RedisTarget::Single(u) => u.expose(),
+        other => panic!("not one server: {other:?}"),
+    }
+}
+
 fn provider(prefix: &str) -> Provider {
     Provider::from_prefix(prefix).unwrap()
 }
@@ -589,7 +597,7 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     )
     .unwrap();
     let r = redis(&own.config);
-    assert_eq!(r.url.expose(), "redis://:p%40ss%2Fw@cache.local:6380");
+    assert_eq!(single(&r.target), "redis://:p%40ss%2Fw@cache.local:6380");
     assert_eq!(r.timeout, Duration::from_millis(50));
     assert_eq!(r.memory_ttl, Some(Duration::from_secs(30)));
     assert_eq!(
@@ -604,7 +612,7 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     )
     .unwrap();
     assert_eq!(
-        redis(&from_env.config).url.expose(),
+        single(&redis(&from_env.config).target),
         "redis://env.local:6379"
     );
     // Else the fleet's Redis.
@@ -614,7 +622,7 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     )
     .unwrap();
     assert_eq!(
-        redis(&fleet.config).url.expose(),
+        single(&redis(&fleet.config).target),
         "redis://fleet.local:7000"
     );
     // Nowhere: an error that says where to put it.
@@ -635,6 +643,172 @@ fn a_redis_cache_finds_its_redis_where_litellm_looks() {
     );
     assert!(errs.iter().any(|e| e.contains("rediss://")), "{errs:?}");
     assert!(!errs.iter().any(|e| e.contains("secure.local")), "{errs:?}");
+}
+
+#[test]
+fn redis_cluster_and_sentinel_read_where_litellm_writes_them() {
+    use sluice_core::{NodeAddress, RedisTarget};
+    let at = |h: &str, port: u16| NodeAddress {
+        host: h.into(),
+        port,
+    };
+    let cache = |c: &Config| match &c.litellm.cache.as_ref().unwrap().kind {
+        sluice_cache::CacheType::Redis(r) => r.target.clone(),
+        other => panic!("not redis: {other:?}"),
+    };
+    // cache_params: LiteLLM's docs, word for word, with a password for every node.
+    let loaded = load_str(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n    password: pw\n    redis_startup_nodes: [{ \"host\": \"127.0.0.1\", \"port\": \"7001\" }, {host: r2, port: 7002}]\n",
+        &env(&[]),
+    )
+    .unwrap();
+    assert!(
+        !loaded
+            .warnings
+            .iter()
+            .any(|w| w.path.contains("cache_params")),
+        "{:?}",
+        loaded.warnings
+    );
+    assert_eq!(
+        cache(&loaded.config),
+        RedisTarget::Cluster {
+            nodes: vec![at("127.0.0.1", 7001), at("r2", 7002)],
+            username: None,
+            password: Some(Secret::new("pw")),
+        }
+    );
+    let sentinel = load_str(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n    service_name: \"mymaster\"\n    sentinel_nodes: [[\"localhost\", 26379], [s2, \"26380\"]]\n    sentinel_password: \"spw\"\n",
+        &env(&[("REDIS_PASSWORD", "datapw")]),
+    )
+    .unwrap();
+    assert_eq!(
+        cache(&sentinel.config),
+        RedisTarget::Sentinel {
+            service_name: "mymaster".into(),
+            sentinels: vec![at("localhost", 26379), at("s2", 26380)],
+            sentinel_password: Some(Secret::new("spw")),
+            username: None,
+            password: Some(Secret::new("datapw")),
+        },
+        "the primary's password from REDIS_PASSWORD, as LiteLLM merges it"
+    );
+    // LiteLLM's environment variables; the environment's Cluster wins over its REDIS_HOST.
+    let from_env = load_str(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params: {type: redis}\n",
+        &env(&[
+            ("REDIS_HOST", "one.local"),
+            (
+                "REDIS_CLUSTER_NODES",
+                r#"[{"host": "c1", "port": "7001"}, {"host": "c2", "port": 7002}]"#,
+            ),
+        ]),
+    )
+    .unwrap();
+    assert!(matches!(
+        cache(&from_env.config),
+        RedisTarget::Cluster { ref nodes, .. } if nodes == &[at("c1", 7001), at("c2", 7002)]
+    ));
+    let from_env = load_str(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params: {type: redis}\n",
+        &env(&[
+            ("REDIS_SENTINEL_NODES", r#"[["s1", 26379]]"#),
+            ("REDIS_SERVICE_NAME", "mymaster"),
+            ("REDIS_SENTINEL_PASSWORD", "spw"),
+        ]),
+    )
+    .unwrap();
+    assert!(matches!(
+        cache(&from_env.config),
+        RedisTarget::Sentinel { ref service_name, ref sentinel_password, .. }
+            if service_name == "mymaster" && sentinel_password.as_ref().map(Secret::expose) == Some("spw")
+    ));
+    // router_settings: the fleet's Redis takes the same keys.
+    let fleet = load_str(
+        "model_list: []\nrouter_settings:\n  redis_password: pw\n  service_name: mymaster\n  sentinel_nodes: [[\"127.0.0.1\", 26379]]\n",
+        &env(&[]),
+    )
+    .unwrap();
+    assert_eq!(
+        fleet.config.router.redis.target(),
+        Some(RedisTarget::Sentinel {
+            service_name: "mymaster".into(),
+            sentinels: vec![at("127.0.0.1", 26379)],
+            sentinel_password: None,
+            username: None,
+            password: Some(Secret::new("pw")),
+        })
+    );
+    // A cache without its own Redis uses the fleet's, a Cluster too.
+    let shared = load_str(
+        "model_list: []\nrouter_settings:\n  redis_startup_nodes: [\"10.0.0.1:7001\"]\nlitellm_settings:\n  cache: true\n  cache_params: {type: redis}\n",
+        &env(&[]),
+    )
+    .unwrap();
+    assert!(matches!(cache(&shared.config), RedisTarget::Cluster { .. }));
+}
+
+#[test]
+fn a_half_or_double_redis_setting_names_the_field_and_never_the_password() {
+    let errs = |yaml: &str, vars: &[(&str, &str)]| {
+        let e = errors(load_str(yaml, &env(vars)).unwrap_err());
+        assert!(!e.iter().any(|e| e.contains("hunter2")), "{e:?}");
+        e
+    };
+    let e = errs(
+        "model_list: []\nrouter_settings:\n  sentinel_nodes: [[s1, 26379]]\n  sentinel_password: hunter2\n",
+        &[],
+    );
+    assert_eq!(
+        e,
+        ["router_settings.service_name: sentinel_nodes is set but service_name, the name the sentinels monitor the primary under (`sentinel monitor <name> ...`), is not"]
+    );
+    let e = errs(
+        "model_list: []\nrouter_settings:\n  service_name: mymaster\n",
+        &[],
+    );
+    assert_eq!(
+        e,
+        ["router_settings.sentinel_nodes: service_name is set but no sentinel_nodes say where the sentinels are ([[host, port], ...])"]
+    );
+    let e = errs(
+        "model_list: []\nrouter_settings:\n  redis_url: redis://:hunter2@one:6379\n  redis_startup_nodes: [{host: c1, port: 7001}]\n  sentinel_nodes: [[s1, 26379]]\n  service_name: m\n",
+        &[],
+    );
+    assert!(
+        e.iter().any(|e| e.starts_with("router_settings.redis_startup_nodes: a Redis Cluster (redis_startup_nodes) and a Sentinel-managed primary")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|e| e.starts_with("router_settings.redis_url: one server's address is given, and redis_startup_nodes names a Redis Cluster; keep one")),
+        "{e:?}"
+    );
+    let e = errs(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params:\n    type: redis\n    password: hunter2\n    redis_startup_nodes: [{host: c1, port: \"70o1\"}]\n",
+        &[],
+    );
+    assert!(
+        e.contains(&"litellm_settings.cache_params.redis_startup_nodes[0].port: expected a port (1 to 65535), got \"70o1\"".to_owned()),
+        "{e:?}"
+    );
+    let e = errs(
+        "model_list: []\nlitellm_settings:\n  cache: true\n  cache_params: {type: redis}\n",
+        &[("REDIS_CLUSTER_NODES", "not json hunter2")],
+    );
+    assert!(
+        e.contains(&"litellm_settings.cache_params.redis_startup_nodes: REDIS_CLUSTER_NODES in the environment is not a JSON list of nodes ([{\"host\": ..., \"port\": ...}] or [[host, port]])".to_owned()),
+        "{e:?}"
+    );
+    // The search module's index is not spread over a Cluster: refused by name.
+    let e = errs(
+        "model_list:\n  - model_name: embed\n    litellm_params: {model: mock/embed}\nlitellm_settings:\n  cache: true\n  cache_params:\n    type: redis-semantic\n    similarity_threshold: 0.9\n    redis_semantic_cache_embedding_model: embed\n    redis_startup_nodes: [{host: c1, port: 7001}]\n",
+        &[],
+    );
+    assert!(
+        e.iter().any(|e| e.starts_with("litellm_settings.cache_params.redis_startup_nodes: type \"redis-semantic\" needs the search module")),
+        "{e:?}"
+    );
 }
 
 const ONE_MODEL: &str = "model_list:\n  - model_name: m\n    litellm_params: {model: mock/m}\n";
@@ -1312,7 +1486,7 @@ fn semantic_caches_read_litellms_keys_and_name_what_is_wrong() {
     );
     match &loaded.config.litellm.cache.as_ref().unwrap().kind {
         sluice_cache::CacheType::Redis(r) => {
-            assert_eq!(r.url.expose(), "redis://cache.local:6380");
+            assert_eq!(single(&r.target), "redis://cache.local:6380");
         }
         other => panic!("not redis: {other:?}"),
     }

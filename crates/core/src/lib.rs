@@ -16,6 +16,7 @@ pub mod poll;
 pub mod price;
 pub mod random;
 pub mod record;
+pub mod redis_target;
 pub mod rules;
 pub mod scan;
 pub mod secret;
@@ -25,5 +26,6 @@ pub mod usage;
 
 pub use endpoint::{Dialect, Endpoint};
 pub use error::ApiError;
+pub use redis_target::{NodeAddress, RedisTarget};
 pub use secret::Secret;
 pub use trace_context::{hex, unhex};

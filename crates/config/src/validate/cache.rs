@@ -13,7 +13,7 @@ use sluice_cache::{CacheSettings, CacheType};
 use sluice_core::settings::read::number;
 use sluice_core::settings::read::{boolean, seconds, text, whole};
 use sluice_core::settings::{did_you_mean, Env, Problems, Scalar};
-use sluice_core::Secret;
+use sluice_core::{RedisTarget, Secret};
 
 use crate::model::RedisAddress;
 use crate::raw::{OneOrMany, RawCacheParams};
@@ -246,14 +246,22 @@ fn redis(
     env: &dyn Env,
     p: &mut Problems,
 ) -> CacheType {
-    let own = RedisAddress {
+    let mut own = RedisAddress {
         url: text(params.url.take().or(params.redis_url.take())).map(Secret::new),
         host: text(params.host.take()),
         port: whole(&format!("{PARAMS}.port"), params.port.take(), p),
         username: text(params.username.take()),
         password: text(params.password.take()).map(Secret::new),
+        ..RedisAddress::default()
     };
-    let from_env = || RedisAddress {
+    let ha = super::redis::RawHa {
+        startup_nodes: params.redis_startup_nodes.take(),
+        service_name: params.service_name.take(),
+        sentinel_nodes: params.sentinel_nodes.take(),
+        sentinel_password: params.sentinel_password.take(),
+    };
+    super::redis::read(PARAMS, "url", ha, &mut own, p);
+    let mut from_env = RedisAddress {
         url: env
             .var("REDIS_URL")
             .filter(|u| !u.is_empty())
@@ -265,29 +273,53 @@ fn redis(
             .var("REDIS_PASSWORD")
             .filter(|v| !v.is_empty())
             .map(Secret::new),
+        ..RedisAddress::default()
     };
-    let url = own
-        .url()
-        .or_else(|| from_env().url())
-        .or_else(|| fleet.url());
-    let Some(url) = url else {
+    // The environment's Cluster or Sentinel wins over its one server, as in LiteLLM.
+    super::redis::from_env(PARAMS, env, &mut from_env, p);
+    if from_env.is_fleet_of_servers() {
+        from_env.url = None;
+        from_env.host = None;
+    }
+    // A section that names a Cluster or Sentinel takes its credentials from the environment
+    // when it gives none, as LiteLLM merges REDIS_PASSWORD into its keys.
+    if own.is_fleet_of_servers() && own.password.is_none() && own.username.is_none() {
+        own.password.clone_from(&from_env.password);
+        own.username.clone_from(&from_env.username);
+    }
+    let target = own
+        .target()
+        .or_else(|| from_env.target())
+        .or_else(|| fleet.target());
+    let Some(target) = target else {
         p.error(
             format!("{PARAMS}.host"),
             format!(
                 "type \"{kind}\" needs a Redis: cache_params.host (with port, password) or url, \
-                 REDIS_HOST or REDIS_URL in the environment, or router_settings.redis_host"
+                 redis_startup_nodes (a Redis Cluster), sentinel_nodes with service_name (Redis \
+                 Sentinel), REDIS_HOST, REDIS_URL, REDIS_CLUSTER_NODES or REDIS_SENTINEL_NODES \
+                 in the environment, or router_settings.redis_host"
             ),
         );
         return CacheType::Local;
     };
-    if url.expose().starts_with("rediss://") {
+    if let RedisTarget::Single(url) = &target {
+        if url.expose().starts_with("rediss://") {
+            p.error(
+                format!("{PARAMS}.url"),
+                "TLS to Redis (rediss://) is not available in sluice yet; use redis://",
+            );
+        }
+    }
+    if kind == "redis-semantic" && matches!(target, RedisTarget::Cluster { .. }) {
         p.error(
-            format!("{PARAMS}.url"),
-            "TLS to Redis (rediss://) is not available in sluice yet; use redis://",
+            format!("{PARAMS}.redis_startup_nodes"),
+            "type \"redis-semantic\" needs the search module's vector index, which a Redis \
+             Cluster does not hold across its nodes; use one server or Sentinel for it",
         );
     }
     CacheType::Redis(RedisCache {
-        url,
+        target,
         timeout: seconds(
             &format!("{PARAMS}.socket_timeout"),
             params.socket_timeout.take(),

@@ -14,6 +14,7 @@ mod jwt;
 mod litellm;
 mod mcp;
 mod passthrough;
+mod redis;
 mod router;
 mod search_tools;
 pub(crate) mod secrets;

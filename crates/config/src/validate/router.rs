@@ -24,7 +24,22 @@ pub const ROUTING_STRATEGIES: [&str; 6] = [
 ];
 
 /// Validate `router_settings`.
-pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
+pub(super) fn router(mut raw: RawRouter, p: &mut Problems) -> RouterSettings {
+    let mut redis = RedisAddress {
+        url: text(raw.redis_url.take()).map(Secret::new),
+        host: text(raw.redis_host.take()),
+        port: whole("router_settings.redis_port", raw.redis_port.take(), p),
+        username: None,
+        password: text(raw.redis_password.take()).map(Secret::new),
+        ..RedisAddress::default()
+    };
+    let ha = super::redis::RawHa {
+        startup_nodes: raw.redis_startup_nodes.take(),
+        service_name: raw.service_name.take(),
+        sentinel_nodes: raw.sentinel_nodes.take(),
+        sentinel_password: raw.sentinel_password.take(),
+    };
+    super::redis::read("router_settings", "redis_url", ha, &mut redis, p);
     let routing_strategy = text(raw.routing_strategy).and_then(|s| {
         let strategy = Strategy::from_name(&s);
         if strategy.is_none() {
@@ -82,13 +97,7 @@ pub(super) fn router(raw: RawRouter, p: &mut Problems) -> RouterSettings {
         max_fallbacks: whole("router_settings.max_fallbacks", raw.max_fallbacks, p),
         hedge_after: hedges(raw.hedge_after_ms, p),
         on_client_disconnect,
-        redis: RedisAddress {
-            url: text(raw.redis_url).map(Secret::new),
-            host: text(raw.redis_host),
-            port: whole("router_settings.redis_port", raw.redis_port, p),
-            username: None,
-            password: text(raw.redis_password).map(Secret::new),
-        },
+        redis,
         fallbacks: fallbacks(raw.fallbacks),
         context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
         content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
