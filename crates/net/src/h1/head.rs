@@ -169,27 +169,34 @@ fn framing(
     headers: HeaderMap,
     head_request: bool,
 ) -> Result<Head, Error> {
-    let mut reusable = version == Version::HTTP_11 && !has_token(&headers, CONNECTION, "close");
-    let framing =
-        if head_request || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-            Framing::Empty
-        } else if headers.contains_key(TRANSFER_ENCODING) {
-            // A length beside a transfer coding is ignored, and the connection not trusted again.
-            if headers.contains_key(CONTENT_LENGTH) {
-                reusable = false;
-            }
-            if last_coding_is_chunked(&headers) {
-                Framing::chunked()
-            } else {
-                reusable = false;
-                Framing::UntilClose
-            }
-        } else if let Some(len) = content_length(&headers)? {
-            Framing::Length(len)
+    let coded = headers.contains_key(TRANSFER_ENCODING);
+    // A length beside a transfer coding is ignored, and the connection not trusted again,
+    // whatever the status: where one answer ends is in doubt.
+    let mut reusable = version == Version::HTTP_11
+        && !has_token(&headers, CONNECTION, "close")
+        && !(coded && headers.contains_key(CONTENT_LENGTH));
+    let framing = if head_request {
+        Framing::Empty
+    } else if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        // No body, whatever the headers say; one that says there is one may send it anyway,
+        // and its bytes must not be read as the next answer.
+        if coded || content_length(&headers)?.is_some_and(|n| n > 0) {
+            reusable = false;
+        }
+        Framing::Empty
+    } else if coded {
+        if last_coding_is_chunked(&headers) {
+            Framing::chunked()
         } else {
             reusable = false;
             Framing::UntilClose
-        };
+        }
+    } else if let Some(len) = content_length(&headers)? {
+        Framing::Length(len)
+    } else {
+        reusable = false;
+        Framing::UntilClose
+    };
     Ok(Head {
         status,
         headers,
@@ -297,10 +304,15 @@ mod tests {
         assert!(!head.reusable, "HTTP/1.0 closes unless it says otherwise");
         let head = parse("HTTP/1.1 200 OK\r\n\r\n").unwrap().unwrap();
         assert!(matches!(head.framing, Framing::UntilClose) && !head.reusable);
+        let head = parse("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(matches!(head.framing, Framing::Empty) && head.reusable);
         let head = parse("HTTP/1.1 204 No Content\r\nContent-Length: 7\r\n\r\n")
             .unwrap()
             .unwrap();
         assert!(matches!(head.framing, Framing::Empty));
+        assert!(!head.reusable, "a 204 that says it has a body is not trusted again");
     }
 
     #[test]
