@@ -312,7 +312,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(matches!(head.framing, Framing::Empty));
-        assert!(!head.reusable, "a 204 that says it has a body is not trusted again");
+        assert!(
+            !head.reusable,
+            "a 204 that says it has a body is not trusted again"
+        );
     }
 
     #[test]
