@@ -585,21 +585,103 @@ fn attempts_json(attempts: &[AttemptLog]) -> Option<String> {
     serde_json::to_string(attempts).ok()
 }
 
-/// `INSERT … VALUES ($1, …), (…) …` for `rows` rows.
-fn insert_sql(rows: usize) -> String {
-    let values: Vec<String> = (0..rows)
+/// `($1, …, $cols), (…), …` for `rows` rows of `cols` parameters each.
+fn placeholders(rows: usize, cols: usize) -> String {
+    (0..rows)
         .map(|r| {
-            let p: Vec<String> = (1..=LOG_COLUMNS.len())
-                .map(|c| format!("${}", r * LOG_COLUMNS.len() + c))
-                .collect();
+            let p: Vec<String> = (1..=cols).map(|c| format!("${}", r * cols + c)).collect();
             format!("({})", p.join(", "))
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `INSERT … VALUES ($1, …), (…) …` for `rows` rows. A row already there is skipped: its key
+/// (`id`, `start_time`; the partition key is part of every unique key on PostgreSQL) is the
+/// same when a record is written again, since a replay keeps the record's start time.
+fn insert_sql(rows: usize) -> String {
     format!(
-        "INSERT INTO spend_logs ({}) VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
+        "INSERT INTO spend_logs ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING id",
         LOG_COLUMNS.join(", "),
-        values.join(", ")
+        placeholders(rows, LOG_COLUMNS.len())
     )
+}
+
+/// Rollup rows per upsert statement: one round trip for most batches (11 × 100 parameters).
+const ROLLUPS_PER_STATEMENT: usize = 100;
+
+/// Adds a batch's sums to the daily rollups (`daily_spend`, `daily_spend_by`): one multi-row
+/// upsert per [`ROLLUPS_PER_STATEMENT`] rows, in key order, so batches on several instances
+/// lock rollup rows in the same order. Rows within a statement are distinct (they come from
+/// maps), as PostgreSQL's `ON CONFLICT DO UPDATE` requires.
+async fn upsert_rollups(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    totals: &Totals<'_>,
+) -> Result<(), StoreError> {
+    let daily: Vec<&DailySpend> = totals.daily.values().collect();
+    for chunk in daily.chunks(ROLLUPS_PER_STATEMENT) {
+        let sql = format!(
+            "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
+             failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
+             cache_creation_tokens, spend) VALUES {} \
+             ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
+             requests = daily_spend.requests + excluded.requests, \
+             failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
+             prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
+             completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
+             cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
+             cache_creation_tokens = daily_spend.cache_creation_tokens \
+             + excluded.cache_creation_tokens, \
+             spend = daily_spend.spend + excluded.spend",
+            placeholders(chunk.len(), 11)
+        );
+        let mut q = sqlx::query(&sql);
+        for d in chunk {
+            q = q
+                .bind(d.day.clone())
+                .bind(d.api_key.clone())
+                .bind(d.team_id.clone())
+                .bind(d.model_group.clone())
+                .bind(to_i64(d.requests))
+                .bind(to_i64(d.failed_requests))
+                .bind(to_i64(d.prompt_tokens))
+                .bind(to_i64(d.completion_tokens))
+                .bind(to_i64(d.cached_tokens))
+                .bind(to_i64(d.cache_creation_tokens))
+                .bind(d.spend);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    let by: Vec<(&(&str, String, &str), &ByDay)> = totals.by.iter().collect();
+    for chunk in by.chunks(ROLLUPS_PER_STATEMENT) {
+        let sql = format!(
+            "INSERT INTO daily_spend_by (kind, day, name, requests, spend, total_tokens, \
+             first_seen, last_seen) VALUES {} \
+             ON CONFLICT (kind, day, name) DO UPDATE SET \
+             requests = daily_spend_by.requests + excluded.requests, \
+             spend = daily_spend_by.spend + excluded.spend, \
+             total_tokens = daily_spend_by.total_tokens + excluded.total_tokens, \
+             first_seen = CASE WHEN excluded.first_seen < daily_spend_by.first_seen \
+             THEN excluded.first_seen ELSE daily_spend_by.first_seen END, \
+             last_seen = CASE WHEN excluded.last_seen > daily_spend_by.last_seen \
+             THEN excluded.last_seen ELSE daily_spend_by.last_seen END",
+            placeholders(chunk.len(), 8)
+        );
+        let mut q = sqlx::query(&sql);
+        for ((kind, day, name), d) in chunk {
+            q = q
+                .bind(*kind)
+                .bind(day.clone())
+                .bind((*name).to_owned())
+                .bind(d.requests)
+                .bind(d.spend)
+                .bind(d.total_tokens)
+                .bind(d.first_seen)
+                .bind(d.last_seen);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -618,6 +700,25 @@ impl Store {
     }
 
     async fn write_batch(
+        &self,
+        logs: &[SpendLog],
+        charge: Charge,
+    ) -> Result<BatchOutcome, StoreError> {
+        let days: std::collections::BTreeSet<i64> = logs
+            .iter()
+            .map(|l| super::partitions::day_of(to_ms(l.start_time)))
+            .collect();
+        self.ensure_spend_days(&days).await?;
+        let written = self.write_batch_tx(logs, charge).await;
+        if written.is_err() {
+            // A day this instance knew may have been dropped by another's retention: the
+            // replay of this batch reads the catalog again.
+            self.partitions.forget();
+        }
+        written
+    }
+
+    async fn write_batch_tx(
         &self,
         logs: &[SpendLog],
         charge: Charge,
@@ -683,36 +784,7 @@ impl Store {
         if charge == Charge::Holders {
             self.charge_holders(&mut tx, &totals).await?;
         }
-        for d in totals.daily.values() {
-            sqlx::query(
-                "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
-                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
-                 cache_creation_tokens, spend) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                 ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
-                 requests = daily_spend.requests + excluded.requests, \
-                 failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
-                 prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
-                 completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
-                 cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
-                 cache_creation_tokens = daily_spend.cache_creation_tokens \
-                 + excluded.cache_creation_tokens, \
-                 spend = daily_spend.spend + excluded.spend",
-            )
-            .bind(d.day.clone())
-            .bind(d.api_key.clone())
-            .bind(d.team_id.clone())
-            .bind(d.model_group.clone())
-            .bind(to_i64(d.requests))
-            .bind(to_i64(d.failed_requests))
-            .bind(to_i64(d.prompt_tokens))
-            .bind(to_i64(d.completion_tokens))
-            .bind(to_i64(d.cached_tokens))
-            .bind(to_i64(d.cache_creation_tokens))
-            .bind(d.spend)
-            .execute(&mut *tx)
-            .await?;
-        }
+        upsert_rollups(&mut tx, &totals).await?;
         tx.commit().await?;
         let n = fresh.len() as u64;
         Ok(BatchOutcome {
@@ -872,7 +944,64 @@ impl Store {
     /// ignores them), most spend first, then by tag. A request counts under each tag it
     /// carried, so a request with two tags is in two rows, as in LiteLLM; a tag it listed
     /// twice counts it once (LiteLLM would count it twice); untagged requests are in no row.
+    ///
+    /// Open bounds and whole UTC days are read from the daily rollups; other bounds sum the
+    /// log.
     pub async fn spend_by_tag(
+        &self,
+        start: Option<OffsetDateTime>,
+        end: Option<OffsetDateTime>,
+    ) -> Result<Vec<TagSpend>, StoreError> {
+        let day = |t: Option<OffsetDateTime>, end: bool| -> Option<Option<String>> {
+            let Some(t) = t else {
+                return Some(None);
+            };
+            let t = t.to_offset(time::UtcOffset::UTC);
+            (t.time() == time::Time::MIDNIGHT).then(|| {
+                let d = if end { t.date().previous_day() } else { Some(t.date()) };
+                Some(day_text(d.unwrap_or(time::Date::MIN)))
+            })
+        };
+        match (day(start, false), day(end, true)) {
+            (Some(first), Some(last)) => self.spend_by_tag_rollups(first, last).await,
+            _ => self.spend_by_tag_logs(start, end).await,
+        }
+    }
+
+    /// [`Store::spend_by_tag`] from the rollups, days `first..=last` (either open).
+    async fn spend_by_tag_rollups(
+        &self,
+        first: Option<String>,
+        last: Option<String>,
+    ) -> Result<Vec<TagSpend>, StoreError> {
+        let mut conds = vec![format!("kind = '{BY_TAG}'")];
+        let mut args = Vec::new();
+        for (cond, value) in [("day >= ", first), ("day <= ", last)] {
+            if let Some(v) = value {
+                args.push(v);
+                conds.push(format!("{cond}${}", args.len()));
+            }
+        }
+        let sql = format!(
+            "SELECT name AS tag, CAST(SUM(requests) AS BIGINT) AS log_count, \
+             SUM(spend) AS total_spend, CAST(SUM(total_tokens) AS BIGINT) AS total_tokens, \
+             MIN(first_seen) AS first_seen, MAX(last_seen) AS last_seen \
+             FROM daily_spend_by WHERE {} GROUP BY name ORDER BY total_spend DESC, tag",
+            conds.join(" AND ")
+        );
+        let mut q = sqlx::query(&sql);
+        for a in args {
+            q = q.bind(a);
+        }
+        q.fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(TagSpend::decode)
+            .collect()
+    }
+
+    /// [`Store::spend_by_tag`] summed from the log.
+    async fn spend_by_tag_logs(
         &self,
         start: Option<OffsetDateTime>,
         end: Option<OffsetDateTime>,
@@ -910,19 +1039,22 @@ impl Store {
         q.fetch_all(self.pool())
             .await?
             .iter()
-            .map(|row| {
-                let count =
-                    |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
-                Ok(TagSpend {
-                    tag: col(row, "tag")?,
-                    requests: count("log_count")?,
-                    spend: col(row, "total_spend")?,
-                    total_tokens: count("total_tokens")?,
-                    first_seen: time_col(row, "first_seen")?,
-                    last_seen: time_col(row, "last_seen")?,
-                })
-            })
+            .map(TagSpend::decode)
             .collect()
+    }
+}
+
+impl TagSpend {
+    fn decode(row: &AnyRow) -> Result<Self, StoreError> {
+        let count = |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
+        Ok(Self {
+            tag: col(row, "tag")?,
+            requests: count("log_count")?,
+            spend: col(row, "total_spend")?,
+            total_tokens: count("total_tokens")?,
+            first_seen: time_col(row, "first_seen")?,
+            last_seen: time_col(row, "last_seen")?,
+        })
     }
 }
 
@@ -968,8 +1100,61 @@ pub struct GroupSpend {
 
 impl Store {
     /// Spend and requests of the requests that started in `start..end`, summed by `by`, most
-    /// spend first (a spend report's tables).
+    /// spend first (a spend report's tables). Whole UTC days (what `/spend/groups` and the
+    /// console ask) are read from the daily rollups, a few rows per day whatever the traffic;
+    /// any other range sums the log (a report's hours), by its time index.
     pub async fn spend_grouped(
+        &self,
+        start: OffsetDateTime,
+        end: OffsetDateTime,
+        by: SpendBy,
+    ) -> Result<Vec<GroupSpend>, StoreError> {
+        match whole_days(start, end) {
+            Some((first, last)) => self.spend_grouped_rollups(&first, &last, by).await,
+            None => self.spend_grouped_logs(start, end, by).await,
+        }
+    }
+
+    /// [`Store::spend_grouped`] from the rollups, days `first..=last`.
+    async fn spend_grouped_rollups(
+        &self,
+        first: &str,
+        last: &str,
+        by: SpendBy,
+    ) -> Result<Vec<GroupSpend>, StoreError> {
+        let sql = match by {
+            SpendBy::Team | SpendBy::Model | SpendBy::Key => format!(
+                "SELECT {column} AS name, CAST(SUM(requests) AS BIGINT) AS requests, \
+                 SUM(spend) AS spend, \
+                 CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT) AS total_tokens \
+                 FROM daily_spend WHERE day >= $1 AND day <= $2 \
+                 GROUP BY {column} ORDER BY spend DESC, name",
+                column = by.column()
+            ),
+            SpendBy::User | SpendBy::EndUser => {
+                let kind = if by == SpendBy::User {
+                    BY_USER
+                } else {
+                    BY_END_USER
+                };
+                format!(
+                    "SELECT name, CAST(SUM(requests) AS BIGINT) AS requests, \
+                     SUM(spend) AS spend, CAST(SUM(total_tokens) AS BIGINT) AS total_tokens \
+                     FROM daily_spend_by WHERE kind = '{kind}' AND day >= $1 AND day <= $2 \
+                     GROUP BY name ORDER BY spend DESC, name"
+                )
+            }
+        };
+        let rows = sqlx::query(&sql)
+            .bind(first.to_owned())
+            .bind(last.to_owned())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(GroupSpend::decode).collect()
+    }
+
+    /// [`Store::spend_grouped`] summed from the log.
+    async fn spend_grouped_logs(
         &self,
         start: OffsetDateTime,
         end: OffsetDateTime,
@@ -982,24 +1167,24 @@ impl Store {
              FROM spend_logs WHERE start_time >= $1 AND start_time < $2 \
              GROUP BY COALESCE({column}, '') ORDER BY spend DESC, name"
         );
-        sqlx::query(&sql)
+        let rows = sqlx::query(&sql)
             .bind(to_ms(start))
             .bind(to_ms(end))
             .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(GroupSpend {
-                    name: col(row, "name")?,
-                    requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
-                    spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
-                    total_tokens: u64::try_from(
-                        col::<Option<i64>>(row, "total_tokens")?.unwrap_or(0),
-                    )
-                    .unwrap_or(0),
-                })
-            })
-            .collect()
+            .await?;
+        rows.iter().map(GroupSpend::decode).collect()
+    }
+}
+
+impl GroupSpend {
+    fn decode(row: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            name: col(row, "name")?,
+            requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
+            spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
+            total_tokens: u64::try_from(col::<Option<i64>>(row, "total_tokens")?.unwrap_or(0))
+                .unwrap_or(0),
+        })
     }
 }
 
@@ -1027,6 +1212,31 @@ pub struct TagSpend {
     pub last_seen: Option<OffsetDateTime>,
 }
 
+/// `daily_spend_by.kind` of the rollup by the key's user.
+const BY_USER: &str = "user";
+/// `daily_spend_by.kind` of the rollup by end user (the request's `user`).
+const BY_END_USER: &str = "end_user";
+/// `daily_spend_by.kind` of the rollup by request tag.
+const BY_TAG: &str = "tag";
+
+/// `start..end` as whole UTC days, `(first, last)` both included, as the rollups key them
+/// (`YYYY-MM-DD`); `None` when either is not a UTC midnight (or the range is empty), which
+/// only the log itself answers.
+fn whole_days(start: OffsetDateTime, end: OffsetDateTime) -> Option<(String, String)> {
+    let midnight = |t: OffsetDateTime| {
+        let t = t.to_offset(time::UtcOffset::UTC);
+        (t.time() == time::Time::MIDNIGHT).then(|| t.date())
+    };
+    let (first, after) = (midnight(start)?, midnight(end)?);
+    let last = after.previous_day().filter(|l| *l >= first)?;
+    Some((day_text(first), day_text(last)))
+}
+
+/// A rollup's day key.
+fn day_text(d: time::Date) -> String {
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
 /// Whether a batch's spend is added to the holders it names (requests served here) or only to
 /// the daily rollups (spend logs imported with their holders' totals).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1046,6 +1256,41 @@ struct Totals<'a> {
     end_users: BTreeMap<&'a str, f64>,
     tags: BTreeMap<&'a str, f64>,
     daily: BTreeMap<(String, &'a str, &'a str, &'a str), DailySpend>,
+    /// `daily_spend_by`'s rows: (kind, day, name).
+    by: BTreeMap<(&'static str, String, &'a str), ByDay>,
+}
+
+/// One `daily_spend_by` row's sums within a batch.
+#[derive(Debug, Clone, Copy)]
+struct ByDay {
+    requests: i64,
+    spend: f64,
+    total_tokens: i64,
+    first_seen: i64,
+    last_seen: i64,
+}
+
+impl ByDay {
+    fn add(&mut self, l: &SpendLog) {
+        let at = to_ms(l.start_time);
+        self.requests += 1;
+        self.spend += l.spend;
+        self.total_tokens += to_i64(l.usage.prompt_tokens) + to_i64(l.usage.completion_tokens);
+        self.first_seen = self.first_seen.min(at);
+        self.last_seen = self.last_seen.max(at);
+    }
+}
+
+impl Default for ByDay {
+    fn default() -> Self {
+        Self {
+            requests: 0,
+            spend: 0.0,
+            total_tokens: 0,
+            first_seen: i64::MAX,
+            last_seen: i64::MIN,
+        }
+    }
 }
 
 impl<'a> Totals<'a> {
@@ -1064,18 +1309,24 @@ impl<'a> Totals<'a> {
             if let Some(end_user) = &l.end_user {
                 *t.end_users.entry(end_user).or_default() += l.spend;
             }
+            let day = l.day();
             // A request names each tag once (`server::tags`); a log written otherwise still
-            // charges a tag once.
+            // charges a tag once, and counts once in the tag's rollup.
             for (i, tag) in l.request_tags.iter().enumerate() {
                 if !l.request_tags[..i].contains(tag) {
                     *t.tags.entry(tag.as_str()).or_default() += l.spend;
+                    t.by.entry((BY_TAG, day.clone(), tag)).or_default().add(l);
                 }
+            }
+            for (kind, name) in [(BY_USER, &l.user_id), (BY_END_USER, &l.end_user)] {
+                let name = name.as_deref().unwrap_or("");
+                t.by.entry((kind, day.clone(), name)).or_default().add(l);
             }
             let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
             let team = l.team_id.as_deref().unwrap_or("");
             let d = t
                 .daily
-                .entry((l.day(), key, team, &l.model_group))
+                .entry((day, key, team, &l.model_group))
                 .or_insert_with_key(|(day, key, team, model)| DailySpend {
                     day: day.clone(),
                     api_key: (*key).to_owned(),
