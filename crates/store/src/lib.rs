@@ -307,6 +307,10 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod bench_log_pages;
 #[cfg(test)]
+mod bench_spend_store;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_log_pages;
+#[cfg(test)]
+mod tests_spend_store;

@@ -151,7 +151,8 @@ pub fn retention_cutoff(
     period: std::time::Duration,
 ) -> OffsetDateTime {
     let cut = now - period;
-    let whole_days = backend == Backend::Postgres && period >= std::time::Duration::from_secs(86_400);
+    let whole_days =
+        backend == Backend::Postgres && period >= std::time::Duration::from_secs(86_400);
     if whole_days {
         cut.to_offset(time::UtcOffset::UTC)
             .date()

@@ -958,7 +958,11 @@ impl Store {
             };
             let t = t.to_offset(time::UtcOffset::UTC);
             (t.time() == time::Time::MIDNIGHT).then(|| {
-                let d = if end { t.date().previous_day() } else { Some(t.date()) };
+                let d = if end {
+                    t.date().previous_day()
+                } else {
+                    Some(t.date())
+                };
                 Some(day_text(d.unwrap_or(time::Date::MIN)))
             })
         };
@@ -1001,7 +1005,7 @@ impl Store {
     }
 
     /// [`Store::spend_by_tag`] summed from the log.
-    async fn spend_by_tag_logs(
+    pub(crate) async fn spend_by_tag_logs(
         &self,
         start: Option<OffsetDateTime>,
         end: Option<OffsetDateTime>,
@@ -1154,7 +1158,7 @@ impl Store {
     }
 
     /// [`Store::spend_grouped`] summed from the log.
-    async fn spend_grouped_logs(
+    pub(crate) async fn spend_grouped_logs(
         &self,
         start: OffsetDateTime,
         end: OffsetDateTime,
