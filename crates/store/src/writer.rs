@@ -107,14 +107,14 @@ pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
 
 impl WriterOptions {
-    /// Defaults: 1 s batches of at most 1,000 records, a 16,384-record channel, 5 s write
+    /// Defaults: 1 s batches of at most 1,000 records (see [`WriterOptions::for_backend`]), a 16,384-record channel, 5 s write
     /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB, records
     /// journaled per request in 256 KiB segments, the spend log's maintenance hourly, no
     /// retention (daily once set).
     pub fn new(spool_path: PathBuf) -> Self {
         Self {
             batch_interval: DEFAULT_BATCH_INTERVAL,
-            max_batch: 1000,
+            max_batch: DEFAULT_MAX_BATCH,
             queue_capacity: 16 * 1024,
             write_timeout: Duration::from_secs(5),
             budget_reset_every: Duration::from_secs(10),
@@ -129,8 +129,29 @@ impl WriterOptions {
     }
 }
 
+/// Records per batch by default: a batch is one transaction, so bigger batches spread its
+/// fixed cost (commit, rollup and holder upserts) over more records.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+
+/// Records per batch by default on PostgreSQL, where a batch's fixed cost is network round
+/// trips and a commit's `fsync`: 5,000 sustain ~25 % more records a second than 1,000 here
+/// (docs/store.md). A batch is written as soon as it is full or its interval passes, so under
+/// light load batches stay small either way.
+pub const DEFAULT_MAX_BATCH_POSTGRES: usize = 5000;
+
 impl WriterOptions {
-    /// Defaults with `general_settings.proxy_batch_write_at` and `spend_journal` applied.
+    /// The batch size for `backend` ([`DEFAULT_MAX_BATCH_POSTGRES`] on PostgreSQL), unless
+    /// `max_batch` was already changed from [`DEFAULT_MAX_BATCH`].
+    #[must_use]
+    pub fn for_backend(mut self, backend: super::Backend) -> Self {
+        if backend == super::Backend::Postgres && self.max_batch == DEFAULT_MAX_BATCH {
+            self.max_batch = DEFAULT_MAX_BATCH_POSTGRES;
+        }
+        self
+    }
+
+    /// Defaults with `general_settings.proxy_batch_write_at`, `spend_journal` and the
+    /// spend-log retention keys applied.
     pub fn from_settings(general: &sluice_config::GeneralSettings, spool_path: PathBuf) -> Self {
         let mut o = Self::new(spool_path);
         o.journal = general.spend_journal;
