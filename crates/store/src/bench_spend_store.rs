@@ -275,7 +275,8 @@ async fn log_reads(s: &Store, l: Layout) {
         ),
     ];
     println!(
-        "| PostgreSQL read at {} rows | median ms | slowest ms | rows |",
+        "| {:?} read at {} rows | median ms | slowest ms | rows |",
+        s.backend(),
         l.rows
     );
     println!("| --- | ---: | ---: | ---: |");
@@ -292,7 +293,8 @@ async fn sum_reads(s: &Store, l: Layout) {
     let end = l.start_of(l.rows - 1).date().midnight().assume_utc() + Duration::from_secs(86_400);
     let start = end - Duration::from_secs(30 * 86_400);
     println!(
-        "| PostgreSQL sums over 30 days at {} rows | rollups: median ms | slowest ms | the log summed: median ms | groups |",
+        "| {:?} sums over 30 days at {} rows | rollups: median ms | slowest ms | the log summed: median ms | groups |",
+        s.backend(),
         l.rows
     );
     println!("| --- | ---: | ---: | ---: | ---: |");
@@ -353,37 +355,73 @@ async fn count(s: &Store) -> i64 {
     col(&row, "n").unwrap()
 }
 
-/// Retention drops the oldest days one at a time (the cutoff at each next midnight), each
-/// timed whole (`Store::prune_spend_logs`: the catalog read, the drop and its commit, the
-/// check for rows left before the cutoff). Each day is vacuumed first, as autovacuum would
-/// have long done to a day past retention: a DROP that meets autovacuum still working on its
-/// table waits `deadlock_timeout` (1 s) for it to be cancelled, which only a day written
-/// moments ago (this bench's) would see.
+/// Retention removes the oldest days one at a time (the cutoff at each next midnight), each
+/// timed whole (`Store::prune_spend_logs`: on PostgreSQL the catalog read, the drop and its
+/// commit, the check for rows left before the cutoff; on SQLite the batched deletes). On
+/// PostgreSQL each day is vacuumed first, as autovacuum would have long done to a day past
+/// retention: a DROP that meets autovacuum still working on its table waits
+/// `deadlock_timeout` (1 s) for it to be cancelled, which only a day written moments ago (this
+/// bench's) would see.
 async fn retention(s: &Store, l: Layout) {
     for day in 1..=l.days().min(3) {
-        let name = format!("spend_logs_202601{day:02}");
-        sqlx::query(&format!("VACUUM ANALYZE {name}"))
-            .execute(s.pool())
-            .await
-            .unwrap();
+        if s.backend() == Backend::Postgres {
+            let name = format!("spend_logs_202601{day:02}");
+            sqlx::query(&format!("VACUUM ANALYZE {name}"))
+                .execute(s.pool())
+                .await
+                .unwrap();
+        }
         let before = count(s).await;
         let cutoff = T0 + Duration::from_secs(86_400 * day as u64);
         let t = Instant::now();
-        let pruned = s.prune_spend_logs(cutoff, 1_000_000).await.unwrap();
+        let pruned = s
+            .prune_spend_logs(cutoff, l.per_day as u64 + 1)
+            .await
+            .unwrap();
         let took = t.elapsed();
         let after = count(s).await;
-        assert_eq!((pruned.partitions, pruned.rows), (1, 0));
-        assert_eq!(
-            usize::try_from(before - after).unwrap(),
-            l.per_day.min(l.rows)
-        );
+        let gone = l.per_day.min(l.rows);
+        match s.backend() {
+            Backend::Postgres => assert_eq!((pruned.partitions, pruned.rows), (1, 0)),
+            Backend::Sqlite => assert_eq!((pruned.partitions, pruned.rows), (0, gone as u64)),
+        }
+        assert_eq!(usize::try_from(before - after).unwrap(), gone);
         println!(
-            "Retention: day {day} ({} rows) dropped in {} ms ({} rows left)",
+            "Retention: day {day} ({} rows) removed in {} ms ({} rows left)",
             before - after,
             ms(took),
             after
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fills ten million rows: many minutes; see docs/store.md"]
+async fn bench_spend_store_sqlite() {
+    let l = Layout {
+        rows: env_usize("SLUICE_BENCH_ROWS", 10_000_000),
+        per_day: env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
+    };
+    let db = testing::sqlite().await;
+    let store = db.store.clone();
+    let dir = testing::temp_dir();
+    let took = fill(&store, l, &dir).await;
+    println!(
+        "SQLite: {} rows ({} days) written through the spend writer in {:.1} s: {:.0} rows/s",
+        l.rows,
+        l.days(),
+        took.as_secs_f64(),
+        l.rows as f64 / took.as_secs_f64()
+    );
+    sqlx::query("ANALYZE").execute(store.pool()).await.unwrap();
+    let size = std::fs::metadata(db.sqlite_file())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    println!("Database size: {} MB", size >> 20);
+    log_reads(&store, l).await;
+    sum_reads(&store, l).await;
+    retention(&store, l).await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -752,7 +752,7 @@ impl<'a> JsonRow<'a> {
     }
 }
 
-/// Rows per JSON insert on PostgreSQL (a writer's batch is 1,000).
+/// Rows per JSON insert on PostgreSQL (a writer's batch there is 5,000 at most).
 const ROWS_PER_JSON_STATEMENT: usize = 5_000;
 
 /// Inserts `logs` on PostgreSQL as one JSON text parameter per statement, unpacked by

@@ -107,10 +107,10 @@ pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
 
 impl WriterOptions {
-    /// Defaults: 1 s batches of at most 1,000 records (see [`WriterOptions::for_backend`]), a 16,384-record channel, 5 s write
-    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB, records
-    /// journaled per request in 256 KiB segments, the spend log's maintenance hourly, no
-    /// retention (daily once set).
+    /// Defaults: 1 s batches of at most 1,000 records (see [`WriterOptions::for_backend`]), a
+    /// 16,384-record channel, 5 s write timeout, budget resets every 10 s, spool at
+    /// `spool_path` bounded to 256 MiB, records journaled per request in 256 KiB segments, the
+    /// spend log's maintenance hourly, no retention (daily once set).
     pub fn new(spool_path: PathBuf) -> Self {
         Self {
             batch_interval: DEFAULT_BATCH_INTERVAL,
