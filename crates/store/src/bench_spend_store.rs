@@ -1,16 +1,18 @@
-//! The spend store at ten million rows (docs/store.md, "A spend store that stays flat"): an
-//! ignored test that fills a PostgreSQL spend log through the spend writer itself (its channel,
-//! its batches of 1,000, each batch one transaction with the holders' spend and the rollups)
-//! and reports the sustained insert rate per million rows, then times the reads the console and
-//! `/spend/*` make (log pages: first, deep by keyset, filtered, a date range; one request by id
-//! and by request id; `/spend/logs`' default 10,000 rows; spend by team, key, model, user, end
-//! user and tag over 30 days from the rollups, and the same sums from the log for comparison)
-//! and retention dropping the oldest day.
+//! The spend store at ten million rows (docs/store.md, "A spend store that stays flat"):
+//! ignored tests that fill a PostgreSQL (and a SQLite) spend log through the spend writer itself
+//! (its channel, its batches — 5,000 records on PostgreSQL, 1,000 on SQLite — each batch one
+//! transaction with the holders' spend and the rollups), ending today, and report the sustained
+//! insert rate per million rows, then time the reads the console and `/spend/*` make (log
+//! pages: first, deep by keyset, filtered, a date range; one request by id and by request id;
+//! `/spend/logs`' default 10,000 rows; spend by team, key, model, user, end user and tag over
+//! 30 days from the rollups, and the same sums from the log for comparison) and retention
+//! removing the oldest three days.
 //!
-//! `cargo test --release -p sluice-store bench_spend_store -- --ignored --nocapture`, with
-//! `SLUICE_BENCH_ROWS` (default 10,000,000) and `SLUICE_BENCH_ROWS_PER_DAY` (default
-//! 1,000,000: ten days of a busy gateway, ~12 requests a second around the clock). Needs
-//! `SLUICE_TEST_POSTGRES_URL`; the database is dropped at the end.
+//! `cargo test --release -p sluice-store bench_spend_store_postgres -- --ignored --nocapture`
+//! (or `_sqlite`), with `SLUICE_BENCH_ROWS` (default 10,000,000) and
+//! `SLUICE_BENCH_ROWS_PER_DAY` (default 1,000,000: ten days of a busy gateway, ~12 requests a
+//! second around the clock). PostgreSQL needs `SLUICE_TEST_POSTGRES_URL`; its database is
+//! dropped at the end unless `SLUICE_BENCH_KEEP` is set.
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +22,8 @@ use time::OffsetDateTime;
 use super::testing;
 use super::*;
 
-const T0: OffsetDateTime = datetime!(2026-01-01 00:00 UTC);
+/// When keys and teams are made (before every row).
+const T0: OffsetDateTime = datetime!(2020-01-01 00:00 UTC);
 /// Rows a console page reads (200, and one more to know whether there is a next).
 const PAGE: u64 = 201;
 const KEYS: usize = 50;
@@ -42,20 +45,35 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 /// Where the rows are: `per_day` a day, evenly, every seventh in the same millisecond as the
-/// one before (ties the keyset's id breaks).
+/// one before (ties the keyset's id breaks), the last day being today (UTC), as a live
+/// gateway's log is.
 #[derive(Clone, Copy)]
 struct Layout {
     rows: usize,
     per_day: usize,
+    /// The first day's midnight.
+    first: OffsetDateTime,
 }
 
 impl Layout {
+    fn new(rows: usize, per_day: usize) -> Self {
+        let days = rows.div_ceil(per_day);
+        let today = OffsetDateTime::now_utc().date().midnight().assume_utc();
+        Self {
+            rows,
+            per_day,
+            first: today - Duration::from_secs(86_400 * (days as u64 - 1)),
+        }
+    }
+
     fn start_of(self, i: usize) -> OffsetDateTime {
         let day = i / self.per_day;
         let within = i % self.per_day;
         let step = within - within / 7;
         let us = step as u64 * 86_400_000_000 / self.per_day as u64;
-        T0 + Duration::from_secs(day as u64 * 86_400) + Duration::from_micros(us / 1000 * 1000)
+        self.first
+            + Duration::from_secs(day as u64 * 86_400)
+            + Duration::from_micros(us / 1000 * 1000)
     }
 
     fn days(self) -> usize {
@@ -364,15 +382,15 @@ async fn count(s: &Store) -> i64 {
 /// bench's) would see.
 async fn retention(s: &Store, l: Layout) {
     for day in 1..=l.days().min(3) {
+        let cutoff = l.first + Duration::from_secs(86_400 * day as u64);
         if s.backend() == Backend::Postgres {
-            let name = format!("spend_logs_202601{day:02}");
+            let name = partitions::partition_name(partitions::day_of(to_ms(cutoff)) - 1);
             sqlx::query(&format!("VACUUM ANALYZE {name}"))
                 .execute(s.pool())
                 .await
                 .unwrap();
         }
         let before = count(s).await;
-        let cutoff = T0 + Duration::from_secs(86_400 * day as u64);
         let t = Instant::now();
         let pruned = s
             .prune_spend_logs(cutoff, l.per_day as u64 + 1)
@@ -398,10 +416,10 @@ async fn retention(s: &Store, l: Layout) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "fills ten million rows: many minutes; see docs/store.md"]
 async fn bench_spend_store_sqlite() {
-    let l = Layout {
-        rows: env_usize("SLUICE_BENCH_ROWS", 10_000_000),
-        per_day: env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
-    };
+    let l = Layout::new(
+        env_usize("SLUICE_BENCH_ROWS", 10_000_000),
+        env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
+    );
     let db = testing::sqlite().await;
     let store = db.store.clone();
     let dir = testing::temp_dir();
@@ -430,10 +448,10 @@ async fn bench_spend_store_postgres() {
     let Some(server) = testing::postgres_server() else {
         return;
     };
-    let l = Layout {
-        rows: env_usize("SLUICE_BENCH_ROWS", 10_000_000),
-        per_day: env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
-    };
+    let l = Layout::new(
+        env_usize("SLUICE_BENCH_ROWS", 10_000_000),
+        env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
+    );
     let url = testing::postgres_database(&server).await;
     let store = Store::open(StoreOptions::new(Location::Postgres(
         sluice_core::Secret::new(url.clone()),

@@ -112,7 +112,7 @@ pub(crate) fn day_of(ms: i64) -> i64 {
 }
 
 /// A day's partition name: `spend_logs_YYYYMMDD`.
-fn partition_name(day: i64) -> String {
+pub(crate) fn partition_name(day: i64) -> String {
     let date = OffsetDateTime::from_unix_timestamp(day * 86_400)
         .map(OffsetDateTime::date)
         .unwrap_or(time::Date::MIN);

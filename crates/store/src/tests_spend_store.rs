@@ -463,3 +463,97 @@ async fn migration_0017_keeps_the_rows_already_stored_and_rolls_them_up() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Pages read newest day first, then wider (PostgreSQL), are the pages the whole log gives:
+/// rows over 60 days back from now, denser lately, read with and without a cursor, an end,
+/// an offset, a filter and by id, against the same read as one query.
+#[tokio::test]
+async fn pages_read_newest_days_first_are_the_whole_logs_pages() {
+    let now = OffsetDateTime::now_utc();
+    let logs: Vec<SpendLog> = (0..300)
+        .map(|i| {
+            // Every 30 minutes for the newest 100, then every 14 hours back to ~116 days.
+            let back = if i < 100 {
+                Duration::minutes(30 * i)
+            } else {
+                Duration::hours(50 + 14 * (i - 100))
+            };
+            let mut l = SpendLog::new(format!("w{i:03}"), "gpt-4o".into(), now - back);
+            l.id = format!("wide-{i:03}");
+            l.team_id = Some(["a", "b", "c"][i as usize % 3].into());
+            l
+        })
+        .collect();
+    for db in every_backend().await {
+        let s = &db.store;
+        s.write_spend_batch(&logs).await.unwrap();
+        let position = |i: usize| LogPosition::of(&logs[i]);
+        let page = |limit: u64, offset: u64| Page { offset, limit };
+        let cases = [
+            SpendLogFilter {
+                page: page(20, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                page: page(150, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                page: page(1_000, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                page: page(30, 90),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                cursor: Some(Cursor::Before(position(95))),
+                page: page(40, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                cursor: Some(Cursor::Before(position(250))),
+                page: page(40, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                cursor: Some(Cursor::After(position(120))),
+                page: page(40, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                end: Some(now - Duration::days(20)),
+                page: page(25, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                team_id: Some("b".into()),
+                page: page(60, 0),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                id: Some("wide-290".into()),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                id: Some("wide-003".into()),
+                ..Default::default()
+            },
+            SpendLogFilter {
+                id: Some("none".into()),
+                ..Default::default()
+            },
+        ];
+        for f in &cases {
+            let ids = |v: Vec<SpendLog>| v.into_iter().map(|l| l.id).collect::<Vec<_>>();
+            let paged = ids(s.spend_logs(f).await.unwrap());
+            let whole = ids(s.read_logs(f).await.unwrap());
+            assert_eq!(paged, whole, "{:?} {f:?}", s.backend());
+        }
+        assert_eq!(
+            s.spend_logs(&cases[0]).await.unwrap().len(),
+            20,
+            "a full first page"
+        );
+    }
+}
