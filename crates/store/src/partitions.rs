@@ -243,11 +243,13 @@ impl Store {
         Ok(())
     }
 
-    /// Makes the partitions of yesterday, today and the next days ahead of the batches that
-    /// will need them (the writer's maintenance). Nothing on SQLite.
+    /// Makes the partitions of today and the next days ahead of the batches that will need
+    /// them (the writer's maintenance). Not yesterday's: a retention shorter than a day drops
+    /// it, and a late record of it (a spool replayed after midnight) makes it on demand.
+    /// Nothing on SQLite.
     pub async fn prepare_spend_partitions(&self, now: OffsetDateTime) -> Result<(), StoreError> {
         let today = day_of(to_ms(now));
-        let days: BTreeSet<i64> = (today - 1..=today + DAYS_AHEAD).collect();
+        let days: BTreeSet<i64> = (today..=today + DAYS_AHEAD).collect();
         self.ensure_spend_days(&days).await
     }
 
