@@ -412,7 +412,8 @@ impl Services {
             let writer_options = WriterOptions::from_settings(
                 &config.general,
                 options.data_dir.join(DEFAULT_SPOOL_PATH),
-            );
+            )
+            .for_backend(store.backend());
             let (writer, task) = writer::start(store.clone(), writer_options)?;
             writer_task = Some(task);
             Some(StoreServices {

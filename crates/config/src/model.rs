@@ -642,6 +642,14 @@ pub struct GeneralSettings {
     /// `responses_retention_days` (default 30, as OpenAI keeps them): how long a kept answer
     /// lasts.
     pub responses_retention_days: u32,
+    /// `maximum_spend_logs_retention_period` (LiteLLM's key, `7d`, `24h`, `60m`, `3600s`):
+    /// spend logs older than this are removed in the background (PostgreSQL drops whole days,
+    /// so it keeps up to a day more for periods of a day or longer). None (the default) keeps
+    /// every log. The daily rollups the spend pages read are kept.
+    pub spend_logs_retention: Option<Duration>,
+    /// `maximum_spend_logs_retention_interval` (LiteLLM's key, same format; default a day):
+    /// how often retention runs.
+    pub spend_logs_retention_interval: Duration,
     /// `pass_through_endpoints` (LiteLLM's key): routes of the operator's own, forwarded to
     /// their targets.
     pub pass_through_endpoints: Vec<CustomRoute>,
@@ -694,6 +702,10 @@ pub struct SearchTool {
     pub timeout: Duration,
 }
 
+/// How often spend-log retention runs unless `maximum_spend_logs_retention_interval` says
+/// otherwise (LiteLLM's default).
+pub const DEFAULT_SPEND_LOGS_RETENTION_INTERVAL: Duration = Duration::from_secs(86_400);
+
 /// How long a kept Responses answer lasts unless `responses_retention_days` says otherwise
 /// (OpenAI's own retention).
 pub const DEFAULT_RESPONSES_RETENTION_DAYS: u32 = 30;
@@ -743,6 +755,8 @@ impl Default for GeneralSettings {
             store_responses: true,
             pass_through_endpoints: Vec::new(),
             responses_retention_days: DEFAULT_RESPONSES_RETENTION_DAYS,
+            spend_logs_retention: None,
+            spend_logs_retention_interval: DEFAULT_SPEND_LOGS_RETENTION_INTERVAL,
             max_memory_bytes: None,
             store_prompts_in_spend_logs: false,
         }

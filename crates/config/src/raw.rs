@@ -212,6 +212,8 @@ pub(super) struct RawGeneral {
     pub spend_journal: Option<Scalar>,
     pub store_responses: Option<Scalar>,
     pub responses_retention_days: Option<Scalar>,
+    pub maximum_spend_logs_retention_period: Option<Scalar>,
+    pub maximum_spend_logs_retention_interval: Option<Scalar>,
     /// LiteLLM's config-declared pass-through routes; read only to say they are not served.
     pub pass_through_endpoints: Option<Value>,
     // Active health checks (`validate::general::health_checks`).
@@ -264,6 +266,8 @@ pub(super) const GENERAL_KEYS: &[&str] = &[
     "spend_journal",
     "store_responses",
     "responses_retention_days",
+    "maximum_spend_logs_retention_period",
+    "maximum_spend_logs_retention_interval",
     "pass_through_endpoints",
     "background_health_checks",
     "health_check_interval",

@@ -1626,6 +1626,67 @@ fn the_spend_journal_is_per_request_unless_batched_and_a_bad_value_is_named() {
 }
 
 #[test]
+fn spend_log_retention_reads_litellm_durations_and_names_a_bad_value() {
+    let yaml =
+        |extra: &str| format!("model_list: []\ngeneral_settings:\n  master_key: sk-m\n{extra}");
+    let general = |extra: &str| load_str(&yaml(extra), &env(&[])).unwrap().config.general;
+    let day = Duration::from_secs(86_400);
+    let none = general("");
+    assert_eq!(none.spend_logs_retention, None, "kept forever by default");
+    assert_eq!(
+        none.spend_logs_retention_interval, day,
+        "LiteLLM's daily run"
+    );
+    for (text, secs) in [
+        ("7d", 7 * 86_400),
+        ("24h", 86_400),
+        ("60m", 3600),
+        ("3600s", 3600),
+        ("2w", 14 * 86_400),
+    ] {
+        let g = general(&format!("  maximum_spend_logs_retention_period: {text}\n"));
+        assert_eq!(
+            g.spend_logs_retention,
+            Some(Duration::from_secs(secs)),
+            "{text}"
+        );
+    }
+    let g = general(
+        "  maximum_spend_logs_retention_period: 30d\n  maximum_spend_logs_retention_interval: 1h\n",
+    );
+    assert_eq!(g.spend_logs_retention_interval, Duration::from_secs(3600));
+    for bad in ["30", "0d", "7 days", "-1d", "1mo"] {
+        let e = load_str(
+            &yaml(&format!(
+                "  maximum_spend_logs_retention_period: \"{bad}\"\n"
+            )),
+            &env(&[]),
+        )
+        .unwrap_err();
+        let errs = errors(e);
+        assert!(
+            errs.iter().any(|e| e.starts_with(
+                "general_settings.maximum_spend_logs_retention_period: expected a whole number > 0 followed by s, m, h, d or w"
+            ) && e.contains(&format!("{bad:?}"))),
+            "{bad}: {errs:?}"
+        );
+    }
+    // An interval alone removes nothing: said, not refused.
+    let loaded = load_str(
+        &yaml("  maximum_spend_logs_retention_interval: 1d\n"),
+        &env(&[]),
+    )
+    .unwrap();
+    assert!(
+        loaded.warnings.iter().any(|w| w
+            .to_string()
+            .starts_with("general_settings.maximum_spend_logs_retention_interval: has no effect")),
+        "{:?}",
+        loaded.warnings
+    );
+}
+
+#[test]
 fn include_adds_mcp_servers_and_guardrails_and_refuses_a_second_definition() {
     let dir = std::env::temp_dir().join(format!("sluice-include-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -21,6 +21,7 @@ pub mod models;
 pub mod names;
 pub mod objects;
 pub mod organizations;
+pub mod partitions;
 pub mod responses;
 pub mod revocations;
 mod sink;
@@ -58,6 +59,7 @@ pub use models::ModelRow;
 pub use names::{HolderNames, KeyNames, Named, Names};
 pub use objects::{ObjectKind, OwnedObject};
 pub use organizations::{OrgMember, OrgRole, OrganizationRow};
+pub use partitions::{retention_cutoff, Pruned, SpendPartition};
 pub use responses::{ConversationItem, ConversationRow, StoredResponse};
 pub use sink::{spend_log, SpendSink};
 pub use spend_logs::{
@@ -175,6 +177,8 @@ impl StoreOptions {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The spend log's days known to have a partition (PostgreSQL), shared by every clone.
+    partitions: std::sync::Arc<partitions::Partitions>,
 }
 
 impl Store {
@@ -220,7 +224,11 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
         }
-        Ok(Self { pool, backend })
+        Ok(Self {
+            pool,
+            backend,
+            partitions: std::sync::Arc::default(),
+        })
     }
 
     /// Which database this store talks to.
@@ -299,6 +307,10 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod bench_log_pages;
 #[cfg(test)]
+mod bench_spend_store;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_log_pages;
+#[cfg(test)]
+mod tests_spend_store;

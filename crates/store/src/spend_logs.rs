@@ -499,6 +499,10 @@ impl SpendLogFilter {
     }
 }
 
+/// The spans, in days back from the newest time a page can hold, that a PostgreSQL read with
+/// no lower time bound tries before the whole log ([`Store::spend_logs`]).
+const NARROW_READS_DAYS: [i64; 3] = [1, 7, 31];
+
 /// What one batch write did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
@@ -546,10 +550,6 @@ const LOG_COLUMNS: [&str; 35] = [
     "error_message",
 ];
 
-/// Rows per INSERT statement on PostgreSQL: one round trip for 200 rows (35 × 200 parameters
-/// stays far below its limit of 65,535).
-const ROWS_PER_STATEMENT: usize = 200;
-
 /// On SQLite (in process, no round trips) one row per statement is cheapest: the statement is
 /// prepared once and cached, where a 200-row statement is parsed again for every partial chunk
 /// and SQLite looks each of its 4,000 `$n` parameters up by name, a scan over all of them
@@ -585,21 +585,283 @@ fn attempts_json(attempts: &[AttemptLog]) -> Option<String> {
     serde_json::to_string(attempts).ok()
 }
 
-/// `INSERT … VALUES ($1, …), (…) …` for `rows` rows.
-fn insert_sql(rows: usize) -> String {
-    let values: Vec<String> = (0..rows)
+/// `($1, …, $cols), (…), …` for `rows` rows of `cols` parameters each.
+fn placeholders(rows: usize, cols: usize) -> String {
+    (0..rows)
         .map(|r| {
-            let p: Vec<String> = (1..=LOG_COLUMNS.len())
-                .map(|c| format!("${}", r * LOG_COLUMNS.len() + c))
-                .collect();
+            let p: Vec<String> = (1..=cols).map(|c| format!("${}", r * cols + c)).collect();
             format!("({})", p.join(", "))
         })
-        .collect();
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `INSERT … VALUES ($1, …), (…) …` for `rows` rows. A row already there is skipped: its key
+/// (`id`, `start_time`; the partition key is part of every unique key on PostgreSQL) is the
+/// same when a record is written again, since a replay keeps the record's start time.
+fn insert_sql(rows: usize) -> String {
     format!(
-        "INSERT INTO spend_logs ({}) VALUES {} ON CONFLICT (id) DO NOTHING RETURNING id",
+        "INSERT INTO spend_logs ({}) VALUES {} ON CONFLICT DO NOTHING RETURNING id",
         LOG_COLUMNS.join(", "),
-        values.join(", ")
+        placeholders(rows, LOG_COLUMNS.len())
     )
+}
+
+/// Holders (keys, teams, users, tags, end users) per spend statement: 1,000 parameters.
+const HOLDERS_PER_STATEMENT: usize = 250;
+
+/// Inserts `logs` with one bound parameter per column (SQLite, where a statement is prepared
+/// once and cached); returns the ids newly inserted.
+async fn insert_bound(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    logs: &[SpendLog],
+) -> Result<HashSet<String>, StoreError> {
+    let mut inserted: HashSet<String> = HashSet::with_capacity(logs.len());
+    let per_statement = ROWS_PER_STATEMENT_SQLITE;
+    // The statement text depends only on the chunk's length: built once per length.
+    let mut statement: Option<(usize, String)> = None;
+    for chunk in logs.chunks(per_statement) {
+        if statement.as_ref().map(|(n, _)| *n) != Some(chunk.len()) {
+            statement = Some((chunk.len(), insert_sql(chunk.len())));
+        }
+        let sql = statement.as_ref().map_or("", |(_, s)| s.as_str());
+        let mut q = sqlx::query(sql);
+        for l in chunk {
+            q = q
+                .bind(l.id.clone())
+                .bind(l.request_id.clone())
+                .bind(l.api_key.as_ref().map(|k| k.as_str().to_owned()))
+                .bind(l.team_id.clone())
+                .bind(l.user_id.clone())
+                .bind(l.end_user.clone())
+                .bind(l.model_group.clone())
+                .bind(l.deployment_id.clone())
+                .bind(l.provider.clone())
+                .bind(to_i64(l.usage.prompt_tokens))
+                .bind(to_i64(l.usage.completion_tokens))
+                .bind(to_i64(l.usage.cached_tokens))
+                .bind(to_i64(l.usage.cache_creation_tokens))
+                .bind(to_i64(l.usage.reasoning_tokens))
+                .bind(l.spend)
+                .bind(l.status.as_str())
+                .bind(to_ms(l.start_time))
+                .bind(to_ms(l.end_time))
+                .bind(l.ttfb_ms.map(to_i64))
+                .bind(i64::from(l.cache_hit))
+                .bind(l.saved_spend)
+                .bind(l.requested_model.clone())
+                .bind(l.overhead_us.map(to_i64))
+                .bind(i64::from(l.retries))
+                .bind(i64::from(l.fallbacks))
+                .bind(i64::from(l.hedges))
+                .bind(tags_json(&l.request_tags))
+                .bind(attempts_json(&l.attempts))
+                .bind(l.messages.clone())
+                .bind(l.response.clone())
+                .bind(l.call_type.clone())
+                .bind(l.error.clone())
+                .bind(l.http_status.map(i64::from))
+                .bind(l.error_type.clone())
+                .bind(l.error_message.clone());
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            inserted.insert(col(&row, "id")?);
+        }
+    }
+    Ok(inserted)
+}
+
+/// A spend log as one element of [`insert_json`]'s JSON array, keyed by column name.
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    id: &'a str,
+    request_id: &'a str,
+    api_key: Option<&'a str>,
+    team_id: Option<&'a str>,
+    user_id: Option<&'a str>,
+    end_user: Option<&'a str>,
+    model_group: &'a str,
+    deployment_id: Option<&'a str>,
+    provider: Option<&'a str>,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cached_tokens: i64,
+    cache_creation_tokens: i64,
+    reasoning_tokens: i64,
+    spend: f64,
+    status: &'a str,
+    start_time: i64,
+    end_time: i64,
+    ttfb_ms: Option<i64>,
+    cache_hit: i64,
+    saved_spend: f64,
+    requested_model: Option<&'a str>,
+    overhead_us: Option<i64>,
+    retries: i64,
+    fallbacks: i64,
+    hedges: i64,
+    request_tags: String,
+    attempts: Option<String>,
+    messages: Option<&'a str>,
+    response: Option<&'a str>,
+    call_type: Option<&'a str>,
+    error: Option<&'a str>,
+    http_status: Option<i64>,
+    error_type: Option<&'a str>,
+    error_message: Option<&'a str>,
+}
+
+impl<'a> JsonRow<'a> {
+    fn of(l: &'a SpendLog) -> Self {
+        // JSON has no NaN: a cost that is not a number is stored as 0 (it would poison every
+        // sum it joined).
+        let finite = |x: f64| if x.is_finite() { x } else { 0.0 };
+        Self {
+            id: &l.id,
+            request_id: &l.request_id,
+            api_key: l.api_key.as_ref().map(KeyHash::as_str),
+            team_id: l.team_id.as_deref(),
+            user_id: l.user_id.as_deref(),
+            end_user: l.end_user.as_deref(),
+            model_group: &l.model_group,
+            deployment_id: l.deployment_id.as_deref(),
+            provider: l.provider.as_deref(),
+            prompt_tokens: to_i64(l.usage.prompt_tokens),
+            completion_tokens: to_i64(l.usage.completion_tokens),
+            cached_tokens: to_i64(l.usage.cached_tokens),
+            cache_creation_tokens: to_i64(l.usage.cache_creation_tokens),
+            reasoning_tokens: to_i64(l.usage.reasoning_tokens),
+            spend: finite(l.spend),
+            status: l.status.as_str(),
+            start_time: to_ms(l.start_time),
+            end_time: to_ms(l.end_time),
+            ttfb_ms: l.ttfb_ms.map(to_i64),
+            cache_hit: i64::from(l.cache_hit),
+            saved_spend: finite(l.saved_spend),
+            requested_model: l.requested_model.as_deref(),
+            overhead_us: l.overhead_us.map(to_i64),
+            retries: i64::from(l.retries),
+            fallbacks: i64::from(l.fallbacks),
+            hedges: i64::from(l.hedges),
+            request_tags: tags_json(&l.request_tags),
+            attempts: attempts_json(&l.attempts),
+            messages: l.messages.as_deref(),
+            response: l.response.as_deref(),
+            call_type: l.call_type.as_deref(),
+            error: l.error.as_deref(),
+            http_status: l.http_status.map(i64::from),
+            error_type: l.error_type.as_deref(),
+            error_message: l.error_message.as_deref(),
+        }
+    }
+}
+
+/// Rows per JSON insert on PostgreSQL (a writer's batch there is 5,000 at most).
+const ROWS_PER_JSON_STATEMENT: usize = 5_000;
+
+/// Inserts `logs` on PostgreSQL as one JSON text parameter per statement, unpacked by
+/// `json_populate_recordset` into the table's row type: one parameter to send and parse
+/// instead of 35 per row (statements are not cached through the `Any` driver, so a 200-row
+/// statement of 7,000 parameters was parsed afresh each time). Returns the ids newly inserted.
+async fn insert_json(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    logs: &[SpendLog],
+) -> Result<HashSet<String>, StoreError> {
+    let columns = LOG_COLUMNS.join(", ");
+    let sql = format!(
+        "INSERT INTO spend_logs ({columns}) SELECT {columns} \
+         FROM json_populate_recordset(CAST(NULL AS spend_logs), CAST($1 AS json)) \
+         ON CONFLICT DO NOTHING RETURNING id"
+    );
+    let mut inserted = HashSet::with_capacity(logs.len());
+    for chunk in logs.chunks(ROWS_PER_JSON_STATEMENT) {
+        let rows: Vec<JsonRow<'_>> = chunk.iter().map(JsonRow::of).collect();
+        let json = serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt {
+            column: "spend_logs",
+            why: e.to_string(),
+        })?;
+        for row in sqlx::query(&sql).bind(json).fetch_all(&mut **tx).await? {
+            inserted.insert(col(&row, "id")?);
+        }
+    }
+    Ok(inserted)
+}
+
+/// Rollup rows per upsert statement: one round trip for most batches (11 × 100 parameters).
+const ROLLUPS_PER_STATEMENT: usize = 100;
+
+/// Adds a batch's sums to the daily rollups (`daily_spend`, `daily_spend_by`): one multi-row
+/// upsert per [`ROLLUPS_PER_STATEMENT`] rows, in key order, so batches on several instances
+/// lock rollup rows in the same order. Rows within a statement are distinct (they come from
+/// maps), as PostgreSQL's `ON CONFLICT DO UPDATE` requires.
+async fn upsert_rollups(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    totals: &Totals<'_>,
+) -> Result<(), StoreError> {
+    let daily: Vec<&DailySpend> = totals.daily.values().collect();
+    for chunk in daily.chunks(ROLLUPS_PER_STATEMENT) {
+        let sql = format!(
+            "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
+             failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
+             cache_creation_tokens, spend) VALUES {} \
+             ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
+             requests = daily_spend.requests + excluded.requests, \
+             failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
+             prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
+             completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
+             cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
+             cache_creation_tokens = daily_spend.cache_creation_tokens \
+             + excluded.cache_creation_tokens, \
+             spend = daily_spend.spend + excluded.spend",
+            placeholders(chunk.len(), 11)
+        );
+        let mut q = sqlx::query(&sql);
+        for d in chunk {
+            q = q
+                .bind(d.day.clone())
+                .bind(d.api_key.clone())
+                .bind(d.team_id.clone())
+                .bind(d.model_group.clone())
+                .bind(to_i64(d.requests))
+                .bind(to_i64(d.failed_requests))
+                .bind(to_i64(d.prompt_tokens))
+                .bind(to_i64(d.completion_tokens))
+                .bind(to_i64(d.cached_tokens))
+                .bind(to_i64(d.cache_creation_tokens))
+                .bind(d.spend);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    let by: Vec<(&(&str, String, &str), &ByDay)> = totals.by.iter().collect();
+    for chunk in by.chunks(ROLLUPS_PER_STATEMENT) {
+        let sql = format!(
+            "INSERT INTO daily_spend_by (kind, day, name, requests, spend, total_tokens, \
+             first_seen, last_seen) VALUES {} \
+             ON CONFLICT (kind, day, name) DO UPDATE SET \
+             requests = daily_spend_by.requests + excluded.requests, \
+             spend = daily_spend_by.spend + excluded.spend, \
+             total_tokens = daily_spend_by.total_tokens + excluded.total_tokens, \
+             first_seen = CASE WHEN excluded.first_seen < daily_spend_by.first_seen \
+             THEN excluded.first_seen ELSE daily_spend_by.first_seen END, \
+             last_seen = CASE WHEN excluded.last_seen > daily_spend_by.last_seen \
+             THEN excluded.last_seen ELSE daily_spend_by.last_seen END",
+            placeholders(chunk.len(), 8)
+        );
+        let mut q = sqlx::query(&sql);
+        for ((kind, day, name), d) in chunk {
+            q = q
+                .bind(*kind)
+                .bind(day.clone())
+                .bind((*name).to_owned())
+                .bind(d.requests)
+                .bind(d.spend)
+                .bind(d.total_tokens)
+                .bind(d.first_seen)
+                .bind(d.last_seen);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -622,97 +884,36 @@ impl Store {
         logs: &[SpendLog],
         charge: Charge,
     ) -> Result<BatchOutcome, StoreError> {
-        let mut tx = self.pool().begin().await?;
-        let mut inserted: HashSet<String> = HashSet::with_capacity(logs.len());
-        let per_statement = match self.backend() {
-            super::Backend::Sqlite => ROWS_PER_STATEMENT_SQLITE,
-            super::Backend::Postgres => ROWS_PER_STATEMENT,
-        };
-        // The statement text depends only on the chunk's length: built once per length.
-        let mut statement: Option<(usize, String)> = None;
-        for chunk in logs.chunks(per_statement) {
-            if statement.as_ref().map(|(n, _)| *n) != Some(chunk.len()) {
-                statement = Some((chunk.len(), insert_sql(chunk.len())));
-            }
-            let sql = statement.as_ref().map_or("", |(_, s)| s.as_str());
-            let mut q = sqlx::query(sql);
-            for l in chunk {
-                q = q
-                    .bind(l.id.clone())
-                    .bind(l.request_id.clone())
-                    .bind(l.api_key.as_ref().map(|k| k.as_str().to_owned()))
-                    .bind(l.team_id.clone())
-                    .bind(l.user_id.clone())
-                    .bind(l.end_user.clone())
-                    .bind(l.model_group.clone())
-                    .bind(l.deployment_id.clone())
-                    .bind(l.provider.clone())
-                    .bind(to_i64(l.usage.prompt_tokens))
-                    .bind(to_i64(l.usage.completion_tokens))
-                    .bind(to_i64(l.usage.cached_tokens))
-                    .bind(to_i64(l.usage.cache_creation_tokens))
-                    .bind(to_i64(l.usage.reasoning_tokens))
-                    .bind(l.spend)
-                    .bind(l.status.as_str())
-                    .bind(to_ms(l.start_time))
-                    .bind(to_ms(l.end_time))
-                    .bind(l.ttfb_ms.map(to_i64))
-                    .bind(i64::from(l.cache_hit))
-                    .bind(l.saved_spend)
-                    .bind(l.requested_model.clone())
-                    .bind(l.overhead_us.map(to_i64))
-                    .bind(i64::from(l.retries))
-                    .bind(i64::from(l.fallbacks))
-                    .bind(i64::from(l.hedges))
-                    .bind(tags_json(&l.request_tags))
-                    .bind(attempts_json(&l.attempts))
-                    .bind(l.messages.clone())
-                    .bind(l.response.clone())
-                    .bind(l.call_type.clone())
-                    .bind(l.error.clone())
-                    .bind(l.http_status.map(i64::from))
-                    .bind(l.error_type.clone())
-                    .bind(l.error_message.clone());
-            }
-            for row in q.fetch_all(&mut *tx).await? {
-                inserted.insert(col(&row, "id")?);
-            }
+        let days: std::collections::BTreeSet<i64> = logs
+            .iter()
+            .map(|l| super::partitions::day_of(to_ms(l.start_time)))
+            .collect();
+        self.ensure_spend_days(&days).await?;
+        let written = self.write_batch_tx(logs, charge).await;
+        if written.is_err() {
+            // A day this instance knew may have been dropped by another's retention: the
+            // replay of this batch reads the catalog again.
+            self.partitions.forget();
         }
+        written
+    }
+
+    async fn write_batch_tx(
+        &self,
+        logs: &[SpendLog],
+        charge: Charge,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut inserted: HashSet<String> = match self.backend() {
+            super::Backend::Postgres => insert_json(&mut tx, logs).await?,
+            super::Backend::Sqlite => insert_bound(&mut tx, logs).await?,
+        };
         let fresh: Vec<&SpendLog> = logs.iter().filter(|l| inserted.remove(&l.id)).collect();
         let totals = Totals::of(&fresh);
         if charge == Charge::Holders {
             self.charge_holders(&mut tx, &totals).await?;
         }
-        for d in totals.daily.values() {
-            sqlx::query(
-                "INSERT INTO daily_spend (day, api_key, team_id, model_group, requests, \
-                 failed_requests, prompt_tokens, completion_tokens, cached_tokens, \
-                 cache_creation_tokens, spend) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                 ON CONFLICT (day, api_key, team_id, model_group) DO UPDATE SET \
-                 requests = daily_spend.requests + excluded.requests, \
-                 failed_requests = daily_spend.failed_requests + excluded.failed_requests, \
-                 prompt_tokens = daily_spend.prompt_tokens + excluded.prompt_tokens, \
-                 completion_tokens = daily_spend.completion_tokens + excluded.completion_tokens, \
-                 cached_tokens = daily_spend.cached_tokens + excluded.cached_tokens, \
-                 cache_creation_tokens = daily_spend.cache_creation_tokens \
-                 + excluded.cache_creation_tokens, \
-                 spend = daily_spend.spend + excluded.spend",
-            )
-            .bind(d.day.clone())
-            .bind(d.api_key.clone())
-            .bind(d.team_id.clone())
-            .bind(d.model_group.clone())
-            .bind(to_i64(d.requests))
-            .bind(to_i64(d.failed_requests))
-            .bind(to_i64(d.prompt_tokens))
-            .bind(to_i64(d.completion_tokens))
-            .bind(to_i64(d.cached_tokens))
-            .bind(to_i64(d.cache_creation_tokens))
-            .bind(d.spend)
-            .execute(&mut *tx)
-            .await?;
-        }
+        upsert_rollups(&mut tx, &totals).await?;
         tx.commit().await?;
         let n = fresh.len() as u64;
         Ok(BatchOutcome {
@@ -723,7 +924,8 @@ impl Store {
 
     /// Adds a batch's fresh spend to the keys, teams, users, organizations, tags and end users
     /// it names (end users need no admin call to exist: the first request naming one creates
-    /// its row).
+    /// its row): a few statements per table whatever the batch holds, never one per request
+    /// or per holder, so a batch of 1,000 requests from 300 end users is ~15 round trips.
     async fn charge_holders(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -736,34 +938,75 @@ impl Store {
             // Tags without a row (only counted, `/spend/tags`) match nothing.
             ("tags", "tag_name", &totals.tags),
         ] {
-            let sql = format!("UPDATE {table} SET spend = spend + $1 WHERE {id_col} = $2");
-            for (id, spend) in sums {
-                sqlx::query(&sql)
-                    .bind(*spend)
-                    .bind(id.to_owned())
-                    .execute(&mut **tx)
-                    .await?;
+            let rows: Vec<(&str, f64)> = sums.iter().map(|(k, v)| (*k, *v)).collect();
+            for chunk in rows.chunks(HOLDERS_PER_STATEMENT) {
+                self.add_spend_to(tx, table, id_col, chunk).await?;
             }
         }
         self.add_organization_spend(tx, &totals.keys).await?;
         let now = to_ms(OffsetDateTime::now_utc());
-        for (id, spend) in &totals.end_users {
-            sqlx::query(
-                "INSERT INTO end_users (user_id, spend, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $3) \
+        let end_users: Vec<(&str, f64)> = totals.end_users.iter().map(|(k, v)| (*k, *v)).collect();
+        for chunk in end_users.chunks(HOLDERS_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO end_users (user_id, spend, created_at, updated_at) VALUES {} \
                  ON CONFLICT (user_id) DO UPDATE SET spend = end_users.spend + excluded.spend",
-            )
-            .bind((*id).to_owned())
-            .bind(*spend)
-            .bind(now)
-            .execute(&mut **tx)
-            .await?;
+                placeholders(chunk.len(), 4)
+            );
+            let mut q = sqlx::query(&sql);
+            for (id, spend) in chunk {
+                q = q.bind((*id).to_owned()).bind(*spend).bind(now).bind(now);
+            }
+            q.execute(&mut **tx).await?;
         }
         Ok(())
     }
 
+    /// `spend += s` for each `(id, s)` of `rows` in `table`, in one statement. On PostgreSQL
+    /// the rows are first locked in id order (one `SELECT … FOR UPDATE`): the update's join
+    /// would lock them in whatever order its plan reads them, and two instances' batches
+    /// locking the same keys in different orders could deadlock.
+    async fn add_spend_to(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        table: &str,
+        id_col: &str,
+        rows: &[(&str, f64)],
+    ) -> Result<(), StoreError> {
+        if self.backend() == super::Backend::Postgres {
+            let ids: Vec<String> = (1..=rows.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT {id_col} FROM {table} WHERE {id_col} IN ({}) ORDER BY {id_col} FOR UPDATE",
+                ids.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (id, _) in rows {
+                q = q.bind((*id).to_owned());
+            }
+            q.execute(&mut **tx).await?;
+        }
+        // `SELECT $1 AS id, $2 AS spend UNION ALL SELECT $3, $4 …`: a table of the sums both
+        // databases read (SQLite names a bare VALUES list's columns its own way).
+        let values: Vec<String> = (0..rows.len())
+            .map(|i| match i {
+                0 => "SELECT $1 AS id, $2 AS spend".to_owned(),
+                i => format!("SELECT ${}, ${}", 2 * i + 1, 2 * i + 2),
+            })
+            .collect();
+        let sql = format!(
+            "UPDATE {table} SET spend = {table}.spend + v.spend FROM ({}) AS v \
+             WHERE {table}.{id_col} = v.id",
+            values.join(" UNION ALL ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, spend) in rows {
+            q = q.bind((*id).to_owned()).bind(*spend);
+        }
+        q.execute(&mut **tx).await?;
+        Ok(())
+    }
+
     /// Adds the batch's spend per key to the organization each key is under (its own, else its
-    /// team's): one lookup per 500 keys, then one update per organization, in id order (the
+    /// team's): one lookup per 500 keys, then one update for all of them, locked in id order (the
     /// same lock order on every instance).
     async fn add_organization_spend(
         &self,
@@ -792,11 +1035,9 @@ impl Store {
                 *orgs.entry(org).or_default() += spend;
             }
         }
-        for (org, spend) in &orgs {
-            sqlx::query("UPDATE organizations SET spend = spend + $1 WHERE organization_id = $2")
-                .bind(*spend)
-                .bind(org.clone())
-                .execute(&mut **tx)
+        let rows: Vec<(&str, f64)> = orgs.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        for chunk in rows.chunks(HOLDERS_PER_STATEMENT) {
+            self.add_spend_to(tx, "organizations", "organization_id", chunk)
                 .await?;
         }
         Ok(())
@@ -804,7 +1045,43 @@ impl Store {
 
     /// Spend logs matching every filter set, newest first (`GET /spend/logs`); past a
     /// [`Cursor`], the page of `limit` rows on its side.
+    ///
+    /// On PostgreSQL a read with no lower bound on time (the first page, the next page of the
+    /// newest, any page without `start`) is tried on the newest day first, then the newest
+    /// week and month, and the whole log last: a query with no bound plans over every day's
+    /// table (56 ms at 365 days, docs/store.md), one with a bound only over its days. A
+    /// narrower try that fills the page has exactly the rows the whole log would give (every
+    /// row it leaves out is older than all it returns); one that does not is tried wider. A
+    /// lookup by `id` stops at the first try that finds the row.
     pub async fn spend_logs(&self, filter: &SpendLogFilter) -> Result<Vec<SpendLog>, StoreError> {
+        let unbounded = filter.start.is_none() && !matches!(filter.cursor, Some(Cursor::After(_)));
+        if self.backend() != super::Backend::Postgres || !unbounded {
+            return self.read_logs(filter).await;
+        }
+        let top = match (&filter.cursor, filter.end) {
+            (Some(Cursor::Before(p)), _) => from_ms("start_time", p.start_ms)?,
+            (None, Some(end)) => end,
+            _ => OffsetDateTime::now_utc(),
+        };
+        for days in NARROW_READS_DAYS {
+            let narrow = SpendLogFilter {
+                start: Some(top - time::Duration::days(days)),
+                ..filter.clone()
+            };
+            let logs = self.read_logs(&narrow).await?;
+            let full = u64::try_from(logs.len()).unwrap_or(u64::MAX) >= filter.page.limit;
+            if full || (filter.id.is_some() && !logs.is_empty()) {
+                return Ok(logs);
+            }
+        }
+        self.read_logs(filter).await
+    }
+
+    /// [`Store::spend_logs`] as one query.
+    pub(crate) async fn read_logs(
+        &self,
+        filter: &SpendLogFilter,
+    ) -> Result<Vec<SpendLog>, StoreError> {
         let (cond, args) = filter.conditions();
         let sql = format!(
             "SELECT {} FROM spend_logs {cond} ORDER BY {} LIMIT $1 OFFSET $2",
@@ -872,7 +1149,68 @@ impl Store {
     /// ignores them), most spend first, then by tag. A request counts under each tag it
     /// carried, so a request with two tags is in two rows, as in LiteLLM; a tag it listed
     /// twice counts it once (LiteLLM would count it twice); untagged requests are in no row.
+    ///
+    /// Open bounds and whole UTC days are read from the daily rollups; other bounds sum the
+    /// log.
     pub async fn spend_by_tag(
+        &self,
+        start: Option<OffsetDateTime>,
+        end: Option<OffsetDateTime>,
+    ) -> Result<Vec<TagSpend>, StoreError> {
+        let day = |t: Option<OffsetDateTime>, end: bool| -> Option<Option<String>> {
+            let Some(t) = t else {
+                return Some(None);
+            };
+            let t = t.to_offset(time::UtcOffset::UTC);
+            (t.time() == time::Time::MIDNIGHT).then(|| {
+                let d = if end {
+                    t.date().previous_day()
+                } else {
+                    Some(t.date())
+                };
+                Some(day_text(d.unwrap_or(time::Date::MIN)))
+            })
+        };
+        match (day(start, false), day(end, true)) {
+            (Some(first), Some(last)) => self.spend_by_tag_rollups(first, last).await,
+            _ => self.spend_by_tag_logs(start, end).await,
+        }
+    }
+
+    /// [`Store::spend_by_tag`] from the rollups, days `first..=last` (either open).
+    async fn spend_by_tag_rollups(
+        &self,
+        first: Option<String>,
+        last: Option<String>,
+    ) -> Result<Vec<TagSpend>, StoreError> {
+        let mut conds = vec![format!("kind = '{BY_TAG}'")];
+        let mut args = Vec::new();
+        for (cond, value) in [("day >= ", first), ("day <= ", last)] {
+            if let Some(v) = value {
+                args.push(v);
+                conds.push(format!("{cond}${}", args.len()));
+            }
+        }
+        let sql = format!(
+            "SELECT name AS tag, CAST(SUM(requests) AS BIGINT) AS log_count, \
+             SUM(spend) AS total_spend, CAST(SUM(total_tokens) AS BIGINT) AS total_tokens, \
+             MIN(first_seen) AS first_seen, MAX(last_seen) AS last_seen \
+             FROM daily_spend_by WHERE {} GROUP BY name ORDER BY total_spend DESC, tag",
+            conds.join(" AND ")
+        );
+        let mut q = sqlx::query(&sql);
+        for a in args {
+            q = q.bind(a);
+        }
+        q.fetch_all(self.pool())
+            .await?
+            .iter()
+            .map(TagSpend::decode)
+            .collect()
+    }
+
+    /// [`Store::spend_by_tag`] summed from the log.
+    pub(crate) async fn spend_by_tag_logs(
         &self,
         start: Option<OffsetDateTime>,
         end: Option<OffsetDateTime>,
@@ -910,19 +1248,22 @@ impl Store {
         q.fetch_all(self.pool())
             .await?
             .iter()
-            .map(|row| {
-                let count =
-                    |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
-                Ok(TagSpend {
-                    tag: col(row, "tag")?,
-                    requests: count("log_count")?,
-                    spend: col(row, "total_spend")?,
-                    total_tokens: count("total_tokens")?,
-                    first_seen: time_col(row, "first_seen")?,
-                    last_seen: time_col(row, "last_seen")?,
-                })
-            })
+            .map(TagSpend::decode)
             .collect()
+    }
+}
+
+impl TagSpend {
+    fn decode(row: &AnyRow) -> Result<Self, StoreError> {
+        let count = |c: &'static str| col::<i64>(row, c).map(|n| u64::try_from(n).unwrap_or(0));
+        Ok(Self {
+            tag: col(row, "tag")?,
+            requests: count("log_count")?,
+            spend: col(row, "total_spend")?,
+            total_tokens: count("total_tokens")?,
+            first_seen: time_col(row, "first_seen")?,
+            last_seen: time_col(row, "last_seen")?,
+        })
     }
 }
 
@@ -968,8 +1309,61 @@ pub struct GroupSpend {
 
 impl Store {
     /// Spend and requests of the requests that started in `start..end`, summed by `by`, most
-    /// spend first (a spend report's tables).
+    /// spend first (a spend report's tables). Whole UTC days (what `/spend/groups` and the
+    /// console ask) are read from the daily rollups, a few rows per day whatever the traffic;
+    /// any other range sums the log (a report's hours), by its time index.
     pub async fn spend_grouped(
+        &self,
+        start: OffsetDateTime,
+        end: OffsetDateTime,
+        by: SpendBy,
+    ) -> Result<Vec<GroupSpend>, StoreError> {
+        match whole_days(start, end) {
+            Some((first, last)) => self.spend_grouped_rollups(&first, &last, by).await,
+            None => self.spend_grouped_logs(start, end, by).await,
+        }
+    }
+
+    /// [`Store::spend_grouped`] from the rollups, days `first..=last`.
+    async fn spend_grouped_rollups(
+        &self,
+        first: &str,
+        last: &str,
+        by: SpendBy,
+    ) -> Result<Vec<GroupSpend>, StoreError> {
+        let sql = match by {
+            SpendBy::Team | SpendBy::Model | SpendBy::Key => format!(
+                "SELECT {column} AS name, CAST(SUM(requests) AS BIGINT) AS requests, \
+                 SUM(spend) AS spend, \
+                 CAST(SUM(prompt_tokens + completion_tokens) AS BIGINT) AS total_tokens \
+                 FROM daily_spend WHERE day >= $1 AND day <= $2 \
+                 GROUP BY {column} ORDER BY spend DESC, name",
+                column = by.column()
+            ),
+            SpendBy::User | SpendBy::EndUser => {
+                let kind = if by == SpendBy::User {
+                    BY_USER
+                } else {
+                    BY_END_USER
+                };
+                format!(
+                    "SELECT name, CAST(SUM(requests) AS BIGINT) AS requests, \
+                     SUM(spend) AS spend, CAST(SUM(total_tokens) AS BIGINT) AS total_tokens \
+                     FROM daily_spend_by WHERE kind = '{kind}' AND day >= $1 AND day <= $2 \
+                     GROUP BY name ORDER BY spend DESC, name"
+                )
+            }
+        };
+        let rows = sqlx::query(&sql)
+            .bind(first.to_owned())
+            .bind(last.to_owned())
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(GroupSpend::decode).collect()
+    }
+
+    /// [`Store::spend_grouped`] summed from the log.
+    pub(crate) async fn spend_grouped_logs(
         &self,
         start: OffsetDateTime,
         end: OffsetDateTime,
@@ -982,24 +1376,24 @@ impl Store {
              FROM spend_logs WHERE start_time >= $1 AND start_time < $2 \
              GROUP BY COALESCE({column}, '') ORDER BY spend DESC, name"
         );
-        sqlx::query(&sql)
+        let rows = sqlx::query(&sql)
             .bind(to_ms(start))
             .bind(to_ms(end))
             .fetch_all(self.pool())
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(GroupSpend {
-                    name: col(row, "name")?,
-                    requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
-                    spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
-                    total_tokens: u64::try_from(
-                        col::<Option<i64>>(row, "total_tokens")?.unwrap_or(0),
-                    )
-                    .unwrap_or(0),
-                })
-            })
-            .collect()
+            .await?;
+        rows.iter().map(GroupSpend::decode).collect()
+    }
+}
+
+impl GroupSpend {
+    fn decode(row: &AnyRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            name: col(row, "name")?,
+            requests: u64::try_from(col::<i64>(row, "requests")?).unwrap_or(0),
+            spend: col::<Option<f64>>(row, "spend")?.unwrap_or(0.0),
+            total_tokens: u64::try_from(col::<Option<i64>>(row, "total_tokens")?.unwrap_or(0))
+                .unwrap_or(0),
+        })
     }
 }
 
@@ -1027,6 +1421,31 @@ pub struct TagSpend {
     pub last_seen: Option<OffsetDateTime>,
 }
 
+/// `daily_spend_by.kind` of the rollup by the key's user.
+const BY_USER: &str = "user";
+/// `daily_spend_by.kind` of the rollup by end user (the request's `user`).
+const BY_END_USER: &str = "end_user";
+/// `daily_spend_by.kind` of the rollup by request tag.
+const BY_TAG: &str = "tag";
+
+/// `start..end` as whole UTC days, `(first, last)` both included, as the rollups key them
+/// (`YYYY-MM-DD`); `None` when either is not a UTC midnight (or the range is empty), which
+/// only the log itself answers.
+fn whole_days(start: OffsetDateTime, end: OffsetDateTime) -> Option<(String, String)> {
+    let midnight = |t: OffsetDateTime| {
+        let t = t.to_offset(time::UtcOffset::UTC);
+        (t.time() == time::Time::MIDNIGHT).then(|| t.date())
+    };
+    let (first, after) = (midnight(start)?, midnight(end)?);
+    let last = after.previous_day().filter(|l| *l >= first)?;
+    Some((day_text(first), day_text(last)))
+}
+
+/// A rollup's day key.
+fn day_text(d: time::Date) -> String {
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
 /// Whether a batch's spend is added to the holders it names (requests served here) or only to
 /// the daily rollups (spend logs imported with their holders' totals).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1046,6 +1465,41 @@ struct Totals<'a> {
     end_users: BTreeMap<&'a str, f64>,
     tags: BTreeMap<&'a str, f64>,
     daily: BTreeMap<(String, &'a str, &'a str, &'a str), DailySpend>,
+    /// `daily_spend_by`'s rows: (kind, day, name).
+    by: BTreeMap<(&'static str, String, &'a str), ByDay>,
+}
+
+/// One `daily_spend_by` row's sums within a batch.
+#[derive(Debug, Clone, Copy)]
+struct ByDay {
+    requests: i64,
+    spend: f64,
+    total_tokens: i64,
+    first_seen: i64,
+    last_seen: i64,
+}
+
+impl ByDay {
+    fn add(&mut self, l: &SpendLog) {
+        let at = to_ms(l.start_time);
+        self.requests += 1;
+        self.spend += l.spend;
+        self.total_tokens += to_i64(l.usage.prompt_tokens) + to_i64(l.usage.completion_tokens);
+        self.first_seen = self.first_seen.min(at);
+        self.last_seen = self.last_seen.max(at);
+    }
+}
+
+impl Default for ByDay {
+    fn default() -> Self {
+        Self {
+            requests: 0,
+            spend: 0.0,
+            total_tokens: 0,
+            first_seen: i64::MAX,
+            last_seen: i64::MIN,
+        }
+    }
 }
 
 impl<'a> Totals<'a> {
@@ -1064,18 +1518,24 @@ impl<'a> Totals<'a> {
             if let Some(end_user) = &l.end_user {
                 *t.end_users.entry(end_user).or_default() += l.spend;
             }
+            let day = l.day();
             // A request names each tag once (`server::tags`); a log written otherwise still
-            // charges a tag once.
+            // charges a tag once, and counts once in the tag's rollup.
             for (i, tag) in l.request_tags.iter().enumerate() {
                 if !l.request_tags[..i].contains(tag) {
                     *t.tags.entry(tag.as_str()).or_default() += l.spend;
+                    t.by.entry((BY_TAG, day.clone(), tag)).or_default().add(l);
                 }
+            }
+            for (kind, name) in [(BY_USER, &l.user_id), (BY_END_USER, &l.end_user)] {
+                let name = name.as_deref().unwrap_or("");
+                t.by.entry((kind, day.clone(), name)).or_default().add(l);
             }
             let key = l.api_key.as_ref().map_or("", KeyHash::as_str);
             let team = l.team_id.as_deref().unwrap_or("");
             let d = t
                 .daily
-                .entry((l.day(), key, team, &l.model_group))
+                .entry((day, key, team, &l.model_group))
                 .or_insert_with_key(|(day, key, team, model)| DailySpend {
                     day: day.clone(),
                     api_key: (*key).to_owned(),

@@ -31,7 +31,11 @@
 //! records of the last poll (at most 5 ms old), and those that arrived while a full batch
 //! waited for the write before it.
 //!
-//! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task.
+//! Budget resets (`budget_reset_at` passed → spend 0, next window) run on the same task, and
+//! so does the spend log's maintenance: the next days' partitions made ahead (PostgreSQL) and,
+//! with `maximum_spend_logs_retention_period`, retention every
+//! `maximum_spend_logs_retention_interval` (`partitions`). Between batches, never beside one,
+//! so the database sees one writer per instance.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -75,7 +79,20 @@ pub struct WriterOptions {
     pub journal: SpendJournalMode,
     /// Size past which a thread's per-request journal file is left for a new one.
     pub journal_segment_bytes: u64,
+    /// How often the spend log's maintenance runs: the next days' partitions made ahead,
+    /// and retention when it is due.
+    pub maintenance_every: Duration,
+    /// `general_settings.maximum_spend_logs_retention_period`: logs older than this are
+    /// removed. `None` keeps them all.
+    pub retention: Option<Duration>,
+    /// `general_settings.maximum_spend_logs_retention_interval`: how often retention runs.
+    pub retention_every: Duration,
 }
+
+/// Rows one retention run deletes one by one at most (SQLite; a PostgreSQL table spanning the
+/// cutoff); more are left to the next maintenance, so a first run over a large backlog does
+/// not hold the writer for long.
+const RETENTION_ROWS_PER_RUN: u64 = 100_000;
 
 /// sluice's default for `proxy_batch_write_at`. LiteLLM's is 10 s; sluice writes more often
 /// because a batch is cheap (one transaction) and fresher spend makes budgets on other
@@ -90,13 +107,14 @@ pub const DEFAULT_SPOOL_PATH: &str = "sluice-spool/spend_logs.jsonl";
 pub const DEFAULT_SPOOL_MAX_BYTES: u64 = 256 << 20;
 
 impl WriterOptions {
-    /// Defaults: 1 s batches of at most 1,000 records, a 16,384-record channel, 5 s write
-    /// timeout, budget resets every 10 s, spool at `spool_path` bounded to 256 MiB, records
-    /// journaled per request in 256 KiB segments.
+    /// Defaults: 1 s batches of at most 1,000 records (see [`WriterOptions::for_backend`]), a
+    /// 16,384-record channel, 5 s write timeout, budget resets every 10 s, spool at
+    /// `spool_path` bounded to 256 MiB, records journaled per request in 256 KiB segments, the
+    /// spend log's maintenance hourly, no retention (daily once set).
     pub fn new(spool_path: PathBuf) -> Self {
         Self {
             batch_interval: DEFAULT_BATCH_INTERVAL,
-            max_batch: 1000,
+            max_batch: DEFAULT_MAX_BATCH,
             queue_capacity: 16 * 1024,
             write_timeout: Duration::from_secs(5),
             budget_reset_every: Duration::from_secs(10),
@@ -104,15 +122,41 @@ impl WriterOptions {
             spool_max_bytes: DEFAULT_SPOOL_MAX_BYTES,
             journal: SpendJournalMode::PerRequest,
             journal_segment_bytes: journal::DEFAULT_SEGMENT_BYTES,
+            maintenance_every: Duration::from_secs(3600),
+            retention: None,
+            retention_every: Duration::from_secs(86_400),
         }
     }
 }
 
+/// Records per batch by default: a batch is one transaction, so bigger batches spread its
+/// fixed cost (commit, rollup and holder upserts) over more records.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+
+/// Records per batch by default on PostgreSQL, where a batch's fixed cost is network round
+/// trips and a commit's `fsync`: 5,000 sustain ~25 % more records a second than 1,000 here
+/// (docs/store.md). A batch is written as soon as it is full or its interval passes, so under
+/// light load batches stay small either way.
+pub const DEFAULT_MAX_BATCH_POSTGRES: usize = 5000;
+
 impl WriterOptions {
-    /// Defaults with `general_settings.proxy_batch_write_at` and `spend_journal` applied.
+    /// The batch size for `backend` ([`DEFAULT_MAX_BATCH_POSTGRES`] on PostgreSQL), unless
+    /// `max_batch` was already changed from [`DEFAULT_MAX_BATCH`].
+    #[must_use]
+    pub fn for_backend(mut self, backend: super::Backend) -> Self {
+        if backend == super::Backend::Postgres && self.max_batch == DEFAULT_MAX_BATCH {
+            self.max_batch = DEFAULT_MAX_BATCH_POSTGRES;
+        }
+        self
+    }
+
+    /// Defaults with `general_settings.proxy_batch_write_at`, `spend_journal` and the
+    /// spend-log retention keys applied.
     pub fn from_settings(general: &sluice_config::GeneralSettings, spool_path: PathBuf) -> Self {
         let mut o = Self::new(spool_path);
         o.journal = general.spend_journal;
+        o.retention = general.spend_logs_retention;
+        o.retention_every = general.spend_logs_retention_interval;
         if let Some(every) = general.proxy_batch_write_at.filter(|d| !d.is_zero()) {
             o.batch_interval = every;
         }
@@ -239,13 +283,19 @@ pub fn start(
     });
     let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
     let max_batch = options.max_batch.max(1);
-    let timers = (options.batch_interval, options.budget_reset_every);
+    let timers = Timers {
+        batch: options.batch_interval,
+        reset: options.budget_reset_every,
+        maintain: options.maintenance_every,
+    };
     let writer = Writer {
         sink: Some(Sink {
             store,
             shared: shared.clone(),
             database_up: true,
             options,
+            last_retention: None,
+            retention_left: false,
         }),
         batch: Vec::with_capacity(max_batch),
         spare: Vec::with_capacity(max_batch),
@@ -256,6 +306,7 @@ pub fn start(
         },
         requests: requests.clone(),
         max_batch,
+        maintain_next: false,
     };
     let task = tokio::spawn(writer.run(rx, timers));
     Ok((
@@ -359,8 +410,24 @@ impl Journal {
     }
 }
 
-/// A batch write (with the spool's replay before it and, when due, the budget reset after it),
-/// run beside the loop that keeps taking and journaling records.
+/// The writer's intervals: batches, budget resets, the spend log's maintenance.
+#[derive(Debug, Clone, Copy)]
+struct Timers {
+    batch: Duration,
+    reset: Duration,
+    maintain: Duration,
+}
+
+/// What runs after a batch when due.
+#[derive(Debug, Clone, Copy, Default)]
+struct Due {
+    reset: bool,
+    maintain: bool,
+}
+
+/// A batch write (with the spool's replay before it and, when due, the budget reset and the
+/// spend log's maintenance after it), run beside the loop that keeps taking and journaling
+/// records.
 type Job = Pin<Box<dyn Future<Output = (Sink, Vec<SpendLog>)> + Send>>;
 
 struct Writer {
@@ -373,20 +440,24 @@ struct Writer {
     /// The per-request journal, whose finished segments are removed after each batch.
     requests: Option<SpendJournal>,
     max_batch: usize,
+    /// Retention left rows for another run: maintenance goes on with the next batch rather
+    /// than at the next maintenance tick.
+    maintain_next: bool,
 }
 
 impl Writer {
-    /// `timers`: the batch interval and the budget-reset interval.
-    async fn run(mut self, rx: mpsc::Receiver<SpendLog>, timers: (Duration, Duration)) {
+    async fn run(mut self, rx: mpsc::Receiver<SpendLog>, timers: Timers) {
         // Polled, never parked on: a keyed request's spend log does not wake this task's
         // thread from the worker that answered it (`telemetry::Poller`).
         let mut rx = Poller::new(rx);
-        let mut flush = interval(timers.0);
+        let mut flush = interval(timers.batch);
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut resets = interval(timers.1);
+        let mut resets = interval(timers.reset);
         resets.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut maintenance = interval(timers.maintain);
+        maintenance.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut job: Option<Job> = None;
-        let (mut flush_due, mut reset_due, mut open) = (false, false, true);
+        let (mut flush_due, mut due, mut open) = (false, Due::default(), true);
         while open {
             // A full batch stops the taking until its write is done; the channel then fills
             // and requests spool their own records (bounded memory).
@@ -401,19 +472,24 @@ impl Writer {
                     job = None;
                     self.finish(done);
                 }
-                _ = flush.tick() => flush_due = true,
-                _ = resets.tick() => reset_due = true,
+                _ = flush.tick() => {
+                    flush_due = true;
+                    due.maintain |= std::mem::take(&mut self.maintain_next);
+                }
+                _ = resets.tick() => due.reset = true,
+                _ = maintenance.tick() => due.maintain = true,
             }
-            if job.is_none() && (flush_due || reset_due || self.batch.len() >= self.max_batch) {
-                job = self.begin(reset_due);
+            let any_due = flush_due || due.reset || due.maintain;
+            if job.is_none() && (any_due || self.batch.len() >= self.max_batch) {
+                job = self.begin(due);
                 flush_due = false;
-                reset_due = false;
+                due = Due::default();
             }
         }
         if let Some(j) = job.take() {
             self.finish(j.await);
         }
-        if let Some(last) = self.begin(false) {
+        if let Some(last) = self.begin(Due::default()) {
             self.finish(last.await);
         }
         if let Some(j) = &self.requests {
@@ -422,14 +498,15 @@ impl Writer {
     }
 
     /// Starts writing the current batch (`None` if a write is already running).
-    fn begin(&mut self, reset: bool) -> Option<Job> {
+    fn begin(&mut self, due: Due) -> Option<Job> {
         let sink = self.sink.take()?;
         let batch = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare));
         self.journal.seal();
-        Some(Box::pin(sink.run(batch, reset)))
+        Some(Box::pin(sink.run(batch, due)))
     }
 
     fn finish(&mut self, (sink, mut written): (Sink, Vec<SpendLog>)) {
+        self.maintain_next = sink.retention_left;
         self.sink = Some(sink);
         self.journal.release();
         // Dropping the records drops their holds on the per-request journal's segments.
@@ -456,15 +533,69 @@ struct Sink {
     /// Last known state, so "down" and "back" are each logged once.
     database_up: bool,
     options: WriterOptions,
+    /// When retention last ran to its end (`None`: not yet in this process).
+    last_retention: Option<tokio::time::Instant>,
+    /// The last retention run stopped at its row budget: the next maintenance goes on.
+    retention_left: bool,
 }
 
 impl Sink {
-    async fn run(mut self, batch: Vec<SpendLog>, reset: bool) -> (Self, Vec<SpendLog>) {
+    async fn run(mut self, batch: Vec<SpendLog>, due: Due) -> (Self, Vec<SpendLog>) {
         self.flush(&batch).await;
-        if reset {
+        if due.reset {
             self.reset_budgets().await;
         }
+        if due.maintain {
+            self.maintain().await;
+        }
         (self, batch)
+    }
+
+    /// The spend log's maintenance: the next days' partitions, then retention when due (its
+    /// interval passed since it last ran to its end, or rows are left from the last run).
+    /// Failures are logged and tried again at the next maintenance.
+    async fn maintain(&mut self) {
+        let now = OffsetDateTime::now_utc();
+        let limit = self.options.write_timeout;
+        match timeout(limit, self.store.prepare_spend_partitions(now)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "spend log partitions not made; retrying later")
+            }
+            Err(_) => tracing::warn!("making spend log partitions timed out; retrying later"),
+        }
+        let Some(period) = self.options.retention else {
+            return;
+        };
+        let due = self.retention_left
+            || self
+                .last_retention
+                .is_none_or(|t| t.elapsed() >= self.options.retention_every);
+        if !due {
+            return;
+        }
+        let cutoff = super::retention_cutoff(self.store.backend(), now, period);
+        let prune = self.store.prune_spend_logs(cutoff, RETENTION_ROWS_PER_RUN);
+        // Retention may take longer than a batch write; a later batch waits for it (the
+        // channel and the spool hold what arrives meanwhile), bounded by its row budget.
+        match timeout(limit * 6, prune).await {
+            Ok(Ok(p)) => {
+                if p.partitions > 0 || p.rows > 0 {
+                    tracing::info!(
+                        days_dropped = p.partitions,
+                        rows_deleted = p.rows,
+                        more = p.more,
+                        "spend log retention"
+                    );
+                }
+                self.retention_left = p.more;
+                if !p.more {
+                    self.last_retention = Some(tokio::time::Instant::now());
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "spend log retention failed; retrying later"),
+            Err(_) => tracing::warn!("spend log retention timed out; retrying later"),
+        }
     }
 
     /// Writes `batch`, after anything spooled (so the database sees records in the order

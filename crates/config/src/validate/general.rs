@@ -230,6 +230,26 @@ pub(super) fn general(mut raw: RawGeneral, env: &dyn Env, p: &mut Problems) -> G
     ) {
         g.responses_retention_days = days;
     }
+    g.spend_logs_retention = retention_duration(
+        "general_settings.maximum_spend_logs_retention_period",
+        raw.maximum_spend_logs_retention_period.take(),
+        p,
+    );
+    let interval = retention_duration(
+        "general_settings.maximum_spend_logs_retention_interval",
+        raw.maximum_spend_logs_retention_interval.take(),
+        p,
+    );
+    if let Some(every) = interval {
+        if g.spend_logs_retention.is_none() {
+            p.warn(
+                "general_settings.maximum_spend_logs_retention_interval",
+                "has no effect without general_settings.maximum_spend_logs_retention_period \
+                 (no spend log is removed)",
+            );
+        }
+        g.spend_logs_retention_interval = every;
+    }
     g.allow_client_side_credentials = boolean(
         "general_settings.allow_client_side_credentials",
         raw.allow_client_side_credentials,
@@ -378,6 +398,43 @@ fn limits(raw: &mut RawGeneral, g: &mut GeneralSettings, p: &mut Problems) {
 }
 
 /// A whole number > 0 (a limit of 0 would refuse everything; leave the key out for none).
+/// LiteLLM's retention durations: a whole number > 0 followed by `s`, `m`, `h`, `d` or `w`
+/// (`7d`, `24h`, `60m`, `3600s`). Anything else is an error at `path` saying what is wanted.
+fn retention_duration(
+    path: &str,
+    v: Option<Scalar>,
+    p: &mut Problems,
+) -> Option<std::time::Duration> {
+    let text = v?.text();
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let per: Option<u64> = match unit {
+        "s" => Some(1),
+        "m" => Some(60),
+        "h" => Some(3600),
+        "d" => Some(86_400),
+        "w" => Some(7 * 86_400),
+        _ => None,
+    };
+    let secs = num
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .zip(per)
+        .and_then(|(n, per)| n.checked_mul(per));
+    if secs.is_none() {
+        p.error(
+            path,
+            format!(
+                "expected a whole number > 0 followed by s, m, h, d or w (\"7d\", \"24h\", \
+                 \"60m\", \"3600s\"), got {text:?}"
+            ),
+        );
+    }
+    secs.map(std::time::Duration::from_secs)
+}
+
 fn positive<T: TryFrom<i128> + PartialEq + Default>(
     path: &str,
     v: Option<Scalar>,
