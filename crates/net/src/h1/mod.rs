@@ -95,16 +95,17 @@ pub(crate) async fn send(
     let key = Key::of(&parts.uri).ok_or(Error::Framing("the URI has no host"))?;
     let mut head = Vec::with_capacity(256 + parts.headers.len() * 64);
     encode_request(&parts.method, &parts.uri, &parts.headers, len, &mut head);
-    let mut conn = match pool.checkout(&key) {
-        Some(mut conn) => match write(&mut conn.stream, &head, &segments).await {
-            Ok(()) => conn,
-            // A kept connection the upstream had closed: nothing of the request was taken.
-            Err(_) => {
-                let mut fresh = Conn::open(&key, connect_timeout).await?;
-                write(&mut fresh.stream, &head, &segments).await?;
-                fresh
-            }
-        },
+    // A kept connection the upstream had closed fails the write: nothing of the request was
+    // taken, so a new connection carries it instead.
+    let kept = match pool.checkout(&key) {
+        Some(mut conn) => write(&mut conn.stream, &head, &segments)
+            .await
+            .is_ok()
+            .then_some(conn),
+        None => None,
+    };
+    let mut conn = match kept {
+        Some(conn) => conn,
         None => {
             let mut fresh = Conn::open(&key, connect_timeout).await?;
             write(&mut fresh.stream, &head, &segments).await?;
