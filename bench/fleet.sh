@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # How a fleet scales (issue 44): 1, 2 and 4 sluice instances behind nginx (round robin over
 # keep-alive connections, the floor's proxy settings) on one PostgreSQL and one Redis, every
-# request carrying a virtual key with rpm, tpm, parallel and budget limits (authentication,
-# fleet admission in Redis, spend in PostgreSQL). Everything runs on loopback inside a private
+# request carrying a virtual key with rpm, tpm and budget limits (authentication, fleet
+# admission, spend in PostgreSQL). Each instance count runs in two admission modes: `script`
+# (`fleet_lease: 0`, one Redis script call to admit and one to settle every request) and
+# `lease` (the default `fleet_lease`, 2 %: requests admitted on slices leased in the
+# background, no Redis round trip on the request path). Everything runs on loopback inside a private
 # network namespace (`unshare --net`), so its ports clash with nothing and nothing reaches out.
 #
 # Prints, per instance count: requests per second, p50 and p99 as the client saw them, and the
@@ -14,6 +17,8 @@
 #
 #   bash bench/fleet.sh                                      # 1, 2, 4 instances, c=64
 #   INSTANCES="1 2" REQUESTS=20000 CONCURRENCY=64 bash bench/fleet.sh
+#   MODES=lease LIMITS='{"rpm_limit": 100000000, "max_parallel_requests": 10000}' bash bench/fleet.sh
+# (a key with max_parallel_requests is admitted by the script in either mode)
 #   SLUICE=/path/to/sluice LOADGEN=/path/to/sluice bash bench/fleet.sh
 # SLUICE is the measured gateway (any build); LOADGEN serves `sluice mock` and `sluice bench`
 # (a build with the default `mock` and `bench` features; default: SLUICE). Needs root (the
@@ -26,6 +31,8 @@ REQUESTS=${REQUESTS:-20000}
 WARMUP=${WARMUP:-2000}
 CONCURRENCY=${CONCURRENCY:-64}
 WORKERS=${WORKERS:-1}
+MODES=${MODES:-script lease}
+LIMITS=${LIMITS:-'{"rpm_limit": 100000000, "tpm_limit": 100000000000, "max_budget": 1000000}'}
 SLUICE=$(realpath "${SLUICE:-target/release/sluice}")
 LOADGEN=$(realpath "${LOADGEN:-$SLUICE}")
 OUT=$(realpath -m "${OUT:-bench-results/fleet/$(date -u +%Y%m%d-%H%M%S)}")
@@ -33,7 +40,7 @@ OUT=$(realpath -m "${OUT:-bench-results/fleet/$(date -u +%Y%m%d-%H%M%S)}")
 # Into a private network namespace first: a fresh loopback that only this run uses.
 if [ -z "${FLEET_IN_NAMESPACE:-}" ]; then
   [ "$(id -u)" = 0 ] || { echo "bench/fleet.sh: needs root for its network namespace" >&2; exit 2; }
-  export FLEET_IN_NAMESPACE=1 SLUICE LOADGEN OUT INSTANCES REQUESTS WARMUP CONCURRENCY WORKERS
+  export FLEET_IN_NAMESPACE=1 SLUICE LOADGEN OUT INSTANCES REQUESTS WARMUP CONCURRENCY WORKERS MODES LIMITS
   exec unshare --net bash "$0" "$@"
 fi
 ip link set lo up
@@ -91,11 +98,18 @@ for _ in $(seq 1 50); do redis-cli -p 6379 ping >/dev/null 2>&1 && break; sleep 
 
 printf '# sluice fleet scaling (%s; %s cores; %s requests at c=%s after %s of warm-up)\n\n' \
   "$(date -u +%FT%TZ)" "$(nproc)" "$REQUESTS" "$CONCURRENCY" "$WARMUP" | tee "$OUT/fleet.md"
-printf '| instances | req/s | p50 µs | p99 µs | errors | CPU s / 1k requests: the instances | PostgreSQL | Redis | nginx |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n' | tee -a "$OUT/fleet.md"
+printf 'Key limits: %s\n\n' "$LIMITS" | tee -a "$OUT/fleet.md"
+printf '| admission | instances | req/s | p50 µs | p99 µs | errors | CPU s / 1k requests: the instances | PostgreSQL | Redis | nginx |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n' | tee -a "$OUT/fleet.md"
 
+for mode in $MODES; do
+case $mode in
+  script) lease_line="  fleet_lease: 0" ;;
+  lease) lease_line="" ;;
+  *) echo "bench/fleet.sh: MODES are script and lease, not $mode" >&2; exit 2 ;;
+esac
 base_rps=""
 for n in $INSTANCES; do
-  db="sluice_fleet_$n"
+  db="sluice_fleet_${mode}_$n"
   runuser -u postgres -- psql -h 127.0.0.1 -p 5432 -qc "CREATE DATABASE $db" >/dev/null
   redis-cli -p 6379 flushall >/dev/null
   cat >"$work/fleet-$n.yaml" <<EOF
@@ -109,6 +123,7 @@ general_settings:
 router_settings:
   redis_host: 127.0.0.1
   redis_port: 6379
+$lease_line
 EOF
   inst=() servers=""
   for i in $(seq 1 "$n"); do
@@ -158,7 +173,7 @@ EOF
   pids+=($!)
   for _ in $(seq 1 50); do curl -sf -o /dev/null http://127.0.0.1:8080/health/liveliness && break; sleep 0.1; done
   key=$(curl -sf http://127.0.0.1:8080/key/generate -H 'Authorization: Bearer sk-bench-master' \
-    -d '{"rpm_limit": 100000000, "tpm_limit": 100000000000, "max_parallel_requests": 10000, "max_budget": 1000000}' |
+    -d "$LIMITS" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
   # Every instance knows the key before the load starts (a new key reaches the others by the
   # store's change feed).
@@ -173,29 +188,30 @@ EOF
   nginx_pids="$nginx_master $(pgrep -P "$nginx_master" | tr '\n' ' ')"
   before_i=$(cpu_of "${inst[@]}") before_pg=$(cpu_of $(pg_pids)) before_r=$(cpu_of "$redis_pid") before_n=$(cpu_of $nginx_pids)
   SLUICE_BENCH_API_KEY="$key" "$LOADGEN" bench --no-sluice --no-direct --no-floor --mock-url "http://$mock" \
-    --target "fleet$n=http://127.0.0.1:8080" --workloads chat --sizes 1k --concurrency "$CONCURRENCY" \
-    --requests "$REQUESTS" --warmup "$WARMUP" --hold-streams 0 --quiet --out "$OUT/n$n" >"$work/bench-$n.log" 2>&1 ||
-    { cat "$work/bench-$n.log"; exit 1; }
+    --target "$mode$n=http://127.0.0.1:8080" --workloads chat --sizes 1k --concurrency "$CONCURRENCY" \
+    --requests "$REQUESTS" --warmup "$WARMUP" --hold-streams 0 --quiet --out "$OUT/$mode-n$n" >"$work/bench-$mode-$n.log" 2>&1 ||
+    { cat "$work/bench-$mode-$n.log"; exit 1; }
   after_i=$(cpu_of "${inst[@]}") after_pg=$(cpu_of $(pg_pids)) after_r=$(cpu_of "$redis_pid") after_n=$(cpu_of $nginx_pids)
-  report=$(ls -t "$OUT/n$n"/*/report.json 2>/dev/null | head -1 || true)
-  [ -n "$report" ] || report="$OUT/n$n/report.json"
-  python3 - "$report" "$n" "$((REQUESTS + WARMUP))" "$hz" \
+  report=$(ls -t "$OUT/$mode-n$n"/*/report.json 2>/dev/null | head -1 || true)
+  [ -n "$report" ] || report="$OUT/$mode-n$n/report.json"
+  python3 - "$report" "$mode" "$n" "$((REQUESTS + WARMUP))" "$hz" \
     "$((after_i - before_i))" "$((after_pg - before_pg))" "$((after_r - before_r))" "$((after_n - before_n))" "${base_rps:-0}" <<'PY' | tee -a "$OUT/fleet.md"
 import json, sys
-path, n, reqs, hz, ci, cpg, cr, cn, base = sys.argv[1:]
+path, mode, n, reqs, hz, ci, cpg, cr, cn, base = sys.argv[1:]
 n, reqs, hz, base = int(n), int(reqs), int(hz), float(base)
 row = [r for r in json.load(open(path))["rows"]][0]
 per_k = lambda ticks: int(ticks) / hz / (reqs / 1000)
 lat = row["latency_us"] or {}
 errors = sum(row["errors"].values())
 scale = f" ({row['rps'] / base:.2f}×)" if base else ""
-print(f"| {n} | {row['rps']:,.0f}{scale} | {lat.get('p50', 0):,.0f} | {lat.get('p99', 0):,.0f} | {errors} "
+print(f"| {mode} | {n} | {row['rps']:,.0f}{scale} | {lat.get('p50', 0):,.0f} | {lat.get('p99', 0):,.0f} | {errors} "
       f"| {per_k(ci):.3f} | {per_k(cpg):.3f} | {per_k(cr):.3f} | {per_k(cn):.3f} |")
 PY
   [ -n "$base_rps" ] || base_rps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"][0]["rps"])' "$report")
   kill "${inst[@]}" "$(cat "$work/nginx.pid")" 2>/dev/null || true
   wait "${inst[@]}" 2>/dev/null || true
   rm -f "$work/nginx.pid"
+done
 done
 echo
 echo "written: $OUT/fleet.md"

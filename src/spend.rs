@@ -60,20 +60,29 @@ pub struct Charges {
 pub struct FleetShare {
     /// The fleet.
     pub fleet: Arc<Fleet>,
-    /// The request id (its slot in the shared in-flight sets).
-    pub request_id: Arc<str>,
+    /// How the fleet admitted it, which says how it settles.
+    pub admission: Admission,
     /// The fleet-wide capacity left, for the response headers.
     pub remaining: Remaining,
     tokens: u64,
     cost: Nanos,
 }
 
+/// How the fleet admitted a request.
+#[derive(Debug)]
+pub enum Admission {
+    /// By the shared script: the request id (its slot in the shared in-flight sets).
+    Counted(Arc<str>),
+    /// On this instance's leased slices, reserving this estimate of its cost.
+    Leased(Nanos),
+}
+
 impl FleetShare {
     /// A share of a request the fleet admitted.
-    pub fn new(fleet: Arc<Fleet>, request_id: Arc<str>, remaining: Remaining) -> Self {
+    pub fn new(fleet: Arc<Fleet>, admission: Admission, remaining: Remaining) -> Self {
         Self {
             fleet,
-            request_id,
+            admission,
             remaining,
             tokens: 0,
             cost: 0,
@@ -86,13 +95,20 @@ impl FleetShare {
 impl Drop for Charges {
     fn drop(&mut self) {
         if let (Some(share), Some(permit)) = (self.fleet.take(), &self.permit) {
-            share.fleet.settle(Settlement {
-                request_id: share.request_id,
-                subjects: permit.subjects().cloned().collect(),
-                tokens: share.tokens,
-                cost: share.cost,
-                at_ms: wall_ms(),
-            });
+            match share.admission {
+                Admission::Counted(request_id) => share.fleet.settle(Settlement {
+                    request_id,
+                    subjects: permit.subjects().cloned().collect(),
+                    tokens: share.tokens,
+                    cost: share.cost,
+                    at_ms: wall_ms(),
+                }),
+                Admission::Leased(estimate) => {
+                    share
+                        .fleet
+                        .settle_leased(permit.subjects(), share.tokens, share.cost, estimate)
+                }
+            }
         }
     }
 }

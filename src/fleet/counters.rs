@@ -130,7 +130,7 @@ pub const SLOT_TTL_MS: u64 = 10 * 60 * 1000;
 /// How long a budget window's spend counter outlives the window's end.
 const SPEND_GRACE_MS: u64 = 24 * 3600 * 1000;
 
-const MINUTE_MS: u64 = 60_000;
+pub(super) const MINUTE_MS: u64 = 60_000;
 
 /// The two scripts, hashed once.
 pub struct Scripts {
@@ -197,11 +197,11 @@ fn settle_keys(s: &Subject, minute: u64) -> [String; 5] {
     ]
 }
 
-fn spend_key(p: &str, s: &Subject) -> String {
+pub(super) fn spend_key(p: &str, s: &Subject) -> String {
     format!("{p}:s:{}", s.counters.window_end().unwrap_or(0))
 }
 
-fn spend_ttl(s: &Subject, now_ms: u64) -> u64 {
+pub(super) fn spend_ttl(s: &Subject, now_ms: u64) -> u64 {
     s.counters
         .window_end()
         .map_or(0, |end| end.saturating_sub(now_ms) + SPEND_GRACE_MS)
@@ -216,6 +216,9 @@ fn limit(v: Option<u64>) -> i64 {
 pub enum Verdict {
     /// Admitted; the fleet-wide remaining capacity for the headers.
     Admitted(Remaining),
+    /// Admitted on this instance's leased slices, with no round trip (`leases.rs`); settled
+    /// on them too.
+    Leased(Remaining),
     /// Refused by one subject.
     Refused(Rejected),
 }
@@ -346,7 +349,7 @@ fn verdict(list: &[&Subject], out: &[i64], now_ms: u64) -> Verdict {
     Verdict::Admitted(left)
 }
 
-fn tighter(cur: Option<(u64, u64)>, limit: u64, used: u64) -> Option<(u64, u64)> {
+pub(super) fn tighter(cur: Option<(u64, u64)>, limit: u64, used: u64) -> Option<(u64, u64)> {
     let left = limit.saturating_sub(used);
     match cur {
         Some((_, l)) if l <= left => cur,

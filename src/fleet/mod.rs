@@ -7,6 +7,7 @@
 
 mod broadcast;
 mod counters;
+mod leases;
 mod link;
 mod sessions;
 mod shared;
@@ -21,6 +22,7 @@ pub use counters::{Settlement, Verdict, SLOT_TTL_MS};
 pub use link::{BadRedisUrl, RedisConn, RedisLink};
 
 use counters::Scripts;
+pub use leases::Leases;
 use sluice_core::limits::Subjects;
 use sluice_core::RedisTarget;
 
@@ -32,6 +34,14 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(250);
 /// request paid the timeout while Redis was down (tests/chaos.rs `redis_killed_and_back`
 /// answered 903 requests before this change, ~4,300 after).
 const PROBE_EVERY_MS: u64 = 250;
+
+/// How often the lease task looks for slices to renew, flush or hand back when no request
+/// woke it.
+const LEASE_TICK: Duration = Duration::from_millis(250);
+
+/// `router_settings.fleet_lease` when the config leaves it out: each instance leases 2 % of
+/// a limit at a time.
+pub const DEFAULT_LEASE: f64 = 0.02;
 
 /// Why the fleet could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +57,8 @@ pub struct Fleet {
     instance: u64,
     link: Arc<RedisLink>,
     scripts: Scripts,
+    /// The slices of limits this instance holds (`leases.rs`).
+    leases: Arc<Leases>,
     /// When a request last tried Redis while it was away (ms, the callers' clock).
     last_probe: AtomicU64,
 }
@@ -58,10 +70,11 @@ impl std::fmt::Debug for Fleet {
 }
 
 impl Fleet {
-    /// Set up the fleet on `target` (one server, a Cluster, or a primary Sentinel names).
+    /// Set up the fleet on `target` (one server, a Cluster, or a primary Sentinel names),
+    /// leasing `lease` of each limit at a time (0: every limited request asks Redis).
     /// Connecting happens in the background: an instance starts (on local counters) even
     /// while Redis is down.
-    pub fn start(target: &RedisTarget) -> Result<Arc<Self>, FleetError> {
+    pub fn start(target: &RedisTarget, lease: f64) -> Result<Arc<Self>, FleetError> {
         let link = RedisLink::start(
             target,
             CALL_TIMEOUT,
@@ -70,10 +83,18 @@ impl Fleet {
                 "rate limits and budgets fall back to this instance's counters",
             ),
         )?;
+        let instance = fastrand::u64(..);
+        let leases = Arc::new(Leases::new(lease, instance));
+        if lease > 0.0 {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(renew(leases.clone(), link.clone()));
+            }
+        }
         Ok(Arc::new(Self {
-            instance: fastrand::u64(..),
+            instance,
             link,
             scripts: Scripts::default(),
+            leases,
             last_probe: AtomicU64::new(0),
         }))
     }
@@ -100,6 +121,9 @@ impl Fleet {
         now_ms: u64,
         estimate: sluice_core::limits::Nanos,
     ) -> Option<Verdict> {
+        if let Some(left) = self.leases.admit(subjects, now_ms, estimate) {
+            return Some(Verdict::Leased(left));
+        }
         if !self.may_call(now_ms) {
             return None;
         }
@@ -152,6 +176,30 @@ impl Fleet {
         });
     }
 
+    /// Settle a request admitted on leases ([`Verdict::Leased`]): its tokens and cost come
+    /// off this instance's slices, with no I/O (a subject whose lease is gone is settled
+    /// through the script).
+    pub fn settle_leased<'a>(
+        self: &Arc<Self>,
+        subjects: impl Iterator<Item = &'a sluice_core::limits::Subject>,
+        tokens: u64,
+        cost: sluice_core::limits::Nanos,
+        estimate: sluice_core::limits::Nanos,
+    ) {
+        let orphans = self
+            .leases
+            .settle(subjects.cloned(), tokens, cost, estimate);
+        if !orphans.is_empty() {
+            self.settle(Settlement {
+                request_id: "-".into(),
+                subjects: orphans,
+                tokens,
+                cost,
+                at_ms: sluice_core::limits::wall_ms(),
+            });
+        }
+    }
+
     /// Claim `name` for `ttl` across the fleet (Redis `SET NX PX`): `Some(true)` for the one
     /// instance that claimed it first, `Some(false)` for every other, `None` when Redis did not
     /// answer. What makes an alert go out once per fleet, not once per instance.
@@ -192,8 +240,29 @@ impl Fleet {
     }
 }
 
+/// The lease task: whenever a request says a slice runs low, and every [`LEASE_TICK`], one
+/// script call renews, flushes and hands back whatever needs it. Ends with the fleet.
+async fn renew(leases: Arc<Leases>, link: Arc<RedisLink>) {
+    while Arc::strong_count(&leases) > 1 {
+        tokio::select! {
+            () = leases.wake.notified() => {}
+            () = tokio::time::sleep(LEASE_TICK) => {}
+        }
+        let Some(mut con) = link.connection() else {
+            continue;
+        };
+        let now = sluice_core::limits::wall_ms();
+        if let Some(ok) = leases.sync(&mut con, now, CALL_TIMEOUT * 4).await {
+            link.mark(ok);
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod lease_tests;
 
 #[cfg(test)]
 mod tests {
@@ -231,7 +300,7 @@ mod tests {
             .admit(&one(s), id, sluice_core::limits::wall_ms(), 0)
             .await
         {
-            Some(Verdict::Admitted(_)) => true,
+            Some(Verdict::Admitted(_) | Verdict::Leased(_)) => true,
             Some(Verdict::Refused(_)) => false,
             None => panic!("redis did not answer"),
         }
@@ -285,7 +354,7 @@ mod tests {
                     .admit(&both, &format!("m{i}"), sluice_core::limits::wall_ms(), 0)
                     .await
                 {
-                    Some(Verdict::Admitted(_)) => n += 1,
+                    Some(Verdict::Admitted(_) | Verdict::Leased(_)) => n += 1,
                     Some(Verdict::Refused(r)) => assert_eq!(r.subject, SubjectKind::Team),
                     None => panic!("redis did not answer"),
                 }
@@ -388,7 +457,7 @@ mod tests {
                 .admit(&one(k), &rid, sluice_core::limits::wall_ms(), cost)
                 .await
             {
-                Some(Verdict::Admitted(_)) => admitted.push((i, rid)),
+                Some(Verdict::Admitted(_) | Verdict::Leased(_)) => admitted.push((i, rid)),
                 Some(Verdict::Refused(r)) => assert_eq!(r.exceeded, Exceeded::Budget),
                 None => panic!("redis did not answer"),
             }
@@ -710,9 +779,12 @@ mod tests {
     #[tokio::test]
     async fn an_unreachable_redis_leaves_admission_to_the_instance() {
         let port = testing_free_port();
-        let f = Fleet::start(&RedisTarget::Single(sluice_core::Secret::new(format!(
-            "redis://127.0.0.1:{port}"
-        ))))
+        let f = Fleet::start(
+            &RedisTarget::Single(sluice_core::Secret::new(format!(
+                "redis://127.0.0.1:{port}"
+            ))),
+            0.0,
+        )
         .unwrap();
         let s = key("k", Limits::default());
         assert!(f.admit(&one(&s), "r", 0, 0).await.is_none());

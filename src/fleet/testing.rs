@@ -79,9 +79,17 @@ pub async fn up(url: &str) -> std::sync::Arc<super::Fleet> {
     .await
 }
 
-/// A fleet on `target`, once it is connected.
+/// A fleet on `target`, once it is connected: every limited request asks Redis.
 pub async fn up_on(target: &sluice_core::RedisTarget) -> std::sync::Arc<super::Fleet> {
-    let f = super::Fleet::start(target).unwrap();
+    leasing(target, 0.0).await
+}
+
+/// A fleet on `target` leasing `lease` of each limit, once it is connected.
+pub async fn leasing(
+    target: &sluice_core::RedisTarget,
+    lease: f64,
+) -> std::sync::Arc<super::Fleet> {
+    let f = super::Fleet::start(target, lease).unwrap();
     for _ in 0..200 {
         if f.is_up() {
             break;

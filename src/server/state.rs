@@ -390,7 +390,10 @@ impl Services {
     pub async fn start(config: &Config, options: &ServiceOptions) -> Result<Self, ServiceError> {
         let r = &config.router;
         let fleet = match r.redis.target() {
-            Some(target) => Some(Fleet::start(&target)?),
+            Some(target) => Some(Fleet::start(
+                &target,
+                r.fleet_lease.unwrap_or(crate::fleet::DEFAULT_LEASE),
+            )?),
             None => None,
         };
         let env_url = std::env::var("DATABASE_URL").ok();

@@ -29,7 +29,7 @@ use crate::http::{
     usd_value, ResponseBody, X_KEY_SPEND, X_LIMIT_REQUESTS, X_LIMIT_TOKENS, X_REMAINING_REQUESTS,
     X_REMAINING_TOKENS, X_RESPONSE_COST,
 };
-use crate::spend::{Charges, FleetShare};
+use crate::spend::{Admission, Charges, FleetShare};
 
 /// Who called, and the wall-clock millisecond they were judged at (limits and key expiry
 /// are read at that instant for the rest of the request).
@@ -294,7 +294,13 @@ async fn permit(
         match fleet.admit(&subjects, id, wall, ask.estimate).await {
             Some(Verdict::Refused(r)) => return Err(ApiError::Limited(r)),
             Some(Verdict::Admitted(remaining)) => {
-                let share = FleetShare::new(fleet.clone(), id.into(), remaining);
+                let share =
+                    FleetShare::new(fleet.clone(), Admission::Counted(id.into()), remaining);
+                return Ok((Some(limits::admit_counted(subjects, wall)), Some(share)));
+            }
+            Some(Verdict::Leased(remaining)) => {
+                let share =
+                    FleetShare::new(fleet.clone(), Admission::Leased(ask.estimate), remaining);
                 return Ok((Some(limits::admit_counted(subjects, wall)), Some(share)));
             }
             None => {}

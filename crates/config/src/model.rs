@@ -842,6 +842,10 @@ pub struct RouterSettings {
     pub on_client_disconnect: OnDisconnect,
     /// `redis_host`, `redis_port`, `redis_password`, `redis_url`: the fleet's Redis.
     pub redis: RedisAddress,
+    /// `fleet_lease` (sluice's own key): the fraction of each rpm, tpm and budget limit an
+    /// instance of a fleet leases from Redis at a time, so that most requests are admitted
+    /// with no round trip; 0 sends every limited request to Redis. `None`: the default (2 %).
+    pub fleet_lease: Option<f64>,
     /// `fallbacks`: group name → ordered fallback groups.
     pub fallbacks: Vec<(String, Vec<String>)>,
     /// `context_window_fallbacks`.

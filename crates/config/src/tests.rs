@@ -1975,3 +1975,26 @@ fn a_hosted_provider_without_a_key_is_marked_so() {
     let loaded = load_str(yaml, &env(&[("OPENAI_API_KEY", "sk-env")])).unwrap();
     assert!(!loaded.config.deployments[0].upstream.key_missing);
 }
+
+#[test]
+fn fleet_lease_is_a_fraction_of_each_limit_named_when_wrong() {
+    let lease = |v: &str| {
+        load_str(
+            &format!("model_list: []\nrouter_settings:\n  fleet_lease: {v}\n"),
+            &env(&[]),
+        )
+        .map(|c| c.config.router.fleet_lease)
+    };
+    assert_eq!(lease("0.05").unwrap(), Some(0.05));
+    assert_eq!(lease("0").unwrap(), Some(0.0));
+    let none = load_str("model_list: []\n", &env(&[])).unwrap();
+    assert_eq!(none.config.router.fleet_lease, None);
+    assert_eq!(
+        errors(lease("0.5").unwrap_err()),
+        ["router_settings.fleet_lease: expected a fraction of each limit from 0 to 0.25, got 0.5"]
+    );
+    assert_eq!(
+        errors(lease("-1").unwrap_err()),
+        [r#"router_settings.fleet_lease: expected a number ≥ 0, got "-1""#]
+    );
+}

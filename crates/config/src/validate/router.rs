@@ -23,6 +23,24 @@ pub const ROUTING_STRATEGIES: [&str; 6] = [
     "cost-based-routing",
 ];
 
+/// Largest `fleet_lease`: beyond a quarter of a limit per instance the early refusals it
+/// allows (one slice per instance) stop being a small bound.
+const MAX_LEASE: f64 = 0.25;
+
+/// `fleet_lease`: a fraction in [0, 0.25].
+fn lease(v: Option<Scalar>, p: &mut Problems) -> Option<f64> {
+    let path = "router_settings.fleet_lease";
+    let n = number(path, v, false, p)?;
+    if n > MAX_LEASE {
+        p.error(
+            path,
+            format!("expected a fraction of each limit from 0 to {MAX_LEASE}, got {n}"),
+        );
+        return None;
+    }
+    Some(n)
+}
+
 /// Validate `router_settings`.
 pub(super) fn router(mut raw: RawRouter, p: &mut Problems) -> RouterSettings {
     let mut redis = RedisAddress {
@@ -98,6 +116,7 @@ pub(super) fn router(mut raw: RawRouter, p: &mut Problems) -> RouterSettings {
         hedge_after: hedges(raw.hedge_after_ms, p),
         on_client_disconnect,
         redis,
+        fleet_lease: lease(raw.fleet_lease, p),
         fallbacks: fallbacks(raw.fallbacks),
         context_window_fallbacks: fallbacks(raw.context_window_fallbacks),
         content_policy_fallbacks: fallbacks(raw.content_policy_fallbacks),
