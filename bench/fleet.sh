@@ -128,13 +128,13 @@ EOF
   inst=() servers=""
   for i in $(seq 1 "$n"); do
     SLUICE_LOG=warn "$SLUICE" serve --config "$work/fleet-$n.yaml" --port 0 --workers "$WORKERS" \
-      --ready-file "$work/i$n-$i.addr" --data-dir "$work/i$n-$i" >"$work/i$n-$i.log" 2>&1 &
+      --ready-file "$work/$mode-i$n-$i.addr" --data-dir "$work/$mode-i$n-$i" >"$work/$mode-i$n-$i.log" 2>&1 &
     inst+=($!)
     pids+=($!)
   done
   for i in $(seq 1 "$n"); do
-    wait_file "$work/i$n-$i.addr"
-    servers+="    server $(cat "$work/i$n-$i.addr");"$'\n'
+    wait_file "$work/$mode-i$n-$i.addr"
+    servers+="    server $(cat "$work/$mode-i$n-$i.addr");"$'\n'
   done
   mkdir -p "$work/nginx-tmp"
   cat >"$work/nginx.conf" <<EOF
@@ -170,16 +170,20 @@ $servers    keepalive 512;
 }
 EOF
   nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.log" 2>&1 &
+  nginx_bg=$!
   pids+=($!)
   for _ in $(seq 1 50); do curl -sf -o /dev/null http://127.0.0.1:8080/health/liveliness && break; sleep 0.1; done
-  key=$(curl -sf http://127.0.0.1:8080/key/generate -H 'Authorization: Bearer sk-bench-master' \
-    -d "$LIMITS" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+  made=$(curl -s http://127.0.0.1:8080/key/generate -H 'Authorization: Bearer sk-bench-master' -d "$LIMITS" || true)
+  key=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["key"])' "$made" 2>/dev/null) || {
+    echo "bench/fleet.sh: no key made ($made)" >&2
+    tail -n 5 "$work/nginx-error.log" "$work/$mode-i$n-1.log" >&2 || true
+    exit 1
+  }
   # Every instance knows the key before the load starts (a new key reaches the others by the
   # store's change feed).
   for i in $(seq 1 "$n"); do
     for _ in $(seq 1 100); do
-      code=$(curl -s -o /dev/null -w '%{http_code}' "http://$(cat "$work/i$n-$i.addr")/v1/models" -H "Authorization: Bearer $key")
+      code=$(curl -s -o /dev/null -w '%{http_code}' "http://$(cat "$work/$mode-i$n-$i.addr")/v1/models" -H "Authorization: Bearer $key")
       [ "$code" = 200 ] && break
       sleep 0.1
     done
@@ -209,7 +213,8 @@ print(f"| {mode} | {n} | {row['rps']:,.0f}{scale} | {lat.get('p50', 0):,.0f} | {
 PY
   [ -n "$base_rps" ] || base_rps=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"][0]["rps"])' "$report")
   kill "${inst[@]}" "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  wait "${inst[@]}" 2>/dev/null || true
+  # The next nginx listens on the same port: wait until this one has let go of it.
+  wait "${inst[@]}" "$nginx_bg" 2>/dev/null || true
   rm -f "$work/nginx.pid"
 done
 done
