@@ -16,7 +16,7 @@ fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   echo "fuzz: cargo-fuzz is not installed (cargo install --locked cargo-fuzz); skipped"; exit 2
 fi
-lib_targets="config_load envelope_splice multipart sse_tap stream_translate stream_providers eventstream sigv4 h1_answer cache_wire"
+lib_targets="config_load envelope_splice multipart sse_tap stream_translate stream_providers eventstream sigv4 h1_answer h1_request cache_wire"
 features=()
 targets="${FUZZ_TARGETS:-$lib_targets}"
 if [ "${FUZZ_APP:-0}" = 1 ]; then

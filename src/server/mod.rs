@@ -36,11 +36,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
-use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use sluice_core::error::ApiError;
-use sluice_net::server::{serve_on, serve_threads, Tls};
+use sluice_net::server::{serve_on, serve_threads, RequestBody, Tls};
 use sluice_routing::OnDisconnect;
 
 use crate::http::ResponseBody;
@@ -106,12 +105,12 @@ pub async fn serve_workers(
 /// stream or an idle keep-alive connection no longer carries them).
 fn answer(
     state: Arc<AppState>,
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
 ) -> Pin<Box<impl Future<Output = Response<ResponseBody>>>> {
     Box::pin(answer_now(state, req))
 }
 
-async fn answer_now(state: Arc<AppState>, req: Request<Incoming>) -> Response<ResponseBody> {
+async fn answer_now(state: Arc<AppState>, req: Request<RequestBody>) -> Response<ResponseBody> {
     if state.snapshot().router.policy.on_disconnect != OnDisconnect::Finish {
         return pipeline::handle(&state, req).await;
     }

@@ -1,13 +1,13 @@
 //! Budget alerts end to end: a key's soft budget, 15% left and budget crossed each reach a
 //! Slack-shaped receiver, a Teams-shaped one, a webhook and an SMTP server exactly once; and
 //! with two instances on one PostgreSQL and one Redis, an alert goes out once for the fleet.
+use sluice_net::server::RequestBody;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
@@ -31,7 +31,7 @@ type Mail = Arc<Mutex<Vec<(Vec<String>, String)>>>;
 async fn receiver() -> (String, Seen) {
     let seen: Seen = Arc::default();
     let keep = seen.clone();
-    let base = serve_loopback(move |req: Request<Incoming>| {
+    let base = serve_loopback(move |req: Request<RequestBody>| {
         let keep = keep.clone();
         async move {
             let path = req.uri().path().to_owned();
@@ -314,7 +314,7 @@ async fn a_deployment_outage_and_its_recovery_are_alerted_once_each() {
     let (base, seen) = receiver().await;
     let failing = Arc::new(AtomicBool::new(true));
     let flag = failing.clone();
-    let upstream = serve_loopback(move |_req: Request<Incoming>| {
+    let upstream = serve_loopback(move |_req: Request<RequestBody>| {
         let fail = flag.load(Ordering::Relaxed);
         async move {
             if fail {

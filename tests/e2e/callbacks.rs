@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use sluice_net::server::RequestBody;
 use tokio::net::TcpListener;
 
 use crate::common::*;
@@ -26,7 +26,7 @@ async fn receiver() -> (String, Arc<Receiver>) {
     let addr = listener.local_addr().unwrap();
     let state = Arc::new(Receiver::default());
     let s = state.clone();
-    let handler = move |req: Request<Incoming>| {
+    let handler = move |req: Request<RequestBody>| {
         let s = s.clone();
         async move {
             let body = req.into_body().collect().await.unwrap().to_bytes();

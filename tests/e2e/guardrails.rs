@@ -664,7 +664,7 @@ async fn record_receiver() -> (
     use http_body_util::BodyExt as _;
     let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let k = kept.clone();
-    let base = serve_loopback(move |req: http::Request<hyper::body::Incoming>| {
+    let base = serve_loopback(move |req: http::Request<sluice_net::server::RequestBody>| {
         let k = k.clone();
         async move {
             let body = req.into_body().collect().await.unwrap().to_bytes();
@@ -741,7 +741,7 @@ async fn guardrail_service() -> (
     use http_body_util::BodyExt as _;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let s = seen.clone();
-    let handler = move |req: http::Request<hyper::body::Incoming>| {
+    let handler = move |req: http::Request<sluice_net::server::RequestBody>| {
         let s = s.clone();
         async move {
             assert_eq!(req.uri().path(), "/beta/litellm_basic_guardrail_api");

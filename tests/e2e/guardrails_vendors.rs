@@ -35,7 +35,7 @@ where
 {
     let seen: Seen = Arc::default();
     let s = seen.clone();
-    let handler = move |req: http::Request<hyper::body::Incoming>| {
+    let handler = move |req: http::Request<sluice_net::server::RequestBody>| {
         let (s, answer) = (s.clone(), answer.clone());
         async move {
             let path = req

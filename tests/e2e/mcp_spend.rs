@@ -19,7 +19,7 @@ use sluice_mock::MockSettings;
 async fn collector() -> (String, Arc<Mutex<Vec<Bytes>>>) {
     let got: Arc<Mutex<Vec<Bytes>>> = Arc::default();
     let kept = got.clone();
-    let base = serve_loopback(move |req: Request<hyper::body::Incoming>| {
+    let base = serve_loopback(move |req: Request<sluice_net::server::RequestBody>| {
         let kept = kept.clone();
         async move {
             let body = req.into_body().collect().await.unwrap().to_bytes();

@@ -195,7 +195,7 @@ async fn an_older_claude_gets_a_budget_and_no_sampling_parameters() {
 
 #[tokio::test]
 async fn a_404_for_count_tokens_does_not_cool_the_deployment_for_messages() {
-    let base = serve_loopback(|req: hyper::Request<hyper::body::Incoming>| async move {
+    let base = serve_loopback(|req: hyper::Request<sluice_net::server::RequestBody>| async move {
         let mut resp = if req.uri().path().ends_with("/count_tokens") {
             let mut r = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(
                 br#"{"type":"error","error":{"type":"not_found_error","message":"Not found"}}"#,

@@ -6,6 +6,7 @@
 //! an unreadable secret refused at startup by name. AWS Secrets Manager is tested against
 //! moto's server in tests/sdk/test_secret_managers.py.
 
+use sluice_net::server::RequestBody;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +14,6 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 
 use crate::common::{
     eventually, recording, send, serve_binary_env, serve_loopback, vertex_key_file, Recording,
@@ -40,7 +40,7 @@ fn reply(status: u16, body: String) -> Response<Full<Bytes>> {
     r
 }
 
-fn header(req: &Request<Incoming>, name: &str) -> String {
+fn header(req: &Request<RequestBody>, name: &str) -> String {
     req.headers()
         .get(name)
         .and_then(|v| v.to_str().ok())
@@ -48,7 +48,7 @@ fn header(req: &Request<Incoming>, name: &str) -> String {
         .to_owned()
 }
 
-async fn form(req: Request<Incoming>) -> HashMap<String, String> {
+async fn form(req: Request<RequestBody>) -> HashMap<String, String> {
     let body = req.into_body().collect().await.unwrap().to_bytes();
     form_urlencoded::parse(&body).into_owned().collect()
 }
@@ -124,7 +124,7 @@ async fn readiness(gw: &Running) -> serde_json::Value {
 /// A Vault KV v2 stand-in: reads at `/v1/{mount_path}/{NAME}` with one of `tokens`; an AppRole
 /// login (role `role-1`, secret `secret-1`, namespace header `team`) hands out `hvs.approle`.
 async fn vault(secret: Value, mount_path: &'static str, tokens: &'static [&'static str]) -> String {
-    serve_loopback(move |req: Request<Incoming>| {
+    serve_loopback(move |req: Request<RequestBody>| {
         let secret = secret.clone();
         async move {
             let path = req.uri().path().to_owned();
@@ -236,7 +236,7 @@ async fn vault_approle_login_in_a_namespace() {
 #[tokio::test]
 async fn google_secret_manager_with_a_service_account() {
     let up = recording(Reply::Json(200, ANSWER)).await;
-    let google = serve_loopback(|req: Request<Incoming>| async move {
+    let google = serve_loopback(|req: Request<RequestBody>| async move {
         let path = req.uri().path().to_owned();
         if path == "/token" {
             let f = form(req).await;
@@ -292,7 +292,7 @@ async fn google_secret_manager_with_a_service_account() {
 #[tokio::test]
 async fn azure_key_vault_with_client_credentials() {
     let up = recording(Reply::Json(200, ANSWER)).await;
-    let azure = serve_loopback(|req: Request<Incoming>| async move {
+    let azure = serve_loopback(|req: Request<RequestBody>| async move {
         let path = req.uri().path().to_owned();
         let query = req.uri().query().unwrap_or_default().to_owned();
         if path == "/tenant-1/oauth2/v2.0/token" {

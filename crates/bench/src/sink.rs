@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use sluice_net::server::RequestBody;
 use tokio::net::TcpListener;
 
 use super::BenchError;
@@ -60,7 +60,7 @@ pub async fn start() -> Result<(SocketAddr, Arc<Received>), BenchError> {
 /// Answer every delivery with 200 after reading it whole.
 async fn serve(listener: TcpListener, got: Arc<Received>) {
     let seen = got;
-    let handler = move |req: Request<Incoming>| {
+    let handler = move |req: Request<RequestBody>| {
         let seen = seen.clone();
         async move {
             let n = req

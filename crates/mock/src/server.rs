@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
+use sluice_net::server::RequestBody;
 use tokio::net::TcpListener;
 
 use super::record::Recorder;
@@ -93,7 +93,7 @@ impl Shared {
     }
 }
 
-async fn answer(shared: Arc<Shared>, req: Request<Incoming>) -> Response<MockBody> {
+async fn answer(shared: Arc<Shared>, req: Request<RequestBody>) -> Response<MockBody> {
     handle(req, &shared).await
 }
 
@@ -167,7 +167,7 @@ impl Api {
 }
 
 /// A request body within [`MAX_BODY`], or the 413 to answer.
-async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
+async fn read(body: RequestBody) -> Result<Bytes, Response<MockBody>> {
     match Limited::new(body, MAX_BODY).collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(e) => Err(error(
@@ -183,7 +183,7 @@ async fn read(body: Incoming) -> Result<Bytes, Response<MockBody>> {
 /// guard that counts it answered (once set) or cancelled, its head and its body; or the 413
 /// to answer.
 async fn admit(
-    req: Request<Incoming>,
+    req: Request<RequestBody>,
     shared: &Shared,
     record: bool,
 ) -> Result<(Answering<'_>, Parts, Bytes), Response<MockBody>> {
@@ -197,7 +197,7 @@ async fn admit(
     Ok((answering, parts, body))
 }
 
-async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
+async fn handle(req: Request<RequestBody>, shared: &Shared) -> Response<MockBody> {
     let settings = &shared.settings;
     if req.method() == Method::GET && super::realtime::is_realtime(req.uri().path()) {
         return super::realtime::upgrade(req, settings);
@@ -289,7 +289,11 @@ async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<MockBody> {
 
 /// Answer a search, video or vector store request: counted and recorded as inference
 /// requests are.
-async fn beside_inference(req: Request<Incoming>, api: Api, shared: &Shared) -> Response<MockBody> {
+async fn beside_inference(
+    req: Request<RequestBody>,
+    api: Api,
+    shared: &Shared,
+) -> Response<MockBody> {
     let (mut answering, parts, body) = match admit(req, shared, true).await {
         Ok(admitted) => admitted,
         Err(refused) => return refused,

@@ -26,6 +26,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::h1;
+use crate::h1::server::Ended;
+pub use crate::h1::server::RequestBody;
+
 /// Largest read buffer per connection (hyper's minimum is 8 KiB).
 pub const MAX_CONN_BUF: usize = 64 * 1024;
 
@@ -323,9 +327,9 @@ pub async fn serve_threads<H, F, B, W, WF>(
 where
     W: Fn() -> WF + Clone + Send + 'static,
     WF: Future<Output = ()>,
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -411,9 +415,9 @@ pub async fn serve_with<H, F, B>(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -441,9 +445,9 @@ pub async fn serve_on<H, F, B>(
     grace: Duration,
     limits: ConnLimits,
 ) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -472,6 +476,16 @@ pub async fn serve_on<H, F, B>(
     let slots = limits.max_connections.map(|n| Arc::new(Semaphore::new(n)));
     let mut rate = limits.max_connection_rate_per_ip.map(RateWindow::new);
     let preface_timeout = limits.header_read_timeout;
+    // Plain HTTP/1.1 on sluice's own connection (`h1::server`) unless `SLUICE_HTTP1=hyper`.
+    let own_h1 = (std::env::var_os("SLUICE_HTTP1").is_none_or(|v| v != "hyper")).then(|| {
+        Arc::new(h1::server::Options {
+            header_read_timeout: limits.header_read_timeout,
+            max_headers: limits.max_headers,
+            max_head_bytes: limits.max_header_bytes.max(8 * 1024),
+        })
+    });
+    // Tells connections on the own path to finish their answer and close.
+    let stop = CancellationToken::new();
     tokio::pin!(shutdown);
     loop {
         // At the connection limit, stop accepting: new connections wait in the backlog.
@@ -513,19 +527,16 @@ pub async fn serve_on<H, F, B>(
                     ));
                     continue;
                 }
-                let service = service_fn(move |mut req: Request<Incoming>| {
-                    tag_peer(&mut req, &tagged);
-                    let answer = handler(req);
-                    async move { Ok::<_, Infallible>(answer.await) }
-                });
                 let builder = builder.clone();
                 let graceful = graceful.watcher();
+                let stop = stop.clone();
+                let own = own_h1.clone();
                 tracker.spawn(async move {
                     let _slot = slot;
                     // hyper's header timeout starts once it knows the protocol; a client that
                     // sends nothing (or a trickle of the h2 preface) is cut here.
-                    match tokio::time::timeout(preface_timeout, protocol_known(&stream)).await {
-                        Ok(Ok(())) => {}
+                    let h2 = match tokio::time::timeout(preface_timeout, protocol_known(&stream)).await {
+                        Ok(Ok(h2)) => h2,
                         Ok(Err(e)) => {
                             tracing::debug!(error = %e, "connection failed before a request");
                             return;
@@ -534,10 +545,14 @@ pub async fn serve_on<H, F, B>(
                             tracing::debug!("no request within the header read timeout: closed");
                             return;
                         }
-                    }
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(e) = graceful.watch(conn.into_owned()).await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                    };
+                    let Some(opts) = own.filter(|_| !h2) else {
+                        return hyper_conn(&builder, stream, handler, (tagged, false), graceful).await;
+                    };
+                    let tag = |req: &mut Request<RequestBody>| tag_peer(req, &tagged);
+                    match h1::server::serve(stream, &handler, &opts, &stop, tag).await {
+                        Ended::Closed => {}
+                        Ended::Handoff(io) => hyper_conn(&builder, io, handler, (tagged, false), graceful).await,
                     }
                 });
             }
@@ -549,11 +564,47 @@ pub async fn serve_on<H, F, B>(
         grace_secs = grace.as_secs_f64(),
         "shutting down: draining in-flight requests"
     );
+    stop.cancel();
+    tracker.close();
+    let drained = async {
+        graceful.shutdown().await;
+        tracker.wait().await;
+    };
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = drained => tracing::info!("all connections closed"),
         () = tokio::time::sleep(grace) => tracing::warn!("grace period over; closing remaining connections"),
     }
-    tracker.close();
+}
+
+/// Serve a connection on hyper (HTTP/1.1 with upgrades, or h2c), from its first bytes or from
+/// where sluice's own path handed it over; `tls`: its requests carry [`ServedOverTls`].
+async fn hyper_conn<I, H, F, B>(
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    handler: H,
+    (tagged, tls): ((PeerAddresses, IpAddr), bool),
+    graceful: hyper_util::server::graceful::Watcher,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let service = service_fn(move |req: Request<Incoming>| {
+        let mut req = req.map(RequestBody::Hyper);
+        if tls {
+            req.extensions_mut().insert(ServedOverTls);
+        }
+        tag_peer(&mut req, &tagged);
+        let answer = handler(req);
+        async move { Ok::<_, Infallible>(answer.await) }
+    });
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    if let Err(e) = graceful.watch(conn.into_owned()).await {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
 }
 
 /// One TLS connection: the handshake (bounded in time), then the same server as plain
@@ -569,9 +620,9 @@ async fn serve_tls_conn<H, F, B>(
         (PeerAddresses, IpAddr),
     ),
 ) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: Body + Send + 'static,
+    B: Body<Data = bytes::Bytes> + Send + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
@@ -587,16 +638,7 @@ async fn serve_tls_conn<H, F, B>(
             return;
         }
     };
-    let service = service_fn(move |mut req: Request<Incoming>| {
-        req.extensions_mut().insert(ServedOverTls);
-        tag_peer(&mut req, &tagged);
-        let answer = handler(req);
-        async move { Ok::<_, Infallible>(answer.await) }
-    });
-    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    if let Err(e) = watcher.watch(conn.into_owned()).await {
-        tracing::debug!(error = %e, "connection ended with an error");
-    }
+    hyper_conn(&builder, stream, handler, (tagged, true), watcher).await;
 }
 
 /// Add the peer's address to a request while [`ConnLimits::peer_addresses`] is on, and always
@@ -608,13 +650,13 @@ fn tag_peer<B>(req: &mut Request<B>, (switch, peer): &(PeerAddresses, IpAddr)) {
 }
 
 /// Wait until the connection's first bytes tell HTTP/1.1 from h2c (or it closed): hyper-util
-/// reads them with no time limit of its own.
-async fn protocol_known(stream: &TcpStream) -> std::io::Result<()> {
+/// reads them with no time limit of its own. `true`: h2c's preface.
+async fn protocol_known(stream: &TcpStream) -> std::io::Result<bool> {
     let mut head = [0u8; H2_PREFACE.len()];
     loop {
         let n = stream.peek(&mut head).await?;
         if n == 0 || n == head.len() || head[..n] != H2_PREFACE[..n] {
-            return Ok(());
+            return Ok(head[..n] == *H2_PREFACE);
         }
         // A part of the preface: its data stays readable, so wait a moment before looking again.
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -688,7 +730,7 @@ mod tests {
     async fn http1_and_h2c_share_the_port() {
         let listener = TcpListener::bind(LOOPBACK).await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let handler = |req: Request<Incoming>| async move {
+        let handler = |req: Request<RequestBody>| async move {
             Response::new(Full::new(bytes::Bytes::from(format!(
                 "{:?}",
                 req.version()
@@ -742,7 +784,7 @@ mod tests {
         let listeners = bind_workers(LOOPBACK.parse().unwrap(), 2).await.unwrap();
         let addr = listeners[0].local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let handler = |_req: Request<Incoming>| async {
+        let handler = |_req: Request<RequestBody>| async {
             let who = crate::client::worker_index().map_or("none".to_owned(), |i| i.to_string());
             Response::new(Full::new(bytes::Bytes::from(who)))
         };

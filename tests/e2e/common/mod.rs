@@ -395,7 +395,7 @@ pub const MASTER: (&str, &str) = ("authorization", "Bearer sk-master");
 /// gateway calls); its `http://host:port`.
 pub async fn serve_loopback<H, F>(handler: H) -> String
 where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    H: Fn(Request<sluice_net::server::RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -16,6 +16,7 @@
 mod framing;
 mod head;
 mod pool;
+pub mod server;
 
 /// The fuzz target over the answer parser and body framing (fuzz/README.md); not an API.
 #[doc(hidden)]
