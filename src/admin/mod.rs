@@ -364,6 +364,39 @@ pub async fn call(
     Ok(answer)
 }
 
+/// The answer to a call whose list is large, serialised straight to the response's bytes, or
+/// `None` for every other call ([`call`] answers those): `GET /spend/logs` (10,000 records by
+/// default), whose answer built as a [`Value`] first would be 370,000 map entries to allocate,
+/// sort and drop. The bytes are the ones [`call`]'s answer serialises to: the record's fields
+/// are declared in the order a [`Value`]'s map sorts them (`answers::spend`, tested there).
+/// Only reads go this way, so there is nothing to audit or announce.
+pub async fn call_bytes(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    query: &str,
+    body: &[u8],
+) -> Option<Result<Vec<u8>, ApiError>> {
+    if method != Method::GET || normalised(path) != "/spend/logs" {
+        return None;
+    }
+    let Some(services) = state.store() else {
+        return Some(Err(ApiError::StoreUnavailable));
+    };
+    let answer = match spend::logs(&services.store, AdminRequest { query, body }).await {
+        Ok(logs) => {
+            // A record is ~850 bytes as JSON: room for the whole answer up front, where 8 MB
+            // grown by doubling is copied a dozen times.
+            let mut bytes = Vec::with_capacity(logs.len().saturating_mul(1024));
+            serde_json::to_writer(&mut bytes, &logs)
+                .map(|()| bytes)
+                .map_err(|_| ApiError::Internal("admin answer"))
+        }
+        Err(e) => Err(e),
+    };
+    Some(answer)
+}
+
 /// `path` as the routes name it: no `/v1`, `/customer/` for LiteLLM's `/end_user/`.
 fn normalised(path: &str) -> String {
     let path = path.strip_prefix("/v1").unwrap_or(path);

@@ -3,7 +3,7 @@
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use super::handle;
+use super::{handle, AdminRequest};
 use sluice_core::error::ApiError;
 use sluice_core::usage::Usage;
 use sluice_store::testing::every_backend;
@@ -493,6 +493,22 @@ async fn spend_logs_are_filtered_like_litellm() {
             .map(|l| l["request_id"].as_str().unwrap())
             .collect();
         assert_eq!(ids, ["req-2", "req-1"]);
+        // The list as `GET /spend/logs` sends it, serialised straight to bytes
+        // (`call_bytes`), is byte for byte the list as a `Value` (how every other answer goes).
+        let all = call(s, Method::GET, "/spend/logs", "", Value::Null).await;
+        let direct = super::spend::logs(
+            s,
+            AdminRequest {
+                query: "",
+                body: b"",
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(serde_json::to_vec(&direct).unwrap()).unwrap(),
+            all.to_string()
+        );
         assert_eq!(got[0]["total_tokens"], 110);
         assert_eq!(got[0]["cache_creation_tokens"], 5);
         assert_eq!(got[0]["api_key"], KeyHash::of(&key).as_str());

@@ -100,8 +100,13 @@ where
         .map(|v| v.trim().chars().take(128).collect::<String>())
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "admin".to_owned());
-    let answer = crate::admin::call(state, &parts.method, path, query, &body, &by).await?;
-    let bytes = serde_json::to_vec(&answer).map_err(|_| ApiError::Internal("admin answer"))?;
+    let bytes = match crate::admin::call_bytes(state, &parts.method, path, query, &body).await {
+        Some(bytes) => bytes?,
+        None => {
+            let answer = crate::admin::call(state, &parts.method, path, query, &body, &by).await?;
+            serde_json::to_vec(&answer).map_err(|_| ApiError::Internal("admin answer"))?
+        }
+    };
     Ok(json(StatusCode::OK, Bytes::from(bytes)))
 }
 

@@ -12,7 +12,10 @@
 //! (or `_sqlite`), with `SLUICE_BENCH_ROWS` (default 10,000,000) and
 //! `SLUICE_BENCH_ROWS_PER_DAY` (default 1,000,000: ten days of a busy gateway, ~12 requests a
 //! second around the clock). PostgreSQL needs `SLUICE_TEST_POSTGRES_URL`; its database is
-//! dropped at the end unless `SLUICE_BENCH_KEEP` is set.
+//! dropped at the end unless `SLUICE_BENCH_KEEP` is set (then retention is not run either, and
+//! `bench_spend_logs_reads_postgres` with `SLUICE_BENCH_DATABASE_URL` and the same
+//! `SLUICE_BENCH_ROWS*` times `/spend/logs`' 10,000-row reads on it again, to compare builds on
+//! the same rows).
 
 use std::time::{Duration, Instant};
 
@@ -477,12 +480,13 @@ async fn bench_spend_store_postgres() {
     println!("Database size: {}", col::<String>(&size, "size").unwrap());
     log_reads(&store, l).await;
     sum_reads(&store, l).await;
-    retention(&store, l).await;
     let _ = std::fs::remove_dir_all(&dir);
+    // A kept database is kept whole, for `bench_spend_logs_reads_postgres` to read again.
     if std::env::var_os("SLUICE_BENCH_KEEP").is_some() {
         println!("PostgreSQL database kept: {url}");
         return;
     }
+    retention(&store, l).await;
     store.close().await;
     let (_, name) = url.rsplit_once('/').unwrap();
     let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&server)
@@ -491,4 +495,62 @@ async fn bench_spend_store_postgres() {
     sqlx::Executor::execute(&mut admin, format!("DROP DATABASE {name}").as_str())
         .await
         .unwrap();
+}
+
+/// `/spend/logs`' two 10,000-row reads (the default, and one day's range), each the median and
+/// slowest of 15 after one to warm the cache, on a database `bench_spend_store_postgres` filled
+/// and kept (`SLUICE_BENCH_DATABASE_URL`, with the `SLUICE_BENCH_ROWS*` it was filled with):
+/// the same rows for every build compared, and no fill to wait for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a database filled by bench_spend_store_postgres; see docs/store.md"]
+async fn bench_spend_logs_reads_postgres() {
+    let Some(url) = testing::required_var("SLUICE_BENCH_DATABASE_URL", "a kept bench database")
+    else {
+        return;
+    };
+    let l = Layout::new(
+        env_usize("SLUICE_BENCH_ROWS", 10_000_000),
+        env_usize("SLUICE_BENCH_ROWS_PER_DAY", 1_000_000),
+    );
+    let store = Store::open(StoreOptions::new(Location::Postgres(
+        sluice_core::Secret::new(url),
+    )))
+    .await
+    .unwrap();
+    let mid = l.start_of(l.rows / 2);
+    let cases = [
+        ("/spend/logs default (10,000 newest rows)", None),
+        ("/spend/logs one day's range (10,000 rows)", Some(mid)),
+    ];
+    println!(
+        "| PostgreSQL read at {} rows | median ms | slowest ms | rows |",
+        l.rows
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    for (name, start) in cases {
+        let f = SpendLogFilter {
+            start,
+            end: start.map(|t| t + Duration::from_secs(86_400)),
+            page: Page {
+                offset: 0,
+                limit: 10_000,
+            },
+            ..Default::default()
+        };
+        let n = store.spend_logs(&f).await.unwrap().len();
+        store.spend_logs(&f).await.unwrap();
+        let mut runs = Vec::new();
+        for _ in 0..15 {
+            let t = Instant::now();
+            store.spend_logs(&f).await.unwrap();
+            runs.push(t.elapsed());
+        }
+        runs.sort();
+        println!(
+            "| {name} | {} | {} | {n} |",
+            ms(runs[runs.len() / 2]),
+            ms(runs[runs.len() - 1])
+        );
+    }
+    store.close().await;
 }

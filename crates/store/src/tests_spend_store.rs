@@ -557,3 +557,190 @@ async fn pages_read_newest_days_first_are_the_whole_logs_pages() {
         );
     }
 }
+
+/// Floats of every kind a cost can be: sums that need all 17 digits, tiny and huge ones,
+/// whole numbers, subnormals, and a spread from a fixed pseudo-random sequence.
+fn awkward_floats() -> Vec<f64> {
+    let mut v = vec![
+        0.0,
+        0.1 + 0.2,
+        1.0 / 3.0,
+        0.000_015,
+        1.5e-7,
+        2e-6,
+        123_456.789,
+        1.0,
+        250.0,
+        1e21,
+        1e300,
+        f64::MIN_POSITIVE,
+        5e-324,
+        -0.000_1,
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..400 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // A mantissa of all 52 bits, scaled from 1e-9 up to ~1e6.
+        let m = 1.0 + (x >> 12) as f64 / (1u64 << 52) as f64;
+        v.push(m * 10f64.powi(i % 16 - 9));
+    }
+    v
+}
+
+/// Every column of a spend log comes back from `spend_logs` (one JSON text built by the
+/// database) exactly as written, on both stores: NULLs, costs to the last bit, millisecond
+/// times, JSON-valued columns (tags, attempts) and text that JSON has to escape; the prompt and
+/// answer only when asked for.
+#[tokio::test]
+async fn spend_logs_read_back_every_column_exactly_on_both_stores() {
+    let floats = awkward_floats();
+    let mut logs: Vec<SpendLog> = Vec::new();
+    // A bare record: every optional column NULL.
+    let mut bare = SpendLog::new("bare".into(), "m".into(), DAY0);
+    bare.id = "exact-bare".into();
+    logs.push(bare);
+    // A record with every column set, in text JSON must escape.
+    let odd = "quote \" backslash \\ slash / newline \n tab \t nul-ish \u{1} é 雪 🚀 </script>";
+    let mut full = SpendLog::new(
+        format!("req {odd}"),
+        "gpt-4o".into(),
+        DAY0 + Duration::milliseconds(1_234),
+    );
+    full.id = "exact-full".into();
+    full.api_key = Some(KeyHash::of("sk-exact"));
+    full.team_id = Some(format!("team {odd}"));
+    full.user_id = Some("user-1".into());
+    full.end_user = Some("customer-1".into());
+    full.deployment_id = Some("dep-1".into());
+    full.provider = Some("openai".into());
+    full.usage.prompt_tokens = 1_000_000_007;
+    full.usage.completion_tokens = 5;
+    full.usage.cached_tokens = 6;
+    full.usage.cache_creation_tokens = 7;
+    full.usage.reasoning_tokens = 8;
+    full.spend = 0.1 + 0.2;
+    full.status = SpendStatus::Failure;
+    full.end_time = full.start_time + Duration::milliseconds(987);
+    full.ttfb_ms = Some(12);
+    full.cache_hit = true;
+    full.saved_spend = 1.0 / 3.0;
+    full.requested_model = Some("gpt-4".into());
+    full.overhead_us = Some(345);
+    full.retries = 1;
+    full.fallbacks = 2;
+    full.hedges = 3;
+    full.attempts = vec![
+        AttemptLog {
+            deployment: "dep-0".into(),
+            model_group: "gpt-4".into(),
+            provider: "azure".into(),
+            hedge: false,
+            start_us: 10,
+            duration_us: Some(20),
+            result: "rate_limited".into(),
+            status: Some(429),
+            message: Some(odd.into()),
+        },
+        AttemptLog {
+            deployment: "dep-1".into(),
+            model_group: "gpt-4o".into(),
+            provider: "openai".into(),
+            hedge: true,
+            start_us: 30,
+            duration_us: None,
+            result: "ok".into(),
+            status: None,
+            message: None,
+        },
+    ];
+    full.messages = Some(format!(
+        r#"[{{"role":"user","content":{}}}]"#,
+        serde_json::json!(odd)
+    ));
+    full.response = Some(format!("cut at the cap {odd}"));
+    full.call_type = Some("call_mcp_tool".into());
+    full.error = Some("429 rpm_limit_exceeded".into());
+    full.http_status = Some(429);
+    full.error_type = Some("rate_limit_error".into());
+    full.error_message = Some(odd.into());
+    full.request_tags = vec!["prod".into(), odd.into(), "prod".into()];
+    logs.push(full);
+    // A row per awkward float, as spend and as saved spend, one millisecond apart.
+    for (i, f) in floats.iter().enumerate() {
+        let at = DAY0 + Duration::seconds(10) + Duration::milliseconds(i as i64);
+        let mut l = SpendLog::new(format!("float-{i}"), "m".into(), at);
+        l.id = format!("exact-float-{i:04}");
+        l.spend = *f;
+        l.saved_spend = floats[floats.len() - 1 - i];
+        logs.push(l);
+    }
+    // Newest first, ties in the millisecond by id.
+    let mut expected = logs.clone();
+    expected.sort_by(|a, b| (b.start_time, &b.id).cmp(&(a.start_time, &a.id)));
+    for db in every_backend().await {
+        let s = &db.store;
+        let name = format!("{:?}", s.backend());
+        s.write_spend_batch(&logs).await.unwrap();
+        let all = |content: bool| SpendLogFilter {
+            content,
+            page: Page {
+                offset: 0,
+                limit: 10_000,
+            },
+            ..SpendLogFilter::default()
+        };
+        let read = s.read_logs(&all(true)).await.unwrap();
+        assert_eq!(read.len(), expected.len(), "{name}");
+        for (got, want) in read.iter().zip(&expected) {
+            assert_eq!(got, want, "{name}");
+            // PartialEq on f64 calls 0.0 and -0.0 equal: the bits too.
+            assert_eq!(
+                got.spend.to_bits(),
+                want.spend.to_bits(),
+                "{name} {}",
+                want.id
+            );
+            assert_eq!(
+                got.saved_spend.to_bits(),
+                want.saved_spend.to_bits(),
+                "{name} {}",
+                want.id
+            );
+        }
+        // A list leaves the prompt and answer out; the rest is the same.
+        let listed = s.spend_logs(&all(false)).await.unwrap();
+        let without: Vec<SpendLog> = expected
+            .iter()
+            .cloned()
+            .map(|mut l| {
+                l.messages = None;
+                l.response = None;
+                l
+            })
+            .collect();
+        assert_eq!(listed, without, "{name}");
+        // The page after a row, and nothing at all, read the same way.
+        let after = s
+            .spend_logs(&SpendLogFilter {
+                cursor: Some(Cursor::After(LogPosition::of(&expected[3]))),
+                page: Page {
+                    offset: 0,
+                    limit: 2,
+                },
+                ..SpendLogFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(after, without[1..3], "{name}");
+        let none = s
+            .spend_logs(&SpendLogFilter {
+                request_id: Some("no such request".into()),
+                ..SpendLogFilter::default()
+            })
+            .await
+            .unwrap();
+        assert!(none.is_empty(), "{name}");
+    }
+}
