@@ -6,6 +6,8 @@
 #
 #   BEFORE=/path/to/old/sluice AFTER=target/release/sluice bash bench/ab.sh
 #   REQUESTS=10000 CONCURRENCY=1,8,64 WORKLOADS=chat,chat-stream,embeddings bash bench/ab.sh
+#   BEFORE=$B AFTER=$B BEFORE_ENV=SLUICE_HTTP1=hyper bash bench/ab.sh   # one build, two settings
+#   (BEFORE_ENV / AFTER_ENV: VAR=value words set for that side's gateway only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,9 +42,10 @@ model_list:
 YAML
 
 for side in before after; do
-  bin=$BEFORE
-  [ "$side" = after ] && bin=$AFTER
-  SLUICE_LOG=warn "$bin" serve --config "$work/config.yaml" --port 0 --workers "$WORKERS" \
+  bin=$BEFORE vars=${BEFORE_ENV:-}
+  [ "$side" = after ] && bin=$AFTER vars=${AFTER_ENV:-}
+  # shellcheck disable=SC2086 # VAR=value words, split on purpose
+  env SLUICE_LOG=warn $vars "$bin" serve --config "$work/config.yaml" --port 0 --workers "$WORKERS" \
     --ready-file "$work/$side.addr" --data-dir "$work/$side-data" >"$work/$side.log" 2>&1 &
   pids+=($!)
   echo "$!" >"$work/$side.pid"

@@ -9,6 +9,26 @@ const MAX_LINE: usize = 4 * 1024;
 /// The most bytes of trailers after the last chunk (they are read and dropped).
 const MAX_TRAILERS: usize = 16 * 1024;
 
+/// Body bytes up to this many are copied out of the read buffer; more are split off it.
+pub(crate) const COPY_MAX: usize = 16 * 1024;
+
+/// The first `n` bytes of `buf` as their own `Bytes`: copied when small, so that the read
+/// buffer is never shared with an answer that outlives it and stays the connection's for good
+/// (a shared one is reallocated for the next read and freed with the answer: with many
+/// connections that churn emptied whole allocator pages, a `madvise` and page faults each);
+/// split off without a copy when large. For an answer's head and a body of known length; a
+/// stream's events are split off (its buffer is let go of between events anyway, and one
+/// copy each would be an allocation each).
+pub(crate) fn take(buf: &mut BytesMut, n: usize) -> Bytes {
+    if n <= COPY_MAX {
+        let out = Bytes::copy_from_slice(&buf[..n]);
+        buf.advance(n);
+        out
+    } else {
+        buf.split_to(n).freeze()
+    }
+}
+
 /// How an answer's body ends.
 #[derive(Debug)]
 pub(crate) enum Framing {
@@ -69,7 +89,7 @@ impl Framing {
                 }
                 let n = usize::try_from(*left).unwrap_or(usize::MAX).min(buf.len());
                 *left -= n as u64;
-                Ok(Step::Data(buf.split_to(n).freeze()))
+                Ok(Step::Data(take(buf, n)))
             }
             Self::UntilClose if buf.is_empty() => Ok(Step::More),
             Self::UntilClose => Ok(Step::Data(buf.split().freeze())),

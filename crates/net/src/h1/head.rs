@@ -148,7 +148,7 @@ pub(crate) fn parse_response(
                 (name, name + h.name.len(), value, value + h.value.len())
             })
             .collect();
-        let head: Bytes = buf.split_to(n).freeze();
+        let head: Bytes = super::framing::take(buf, n);
         let mut headers = HeaderMap::with_capacity(places.len());
         for &(ns, ne, vs, ve) in &places {
             let name = HeaderName::from_bytes(&head[ns..ne])

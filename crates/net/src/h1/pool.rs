@@ -151,8 +151,11 @@ impl Pool {
     /// Keep `conn` for the next request to its upstream; the oldest to that upstream goes past the
     /// limit, and any kept past their time go too.
     pub(crate) fn put(&self, mut conn: Box<Conn>) {
-        // An idle connection holds no read buffer.
-        conn.buf = BytesMut::new();
+        // An idle connection keeps a small read buffer (never shared: answers are copied out
+        // of it), so the next answer is read without allocating; a large one goes.
+        if conn.buf.capacity() > super::framing::COPY_MAX {
+            conn.buf = BytesMut::new();
+        }
         let now = Instant::now();
         let mut idle = self.idle();
         // Kept in the order they were put, so the first is the oldest.

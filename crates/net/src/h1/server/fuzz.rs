@@ -2,9 +2,9 @@
 //! `h1_request`): what it takes must be a request whose end no other reader could place
 //! elsewhere.
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
-use super::request::{check, take, Parsed};
+use super::request::{build, check, Parsed};
 use super::MAX_BODY;
 
 /// The first byte picks the limits, the rest is what a client sent. Whatever the bytes: no
@@ -58,13 +58,9 @@ pub fn h1_request(data: &[u8]) {
             );
         }
     }
-    let mut buf = BytesMut::from(rest);
-    if let Some(h) = take(&mut buf, &c) {
-        assert_eq!(buf.len(), rest.len() - c.len);
+    if let Some(h) = build(&Bytes::copy_from_slice(rest), &c) {
         for (_, v) in &h.headers {
             assert!(!v.as_bytes().contains(&b'\n') && !v.as_bytes().contains(&b'\r'));
         }
-    } else {
-        assert_eq!(&buf[..], rest, "a head put back whole");
     }
 }

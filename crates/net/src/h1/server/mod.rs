@@ -1,13 +1,13 @@
 //! sluice's own HTTP/1.1 server connection (issue 44's engine spike, the client side), used
 //! for plain-TCP HTTP/1.1 in place of hyper's server connection where it can be.
 //!
-//! Why: per request hyper's server connection spends ~30k instructions (its dispatcher state
-//! machine, a body channel, the head parsed into its own types, the response encoded through
-//! generic buffers) and keeps a 16 KiB read and an 8 KiB write buffer for the connection's
-//! life, a held stream's too. Here a request's head is parsed by `httparse` in place (header
-//! values share its bytes), its body (known length, already arrived) is a slice of the same
-//! read, the answer's head and a body that is already there go out in one write, and while a
-//! stream is relayed the connection holds no read buffer.
+//! Why: hyper's server connection keeps a 16 KiB read and an 8 KiB write buffer for the
+//! connection's life, a held stream's too, and spends ~13k instructions a request. Here a
+//! request's head is parsed by `httparse` and copied out with its body (known length, already
+//! arrived) in one allocation that header values and body share, the answer's head and the body
+//! frames that are ready go out in one write, and the connection keeps one small read buffer,
+//! never shared, so reused for good (a shared one churned allocator pages under concurrency:
+//! docs/benchmarks.md, "The engine, client side"). 1,000 held streams: 55 → 43 MB.
 //!
 //! What this path takes is narrow on purpose ([`request`]): anything else — a malformed or
 //! oversized head, chunked or large or slow uploads, `Expect`, upgrades, HTTP/1.0 — hands the
@@ -32,11 +32,11 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf as _, Bytes, BytesMut};
 use http::{Method, Request, Response};
 use http_body::Body;
 use http_body_util::BodyExt as _;
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -117,10 +117,18 @@ where
         if !conn.read_body(checked.len + checked.body).await {
             return conn.handoff();
         }
-        let Some(head) = request::take(&mut conn.buf, &checked) else {
+        // The request's bytes are copied out (one small allocation) rather than shared: a
+        // read buffer shared with a request that outlives it is reallocated for the next one
+        // and freed with the request, and with many connections that churn emptied whole
+        // allocator pages (a `madvise` each, then page faults): 1,254 of them per 5,000
+        // requests at c=64, 25–40 % more CPU per request than hyper. Unshared, the read
+        // buffer is reused for good.
+        let whole = Bytes::copy_from_slice(&conn.buf[..checked.len + checked.body]);
+        let Some(head) = request::build(&whole, &checked) else {
             return conn.handoff();
         };
-        let body = conn.buf.split_to(checked.body).freeze();
+        conn.buf.advance(checked.len + checked.body);
+        let body = whole.slice(checked.len..);
         let head_request = head.method == Method::HEAD;
         let mut req = Request::new(RequestBody::Whole((!body.is_empty()).then_some(body)));
         *req.method_mut() = head.method;
@@ -187,7 +195,7 @@ impl Conn {
             self.buf.reserve(READ_CHUNK);
             tokio::select! {
                 biased;
-                read = read_some(&self.io, &mut self.buf) => match read {
+                read = self.io.read_buf(&mut self.buf) => match read {
                     Ok(0) | Err(_) => return Next::Closed,
                     Ok(_) => {}
                 },
@@ -208,7 +216,7 @@ impl Conn {
         let until = Instant::now() + BODY_WAIT;
         while self.buf.len() < want {
             tokio::select! {
-                read = read_some(&self.io, &mut self.buf) => match read {
+                read = self.io.read_buf(&mut self.buf) => match read {
                     Ok(0) | Err(_) => return false,
                     Ok(_) => {}
                 },
@@ -422,16 +430,4 @@ async fn write_all_vectored(io: &mut TcpStream, parts: &mut [&[u8]]) -> bool {
         }
     }
     true
-}
-
-/// Read what the socket has into `buf` once it is readable (no `&mut` borrow of the stream,
-/// so the select's other arms may hold it too).
-async fn read_some(io: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
-    loop {
-        io.readable().await?;
-        match io.try_read_buf(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            r => return r,
-        }
-    }
 }

@@ -6,7 +6,7 @@
 //! `100-continue`, HTTP/1.0) is hyper's, as before. What is accepted here is a subset of what
 //! hyper accepts, read the same way: two parsers never disagree on where a request ends.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Uri};
 
@@ -139,24 +139,10 @@ fn length(v: &[u8]) -> Option<usize> {
     std::str::from_utf8(v).ok()?.parse().ok()
 }
 
-/// Take a checked head off `buf` and build the request's parts, its header values sharing
-/// the head's bytes. `None` (rare: a name or value `http` refuses that `httparse` let
-/// through): the head is put back in front of `buf` and the connection goes to hyper.
-pub(crate) fn take(buf: &mut BytesMut, checked: &Checked) -> Option<Head> {
-    let head: Bytes = buf.split_to(checked.len).freeze();
-    match build(&head, checked) {
-        Some(h) => Some(h),
-        None => {
-            let mut back = BytesMut::with_capacity(head.len() + buf.len());
-            back.extend_from_slice(&head);
-            back.extend_from_slice(buf);
-            *buf = back;
-            None
-        }
-    }
-}
-
-fn build(head: &Bytes, c: &Checked) -> Option<Head> {
+/// Build a checked head's request parts out of `head` (the head's bytes first), its header
+/// values sharing those bytes. `None` (rare: a name or value `http` refuses that `httparse`
+/// let through): the connection goes to hyper, whose answer that is.
+pub(crate) fn build(head: &Bytes, c: &Checked) -> Option<Head> {
     let method = Method::from_bytes(&head[c.method.0..c.method.1]).ok()?;
     let uri = Uri::from_maybe_shared(head.slice(c.path.0..c.path.1)).ok()?;
     let mut headers = HeaderMap::with_capacity(c.places.len());
