@@ -185,6 +185,13 @@ fn admit_keys(s: &Subject, minute: u64) -> [String; 8] {
     ]
 }
 
+/// The lease script's keys of one subject, in its order (`leases.rs`): the admit script's
+/// without the in-flight set, so both count in the same keys.
+pub(super) fn lease_keys(s: &Subject, minute: u64) -> [String; 7] {
+    let [r, r_prev, t, t_prev, _, spend, held, amounts] = admit_keys(s, minute);
+    [r, r_prev, t, t_prev, spend, held, amounts]
+}
+
 /// The settle script's keys of one subject, in its order (see [`SETTLE`]).
 fn settle_keys(s: &Subject, minute: u64) -> [String; 5] {
     let p = prefix(s);
@@ -207,7 +214,7 @@ pub(super) fn spend_ttl(s: &Subject, now_ms: u64) -> u64 {
         .map_or(0, |end| end.saturating_sub(now_ms) + SPEND_GRACE_MS)
 }
 
-fn limit(v: Option<u64>) -> i64 {
+pub(super) fn limit(v: Option<u64>) -> i64 {
     v.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX))
 }
 

@@ -7,25 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use sluice_core::limits::{
-    nanos, wall_ms, Counters, Limits, Nanos, Subject, SubjectKind, Subjects,
-};
+use sluice_core::limits::{nanos, wall_ms, Limits, Nanos, Subject, Subjects};
 use sluice_core::RedisTarget;
 
 use super::counters::{prefix, spend_key, MINUTE_MS};
-use super::testing::{leasing, redis};
+use super::testing::{key, leasing, redis};
 use super::{Fleet, Settlement, Verdict};
 
 const LEASE: f64 = 0.02;
-
-fn key(id: &str, limits: Limits) -> Subject {
-    Subject {
-        kind: SubjectKind::Key,
-        scope: sluice_core::limits::Scope::All,
-        limits: Arc::new(limits),
-        counters: Arc::new(Counters::new(id.into())),
-    }
-}
 
 /// Wait out the end of a minute: a sliding window gives room again as a minute turns, which
 /// would blur a count of what one window admitted.
@@ -72,6 +61,21 @@ async fn request(f: &Arc<Fleet>, s: &Subject, tokens: u64, cost: Nanos, t: &mut 
     tokio::task::yield_now().await;
 }
 
+/// `n` requests of `tokens` and `cost` alternating between `a` (as `ka`) and `b` (as `kb`).
+async fn alternate(
+    (a, ka): (&Arc<Fleet>, &Subject),
+    (b, kb): (&Arc<Fleet>, &Subject),
+    n: usize,
+    (tokens, cost): (u64, Nanos),
+) -> Tally {
+    let mut t = Tally::default();
+    for i in 0..n {
+        let (f, k) = if i % 2 == 0 { (a, ka) } else { (b, kb) };
+        request(f, k, tokens, cost, &mut t).await;
+    }
+    t
+}
+
 async fn two(url: &str) -> (Arc<Fleet>, Arc<Fleet>) {
     let target = RedisTarget::Single(sluice_core::Secret::new(url));
     (leasing(&target, LEASE).await, leasing(&target, LEASE).await)
@@ -90,11 +94,7 @@ async fn leased_requests_stay_within_rpm_and_make_no_round_trip() {
         ..Limits::default()
     };
     let (ka, kb) = (key(&id, rpm), key(&id, rpm));
-    let mut t = Tally::default();
-    for i in 0..1_500 {
-        let (f, k) = if i % 2 == 0 { (&a, &ka) } else { (&b, &kb) };
-        request(f, k, 0, 0, &mut t).await;
-    }
+    let t = alternate((&a, &ka), (&b, &kb), 1_500, (0, 0)).await;
     let admitted = t.leased + t.counted;
     eprintln!("lease figure: rpm 1000, 1500 sent over two instances: {t:?}");
     assert!(admitted <= 1_000, "never beyond the limit: {t:?}");
@@ -119,11 +119,7 @@ async fn leased_budget_is_never_overspent_and_every_cost_reaches_redis() {
     };
     let (ka, kb) = (key(&id, budget), key(&id, budget));
     let cost = nanos(0.001);
-    let mut t = Tally::default();
-    for i in 0..1_300 {
-        let (f, k) = if i % 2 == 0 { (&a, &ka) } else { (&b, &kb) };
-        request(f, k, 0, cost, &mut t).await;
-    }
+    let t = alternate((&a, &ka), (&b, &kb), 1_300, (0, cost)).await;
     let admitted = t.leased + t.counted;
     eprintln!("lease figure: budget 1000 requests' cost, 1300 sent over two instances: {t:?}");
     assert!(admitted <= 1_000, "never beyond the budget: {t:?}");
@@ -169,11 +165,7 @@ async fn tokens_are_leased_and_an_idle_subject_hands_its_slices_back() {
         ..Limits::default()
     };
     let (ka, kb) = (key(&id, limits), key(&id, limits));
-    let mut t = Tally::default();
-    for i in 0..1_500 {
-        let (f, k) = if i % 2 == 0 { (&a, &ka) } else { (&b, &kb) };
-        request(f, k, 100, 0, &mut t).await;
-    }
+    let t = alternate((&a, &ka), (&b, &kb), 1_500, (100, 0)).await;
     let admitted = t.leased + t.counted;
     eprintln!("lease figure: tpm 100000 at 100 tokens a request over two instances: {t:?}");
     // Admission checks tokens already used (as one instance does): the last request

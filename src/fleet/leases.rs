@@ -22,7 +22,7 @@ use redis::Script;
 
 use sluice_core::limits::{Nanos, Remaining, Subject, Subjects};
 
-use super::counters::{prefix, spend_key, spend_ttl, tighter, MINUTE_MS};
+use super::counters::{lease_keys, limit, spend_ttl, tighter, MINUTE_MS};
 
 /// Fewest requests a slice of `rpm` may hold for the subject to be leased.
 pub const MIN_REQUESTS: u64 = 2;
@@ -240,7 +240,7 @@ impl Lease {
 
 /// One subject's part of a sync call, taken from its lease.
 #[derive(Debug)]
-struct Sync {
+struct Carried {
     key: usize,
     subject: Subject,
     member: Arc<str>,
@@ -412,7 +412,7 @@ impl Leases {
 
     /// Take from every lease what a sync should carry now: renewals of low slices, a new
     /// minute's hand-back, settled cost, re-stamps, and idle subjects' release.
-    fn take(&self, now: u64) -> Vec<Sync> {
+    fn take(&self, now: u64) -> Vec<Carried> {
         let minute = now / MINUTE_MS;
         let mut out = Vec::new();
         let mut map = self.lock();
@@ -481,7 +481,7 @@ impl Leases {
                 },
             };
             l.busy = true;
-            out.push(Sync {
+            out.push(Carried {
                 key,
                 subject: s,
                 member: l.member.clone(),
@@ -498,7 +498,7 @@ impl Leases {
     }
 
     /// Apply a sync's answer (`None`: it failed, and what it carried is kept for the next).
-    fn apply(&self, batch: Vec<Sync>, answer: Option<&[i64]>, now: u64) {
+    fn apply(&self, batch: Vec<Carried>, answer: Option<&[i64]>, now: u64) {
         let mut map = self.lock();
         for (i, sync) in batch.into_iter().enumerate() {
             let Some(l) = map.get_mut(&sync.key) else {
@@ -556,16 +556,10 @@ impl Leases {
         let minute = now / MINUTE_MS;
         for b in &batch {
             let s = &b.subject;
-            let p = prefix(s);
-            inv.key(format!("{p}:r:{minute}"))
-                .key(format!("{p}:r:{}", minute.saturating_sub(1)))
-                .key(format!("{p}:t:{minute}"))
-                .key(format!("{p}:t:{}", minute.saturating_sub(1)))
-                .key(spend_key(&p, s))
-                .key(format!("{p}:h"))
-                .key(format!("{p}:hv"));
+            for k in lease_keys(s, minute) {
+                inv.key(k);
+            }
             let l = &s.limits;
-            let limit = |v: Option<u64>| v.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX));
             inv.arg(limit(l.rpm))
                 .arg(limit(l.tpm))
                 .arg(limit(l.max_budget))

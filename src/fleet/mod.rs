@@ -267,19 +267,9 @@ mod lease_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_core::limits::{nanos, Counters, Exceeded, Limits, Subject, SubjectKind};
+    use sluice_core::limits::{nanos, Exceeded, Limits, Subject, SubjectKind};
 
-    use testing::{up, up_on};
-
-    /// The same key as two instances see it: same id and limits, separate local counters.
-    fn key(id: &str, limits: Limits) -> Subject {
-        Subject {
-            kind: SubjectKind::Key,
-            scope: sluice_core::limits::Scope::All,
-            limits: Arc::new(limits),
-            counters: Arc::new(Counters::new(id.into())),
-        }
-    }
+    use testing::{key, up, up_on};
 
     fn one(s: &Subject) -> Subjects {
         Subjects::from([s.clone()])

@@ -158,3 +158,13 @@ pub fn sentinel_ctl(ctl: &str, what: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// The same key as two instances see it: same id and limits, separate local counters.
+pub fn key(id: &str, limits: sluice_core::limits::Limits) -> sluice_core::limits::Subject {
+    sluice_core::limits::Subject {
+        kind: sluice_core::limits::SubjectKind::Key,
+        scope: sluice_core::limits::Scope::All,
+        limits: std::sync::Arc::new(limits),
+        counters: std::sync::Arc::new(sluice_core::limits::Counters::new(id.into())),
+    }
+}

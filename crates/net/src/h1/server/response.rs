@@ -28,11 +28,13 @@ pub(crate) fn framing(
     headers: &HeaderMap,
     exact: Option<u64>,
 ) -> (Framing, Option<u64>) {
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let len = exact.or(declared);
+    // The handler's header is read only when the body does not know its size.
+    let len = exact.or_else(|| {
+        headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+    });
     if status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
